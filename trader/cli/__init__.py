@@ -1,0 +1,57 @@
+"""The `trader` command line: a thin typer layer over the Python API.
+
+Each command group lives in its own module and registers itself on `app`.
+Errors derived from `trader.errors.UserError` (data errors included) end the
+command with exit code 2 and a one-line message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from trader.errors import UserError
+
+app = typer.Typer(
+    name="trader",
+    help="podracer-trader: market data, training, tournaments, backtests and the dashboard.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register_commands() -> None:
+    """Import each command module; each adds its commands to `app`."""
+    from trader.cli import data  # noqa: F401
+
+
+_register_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code (0 ok, 2 bad input, 1 unexpected failure)."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except typer.Exit as stop:
+        return stop.exit_code
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        return 1
+    except Exception as err:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            return err.exit_code
+        raise
+    return 0
+
+
+def entry_point() -> None:
+    """Console-script entry: exit with `main`'s code."""
+    sys.exit(main())
