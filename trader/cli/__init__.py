@@ -24,7 +24,7 @@ app = typer.Typer(
 
 def _register_commands() -> None:
     """Import each command module; each adds its commands to `app`."""
-    from trader.cli import data  # noqa: F401
+    # One import per command module, e.g. `from trader.cli import data  # noqa: F401`.
 
 
 _register_commands()
