@@ -1,0 +1,18 @@
+"""Market data: one in-memory panel (`MarketData`) from several providers.
+
+Entry points: `MarketData`, `DataError`, `from_frame`, `read_files`, `synthetic`,
+`yahoo`, `load` (recipes). Every provider builds its panel through `from_frame`, so
+validation and indicators live in one place.
+"""
+
+from market_envs.data.frame import from_frame
+from market_envs.data.panel import EXCHANGE_TZ, FEATURE_NAMES, INDICATOR_NAMES, DataError, MarketData
+
+__all__ = [
+    "EXCHANGE_TZ",
+    "FEATURE_NAMES",
+    "INDICATOR_NAMES",
+    "DataError",
+    "MarketData",
+    "from_frame",
+]

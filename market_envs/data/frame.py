@@ -1,0 +1,271 @@
+"""`from_frame`: the one way a long OHLCV table becomes a `MarketData` panel.
+
+Every provider (synthetic, files, yahoo) ends here, so validation, gap filling and
+indicators live in one place. The steps, in order:
+
+1. match column names (case-insensitive, common aliases), check none is missing;
+2. parse timestamps into exchange time, refusing naive or mixed time zones;
+3. check values: NaN or non-positive prices, high < low, negative volume;
+4. check order: duplicate or unsorted timestamps per ticker;
+5. pivot to a [T, N] grid on the union of timestamps, starting where every ticker
+   has begun; fill gaps forward from the past only and mark them untradable;
+6. compute the indicators causally and mask their warm-up rows.
+
+Every error is a `DataError` naming the source, ticker and timestamp.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import torch
+
+from market_envs.data.indicators import WARMUP_BARS, compute_indicators
+from market_envs.data.panel import EXCHANGE_TZ, FEATURE_NAMES, PRICE_COLUMNS, DataError, MarketData
+
+COLUMN_ALIASES = {
+    "timestamp": ("timestamp", "datetime", "date", "time", "t"),
+    "ticker": ("ticker", "symbol", "tic"),
+    "open": ("open", "o"),
+    "high": ("high", "h"),
+    "low": ("low", "l"),
+    "close": ("close", "c", "adj close", "adj_close"),
+    "volume": ("volume", "v", "vol"),
+}
+_OFFSET = re.compile(r"(Z|[+-]\d{2}:?\d{2})$")
+
+
+def _where(source: str | None) -> str:
+    return f"{source}: " if source else ""
+
+
+def match_columns(frame: pd.DataFrame, required, source: str | None = None) -> pd.DataFrame:
+    """Rename columns to canonical names (case-insensitive, aliases) and keep `required`."""
+    lowered = {str(c).strip().lower(): c for c in frame.columns}
+    rename, missing = {}, []
+    for canonical in required:
+        found = next((lowered[a] for a in COLUMN_ALIASES[canonical] if a in lowered), None)
+        if found is None:
+            missing.append(canonical)
+        else:
+            rename[found] = canonical
+    if missing:
+        raise DataError(
+            f"{_where(source)}missing column(s) {missing}; found {list(frame.columns)} "
+            f"(names are matched case-insensitively)"
+        )
+    return frame[list(rename)].rename(columns=rename)
+
+
+def parse_timestamps(values: pd.Series, source: str | None = None, assume_tz: str | None = None) -> pd.Series:
+    """Timestamps in exchange time. Naive ones need `assume_tz`; mixed zones are refused."""
+    where = _where(source)
+    if isinstance(values.dtype, pd.DatetimeTZDtype):
+        return values.dt.tz_convert(EXCHANGE_TZ)
+    if pd.api.types.is_datetime64_dtype(values):
+        return _localize_naive(values, where, assume_tz)
+    codes, uniques = pd.factorize(values)
+    uniques = pd.Series(uniques)
+    if len(uniques) == 0:
+        raise DataError(f"{where}no timestamps")
+    first = uniques.iloc[0]
+    if isinstance(first, pd.Timestamp):
+        zones = uniques.map(lambda v: str(v.tz) if isinstance(v, pd.Timestamp) else "not a timestamp")
+    else:
+        text = uniques.astype(str).str.strip()
+        zones = text.map(lambda s: "offset" if _OFFSET.search(s) else "naive")
+    if zones.nunique() > 1:
+        odd = zones.ne(zones.iloc[0]).idxmax()
+        raise DataError(
+            f"{where}mixed time zones: {uniques.iloc[0]} is {zones.iloc[0]} but "
+            f"{uniques.iloc[odd]} is {zones.iloc[odd]}"
+        )
+    raw = uniques if isinstance(first, pd.Timestamp) else uniques.astype(str)
+    try:
+        if zones.iloc[0] == "naive":
+            parsed = _localize_naive(pd.to_datetime(raw, format="ISO8601"), where, assume_tz)
+        else:
+            parsed = pd.to_datetime(raw, utc=True, format="ISO8601").dt.tz_convert(EXCHANGE_TZ)
+    except (ValueError, TypeError) as err:
+        raise DataError(f"{where}unreadable timestamp: {err}") from None
+    return pd.Series(pd.DatetimeIndex(parsed)[codes], index=values.index)
+
+
+def _localize_naive(values: pd.Series, where: str, assume_tz: str | None) -> pd.Series:
+    if assume_tz is None:
+        raise DataError(
+            f"{where}timestamps have no time zone (first: {values.iloc[0]}); write them with "
+            f"an offset or pass assume_tz='{EXCHANGE_TZ}'"
+        )
+    return values.dt.tz_localize(assume_tz, ambiguous="raise", nonexistent="raise").dt.tz_convert(EXCHANGE_TZ)
+
+
+def _first_bad(frame: pd.DataFrame, bad: pd.Series, what: str, where: str) -> DataError:
+    row = frame.loc[bad.idxmax()]
+    return DataError(f"{where}ticker {row['ticker']} at {row['timestamp']}: {what}")
+
+
+def validate_values(frame: pd.DataFrame, source: str | None = None) -> None:
+    """Refuse NaN or non-positive prices, high < low and negative or NaN volume."""
+    where = _where(source)
+    for column in ("open", "high", "low", "close", "volume"):
+        bad = frame[column].isna()
+        if bad.any():
+            raise _first_bad(frame, bad, f"{column} is NaN or not a number", where)
+    for column in ("open", "high", "low", "close"):
+        bad = frame[column] <= 0
+        if bad.any():
+            value = frame.loc[bad.idxmax(), column]
+            raise _first_bad(frame, bad, f"{column} is {value}, prices must be positive", where)
+    bad = frame["high"] < frame["low"]
+    if bad.any():
+        row = frame.loc[bad.idxmax()]
+        raise _first_bad(frame, bad, f"high {row['high']} < low {row['low']}", where)
+    bad = frame["volume"] < 0
+    if bad.any():
+        raise _first_bad(frame, bad, f"volume is {frame.loc[bad.idxmax(), 'volume']} (negative)", where)
+
+
+def validate_order(frame: pd.DataFrame, source: str | None = None) -> None:
+    """Refuse duplicate (ticker, timestamp) rows and timestamps out of order per ticker."""
+    where = _where(source)
+    duplicated = frame.duplicated(["ticker", "timestamp"])
+    if duplicated.any():
+        raise _first_bad(frame, duplicated, "duplicate timestamp", where)
+    step = frame.groupby("ticker", sort=False)["timestamp"].diff()
+    unsorted = step < pd.Timedelta(0)
+    if unsorted.any():
+        raise _first_bad(frame, unsorted, "timestamps are not sorted (this bar comes after a later one)", where)
+
+
+def infer_interval(timestamps: pd.DatetimeIndex) -> str:
+    """The bar length as a pandas alias: '1D' for daily bars, else 'Nmin'."""
+    if len(timestamps) < 2:
+        return "1D"
+    step = pd.Series(timestamps).diff().dropna()
+    typical = step[step > pd.Timedelta(0)].min()
+    if typical >= pd.Timedelta(hours=20):
+        return "1D"
+    return f"{max(1, int(typical / pd.Timedelta(minutes=1)))}min"
+
+
+def _grid_start(close: pd.DataFrame, where: str) -> pd.Timestamp:
+    """The first bar at which every ticker has begun; refuse tickers that never overlap."""
+    first = close.apply(pd.Series.first_valid_index)
+    last = close.apply(pd.Series.last_valid_index)
+    start = first.max()
+    for ticker in close.columns:
+        if last[ticker] < start:
+            late = first.idxmax()
+            raise DataError(
+                f"{where}ticker {ticker} has no overlap with the others: its bars end at "
+                f"{last[ticker]}, ticker {late} starts at {start}"
+            )
+    return start
+
+
+def _align_benchmark(benchmark, timestamps: pd.DatetimeIndex, where: str) -> np.ndarray:
+    if isinstance(benchmark, pd.DataFrame):
+        bench = match_columns(benchmark, ("timestamp", "close"), source=where.rstrip(": ") or None)
+        series = pd.Series(
+            bench["close"].to_numpy(dtype=np.float64),
+            index=pd.DatetimeIndex(parse_timestamps(bench["timestamp"])),
+        )
+    else:
+        series = pd.Series(benchmark, dtype=np.float64)
+        index = pd.DatetimeIndex(series.index)
+        if index.tz is None:
+            raise DataError(f"{where}benchmark timestamps have no time zone")
+        series.index = index.tz_convert(EXCHANGE_TZ)
+    series = series.sort_index()
+    if series.isna().any() or (series <= 0).any():
+        bad = series[series.isna() | (series <= 0)].index[0]
+        raise DataError(f"{where}benchmark at {bad}: price is NaN or not positive")
+    aligned = series.reindex(series.index.union(timestamps)).ffill().reindex(timestamps)
+    if aligned.isna().any():
+        raise DataError(f"{where}benchmark has no value at or before {aligned.index[aligned.isna()][0]}")
+    return aligned.to_numpy()
+
+
+def from_frame(
+    frame: pd.DataFrame,
+    benchmark: pd.Series | pd.DataFrame | None = None,
+    *,
+    tickers: list[str] | None = None,
+    name: str = "unnamed",
+    benchmark_name: str | None = None,
+    source: str | None = None,
+    assume_tz: str | None = None,
+) -> MarketData:
+    """Build a validated `MarketData` panel from a long OHLCV DataFrame.
+
+    :param frame: one row per (timestamp, ticker) with open, high, low, close, volume;
+        column names are matched case-insensitively; any interval from minutes to days.
+    :param benchmark: optional benchmark close, a Series indexed by tz-aware timestamps
+        or a DataFrame with timestamp and close columns; aligned forward in time.
+    :param tickers: keep these tickers, in this order; a missing one is an error.
+        Default: every ticker in the frame, sorted.
+    :param name: the data set's name, carried into reports and checkpoints.
+    :param benchmark_name: the benchmark's label (e.g. "QQQ").
+    :param source: the file or provider, named in every error message.
+    :param assume_tz: time zone for naive timestamps; without it they are refused.
+    """
+    where = _where(source)
+    if frame is None or len(frame) == 0:
+        raise DataError(f"{where}no rows (empty data)")
+    long = match_columns(frame, ("timestamp", "ticker") + PRICE_COLUMNS, source)
+    long = long.reset_index(drop=True)
+    long["ticker"] = long["ticker"].astype(str).str.strip()
+    long["timestamp"] = parse_timestamps(long["timestamp"], source, assume_tz)
+    for column in PRICE_COLUMNS:
+        long[column] = pd.to_numeric(long[column], errors="coerce")
+    validate_values(long, source)
+    validate_order(long, source)
+
+    present = pd.unique(long["ticker"])
+    if tickers is not None:
+        absent = [t for t in tickers if t not in set(present)]
+        if absent:
+            raise DataError(f"{where}requested ticker(s) {absent} not in the data (found {sorted(present)[:20]})")
+        long = long[long["ticker"].isin(tickers)]
+        order = list(tickers)
+    else:
+        order = sorted(present)
+
+    wide = {
+        column: long.pivot(index="timestamp", columns="ticker", values=column).reindex(columns=order)
+        for column in PRICE_COLUMNS
+    }
+    start = _grid_start(wide["close"], where)
+    wide = {column: w.loc[start:] for column, w in wide.items()}
+    observed = wide["close"].notna()
+    close = wide["close"].ffill()
+    filled = {
+        "open": wide["open"].fillna(close),
+        "high": wide["high"].fillna(close),
+        "low": wide["low"].fillna(close),
+        "close": close,
+        "volume": wide["volume"].fillna(0.0),
+    }
+    indicators = compute_indicators(filled["high"], filled["low"], filled["close"])
+    columns = [filled[c] if c in filled else indicators[c] for c in FEATURE_NAMES]
+    features = np.stack([c.to_numpy(dtype=np.float32) for c in columns], axis=-1)
+
+    tradable = observed.to_numpy().copy()
+    tradable[: min(WARMUP_BARS, len(tradable))] = False
+    timestamps = pd.DatetimeIndex(close.index)
+    bench = None if benchmark is None else torch.from_numpy(
+        _align_benchmark(benchmark, timestamps, where).astype(np.float32)
+    )
+    return MarketData(
+        timestamps=timestamps,
+        tickers=tuple(order),
+        features=torch.from_numpy(features),
+        tradable=torch.from_numpy(tradable),
+        interval=infer_interval(timestamps),
+        benchmark=bench,
+        benchmark_name=benchmark_name if benchmark is not None else None,
+        name=name,
+    )

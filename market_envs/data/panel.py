@@ -1,0 +1,273 @@
+"""`MarketData`: one market panel as tensors, and `DataError`.
+
+A panel is T bars x N tickers x F features. Every provider builds one through
+`market_envs.data.frame.from_frame`, so this class only holds, slices and moves data;
+it never validates raw input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+import torch
+
+from trader.errors import UserError
+
+EXCHANGE_TZ = "America/New_York"
+PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
+INDICATOR_NAMES = (
+    "macd",
+    "boll_ub",
+    "boll_lb",
+    "rsi_30",
+    "cci_30",
+    "dx_30",
+    "close_30_sma",
+    "close_60_sma",
+)
+FEATURE_NAMES = PRICE_COLUMNS + INDICATOR_NAMES
+
+
+class DataError(UserError):
+    """Bad market data. The message names the file, ticker and timestamp concerned."""
+
+
+def _as_timestamp(value, tz: str) -> pd.Timestamp:
+    """A str, date or Timestamp as a tz-aware Timestamp in the panel's time zone.
+
+    Naive values are read as exchange time.
+    """
+    stamp = pd.Timestamp(value)
+    if stamp.tzinfo is None:
+        return stamp.tz_localize(tz)
+    return stamp.tz_convert(tz)
+
+
+@dataclass(frozen=True, eq=False)
+class MarketData:
+    """A market panel: T bars x N tickers x F features, as tensors on one device.
+
+    :param timestamps: bar times [T], tz-aware, exchange time, strictly increasing.
+    :param tickers: ticker symbols [N].
+    :param features: float32 [T, N, F]; `feature_names` starts with open, high, low,
+        close, volume, then the indicators.
+    :param tradable: bool [T, N]; False where a bar was filled forward over a gap or
+        an indicator is still warming up. Untradable stocks are never traded.
+    :param feature_names: names of the last dimension of `features`.
+    :param interval: bar length as a pandas offset alias ("1min", "5min", "1D").
+    :param benchmark: optional benchmark close [T] (QQQ for the NASDAQ-100).
+    :param benchmark_name: the benchmark's ticker or description.
+    :param feature_mean: per-feature mean [F] fitted on the training period only.
+    :param feature_std: per-feature standard deviation [F], same period.
+    :param name: the data set (recipe) name, for reports and checkpoints.
+    """
+
+    timestamps: pd.DatetimeIndex
+    tickers: tuple[str, ...]
+    features: torch.Tensor
+    tradable: torch.Tensor
+    feature_names: tuple[str, ...] = FEATURE_NAMES
+    interval: str = "1min"
+    benchmark: torch.Tensor | None = None
+    benchmark_name: str | None = None
+    feature_mean: torch.Tensor | None = None
+    feature_std: torch.Tensor | None = None
+    name: str = "unnamed"
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        t, n = len(self.timestamps), len(self.tickers)
+        if self.features.shape != (t, n, len(self.feature_names)):
+            raise DataError(
+                f"features have shape {tuple(self.features.shape)}, expected "
+                f"({t}, {n}, {len(self.feature_names)}) from timestamps, tickers, feature_names"
+            )
+        if self.tradable.shape != (t, n):
+            raise DataError(f"tradable has shape {tuple(self.tradable.shape)}, expected ({t}, {n})")
+        if self.benchmark is not None and self.benchmark.shape != (t,):
+            raise DataError(f"benchmark has shape {tuple(self.benchmark.shape)}, expected ({t},)")
+        if self.timestamps.tz is None:
+            raise DataError("timestamps have no time zone; MarketData needs exchange time")
+
+    # ----------------------------------------------------------------- views
+    @property
+    def num_bars(self) -> int:
+        return len(self.timestamps)
+
+    @property
+    def num_tickers(self) -> int:
+        return len(self.tickers)
+
+    @property
+    def device(self) -> torch.device:
+        return self.features.device
+
+    def feature(self, name: str) -> torch.Tensor:
+        """One feature as a [T, N] view."""
+        try:
+            index = self.feature_names.index(name)
+        except ValueError:
+            raise DataError(f"no feature {name!r}; the panel has {list(self.feature_names)}") from None
+        return self.features[:, :, index]
+
+    @property
+    def open(self) -> torch.Tensor:
+        return self.feature("open")
+
+    @property
+    def close(self) -> torch.Tensor:
+        return self.feature("close")
+
+    @property
+    def volume(self) -> torch.Tensor:
+        return self.feature("volume")
+
+    @property
+    def start(self) -> pd.Timestamp:
+        return self.timestamps[0]
+
+    @property
+    def end(self) -> pd.Timestamp:
+        return self.timestamps[-1]
+
+    def __repr__(self) -> str:
+        span = f"{self.start} .. {self.end}" if self.num_bars else "empty"
+        return (
+            f"MarketData(name={self.name!r}, bars={self.num_bars}, tickers={self.num_tickers}, "
+            f"features={len(self.feature_names)}, interval={self.interval!r}, {span}, "
+            f"device={self.device})"
+        )
+
+    # ------------------------------------------------------------ transforms
+    def to(self, device: torch.device | str) -> MarketData:
+        """The same panel with every tensor on `device`."""
+        device = torch.device(device)
+
+        def move(x):
+            return None if x is None else x.to(device)
+
+        return replace(
+            self,
+            features=move(self.features),
+            tradable=move(self.tradable),
+            benchmark=move(self.benchmark),
+            feature_mean=move(self.feature_mean),
+            feature_std=move(self.feature_std),
+        )
+
+    def take(self, index: slice) -> MarketData:
+        """Bars `index` (a slice over the time axis) as a new panel."""
+        return replace(
+            self,
+            timestamps=self.timestamps[index],
+            features=self.features[index],
+            tradable=self.tradable[index],
+            benchmark=None if self.benchmark is None else self.benchmark[index],
+        )
+
+    def slice(self, start=None, end=None) -> MarketData:
+        """Bars with `start <= timestamp < end`; either bound may be None.
+
+        Bounds are timestamps, dates or strings; naive ones are read as exchange time.
+        """
+        tz = str(self.timestamps.tz)
+        lo = 0 if start is None else int(self.timestamps.searchsorted(_as_timestamp(start, tz), "left"))
+        hi = self.num_bars if end is None else int(self.timestamps.searchsorted(_as_timestamp(end, tz), "left"))
+        if hi <= lo:
+            raise DataError(
+                f"period {start} .. {end} holds no bar of {self.name!r} "
+                f"(data spans {self.start} .. {self.end})"
+            )
+        return self.take(slice(lo, hi))
+
+    def split(self, train_end, val_end) -> tuple[MarketData, MarketData, MarketData]:
+        """Train [start, train_end), validation [train_end, val_end), test [val_end, end].
+
+        Normalisation statistics are fitted on the training part only and carried by
+        all three parts.
+        """
+        tz = str(self.timestamps.tz)
+        if _as_timestamp(train_end, tz) >= _as_timestamp(val_end, tz):
+            raise DataError(f"split dates out of order: train_end {train_end} >= val_end {val_end}")
+        train = self.slice(None, train_end)
+        mean, std = train.fit_normalization()
+        parts = (train, self.slice(train_end, val_end), self.slice(val_end, None))
+        return tuple(replace(p, feature_mean=mean, feature_std=std) for p in parts)
+
+    def period(self, which: str) -> MarketData:
+        """"train", "validation" or "test" by the split dates in `meta` (set by recipes).
+
+        `meta["train_end"]` and `meta["val_end"]` bound the three periods as in `split`.
+        """
+        if "train_end" not in self.meta or "val_end" not in self.meta:
+            raise DataError(f"data set {self.name!r} has no split dates (meta train_end/val_end)")
+        parts = dict(zip(("train", "validation", "test"), self.split(self.meta["train_end"], self.meta["val_end"])))
+        if which not in parts:
+            raise DataError(f"unknown period {which!r}; expected one of {list(parts)}")
+        return parts[which]
+
+    def fit_normalization(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-feature mean and std over the tradable bars of this panel.
+
+        Prices and volume are normalised in log space by the env; the statistics here
+        are plain moments of the raw features, for indicators and diagnostics.
+        """
+        mask = self.tradable.unsqueeze(-1).to(self.features.dtype)
+        count = mask.sum(dim=(0, 1)).clamp_min(1.0)
+        mean = (self.features * mask).sum(dim=(0, 1)) / count
+        var = (((self.features - mean) ** 2) * mask).sum(dim=(0, 1)) / count
+        return mean, var.sqrt().clamp_min(1e-8)
+
+    def normalized_features(self) -> torch.Tensor:
+        """Features standardised with the training statistics (fitted here if absent)."""
+        mean, std = (
+            (self.feature_mean, self.feature_std)
+            if self.feature_mean is not None
+            else self.fit_normalization()
+        )
+        return (self.features - mean) / std
+
+    def with_normalization(self, mean: torch.Tensor, std: torch.Tensor) -> MarketData:
+        """The same panel carrying the given normalisation statistics."""
+        return replace(self, feature_mean=mean.to(self.device), feature_std=std.to(self.device))
+
+    # ------------------------------------------------------------ conversion
+    def to_frame(self) -> pd.DataFrame:
+        """The panel as a long DataFrame: timestamp, ticker, features, tradable."""
+        t, n = self.num_bars, self.num_tickers
+        values = self.features.detach().cpu().numpy().reshape(t * n, -1)
+        frame = pd.DataFrame(values, columns=list(self.feature_names))
+        frame.insert(0, "ticker", np.tile(np.asarray(self.tickers, dtype=object), t))
+        frame.insert(0, "timestamp", np.repeat(self.timestamps, n))
+        frame["tradable"] = self.tradable.detach().cpu().numpy().reshape(-1)
+        return frame
+
+    def benchmark_series(self) -> pd.Series | None:
+        """The benchmark close as a pandas Series over the panel's timestamps."""
+        if self.benchmark is None:
+            return None
+        return pd.Series(
+            self.benchmark.detach().cpu().numpy(), index=self.timestamps, name=self.benchmark_name
+        )
+
+    def summary(self) -> dict:
+        """Plain facts about the panel, for `trader data info` and logs."""
+        close = self.close
+        first, last = close[0], close[-1]
+        days = pd.Index(self.timestamps.date).nunique()
+        return {
+            "name": self.name,
+            "interval": self.interval,
+            "start": str(self.start),
+            "end": str(self.end),
+            "bars": self.num_bars,
+            "trading_days": int(days),
+            "tickers": self.num_tickers,
+            "features": len(self.feature_names),
+            "benchmark": self.benchmark_name,
+            "tradable_fraction": float(self.tradable.float().mean()),
+            "median_total_return": float(torch.median(last / first - 1.0)),
+            "memory_mb": round(self.features.numel() * self.features.element_size() / 2**20, 1),
+        }
