@@ -1,0 +1,199 @@
+"""The shared agent layer: normaliser, configs, flat state, registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from trader.agents import ALGOS, get_spec, make_agent
+from trader.agents.base import (
+    Agent,
+    config_from_dict,
+    config_to_dict,
+    load_optimizer_tensors,
+    optimizer_tensors,
+    seeded,
+)
+from trader.agents.normalizer import ObsNormalizer
+from trader.errors import CheckpointError, ConfigError, UserError
+
+
+# --------------------------------------------------------------------------- normaliser
+
+
+def test_normalizer_matches_numpy_over_batches() -> None:
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(3.0, 2.0, size=(n, 4)) for n in (1, 7, 50, 3)]
+    norm = ObsNormalizer(4)
+    for batch in batches:
+        norm.update(torch.as_tensor(batch, dtype=torch.float32))
+    everything = np.concatenate(batches).astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(norm.mean.numpy(), everything.mean(axis=0), rtol=1e-10)
+    np.testing.assert_allclose(norm.var.numpy(), everything.var(axis=0), rtol=1e-9)
+    assert float(norm.count) == len(everything)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=20), min_size=1, max_size=6),
+    seed=st.integers(0, 2**16),
+)
+def test_normalizer_property_any_batching(sizes: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    data = rng.normal(rng.uniform(-5, 5), rng.uniform(0.1, 4), size=(sum(sizes), 3))
+    norm = ObsNormalizer(3)
+    start = 0
+    for size in sizes:
+        norm.update(torch.as_tensor(data[start : start + size], dtype=torch.float64))
+        start += size
+    np.testing.assert_allclose(norm.mean.numpy(), data.mean(axis=0), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(norm.var.numpy(), data.var(axis=0), rtol=1e-8, atol=1e-12)
+
+
+def test_normalizer_normalizes_and_clips() -> None:
+    norm = ObsNormalizer(2, clip=3.0)
+    norm.update(torch.tensor([[0.0, 10.0], [2.0, 10.0]]))
+    out = norm.normalize(torch.tensor([[1.0, 10.0], [100.0, 10.0]]))
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out[0], torch.tensor([0.0, 0.0]))
+    assert float(out[1, 0]) == 3.0  # clipped
+
+
+def test_normalizer_disabled_is_identity_and_state_round_trip() -> None:
+    off = ObsNormalizer(2, enabled=False)
+    off.update(torch.ones(5, 2) * 7)
+    x = torch.randn(3, 2)
+    assert torch.equal(off.normalize(x), x)
+    on = ObsNormalizer(2)
+    on.update(torch.randn(10, 2))
+    other = ObsNormalizer(2)
+    other.load_state_dict(on.state_dict())
+    assert torch.equal(other.normalize(x), on.normalize(x))
+    with pytest.raises(ConfigError, match="last dimension"):
+        on.update(torch.randn(4, 3))
+    with pytest.raises(ConfigError, match="shape"):
+        ObsNormalizer(3).load_state_dict(on.state_dict())
+
+
+# --------------------------------------------------------------------------- configs
+
+
+@dataclass(frozen=True)
+class _ToyConfig:
+    hidden: tuple[int, ...] = (8, 8)
+    """Hidden sizes."""
+    lr: float = 1e-3
+    """Learning rate."""
+    target: float | None = None
+    """Optional float."""
+
+
+def test_config_round_trip_and_unknown_key() -> None:
+    cfg = _ToyConfig(hidden=(4,), lr=2.0, target=1.0)
+    as_dict = config_to_dict(cfg)
+    assert as_dict == {"hidden": [4], "lr": 2.0, "target": 1.0}
+    assert config_from_dict(_ToyConfig, {"hidden": [4], "lr": 2, "target": 1}) == cfg
+    with pytest.raises(ConfigError, match="unknown _ToyConfig key.*lrr"):
+        config_from_dict(_ToyConfig, {"lrr": 1.0})
+
+
+# --------------------------------------------------------------------------- flat state
+
+
+class _ToyAgent(Agent):
+    algo = "toy"
+    config_cls = _ToyConfig
+
+    def __init__(self, obs_dim: int, act_dim: int, config: Any, device: Any = "cpu", seed: int = 0):
+        super().__init__(obs_dim, act_dim, config, device, seed)
+        with seeded(seed):
+            self.net = nn.Linear(obs_dim, act_dim)
+        self.optim = torch.optim.Adam(self.net.parameters(), lr=config.lr)
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        return torch.tanh(self.net(self.normalizer.normalize(obs)))
+
+    def update(self, batch: Any) -> dict[str, float]:
+        loss = self.act(batch).pow(2).mean()
+        self.optim.zero_grad()
+        loss.backward()
+        self.optim.step()
+        return {"loss": float(loss.detach())}
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"policy": self.net}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"policy": self.optim}
+
+
+def test_seeded_init_is_reproducible_and_leaves_global_rng() -> None:
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    a, b = _ToyAgent(3, 2, _ToyConfig(), seed=5), _ToyAgent(3, 2, _ToyConfig(), seed=5)
+    assert torch.equal(a.net.weight, b.net.weight)
+    assert not torch.equal(a.net.weight, _ToyAgent(3, 2, _ToyConfig(), seed=6).net.weight)
+    assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_flat_state_round_trip_includes_adam_moments() -> None:
+    agent = _ToyAgent(3, 2, _ToyConfig())
+    obs = torch.randn(16, 3)
+    agent.normalizer.update(obs)
+    for _ in range(3):
+        agent.update(obs)
+    state = agent.state_dict()
+    assert {"net.policy.weight", "normalizer.mean", "optim.policy.group0.lr"} <= set(state)
+    assert "optim.policy.0.exp_avg_sq" in state
+    fresh = _ToyAgent(3, 2, _ToyConfig(), seed=99)
+    fresh.load_state_dict(state)
+    for key, value in fresh.state_dict().items():
+        assert torch.equal(value, state[key]), key
+    # the restored optimiser continues exactly like the original
+    agent.update(obs)
+    fresh.update(obs)
+    assert torch.equal(agent.net.weight, fresh.net.weight)
+
+
+def test_load_state_rejects_wrong_shapes_and_unknown_keys() -> None:
+    agent = _ToyAgent(3, 2, _ToyConfig())
+    with pytest.raises(CheckpointError, match="network 'policy'"):
+        agent.load_state_dict(_ToyAgent(4, 2, _ToyConfig()).state_dict())
+    state = agent.state_dict()
+    state["bogus.key"] = torch.zeros(1)
+    with pytest.raises(CheckpointError, match="unexpected keys"):
+        agent.load_state_dict(state)
+
+
+def test_optimizer_tensors_fresh_optimizer_round_trip() -> None:
+    param = nn.Parameter(torch.ones(2))
+    opt = torch.optim.Adam([param], lr=0.5)
+    param.sum().backward()
+    opt.step()
+    flat = optimizer_tensors("x", opt)
+    other_param = nn.Parameter(torch.ones(2))
+    other = torch.optim.Adam([other_param], lr=0.1)
+    load_optimizer_tensors("x", other, flat)
+    assert other.param_groups[0]["lr"] == 0.5
+    assert torch.equal(other.state[other_param]["exp_avg"], opt.state[param]["exp_avg"])
+
+
+def test_agent_rejects_wrong_config_type() -> None:
+    with pytest.raises(ConfigError, match="needs a _ToyConfig"):
+        _ToyAgent(3, 2, object())
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_registry_names_and_errors() -> None:
+    assert ALGOS == ("ppo", "sac", "td3")
+    with pytest.raises(UserError, match="unknown algo 'a2c'"):
+        get_spec("a2c")
