@@ -1,0 +1,616 @@
+"""Performance metrics: pure functions of simple returns, named as empyrical names them.
+
+Every metric takes returns of shape (T,) or (T, K) -- a numpy array, a pandas
+Series/DataFrame or a torch tensor (any device) -- and gives the same figure as
+empyrical-reloaded, edge cases and NaN handling included:
+
+- a 1-D input gives a Python float;
+- a 2-D input gives one value per column: a numpy array for numpy input, a
+  pandas Series indexed by the columns for a DataFrame, a float64 tensor on the
+  input's device for a torch tensor. (Where empyrical itself only handles 1-D
+  input -- Calmar, VaR, tail ratio, stability -- the value per column is the
+  value empyrical gives for that column.)
+
+Annualisation uses `TRADING_DAYS_PER_YEAR` (252) for daily returns. Intraday
+returns are compounded to daily returns by exchange date (`daily_returns`)
+before anything is annualised; `summary` does that for you and is the one place
+where the metrics table of the backtest, the tournament, the CLI and the
+dashboard is computed.
+
+Metrics are computed in float64 on the CPU; they run once per evaluation, not
+per step, so the one device-to-host copy of a torch input is not a hot path.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from trader.errors import ConfigError, UserError
+
+TRADING_DAYS_PER_YEAR = 252
+"""Trading days in a year: the one annualisation constant of the project."""
+
+MINUTES_PER_SESSION = 390
+"""Minute bars in a regular US equity session (09:30-16:00 exchange time)."""
+
+DAILY = "daily"
+WEEKLY = "weekly"
+MONTHLY = "monthly"
+QUARTERLY = "quarterly"
+YEARLY = "yearly"
+MINUTE = "minute"
+
+ANNUALIZATION_FACTORS: dict[str, float] = {
+    DAILY: TRADING_DAYS_PER_YEAR,
+    WEEKLY: 52,
+    MONTHLY: 12,
+    QUARTERLY: 4,
+    YEARLY: 1,
+    MINUTE: TRADING_DAYS_PER_YEAR * MINUTES_PER_SESSION,
+}
+"""Periods per year for each `period` name (empyrical's table plus `minute`)."""
+
+SUMMARY_METRICS: tuple[str, ...] = (
+    "cum_returns_final",
+    "annual_return",
+    "annual_volatility",
+    "sharpe_ratio",
+    "sortino_ratio",
+    "max_drawdown",
+    "calmar_ratio",
+    "value_at_risk",
+    "tail_ratio",
+    "stability",
+)
+"""The metrics `summary` reports, in table order (keys of its dict / columns of its frame)."""
+
+METRIC_LABELS: dict[str, str] = {
+    "cum_returns_final": "Cumulative return",
+    "annual_return": "Annual return",
+    "annual_volatility": "Annual volatility",
+    "sharpe_ratio": "Sharpe ratio",
+    "sortino_ratio": "Sortino ratio",
+    "max_drawdown": "Max drawdown",
+    "calmar_ratio": "Calmar ratio",
+    "value_at_risk": "Daily value at risk (5%)",
+    "tail_ratio": "Tail ratio",
+    "stability": "Stability",
+    "turnover": "Daily turnover",
+    "days": "Days",
+}
+"""Human-readable names of the summary columns, shared by every table that shows them."""
+
+
+# ----------------------------------------------------------------------------
+# Input conversion: any supported input -> float64 (T, K) array, and back.
+# ----------------------------------------------------------------------------
+
+
+class _Returns:
+    """Returns as a float64 (T, K) array plus what is needed to shape the answer."""
+
+    def __init__(self, returns: Any, name: str = "returns") -> None:
+        self.columns: pd.Index | None = None
+        self.device: torch.device | None = None
+        if isinstance(returns, torch.Tensor):
+            self.device = returns.device
+            values = returns.detach().to(device="cpu", dtype=torch.float64).numpy()
+        elif isinstance(returns, pd.DataFrame):
+            self.columns = returns.columns
+            values = _to_float_array(returns.to_numpy(), name)
+        else:
+            values = _to_float_array(returns, name)
+        if values.ndim not in (1, 2):
+            raise UserError(f"{name} must be 1-D (T,) or 2-D (T, K); got shape {values.shape}")
+        self.is_1d = values.ndim == 1
+        self.values = values.reshape(values.shape[0], 1) if self.is_1d else values
+
+    @property
+    def length(self) -> int:
+        """Number of periods T (NaN rows included, as empyrical counts them)."""
+        return self.values.shape[0]
+
+    def wrap(self, per_column: np.ndarray) -> Any:
+        """Shape a (K,) result like the input: float, ndarray, Series or tensor."""
+        per_column = np.asarray(per_column, dtype=np.float64).reshape(-1)
+        if self.is_1d:
+            return float(per_column[0])
+        if self.columns is not None:
+            return pd.Series(per_column, index=self.columns)
+        if self.device is not None:
+            return torch.from_numpy(per_column.copy()).to(self.device)
+        return per_column
+
+    def nan_result(self) -> Any:
+        """NaN for every column, shaped like the input."""
+        return self.wrap(np.full(self.values.shape[1], np.nan))
+
+
+def _to_float_array(values: Any, name: str) -> np.ndarray:
+    """Convert array-like input to a float64 ndarray, naming the argument on failure."""
+    if isinstance(values, torch.Tensor):
+        return values.detach().to(device="cpu", dtype=torch.float64).numpy()
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"{name} must be numeric; could not convert it to float64: {err}") from err
+
+
+def _adjustment(value: Any, data: _Returns, name: str) -> np.ndarray | float:
+    """A risk-free rate or required return: a scalar, or one value per period (T,) or (T, K)."""
+    if isinstance(value, (int, float, np.floating, np.integer)):
+        return float(value)
+    array = _to_float_array(value, name)
+    if array.ndim == 0:
+        return float(array)
+    if array.shape[0] != data.length:
+        raise UserError(f"{name} has {array.shape[0]} periods but returns have {data.length}")
+    return array.reshape(data.length, -1) if array.ndim == 1 else array
+
+
+def annualization_factor(period: str, annualization: float | None) -> float:
+    """Periods per year: `annualization` if given, else the factor of `period`.
+
+    :param period: one of `ANNUALIZATION_FACTORS` (daily, weekly, monthly,
+        quarterly, yearly, minute); ignored when `annualization` is given.
+    :param annualization: periods per year, overriding `period`.
+    """
+    if annualization is not None:
+        return annualization
+    try:
+        return ANNUALIZATION_FACTORS[period]
+    except KeyError:
+        known = "', '".join(ANNUALIZATION_FACTORS)
+        raise ConfigError(f"period cannot be {period!r}; can be '{known}'") from None
+
+
+def _quiet(function: Callable[[], np.ndarray]) -> np.ndarray:
+    """Run numpy code whose all-NaN columns and divisions by zero are expected."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return function()
+
+
+# ----------------------------------------------------------------------------
+# Metrics
+# ----------------------------------------------------------------------------
+
+
+def cum_returns_final(returns: Any, starting_value: float = 0) -> Any:
+    """Total compounded return (NaN returns count as 0); NaN when there are no returns.
+
+    :param starting_value: 0 gives the return; any other value gives the final
+        value of an account that started with it.
+    """
+    data = _Returns(returns)
+    if data.length == 0:
+        return data.nan_result()
+    return data.wrap(_cum_final(data.values, starting_value))
+
+
+def _cum_final(values: np.ndarray, starting_value: float) -> np.ndarray:
+    growth = np.nanprod(values + 1.0, axis=0)
+    return growth - 1.0 if starting_value == 0 else growth * starting_value
+
+
+def annual_return(returns: Any, period: str = DAILY, annualization: float | None = None) -> Any:
+    """Compound annual growth rate; NaN when there are no returns.
+
+    The number of years is the number of periods (NaN rows included) over the
+    annualisation factor, as in empyrical. A final value below zero gives NaN.
+    """
+    data = _Returns(returns)
+    if data.length == 0:
+        return data.nan_result()
+    return data.wrap(_annual_return(data.values, annualization_factor(period, annualization)))
+
+
+def _annual_return(values: np.ndarray, factor: float) -> np.ndarray:
+    num_years = values.shape[0] / factor
+    ending_value = _cum_final(values, starting_value=1)
+    return _quiet(lambda: np.power(ending_value, 1.0 / num_years) - 1.0)
+
+
+def annual_volatility(
+    returns: Any,
+    period: str = DAILY,
+    alpha: float = 2.0,
+    annualization: float | None = None,
+) -> Any:
+    """Sample standard deviation (ddof=1, NaN skipped) scaled by factor ** (1 / alpha).
+
+    NaN for fewer than two returns.
+
+    :param alpha: scaling exponent (Levy stability); 2 is the usual square-root-of-time rule.
+    """
+    data = _Returns(returns)
+    if data.length < 2:
+        return data.nan_result()
+    factor = annualization_factor(period, annualization)
+    std = _quiet(lambda: np.nanstd(data.values, axis=0, ddof=1))
+    return data.wrap(std * factor ** (1.0 / alpha))
+
+
+def _zero_dispersion_std(values: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """Exactly 0 where every present value of a column is equal (no rounding residue)."""
+    constant = _quiet(lambda: np.nanmax(values, axis=0) == np.nanmin(values, axis=0))
+    return np.where(constant & np.isfinite(std), 0.0, std)
+
+
+def sharpe_ratio(
+    returns: Any,
+    risk_free: Any = 0,
+    period: str = DAILY,
+    annualization: float | None = None,
+) -> Any:
+    """Annualised Sharpe ratio: mean / std (ddof=1) of excess returns times sqrt(factor).
+
+    NaN for fewer than two returns or zero mean over zero spread; +-inf for a
+    constant non-zero excess return (as empyrical).
+
+    :param risk_free: risk-free return per period (same periodicity as the
+        returns): a scalar or one value per period.
+    """
+    data = _Returns(returns)
+    if data.length < 2:
+        return data.nan_result()
+    excess = data.values - _adjustment(risk_free, data, "risk_free")
+    factor = annualization_factor(period, annualization)
+
+    def ratio() -> np.ndarray:
+        std = _zero_dispersion_std(excess, np.nanstd(excess, axis=0, ddof=1))
+        return np.nanmean(excess, axis=0) / std * np.sqrt(factor)
+
+    return data.wrap(_quiet(ratio))
+
+
+def downside_risk(
+    returns: Any,
+    required_return: Any = 0,
+    period: str = DAILY,
+    annualization: float | None = None,
+) -> Any:
+    """Annualised root-mean-square of the returns below `required_return` (NaN skipped).
+
+    NaN when there are no returns.
+    """
+    data = _Returns(returns)
+    if data.length == 0:
+        return data.nan_result()
+    adjusted = data.values - _adjustment(required_return, data, "required_return")
+    return data.wrap(_downside(adjusted, annualization_factor(period, annualization)))
+
+
+def _downside(adjusted: np.ndarray, factor: float) -> np.ndarray:
+    below = np.clip(adjusted, -np.inf, 0.0)
+    return _quiet(lambda: np.sqrt(np.nanmean(below**2, axis=0)) * np.sqrt(factor))
+
+
+def sortino_ratio(
+    returns: Any,
+    required_return: Any = 0,
+    period: str = DAILY,
+    annualization: float | None = None,
+) -> Any:
+    """Annualised mean excess return over annualised downside risk.
+
+    NaN for fewer than two returns; +inf when no return falls below
+    `required_return` and the mean excess return is positive (as empyrical).
+
+    :param required_return: minimum acceptable return per period, a scalar or
+        one value per period.
+    """
+    data = _Returns(returns)
+    if data.length < 2:
+        return data.nan_result()
+    adjusted = data.values - _adjustment(required_return, data, "required_return")
+    factor = annualization_factor(period, annualization)
+    mean_annual = _quiet(lambda: np.nanmean(adjusted, axis=0) * factor)
+    risk = _downside(adjusted, factor)
+    return data.wrap(_quiet(lambda: mean_annual / risk))
+
+
+def max_drawdown(returns: Any) -> Any:
+    """Largest peak-to-trough fall of the compounded value (<= 0); NaN returns count as 0.
+
+    The starting value counts as a peak. NaN when there are no returns.
+    """
+    data = _Returns(returns)
+    if data.length == 0:
+        return data.nan_result()
+    return data.wrap(_max_drawdown(data.values))
+
+
+def _max_drawdown(values: np.ndarray) -> np.ndarray:
+    growth = np.cumprod(1.0 + np.nan_to_num(values, nan=0.0), axis=0)
+    anchored = np.vstack([np.ones((1, values.shape[1])), growth]) * 100.0
+    peaks = np.fmax.accumulate(anchored, axis=0)
+    drawdowns = _quiet(lambda: (anchored - peaks) / peaks)
+    return _quiet(lambda: np.nanmin(drawdowns[1:], axis=0))
+
+
+def calmar_ratio(returns: Any, period: str = DAILY, annualization: float | None = None) -> Any:
+    """Annual return over the absolute max drawdown; NaN without a drawdown or when infinite."""
+    data = _Returns(returns)
+    if data.length == 0:
+        return data.nan_result()
+    drawdown = _max_drawdown(data.values)
+    annual = _annual_return(data.values, annualization_factor(period, annualization))
+    ratio = _quiet(lambda: annual / np.abs(drawdown))
+    valid = (drawdown < 0) & ~np.isinf(ratio)
+    return data.wrap(np.where(valid, ratio, np.nan))
+
+
+def value_at_risk(returns: Any, cutoff: float = 0.05) -> Any:
+    """The `cutoff` quantile of the returns (linear interpolation).
+
+    NaN when there are no returns; a NaN return makes its column NaN, as in
+    empyrical (which hands NaN to `numpy.percentile`).
+
+    :param cutoff: fraction of the worst returns cut off, in [0, 1].
+    """
+    if not 0.0 <= cutoff <= 1.0:
+        raise ConfigError(f"cutoff must be in [0, 1]; got {cutoff}")
+    data = _Returns(returns)
+    if data.length == 0:
+        return data.nan_result()
+    return data.wrap(np.percentile(data.values, 100.0 * cutoff, axis=0))
+
+
+def tail_ratio(returns: Any) -> Any:
+    """|95th percentile| / |5th percentile| of the returns, NaN skipped.
+
+    NaN when there are no (non-NaN) returns; +inf when the 5th percentile is 0.
+    """
+    data = _Returns(returns)
+    if data.length == 0:
+        return data.nan_result()
+
+    def ratio() -> np.ndarray:
+        right = np.nanpercentile(data.values, 95, axis=0)
+        left = np.nanpercentile(data.values, 5, axis=0)
+        return np.abs(right) / np.abs(left)
+
+    return data.wrap(_quiet(ratio))
+
+
+def stability_of_timeseries(returns: Any) -> Any:
+    """R-squared of a straight-line fit to the cumulative log returns (NaN rows dropped).
+
+    NaN for fewer than two returns, and when the cumulative log return is flat
+    (all returns zero) or fewer than two returns are present.
+    """
+    data = _Returns(returns)
+    if data.length < 2:
+        return data.nan_result()
+    return data.wrap(_quiet(lambda: _stability(data.values)))
+
+
+def _stability(values: np.ndarray) -> np.ndarray:
+    """Masked least-squares r**2 per column, x = position among the present rows."""
+    present = ~np.isnan(values)
+    count = present.sum(axis=0)
+    x = np.where(present, np.cumsum(present, axis=0) - 1.0, 0.0)
+    y = np.where(present, np.cumsum(np.log1p(np.where(present, values, 0.0)), axis=0), 0.0)
+    x_centred = np.where(present, x - x.sum(axis=0) / count, 0.0)
+    y_centred = np.where(present, y - y.sum(axis=0) / count, 0.0)
+    ss_x = (x_centred**2).sum(axis=0) / count
+    ss_y = (y_centred**2).sum(axis=0) / count
+    ss_xy = (x_centred * y_centred).sum(axis=0) / count
+    degenerate = (ss_x == 0.0) | (ss_y == 0.0)
+    r = np.clip(ss_xy / np.sqrt(ss_x * ss_y), -1.0, 1.0)
+    r = np.where(degenerate, np.where(ss_xy == 0.0, np.nan, 0.0), r)
+    return np.where(count >= 2, r**2, np.nan)
+
+
+stability = stability_of_timeseries
+"""Short name of `stability_of_timeseries`."""
+
+
+def turnover(traded_value: Any, portfolio_value: Any) -> Any:
+    """Traded value over portfolio value, period by period (shape of the inputs).
+
+    `traded_value` is the absolute value bought plus sold in each period,
+    `portfolio_value` the portfolio's value in that period. NaN where the
+    portfolio value is not positive (the turnover of a wiped-out book is
+    undefined). Output type follows `traded_value` (float for a single period
+    given as a scalar).
+    """
+    traded = _to_float_array(_plain(traded_value), "traded_value")
+    value = _to_float_array(_plain(portfolio_value), "portfolio_value")
+    if value.shape != traded.shape and value.size != 1:
+        if traded.ndim == 2 and value.shape == traded.shape[:1]:
+            value = value[:, None]
+        else:
+            raise UserError(
+                f"portfolio_value shape {value.shape} does not match traded_value shape {traded.shape}"
+            )
+    ratio = _quiet(lambda: np.where(value > 0, traded / value, np.nan))
+    return _like(ratio, traded_value)
+
+
+def _plain(values: Any) -> Any:
+    """Unwrap pandas objects to their values (torch and numpy pass through)."""
+    return values.to_numpy() if isinstance(values, (pd.Series, pd.DataFrame)) else values
+
+
+def _like(result: np.ndarray, template: Any) -> Any:
+    """Return an elementwise result in the container type of `template`."""
+    if isinstance(template, pd.DataFrame):
+        return pd.DataFrame(result, index=template.index, columns=template.columns)
+    if isinstance(template, pd.Series):
+        return pd.Series(result, index=template.index, name=template.name)
+    if isinstance(template, torch.Tensor):
+        return torch.from_numpy(np.ascontiguousarray(result)).to(template.device)
+    if np.ndim(result) == 0:
+        return float(result)
+    return result
+
+
+# ----------------------------------------------------------------------------
+# Intraday -> daily, and the summary table
+# ----------------------------------------------------------------------------
+
+
+def _timestamp_index(timestamps: Any, length: int, tz: str | None) -> pd.DatetimeIndex:
+    """Validate timestamps (one per period, increasing) and convert to `tz` if given."""
+    index = pd.DatetimeIndex(timestamps)
+    if len(index) != length:
+        raise UserError(f"timestamps has {len(index)} entries but returns have {length} periods")
+    if index.hasnans:
+        raise UserError(f"timestamps contain NaT at position {int(np.flatnonzero(index.isna())[0])}")
+    if length > 1:
+        backwards = np.flatnonzero(np.diff(index.asi8) <= 0)
+        if backwards.size:
+            where = index[backwards[0] + 1]
+            raise UserError(f"timestamps must be strictly increasing; {where} does not follow {index[backwards[0]]}")
+    if tz is not None:
+        if index.tz is None:
+            raise UserError(f"cannot convert tz-naive timestamps to {tz!r}; localise them first")
+        index = index.tz_convert(tz)
+    return index
+
+
+def is_intraday(timestamps: Any) -> bool:
+    """True when some date holds more than one timestamp (the bars are intraday)."""
+    index = pd.DatetimeIndex(timestamps)
+    dates = index.normalize()
+    return bool(len(dates) != len(dates.unique()))
+
+
+def _as_frame(values: Any, name: str) -> tuple[pd.DataFrame, bool]:
+    """Any (T,) or (T, K) input as a positional DataFrame; and whether it was 1-D."""
+    if isinstance(values, pd.DataFrame):
+        return values.reset_index(drop=True), False
+    if isinstance(values, pd.Series):
+        return values.reset_index(drop=True).to_frame(values.name if values.name is not None else 0), True
+    array = _to_float_array(values, name)
+    if array.ndim not in (1, 2):
+        raise UserError(f"{name} must be 1-D (T,) or 2-D (T, K); got shape {array.shape}")
+    return pd.DataFrame(array.reshape(array.shape[0], -1) if array.ndim == 2 else array[:, None]), array.ndim == 1
+
+
+def daily_returns(returns: Any, timestamps: Any, tz: str | None = None) -> pd.Series | pd.DataFrame:
+    """Compound intraday (e.g. minute) returns into one return per exchange date.
+
+    A day's return is prod(1 + r) - 1 over its bars, NaN bars counting as 0; a
+    day whose bars are all NaN gives NaN. The first bar of a day carries the
+    overnight move, so the daily returns chain close to close.
+
+    :param returns: simple returns (T,) or (T, K), one per timestamp.
+    :param timestamps: the T bar timestamps, strictly increasing.
+    :param tz: time zone whose calendar dates group the bars; default: the
+        timestamps' own zone (exchange time, America/New_York, in our data).
+    :return: a Series (1-D input) or DataFrame indexed by date (tz-naive
+        midnight, named "date"); DataFrame columns keep the input's columns.
+    """
+    frame, one_d = _as_frame(returns, "returns")
+    index = _timestamp_index(timestamps, len(frame), tz)
+    dates = pd.DatetimeIndex(index.tz_localize(None) if index.tz is not None else index).normalize()
+    daily = (frame + 1.0).groupby(dates).prod(min_count=1) - 1.0
+    daily.index.name = "date"
+    if not one_d:
+        return daily
+    series = daily.iloc[:, 0]
+    series.name = returns.name if isinstance(returns, pd.Series) else None
+    return series
+
+
+def _daily_sum(values: Any, dates: pd.DatetimeIndex, name: str) -> pd.DataFrame:
+    frame, _ = _as_frame(values, name)
+    return frame.groupby(dates).sum(min_count=1)
+
+
+def _daily_last(values: Any, dates: pd.DatetimeIndex, name: str) -> pd.DataFrame:
+    frame, _ = _as_frame(values, name)
+    return frame.groupby(dates).last()
+
+
+def summary(
+    returns: Any,
+    timestamps: Any = None,
+    risk_free: float = 0.0,
+    *,
+    traded_value: Any = None,
+    portfolio_value: Any = None,
+    period: str = DAILY,
+    annualization: float | None = None,
+) -> dict[str, float] | pd.DataFrame:
+    """Every metric of `SUMMARY_METRICS` for one or several return series.
+
+    When `timestamps` are intraday the returns are first compounded to daily
+    returns by exchange date (`daily_returns`), so everything is annualised
+    from daily returns with `TRADING_DAYS_PER_YEAR`.
+
+    :param returns: simple returns (T,) or (T, K); a DataFrame's columns name
+        the strategies.
+    :param timestamps: the T bar timestamps, or None when `returns` are
+        already one per `period`.
+    :param risk_free: risk-free return per (daily) period, used by Sharpe and
+        as Sortino's required return.
+    :param traded_value: optional absolute value traded per bar (T,) or (T, K);
+        with `portfolio_value` it adds a "turnover" entry: the mean over days
+        of the day's traded value over the day's closing portfolio value.
+    :param portfolio_value: portfolio value per bar, (T,) or (T, K).
+    :param period: periodicity of the (compounded) returns, for annualising.
+    :param annualization: periods per year, overriding `period`.
+    :return: a dict metric -> float for 1-D returns; for 2-D returns a
+        DataFrame with one row per column of `returns` and one column per metric.
+        "days" counts the periods the figures are computed from.
+    """
+    if (traded_value is None) != (portfolio_value is None):
+        raise UserError("summary needs both traded_value and portfolio_value for turnover, or neither")
+    frame, one_d = _as_frame(returns, "returns")
+    columns = frame.columns
+    turnover_frame = None
+    if timestamps is not None and is_intraday(_timestamp_index(timestamps, len(frame), None)):
+        frame = daily_returns(frame, timestamps)
+        if traded_value is not None:
+            turnover_frame = _daily_turnover(traded_value, portfolio_value, timestamps)
+    elif traded_value is not None:
+        turnover_frame = _as_frame(turnover(_plain(traded_value), _plain(portfolio_value)), "turnover")[0]
+    table = _metric_table(frame.to_numpy(dtype=np.float64), risk_free, period, annualization)
+    if turnover_frame is not None:
+        table["turnover"] = _quiet(lambda: np.nanmean(turnover_frame.to_numpy(dtype=np.float64), axis=0))
+    table["days"] = np.full(frame.shape[1], float(len(frame)))
+    result = pd.DataFrame(table, index=columns)
+    result.index.name = "strategy"
+    if one_d:
+        return {key: float(value) for key, value in result.iloc[0].items()}
+    return result
+
+
+def _daily_turnover(traded_value: Any, portfolio_value: Any, timestamps: Any) -> pd.DataFrame:
+    """Per day: the day's summed traded value over the day's last portfolio value."""
+    index = pd.DatetimeIndex(timestamps)
+    dates = pd.DatetimeIndex(index.tz_localize(None) if index.tz is not None else index).normalize()
+    traded = _daily_sum(traded_value, dates, "traded_value")
+    value = _daily_last(portfolio_value, dates, "portfolio_value")
+    if value.shape[1] == 1 and traded.shape[1] > 1:
+        value = pd.concat([value.iloc[:, 0]] * traded.shape[1], axis=1)
+    return pd.DataFrame(turnover(traded.to_numpy(), value.to_numpy()))
+
+
+def _metric_table(
+    values: np.ndarray, risk_free: float, period: str, annualization: float | None
+) -> dict[str, np.ndarray]:
+    """Each summary metric for the (T, K) daily returns, as (K,) arrays."""
+    kwargs = {"period": period, "annualization": annualization}
+    return {
+        "cum_returns_final": cum_returns_final(values),
+        "annual_return": annual_return(values, **kwargs),
+        "annual_volatility": annual_volatility(values, **kwargs),
+        "sharpe_ratio": sharpe_ratio(values, risk_free=risk_free, **kwargs),
+        "sortino_ratio": sortino_ratio(values, required_return=risk_free, **kwargs),
+        "max_drawdown": max_drawdown(values),
+        "calmar_ratio": calmar_ratio(values, **kwargs),
+        "value_at_risk": value_at_risk(values),
+        "tail_ratio": tail_ratio(values),
+        "stability": stability_of_timeseries(values),
+    }
