@@ -197,3 +197,61 @@ def test_registry_names_and_errors() -> None:
     assert ALGOS == ("ppo", "sac", "td3")
     with pytest.raises(UserError, match="unknown algo 'a2c'"):
         get_spec("a2c")
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def _trained_ppo() -> Any:
+    from trader.agents.ppo import PPOAgent, PPOConfig
+    from trader.agents.rollout import RolloutBatch
+
+    agent = PPOAgent(3, 2, PPOConfig(hidden_sizes=(8,), num_minibatches=2, update_epochs=1))
+    obs = torch.randn(16, 3) * 3 + 1
+    agent.normalizer.update(obs)
+    actions, logprob, values = agent.explore(obs)
+    agent.update(RolloutBatch(obs, actions, logprob, values, torch.randn(16), values + 1))
+    return agent
+
+
+def test_checkpoint_round_trip_reproduces_actions_exactly(tmp_path: Any) -> None:
+    import json
+
+    import trader
+    from trader.agents.checkpoint import load_agent, load_policy, save_checkpoint
+
+    agent = _trained_ppo()
+    window = {"env": "Pendulum-v1"}
+    tensor_path, json_path = save_checkpoint(
+        agent, tmp_path / "ckpt" / "best", data_window=window, info={"step": 16}
+    )
+    assert tensor_path.name == "best.safetensors" and json_path.name == "best.json"
+    assert sorted(p.name for p in tensor_path.parent.iterdir()) == ["best.json", "best.safetensors"]
+    meta = json.loads(json_path.read_text())
+    assert meta["algo"] == "ppo" and meta["library_version"] == trader.__version__
+    assert meta["obs_dim"] == 3 and meta["act_dim"] == 2 and meta["data_window"] == window
+    assert meta["config"]["hidden_sizes"] == [8] and meta["info"] == {"step": 16}
+    assert meta["normalization"]["count"] == 16.0
+    policy = load_policy(tmp_path / "ckpt" / "best.safetensors")
+    obs = torch.randn(50, 3) * 5
+    assert torch.equal(policy.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    restored = load_agent(tmp_path / "ckpt" / "best")
+    for key, value in agent.state_dict().items():
+        assert torch.equal(restored.state_dict()[key], value), key
+
+
+def test_checkpoint_errors_never_unpickle(tmp_path: Any) -> None:
+    import pickle
+
+    from trader.agents.checkpoint import load_policy, save_checkpoint
+
+    with pytest.raises(CheckpointError, match="sidecar not found"):
+        load_policy(tmp_path / "missing")
+    agent = _trained_ppo()
+    tensor_path, json_path = save_checkpoint(agent, tmp_path / "a")
+    tensor_path.write_bytes(pickle.dumps({"w": torch.zeros(2)}))
+    with pytest.raises(CheckpointError, match="cannot read checkpoint weights"):
+        load_policy(tmp_path / "a")
+    json_path.write_text("{not json")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        load_policy(tmp_path / "a")

@@ -1,0 +1,244 @@
+"""PPO: GAE known answers, the clipped objective, learner fusion, a Pendulum smoke run."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from market_envs.gym_vec import GymVecEnv
+from trader.agents.parallel import LearnerGroup, average_states
+from trader.agents.ppo import (
+    PPOAgent,
+    PPOConfig,
+    PPORunner,
+    clipped_surrogate_loss,
+    gaussian_entropy,
+    gaussian_log_prob,
+)
+from trader.agents.rollout import RolloutBatch, RolloutStorage, compute_gae
+from trader.errors import ConfigError
+
+# --------------------------------------------------------------------------- GAE
+
+
+def test_gae_known_answer_with_termination_and_truncation() -> None:
+    # three sub-environments: no episode end / terminated at t=1 / truncated at t=1
+    gamma, lam = 0.9, 0.8
+    rewards = torch.ones(3, 3)
+    values = torch.tensor([[0.5], [1.0], [2.0]]).expand(3, 3).clone()
+    last_value = torch.full((3,), 3.0)
+    final_values = torch.zeros(3, 3)
+    final_values[1, 2] = 10.0  # value of the truncated episode's real last observation
+    final_values[1, 1] = 99.0  # must be ignored: terminated episodes do not bootstrap
+    terminated = torch.zeros(3, 3, dtype=torch.bool)
+    truncated = torch.zeros(3, 3, dtype=torch.bool)
+    terminated[1, 1] = True
+    truncated[1, 2] = True
+    adv, ret = compute_gae(
+        rewards, values, last_value, final_values, terminated, truncated, gamma, lam
+    )
+    # hand-computed: deltas 1.4, 1.8, 1.7 when nothing ends; GAE factor 0.72
+    expected = torch.tensor(
+        [
+            [1.4 + 0.72 * (1.8 + 0.72 * 1.7), 1.4, 1.4 + 0.72 * 9.0],
+            [1.8 + 0.72 * 1.7, 0.0, 1.0 + 0.9 * 10.0 - 1.0],
+            [1.7, 1.7, 1.7],
+        ]
+    )
+    torch.testing.assert_close(adv, expected)
+    torch.testing.assert_close(ret, expected + values)
+
+
+def test_gae_lambda_one_gives_discounted_returns() -> None:
+    rewards = torch.tensor([[1.0], [2.0], [3.0]])
+    values = torch.tensor([[0.3], [-0.2], [0.7]])
+    zeros_b = torch.zeros(3, 1, dtype=torch.bool)
+    _, ret = compute_gae(
+        rewards, values, torch.tensor([5.0]), torch.zeros(3, 1), zeros_b, zeros_b, 0.5, 1.0
+    )
+    expected = [1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 5, 2 + 0.5 * 3 + 0.25 * 5, 3 + 0.5 * 5]
+    torch.testing.assert_close(ret[:, 0], torch.tensor(expected))
+
+
+def test_rollout_storage_insert_and_batch() -> None:
+    storage = RolloutStorage(num_steps=2, num_envs=3, obs_dim=4, act_dim=1)
+    for step in range(2):
+        storage.insert(
+            step, torch.full((3, 4), float(step)), torch.zeros(3, 1), torch.zeros(3),
+            torch.zeros(3), torch.ones(3), torch.zeros(3, dtype=torch.bool),
+            torch.zeros(3, dtype=torch.bool), torch.zeros(3),
+        )  # fmt: skip
+    storage.compute_returns(torch.zeros(3), gamma=1.0, gae_lambda=1.0)
+    batch = storage.batch()
+    assert batch.size == 6 and batch.obs.shape == (6, 4)
+    torch.testing.assert_close(batch.returns, torch.tensor([2.0, 2, 2, 1, 1, 1]))
+
+
+# --------------------------------------------------------------------------- the objective
+
+
+@pytest.mark.parametrize(
+    ("ratio", "advantage", "has_gradient"),
+    [
+        (1.5, 1.0, False),  # above 1 + eps with A > 0: clipped, no gradient
+        (0.5, -1.0, False),  # below 1 - eps with A < 0: clipped, no gradient
+        (1.1, 1.0, True),  # inside the trust region
+        (0.5, 1.0, True),  # below 1 - eps with A > 0: the pessimistic term is unclipped
+        (1.5, -1.0, True),  # above 1 + eps with A < 0: unclipped
+    ],
+)
+def test_clipped_surrogate_gradient(ratio: float, advantage: float, has_gradient: bool) -> None:
+    new_logprob = torch.zeros(4, requires_grad=True)
+    old_logprob = torch.full((4,), -math.log(ratio))
+    loss, clip_fraction = clipped_surrogate_loss(
+        new_logprob, old_logprob, torch.full((4,), advantage), clip_coef=0.2
+    )
+    loss.backward()
+    assert bool((new_logprob.grad.abs() > 0).all()) == has_gradient
+    assert float(clip_fraction) == (0.0 if abs(ratio - 1.0) <= 0.2 else 1.0)
+
+
+def test_agent_policy_gradient_is_zero_when_every_ratio_is_clipped() -> None:
+    cfg = PPOConfig(norm_adv=False, ent_coef=0.0, vf_coef=0.0, hidden_sizes=(8,))
+    agent = PPOAgent(3, 2, cfg, seed=0)
+    obs = torch.randn(16, 3)
+    actions, logprob, values = agent.explore(obs)
+
+    def batch_with_ratio(ratio: float) -> RolloutBatch:
+        return RolloutBatch(
+            obs=obs, actions=actions, logprobs=logprob - math.log(ratio), values=values,
+            advantages=torch.rand(16) + 0.1, returns=values,
+        )  # fmt: skip
+
+    for ratio, expect_zero in ((1.5, True), (1.05, False)):
+        agent.optimizer.zero_grad(set_to_none=False)
+        loss, _ = agent.losses(batch_with_ratio(ratio), torch.arange(16))
+        loss.backward()
+        grad_norm = sum(float(p.grad.abs().sum()) for p in agent.actor.parameters())
+        assert (grad_norm == 0.0) == expect_zero, (ratio, grad_norm)
+
+
+def test_gaussian_log_prob_and_entropy_match_torch() -> None:
+    mean, log_std = torch.randn(5, 3), torch.randn(3) * 0.3
+    actions = torch.randn(5, 3)
+    dist = torch.distributions.Normal(mean, log_std.exp())
+    torch.testing.assert_close(gaussian_log_prob(actions, mean, log_std), dist.log_prob(actions).sum(-1))
+    torch.testing.assert_close(gaussian_entropy(log_std), dist.entropy()[0].sum())
+
+
+def test_value_clipping_limits_the_value_update() -> None:
+    agent = PPOAgent(2, 1, PPOConfig(clip_vloss=True, clip_coef=0.1, hidden_sizes=(4,)))
+    obs = torch.randn(8, 2)
+    values = agent.value(obs)
+    far = values + 100.0
+    clipped = agent._value_loss(obs, values - 5.0, far)  # current value far outside the clip
+    unclipped_agent = PPOAgent(2, 1, PPOConfig(clip_vloss=False, hidden_sizes=(4,)))
+    plain = unclipped_agent._value_loss(obs, values - 5.0, far)
+    assert float(clipped.detach()) > float(plain.detach())  # the pessimistic (clipped) error is the larger one
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ConfigError, match="clip_coef"):
+        PPOConfig(clip_coef=0.0)
+    with pytest.raises(ConfigError, match="gamma"):
+        PPOConfig(gamma=1.5)
+
+
+# --------------------------------------------------------------------------- learners
+
+
+def _trained_agent(seed: int) -> PPOAgent:
+    agent = PPOAgent(3, 1, PPOConfig(hidden_sizes=(8,)), seed=seed)
+    obs = torch.randn(32, 3, generator=torch.Generator().manual_seed(seed))
+    actions, logprob, values = agent.explore(obs)
+    batch = RolloutBatch(obs, actions, logprob, values, torch.randn(32), values + 1.0)
+    loss, _ = agent.losses(batch, torch.arange(32))
+    loss.backward()
+    agent.optimizer.step()
+    return agent
+
+
+def test_averaging_two_learners_gives_mean_parameters_and_moments() -> None:
+    a, b = _trained_agent(0), _trained_agent(1)
+    fused = average_states([a.state_dict(), b.state_dict()])
+    for key in ("net.actor.mean.0.weight", "net.critic.2.bias", "optim.adam.0.exp_avg",
+                "optim.adam.3.exp_avg_sq"):  # fmt: skip
+        torch.testing.assert_close(fused[key], (a.state_dict()[key] + b.state_dict()[key]) / 2)
+    # and through the learner group: replicas end equal to the mean
+    group = LearnerGroup(a, num_learners=2)
+    group._sync_replicas()
+    group.replicas[1].load_state_dict(b.state_dict())
+    expected = average_states([a.state_dict(), b.state_dict()])
+    group.fuse()
+    for replica in group.replicas:
+        for key, value in replica.state_dict().items():
+            torch.testing.assert_close(value, expected[key])
+
+
+def test_learner_group_shards_are_disjoint_and_cover_the_batch() -> None:
+    agent = PPOAgent(3, 1, PPOConfig(hidden_sizes=(4,)))
+    seen: list[tuple[int, torch.Tensor]] = []
+
+    def record(replica: object, indices: torch.Tensor) -> torch.Tensor:
+        seen.append((id(replica), indices))
+        return torch.zeros(1)
+
+    group = LearnerGroup(agent, num_learners=3)
+    metrics = group.run_epoch(batch_size=24, num_minibatches=2, step_fn=record)
+    assert metrics.shape == (6, 1)
+    assert len({rid for rid, _ in seen}) == 3
+    rows = torch.cat([idx for _, idx in seen])
+    assert sorted(rows.tolist()) == list(range(24))
+    with pytest.raises(ConfigError, match="too small"):
+        group.run_epoch(batch_size=4, num_minibatches=2, step_fn=record)
+
+
+# --------------------------------------------------------------------------- smoke runs
+
+
+def _pendulum_run(seed: int, num_learners: int = 1, iterations: int = 2) -> tuple[PPOAgent, list]:
+    cfg = PPOConfig(
+        num_steps=32, update_epochs=2, num_minibatches=4, hidden_sizes=(16,),
+        num_learners=num_learners, reward_scale=0.1,
+    )  # fmt: skip
+    env = GymVecEnv("Pendulum-v1", num_envs=4, seed=seed, max_episode_steps=50)
+    agent = PPOAgent(env.obs_dim, env.act_dim, cfg, seed=seed)
+    runner = PPORunner(agent, env)
+    return agent, [runner.iteration() for _ in range(iterations)]
+
+
+@pytest.mark.parametrize("num_learners", [1, 2])
+def test_ppo_pendulum_smoke_run(num_learners: int) -> None:
+    agent, history = _pendulum_run(seed=0, num_learners=num_learners)
+    for metrics in history:
+        assert metrics["env_steps"] == 128
+        assert all(math.isfinite(v) for k, v in metrics.items() if k != "explained_variance")
+    assert history[-1]["episodes"] == 4  # 64 steps per env, episodes of 50
+    assert float(agent.normalizer.count) == 256
+    actions = agent.act(torch.randn(7, 3))
+    assert actions.shape == (7, 1) and float(actions.abs().max()) <= 1.0
+
+
+def test_ppo_training_is_a_pure_function_of_config_and_seed() -> None:
+    first, _ = _pendulum_run(seed=3)
+    second, _ = _pendulum_run(seed=3)
+    other, _ = _pendulum_run(seed=4)
+    for key, value in first.state_dict().items():
+        assert torch.equal(value, second.state_dict()[key]), key
+    key = "net.critic.0.weight"
+    assert not torch.equal(first.state_dict()[key], other.state_dict()[key])
+
+
+@pytest.mark.slow
+def test_ppo_learns_on_pendulum() -> None:
+    """PPO improves Pendulum's return clearly within 100k steps (slow)."""
+    cfg = PPOConfig(num_steps=256, num_minibatches=16, reward_scale=0.1, learning_rate=1e-3,
+                    gae_lambda=0.95, ent_coef=0.0)  # fmt: skip
+    env = GymVecEnv("Pendulum-v1", num_envs=8, seed=0)
+    runner = PPORunner(PPOAgent(env.obs_dim, env.act_dim, cfg, seed=0), env)
+    returns = [runner.iteration().get("episode_return", math.nan) for _ in range(50)]
+    early = [r for r in returns[:5] if not math.isnan(r)]
+    late = [r for r in returns[-5:] if not math.isnan(r)]
+    assert sum(late) / len(late) > sum(early) / len(early) + 200

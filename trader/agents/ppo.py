@@ -1,0 +1,347 @@
+"""PPO: clipped surrogate, GAE, advantage normalisation, entropy bonus, value clipping.
+
+Policy: a Gaussian with a state-independent, learned log standard deviation. Actions
+are sampled *without* tanh squashing and the env receives them clipped to [-1, 1];
+the log-probability is that of the unclipped sample, which is what is stored and
+re-evaluated in the update. We chose clipping over tanh squashing because the
+Gaussian keeps a closed-form entropy and no change-of-variables term, and because
+it is the standard for PPO on continuous control (CleanRL, SB3); the cost is a
+small bias where the mean sits at the action bounds. The deterministic action is
+the clipped mean.
+
+Worker and learner: `PPORunner.iteration()` collects ``num_steps`` steps from every
+sub-environment into preallocated `RolloutStorage`, computes GAE (truncations
+bootstrap from ``info["final_obs"]``), then `PPOAgent.update` runs ``update_epochs``
+epochs of minibatch updates through a `LearnerGroup` (``num_learners`` replicas
+fused by parameter and Adam-moment averaging each epoch).
+
+Observation normalisation: the running statistics are frozen during a rollout and
+its update, and merged with the rollout's observations afterwards, so the logged
+log-probabilities and values of a rollout and its update see identical inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from trader.agents.base import Agent, AlgoSpec, Runner, seeded
+from trader.agents.parallel import LearnerGroup
+from trader.agents.rollout import RolloutBatch, RolloutStorage
+from trader.errors import ConfigError
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_METRIC_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyperparameters; sizes of the env (E) come from the env itself."""
+
+    num_steps: int = 128
+    """Steps collected per sub-environment per rollout (T); a rollout is T x E rows."""
+    learning_rate: float = 3e-4
+    """Adam learning rate (one optimiser for actor and critic)."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    update_epochs: int = 10
+    """Passes over each rollout."""
+    num_minibatches: int = 32
+    """Minibatches per epoch (per learner when num_learners > 1)."""
+    clip_coef: float = 0.2
+    """Surrogate clipping epsilon: ratios outside [1 - eps, 1 + eps] get no gradient."""
+    clip_vloss: bool = True
+    """Clip the value update around the collection-time value (same epsilon)."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch (zero mean, unit std)."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient norm clip."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of both actor and critic (tanh activations)."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation of the Gaussian policy."""
+    normalize_obs: bool = True
+    """Keep a running observation normaliser (saved with the agent)."""
+    obs_clip: float = 10.0
+    """Clip of normalised observations."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before GAE (logged returns are unscaled)."""
+    num_learners: int = 1
+    """K learners on disjoint shards, fused by averaging each epoch; 1 = plain."""
+
+    def __post_init__(self) -> None:
+        positive = ("num_steps", "learning_rate", "update_epochs", "num_minibatches")
+        for name in (*positive, "clip_coef", "max_grad_norm", "obs_clip", "num_learners"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"PPOConfig.{name} must be positive, got {getattr(self, name)}")
+        for name in ("gamma", "gae_lambda"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"PPOConfig.{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.ent_coef < 0 or self.vf_coef < 0:
+            raise ConfigError("PPOConfig.ent_coef and vf_coef must be >= 0")
+        if not self.hidden_sizes or any(size <= 0 for size in self.hidden_sizes):
+            raise ConfigError(f"PPOConfig.hidden_sizes must be positive, got {self.hidden_sizes}")
+
+
+def _mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int, out_gain: float) -> nn.Sequential:
+    """Tanh MLP with orthogonal init (sqrt(2) hidden gain, `out_gain` on the last layer)."""
+    layers: list[nn.Module] = []
+    sizes = (in_dim, *hidden)
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+        layers += [_orthogonal(nn.Linear(fan_in, fan_out), math.sqrt(2.0)), nn.Tanh()]
+    layers.append(_orthogonal(nn.Linear(sizes[-1], out_dim), out_gain))
+    return nn.Sequential(*layers)
+
+
+def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class GaussianActor(nn.Module):
+    """Mean from an MLP, log-std a free parameter (state-independent)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], init_log_std: float):
+        super().__init__()
+        self.mean = _mlp(obs_dim, hidden, act_dim, out_gain=0.01)
+        self.log_std = nn.Parameter(torch.full((act_dim,), float(init_log_std)))
+
+    def forward(self, obs: Tensor) -> Tensor:
+        """Action mean [B, act_dim] for normalised observations."""
+        return self.mean(obs)
+
+
+def gaussian_log_prob(actions: Tensor, mean: Tensor, log_std: Tensor) -> Tensor:
+    """Sum over action dims of the diagonal Gaussian log-density, [B]."""
+    z = (actions - mean) * torch.exp(-log_std)
+    return (-0.5 * z.pow(2) - log_std - _LOG_SQRT_2PI).sum(dim=-1)
+
+
+def gaussian_entropy(log_std: Tensor) -> Tensor:
+    """Entropy of the diagonal Gaussian (state-independent), a scalar."""
+    return (0.5 + _LOG_SQRT_2PI + log_std).sum()
+
+
+def clipped_surrogate_loss(
+    new_logprob: Tensor, old_logprob: Tensor, advantages: Tensor, clip_coef: float
+) -> tuple[Tensor, Tensor]:
+    """PPO's clipped policy loss (to minimise) and the fraction of clipped ratios.
+
+    ``loss = mean(max(-A * r, -A * clip(r, 1 - eps, 1 + eps)))`` with
+    ``r = exp(new - old)``. Where the clipped term is the larger one (e.g. r > 1 + eps
+    with A > 0) it is constant in the parameters, so that row has zero gradient.
+    """
+    ratio = torch.exp(new_logprob - old_logprob)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef)
+    loss = torch.maximum(unclipped, clipped).mean()
+    clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
+    return loss, clip_fraction
+
+
+class PPOAgent(Agent):
+    """PPO agent: `GaussianActor` + value MLP, one Adam optimiser (see module docstring)."""
+
+    algo = "ppo"
+    config_cls = PPOConfig
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        config: PPOConfig | None = None,
+        device: torch.device | str = "cpu",
+        seed: int = 0,
+    ) -> None:
+        config = PPOConfig() if config is None else config
+        super().__init__(
+            obs_dim,
+            act_dim,
+            config,
+            device,
+            seed,
+            normalize_obs=config.normalize_obs,
+            obs_clip=config.obs_clip,
+        )
+        with seeded(self.seed):
+            self.actor = GaussianActor(obs_dim, act_dim, config.hidden_sizes, config.init_log_std)
+            self.critic = _mlp(obs_dim, config.hidden_sizes, 1, out_gain=1.0)
+        self.actor.to(self.device)
+        self.critic.to(self.device)
+        params = [*self.actor.parameters(), *self.critic.parameters()]
+        self.optimizer = torch.optim.Adam(params, lr=config.learning_rate, eps=config.adam_eps)
+        self.learners = LearnerGroup(self, config.num_learners)
+        self._actor_mean = self.actor.forward
+        self._critic_value = self.critic.forward
+
+    # -- the contract
+    def modules(self) -> dict[str, nn.Module]:
+        return {"actor": self.actor, "critic": self.critic}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"adam": self.optimizer}
+
+    @torch.no_grad()
+    def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
+        """Clipped mean (deterministic) or clipped Gaussian sample, [B, act_dim] in [-1, 1]."""
+        mean = self._actor_mean(self.normalizer.normalize(obs))
+        if deterministic:
+            return mean.clamp(-1.0, 1.0)
+        return self._sample(mean).clamp(-1.0, 1.0)
+
+    def compile(self) -> None:
+        """Compile the actor and critic forward passes with ``torch.compile``."""
+        self._actor_mean = torch.compile(self.actor.forward)
+        self._critic_value = torch.compile(self.critic.forward)
+
+    # -- the worker's view
+    @torch.no_grad()
+    def explore(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(unclipped action [B, A], its log-prob [B], value [B])`` for raw obs."""
+        normed = self.normalizer.normalize(obs)
+        mean = self._actor_mean(normed)
+        actions = self._sample(mean)
+        logprob = gaussian_log_prob(actions, mean, self.actor.log_std)
+        return actions, logprob, self._critic_value(normed).squeeze(-1)
+
+    @torch.no_grad()
+    def value(self, obs: Tensor) -> Tensor:
+        """Value estimates [B] for raw observations."""
+        return self._critic_value(self.normalizer.normalize(obs)).squeeze(-1)
+
+    def _sample(self, mean: Tensor) -> Tensor:
+        noise = torch.randn(mean.shape, generator=self.generator, device=mean.device)
+        return mean + noise * torch.exp(self.actor.log_std)
+
+    # -- the learner
+    def update(self, batch: RolloutBatch) -> dict[str, float]:
+        """``update_epochs`` epochs of clipped-PPO minibatch updates; metrics averaged."""
+        self.train_mode(True)
+        per_epoch = [
+            self.learners.run_epoch(batch.size, self.config.num_minibatches, _step_on(batch))
+            for _ in range(self.config.update_epochs)
+        ]
+        means = torch.cat(per_epoch).mean(dim=0).cpu().tolist()  # one host copy
+        metrics = dict(zip(_METRIC_NAMES, means, strict=True))
+        metrics["explained_variance"] = float(_explained_variance(batch.values, batch.returns))
+        metrics["log_std"] = float(self.actor.log_std.detach().mean().cpu())
+        return metrics
+
+    def losses(self, batch: RolloutBatch, indices: Tensor) -> tuple[Tensor, Tensor]:
+        """Total loss (scalar) and metrics [5] of one minibatch ``indices`` of ``batch``."""
+        cfg = self.config
+        obs = self.normalizer.normalize(batch.obs[indices])
+        mean = self.actor(obs)
+        new_logprob = gaussian_log_prob(batch.actions[indices], mean, self.actor.log_std)
+        old_logprob = batch.logprobs[indices]
+        advantages = batch.advantages[indices]
+        if cfg.norm_adv and advantages.numel() > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        policy_loss, clip_fraction = clipped_surrogate_loss(
+            new_logprob, old_logprob, advantages, cfg.clip_coef
+        )
+        value_loss = self._value_loss(obs, batch.values[indices], batch.returns[indices])
+        entropy = gaussian_entropy(self.actor.log_std)
+        loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
+        with torch.no_grad():
+            log_ratio = new_logprob - old_logprob
+            approx_kl = ((log_ratio.exp() - 1.0) - log_ratio).mean()
+            metrics = torch.stack(
+                [policy_loss, value_loss, entropy, approx_kl, clip_fraction]
+            ).detach()
+        return loss, metrics
+
+    def _value_loss(self, obs: Tensor, old_values: Tensor, returns: Tensor) -> Tensor:
+        values = self.critic(obs).squeeze(-1)
+        unclipped = (values - returns).pow(2)
+        if not self.config.clip_vloss:
+            return 0.5 * unclipped.mean()
+        eps = self.config.clip_coef
+        clipped_values = old_values + (values - old_values).clamp(-eps, eps)
+        return 0.5 * torch.maximum(unclipped, (clipped_values - returns).pow(2)).mean()
+
+
+def _step_on(batch: RolloutBatch) -> Any:
+    """The minibatch update ``LearnerGroup`` runs on each replica."""
+
+    def step(agent: Agent, indices: Tensor) -> Tensor:
+        assert isinstance(agent, PPOAgent)
+        loss, metrics = agent.losses(batch, indices)
+        agent.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [*agent.actor.parameters(), *agent.critic.parameters()]
+        nn.utils.clip_grad_norm_(params, agent.config.max_grad_norm)
+        agent.optimizer.step()
+        return metrics
+
+    return step
+
+
+def _explained_variance(predicted: Tensor, target: Tensor) -> Tensor:
+    """1 - Var[target - predicted] / Var[target] (NaN when the target is constant)."""
+    var_target = target.var()
+    return torch.where(
+        var_target > 0, 1.0 - (target - predicted).var() / var_target, torch.nan
+    )
+
+
+class PPORunner(Runner):
+    """Worker + learner: collect one rollout from the batched env, GAE, update."""
+
+    def __init__(self, agent: Agent, env: Any) -> None:
+        if not isinstance(agent, PPOAgent):
+            raise ConfigError(f"PPORunner needs a PPOAgent, got {type(agent).__name__}")
+        super().__init__(agent, env)
+        self.agent: PPOAgent = agent
+        cfg = agent.config
+        self.storage = RolloutStorage(
+            cfg.num_steps, env.num_envs, agent.obs_dim, agent.act_dim, env.device
+        )
+        self.obs, _ = env.reset()
+        self._episode_return = torch.zeros(env.num_envs, device=env.device)
+
+    def iteration(self) -> dict[str, float]:
+        """Collect ``num_steps`` x E transitions, compute GAE, update, merge obs stats."""
+        agent, cfg, storage = self.agent, self.agent.config, self.storage
+        finished_return = torch.zeros((), device=self.env.device)
+        finished_count = torch.zeros((), device=self.env.device)
+        agent.train_mode(False)
+        for step in range(cfg.num_steps):
+            obs = self.obs
+            actions, logprob, value = agent.explore(obs)
+            self.obs, reward, terminated, truncated, info = self.env.step(actions.clamp(-1, 1))
+            final_value = agent.value(info["final_obs"])
+            storage.insert(
+                step, obs, actions, logprob, value, reward * cfg.reward_scale,
+                terminated, truncated, final_value,
+            )  # fmt: skip
+            done = terminated | truncated
+            self._episode_return += reward
+            finished_return += torch.where(done, self._episode_return, 0.0).sum()
+            finished_count += done.sum()
+            self._episode_return = torch.where(done, 0.0, self._episode_return)
+        storage.compute_returns(agent.value(self.obs), cfg.gamma, cfg.gae_lambda)
+        metrics = agent.update(storage.batch())
+        agent.normalizer.update(storage.obs)
+        count, total = torch.stack([finished_count, finished_return]).cpu().tolist()
+        metrics["env_steps"] = float(cfg.num_steps * self.env.num_envs)
+        metrics["episodes"] = count
+        if count > 0:
+            metrics["episode_return"] = total / count
+        return metrics
+
+
+SPEC = AlgoSpec(name="ppo", config_cls=PPOConfig, agent_cls=PPOAgent, runner_cls=PPORunner)
