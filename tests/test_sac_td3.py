@@ -1,0 +1,258 @@
+"""SAC and TD3: known-answer updates, delayed actor updates, checkpoints, Pendulum runs."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import torch
+
+from market_envs.gym_vec import GymVecEnv
+from trader.agents import get_spec, make_agent, make_config
+from trader.agents.checkpoint import load_agent, save_checkpoint
+from trader.agents.offpolicy import OffPolicyRunner
+from trader.agents.replay import ReplayBatch, ReplayBuffer
+from trader.agents.sac import SACAgent, SACConfig
+from trader.agents.td3 import TD3Agent, TD3Config
+from trader.errors import ConfigError
+
+TINY = {"hidden_sizes": (32, 32), "batch_size": 64}
+
+
+def random_batch(obs_dim: int = 3, act_dim: int = 1, size: int = 64, seed: int = 0) -> ReplayBatch:
+    """A batch with both terminated and non-terminated transitions."""
+    gen = torch.Generator().manual_seed(seed)
+    return ReplayBatch(
+        obs=torch.randn(size, obs_dim, generator=gen),
+        actions=torch.rand(size, act_dim, generator=gen) * 2 - 1,
+        rewards=torch.randn(size, generator=gen),
+        next_obs=torch.randn(size, obs_dim, generator=gen),
+        terminated=(torch.rand(size, generator=gen) < 0.5).float(),
+    )
+
+
+def params(module: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in module.parameters()]).clone()
+
+
+# --------------------------------------------------------------------------- SAC
+
+
+@pytest.mark.parametrize("target_entropy", [2.0, -20.0])
+def test_sac_temperature_moves_towards_the_target_entropy(target_entropy):
+    """Entropy below the target raises alpha, above it lowers alpha (first Adam step = lr)."""
+    config = SACConfig(**TINY, target_entropy=target_entropy, alpha_lr=0.01)
+    agent = SACAgent(3, 1, config, seed=1)
+    batch = random_batch()
+    metrics = agent.update(batch)
+    # Adam's first step moves log(alpha) by lr against the sign of the gradient,
+    # and d(alpha_loss)/d(log alpha) = entropy - target_entropy.
+    direction = math.copysign(1.0, target_entropy - metrics["entropy"])
+    assert math.log(agent.temperature().item()) == pytest.approx(direction * 0.01, abs=1e-6)
+    alphas = [agent.update(batch)["alpha"] for _ in range(30)]
+    if target_entropy > 0:  # unreachable for a squashed 1-D action: alpha keeps growing
+        assert all(b > a for a, b in zip(alphas, alphas[1:], strict=False))
+    else:
+        assert all(b < a for a, b in zip(alphas, alphas[1:], strict=False))
+
+
+def test_sac_default_target_entropy_is_minus_action_dim():
+    assert SACAgent(5, 3, SACConfig(**TINY)).target_entropy == -3.0
+
+
+def test_sac_critic_loss_matches_a_hand_computed_bellman_target():
+    """Target = r + gamma * (1 - terminated) * (min target Q - alpha * log pi) at the next state."""
+    config = SACConfig(**TINY, gamma=0.9, init_alpha=0.5, reward_scale=2.0)
+    agent = SACAgent(3, 1, config, seed=2)
+    batch = random_batch(seed=3)
+    state = agent.generator.get_state()
+    with torch.no_grad():
+        next_a, next_logp = agent.actor.sample(batch.next_obs, agent.generator)
+        next_q = torch.minimum(*agent.target_critic(batch.next_obs, next_a))
+        target = 2.0 * batch.rewards + 0.9 * (1 - batch.terminated) * (next_q - 0.5 * next_logp)
+        q1, q2 = agent.critic(batch.obs, batch.actions)
+        expected = 0.5 * (torch.mean((q1 - target) ** 2) + torch.mean((q2 - target) ** 2))
+    agent.generator.set_state(state)
+    metrics = agent.update(batch)
+    assert metrics["critic_loss"] == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_sac_actions_are_squashed_and_log_prob_has_the_tanh_correction():
+    agent = SACAgent(3, 2, SACConfig(**TINY), seed=0)
+    obs = torch.randn(4096, 3) * 5
+    actions = agent.act(obs)
+    assert actions.shape == (4096, 2) and bool((actions.abs() <= 1).all())
+    # Known answer: with mean 0 and std 1 the log-prob equals N(u) / (1 - tanh(u)^2).
+    gen = torch.Generator().manual_seed(0)
+    agent.actor.forward = lambda o: (torch.zeros(len(o), 2), torch.zeros(len(o), 2))
+    squashed, log_prob = agent.actor.sample(obs[:16], gen)
+    u = torch.atanh(squashed.double())
+    normal = torch.distributions.Normal(0.0, 1.0).log_prob(u).sum(-1)
+    expected = normal - torch.log1p(-torch.tanh(u) ** 2).sum(-1)
+    torch.testing.assert_close(log_prob.double(), expected, rtol=1e-4, atol=1e-4)
+
+
+# --------------------------------------------------------------------------- TD3
+
+
+def test_td3_updates_the_actor_once_per_policy_delay_critic_updates():
+    agent = TD3Agent(3, 1, TD3Config(**TINY, policy_delay=3), seed=0)
+    batch = random_batch()
+    changed_actor, changed_target_actor = [], []
+    for _ in range(9):
+        actor_before, target_before = params(agent.actor), params(agent.target_actor)
+        critic_before = params(agent.critic)
+        metrics = agent.update(batch)
+        changed_actor.append(not torch.equal(actor_before, params(agent.actor)))
+        changed_target_actor.append(not torch.equal(target_before, params(agent.target_actor)))
+        assert not torch.equal(critic_before, params(agent.critic))  # every call
+        assert metrics["actor_updates"] == float(changed_actor[-1])
+    expected = [False, False, True] * 3
+    assert changed_actor == expected and changed_target_actor == expected
+    assert agent.actor_updates == 3 and agent.num_updates == 9
+
+
+def test_td3_target_uses_the_smoothed_target_actor_and_terminated_only():
+    config = TD3Config(**TINY, gamma=0.8, policy_noise=0.3, noise_clip=0.1)
+    agent = TD3Agent(3, 1, config, seed=4)
+    # Make the target actor differ from the actor, so using the wrong one shows.
+    with torch.no_grad():
+        for p in agent.target_actor.parameters():
+            p.add_(0.3)
+    batch = random_batch(seed=5)
+    state = agent.generator.get_state()
+    with torch.no_grad():
+        target_a = agent.target_actor(batch.next_obs)
+        noise = torch.randn(target_a.shape, generator=agent.generator) * 0.3
+        next_a = (target_a + noise.clamp(-0.1, 0.1)).clamp(-1, 1)
+        next_q = torch.minimum(*agent.target_critic(batch.next_obs, next_a))
+        target = batch.rewards + 0.8 * (1 - batch.terminated) * next_q
+        q1, q2 = agent.critic(batch.obs, batch.actions)
+        expected = torch.mean((q1 - target) ** 2) + torch.mean((q2 - target) ** 2)
+    agent.generator.set_state(state)
+    assert agent.update(batch)["critic_loss"] == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_td3_exploration_noise_and_deterministic_action():
+    agent = TD3Agent(3, 1, TD3Config(**TINY, exploration_noise=0.5), seed=0)
+    obs = torch.randn(256, 3)
+    greedy = agent.act(obs, deterministic=True)
+    noisy = agent.act(obs)
+    assert bool((noisy.abs() <= 1).all())
+    assert 0.2 < (noisy - greedy).std().item() < 0.6
+    torch.testing.assert_close(agent.act(obs, deterministic=True), greedy)
+
+
+# --------------------------------------------------------------------------- shared
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_checkpoint_round_trip_reproduces_actions_and_training_exactly(algo, tmp_path):
+    config = make_config(algo, {**TINY, "normalize_obs": True})
+    agent = make_agent(algo, 3, 1, config, seed=3)
+    for seed in range(4):
+        agent.observe(torch.randn(8, 3) * 3 + 1)
+        agent.update(random_batch(seed=seed))
+    save_checkpoint(agent, tmp_path / "ckpt", data_window={"env": "test"})
+    loaded = load_agent(tmp_path / "ckpt")
+    assert type(loaded) is type(agent) and loaded.config == agent.config
+    obs = torch.randn(32, 3)
+    assert torch.equal(loaded.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    # Same generator state: stochastic actions and the next update agree too.
+    loaded.generator.set_state(agent.generator.get_state())
+    assert torch.equal(loaded.act(obs), agent.act(obs))
+    batch = random_batch(seed=9)
+    assert loaded.update(batch) == agent.update(batch)
+    assert torch.equal(params(loaded.actor), params(agent.actor))
+    assert loaded.num_updates == agent.num_updates == 5
+
+
+@pytest.mark.parametrize(
+    ("algo", "overrides", "key"),
+    [
+        ("sac", {"tau": 0.0}, "tau"),
+        ("sac", {"log_std_min": 3.0}, "log_std_min"),
+        ("td3", {"policy_delay": 0}, "policy_delay"),
+        ("td3", {"batch_size": 0}, "batch_size"),
+        ("td3", {"polcy_delay": 2}, "polcy_delay"),
+    ],
+)
+def test_bad_config_values_raise_naming_the_key(algo, overrides, key):
+    with pytest.raises(ConfigError, match=key):
+        make_config(algo, overrides)
+
+
+def test_configs_survive_a_dict_round_trip():
+    from trader.agents.base import config_from_dict, config_to_dict
+
+    config = SACConfig(hidden_sizes=(64, 64), target_entropy=-2.0, max_grad_norm=1.0)
+    assert config_from_dict(SACConfig, config_to_dict(config)) == config
+
+
+def pendulum_runner(algo: str, num_envs: int, seed: int, **overrides) -> OffPolicyRunner:
+    env = GymVecEnv("Pendulum-v1", num_envs, seed=seed)
+    config = make_config(algo, {**TINY, **overrides})
+    agent = make_agent(algo, env.obs_dim, env.act_dim, config, seed=seed)
+    return get_spec(algo).runner_cls(agent, env)
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_pendulum_smoke_run(algo):
+    runner = pendulum_runner(
+        algo, num_envs=2, seed=0, learning_starts=200, iteration_steps=200, updates_per_step=0.5
+    )
+    logs = [runner.iteration() for _ in range(3)]
+    assert [m["env_steps"] for m in logs] == [200.0] * 3
+    # 0.5 updates per transition once learning starts (after the first 200 transitions).
+    assert [m["updates"] for m in logs] == [1.0, 100.0, 100.0]
+    assert len(runner.buffer) == 600
+    # Each env's 200-step episode ends at its step 200 = transition 400 (second iteration).
+    assert logs[1]["episodes"] == 2.0 and "episodes" not in logs[2]
+    assert all(math.isfinite(v) for v in logs[-1].values())
+    assert runner.agent.num_updates == 201
+
+
+def test_runs_are_a_pure_function_of_the_seed():
+    runs = []
+    for _ in range(2):
+        runner = pendulum_runner("sac", 2, seed=5, learning_starts=50, iteration_steps=100)
+        runs.append((runner.iteration(), params(runner.agent.actor)))
+    assert runs[0][0] == runs[1][0]
+    assert torch.equal(runs[0][1], runs[1][1])
+
+
+def test_runner_rejects_an_env_on_another_device_or_with_other_dims():
+    env = GymVecEnv("Pendulum-v1", 1)
+    agent = make_agent("sac", 4, 1, make_config("sac", TINY))
+    with pytest.raises(ConfigError, match="dims"):
+        OffPolicyRunner(agent, env)
+
+
+# --------------------------------------------------------------------------- learning (slow)
+
+
+def evaluate(agent, episodes: int = 10, seed: int = 10_000) -> float:
+    """Mean return of the deterministic policy over ``episodes`` Pendulum episodes."""
+    env = GymVecEnv("Pendulum-v1", episodes, seed=seed)
+    obs, _ = env.reset(seed=seed)
+    total = torch.zeros(episodes)
+    for _ in range(200):  # Pendulum-v1 episodes are 200 steps
+        obs, reward, _, _, _ = env.step(agent.act(obs, deterministic=True))
+        total += reward
+    return total.mean().item()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_pendulum_reaches_minus_250_within_20k_steps(algo):
+    runner = pendulum_runner(
+        algo, num_envs=1, seed=0, hidden_sizes=(256, 256), batch_size=256,
+        actor_lr=1e-3, critic_lr=1e-3, learning_starts=1000, iteration_steps=1000,
+    )
+    start, score = time.perf_counter(), -math.inf
+    while runner.env_steps < 20_000 and score < -250:
+        runner.iteration()
+        score = evaluate(runner.agent)
+    print(f"{algo}: {score:.1f} after {runner.env_steps} steps, {time.perf_counter() - start:.0f} s")
+    assert score >= -250

@@ -1,0 +1,315 @@
+"""Shared layer of the off-policy agents (SAC, TD3): networks, config and the worker.
+
+- `TwinQ`: K Q-networks evaluated together as one batched MLP (weights ``[K, in, out]``,
+  ``torch.baddbmm``), so twin critics cost one kernel per layer instead of two.
+- `OffPolicyConfig`: the fields SAC and TD3 share (networks, optimiser, replay, loop).
+- `OffPolicyAgent`: the part of the `Agent` contract SAC and TD3 share
+  (normalisation, update counter, device-side metrics).
+- `OffPolicyRunner`: the worker + learner loop; collects transitions from a batched
+  env into the replay buffer (uniform random actions for the first
+  ``learning_starts`` transitions) and runs ``updates_per_step`` gradient updates per
+  transition. Everything stays on the env's device; the loop is over time only, and
+  host syncs happen once per iteration.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from trader.agents.base import Agent, Runner
+from trader.agents.replay import ReplayBatch, ReplayBuffer, next_observation
+from trader.errors import CheckpointError, ConfigError
+
+
+@dataclass(frozen=True)
+class OffPolicyConfig:
+    """Fields shared by `SACConfig` and `TD3Config`.
+
+    Steps are counted in transitions (env steps summed over the ``E`` sub-environments).
+    """
+
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the actor and of each critic."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Polyak factor: ``target <- (1 - tau) * target + tau * online`` after each target update."""
+    batch_size: int = 256
+    """Transitions per gradient update."""
+    buffer_size: int = 1_000_000
+    """Replay capacity in transitions (rounded up to a multiple of the number of envs)."""
+    learning_starts: int = 5_000
+    """Transitions collected with uniform random actions before learning starts."""
+    updates_per_step: float = 1.0
+    """Gradient updates per collected transition (1.0 = one update per env step);
+    fractions accumulate across steps, e.g. 0.25 with 8 envs gives 2 updates per step."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this before entering the Bellman target."""
+    normalize_obs: bool = False
+    """Normalise observations with running statistics (kept in the agent and checkpoint)."""
+    max_grad_norm: float | None = None
+    """Clip the gradient norm of each network to this value; None disables clipping."""
+    iteration_steps: int = 1_000
+    """Transitions collected per runner iteration (one progress/metrics report each)."""
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        positive = {
+            "actor_lr": self.actor_lr,
+            "critic_lr": self.critic_lr,
+            "batch_size": self.batch_size,
+            "buffer_size": self.buffer_size,
+            "updates_per_step": self.updates_per_step,
+            "reward_scale": self.reward_scale,
+            "iteration_steps": self.iteration_steps,
+        }
+        for key, value in positive.items():
+            if not value > 0:
+                raise ConfigError(f"{name}.{key} must be > 0, got {value}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ConfigError(f"{name}.gamma must be in [0, 1], got {self.gamma}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"{name}.tau must be in (0, 1], got {self.tau}")
+        if self.learning_starts < 0:
+            raise ConfigError(f"{name}.learning_starts must be >= 0, got {self.learning_starts}")
+        if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
+            raise ConfigError(f"{name}.hidden_sizes must be positive widths, got {self.hidden_sizes}")
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise ConfigError(f"{name}.max_grad_norm must be > 0 or None, got {self.max_grad_norm}")
+        # TOML and JSON give lists; keep the frozen config hashable and comparable.
+        object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
+
+
+def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential:
+    """Linear-ReLU stack ending in a plain Linear layer of width ``out_dim``."""
+    layers: list[nn.Module] = []
+    width = in_dim
+    for hidden in hidden_sizes:
+        layers += [nn.Linear(width, hidden), nn.ReLU()]
+        width = hidden
+    layers.append(nn.Linear(width, out_dim))
+    return nn.Sequential(*layers)
+
+
+class TwinQ(nn.Module):
+    """``num_q`` independent Q(s, a) MLPs run as one batched MLP.
+
+    Layer ``l`` holds ``weight_l`` ``[K, in, out]`` and ``bias_l`` ``[K, 1, out]``,
+    initialised like `nn.Linear` (uniform in +-1/sqrt(in)) independently per network.
+    `forward` returns ``[K, B]``.
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], num_q: int = 2):
+        super().__init__()
+        self.num_q = num_q
+        widths = [obs_dim + act_dim, *hidden_sizes, 1]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
+            bound = 1.0 / math.sqrt(fan_in)
+            self.weights.append(nn.Parameter(torch.empty(num_q, fan_in, fan_out).uniform_(-bound, bound)))
+            self.biases.append(nn.Parameter(torch.empty(num_q, 1, fan_out).uniform_(-bound, bound)))
+
+    def forward(self, obs: Tensor, actions: Tensor, params: Sequence[Tensor] | None = None) -> Tensor:
+        """Q-values ``[K, B]`` of ``obs`` ``[B, obs_dim]`` and ``actions`` ``[B, act_dim]``.
+
+        :param params: optional replacement parameters in `parameters()` order
+            (weights then biases), e.g. detached copies so that a policy loss
+            differentiates through the critic without touching its weights.
+        """
+        if params is None:
+            weights, biases = list(self.weights), list(self.biases)
+        else:
+            half = len(params) // 2
+            weights, biases = list(params[:half]), list(params[half:])
+        x = torch.cat([obs, actions], dim=-1)
+        h = torch.matmul(x, weights[0]) + biases[0]  # [B, in] @ [K, in, out] -> [K, B, out]
+        for weight, bias in zip(weights[1:], biases[1:], strict=True):
+            h = torch.baddbmm(bias, torch.relu(h), weight)
+        return h.squeeze(-1)
+
+    def detached_params(self) -> list[Tensor]:
+        """Parameters (weights then biases) detached from autograd, sharing storage."""
+        return [p.detach() for p in self.parameters()]
+
+
+@torch.no_grad()
+def polyak_update(target: Sequence[Tensor], online: Sequence[Tensor], tau: float) -> None:
+    """``target <- target + tau * (online - target)`` for every pair, in one fused call."""
+    torch._foreach_lerp_(list(target), list(online), tau)
+
+
+def make_adam(groups: list[dict[str, Any]], device: torch.device) -> torch.optim.Adam:
+    """Adam over parameter groups, using the fused kernel where the device supports it."""
+    fused = device.type in ("cpu", "cuda")
+    return torch.optim.Adam(groups, fused=fused)
+
+
+class OffPolicyAgent(Agent):
+    """Common part of SAC and TD3 on top of the `Agent` contract.
+
+    Subclasses implement `explore` (a behaviour action for the worker) and `learn`
+    (one gradient update returning a metrics vector ``[len(metric_names)]`` on the
+    device, so the runner can sum metrics over an iteration without host syncs).
+    `update` is the contract's public form: `learn` plus one host copy.
+    """
+
+    metric_names: tuple[str, ...] = ()
+    """Names of the entries of the vector `learn` returns."""
+
+    def __init__(
+        self, obs_dim: int, act_dim: int, config: OffPolicyConfig, device: torch.device | str, seed: int
+    ) -> None:
+        super().__init__(
+            obs_dim, act_dim, config, device, seed, normalize_obs=config.normalize_obs
+        )
+        self.num_updates = 0
+        """Gradient updates done so far (saved in the checkpoint)."""
+
+    @abstractmethod
+    def explore(self, obs: Tensor) -> Tensor:
+        """Behaviour actions ``[B, act_dim]`` in [-1, 1] for raw observations."""
+
+    @abstractmethod
+    def learn(self, batch: ReplayBatch) -> Tensor:
+        """One gradient update; returns the metrics vector (see `metric_names`) on the device."""
+
+    def update(self, batch: ReplayBatch) -> dict[str, float]:
+        """One gradient update on a replay sample; metrics copied to the host once."""
+        values = self.learn(batch).cpu().tolist()
+        return dict(zip(self.metric_names, values, strict=True))
+
+    def observe(self, obs: Tensor) -> None:
+        """Feed collected observations to the running normaliser (no-op when disabled)."""
+        self.normalizer.update(obs)
+
+    def normalized_batch(self, batch: ReplayBatch) -> tuple[Tensor, Tensor]:
+        """Observations and next observations of a replay sample, normalised."""
+        both = self.normalizer.normalize(torch.cat([batch.obs, batch.next_obs], dim=0))
+        return both[: batch.obs.shape[0]], both[batch.obs.shape[0] :]
+
+    def clip_gradients(self, *networks: nn.Module) -> None:
+        """Clip each network's gradient norm to ``config.max_grad_norm`` (if set)."""
+        if self.config.max_grad_norm is None:
+            return
+        for network in networks:
+            nn.utils.clip_grad_norm_(network.parameters(), self.config.max_grad_norm, foreach=True)
+
+    def extra_state(self) -> dict[str, Tensor]:
+        """The update counter (TD3's policy delay depends on it)."""
+        return {"num_updates": torch.tensor(self.num_updates, dtype=torch.int64)}
+
+    def load_extra_state(self, state: Mapping[str, Tensor]) -> None:
+        """Restore the update counter."""
+        if set(state) != {"num_updates"}:
+            raise CheckpointError(
+                f"{type(self).__name__}: expected extra state ['num_updates'], got {sorted(state)}"
+            )
+        self.num_updates = int(state["num_updates"])
+
+
+class OffPolicyRunner(Runner):
+    """Worker and learner of SAC/TD3: batched env -> replay buffer -> gradient updates.
+
+    Each `iteration` collects ``config.iteration_steps`` transitions (rounded up to
+    whole steps of the ``E`` sub-environments). The first ``learning_starts``
+    transitions use uniform random actions; after that every env step is followed by
+    ``updates_per_step * E`` gradient updates (fractions carry over). Episode returns
+    and update metrics are accumulated on the device and copied to the host once per
+    iteration.
+
+    :param agent: a `SACAgent` or `TD3Agent`.
+    :param env: a batched env following the contract (same-step autoreset with
+        ``info["final_obs"]``); it is reset here with the agent's seed.
+    """
+
+    def __init__(self, agent: OffPolicyAgent, env: Any) -> None:
+        super().__init__(agent, env)
+        self.agent: OffPolicyAgent = agent
+        self.config: OffPolicyConfig = agent.config
+        self.device = torch.device(env.device)
+        if self.device != agent.device:
+            raise ConfigError(f"the agent is on {agent.device} but the env is on {self.device}")
+        self.num_envs = int(env.num_envs)
+        self.buffer = ReplayBuffer(
+            self.config.buffer_size, self.num_envs, agent.obs_dim, agent.act_dim, self.device
+        )
+        self.env_steps = 0
+        """Transitions collected so far."""
+        self._obs, _ = env.reset(seed=agent.seed)
+        agent.observe(self._obs)
+        self._episode_return = torch.zeros(self.num_envs, device=self.device)
+        # [sum of finished returns, number of finished episodes]
+        self._finished = torch.zeros(2, device=self.device)
+        self._metric_sum = torch.zeros(len(agent.metric_names), device=self.device)
+        self._update_credit = 0.0
+
+    def _behaviour_actions(self) -> Tensor:
+        """Uniform random actions until ``learning_starts``, then the agent's exploration."""
+        if self.env_steps < self.config.learning_starts:
+            shape = (self.num_envs, self.agent.act_dim)
+            uniform = torch.rand(shape, device=self.device, generator=self.agent.generator)
+            return uniform * 2.0 - 1.0
+        return self.agent.explore(self._obs)
+
+    def collect_step(self) -> None:
+        """Step every sub-environment once and store the transitions."""
+        actions = self._behaviour_actions()
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        next_obs = next_observation(obs, terminated, truncated, info)
+        self.buffer.add(self._obs, actions, reward, next_obs, terminated)
+        self.agent.observe(next_obs)
+        done = terminated | truncated
+        self._episode_return += reward
+        finished_sum = torch.where(done, self._episode_return, 0.0).sum()
+        self._finished += torch.stack([finished_sum, done.sum().to(finished_sum.dtype)])
+        self._episode_return.masked_fill_(done, 0.0)
+        self._obs = obs
+        self.env_steps += self.num_envs
+
+    def learn_step(self) -> int:
+        """Run the gradient updates owed for the last env step; return how many ran."""
+        if self.env_steps < self.config.learning_starts:
+            return 0
+        self._update_credit += self.config.updates_per_step * self.num_envs
+        n_updates = int(self._update_credit)
+        self._update_credit -= n_updates
+        for _ in range(n_updates):
+            batch = self.buffer.sample(self.config.batch_size, self.agent.generator)
+            self._metric_sum += self.agent.learn(batch)
+        return n_updates
+
+    def iteration(self) -> dict[str, float]:
+        """Collect ``iteration_steps`` transitions while learning; metrics as floats."""
+        start_steps = self.env_steps
+        n_updates = 0
+        while self.env_steps - start_steps < self.config.iteration_steps:
+            self.collect_step()
+            n_updates += self.learn_step()
+        # One host copy for everything this iteration measured.
+        host = torch.cat([self._finished, self._metric_sum]).cpu().tolist()
+        self._finished.zero_()
+        self._metric_sum.zero_()
+        metrics: dict[str, float] = {
+            "env_steps": float(self.env_steps - start_steps),
+            "updates": float(n_updates),
+            "buffer_size": float(len(self.buffer)),
+        }
+        if host[1] > 0:
+            metrics["episode_return"] = host[0] / host[1]
+            metrics["episodes"] = host[1]
+        if n_updates:
+            for name, total in zip(self.agent.metric_names, host[2:], strict=True):
+                metrics[name] = total / n_updates
+        return metrics
