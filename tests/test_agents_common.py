@@ -255,3 +255,61 @@ def test_checkpoint_errors_never_unpickle(tmp_path: Any) -> None:
     json_path.write_text("{not json")
     with pytest.raises(CheckpointError, match="not valid JSON"):
         load_policy(tmp_path / "a")
+
+
+# --------------------------------------------------------------------------- evaluator
+
+
+def test_evaluator_scores_first_episodes_and_keeps_the_best(tmp_path: Any) -> None:
+    from market_envs.gym_vec import GymVecEnv
+    from trader.agents.checkpoint import load_policy
+    from trader.agents.evaluator import Evaluator
+
+    env = GymVecEnv("Pendulum-v1", num_envs=3, max_episode_steps=20)
+    evaluator = Evaluator(env, check_every=7)
+    agent = _pendulum_agent()
+    record = evaluator.run_episodes(agent)
+    assert record.rewards.shape[1] == 3 and record.lengths.tolist() == [20, 20, 20]
+    assert record.mask.sum() == 60
+    torch.testing.assert_close(record.returns, record.rewards.sum(0))
+    metrics, improved = evaluator.consider(agent, step=10)
+    assert improved and evaluator.best_step == 10
+    assert metrics["score"] == pytest.approx(float(record.returns.double().mean()))
+    again = evaluator.evaluate(agent)  # same seed, same deterministic policy: same score
+    assert again["score"] == metrics["score"]
+    worse = _pendulum_agent(seed=1)
+    with torch.no_grad():
+        worse.actor.mean[-1].bias.fill_(1.0)  # full torque one way: a bad policy
+    _, improved = evaluator.consider(worse, step=20)
+    assert not improved and evaluator.best_step == 10
+    evaluator.save_best(tmp_path / "best")
+    best = load_policy(tmp_path / "best")
+    obs = torch.randn(4, 3)
+    assert torch.equal(best.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+
+
+def test_return_and_sharpe_score_uses_portfolio_values() -> None:
+    from trader import metrics
+    from trader.agents.evaluator import EpisodeRecord, return_and_sharpe_score
+
+    values = torch.tensor([[100.0, 100.0], [110.0, 99.0], [99.0, 98.0], [108.9, 1.0]])
+    mask = torch.tensor([[True, True], [True, True], [True, True], [True, False]])
+    record = EpisodeRecord(
+        returns=torch.zeros(2), lengths=mask.sum(0), rewards=torch.zeros(4, 2), mask=mask,
+        infos={"portfolio_value": values},
+    )  # fmt: skip
+    out = return_and_sharpe_score()(record)
+    first = np.array([0.1, -0.1, 0.1])
+    second = np.array([-0.01, 98.0 / 99.0 - 1.0])
+    expected_return = (metrics.cum_returns_final(first) + metrics.cum_returns_final(second)) / 2
+    expected_sharpe = (metrics.sharpe_ratio(first) + metrics.sharpe_ratio(second)) / 2
+    assert out["return"] == pytest.approx(expected_return)
+    assert out["score"] == out["sharpe"] == pytest.approx(expected_sharpe)
+    with pytest.raises(ConfigError, match="score_by"):
+        return_and_sharpe_score(score_by="sortino")
+
+
+def _pendulum_agent(seed: int = 0) -> Any:
+    from trader.agents.ppo import PPOAgent, PPOConfig
+
+    return PPOAgent(3, 1, PPOConfig(hidden_sizes=(8,)), seed=seed)

@@ -1,0 +1,201 @@
+"""Evaluator: score snapshots with the deterministic policy; keep the best one.
+
+An evaluation resets its own batched env with a fixed seed (every snapshot meets the
+same episodes), runs ``agent.act(obs, deterministic=True)`` and records the *first*
+episode of each of the E sub-environments: E episodes per evaluation. Per-step
+rewards (and any requested ``info`` keys) are kept on the device as [T, E] tensors
+with a mask of the steps inside each episode, and a pluggable score function turns
+that `EpisodeRecord` into metrics, one of which is ``"score"`` (higher is better).
+
+- `mean_return_score` (default; gymnasium envs): mean episodic return.
+- `return_and_sharpe_score` (market envs): compounded return and annualised Sharpe
+  of each episode's portfolio-value series, via `trader.metrics` (the functions the
+  backtest uses), averaged over episodes.
+
+The loop is over time only; whether every episode has ended is checked on the host
+once every ``check_every`` steps.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from trader import metrics as trade_metrics
+from trader.agents.base import Agent
+from trader.agents.checkpoint import save_checkpoint
+from trader.agents.parallel import clone_agent
+from trader.errors import ConfigError, UserError
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """What one evaluation saw: the first episode of each of E sub-environments."""
+
+    returns: Tensor
+    """[E] undiscounted episodic return."""
+    lengths: Tensor
+    """[E] episode lengths in steps."""
+    rewards: Tensor
+    """[T, E] per-step rewards, 0 after an episode ended."""
+    mask: Tensor
+    """[T, E] bool, True on the steps that belong to each episode."""
+    infos: dict[str, Tensor]
+    """Recorded ``info`` values, each [T, E, ...] (the step's value, not masked)."""
+
+
+ScoreFn = Callable[[EpisodeRecord], dict[str, float]]
+"""Turns a record into metrics; the result must contain ``"score"`` (higher is better)."""
+
+
+def mean_return_score(record: EpisodeRecord) -> dict[str, float]:
+    """``score`` = mean episodic return; also its standard deviation and mean length."""
+    returns = record.returns.double()
+    stats = torch.stack([returns.mean(), returns.std(correction=0), record.lengths.double().mean()])
+    mean, std, length = stats.cpu().tolist()
+    return {"score": mean, "mean_return": mean, "std_return": std, "mean_length": length}
+
+
+def return_and_sharpe_score(
+    value_key: str = "portfolio_value",
+    period: str = trade_metrics.DAILY,
+    score_by: str = "sharpe",
+) -> ScoreFn:
+    """A score function for market envs from each episode's portfolio-value series.
+
+    :param value_key: the ``info`` key holding the portfolio value [E] after each step
+        (the evaluator must record it: ``record_info_keys=(value_key,)``).
+    :param period: bar length for annualisation, one of `trader.metrics`' periods.
+    :param score_by: ``"sharpe"`` or ``"return"``: which metric becomes ``score``.
+    """
+    if score_by not in ("sharpe", "return"):
+        raise ConfigError(f"score_by must be 'sharpe' or 'return', got {score_by!r}")
+
+    def score(record: EpisodeRecord) -> dict[str, float]:
+        if value_key not in record.infos:
+            raise ConfigError(f"evaluator did not record info['{value_key}'] needed by the score")
+        values = record.infos[value_key].double().cpu().numpy()  # [T, E], once per evaluation
+        mask = record.mask.cpu().numpy()
+        returns = np.full(values.shape, np.nan)
+        returns[1:] = values[1:] / values[:-1] - 1.0
+        returns[~mask] = np.nan
+        returns[1:][~mask[:-1]] = np.nan
+        total = np.nanmean(trade_metrics.cum_returns_final(returns))
+        sharpe = np.nanmean(trade_metrics.sharpe_ratio(returns, period=period))
+        metrics = {"return": float(total), "sharpe": float(sharpe)}
+        metrics.update(mean_return_score(record))
+        metrics["score"] = metrics[score_by]
+        return metrics
+
+    return score
+
+
+class Evaluator:
+    """Scores snapshots on its own env and keeps the best.
+
+    :param env: a batched env reserved for evaluation (the validation period for
+        markets); its E sub-environments give E episodes per evaluation.
+    :param score_fn: `EpisodeRecord` -> metrics with ``"score"``.
+    :param seed: the env is reset with this seed at every evaluation.
+    :param max_steps: an evaluation whose episodes are not all over after this many
+        steps raises ``UserError`` (an env without episode ends).
+    :param check_every: steps between host checks of whether every episode ended.
+    :param record_info_keys: ``info`` keys to record for the score function.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        score_fn: ScoreFn = mean_return_score,
+        seed: int = 10_000,
+        max_steps: int = 100_000,
+        check_every: int = 50,
+        record_info_keys: Sequence[str] = (),
+    ) -> None:
+        if max_steps <= 0 or check_every <= 0:
+            raise ConfigError("Evaluator: max_steps and check_every must be positive")
+        self.env = env
+        self.score_fn = score_fn
+        self.seed = seed
+        self.max_steps = max_steps
+        self.check_every = check_every
+        self.record_info_keys = tuple(record_info_keys)
+        self.best_score = -float("inf")
+        self.best_step: int | None = None
+        self.best_metrics: dict[str, float] = {}
+        self.best_state: dict[str, Tensor] | None = None
+        self._best_agent: Agent | None = None
+
+    @torch.no_grad()
+    def run_episodes(self, agent: Agent) -> EpisodeRecord:
+        """Play the first episode of every sub-environment with the deterministic policy."""
+        env = self.env
+        obs, _ = env.reset(seed=self.seed)
+        running = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+        rewards, masks = [], []
+        infos: dict[str, list[Tensor]] = {key: [] for key in self.record_info_keys}
+        for step in range(1, self.max_steps + 1):
+            obs, reward, terminated, truncated, info = env.step(agent.act(obs, deterministic=True))
+            masks.append(running)
+            rewards.append(torch.where(running, reward, 0.0))
+            for key in self.record_info_keys:
+                infos[key].append(info[key])
+            running = running & ~(terminated | truncated)
+            if step % self.check_every == 0 and not bool(running.any()):
+                break
+        else:
+            if bool(running.any()):
+                raise UserError(
+                    f"evaluation episodes on {env!r} did not end within {self.max_steps} steps"
+                )
+        reward_table, mask = torch.stack(rewards), torch.stack(masks)
+        return EpisodeRecord(
+            returns=reward_table.sum(dim=0),
+            lengths=mask.sum(dim=0),
+            rewards=reward_table,
+            mask=mask,
+            infos={key: torch.stack(values) for key, values in infos.items()},
+        )
+
+    def evaluate(self, agent: Agent) -> dict[str, float]:
+        """Score ``agent`` now (does not change the best snapshot)."""
+        metrics = self.score_fn(self.run_episodes(agent))
+        if "score" not in metrics:
+            raise ConfigError("the evaluator's score function returned no 'score'")
+        return metrics
+
+    def consider(self, agent: Agent, step: int) -> tuple[dict[str, float], bool]:
+        """Evaluate ``agent`` at training ``step``; keep its state if it is the best so far."""
+        metrics = self.evaluate(agent)
+        improved = metrics["score"] > self.best_score
+        if improved:
+            self.best_score = metrics["score"]
+            self.best_step = step
+            self.best_metrics = dict(metrics)
+            self.best_state = agent.state_dict()
+            self._best_agent = agent
+        return metrics, improved
+
+    def best_agent(self) -> Agent:
+        """A new agent holding the best snapshot's state."""
+        if self.best_state is None or self._best_agent is None:
+            raise UserError("no snapshot has been evaluated yet")
+        best = clone_agent(self._best_agent)
+        best.load_state_dict(self.best_state)
+        return best
+
+    def save_best(
+        self,
+        path: str | os.PathLike[str],
+        data_window: dict[str, Any] | None = None,
+    ) -> tuple[Path, Path]:
+        """Checkpoint the best snapshot, its step and metrics in the sidecar's ``info``."""
+        info = {"step": self.best_step, "validation": self.best_metrics}
+        return save_checkpoint(self.best_agent(), path, data_window=data_window, info=info)
