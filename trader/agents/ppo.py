@@ -299,7 +299,10 @@ def _explained_variance(predicted: Tensor, target: Tensor) -> Tensor:
 
 
 class PPORunner(Runner):
-    """Worker + learner: collect one rollout from the batched env, GAE, update."""
+    """Worker + learner: collect one rollout from the batched env, GAE, update.
+
+    The env is reset here with the agent's seed, so a run is a function of the seed.
+    """
 
     def __init__(self, agent: Agent, env: Any) -> None:
         if not isinstance(agent, PPOAgent):
@@ -310,7 +313,7 @@ class PPORunner(Runner):
         self.storage = RolloutStorage(
             cfg.num_steps, env.num_envs, agent.obs_dim, agent.act_dim, env.device
         )
-        self.obs, _ = env.reset()
+        self.obs, _ = env.reset(seed=agent.seed)
         self._episode_return = torch.zeros(env.num_envs, device=env.device)
 
     def iteration(self) -> dict[str, float]:

@@ -25,6 +25,8 @@ app = typer.Typer(
 def _register_commands() -> None:
     """Import each command module; each adds its commands to `app`."""
     # One import per command module, e.g. `from trader.cli import data  # noqa: F401`.
+    from trader.cli import data  # noqa: F401
+    from trader.cli import train  # noqa: F401
 
 
 _register_commands()

@@ -1,0 +1,159 @@
+"""`trader.train` and `trader train`: run directory, reproducibility, market path, CLI."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from trader.agents.checkpoint import load_policy, read_metadata
+from trader.agents.ppo import PPOConfig
+from trader.cli import main
+from trader.errors import UserError
+from trader.train import train
+
+TINY = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]}
+
+
+def _tiny_pendulum(run_dir: Path, seed: int = 0) -> object:
+    return train(
+        "ppo", "Pendulum-v1", TINY, run_dir, steps=128, seed=seed, num_envs=2,
+        eval_every=64, eval_episodes=2,
+    )  # fmt: skip
+
+
+def test_train_writes_the_run_directory(tmp_path: Path) -> None:
+    result = _tiny_pendulum(tmp_path / "run")
+    root = tmp_path / "run"
+    config = tomllib.loads((root / "config.toml").read_text())
+    assert config["algo"] == "ppo" and config["seed"] == 0 and config["steps"] == 128
+    assert config["algo_config"]["num_steps"] == 32
+    assert config["algo_config"]["hidden_sizes"] == [16]
+    assert config["env"] == {"kind": "gymnasium", "id": "Pendulum-v1", "eval_episodes": 2}
+    metrics = pd.read_parquet(root / "metrics.parquet")
+    assert metrics["step"].tolist() == [64.0, 128.0]
+    assert {"wall_time", "samples_per_s", "policy_loss", "val_score"} <= set(metrics.columns)
+    assert metrics["val_score"].notna().all() and (metrics["samples_per_s"] > 0).all()
+    assert metrics["wall_time"].is_monotonic_increasing
+    for name in ("best", "final"):
+        assert (root / "checkpoints" / f"{name}.safetensors").is_file()
+    meta = read_metadata(root / "checkpoints" / "best")
+    assert meta["info"]["step"] in (64, 128) and meta["data_window"] == {"env": "Pendulum-v1"}
+    assert result.best_score == metrics["val_score"].max()
+    policy = load_policy(root / "checkpoints" / "final")
+    obs = torch.randn(5, 3)
+    assert torch.equal(policy.act(obs, True), result.agent.act(obs, True))
+
+
+def test_train_is_reproducible_from_config_and_seed(tmp_path: Path) -> None:
+    _tiny_pendulum(tmp_path / "a", seed=7)
+    _tiny_pendulum(tmp_path / "b", seed=7)
+    first = load_file(tmp_path / "a" / "checkpoints" / "final.safetensors")
+    second = load_file(tmp_path / "b" / "checkpoints" / "final.safetensors")
+    assert first.keys() == second.keys()
+    for key in first:
+        assert torch.equal(first[key], second[key]), key
+    scores = [pd.read_parquet(tmp_path / r / "metrics.parquet")["val_score"] for r in "ab"]
+    pd.testing.assert_series_equal(scores[0], scores[1])
+
+
+def test_train_on_a_market_panel(tmp_path: Path) -> None:
+    from market_fixtures import random_panel
+
+    panel = random_panel(n_tickers=3, n_bars=90, seed=1)
+    stamps = panel.timestamps
+    panel = replace(panel, meta={"train_end": stamps[60], "val_end": stamps[75]})
+    config = PPOConfig(num_steps=16, update_epochs=1, num_minibatches=2, hidden_sizes=(16,))
+    result = train(
+        "ppo", panel, config, tmp_path / "market", steps=64, num_envs=4, eval_every=32,
+        env_config={"episode_length": 20},
+    )  # fmt: skip
+    metrics = pd.read_parquet(tmp_path / "market" / "metrics.parquet")
+    assert {"val_score", "val_sharpe", "val_return"} <= set(metrics.columns)
+    assert metrics["val_score"].equals(metrics["val_sharpe"])
+    meta = read_metadata(tmp_path / "market" / "checkpoints" / "best")
+    assert meta["data_window"]["train"][0] == str(stamps[0])
+    assert meta["data_window"]["validation"][0] == str(stamps[60])
+    assert result.agent.obs_dim == 1 + 3 * 14
+    config_toml = tomllib.loads((tmp_path / "market" / "config.toml").read_text())
+    assert config_toml["env"]["kind"] == "market"
+    assert config_toml["env"]["env_config"]["episode_length"] == 20
+
+
+def test_train_rejects_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="unknown algo 'a2c'"):
+        train("a2c", "Pendulum-v1", None, tmp_path)
+    with pytest.raises(UserError, match="unknown PPOConfig key.*clip_cof"):
+        train("ppo", "Pendulum-v1", {"clip_cof": 0.1}, tmp_path)
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="CUDA is not available"):
+            train("ppo", "Pendulum-v1", TINY, tmp_path, device="cuda")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_trains_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "ppo.toml"
+    config.write_text('num_steps = 32\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n')
+    code = main([
+        "train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "64", "--num-envs", "2",
+        "--run-dir", str(tmp_path / "cli"), "--seed", "3", "--config", str(config),
+        "--eval-episodes", "1",
+    ])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert "run directory" in capsys.readouterr().err
+    saved = tomllib.loads((tmp_path / "cli" / "config.toml").read_text())
+    assert saved["seed"] == 3 and saved["algo_config"]["hidden_sizes"] == [8]
+    assert (tmp_path / "cli" / "checkpoints" / "best.json").is_file()
+    # a run's own config.toml is accepted as --config
+    code = main([
+        "train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "64", "--num-envs", "2",
+        "--run-dir", str(tmp_path / "again"), "--config", str(tmp_path / "cli" / "config.toml"),
+        "--eval-episodes", "1",
+    ])  # fmt: skip
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--algo", "ppo"], "exactly one of --env"),
+        (["--algo", "ppo", "--env", "Pendulum-v1", "--dataset", "x"], "exactly one of --env"),
+        (["--algo", "a2c", "--env", "Pendulum-v1"], "unknown algo"),
+        (["--algo", "ppo", "--env", "Pendulum-v1", "--config", "/nonexistent.toml"], "not found"),
+    ],
+)
+def test_cli_bad_input_exits_2(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["train", *args, "--steps", "8", "--run-dir", str(tmp_path)])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in ("--algo", "--env", "--dataset", "--steps", "--run-dir", "--compile"):
+        assert option in out
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_off_policy_algos_train_through_the_same_path(algo: str, tmp_path: Path) -> None:
+    config = {"hidden_sizes": [16], "learning_starts": 32, "batch_size": 16,
+              "iteration_steps": 32, "buffer_size": 256}  # fmt: skip
+    result = train(algo, "Pendulum-v1", config, tmp_path, steps=64, num_envs=2,
+                   eval_every=0, eval_episodes=1)  # fmt: skip
+    metrics = pd.read_parquet(tmp_path / "metrics.parquet")
+    assert metrics["step"].tolist() == [32.0, 64.0]
+    assert metrics["val_score"].notna().tolist() == [False, True]
+    policy = load_policy(tmp_path / "checkpoints" / "best")
+    assert policy.algo == algo
+    obs = torch.randn(3, 3)
+    assert torch.equal(policy.act(obs, True), result.agent.act(obs, True))

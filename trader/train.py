@@ -1,0 +1,325 @@
+"""The training API: ``train(algo, env, config, run_dir, ...)`` for one pod.
+
+One call builds the batched training env and a validation env, the agent (from the
+registry in `trader.agents`), its runner (worker + learner) and an `Evaluator`, then
+iterates until ``steps`` environment transitions are collected. Everything goes into
+the run directory::
+
+    run_dir/
+      config.toml        the resolved configuration (algo config, env, seed, steps, ...)
+      metrics.parquet    one row per runner iteration: step, wall_time, samples_per_s,
+                         the runner's metrics and, on evaluation rows, val_* columns
+      checkpoints/       best.{safetensors,json} (best validation score) and
+                         final.{safetensors,json}
+
+What ``env`` may be:
+
+- a gymnasium id ("Pendulum-v1", "Ant-v5"): trains on `GymVecEnv` with ``num_envs``
+  sub-environments; validation plays ``eval_episodes`` episodes (mean return);
+- a data set recipe name or path, or a `MarketData` panel: trains on the panel's
+  ``train`` period with `StockTradingVecEnv` and validates on its ``validation``
+  period (compounded return and Sharpe of the portfolio value; score = Sharpe);
+- an already built batched env (then pass ``eval_env`` for validation, or none).
+
+A run is a pure function of (algo config, env, seed): the agent, its sampling and the
+env starts are all seeded from ``seed``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import tomli_w
+import torch
+
+import trader
+from trader.agents import Agent, get_spec
+from trader.agents.base import config_from_dict, config_to_dict, seeded
+from trader.agents.checkpoint import save_checkpoint
+from trader.agents.evaluator import Evaluator, mean_return_score, return_and_sharpe_score
+from trader.errors import ConfigError, UserError
+
+ProgressFn = Callable[[dict[str, float]], None]
+"""Called after each iteration with that iteration's metrics row."""
+
+
+@dataclass
+class BuiltEnvs:
+    """The training env, the validation env (or None) and what describes them."""
+
+    train: Any
+    """Batched training env."""
+    evaluator: Evaluator | None
+    """Evaluator on the validation env; None when there is none."""
+    description: dict[str, Any]
+    """JSON/TOML-able description of the env (for config.toml)."""
+    data_window: dict[str, Any]
+    """Data periods, for checkpoint sidecars."""
+
+
+@dataclass
+class TrainResult:
+    """What `train` returns."""
+
+    run_dir: Path
+    """The run directory."""
+    agent: Agent
+    """The agent as it is at the end of training."""
+    steps: int
+    """Environment transitions collected."""
+    wall_time: float
+    """Seconds spent."""
+    best_score: float | None
+    """Best validation score (None without an evaluator)."""
+    metrics: pd.DataFrame = field(repr=False)
+    """The rows written to metrics.parquet."""
+
+
+def train(
+    algo: str,
+    env: Any,
+    config: Any = None,
+    run_dir: str | os.PathLike[str] = "runs/train",
+    *,
+    steps: int = 100_000,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+    num_envs: int = 8,
+    eval_env: Any = None,
+    eval_every: int = 10_000,
+    eval_episodes: int = 5,
+    env_config: Any = None,
+    compile: bool = False,
+    on_iteration: ProgressFn | None = None,
+) -> TrainResult:
+    """Train one agent and write the run directory (see the module docstring).
+
+    :param algo: "ppo", "sac" or "td3".
+    :param env: a gymnasium id, a data set recipe, a `MarketData` or a batched env.
+    :param config: the algo config: an instance, a dict of overrides, or None (defaults).
+    :param run_dir: where config, metrics and checkpoints go (created if missing).
+    :param steps: environment transitions to collect (summed over sub-environments).
+    :param seed: seeds the agent, its sampling and the envs.
+    :param device: "cpu", "cuda", "cuda:1", ...
+    :param num_envs: sub-environments of the training env (built envs keep their own).
+    :param eval_env: validation env when ``env`` is a built env.
+    :param eval_every: transitions between evaluations (0: only at the end).
+    :param eval_episodes: gymnasium validation episodes (market: the whole period once).
+    :param env_config: market envs: an `EnvConfig` or dict of overrides.
+    :param compile: ``torch.compile`` the agent's forward passes (and the market step).
+    :param on_iteration: progress callback, called with each metrics row.
+    """
+    if steps <= 0 or num_envs <= 0 or eval_every < 0 or eval_episodes <= 0:
+        raise ConfigError("train: steps, num_envs and eval_episodes must be > 0, eval_every >= 0")
+    spec = get_spec(algo)
+    algo_config = _resolve_config(spec.config_cls, config)
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"device {device} requested but CUDA is not available")
+    with seeded(seed):
+        envs = build_envs(env, num_envs, device, seed, eval_env, eval_episodes, env_config, compile)
+    agent = spec.agent_cls(envs.train.obs_dim, envs.train.act_dim, algo_config, device, seed)
+    if compile:
+        agent.compile()
+    runner = spec.runner_cls(agent, envs.train)
+    root = Path(run_dir)
+    (root / "checkpoints").mkdir(parents=True, exist_ok=True)
+    resolved = {
+        "library_version": trader.__version__,
+        "algo": algo,
+        "seed": seed,
+        "steps": steps,
+        "device": str(device),
+        "num_envs": int(envs.train.num_envs),
+        "eval_every": eval_every,
+        "compile": compile,
+        "env": envs.description,
+        "algo_config": config_to_dict(algo_config),
+    }
+    _write_toml(root / "config.toml", resolved)
+    rows = _loop(runner, envs, steps, eval_every, on_iteration, root)
+    frame = pd.DataFrame(rows)
+    _write_parquet(frame, root / "metrics.parquet")
+    save_checkpoint(agent, root / "checkpoints" / "final", data_window=envs.data_window,
+                    info={"step": int(frame["step"].iloc[-1])})  # fmt: skip
+    best = None
+    if envs.evaluator is not None and envs.evaluator.best_state is not None:
+        envs.evaluator.save_best(root / "checkpoints" / "best", data_window=envs.data_window)
+        best = envs.evaluator.best_score
+    return TrainResult(root, agent, int(frame["step"].iloc[-1]),
+                       float(frame["wall_time"].iloc[-1]), best, frame)  # fmt: skip
+
+
+def _loop(
+    runner: Any,
+    envs: BuiltEnvs,
+    steps: int,
+    eval_every: int,
+    on_iteration: ProgressFn | None,
+    root: Path,
+) -> list[dict[str, float]]:
+    """Iterate the runner; evaluate every ``eval_every`` transitions and at the end."""
+    rows: list[dict[str, float]] = []
+    done_steps, last_eval = 0, 0
+    start = time.perf_counter()
+    while done_steps < steps:
+        tick = time.perf_counter()
+        metrics = runner.iteration()
+        elapsed = time.perf_counter() - tick
+        done_steps += int(metrics["env_steps"])
+        row = {"step": float(done_steps), "wall_time": time.perf_counter() - start}
+        row["samples_per_s"] = metrics["env_steps"] / max(elapsed, 1e-9)
+        row.update(metrics)
+        due = eval_every > 0 and done_steps - last_eval >= eval_every
+        if envs.evaluator is not None and (due or done_steps >= steps):
+            last_eval = done_steps
+            scores, _ = envs.evaluator.consider(runner.agent, done_steps)
+            row.update({f"val_{key}": value for key, value in scores.items()})
+            row["wall_time"] = time.perf_counter() - start
+            _write_parquet(pd.DataFrame(rows + [row]), root / "metrics.parquet")
+        rows.append(row)
+        if on_iteration is not None:
+            on_iteration(row)
+    return rows
+
+
+# --------------------------------------------------------------------------- envs
+
+
+def build_envs(
+    env: Any,
+    num_envs: int,
+    device: torch.device,
+    seed: int,
+    eval_env: Any = None,
+    eval_episodes: int = 5,
+    env_config: Any = None,
+    compile: bool = False,
+) -> BuiltEnvs:
+    """Training env + evaluator for a gymnasium id, a recipe, a panel or a built env."""
+    if isinstance(env, str) and _is_gym_id(env):
+        if env_config is not None:
+            raise ConfigError("env_config applies to market envs only, not to gymnasium ids")
+        return _gym_envs(env, num_envs, device, seed, eval_episodes)
+    if isinstance(env, str) or _is_market_data(env):
+        return _market_envs(env, num_envs, device, env_config, compile)
+    for attribute in ("num_envs", "obs_dim", "act_dim", "reset", "step"):
+        if not hasattr(env, attribute):
+            raise ConfigError(
+                f"env must be a gymnasium id, a data set recipe, a MarketData or a batched env; "
+                f"{type(env).__name__} has no '{attribute}'"
+            )
+    evaluator = None if eval_env is None else Evaluator(eval_env, seed=seed + 10_000)
+    return BuiltEnvs(env, evaluator, {"kind": "custom", "repr": repr(env)}, {"env": repr(env)})
+
+
+def _is_gym_id(name: str) -> bool:
+    import gymnasium
+
+    return name in gymnasium.envs.registry
+
+
+def _is_market_data(value: Any) -> bool:
+    from market_envs.data import MarketData
+
+    return isinstance(value, MarketData)
+
+
+def _gym_envs(
+    env_id: str, num_envs: int, device: torch.device, seed: int, eval_episodes: int
+) -> BuiltEnvs:
+    from market_envs.gym_vec import GymVecEnv
+
+    train_env = GymVecEnv(env_id, num_envs, device, seed)
+    validation = GymVecEnv(env_id, eval_episodes, device, seed + 10_000)
+    evaluator = Evaluator(validation, mean_return_score, seed=seed + 10_000)
+    description = {"kind": "gymnasium", "id": env_id, "eval_episodes": eval_episodes}
+    return BuiltEnvs(train_env, evaluator, description, {"env": env_id})
+
+
+def _market_envs(
+    source: Any, num_envs: int, device: torch.device, env_config: Any, compile: bool
+) -> BuiltEnvs:
+    """Train on the panel's train period, validate deterministically on its validation period."""
+    try:
+        from market_envs.env import EnvConfig, StockTradingVecEnv
+    except ImportError as err:
+        raise UserError(f"market env not available yet ({err})") from err
+    from dataclasses import replace
+
+    from trader import metrics as trade_metrics
+
+    data = _load_dataset(source) if isinstance(source, str) else source
+    train_data, val_data = data.period("train"), data.period("validation")
+    cfg = env_config if isinstance(env_config, EnvConfig) else config_from_dict(
+        EnvConfig, env_config or {}
+    )
+    train_env = StockTradingVecEnv(train_data, num_envs, device, cfg, compile=compile)
+    val_cfg = replace(cfg, random_start=False, episode_length=None)
+    validation = StockTradingVecEnv(val_data, 1, device, val_cfg)
+    daily = data.interval.upper().endswith("D")
+    score = return_and_sharpe_score(
+        "value", trade_metrics.DAILY if daily else trade_metrics.MINUTE, score_by="sharpe"
+    )
+    evaluator = Evaluator(validation, score, max_steps=val_data.num_bars + 1,
+                          record_info_keys=("value",))  # fmt: skip
+    window = {
+        "dataset": data.name,
+        "interval": data.interval,
+        "train": [str(train_data.start), str(train_data.end)],
+        "validation": [str(val_data.start), str(val_data.end)],
+    }
+    description = {"kind": "market", "dataset": data.name, "env_config": config_to_dict(cfg)}
+    return BuiltEnvs(train_env, evaluator, description, window)
+
+
+def _load_dataset(recipe: str) -> Any:
+    try:
+        from market_envs.data import load
+    except ImportError as err:
+        raise UserError(
+            f"'{recipe}' is not a gymnasium env id, and data set recipes cannot be loaded yet "
+            f"(market_envs.data.load is not available)"
+        ) from err
+    return load(recipe)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _resolve_config(config_cls: type, config: Any) -> Any:
+    if config is None or isinstance(config, dict):
+        return config_from_dict(config_cls, config or {})
+    if not isinstance(config, config_cls):
+        raise ConfigError(f"config must be a {config_cls.__name__} or a dict, got {type(config).__name__}")
+    return config
+
+
+def _toml_ready(value: Any) -> Any:
+    """Drop None (TOML has no null) and non-finite floats' surprises; keep the rest."""
+    if isinstance(value, dict):
+        return {str(k): _toml_ready(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_toml_ready(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _write_toml(path: Path, values: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(tomli_w.dumps(_toml_ready(values)), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
