@@ -1,0 +1,547 @@
+"""`StockTradingVecEnv`: E trading sub-environments over N stocks, batched on one device.
+
+Every piece of state is a tensor on the env's device (CPU or CUDA): the bar index
+``t`` [E], the last bar of the episode ``end`` [E], ``cash`` [E], ``holdings`` [E, N]
+and the portfolio value at the last close ``value`` [E]. A step is a fixed number of
+tensor operations whatever E and N are: no Python loop over environments, stocks or
+bars, no ``.item()`` and no host copy.
+
+Timing, for one sub-environment at bar t (all prices from ``data``):
+
+1. The agent sees the observation at bar t, built from data at bars <= t only.
+2. Its order fills at the **open of bar t+1**, never at a price it has already seen.
+   A stock whose bar t+1 is not tradable (``data.tradable``) is not traded.
+3. Sells settle first and their proceeds (less ``sell_cost``) become cash; then the
+   buys are paid. When the cash does not cover every buy plus its ``buy_cost``, all
+   buys are scaled down by one common factor, so the result never depends on the
+   order of the stocks (in ``shares`` mode the scaled buys are then rounded down to
+   whole shares).
+4. The reward is the change of the portfolio value marked at the close, from bar t
+   to bar t+1, times ``reward_scale``.
+
+Accounting runs in float64 (cash of 1e6 in float32 is only exact to 0.06), the
+observations are float32.
+
+Episodes and autoreset: an episode starts at bar ``start`` (random per
+sub-environment when ``random_start``, else the first bar) and is **truncated** when
+it reaches ``start + episode_length`` or the last bar of the data (a time limit, so
+learners bootstrap from it). It is **terminated** only by ruin (value <= 0), which
+needs short selling; without short selling ``terminated`` is always False. Autoreset
+follows gymnasium's **same-step** mode (``AutoresetMode.SAME_STEP``): a finished
+sub-environment restarts inside the same ``step``; the returned ``obs`` row is the
+first observation of its new episode and ``info["final_obs"]`` holds the last
+observation of the finished one (rows of unfinished sub-environments equal ``obs``).
+``reward``, ``terminated``, ``truncated`` and every other ``info`` entry describe the
+step just taken, before any reset; the ``cash`` and ``holdings`` attributes hold the
+current state, after resets.
+
+Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
+(F = number of observed features, 13 by default):
+
+- ``[0]``: cash / portfolio value at the close of bar t;
+- ``[1 : 1 + N]``: holdings x close / portfolio value, per stock;
+- ``[1 + N :]``: the normalised features at bar t, stock-major (stock 0's F
+  features, then stock 1's, ...). Price-like features (open, high, low, close,
+  boll_ub, boll_lb, close_30_sma, close_60_sma) are ``100 x log(x_t / close_{t-1})``
+  (the close of the first bar stands in for the bar before it), which needs no
+  fitted statistics; volume is ``log1p(volume) - log1p(mean volume)``; the other
+  indicators (macd, rsi_30, cci_30, dx_30) are standardised,
+  ``(x - mean) / std``. Mean and std are ``data.feature_mean``/``feature_std`` (fitted
+  on the training period by ``MarketData.split``); a panel without them is
+  normalised with its own statistics (fine for a training panel; give validation and
+  test panels the training statistics). Every feature is clipped to
+  ``[-feature_clip, feature_clip]``. The whole feature part is precomputed at
+  construction as a [T, obs_dim] table, so a step gathers one row per sub-env.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+from torch import Tensor
+
+from market_envs.data.panel import MarketData
+from trader.errors import ConfigError, UserError
+
+PRICE_LIKE_FEATURES = frozenset(
+    {"open", "high", "low", "close", "boll_ub", "boll_lb", "close_30_sma", "close_60_sma"}
+)
+ACTION_MODES = ("shares", "weights")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """How the market env trades, pays and rewards.
+
+    :param initial_cash: cash at the start of every episode, in the data's currency.
+    :param action_mode: ``"shares"`` (FinRL-compatible): the order for each stock is
+        ``trunc(action x max_shares)`` whole shares, positive buys, negative sells
+        (rounded toward zero, so |action| < 1/max_shares is no order); sells are capped
+        at the shares held (without short selling). ``"weights"``: the action is a
+        target portfolio, rebalanced at the fill price in **fractional** shares.
+        Long only: ``w = clip(a, 0, 1)``, divided by ``sum(w)`` when that exceeds 1;
+        the rest ``1 - sum(w)`` stays in cash (so all-zero actions mean all cash).
+        With short selling: ``w = a / max(1, sum |a|)`` (gross exposure at most 1).
+    :param max_shares: shares mode: the largest order per stock and step (FinRL's hmax).
+    :param buy_cost: cost rate on the value bought (0.001 = 0.1%), paid in cash.
+    :param sell_cost: cost rate on the value sold, deducted from the proceeds.
+    :param reward_scale: reward = change of portfolio value x this (1e-4 as in FinRL).
+    :param episode_length: steps per episode; None runs to the end of the data. An
+        episode that would pass the last bar is truncated there.
+    :param random_start: True: each (re)start draws the first bar uniformly among
+        those that leave a full ``episode_length`` before the end of the data. False:
+        every sub-environment starts at the first bar (the deterministic full-period
+        mode of the backtest engine).
+    :param short_selling: allow negative holdings. Shares mode: a position may go down
+        to ``-max_shares``; weights mode: negative target weights. Cash never goes
+        negative; a portfolio value <= 0 terminates the episode (ruin).
+    :param turbulence_threshold: optional causal risk guard (FinRL's turbulence
+        index): when the turbulence of bar t exceeds this, the order decided at t is
+        replaced by "sell every long position, buy nothing". None disables it.
+    :param turbulence_window: bars of past returns behind the turbulence index: the
+        Mahalanobis distance of bar t's returns from the mean and covariance of bars
+        t-window .. t-1 (0 for the first ``window`` bars).
+    :param features: panel features to observe, in this order; None observes all of
+        ``data.feature_names``. Fewer features give a smaller, faster observation.
+    :param feature_clip: normalised features are clipped to [-feature_clip, feature_clip].
+    """
+
+    initial_cash: float = 1_000_000.0
+    action_mode: Literal["shares", "weights"] = "shares"
+    max_shares: int = 100
+    buy_cost: float = 0.001
+    sell_cost: float = 0.001
+    reward_scale: float = 1e-4
+    episode_length: int | None = None
+    random_start: bool = True
+    short_selling: bool = False
+    turbulence_threshold: float | None = None
+    turbulence_window: int = 240
+    features: tuple[str, ...] | None = None
+    feature_clip: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.initial_cash) and self.initial_cash > 0):
+            raise ConfigError(f"EnvConfig.initial_cash must be a positive number, got {self.initial_cash}")
+        if self.action_mode not in ACTION_MODES:
+            raise ConfigError(f"EnvConfig.action_mode must be one of {ACTION_MODES}, got {self.action_mode!r}")
+        if int(self.max_shares) != self.max_shares or self.max_shares < 1:
+            raise ConfigError(f"EnvConfig.max_shares must be a positive integer, got {self.max_shares}")
+        for key in ("buy_cost", "sell_cost"):
+            rate = getattr(self, key)
+            if not (0.0 <= rate < 1.0):
+                raise ConfigError(f"EnvConfig.{key} must be in [0, 1), got {rate}")
+        if not math.isfinite(self.reward_scale):
+            raise ConfigError(f"EnvConfig.reward_scale must be finite, got {self.reward_scale}")
+        if self.episode_length is not None and (int(self.episode_length) != self.episode_length or self.episode_length < 1):
+            raise ConfigError(f"EnvConfig.episode_length must be a positive integer or None, got {self.episode_length}")
+        if self.turbulence_threshold is not None and not self.turbulence_threshold > 0:
+            raise ConfigError(f"EnvConfig.turbulence_threshold must be positive or None, got {self.turbulence_threshold}")
+        if self.turbulence_window < 2:
+            raise ConfigError(f"EnvConfig.turbulence_window must be at least 2, got {self.turbulence_window}")
+        if self.features is not None:
+            if isinstance(self.features, str) or len(self.features) == 0:
+                raise ConfigError(f"EnvConfig.features must be a non-empty tuple of names or None, got {self.features!r}")
+            object.__setattr__(self, "features", tuple(self.features))
+        if not self.feature_clip > 0:
+            raise ConfigError(f"EnvConfig.feature_clip must be positive, got {self.feature_clip}")
+
+
+class _Tables(NamedTuple):
+    """Per-bar data the step reads, precomputed on the device at construction."""
+
+    open: Tensor  # float64 [T, N], fill prices
+    close: Tensor  # float64 [T, N], mark prices
+    tradable: Tensor  # bool [T, N]
+    obs: Tensor  # float32 [T, obs_dim]; columns [0, 1+N) are zero, filled per step
+    guard: Tensor  # bool [T], turbulence guard on (all False when disabled)
+
+
+class _State(NamedTuple):
+    """The state of E sub-environments; a step returns a new one."""
+
+    t: Tensor  # int64 [E], bar of the last observation
+    end: Tensor  # int64 [E], bar at which the episode is truncated
+    cash: Tensor  # float64 [E]
+    holdings: Tensor  # float64 [E, N]
+    value: Tensor  # float64 [E], cash + holdings x close[t]
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """The constants of the step kernel (static under torch.compile)."""
+
+    weights_mode: bool
+    max_shares: float
+    buy_cost: float
+    sell_cost: float
+    reward_scale: float
+    initial_cash: float
+    short_selling: bool
+
+
+# --------------------------------------------------------------------- precompute
+
+
+def normalized_feature_table(data: MarketData, names: tuple[str, ...], clip: float) -> Tensor:
+    """The observed features of every bar, normalised as the module docstring says.
+
+    Returns float32 [T, N, len(names)] on the data's device.
+    """
+    stats = (data.feature_mean, data.feature_std)
+    mean, std = stats if stats[0] is not None and stats[1] is not None else data.fit_normalization()
+    mean, std = mean.double(), std.double()
+    close = data.close.double()
+    prev_close = torch.cat([close[:1], close[:-1]], dim=0)
+    columns = []
+    for name in names:  # loops over the few feature names, once, at construction
+        index = data.feature_names.index(name)
+        x = data.features[:, :, index].double()
+        if name in PRICE_LIKE_FEATURES:
+            column = 100.0 * torch.log(x.clamp_min(1e-12) / prev_close)
+        elif name == "volume":
+            column = torch.log1p(x.clamp_min(0.0)) - torch.log1p(mean[index].clamp_min(0.0))
+        else:
+            column = (x - mean[index]) / std[index]
+        columns.append(column)
+    table = torch.stack(columns, dim=-1)
+    table = torch.nan_to_num(table, nan=0.0, posinf=clip, neginf=-clip).clamp(-clip, clip)
+    return table.float()
+
+
+def turbulence_index(close: Tensor, window: int, chunk: int = 256) -> Tensor:
+    """FinRL's turbulence index per bar, causal: float64 [T].
+
+    For bar t: d_t = (r_t - mu)^T pinv(Sigma) (r_t - mu), with r the close-to-close
+    returns and mu, Sigma their mean and covariance over bars t-window .. t-1. Bars
+    with less history get 0. Computed in chunks over time (a loop over time only).
+    """
+    close = close.double()
+    returns = torch.cat([torch.zeros_like(close[:1]), close[1:] / close[:-1] - 1.0], dim=0)
+    num_bars = returns.shape[0]
+    out = torch.zeros(num_bars, dtype=torch.float64, device=close.device)
+    if num_bars <= window:
+        return out
+    history = returns.unfold(0, window, 1)  # [T - window + 1, N, window]; row k = bars k .. k+window-1
+    for lo in range(window, num_bars, chunk):
+        hi = min(num_bars, lo + chunk)
+        past = history[lo - window : hi - window]  # bars t-window .. t-1 for t in [lo, hi)
+        mu = past.mean(dim=-1)
+        centred = past - mu.unsqueeze(-1)
+        cov = centred @ centred.transpose(1, 2) / (window - 1)
+        deviation = (returns[lo:hi] - mu).unsqueeze(-1)
+        out[lo:hi] = (deviation.transpose(1, 2) @ torch.linalg.pinv(cov, hermitian=True) @ deviation).reshape(-1)
+    return out
+
+
+# --------------------------------------------------------------------- step kernel
+
+
+def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rules: _Rules) -> tuple[Tensor, Tensor]:
+    """Requested sells and buys in shares (both >= 0) before cash limits and masks."""
+    if rules.weights_mode:
+        if rules.short_selling:
+            weights = actions / actions.abs().sum(-1, keepdim=True).clamp_min(1.0)
+        else:
+            weights = actions.clamp(0.0, 1.0)
+            weights = weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
+        value_at_fill = cash + (holdings * price).sum(-1)
+        delta = weights * value_at_fill.unsqueeze(-1) / price - holdings
+    else:
+        delta = torch.trunc(actions * rules.max_shares)
+    sells = (-delta).clamp_min(0.0)
+    buys = delta.clamp_min(0.0)
+    if not rules.short_selling:
+        sells = torch.minimum(sells, holdings.clamp_min(0.0))
+    elif not rules.weights_mode:
+        sells = torch.minimum(sells, holdings + rules.max_shares).clamp_min(0.0)
+    return sells, buys
+
+
+def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, rules: _Rules):
+    """Settle sells then buys at `price`; returns cash, holdings, traded value, costs."""
+    holdings = state.holdings
+    sells, buys = _orders(actions, holdings, price, state.cash, rules)
+    guard = guard.unsqueeze(-1)
+    sells = torch.where(guard, holdings.clamp_min(0.0), sells)
+    buys = torch.where(guard, torch.zeros_like(buys), buys)
+    sells = torch.where(tradable, sells, torch.zeros_like(sells))
+    buys = torch.where(tradable, buys, torch.zeros_like(buys))
+
+    sold_value = (sells * price).sum(-1)
+    sell_costs = sold_value * rules.sell_cost
+    cash = state.cash + sold_value - sell_costs
+    holdings = holdings - sells
+
+    needed = (buys * price).sum(-1) * (1.0 + rules.buy_cost)
+    scale = torch.where(needed > cash, cash / needed.clamp_min(1e-300), torch.ones_like(cash))
+    buys = buys * scale.unsqueeze(-1)
+    if not rules.weights_mode:
+        buys = torch.floor(buys)
+    bought_value = (buys * price).sum(-1)
+    buy_costs = bought_value * rules.buy_cost
+    cash = (cash - bought_value - buy_costs).clamp_min(0.0)
+    return cash, holdings + buys, sold_value + bought_value, sell_costs + buy_costs
+
+
+def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tensor) -> Tensor:
+    """Cash share and position shares of value: float32 [E, 1 + N]."""
+    denominator = torch.where(value.abs() > 1e-9, value, torch.ones_like(value)).unsqueeze(-1)
+    return torch.cat([cash.unsqueeze(-1), holdings * close], dim=-1).div(denominator).float()
+
+
+def _observe(tables: _Tables, t: Tensor, account: Tensor) -> Tensor:
+    obs = tables.obs.index_select(0, t)
+    obs[:, : account.shape[1]] = account
+    return obs
+
+
+def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
+    """One step of every sub-environment; pure function of tensors (compilable)."""
+    t1 = state.t + 1
+    price = tables.open.index_select(0, t1)
+    tradable = tables.tradable.index_select(0, t1)
+    guard = tables.guard.index_select(0, state.t)
+    actions = torch.nan_to_num(actions.to(price.dtype), nan=0.0).clamp(-1.0, 1.0)
+    cash, holdings, traded, costs = _fill(state, actions, price, tradable, guard, rules)
+
+    close = tables.close.index_select(0, t1)
+    value = cash + (holdings * close).sum(-1)
+    reward = ((value - state.value) * rules.reward_scale).float()
+    terminated = value <= 0.0
+    truncated = (t1 >= state.end) & ~terminated
+    done = terminated | truncated
+    final_obs = _observe(tables, t1, _account_columns(cash, holdings, value, close))
+    info = {
+        "t": t1,
+        "value": value,
+        "cash": cash,
+        "holdings": holdings,
+        "turnover": traded / state.value.abs().clamp_min(1e-9),
+        "costs": costs,
+        "final_obs": final_obs,
+    }
+
+    fresh_cash = torch.full_like(cash, rules.initial_cash)
+    next_state = _State(
+        t=torch.where(done, new_start, t1),
+        end=torch.where(done, new_end, state.end),
+        cash=torch.where(done, fresh_cash, cash),
+        holdings=torch.where(done.unsqueeze(-1), torch.zeros_like(holdings), holdings),
+        value=torch.where(done, fresh_cash, value),
+    )
+    account = torch.where(done.unsqueeze(-1), _fresh_account(account_like=final_obs, n=holdings.shape[1]), final_obs[:, : holdings.shape[1] + 1])
+    obs = _observe(tables, next_state.t, account)
+    return next_state, obs, reward, terminated, truncated, info
+
+
+def _fresh_account(account_like: Tensor, n: int) -> Tensor:
+    """The account columns of a fresh episode: all cash, no positions. [1, 1 + N]."""
+    fresh = torch.zeros((1, n + 1), dtype=account_like.dtype, device=account_like.device)
+    fresh[:, 0] = 1.0
+    return fresh
+
+
+# --------------------------------------------------------------------- the env
+
+
+class StockTradingVecEnv:
+    """E independent trading sub-environments over the N stocks of `data`, on `device`.
+
+    See the module docstring for timing, accounting, autoreset and the observation.
+
+    :param data: the market panel; it is moved to `device`. Needs at least 2 bars.
+    :param num_envs: number of sub-environments E.
+    :param device: where all state lives ("cpu", "cuda", "cuda:1", a torch.device).
+    :param config: trading rules (`EnvConfig`).
+    :param compile: run the step kernel through ``torch.compile`` (faster after a
+        one-off compilation; the results equal the eager kernel's within float
+        tolerance).
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(
+        self,
+        data: MarketData,
+        num_envs: int,
+        device: torch.device | str = "cpu",
+        config: EnvConfig | None = None,
+        compile: bool = False,
+    ) -> None:
+        config = EnvConfig() if config is None else config
+        if not isinstance(config, EnvConfig):
+            raise ConfigError(f"StockTradingVecEnv: config must be an EnvConfig, got {type(config).__name__}")
+        if int(num_envs) != num_envs or num_envs < 1:
+            raise ConfigError(f"StockTradingVecEnv: num_envs must be a positive integer, got {num_envs}")
+        if data.num_bars < 2:
+            raise UserError(f"StockTradingVecEnv: data {data.name!r} has {data.num_bars} bar(s); at least 2 are needed")
+        names = config.features if config.features is not None else tuple(data.feature_names)
+        unknown = [name for name in names if name not in data.feature_names]
+        if unknown:
+            raise ConfigError(f"EnvConfig.features: unknown feature(s) {unknown}; the panel has {list(data.feature_names)}")
+
+        self.config = config
+        self.num_envs = int(num_envs)
+        self.device = torch.device(device)
+        self.data = data.to(self.device)
+        self.tickers = self.data.tickers
+        self.feature_names = names
+        self.num_stocks = self.data.num_tickers
+        self.num_bars = self.data.num_bars
+        self.act_dim = self.num_stocks
+        self.obs_dim = 1 + self.num_stocks * (1 + len(names))
+
+        self._tables = self._build_tables(names)
+        self._rules = _Rules(
+            weights_mode=config.action_mode == "weights",
+            max_shares=float(config.max_shares),
+            buy_cost=float(config.buy_cost),
+            sell_cost=float(config.sell_cost),
+            reward_scale=float(config.reward_scale),
+            initial_cash=float(config.initial_cash),
+            short_selling=bool(config.short_selling),
+        )
+        kernel = functools.partial(_step_kernel, rules=self._rules)
+        self._kernel = torch.compile(kernel, dynamic=False) if compile else kernel
+        self.compiled = bool(compile)
+
+        steps = config.episode_length
+        self._episode_steps = self.num_bars - 1 if steps is None else min(int(steps), self.num_bars - 1)
+        self._last_start = self.num_bars - 1 - self._episode_steps if config.random_start else 0
+
+        self.single_observation_space = spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32)
+        self.single_action_space = spaces.Box(-1.0, 1.0, shape=(self.act_dim,), dtype=np.float32)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+
+        self._generator = torch.Generator(device=self.device)
+        self._generator.manual_seed(int(torch.randint(0, 2**62, (1,)).item()))  # from the global RNG, once
+        self._state: _State | None = None
+
+    # ------------------------------------------------------------------ set-up
+    def _build_tables(self, names: tuple[str, ...]) -> _Tables:
+        data, n = self.data, self.num_stocks
+        features = normalized_feature_table(data, names, self.config.feature_clip)
+        obs = torch.zeros((self.num_bars, self.obs_dim), dtype=torch.float32, device=self.device)
+        obs[:, 1 + n :] = features.reshape(self.num_bars, -1)
+        if self.config.turbulence_threshold is None:
+            guard = torch.zeros(self.num_bars, dtype=torch.bool, device=self.device)
+        else:
+            turbulence = turbulence_index(data.close, self.config.turbulence_window)
+            guard = turbulence > self.config.turbulence_threshold
+        return _Tables(
+            open=data.open.double().contiguous(),
+            close=data.close.double().contiguous(),
+            tradable=data.tradable.to(torch.bool).contiguous(),
+            obs=obs,
+            guard=guard,
+        )
+
+    # ------------------------------------------------------------------ state views
+    def _require_reset(self) -> _State:
+        if self._state is None:
+            raise UserError("StockTradingVecEnv: call reset() before step() or reading the state")
+        return self._state
+
+    @property
+    def t(self) -> Tensor:
+        """Bar index of each sub-environment's current observation, int64 [E]."""
+        return self._require_reset().t
+
+    @property
+    def cash(self) -> Tensor:
+        """Cash of each sub-environment, float64 [E]."""
+        return self._require_reset().cash
+
+    @property
+    def holdings(self) -> Tensor:
+        """Shares held, float64 [E, N] (whole shares in shares mode)."""
+        return self._require_reset().holdings
+
+    @property
+    def value(self) -> Tensor:
+        """Portfolio value at the close of bar `t`, float64 [E]."""
+        return self._require_reset().value
+
+    @property
+    def episode_end(self) -> Tensor:
+        """Bar at which each sub-environment's episode is truncated, int64 [E]."""
+        return self._require_reset().end
+
+    @property
+    def turbulence_guard(self) -> Tensor:
+        """Bool [T]: bars whose orders the turbulence guard replaces by a sell-off."""
+        return self._tables.guard
+
+    # ------------------------------------------------------------------ API
+    def _draw_starts(self) -> tuple[Tensor, Tensor]:
+        if self.config.random_start and self._last_start > 0:
+            start = torch.randint(
+                0, self._last_start + 1, (self.num_envs,), generator=self._generator, device=self.device
+            )
+        else:
+            start = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        return start, (start + self._episode_steps).clamp_max(self.num_bars - 1)
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+        """Start a new episode in every sub-environment.
+
+        :param seed: reseeds the env's own ``torch.Generator`` (random starts); the
+            same seed gives the same starts and, with the same actions, the same run.
+        :param options: unused; accepted for gymnasium compatibility.
+        :returns: obs float32 [E, obs_dim] and info with ``t`` [E] (the start bars).
+        """
+        if seed is not None:
+            self._generator.manual_seed(int(seed))
+        start, end = self._draw_starts()
+        cash = torch.full((self.num_envs,), float(self.config.initial_cash), dtype=torch.float64, device=self.device)
+        holdings = torch.zeros((self.num_envs, self.num_stocks), dtype=torch.float64, device=self.device)
+        self._state = _State(t=start, end=end, cash=cash, holdings=holdings, value=cash.clone())
+        account = _fresh_account(self._tables.obs, self.num_stocks).expand(self.num_envs, -1)
+        return _observe(self._tables, start, account), {"t": start}
+
+    def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
+        """Advance every sub-environment by one bar.
+
+        :param actions: float [E, N] in [-1, 1] on the env's device; values outside
+            are clipped and NaN counts as 0 (no order), as checking would cost a sync.
+        :returns: ``(obs, reward, terminated, truncated, info)``: obs float32
+            [E, obs_dim], reward float32 [E], terminated/truncated bool [E]; info holds
+            ``t`` (bar of the new observation, before reset), ``value``, ``cash``
+            (float64 [E], after the fill, marked at that bar's close), ``holdings``
+            [E, N], ``turnover`` (traded value / value at the previous close),
+            ``costs`` (cash paid in costs) and ``final_obs`` [E, obs_dim].
+        """
+        state = self._require_reset()
+        if actions.shape != (self.num_envs, self.act_dim):
+            raise UserError(
+                f"StockTradingVecEnv.step: actions must have shape ({self.num_envs}, {self.act_dim}), "
+                f"got {tuple(actions.shape)}"
+            )
+        if actions.device != self.device:
+            raise UserError(f"StockTradingVecEnv.step: actions are on {actions.device}, the env on {self.device}")
+        new_start, new_end = self._draw_starts()
+        self._state, obs, reward, terminated, truncated, info = self._kernel(
+            state, actions, new_start, new_end, self._tables
+        )
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        """Release the state (the env holds no other resource)."""
+        self._state = None
+
+    def __repr__(self) -> str:
+        return (
+            f"StockTradingVecEnv(num_envs={self.num_envs}, stocks={self.num_stocks}, bars={self.num_bars}, "
+            f"obs_dim={self.obs_dim}, mode={self.config.action_mode!r}, device={self.device}, "
+            f"compiled={self.compiled})"
+        )
