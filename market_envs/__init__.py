@@ -9,5 +9,6 @@
 
 from market_envs import data
 from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.gym_adapter import GymStockTradingEnv
 
-__all__ = ["EnvConfig", "StockTradingVecEnv", "data"]
+__all__ = ["EnvConfig", "GymStockTradingEnv", "StockTradingVecEnv", "data"]

@@ -39,7 +39,8 @@ Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
 (F = number of observed features, 13 by default):
 
 - ``[0]``: cash / portfolio value at the close of bar t;
-- ``[1 : 1 + N]``: holdings x close / portfolio value, per stock;
+- ``[1 : 1 + N]``: holdings x close / portfolio value, per stock. Both lie in [0, 1]
+  without short selling; with it they are clipped to ``[-feature_clip, feature_clip]``;
 - ``[1 + N :]``: the normalised features at bar t, stock-major (stock 0's F
   features, then stock 1's, ...). Price-like features (open, high, low, close,
   boll_ub, boll_lb, close_30_sma, close_60_sma) are ``100 x log(x_t / close_{t-1})``
@@ -186,6 +187,8 @@ class _Rules:
     reward_scale: float
     initial_cash: float
     short_selling: bool
+    account_low: float  # bounds of the cash and position shares in the observation
+    account_high: float
 
 
 # --------------------------------------------------------------------- precompute
@@ -292,10 +295,11 @@ def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard
     return cash, holdings + buys, sold_value + bought_value, sell_costs + buy_costs
 
 
-def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tensor) -> Tensor:
-    """Cash share and position shares of value: float32 [E, 1 + N]."""
+def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tensor, rules: _Rules) -> Tensor:
+    """Cash share and position shares of value, clipped to the space's bounds: float32 [E, 1 + N]."""
     denominator = torch.where(value.abs() > 1e-9, value, torch.ones_like(value)).unsqueeze(-1)
-    return torch.cat([cash.unsqueeze(-1), holdings * close], dim=-1).div(denominator).float()
+    shares = torch.cat([cash.unsqueeze(-1), holdings * close], dim=-1).div(denominator)
+    return shares.clamp(rules.account_low, rules.account_high).float()
 
 
 def _observe(tables: _Tables, t: Tensor, account: Tensor) -> Tensor:
@@ -319,7 +323,7 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     terminated = value <= 0.0
     truncated = (t1 >= state.end) & ~terminated
     done = terminated | truncated
-    final_obs = _observe(tables, t1, _account_columns(cash, holdings, value, close))
+    final_obs = _observe(tables, t1, _account_columns(cash, holdings, value, close, rules))
     info = {
         "t": t1,
         "value": value,
@@ -409,6 +413,8 @@ class StockTradingVecEnv:
             reward_scale=float(config.reward_scale),
             initial_cash=float(config.initial_cash),
             short_selling=bool(config.short_selling),
+            account_low=-float(config.feature_clip) if config.short_selling else 0.0,
+            account_high=float(config.feature_clip) if config.short_selling else 1.0,
         )
         kernel = functools.partial(_step_kernel, rules=self._rules)
         self._kernel = torch.compile(kernel, dynamic=False) if compile else kernel
@@ -418,7 +424,11 @@ class StockTradingVecEnv:
         self._episode_steps = self.num_bars - 1 if steps is None else min(int(steps), self.num_bars - 1)
         self._last_start = self.num_bars - 1 - self._episode_steps if config.random_start else 0
 
-        self.single_observation_space = spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32)
+        low = np.full(self.obs_dim, -config.feature_clip, dtype=np.float32)
+        high = -low
+        low[: 1 + self.num_stocks] = self._rules.account_low
+        high[: 1 + self.num_stocks] = self._rules.account_high
+        self.single_observation_space = spaces.Box(low, high, dtype=np.float32)
         self.single_action_space = spaces.Box(-1.0, 1.0, shape=(self.act_dim,), dtype=np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)

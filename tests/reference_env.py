@@ -129,8 +129,10 @@ class ReferenceEnv:
     # ---------------------------------------------------------------- observation
     def observation(self) -> list[float]:
         value = self.value if abs(self.value) > 1e-9 else 1.0
-        obs = [self.cash / value]
-        obs += [self.holdings[i] * self.close[self.t, i] / value for i in range(self.n)]
+        shares = [self.cash / value]
+        shares += [self.holdings[i] * self.close[self.t, i] / value for i in range(self.n)]
+        low, high = (-self.config.feature_clip, self.config.feature_clip) if self.config.short_selling else (0.0, 1.0)
+        obs = [min(high, max(low, s)) for s in shares]
         for i in range(self.n):
             for name in self.observed:
                 obs.append(self.feature(self.t, i, name))
