@@ -157,3 +157,14 @@ def test_off_policy_algos_train_through_the_same_path(algo: str, tmp_path: Path)
     assert policy.algo == algo
     obs = torch.randn(3, 3)
     assert torch.equal(policy.act(obs, True), result.agent.act(obs, True))
+
+
+@pytest.mark.slow
+def test_train_with_torch_compile(tmp_path: Path) -> None:
+    """--compile path: the compiled forward passes train and act (slow: compilation)."""
+    result = train("ppo", "Pendulum-v1", TINY, tmp_path, steps=64, num_envs=2, eval_every=0,
+                   eval_episodes=1, compile=True)  # fmt: skip
+    assert result.best_score is not None
+    policy = load_policy(tmp_path / "checkpoints" / "final")
+    obs = torch.randn(4, 3)
+    torch.testing.assert_close(policy.act(obs, True), result.agent.act(obs, True))
