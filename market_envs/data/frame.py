@@ -72,7 +72,9 @@ def parse_timestamps(values: pd.Series, source: str | None = None, assume_tz: st
         raise DataError(f"{where}no timestamps")
     first = uniques.iloc[0]
     if isinstance(first, pd.Timestamp):
-        zones = uniques.map(lambda v: str(v.tz) if isinstance(v, pd.Timestamp) else "not a timestamp")
+        zones = uniques.map(
+            lambda v: ("naive" if v.tz is None else str(v.tz)) if isinstance(v, pd.Timestamp) else "not a timestamp"
+        )
     else:
         text = uniques.astype(str).str.strip()
         zones = text.map(lambda s: "offset" if _OFFSET.search(s) else "naive")
@@ -223,6 +225,9 @@ def from_frame(
         long[column] = pd.to_numeric(long[column], errors="coerce")
     validate_values(long, source)
     validate_order(long, source)
+    # The panel stores float32 prices; indicators are computed from those stored
+    # values, so a panel written out and read back is identical (files round trip).
+    long[list(PRICE_COLUMNS)] = long[list(PRICE_COLUMNS)].astype(np.float32).astype(np.float64)
 
     present = pd.unique(long["ticker"])
     if tickers is not None:
