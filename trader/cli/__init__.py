@@ -22,11 +22,24 @@ app = typer.Typer(
 )
 
 
+@app.callback(invoke_without_command=True)
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the library version and exit."),
+) -> None:
+    """podracer-trader: market data, training, tournaments, backtests and the dashboard."""
+    if version:
+        from trader import __version__
+
+        print(f"podracer-trader {__version__}")
+        raise typer.Exit(0)
+
+
 def _register_commands() -> None:
     """Import each command module; each adds its commands to `app`."""
     # One import per command module, e.g. `from trader.cli import data  # noqa: F401`.
     from trader.cli import data  # noqa: F401
     from trader.cli import train  # noqa: F401
+    from trader.cli import backtest  # noqa: F401
 
 
 _register_commands()
@@ -35,22 +48,20 @@ _register_commands()
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 2 bad input, 1 unexpected failure)."""
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, prog_name="trader", standalone_mode=False)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except typer.Exit as stop:
         return stop.exit_code
+    except SystemExit as stop:  # --help and friends
+        return stop.code if isinstance(stop.code, int) else 0
     except typer.Abort:
         print("aborted", file=sys.stderr)
         return 1
-    except Exception as err:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            return err.exit_code
-        raise
+    except typer.TyperException as err:  # usage errors; typer ships its own click
+        err.show()
+        return err.exit_code
     return 0
 
 

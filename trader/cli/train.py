@@ -20,15 +20,6 @@ from trader.cli import app
 from trader.errors import UserError
 
 
-if app.registered_callback is None:
-    # Typer collapses an app with a single command and no callback into that command
-    # (`trader --algo ...` instead of `trader train --algo ...`). A no-op callback keeps
-    # `trader` a command group however many command modules are registered yet.
-    @app.callback()
-    def _command_group() -> None:
-        pass
-
-
 @app.command("train")
 def train_command(
     algo: str = typer.Option(..., "--algo", help=f"Algorithm: {', '.join(ALGOS)}."),
