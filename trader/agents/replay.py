@@ -81,7 +81,8 @@ class ReplayBuffer:
     """Circular buffer of transitions from ``E`` parallel sub-environments.
 
     :param capacity: number of transitions kept; rounded up to a multiple of
-        ``num_envs`` (each env step stores ``num_envs`` transitions together).
+        ``num_envs`` (each env step stores ``num_envs`` transitions together). Memory:
+        ``capacity * (2 * obs_dim + act_dim + 2) * 4`` bytes on the device.
     :param num_envs: ``E``, the number of rows inserted per `add`.
     :param obs_dim: observation size.
     :param act_dim: action size.
@@ -112,11 +113,13 @@ class ReplayBuffer:
         self.capacity = self.slots * self.num_envs
         shape = (self.slots, self.num_envs)
         kw = {"dtype": torch.float32, "device": self.device}
-        self._obs = torch.zeros(*shape, self.obs_dim, **kw)
-        self._actions = torch.zeros(*shape, self.act_dim, **kw)
-        self._rewards = torch.zeros(*shape, **kw)
-        self._next_obs = torch.zeros(*shape, self.obs_dim, **kw)
-        self._terminated = torch.zeros(*shape, **kw)
+        # `empty`, not `zeros`: rows are only ever read after being written, and on the
+        # host untouched pages of a large buffer then cost no memory until they fill.
+        self._obs = torch.empty(*shape, self.obs_dim, **kw)
+        self._actions = torch.empty(*shape, self.act_dim, **kw)
+        self._rewards = torch.empty(*shape, **kw)
+        self._next_obs = torch.empty(*shape, self.obs_dim, **kw)
+        self._terminated = torch.empty(*shape, **kw)
         self._pos = 0  # next slot to write
         self._filled_slots = 0
 

@@ -1,0 +1,241 @@
+"""SAC and TD3 on Pendulum-v1 against Stable-Baselines3 SAC: steps and wall-clock to a score.
+
+Every learner does equal work: one env (SB3: a plain gymnasium env, ours: a
+`GymVecEnv` with E=1), 256x256 networks for actor and critics, batch 256, one
+gradient update per env step after the same ``learning_starts`` random steps, the
+same learning rate (also for SAC's temperature), gamma 0.99 and tau 0.005.
+
+Every ``--eval-every`` env steps the deterministic policy is scored on
+``--eval-episodes`` fresh Pendulum episodes (fixed seeds, the same for every
+learner); the time spent evaluating is not counted. A run stops once it scores
+>= -200 or after ``--max-steps``. The table shows, per learner, the median over
+seeds of the env steps and wall-clock seconds at which the score first reached
+-250 and -200 ("-" where the median run never did), and the ratio of our SAC and
+TD3 to SB3 SAC (below 1 means faster).
+
+    OMP_NUM_THREADS=1 python benchmarks/pendulum_learning.py            # 3 seeds, 20k steps
+    OMP_NUM_THREADS=1 python benchmarks/pendulum_learning.py --quick    # 1 seed, 2k steps
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from market_envs.gym_vec import GymVecEnv
+from trader.agents import get_spec, make_agent, make_config
+
+ENV_ID = "Pendulum-v1"
+THRESHOLDS = (-250.0, -200.0)
+LEARNERS = ("sac", "td3", "sb3-sac")
+Policy = Callable[[torch.Tensor], torch.Tensor]
+"""Raw observations [B, 3] -> deterministic actions in [-1, 1]."""
+
+
+def evaluate(policy: Policy, episodes: int, seed: int = 10_000) -> float:
+    """Mean return of ``policy`` over ``episodes`` Pendulum episodes run side by side."""
+    env = GymVecEnv(ENV_ID, episodes, seed=seed)
+    obs, _ = env.reset(seed=seed)
+    total = torch.zeros(episodes)
+    done = torch.zeros(episodes, dtype=torch.bool)
+    while not bool(done.all()):
+        obs, reward, terminated, truncated, _ = env.step(policy(obs))
+        total += torch.where(done, 0.0, reward)
+        done |= terminated | truncated
+    env.close()
+    return total.mean().item()
+
+
+class OursLearner:
+    """Our SAC or TD3 through the registry: agent + off-policy runner on a GymVecEnv."""
+
+    def __init__(self, algo: str, seed: int, args: argparse.Namespace) -> None:
+        overrides = {
+            "hidden_sizes": (256, 256),
+            "batch_size": 256,
+            "actor_lr": args.lr,
+            "critic_lr": args.lr,
+            "learning_starts": args.learning_starts,
+            "updates_per_step": 1.0,
+            "iteration_steps": args.eval_every,
+            "gamma": 0.99,
+            "tau": 0.005,
+        }
+        if algo == "sac":
+            overrides["alpha_lr"] = args.lr
+        env = GymVecEnv(ENV_ID, 1, seed=seed)
+        config = make_config(algo, overrides)
+        self.agent = make_agent(algo, env.obs_dim, env.act_dim, config, seed=seed)
+        self.runner = get_spec(algo).runner_cls(self.agent, env)
+
+    def train(self, steps: int) -> None:
+        target = self.runner.env_steps + steps
+        while self.runner.env_steps < target:
+            self.runner.iteration()
+
+    def policy(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.agent.act(obs, deterministic=True)
+
+
+class SB3Learner:
+    """Stable-Baselines3 SAC with the same network size, batch and update ratio."""
+
+    def __init__(self, seed: int, args: argparse.Namespace) -> None:
+        import gymnasium as gym
+        from stable_baselines3 import SAC
+
+        env = gym.make(ENV_ID)
+        self.high = float(env.action_space.high[0])
+        self.model = SAC(
+            "MlpPolicy",
+            env,
+            learning_rate=args.lr,
+            buffer_size=1_000_000,
+            learning_starts=args.learning_starts,
+            batch_size=256,
+            tau=0.005,
+            gamma=0.99,
+            train_freq=1,
+            gradient_steps=1,
+            policy_kwargs={"net_arch": [256, 256]},
+            seed=seed,
+            device="cpu",
+            verbose=0,
+        )
+        self.first = True
+
+    def train(self, steps: int) -> None:
+        self.model.learn(steps, reset_num_timesteps=self.first)
+        self.first = False
+
+    def policy(self, obs: torch.Tensor) -> torch.Tensor:
+        actions, _ = self.model.predict(obs.numpy(), deterministic=True)
+        return torch.as_tensor(np.asarray(actions) / self.high, dtype=torch.float32)
+
+
+def run_one(learner_name: str, seed: int, args: argparse.Namespace) -> dict:
+    """Train one learner until -200 or ``max_steps``; record when each threshold was met."""
+    torch.manual_seed(seed)  # SB3 seeds itself; ours uses the agent's own generator
+    if learner_name == "sb3-sac":
+        learner: OursLearner | SB3Learner = SB3Learner(seed, args)
+    else:
+        learner = OursLearner(learner_name, seed, args)
+    reached: dict[float, tuple[int, float]] = {}
+    steps, wall, score = 0, 0.0, -math.inf
+    curve = []
+    while steps < args.max_steps and len(reached) < len(THRESHOLDS):
+        start = time.perf_counter()
+        learner.train(args.eval_every)
+        wall += time.perf_counter() - start
+        steps += args.eval_every
+        with torch.no_grad():
+            score = evaluate(learner.policy, args.eval_episodes)
+        curve.append((steps, round(wall, 2), round(score, 1)))
+        for threshold in THRESHOLDS:
+            if score >= threshold and threshold not in reached:
+                reached[threshold] = (steps, wall)
+    result = {
+        "learner": learner_name,
+        "seed": seed,
+        "final_score": score,
+        "steps": steps,
+        "wall_s": wall,
+        "ms_per_step": 1e3 * wall / steps,
+        "curve": curve,
+    }
+    for threshold in THRESHOLDS:
+        step_at, wall_at = reached.get(threshold, (math.inf, math.inf))
+        result[f"steps_to_{int(-threshold)}"] = step_at
+        result[f"wall_to_{int(-threshold)}"] = wall_at
+    print(
+        f"  {learner_name:8s} seed {seed}: score {score:7.1f} at {steps} steps, "
+        f"{wall:6.1f} s ({result['ms_per_step']:.1f} ms/step); "
+        + ", ".join(f"{k}={v}" for k, v in result.items() if k.startswith(("steps_to", "wall_to"))),
+        flush=True,
+    )
+    return result
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)  # inf where most runs never reached the score
+
+
+def table(results: list[dict], learners: list[str]) -> str:
+    """Markdown table of medians over seeds, with ratios to SB3 SAC."""
+    keys = [f"{kind}_to_{int(-t)}" for t in THRESHOLDS for kind in ("steps", "wall")]
+    medians = {
+        name: {key: median([r[key] for r in results if r["learner"] == name]) for key in keys}
+        for name in learners
+    }
+    for name in learners:
+        medians[name]["ms_per_step"] = median(
+            [r["ms_per_step"] for r in results if r["learner"] == name]
+        )
+    head = "| learner | " + " | ".join(
+        f"{'steps' if k.startswith('steps') else 'wall s'} to -{k.rsplit('_', 1)[1]}" for k in keys
+    )
+    lines = [head + " | ms/step |", "|" + "---|" * (len(keys) + 2)]
+
+    def fmt(value: float, digits: int) -> str:
+        return "-" if math.isinf(value) else f"{value:.{digits}f}"
+
+    for name in learners:
+        cells = [fmt(medians[name][k], 0 if k.startswith("steps") else 1) for k in keys]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {medians[name]['ms_per_step']:.1f} |")
+    if "sb3-sac" in learners:
+        for name in (n for n in learners if n != "sb3-sac"):
+            ratios = []
+            for key in [*keys, "ms_per_step"]:
+                ours, theirs = medians[name][key], medians["sb3-sac"][key]
+                ratio = ours / theirs if math.isfinite(ours) and math.isfinite(theirs) else math.inf
+                ratios.append(fmt(ratio, 2))
+            lines.append(f"| {name} / sb3-sac | " + " | ".join(ratios) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per learner")
+    parser.add_argument("--max-steps", type=int, default=20_000, help="env steps per run at most")
+    parser.add_argument("--eval-every", type=int, default=1_000, help="env steps between scores")
+    parser.add_argument("--eval-episodes", type=int, default=10, help="episodes per score")
+    parser.add_argument("--learning-starts", type=int, default=1_000, help="random steps first")
+    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate of every optimiser")
+    parser.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=LEARNERS)
+    parser.add_argument("--json", type=Path, default=None, help="also write all runs here")
+    parser.add_argument("--quick", action="store_true", help="1 seed, 2k steps (a smoke check)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.max_steps, args.learning_starts = 1, 2_000, 500
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    print(
+        f"{ENV_ID}: {args.seeds} seeds, <= {args.max_steps} steps, score every "
+        f"{args.eval_every} steps on {args.eval_episodes} episodes; 256x256, batch 256, "
+        f"1 update/step, lr {args.lr}, learning_starts {args.learning_starts}",
+        flush=True,
+    )
+    results = [run_one(name, seed, args) for name in args.learners for seed in range(args.seeds)]
+    print()
+    print(table(results, args.learners))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
