@@ -1,0 +1,312 @@
+"""The backtest engine, its outputs and `trader backtest`, on small seeded panels."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from golden.case import golden_inputs, golden_report, session_panel
+
+import trader.backtest.periods as periods
+from trader import metrics
+from trader.backtest import BacktestConfig, read_series, run_backtest
+from trader.backtest.report import report_dict
+from trader.cli import main
+from trader.errors import CheckpointError, UserError
+
+GOLDEN = Path(__file__).parent / "golden" / "backtest_report.json"
+QUIET = BacktestConfig(tear_sheet=False)
+
+
+def _cost_free_value(shares: float, cash: float, price: float) -> float:
+    return cash + shares * price
+
+
+def test_buy_and_hold_one_stock_is_its_return_less_costs() -> None:
+    data = session_panel(n_tickers=1, n_days=3, bars_per_day=15, seed=4, benchmark=False)
+    result = run_backtest(data, baselines=["equal_weight"], config=QUIET)
+    close, open_ = data.close[:, 0].double().numpy(), data.open[:, 0].double().numpy()
+    # Sized at bar 0's close, filled at bar 1's open, scaled down to the cash and floored.
+    wanted = np.floor(1e6 / (close[0] * 1.001))
+    shares = min(wanted, np.floor(1e6 / (open_[1] * 1.001)))
+    cash = 1e6 - shares * open_[1] * 1.001
+    series = result.series["equal_weight"]
+    assert series["value"].iloc[-1] == pytest.approx(_cost_free_value(shares, cash, close[-1]), rel=1e-12)
+    assert series["costs"].sum() == pytest.approx(shares * open_[1] * 0.001, rel=1e-12)
+    # In words: the stock's return from the fill, less the 0.1% buy cost, up to one share of rounding.
+    stock_less_costs = close[-1] / open_[1] / 1.001 - 1.0
+    assert result.metrics.loc["equal_weight", "cum_returns_final"] == pytest.approx(stock_less_costs, abs=close[0] / 1e6)
+
+
+def test_benchmark_runs_as_one_ticker_panel_filled_at_next_close() -> None:
+    data = session_panel(n_tickers=2, n_days=3, bars_per_day=15, seed=5)
+    result = run_backtest(data, baselines=["benchmark"], config=QUIET)
+    bench = data.benchmark.double().numpy()
+    shares = min(np.floor(1e6 / (bench[0] * 1.001)), np.floor(1e6 / (bench[1] * 1.001)))
+    cash = 1e6 - shares * bench[1] * 1.001
+    assert result.series["benchmark"]["value"].iloc[-1] == pytest.approx(cash + shares * bench[-1], rel=1e-12)
+    assert list(result.positions["benchmark"].columns) == ["QQQ"]
+    assert result.strategies["benchmark"].label == "QQQ buy-and-hold"
+
+
+def test_equal_weight_buy_and_hold_trades_once() -> None:
+    data = session_panel(n_tickers=4, n_days=3, bars_per_day=10, seed=6)
+    result = run_backtest(data, baselines=["equal_weight"], config=QUIET)
+    traded = result.series["equal_weight"]["traded_value"].to_numpy()
+    assert traded[1] > 0.95e6 and np.all(traded[2:] == 0.0) and traded[0] == 0.0
+    held = result.positions["equal_weight"].iloc[1:].to_numpy()
+    assert (held == held[0]).all() and (held[0] > 0).all()
+    # Sized at bar 0's close (the last price known when deciding), floored to whole shares,
+    # then scaled down together by the env when the fill costs more than the cash, and
+    # floored again: equal to within two shares.
+    prices = data.close[0].double().numpy()
+    allocation = held[0] * prices
+    assert allocation.max() - allocation.min() < 2 * prices.max()
+
+
+def test_daily_rebalance_trades_only_at_session_opens() -> None:
+    data = session_panel(n_tickers=3, n_days=4, bars_per_day=10, seed=7)
+    result = run_backtest(data, baselines=["equal_weight_daily"], config=QUIET)
+    traded = result.series["equal_weight_daily"]["traded_value"]
+    session_opens = [1] + [10 * d for d in range(1, 4)]
+    assert list(np.flatnonzero(traded.to_numpy() > 0)) == session_opens
+    assert (result.series["equal_weight_daily"]["cash"] >= 0).all()
+
+
+class SpyPolicy:
+    """Records every observation it is shown; trades a fixed pattern."""
+
+    def __init__(self) -> None:
+        self.seen: list[torch.Tensor] = []
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        self.seen.append(obs.clone())
+        return torch.tanh(obs[:, 1 + 3 : 1 + 3 + 3] * 0.0 + 0.5 * torch.sin(torch.arange(3.0) + len(self.seen)))
+
+
+def _perturbed_after(data, bar: int, seed: int):
+    """The same panel with every price and benchmark value after `bar` scaled at random."""
+    rng = np.random.default_rng(seed)
+    features = data.features.clone()
+    scale = torch.from_numpy(rng.uniform(0.5, 1.5, size=features[bar + 1 :, :, :4].shape).astype(np.float32))
+    features[bar + 1 :, :, :4] *= scale
+    bench = data.benchmark.clone()
+    bench[bar + 1 :] *= torch.from_numpy(rng.uniform(0.5, 1.5, size=bench[bar + 1 :].shape).astype(np.float32))
+    return replace(data, features=features, benchmark=bench)
+
+
+@pytest.mark.parametrize("bar", [0, 11, 17, 35])  # 11 and 35 close a session: rebalance decisions
+def test_decision_at_bar_t_never_uses_a_price_after_t(bar: int, monkeypatch) -> None:
+    """Scale every price after `bar` at random: every observation, action (order) and
+    record up to `bar` stays the same, for the policy and every baseline."""
+    from market_envs.env import StockTradingVecEnv
+
+    actions: list[torch.Tensor] = []
+    real_step = StockTradingVecEnv.step
+
+    def recording_step(env, batch):
+        actions.append(batch.clone())
+        return real_step(env, batch)
+
+    monkeypatch.setattr(StockTradingVecEnv, "step", recording_step)
+    data = session_panel(n_tickers=3, n_days=4, bars_per_day=12, seed=8)
+    spies = {"original": SpyPolicy(), "perturbed": SpyPolicy()}
+    runs, decided = {}, {}
+    for key, panel in (("original", data), ("perturbed", _perturbed_after(data, bar, seed=bar + 1))):
+        actions.clear()
+        runs[key] = run_backtest(panel, {"spy": spies[key]}, config=QUIET)
+        decided[key] = list(actions)
+    groups = 3  # policy env, baseline env, benchmark env: stepped in turn at every bar
+    for k in range((bar + 1) * groups):
+        assert torch.equal(decided["original"][k], decided["perturbed"][k]), f"order decided at bar {k // groups} changed"
+    assert not runs["original"].series["equal_weight"]["value"].equals(runs["perturbed"].series["equal_weight"]["value"])
+    for t in range(bar + 1):
+        assert torch.equal(spies["original"].seen[t], spies["perturbed"].seen[t]), f"observation at bar {t} changed"
+    for name in runs["original"].series:
+        a, b = runs["original"], runs["perturbed"]
+        pd.testing.assert_frame_equal(a.series[name].iloc[: bar + 1], b.series[name].iloc[: bar + 1])
+        pd.testing.assert_frame_equal(a.positions[name].iloc[: bar + 1], b.positions[name].iloc[: bar + 1])
+
+
+def test_metrics_table_is_trader_metrics_summary_sorted_by_sharpe() -> None:
+    data = session_panel(n_tickers=3, n_days=5, bars_per_day=10, seed=9)
+    result = run_backtest(data, {"spy": SpyPolicy()}, config=QUIET)
+    names = list(result.series)
+    returns = pd.DataFrame({n: result.series[n]["return"] for n in names})
+    expected = metrics.summary(
+        returns,
+        timestamps=data.timestamps,
+        traded_value=pd.DataFrame({n: result.series[n]["traded_value"] for n in names}),
+        portfolio_value=pd.DataFrame({n: result.series[n]["value"] for n in names}),
+    )
+    pd.testing.assert_frame_equal(result.metrics, expected.loc[list(result.metrics.index)])
+    sharpe = result.metrics["sharpe_ratio"].to_numpy()
+    assert np.all(np.diff(sharpe) <= 0)
+    assert set(result.metrics.index) == {"spy", "benchmark", "equal_weight", "equal_weight_daily"}
+    assert (result.metrics["days"] == 5).all()
+    for name, frame in result.series.items():
+        value = frame["value"].to_numpy()
+        np.testing.assert_allclose(frame["return"].to_numpy()[1:], value[1:] / value[:-1] - 1.0, rtol=1e-12)
+
+
+def test_outputs_written_to_run_dir(tmp_path: Path) -> None:
+    data = session_panel(n_tickers=3, n_days=4, bars_per_day=10, seed=10)
+    result = run_backtest(data, {"spy": SpyPolicy()}, config=BacktestConfig(record_positions="day"), run_dir=tmp_path)
+    for name in result.series:
+        frame, positions = read_series(tmp_path / "backtests" / f"{name}.parquet")
+        assert list(frame.columns) == ["value", "return", "cash", "turnover", "traded_value", "costs"]
+        pd.testing.assert_frame_equal(frame, result.series[name], check_freq=False)
+        assert len(positions) == 4  # one row per session close
+        np.testing.assert_array_equal(positions.to_numpy(), result.positions[name].to_numpy())
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["order"] == list(result.metrics.index) and report["best"] == result.best
+    assert report["period"]["days"] == 4 and report["config"]["buy_cost"] == 0.001
+    markdown = (tmp_path / "report.md").read_text()
+    rows = [line for line in markdown.splitlines() if line.startswith("| ") and "Strategy" not in line]
+    assert [r.split(" | ")[0][2:] for r in rows] == [result.strategies[n].label for n in result.metrics.index]
+    assert "toy" in markdown and "0.10% per buy" in markdown and "Period: all" in markdown
+    png = tmp_path / f"tearsheet_{result.best}.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_checkpoint_policy_and_dimension_check(tmp_path: Path) -> None:
+    from trader.agents import make_agent
+    from trader.agents.checkpoint import save_checkpoint
+
+    data = session_panel(n_tickers=3, n_days=4, bars_per_day=10, seed=11)
+    obs_dim = 1 + 3 * (1 + len(data.feature_names))
+    save_checkpoint(make_agent("ppo", obs_dim, 3, seed=0), tmp_path / "run" / "checkpoints" / "best")
+    result = run_backtest(data, {"best": tmp_path / "run" / "checkpoints" / "best"}, config=QUIET)
+    assert result.strategies["best"].kind == "policy" and result.strategies["best"].label == "PPO best"
+    save_checkpoint(make_agent("ppo", 1 + 2 * 14, 2, seed=0), tmp_path / "other" / "checkpoints" / "small")
+    with pytest.raises(CheckpointError, match="trades 2 tickers .* the data has 3 tickers"):
+        run_backtest(data, {"small": tmp_path / "other" / "checkpoints" / "small"}, config=QUIET)
+    with pytest.raises(CheckpointError, match="not found"):
+        run_backtest(data, {"gone": tmp_path / "nowhere"}, config=QUIET)
+
+
+def test_bad_requests_raise_user_errors() -> None:
+    data = session_panel(n_tickers=2, n_days=4, bars_per_day=10, seed=12, benchmark=False)
+    with pytest.raises(UserError, match="no benchmark"):
+        run_backtest(data, baselines=["benchmark"], config=QUIET)
+    with pytest.raises(UserError, match="unknown baseline"):
+        run_backtest(data, baselines=["momentum"], config=QUIET)
+    with pytest.raises(UserError, match="taken by a baseline"):
+        run_backtest(data, {"equal_weight": SpyPolicy()}, config=QUIET)
+    with pytest.raises(UserError, match="outside the data"):
+        run_backtest(data, period="2023-01-01:2024-03-05", config=QUIET)
+    with pytest.raises(UserError, match="returned actions of shape"):
+        run_backtest(data, {"bad": lambda obs: torch.zeros(obs.shape[0], 5)}, config=QUIET)
+    assert set(run_backtest(data, config=QUIET).series) == {"equal_weight", "equal_weight_daily"}
+
+
+def test_period_selection_by_name_and_dates() -> None:
+    data = session_panel(n_tickers=2, n_days=8, bars_per_day=5, seed=13)
+    test = run_backtest(data, period="test", baselines=["equal_weight"], config=QUIET)
+    assert test.period.days == 2 and test.period.name == "test"
+    span = run_backtest(data, period="2024-03-05:2024-03-06", baselines=["equal_weight"], config=QUIET)
+    assert span.period.days == 2 and span.period.bars == 10
+    assert str(span.period.start.date()) == "2024-03-05" and str(span.period.end.date()) == "2024-03-06"
+
+
+def test_golden_report() -> None:
+    """Fixed seed, fixed synthetic data, fixed policies: the report equals the pinned one.
+
+    Regenerate with `benchmarks/regen_golden_report.py` after a deliberate change.
+    """
+    data, policies = golden_inputs()
+    result = run_backtest(data, policies, period="test", config=QUIET)
+    actual = json.loads(json.dumps(golden_report(report_dict(result))))
+    expected = json.loads(GOLDEN.read_text())
+    metrics_actual, metrics_expected = actual.pop("metrics"), expected.pop("metrics")
+    assert actual == expected
+    assert metrics_actual.keys() == metrics_expected.keys()
+    for name, row in metrics_expected.items():
+        for key, value in row.items():
+            got = metrics_actual[name][key]
+            assert (got is None and value is None) or got == pytest.approx(value, rel=1e-7, abs=1e-12), (name, key)
+
+
+# --------------------------------------------------------------------- CLI, in-process
+
+
+@pytest.fixture
+def cli_data(monkeypatch):
+    """`trader backtest` loads the toy panel for the recipe name 'toy'."""
+    data = session_panel(n_tickers=3, n_days=8, bars_per_day=10, seed=14)
+
+    def load(recipe: str):
+        if recipe != "toy":
+            raise UserError(f"unknown data set recipe {recipe!r}")
+        return data
+
+    monkeypatch.setattr(periods, "load_dataset", load)
+    return data
+
+
+def test_cli_writes_report_and_prints_table(tmp_path: Path, cli_data, capsys) -> None:
+    run_dir = tmp_path / "run"
+    code = main(["backtest", str(run_dir), "--dataset", "toy", "--no-tear-sheet"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Equal-weight buy-and-hold" in out and "Sharpe ratio" in out and "Period: test" in out
+    assert (run_dir / "report.md").is_file() and (run_dir / "report.json").is_file()
+    assert sorted(p.name for p in (run_dir / "backtests").iterdir()) == [
+        "benchmark.parquet", "equal_weight.parquet", "equal_weight_daily.parquet"]
+
+
+def test_cli_json_output_with_checkpoint_and_config_dataset(tmp_path: Path, cli_data, capsys) -> None:
+    from trader.agents import make_agent
+    from trader.agents.checkpoint import save_checkpoint
+
+    run_dir = tmp_path / "run"
+    save_checkpoint(make_agent("ppo", 1 + 3 * 14, 3, seed=1), run_dir / "checkpoints" / "best")
+    (run_dir / "config.toml").write_text('[env]\ndataset = "toy"\n')
+    code = main(["backtest", str(run_dir), "--strategies", "best,equal_weight", "--output", "json",
+                 "--period", "2024-03-06:2024-03-08", "--no-tear-sheet"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["order"]) == {"best", "equal_weight"}
+    assert report["period"]["name"] == "2024-03-06:2024-03-08" and report["period"]["days"] == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--strategies", "missing"], "checkpoint 'missing' not found"),
+        (["--period", "2020-01-01:2020-02-01"], "outside the data"),
+        (["--period", "yesterday"], "period must be test, validation"),
+        (["--output", "yaml"], "--output must be table or json"),
+        (["--dataset", "nope"], "unknown data set recipe 'nope'"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_message(tmp_path: Path, cli_data, capsys, args, message) -> None:
+    base = ["backtest", str(tmp_path / "run"), "--no-tear-sheet"]
+    if "--dataset" not in args:
+        base += ["--dataset", "toy"]
+    assert main(base + args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+
+
+def test_cli_checkpoint_with_other_tickers_exits_2(tmp_path: Path, cli_data, capsys) -> None:
+    from trader.agents import make_agent
+    from trader.agents.checkpoint import save_checkpoint
+
+    run_dir = tmp_path / "run"
+    save_checkpoint(make_agent("ppo", 1 + 5 * 14, 5, seed=0), run_dir / "checkpoints" / "wide",
+                    data_window={"tickers": ["A", "B", "C", "D", "E"]})
+    assert main(["backtest", str(run_dir), "--dataset", "toy", "--no-tear-sheet"]) == 2
+    err = capsys.readouterr().err
+    assert "do not match" in err and "checkpoint 'wide'" in err
+    assert not (run_dir / "report.json").exists()
+
+
+def test_cli_without_dataset_explains(tmp_path: Path, cli_data, capsys) -> None:
+    assert main(["backtest", str(tmp_path / "run")]) == 2
+    assert "pass --dataset" in capsys.readouterr().err

@@ -1,0 +1,21 @@
+"""Backtests: policies and baselines run deterministically through the batched market env.
+
+`run_backtest` is the entry point; `trader backtest` is its CLI. Metrics come from
+`trader.metrics.summary`, so every table in the project agrees.
+"""
+
+from trader.backtest.engine import BASELINES, BacktestConfig, benchmark_panel, run_backtest
+from trader.backtest.report import read_series, write_report
+from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
+
+__all__ = [
+    "BASELINES",
+    "BacktestConfig",
+    "BacktestResult",
+    "PeriodInfo",
+    "StrategyInfo",
+    "benchmark_panel",
+    "read_series",
+    "run_backtest",
+    "write_report",
+]

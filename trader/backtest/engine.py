@@ -1,0 +1,486 @@
+"""The backtest engine: strategies run through `StockTradingVecEnv` itself.
+
+One code path: fills, costs and cash rules are the env's. The env runs in its
+deterministic full-period mode (``random_start=False``, ``episode_length=None``):
+every sub-environment starts at the first bar of the period and runs one episode
+to the last bar. Each strategy is one sub-environment. Strategies that share the
+env's trading rules (action mode, max_shares, observed features) share one batched
+env; the env's rules are per env, not per sub-environment, so policies (their
+training rules), the equal-weight baselines (whole shares, see
+`trader.backtest.strategies`) and the benchmark (a one-ticker panel) form up to a
+few groups, all stepped together bar by bar. The loop runs over time only.
+
+Per-bar records (value, cash, traded value, costs, holdings) stay on the env's
+device in preallocated tensors and come to the host once, at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from market_envs.data import DataError, MarketData
+from market_envs.env import EnvConfig, StockTradingVecEnv
+from trader import metrics
+from trader.backtest.periods import load_dataset, require_bars, select_period
+from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
+from trader.backtest.strategies import (
+    BASELINE_MAX_SHARES,
+    Account,
+    BuyAndHold,
+    DailyRebalance,
+    Decide,
+    PolicyDecider,
+)
+from trader.errors import CheckpointError, ConfigError, UserError
+
+BASELINES = ("benchmark", "equal_weight", "equal_weight_daily")
+"""Names of the built-in baseline strategies."""
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class BacktestConfig:
+    """How a backtest trades and what it records.
+
+    :param initial_cash: starting capital of every strategy.
+    :param buy_cost: cost rate on the value bought (0.001 = 0.1% per side), for all.
+    :param sell_cost: cost rate on the value sold, for all.
+    :param record_positions: "bar" keeps the holdings of every bar; "day" only at
+        each session's last bar (a year of minute bars x 100 tickers x 64 policies
+        is gigabytes per bar).
+    :param risk_free: daily risk-free return for Sharpe and Sortino.
+    :param tear_sheet: draw pyfolio's returns tear sheet of the best strategy
+        when writing to a run directory.
+    :param policy_env: trading rules of policies given as agents or callables
+        (action mode, max_shares, features, ...); checkpoints whose sidecar holds
+        an ``env_config`` use theirs. Cash, costs and the deterministic
+        full-period mode are always the backtest's.
+    """
+
+    initial_cash: float = 1_000_000.0
+    buy_cost: float = 0.001
+    sell_cost: float = 0.001
+    record_positions: Literal["bar", "day"] = "bar"
+    risk_free: float = 0.0
+    tear_sheet: bool = True
+    policy_env: EnvConfig = field(default_factory=EnvConfig)
+
+    def __post_init__(self) -> None:
+        if self.record_positions not in ("bar", "day"):
+            raise ConfigError(f"BacktestConfig.record_positions must be 'bar' or 'day', got {self.record_positions!r}")
+        if not isinstance(self.policy_env, EnvConfig):
+            raise ConfigError(f"BacktestConfig.policy_env must be an EnvConfig, got {type(self.policy_env).__name__}")
+        # EnvConfig validates cash and cost rates; build one to fail early with its message.
+        self.env_config(EnvConfig())
+
+    def env_config(self, rules: EnvConfig) -> EnvConfig:
+        """`rules` with this backtest's cash and costs, in the deterministic full-period mode."""
+        return replace(
+            rules,
+            initial_cash=float(self.initial_cash),
+            buy_cost=float(self.buy_cost),
+            sell_cost=float(self.sell_cost),
+            random_start=False,
+            episode_length=None,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form; ``policy_env`` as the rules in force (the backtest's cash, costs and mode)."""
+        values = asdict(self)
+        rules = asdict(self.env_config(self.policy_env))
+        values["policy_env"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in rules.items()}
+        return values
+
+
+@dataclass
+class _Member:
+    """One strategy: its description, decision rule and row in its group's env."""
+
+    info: StrategyInfo
+    decide: Decide
+    row: int
+    dims: tuple[int, int] | None = None  # a checkpoint's (obs_dim, act_dim), checked against the env
+
+
+@dataclass
+class _Group:
+    """Strategies sharing one batched env (same panel, same trading rules)."""
+
+    data: MarketData
+    rules: EnvConfig
+    members: list[_Member] = field(default_factory=list)
+    env: StockTradingVecEnv | None = None
+    close: Tensor | None = None  # float64 [T, N] closes on the env's device, set when the run starts
+
+
+def run_backtest(
+    data: MarketData | str,
+    policies: Mapping[str, Any] | None = None,
+    *,
+    baselines: Sequence[str] | None = None,
+    period: str | None = None,
+    config: BacktestConfig | None = None,
+    run_dir: str | os.PathLike[str] | None = None,
+    device: torch.device | str = "cpu",
+) -> BacktestResult:
+    """Backtest policies and baselines over one period, all through the batched env.
+
+    :param data: a `MarketData` panel, or a data set recipe name or path.
+    :param policies: strategy name -> a checkpoint path (loaded with
+        `trader.agents.checkpoint.load_policy`), an agent with ``act(obs,
+        deterministic=True)``, or a callable ``obs [E, obs_dim] -> actions [E, N]``.
+    :param baselines: any of `BASELINES`: "benchmark" (buy-and-hold of the data
+        set's benchmark, run as a one-ticker panel), "equal_weight" (equal-weight
+        buy-and-hold), "equal_weight_daily" (equal weight, rebalanced every
+        session). None: all three ("benchmark" only when the data has one).
+    :param period: "test", "validation", "train", "START:END", or "all". None:
+        "test" when `data` is a recipe, the whole panel when it is a `MarketData`.
+    :param config: capital, costs and recording (`BacktestConfig`).
+    :param run_dir: when given, write `backtests/<strategy>.parquet`, report.json,
+        report.md and the tear sheet there.
+    :param device: where the envs and policies run ("cpu", "cuda", ...).
+    :return: the `BacktestResult` (``.metrics``, ``.series``, ...).
+    """
+    config = config or BacktestConfig()
+    device = torch.device(device)
+    if isinstance(data, (str, os.PathLike)):
+        data = load_dataset(str(data))
+        period = "test" if period is None else period
+    panel, period_name = select_period(data, period)
+    require_bars(panel)
+    groups = _build_groups(panel, policies or {}, _resolve_baselines(panel, baselines), config, device)
+    records = _simulate(groups, panel.timestamps, config.record_positions, device)
+    result = _assemble(panel, period_name, groups, records, config)
+    if run_dir is not None:
+        from trader.backtest.report import write_report
+
+        files = write_report(result, run_dir, tear_sheet=config.tear_sheet)
+        result = replace(result, files=files)
+    return result
+
+
+# --------------------------------------------------------------------- strategies
+
+
+def _resolve_baselines(data: MarketData, baselines: Sequence[str] | None) -> tuple[str, ...]:
+    if baselines is None:
+        return tuple(b for b in BASELINES if b != "benchmark" or data.benchmark is not None)
+    unknown = [b for b in baselines if b not in BASELINES]
+    if unknown:
+        raise UserError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
+    if "benchmark" in baselines and data.benchmark is None:
+        raise DataError(f"data set {data.name!r} has no benchmark series; drop the 'benchmark' strategy")
+    return tuple(dict.fromkeys(baselines))
+
+
+def _build_groups(
+    data: MarketData,
+    policies: Mapping[str, Any],
+    baselines: tuple[str, ...],
+    config: BacktestConfig,
+    device: torch.device,
+) -> list[_Group]:
+    """Strategies grouped by (panel, trading rules), each group with its env built."""
+    _check_names(policies, baselines)
+    groups: dict[tuple[str, EnvConfig], _Group] = {}
+
+    def group(panel_key: str, panel: MarketData, rules: EnvConfig) -> _Group:
+        key = (panel_key, rules)
+        if key not in groups:
+            groups[key] = _Group(data=panel, rules=rules)
+        return groups[key]
+
+    for name, source in policies.items():
+        policy, rules, info, dims = _load_policy(name, source, data, config, device)
+        target = group("stocks", data, rules)
+        decide = PolicyDecider(policy, name, data.num_tickers)
+        target.members.append(_Member(info, decide, len(target.members), dims))
+
+    baseline_rules = config.env_config(EnvConfig(action_mode="shares", max_shares=BASELINE_MAX_SHARES, features=("close",)))
+    equal = torch.full((data.num_tickers,), 1.0 / data.num_tickers, dtype=torch.float64)
+    for name in baselines:
+        if name == "benchmark":
+            target = group("benchmark", benchmark_panel(data), baseline_rules)
+            decide = BuyAndHold(torch.ones(1, dtype=torch.float64), config.buy_cost)
+            info = StrategyInfo(name, f"{data.benchmark_name or 'Benchmark'} buy-and-hold", "baseline",
+                                "benchmark close, target weight 1, bought once")
+        elif name == "equal_weight":
+            target = group("stocks", data, baseline_rules)
+            decide = BuyAndHold(equal, config.buy_cost)
+            info = StrategyInfo(name, "Equal-weight buy-and-hold", "baseline", "1/N of the capital per stock, bought once")
+        else:
+            target = group("stocks", data, baseline_rules)
+            decide = DailyRebalance(equal, config.buy_cost)
+            info = StrategyInfo(name, "Equal-weight, rebalanced daily", "baseline", "1/N per stock, rebalanced at each open")
+        target.members.append(_Member(info, decide, len(target.members)))
+
+    for g in groups.values():
+        g.env = StockTradingVecEnv(g.data, num_envs=len(g.members), device=device, config=g.rules)
+    for g in groups.values():
+        for member in g.members:
+            _check_policy_dims(member, g.env)
+    if not groups:
+        raise UserError("nothing to backtest: no policy and no baseline given")
+    return list(groups.values())
+
+
+def _check_names(policies: Mapping[str, Any], baselines: tuple[str, ...]) -> None:
+    for name in policies:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise UserError(f"strategy name {name!r} must be letters, digits, '_', '-' or '.' (it names a file)")
+        if name in BASELINES:
+            raise UserError(f"strategy name {name!r} is taken by a baseline; rename the policy")
+
+
+def _load_policy(
+    name: str, source: Any, data: MarketData, config: BacktestConfig, device: torch.device
+) -> tuple[Any, EnvConfig, StrategyInfo, tuple[int, int] | None]:
+    """The policy object, its env rules, its description and (for checkpoints) its dims."""
+    if not isinstance(source, (str, os.PathLike)):
+        info = StrategyInfo(name, name, "policy", type(source).__name__)
+        return source, config.env_config(config.policy_env), info, None
+    from trader.agents.checkpoint import load_policy, read_metadata
+
+    meta = read_metadata(source)
+    _check_checkpoint_tickers(name, meta, data)
+    rules = config.env_config(_checkpoint_env_rules(meta, Path(source), config.policy_env))
+    agent = load_policy(source, device)
+    info = StrategyInfo(name, f"{str(meta['algo']).upper()} {name}", "policy", str(source))
+    return agent, rules, info, (int(meta["obs_dim"]), int(meta["act_dim"]))
+
+
+def _checkpoint_env_rules(meta: Mapping[str, Any], path: Path, default: EnvConfig) -> EnvConfig:
+    """The env rules a checkpoint was trained under.
+
+    Looked up in the sidecar (``env_config`` at its top level, in ``data_window`` or
+    in ``info``), else in the run directory's config.toml (``[env.env_config]``, as
+    `trader.train` writes it; the checkpoint lies in ``RUN_DIR/checkpoints/``),
+    else `default`.
+    """
+    places = (meta, meta.get("data_window") or {}, meta.get("info") or {}, _run_config(path).get("env") or {})
+    recorded = next((p["env_config"] for p in places if isinstance(p, Mapping) and "env_config" in p), None)
+    if recorded is None:
+        return default
+    known = set(EnvConfig.__dataclass_fields__)
+    values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in dict(recorded).items() if k in known}
+    try:
+        return EnvConfig(**values)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"checkpoint env_config cannot be used: {err}") from err
+
+
+def _run_config(checkpoint: Path) -> dict[str, Any]:
+    """config.toml of the run directory holding `checkpoint`, or {} when there is none."""
+    config = checkpoint.parent.parent / "config.toml"
+    if not config.is_file():
+        return {}
+    try:
+        return tomllib.loads(config.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"{config} is not valid TOML: {err}") from err
+
+
+def _check_checkpoint_tickers(name: str, meta: Mapping[str, Any], data: MarketData) -> None:
+    """Refuse a checkpoint trained on other tickers than the data's (when it records them)."""
+    window = meta.get("data_window") or {}
+    tickers = window.get("tickers") if isinstance(window, Mapping) else None
+    if tickers is not None and tuple(tickers) != tuple(data.tickers):
+        missing = [t for t in tickers if t not in data.tickers]
+        extra = [t for t in data.tickers if t not in tickers]
+        detail = f"missing from the data: {missing[:10]}; not in the checkpoint: {extra[:10]}" if missing or extra else "same tickers in another order"
+        raise CheckpointError(
+            f"checkpoint {name!r} was trained on {len(tickers)} tickers that do not match the "
+            f"{data.num_tickers} of data set {data.name!r} ({detail})"
+        )
+
+
+def _check_policy_dims(member: _Member, env: StockTradingVecEnv) -> None:
+    """A checkpoint's obs/act dims must equal the env's."""
+    if member.dims is None:
+        return
+    obs_dim, act_dim = member.dims
+    if (obs_dim, act_dim) != (env.obs_dim, env.act_dim):
+        raise CheckpointError(
+            f"checkpoint {member.info.name!r} does not fit the data: it trades {act_dim} tickers "
+            f"(obs_dim {obs_dim}), the data has {env.act_dim} tickers (obs_dim {env.obs_dim})"
+        )
+
+
+def benchmark_panel(data: MarketData) -> MarketData:
+    """The data's benchmark as a one-ticker panel (open = high = low = close).
+
+    The benchmark series carries closes only, so its orders fill at the next bar's
+    close; it is tradable on every bar.
+    """
+    if data.benchmark is None:
+        raise DataError(f"data set {data.name!r} has no benchmark series")
+    close = data.benchmark.to(torch.float32).reshape(-1, 1)
+    features = torch.stack([close, close, close, close, torch.zeros_like(close)], dim=-1)
+    name = data.benchmark_name or "benchmark"
+    return MarketData(
+        timestamps=data.timestamps,
+        tickers=(name,),
+        features=features,
+        tradable=torch.ones_like(close, dtype=torch.bool),
+        feature_names=("open", "high", "low", "close", "volume"),
+        interval=data.interval,
+        name=f"{data.name}:{name}",
+    )
+
+
+# --------------------------------------------------------------------- simulation
+
+
+@dataclass
+class _Records:
+    """Per-bar records of one group, on the device until `to_host`."""
+
+    value: Tensor  # float64 [T, E]
+    cash: Tensor  # float64 [T, E]
+    traded: Tensor  # float64 [T, E]
+    costs: Tensor  # float64 [T, E]
+    positions: Tensor  # float64 [R, E, N]
+
+
+def _session_flags(timestamps: pd.DatetimeIndex) -> tuple[list[bool], np.ndarray]:
+    """Per bar: does the next bar open a new date; and the session-close bar indices."""
+    dates = timestamps.tz_localize(None).normalize() if timestamps.tz is not None else timestamps.normalize()
+    change = np.asarray(dates[1:] != dates[:-1])
+    new_day_next = [bool(x) for x in change] + [True]
+    return new_day_next, np.flatnonzero(np.asarray(new_day_next))
+
+
+def _simulate(
+    groups: list[_Group], timestamps: pd.DatetimeIndex, record_positions: str, device: torch.device
+) -> list[_Records]:
+    """Step every group's env from the first bar to the last; return the records."""
+    num_bars = len(timestamps)
+    new_day_next, session_ends = _session_flags(timestamps)
+    recorded = np.arange(num_bars) if record_positions == "bar" else session_ends
+    slot_of = {int(t): k for k, t in enumerate(recorded)}
+    records = [_start(g, num_bars, len(recorded), device) for g in groups]
+    observations = [obs for _, obs in records]
+    ruined = [torch.zeros(g.env.num_envs, dtype=torch.bool, device=device) for g in groups]
+    for t in range(num_bars - 1):
+        slot = slot_of.get(t + 1)
+        for k, g in enumerate(groups):
+            observations[k], ruined[k] = _advance(g, observations[k], records[k][0], ruined[k], t, new_day_next[t], slot)
+    return [rec for rec, _ in records]
+
+
+def _start(group: _Group, num_bars: int, num_slots: int, device: torch.device) -> tuple[_Records, Tensor]:
+    """Reset the group's env, allocate its records, record bar 0 (all cash)."""
+    env = group.env
+    obs, _ = env.reset()
+    e, n = env.num_envs, env.num_stocks
+
+    def zeros(*shape: int) -> Tensor:
+        return torch.zeros(shape, dtype=torch.float64, device=device)
+
+    records = _Records(zeros(num_bars, e), zeros(num_bars, e), zeros(num_bars, e), zeros(num_bars, e), zeros(num_slots, e, n))
+    records.value[0] = env.value
+    records.cash[0] = env.cash
+    group.close = env.data.close.double()
+    return records, obs
+
+
+def _advance(group: _Group, obs: Tensor, records: _Records, ruined: Tensor, t: int, new_day_next: bool, slot: int | None):
+    """Decide at bar t for every member, step the env once, record bar t+1."""
+    env = group.env
+    close = group.close[t]
+    cash, holdings, value = env.cash, env.holdings, env.value
+    actions = torch.cat([
+        member.decide(obs[member.row : member.row + 1], Account(
+            t=t, new_day_next=new_day_next, close=close,
+            cash=cash[member.row : member.row + 1],
+            holdings=holdings[member.row : member.row + 1],
+            value=value[member.row : member.row + 1],
+        )).to(torch.float32)
+        for member in group.members
+    ])
+    obs, _, terminated, _, info = env.step(actions)
+    ruined = ruined | terminated
+    keep = ~ruined
+    records.value[t + 1] = torch.where(keep, info["value"], torch.zeros_like(info["value"]))
+    records.cash[t + 1] = torch.where(keep, info["cash"], torch.zeros_like(info["cash"]))
+    traded = info["turnover"] * value.abs().clamp_min(1e-9)
+    records.traded[t + 1] = torch.where(keep, traded, torch.zeros_like(traded))
+    records.costs[t + 1] = torch.where(keep, info["costs"], torch.zeros_like(info["costs"]))
+    if slot is not None:
+        records.positions[slot] = torch.where(keep.unsqueeze(-1), info["holdings"], torch.zeros_like(info["holdings"]))
+    return obs, ruined
+
+
+# --------------------------------------------------------------------- results
+
+
+def _assemble(
+    data: MarketData, period_name: str, groups: list[_Group], records: list[_Records], config: BacktestConfig
+) -> BacktestResult:
+    """Host-side series, positions and the metrics table (via `trader.metrics.summary`)."""
+    timestamps = data.timestamps
+    _, session_ends = _session_flags(timestamps)
+    recorded = timestamps if config.record_positions == "bar" else timestamps[session_ends]
+    series, positions, strategies = {}, {}, {}
+    for g, rec in zip(groups, records):
+        host = {k: getattr(rec, k).cpu().numpy() for k in ("value", "cash", "traded", "costs", "positions")}
+        for member in g.members:
+            r = member.row
+            value = host["value"][:, r]
+            previous = np.concatenate([[config.initial_cash], value[:-1]])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                returns = np.where(previous > 0, value / previous - 1.0, 0.0)
+            frame = pd.DataFrame(
+                {
+                    "value": value,
+                    "return": returns,
+                    "cash": host["cash"][:, r],
+                    "turnover": metrics.turnover(host["traded"][:, r], previous),
+                    "traded_value": host["traded"][:, r],
+                    "costs": host["costs"][:, r],
+                },
+                index=pd.DatetimeIndex(timestamps, name="timestamp"),
+            )
+            name = member.info.name
+            series[name] = frame
+            positions[name] = pd.DataFrame(host["positions"][:, r, :], index=pd.DatetimeIndex(recorded, name="timestamp"),
+                                           columns=list(g.data.tickers))
+            strategies[name] = member.info
+    order = [name for name in _given_order(groups) if name in series]
+    returns = pd.DataFrame({name: series[name]["return"] for name in order})
+    traded = pd.DataFrame({name: series[name]["traded_value"] for name in order})
+    values = pd.DataFrame({name: series[name]["value"] for name in order})
+    table = metrics.summary(returns, timestamps=timestamps, risk_free=config.risk_free,
+                            traded_value=traded, portfolio_value=values)
+    table = table.sort_values("sharpe_ratio", ascending=False, na_position="last", kind="stable")
+    return BacktestResult(
+        metrics=table,
+        series={name: series[name] for name in order},
+        positions={name: positions[name] for name in order},
+        daily_returns=metrics.daily_returns(returns, timestamps),
+        strategies={name: strategies[name] for name in order},
+        dataset=data.name,
+        benchmark_name=data.benchmark_name,
+        tickers=tuple(data.tickers),
+        period=PeriodInfo(period_name, timestamps[0], timestamps[-1], len(timestamps),
+                          int(pd.Index(timestamps.date).nunique())),
+        config=config.as_dict(),
+    )
+
+
+def _given_order(groups: list[_Group]) -> list[str]:
+    """Policies first, then baselines, each in the order given."""
+    members = [m for g in groups for m in g.members]
+    return [m.info.name for m in members if m.info.kind == "policy"] + [m.info.name for m in members if m.info.kind != "policy"]

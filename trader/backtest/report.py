@@ -1,0 +1,225 @@
+"""Writing a backtest into a run directory, and formatting its metrics table.
+
+Layout written under the run directory:
+
+- `backtests/<strategy>.parquet`: one row per bar: timestamp, value, return, cash,
+  turnover, traded_value, costs, and `positions` (shares per ticker as a
+  fixed-size list in the order of the file's `tickers` metadata and of
+  report.json; null on bars where positions were not recorded);
+- `report.json`: period, costs, data set, strategies, the metrics table;
+- `report.md`: the same as a Markdown table, one row per strategy by Sharpe;
+- `tearsheet_<strategy>.png`: pyfolio-reloaded's returns tear sheet of the best
+  strategy (against the benchmark's daily returns when there is one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from trader.backtest.result import SERIES_COLUMNS, BacktestResult
+from trader.metrics import METRIC_LABELS
+
+PERCENT_COLUMNS = {"cum_returns_final", "annual_return", "annual_volatility", "max_drawdown", "value_at_risk", "turnover"}
+"""Metrics shown as percentages in tables."""
+
+TABLE_COLUMNS = (
+    "cum_returns_final",
+    "annual_return",
+    "annual_volatility",
+    "sharpe_ratio",
+    "sortino_ratio",
+    "max_drawdown",
+    "calmar_ratio",
+    "turnover",
+)
+"""The metrics printed in the terminal and Markdown tables (report.json holds them all)."""
+
+
+def format_value(metric: str, value: float) -> str:
+    """A metric value as table text: percentages for returns, two decimals for ratios."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if metric in PERCENT_COLUMNS:
+        return f"{100.0 * value:.2f}%"
+    if metric == "days":
+        return f"{int(value)}"
+    return f"{value:.2f}"
+
+
+def table_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
+    """Header and text rows of the metrics table (strategies by Sharpe, best first)."""
+    columns = [c for c in TABLE_COLUMNS if c in result.metrics.columns]
+    header = ["Strategy", *(METRIC_LABELS[c] for c in columns)]
+    labels = result.labels()
+    rows = [
+        [labels.get(name, name), *(format_value(c, float(row[c])) for c in columns)]
+        for name, row in result.metrics.iterrows()
+    ]
+    return header, rows
+
+
+def plain_table(result: BacktestResult) -> str:
+    """The metrics table as aligned plain text (for pipes and logs)."""
+    header, rows = table_rows(result)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def context_lines(result: BacktestResult) -> list[str]:
+    """Data set, period, capital and costs, in words."""
+    config = result.config
+    benchmark = f", benchmark {result.benchmark_name}" if result.benchmark_name else ""
+    period = result.period
+    return [
+        f"Data set: {result.dataset} ({len(result.tickers)} tickers{benchmark})",
+        f"Period: {period.name}, {period.start} .. {period.end} ({period.days} trading days, {period.bars} bars)",
+        f"Start capital: ${config['initial_cash']:,.0f}; costs: {100 * config['buy_cost']:.2f}% per buy, "
+        f"{100 * config['sell_cost']:.2f}% per sell",
+        "Orders decided at a bar fill at the next bar's open; metrics from daily returns, 252 days a year.",
+    ]
+
+
+def markdown_report(result: BacktestResult) -> str:
+    """report.md: context lines and the metrics table, one row per strategy by Sharpe."""
+    header, rows = table_rows(result)
+    lines = ["# Backtest report", "", *(f"- {text}" for text in context_lines(result)), ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    lines.extend("| " + " | ".join(r) + " |" for r in rows)
+    lines.extend(["", f"Best by Sharpe ratio: {result.labels()[result.best]}.", ""])
+    return "\n".join(lines)
+
+
+def _json_number(value: Any) -> Any:
+    """NaN and infinities as null (strict JSON), other numbers as floats."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def report_dict(result: BacktestResult) -> dict[str, Any]:
+    """report.json's content."""
+    return {
+        "dataset": result.dataset,
+        "benchmark": result.benchmark_name,
+        "tickers": list(result.tickers),
+        "period": result.period.as_dict(),
+        "config": result.config,
+        "strategies": [
+            {"name": s.name, "label": s.label, "kind": s.kind, "source": s.source, "series": f"backtests/{s.name}.parquet"}
+            for s in result.strategies.values()
+        ],
+        "order": [str(name) for name in result.metrics.index],
+        "best": result.best,
+        "metrics": {
+            str(name): {column: _json_number(value) for column, value in row.items()}
+            for name, row in result.metrics.iterrows()
+        },
+    }
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Write through a temporary file in the same folder, then rename into place."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def series_table(result: BacktestResult, name: str) -> pa.Table:
+    """One strategy's series as an Arrow table with a fixed-size-list positions column."""
+    frame = result.series[name]
+    positions = result.positions[name]
+    width = positions.shape[1]
+    recorded = frame.index.isin(positions.index)
+    flat = np.zeros((len(frame), width), dtype=np.float64)
+    flat[recorded] = positions.reindex(frame.index[recorded]).to_numpy(dtype=np.float64)
+    column = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), width, mask=pa.array(~recorded))
+    arrays = {"timestamp": pa.array(frame.index)}
+    arrays.update({c: pa.array(frame[c].to_numpy(dtype=np.float64)) for c in SERIES_COLUMNS})
+    arrays["positions"] = column
+    metadata = {"tickers": json.dumps([str(c) for c in positions.columns]), "strategy": name}
+    return pa.table(arrays).replace_schema_metadata(metadata)
+
+
+def read_series(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read `backtests/<strategy>.parquet` back: (series by timestamp, positions by timestamp)."""
+    table = pq.read_table(path)
+    tickers = json.loads(table.schema.metadata[b"tickers"])
+    frame = table.drop(["positions"]).to_pandas().set_index("timestamp")
+    column = table.column("positions").combine_chunks()
+    valid = ~np.asarray(column.is_null().to_numpy(zero_copy_only=False))
+    values = column.flatten().to_numpy().reshape(-1, len(tickers)) if len(column) else np.empty((0, len(tickers)))
+    positions = pd.DataFrame(values, index=frame.index[valid], columns=tickers)
+    return frame, positions
+
+
+def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_sheet: bool = True) -> dict[str, Path]:
+    """Write series, report.json, report.md and the tear sheet; return name -> path."""
+    root = Path(run_dir)
+    (root / "backtests").mkdir(parents=True, exist_ok=True)
+    files: dict[str, Path] = {}
+    for name in result.series:
+        path = root / "backtests" / f"{name}.parquet"
+        table = series_table(result, name)
+        _atomic_write(path, lambda tmp, table=table: pq.write_table(table, tmp))
+        files[f"series:{name}"] = path
+    if tear_sheet:
+        files["tear_sheet"] = write_tear_sheet(result, root / f"tearsheet_{result.best}.png")
+    report = report_dict(result)
+    report["files"] = {key: str(path.relative_to(root)) for key, path in files.items()}
+    files["report.json"] = root / "report.json"
+    files["report.md"] = root / "report.md"
+    text = json.dumps(report, indent=2, sort_keys=False)
+    _atomic_write(files["report.json"], lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
+    markdown = markdown_report(result)
+    _atomic_write(files["report.md"], lambda tmp: tmp.write_text(markdown, encoding="utf-8"))
+    return files
+
+
+def write_tear_sheet(result: BacktestResult, path: Path) -> Path:
+    """pyfolio-reloaded's returns tear sheet of the best strategy, as PNG (Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        import pyfolio
+
+        returns = _utc_daily(result.daily_returns[result.best])
+        benchmark = None
+        if "benchmark" in result.daily_returns.columns and result.best != "benchmark":
+            benchmark = _utc_daily(result.daily_returns["benchmark"])
+        figure = pyfolio.create_returns_tear_sheet(returns, benchmark_rets=benchmark, return_fig=True)
+        figure.suptitle(f"{result.labels()[result.best]} - {result.dataset}, {result.period.name}", y=1.0)
+        _atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=72, bbox_inches="tight"))
+        plt.close(figure)
+    return path
+
+
+def _utc_daily(returns: pd.Series) -> pd.Series:
+    """Daily returns on a UTC midnight index, as pyfolio expects."""
+    series = returns.astype(float).fillna(0.0)
+    series.index = pd.DatetimeIndex(series.index).tz_localize("UTC")
+    return series

@@ -1,0 +1,95 @@
+"""What a backtest returns: per-strategy series, the metrics table, and their context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+SERIES_COLUMNS = ("value", "return", "cash", "turnover", "traded_value", "costs")
+"""Columns of each strategy's series (indexed by bar timestamp); positions are kept apart."""
+
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    """How a strategy is named and where it came from.
+
+    :param name: file-safe key: `backtests/<name>.parquet`, the row of the metrics table.
+    :param label: human-readable name for tables and plots.
+    :param kind: "policy" (a checkpoint or callable) or "baseline".
+    :param source: the checkpoint path, or a short description of the rule.
+    """
+
+    name: str
+    label: str
+    kind: str
+    source: str
+
+
+@dataclass(frozen=True)
+class PeriodInfo:
+    """The stretch of data a backtest covered.
+
+    :param name: "test", "validation", "START:END" as asked, or "all".
+    :param start: first bar's timestamp (exchange time).
+    :param end: last bar's timestamp.
+    :param bars: number of bars.
+    :param days: number of exchange dates.
+    """
+
+    name: str
+    start: pd.Timestamp
+    end: pd.Timestamp
+    bars: int
+    days: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {"name": self.name, "start": str(self.start), "end": str(self.end), "bars": self.bars, "days": self.days}
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """A finished backtest.
+
+    :param metrics: one row per strategy (index: strategy name), sorted by Sharpe
+        ratio, best first; columns from `trader.metrics.summary` (daily figures).
+    :param series: strategy name -> DataFrame indexed by bar timestamp with
+        `SERIES_COLUMNS`: value (after the bar's fills, marked at its close),
+        simple return, cash, turnover (traded value / value), traded value, costs.
+    :param positions: strategy name -> shares held per ticker (columns), one row
+        per recorded bar (every bar, or each session's last bar; see
+        `BacktestConfig.record_positions`). The benchmark strategy holds the
+        benchmark only.
+    :param daily_returns: date x strategy daily returns the metrics come from.
+    :param strategies: name -> `StrategyInfo`, in the order they were given.
+    :param dataset: data set (recipe) name.
+    :param benchmark_name: the benchmark's name, or None.
+    :param tickers: the panel's tickers, in position-column order.
+    :param period: the period covered.
+    :param config: the resolved `BacktestConfig` as a dict.
+    :param files: what was written where (empty when nothing was written).
+    """
+
+    metrics: pd.DataFrame
+    series: dict[str, pd.DataFrame]
+    positions: dict[str, pd.DataFrame]
+    daily_returns: pd.DataFrame
+    strategies: dict[str, StrategyInfo]
+    dataset: str
+    benchmark_name: str | None
+    tickers: tuple[str, ...]
+    period: PeriodInfo
+    config: dict[str, Any]
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def best(self) -> str:
+        """Name of the strategy with the highest Sharpe ratio."""
+        return str(self.metrics.index[0])
+
+    def labels(self) -> dict[str, str]:
+        """Strategy name -> label."""
+        return {name: info.label for name, info in self.strategies.items()}

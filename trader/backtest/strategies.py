@@ -1,0 +1,148 @@
+"""Strategies a backtest runs: policies, and the baselines beside them.
+
+A strategy turns what is known at bar t into actions for its sub-environments:
+``decide(obs, account) -> actions``, with ``obs`` float32 [E_s, obs_dim] (the env's
+observation rows of its sub-environments) and ``account`` an `Account` (bar index,
+closes at t, cash, holdings and value of those rows). Nothing after bar t is ever
+handed to a strategy; the env fills the order at bar t+1's open.
+
+Baselines trade whole shares in the env's ``shares`` mode with a large
+``max_shares``, so that "no order" is exactly zero (weights mode has no way to say
+"hold": a target equal to the current weights still trades the drift between the
+close and the next open). A desired order of ``k`` shares is encoded as the action
+``(k + 0.5 sign k) / max_shares``, which the env's ``trunc(action x max_shares)``
+turns back into exactly ``k``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from trader.errors import UserError
+
+BASELINE_MAX_SHARES = 1_000_000_000
+"""max_shares of the baseline envs: any order a baseline wants fits in one step."""
+
+
+@dataclass(frozen=True)
+class Account:
+    """What a strategy may look at when it decides at bar ``t`` (its rows only).
+
+    :param t: bar index of the observation.
+    :param new_day_next: the next bar opens a new exchange date (known from the
+        calendar, not from prices); True at the last bar of each session.
+    :param close: float64 [N] closes at bar t.
+    :param cash: float64 [E_s] cash after the fills up to bar t.
+    :param holdings: float64 [E_s, N] shares held.
+    :param value: float64 [E_s] portfolio value at bar t's close.
+    """
+
+    t: int
+    new_day_next: bool
+    close: Tensor
+    cash: Tensor
+    holdings: Tensor
+    value: Tensor
+
+
+Decide = Callable[[Tensor, Account], Tensor]
+
+
+def shares_to_actions(shares: Tensor, max_shares: int) -> Tensor:
+    """Whole-share orders [E, N] as shares-mode actions that the env truncates back exactly."""
+    nudged = shares + 0.5 * torch.sign(shares)
+    return (nudged / max_shares).clamp(-1.0, 1.0).to(torch.float32)
+
+
+class BuyAndHold:
+    """Buy a fixed-weight portfolio once with the starting capital, then never trade.
+
+    Each stock is bought with ``weight x starting value`` in whole shares (costs
+    included), at the first bar it fills; a stock whose fill did not happen (not
+    tradable at the next bar) is ordered again at the next decision. Nothing is
+    ever sold or rebalanced.
+
+    :param weights: float64 [N] target weights (summing to at most 1).
+    :param buy_cost: the env's buy cost rate, kept aside so that cash covers it.
+    """
+
+    def __init__(self, weights: Tensor, buy_cost: float) -> None:
+        self.weights = weights
+        self.buy_cost = buy_cost
+        self._budget: Tensor | None = None
+        self._bought: Tensor | None = None
+
+    def __call__(self, obs: Tensor, account: Account) -> Tensor:
+        if self._budget is None or account.t == 0:
+            self._budget = account.value.unsqueeze(-1) * self.weights.to(account.value.device)
+            self._bought = torch.zeros_like(account.holdings, dtype=torch.bool)
+        self._bought = self._bought | (account.holdings > 0)
+        target = torch.floor(self._budget / (account.close * (1.0 + self.buy_cost)))
+        orders = torch.where(self._bought, torch.zeros_like(target), target)
+        return shares_to_actions(orders, BASELINE_MAX_SHARES)
+
+
+class DailyRebalance:
+    """Hold fixed weights, rebalanced once a day at the open.
+
+    At the first bar and at the last bar of each session the strategy orders the
+    whole-share difference between its holdings and ``weight x value`` (at that
+    close, a cost buffer kept in cash); the order fills at the next session's open.
+    Between rebalances it does not trade.
+
+    :param weights: float64 [N] target weights (summing to at most 1).
+    :param buy_cost: the env's buy cost rate, kept aside in cash.
+    """
+
+    def __init__(self, weights: Tensor, buy_cost: float) -> None:
+        self.weights = weights
+        self.buy_cost = buy_cost
+
+    def __call__(self, obs: Tensor, account: Account) -> Tensor:
+        if not (account.t == 0 or account.new_day_next):
+            return torch.zeros(account.holdings.shape, dtype=torch.float32, device=account.holdings.device)
+        budget = account.value.unsqueeze(-1) * self.weights.to(account.value.device)
+        target = torch.floor(budget / (account.close * (1.0 + self.buy_cost)))
+        return shares_to_actions(target - account.holdings, BASELINE_MAX_SHARES)
+
+
+class PolicyDecider:
+    """A policy's deterministic actions: an agent's ``act(obs, deterministic=True)``
+    or any callable ``obs [E, obs_dim] -> actions [E, act_dim]`` in [-1, 1].
+
+    :param policy: the agent or callable.
+    :param name: the strategy's name, for error messages.
+    :param act_dim: the env's action dimension, checked on the first call.
+    """
+
+    def __init__(self, policy: Any, name: str, act_dim: int) -> None:
+        act = getattr(policy, "act", None)
+        if act is None and not callable(policy):
+            raise UserError(f"strategy {name!r}: a policy must be an agent with act() or a callable, got {type(policy).__name__}")
+        self._act = (lambda obs: act(obs, deterministic=True)) if act is not None else policy
+        self.name = name
+        self.act_dim = act_dim
+        self._checked = False
+
+    def __call__(self, obs: Tensor, account: Account) -> Tensor:
+        with torch.no_grad():
+            actions = self._act(obs)
+        if not self._checked:
+            self._check(actions, obs)
+        return actions
+
+    def _check(self, actions: Any, obs: Tensor) -> None:
+        """Shape and device of the first actions (later calls are trusted: no sync per step)."""
+        if not isinstance(actions, Tensor):
+            raise UserError(f"strategy {self.name!r}: policy returned {type(actions).__name__}, expected a tensor")
+        expected = (obs.shape[0], self.act_dim)
+        if tuple(actions.shape) != expected:
+            raise UserError(f"strategy {self.name!r}: policy returned actions of shape {tuple(actions.shape)}, expected {expected}")
+        if actions.device != obs.device:
+            raise UserError(f"strategy {self.name!r}: policy returned actions on {actions.device}, the env is on {obs.device}")
+        self._checked = True
