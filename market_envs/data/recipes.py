@@ -1,0 +1,399 @@
+"""Dataset recipes (TOML) and `load`: a named data set, built once, then read from cache.
+
+A recipe says what a data set is: its source, universe, interval, date range, split
+dates and benchmark. The schema (see datasets/README.md for the full description):
+
+    name = "nasdaq100-minute"          # defaults to the file name
+    description = "..."
+    source = "yahoo"                   # synthetic | files | yahoo
+    interval = "1min"
+    start = "today-29d"                # ISO date/time, or "today", "today-Nd"
+    end = "today"                      # exclusive
+    train_end = "today-10d"            # train [start, train_end)
+    val_end = "today-5d"               # validation [train_end, val_end), test [val_end, end)
+    benchmark = "QQQ"                  # optional
+    tickers = ["AAPL", ...]            # the universe (yahoo, files); optional for files
+
+    [universe]                         # optional documentation of the universe
+    name = "NASDAQ-100"
+    as_of = "2024-12-23"
+    note = "survivorship bias: ..."
+
+    [yahoo]                            # options of the source, passed to its provider
+    drop_missing = true
+
+Recipes are found by path, or by name in the repository's `datasets/` folder (found
+relative to this package, so it works from a source checkout and an editable
+install) and in `<prefix>/share/podracer-trader/datasets` (a wheel install).
+
+`load(recipe, **overrides)` resolves the recipe, returns the cached panel when there
+is one (a cache hit never touches the network), else builds it from its source,
+validates it, fits normalisation on the training period only, sets `meta`
+(train_end, val_end, recipe, source) and caches it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tomllib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import date, datetime
+from pathlib import Path
+
+import pandas as pd
+
+from market_envs.data.cache import DataCache, cache_key
+from market_envs.data.panel import EXCHANGE_TZ, MarketData
+from trader.errors import ConfigError
+
+SOURCES = ("synthetic", "files", "yahoo")
+ENV_RECIPES = "PODRACER_RECIPES_PATH"
+_RELATIVE = re.compile(r"^today\s*(?:([+-])\s*(\d+)\s*d)?$")
+
+Progress = Callable[[str], None]
+
+
+def recipe_dirs() -> list[Path]:
+    """Folders searched for recipes by name, in order.
+
+    $PODRACER_RECIPES_PATH (os.pathsep-separated), the repository's `datasets/`
+    (beside the package in a checkout or editable install), and the wheel's copy in
+    `<prefix>/share/podracer-trader/datasets`.
+    """
+    extra = [Path(p).expanduser() for p in os.environ.get(ENV_RECIPES, "").split(os.pathsep) if p]
+    repo = Path(__file__).resolve().parents[2] / "datasets"
+    wheel = Path(sys.prefix) / "share" / "podracer-trader" / "datasets"
+    return [d for d in (*extra, repo, wheel) if d.is_dir()]
+
+
+def available_recipes() -> dict[str, Path]:
+    """Recipe name -> file, for every recipe found by name (first folder wins)."""
+    found: dict[str, Path] = {}
+    for folder in recipe_dirs():
+        for file in sorted(folder.glob("*.toml")):
+            found.setdefault(file.stem, file)
+    return found
+
+
+def resolve_date(value, today: pd.Timestamp | None = None) -> str:
+    """A recipe date as an ISO string: a TOML date/datetime, an ISO string, or "today-Nd".
+
+    Relative dates count calendar days back from today's date in exchange time.
+    """
+    if isinstance(value, (date, datetime)):
+        return pd.Timestamp(value).isoformat()
+    text = str(value).strip()
+    match = _RELATIVE.match(text)
+    if match:
+        base = today if today is not None else pd.Timestamp.now(tz=EXCHANGE_TZ)
+        day = (base.tz_convert(EXCHANGE_TZ) if base.tzinfo else base).tz_localize(None).normalize()
+        days = int(match.group(2) or 0) * (-1 if match.group(1) == "-" else 1)
+        return (day + pd.Timedelta(days=days)).date().isoformat()
+    try:
+        pd.Timestamp(text)
+    except ValueError:
+        raise ConfigError(f"date {value!r} is neither ISO (2024-01-31) nor relative (today-30d)") from None
+    return text
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A data set recipe (one TOML file).
+
+    :param name: the data set's name (file stem unless set).
+    :param description: one paragraph for humans.
+    :param source: "synthetic", "files" or "yahoo".
+    :param interval: bar length ("1min", "5min", "1D").
+    :param start: first day, ISO or relative ("today-29d").
+    :param end: end, exclusive.
+    :param train_end: end of the training period (exclusive), start of validation.
+    :param val_end: end of validation, start of the test period.
+    :param benchmark: benchmark symbol (e.g. "QQQ"); None for the source's default.
+    :param tickers: the universe, in order; None lets the source decide.
+    :param universe: documentation of the universe (name, as_of, note).
+    :param options: the source's own table (`[synthetic]`, `[files]`, `[yahoo]`).
+    :param path: the file the recipe came from, None if built in code.
+    """
+
+    name: str
+    source: str
+    start: str
+    end: str
+    train_end: str
+    val_end: str
+    interval: str = "1min"
+    description: str = ""
+    benchmark: str | None = None
+    tickers: tuple[str, ...] | None = None
+    universe: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    path: Path | None = None
+
+    def __post_init__(self) -> None:
+        where = f"recipe {self.name!r}" + (f" ({self.path})" if self.path else "")
+        if self.source not in SOURCES:
+            raise ConfigError(f"{where}: source {self.source!r} is not one of {list(SOURCES)}")
+        if self.tickers is not None and len(set(self.tickers)) != len(self.tickers):
+            dupes = sorted({t for t in self.tickers if self.tickers.count(t) > 1})
+            raise ConfigError(f"{where}: tickers listed twice: {dupes}")
+
+    @property
+    def top_level_keys(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self) if f.name not in ("options", "path", "universe"))
+
+    def with_overrides(self, **overrides) -> Recipe:
+        """A copy with top-level fields or source options replaced; unknown keys refused."""
+        top, opts = {}, dict(self.options)
+        for key, value in overrides.items():
+            if key in self.top_level_keys:
+                top[key] = tuple(value) if key == "tickers" and value is not None else value
+            elif key in _source_option_names(self.source):
+                opts[key] = value
+            else:
+                raise ConfigError(
+                    f"recipe {self.name!r}: unknown override {key!r}; recipe keys are "
+                    f"{list(self.top_level_keys)}, {self.source} options "
+                    f"{list(_source_option_names(self.source))}"
+                )
+        return replace(self, options=opts, **top)
+
+    def resolved(self, today: pd.Timestamp | None = None) -> Recipe:
+        """Relative dates made absolute, and the split checked to be in order."""
+        dates = {k: resolve_date(getattr(self, k), today) for k in ("start", "train_end", "val_end", "end")}
+        stamps = {k: pd.Timestamp(v) for k, v in dates.items()}
+        order = ("start", "train_end", "val_end", "end")
+        for a, b in zip(order, order[1:]):
+            if not stamps[a] < stamps[b]:
+                raise ConfigError(
+                    f"recipe {self.name!r}: dates out of order: {a} {dates[a]} must be before {b} {dates[b]}"
+                )
+        return replace(self, **dates)
+
+    def to_dict(self) -> dict:
+        """The recipe as plain data (for the cache metadata and `trader data info`)."""
+        out = asdict(self)
+        out["tickers"] = None if self.tickers is None else list(self.tickers)
+        out["path"] = None if self.path is None else str(self.path)
+        return out
+
+    def key(self) -> str:
+        """The cache key of the resolved recipe: everything that changes the panel."""
+        payload = {k: v for k, v in self.to_dict().items() if k not in ("description", "path", "universe")}
+        if self.source == "files":
+            payload["files"] = _files_fingerprint(self)
+        return cache_key({"kind": "panel", **payload})
+
+
+def _source_option_names(source: str) -> tuple[str, ...]:
+    """Options each source's table may hold (beyond those written in the recipe)."""
+    return {
+        "synthetic": ("n_tickers", "seed", "edge", "model"),
+        "files": ("path", "assume_tz"),
+        "yahoo": ("drop_missing",),
+    }[source]
+
+
+_TOP_LEVEL = {"name", "description", "source", "interval", "start", "end", "train_end", "val_end", "benchmark", "tickers"}
+
+
+def parse_recipe(text: str, path: Path | None = None) -> Recipe:
+    """A recipe from TOML text; unknown keys and missing required keys are refused."""
+    where = str(path) if path else "recipe"
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{where}: not valid TOML: {err}") from None
+    source = raw.get("source")
+    if "source" in raw and source not in SOURCES:
+        raise ConfigError(f"{where}: source {source!r} is not one of {list(SOURCES)}")
+    tables = {k for k, v in raw.items() if isinstance(v, dict)}
+    unknown = set(raw) - _TOP_LEVEL - tables
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; expected {sorted(_TOP_LEVEL)} and tables")
+    odd_tables = tables - {"universe", *SOURCES}
+    if odd_tables:
+        raise ConfigError(f"{where}: unknown table(s) {sorted(odd_tables)}; expected [universe] or [{source}]")
+    missing = [k for k in ("source", "start", "end", "train_end", "val_end") if k not in raw]
+    if missing:
+        raise ConfigError(f"{where}: missing key(s) {missing}")
+    other_sources = (tables & set(SOURCES)) - {source}
+    if other_sources:
+        raise ConfigError(f"{where}: table(s) {sorted(other_sources)} do not belong to source {source!r}")
+    odd_options = set(raw.get(str(source), {})) - set(_source_option_names(str(source)))
+    if odd_options:
+        raise ConfigError(
+            f"{where}: unknown key(s) {sorted(odd_options)} in [{source}]; "
+            f"expected {list(_source_option_names(str(source)))}"
+        )
+    tickers = raw.get("tickers")
+    universe = dict(raw.get("universe", {}))
+    return Recipe(
+        name=str(raw.get("name", path.stem if path else "recipe")),
+        description=str(raw.get("description", "")).strip(),
+        source=str(source),
+        interval=str(raw.get("interval", "1min")),
+        start=raw["start"],
+        end=raw["end"],
+        train_end=raw["train_end"],
+        val_end=raw["val_end"],
+        benchmark=raw.get("benchmark"),
+        tickers=None if tickers is None else tuple(str(t) for t in tickers),
+        universe=universe,
+        options=dict(raw.get(str(source), {})),
+        path=path,
+    )
+
+
+def find_recipe(name_or_path: str | Path | Recipe) -> Recipe:
+    """A recipe by path (an existing file) or by name (see `recipe_dirs`)."""
+    if isinstance(name_or_path, Recipe):
+        return name_or_path
+    candidate = Path(name_or_path).expanduser()
+    if candidate.is_file():
+        return parse_recipe(candidate.read_text(), candidate.resolve())
+    known = available_recipes()
+    text = str(name_or_path)
+    stem = text.removesuffix(".toml")
+    if "/" not in text and stem in known:
+        return parse_recipe(known[stem].read_text(), known[stem])
+    raise ConfigError(
+        f"no recipe {str(name_or_path)!r}: not a file, and not one of {sorted(known)} "
+        f"(searched {[str(d) for d in recipe_dirs()]})"
+    )
+
+
+# ------------------------------------------------------------------ building
+def _files_fingerprint(recipe: Recipe) -> list:
+    """Name, size and mtime of the source files, so edited files rebuild the panel."""
+    from market_envs.data.files import list_data_files
+
+    return [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in list_data_files(_files_path(recipe))]
+
+
+def _files_path(recipe: Recipe) -> Path:
+    if "path" not in recipe.options:
+        raise ConfigError(f"recipe {recipe.name!r}: source 'files' needs [files] path = ...")
+    path = Path(recipe.options["path"]).expanduser()
+    if not path.is_absolute() and recipe.path is not None:
+        path = recipe.path.parent / path
+    return path
+
+
+def _build_synthetic(recipe: Recipe, **_) -> MarketData:
+    from market_envs.data.synthetic import synthetic
+
+    options = dict(recipe.options)
+    if isinstance(options.get("model"), dict):
+        from market_envs.data.synthetic import MarketModel
+
+        options["model"] = MarketModel(**options["model"])
+    return synthetic(start=recipe.start, end=recipe.end, interval=recipe.interval, **options)
+
+
+def _build_files(recipe: Recipe, **_) -> MarketData:
+    from market_envs.data.files import read_files
+
+    return read_files(
+        _files_path(recipe),
+        tickers=None if recipe.tickers is None else list(recipe.tickers),
+        assume_tz=recipe.options.get("assume_tz"),
+        benchmark=recipe.benchmark,
+        name=recipe.name,
+    )
+
+
+def _build_yahoo(recipe: Recipe, *, store: DataCache | None, download, progress) -> MarketData:
+    from market_envs.data.yahoo import yahoo
+
+    if not recipe.tickers:
+        raise ConfigError(f"recipe {recipe.name!r}: source 'yahoo' needs a tickers list")
+    return yahoo(
+        list(recipe.tickers),
+        recipe.start,
+        recipe.end,
+        interval=recipe.interval,
+        benchmark=recipe.benchmark if recipe.benchmark is not None else "QQQ",
+        download=download,
+        cache=store if store is not None else False,
+        drop_missing=bool(recipe.options.get("drop_missing", False)),
+        name=recipe.name,
+        progress=progress,
+    )
+
+
+_BUILDERS = {"synthetic": _build_synthetic, "files": _build_files, "yahoo": _build_yahoo}
+
+
+def build(
+    recipe: Recipe,
+    *,
+    store: DataCache | None = None,
+    download: Callable | None = None,
+    progress: Progress | None = None,
+) -> MarketData:
+    """Build a resolved recipe's panel from its source (no panel cache), split-checked,
+    with training-period normalisation and `meta` set."""
+    if progress:
+        progress(f"building {recipe.name!r} from {recipe.source} ({recipe.start} .. {recipe.end}, {recipe.interval})")
+    data = _BUILDERS[recipe.source](recipe, store=store, download=download, progress=progress)
+    data = data.slice(recipe.start, recipe.end)
+    train, _, _ = data.split(recipe.train_end, recipe.val_end)  # raises if a period is empty
+    meta = {
+        **data.meta,
+        "train_end": recipe.train_end,
+        "val_end": recipe.val_end,
+        "recipe": recipe.name,
+        "source": recipe.source,
+        "recipe_key": recipe.key(),
+    }
+    return replace(data, name=recipe.name, meta=meta, feature_mean=train.feature_mean, feature_std=train.feature_std)
+
+
+def load(
+    recipe: str | Path | Recipe,
+    *,
+    data_dir: str | Path | None = None,
+    cache: bool = True,
+    refresh: bool = False,
+    download: Callable | None = None,
+    progress: Progress | None = None,
+    device: str = "cpu",
+    **overrides,
+) -> MarketData:
+    """The panel of a recipe (by name or path): from the cache, else built and cached.
+
+    :param recipe: a recipe name ("synthetic-minute"), a path to a TOML file, or a `Recipe`.
+    :param data_dir: the data directory; default $PODRACER_DATA_DIR or the user cache.
+    :param cache: read and write the cache (False: build in memory only).
+    :param refresh: rebuild even when cached (downloaded chunks are still reused).
+    :param download: the yahoo download function (tests inject recorded responses).
+    :param progress: called with one line per step, for the CLI.
+    :param device: where the returned tensors live.
+    :param overrides: recipe keys (start, end, train_end, val_end, tickers, ...) or
+        source options (n_tickers, seed, path, drop_missing, ...) to replace.
+    """
+    resolved = find_recipe(recipe).with_overrides(**overrides).resolved()
+    store = DataCache(data_dir) if cache else None
+    key = resolved.key()
+    if store is not None and not refresh and store.has_panel(key):
+        if progress:
+            progress(f"cache hit: {store.panel_dir(key)}")
+        return store.load_panel(key, device)
+    data = build(resolved, store=store, download=download, progress=progress)
+    if store is not None:
+        folder = store.save_panel(key, data, extra={"recipe": resolved.to_dict()})
+        if progress:
+            progress(f"cached: {folder}")
+    return data.to(device)
+
+
+def cached_panel_info(recipe: str | Path | Recipe, data_dir: str | Path | None = None, **overrides) -> tuple[Recipe, str, dict | None]:
+    """The resolved recipe, its cache key and its cached metadata (None if not built)."""
+    resolved = find_recipe(recipe).with_overrides(**overrides).resolved()
+    key = resolved.key()
+    return resolved, key, DataCache(data_dir).panel_meta(key)
+
+
