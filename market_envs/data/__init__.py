@@ -5,8 +5,11 @@ Entry points: `MarketData`, `DataError`, `from_frame`, `read_files`, `synthetic`
 validation and indicators live in one place.
 """
 
+from market_envs.data.files import read_files, write_files
 from market_envs.data.frame import from_frame
 from market_envs.data.panel import EXCHANGE_TZ, FEATURE_NAMES, INDICATOR_NAMES, DataError, MarketData
+from market_envs.data.recipes import load
+from market_envs.data.yahoo import yahoo
 
 __all__ = [
     "EXCHANGE_TZ",
@@ -15,4 +18,8 @@ __all__ = [
     "DataError",
     "MarketData",
     "from_frame",
+    "load",
+    "read_files",
+    "write_files",
+    "yahoo",
 ]
