@@ -310,3 +310,21 @@ def test_cli_checkpoint_with_other_tickers_exits_2(tmp_path: Path, cli_data, cap
 def test_cli_without_dataset_explains(tmp_path: Path, cli_data, capsys) -> None:
     assert main(["backtest", str(tmp_path / "run")]) == 2
     assert "pass --dataset" in capsys.readouterr().err
+
+
+def test_policy_population_equals_policies_called_one_by_one() -> None:
+    from trader.backtest import PolicyPopulation
+
+    data = session_panel(n_tickers=3, n_days=3, bars_per_day=10, seed=15)
+    obs_dim = 1 + 3 * (1 + len(data.feature_names))
+    nets = {}
+    for k in range(3):
+        torch.manual_seed(k)
+        nets[f"net{k}"] = torch.nn.Sequential(torch.nn.Linear(obs_dim, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3), torch.nn.Tanh())
+    one_by_one = run_backtest(data, nets, baselines=[], config=QUIET)
+    together = run_backtest(data, {"pop": PolicyPopulation.from_modules(nets)}, baselines=[], config=QUIET)
+    assert list(together.series) == list(nets)
+    for name in nets:
+        pd.testing.assert_frame_equal(one_by_one.series[name], together.series[name], rtol=1e-6)
+    with pytest.raises(UserError, match="unique"):
+        run_backtest(data, {"net0": nets["net0"], "pop": PolicyPopulation.from_modules(nets)}, baselines=[], config=QUIET)

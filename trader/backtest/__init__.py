@@ -7,12 +7,14 @@
 from trader.backtest.engine import BASELINES, BacktestConfig, benchmark_panel, run_backtest
 from trader.backtest.report import read_series, write_report
 from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
+from trader.backtest.strategies import PolicyPopulation
 
 __all__ = [
     "BASELINES",
     "BacktestConfig",
     "BacktestResult",
     "PeriodInfo",
+    "PolicyPopulation",
     "StrategyInfo",
     "benchmark_panel",
     "read_series",

@@ -41,6 +41,7 @@ from trader.backtest.strategies import (
     DailyRebalance,
     Decide,
     PolicyDecider,
+    PolicyPopulation,
 )
 from trader.errors import CheckpointError, ConfigError, UserError
 
@@ -109,9 +110,17 @@ class _Member:
     """One strategy: its description, decision rule and row in its group's env."""
 
     info: StrategyInfo
-    decide: Decide
     row: int
     dims: tuple[int, int] | None = None  # a checkpoint's (obs_dim, act_dim), checked against the env
+
+
+@dataclass
+class _Caller:
+    """One decision call per bar, for the consecutive rows [start, stop) of its group."""
+
+    decide: Decide
+    start: int
+    stop: int
 
 
 @dataclass
@@ -121,6 +130,7 @@ class _Group:
     data: MarketData
     rules: EnvConfig
     members: list[_Member] = field(default_factory=list)
+    callers: list[_Caller] = field(default_factory=list)
     env: StockTradingVecEnv | None = None
     close: Tensor | None = None  # float64 [T, N] closes on the env's device, set when the run starts
 
@@ -202,11 +212,20 @@ def _build_groups(
             groups[key] = _Group(data=panel, rules=rules)
         return groups[key]
 
+    def add(target: _Group, decide: Decide, infos: list[StrategyInfo], dims: tuple[int, int] | None = None) -> None:
+        start = len(target.members)
+        target.members.extend(_Member(info, start + k, dims) for k, info in enumerate(infos))
+        target.callers.append(_Caller(decide, start, len(target.members)))
+
     for name, source in policies.items():
+        if isinstance(source, PolicyPopulation):
+            _check_names(dict.fromkeys(source.names), baselines)
+            infos = [StrategyInfo(n, n, "policy", f"row {k} of population {name!r}") for k, n in enumerate(source.names)]
+            add(group("stocks", data, config.env_config(config.policy_env)),
+                PolicyDecider(source.policy, name, data.num_tickers), infos)
+            continue
         policy, rules, info, dims = _load_policy(name, source, data, config, device)
-        target = group("stocks", data, rules)
-        decide = PolicyDecider(policy, name, data.num_tickers)
-        target.members.append(_Member(info, decide, len(target.members), dims))
+        add(group("stocks", data, rules), PolicyDecider(policy, name, data.num_tickers), [info], dims)
 
     baseline_rules = config.env_config(EnvConfig(action_mode="shares", max_shares=BASELINE_MAX_SHARES, features=("close",)))
     equal = torch.full((data.num_tickers,), 1.0 / data.num_tickers, dtype=torch.float64)
@@ -224,8 +243,12 @@ def _build_groups(
             target = group("stocks", data, baseline_rules)
             decide = DailyRebalance(equal, config.buy_cost)
             info = StrategyInfo(name, "Equal-weight, rebalanced daily", "baseline", "1/N per stock, rebalanced at each open")
-        target.members.append(_Member(info, decide, len(target.members)))
+        add(target, decide, [info])
 
+    names = [m.info.name for g in groups.values() for m in g.members]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise UserError(f"strategy names must be unique; repeated: {duplicates}")
     for g in groups.values():
         g.env = StockTradingVecEnv(g.data, num_envs=len(g.members), device=device, config=g.rules)
     for g in groups.values():
@@ -402,13 +425,13 @@ def _advance(group: _Group, obs: Tensor, records: _Records, ruined: Tensor, t: i
     close = group.close[t]
     cash, holdings, value = env.cash, env.holdings, env.value
     actions = torch.cat([
-        member.decide(obs[member.row : member.row + 1], Account(
+        caller.decide(obs[caller.start : caller.stop], Account(
             t=t, new_day_next=new_day_next, close=close,
-            cash=cash[member.row : member.row + 1],
-            holdings=holdings[member.row : member.row + 1],
-            value=value[member.row : member.row + 1],
+            cash=cash[caller.start : caller.stop],
+            holdings=holdings[caller.start : caller.stop],
+            value=value[caller.start : caller.stop],
         )).to(torch.float32)
-        for member in group.members
+        for caller in group.callers
     ])
     obs, _, terminated, _, info = env.step(actions)
     ruined = ruined | terminated

@@ -146,3 +146,40 @@ class PolicyDecider:
         if actions.device != obs.device:
             raise UserError(f"strategy {self.name!r}: policy returned actions on {actions.device}, the env is on {obs.device}")
         self._checked = True
+
+
+class PolicyPopulation:
+    """K policies evaluated in one call: ``policy(obs [K, obs_dim]) -> actions [K, N]``,
+    row k being policy k's decision. Each row is its own strategy in the backtest
+    (named ``names[k]``); the population is just a faster way to call them
+    (one batched forward per bar instead of K), as PureJaxRL batches agents.
+
+    :param policy: the batched callable.
+    :param names: one strategy name per row.
+    """
+
+    def __init__(self, policy: Callable[[Tensor], Tensor], names: list[str]) -> None:
+        if not names:
+            raise UserError("PolicyPopulation needs at least one name")
+        self.policy = policy
+        self.names = list(names)
+
+    @classmethod
+    def from_modules(cls, modules: dict[str, torch.nn.Module]) -> PolicyPopulation:
+        """Stack modules of one architecture (``obs [1, D] -> actions [1, N]``) into one
+        vmapped forward with `torch.func`; name -> module gives the strategy names."""
+        from torch.func import functional_call, stack_module_state
+
+        nets = list(modules.values())
+        params, buffers = stack_module_state(nets)
+        base = nets[0]
+
+        def one(p: dict, b: dict, x: Tensor) -> Tensor:
+            return functional_call(base, (p, b), (x.unsqueeze(0),)).squeeze(0)
+
+        batched = torch.vmap(one, in_dims=(0, 0, 0))
+
+        def forward(obs: Tensor) -> Tensor:
+            return batched(params, buffers, obs)
+
+        return cls(forward, list(modules))

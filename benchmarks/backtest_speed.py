@@ -1,0 +1,114 @@
+"""Backtest speed: 64 policies over one year of minute bars for 100 tickers, on this CPU.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/backtest_speed.py [--days 252] [--policies 64]
+
+The panel is built directly as tensors (random-walk prices; indicator columns are
+random too, as their values do not change the work done), one trading year =
+252 sessions x 390 minute bars. Each policy is its own small MLP
+(obs_dim -> 64 -> 64 -> N, tanh) on its own sub-environment. `--mode population`
+(default) evaluates the 64 MLPs in one vmapped call per bar (`PolicyPopulation`);
+`--mode each` calls them one by one, as separate checkpoints are called. The three
+baselines run beside them, as in every backtest.
+Positions are recorded once per session (`record_positions="day"`). Prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import tempfile
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from market_envs.data import FEATURE_NAMES, MarketData
+from trader.backtest import BacktestConfig, PolicyPopulation, run_backtest
+
+BARS_PER_SESSION = 390
+
+
+def minute_panel(num_days: int, num_tickers: int, seed: int = 0) -> MarketData:
+    """A random-walk panel of `num_days` full sessions, built straight as tensors."""
+    days = pd.bdate_range("2023-01-03", periods=num_days)
+    minutes = pd.to_timedelta(np.arange(BARS_PER_SESSION), unit="min") + pd.Timedelta(hours=9, minutes=31)
+    stamps = pd.DatetimeIndex((days.values[:, None] + minutes.values[None, :]).ravel()).tz_localize("America/New_York")
+    generator = torch.Generator().manual_seed(seed)
+    num_bars = len(stamps)
+    log_close = torch.cumsum(torch.randn(num_bars, num_tickers, generator=generator) * 1e-3, dim=0) + 4.0
+    close = log_close.exp()
+    features = torch.randn(num_bars, num_tickers, len(FEATURE_NAMES), generator=generator)
+    features[:, :, 0] = close * (1.0 + 1e-4 * torch.randn(num_bars, num_tickers, generator=generator))
+    features[:, :, 1] = features[:, :, :1].amax(-1).maximum(close) * 1.0005
+    features[:, :, 2] = features[:, :, :1].amin(-1).minimum(close) * 0.9995
+    features[:, :, 3] = close
+    features[:, :, 4] = 1000.0
+    return MarketData(
+        timestamps=stamps,
+        tickers=tuple(f"S{i:03d}" for i in range(num_tickers)),
+        features=features,
+        tradable=torch.ones(num_bars, num_tickers, dtype=torch.bool),
+        benchmark=close.mean(dim=1),
+        benchmark_name="BENCH",
+        name=f"speed-{num_days}d-{num_tickers}t",
+    )
+
+
+def mlp_policy(obs_dim: int, act_dim: int, seed: int) -> torch.nn.Module:
+    """One small deterministic MLP policy."""
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(obs_dim, 64), torch.nn.Tanh(),
+        torch.nn.Linear(64, 64), torch.nn.Tanh(),
+        torch.nn.Linear(64, act_dim), torch.nn.Tanh(),
+    )
+    return net.eval()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=int, default=252, help="trading sessions (252 = one year)")
+    parser.add_argument("--tickers", type=int, default=100)
+    parser.add_argument("--policies", type=int, default=64)
+    parser.add_argument("--mode", choices=("population", "each"), default="population")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    start = time.perf_counter()
+    data = minute_panel(args.days, args.tickers)
+    build_s = time.perf_counter() - start
+    obs_dim = 1 + args.tickers * (1 + len(FEATURE_NAMES))
+    nets = {f"p{k:02d}": mlp_policy(obs_dim, args.tickers, k) for k in range(args.policies)}
+    policies = {"mlp": PolicyPopulation.from_modules(nets)} if args.mode == "population" else nets
+    config = BacktestConfig(record_positions="day", tear_sheet=False)
+
+    start = time.perf_counter()
+    result = run_backtest(data, policies, period="all", config=config)
+    run_s = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as scratch:
+        start = time.perf_counter()
+        from trader.backtest import write_report
+
+        write_report(result, scratch, tear_sheet=False)
+        write_s = time.perf_counter() - start
+
+    bars = data.num_bars
+    strategies = len(result.series)
+    rows = [
+        ("machine", f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, cpu"),
+        ("panel", f"{args.days} sessions x {BARS_PER_SESSION} bars = {bars} bars, {args.tickers} tickers"),
+        ("strategies", f"{args.policies} MLP policies ({args.mode}) + {strategies - args.policies} baselines"),
+        ("build panel", f"{build_s:.1f} s"),
+        ("backtest (run_backtest)", f"{run_s:.1f} s"),
+        ("bars / s", f"{bars / run_s:,.0f}"),
+        ("policy decisions / s", f"{bars * args.policies / run_s:,.0f}"),
+        ("write parquet + report", f"{write_s:.1f} s"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key.ljust(width)}  {value}")
+
+
+if __name__ == "__main__":
+    main()
