@@ -1,6 +1,25 @@
 """podracer-trader: batched market environments, RL agents, backtests and tournaments.
 
-The Python API is the first interface; the `trader` CLI is a thin layer on it.
+The Python API is the first interface; the `trader` CLI is a thin layer on it:
+
+- `trader.train(algo, env, config, run_dir, ...)`: train one agent (`trader.train.train`);
+- `trader.backtest(data, policies, ...)`: backtest policies beside the baselines
+  (`trader.backtest.run_backtest`);
+- `trader.metrics`: performance metrics as pure functions;
+- `market_envs.data.load(recipe)`: market data sets; `market_envs.StockTradingVecEnv`.
 """
 
+from __future__ import annotations
+
+import importlib
+
 __version__ = "0.1.0"
+
+_LAZY = ("train", "backtest", "metrics", "agents")
+
+
+def __getattr__(name: str):
+    """Import the API modules on first use, so `import trader` stays light."""
+    if name in _LAZY:
+        return importlib.import_module(f"trader.{name}")
+    raise AttributeError(f"module 'trader' has no attribute {name!r}")

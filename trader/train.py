@@ -323,3 +323,8 @@ def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     frame.to_parquet(tmp, index=False)
     os.replace(tmp, path)
+
+
+from trader._callable import make_callable  # noqa: E402
+
+make_callable(__name__, train)  # `trader.train(...)` calls `train`

@@ -21,3 +21,7 @@ __all__ = [
     "run_backtest",
     "write_report",
 ]
+
+from trader._callable import make_callable  # noqa: E402
+
+make_callable(__name__, run_backtest)  # `trader.backtest(...)` calls `run_backtest`

@@ -70,7 +70,7 @@ def _dataset(run_dir: Path, dataset: str | None) -> str:
     raise UserError(f"no data set given: pass --dataset RECIPE ({config} names none)")
 
 
-def _print_table(result, output: str) -> None:
+def print_result_table(result, output: str) -> None:
     if output == "json":
         print(json.dumps(report_dict(result), indent=2))
         return
@@ -117,6 +117,6 @@ def backtest(
     if "benchmark" in baselines and data.benchmark is None and strategies is None:
         baselines.remove("benchmark")
     result = run_backtest(data, policies, baselines=baselines, period=period, config=config, run_dir=run_dir, device=device)
-    _print_table(result, output)
+    print_result_table(result, output)
     if output == "table":
         print(f"\nwrote {run_dir / 'report.md'}, {run_dir / 'report.json'} and {run_dir / 'backtests'}/")
