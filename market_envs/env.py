@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -302,14 +303,13 @@ def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tenso
     return shares.clamp(rules.account_low, rules.account_high).float()
 
 
-def _observe(tables: _Tables, t: Tensor, account: Tensor) -> Tensor:
-    obs = tables.obs.index_select(0, t)
-    obs[:, : account.shape[1]] = account
-    return obs
-
-
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
-    """One step of every sub-environment; pure function of tensors (compilable)."""
+    """The accounting of one step of every sub-environment; pure function of tensors.
+
+    Returns the next state, reward, terminated, truncated, the info entries, and the
+    account columns of the final and of the returned observations; the feature part
+    of the observations is gathered afterwards (into recycled buffers).
+    """
     t1 = state.t + 1
     price = tables.open.index_select(0, t1)
     tradable = tables.tradable.index_select(0, t1)
@@ -323,7 +323,6 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     terminated = value <= 0.0
     truncated = (t1 >= state.end) & ~terminated
     done = terminated | truncated
-    final_obs = _observe(tables, t1, _account_columns(cash, holdings, value, close, rules))
     info = {
         "t": t1,
         "value": value,
@@ -331,7 +330,6 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
         "holdings": holdings,
         "turnover": traded / state.value.abs().clamp_min(1e-9),
         "costs": costs,
-        "final_obs": final_obs,
     }
 
     fresh_cash = torch.full_like(cash, rules.initial_cash)
@@ -342,16 +340,59 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
         holdings=torch.where(done.unsqueeze(-1), torch.zeros_like(holdings), holdings),
         value=torch.where(done, fresh_cash, value),
     )
-    account = torch.where(done.unsqueeze(-1), _fresh_account(account_like=final_obs, n=holdings.shape[1]), final_obs[:, : holdings.shape[1] + 1])
-    obs = _observe(tables, next_state.t, account)
-    return next_state, obs, reward, terminated, truncated, info
+    final_account = _account_columns(cash, holdings, value, close, rules)
+    account = torch.where(done.unsqueeze(-1), _fresh_account(final_account), final_account)
+    return next_state, reward, terminated, truncated, info, final_account, account
 
 
-def _fresh_account(account_like: Tensor, n: int) -> Tensor:
+def _fresh_account(like: Tensor) -> Tensor:
     """The account columns of a fresh episode: all cash, no positions. [1, 1 + N]."""
-    fresh = torch.zeros((1, n + 1), dtype=account_like.dtype, device=account_like.device)
+    fresh = torch.zeros((1, like.shape[-1]), dtype=like.dtype, device=like.device)
     fresh[:, 0] = 1.0
     return fresh
+
+
+class _RecyclingBuffers:
+    """Output tensors of one shape, reused once nobody but this pool holds them.
+
+    On the CPU every fresh [E, obs_dim] output of tens of MB is a new mapping of
+    memory whose pages fault in on first write; that cost more than the step itself
+    (over half of a step's time at E=4096, N=30). So the env writes observations into
+    buffers it recycles, but only a buffer that no tensor, view or numpy array outside
+    this pool still references: what a caller keeps is never overwritten. On CUDA the
+    caching allocator already recycles memory and a fresh tensor is returned.
+    """
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, size: int = 4) -> None:
+        self.shape, self.dtype, self.device, self.size = shape, dtype, device, size
+        self.buffers: list[Tensor] = []
+        self.enabled = device.type == "cpu" and hasattr(torch._C, "_storage_Use_Count")
+        if self.enabled:  # references to a buffer that only this pool holds, counted the same way
+            probe = [torch.empty(1)]
+            self.baseline = self._references(probe, 0)
+
+    @staticmethod
+    def _references(buffers: list[Tensor], index: int) -> tuple[int, int]:
+        """(Python references, storage users) of ``buffers[index]``, pool's own included."""
+        buffer = buffers[index]
+        return sys.getrefcount(buffer), torch._C._storage_Use_Count(buffer.untyped_storage()._cdata)
+
+    def take(self) -> Tensor:
+        if self.enabled:
+            for index in range(len(self.buffers)):
+                if self._references(self.buffers, index) == self.baseline:
+                    return self.buffers[index]
+        fresh = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        if self.enabled and len(self.buffers) < self.size:
+            self.buffers.append(fresh)
+        return fresh
+
+
+def _observe(tables: _Tables, t: Tensor, account: Tensor, out: Tensor) -> Tensor:
+    """Observation rows for bars `t` with the given account columns, written into `out`."""
+    torch.index_select(tables.obs, 0, t, out=out)
+    out[:, : account.shape[1]] = account
+    return out
 
 
 # --------------------------------------------------------------------- the env
@@ -436,6 +477,9 @@ class StockTradingVecEnv:
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(int(torch.randint(0, 2**62, (1,)).item()))  # from the global RNG, once
         self._state: _State | None = None
+        shape = (self.num_envs, self.obs_dim)
+        self._obs_buffers = _RecyclingBuffers(shape, torch.float32, self.device)
+        self._final_obs_buffers = _RecyclingBuffers(shape, torch.float32, self.device)
 
     # ------------------------------------------------------------------ set-up
     def _build_tables(self, names: tuple[str, ...]) -> _Tables:
@@ -516,8 +560,8 @@ class StockTradingVecEnv:
         cash = torch.full((self.num_envs,), float(self.config.initial_cash), dtype=torch.float64, device=self.device)
         holdings = torch.zeros((self.num_envs, self.num_stocks), dtype=torch.float64, device=self.device)
         self._state = _State(t=start, end=end, cash=cash, holdings=holdings, value=cash.clone())
-        account = _fresh_account(self._tables.obs, self.num_stocks).expand(self.num_envs, -1)
-        return _observe(self._tables, start, account), {"t": start}
+        account = _fresh_account(self._tables.obs[:1, : 1 + self.num_stocks]).expand(self.num_envs, -1)
+        return _observe(self._tables, start, account, self._obs_buffers.take()), {"t": start}
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Advance every sub-environment by one bar.
@@ -540,9 +584,11 @@ class StockTradingVecEnv:
         if actions.device != self.device:
             raise UserError(f"StockTradingVecEnv.step: actions are on {actions.device}, the env on {self.device}")
         new_start, new_end = self._draw_starts()
-        self._state, obs, reward, terminated, truncated, info = self._kernel(
+        self._state, reward, terminated, truncated, info, final_account, account = self._kernel(
             state, actions, new_start, new_end, self._tables
         )
+        info["final_obs"] = _observe(self._tables, info["t"], final_account, self._final_obs_buffers.take())
+        obs = _observe(self._tables, self._state.t, account, self._obs_buffers.take())
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:

@@ -333,6 +333,26 @@ def test_reset_seed_reproduces_the_run():
     assert not all(torch.equal(a, b) for a, b in zip(first, other))
 
 
+def test_returned_observations_are_never_overwritten_while_referenced():
+    """Observation buffers are recycled only once nothing outside the env holds them."""
+    env = StockTradingVecEnv(PANEL, 3, "cpu", EnvConfig(episode_length=5))
+    obs, _ = env.reset(seed=0)
+    ones = torch.ones(3, PANEL.num_tickers)
+    kept_obs, kept_copy = obs, obs.clone()
+    obs, _, _, _, info = env.step(ones)
+    view, view_copy = obs[:, 1:], obs[:, 1:].clone()
+    array = info["final_obs"].numpy()
+    array_copy = array.copy()
+    del obs, info
+    pointers = set()
+    for _ in range(12):
+        obs, _, _, _, info = env.step(ones)
+        pointers.update({obs.data_ptr(), info["final_obs"].data_ptr()})
+    assert torch.equal(kept_obs, kept_copy) and torch.equal(view, view_copy)
+    np.testing.assert_array_equal(array, array_copy)
+    assert len(pointers) < 24  # buffers nobody held were reused
+
+
 def test_spaces_shapes_and_dtypes():
     env = StockTradingVecEnv(PANEL, 3, "cpu", EnvConfig(features=("close", "macd")))
     n = PANEL.num_tickers
