@@ -99,6 +99,11 @@ def resolve_date(value, today: pd.Timestamp | None = None) -> str:
     return text
 
 
+def _exchange_time(text: str) -> pd.Timestamp:
+    stamp = pd.Timestamp(text)
+    return stamp.tz_localize(EXCHANGE_TZ) if stamp.tzinfo is None else stamp.tz_convert(EXCHANGE_TZ)
+
+
 @dataclass(frozen=True)
 class Recipe:
     """A data set recipe (one TOML file).
@@ -163,7 +168,7 @@ class Recipe:
     def resolved(self, today: pd.Timestamp | None = None) -> Recipe:
         """Relative dates made absolute, and the split checked to be in order."""
         dates = {k: resolve_date(getattr(self, k), today) for k in ("start", "train_end", "val_end", "end")}
-        stamps = {k: pd.Timestamp(v) for k, v in dates.items()}
+        stamps = {k: _exchange_time(v) for k, v in dates.items()}
         order = ("start", "train_end", "val_end", "end")
         for a, b in zip(order, order[1:]):
             if not stamps[a] < stamps[b]:
