@@ -11,7 +11,8 @@ learner); the time spent evaluating is not counted. A run stops once it scores
 >= -200 or after ``--max-steps``. The table shows, per learner, the median over
 seeds of the env steps and wall-clock seconds at which the score first reached
 -250 and -200 ("-" where the median run never did), and the ratio of our SAC and
-TD3 to SB3 SAC (below 1 means faster).
+TD3 to SB3 SAC (below 1 means faster). "cpu s" is the process's CPU time over the
+same span: on a machine shared with other jobs it is steadier than wall-clock.
 
     OMP_NUM_THREADS=1 python benchmarks/pendulum_learning.py            # 3 seeds, 20k steps
     OMP_NUM_THREADS=1 python benchmarks/pendulum_learning.py --quick    # 1 seed, 2k steps
@@ -129,37 +130,43 @@ def run_one(learner_name: str, seed: int, args: argparse.Namespace) -> dict:
         learner: OursLearner | SB3Learner = SB3Learner(seed, args)
     else:
         learner = OursLearner(learner_name, seed, args)
-    reached: dict[float, tuple[int, float]] = {}
-    steps, wall, score = 0, 0.0, -math.inf
+    reached: dict[float, tuple[int, float, float]] = {}
+    steps, wall, cpu, score = 0, 0.0, 0.0, -math.inf
     curve = []
     while steps < args.max_steps and len(reached) < len(THRESHOLDS):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         learner.train(args.eval_every)
         wall += time.perf_counter() - start
+        cpu += time.process_time() - start_cpu
         steps += args.eval_every
         with torch.no_grad():
             score = evaluate(learner.policy, args.eval_episodes)
-        curve.append((steps, round(wall, 2), round(score, 1)))
+        curve.append((steps, round(wall, 2), round(cpu, 2), round(score, 1)))
         for threshold in THRESHOLDS:
             if score >= threshold and threshold not in reached:
-                reached[threshold] = (steps, wall)
+                reached[threshold] = (steps, wall, cpu)
     result = {
         "learner": learner_name,
         "seed": seed,
         "final_score": score,
         "steps": steps,
         "wall_s": wall,
+        "cpu_s": cpu,
         "ms_per_step": 1e3 * wall / steps,
+        "cpu_ms_per_step": 1e3 * cpu / steps,
         "curve": curve,
     }
     for threshold in THRESHOLDS:
-        step_at, wall_at = reached.get(threshold, (math.inf, math.inf))
+        step_at, wall_at, cpu_at = reached.get(threshold, (math.inf, math.inf, math.inf))
         result[f"steps_to_{int(-threshold)}"] = step_at
         result[f"wall_to_{int(-threshold)}"] = wall_at
+        result[f"cpu_to_{int(-threshold)}"] = cpu_at
     print(
         f"  {learner_name:8s} seed {seed}: score {score:7.1f} at {steps} steps, "
-        f"{wall:6.1f} s ({result['ms_per_step']:.1f} ms/step); "
-        + ", ".join(f"{k}={v}" for k, v in result.items() if k.startswith(("steps_to", "wall_to"))),
+        f"{wall:6.1f} s wall, {cpu:6.1f} s cpu ({result['ms_per_step']:.1f} ms/step); "
+        + ", ".join(
+            f"{k}={v:.1f}" for k, v in result.items() if k.startswith(("steps_to", "wall_to"))
+        ),
         flush=True,
     )
     return result
@@ -171,30 +178,32 @@ def median(values: list[float]) -> float:
 
 def table(results: list[dict], learners: list[str]) -> str:
     """Markdown table of medians over seeds, with ratios to SB3 SAC."""
-    keys = [f"{kind}_to_{int(-t)}" for t in THRESHOLDS for kind in ("steps", "wall")]
+    keys = [f"{kind}_to_{int(-t)}" for t in THRESHOLDS for kind in ("steps", "wall", "cpu")]
     medians = {
         name: {key: median([r[key] for r in results if r["learner"] == name]) for key in keys}
         for name in learners
     }
+    rates = ("ms_per_step", "cpu_ms_per_step")
     for name in learners:
-        medians[name]["ms_per_step"] = median(
-            [r["ms_per_step"] for r in results if r["learner"] == name]
-        )
+        for rate in rates:
+            medians[name][rate] = median([r[rate] for r in results if r["learner"] == name])
+    unit = {"steps": "steps", "wall": "wall s", "cpu": "cpu s"}
     head = "| learner | " + " | ".join(
-        f"{'steps' if k.startswith('steps') else 'wall s'} to -{k.rsplit('_', 1)[1]}" for k in keys
+        f"{unit[k.split('_', 1)[0]]} to -{k.rsplit('_', 1)[1]}" for k in keys
     )
-    lines = [head + " | ms/step |", "|" + "---|" * (len(keys) + 2)]
+    lines = [head + " | ms/step | cpu ms/step |", "|" + "---|" * (len(keys) + 3)]
 
     def fmt(value: float, digits: int) -> str:
         return "-" if math.isinf(value) else f"{value:.{digits}f}"
 
     for name in learners:
         cells = [fmt(medians[name][k], 0 if k.startswith("steps") else 1) for k in keys]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {medians[name]['ms_per_step']:.1f} |")
+        cells += [f"{medians[name][rate]:.1f}" for rate in rates]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     if "sb3-sac" in learners:
         for name in (n for n in learners if n != "sb3-sac"):
             ratios = []
-            for key in [*keys, "ms_per_step"]:
+            for key in [*keys, *rates]:
                 ours, theirs = medians[name][key], medians["sb3-sac"][key]
                 ratio = ours / theirs if math.isfinite(ours) and math.isfinite(theirs) else math.inf
                 ratios.append(fmt(ratio, 2))

@@ -132,7 +132,8 @@ def test_bad_shapes_and_empty_buffer_raise_clear_errors():
     with pytest.raises(ConfigError, match="empty"):
         buffer.sample(4)
     with pytest.raises(ConfigError, match="next_obs has shape"):
-        buffer.add(torch.zeros(2, 3), torch.zeros(2, 1), torch.zeros(2), torch.zeros(2, 4), torch.zeros(2))
+        obs, wrong_next_obs = torch.zeros(2, 3), torch.zeros(2, 4)
+        buffer.add(obs, torch.zeros(2, 1), torch.zeros(2), wrong_next_obs, torch.zeros(2))
     with pytest.raises(ConfigError, match="num_envs"):
         ReplayBuffer(capacity=8, num_envs=0, obs_dim=3, act_dim=1)
 

@@ -254,5 +254,23 @@ def test_pendulum_reaches_minus_250_within_20k_steps(algo):
     while runner.env_steps < 20_000 and score < -250:
         runner.iteration()
         score = evaluate(runner.agent)
-    print(f"{algo}: {score:.1f} after {runner.env_steps} steps, {time.perf_counter() - start:.0f} s")
+    wall = time.perf_counter() - start
+    print(f"{algo}: {score:.1f} after {runner.env_steps} steps, {wall:.0f} s")
     assert score >= -250
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_compiled_agent_learns_like_the_eager_one(algo):
+    """``compile()`` keeps state-dict keys and gives the eager agent's updates (slow: compiles)."""
+    eager = make_agent(algo, 3, 1, make_config(algo, TINY), seed=0)
+    compiled = make_agent(algo, 3, 1, make_config(algo, TINY), seed=0)
+    compiled.compile()
+    assert compiled.state_dict().keys() == eager.state_dict().keys()
+    for seed in range(3):
+        batch = random_batch(seed=seed)
+        expected, got = eager.update(batch), compiled.update(batch)
+        for name, value in expected.items():
+            assert got[name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
+    obs = torch.randn(8, 3)
+    torch.testing.assert_close(compiled.act(obs, True), eager.act(obs, True), rtol=1e-4, atol=1e-5)

@@ -85,7 +85,9 @@ class OffPolicyConfig:
         if self.learning_starts < 0:
             raise ConfigError(f"{name}.learning_starts must be >= 0, got {self.learning_starts}")
         if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
-            raise ConfigError(f"{name}.hidden_sizes must be positive widths, got {self.hidden_sizes}")
+            raise ConfigError(
+                f"{name}.hidden_sizes must be positive widths, got {self.hidden_sizes}"
+            )
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise ConfigError(f"{name}.max_grad_norm must be > 0 or None, got {self.max_grad_norm}")
         # TOML and JSON give lists; keep the frozen config hashable and comparable.
@@ -119,10 +121,14 @@ class TwinQ(nn.Module):
         self.biases = nn.ParameterList()
         for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
             bound = 1.0 / math.sqrt(fan_in)
-            self.weights.append(nn.Parameter(torch.empty(num_q, fan_in, fan_out).uniform_(-bound, bound)))
-            self.biases.append(nn.Parameter(torch.empty(num_q, 1, fan_out).uniform_(-bound, bound)))
+            weight = torch.empty(num_q, fan_in, fan_out).uniform_(-bound, bound)
+            bias = torch.empty(num_q, 1, fan_out).uniform_(-bound, bound)
+            self.weights.append(nn.Parameter(weight))
+            self.biases.append(nn.Parameter(bias))
 
-    def forward(self, obs: Tensor, actions: Tensor, params: Sequence[Tensor] | None = None) -> Tensor:
+    def forward(
+        self, obs: Tensor, actions: Tensor, params: Sequence[Tensor] | None = None
+    ) -> Tensor:
         """Q-values ``[K, B]`` of ``obs`` ``[B, obs_dim]`` and ``actions`` ``[B, act_dim]``.
 
         :param params: optional replacement parameters in `parameters()` order
@@ -171,7 +177,12 @@ class OffPolicyAgent(Agent):
     """Names of the entries of the vector `learn` returns."""
 
     def __init__(
-        self, obs_dim: int, act_dim: int, config: OffPolicyConfig, device: torch.device | str, seed: int
+        self,
+        obs_dim: int,
+        act_dim: int,
+        config: OffPolicyConfig,
+        device: torch.device | str,
+        seed: int,
     ) -> None:
         super().__init__(
             obs_dim, act_dim, config, device, seed, normalize_obs=config.normalize_obs

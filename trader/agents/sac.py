@@ -69,7 +69,8 @@ class SACConfig(OffPolicyConfig):
             raise ConfigError(f"SACConfig.init_alpha must be > 0, got {self.init_alpha}")
         if not self.log_std_min < self.log_std_max:
             raise ConfigError(
-                f"SACConfig.log_std_min ({self.log_std_min}) must be < log_std_max ({self.log_std_max})"
+                f"SACConfig.log_std_min ({self.log_std_min}) must be < "
+                f"log_std_max ({self.log_std_max})"
             )
         if self.target_update_interval < 1:
             raise ConfigError(
