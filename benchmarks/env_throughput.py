@@ -1,0 +1,188 @@
+"""Env-steps per second of `StockTradingVecEnv` beside FinRL-style single envs.
+
+One run measures, for N in {30, 100} stocks and E in {1, 64, 1024, 4096, 16384}
+sub-environments, on the CPU (and on CUDA when present), with the eager and the
+torch.compile'd step kernel; and the FinRL-style pandas env and its numpy twin
+(`finrl_style_env.py`) at each N. It prints a markdown table with the ratios to the
+single envs and writes it to ``--out`` when given.
+
+Every figure is the median of ``--repeats`` timed runs of about ``--seconds`` each,
+after warm-up (and compilation). Env-steps/s = E x steps / wall seconds (CUDA is
+synchronised before the clock stops); for CPU rows the table also gives env-steps
+per second of process CPU time, which others' load on a shared machine disturbs
+less. Actions are random in [-1, 1] (shares mode, 0.1% costs, episodes of 256 bars
+with random starts, so autoresets happen during the timing).
+
+    python benchmarks/env_throughput.py                      # CPU (+ CUDA if present)
+    python benchmarks/env_throughput.py --device cuda --envs 1,1024,16384,65536,262144 --out gpu.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from finrl_style_env import NumpyFinRLEnv, PandasFinRLEnv, benchmark_panel, finrl_frame  # noqa: E402
+
+from market_envs import EnvConfig, StockTradingVecEnv  # noqa: E402
+
+EPISODE = 256
+
+
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo where there is one."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="auto: the CPU, and CUDA too when present")
+    parser.add_argument("--envs", default="1,64,1024,4096,16384", help="comma-separated E values")
+    parser.add_argument("--tickers", default="30,100", help="comma-separated N values")
+    parser.add_argument("--bars", type=int, default=2000, help="bars in the random-walk panel")
+    parser.add_argument("--seconds", type=float, default=1.0, help="length of one timed run")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median)")
+    parser.add_argument("--kernels", default="eager,compiled", help="eager and/or compiled")
+    parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
+    return parser.parse_args(argv)
+
+
+def timed(run_steps: Callable[[int], None], seconds: float, repeats: int, sync: Callable[[], None]) -> tuple[float, float, int]:
+    """Median (wall, cpu) seconds per step over `repeats` runs of about `seconds`."""
+    steps = 1
+    while True:  # calibrate the number of steps per run
+        start = time.perf_counter()
+        run_steps(steps)
+        sync()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds / 4 or steps >= 1 << 20:
+            break
+        steps *= 2
+    steps = max(1, int(steps * seconds / max(elapsed, 1e-9)))
+    walls, cpus = [], []
+    for _ in range(repeats):
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        run_steps(steps)
+        sync()
+        walls.append((time.perf_counter() - wall0) / steps)
+        cpus.append((time.process_time() - cpu0) / steps)
+    return statistics.median(walls), statistics.median(cpus), steps
+
+
+def single_env_rate(cls, frame, n: int, seconds: float, repeats: int) -> tuple[float, float]:
+    """Steps/s (wall, cpu) of one FinRL-style env under random actions."""
+    env = cls(frame, n)
+    env.reset()
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-1, 1, size=(64, n))
+    count = [0]
+
+    def run(steps: int) -> None:
+        for _ in range(steps):
+            if env.step(actions[count[0] % 64])[2]:
+                env.reset()
+            count[0] += 1
+
+    wall, cpu, _ = timed(run, seconds, repeats, lambda: None)
+    return 1.0 / wall, 1.0 / cpu
+
+
+def check_twins(frame, n: int) -> None:
+    """The numpy twin must follow the pandas env exactly (same assets after 50 steps)."""
+    rng = np.random.default_rng(1)
+    envs = [PandasFinRLEnv(frame, n), NumpyFinRLEnv(frame, n)]
+    for _ in range(50):
+        action = rng.uniform(-1, 1, size=n)
+        for env in envs:
+            env.step(action.copy())
+    if envs[0].asset_memory != envs[1].asset_memory:
+        raise SystemExit("numpy twin differs from the pandas env; the comparison would be unfair")
+
+
+def vec_env_rate(data, num_envs: int, device: torch.device, compiled: bool, seconds: float, repeats: int):
+    env = StockTradingVecEnv(data, num_envs, device, EnvConfig(episode_length=EPISODE), compile=compiled)
+    env.reset(seed=0)
+    g = torch.Generator(device=device).manual_seed(0)
+    bank = [torch.rand(num_envs, data.num_tickers, generator=g, device=device) * 2 - 1 for _ in range(4)]
+    for i in range(3):  # warm-up (and compilation)
+        env.step(bank[i % 4])
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+
+    def run(steps: int) -> None:
+        for i in range(steps):
+            env.step(bank[i % 4])
+
+    wall, cpu, _ = timed(run, seconds, repeats, sync)
+    return num_envs / wall, num_envs / cpu
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    torch._dynamo.config.recompile_limit = 64  # one compilation per (E, N): more than the default 8
+    devices = [torch.device("cpu")] if args.device in ("auto", "cpu") else []
+    if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: no CUDA device is available")
+        devices.append(torch.device("cuda"))
+    env_counts = [int(x) for x in args.envs.split(",")]
+    ticker_counts = [int(x) for x in args.tickers.split(",")]
+    kernels = [k.strip() for k in args.kernels.split(",")]
+
+    machines = [f"{cpu_name()} ({os.cpu_count()} cores, torch threads {torch.get_num_threads()})"]
+    machines += [torch.cuda.get_device_name(d) for d in devices if d.type == "cuda"]
+    header = (
+        f"env throughput: torch {torch.__version__}; {'; '.join(machines)}; "
+        f"{args.bars} bars, median of {args.repeats} x ~{args.seconds:g} s"
+    )
+    print(header, flush=True)
+    rows = ["| device | N | E | kernel | env-steps/s (wall) | env-steps/s (CPU time) | x pandas | x numpy |",
+            "|---|---:|---:|---|---:|---:|---:|---:|"]
+    for n in ticker_counts:
+        data = benchmark_panel(n, args.bars)
+        frame = finrl_frame(data)
+        check_twins(frame, n)
+        pandas_wall, pandas_cpu = single_env_rate(PandasFinRLEnv, frame, n, args.seconds, args.repeats)
+        numpy_wall, numpy_cpu = single_env_rate(NumpyFinRLEnv, frame, n, args.seconds, args.repeats)
+        for label, wall, cpu in (("FinRL-style pandas", pandas_wall, pandas_cpu), ("FinRL-style numpy", numpy_wall, numpy_cpu)):
+            rows.append(f"| cpu | {n} | 1 | {label} | {wall:,.0f} | {cpu:,.0f} | {wall / pandas_wall:.2f} | {wall / numpy_wall:.2f} |")
+            print(rows[-1], flush=True)
+        for device in devices:
+            for num_envs in env_counts:
+                for kernel in kernels:
+                    wall, cpu = vec_env_rate(data.to(device), num_envs, device, kernel == "compiled", args.seconds, args.repeats)
+                    cpu_text = f"{cpu:,.0f}" if device.type == "cpu" else "-"
+                    rows.append(
+                        f"| {device.type} | {n} | {num_envs} | {kernel} | {wall:,.0f} | {cpu_text} | "
+                        f"{wall / pandas_wall:,.0f} | {wall / numpy_wall:,.0f} |"
+                    )
+                    print(rows[-1], flush=True)
+    table = "\n".join(rows)
+    print("\n" + header + "\n\n" + table)
+    if args.out is not None:
+        args.out.write_text(f"{header}\n\n{table}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
