@@ -27,7 +27,7 @@ def test_build_caches_and_info_reports_it(tmp_path, capsys):
     assert len(DataCache(cache).panels()) == 1
     assert main(["data", "info", str(recipe), "--data-dir", str(cache)]) == 0
     info = capsys.readouterr().out
-    assert "no (run" not in info and "tickers_built" in info
+    assert "no (run" not in info and "built_tickers" in info
 
 
 def test_build_with_overrides(tmp_path, capsys):

@@ -31,7 +31,7 @@ DATA_DIR_HELP = "Data directory (default: $PODRACER_DATA_DIR, else the user cach
 
 
 def _console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, log_path=False)
 
 
 def _parse_overrides(pairs: list[str]) -> dict:
@@ -118,8 +118,8 @@ def info_command(
     facts["cache_key"] = key
     facts["cached"] = "no (run `trader data build`)" if meta is None else str(DataCache(data_dir).panel_dir(key))
     if meta is not None:
-        facts.update({k: meta[k] for k in ("bars", "start", "end", "interval", "benchmark_name", "created") if k in meta})
-        facts["tickers_built"] = len(meta["tickers"])
+        facts.update({f"built_{k}": meta[k] for k in ("bars", "start", "end", "benchmark_name", "created") if k in meta})
+        facts["built_tickers"] = len(meta["tickers"])
     Console().print(_summary_table(f"recipe {resolved.name}", facts))
 
 
