@@ -99,9 +99,10 @@ class EnvConfig:
     :param episode_length: steps per episode; None runs to the end of the data. An
         episode that would pass the last bar is truncated there.
     :param random_start: True: each (re)start draws the first bar uniformly among
-        those that leave a full ``episode_length`` before the end of the data. False:
-        every sub-environment starts at the first bar (the deterministic full-period
-        mode of the backtest engine).
+        those that leave a full ``episode_length`` before the end of the data (with
+        ``episode_length=None``: any bar but the last, the episode then running to the
+        end of the data). False: every sub-environment starts at the first bar (the
+        deterministic full-period mode of the backtest engine).
     :param short_selling: allow negative holdings. Shares mode: a position may go down
         to ``-max_shares``; weights mode: negative target weights. Cash never goes
         negative; a portfolio value <= 0 terminates the episode (ruin).
@@ -461,9 +462,13 @@ class StockTradingVecEnv:
         self._kernel = torch.compile(kernel, dynamic=False) if compile else kernel
         self.compiled = bool(compile)
 
-        steps = config.episode_length
-        self._episode_steps = self.num_bars - 1 if steps is None else min(int(steps), self.num_bars - 1)
-        self._last_start = self.num_bars - 1 - self._episode_steps if config.random_start else 0
+        last_bar = self.num_bars - 1
+        if config.episode_length is None:  # run to the end of the data from any start
+            self._episode_steps = last_bar
+            self._last_start = last_bar - 1 if config.random_start else 0
+        else:
+            self._episode_steps = min(int(config.episode_length), last_bar)
+            self._last_start = last_bar - self._episode_steps if config.random_start else 0
 
         low = np.full(self.obs_dim, -config.feature_clip, dtype=np.float32)
         high = -low

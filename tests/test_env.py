@@ -107,6 +107,18 @@ def test_full_period_mode_starts_at_first_bar_and_truncates_at_last():
     assert info["t"].tolist() == [PANEL.num_bars - 1] * 3
 
 
+def test_random_starts_cover_the_data_and_leave_full_episodes():
+    env = StockTradingVecEnv(PANEL, 256, "cpu", EnvConfig(episode_length=30))
+    _, info = env.reset(seed=0)
+    assert info["t"].min() >= 0 and info["t"].max() <= PANEL.num_bars - 1 - 30
+    assert len(set(info["t"].tolist())) > 20
+    assert torch.equal(env.episode_end, info["t"] + 30)
+    to_the_end = StockTradingVecEnv(PANEL, 256, "cpu", EnvConfig(episode_length=None))
+    _, info = to_the_end.reset(seed=0)
+    assert info["t"].max() <= PANEL.num_bars - 2 and len(set(info["t"].tolist())) > 20
+    assert (to_the_end.episode_end == PANEL.num_bars - 1).all()
+
+
 # ------------------------------------------------------------------ known answers
 
 
