@@ -161,8 +161,8 @@ class EnvConfig:
 class _Tables(NamedTuple):
     """Per-bar data the step reads, precomputed on the device at construction."""
 
-    open: Tensor  # float64 [T, N], fill prices
-    close: Tensor  # float64 [T, N], mark prices
+    open: Tensor  # [T, N] fill prices, the panel's float32 (widened to float64 exactly in the step)
+    close: Tensor  # [T, N] mark prices, likewise
     tradable: Tensor  # bool [T, N]
     obs: Tensor  # float32 [T, obs_dim]; columns [0, 1+N) are zero, filled per step
     guard: Tensor  # bool [T], turbulence guard on (all False when disabled)
@@ -312,13 +312,14 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     of the observations is gathered afterwards (into recycled buffers).
     """
     t1 = state.t + 1
-    price = tables.open.index_select(0, t1)
+    price = tables.open.index_select(0, t1).double()
     tradable = tables.tradable.index_select(0, t1)
     guard = tables.guard.index_select(0, state.t)
-    actions = torch.nan_to_num(actions.to(price.dtype), nan=0.0).clamp(-1.0, 1.0)
+    actions = actions.to(price.dtype).clamp(-1.0, 1.0)
+    actions = torch.where(actions == actions, actions, torch.zeros_like(actions))  # NaN -> 0, vectorises
     cash, holdings, traded, costs = _fill(state, actions, price, tradable, guard, rules)
 
-    close = tables.close.index_select(0, t1)
+    close = tables.close.index_select(0, t1).double()
     value = cash + (holdings * close).sum(-1)
     reward = ((value - state.value) * rules.reward_scale).float()
     terminated = value <= 0.0
@@ -498,8 +499,8 @@ class StockTradingVecEnv:
             turbulence = turbulence_index(data.close, self.config.turbulence_window)
             guard = turbulence > self.config.turbulence_threshold
         return _Tables(
-            open=data.open.double().contiguous(),
-            close=data.close.double().contiguous(),
+            open=data.open.contiguous(),
+            close=data.close.contiguous(),
             tradable=data.tradable.to(torch.bool).contiguous(),
             obs=obs,
             guard=guard,

@@ -203,6 +203,13 @@ def test_all_zero_actions_never_trade(mode):
         assert (info["cash"] == 1_000_000.0).all() and (reward == 0).all()
 
 
+def test_nan_actions_place_no_order_and_out_of_range_actions_are_clipped():
+    env = StockTradingVecEnv(PANEL, 1, "cpu", EnvConfig(random_start=False))
+    env.reset()
+    _, _, _, _, info = env.step(torch.tensor([[float("nan"), 5.0, -3.0, 0.0]]))
+    assert info["holdings"][0].tolist() == [0.0, 100.0, 0.0, 0.0]
+
+
 def test_all_zero_actions_keep_existing_positions():
     env = StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(random_start=False))
     env.reset()
