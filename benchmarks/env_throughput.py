@@ -11,7 +11,9 @@ after warm-up (and compilation). Env-steps/s = E x steps / wall seconds (CUDA is
 synchronised before the clock stops); for CPU rows the table also gives env-steps
 per second of process CPU time, which others' load on a shared machine disturbs
 less. Actions are random in [-1, 1] (shares mode, 0.1% costs, episodes of 256 bars
-with random starts, so autoresets happen during the timing).
+with random starts, so autoresets happen during the timing). By default the vector
+env observes what the FinRL env's state holds (close and the 8 indicators, plus cash
+and positions); ``--features all`` observes all 13 panel features.
 
     python benchmarks/env_throughput.py                      # CPU (+ CUDA if present)
     python benchmarks/env_throughput.py --device cuda --envs 1,1024,16384,65536,262144 --out gpu.md
@@ -34,11 +36,18 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from finrl_style_env import NumpyFinRLEnv, PandasFinRLEnv, benchmark_panel, finrl_frame  # noqa: E402
+from finrl_style_env import (  # noqa: E402
+    FINRL_INDICATORS,
+    NumpyFinRLEnv,
+    PandasFinRLEnv,
+    benchmark_panel,
+    finrl_frame,
+)
 
 from market_envs import EnvConfig, StockTradingVecEnv  # noqa: E402
 
 EPISODE = 256
+FEATURE_SETS = {"finrl": ("close",) + FINRL_INDICATORS, "all": None}
 
 
 def cpu_name() -> str:
@@ -62,6 +71,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=1.0, help="length of one timed run")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median)")
     parser.add_argument("--kernels", default="eager,compiled", help="eager and/or compiled")
+    parser.add_argument("--features", choices=sorted(FEATURE_SETS), default="finrl",
+                        help="observed features: finrl = close + FinRL's 8 indicators, the content of "
+                             "the FinRL env's state (default); all = the panel's 13")
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
     return parser.parse_args(argv)
 
@@ -118,8 +130,9 @@ def check_twins(frame, n: int) -> None:
         raise SystemExit("numpy twin differs from the pandas env; the comparison would be unfair")
 
 
-def vec_env_rate(data, num_envs: int, device: torch.device, compiled: bool, seconds: float, repeats: int):
-    env = StockTradingVecEnv(data, num_envs, device, EnvConfig(episode_length=EPISODE), compile=compiled)
+def vec_env_rate(data, num_envs: int, device: torch.device, compiled: bool, features, seconds: float, repeats: int):
+    config = EnvConfig(episode_length=EPISODE, features=features)
+    env = StockTradingVecEnv(data, num_envs, device, config, compile=compiled)
     env.reset(seed=0)
     g = torch.Generator(device=device).manual_seed(0)
     bank = [torch.rand(num_envs, data.num_tickers, generator=g, device=device) * 2 - 1 for _ in range(4)]
@@ -153,7 +166,7 @@ def main(argv: list[str]) -> int:
     machines += [torch.cuda.get_device_name(d) for d in devices if d.type == "cuda"]
     header = (
         f"env throughput: torch {torch.__version__}; {'; '.join(machines)}; "
-        f"{args.bars} bars, median of {args.repeats} x ~{args.seconds:g} s"
+        f"{args.bars} bars, features {args.features}, median of {args.repeats} x ~{args.seconds:g} s"
     )
     print(header, flush=True)
     rows = ["| device | N | E | kernel | env-steps/s (wall) | env-steps/s (CPU time) | x pandas | x numpy |",
@@ -170,7 +183,10 @@ def main(argv: list[str]) -> int:
         for device in devices:
             for num_envs in env_counts:
                 for kernel in kernels:
-                    wall, cpu = vec_env_rate(data.to(device), num_envs, device, kernel == "compiled", args.seconds, args.repeats)
+                    wall, cpu = vec_env_rate(
+                        data.to(device), num_envs, device, kernel == "compiled", FEATURE_SETS[args.features],
+                        args.seconds, args.repeats,
+                    )
                     cpu_text = f"{cpu:,.0f}" if device.type == "cpu" else "-"
                     rows.append(
                         f"| {device.type} | {n} | {num_envs} | {kernel} | {wall:,.0f} | {cpu_text} | "
