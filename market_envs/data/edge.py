@@ -388,6 +388,7 @@ def _main() -> None:  # pragma: no cover - a report, exercised by hand
     parser.add_argument("--horizon", type=int, default=30)
     parser.add_argument("--costs-bp", type=float, nargs="+", default=[0.0, 0.1, 1.0, 10.0])
     parser.add_argument("--rebalance", type=int, nargs="+", default=[1, 30, 390])
+    parser.add_argument("--long-only", action="store_true", help="the long-only oracle (no short selling)")
     args = parser.parse_args()
     # run as a script this file is `__main__`: use the package's own classes
     from market_envs.data.edge import EdgeSpec, daily_sharpe, oracle_weights, portfolio_returns
@@ -395,14 +396,15 @@ def _main() -> None:  # pragma: no cover - a report, exercised by hand
 
     torch.set_num_threads(1)
     strengths = args.strength or [EdgeSpec().strength_sharpe]
-    print(f"{args.tickers} tickers {args.start}..{args.end}, kind {args.kind}, horizon {args.horizon}")
+    side = "long-only" if args.long_only else "dollar-neutral"
+    print(f"{args.tickers} tickers {args.start}..{args.end}, kind {args.kind}, horizon {args.horizon}, {side} oracle")
     print("target  seed  rebalance  " + "  ".join(f"SR@{c:g}bp" for c in args.costs_bp))
     for strength in strengths:
         spec = EdgeSpec(kind=tuple(args.kind), strength_sharpe=strength, horizon=args.horizon)
         for seed in args.seeds:
             data = synthetic(args.tickers, args.start, args.end, seed=seed, edge=spec)
             for every in args.rebalance:
-                w = oracle_weights(data, spec, rebalance_every=every)
+                w = oracle_weights(data, spec, rebalance_every=every, long_only=args.long_only)
                 row = [daily_sharpe(portfolio_returns(w, data.close, c / 1e4), data.timestamps) for c in args.costs_bp]
                 print(f"{strength:6.1f}  {seed:4d}  {every:9d}  " + "  ".join(f"{v:8.2f}" for v in row))
 
