@@ -1,0 +1,413 @@
+"""Learning check: do PPO, SAC and TD3 find a planted edge, and only where there is one?
+
+For each data set (default: the recipes ``synthetic-edge-minute``, with a planted edge
+of known oracle Sharpe, and ``synthetic-minute``, edge-free), each algorithm is
+trained for a fixed number of env transitions on the **training** period, from
+``--seeds`` seeds, and every trained agent is then scored on the **validation**
+period by the backtest engine (`trader.backtest.run_backtest`), in one backtest per
+data set, beside:
+
+- ``oracle``: the planted rule's target weights (`market_envs.data.edge.oracle_weights`,
+  computed on the whole panel from past closes only, then cut to the validation
+  bars), traded through the same env: the ceiling;
+- ``equal_weight``: equal-weight buy-and-hold, the backtest engine's baseline: the floor;
+- ``random``: uniform random actions in [-1, 1]^N (seeded), a policy that knows nothing;
+- ``linear_probe``: a diagnostic: per-ticker ridge regressions of the next bar's
+  return on the observed features, fitted on the training period (`linear_probe`):
+  how much of the edge the agents' observation carries at all.
+
+On the edge-free data set the "oracle" row trades the edge data set's rule, which
+should earn nothing there.
+
+Trading rules, the same for training, agents, oracle and random policy: target
+weights with short selling (``action_mode="weights"``, gross exposure at most 1), so
+that the dollar-neutral oracle is expressible; costs ``--cost`` per side, 0 by
+default, because the oracle's Sharpe is stated frictionless (it rebalances every
+bar; `python -m market_envs.data.edge` prints it at other cost levels). Training
+episodes are ``--episode-length`` bars from random starts.
+
+Checks printed under the table (medians over seeds):
+
+1. edge data: each algorithm's validation Sharpe >= ``--target-fraction`` (0.5) of the
+   oracle's (issue 6);
+2. edge-free data: no algorithm's Sharpe exceeds ``2 x`` its standard error
+   ``sqrt(252 / days)`` (no excess where there is nothing to find);
+3. edge data: PPO's validation return beats the random policy's and
+   equal-weight buy-and-hold's (issue 4).
+
+The exit status is 0 when every check passes, 1 otherwise.
+
+    OMP_NUM_THREADS=1 python benchmarks/learning_check.py              # full: < 30 min on 2 cores
+    OMP_NUM_THREADS=1 python benchmarks/learning_check.py --quick      # a smoke run, ~2 min
+    python benchmarks/learning_check.py --device cuda --out check.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from market_envs.data import MarketData, load
+from market_envs.data.edge import EdgeSpec, oracle_weights
+from market_envs.env import EnvConfig, StockTradingVecEnv, normalized_feature_table
+from trader.agents import Agent, get_spec, make_agent, make_config
+from trader.backtest import BacktestConfig, run_backtest
+from trader.errors import ConfigError
+
+ALGOS = ("ppo", "sac", "td3")
+EDGE_DATASET = "synthetic-edge-minute"
+NULL_DATASET = "synthetic-minute"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much each algorithm trains; the same for every seed and data set."""
+
+    steps: dict[str, int]
+    """Env transitions (summed over sub-environments) per algorithm."""
+    num_envs: dict[str, int]
+    """Training sub-environments per algorithm."""
+
+
+FULL = Budget(
+    steps={"ppo": 100_000, "sac": 30_000, "td3": 30_000},
+    num_envs={"ppo": 128, "sac": 16, "td3": 16},
+)
+QUICK = Budget(
+    steps={"ppo": 16_384, "sac": 2_000, "td3": 2_000},
+    num_envs={"ppo": 32, "sac": 8, "td3": 8},
+)
+
+
+def algo_overrides(algo: str, budget: Budget) -> dict[str, Any]:
+    """Hyperparameters for the market env (see the module docstring for the reasons).
+
+    The edge pays over the next bar and costs are zero, so the best action at bar t
+    depends on bar t's information only: a short horizon (gamma 0.5 for PPO, 0.9 for
+    the Q-learners) makes credit assignment easy without ruling out longer effects.
+    """
+    if algo == "ppo":
+        return {
+            "num_steps": 64,
+            "update_epochs": 4,
+            "num_minibatches": 8,
+            "gamma": 0.5,
+            "gae_lambda": 0.5,
+            "hidden_sizes": (64, 64),
+            "init_log_std": -1.0,
+            "learning_rate": 3e-4,
+            "ent_coef": 0.0,
+        }
+    common = {
+        "hidden_sizes": (256, 256),
+        "gamma": 0.9,
+        "batch_size": 256,
+        "learning_starts": min(5_000, budget.steps[algo] // 5),
+        "updates_per_step": 1.0 / budget.num_envs[algo],
+        "iteration_steps": 1_000,
+        "normalize_obs": True,
+        "buffer_size": max(budget.steps[algo], 10_000),
+    }
+    return common
+
+
+# --------------------------------------------------------------------- data
+
+
+def env_rules(cost: float, episode_length: int) -> EnvConfig:
+    """Trading rules shared by training, agents, oracle and random policy."""
+    return EnvConfig(
+        action_mode="weights",
+        short_selling=True,
+        buy_cost=cost,
+        sell_cost=cost,
+        episode_length=episode_length,
+    )
+
+
+def edge_spec(data: MarketData) -> EdgeSpec | None:
+    """The planted edge of a synthetic panel (from its meta), or None."""
+    spec = data.meta.get("edge")
+    return EdgeSpec.from_dict(dict(spec)) if spec else None
+
+
+def validation_oracle(full: MarketData, validation: MarketData, spec: EdgeSpec) -> Callable[[Tensor], Tensor]:
+    """The oracle as a backtest policy: row k of its weights at the k-th call.
+
+    The backtest engine decides once per bar, from the first bar of the period on,
+    so the k-th call is bar k of `validation`. The weights are computed on the whole
+    panel (closes up to each bar only) so the oracle needs no warm-up inside the period.
+    """
+    offset = int(full.timestamps.get_loc(validation.timestamps[0]))
+    weights = oracle_weights(full, spec)[offset : offset + validation.num_bars]
+    state = {"bar": 0}
+
+    def policy(obs: Tensor) -> Tensor:
+        row = weights[min(state["bar"], weights.shape[0] - 1)].to(obs.device)
+        state["bar"] += 1
+        return row.expand(obs.shape[0], -1)
+
+    return policy
+
+
+def linear_probe(full: MarketData, train: MarketData, validation: MarketData, rules: EnvConfig, ridge: float = 1.0) -> Callable[[Tensor], Tensor]:
+    """A diagnostic, not an agent: how much of the edge the observed features carry.
+
+    Per ticker, a ridge regression (fitted on the training period) of the next bar's
+    open-to-close return on that ticker's normalised features at bar t (the very
+    features the agents observe). In the validation period the predictions are
+    demeaned across tickers and scaled to gross exposure 1: a dollar-neutral portfolio
+    like the oracle's. If this earns a good part of the oracle's Sharpe, the
+    observation carries the edge and what the agents miss is learning; if it earns
+    nothing, the observation does not carry the edge. Called once per bar like
+    `validation_oracle`.
+    """
+    names = rules.features if rules.features is not None else tuple(full.feature_names)
+    features = normalized_feature_table(full, names, rules.feature_clip).double()  # [T, N, F]
+    target = torch.zeros(full.close.shape, dtype=torch.float64)
+    target[:-1] = (full.close[1:].double() / full.open[1:].double() - 1.0)  # row t: bar t+1's open->close
+    lo = int(full.timestamps.get_loc(train.timestamps[0]))
+    hi = lo + train.num_bars - 1  # the last training row's target lies in the next period
+    x = torch.cat([features[lo:hi], torch.ones_like(features[lo:hi, :, :1])], dim=-1).transpose(0, 1)  # [N, T, F+1]
+    y = target[lo:hi].transpose(0, 1).unsqueeze(-1)  # [N, T, 1]
+    gram = x.transpose(1, 2) @ x + ridge * torch.eye(x.shape[-1], dtype=x.dtype)
+    coef = torch.linalg.solve(gram, x.transpose(1, 2) @ y)  # [N, F+1, 1]
+    offset = int(full.timestamps.get_loc(validation.timestamps[0]))
+    xv = features[offset : offset + validation.num_bars]
+    xv = torch.cat([xv, torch.ones_like(xv[:, :, :1])], dim=-1)
+    prediction = torch.einsum("tnf,nf->tn", xv, coef.squeeze(-1))
+    centred = prediction - prediction.mean(dim=1, keepdim=True)
+    weights = (centred / centred.abs().sum(dim=1, keepdim=True).clamp_min(1e-12)).float()
+    state = {"bar": 0}
+
+    def policy(obs: Tensor) -> Tensor:
+        row = weights[min(state["bar"], weights.shape[0] - 1)].to(obs.device)
+        state["bar"] += 1
+        return row.expand(obs.shape[0], -1)
+
+    return policy
+
+
+def random_policy(num_tickers: int, seed: int) -> Callable[[Tensor], Tensor]:
+    """Uniform random actions in [-1, 1]^N from its own seeded generator."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def policy(obs: Tensor) -> Tensor:
+        actions = torch.rand((obs.shape[0], num_tickers), generator=generator) * 2.0 - 1.0
+        return actions.to(obs.device)
+
+    return policy
+
+
+# --------------------------------------------------------------------- training
+
+
+def train_agent(algo: str, data: MarketData, rules: EnvConfig, budget: Budget, seed: int, device: torch.device) -> tuple[Agent, float]:
+    """Train one agent on `data` for the budget's steps; returns it and the seconds taken."""
+    torch.manual_seed(seed)  # the env's start generator is drawn from the global RNG
+    env = StockTradingVecEnv(data, budget.num_envs[algo], device, rules)
+    config = make_config(algo, algo_overrides(algo, budget))
+    agent = make_agent(algo, env.obs_dim, env.act_dim, config, device=device, seed=seed)
+    runner = get_spec(algo).runner_cls(agent, env)
+    start, steps = time.perf_counter(), 0
+    while steps < budget.steps[algo]:
+        steps += int(runner.iteration()["env_steps"])
+    return agent, time.perf_counter() - start
+
+
+# --------------------------------------------------------------------- one data set
+
+
+@dataclass
+class Scores:
+    """Validation metrics of every strategy of one data set."""
+
+    dataset: str
+    days: int
+    oracle_sharpe: float | None
+    rows: dict[str, dict[str, float]]
+    """strategy name -> {"sharpe", "cum_return", "train_s" (agents)}."""
+
+
+def check_dataset(name: str, args: argparse.Namespace, budget: Budget, device: torch.device) -> Scores:
+    """Train every algorithm from every seed on `name`, backtest all on its validation period."""
+    overrides = dict(args.override or [])
+    full = load(name, **overrides)
+    train, validation = full.period("train"), full.period("validation")
+    rules = env_rules(args.cost, args.episode_length)
+    print(f"{name}: {full.num_tickers} tickers, train {train.num_bars} bars, validation {validation.num_bars} bars", flush=True)
+    policies: dict[str, Any] = {}
+    train_seconds: dict[str, float] = {}
+    for algo in args.algos:
+        for seed in range(args.seeds):
+            agent, seconds = train_agent(algo, train, rules, budget, seed, device)
+            policies[f"{algo}-{seed}"] = agent
+            train_seconds[f"{algo}-{seed}"] = seconds
+            print(f"  trained {algo} seed {seed}: {budget.steps[algo]} steps in {seconds:.0f} s", flush=True)
+    spec = edge_spec(full) or args.null_spec
+    if spec is not None:
+        policies["oracle"] = validation_oracle(full, validation, spec)
+    policies["linear_probe"] = linear_probe(full, train, validation, rules)
+    for seed in range(args.seeds):
+        policies[f"random-{seed}"] = random_policy(full.num_tickers, 1000 + seed)
+    config = BacktestConfig(buy_cost=args.cost, sell_cost=args.cost, policy_env=rules, record_positions="day", tear_sheet=False)
+    result = run_backtest(validation, policies, baselines=["equal_weight"], config=config, device=device)
+    table = result.metrics
+    rows = {
+        strategy: {
+            "sharpe": float(table.loc[strategy, "sharpe_ratio"]),
+            "cum_return": float(table.loc[strategy, "cum_returns_final"]),
+            **({"train_s": train_seconds[strategy]} if strategy in train_seconds else {}),
+        }
+        for strategy in table.index
+    }
+    days = int(table["days"].iloc[0]) if "days" in table.columns else len(result.daily_returns)
+    oracle = rows["oracle"]["sharpe"] if edge_spec(full) is not None else None  # the ceiling, on edge data only
+    return Scores(name, days, oracle, rows), spec
+
+
+# --------------------------------------------------------------------- report
+
+
+def median_of(rows: dict[str, dict[str, float]], prefix: str, key: str) -> float:
+    values = [row[key] for name, row in rows.items() if name.rsplit("-", 1)[0] == prefix]
+    return statistics.median(values) if values else math.nan
+
+
+def report(scores: list[Scores], args: argparse.Namespace) -> tuple[str, list[tuple[str, bool]]]:
+    """The markdown table and the checks (name, passed)."""
+    lines = [
+        "| data set | strategy | Sharpe (median) | Sharpe per seed | Sharpe s.e. | cum. return (median) | x oracle Sharpe | train s / seed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    checks: list[tuple[str, bool]] = []
+    for s in scores:
+        for prefix in (*args.algos, "random", "equal_weight", "linear_probe", "oracle"):
+            seeds = [row for name, row in s.rows.items() if name.rsplit("-", 1)[0] == prefix or name == prefix]
+            if not seeds:
+                continue
+            sharpe = statistics.median(r["sharpe"] for r in seeds)
+            per_seed = ", ".join(f"{r['sharpe']:.2f}" for r in seeds)
+            cum = statistics.median(r["cum_return"] for r in seeds)
+            frac = sharpe / s.oracle_sharpe if s.oracle_sharpe and prefix not in ("oracle",) else math.nan
+            train_s = statistics.median(r["train_s"] for r in seeds) if "train_s" in seeds[0] else math.nan
+            lines.append(
+                f"| {s.dataset} | {prefix} | {sharpe:.2f} | {per_seed} | {math.sqrt(252.0 / max(s.days, 1)):.2f} | {cum:+.4%} | "
+                f"{'-' if math.isnan(frac) else f'{frac:.2f}'} | {'-' if math.isnan(train_s) else f'{train_s:.0f}'} |"
+            )
+        has_edge = s.dataset == args.edge_dataset
+        if has_edge and s.oracle_sharpe is not None:
+            for algo in args.algos:
+                sharpe = median_of(s.rows, algo, "sharpe")
+                need = args.target_fraction * s.oracle_sharpe
+                checks.append((f"{s.dataset}: {algo} Sharpe {sharpe:.2f} >= {args.target_fraction} x oracle {s.oracle_sharpe:.2f} = {need:.2f}", sharpe >= need))
+            ppo = median_of(s.rows, "ppo", "cum_return")
+            if "ppo" in args.algos:
+                rnd = median_of(s.rows, "random", "cum_return")
+                eq = s.rows["equal_weight"]["cum_return"]
+                checks.append((f"{s.dataset}: ppo validation return {ppo:+.4%} > random {rnd:+.4%}", ppo > rnd))
+                checks.append((f"{s.dataset}: ppo validation return {ppo:+.4%} > equal-weight {eq:+.4%}", ppo > eq))
+        if not has_edge:
+            bound = 2.0 * math.sqrt(252.0 / max(s.days, 1))
+            for algo in args.algos:
+                sharpe = median_of(s.rows, algo, "sharpe")
+                checks.append((f"{s.dataset}: {algo} Sharpe {sharpe:.2f} <= 2 standard errors {bound:.2f} (no edge)", sharpe <= bound))
+    return "\n".join(lines), checks
+
+
+def machine() -> str:
+    return (
+        f"{platform.platform()}, {os.cpu_count()} cores, torch {torch.__version__} "
+        f"({torch.get_num_threads()} thread), load average {os.getloadavg()[0]:.1f}"
+    )
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``key=value`` for `load` overrides (ints and floats parsed)."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"--override needs key=value, got {text!r}")
+    for cast in (int, float):
+        try:
+            return key, cast(value)
+        except ValueError:
+            pass
+    return key, value
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--algos", default=",".join(ALGOS), help="comma-separated algorithms")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per algorithm")
+    parser.add_argument("--edge-dataset", default=EDGE_DATASET, help="recipe with a planted edge")
+    parser.add_argument("--null-dataset", default=NULL_DATASET, help="edge-free recipe ('' to skip)")
+    parser.add_argument("--override", type=parse_override, action="append", help="recipe override key=value (both data sets), repeatable")
+    parser.add_argument("--cost", type=float, default=0.0, help="cost rate per side (0: the oracle's frictionless setting)")
+    parser.add_argument("--episode-length", type=int, default=390, help="training episode length in bars")
+    parser.add_argument("--target-fraction", type=float, default=0.5, help="fraction of the oracle's Sharpe to reach")
+    parser.add_argument("--ppo-steps", type=int, default=None, help="override PPO's transitions")
+    parser.add_argument("--offpolicy-steps", type=int, default=None, help="override SAC's and TD3's transitions")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
+    parser.add_argument("--quick", action="store_true", help="tiny budget (a smoke run, not the check)")
+    parser.add_argument("--out", default=None, help="also write the scores as JSON here")
+    args = parser.parse_args(argv)
+    args.algos = tuple(a for a in args.algos.split(",") if a)
+    args.null_spec = None  # set after the edge data set is loaded: its rule, traded on edge-free data
+    unknown = [a for a in args.algos if a not in ALGOS]
+    if unknown:
+        raise ConfigError(f"--algos: unknown {unknown}; choose from {list(ALGOS)}")
+    return args
+
+
+def make_budget(args: argparse.Namespace) -> Budget:
+    base = QUICK if args.quick else FULL
+    steps = dict(base.steps)
+    if args.ppo_steps is not None:
+        steps["ppo"] = args.ppo_steps
+    if args.offpolicy_steps is not None:
+        steps["sac"] = steps["td3"] = args.offpolicy_steps
+    return Budget(steps=steps, num_envs=dict(base.num_envs))
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(1)
+    device = torch.device(args.device)
+    budget = make_budget(args)
+    print(f"machine: {machine()}")
+    print(f"budget: {asdict(budget)}, cost {args.cost}, episode {args.episode_length} bars", flush=True)
+    start = time.perf_counter()
+    edge_scores, spec = check_dataset(args.edge_dataset, args, budget, device)
+    scores = [edge_scores]
+    if args.null_dataset:
+        args.null_spec = spec  # the edge rule traded on edge-free data: its "oracle" should earn nothing
+        scores.append(check_dataset(args.null_dataset, args, budget, device)[0])
+    table, checks = report(scores, args)
+    print()
+    print(f"Learning check, validation period, medians of {args.seeds} seeds; machine: {machine()}; "
+          f"total {time.perf_counter() - start:.0f} s")
+    print(table)
+    print()
+    for text, passed in checks:
+        print(f"[{'PASS' if passed else 'FAIL'}] {text}")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            json.dump({"machine": machine(), "budget": asdict(budget), "cost": args.cost,
+                       "scores": [asdict(s) for s in scores], "checks": checks}, handle, indent=2)
+    return 0 if all(passed for _, passed in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
