@@ -10,7 +10,8 @@ Every figure is the median of ``--repeats`` timed runs of about ``--seconds`` ea
 after warm-up (and compilation). Env-steps/s = E x steps / wall seconds (CUDA is
 synchronised before the clock stops); for CPU rows the table also gives env-steps
 per second of process CPU time, which others' load on a shared machine disturbs
-less. Actions are random in [-1, 1] (shares mode, 0.1% costs, episodes of 256 bars
+less, and its ratio to the pandas env's CPU-time rate. Ratios on a GPU compare its
+wall-clock rate with the pandas env's on this CPU. Actions are random in [-1, 1] (shares mode, 0.1% costs, episodes of 256 bars
 with random starts, so autoresets happen during the timing). By default the vector
 env observes what the FinRL env's state holds (close and the 8 indicators, plus cash
 and positions); ``--features all`` observes all 13 panel features.
@@ -169,8 +170,9 @@ def main(argv: list[str]) -> int:
         f"{args.bars} bars, features {args.features}, median of {args.repeats} x ~{args.seconds:g} s"
     )
     print(header, flush=True)
-    rows = ["| device | N | E | kernel | env-steps/s (wall) | env-steps/s (CPU time) | x pandas | x numpy |",
-            "|---|---:|---:|---|---:|---:|---:|---:|"]
+    rows = ["| device | N | E | kernel | env-steps/s (wall) | env-steps/s (CPU time) | x pandas | x numpy "
+            "| x pandas (CPU time) |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     for n in ticker_counts:
         data = benchmark_panel(n, args.bars)
         frame = finrl_frame(data)
@@ -178,7 +180,10 @@ def main(argv: list[str]) -> int:
         pandas_wall, pandas_cpu = single_env_rate(PandasFinRLEnv, frame, n, args.seconds, args.repeats)
         numpy_wall, numpy_cpu = single_env_rate(NumpyFinRLEnv, frame, n, args.seconds, args.repeats)
         for label, wall, cpu in (("FinRL-style pandas", pandas_wall, pandas_cpu), ("FinRL-style numpy", numpy_wall, numpy_cpu)):
-            rows.append(f"| cpu | {n} | 1 | {label} | {wall:,.0f} | {cpu:,.0f} | {wall / pandas_wall:.2f} | {wall / numpy_wall:.2f} |")
+            rows.append(
+                f"| cpu | {n} | 1 | {label} | {wall:,.0f} | {cpu:,.0f} | {wall / pandas_wall:.2f} | "
+                f"{wall / numpy_wall:.2f} | {cpu / pandas_cpu:.2f} |"
+            )
             print(rows[-1], flush=True)
         for device in devices:
             for num_envs in env_counts:
@@ -187,10 +192,11 @@ def main(argv: list[str]) -> int:
                         data.to(device), num_envs, device, kernel == "compiled", FEATURE_SETS[args.features],
                         args.seconds, args.repeats,
                     )
-                    cpu_text = f"{cpu:,.0f}" if device.type == "cpu" else "-"
+                    on_cpu = device.type == "cpu"
                     rows.append(
-                        f"| {device.type} | {n} | {num_envs} | {kernel} | {wall:,.0f} | {cpu_text} | "
-                        f"{wall / pandas_wall:,.0f} | {wall / numpy_wall:,.0f} |"
+                        f"| {device.type} | {n} | {num_envs} | {kernel} | {wall:,.0f} | "
+                        f"{f'{cpu:,.0f}' if on_cpu else '-'} | {wall / pandas_wall:,.0f} | {wall / numpy_wall:,.0f} | "
+                        f"{f'{cpu / pandas_cpu:,.0f}' if on_cpu else '-'} |"
                     )
                     print(rows[-1], flush=True)
     table = "\n".join(rows)

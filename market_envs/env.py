@@ -52,7 +52,14 @@ Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
   normalised with its own statistics (fine for a training panel; give validation and
   test panels the training statistics). Every feature is clipped to
   ``[-feature_clip, feature_clip]``. The whole feature part is precomputed at
-  construction as a [T, obs_dim] table, so a step gathers one row per sub-env.
+  construction as a [T, obs_dim] float32 table (T x obs_dim x 4 bytes on the device:
+  about 0.55 GB for a year of minute bars of 100 stocks; observe fewer ``features``
+  to shrink it), so a step gathers one row per sub-environment.
+
+Speed: on the CPU, observations are written into buffers the env recycles once the
+caller no longer references them (see `_RecyclingBuffers`); ``compile=True`` fuses
+the accounting into a few loops (about 4x faster than eager for that part at
+E=16384, N=30). ``benchmarks/env_throughput.py`` measures both.
 """
 
 from __future__ import annotations
