@@ -11,8 +11,10 @@ after warm-up (and compilation). Env-steps/s = E x steps / wall seconds (CUDA is
 synchronised before the clock stops); for CPU rows the table also gives env-steps
 per second of process CPU time, which others' load on a shared machine disturbs
 less, and its ratio to the pandas env's CPU-time rate. Ratios on a GPU compare its
-wall-clock rate with the pandas env's on this CPU. Actions are random in [-1, 1] (shares mode, 0.1% costs, episodes of 256 bars
-with random starts, so autoresets happen during the timing). By default the vector
+wall-clock rate with the pandas env's on the same machine's CPU.
+
+Actions are random in [-1, 1] (shares mode, 0.1% costs, episodes of 256 bars with
+random starts, so autoresets happen during the timing). By default the vector
 env observes what the FinRL env's state holds (close and the 8 indicators, plus cash
 and positions); ``--features all`` observes all 13 panel features.
 
@@ -79,7 +81,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def timed(run_steps: Callable[[int], None], seconds: float, repeats: int, sync: Callable[[], None]) -> tuple[float, float, int]:
+def timed(
+    run_steps: Callable[[int], None], seconds: float, repeats: int, sync: Callable[[], None]
+) -> tuple[float, float, int]:
     """Median (wall, cpu) seconds per step over `repeats` runs of about `seconds`."""
     steps = 1
     while True:  # calibrate the number of steps per run
@@ -179,7 +183,8 @@ def main(argv: list[str]) -> int:
         check_twins(frame, n)
         pandas_wall, pandas_cpu = single_env_rate(PandasFinRLEnv, frame, n, args.seconds, args.repeats)
         numpy_wall, numpy_cpu = single_env_rate(NumpyFinRLEnv, frame, n, args.seconds, args.repeats)
-        for label, wall, cpu in (("FinRL-style pandas", pandas_wall, pandas_cpu), ("FinRL-style numpy", numpy_wall, numpy_cpu)):
+        singles = (("FinRL-style pandas", pandas_wall, pandas_cpu), ("FinRL-style numpy", numpy_wall, numpy_cpu))
+        for label, wall, cpu in singles:
             rows.append(
                 f"| cpu | {n} | 1 | {label} | {wall:,.0f} | {cpu:,.0f} | {wall / pandas_wall:.2f} | "
                 f"{wall / numpy_wall:.2f} | {cpu / pandas_cpu:.2f} |"

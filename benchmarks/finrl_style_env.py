@@ -175,7 +175,9 @@ class NumpyFinRLEnv(PandasFinRLEnv):
 
     def reset(self) -> np.ndarray:
         self.day = 0
-        self.state = [self.initial_amount] + self.close_table[0].tolist() + [0] * self.stock_dim + self.tech_table[0].tolist()
+        self.state = (
+            [self.initial_amount] + self.close_table[0].tolist() + [0] * self.stock_dim + self.tech_table[0].tolist()
+        )
         self.cost = 0.0
         self.trades = 0
         self.asset_memory = [self.initial_amount]

@@ -151,15 +151,20 @@ class EnvConfig:
                 raise ConfigError(f"EnvConfig.{key} must be in [0, 1), got {rate}")
         if not math.isfinite(self.reward_scale):
             raise ConfigError(f"EnvConfig.reward_scale must be finite, got {self.reward_scale}")
-        if self.episode_length is not None and (int(self.episode_length) != self.episode_length or self.episode_length < 1):
+        length = self.episode_length
+        if length is not None and (int(length) != length or length < 1):
             raise ConfigError(f"EnvConfig.episode_length must be a positive integer or None, got {self.episode_length}")
         if self.turbulence_threshold is not None and not self.turbulence_threshold > 0:
-            raise ConfigError(f"EnvConfig.turbulence_threshold must be positive or None, got {self.turbulence_threshold}")
+            raise ConfigError(
+                f"EnvConfig.turbulence_threshold must be positive or None, got {self.turbulence_threshold}"
+            )
         if self.turbulence_window < 2:
             raise ConfigError(f"EnvConfig.turbulence_window must be at least 2, got {self.turbulence_window}")
         if self.features is not None:
             if isinstance(self.features, str) or len(self.features) == 0:
-                raise ConfigError(f"EnvConfig.features must be a non-empty tuple of names or None, got {self.features!r}")
+                raise ConfigError(
+                    f"EnvConfig.features must be a non-empty tuple of names or None, got {self.features!r}"
+                )
             object.__setattr__(self, "features", tuple(self.features))
         if not self.feature_clip > 0:
             raise ConfigError(f"EnvConfig.feature_clip must be positive, got {self.feature_clip}")
@@ -441,7 +446,9 @@ class StockTradingVecEnv:
         names = config.features if config.features is not None else tuple(data.feature_names)
         unknown = [name for name in names if name not in data.feature_names]
         if unknown:
-            raise ConfigError(f"EnvConfig.features: unknown feature(s) {unknown}; the panel has {list(data.feature_names)}")
+            raise ConfigError(
+                f"EnvConfig.features: unknown feature(s) {unknown}; the panel has {list(data.feature_names)}"
+            )
 
         self.config = config
         self.num_envs = int(num_envs)

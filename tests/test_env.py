@@ -441,7 +441,9 @@ def test_compiled_step_equals_eager(mode):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("mode", ["shares", "weights"])
 def test_cuda_equals_cpu(mode):
-    config = EnvConfig(action_mode=mode, episode_length=6, initial_cash=30_000.0, turbulence_threshold=6.0, turbulence_window=10)
+    config = EnvConfig(
+        action_mode=mode, episode_length=6, initial_cash=30_000.0, turbulence_threshold=6.0, turbulence_window=10
+    )
     actions = random_actions(12, 8, PANEL.num_tickers, seed=8)
     cpu = StockTradingVecEnv(PANEL, 8, "cpu", config)
     cuda = StockTradingVecEnv(PANEL, 8, "cuda", config)
