@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -55,7 +56,10 @@ def _calendar(first_year: int, last_year: int):
 
     start = pd.Timestamp(f"{first_year}-01-01")
     end = pd.Timestamp(f"{last_year}-12-31")
-    return exchange_calendars.get_calendar(CALENDAR_NAME, start=start, end=end)
+    with warnings.catch_warnings():
+        # exchange_calendars 4.x reads tz-aware Series.values, deprecated by pandas 3.1
+        warnings.filterwarnings("ignore", message="Series.values returning an ndarray")
+        return exchange_calendars.get_calendar(CALENDAR_NAME, start=start, end=end)
 
 
 def _day(value, what: str) -> pd.Timestamp:
