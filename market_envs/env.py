@@ -59,7 +59,9 @@ Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
 Speed: on the CPU, observations are written into buffers the env recycles once the
 caller no longer references them (see `_RecyclingBuffers`); ``compile=True`` fuses
 the accounting into a few loops (about 4x faster than eager for that part at
-E=16384, N=30). ``benchmarks/env_throughput.py`` measures both.
+E=16384, N=30) and, with fewer temporaries, avoids most of the page faults that
+glibc's malloc causes for large eager temporaries: on the CPU at large E prefer
+``compile=True``. ``benchmarks/env_throughput.py`` measures both.
 """
 
 from __future__ import annotations
