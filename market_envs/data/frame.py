@@ -191,6 +191,30 @@ def _align_benchmark(benchmark, timestamps: pd.DatetimeIndex, where: str) -> np.
     return aligned.to_numpy()
 
 
+def _pivot(long: pd.DataFrame, order: list[str]) -> dict[str, pd.DataFrame]:
+    """Wide [T, N] frames of each price column over the sorted union of timestamps.
+
+    NaN where a ticker has no bar. One scatter per column into a preallocated array
+    (order checks have already refused duplicate (ticker, timestamp) rows), which is
+    an order of magnitude faster than pandas' pivot on millions of rows.
+    """
+    codes, uniques = pd.factorize(long["timestamp"])
+    grid = pd.DatetimeIndex(uniques)
+    by_time = np.argsort(grid.asi8, kind="stable")
+    rank = np.empty_like(by_time)
+    rank[by_time] = np.arange(len(by_time))
+    rows = rank[codes]
+    ticker_codes, ticker_names = pd.factorize(long["ticker"])
+    cols = pd.Index(order).get_indexer(ticker_names)[ticker_codes]
+    index = grid[by_time]
+    wide = {}
+    for column in PRICE_COLUMNS:
+        values = np.full((len(index), len(order)), np.nan)
+        values[rows, cols] = long[column].to_numpy(dtype=np.float64)
+        wide[column] = pd.DataFrame(values, index=index, columns=list(order))
+    return wide
+
+
 def from_frame(
     frame: pd.DataFrame,
     benchmark: pd.Series | pd.DataFrame | None = None,
@@ -239,10 +263,7 @@ def from_frame(
     else:
         order = sorted(present)
 
-    wide = {
-        column: long.pivot(index="timestamp", columns="ticker", values=column).reindex(columns=order)
-        for column in PRICE_COLUMNS
-    }
+    wide = _pivot(long, order)
     start = _grid_start(wide["close"], where)
     wide = {column: w.loc[start:] for column, w in wide.items()}
     observed = wide["close"].notna()
