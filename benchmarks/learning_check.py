@@ -82,7 +82,7 @@ class Budget:
 
 
 FULL = Budget(
-    steps={"ppo": 100_000, "sac": 30_000, "td3": 30_000},
+    steps={"ppo": 150_000, "sac": 20_000, "td3": 20_000},
     num_envs={"ppo": 128, "sac": 16, "td3": 16},
 )
 QUICK = Budget(
@@ -114,7 +114,7 @@ def algo_overrides(algo: str, budget: Budget) -> dict[str, Any]:
         "hidden_sizes": (256, 256),
         "gamma": 0.9,
         "batch_size": 256,
-        "learning_starts": min(5_000, budget.steps[algo] // 5),
+        "learning_starts": min(2_000, budget.steps[algo] // 5),
         "updates_per_step": 1.0 / budget.num_envs[algo],
         "iteration_steps": 1_000,
         "normalize_obs": True,
@@ -256,7 +256,7 @@ def check_dataset(name: str, args: argparse.Namespace, budget: Budget, device: t
             policies[f"{algo}-{seed}"] = agent
             train_seconds[f"{algo}-{seed}"] = seconds
             print(f"  trained {algo} seed {seed}: {budget.steps[algo]} steps in {seconds:.0f} s", flush=True)
-    spec = edge_spec(full) or args.null_spec
+    spec = edge_spec(full) or args.null_spec  # edge-free data: the edge data set's rule
     if spec is not None:
         policies["oracle"] = validation_oracle(full, validation, spec)
     policies["linear_probe"] = linear_probe(full, train, validation, rules)
@@ -275,7 +275,7 @@ def check_dataset(name: str, args: argparse.Namespace, budget: Budget, device: t
     }
     days = int(table["days"].iloc[0]) if "days" in table.columns else len(result.daily_returns)
     oracle = rows["oracle"]["sharpe"] if edge_spec(full) is not None else None  # the ceiling, on edge data only
-    return Scores(name, days, oracle, rows), spec
+    return Scores(name, days, oracle, rows)
 
 
 # --------------------------------------------------------------------- report
@@ -360,11 +360,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ppo-steps", type=int, default=None, help="override PPO's transitions")
     parser.add_argument("--offpolicy-steps", type=int, default=None, help="override SAC's and TD3's transitions")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
+    parser.add_argument("--jobs", type=int, default=2, help="processes: the data sets side by side")
     parser.add_argument("--quick", action="store_true", help="tiny budget (a smoke run, not the check)")
     parser.add_argument("--out", default=None, help="also write the scores as JSON here")
     args = parser.parse_args(argv)
     args.algos = tuple(a for a in args.algos.split(",") if a)
-    args.null_spec = None  # set after the edge data set is loaded: its rule, traded on edge-free data
+    args.null_spec = None  # set by run_all: the edge data set's rule, traded on edge-free data
     unknown = [a for a in args.algos if a not in ALGOS]
     if unknown:
         raise ConfigError(f"--algos: unknown {unknown}; choose from {list(ALGOS)}")
@@ -381,19 +382,35 @@ def make_budget(args: argparse.Namespace) -> Budget:
     return Budget(steps=steps, num_envs=dict(base.num_envs))
 
 
+def _dataset_job(name: str, args: argparse.Namespace, budget: Budget) -> Scores:
+    """One data set, in a worker process (one torch thread)."""
+    torch.set_num_threads(1)
+    return check_dataset(name, args, budget, torch.device(args.device))
+
+
+def run_all(args: argparse.Namespace, budget: Budget) -> list[Scores]:
+    """Both data sets, side by side in ``--jobs`` processes (1: one after the other)."""
+    names = [args.edge_dataset] + ([args.null_dataset] if args.null_dataset else [])
+    args.null_spec = edge_spec(load(args.edge_dataset, **dict(args.override or [])))
+    if args.jobs <= 1 or len(names) == 1:
+        return [_dataset_job(name, args, budget) for name in names]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
+        futures = [pool.submit(_dataset_job, name, args, budget) for name in names]
+        return [future.result() for future in futures]
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     torch.set_num_threads(1)
-    device = torch.device(args.device)
     budget = make_budget(args)
     print(f"machine: {machine()}")
     print(f"budget: {asdict(budget)}, cost {args.cost}, episode {args.episode_length} bars", flush=True)
     start = time.perf_counter()
-    edge_scores, spec = check_dataset(args.edge_dataset, args, budget, device)
-    scores = [edge_scores]
-    if args.null_dataset:
-        args.null_spec = spec  # the edge rule traded on edge-free data: its "oracle" should earn nothing
-        scores.append(check_dataset(args.null_dataset, args, budget, device)[0])
+    scores = run_all(args, budget)
     table, checks = report(scores, args)
     print()
     print(f"Learning check, validation period, medians of {args.seeds} seeds; machine: {machine()}; "

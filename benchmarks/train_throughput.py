@@ -26,7 +26,9 @@ same minibatch size. Each row times ``--updates`` whole updates (``model.learn``
 SB3, ``PPORunner.iteration()`` for ours) after one warm-up update; the figure is the
 median over the timed updates. The phase columns split our time into env stepping
 (`env.step`), the rest of collection (policy and value forward passes, storage,
-GAE) and the update (`PPOAgent.update`).
+GAE) and the update (`PPOAgent.update`). Samples per CPU-second (this process's
+``time.process_time``) are given beside wall-clock samples/s: on a shared machine
+they vary much less from run to run.
 
     OMP_NUM_THREADS=1 python benchmarks/train_throughput.py
     OMP_NUM_THREADS=1 python benchmarks/train_throughput.py --quick       # a tiny run
@@ -85,12 +87,18 @@ class Row:
     steps_per_env: int
     work: Work
     samples_per_s: list[float]
+    samples_per_cpu_s: list[float]
+    """Samples per second of this process's CPU time: steadier on a shared machine."""
     phases: dict[str, float] = field(default_factory=dict)
     """Our learner only: seconds per update in env.step / other collection / update."""
 
     @property
     def median(self) -> float:
         return statistics.median(self.samples_per_s)
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.samples_per_cpu_s)
 
 
 # --------------------------------------------------------------------- machine
@@ -170,20 +178,21 @@ def measure_ours(data: MarketData, envs: int, work: Work, updates: int, device: 
     runner.iteration()  # warm-up: allocator, first-call overheads
     sync()
     step_timer.seconds = update_timer.seconds = 0.0
-    rates, total = [], 0.0
+    rates, cpu_rates, total = [], [], 0.0
     for _ in range(updates):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         metrics = runner.iteration()
         sync()
         elapsed = time.perf_counter() - start
         total += elapsed
         rates.append(metrics["env_steps"] / elapsed)
+        cpu_rates.append(metrics["env_steps"] / (time.process_time() - cpu_start))
     phases = {
         "env_step_s": step_timer.seconds / updates,
         "collect_other_s": (total - step_timer.seconds - update_timer.seconds) / updates,
         "update_s": update_timer.seconds / updates,
     }
-    return Row("ours", str(device), envs, work.rollout // envs, work, rates, phases)
+    return Row("ours", str(device), envs, work.rollout // envs, work, rates, cpu_rates, phases)
 
 
 def grad_step_times(obs_dim: int, act_dim: int, minibatch_size: int, device: torch.device, repeats: int = 5, steps: int = 100) -> dict[str, float]:
@@ -252,13 +261,14 @@ def measure_sb3(data: MarketData, work: Work, updates: int, seed: int) -> Row:
         verbose=0,
     )
     model.learn(work.rollout)  # warm-up update
-    rates = []
+    rates, cpu_rates = [], []
     for _ in range(updates):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         model.learn(work.rollout, reset_num_timesteps=False)
         rates.append(work.rollout / (time.perf_counter() - start))
+        cpu_rates.append(work.rollout / (time.process_time() - cpu_start))
     vec_env.close()
-    return Row("sb3", "cpu", SB3_ENVS, work.rollout // SB3_ENVS, work, rates)
+    return Row("sb3", "cpu", SB3_ENVS, work.rollout // SB3_ENVS, work, rates, cpu_rates)
 
 
 # --------------------------------------------------------------------- table
@@ -274,17 +284,18 @@ def table(rows: list[Row], info: dict[str, Any]) -> str:
         f"at start, {info['load_average_end']} at end",
         "",
         "| learner | device | envs x steps | rollout | minibatch | epochs | grad steps / 1k samples "
-        "| samples/s (median) | x SB3 | env.step s | other collect s | update s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| samples/s (median) | x SB3 | samples/CPU-s | x SB3 (CPU) | env.step s | other collect s | update s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    sb3 = {row.work: row.median for row in rows if row.learner == "sb3"}
+    sb3 = {row.work: row for row in rows if row.learner == "sb3"}
     for row in rows:
-        ratio = row.median / sb3[row.work] if row.work in sb3 else float("nan")
+        ratio = row.median / sb3[row.work].median if row.work in sb3 else float("nan")
+        cpu_ratio = row.cpu_median / sb3[row.work].cpu_median if row.work in sb3 else float("nan")
         phases = [f"{row.phases[k]:.2f}" if row.phases else "-" for k in ("env_step_s", "collect_other_s", "update_s")]
         lines.append(
             f"| {row.learner} | {row.device} | {row.envs} x {row.steps_per_env} | {row.work.rollout} "
             f"| {row.work.minibatch_size} | {row.work.epochs} | {row.work.grad_steps_per_1k_samples:.1f} "
-            f"| {row.median:,.0f} | {ratio:.1f} | " + " | ".join(phases) + " |"
+            f"| {row.median:,.0f} | {ratio:.1f} | {row.cpu_median:,.0f} | {cpu_ratio:.1f} | " + " | ".join(phases) + " |"
         )
     return "\n".join(lines)
 
@@ -368,6 +379,8 @@ def main(argv: list[str]) -> int:
                     "epochs": r.work.epochs,
                     "samples_per_s": r.samples_per_s,
                     "median_samples_per_s": r.median,
+                    "samples_per_cpu_s": r.samples_per_cpu_s,
+                    "median_samples_per_cpu_s": r.cpu_median,
                     "phases": r.phases,
                 }
                 for r in rows

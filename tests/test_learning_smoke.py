@@ -106,7 +106,7 @@ def test_learning_check_script_on_small_recipes(tmp_path, monkeypatch):
             'train_end = "2023-02-01"\nval_end = "2023-02-15"\n[synthetic]\nn_tickers = 10\nseed = 0\n'
         )
         if edge:
-            text += '[synthetic.edge]\nkind = "momentum"\nstrength_sharpe = 150.0\nhorizon = 2\ncount = 4\n'
+            text += '[synthetic.edge]\nkind = "momentum"\nstrength_sharpe = 60.0\nhorizon = 2\ncount = 4\n'
         (tmp_path / f"{name}.toml").write_text(text)
     monkeypatch.setenv("PODRACER_RECIPES_PATH", str(tmp_path))
     out = tmp_path / "check.json"
