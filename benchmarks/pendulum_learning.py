@@ -213,18 +213,23 @@ def table(results: list[dict], learners: list[str]) -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per learner")
-    parser.add_argument("--max-steps", type=int, default=20_000, help="env steps per run at most")
+    full = {"seeds": 3, "max_steps": 20_000, "learning_starts": 1_000}
+    quick = {"seeds": 1, "max_steps": 2_000, "learning_starts": 500}
+    parser.add_argument("--seeds", type=int, help="seeds 0..N-1 per learner (3)")
+    parser.add_argument("--max-steps", type=int, help="env steps per run at most (20000)")
     parser.add_argument("--eval-every", type=int, default=1_000, help="env steps between scores")
     parser.add_argument("--eval-episodes", type=int, default=10, help="episodes per score")
-    parser.add_argument("--learning-starts", type=int, default=1_000, help="random steps first")
+    parser.add_argument("--learning-starts", type=int, help="random steps first (1000)")
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate of every optimiser")
     parser.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=LEARNERS)
     parser.add_argument("--json", type=Path, default=None, help="also write all runs here")
-    parser.add_argument("--quick", action="store_true", help="1 seed, 2k steps (a smoke check)")
+    parser.add_argument(
+        "--quick", action="store_true", help="defaults of 1 seed, 2k steps, 500 random steps"
+    )
     args = parser.parse_args(argv)
-    if args.quick:
-        args.seeds, args.max_steps, args.learning_starts = 1, 2_000, 500
+    for key, value in (quick if args.quick else full).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     return args
 
 
