@@ -248,11 +248,9 @@ def _market_envs(
     source: Any, num_envs: int, device: torch.device, env_config: Any, compile: bool
 ) -> BuiltEnvs:
     """Train on the panel's train period, validate deterministically on its validation period."""
-    try:
-        from market_envs.env import EnvConfig, StockTradingVecEnv
-    except ImportError as err:
-        raise UserError(f"market env not available yet ({err})") from err
     from dataclasses import replace
+
+    from market_envs.env import EnvConfig, StockTradingVecEnv
 
     from trader import metrics as trade_metrics
 
@@ -264,9 +262,10 @@ def _market_envs(
     train_env = StockTradingVecEnv(train_data, num_envs, device, cfg, compile=compile)
     val_cfg = replace(cfg, random_start=False, episode_length=None)
     validation = StockTradingVecEnv(val_data, 1, device, val_cfg)
-    daily = data.interval.upper().endswith("D")
+    # Step k of the full-period validation env ends at bar k+1; the Sharpe ratio is
+    # computed from daily returns, as in every backtest report.
     score = return_and_sharpe_score(
-        "value", trade_metrics.DAILY if daily else trade_metrics.MINUTE, score_by="sharpe"
+        "value", trade_metrics.DAILY, score_by="sharpe", timestamps=val_data.timestamps[1:]
     )
     evaluator = Evaluator(validation, score, max_steps=val_data.num_bars + 1,
                           record_info_keys=("value",))  # fmt: skip
@@ -275,19 +274,16 @@ def _market_envs(
         "interval": data.interval,
         "train": [str(train_data.start), str(train_data.end)],
         "validation": [str(val_data.start), str(val_data.end)],
+        "tickers": list(data.tickers),
+        "env_config": config_to_dict(cfg),
     }
     description = {"kind": "market", "dataset": data.name, "env_config": config_to_dict(cfg)}
     return BuiltEnvs(train_env, evaluator, description, window)
 
 
 def _load_dataset(recipe: str) -> Any:
-    try:
-        from market_envs.data import load
-    except ImportError as err:
-        raise UserError(
-            f"'{recipe}' is not a gymnasium env id, and data set recipes cannot be loaded yet "
-            f"(market_envs.data.load is not available)"
-        ) from err
+    from market_envs.data import load
+
     return load(recipe)
 
 

@@ -18,6 +18,7 @@ once every ``check_every`` steps.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -67,13 +68,19 @@ def return_and_sharpe_score(
     value_key: str = "portfolio_value",
     period: str = trade_metrics.DAILY,
     score_by: str = "sharpe",
+    timestamps: Any = None,
 ) -> ScoreFn:
     """A score function for market envs from each episode's portfolio-value series.
 
     :param value_key: the ``info`` key holding the portfolio value [E] after each step
         (the evaluator must record it: ``record_info_keys=(value_key,)``).
-    :param period: bar length for annualisation, one of `trader.metrics`' periods.
+    :param period: bar length for annualisation, one of `trader.metrics`' periods;
+        ignored when ``timestamps`` are given.
     :param score_by: ``"sharpe"`` or ``"return"``: which metric becomes ``score``.
+    :param timestamps: the bar time of each recorded step (step k ends at bar k+1 of
+        a full-period validation env). When given, the step returns are compounded
+        into daily returns before the Sharpe ratio, exactly as the backtest report
+        computes it (`trader.metrics.summary`).
     """
     if score_by not in ("sharpe", "return"):
         raise ConfigError(f"score_by must be 'sharpe' or 'return', got {score_by!r}")
@@ -88,7 +95,12 @@ def return_and_sharpe_score(
         returns[~mask] = np.nan
         returns[1:][~mask[:-1]] = np.nan
         total = np.nanmean(trade_metrics.cum_returns_final(returns))
-        sharpe = np.nanmean(trade_metrics.sharpe_ratio(returns, period=period))
+        if timestamps is None:
+            sharpe = np.nanmean(trade_metrics.sharpe_ratio(returns, period=period))
+        else:
+            steps = min(len(returns), len(timestamps))  # rows past the episode are masked
+            daily = trade_metrics.daily_returns(returns[:steps], timestamps[:steps])
+            sharpe = np.nanmean(trade_metrics.sharpe_ratio(daily.to_numpy(), period=trade_metrics.DAILY))
         metrics = {"return": float(total), "sharpe": float(sharpe)}
         metrics.update(mean_return_score(record))
         metrics["score"] = metrics[score_by]
@@ -174,9 +186,12 @@ class Evaluator:
     def consider(self, agent: Agent, step: int) -> tuple[dict[str, float], bool]:
         """Evaluate ``agent`` at training ``step``; keep its state if it is the best so far."""
         metrics = self.evaluate(agent)
-        improved = metrics["score"] > self.best_score
+        # A NaN score (e.g. a Sharpe ratio over fewer than two days) ranks lowest, but
+        # the first snapshot is always kept so that a best checkpoint exists.
+        score = -math.inf if math.isnan(metrics["score"]) else metrics["score"]
+        improved = self.best_state is None or score > self.best_score
         if improved:
-            self.best_score = metrics["score"]
+            self.best_score = score
             self.best_step = step
             self.best_metrics = dict(metrics)
             self.best_state = agent.state_dict()
