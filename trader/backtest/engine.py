@@ -103,6 +103,7 @@ class BacktestConfig:
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form; ``policy_env`` as the rules in force (the backtest's cash, costs and mode)."""
         values = asdict(self)
+        values.pop("compile")  # how fast it ran, not what it traded
         rules = asdict(self.env_config(self.policy_env))
         values["policy_env"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in rules.items()}
         return values
