@@ -20,6 +20,7 @@ ORDER = (
     "backtest_speed",
     "train_throughput",
     "pendulum_learning",
+    "sac_time_to_score",
     "learning_check",
 )
 
