@@ -26,9 +26,7 @@ from market_envs.data.frame import (
     COLUMN_ALIASES,
     from_frame,
     match_columns,
-    parse_timestamps,
-    validate_order,
-    validate_values,
+    validated_long,
 )
 from market_envs.data.indicators import WARMUP_BARS
 from market_envs.data.panel import PRICE_COLUMNS, DataError, MarketData
@@ -90,14 +88,7 @@ def read_file(file: str | Path, assume_tz: str | None = None) -> pd.DataFrame:
     else:
         long = match_columns(table, ("timestamp",) + PRICE_COLUMNS, source)
         long.insert(1, "ticker", file.stem)
-    long = long.reset_index(drop=True)
-    long["ticker"] = long["ticker"].astype(str).str.strip()
-    long["timestamp"] = parse_timestamps(long["timestamp"], source, assume_tz)
-    for column in PRICE_COLUMNS:
-        long[column] = pd.to_numeric(long[column], errors="coerce")
-    validate_values(long, source)
-    validate_order(long, source)
-    return long
+    return validated_long(long, source, assume_tz)
 
 
 def _check_disjoint(frames: dict[Path, pd.DataFrame]) -> None:

@@ -191,6 +191,19 @@ def _align_benchmark(benchmark, timestamps: pd.DatetimeIndex, where: str) -> np.
     return aligned.to_numpy()
 
 
+def validated_long(long: pd.DataFrame, source: str | None = None, assume_tz: str | None = None) -> pd.DataFrame:
+    """A long frame with canonical columns, typed (exchange-time timestamps, str tickers,
+    float prices) and checked by `validate_values` and `validate_order`."""
+    long = long.reset_index(drop=True)
+    long["ticker"] = long["ticker"].astype(str).str.strip()
+    long["timestamp"] = parse_timestamps(long["timestamp"], source, assume_tz)
+    for column in PRICE_COLUMNS:
+        long[column] = pd.to_numeric(long[column], errors="coerce")
+    validate_values(long, source)
+    validate_order(long, source)
+    return long
+
+
 def _pivot(long: pd.DataFrame, order: list[str]) -> dict[str, pd.DataFrame]:
     """Wide [T, N] frames of each price column over the sorted union of timestamps.
 
@@ -241,14 +254,7 @@ def from_frame(
     where = _where(source)
     if frame is None or len(frame) == 0:
         raise DataError(f"{where}no rows (empty data)")
-    long = match_columns(frame, ("timestamp", "ticker") + PRICE_COLUMNS, source)
-    long = long.reset_index(drop=True)
-    long["ticker"] = long["ticker"].astype(str).str.strip()
-    long["timestamp"] = parse_timestamps(long["timestamp"], source, assume_tz)
-    for column in PRICE_COLUMNS:
-        long[column] = pd.to_numeric(long[column], errors="coerce")
-    validate_values(long, source)
-    validate_order(long, source)
+    long = validated_long(match_columns(frame, ("timestamp", "ticker") + PRICE_COLUMNS, source), source, assume_tz)
     # The panel stores float32 prices; indicators are computed from those stored
     # values, so a panel written out and read back is identical (files round trip).
     long[list(PRICE_COLUMNS)] = long[list(PRICE_COLUMNS)].astype(np.float32).astype(np.float64)
