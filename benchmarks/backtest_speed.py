@@ -73,6 +73,7 @@ def main() -> None:
     parser.add_argument("--policies", type=int, default=64)
     parser.add_argument("--mode", choices=("population", "each"), default="population")
     parser.add_argument("--compile", action="store_true", help="torch.compile the env step kernel")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
     args = parser.parse_args()
     torch.set_num_threads(1)
 
@@ -80,12 +81,12 @@ def main() -> None:
     data = minute_panel(args.days, args.tickers)
     build_s = time.perf_counter() - start
     obs_dim = 1 + args.tickers * (1 + len(FEATURE_NAMES))
-    nets = {f"p{k:02d}": mlp_policy(obs_dim, args.tickers, k) for k in range(args.policies)}
+    nets = {f"p{k:02d}": mlp_policy(obs_dim, args.tickers, k).to(args.device) for k in range(args.policies)}
     policies = {"mlp": PolicyPopulation.from_modules(nets)} if args.mode == "population" else nets
     config = BacktestConfig(record_positions="day", tear_sheet=False, compile=args.compile)
 
     start = time.perf_counter()
-    result = run_backtest(data, policies, period="all", config=config)
+    result = run_backtest(data, policies, period="all", config=config, device=args.device)
     run_s = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as scratch:
         start = time.perf_counter()
@@ -97,7 +98,7 @@ def main() -> None:
     bars = data.num_bars
     strategies = len(result.series)
     rows = [
-        ("machine", f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, cpu"),
+        ("machine", f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, {args.device}"),
         ("panel", f"{args.days} sessions x {BARS_PER_SESSION} bars = {bars} bars, {args.tickers} tickers"),
         ("strategies", f"{args.policies} MLP policies ({args.mode}) + {strategies - args.policies} baselines"),
         ("env step kernel", "torch.compile (compile time included below)" if args.compile else "eager"),
