@@ -53,14 +53,14 @@ def run_demo(
     run_dir = Path(run_dir)
     data = load(recipe, progress=log)
     summary = data.summary()
-    log("data set: " + ", ".join(f"{k}={v}" for k, v in summary.items()))
+    log("data set: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
     training = None
     policies = {}
     if steps > 0:
         log(f"training PPO for {steps:,} steps on {num_envs} sub-environments ({device}) ...")
         training = train("ppo", data, run_dir=run_dir, steps=steps, num_envs=num_envs, seed=seed,
                          device=device, eval_every=max(steps // 4, 1))
-        log(f"trained in {training.wall_time:.0f} s, best validation Sharpe {training.best_score}")
+        log(f"trained in {training.wall_time:.0f} s, best validation Sharpe {training.best_score:.2f}")
         policies["ppo"] = run_dir / "checkpoints" / "best"
     log("backtesting on the test period ...")
     result = run_backtest(data, policies, period="test", run_dir=run_dir, device=device)
