@@ -20,6 +20,8 @@ same span: on a machine shared with other jobs it is steadier than wall-clock.
 
 from __future__ import annotations
 
+from typing import Any
+
 import argparse
 import json
 import math
@@ -87,7 +89,23 @@ class OursLearner:
         return self.agent.act(obs, deterministic=True)
 
 
-class SB3Learner:
+class SB3Driver:
+    """Trains and queries an SB3 model (`model`, action bound `high`, set by subclasses)."""
+
+    model: Any
+    high: float
+    first: bool = True
+
+    def train(self, steps: int) -> None:
+        self.model.learn(steps, reset_num_timesteps=self.first)
+        self.first = False
+
+    def policy(self, obs: torch.Tensor) -> torch.Tensor:
+        actions, _ = self.model.predict(obs.numpy(), deterministic=True)
+        return torch.as_tensor(np.asarray(actions) / self.high, dtype=torch.float32)
+
+
+class SB3Learner(SB3Driver):
     """Stable-Baselines3 SAC with the same network size, batch and update ratio."""
 
     def __init__(self, seed: int, args: argparse.Namespace) -> None:
@@ -112,15 +130,6 @@ class SB3Learner:
             device="cpu",
             verbose=0,
         )
-        self.first = True
-
-    def train(self, steps: int) -> None:
-        self.model.learn(steps, reset_num_timesteps=self.first)
-        self.first = False
-
-    def policy(self, obs: torch.Tensor) -> torch.Tensor:
-        actions, _ = self.model.predict(obs.numpy(), deterministic=True)
-        return torch.as_tensor(np.asarray(actions) / self.high, dtype=torch.float32)
 
 
 def run_one(learner_name: str, seed: int, args: argparse.Namespace) -> dict:

@@ -57,7 +57,7 @@ from trader.agents import get_spec, make_agent, make_config
 from trader.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pendulum_learning import ENV_ID, evaluate  # noqa: E402  (same scoring as that benchmark)
+from pendulum_learning import ENV_ID, SB3Driver, evaluate  # noqa: E402  (same scoring as that benchmark)
 
 THRESHOLD = -200.0
 Policy = Callable[[torch.Tensor], torch.Tensor]
@@ -168,7 +168,7 @@ def sb3_schedule(updates_per_step: float, num_envs: int) -> tuple[int, int]:
     return train_freq, gradient_steps
 
 
-class SB3Learner:
+class SB3Learner(SB3Driver):
     """Stable-Baselines3 SAC, at its defaults (``setup=None``) or given a `SACSetup`."""
 
     def __init__(self, setup: SACSetup | None, seed: int) -> None:
@@ -199,15 +199,6 @@ class SB3Learner:
                 device="cpu",
                 verbose=0,
             )
-        self.first = True
-
-    def train(self, steps: int) -> None:
-        self.model.learn(steps, reset_num_timesteps=self.first)
-        self.first = False
-
-    def policy(self, obs: torch.Tensor) -> torch.Tensor:
-        actions, _ = self.model.predict(obs.numpy(), deterministic=True)
-        return torch.as_tensor(np.asarray(actions) / self.high, dtype=torch.float32)
 
 
 def setup_of(learner_name: str) -> SACSetup | None:
