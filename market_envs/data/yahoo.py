@@ -240,7 +240,11 @@ def yahoo(
     long = pd.concat(pieces, ignore_index=True)
     what = f"{step} bars {windows[0][0]} .. {windows[-1][1]}"
     if bench is not None and bench not in set(long["ticker"]):
-        raise DataError(f"yahoo: benchmark {bench} came back empty for {what}")
+        raise DataError(
+            f"yahoo: benchmark {bench} came back empty for {what} "
+            f"({len(set(long['ticker']))} of {len(request)} symbols came back; none means Yahoo "
+            f"is unreachable from this machine)"
+        )
     kept = _check_present(long[long["ticker"] != bench], symbols, what, drop_missing)
     bench_series = None
     if bench is not None:
