@@ -63,7 +63,7 @@ from market_envs.data import MarketData, load
 from market_envs.data.edge import EdgeSpec, oracle_weights
 from market_envs.env import EnvConfig, StockTradingVecEnv, normalized_feature_table
 from trader.agents import Agent, get_spec, make_agent, make_config
-from trader.backtest import BacktestConfig, run_backtest
+from trader.backtest import ActionSchedule, BacktestConfig, run_backtest
 from trader.errors import ConfigError
 
 ALGOS = ("ppo", "sac", "td3")
@@ -147,26 +147,17 @@ def edge_spec(data: MarketData) -> EdgeSpec | None:
     return EdgeSpec.from_dict(dict(spec)) if spec else None
 
 
-def validation_oracle(full: MarketData, validation: MarketData, spec: EdgeSpec) -> Callable[[Tensor], Tensor]:
-    """The oracle as a backtest policy: row k of its weights at the k-th call.
+def validation_oracle(full: MarketData, validation: MarketData, spec: EdgeSpec) -> ActionSchedule:
+    """The oracle as a backtest strategy: its target weights for each bar of `validation`.
 
-    The backtest engine decides once per bar, from the first bar of the period on,
-    so the k-th call is bar k of `validation`. The weights are computed on the whole
-    panel (closes up to each bar only) so the oracle needs no warm-up inside the period.
+    The weights are computed on the whole panel (closes up to each bar only) so the
+    oracle needs no warm-up inside the period.
     """
     offset = int(full.timestamps.get_loc(validation.timestamps[0]))
-    weights = oracle_weights(full, spec)[offset : offset + validation.num_bars]
-    state = {"bar": 0}
-
-    def policy(obs: Tensor) -> Tensor:
-        row = weights[min(state["bar"], weights.shape[0] - 1)].to(obs.device)
-        state["bar"] += 1
-        return row.expand(obs.shape[0], -1)
-
-    return policy
+    return ActionSchedule(oracle_weights(full, spec)[offset : offset + validation.num_bars])
 
 
-def linear_probe(full: MarketData, train: MarketData, validation: MarketData, rules: EnvConfig, ridge: float = 1.0) -> Callable[[Tensor], Tensor]:
+def linear_probe(full: MarketData, train: MarketData, validation: MarketData, rules: EnvConfig, ridge: float = 1.0) -> ActionSchedule:
     """A diagnostic, not an agent: how much of the edge the observed features carry.
 
     Per ticker, a ridge regression (fitted on the training period) of the next bar's
@@ -175,7 +166,7 @@ def linear_probe(full: MarketData, train: MarketData, validation: MarketData, ru
     demeaned across tickers and scaled to gross exposure 1: a dollar-neutral portfolio
     like the oracle's. If this earns a good part of the oracle's Sharpe, the
     observation carries the edge and what the agents miss is learning; if it earns
-    nothing, the observation does not carry the edge. Called once per bar like
+    nothing, the observation does not carry the edge. An `ActionSchedule` like
     `validation_oracle`.
     """
     names = rules.features if rules.features is not None else tuple(full.feature_names)
@@ -193,15 +184,7 @@ def linear_probe(full: MarketData, train: MarketData, validation: MarketData, ru
     xv = torch.cat([xv, torch.ones_like(xv[:, :, :1])], dim=-1)
     prediction = torch.einsum("tnf,nf->tn", xv, coef.squeeze(-1))
     centred = prediction - prediction.mean(dim=1, keepdim=True)
-    weights = (centred / centred.abs().sum(dim=1, keepdim=True).clamp_min(1e-12)).float()
-    state = {"bar": 0}
-
-    def policy(obs: Tensor) -> Tensor:
-        row = weights[min(state["bar"], weights.shape[0] - 1)].to(obs.device)
-        state["bar"] += 1
-        return row.expand(obs.shape[0], -1)
-
-    return policy
+    return ActionSchedule(centred / centred.abs().sum(dim=1, keepdim=True).clamp_min(1e-12))
 
 
 def random_policy(num_tickers: int, seed: int) -> Callable[[Tensor], Tensor]:

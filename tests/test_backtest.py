@@ -328,3 +328,25 @@ def test_policy_population_equals_policies_called_one_by_one() -> None:
         pd.testing.assert_frame_equal(one_by_one.series[name], together.series[name], rtol=1e-6)
     with pytest.raises(UserError, match="unique"):
         run_backtest(data, {"net0": nets["net0"], "pop": PolicyPopulation.from_modules(nets)}, baselines=[], config=QUIET)
+
+
+def test_action_schedule_row_t_is_the_decision_at_bar_t() -> None:
+    """A schedule that buys stock 1 at bar 5 only: the order fills at bar 6, nothing else trades."""
+    from trader.backtest import ActionSchedule
+
+    data = session_panel(n_tickers=3, n_days=2, bars_per_day=10, seed=2, benchmark=False)
+    actions = torch.zeros(data.num_bars, 3)
+    actions[5, 1] = 1.0  # shares mode: buy max_shares of stock 1
+    result = run_backtest(data, {"plan": ActionSchedule(actions)}, baselines=[], config=QUIET)
+    traded = result.series["plan"]["traded_value"].to_numpy()
+    assert np.flatnonzero(traded).tolist() == [6]
+    held = result.positions["plan"].to_numpy()
+    assert (held[:6] == 0).all() and held[6:, 1].min() > 0 and (held[:, [0, 2]] == 0).all()
+
+
+def test_action_schedule_of_the_wrong_length_is_refused() -> None:
+    from trader.backtest import ActionSchedule
+
+    data = session_panel(n_tickers=3, n_days=2, bars_per_day=10, seed=2, benchmark=False)
+    with pytest.raises(UserError, match=r"action schedule has shape \(5, 3\).*\(20, 3\)"):
+        run_backtest(data, {"plan": ActionSchedule(torch.zeros(5, 3))}, baselines=[], config=QUIET)

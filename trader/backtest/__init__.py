@@ -7,9 +7,10 @@
 from trader.backtest.engine import BASELINES, BacktestConfig, benchmark_panel, run_backtest
 from trader.backtest.report import read_series, write_report
 from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
-from trader.backtest.strategies import PolicyPopulation
+from trader.backtest.strategies import ActionSchedule, PolicyPopulation
 
 __all__ = [
+    "ActionSchedule",
     "BASELINES",
     "BacktestConfig",
     "BacktestResult",

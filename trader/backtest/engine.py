@@ -37,6 +37,7 @@ from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
 from trader.backtest.strategies import (
     BASELINE_MAX_SHARES,
     Account,
+    ActionSchedule,
     BuyAndHold,
     DailyRebalance,
     Decide,
@@ -154,7 +155,8 @@ def run_backtest(
     :param data: a `MarketData` panel, or a data set recipe name or path.
     :param policies: strategy name -> a checkpoint path (loaded with
         `trader.agents.checkpoint.load_policy`), an agent with ``act(obs,
-        deterministic=True)``, or a callable ``obs [E, obs_dim] -> actions [E, N]``.
+        deterministic=True)``, a callable ``obs [E, obs_dim] -> actions [E, N]``, a
+        `PolicyPopulation`, or an `ActionSchedule` (actions fixed per bar).
     :param baselines: any of `BASELINES`: "benchmark" (buy-and-hold of the data
         set's benchmark, run as a one-ticker panel), "equal_weight" (equal-weight
         buy-and-hold), "equal_weight_daily" (equal weight, rebalanced every
@@ -222,6 +224,11 @@ def _build_groups(
         target.callers.append(_Caller(decide, start, len(target.members)))
 
     for name, source in policies.items():
+        if isinstance(source, ActionSchedule):
+            _check_schedule(name, source, data)
+            info = StrategyInfo(name, name, "policy", f"action schedule of {source.actions.shape[0]} bars")
+            add(group("stocks", data, config.env_config(config.policy_env)), source, [info])
+            continue
         if isinstance(source, PolicyPopulation):
             _check_names(dict.fromkeys(source.names), baselines)
             infos = [StrategyInfo(n, n, "policy", f"row {k} of population {name!r}") for k, n in enumerate(source.names)]
@@ -262,6 +269,16 @@ def _build_groups(
     if not groups:
         raise UserError("nothing to backtest: no policy and no baseline given")
     return list(groups.values())
+
+
+def _check_schedule(name: str, schedule: ActionSchedule, data: MarketData) -> None:
+    """A schedule needs one row per bar of the period and one column per ticker."""
+    expected = (data.num_bars, data.num_tickers)
+    if tuple(schedule.actions.shape) != expected:
+        raise UserError(
+            f"strategy {name!r}: action schedule has shape {tuple(schedule.actions.shape)}, "
+            f"the period needs {expected} (bars, tickers)"
+        )
 
 
 def _check_names(policies: Mapping[str, Any], baselines: tuple[str, ...]) -> None:

@@ -111,6 +111,24 @@ class DailyRebalance:
         return shares_to_actions(target - account.holdings, BASELINE_MAX_SHARES)
 
 
+class ActionSchedule:
+    """Actions fixed in advance, one row per bar of the period: row t is the decision
+    at bar t (e.g. an oracle's target weights, computed from data up to each bar).
+    Every sub-environment of the strategy gets the same row. It runs under the
+    policies' trading rules (`BacktestConfig.policy_env`).
+
+    :param actions: float [T, act_dim] in [-1, 1], T = bars of the backtest period.
+    """
+
+    def __init__(self, actions: Tensor) -> None:
+        if actions.dim() != 2:
+            raise UserError(f"ActionSchedule needs actions of shape [bars, act_dim], got {tuple(actions.shape)}")
+        self.actions = actions.to(torch.float32)
+
+    def __call__(self, obs: Tensor, account: Account) -> Tensor:
+        return self.actions[account.t].to(obs.device).expand(obs.shape[0], -1)
+
+
 class PolicyDecider:
     """A policy's deterministic actions: an agent's ``act(obs, deterministic=True)``
     or any callable ``obs [E, obs_dim] -> actions [E, act_dim]`` in [-1, 1].
