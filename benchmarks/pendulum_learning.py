@@ -242,6 +242,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def write_json(results: list[dict], path: Path) -> None:
+    """The per-run results as JSON, for later tables."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     torch.set_num_threads(1)
@@ -255,8 +261,7 @@ def main(argv: list[str]) -> int:
     print()
     print(table(results, args.learners))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
+        write_json(results, args.json)
     return 0
 
 

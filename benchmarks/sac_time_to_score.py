@@ -57,7 +57,7 @@ from trader.agents import get_spec, make_agent, make_config
 from trader.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pendulum_learning import ENV_ID, SB3Driver, evaluate  # noqa: E402  (same scoring as that benchmark)
+from pendulum_learning import ENV_ID, SB3Driver, evaluate, write_json  # noqa: E402  (same scoring as that benchmark)
 
 THRESHOLD = -200.0
 Policy = Callable[[torch.Tensor], torch.Tensor]
@@ -355,8 +355,7 @@ def main(argv: list[str]) -> int:
     print()
     print(table(results, args.learners))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
+        write_json(results, args.json)
     return 0
 
 
