@@ -37,7 +37,6 @@ and the ratios of our chosen SAC to each SB3 learner (below 1 means faster).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
