@@ -36,7 +36,8 @@ step just taken, before any reset; the ``cash`` and ``holdings`` attributes hold
 current state, after resets.
 
 Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
-(F = number of observed features, 13 by default):
+(F = number of observed features: the panel's 13 by default, plus one per
+``EnvConfig.return_windows`` entry):
 
 - ``[0]``: cash / portfolio value at the close of bar t;
 - ``[1 : 1 + N]``: holdings x close / portfolio value, per stock. Both lie in [0, 1]
@@ -51,7 +52,9 @@ Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
   on the training period by ``MarketData.split``); a panel without them is
   normalised with its own statistics (fine for a training panel; give validation and
   test panels the training statistics). Every feature is clipped to
-  ``[-feature_clip, feature_clip]``. The whole feature part is precomputed at
+  ``[-feature_clip, feature_clip]``. After the panel's features come the derived
+  ``ret_tstat_{w}`` features of ``EnvConfig.return_windows`` (trailing-return
+  t-statistics, see there; none by default). The whole feature part is precomputed at
   construction as a [T, obs_dim] float32 table (T x obs_dim x 4 bytes on the device:
   about 0.55 GB for a year of minute bars of 100 stocks; observe fewer ``features``
   to shrink it), so a step gathers one row per sub-environment.
@@ -124,6 +127,12 @@ class EnvConfig:
     :param features: panel features to observe, in this order; None observes all of
         ``data.feature_names``. Fewer features give a smaller, faster observation.
     :param feature_clip: normalised features are clipped to [-feature_clip, feature_clip].
+    :param return_windows: derived features observed after the panel's, one per
+        window w, named ``ret_tstat_{w}``: the t-statistic of each stock's last w
+        close-to-close log returns, ``sum(r) / sqrt(sum(r^2))`` over bars t-w+1 .. t
+        (closes up to bar t only; 0 until w returns exist). A scale-free trailing
+        return, the usual input of momentum and reversal signals, which the panel's
+        single-bar indicators do not carry. ``()`` observes none.
     """
 
     initial_cash: float = 1_000_000.0
@@ -139,6 +148,7 @@ class EnvConfig:
     turbulence_window: int = 240
     features: tuple[str, ...] | None = None
     feature_clip: float = 10.0
+    return_windows: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.initial_cash) and self.initial_cash > 0):
@@ -162,12 +172,21 @@ class EnvConfig:
             )
         if self.turbulence_window < 2:
             raise ConfigError(f"EnvConfig.turbulence_window must be at least 2, got {self.turbulence_window}")
+        if isinstance(self.return_windows, (str, int)) or any(
+            int(w) != w or w < 2 for w in self.return_windows
+        ):
+            raise ConfigError(
+                f"EnvConfig.return_windows must be a tuple of integers >= 2 (bars), got {self.return_windows!r}"
+            )
+        object.__setattr__(self, "return_windows", tuple(int(w) for w in self.return_windows))
+        if len(set(self.return_windows)) != len(self.return_windows):
+            raise ConfigError(f"EnvConfig.return_windows lists a window twice: {self.return_windows}")
         if self.features is not None:
-            if isinstance(self.features, str) or len(self.features) == 0:
-                raise ConfigError(
-                    f"EnvConfig.features must be a non-empty tuple of names or None, got {self.features!r}"
-                )
+            if isinstance(self.features, str):
+                raise ConfigError(f"EnvConfig.features must be a tuple of names or None, got {self.features!r}")
             object.__setattr__(self, "features", tuple(self.features))
+            if not self.features and not self.return_windows:
+                raise ConfigError("EnvConfig.features is empty and there are no return_windows: nothing to observe")
         if not self.feature_clip > 0:
             raise ConfigError(f"EnvConfig.feature_clip must be positive, got {self.feature_clip}")
 
@@ -234,6 +253,48 @@ def normalized_feature_table(data: MarketData, names: tuple[str, ...], clip: flo
     table = torch.stack(columns, dim=-1)
     table = torch.nan_to_num(table, nan=0.0, posinf=clip, neginf=-clip).clamp(-clip, clip)
     return table.float()
+
+
+def return_tstat_table(close: Tensor, windows: tuple[int, ...], clip: float) -> Tensor:
+    """The ``ret_tstat_{w}`` features of `EnvConfig.return_windows`: float32 [T, N, len(windows)].
+
+    Row t, window w: ``sum(r) / sqrt(sum(r^2))`` of the log close-to-close returns of
+    bars t-w+1 .. t (the return of bar 0 is unknown, so rows t < w are 0; so is a
+    window without movement, e.g. gap-filled bars). Cumulative sums over time, in
+    float64; clipped to [-clip, clip].
+    """
+    close = close.double()
+    returns = torch.zeros_like(close)
+    returns[1:] = torch.log(close[1:].clamp_min(1e-12) / close[:-1].clamp_min(1e-12))
+    zero = torch.zeros_like(close[:1])
+    sum1 = torch.cat([zero, torch.cumsum(returns, 0)])  # row j: returns of bars < j
+    sum2 = torch.cat([zero, torch.cumsum(returns * returns, 0)])
+    columns = []
+    for w in windows:  # loops over the few windows, once, at construction
+        column = torch.zeros_like(close)
+        if w < close.shape[0]:
+            window_sum = sum1[w + 1 :] - sum1[1:-w]  # row t >= w: returns of bars t-w+1 .. t
+            window_sq = sum2[w + 1 :] - sum2[1:-w]
+            flat = window_sq <= 1e-10 * sum2[-1:]  # no movement, up to the cumulative sums' rounding
+            column[w:] = torch.where(flat, 0.0, window_sum / window_sq.clamp_min(1e-300).sqrt())
+        columns.append(column)
+    table = torch.stack(columns, dim=-1) if columns else close.new_zeros((*close.shape, 0))
+    return torch.nan_to_num(table, nan=0.0).clamp(-clip, clip).float()
+
+
+def observed_feature_table(data: MarketData, config: EnvConfig) -> Tensor:
+    """Every feature the env observes per stock, in observation order: float32 [T, N, F].
+
+    The panel features (`normalized_feature_table` of ``config.features``) followed by
+    the ``ret_tstat_{w}`` features of ``config.return_windows``.
+    """
+    names = config.features if config.features is not None else tuple(data.feature_names)
+    parts = []
+    if names:
+        parts.append(normalized_feature_table(data, names, config.feature_clip))
+    if config.return_windows:
+        parts.append(return_tstat_table(data.close, config.return_windows, config.feature_clip))
+    return torch.cat(parts, dim=-1)
 
 
 def turbulence_index(close: Tensor, window: int, chunk: int = 256) -> Tensor:
@@ -457,13 +518,14 @@ class StockTradingVecEnv:
         self.device = torch.device(device)
         self.data = data.to(self.device)
         self.tickers = self.data.tickers
-        self.feature_names = names
+        self.feature_names = names + tuple(f"ret_tstat_{w}" for w in config.return_windows)
+        """Names of the F observed features per stock, in observation order."""
         self.num_stocks = self.data.num_tickers
         self.num_bars = self.data.num_bars
         self.act_dim = self.num_stocks
-        self.obs_dim = 1 + self.num_stocks * (1 + len(names))
+        self.obs_dim = 1 + self.num_stocks * (1 + len(self.feature_names))
 
-        self._tables = self._build_tables(names)
+        self._tables = self._build_tables()
         self._rules = _Rules(
             weights_mode=config.action_mode == "weights",
             max_shares=float(config.max_shares),
@@ -504,9 +566,9 @@ class StockTradingVecEnv:
         self._final_obs_buffers = _RecyclingBuffers(shape, torch.float32, self.device)
 
     # ------------------------------------------------------------------ set-up
-    def _build_tables(self, names: tuple[str, ...]) -> _Tables:
+    def _build_tables(self) -> _Tables:
         data, n = self.data, self.num_stocks
-        features = normalized_feature_table(data, names, self.config.feature_clip)
+        features = observed_feature_table(data, self.config)
         obs = torch.zeros((self.num_bars, self.obs_dim), dtype=torch.float32, device=self.device)
         obs[:, 1 + n :] = features.reshape(self.num_bars, -1)
         if self.config.turbulence_threshold is None:

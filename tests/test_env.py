@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -13,7 +14,7 @@ from market_fixtures import random_panel
 from reference_env import ReferenceEnv
 
 from market_envs import EnvConfig, StockTradingVecEnv
-from market_envs.env import turbulence_index
+from market_envs.env import return_tstat_table, turbulence_index
 from trader.errors import ConfigError, UserError
 
 PANEL = random_panel(n_tickers=4, n_bars=90, seed=7, gap_prob=0.05)
@@ -453,3 +454,82 @@ def test_cuda_equals_cpu(mode):
     left = _trajectory(StockTradingVecEnv(PANEL, 8, "cpu", full), actions)
     right = _trajectory(StockTradingVecEnv(PANEL, 8, "cuda", full), actions)
     _assert_same_trajectory(left, right)
+
+
+# --------------------------------------------------------------------- return windows
+
+
+def _tstat_reference(close: np.ndarray, window: int) -> np.ndarray:
+    """Row t: sum(r) / sqrt(sum(r^2)) of the log returns of bars t-window+1 .. t, by a loop."""
+    returns = np.zeros_like(close)
+    returns[1:] = np.log(close[1:] / close[:-1])
+    out = np.zeros_like(close)
+    for t in range(window, len(close)):
+        r = returns[t - window + 1 : t + 1]
+        scale = np.sqrt((r * r).sum(axis=0))  # 0 over a flat (gap-filled) stretch: statistic 0
+        out[t] = np.where(scale > 0, r.sum(axis=0) / np.where(scale > 0, scale, 1.0), 0.0)
+    return out
+
+
+def test_return_tstat_table_matches_a_loop_and_is_zero_before_a_full_window():
+    close = PANEL.close.double().numpy()
+    table = return_tstat_table(PANEL.close, (2, 7, 30), clip=100.0)
+    assert table.shape == (PANEL.num_bars, PANEL.num_tickers, 3) and table.dtype == torch.float32
+    for j, window in enumerate((2, 7, 30)):
+        expected = _tstat_reference(close, window)
+        np.testing.assert_allclose(table[:, :, j].numpy(), expected, rtol=1e-5, atol=1e-6)
+        assert torch.all(table[:window, :, j] == 0)
+        assert torch.all(table[window:, :, j].abs() <= math.sqrt(window) + 1e-4)  # Cauchy-Schwarz
+
+
+def test_return_tstat_table_is_causal():
+    k = 40
+    changed = PANEL.close.clone()
+    changed[k + 1 :] *= torch.exp(torch.randn(changed[k + 1 :].shape, generator=torch.Generator().manual_seed(3)) * 0.05)
+    left = return_tstat_table(PANEL.close, (10,), clip=10.0)
+    right = return_tstat_table(changed, (10,), clip=10.0)
+    assert torch.equal(left[: k + 1], right[: k + 1])
+    assert not torch.equal(left[k + 1 :], right[k + 1 :])
+
+
+def test_env_observes_return_windows_after_the_panel_features():
+    config = EnvConfig(features=("close", "rsi_30"), return_windows=(5, 20), random_start=False)
+    env = StockTradingVecEnv(PANEL, 2, "cpu", config)
+    n = PANEL.num_tickers
+    assert env.feature_names == ("close", "rsi_30", "ret_tstat_5", "ret_tstat_20")
+    assert env.obs_dim == 1 + n * 5
+    obs, _ = env.reset()
+    for _ in range(25):
+        obs, *_ = env.step(torch.zeros(2, n))
+    per_stock = obs[0, 1 + n :].reshape(n, 4)
+    table = return_tstat_table(PANEL.close, (5, 20), clip=config.feature_clip)
+    assert torch.equal(per_stock[:, 2:], table[25])
+    plain = StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(features=("close", "rsi_30"), random_start=False))
+    plain_obs, _ = plain.reset()
+    for _ in range(25):
+        plain_obs, *_ = plain.step(torch.zeros(2, n))
+    assert torch.equal(per_stock[:, :2], plain_obs[0, 1 + n :].reshape(n, 2))
+
+
+def test_return_windows_alone_make_an_observation():
+    env = StockTradingVecEnv(PANEL, 1, "cpu", EnvConfig(features=(), return_windows=(10,)))
+    assert env.feature_names == ("ret_tstat_10",) and env.obs_dim == 1 + 2 * PANEL.num_tickers
+
+
+@pytest.mark.parametrize(
+    "values, fragment",
+    [
+        ({"return_windows": (1,)}, "integers >= 2"),
+        ({"return_windows": (5, 5)}, "twice"),
+        ({"return_windows": 5}, "tuple of integers"),
+        ({"return_windows": (2.5,)}, "integers >= 2"),
+        ({"features": ()}, "nothing to observe"),
+    ],
+)
+def test_bad_return_windows_raise_clear_errors(values, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        EnvConfig(**values)
+
+
+def test_return_windows_from_a_list_become_a_tuple():
+    assert EnvConfig(return_windows=[30, 5]).return_windows == (30, 5)
