@@ -168,7 +168,7 @@ def test_averaging_two_learners_gives_mean_parameters_and_moments() -> None:
         torch.testing.assert_close(fused[key], (a.state_dict()[key] + b.state_dict()[key]) / 2)
     # and through the learner group: replicas end equal to the mean
     group = LearnerGroup(a, num_learners=2)
-    group._sync_replicas()
+    group.sync_replicas()
     group.replicas[1].load_state_dict(b.state_dict())
     expected = average_states([a.state_dict(), b.state_dict()])
     group.fuse()
