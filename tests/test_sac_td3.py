@@ -382,6 +382,17 @@ def test_fusion_keeps_the_agents_normalizer_and_replicas_use_its_current_statist
             assert torch.equal(replica.normalizer.state_dict()[key], value), key
 
 
+def test_replicas_draw_their_own_noise():
+    agent = make_agent("sac", 3, 1, make_config("sac", TINY), seed=4)
+    group = LearnerGroup(agent, 3)
+    group.sync_replicas()
+    obs = torch.randn(8, 3)
+    actions = [replica.act(obs) for replica in group.replicas]  # same weights, own generators
+    for i in range(3):
+        for j in range(i):
+            assert not torch.equal(actions[i], actions[j]), (i, j)
+
+
 def test_runner_rejects_an_env_on_another_device_or_with_other_dims():
     env = GymVecEnv("Pendulum-v1", 1)
     agent = make_agent("sac", 4, 1, make_config("sac", TINY))
