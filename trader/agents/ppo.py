@@ -291,8 +291,8 @@ class PPOAgent(Agent):
         """
         cfg = self.config
         self.train_mode(True)
-        learning_rate = self.scheduled_learning_rate()
         if cfg.anneal_lr:
+            learning_rate = self.scheduled_learning_rate()
             for group in self.optimizer.param_groups:
                 group["lr"] = learning_rate
         per_epoch = []
@@ -307,7 +307,7 @@ class PPOAgent(Agent):
         metrics["explained_variance"] = float(_explained_variance(batch.values, batch.returns))
         metrics["log_std"] = float(self.actor.log_std.detach().mean().cpu())
         metrics["epochs_run"] = float(len(per_epoch))
-        metrics["learning_rate"] = learning_rate
+        metrics["learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
         self.env_steps += batch.size
         return metrics
 
