@@ -330,12 +330,13 @@ def test_two_sac_learners_fuse_the_temperature_and_its_adam_moments():
     first, second = record["before_fuse"]
     key = "net.temperature.log_alpha"
     assert not torch.equal(first[key], second[key])  # the replicas' alphas moved apart
-    torch.testing.assert_close(runner.agent.temperature.log_alpha.detach(), (first[key] + second[key]) / 2)
-    alpha_index = len(list(runner.agent.actor.parameters())) + len(list(runner.agent.critic.parameters()))
+    agent = runner.agent
+    torch.testing.assert_close(agent.temperature.log_alpha.detach(), (first[key] + second[key]) / 2)
+    alpha_index = len(list(agent.actor.parameters())) + len(list(agent.critic.parameters()))
     for moment in ("exp_avg", "exp_avg_sq"):
         name = f"optim.sac.{alpha_index}.{moment}"
         assert not torch.equal(first[name], second[name])
-        torch.testing.assert_close(runner.agent.state_dict()[name], (first[name] + second[name]) / 2)
+        torch.testing.assert_close(agent.state_dict()[name], (first[name] + second[name]) / 2)
 
 
 def test_two_td3_learners_keep_the_policy_delay_on_each_replica():
@@ -368,11 +369,13 @@ def test_fusion_keeps_the_agents_normalizer_and_replicas_use_its_current_statist
         assert torch.equal(runner.agent.normalizer.state_dict()[key], value), key
     # A replica normalises with the agent's statistics as they are now, not as they were
     # at the start of the epoch.
-    group = LearnerGroup(make_agent("sac", 3, 1, make_config("sac", {**TINY, "normalize_obs": True})), 2)
+    config = make_config("sac", {**TINY, "normalize_obs": True})
+    group = LearnerGroup(make_agent("sac", 3, 1, config), 2)
     group.sync_replicas()
     group.agent.normalizer.update(torch.randn(16, 3) * 4 + 2)
     obs = torch.randn(5, 3)
-    assert torch.equal(group.replicas[1].normalizer.normalize(obs), group.agent.normalizer.normalize(obs))
+    replica_view = group.replicas[1].normalizer.normalize(obs)
+    assert torch.equal(replica_view, group.agent.normalizer.normalize(obs))
     before = group.agent.normalizer.state_dict()
     for seed, replica in enumerate(group.replicas):
         replica.learn(random_batch(seed=seed))
