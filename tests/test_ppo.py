@@ -1,4 +1,5 @@
-"""PPO: GAE known answers, the clipped objective, learner fusion, a Pendulum smoke run."""
+"""PPO: GAE known answers, the clipped objective, learner fusion, the learning-rate and
+target-KL schedules, a Pendulum smoke run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from trader.agents.ppo import (
     PPOAgent,
     PPOConfig,
     PPORunner,
+    _step_on,
     clipped_surrogate_loss,
     gaussian_entropy,
     gaussian_log_prob,
@@ -168,7 +170,7 @@ def test_averaging_two_learners_gives_mean_parameters_and_moments() -> None:
         torch.testing.assert_close(fused[key], (a.state_dict()[key] + b.state_dict()[key]) / 2)
     # and through the learner group: replicas end equal to the mean
     group = LearnerGroup(a, num_learners=2)
-    group._sync_replicas()
+    group.sync_replicas()
     group.replicas[1].load_state_dict(b.state_dict())
     expected = average_states([a.state_dict(), b.state_dict()])
     group.fuse()
@@ -193,6 +195,135 @@ def test_learner_group_shards_are_disjoint_and_cover_the_batch() -> None:
     assert sorted(rows.tolist()) == list(range(24))
     with pytest.raises(ConfigError, match="too small"):
         group.run_epoch(batch_size=4, num_minibatches=2, step_fn=record)
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+def _rollout(seed: int = 0, rows: int = 32) -> RolloutBatch:
+    """A rollout collected by the initial policy of `_schedule_agent` (KL 0 at the start)."""
+    gen = torch.Generator().manual_seed(seed)
+    obs = torch.randn(rows, 3, generator=gen)
+    actions, logprobs, values = _schedule_agent().explore(obs)
+    advantages = torch.randn(rows, generator=gen)
+    return RolloutBatch(obs, actions, logprobs, values, advantages, values + advantages)
+
+
+def _schedule_agent(**overrides: object) -> PPOAgent:
+    cfg = PPOConfig(**{"hidden_sizes": (8,), "num_minibatches": 4, "update_epochs": 3, **overrides})
+    return PPOAgent(3, 1, cfg, seed=0)
+
+
+@pytest.mark.parametrize("num_learners", [1, 2])
+def test_anneal_lr_is_linear_in_the_transitions_learned_from(num_learners: int) -> None:
+    agent = _schedule_agent(learning_rate=1e-3, anneal_lr=True, total_steps=64,
+                            num_learners=num_learners)  # fmt: skip
+    rates = []
+    for seed in range(4):
+        metrics = agent.update(_rollout(seed))  # 32 rows each
+        rates.append(metrics["learning_rate"])
+        for replica in agent.learners.replicas:  # fusion keeps the schedule on every replica
+            assert [g["lr"] for g in replica.optimizer.param_groups] == [rates[-1]]
+    assert rates == [1e-3, 0.5e-3, 0.0, 0.0]  # half after half of total_steps, then 0
+    assert agent.env_steps == 128 and len(agent.learners.replicas) == num_learners
+
+
+def test_without_anneal_lr_the_rate_stays_and_every_epoch_runs() -> None:
+    agent = _schedule_agent(learning_rate=1e-3)
+    for seed in range(2):
+        metrics = agent.update(_rollout(seed))
+        assert metrics["learning_rate"] == 1e-3 and metrics["epochs_run"] == 3
+    assert agent.optimizer.param_groups[0]["lr"] == 1e-3
+
+
+def test_schedule_config_errors_name_the_field() -> None:
+    with pytest.raises(ConfigError, match="anneal_lr needs total_steps"):
+        PPOConfig(anneal_lr=True)
+    with pytest.raises(ConfigError, match="total_steps"):
+        PPOConfig(total_steps=0)
+    with pytest.raises(ConfigError, match="target_kl"):
+        PPOConfig(target_kl=0.0)
+    from trader.agents import make_config
+
+    cfg = make_config("ppo", {"anneal_lr": True, "total_steps": 1000, "target_kl": 0.02})
+    assert (cfg.anneal_lr, cfg.total_steps, cfg.target_kl) == (True, 1000, 0.02)
+
+
+def test_default_update_is_plain_epochs_through_the_learner_group() -> None:
+    """Defaults (no schedule, no target KL): ``update_epochs`` plain epochs, bit for bit."""
+    agent, reference = _schedule_agent(), _schedule_agent()
+    batch = _rollout(1)
+    metrics = agent.update(batch)
+    for _ in range(3):
+        reference.learners.run_epoch(batch.size, 4, _step_on(batch))
+    assert metrics["epochs_run"] == 3
+    for key, value in reference.state_dict().items():
+        if key != "extra.env_steps":
+            assert torch.equal(agent.state_dict()[key], value), key
+
+
+def _epoch_kls(batch: RolloutBatch) -> list[float]:
+    """Mean approximate KL of each epoch of a full (no target KL) update."""
+    agent = _schedule_agent(update_epochs=6)
+    kls: list[float] = []
+    run_epoch = agent.learners.run_epoch
+
+    def recording(*args: object) -> torch.Tensor:
+        metrics = run_epoch(*args)
+        kls.append(float(metrics[:, 3].mean()))
+        return metrics
+
+    agent.learners.run_epoch = recording
+    agent.update(batch)
+    return kls
+
+
+def test_target_kl_stops_after_the_first_epoch_over_it() -> None:
+    batch = _rollout(2)
+    kls = _epoch_kls(batch)
+    assert len(kls) == 6 and all(kl > 0 for kl in kls)
+    for target in (1e-9, sorted(kls)[2], 1e9):
+        agent = _schedule_agent(update_epochs=6, target_kl=target)
+        expected = next((i + 1 for i, kl in enumerate(kls) if kl > target), 6)
+        assert agent.update(batch)["epochs_run"] == expected, target
+    # 1e-9: exactly one epoch, i.e. the same as an update of one epoch
+    once, one_epoch = _schedule_agent(target_kl=1e-9), _schedule_agent(update_epochs=1)
+    assert once.update(batch)["epochs_run"] == 1
+    one_epoch.update(batch)
+    for key, value in one_epoch.state_dict().items():
+        assert torch.equal(once.state_dict()[key], value), key
+    # a target never reached changes nothing
+    never, plain = _schedule_agent(target_kl=1e9), _schedule_agent()
+    never.update(batch)
+    plain.update(batch)
+    for key, value in plain.state_dict().items():
+        assert torch.equal(never.state_dict()[key], value), key
+
+
+def test_a_resumed_agent_continues_the_learning_rate_schedule(tmp_path: object) -> None:
+    from trader.agents.checkpoint import load_agent, save_checkpoint
+
+    agent = _schedule_agent(learning_rate=1e-3, anneal_lr=True, total_steps=128)
+    agent.update(_rollout(0))
+    save_checkpoint(agent, tmp_path / "ckpt")
+    resumed = load_agent(tmp_path / "ckpt")
+    assert resumed.env_steps == 32 and resumed.scheduled_learning_rate() == 0.75e-3
+    resumed.generator.set_state(agent.generator.get_state())
+    batch = _rollout(1)
+    assert resumed.update(batch) == agent.update(batch)
+    assert agent.optimizer.param_groups[0]["lr"] == 0.75e-3
+    for key, value in agent.state_dict().items():
+        assert torch.equal(resumed.state_dict()[key], value), key
+
+
+def test_a_state_without_the_step_counter_loads_only_without_a_schedule() -> None:
+    from trader.errors import CheckpointError
+
+    state = _schedule_agent().state_dict()
+    del state["extra.env_steps"]  # as saved before the counter existed
+    _schedule_agent().load_state_dict(state)
+    with pytest.raises(CheckpointError, match="env_steps"):
+        _schedule_agent(anneal_lr=True, total_steps=10).load_state_dict(state)
 
 
 # --------------------------------------------------------------------------- smoke runs

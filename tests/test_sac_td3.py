@@ -1,4 +1,5 @@
-"""SAC and TD3: known-answer updates, delayed actor updates, checkpoints, Pendulum runs."""
+"""SAC and TD3: known-answer updates, delayed actor updates, checkpoints, K learners,
+Pendulum runs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import torch
 from market_envs.gym_vec import GymVecEnv
 from trader.agents import get_spec, make_agent, make_config
 from trader.agents.checkpoint import load_agent, save_checkpoint
+from trader.agents.normalizer import ObsNormalizer
 from trader.agents.offpolicy import OffPolicyRunner
+from trader.agents.parallel import LearnerGroup
 from trader.agents.replay import ReplayBatch, ReplayBuffer
 from trader.agents.sac import SACAgent, SACConfig
 from trader.agents.td3 import TD3Agent, TD3Config
@@ -176,6 +179,7 @@ def test_checkpoint_round_trip_reproduces_actions_and_training_exactly(algo, tmp
         ("td3", {"policy_delay": 0}, "policy_delay"),
         ("td3", {"batch_size": 0}, "batch_size"),
         ("td3", {"polcy_delay": 2}, "polcy_delay"),
+        ("sac", {"num_learners": 0}, "num_learners"),
     ],
 )
 def test_bad_config_values_raise_naming_the_key(algo, overrides, key):
@@ -197,10 +201,12 @@ def pendulum_runner(algo: str, num_envs: int, seed: int, **overrides) -> OffPoli
     return get_spec(algo).runner_cls(agent, env)
 
 
+@pytest.mark.parametrize("num_learners", [1, 2])
 @pytest.mark.parametrize("algo", ["sac", "td3"])
-def test_pendulum_smoke_run(algo):
+def test_pendulum_smoke_run(algo, num_learners):
     runner = pendulum_runner(
-        algo, num_envs=2, seed=0, learning_starts=200, iteration_steps=200, updates_per_step=0.5
+        algo, num_envs=2, seed=0, learning_starts=200, iteration_steps=200, updates_per_step=0.5,
+        num_learners=num_learners,
     )
     logs = [runner.iteration() for _ in range(3)]
     assert [m["env_steps"] for m in logs] == [200.0] * 3
@@ -220,6 +226,174 @@ def test_runs_are_a_pure_function_of_the_seed():
         runs.append((runner.iteration(), params(runner.agent.actor)))
     assert runs[0][0] == runs[1][0]
     assert torch.equal(runs[0][1], runs[1][1])
+
+
+# --------------------------------------------------------------------------- K learners
+
+K_RUN = {"learning_starts": 50, "iteration_steps": 100, "updates_per_step": 0.25,
+         "normalize_obs": True}  # fmt: skip
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_one_learner_runner_is_the_plain_sample_and_learn_loop(algo):
+    """K = 1: each owed update is ``learn(sample(batch_size, agent.generator))``, nothing else."""
+    runner = pendulum_runner(algo, 2, seed=1, **K_RUN)
+    runner.iteration()
+    runner.iteration()
+    plain = pendulum_runner(algo, 2, seed=1, **K_RUN)
+    credit = 0.0
+    while plain.env_steps < 200:
+        plain.collect_step()
+        if plain.env_steps >= 50:
+            credit += 0.25 * 2
+            for _ in range(int(credit)):
+                plain.agent.learn(plain.buffer.sample(64, plain.agent.generator))
+            credit -= int(credit)
+    assert plain.agent.num_updates == runner.agent.num_updates == 38
+    for key, value in runner.agent.state_dict().items():
+        assert torch.equal(value, plain.agent.state_dict()[key]), key
+
+
+def _recording_k2_run(algo: str, **overrides):
+    """One iteration with K = 2, recording each replay sample, each replica's batches and
+    metrics, and every replica's state and the agent's normaliser just before fusion."""
+    runner = pendulum_runner(algo, 2, seed=2, **{**K_RUN, "num_learners": 2, **overrides})
+    record = {"samples": [], "batches": ([], []), "metrics": ([], []), "before_fuse": None}
+    sample = runner.buffer.sample
+
+    def recording_sample(*args, **kwargs):
+        record["samples"].append(sample(*args, **kwargs))
+        return record["samples"][-1]
+
+    runner.buffer.sample = recording_sample
+    for index, replica in enumerate(runner.learners.replicas):
+        learn = replica.learn
+
+        def recording_learn(batch, learn=learn, index=index):
+            record["batches"][index].append(batch)
+            record["metrics"][index].append(learn(batch))
+            return record["metrics"][index][-1]
+
+        replica.learn = recording_learn
+    fuse = runner.learners.fuse
+
+    def recording_fuse():
+        states = [replica.state_dict() for replica in runner.learners.replicas]
+        record["before_fuse"] = states
+        fuse()
+
+    runner.learners.fuse = recording_fuse
+    metrics = runner.iteration()
+    return runner, record, metrics
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_two_learners_fuse_to_the_mean_of_replicas_that_saw_different_shards(algo):
+    runner, record, metrics = _recording_k2_run(algo)
+    n_updates = int(metrics["updates"])
+    assert n_updates == 13 and len(record["samples"]) == n_updates
+    # Each update: one sample of 2 x 64 rows; replica k learned on rows [64k, 64(k+1)).
+    for step, sample in enumerate(record["samples"]):
+        assert sample.obs.shape[0] == 128
+        for k in (0, 1):
+            batch = record["batches"][k][step]
+            assert torch.equal(batch.obs, sample.obs[64 * k : 64 * (k + 1)])
+            assert torch.equal(batch.rewards, sample.rewards[64 * k : 64 * (k + 1)])
+    first, second = record["before_fuse"]
+    fused = runner.agent.state_dict()
+    averaged = 0
+    for key, value in fused.items():
+        if key.startswith("normalizer."):
+            continue
+        a, b = first[key], second[key]
+        if a.is_floating_point() and not torch.equal(a, b):
+            torch.testing.assert_close(value, (a + b) / 2, rtol=0, atol=1e-7)
+            averaged += 1
+        else:
+            assert torch.equal(value, a), key
+    # networks, target networks and Adam moments all differed and were averaged
+    for part in ("net.actor.", "net.critic.", "net.target_critic.", ".exp_avg", ".exp_avg_sq"):
+        assert any(part in key and not torch.equal(first[key], second[key]) for key in first), part
+    assert averaged > 20
+    for replica in runner.learners.replicas[1:]:
+        for key, value in replica.state_dict().items():
+            assert torch.equal(value, fused[key]), key
+    # metrics are the mean over the two replicas
+    metric_sum = torch.stack([torch.stack(record["metrics"][k]) for k in (0, 1)]).mean(0).sum(0)
+    expected = dict(zip(runner.agent.metric_names, (metric_sum / n_updates).tolist(), strict=True))
+    for name, value in expected.items():
+        assert metrics[name] == pytest.approx(value, rel=1e-5, abs=1e-7), name
+
+
+def test_two_sac_learners_fuse_the_temperature_and_its_adam_moments():
+    runner, record, _ = _recording_k2_run("sac", alpha_lr=0.01)
+    first, second = record["before_fuse"]
+    key = "net.temperature.log_alpha"
+    assert not torch.equal(first[key], second[key])  # the replicas' alphas moved apart
+    agent = runner.agent
+    torch.testing.assert_close(agent.temperature.log_alpha.detach(), (first[key] + second[key]) / 2)
+    alpha_index = len(list(agent.actor.parameters())) + len(list(agent.critic.parameters()))
+    for moment in ("exp_avg", "exp_avg_sq"):
+        name = f"optim.sac.{alpha_index}.{moment}"
+        assert not torch.equal(first[name], second[name])
+        torch.testing.assert_close(agent.state_dict()[name], (first[name] + second[name]) / 2)
+
+
+def test_two_td3_learners_keep_the_policy_delay_on_each_replica():
+    runner, record, metrics = _recording_k2_run("td3", policy_delay=3)
+    n_updates = int(metrics["updates"])
+    expected_flags = [float((i + 1) % 3 == 0) for i in range(n_updates)]
+    for k in (0, 1):
+        flags = [float(m[2]) for m in record["metrics"][k]]  # "actor_updates" entry
+        assert flags == expected_flags, k
+    assert runner.agent.num_updates == n_updates == 13
+    assert runner.agent.actor_updates == 4
+    assert metrics["actor_updates"] == pytest.approx(4 / 13)
+    replica = runner.learners.replicas[1]
+    assert (replica.num_updates, replica.actor_updates) == (13, 4)
+    # the next iteration continues the phase: update 15 is an actor update on both replicas
+    runner.iteration()
+    assert runner.agent.actor_updates == runner.agent.num_updates // 3
+
+
+def test_fusion_keeps_the_agents_normalizer_and_replicas_use_its_current_statistics():
+    runner, record, _ = _recording_k2_run("sac")
+    # The agent's statistics are exactly those of every observation the worker fed it,
+    # in order: the first reset observations, then each step's next observations.
+    expected = ObsNormalizer(3)
+    transitions = runner.buffer.transitions()
+    expected.update(transitions.obs[:2])
+    for step in range(transitions.obs.shape[0] // 2):
+        expected.update(transitions.next_obs[2 * step : 2 * step + 2])
+    for key, value in expected.state_dict().items():
+        assert torch.equal(runner.agent.normalizer.state_dict()[key], value), key
+    # A replica normalises with the agent's statistics as they are now, not as they were
+    # at the start of the epoch.
+    config = make_config("sac", {**TINY, "normalize_obs": True})
+    group = LearnerGroup(make_agent("sac", 3, 1, config), 2)
+    group.sync_replicas()
+    group.agent.normalizer.update(torch.randn(16, 3) * 4 + 2)
+    obs = torch.randn(5, 3)
+    replica_view = group.replicas[1].normalizer.normalize(obs)
+    assert torch.equal(replica_view, group.agent.normalizer.normalize(obs))
+    before = group.agent.normalizer.state_dict()
+    for seed, replica in enumerate(group.replicas):
+        replica.learn(random_batch(seed=seed))
+    group.fuse()
+    for replica in group.replicas:
+        for key, value in before.items():
+            assert torch.equal(replica.normalizer.state_dict()[key], value), key
+
+
+def test_replicas_draw_their_own_noise():
+    agent = make_agent("sac", 3, 1, make_config("sac", TINY), seed=4)
+    group = LearnerGroup(agent, 3)
+    group.sync_replicas()
+    obs = torch.randn(8, 3)
+    actions = [replica.act(obs) for replica in group.replicas]  # same weights, own generators
+    for i in range(3):
+        for j in range(i):
+            assert not torch.equal(actions[i], actions[j]), (i, j)
 
 
 def test_runner_rejects_an_env_on_another_device_or_with_other_dims():

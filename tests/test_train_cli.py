@@ -120,6 +120,28 @@ def test_cli_trains_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 0
 
 
+def test_cli_accepts_the_ppo_schedules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "ppo.toml"
+    config.write_text(
+        "num_steps = 16\nupdate_epochs = 2\nnum_minibatches = 2\nhidden_sizes = [8]\n"
+        "learning_rate = 0.001\nanneal_lr = true\ntotal_steps = 64\ntarget_kl = 0.5\n"
+        "num_learners = 2\n"
+    )
+    args = ["train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "64", "--num-envs", "2",
+            "--eval-episodes", "1"]  # fmt: skip
+    code = main([*args, "--run-dir", str(tmp_path / "run"), "--config", str(config)])
+    assert code == 0, capsys.readouterr().err
+    saved = tomllib.loads((tmp_path / "run" / "config.toml").read_text())["algo_config"]
+    assert (saved["anneal_lr"], saved["total_steps"], saved["target_kl"]) == (True, 64, 0.5)
+    metrics = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
+    assert metrics["learning_rate"].tolist() == [1e-3, 0.5e-3]  # 32 of 64 transitions per update
+    assert set(metrics["epochs_run"]) <= {1.0, 2.0}
+    # the run's own config.toml (None fields dropped: TOML has no null) is accepted back
+    again = main([*args, "--run-dir", str(tmp_path / "again"),
+                  "--config", str(tmp_path / "run" / "config.toml")])  # fmt: skip
+    assert again == 0
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -9,7 +9,8 @@
   env into the replay buffer (uniform random actions for the first
   ``learning_starts`` transitions) and runs ``updates_per_step`` gradient updates per
   transition. Everything stays on the env's device; the loop is over time only, and
-  host syncs happen once per iteration.
+  host syncs happen once per iteration. With ``num_learners = K > 1`` the updates
+  run on K replicas fused once per iteration (see `OffPolicyRunner`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from trader.agents.base import Agent, Runner
+from trader.agents.parallel import LearnerGroup
 from trader.agents.replay import ReplayBatch, ReplayBuffer, next_observation
 from trader.errors import CheckpointError, ConfigError
 
@@ -63,6 +65,12 @@ class OffPolicyConfig:
     """Clip the gradient norm of each network to this value; None disables clipping."""
     iteration_steps: int = 1_000
     """Transitions collected per runner iteration (one progress/metrics report each)."""
+    num_learners: int = 1
+    """K learners fused by averaging once per runner iteration; 1 = plain. Each of the
+    K replicas makes every gradient update a single learner would make, on its own
+    ``batch_size`` shard of one ``K * batch_size`` replay sample (K times the compute),
+    and at the end of the iteration parameters, target networks, SAC's temperature and
+    the Adam moments are averaged (`trader.agents.parallel`)."""
 
     def __post_init__(self) -> None:
         name = type(self).__name__
@@ -74,6 +82,7 @@ class OffPolicyConfig:
             "updates_per_step": self.updates_per_step,
             "reward_scale": self.reward_scale,
             "iteration_steps": self.iteration_steps,
+            "num_learners": self.num_learners,
         }
         for key, value in positive.items():
             if not value > 0:
@@ -250,6 +259,17 @@ class OffPolicyRunner(Runner):
     and update metrics are accumulated on the device and copied to the host once per
     iteration.
 
+    Learners: with ``num_learners = K > 1`` one iteration is one learner epoch. The
+    K replicas (replica 0 is the agent, which also collects) are synchronised to the
+    agent before the iteration; each owed update draws one sample of
+    ``K * batch_size`` transitions with the agent's generator and replica k learns on
+    rows ``[k * batch_size, (k + 1) * batch_size)``; after the iteration the replicas
+    are fused (`LearnerGroup.fuse`). Every replica makes the same number of updates,
+    so the update counters (TD3's policy-delay phase included) agree and are kept;
+    the replicas normalise with the agent's own, current normaliser. The metrics of
+    an update are the mean over the replicas, and ``updates`` counts updates per
+    replica. K = 1 samples ``batch_size`` rows and updates the agent, nothing else.
+
     :param agent: a `SACAgent` or `TD3Agent`.
     :param env: a batched env following the contract (same-step autoreset with
         ``info["final_obs"]``); it is reset here with the agent's seed.
@@ -275,6 +295,9 @@ class OffPolicyRunner(Runner):
         self._finished = torch.zeros(2, device=self.device)
         self._metric_sum = torch.zeros(len(agent.metric_names), device=self.device)
         self._update_credit = 0.0
+        self.learners = LearnerGroup(agent, self.config.num_learners)
+        """The K learners (replica 0 is the agent)."""
+        self.learners.sync_replicas()
 
     def _behaviour_actions(self) -> Tensor:
         """Uniform random actions until ``learning_starts``, then the agent's exploration."""
@@ -307,17 +330,29 @@ class OffPolicyRunner(Runner):
         n_updates = int(self._update_credit)
         self._update_credit -= n_updates
         for _ in range(n_updates):
-            batch = self.buffer.sample(self.config.batch_size, self.agent.generator)
-            self._metric_sum += self.agent.learn(batch)
+            self._metric_sum += self._learn_once()
         return n_updates
+
+    def _learn_once(self) -> Tensor:
+        """One gradient update on every replica; the metrics vector (mean over replicas)."""
+        batch_size, num_learners = self.config.batch_size, self.learners.num_learners
+        if num_learners == 1:
+            return self.agent.learn(self.buffer.sample(batch_size, self.agent.generator))
+        shards = self.buffer.sample(num_learners * batch_size, self.agent.generator)
+        pairs = zip(self.learners.replicas, shards.split(num_learners), strict=True)
+        metrics = [replica.learn(shard) for replica, shard in pairs]
+        return torch.stack(metrics).mean(dim=0)
 
     def iteration(self) -> dict[str, float]:
         """Collect ``iteration_steps`` transitions while learning; metrics as floats."""
         start_steps = self.env_steps
         n_updates = 0
+        self.learners.sync_replicas()
         while self.env_steps - start_steps < self.config.iteration_steps:
             self.collect_step()
             n_updates += self.learn_step()
+        if n_updates and self.learners.num_learners > 1:
+            self.learners.fuse()
         # One host copy for everything this iteration measured.
         host = torch.cat([self._finished, self._metric_sum]).cpu().tolist()
         self._finished.zero_()

@@ -15,6 +15,12 @@ bootstrap from ``info["final_obs"]``), then `PPOAgent.update` runs ``update_epoc
 epochs of minibatch updates through a `LearnerGroup` (``num_learners`` replicas
 fused by parameter and Adam-moment averaging each epoch).
 
+Schedules (CleanRL's): with ``anneal_lr`` the learning rate decays linearly to 0
+over ``total_steps`` transitions, computed before each update from the agent's own
+counter of transitions learned from (``env_steps``, saved in the checkpoint, so a
+resumed run continues the schedule); with ``target_kl`` an update stops after the
+first epoch whose minibatches' mean approximate KL exceeds it.
+
 Observation normalisation: the running statistics are frozen during a rollout and
 its update, and merged with the rollout's observations afterwards, so the logged
 log-probabilities and values of a rollout and its update see identical inputs.
@@ -23,6 +29,7 @@ log-probabilities and values of a rollout and its update see identical inputs.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +39,11 @@ from torch import Tensor, nn
 from trader.agents.base import Agent, AlgoSpec, Runner, seeded
 from trader.agents.parallel import LearnerGroup
 from trader.agents.rollout import RolloutBatch, RolloutStorage
-from trader.errors import ConfigError
+from trader.errors import CheckpointError, ConfigError
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _METRIC_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+_KL = _METRIC_NAMES.index("approx_kl")
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,16 @@ class PPOConfig:
     """Rewards are multiplied by this before GAE (logged returns are unscaled)."""
     num_learners: int = 1
     """K learners on disjoint shards, fused by averaging each epoch; 1 = plain."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly from `learning_rate` to 0 over `total_steps`:
+    an update after n transitions uses ``learning_rate * max(0, 1 - n / total_steps)``
+    (the first update the full rate). Needs `total_steps`."""
+    total_steps: int | None = None
+    """Environment transitions of the whole run, the length of the `anneal_lr`
+    schedule (e.g. the ``steps`` given to ``trader.train``); unused without it."""
+    target_kl: float | None = None
+    """Stop an update's epochs early once the mean approximate KL of the last epoch's
+    minibatches exceeds this (one host copy per epoch); None runs every epoch."""
 
     def __post_init__(self) -> None:
         positive = ("num_steps", "learning_rate", "update_epochs", "num_minibatches")
@@ -93,6 +111,15 @@ class PPOConfig:
             raise ConfigError("PPOConfig.ent_coef and vf_coef must be >= 0")
         if not self.hidden_sizes or any(size <= 0 for size in self.hidden_sizes):
             raise ConfigError(f"PPOConfig.hidden_sizes must be positive, got {self.hidden_sizes}")
+        if self.anneal_lr and self.total_steps is None:
+            raise ConfigError(
+                "PPOConfig.anneal_lr needs total_steps, the run's environment transitions "
+                "(the length of the learning-rate schedule)"
+            )
+        if self.total_steps is not None and self.total_steps <= 0:
+            raise ConfigError(f"PPOConfig.total_steps must be positive, got {self.total_steps}")
+        if self.target_kl is not None and not self.target_kl > 0:
+            raise ConfigError(f"PPOConfig.target_kl must be > 0 or None, got {self.target_kl}")
 
 
 def _mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int, out_gain: float) -> nn.Sequential:
@@ -188,6 +215,8 @@ class PPOAgent(Agent):
         fused = self.device.type in ("cpu", "cuda")
         self.optimizer = torch.optim.Adam(params, lr=config.learning_rate, eps=config.adam_eps, fused=fused)
         self.learners = LearnerGroup(self, config.num_learners)
+        self.env_steps = 0
+        """Transitions the updates have learned from (the `anneal_lr` schedule's clock)."""
         self._actor_mean = self.actor.forward
         self._critic_value = self.critic.forward
 
@@ -197,6 +226,28 @@ class PPOAgent(Agent):
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"adam": self.optimizer}
+
+    def extra_state(self) -> dict[str, Tensor]:
+        """The transitions learned from (the learning-rate schedule continues from it)."""
+        return {"env_steps": torch.tensor(self.env_steps, dtype=torch.int64)}
+
+    def load_extra_state(self, state: Mapping[str, Tensor]) -> None:
+        """Restore the counter; a state without it (saved before it existed) is accepted
+        only when no schedule needs it."""
+        unexpected = sorted(set(state) - {"env_steps"})
+        if unexpected:
+            raise CheckpointError(f"PPOAgent: unexpected extra state {unexpected}")
+        if "env_steps" not in state and self.config.anneal_lr:
+            raise CheckpointError("PPOAgent: anneal_lr needs extra state 'env_steps', missing")
+        self.env_steps = int(state["env_steps"]) if "env_steps" in state else 0
+
+    def scheduled_learning_rate(self) -> float:
+        """The learning rate of the next update (see `PPOConfig.anneal_lr`)."""
+        cfg = self.config
+        if not cfg.anneal_lr:
+            return cfg.learning_rate
+        assert cfg.total_steps is not None  # checked by the config
+        return cfg.learning_rate * max(0.0, 1.0 - self.env_steps / cfg.total_steps)
 
     @torch.no_grad()
     def act(self, obs: Tensor, deterministic: bool = False) -> Tensor:
@@ -232,16 +283,32 @@ class PPOAgent(Agent):
 
     # -- the learner
     def update(self, batch: RolloutBatch) -> dict[str, float]:
-        """``update_epochs`` epochs of clipped-PPO minibatch updates; metrics averaged."""
+        """Up to ``update_epochs`` epochs of clipped-PPO minibatch updates; metrics averaged.
+
+        The learning rate is set first (`scheduled_learning_rate`; the replicas take it
+        from the agent when each epoch synchronises them); with ``target_kl`` the epochs
+        stop after the first one whose mean approximate KL exceeds it.
+        """
+        cfg = self.config
         self.train_mode(True)
-        per_epoch = [
-            self.learners.run_epoch(batch.size, self.config.num_minibatches, _step_on(batch))
-            for _ in range(self.config.update_epochs)
-        ]
+        if cfg.anneal_lr:
+            learning_rate = self.scheduled_learning_rate()
+            for group in self.optimizer.param_groups:
+                group["lr"] = learning_rate
+        per_epoch = []
+        for _ in range(cfg.update_epochs):
+            per_epoch.append(
+                self.learners.run_epoch(batch.size, cfg.num_minibatches, _step_on(batch))
+            )
+            if cfg.target_kl is not None and float(per_epoch[-1][:, _KL].mean()) > cfg.target_kl:
+                break
         means = torch.cat(per_epoch).mean(dim=0).cpu().tolist()  # one host copy
         metrics = dict(zip(_METRIC_NAMES, means, strict=True))
         metrics["explained_variance"] = float(_explained_variance(batch.values, batch.returns))
         metrics["log_std"] = float(self.actor.log_std.detach().mean().cpu())
+        metrics["epochs_run"] = float(len(per_epoch))
+        metrics["learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
+        self.env_steps += batch.size
         return metrics
 
     def losses(self, batch: RolloutBatch, indices: Tensor) -> tuple[Tensor, Tensor]:

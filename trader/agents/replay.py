@@ -44,6 +44,15 @@ class ReplayBatch:
     is still bootstrapped.
     """
 
+    def split(self, parts: int) -> list[ReplayBatch]:
+        """Cut into ``parts`` consecutive, disjoint batches of equal size (views, no copy)."""
+        size = self.obs.shape[0]
+        if parts < 1 or size % parts:
+            raise ConfigError(f"ReplayBatch.split: {size} rows do not split into {parts} parts")
+        fields = (self.obs, self.actions, self.rewards, self.next_obs, self.terminated)
+        chunks = [tensor.split(size // parts) for tensor in fields]
+        return [ReplayBatch(*row) for row in zip(*chunks, strict=True)]
+
 
 def next_observation(
     obs: torch.Tensor,
