@@ -1,0 +1,82 @@
+"""How much of a planted edge can *any* learner find in the training period?
+
+The learning check (`learning_check.py`) asks agents for half the oracle's Sharpe.
+The oracle knows which tickers carry the edge; a learner has to find them in the
+training period, and a weak per-ticker edge cannot be told apart from noise there.
+This prints, for each edge strength (the oracle's frictionless annual Sharpe):
+
+- ``oracle``: the oracle's validation Sharpe (through the backtest engine);
+- ``probe(obs)``: the validation Sharpe of `learning_check.linear_probe`, per-ticker
+  ridge regressions of the next bar's return fitted on the training period, on two
+  observations: the panel's 13 indicators, and the 30-bar return t-statistic alone
+  (``EnvConfig(features=(), return_windows=(30,))``, the learning check's default);
+  a supervised learner with the right feature, so roughly the most an agent on that
+  observation can hope for;
+- ``t/ticker``: the t-statistic with which one edge ticker's edge shows in the whole
+  training period, ``SR_bar / sqrt(K) * sqrt(training bars)`` with ``SR_bar`` the
+  oracle's annual Sharpe over ``sqrt(252 * bars per day)`` and K edge tickers;
+- ``SNR/sample``: the same per-ticker, per-bar signal over ``sqrt(N)``: the reward
+  of one step sums the P&L of all N positions, so one transition tells an agent that
+  much about one ticker's edge; of the order of ``(3 / SNR)^2`` transitions are
+  needed before a gradient step points the right way more often than not.
+
+    OMP_NUM_THREADS=1 python benchmarks/edge_identifiability.py                   # 100 tickers, 10/20/30
+    OMP_NUM_THREADS=1 python benchmarks/edge_identifiability.py --tickers 30 --strengths 20,100
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+
+import torch
+
+from learning_check import edge_spec, env_rules, linear_probe, validation_oracle
+from market_envs.data import load
+from market_envs.data.edge import edge_layout
+from market_envs.data.recipes import find_recipe
+from trader.backtest import BacktestConfig, run_backtest
+
+OBSERVATIONS = {"indicators": (None, ()), "ret_tstat_30": ((), (30,))}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recipe", default="synthetic-edge-minute")
+    parser.add_argument("--tickers", type=int, default=100)
+    parser.add_argument("--strengths", default="10,20,30", help="oracle Sharpe values, comma-separated")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    base_edge = dict(find_recipe(args.recipe).options["edge"])
+    print(f"{args.recipe}, {args.tickers} tickers, edge {base_edge}")
+    print("| strength | oracle | probe(indicators) | probe(ret_tstat_30) | x oracle | t/ticker | SNR/sample |")
+    print("|---|---|---|---|---|---|---|")
+    start = time.perf_counter()
+    for strength in (float(s) for s in args.strengths.split(",")):
+        full = load(args.recipe, n_tickers=args.tickers, edge={**base_edge, "strength_sharpe": strength})
+        train, validation = full.period("train"), full.period("validation")
+        spec = edge_spec(full)
+        policies = {"oracle": validation_oracle(full, validation, spec)}
+        for name, (features, windows) in OBSERVATIONS.items():
+            rules = env_rules(0.0, 390, features, windows)
+            policies[name] = linear_probe(full, train, validation, rules)
+        config = BacktestConfig(buy_cost=0.0, sell_cost=0.0, policy_env=env_rules(0.0, 390),
+                                record_positions="day", tear_sheet=False)
+        sharpe = run_backtest(validation, policies, baselines=[], config=config).metrics["sharpe_ratio"]
+        count = edge_layout(spec, full.num_tickers).size
+        bars_per_day = train.num_bars / len(set(train.timestamps.date))
+        per_ticker_bar = strength / math.sqrt(252.0 * bars_per_day) / math.sqrt(count)
+        print(
+            f"| {strength:g} | {sharpe['oracle']:.2f} | {sharpe['indicators']:.2f} | {sharpe['ret_tstat_30']:.2f} | "
+            f"{sharpe['ret_tstat_30'] / sharpe['oracle']:.2f} | {per_ticker_bar * math.sqrt(train.num_bars):.1f} | "
+            f"{per_ticker_bar / math.sqrt(full.num_tickers):.4f} |",
+            flush=True,
+        )
+    print(f"total {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
