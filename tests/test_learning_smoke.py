@@ -32,11 +32,17 @@ RULES = EnvConfig(
 
 
 def _learning_check():
-    """The benchmark module (benchmarks/ is not a package)."""
+    """The benchmark module (benchmarks/ is not a package), loaded once.
+
+    Loaded once because its worker processes find `_dataset_job` by name in
+    ``sys.modules``: a second copy of the module would not pickle.
+    """
+    if "learning_check" in sys.modules:
+        return sys.modules["learning_check"]
     path = ROOT / "benchmarks" / "learning_check.py"
     spec = importlib.util.spec_from_file_location("learning_check", path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("learning_check", module)
+    sys.modules["learning_check"] = module
     spec.loader.exec_module(module)
     return module
 
