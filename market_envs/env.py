@@ -82,6 +82,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
+from market_envs.data.edge import trailing_tstat
 from market_envs.data.panel import MarketData
 from trader.errors import ConfigError, UserError
 
@@ -258,26 +259,14 @@ def normalized_feature_table(data: MarketData, names: tuple[str, ...], clip: flo
 def return_tstat_table(close: Tensor, windows: tuple[int, ...], clip: float) -> Tensor:
     """The ``ret_tstat_{w}`` features of `EnvConfig.return_windows`: float32 [T, N, len(windows)].
 
-    Row t, window w: ``sum(r) / sqrt(sum(r^2))`` of the log close-to-close returns of
-    bars t-w+1 .. t (the return of bar 0 is unknown, so rows t < w are 0; so is a
-    window without movement, e.g. gap-filled bars). Cumulative sums over time, in
-    float64; clipped to [-clip, clip].
+    Row t, window w: `trailing_tstat` of the log close-to-close returns, bars
+    t-w+1 .. t (0 for rows t < w and for windows without movement); clipped to
+    [-clip, clip].
     """
     close = close.double()
     returns = torch.zeros_like(close)
     returns[1:] = torch.log(close[1:].clamp_min(1e-12) / close[:-1].clamp_min(1e-12))
-    zero = torch.zeros_like(close[:1])
-    sum1 = torch.cat([zero, torch.cumsum(returns, 0)])  # row j: returns of bars < j
-    sum2 = torch.cat([zero, torch.cumsum(returns * returns, 0)])
-    columns = []
-    for w in windows:  # loops over the few windows, once, at construction
-        column = torch.zeros_like(close)
-        if w < close.shape[0]:
-            window_sum = sum1[w + 1 :] - sum1[1:-w]  # row t >= w: returns of bars t-w+1 .. t
-            window_sq = sum2[w + 1 :] - sum2[1:-w]
-            flat = window_sq <= 1e-10 * sum2[-1:]  # no movement, up to the cumulative sums' rounding
-            column[w:] = torch.where(flat, 0.0, window_sum / window_sq.clamp_min(1e-300).sqrt())
-        columns.append(column)
+    columns = [trailing_tstat(returns, w) for w in windows]  # the few windows, once, at construction
     table = torch.stack(columns, dim=-1) if columns else close.new_zeros((*close.shape, 0))
     return torch.nan_to_num(table, nan=0.0).clamp(-clip, clip).float()
 

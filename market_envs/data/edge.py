@@ -279,6 +279,28 @@ class EdgePlanter:
         intra[:, self.layout.edge] += planted
 
 
+def trailing_tstat(log_returns: torch.Tensor, window: int) -> torch.Tensor:
+    """``sum(r) / sqrt(sum(r^2))`` of rows t-window+1 .. t of `log_returns` [T, N], float64.
+
+    Row 0 of `log_returns` is the unknown return of the first bar, so rows t < window
+    are 0; so is a window without movement (e.g. gap-filled bars). Cumulative sums
+    over time. The statistic the planted rule ranks, and the env's ``ret_tstat``
+    feature.
+    """
+    r = log_returns.double()
+    out = torch.zeros_like(r)
+    if window >= r.shape[0]:
+        return out
+    zero = torch.zeros_like(r[:1])
+    sum1 = torch.cat([zero, torch.cumsum(r, 0)])  # row j: returns of rows < j
+    sum2 = torch.cat([zero, torch.cumsum(r * r, 0)])
+    window_sum = sum1[window + 1 :] - sum1[1:-window]  # row t >= window: rows t-window+1 .. t
+    window_sq = sum2[window + 1 :] - sum2[1:-window]
+    flat = window_sq <= 1e-10 * sum2[-1:]  # no movement, up to the cumulative sums' rounding
+    out[window:] = torch.where(flat, 0.0, window_sum / window_sq.clamp_min(1e-300).sqrt())
+    return out
+
+
 def signal_scores(log_returns: torch.Tensor, layout: EdgeLayout, horizon: int) -> torch.Tensor:
     """The rank scores s_t [T, K] from log returns [T, N] (row t uses rows <= t).
 
@@ -286,22 +308,16 @@ def signal_scores(log_returns: torch.Tensor, layout: EdgeLayout, horizon: int) -
     as unknown) are zero. Vectorised over time with cumulative sums.
     """
     columns = np.concatenate([layout.edge, layout.leaders])
-    src = torch.as_tensor(columns, device=log_returns.device)
-    r = log_returns[:, src].double()
-    zeros = torch.zeros(1, r.shape[1], dtype=r.dtype, device=r.device)
-    c1 = torch.cat([zeros, torch.cumsum(r, 0)])
-    c2 = torch.cat([zeros, torch.cumsum(r * r, 0)])
-    sum1 = c1[horizon:] - c1[:-horizon]  # row j: returns j .. j+H-1
-    sum2 = c2[horizon:] - c2[:-horizon]
+    stat = trailing_tstat(log_returns[:, torch.as_tensor(columns, device=log_returns.device)], horizon)
     where = {int(c): j for j, c in enumerate(columns)}
-    position = torch.as_tensor([where[int(c)] for c in layout.source], device=r.device)
-    sign = torch.as_tensor(layout.sign, dtype=r.dtype, device=r.device)
-    stat = sign * (sum1 / sum2.clamp_min(1e-300).sqrt())[:, position]
+    position = torch.as_tensor([where[int(c)] for c in layout.source], device=stat.device)
+    sign = torch.as_tensor(layout.sign, dtype=stat.dtype, device=stat.device)
+    stat = sign * stat[horizon:, position]
     order = torch.argsort(stat, dim=1, stable=True)
-    grid = torch.as_tensor(score_grid(layout.size), dtype=r.dtype, device=r.device)
+    grid = torch.as_tensor(score_grid(layout.size), dtype=stat.dtype, device=stat.device)
     ranked = torch.empty_like(stat).scatter_(1, order, grid.expand_as(stat).contiguous())
-    scores = torch.zeros(log_returns.shape[0], layout.size, dtype=r.dtype, device=r.device)
-    scores[horizon:] = ranked[1 : log_returns.shape[0] - horizon + 1]
+    scores = torch.zeros(log_returns.shape[0], layout.size, dtype=stat.dtype, device=stat.device)
+    scores[horizon:] = ranked
     return scores
 
 
