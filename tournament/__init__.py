@@ -1,1 +1,15 @@
-"""tournament."""
+"""The tournament: a population of PPO, SAC and TD3 pods trained on dask, ranked on a
+leaderboard, bred by a generator; the best pod and the top-k ensemble at the end.
+
+One module per role: `pod` (one `trader.train` run), `leaderboard`, `events` (the
+log), `generator`, `orchestrator` (`run`), `cluster` (the dask `Client`),
+`ensemble`, and `config` (`TournamentConfig`). ``tournament.run(config)`` is the API,
+``trader tournament`` its CLI.
+"""
+
+from __future__ import annotations
+
+from tournament.config import TournamentConfig
+from tournament.orchestrator import Progress, TournamentResult, run
+
+__all__ = ["Progress", "TournamentConfig", "TournamentResult", "run"]

@@ -23,6 +23,17 @@ What ``env`` may be:
 
 A run is a pure function of (algo config, env, seed): the agent, its sampling and the
 env starts are all seeded from ``seed``.
+
+Continuing from a checkpoint (``init_from``, how a tournament's child pod inherits its
+parent): the new agent takes the checkpoint's weights, optimiser moments, observation
+normaliser and counters, but keeps its own config's learning rates (a child's may
+have been perturbed). Its random stream continues from the checkpoint's when ``seed``
+is the checkpoint's seed, and starts afresh from ``seed`` otherwise. The env is reset
+as in any run, and an off-policy agent's replay buffer starts empty (it is not
+checkpointed) but is filled by the inherited policy, not by random actions. So a run
+of ``n`` steps continued for ``m`` more with the same seed equals one run of
+``n + m`` steps exactly when that run's episodes also restart at step ``n`` (PPO, or
+SAC/TD3 before learning starts; ``tests/test_train_cli.py`` checks it).
 """
 
 from __future__ import annotations
@@ -42,9 +53,9 @@ import torch
 import trader
 from trader.agents import Agent, get_spec
 from trader.agents.base import config_from_dict, config_to_dict, seeded
-from trader.agents.checkpoint import save_checkpoint
+from trader.agents.checkpoint import RNG_KEY, load_checkpoint, restore_agent, save_checkpoint
 from trader.agents.evaluator import Evaluator, mean_return_score, return_and_sharpe_score
-from trader.errors import ConfigError, UserError
+from trader.errors import CheckpointError, ConfigError, UserError
 
 ProgressFn = Callable[[dict[str, float]], None]
 """Called after each iteration with that iteration's metrics row."""
@@ -98,6 +109,7 @@ def train(
     env_config: Any = None,
     compile: bool = False,
     on_iteration: ProgressFn | None = None,
+    init_from: str | os.PathLike[str] | None = None,
 ) -> TrainResult:
     """Train one agent and write the run directory (see the module docstring).
 
@@ -115,6 +127,8 @@ def train(
     :param env_config: market envs: an `EnvConfig` or dict of overrides.
     :param compile: ``torch.compile`` the agent's forward passes (and the market step).
     :param on_iteration: progress callback, called with each metrics row.
+    :param init_from: a checkpoint (path without suffix) of the same algorithm and env
+        dims to continue from (see the module docstring).
     """
     if steps <= 0 or num_envs <= 0 or eval_every < 0 or eval_episodes <= 0:
         raise ConfigError("train: steps, num_envs and eval_episodes must be > 0, eval_every >= 0")
@@ -126,6 +140,8 @@ def train(
     with seeded(seed):
         envs = build_envs(env, num_envs, device, seed, eval_env, eval_episodes, env_config, compile)
     agent = spec.agent_cls(envs.train.obs_dim, envs.train.act_dim, algo_config, device, seed)
+    if init_from is not None:
+        continue_from(agent, init_from, seed)
     if compile:
         agent.compile()
     runner = spec.runner_cls(agent, envs.train)
@@ -143,6 +159,8 @@ def train(
         "env": envs.description,
         "algo_config": config_to_dict(algo_config),
     }
+    if init_from is not None:
+        resolved["init_from"] = str(init_from)
     _write_toml(root / "config.toml", resolved)
     rows = _loop(runner, envs, steps, eval_every, on_iteration, root)
     frame = pd.DataFrame(rows)
@@ -188,6 +206,26 @@ def _loop(
         if on_iteration is not None:
             on_iteration(row)
     return rows
+
+
+def continue_from(agent: Agent, path: str | os.PathLike[str], seed: int) -> None:
+    """Load checkpoint ``path`` into the freshly built ``agent`` (see the module docstring)."""
+    state, meta = load_checkpoint(path, agent.device)
+    if meta["algo"] != agent.algo:
+        raise CheckpointError(f"init_from {path}: a {meta['algo']} checkpoint cannot start a {agent.algo} run")
+    dims = (int(meta["obs_dim"]), int(meta["act_dim"]))
+    if dims != (agent.obs_dim, agent.act_dim):
+        raise CheckpointError(
+            f"init_from {path}: checkpoint dims (obs, act) {dims} differ from the env's "
+            f"{(agent.obs_dim, agent.act_dim)}"
+        )
+    rates = {name: [g["lr"] for g in opt.param_groups] for name, opt in agent.optimizers().items()}
+    if int(meta.get("seed", -1)) != seed:
+        state.pop(RNG_KEY, None)
+    restore_agent(agent, state)
+    for name, optimizer in agent.optimizers().items():
+        for group, rate in zip(optimizer.param_groups, rates[name], strict=True):
+            group["lr"] = rate
 
 
 # --------------------------------------------------------------------------- envs

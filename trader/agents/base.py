@@ -37,8 +37,8 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
@@ -332,6 +332,33 @@ class Runner(ABC):
 
 
 @dataclass(frozen=True)
+class Bound:
+    """The range a tournament may move one hyperparameter in (see `tournament.generator`).
+
+    Each algorithm module declares ``MUTATION_BOUNDS = {field name: Bound(...)}``
+    beside its config: the fields worth searching and how far. Fields it leaves out
+    (network sizes above all: a child inherits its parent's weights) never change.
+    """
+
+    low: float
+    """Smallest value."""
+    high: float
+    """Largest value."""
+    scale: Literal["linear", "log"] = "linear"
+    """Perturb in this space: "log" for rates that span decades (learning rates)."""
+    integer: bool = False
+    """Round to an integer (batch sizes, epochs)."""
+
+    def __post_init__(self) -> None:
+        if not self.low < self.high:
+            raise ConfigError(f"Bound: low ({self.low}) must be < high ({self.high})")
+        if self.scale not in ("linear", "log"):
+            raise ConfigError(f"Bound.scale must be 'linear' or 'log', got {self.scale!r}")
+        if self.scale == "log" and self.low <= 0:
+            raise ConfigError(f"Bound: a log-scaled bound needs low > 0, got {self.low}")
+
+
+@dataclass(frozen=True)
 class AlgoSpec:
     """What the registry knows about an algorithm."""
 
@@ -343,3 +370,5 @@ class AlgoSpec:
     """Agent class, built as ``agent_cls(obs_dim, act_dim, config, device, seed)``."""
     runner_cls: Callable[[Agent, Any], Runner]
     """Worker + learner loop, built as ``runner_cls(agent, env)``."""
+    mutation_bounds: Mapping[str, Bound] = field(default_factory=dict)
+    """Hyperparameters a tournament may perturb, and their ranges (`Bound`)."""

@@ -1,7 +1,10 @@
 """Checkpoints: ``<path>.safetensors`` (the agent's flat tensor state) + ``<path>.json``.
 
 The safetensors file holds every tensor of ``Agent.state_dict()``: network weights,
-optimiser moments and step counts, the observation normaliser. The JSON sidecar holds
+optimiser moments and step counts, the observation normaliser; and, under
+``rng.generator``, the state of the agent's random generator, so that training
+continued from a checkpoint (``trader.train(..., init_from=...)``) draws the same
+numbers an uninterrupted run would have drawn. The JSON sidecar holds
 what a reader needs to rebuild the agent without guessing: algo, resolved config,
 obs/act dims, seed, normalisation statistics (readable copy), the data window the
 agent was trained and validated on, the library version, and free-form ``info``.
@@ -28,6 +31,8 @@ from trader.agents.base import Agent
 from trader.errors import CheckpointError
 
 FORMAT_VERSION = 1
+RNG_KEY = "rng.generator"
+"""Key of the agent generator's state (uint8) in the safetensors file; optional on load."""
 _REQUIRED_KEYS = ("format_version", "algo", "config", "obs_dim", "act_dim", "library_version")
 
 
@@ -57,6 +62,7 @@ def save_checkpoint(
     tensor_path, json_path = checkpoint_paths(path)
     tensor_path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {key: value.detach().cpu().contiguous() for key, value in agent.state_dict().items()}
+    tensors[RNG_KEY] = agent.generator.get_state()
     sidecar = {
         "format_version": FORMAT_VERSION,
         "library_version": trader.__version__,
@@ -101,7 +107,10 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
 def load_checkpoint(
     path: str | os.PathLike[str], device: torch.device | str = "cpu"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """``(flat tensor state on device, sidecar dict)``; safetensors only, nothing unpickled."""
+    """``(flat tensor state on device, sidecar dict)``; safetensors only, nothing unpickled.
+
+    The state includes `RNG_KEY` when the checkpoint has it (`restore_agent` handles it).
+    """
     meta = read_metadata(path)
     tensor_path, _ = checkpoint_paths(path)
     if not tensor_path.is_file():
@@ -126,8 +135,17 @@ def load_agent(path: str | os.PathLike[str], device: torch.device | str = "cpu")
         device=device,
         seed=int(meta.get("seed", 0)),
     )
-    agent.load_state_dict(state)
+    restore_agent(agent, state)
     return agent
+
+
+def restore_agent(agent: Agent, state: dict[str, torch.Tensor]) -> None:
+    """Load a checkpoint's flat state into ``agent``, its generator state included."""
+    state = dict(state)
+    rng = state.pop(RNG_KEY, None)
+    agent.load_state_dict(state)
+    if rng is not None:
+        agent.generator.set_state(rng.cpu())
 
 
 def load_policy(path: str | os.PathLike[str], device: torch.device | str = "cpu") -> Agent:

@@ -144,6 +144,7 @@ class Evaluator:
         self.best_metrics: dict[str, float] = {}
         self.best_state: dict[str, Tensor] | None = None
         self._best_agent: Agent | None = None
+        self._best_rng: torch.Tensor | None = None
 
     @torch.no_grad()
     def run_episodes(self, agent: Agent) -> EpisodeRecord:
@@ -195,6 +196,7 @@ class Evaluator:
             self.best_step = step
             self.best_metrics = dict(metrics)
             self.best_state = agent.state_dict()
+            self._best_rng = agent.generator.get_state()
             self._best_agent = agent
         return metrics, improved
 
@@ -204,6 +206,8 @@ class Evaluator:
             raise UserError("no snapshot has been evaluated yet")
         best = clone_agent(self._best_agent)
         best.load_state_dict(self.best_state)
+        if self._best_rng is not None:
+            best.generator.set_state(self._best_rng)
         return best
 
     def save_best(

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from trader.agents.base import Agent, Runner
+from trader.agents.base import Agent, Bound, Runner
 from trader.agents.parallel import LearnerGroup
 from trader.agents.replay import ReplayBatch, ReplayBuffer, next_observation
 from trader.errors import CheckpointError, ConfigError
@@ -101,6 +101,16 @@ class OffPolicyConfig:
             raise ConfigError(f"{name}.max_grad_norm must be > 0 or None, got {self.max_grad_norm}")
         # TOML and JSON give lists; keep the frozen config hashable and comparable.
         object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
+
+
+OFF_POLICY_BOUNDS = {
+    "actor_lr": Bound(1e-5, 3e-3, "log"),
+    "critic_lr": Bound(1e-5, 3e-3, "log"),
+    "gamma": Bound(0.9, 0.999),
+    "tau": Bound(0.001, 0.05, "log"),
+    "batch_size": Bound(64, 1024, "log", integer=True),
+}
+"""What a tournament may perturb in any off-policy pod (SAC and TD3 add their own)."""
 
 
 def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential:
@@ -300,8 +310,12 @@ class OffPolicyRunner(Runner):
         self.learners.sync_replicas()
 
     def _behaviour_actions(self) -> Tensor:
-        """Uniform random actions until ``learning_starts``, then the agent's exploration."""
-        if self.env_steps < self.config.learning_starts:
+        """Uniform random actions until ``learning_starts``, then the agent's exploration.
+
+        An agent that has learned already (continued from a checkpoint) explores with
+        its own policy from the first step; learning still waits for the buffer.
+        """
+        if self.env_steps < self.config.learning_starts and self.agent.num_updates == 0:
             shape = (self.num_envs, self.agent.act_dim)
             uniform = torch.rand(shape, device=self.device, generator=self.agent.generator)
             return uniform * 2.0 - 1.0

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from trader.agents.base import Agent, AlgoSpec, Runner, seeded
+from trader.agents.base import Agent, AlgoSpec, Bound, Runner, seeded
 from trader.agents.parallel import LearnerGroup
 from trader.agents.rollout import RolloutBatch, RolloutStorage
 from trader.errors import CheckpointError, ConfigError
@@ -120,6 +120,18 @@ class PPOConfig:
             raise ConfigError(f"PPOConfig.total_steps must be positive, got {self.total_steps}")
         if self.target_kl is not None and not self.target_kl > 0:
             raise ConfigError(f"PPOConfig.target_kl must be > 0 or None, got {self.target_kl}")
+
+
+MUTATION_BOUNDS = {
+    "learning_rate": Bound(1e-5, 3e-3, "log"),
+    "ent_coef": Bound(0.0, 0.02),
+    "gamma": Bound(0.9, 0.999),
+    "gae_lambda": Bound(0.8, 1.0),
+    "clip_coef": Bound(0.1, 0.3),
+    "update_epochs": Bound(2, 15, integer=True),
+    "num_minibatches": Bound(4, 64, "log", integer=True),
+}
+"""What a tournament may perturb in a PPO pod, and within what ranges."""
 
 
 def _mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int, out_gain: float) -> nn.Sequential:
@@ -418,4 +430,7 @@ class PPORunner(Runner):
         return metrics
 
 
-SPEC = AlgoSpec(name="ppo", config_cls=PPOConfig, agent_cls=PPOAgent, runner_cls=PPORunner)
+SPEC = AlgoSpec(
+    name="ppo", config_cls=PPOConfig, agent_cls=PPOAgent, runner_cls=PPORunner,
+    mutation_bounds=MUTATION_BOUNDS,
+)  # fmt: skip

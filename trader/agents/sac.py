@@ -25,8 +25,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from trader.agents.base import AlgoSpec, seeded
+from trader.agents.base import AlgoSpec, Bound, seeded
 from trader.agents.offpolicy import (
+    OFF_POLICY_BOUNDS,
     OffPolicyAgent,
     OffPolicyConfig,
     OffPolicyRunner,
@@ -230,4 +231,10 @@ class SACAgent(OffPolicyAgent):
         )
 
 
-SPEC = AlgoSpec(name="sac", config_cls=SACConfig, agent_cls=SACAgent, runner_cls=OffPolicyRunner)
+MUTATION_BOUNDS = {**OFF_POLICY_BOUNDS, "alpha_lr": Bound(1e-5, 3e-3, "log")}
+"""What a tournament may perturb in a SAC pod, and within what ranges."""
+
+SPEC = AlgoSpec(
+    name="sac", config_cls=SACConfig, agent_cls=SACAgent, runner_cls=OffPolicyRunner,
+    mutation_bounds=MUTATION_BOUNDS,
+)  # fmt: skip

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from trader.agents.base import AlgoSpec, seeded
+from trader.agents.base import AlgoSpec, Bound, seeded
 from trader.agents.offpolicy import (
+    OFF_POLICY_BOUNDS,
     OffPolicyAgent,
     OffPolicyConfig,
     OffPolicyRunner,
@@ -195,4 +196,14 @@ class TD3Agent(OffPolicyAgent):
         self.actor_updates = int(state["actor_updates"])
 
 
-SPEC = AlgoSpec(name="td3", config_cls=TD3Config, agent_cls=TD3Agent, runner_cls=OffPolicyRunner)
+MUTATION_BOUNDS = {
+    **OFF_POLICY_BOUNDS,
+    "exploration_noise": Bound(0.02, 0.5, "log"),
+    "policy_noise": Bound(0.05, 0.5),
+}
+"""What a tournament may perturb in a TD3 pod, and within what ranges."""
+
+SPEC = AlgoSpec(
+    name="td3", config_cls=TD3Config, agent_cls=TD3Agent, runner_cls=OffPolicyRunner,
+    mutation_bounds=MUTATION_BOUNDS,
+)  # fmt: skip

@@ -1,0 +1,177 @@
+"""`TournamentConfig`: everything a tournament run needs, resolved once and written
+into ``RUN_DIR/tournament.toml``; `trader tournament --config FILE` reads the same keys.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trader.agents import ALGOS, make_config
+from trader.agents.base import config_from_dict, config_to_dict
+from trader.errors import ConfigError, UserError
+
+DEFAULT_ALGO_CONFIGS: dict[str, dict[str, Any]] = {
+    "sac": {"learning_starts": 4096, "updates_per_step": 1 / 32, "batch_size": 256},
+    "td3": {"learning_starts": 4096, "updates_per_step": 1 / 32, "batch_size": 256},
+}
+"""Base configs of the off-policy pods when the tournament trains many sub-environments:
+the algorithms' own defaults make one gradient update per transition, which at 64
+sub-environments is 64 updates per env step and turns a pod of 50,000 transitions into
+50,000 updates. One update per 32 transitions keeps a SAC pod's wall-clock close to a
+PPO pod's of the same steps on the CPU (benchmarks/tournament_scaling.py reports pod
+durations per algorithm). A user's ``algo_configs`` entry replaces these keys."""
+
+
+@dataclass(frozen=True)
+class TournamentConfig:
+    """A tournament: what trains, for how long, on which cluster.
+
+    Stops at whichever comes first of ``pods``, ``time_budget`` and ``target_score``.
+    """
+
+    run_dir: str = "runs/tournament"
+    """Where everything goes (see docs/contracts.md)."""
+    env: str = "synthetic-edge-minute"
+    """A data set recipe (name or path) or a gymnasium id ("Pendulum-v1", "Ant-v5")."""
+    algos: tuple[str, ...] = ("ppo", "sac", "td3")
+    """Algorithms in the pool."""
+    algo_mix: tuple[float, ...] = ()
+    """Relative share of each algorithm among new pods (empty: equal, the paper's 1:1:1)."""
+    algo_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Base config overrides per algorithm, e.g. ``{"ppo": {"num_steps": 64}}``, on top
+    of `DEFAULT_ALGO_CONFIGS`."""
+    env_config: dict[str, Any] = field(default_factory=dict)
+    """`EnvConfig` overrides for market envs (costs, action mode, features, ...)."""
+    population: int = 8
+    """Leaderboard size: the pods kept and bred from."""
+    pod_steps: int = 50_000
+    """Environment transitions per pod."""
+    num_envs: int = 64
+    """Sub-environments of each pod's training env."""
+    eval_every: int = 0
+    """Transitions between a pod's validations (0: once, at its end)."""
+    pods: int | None = 12
+    """Pod budget: pods run in all (finished or failed); None for no limit."""
+    time_budget: float | None = None
+    """Wall-clock budget in seconds (pods in flight then are cancelled); None for none."""
+    target_score: float | None = None
+    """Stop once the best validation score reaches this."""
+    workers: int = 2
+    """Local worker processes (one thread each) when neither scheduler nor gpus is set."""
+    scheduler: str | None = None
+    """Address of a running dask scheduler to join instead of a local cluster."""
+    gpus: str | None = None
+    """"all" or "0,1": a dask-cuda LocalCUDACluster, one worker per GPU."""
+    pods_per_gpu: int = 1
+    """Threads (concurrent pods) per GPU worker with ``gpus``."""
+    in_flight_per_thread: int = 2
+    """Pods kept submitted per worker thread present (one running, one queued)."""
+    device: str = "cpu"
+    """Device of the pods ("cuda" is implied by ``gpus``)."""
+    seed: int = 0
+    """Tournament seed; each pod's seed derives from it and the pod's index."""
+    top_fraction: float = 0.25
+    """Truncation selection: parents come from this top fraction of their algorithm's
+    entries on the leaderboard (at least one entry)."""
+    fresh_probability: float = 0.2
+    """Chance that a new pod starts fresh (base config, new weights) instead of
+    inheriting from a parent; with no parent available it always does."""
+    mutation_scale: float = 0.2
+    """Std of the perturbation of each bounded hyperparameter, as a fraction of its
+    range (in log space for log-scaled ones), see `trader.agents.base.Bound`."""
+    ensemble_k: int = 3
+    """The final ensemble averages the actions of the top k pods."""
+    keep_checkpoints: bool = False
+    """Keep the weights of every pod; by default those of evicted pods that no
+    leaderboard entry descends from and no pod in flight starts from are deleted
+    (their run directories, metrics and sidecars stay)."""
+    backtest: bool = True
+    """Backtest the best pod and the ensemble on the test period at the end (market envs)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "algos", tuple(self.algos))
+        object.__setattr__(self, "algo_mix", tuple(float(w) for w in self.algo_mix))
+        unknown = [a for a in self.algos if a not in ALGOS]
+        if unknown or not self.algos:
+            raise ConfigError(f"unknown algorithm(s) {unknown or '(none)'}; choose from {', '.join(ALGOS)}")
+        if len(set(self.algos)) != len(self.algos):
+            raise ConfigError(f"algos repeat an algorithm: {list(self.algos)}")
+        if self.algo_mix and (len(self.algo_mix) != len(self.algos) or min(self.algo_mix) < 0 or sum(self.algo_mix) <= 0):
+            raise ConfigError(f"algo_mix needs one weight >= 0 per algorithm ({len(self.algos)}), some > 0; got {list(self.algo_mix)}")
+        for key in ("population", "pod_steps", "num_envs", "workers", "pods_per_gpu", "in_flight_per_thread", "ensemble_k"):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.pods is not None and self.pods < 1:
+            raise ConfigError(f"pods must be >= 1 or None, got {self.pods}")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise ConfigError(f"time_budget must be > 0 seconds, got {self.time_budget}")
+        if self.pods is None and self.time_budget is None and self.target_score is None:
+            raise ConfigError("give a stop: pods, time_budget or target_score")
+        if self.eval_every < 0:
+            raise ConfigError(f"eval_every must be >= 0, got {self.eval_every}")
+        if not 0.0 < self.top_fraction <= 1.0:
+            raise ConfigError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
+        if not 0.0 <= self.fresh_probability <= 1.0:
+            raise ConfigError(f"fresh_probability must be in [0, 1], got {self.fresh_probability}")
+        if not self.mutation_scale > 0:
+            raise ConfigError(f"mutation_scale must be > 0, got {self.mutation_scale}")
+        if self.scheduler and self.gpus:
+            raise ConfigError("give either scheduler or gpus, not both")
+        extra = sorted(set(self.algo_configs) - set(ALGOS))
+        if extra:
+            raise ConfigError(f"algo_configs names unknown algorithm(s) {extra}")
+        for algo in self.algos:
+            make_config(algo, self.base_config(algo))  # unknown keys and bad values fail here
+
+    @property
+    def mix(self) -> tuple[float, ...]:
+        """Normalised share of each algorithm (sums to 1)."""
+        weights = self.algo_mix or (1.0,) * len(self.algos)
+        total = sum(weights)
+        return tuple(w / total for w in weights)
+
+    @property
+    def pod_device(self) -> str:
+        return "cuda" if self.gpus else self.device
+
+    def base_config(self, algo: str) -> dict[str, Any]:
+        """The config dict of a fresh pod of ``algo``."""
+        return {**DEFAULT_ALGO_CONFIGS.get(algo, {}), **self.algo_configs.get(algo, {})}
+
+    def to_dict(self) -> dict[str, Any]:
+        return config_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TournamentConfig:
+        return config_from_dict(cls, values)
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Keys of a TOML config file (e.g. a run's tournament.toml), unchecked."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file not found: {path}")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"config file {path} is not valid TOML: {err}") from err
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from "90", "90s", "30m", "1.5h" or "2d"."""
+    match = _DURATION.match(str(text))
+    if match is None:
+        raise UserError(f"cannot read duration {text!r}: use e.g. 90s, 30m, 1.5h")
+    seconds = float(match.group(1)) * _UNIT[match.group(2)]
+    if not seconds > 0 or not math.isfinite(seconds):
+        raise UserError(f"duration {text!r} must be > 0")
+    return seconds

@@ -1,0 +1,106 @@
+"""The generator: the next pod, built from the leaderboard (exploit, then explore).
+
+For pod number ``index`` (all its randomness comes from the tournament seed and the
+index, through `numpy.random.SeedSequence`, so a pod is the same whatever order the
+others finish in):
+
+1. **Algorithm**: drawn by the configured mix (PPO:SAC:TD3 = 1:1:1 by default), so the
+   pool keeps every algorithm however well one of them does.
+2. **Exploit** (truncation selection, as in population based training): the
+   leaderboard's entries of that algorithm are ranked best first and the parent is
+   drawn uniformly from the top ``ceil(top_fraction x count)`` of them (at least
+   one). The ranking is the leaderboard's own (higher score first), never a sort
+   written again here, so the bottom of the board can never be picked as "best".
+3. **Explore**: the parent's hyperparameters listed in the algorithm's
+   ``MUTATION_BOUNDS`` are each moved by a Gaussian step of ``mutation_scale`` x the
+   bound's width (in log space for log-scaled ones), clipped into the bound and
+   rounded for integers. The child starts from the parent's best checkpoint.
+4. **Fresh**: with probability ``fresh_probability``, or when the leaderboard holds no
+   entry of the algorithm, the pod is a fresh agent of the base config instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tournament.config import TournamentConfig
+from tournament.leaderboard import Entry, Leaderboard
+from tournament.pod import PodSpec
+from trader.agents import get_spec, make_config
+from trader.agents.base import Bound, config_to_dict
+
+
+def pod_seed_sequence(seed: int, index: int) -> np.random.SeedSequence:
+    """The seed sequence of pod ``index``: child ``index`` of the tournament's seed."""
+    return np.random.SeedSequence(seed, spawn_key=(index,))
+
+
+def pod_id(index: int) -> str:
+    return f"p{index:04d}"
+
+
+def select_parent(board: Leaderboard, algo: str, top_fraction: float, rng: np.random.Generator) -> Entry | None:
+    """A parent drawn uniformly from the top fraction of ``algo``'s entries, or None."""
+    ranked = board.top(len(board), algo)
+    if not ranked:
+        return None
+    count = max(1, math.ceil(top_fraction * len(ranked)))
+    return ranked[int(rng.integers(count))]
+
+
+def perturb(values: Mapping[str, Any], bounds: Mapping[str, Bound], scale: float,
+            rng: np.random.Generator) -> dict[str, Any]:  # fmt: skip
+    """``values`` with every bounded key moved by a clipped Gaussian step (see module doc)."""
+    out = dict(values)
+    for key in sorted(bounds):
+        if key not in out or out[key] is None:
+            continue
+        out[key] = _step(float(out[key]), bounds[key], scale, rng)
+    return out
+
+
+def _step(value: float, bound: Bound, scale: float, rng: np.random.Generator) -> float | int:
+    if bound.scale == "log":
+        low, high = math.log(bound.low), math.log(bound.high)
+        x = math.log(min(max(value, bound.low), bound.high))
+    else:
+        low, high, x = bound.low, bound.high, value
+    x = min(max(x + rng.normal(0.0, scale * (high - low)), low), high)
+    moved = math.exp(x) if bound.scale == "log" else x
+    moved = min(max(moved, bound.low), bound.high)  # exp/log round-off
+    return int(round(moved)) if bound.integer else float(moved)
+
+
+class PodGenerator:
+    """Builds `PodSpec` number ``index`` from the leaderboard (see the module docstring)."""
+
+    def __init__(self, config: TournamentConfig, env: str) -> None:
+        self.config = config
+        self.env = env
+        """The env as pods see it (a recipe resolved to an absolute path, or a gym id)."""
+
+    def next_spec(self, index: int, board: Leaderboard) -> PodSpec:
+        cfg = self.config
+        sequence = pod_seed_sequence(cfg.seed, index)
+        rng = np.random.default_rng(sequence)
+        seed = int(sequence.generate_state(1)[0])
+        algo = cfg.algos[int(rng.choice(len(cfg.algos), p=cfg.mix))]
+        fresh = rng.random() < cfg.fresh_probability
+        parent = None if fresh else select_parent(board, algo, cfg.top_fraction, rng)
+        common = dict(
+            pod_id=pod_id(index), index=index, algo=algo, env=self.env, env_config=dict(cfg.env_config),
+            steps=cfg.pod_steps, seed=seed, num_envs=cfg.num_envs, eval_every=cfg.eval_every,
+            device=cfg.pod_device,
+        )  # fmt: skip
+        if parent is None:
+            config = config_to_dict(make_config(algo, cfg.base_config(algo)))
+            return PodSpec(algo_config=config, **common)
+        bounds = get_spec(algo).mutation_bounds
+        child = perturb(parent.hyperparameters, bounds, cfg.mutation_scale, rng)
+        config = config_to_dict(make_config(algo, child))  # validated by the algo's config
+        return PodSpec(algo_config=config, generation=parent.generation + 1, parent_id=parent.pod_id,
+                       parent_checkpoint=parent.checkpoint, **common)  # fmt: skip

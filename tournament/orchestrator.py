@@ -1,0 +1,403 @@
+"""The orchestrator: `run(config)` keeps the cluster busy with pods until a stop.
+
+Loop: keep ``in_flight_per_thread`` pods submitted per worker thread connected *now*
+(the cluster is re-read every pass, so workers that join get pods and workers that
+leave are not waited for); wait with `distributed.wait` for the first pod to finish
+(or for a few seconds, to notice new workers); record it; breed the next pods from
+the leaderboard (`tournament.generator`). Stop at the pod budget, the time budget or
+the target score, whichever comes first; pods still in flight at a time or target
+stop are cancelled.
+
+State and files (all in the run directory, see docs/contracts.md):
+
+- ``events.jsonl`` is the log (`tournament.events`): a pod's spec is logged when it is
+  submitted, its result when it ends. It is written first, so it is the truth.
+- ``leaderboard.json`` and ``pods.parquet`` are rewritten atomically from the state
+  after every change.
+- ``--resume`` replays the log: pods with a result are not run again, pods that were
+  in flight are submitted again with their logged spec. A kill between two writes
+  can therefore neither lose a finished pod nor enter one twice.
+
+A pod whose worker dies is run again by dask; its result is recorded once, when its
+future resolves. After dask's ``allowed-failures`` the pod is recorded as failed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tournament import cluster
+from tournament.config import TournamentConfig
+from tournament.events import EventLog
+from tournament.generator import PodGenerator
+from tournament.leaderboard import Entry, Leaderboard, atomic_write_text, lineage
+from tournament.pod import PodResult, PodSpec, pod_dir, spec_json, train_pod
+from trader.errors import UserError
+
+CONFIG_FILE = "tournament.toml"
+LEADERBOARD_FILE = "leaderboard.json"
+PODS_FILE = "pods.parquet"
+EVENTS_FILE = "events.jsonl"
+RECHECK_SECONDS = 5.0
+"""Longest wait for a pod before the cluster's workers are counted again."""
+
+
+@dataclass
+class Progress:
+    """What the live display shows, passed to ``on_progress`` after every change."""
+
+    done: int
+    failed: int
+    in_flight: int
+    workers: int
+    best_score: float | None
+    best_algo: str | None
+    elapsed: float
+
+    @property
+    def pods_per_hour(self) -> float:
+        return 3600.0 * self.done / self.elapsed if self.elapsed > 0 else 0.0
+
+
+@dataclass
+class TournamentResult:
+    """What `run` returns."""
+
+    run_dir: Path
+    leaderboard: Leaderboard
+    pods: pd.DataFrame = field(repr=False)
+    stop_reason: str
+    seconds: float
+    backtest: Any = None
+    """The `BacktestResult` of the best pod, the ensemble and the baselines (market envs)."""
+
+
+class TournamentState:
+    """Specs, results and the leaderboard of one run directory, and their files."""
+
+    def __init__(self, config: TournamentConfig) -> None:
+        self.config = config
+        self.root = Path(config.run_dir)
+        self.log = EventLog(self.root / EVENTS_FILE)
+        self.board = Leaderboard(config.population)
+        self.specs: dict[str, PodSpec] = {}
+        self.results: dict[str, PodResult] = {}
+        self.cancelled: set[str] = set()
+
+    # -- what is where
+    @property
+    def next_index(self) -> int:
+        return 1 + max((spec.index for spec in self.specs.values()), default=-1)
+
+    def in_flight(self) -> list[PodSpec]:
+        """Pods submitted without a result yet, oldest first."""
+        return [s for s in self.specs.values() if s.pod_id not in self.results]
+
+    def counts(self) -> tuple[int, int]:
+        """(finished, failed) pods."""
+        failed = sum(r.status == "failed" for r in self.results.values())
+        return len(self.results) - failed, failed
+
+    # -- changes (log first, then the snapshots)
+    def submitted(self, spec: PodSpec) -> None:
+        parent = self.board.get(spec.parent_id) if spec.parent_id else None
+        self.log.append("submitted", pod_id=spec.pod_id, spec=spec.to_dict(), parent_id=spec.parent_id,
+                        parent_hyperparameters=parent.hyperparameters if parent else None)  # fmt: skip
+        self.specs[spec.pod_id] = spec
+        self.cancelled.discard(spec.pod_id)
+        self.write_pods()
+
+    def ended(self, result: PodResult) -> None:
+        self.log.append(result.status, pod_id=result.pod_id, result=result.to_dict())
+        self._apply(result, log=True)
+        self.write_snapshots()
+
+    def _apply(self, result: PodResult, log: bool) -> None:
+        self.results[result.pod_id] = result
+        if result.status != "finished":
+            return
+        spec = self.specs[result.pod_id]
+        entry = Entry(
+            pod_id=spec.pod_id, index=spec.index, algo=spec.algo, score=float(result.score),
+            generation=spec.generation, parent_id=spec.parent_id, hyperparameters=spec.algo_config,
+            checkpoint=str(result.checkpoint), score_history=result.score_history, steps=result.steps,
+            seconds=result.seconds, worker=result.worker,
+        )  # fmt: skip
+        entered, evicted = self.board.consider(entry)
+        if not log:
+            return
+        if entered:
+            rank = [e.pod_id for e in self.board.ranked()].index(entry.pod_id) + 1
+            self.log.append("entered", pod_id=entry.pod_id, score=entry.score, rank=rank)
+        for gone in evicted:
+            self.log.append("evicted", pod_id=gone.pod_id, score=gone.score)
+
+    def cancel(self, spec: PodSpec) -> None:
+        self.log.append("cancelled", pod_id=spec.pod_id)
+        self.cancelled.add(spec.pod_id)
+
+    # -- files
+    def write_snapshots(self) -> None:
+        self.board.save(self.root / LEADERBOARD_FILE)
+        self.write_pods()
+
+    def write_pods(self) -> None:
+        frame = pods_frame(self.specs, self.results, self.cancelled)
+        tmp = self.root / f".{PODS_FILE}.tmp"
+        frame.to_parquet(tmp, index=False)
+        tmp.replace(self.root / PODS_FILE)
+
+    @classmethod
+    def replay(cls, config: TournamentConfig) -> TournamentState:
+        """The state a run directory's ``events.jsonl`` describes."""
+        state = cls(config)
+        for event in state.log.read():
+            kind = event["kind"]
+            if kind == "submitted":
+                state.specs[event["pod_id"]] = PodSpec.from_dict(event["spec"])
+                state.cancelled.discard(event["pod_id"])
+            elif kind in ("finished", "failed") and event["pod_id"] not in state.results:
+                state._apply(PodResult.from_dict(event["result"]), log=False)
+            elif kind == "cancelled":
+                state.cancelled.add(event["pod_id"])
+        return state
+
+    def referenced_pods(self) -> set[str]:
+        """Pods whose weights must stay: board entries, pods in flight, and their ancestors."""
+        parents = {pid: spec.parent_id for pid, spec in self.specs.items()}
+        roots = [e.pod_id for e in self.board.ranked()] + [s.pod_id for s in self.in_flight()]
+        return {pid for root in roots for pid in lineage(root, parents)}
+
+    def prune_checkpoints(self) -> None:
+        """Delete the weights of finished pods no longer referenced (see `keep_checkpoints`)."""
+        keep = self.referenced_pods()
+        for pid, result in self.results.items():
+            if pid in keep or result.status != "finished":
+                continue
+            for weights in (pod_dir(self.root, pid) / "checkpoints").glob("*.safetensors"):
+                weights.unlink()
+
+
+def pods_frame(specs: dict[str, PodSpec], results: dict[str, PodResult], cancelled: set[str]) -> pd.DataFrame:
+    """pods.parquet: one row per pod (see docs/contracts.md)."""
+    rows = []
+    for pid, spec in specs.items():
+        result = results.get(pid)
+        status = result.status if result else ("cancelled" if pid in cancelled else "in_flight")
+        score = result.score if result and result.score is not None else math.nan
+        rows.append({
+            "pod_id": pid, "index": spec.index, "generation": spec.generation, "parent_id": spec.parent_id,
+            "algo": spec.algo, "hyperparameters": json.dumps(spec.algo_config, sort_keys=True),
+            "worker": result.worker if result else "", "device": spec.device,
+            "start": result.start if result else math.nan, "end": result.end if result else math.nan,
+            "steps": result.steps if result else 0, "seconds": result.seconds if result else math.nan,
+            "score": score, "status": status, "error": result.error if result else None,
+            "spec": spec_json(spec),
+        })  # fmt: skip
+    columns = ["pod_id", "index", "generation", "parent_id", "algo", "hyperparameters", "worker", "device",
+               "start", "end", "steps", "seconds", "score", "status", "error", "spec"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def run(
+    config: TournamentConfig,
+    *,
+    resume: bool = False,
+    client: Any = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> TournamentResult:
+    """Run (or resume) a tournament; see the module docstring.
+
+    :param config: the tournament; on ``resume`` the run directory's own
+        ``tournament.toml`` is used and only the stops (``pods``, ``time_budget``,
+        ``target_score``) and the cluster keys of ``config`` apply.
+    :param resume: continue the tournament in ``config.run_dir``.
+    :param client: a dask `Client` to use (and not close); None starts one from
+        ``config`` (`tournament.cluster.connect`) and closes it at the end.
+    :param on_progress: called with a `Progress` after every change.
+    """
+    config = _resume_config(config) if resume else _fresh_run_dir(config)
+    env = _prepare_env(config.env)
+    state = TournamentState.replay(config) if resume else TournamentState(config)
+    _write_config(config)
+    own_client = client is None
+    client = cluster.connect(config.workers, config.scheduler, config.gpus, config.pods_per_gpu) if own_client else client
+    start = time.monotonic()
+    try:
+        state.log.append("started", resume=resume)
+        state.write_snapshots()
+        reason = _loop(config, state, PodGenerator(config, env), client, start, on_progress)
+        state.log.append("stopped", reason=reason)
+    finally:
+        if own_client:
+            cluster.close(client)
+    backtest = _final_backtest(config, state) if config.backtest and not _is_gym(env) else None
+    return TournamentResult(Path(config.run_dir), state.board, pods_frame(state.specs, state.results, state.cancelled),
+                            reason, time.monotonic() - start, backtest)  # fmt: skip
+
+
+def _loop(config: TournamentConfig, state: TournamentState, generator: PodGenerator, client: Any,
+          start: float, on_progress: Callable[[Progress], None] | None) -> str:  # fmt: skip
+    from distributed import wait
+
+    pending: dict[Any, PodSpec] = {}
+
+    def submit(spec: PodSpec) -> None:
+        future = client.submit(train_pod, spec, str(Path(config.run_dir).resolve()), key=f"pod-{spec.pod_id}-{id(state)}",
+                               pure=False)  # fmt: skip
+        pending[future] = spec
+
+    for spec in state.in_flight():  # a resumed run's pods that were in flight or cancelled
+        state.submitted(spec)
+        submit(spec)
+    while True:
+        reason = _stop_reason(config, state, start)
+        threads = cluster.worker_threads(client)
+        if reason is None:
+            wanted = max(threads, 1) * config.in_flight_per_thread
+            while len(pending) < wanted and _may_submit(config, state):
+                spec = generator.next_spec(state.next_index, state.board)
+                state.submitted(spec)
+                submit(spec)
+        _report(on_progress, state, len(pending), threads, start)
+        if reason is not None and reason != "pods" or not pending:
+            for future, spec in pending.items():
+                future.cancel()
+                state.cancel(spec)
+            if pending:
+                state.write_pods()
+            return reason or "pods"
+        try:
+            done, _ = wait(list(pending), timeout=_wait_seconds(config, start), return_when="FIRST_COMPLETED")
+        except TimeoutError:  # nothing finished: count the workers again, check the clock
+            continue
+        for future in done:
+            state.ended(_result_of(future, pending.pop(future)))
+        if done and not config.keep_checkpoints:
+            state.prune_checkpoints()
+
+
+def _may_submit(config: TournamentConfig, state: TournamentState) -> bool:
+    return config.pods is None or len(state.specs) - len(state.cancelled) < config.pods
+
+
+def _stop_reason(config: TournamentConfig, state: TournamentState, start: float) -> str | None:
+    best = state.board.best()
+    if config.target_score is not None and best is not None and best.score >= config.target_score:
+        return "target_score"
+    if config.time_budget is not None and time.monotonic() - start >= config.time_budget:
+        return "time_budget"
+    if config.pods is not None and len(state.results) >= config.pods:
+        return "pods"
+    return None
+
+
+def _wait_seconds(config: TournamentConfig, start: float) -> float:
+    if config.time_budget is None:
+        return RECHECK_SECONDS
+    return max(0.0, min(RECHECK_SECONDS, config.time_budget - (time.monotonic() - start)))
+
+
+def _result_of(future: Any, spec: PodSpec) -> PodResult:
+    """The pod's result; a pod that dask gave up on (its workers died) is a failed one."""
+    from distributed import KilledWorker
+
+    try:
+        return future.result()
+    except KilledWorker as err:
+        message = f"its worker died on every try ({err})"
+    except Exception as err:  # noqa: BLE001 - any task error is a failed pod
+        message = f"{type(err).__name__}: {err}".splitlines()[0]
+    now = time.time()
+    return PodResult(spec.pod_id, "failed", start=now, end=now, device=spec.device, error=message)
+
+
+def _report(on_progress: Callable[[Progress], None] | None, state: TournamentState, in_flight: int,
+            workers: int, start: float) -> None:  # fmt: skip
+    if on_progress is None:
+        return
+    done, failed = state.counts()
+    best = state.board.best()
+    on_progress(Progress(done, failed, in_flight, workers, best.score if best else None,
+                         best.algo if best else None, time.monotonic() - start))  # fmt: skip
+
+
+# --------------------------------------------------------------------------- set-up
+
+
+def _fresh_run_dir(config: TournamentConfig) -> TournamentConfig:
+    root = Path(config.run_dir)
+    if (root / EVENTS_FILE).exists():
+        raise UserError(f"{root} holds a tournament already: pass --resume to continue it, or another run directory")
+    root.mkdir(parents=True, exist_ok=True)
+    return config
+
+
+def _resume_config(config: TournamentConfig) -> TournamentConfig:
+    """The run directory's own config, with this call's stops and cluster."""
+    from trader.agents.base import replace_config
+    from tournament.config import read_config_file
+
+    root = Path(config.run_dir)
+    if not (root / CONFIG_FILE).is_file() or not (root / EVENTS_FILE).is_file():
+        raise UserError(f"--resume: {root} holds no tournament (no {CONFIG_FILE} and {EVENTS_FILE})")
+    saved = TournamentConfig.from_dict(read_config_file(root / CONFIG_FILE))
+    keys = ("pods", "time_budget", "target_score", "workers", "scheduler", "gpus", "pods_per_gpu")
+    return replace_config(saved, run_dir=str(root), **{k: getattr(config, k) for k in keys})
+
+
+def _write_config(config: TournamentConfig) -> None:
+    import tomli_w
+
+    from trader.train import _toml_ready
+
+    atomic_write_text(Path(config.run_dir) / CONFIG_FILE, tomli_w.dumps(_toml_ready(config.to_dict())))
+
+
+def _is_gym(env: str) -> bool:
+    import gymnasium
+
+    return env in gymnasium.envs.registry
+
+
+def _prepare_env(env: str) -> str:
+    """Build (or find) a data set once before any pod needs it; pods get an absolute path."""
+    if _is_gym(env):
+        return env
+    from market_envs.data import load
+
+    load(env)  # builds and caches the panel, so two workers never build it at once
+    path = Path(env)
+    return str(path.resolve()) if path.suffix == ".toml" and path.is_file() else env
+
+
+def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
+    """Best pod and top-k ensemble on the test period, beside the baselines; report in RUN_DIR."""
+    from trader.backtest import BacktestConfig, run_backtest
+    from tournament.ensemble import ensemble_rules, load_ensemble
+
+    top = state.board.top(config.ensemble_k)
+    if not top:
+        return None
+    root = Path(config.run_dir)
+    paths = [root / entry.checkpoint for entry in top]
+    rules = ensemble_rules(paths)
+    policies = {"best": paths[0], "ensemble": load_ensemble(paths, config.pod_device)}
+    backtest_config = BacktestConfig(policy_env=rules, buy_cost=rules.buy_cost, sell_cost=rules.sell_cost,
+                                     initial_cash=rules.initial_cash)  # fmt: skip
+    return run_backtest(_prepare_env(config.env), policies, period="test", config=backtest_config,
+                        run_dir=root, device=config.pod_device)  # fmt: skip
+
+
+__all__ = ["Progress", "TournamentResult", "TournamentState", "pods_frame", "run"]

@@ -1,0 +1,201 @@
+"""A pod: one agent trained by `trader.train` into its own run directory.
+
+`PodSpec` says everything a pod needs (algorithm, config, env, steps, seed, parent),
+so `train_pod(spec, run_dir)` is a pure function of its arguments: on the CPU the
+same spec gives the same result. It runs on a dask worker or in-process alike and
+returns a small `PodResult` (scores, timings, where its checkpoint is): weights stay
+on disk, nothing large crosses the wire.
+
+A child pod continues from its parent's ``best`` checkpoint (weights, optimiser
+moments, observation normaliser; see `trader.train`'s ``init_from``) with its own,
+possibly perturbed, config and its own seed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import socket
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+POD_DIR = "pods"
+"""Pods live in ``RUN_DIR/pods/<pod_id>/``, each a `trader.train` run directory."""
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """What to train: a pure description, JSON-able, small enough to send to a worker."""
+
+    pod_id: str
+    """Unique within the tournament, e.g. "p0007"; names the pod's run directory."""
+    index: int
+    """Order of creation (0, 1, ...); the pod's seed derives from it."""
+    algo: str
+    """"ppo", "sac" or "td3"."""
+    algo_config: dict[str, Any]
+    """The algorithm's config as a dict (what `trader.agents.make_config` takes)."""
+    env: str
+    """A data set recipe (name or path) or a gymnasium id."""
+    env_config: dict[str, Any]
+    """`EnvConfig` overrides for market envs (empty for gymnasium ids)."""
+    steps: int
+    """Environment transitions to collect."""
+    seed: int
+    """Seed of the agent and its envs."""
+    num_envs: int = 64
+    """Sub-environments of the training env."""
+    eval_every: int = 0
+    """Transitions between validations (0: once, at the end)."""
+    device: str = "cpu"
+    """Where the pod trains ("cuda" on a dask-cuda worker means that worker's GPU)."""
+    generation: int = 0
+    """0 for a fresh agent, the parent's generation + 1 for a child."""
+    parent_id: str | None = None
+    """The pod whose checkpoint this one continues from, or None."""
+    parent_checkpoint: str | None = None
+    """The parent's checkpoint, relative to the run directory (e.g. pods/p0003/checkpoints/best)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> PodSpec:
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class PodResult:
+    """What a pod returns to the orchestrator (small: no tensors)."""
+
+    pod_id: str
+    status: str
+    """"finished" (a validation score and a checkpoint exist) or "failed"."""
+    score: float | None = None
+    """Best validation score (the evaluator's; None when failed)."""
+    score_history: list[tuple[float, float]] = field(default_factory=list)
+    """(step, validation score) of every evaluation."""
+    steps: int = 0
+    """Environment transitions collected."""
+    seconds: float = 0.0
+    """Wall-clock of the pod, data loading included."""
+    start: float = 0.0
+    """Unix time the pod started on its worker."""
+    end: float = 0.0
+    """Unix time it ended."""
+    worker: str = ""
+    """Address of the dask worker (or host:pid when run in-process)."""
+    device: str = "cpu"
+    checkpoint: str | None = None
+    """Best checkpoint, relative to the run directory."""
+    error: str | None = None
+    """One line: why it failed."""
+
+    def to_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["score_history"] = [list(pair) for pair in self.score_history]
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> PodResult:
+        values = dict(values)
+        nan = float("nan")
+        if values["status"] == "finished" and values.get("score") is None:
+            values["score"] = nan  # JSON has no NaN; a finished pod's score is a float
+        values["score_history"] = [
+            (float(step), nan if score is None else float(score))
+            for step, score in values.get("score_history", [])
+        ]
+        return cls(**values)
+
+
+def pod_dir(run_dir: str | os.PathLike[str], pod_id: str) -> Path:
+    """The run directory of one pod."""
+    return Path(run_dir) / POD_DIR / pod_id
+
+
+def train_pod(spec: PodSpec, run_dir: str) -> PodResult:
+    """Train one pod into ``RUN_DIR/pods/<pod_id>/`` and describe the outcome.
+
+    An error inside training is a failed pod (recorded, never raised): the tournament
+    goes on. A worker that dies is dask's business: the task is run again elsewhere.
+    """
+    import torch
+
+    from trader.train import train
+
+    torch.set_num_threads(1)  # one torch thread per worker process
+    start = time.time()
+    out = pod_dir(run_dir, spec.pod_id)
+    init_from = None if spec.parent_checkpoint is None else Path(run_dir) / spec.parent_checkpoint
+    try:
+        result = train(
+            spec.algo, _environment(spec.env), spec.algo_config, out, steps=spec.steps,
+            seed=spec.seed, device=spec.device, num_envs=spec.num_envs,
+            eval_every=spec.eval_every, env_config=spec.env_config or None, init_from=init_from,
+        )  # fmt: skip
+    except Exception as err:  # noqa: BLE001 - a failed pod is a result, not a crash
+        line = f"{type(err).__name__}: {err}".splitlines()[0]
+        _write_failure(out, traceback.format_exc())
+        return PodResult(spec.pod_id, "failed", start=start, end=time.time(),
+                         seconds=time.time() - start, worker=_worker_name(),
+                         device=spec.device, error=line)  # fmt: skip
+    history = _score_history(result.metrics)
+    end = time.time()
+    checkpoint = out / "checkpoints" / "best"
+    if result.best_score is None or not checkpoint.with_suffix(".json").is_file():
+        return PodResult(spec.pod_id, "failed", steps=result.steps, start=start, end=end,
+                         seconds=end - start, worker=_worker_name(), device=spec.device,
+                         error="the pod has no validation score (no evaluator ran)")  # fmt: skip
+    return PodResult(
+        spec.pod_id, "finished", score=float(result.best_score), score_history=history,
+        steps=result.steps, seconds=end - start, start=start, end=end, worker=_worker_name(),
+        device=spec.device, checkpoint=str(checkpoint.relative_to(run_dir)),
+    )  # fmt: skip
+
+
+def _environment(env: str) -> Any:
+    """A gymnasium id as is; a recipe as its `MarketData`, loaded once per process."""
+    import gymnasium
+
+    if env in gymnasium.envs.registry:
+        return env
+    return _load_market(env)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_market(recipe: str) -> Any:
+    """The data set from the Parquet cache, once per worker process (memoised)."""
+    from market_envs.data import load
+
+    return load(recipe)
+
+
+def _score_history(metrics: Any) -> list[tuple[float, float]]:
+    if "val_score" not in metrics:
+        return []
+    rows = metrics[["step", "val_score"]].dropna()
+    return [(float(step), float(score)) for step, score in rows.itertuples(index=False)]
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _write_failure(out: Path, text: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "error.txt").write_text(text, encoding="utf-8")
+
+
+def spec_json(spec: PodSpec) -> str:
+    """The spec as one JSON line (pods.parquet keeps it, `--resume` rebuilds from it)."""
+    return json.dumps(spec.to_dict(), sort_keys=True)

@@ -1,0 +1,121 @@
+"""`trader tournament RUN_DIR`: a population of PPO, SAC and TD3 pods on dask.
+
+A thin layer over `tournament.run`: flags override the keys of ``--config`` (a TOML
+file of `TournamentConfig` keys, e.g. a run's tournament.toml), a live line shows
+pods done / in flight, workers, the best score and pods per hour; at the end the
+leaderboard's top 10 and the test-period backtest of the best pod and the ensemble.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from trader.agents import ALGOS
+from trader.cli import app
+from trader.errors import UserError
+
+
+@app.command("tournament")
+def tournament_command(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (created; with --resume, the one to continue).")],
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe (name or path).")] = None,
+    env: Annotated[str | None, typer.Option("--env", help="Gymnasium env id instead of a data set, e.g. Ant-v5.")] = None,
+    algos: Annotated[str | None, typer.Option("--algos", help=f"Comma-separated algorithms ({','.join(ALGOS)}).")] = None,
+    population: Annotated[int | None, typer.Option("--population", help="Leaderboard size (default 8).")] = None,
+    pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="Transitions per pod (default 50000).")] = None,
+    pods: Annotated[int | None, typer.Option("--pods", help="Pod budget (default 12 unless another stop is given).")] = None,
+    time_budget: Annotated[str | None, typer.Option("--time-budget", help="Wall-clock budget: 90s, 30m, 2h.")] = None,
+    target_score: Annotated[float | None, typer.Option("--target-score", help="Stop at this validation score.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="Local worker processes (default 2).")] = None,
+    scheduler: Annotated[str | None, typer.Option("--scheduler", help="Join the dask scheduler at ADDRESS.")] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="all or 0,1: one dask-cuda worker per GPU.")] = None,
+    num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments per pod (default 64).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Tournament seed (default 0).")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu or cuda (implied by --gpus).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
+) -> None:
+    """Train a population of pods on dask, rank them, breed new ones; backtest the best."""
+    from tournament import TournamentConfig, run
+    from tournament.config import parse_duration, read_config_file
+
+    values: dict[str, Any] = read_config_file(config) if config is not None else {}
+    if dataset is not None and env is not None:
+        raise UserError("give --dataset or --env, not both")
+    flags = {
+        "env": dataset or env, "population": population, "pod_steps": pod_steps, "pods": pods,
+        "target_score": target_score, "workers": workers, "scheduler": scheduler, "gpus": gpus,
+        "num_envs": num_envs, "seed": seed, "device": device,
+        "algos": _algos(algos) if algos is not None else None,
+        "time_budget": parse_duration(time_budget) if time_budget is not None else None,
+    }  # fmt: skip
+    values.update({key: value for key, value in flags.items() if value is not None})
+    if (time_budget is not None or target_score is not None) and pods is None and "pods" not in values:
+        values["pods"] = None  # a time or score stop given alone replaces the default pod budget
+    values["run_dir"] = str(run_dir)
+    if resume and not (run_dir / "tournament.toml").is_file():
+        raise UserError(f"--resume: {run_dir} holds no tournament (no tournament.toml)")
+    if resume and "pods" not in values:
+        values["pods"] = None if "time_budget" in values or "target_score" in values else _saved_pods(run_dir)
+    settings = TournamentConfig.from_dict(values)
+    console = Console(stderr=True)
+    console.print(f"[bold]tournament[/bold] {settings.env}: {', '.join(settings.algos)}, population "
+                  f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {run_dir}")  # fmt: skip
+    with _progress(console) as bar:
+        task = bar.add_task("pods", total=settings.pods, line="starting the cluster ...")
+
+        def show(state) -> None:
+            best = "-" if state.best_score is None else f"{state.best_score:.4g} ({state.best_algo})"
+            line = (f"{state.in_flight} in flight, {state.failed} failed, {state.workers} workers, "
+                    f"best {best}, {state.pods_per_hour:,.0f} pods/h")  # fmt: skip
+            bar.update(task, completed=state.done + state.failed, line=line)
+
+        result = run(settings, resume=resume, on_progress=show)
+    console.print(f"stopped ({result.stop_reason}) after {result.seconds:,.0f} s")
+    _print_leaderboard(result.leaderboard)
+    if result.backtest is not None:
+        from trader.cli.backtest import print_result_table
+
+        print_result_table(result.backtest, "table")
+        print(f"\nwrote {run_dir / 'report.md'}, {run_dir / 'report.json'}, leaderboard.json and pods.parquet")
+
+
+def _algos(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in ALGOS]
+    if unknown or not names:
+        raise UserError(f"--algos: unknown algorithm(s) {unknown or '(none)'}; choose from {', '.join(ALGOS)}")
+    return names
+
+
+def _saved_pods(run_dir: Path) -> int | None:
+    from tournament.config import read_config_file
+
+    return read_config_file(run_dir / "tournament.toml").get("pods")
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed} pods"),
+        TextColumn("{task.fields[line]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def _print_leaderboard(board) -> None:
+    table = Table(title="Leaderboard (validation score)")
+    for column in ("rank", "pod", "algo", "score", "generation", "parent", "steps", "seconds"):
+        table.add_column(column, justify="left" if column in ("pod", "algo", "parent") else "right")
+    for rank, entry in enumerate(board.top(10), start=1):
+        table.add_row(str(rank), entry.pod_id, entry.algo, f"{entry.score:.4g}", str(entry.generation),
+                      entry.parent_id or "-", f"{entry.steps:,}", f"{entry.seconds:.1f}")  # fmt: skip
+    Console().print(table)
