@@ -190,3 +190,57 @@ def test_train_with_torch_compile(tmp_path: Path) -> None:
     policy = load_policy(tmp_path / "checkpoints" / "final")
     obs = torch.randn(4, 3)
     torch.testing.assert_close(policy.act(obs, True), result.agent.act(obs, True))
+
+
+TINY_RECIPE = """
+name = "tiny-synthetic"
+description = "4 synthetic tickers over 8 sessions"
+source = "synthetic"
+interval = "1min"
+start = "2023-01-03"
+end = "2023-01-13"
+train_end = "2023-01-09"
+val_end = "2023-01-11"
+
+[synthetic]
+n_tickers = 4
+seed = 1
+"""
+
+
+def test_a_run_continued_from_its_checkpoint_equals_one_uninterrupted_run(tmp_path: Path) -> None:
+    """PPO, same seed, on the CPU: 128 + 128 steps through init_from == 256 steps at once.
+
+    Episodes of 16 bars from the first bar restart exactly at the 128-step boundary, so
+    the uninterrupted run's env is where a fresh reset puts it (see trader.train's doc).
+    """
+    recipe = tmp_path / "tiny.toml"
+    recipe.write_text(TINY_RECIPE)
+    rules = {"random_start": False, "episode_length": 16}
+    common = dict(num_envs=4, seed=3, env_config=rules, eval_every=0)
+
+    def run(name: str, steps: int, **extra) -> Path:
+        train("ppo", str(recipe), {**TINY, "num_steps": 16}, tmp_path / name, steps=steps, **common, **extra)
+        return tmp_path / name / "checkpoints" / "final.safetensors"
+
+    whole = load_file(run("whole", 256))
+    half = run("half", 128)
+    continued = load_file(run("continued", 128, init_from=half.with_suffix("")))
+    assert whole.keys() == continued.keys()
+    for key in whole:
+        assert torch.equal(whole[key], continued[key]), key
+    assert not torch.equal(load_file(half)["net.actor.mean.0.weight"], whole["net.actor.mean.0.weight"])
+    config = tomllib.loads((tmp_path / "continued" / "config.toml").read_text())
+    assert config["init_from"].endswith("half/checkpoints/final")
+
+
+def test_init_from_keeps_the_new_learning_rate_and_checks_the_algorithm(tmp_path: Path) -> None:
+    recipe = tmp_path / "tiny.toml"
+    recipe.write_text(TINY_RECIPE)
+    train("ppo", str(recipe), TINY, tmp_path / "parent", steps=64, num_envs=2, eval_every=0)
+    parent = tmp_path / "parent" / "checkpoints" / "final"
+    child = train("ppo", str(recipe), {**TINY, "learning_rate": 1e-3}, tmp_path / "child", steps=64,
+                  num_envs=2, eval_every=0, seed=5, init_from=parent)  # fmt: skip
+    assert child.agent.optimizer.param_groups[0]["lr"] == 1e-3
+    with pytest.raises(UserError, match="ppo checkpoint cannot start a sac run"):
+        train("sac", str(recipe), {"hidden_sizes": [8]}, tmp_path / "bad", steps=64, num_envs=2, init_from=parent)

@@ -36,7 +36,7 @@ class Entry:
     """Creation order of the pod (breaks ties)."""
     algo: str
     score: float
-    """Best validation score of the pod."""
+    """Best validation score of the pod (NaN when it had none that is finite)."""
     generation: int
     parent_id: str | None
     hyperparameters: dict[str, Any]
@@ -55,7 +55,7 @@ class Entry:
 
     def to_dict(self) -> dict[str, Any]:
         values = asdict(self)
-        values["score"] = None if math.isnan(self.score) else self.score
+        values["score"] = _json_float(self.score)
         values["score_history"] = [[s, _json_float(v)] for s, v in self.score_history]
         return values
 
@@ -70,7 +70,8 @@ class Entry:
 
 
 def _json_float(value: float) -> float | None:
-    return None if math.isnan(value) else value
+    """JSON has no NaN or infinity: both are stored as null (and read back as NaN)."""
+    return value if math.isfinite(value) else None
 
 
 class Leaderboard:

@@ -227,14 +227,14 @@ def run(
         ``config`` (`tournament.cluster.connect`) and closes it at the end.
     :param on_progress: called with a `Progress` after every change.
     """
-    config = _resume_config(config) if resume else _fresh_run_dir(config)
+    config = resolve_config(config, resume)
     env = _prepare_env(config.env)
-    state = TournamentState.replay(config) if resume else TournamentState(config)
-    _write_config(config)
     own_client = client is None
     client = cluster.connect(config.workers, config.scheduler, config.gpus, config.pods_per_gpu) if own_client else client
     start = time.monotonic()
     try:
+        state = TournamentState.replay(config) if resume else TournamentState(config)
+        _write_config(config)
         state.log.append("started", resume=resume)
         state.write_snapshots()
         reason = _loop(config, state, PodGenerator(config, env), client, start, on_progress)
@@ -336,11 +336,19 @@ def _report(on_progress: Callable[[Progress], None] | None, state: TournamentSta
 # --------------------------------------------------------------------------- set-up
 
 
-def _fresh_run_dir(config: TournamentConfig) -> TournamentConfig:
+def resolve_config(config: TournamentConfig, resume: bool) -> TournamentConfig:
+    """The config a run uses: ``config`` for a new run directory, the saved one (with
+    ``config``'s stops and cluster) for ``resume``; a clear error when the directory
+    does not fit (a tournament already there, or none to resume)."""
+    return _resume_config(config) if resume else _check_fresh(config)
+
+
+def _check_fresh(config: TournamentConfig) -> TournamentConfig:
     root = Path(config.run_dir)
     if (root / EVENTS_FILE).exists():
         raise UserError(f"{root} holds a tournament already: pass --resume to continue it, or another run directory")
-    root.mkdir(parents=True, exist_ok=True)
+    if root.exists() and not root.is_dir():
+        raise UserError(f"run directory {root} is a file")
     return config
 
 
@@ -360,6 +368,7 @@ def _resume_config(config: TournamentConfig) -> TournamentConfig:
 def _write_config(config: TournamentConfig) -> None:
     import tomli_w
 
+    Path(config.run_dir).mkdir(parents=True, exist_ok=True)
     from trader.train import _toml_ready
 
     atomic_write_text(Path(config.run_dir) / CONFIG_FILE, tomli_w.dumps(_toml_ready(config.to_dict())))
@@ -400,4 +409,4 @@ def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
                         run_dir=root, device=config.pod_device)  # fmt: skip
 
 
-__all__ = ["Progress", "TournamentResult", "TournamentState", "pods_frame", "run"]
+__all__ = ["Progress", "TournamentResult", "TournamentState", "pods_frame", "resolve_config", "run"]

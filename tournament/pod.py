@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import socket
 import time
@@ -76,7 +77,8 @@ class PodResult:
     status: str
     """"finished" (a validation score and a checkpoint exist) or "failed"."""
     score: float | None = None
-    """Best validation score (the evaluator's; None when failed)."""
+    """Best validation score (the evaluator's; NaN when it is not finite, e.g. a
+    validation period with no trade has no Sharpe ratio; None when failed)."""
     score_history: list[tuple[float, float]] = field(default_factory=list)
     """(step, validation score) of every evaluation."""
     steps: int = 0
@@ -151,8 +153,9 @@ def train_pod(spec: PodSpec, run_dir: str) -> PodResult:
         return PodResult(spec.pod_id, "failed", steps=result.steps, start=start, end=end,
                          seconds=end - start, worker=_worker_name(), device=spec.device,
                          error="the pod has no validation score (no evaluator ran)")  # fmt: skip
+    score = float(result.best_score)
     return PodResult(
-        spec.pod_id, "finished", score=float(result.best_score), score_history=history,
+        spec.pod_id, "finished", score=score if math.isfinite(score) else math.nan, score_history=history,
         steps=result.steps, seconds=end - start, start=start, end=end, worker=_worker_name(),
         device=spec.device, checkpoint=str(checkpoint.relative_to(run_dir)),
     )  # fmt: skip

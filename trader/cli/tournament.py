@@ -42,7 +42,7 @@ def tournament_command(
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
 ) -> None:
     """Train a population of pods on dask, rank them, breed new ones; backtest the best."""
-    from tournament import TournamentConfig, run
+    from tournament import TournamentConfig
     from tournament.config import parse_duration, read_config_file
 
     values: dict[str, Any] = read_config_file(config) if config is not None else {}
@@ -60,15 +60,37 @@ def tournament_command(
         values["pods"] = None  # a time or score stop given alone replaces the default pod budget
     values["run_dir"] = str(run_dir)
     if resume and not (run_dir / "tournament.toml").is_file():
-        raise UserError(f"--resume: {run_dir} holds no tournament (no tournament.toml)")
+        raise UserError(f"--resume: {run_dir} holds no tournament (no tournament.toml and events.jsonl)")
     if resume and "pods" not in values:
         values["pods"] = None if "time_budget" in values or "target_score" in values else _saved_pods(run_dir)
-    settings = TournamentConfig.from_dict(values)
+    from tournament import cluster
+    from tournament.orchestrator import resolve_config
+
+    settings = resolve_config(TournamentConfig.from_dict(values), resume)
+
+    client = cluster.connect(settings.workers, settings.scheduler, settings.gpus, settings.pods_per_gpu)
+    try:
+        result = _run_with_progress(settings, resume, client)
+    finally:
+        cluster.close(client)
+    Console(stderr=True).print(f"stopped ({result.stop_reason}) after {result.seconds:,.0f} s")
+    _print_leaderboard(result.leaderboard)
+    if result.backtest is not None:
+        from trader.cli.backtest import print_result_table
+
+        print_result_table(result.backtest, "table")
+        print(f"\nwrote {run_dir / 'report.md'}, {run_dir / 'report.json'}, leaderboard.json and pods.parquet")
+
+
+def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
+    """`tournament.run` on ``client`` with a live line: pods, workers, best score, pods/h."""
+    from tournament import run
+
     console = Console(stderr=True)
     console.print(f"[bold]tournament[/bold] {settings.env}: {', '.join(settings.algos)}, population "
-                  f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {run_dir}")  # fmt: skip
+                  f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {settings.run_dir}")  # fmt: skip
     with _progress(console) as bar:
-        task = bar.add_task("pods", total=settings.pods, line="starting the cluster ...")
+        task = bar.add_task("pods", total=settings.pods, line="preparing the data ...")
 
         def show(state) -> None:
             best = "-" if state.best_score is None else f"{state.best_score:.4g} ({state.best_algo})"
@@ -76,14 +98,7 @@ def tournament_command(
                     f"best {best}, {state.pods_per_hour:,.0f} pods/h")  # fmt: skip
             bar.update(task, completed=state.done + state.failed, line=line)
 
-        result = run(settings, resume=resume, on_progress=show)
-    console.print(f"stopped ({result.stop_reason}) after {result.seconds:,.0f} s")
-    _print_leaderboard(result.leaderboard)
-    if result.backtest is not None:
-        from trader.cli.backtest import print_result_table
-
-        print_result_table(result.backtest, "table")
-        print(f"\nwrote {run_dir / 'report.md'}, {run_dir / 'report.json'}, leaderboard.json and pods.parquet")
+        return run(settings, resume=resume, client=client, on_progress=show)
 
 
 def _algos(text: str) -> tuple[str, ...]:

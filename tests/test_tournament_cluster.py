@@ -1,0 +1,198 @@
+"""The tournament on a real dask `LocalCluster` of 2 worker processes, tiny budgets.
+
+A worker SIGKILLed mid-pod, the orchestrator SIGKILLed and resumed, a worker that
+joins mid-run, and the same leaderboard twice from one worker and one seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tournament import TournamentConfig, run
+from tournament.leaderboard import Leaderboard
+
+distributed = pytest.importorskip("distributed")
+
+TINY_RECIPE = """
+name = "tiny-tournament"
+description = "4 synthetic tickers over 8 sessions"
+source = "synthetic"
+interval = "1min"
+start = "2023-01-03"
+end = "2023-01-13"
+train_end = "2023-01-09"
+val_end = "2023-01-11"
+
+[synthetic]
+n_tickers = 4
+seed = 1
+"""
+
+TINY_ALGOS = {
+    "ppo": {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]},
+    "sac": {"hidden_sizes": [16], "learning_starts": 256, "iteration_steps": 256, "batch_size": 64},
+    "td3": {"hidden_sizes": [16], "learning_starts": 256, "iteration_steps": 256, "batch_size": 64},
+}
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """(data dir, recipe path): one data cache for this module's workers and tests."""
+    root = tmp_path_factory.mktemp("tournament")
+    recipe = root / "tiny.toml"
+    recipe.write_text(TINY_RECIPE)
+    return root / "data", recipe
+
+
+@pytest.fixture(autouse=True)
+def _isolated_data_dir(shared, monkeypatch):
+    """Overrides conftest's: the workers and the tests share one cache directory."""
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(shared[0]))
+
+
+@pytest.fixture(scope="module")
+def local_cluster(shared):
+    os.environ["PODRACER_DATA_DIR"] = str(shared[0])  # the worker processes inherit it
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)  # fmt: skip
+    client = distributed.Client(cluster)
+    yield cluster, client
+    client.close()
+    cluster.close()
+
+
+def tiny_config(run_dir: Path, recipe: Path, **changes) -> TournamentConfig:
+    values = dict(run_dir=str(run_dir), env=str(recipe), pod_steps=512, num_envs=8, pods=6, population=3,
+                  algo_configs=TINY_ALGOS, backtest=False)  # fmt: skip
+    return TournamentConfig(**{**values, **changes})
+
+
+def finished_events(run_dir: Path) -> Counter:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    return Counter(e["pod_id"] for e in events if e["kind"] in ("finished", "failed"))
+
+
+def check_consistent(run_dir: Path, pods: int) -> pd.DataFrame:
+    """Every pod of the budget ended once; the board holds each pod once, all finished."""
+    ended = finished_events(run_dir)
+    assert len(ended) == pods and set(ended.values()) == {1}, ended
+    frame = pd.read_parquet(run_dir / "pods.parquet")
+    assert frame["pod_id"].is_unique and len(frame) == pods
+    assert set(frame["status"]) <= {"finished", "failed"}
+    board = Leaderboard.load(run_dir / "leaderboard.json")
+    ids = [e.pod_id for e in board.ranked()]
+    assert len(ids) == len(set(ids)) == min(pods, board.capacity)
+    finished = set(frame.loc[frame["status"] == "finished", "pod_id"])
+    assert set(ids) <= finished
+    return frame
+
+
+def test_a_worker_killed_mid_pod_costs_no_pod(local_cluster, shared, tmp_path: Path) -> None:
+    cluster, client = local_cluster
+    run_dir = tmp_path / "killed"
+    config = tiny_config(run_dir, shared[1], pod_steps=2048, pods=4, algos=("ppo",))
+    outcome = {}
+    thread = threading.Thread(target=lambda: outcome.setdefault("result", run(config, client=client)))
+    thread.start()
+    victim = None
+    deadline = time.monotonic() + 60
+    while victim is None and time.monotonic() < deadline:
+        busy = [w for w, keys in client.processing().items() if keys]
+        frame = _pods_or_none(run_dir)
+        if busy and frame is not None and (frame["status"] == "finished").sum() >= 1:
+            victim = busy[0]
+        time.sleep(0.1)
+    assert victim is not None, "no pod ever ran"
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    os.kill(pid, signal.SIGKILL)
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    frame = check_consistent(run_dir, 4)
+    assert (frame["status"] == "finished").all()  # the lost pod ran again and finished
+    client.wait_for_workers(2, timeout=30)
+
+
+def _pods_or_none(run_dir: Path) -> pd.DataFrame | None:
+    try:
+        return pd.read_parquet(run_dir / "pods.parquet")
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+
+
+def test_a_killed_orchestrator_resumes_without_rerunning_finished_pods(local_cluster, shared, tmp_path: Path) -> None:
+    _, client = local_cluster
+    run_dir = tmp_path / "resumed"
+    args = ["tournament", str(run_dir), "--dataset", str(shared[1]), "--pods", "5", "--pod-steps", "2048",
+            "--num-envs", "8", "--population", "3", "--workers", "1", "--algos", "ppo"]  # fmt: skip
+    config_file = tmp_path / "tiny.toml"
+    config_file.write_text('backtest = false\n[algo_configs.ppo]\nnum_steps = 32\nupdate_epochs = 2\n'
+                           'num_minibatches = 2\nhidden_sizes = [16]\n')  # fmt: skip
+    code = "import sys; from trader.cli import main; sys.exit(main(sys.argv[1:]))"
+    process = subprocess.Popen([sys.executable, "-c", code, *args, "--config", str(config_file)],
+                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and process.poll() is None:
+        if (run_dir / "events.jsonl").is_file() and len(finished_events(run_dir)) >= 2:
+            break
+        time.sleep(0.1)
+    assert process.poll() is None, "the tournament ended before it could be killed"
+    os.killpg(process.pid, signal.SIGKILL)  # the orchestrator, its scheduler and its workers
+    process.wait()
+    before = finished_events(run_dir)
+    assert 2 <= len(before) < 5
+    run(TournamentConfig(run_dir=str(run_dir), pods=5, backtest=False), resume=True, client=client)
+    check_consistent(run_dir, 5)
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    submitted = Counter(e["pod_id"] for e in events if e["kind"] == "submitted")
+    assert all(submitted[pod] == 1 for pod in before)  # finished before the kill: never resubmitted
+
+
+def test_a_worker_that_joins_mid_run_receives_pods(local_cluster, shared, tmp_path: Path) -> None:
+    cluster, client = local_cluster
+    run_dir = tmp_path / "elastic"
+    config = tiny_config(run_dir, shared[1], pods=14, algos=("ppo",))
+    before = set(client.scheduler_info()["workers"])
+    scaled = threading.Event()
+
+    def on_progress(progress) -> None:
+        if progress.done >= 1 and not scaled.is_set():
+            scaled.set()
+            cluster.scale(3)
+
+    try:
+        run(config, client=client, on_progress=on_progress)
+    finally:
+        cluster.scale(2)
+    frame = check_consistent(run_dir, 14)
+    newcomers = set(frame["worker"]) - before
+    assert newcomers, f"no pod ran on the worker that joined; workers used: {sorted(set(frame['worker']))}"
+    client.wait_for_workers(2, timeout=30)
+
+
+def test_one_worker_and_one_seed_give_the_same_leaderboard_twice(shared, tmp_path: Path) -> None:
+    os.environ["PODRACER_DATA_DIR"] = str(shared[0])
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:  # fmt: skip
+        boards = []
+        for name in ("first", "second"):
+            config = tiny_config(tmp_path / name, shared[1], seed=11, pods=5, fresh_probability=0.0,
+                                 algos=("ppo", "td3"))  # fmt: skip
+            result = run(config, client=client)
+            boards.append([(e.pod_id, e.algo, e.score, e.generation, e.parent_id, e.hyperparameters)
+                           for e in result.leaderboard.ranked()])  # fmt: skip
+    assert boards[0] == boards[1]
+    assert len(boards[0]) == 3
+    frame = pd.read_parquet(tmp_path / "first" / "pods.parquet")
+    assert (frame["generation"] > 0).any()  # children were bred, and bred the same way twice
