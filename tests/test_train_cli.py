@@ -244,3 +244,14 @@ def test_init_from_keeps_the_new_learning_rate_and_checks_the_algorithm(tmp_path
     assert child.agent.optimizer.param_groups[0]["lr"] == 1e-3
     with pytest.raises(UserError, match="ppo checkpoint cannot start a sac run"):
         train("sac", str(recipe), {"hidden_sizes": [8]}, tmp_path / "bad", steps=64, num_envs=2, init_from=parent)
+
+
+def test_time_budget_stops_training_and_validates_once_more(tmp_path: Path) -> None:
+    result = train("ppo", "Pendulum-v1", TINY, tmp_path / "run", steps=10**9, num_envs=2, eval_every=0,
+                   eval_episodes=1, time_budget=0.5)  # fmt: skip
+    assert 0 < result.steps < 10**9
+    metrics = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
+    assert metrics["val_score"].notna().tolist()[-1] and metrics["val_score"].notna().sum() == 1
+    assert (tmp_path / "run" / "checkpoints" / "best.safetensors").is_file()
+    with pytest.raises(UserError, match="time_budget"):
+        train("ppo", "Pendulum-v1", TINY, tmp_path / "bad", steps=64, time_budget=0)

@@ -16,15 +16,16 @@ from trader.agents.base import config_from_dict, config_to_dict
 from trader.errors import ConfigError, UserError
 
 DEFAULT_ALGO_CONFIGS: dict[str, dict[str, Any]] = {
-    "sac": {"learning_starts": 4096, "updates_per_step": 1 / 32, "batch_size": 256},
-    "td3": {"learning_starts": 4096, "updates_per_step": 1 / 32, "batch_size": 256},
+    "sac": {"learning_starts": 4096, "updates_per_step": 1 / 64},
+    "td3": {"learning_starts": 4096, "updates_per_step": 1 / 64},
 }
-"""Base configs of the off-policy pods when the tournament trains many sub-environments:
-the algorithms' own defaults make one gradient update per transition, which at 64
-sub-environments is 64 updates per env step and turns a pod of 50,000 transitions into
-50,000 updates. One update per 32 transitions keeps a SAC pod's wall-clock close to a
-PPO pod's of the same steps on the CPU (benchmarks/tournament_scaling.py reports pod
-durations per algorithm). A user's ``algo_configs`` entry replaces these keys."""
+"""Base configs of the off-policy pods, which train on many sub-environments: one
+gradient update per step of the 64-env vector env (``updates_per_step = 1/64`` per
+transition) instead of the algorithms' own one update per transition, which would
+make a pod of 50,000 transitions 50,000 updates (at 1/32, a SAC pod of 50,000
+transitions on the default market already took 190 s against PPO's 62 s on this
+CPU; benchmarks/tournament_scaling.py prints the median pod time per algorithm).
+A user's ``algo_configs`` entry replaces these keys."""
 
 
 @dataclass(frozen=True)

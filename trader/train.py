@@ -110,6 +110,7 @@ def train(
     compile: bool = False,
     on_iteration: ProgressFn | None = None,
     init_from: str | os.PathLike[str] | None = None,
+    time_budget: float | None = None,
 ) -> TrainResult:
     """Train one agent and write the run directory (see the module docstring).
 
@@ -129,9 +130,13 @@ def train(
     :param on_iteration: progress callback, called with each metrics row.
     :param init_from: a checkpoint (path without suffix) of the same algorithm and env
         dims to continue from (see the module docstring).
+    :param time_budget: stop after the first iteration that ends past this many
+        seconds of training, even before ``steps`` (then validate once more).
     """
     if steps <= 0 or num_envs <= 0 or eval_every < 0 or eval_episodes <= 0:
         raise ConfigError("train: steps, num_envs and eval_episodes must be > 0, eval_every >= 0")
+    if time_budget is not None and not time_budget > 0:
+        raise ConfigError(f"train: time_budget must be > 0 seconds, got {time_budget}")
     spec = get_spec(algo)
     algo_config = _resolve_config(spec.config_cls, config)
     device = torch.device(device)
@@ -162,7 +167,7 @@ def train(
     if init_from is not None:
         resolved["init_from"] = str(init_from)
     _write_toml(root / "config.toml", resolved)
-    rows = _loop(runner, envs, steps, eval_every, on_iteration, root)
+    rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget)
     frame = pd.DataFrame(rows)
     _write_parquet(frame, root / "metrics.parquet")
     save_checkpoint(agent, root / "checkpoints" / "final", data_window=envs.data_window,
@@ -182,12 +187,14 @@ def _loop(
     eval_every: int,
     on_iteration: ProgressFn | None,
     root: Path,
+    time_budget: float | None = None,
 ) -> list[dict[str, float]]:
     """Iterate the runner; evaluate every ``eval_every`` transitions and at the end."""
     rows: list[dict[str, float]] = []
     done_steps, last_eval = 0, 0
     start = time.perf_counter()
-    while done_steps < steps:
+    deadline = math.inf if time_budget is None else start + time_budget
+    while done_steps < steps and time.perf_counter() < deadline:
         tick = time.perf_counter()
         metrics = runner.iteration()
         elapsed = time.perf_counter() - tick
@@ -196,7 +203,8 @@ def _loop(
         row["samples_per_s"] = metrics["env_steps"] / max(elapsed, 1e-9)
         row.update(metrics)
         due = eval_every > 0 and done_steps - last_eval >= eval_every
-        if envs.evaluator is not None and (due or done_steps >= steps):
+        last = done_steps >= steps or time.perf_counter() >= deadline
+        if envs.evaluator is not None and (due or last):
             last_eval = done_steps
             scores, _ = envs.evaluator.consider(runner.agent, done_steps)
             row.update({f"val_{key}": value for key, value in scores.items()})

@@ -1,0 +1,131 @@
+"""Tournament scaling: pods per hour with 1, 2, ... dask workers (issue 10).
+
+The same tournament is run once per worker count on a fresh `LocalCluster` (worker
+processes, one thread each): ``--pods`` pods of ``--pod-steps`` transitions on
+``--dataset``, all of them fresh agents of the base configs (``fresh_probability=1``),
+so that every run does the same work (children would inherit perturbed
+hyperparameters, and with them different costs, depending on completion order).
+Pods per hour count from the first submission to the last result, the workers'
+first imports included; scaling efficiency is ``pods/h(W) / (W x pods/h(1))``.
+Also printed: the median seconds of a pod per algorithm, and (``--plain``) the
+ceiling of the machine itself: one PPO pod alone in a plain process, then two at
+once in two plain processes (no dask), so a loss of efficiency can be told apart
+from what the cores lose to each other.
+
+Target (issue 10): >= 90% efficiency from 1 to 2 workers on a quiet 2-core machine;
+on a GPU machine (``--gpus all --pods-per-gpu K``), >= 80% at 16.
+
+    OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py               # ~15 min on 2 cores
+    python benchmarks/tournament_scaling.py --workers 1,2 --pods 4 --pod-steps 8192  # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from tournament import TournamentConfig, run
+
+
+def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
+    config = TournamentConfig(
+        run_dir=str(root / f"w{workers}"), env=args.dataset, algos=tuple(args.algos.split(",")),
+        pod_steps=args.pod_steps, num_envs=args.num_envs, pods=args.pods, population=args.pods,
+        workers=workers, fresh_probability=1.0, seed=args.seed, backtest=False, keep_checkpoints=False,
+    )  # fmt: skip
+    load = os.getloadavg()[0]
+    result = run(config)
+    pods = result.pods
+    span = float(pods["end"].max() - pods["start"].min())  # first pod start .. last pod end
+    per_algo = {algo: statistics.median(group["seconds"]) for algo, group in pods.groupby("algo")}
+    return {
+        "workers": workers,
+        "pods": int((pods["status"] == "finished").sum()),
+        "failed": int((pods["status"] == "failed").sum()),
+        "wall_s": result.seconds,
+        "span_s": span,
+        "pods_per_hour": 3600.0 * len(pods) / result.seconds,
+        "median_pod_s": per_algo,
+        "load_before": load,
+    }
+
+
+def plain_pod(index: int, dataset: str, pod_steps: int, num_envs: int, run_dir: str) -> float:
+    """Seconds of PPO pod ``index`` (fresh, base config) in this process, no dask."""
+    from tournament.generator import PodGenerator
+    from tournament.leaderboard import Leaderboard
+    from tournament.pod import _load_market, train_pod
+
+    torch.set_num_threads(1)
+    _load_market(dataset)
+    config = TournamentConfig(run_dir=run_dir, env=dataset, algos=("ppo",), pod_steps=pod_steps,
+                              num_envs=num_envs, fresh_probability=1.0)  # fmt: skip
+    spec = PodGenerator(config, dataset).next_spec(index, Leaderboard(1))
+    start = time.perf_counter()
+    train_pod(spec, run_dir)
+    return time.perf_counter() - start
+
+
+def plain_ceiling(args: argparse.Namespace, root: Path) -> tuple[float, list[float]]:
+    """(one pod alone, [two pods at once]) in plain spawned processes."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    task = (args.dataset, args.pod_steps, args.num_envs, str(root / "plain"))
+    with context.Pool(1) as pool:
+        alone = pool.apply(plain_pod, (0, *task))
+    with context.Pool(2) as pool:
+        pair = pool.starmap(plain_pod, [(0, *task), (1, *task)])
+    return alone, pair
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", default="1,2", help="Comma-separated worker counts.")
+    parser.add_argument("--dataset", default="synthetic-edge-minute")
+    parser.add_argument("--algos", default="ppo,sac,td3")
+    parser.add_argument("--pods", type=int, default=8)
+    parser.add_argument("--pod-steps", type=int, default=16_384)
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plain", action="store_true", help="Also time PPO pods in plain processes (the ceiling).")
+    parser.add_argument("--out", default=None, help="Write the rows as JSON here.")
+    args = parser.parse_args()
+    from market_envs.data import load
+
+    load(args.dataset)  # build the cache once, outside the timings
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tournament-scaling-") as tmp:
+        for workers in (int(w) for w in args.workers.split(",")):
+            rows.append(one_run(workers, args, Path(tmp)))
+            print(json.dumps(rows[-1]), flush=True)
+        plain = plain_ceiling(args, Path(tmp)) if args.plain else None
+    base = rows[0]["pods_per_hour"] / rows[0]["workers"]
+    print(f"\n{args.pods} pods of {args.pod_steps:,} steps ({args.algos}, {args.num_envs} envs) on {args.dataset}; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}\n")  # fmt: skip
+    print("| workers | pods/h | efficiency | wall s | median pod s by algo | load before |")
+    print("|---:|---:|---:|---:|---|---:|")
+    for row in rows:
+        efficiency = row["pods_per_hour"] / (row["workers"] * base)
+        algos = ", ".join(f"{a} {s:.0f}" for a, s in sorted(row["median_pod_s"].items()))
+        print(f"| {row['workers']} | {row['pods_per_hour']:.1f} | {efficiency:.0%} | {row['wall_s']:.0f} | {algos} | "
+              f"{row['load_before']:.2f} |")  # fmt: skip
+    if plain is not None:
+        alone, pair = plain
+        print(f"\nplain processes, no dask: one PPO pod alone {alone:.1f} s; two at once "
+              f"{pair[0]:.1f} s and {pair[1]:.1f} s: the machine's own ceiling for 2 workers is "
+              f"{alone / max(pair):.0%} efficiency")  # fmt: skip
+    if args.out:
+        Path(args.out).write_text(json.dumps({"rows": rows, "plain": plain}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Tournament value: does a tournament beat one PPO run of the same wall-clock? (issue 10)
+
+Per seed: a tournament of ``--minutes`` on ``--workers`` local workers, and one
+`trader.train` PPO run of the same wall-clock (``time_budget``) in one process, with
+the same PPO config, data and trading rules. Then the tournament's best pod, its
+top-k ensemble and the single run are backtested on the **test** period by
+`trader.backtest` (the same engine, rules and costs). Terms: **equal wall-clock**;
+the tournament uses every worker it is given (2 on this machine), the single run one
+process, as a user would run either.
+
+Market: the planted-edge recipe (``--dataset``) with ``--tickers`` and
+``--edge-strength`` overrides written to a recipe file, because at the default
+strength the edge cannot be identified in the training period (issue 11, and
+benchmarks/edge_identifiability.py). Rules and PPO config are those of
+benchmarks/learning_check.py (weights with shorting, cost ``--cost``, agents observe
+the 30-bar return t-statistic, discount 0).
+
+Target (issue 10): the tournament's median test Sharpe above the single run's, and
+the ensemble's spread (interquartile range over seeds) narrower than the single run's.
+
+    OMP_NUM_THREADS=1 python benchmarks/tournament_value.py              # 5 seeds x 2 x 4 min
+    python benchmarks/tournament_value.py --seeds 1 --minutes 1          # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import tomli_w
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from learning_check import Budget, algo_overrides, env_rules  # noqa: E402
+
+from market_envs.data.recipes import find_recipe  # noqa: E402
+from tournament import TournamentConfig, run  # noqa: E402
+from trader.agents.base import config_to_dict  # noqa: E402
+from trader.backtest import BacktestConfig, run_backtest  # noqa: E402
+from trader.train import train  # noqa: E402
+
+
+def edge_recipe(args: argparse.Namespace, folder: Path) -> Path:
+    """The planted-edge recipe with ``--tickers`` and ``--edge-strength``, as a file."""
+    source = find_recipe(args.dataset)
+    values = tomllib.loads(Path(source.path).read_text(encoding="utf-8"))
+    values["name"] = f"{values['name']}-n{args.tickers}-s{args.edge_strength:g}"
+    values["synthetic"]["n_tickers"] = args.tickers
+    values["synthetic"]["edge"]["strength_sharpe"] = args.edge_strength
+    path = folder / f"{values['name']}.toml"
+    path.write_text(tomli_w.dumps(values), encoding="utf-8")
+    return path
+
+
+def ppo_config(args: argparse.Namespace) -> dict:
+    budget = Budget(steps={"ppo": args.pod_steps}, num_envs={"ppo": args.num_envs})
+    return dict(algo_overrides("ppo", budget))
+
+
+def test_sharpes(recipe: Path, policies: dict, rules) -> dict[str, float]:
+    config = BacktestConfig(buy_cost=rules.buy_cost, sell_cost=rules.sell_cost, policy_env=rules,
+                            record_positions="day", tear_sheet=False)  # fmt: skip
+    result = run_backtest(str(recipe), policies, baselines=["equal_weight"], period="test", config=config)
+    return {name: float(result.metrics.loc[name, "sharpe_ratio"]) for name in result.metrics.index}
+
+
+def one_seed(seed: int, recipe: Path, args: argparse.Namespace, root: Path) -> dict:
+    rules = env_rules(args.cost, args.episode_length)
+    rules_dict = config_to_dict(rules)
+    seconds = 60.0 * args.minutes
+    config = TournamentConfig(
+        run_dir=str(root / f"tournament-{seed}"), env=str(recipe), algos=tuple(args.algos.split(",")),
+        algo_configs={"ppo": ppo_config(args)}, env_config=rules_dict, population=args.population,
+        pod_steps=args.pod_steps, num_envs=args.num_envs, pods=None, time_budget=seconds,
+        workers=args.workers, seed=seed, ensemble_k=args.ensemble_k, backtest=True,
+    )  # fmt: skip
+    result = run(config)
+    tournament = {name: float(result.backtest.metrics.loc[name, "sharpe_ratio"]) for name in ("best", "ensemble")}
+    pods = len(result.pods)
+    single_dir = root / f"single-{seed}"
+    start = time.perf_counter()
+    single = train("ppo", str(recipe), ppo_config(args), single_dir, steps=10**12, seed=seed,
+                   num_envs=args.num_envs, env_config=rules_dict, eval_every=args.pod_steps,
+                   time_budget=seconds)  # fmt: skip
+    single_seconds = time.perf_counter() - start
+    scores = test_sharpes(recipe, {"single": single_dir / "checkpoints" / "best"}, rules)
+    row = {"seed": seed, **tournament, "single": scores["single"], "equal_weight": scores["equal_weight"],
+           "pods": pods, "tournament_s": result.seconds, "single_s": single_seconds, "single_steps": single.steps,
+           "best_validation": result.leaderboard.best().score, "single_validation": single.best_score}  # fmt: skip
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def iqr(values: list[float]) -> float:
+    q75, q25 = np.percentile(values, [75, 25])
+    return float(q75 - q25)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="synthetic-edge-minute")
+    parser.add_argument("--tickers", type=int, default=30)
+    parser.add_argument("--edge-strength", type=float, default=100.0)
+    parser.add_argument("--cost", type=float, default=0.0)
+    parser.add_argument("--episode-length", type=int, default=390)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--minutes", type=float, default=4.0, help="Wall-clock of each side, per seed.")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--algos", default="ppo", help="The tournament's pool (the single run is PPO).")
+    parser.add_argument("--population", type=int, default=4)
+    parser.add_argument("--pod-steps", type=int, default=262_144)
+    parser.add_argument("--num-envs", type=int, default=512)
+    parser.add_argument("--ensemble-k", type=int, default=3)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tournament-value-") as tmp:
+        recipe = edge_recipe(args, Path(tmp))
+        from market_envs.data import load
+
+        load(str(recipe))  # build once, outside the timings
+        for seed in range(args.seeds):
+            rows.append(one_seed(seed, recipe, args, Path(tmp)))
+    print(f"\n{recipe.stem}, cost {args.cost}, {args.minutes} min per side per seed, tournament "
+          f"{args.algos} on {args.workers} workers, pods of {args.pod_steps:,} x {args.num_envs} envs; "
+          f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
+    print("| strategy | test Sharpe median | IQR over seeds | per seed |")
+    print("|---|---:|---:|---|")
+    for name in ("best", "ensemble", "single", "equal_weight"):
+        values = [row[name] for row in rows]
+        print(f"| {name} | {statistics.median(values):.2f} | {iqr(values):.2f} | {', '.join(f'{v:.2f}' for v in values)} |")
+    print(f"\npods per tournament: {[r['pods'] for r in rows]}; single-run steps: {[r['single_steps'] for r in rows]}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
