@@ -13,7 +13,7 @@ once in two plain processes (no dask), so a loss of efficiency can be told apart
 from what the cores lose to each other.
 
 Target (issue 10): >= 90% efficiency from 1 to 2 workers on a quiet 2-core machine;
-on a GPU machine (``--gpus all --pods-per-gpu K``), >= 80% at 16.
+on a GPU machine (``--gpus all --workers 1,2,4,8,16``: pods per GPU), >= 80% at 16.
 
     OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py               # ~15 min on 2 cores
     python benchmarks/tournament_scaling.py --workers 1,2 --pods 4 --pod-steps 8192  # quick
@@ -36,10 +36,13 @@ from tournament import TournamentConfig, run
 
 
 def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
+    """One tournament; ``workers`` is the number of worker processes, or with
+    ``--gpus`` the pods per GPU (concurrent pods = GPUs x workers)."""
+    cluster = {"gpus": args.gpus, "pods_per_gpu": workers} if args.gpus else {"workers": workers}
     config = TournamentConfig(
         run_dir=str(root / f"w{workers}"), env=args.dataset, algos=tuple(args.algos.split(",")),
         pod_steps=args.pod_steps, num_envs=args.num_envs, pods=args.pods, population=args.pods,
-        workers=workers, fresh_probability=1.0, seed=args.seed, backtest=False, keep_checkpoints=False,
+        fresh_probability=1.0, seed=args.seed, backtest=False, keep_checkpoints=False, **cluster,
     )  # fmt: skip
     load = os.getloadavg()[0]
     result = run(config)
@@ -89,7 +92,8 @@ def plain_ceiling(args: argparse.Namespace, root: Path) -> tuple[float, list[flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", default="1,2", help="Comma-separated worker counts.")
+    parser.add_argument("--workers", default="1,2", help="Comma-separated worker counts (pods per GPU with --gpus).")
+    parser.add_argument("--gpus", default=None, help="all or 0,1: a LocalCUDACluster; --workers then counts pods per GPU.")
     parser.add_argument("--dataset", default="synthetic-edge-minute")
     parser.add_argument("--algos", default="ppo,sac,td3")
     parser.add_argument("--pods", type=int, default=8)

@@ -18,7 +18,7 @@ the 30-bar return t-statistic, discount 0).
 Target (issue 10): the tournament's median test Sharpe above the single run's, and
 the ensemble's spread (interquartile range over seeds) narrower than the single run's.
 
-    OMP_NUM_THREADS=1 python benchmarks/tournament_value.py              # 5 seeds x 2 x 4 min
+    OMP_NUM_THREADS=1 python benchmarks/tournament_value.py              # 5 seeds x 2 x 3 min, ~45 min
     python benchmarks/tournament_value.py --seeds 1 --minutes 1          # a smoke run
 """
 
@@ -112,7 +112,7 @@ def main() -> None:
     parser.add_argument("--cost", type=float, default=0.0)
     parser.add_argument("--episode-length", type=int, default=390)
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--minutes", type=float, default=4.0, help="Wall-clock of each side, per seed.")
+    parser.add_argument("--minutes", type=float, default=3.0, help="Wall-clock of each side, per seed.")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--algos", default="ppo", help="The tournament's pool (the single run is PPO).")
     parser.add_argument("--population", type=int, default=4)
@@ -132,6 +132,8 @@ def main() -> None:
     print(f"\n{recipe.stem}, cost {args.cost}, {args.minutes} min per side per seed, tournament "
           f"{args.algos} on {args.workers} workers, pods of {args.pod_steps:,} x {args.num_envs} envs; "
           f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
+    walls = [f"{r['tournament_s']:.0f}/{r['single_s']:.0f}" for r in rows]
+    print(f"training wall-clock per seed, tournament/single (s): {', '.join(walls)}\n")
     print("| strategy | test Sharpe median | IQR over seeds | per seed |")
     print("|---|---:|---:|---|")
     for name in ("best", "ensemble", "single", "equal_weight"):

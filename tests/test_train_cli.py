@@ -142,6 +142,18 @@ def test_cli_accepts_the_ppo_schedules(tmp_path: Path, capsys: pytest.CaptureFix
     assert again == 0
 
 
+def test_cli_fills_total_steps_for_anneal_lr_from_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "ppo.toml"
+    config.write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\nanneal_lr = true\n")
+    args = ["train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "96", "--num-envs", "2",
+            "--eval-episodes", "1", "--run-dir", str(tmp_path / "run"), "--config", str(config)]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    saved = tomllib.loads((tmp_path / "run" / "config.toml").read_text())["algo_config"]
+    assert saved["total_steps"] == 96
+    rates = pd.read_parquet(tmp_path / "run" / "metrics.parquet")["learning_rate"].tolist()
+    assert rates == pytest.approx([3e-4, 3e-4 * 2 / 3, 3e-4 / 3])
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

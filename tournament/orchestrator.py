@@ -76,6 +76,8 @@ class TournamentResult:
     pods: pd.DataFrame = field(repr=False)
     stop_reason: str
     seconds: float
+    """Wall-clock of the tournament itself, from the first submission to the stop
+    (the final backtest excluded)."""
     backtest: Any = None
     """The `BacktestResult` of the best pod, the ensemble and the baselines (market envs)."""
 
@@ -238,13 +240,14 @@ def run(
         state.log.append("started", resume=resume)
         state.write_snapshots()
         reason = _loop(config, state, PodGenerator(config, env), client, start, on_progress)
+        seconds = time.monotonic() - start
         state.log.append("stopped", reason=reason)
     finally:
         if own_client:
             cluster.close(client)
     backtest = _final_backtest(config, state) if config.backtest and not _is_gym(env) else None
     return TournamentResult(Path(config.run_dir), state.board, pods_frame(state.specs, state.results, state.cancelled),
-                            reason, time.monotonic() - start, backtest)  # fmt: skip
+                            reason, seconds, backtest)  # fmt: skip
 
 
 def _loop(config: TournamentConfig, state: TournamentState, generator: PodGenerator, client: Any,

@@ -47,6 +47,8 @@ def train_command(
     if (env is None) == (dataset is None):
         raise UserError("give exactly one of --env NAME or --dataset RECIPE")
     overrides = _read_config(config) if config is not None else {}
+    if algo == "ppo" and overrides.get("anneal_lr") and overrides.get("total_steps") is None:
+        overrides["total_steps"] = steps  # the schedule runs over this run's --steps
     algo_config = make_config(algo, overrides)
     console = Console(stderr=True)
     console.print(f"[bold]{algo}[/bold] on {env or dataset}, seed {seed}, {steps} steps, {device}")
