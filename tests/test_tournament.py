@@ -147,6 +147,15 @@ def test_perturbation_moves_in_log_space_and_leaves_other_keys() -> None:
     assert all(m["hidden_sizes"] == (64, 64) for m in moved)
 
 
+def test_a_value_set_outside_its_bound_is_kept() -> None:
+    bounds = get_spec("ppo").mutation_bounds
+    parent = {"gamma": 0.0, "gae_lambda": 0.0, "learning_rate": 3e-4}
+    for seed in range(20):
+        child = perturb(parent, bounds, 0.5, np.random.default_rng(seed))
+        assert child["gamma"] == 0.0 and child["gae_lambda"] == 0.0
+        assert child["learning_rate"] != 3e-4
+
+
 def _config(**changes) -> TournamentConfig:
     return TournamentConfig(**{"run_dir": "unused", "env": "Pendulum-v1", "pods": 4, **changes})
 

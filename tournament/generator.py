@@ -14,7 +14,9 @@ others finish in):
 3. **Explore**: the parent's hyperparameters listed in the algorithm's
    ``MUTATION_BOUNDS`` are each moved by a Gaussian step of ``mutation_scale`` x the
    bound's width (in log space for log-scaled ones), clipped into the bound and
-   rounded for integers. The child starts from the parent's best checkpoint.
+   rounded for integers. A value outside its bound was set there on purpose (a
+   discount of 0 for a bandit-like market, say) and is kept, never pulled into the
+   bound. The child starts from the parent's best checkpoint.
 4. **Fresh**: with probability ``fresh_probability``, or when the leaderboard holds no
    entry of the algorithm, the pod is a fresh agent of the base config instead.
 """
@@ -57,16 +59,17 @@ def perturb(values: Mapping[str, Any], bounds: Mapping[str, Bound], scale: float
     """``values`` with every bounded key moved by a clipped Gaussian step (see module doc)."""
     out = dict(values)
     for key in sorted(bounds):
-        if key not in out or out[key] is None:
-            continue
-        out[key] = _step(float(out[key]), bounds[key], scale, rng)
+        value = out.get(key)
+        if value is None or not bounds[key].low <= float(value) <= bounds[key].high:
+            continue  # set outside the search range on purpose (e.g. gamma = 0): kept
+        out[key] = _step(float(value), bounds[key], scale, rng)
     return out
 
 
 def _step(value: float, bound: Bound, scale: float, rng: np.random.Generator) -> float | int:
     if bound.scale == "log":
         low, high = math.log(bound.low), math.log(bound.high)
-        x = math.log(min(max(value, bound.low), bound.high))
+        x = math.log(value)
     else:
         low, high, x = bound.low, bound.high, value
     x = min(max(x + rng.normal(0.0, scale * (high - low)), low), high)
