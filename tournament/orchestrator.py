@@ -274,7 +274,8 @@ def _loop(config: TournamentConfig, state: TournamentState, generator: PodGenera
                 state.submitted(spec)
                 submit(spec)
         _report(on_progress, state, len(pending), threads, start)
-        if reason is not None and reason != "pods" or not pending:
+        cut_short = reason in ("time_budget", "target_score")  # a pod budget lets pods finish
+        if cut_short or not pending:
             for future, spec in pending.items():
                 future.cancel()
                 state.cancel(spec)
