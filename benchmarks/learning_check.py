@@ -96,8 +96,11 @@ QUICK = Budget(
 )
 
 
-def algo_overrides(algo: str, budget: Budget) -> dict[str, Any]:
+def algo_overrides(algo: str, budget: Budget, network: str = "per_stock") -> dict[str, Any]:
     """Hyperparameters for the market env (see the module docstring for the reasons).
+
+    ``network="per_stock"`` (the default) shares one small network across the stocks
+    (`trader.agents.networks`); ``"mlp"`` is the flat MLP over the whole observation.
 
     At zero cost in weights mode the portfolio is rebalanced in full every bar, so an
     action changes the next reward only: the problem is a contextual bandit, and a
@@ -105,21 +108,24 @@ def algo_overrides(algo: str, budget: Budget) -> dict[str, Any]:
     The observed columns are already scale-free (position shares, t-statistics), so
     PPO does not normalise them again.
     """
+    per_stock = network == "per_stock"
     if algo == "ppo":
         return {
+            "network": network,
             "num_steps": 32,
             "update_epochs": 4,
             "num_minibatches": 8,
             "gamma": 0.0,
             "gae_lambda": 0.0,
-            "hidden_sizes": (64, 64),
+            "hidden_sizes": (32, 32) if per_stock else (64, 64),
             "init_log_std": -0.5,
             "learning_rate": 3e-4,
             "ent_coef": 0.0,
             "normalize_obs": False,
         }
     common = {
-        "hidden_sizes": (256, 256),
+        "network": network,
+        "hidden_sizes": (64, 64) if per_stock else (256, 256),
         "gamma": 0.0,
         "batch_size": 256,
         "learning_starts": min(2_000, budget.steps[algo] // 5),
@@ -213,11 +219,12 @@ def random_policy(num_tickers: int, seed: int) -> Callable[[Tensor], Tensor]:
 # --------------------------------------------------------------------- training
 
 
-def train_agent(algo: str, data: MarketData, rules: EnvConfig, budget: Budget, seed: int, device: torch.device) -> tuple[Agent, float]:
+def train_agent(algo: str, data: MarketData, rules: EnvConfig, budget: Budget, seed: int, device: torch.device,
+                network: str = "per_stock") -> tuple[Agent, float]:  # fmt: skip
     """Train one agent on `data` for the budget's steps; returns it and the seconds taken."""
     torch.manual_seed(seed)  # the env's start generator is drawn from the global RNG
     env = StockTradingVecEnv(data, budget.num_envs[algo], device, rules)
-    config = make_config(algo, algo_overrides(algo, budget))
+    config = make_config(algo, algo_overrides(algo, budget, network))
     agent = make_agent(algo, env.obs_dim, env.act_dim, config, device=device, seed=seed)
     runner = get_spec(algo).runner_cls(agent, env)
     start, steps = time.perf_counter(), 0
@@ -260,7 +267,7 @@ def check_dataset(name: str, args: argparse.Namespace, budget: Budget, device: t
     train_seconds: dict[str, float] = {}
     for algo in args.algos:
         for seed in range(args.seeds):
-            agent, seconds = train_agent(algo, train, rules, budget, seed, device)
+            agent, seconds = train_agent(algo, train, rules, budget, seed, device, args.network)
             policies[f"{algo}-{seed}"] = agent
             train_seconds[f"{algo}-{seed}"] = seconds
             print(f"  trained {algo} seed {seed}: {budget.steps[algo]} steps in {seconds:.0f} s", flush=True)
@@ -367,6 +374,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cost", type=float, default=0.0, help="cost rate per side (0: the oracle's frictionless setting)")
     parser.add_argument("--features", default="", help="panel features to observe, comma-separated ('all': every one; default none)")
     parser.add_argument("--return-windows", default="30", help="ret_tstat windows to observe, comma-separated ('' for none)")
+    parser.add_argument("--network", default="per_stock", choices=("per_stock", "mlp"), help="the agents' networks (trader.agents.networks)")
     parser.add_argument("--episode-length", type=int, default=390, help="training episode length in bars")
     parser.add_argument("--target-fraction", type=float, default=0.5, help="fraction of the oracle's Sharpe to reach")
     parser.add_argument("--ppo-steps", type=int, default=None, help="override PPO's transitions")

@@ -62,7 +62,7 @@ def edge_recipe(args: argparse.Namespace, folder: Path) -> Path:
 
 def ppo_config(args: argparse.Namespace) -> dict:
     budget = Budget(steps={"ppo": args.pod_steps}, num_envs={"ppo": args.num_envs})
-    return dict(algo_overrides("ppo", budget))
+    return dict(algo_overrides("ppo", budget, args.network))
 
 
 def test_sharpes(recipe: Path, policies: dict, rules) -> dict[str, float]:
@@ -81,6 +81,7 @@ def one_seed(seed: int, recipe: Path, args: argparse.Namespace, root: Path) -> d
         algo_configs={"ppo": ppo_config(args)}, env_config=rules_dict, population=args.population,
         pod_steps=args.pod_steps, num_envs=args.num_envs, pods=None, time_budget=seconds,
         workers=args.workers, seed=seed, ensemble_k=args.ensemble_k, backtest=True,
+        mutation_scale=args.mutation_scale, fresh_probability=args.fresh_probability,
     )  # fmt: skip
     result = run(config)
     tournament = {name: float(result.backtest.metrics.loc[name, "sharpe_ratio"]) for name in ("best", "ensemble")}
@@ -119,6 +120,9 @@ def main() -> None:
     parser.add_argument("--pod-steps", type=int, default=262_144)
     parser.add_argument("--num-envs", type=int, default=512)
     parser.add_argument("--ensemble-k", type=int, default=3)
+    parser.add_argument("--network", default="mlp", choices=("mlp", "per_stock"), help="PPO's networks, both sides")
+    parser.add_argument("--mutation-scale", type=float, default=TournamentConfig.mutation_scale)
+    parser.add_argument("--fresh-probability", type=float, default=TournamentConfig.fresh_probability)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     rows = []

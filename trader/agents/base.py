@@ -184,6 +184,8 @@ class Agent(ABC):
     :param seed: initialises the networks and the agent's generator.
     :param normalize_obs: keep a running observation normaliser (``ObsNormalizer``).
     :param obs_clip: clip of normalised observations.
+    :param obs_groups: optional group id per observation column; columns of a group
+        share normaliser statistics (the per-stock network, `trader.agents.networks`).
     """
 
     algo: ClassVar[str]
@@ -201,6 +203,7 @@ class Agent(ABC):
         *,
         normalize_obs: bool = True,
         obs_clip: float = 10.0,
+        obs_groups: Tensor | None = None,
     ) -> None:
         if obs_dim <= 0 or act_dim <= 0:
             raise ConfigError(f"obs_dim and act_dim must be positive, got {obs_dim}, {act_dim}")
@@ -216,7 +219,7 @@ class Agent(ABC):
         self.seed = int(seed)
         self.generator = make_generator(self.device, self.seed)
         self.normalizer = ObsNormalizer(
-            self.obs_dim, self.device, clip=obs_clip, enabled=normalize_obs
+            self.obs_dim, self.device, clip=obs_clip, enabled=normalize_obs, groups=obs_groups
         )
 
     # -- what every algorithm implements

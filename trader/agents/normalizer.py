@@ -5,6 +5,12 @@ Statistics are merged batch by batch with the parallel form of Welford's algorit
 of tensor operations and combined with the running (mean, M2, count). The result
 matches `numpy.mean` / `numpy.var` (population variance) of every row seen so far.
 Statistics are kept in float64 so that millions of updates do not drift.
+
+With ``groups`` (a group id per column), the columns of one group share one mean and
+variance: those of all their values pooled, as if the group were one variable (the
+per-stock network's normaliser: feature f of every stock is one variable). Pooling
+the merged per-column statistics after each batch gives exactly the pooled
+statistics of everything seen, because all columns of a group hold the same count.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ class ObsNormalizer:
     :param eps: added to the variance before the square root.
     :param enabled: when False, `update` does nothing and `normalize` is the identity
         (the statistics stay in the state so checkpoints keep one layout).
+    :param groups: optional group id per column (int [dim]); columns of a group share
+        their statistics (see the module docstring).
     """
 
     def __init__(
@@ -35,6 +43,7 @@ class ObsNormalizer:
         clip: float = 10.0,
         eps: float = 1e-8,
         enabled: bool = True,
+        groups: Tensor | None = None,
     ) -> None:
         if dim <= 0:
             raise ConfigError(f"ObsNormalizer: dim must be positive, got {dim}")
@@ -48,6 +57,9 @@ class ObsNormalizer:
         self.mean = torch.zeros(dim, dtype=torch.float64, device=self.device)
         self.var = torch.ones(dim, dtype=torch.float64, device=self.device)
         self.count = torch.zeros((), dtype=torch.float64, device=self.device)
+        if groups is not None and tuple(groups.shape) != (dim,):
+            raise ConfigError(f"ObsNormalizer: groups must have shape ({dim},), got {tuple(groups.shape)}")
+        self.groups = None if groups is None else groups.to(self.device, torch.long)
 
     @torch.no_grad()
     def update(self, batch: Tensor) -> None:
@@ -72,6 +84,16 @@ class ObsNormalizer:
         self.mean = self.mean + delta * n_batch / total
         self.var = merged_m2 / total
         self.count = total
+        if self.groups is not None:
+            self._pool()
+
+    def _pool(self) -> None:
+        """Give every column its group's pooled mean and variance."""
+        size = torch.bincount(self.groups).to(torch.float64)
+        mean = torch.zeros_like(size).index_add_(0, self.groups, self.mean) / size
+        second = torch.zeros_like(size).index_add_(0, self.groups, self.var + self.mean**2) / size
+        self.mean = mean[self.groups]
+        self.var = (second - mean**2).clamp_min(0.0)[self.groups]
 
     def normalize(self, obs: Tensor) -> Tensor:
         """Return (obs - mean) / sqrt(var + eps), clipped, in obs's dtype."""
@@ -106,6 +128,8 @@ class ObsNormalizer:
         self.mean = self.mean.to(self.device)
         self.var = self.var.to(self.device)
         self.count = self.count.to(self.device)
+        if self.groups is not None:
+            self.groups = self.groups.to(self.device)
         return self
 
     def summary(self) -> dict[str, object]:

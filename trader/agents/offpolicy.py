@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from trader.agents.base import Agent, Bound, Runner
+from trader.agents.networks import PerStockPolicyHead, PerStockTwinQ, check_network, obs_groups
 from trader.agents.parallel import LearnerGroup
 from trader.agents.replay import ReplayBatch, ReplayBuffer, next_observation
 from trader.errors import CheckpointError, ConfigError
@@ -39,6 +40,11 @@ class OffPolicyConfig:
 
     hidden_sizes: tuple[int, ...] = (256, 256)
     """Hidden layer widths of the actor and of each critic."""
+    network: str = "mlp"
+    """"mlp": flat MLPs over the whole observation (any env). "per_stock" (market envs):
+    actor and critics are per-stock networks shared by every stock
+    (`trader.agents.networks`; a Q-value is the sum of per-stock shares) and the
+    normaliser's statistics are shared across stocks."""
     actor_lr: float = 3e-4
     """Adam learning rate of the actor."""
     critic_lr: float = 3e-4
@@ -99,6 +105,7 @@ class OffPolicyConfig:
             )
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise ConfigError(f"{name}.max_grad_norm must be > 0 or None, got {self.max_grad_norm}")
+        check_network(name, self.network)
         # TOML and JSON give lists; keep the frozen config hashable and comparable.
         object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
 
@@ -111,6 +118,21 @@ OFF_POLICY_BOUNDS = {
     "batch_size": Bound(64, 1024, "log", integer=True),
 }
 """What a tournament may perturb in any off-policy pod (SAC and TD3 add their own)."""
+
+
+def actor_network(obs_dim: int, act_dim: int, config: OffPolicyConfig, outputs_per_action: int) -> nn.Module:
+    """The actor's trunk ``[B, obs_dim] -> [B, outputs_per_action x act_dim]`` (output
+    j of every action in block j): a flat ReLU MLP or the per-stock network."""
+    if config.network == "per_stock":
+        return PerStockPolicyHead(obs_dim, act_dim, config.hidden_sizes, outputs_per_action)
+    return mlp(obs_dim, config.hidden_sizes, outputs_per_action * act_dim)
+
+
+def twin_q(obs_dim: int, act_dim: int, config: OffPolicyConfig) -> nn.Module:
+    """The twin critics, flat (`TwinQ`) or per-stock (`PerStockTwinQ`), ``[K, B]`` out."""
+    if config.network == "per_stock":
+        return PerStockTwinQ(obs_dim, act_dim, config.hidden_sizes)
+    return TwinQ(obs_dim, act_dim, config.hidden_sizes)
 
 
 def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential:
@@ -204,8 +226,9 @@ class OffPolicyAgent(Agent):
         seed: int,
     ) -> None:
         super().__init__(
-            obs_dim, act_dim, config, device, seed, normalize_obs=config.normalize_obs
-        )
+            obs_dim, act_dim, config, device, seed, normalize_obs=config.normalize_obs,
+            obs_groups=obs_groups(config.network, obs_dim, act_dim),
+        )  # fmt: skip
         self.num_updates = 0
         """Gradient updates done so far (saved in the checkpoint)."""
 

@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from trader.agents.base import Agent, AlgoSpec, Bound, Runner, seeded
+from trader.agents.networks import PerStockPolicyHead, PerStockValue, check_network, obs_groups
 from trader.agents.parallel import LearnerGroup
 from trader.agents.rollout import RolloutBatch, RolloutStorage
 from trader.errors import CheckpointError, ConfigError
@@ -78,6 +79,11 @@ class PPOConfig:
     """Global gradient norm clip."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of both actor and critic (tanh activations)."""
+    network: str = "mlp"
+    """"mlp": flat MLPs over the whole observation (any env). "per_stock" (market envs):
+    one small network shared by every stock (`trader.agents.networks`), a single
+    log-std for all stocks, a value summed over per-stock shares, and a normaliser
+    whose statistics are shared across stocks."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy."""
     normalize_obs: bool = True
@@ -111,6 +117,7 @@ class PPOConfig:
             raise ConfigError("PPOConfig.ent_coef and vf_coef must be >= 0")
         if not self.hidden_sizes or any(size <= 0 for size in self.hidden_sizes):
             raise ConfigError(f"PPOConfig.hidden_sizes must be positive, got {self.hidden_sizes}")
+        check_network("PPOConfig", self.network)
         if self.anneal_lr and self.total_steps is None:
             raise ConfigError(
                 "PPOConfig.anneal_lr needs total_steps, the run's environment transitions "
@@ -151,16 +158,30 @@ def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
 
 
 class GaussianActor(nn.Module):
-    """Mean from an MLP, log-std a free parameter (state-independent)."""
+    """Mean from an MLP, log-std a free parameter (state-independent).
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], init_log_std: float):
+    ``network="per_stock"``: the mean comes from the per-stock network and one log-std
+    is shared by every stock (so no parameter count grows with N).
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], init_log_std: float,
+                 network: str = "mlp"):  # fmt: skip
         super().__init__()
-        self.mean = _mlp(obs_dim, hidden, act_dim, out_gain=0.01)
-        self.log_std = nn.Parameter(torch.full((act_dim,), float(init_log_std)))
+        self.act_dim = act_dim
+        if network == "per_stock":
+            self.mean = PerStockPolicyHead(obs_dim, act_dim, hidden, activation="tanh", orthogonal_gain=0.01)
+            self.log_std = nn.Parameter(torch.full((1,), float(init_log_std)))
+        else:
+            self.mean = _mlp(obs_dim, hidden, act_dim, out_gain=0.01)
+            self.log_std = nn.Parameter(torch.full((act_dim,), float(init_log_std)))
 
     def forward(self, obs: Tensor) -> Tensor:
         """Action mean [B, act_dim] for normalised observations."""
         return self.mean(obs)
+
+    def action_log_std(self) -> Tensor:
+        """The log-std of every action dimension, [act_dim] (a view of the parameter)."""
+        return self.log_std.expand(self.act_dim)
 
 
 def gaussian_log_prob(actions: Tensor, mean: Tensor, log_std: Tensor) -> Tensor:
@@ -214,10 +235,14 @@ class PPOAgent(Agent):
             seed,
             normalize_obs=config.normalize_obs,
             obs_clip=config.obs_clip,
+            obs_groups=obs_groups(config.network, obs_dim, act_dim),
         )
         with seeded(self.seed):
-            self.actor = GaussianActor(obs_dim, act_dim, config.hidden_sizes, config.init_log_std)
-            self.critic = _mlp(obs_dim, config.hidden_sizes, 1, out_gain=1.0)
+            self.actor = GaussianActor(obs_dim, act_dim, config.hidden_sizes, config.init_log_std, config.network)
+            if config.network == "per_stock":
+                self.critic = PerStockValue(obs_dim, act_dim, config.hidden_sizes)
+            else:
+                self.critic = _mlp(obs_dim, config.hidden_sizes, 1, out_gain=1.0)
         self.actor.to(self.device)
         self.critic.to(self.device)
         params = [*self.actor.parameters(), *self.critic.parameters()]
@@ -281,7 +306,7 @@ class PPOAgent(Agent):
         normed = self.normalizer.normalize(obs)
         mean = self._actor_mean(normed)
         actions = self._sample(mean)
-        logprob = gaussian_log_prob(actions, mean, self.actor.log_std)
+        logprob = gaussian_log_prob(actions, mean, self.actor.action_log_std())
         return actions, logprob, self._critic_value(normed).squeeze(-1)
 
     @torch.no_grad()
@@ -291,7 +316,7 @@ class PPOAgent(Agent):
 
     def _sample(self, mean: Tensor) -> Tensor:
         noise = torch.randn(mean.shape, generator=self.generator, device=mean.device)
-        return mean + noise * torch.exp(self.actor.log_std)
+        return mean + noise * torch.exp(self.actor.action_log_std())
 
     # -- the learner
     def update(self, batch: RolloutBatch) -> dict[str, float]:
@@ -328,7 +353,7 @@ class PPOAgent(Agent):
         cfg = self.config
         obs = self.normalizer.normalize(batch.obs[indices])
         mean = self.actor(obs)
-        new_logprob = gaussian_log_prob(batch.actions[indices], mean, self.actor.log_std)
+        new_logprob = gaussian_log_prob(batch.actions[indices], mean, self.actor.action_log_std())
         old_logprob = batch.logprobs[indices]
         advantages = batch.advantages[indices]
         if cfg.norm_adv and advantages.numel() > 1:
@@ -337,7 +362,7 @@ class PPOAgent(Agent):
             new_logprob, old_logprob, advantages, cfg.clip_coef
         )
         value_loss = self._value_loss(obs, batch.values[indices], batch.returns[indices])
-        entropy = gaussian_entropy(self.actor.log_std)
+        entropy = gaussian_entropy(self.actor.action_log_std())
         loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
         with torch.no_grad():
             log_ratio = new_logprob - old_logprob

@@ -31,10 +31,10 @@ from trader.agents.offpolicy import (
     OffPolicyAgent,
     OffPolicyConfig,
     OffPolicyRunner,
-    TwinQ,
+    actor_network,
     make_adam,
-    mlp,
     polyak_update,
+    twin_q,
 )
 from trader.agents.replay import ReplayBatch
 from trader.errors import ConfigError
@@ -84,7 +84,7 @@ class SquashedGaussianActor(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, config: SACConfig) -> None:
         super().__init__()
-        self.net = mlp(obs_dim, config.hidden_sizes, 2 * act_dim)
+        self.net = actor_network(obs_dim, act_dim, config, 2)
         self.log_std_min = config.log_std_min
         self.log_std_max = config.log_std_max
 
@@ -148,7 +148,7 @@ class SACAgent(OffPolicyAgent):
         super().__init__(obs_dim, act_dim, config, device, seed)
         with seeded(self.seed):
             self.actor = SquashedGaussianActor(obs_dim, act_dim, config)
-            self.critic = TwinQ(obs_dim, act_dim, config.hidden_sizes)
+            self.critic = twin_q(obs_dim, act_dim, config)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.temperature = Temperature(config.init_alpha, config.autotune_alpha)
         for module in self.modules().values():

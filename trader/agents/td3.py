@@ -29,10 +29,10 @@ from trader.agents.offpolicy import (
     OffPolicyAgent,
     OffPolicyConfig,
     OffPolicyRunner,
-    TwinQ,
+    actor_network,
     make_adam,
-    mlp,
     polyak_update,
+    twin_q,
 )
 from trader.agents.replay import ReplayBatch
 from trader.errors import CheckpointError, ConfigError
@@ -65,7 +65,7 @@ class DeterministicActor(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, config: TD3Config) -> None:
         super().__init__()
-        self.net = mlp(obs_dim, config.hidden_sizes, act_dim)
+        self.net = actor_network(obs_dim, act_dim, config, 1)
 
     def forward(self, obs: Tensor) -> Tensor:
         return torch.tanh(self.net(obs))
@@ -96,7 +96,7 @@ class TD3Agent(OffPolicyAgent):
         super().__init__(obs_dim, act_dim, config, device, seed)
         with seeded(self.seed):
             self.actor = DeterministicActor(obs_dim, act_dim, config)
-            self.critic = TwinQ(obs_dim, act_dim, config.hidden_sizes)
+            self.critic = twin_q(obs_dim, act_dim, config)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         for module in self.modules().values():

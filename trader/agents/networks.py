@@ -1,0 +1,226 @@
+"""The per-stock network: one small MLP shared by every stock (``network="per_stock"``).
+
+A flat MLP over the market env's observation must learn each stock's rule
+separately, from a reward that sums every position, and grows with the number of
+stocks N. The per-stock network applies the **same weights to each stock**:
+
+1. **encoder**: stock i's own inputs ``x_i`` (its position share, its F features and,
+   for a Q-network, its action) -> ``h_i`` (one layer of width ``hidden[0]``);
+2. **context**: the mean of ``h_i`` over the stocks (a pooled summary of the whole
+   book, the same for every stock) and the cash share;
+3. **head**: ``[h_i, context, cash]`` -> layers ``hidden[1:]`` -> stock i's outputs.
+
+So permuting the stocks permutes the outputs (equivariance), the parameter count does
+not depend on N, and every stock's transitions teach the one rule. An actor reads
+the outputs per stock (a mean, a log-std); a critic or Q-network sums them over the
+stocks into one value (the reward is a sum over positions too).
+
+It relies on the market env's observation layout (see `market_envs.env`):
+``[cash share | N position shares | N x F features, stock-major]`` with one action
+per stock, so N and F follow from ``(obs_dim, act_dim)`` (`stock_layout`).
+
+``num_nets = K`` networks of the same shape are held as one batched module (weights
+``[K, in, out]``, one ``bmm`` per layer), as `trader.agents.offpolicy.TwinQ` does for
+the twin critics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from trader.errors import ConfigError
+
+NETWORKS = ("mlp", "per_stock")
+"""The ``network`` choices of every algorithm's config."""
+
+Activation = Literal["relu", "tanh"]
+
+
+def check_network(owner: str, network: str) -> None:
+    """Raise ``ConfigError`` unless ``network`` is one of `NETWORKS`."""
+    if network not in NETWORKS:
+        raise ConfigError(f"{owner}.network must be one of {', '.join(NETWORKS)}, got {network!r}")
+
+
+def stock_layout(obs_dim: int, act_dim: int) -> tuple[int, int]:
+    """``(N stocks, F features per stock)`` of a market observation, from its sizes.
+
+    Raises ``ConfigError`` when the sizes cannot be the market layout
+    ``obs_dim = 1 + N + N x F`` with ``act_dim = N`` (a gymnasium env, say).
+    """
+    rest = obs_dim - 1 - act_dim
+    if act_dim < 1 or rest < 0 or rest % act_dim:
+        raise ConfigError(
+            f"network='per_stock' needs a market env's observation (1 + N + N x F columns, "
+            f"N actions); obs_dim {obs_dim} with act_dim {act_dim} is not one: use network='mlp'"
+        )
+    return act_dim, rest // act_dim
+
+
+def stock_groups(num_stocks: int, num_features: int) -> Tensor:
+    """Column -> group id of a market observation, for a normaliser shared across stocks:
+    0 the cash share, 1 every position share, 2 + f every stock's feature f."""
+    features = torch.arange(num_features).repeat(num_stocks) + 2
+    return torch.cat([torch.tensor([0]), torch.ones(num_stocks, dtype=torch.long), features])
+
+
+def obs_groups(network: str, obs_dim: int, act_dim: int) -> Tensor | None:
+    """The normaliser's column groups for ``network`` (None: one statistic per column)."""
+    if network != "per_stock":
+        return None
+    return stock_groups(*stock_layout(obs_dim, act_dim))
+
+
+def split_stocks(obs: Tensor, num_stocks: int, num_features: int) -> tuple[Tensor, Tensor]:
+    """``(cash [B, 1], per-stock inputs [B, N, 1 + F])`` of observations ``[B, obs_dim]``."""
+    batch = obs.shape[0]
+    positions = obs[:, 1 : 1 + num_stocks].unsqueeze(-1)
+    features = obs[:, 1 + num_stocks :].reshape(batch, num_stocks, num_features)
+    return obs[:, :1], torch.cat([positions, features], dim=-1)
+
+
+class PerStockNet(nn.Module):
+    """K per-stock networks as one module; `forward` returns ``[K, B, N, out_per_stock]``.
+
+    :param num_stocks: N.
+    :param num_features: F, features per stock in the observation.
+    :param hidden: widths; ``hidden[0]`` is the encoder's, the rest the head's layers.
+    :param out_per_stock: outputs per stock (1: an action mean or a value share).
+    :param num_nets: K networks with independent weights (2 for twin critics).
+    :param action_inputs: each stock's input also holds its action (Q-networks).
+    :param activation: "relu" (SAC, TD3) or "tanh" (PPO).
+    :param orthogonal_gain: None: `nn.Linear`'s uniform init (SAC, TD3); a float:
+        orthogonal init with gain sqrt(2) on hidden layers and this gain on the output
+        layer, zero biases (PPO, as CleanRL).
+    """
+
+    def __init__(
+        self,
+        num_stocks: int,
+        num_features: int,
+        hidden: Sequence[int],
+        out_per_stock: int,
+        *,
+        num_nets: int = 1,
+        action_inputs: bool = False,
+        activation: Activation = "relu",
+        orthogonal_gain: float | None = None,
+    ) -> None:
+        super().__init__()
+        if not hidden:
+            raise ConfigError("PerStockNet needs at least one hidden width (the encoder's)")
+        self.num_stocks = int(num_stocks)
+        self.num_features = int(num_features)
+        self.num_nets = int(num_nets)
+        self.action_inputs = action_inputs
+        self.activation = torch.tanh if activation == "tanh" else torch.relu
+        encoder = int(hidden[0])
+        widths = [1 + num_features + int(action_inputs), encoder, 2 * encoder + 1, *hidden[1:], out_per_stock]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        layers = [(widths[0], widths[1])] + list(zip(widths[2:-1], widths[3:], strict=True))
+        for index, (fan_in, fan_out) in enumerate(layers):
+            last = index == len(layers) - 1
+            weight, bias = _init_layer(num_nets, fan_in, fan_out, orthogonal_gain, last)
+            self.weights.append(nn.Parameter(weight))
+            self.biases.append(nn.Parameter(bias))
+
+    def forward(self, obs: Tensor, actions: Tensor | None = None, params: Sequence[Tensor] | None = None) -> Tensor:
+        """Outputs ``[K, B, N, out]`` for normalised observations ``[B, obs_dim]``.
+
+        :param actions: ``[B, N]``, required when built with ``action_inputs``.
+        :param params: replacement parameters in `parameters()` order (weights then
+            biases), e.g. detached copies, as `TwinQ.forward` takes them.
+        """
+        if params is None:
+            weights, biases = list(self.weights), list(self.biases)
+        else:
+            half = len(params) // 2
+            weights, biases = list(params[:half]), list(params[half:])
+        cash, x = split_stocks(obs, self.num_stocks, self.num_features)
+        if self.action_inputs:
+            if actions is None:
+                raise ValueError("PerStockNet built with action_inputs needs actions")
+            x = torch.cat([x, actions.unsqueeze(-1)], dim=-1)
+        batch, stocks = x.shape[0], self.num_stocks
+        rows = x.reshape(1, batch * stocks, -1).expand(self.num_nets, -1, -1)
+        h = self.activation(torch.bmm(rows, weights[0]) + biases[0])  # [K, B*N, H]
+        h = h.reshape(self.num_nets, batch, stocks, -1)
+        context = h.mean(dim=2, keepdim=True).expand_as(h)
+        cash_column = cash.reshape(1, batch, 1, 1).expand(self.num_nets, batch, stocks, 1)
+        z = torch.cat([h, context, cash_column], dim=-1).reshape(self.num_nets, batch * stocks, -1)
+        for index, (weight, bias) in enumerate(zip(weights[1:], biases[1:], strict=True)):
+            z = torch.bmm(z, weight) + bias
+            if index < len(weights) - 2:
+                z = self.activation(z)
+        return z.reshape(self.num_nets, batch, stocks, -1)
+
+    def detached_params(self) -> list[Tensor]:
+        """Parameters (weights then biases) detached from autograd, sharing storage."""
+        return [p.detach() for p in self.parameters()]
+
+
+def _init_layer(num_nets: int, fan_in: int, fan_out: int, orthogonal_gain: float | None,
+                last: bool) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """Weights ``[K, in, out]`` and biases ``[K, 1, out]``, each net's drawn independently."""
+    if orthogonal_gain is None:
+        bound = 1.0 / math.sqrt(fan_in)
+        weight = torch.empty(num_nets, fan_in, fan_out).uniform_(-bound, bound)
+        return weight, torch.empty(num_nets, 1, fan_out).uniform_(-bound, bound)
+    gain = orthogonal_gain if last else math.sqrt(2.0)
+    weight = torch.empty(num_nets, fan_out, fan_in)
+    for k in range(num_nets):
+        nn.init.orthogonal_(weight[k], gain)
+    return weight.transpose(1, 2).contiguous(), torch.zeros(num_nets, 1, fan_out)
+
+
+class PerStockPolicyHead(nn.Module):
+    """An actor's per-stock network as a drop-in for ``mlp(obs_dim, hidden, k x N)``:
+    ``[B, obs_dim] -> [B, k x N]``, output j of every stock in block j
+    (so ``.chunk(k, dim=-1)`` splits means from log-stds as with the flat MLP)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int], outputs_per_stock: int = 1,
+                 activation: Activation = "relu", orthogonal_gain: float | None = None) -> None:  # fmt: skip
+        super().__init__()
+        stocks, features = stock_layout(obs_dim, act_dim)
+        self.net = PerStockNet(stocks, features, hidden, outputs_per_stock, activation=activation,
+                               orthogonal_gain=orthogonal_gain)  # fmt: skip
+
+    def forward(self, obs: Tensor) -> Tensor:
+        out = self.net(obs)[0]  # [B, N, k]
+        return out.transpose(1, 2).reshape(out.shape[0], -1)
+
+
+class PerStockValue(nn.Module):
+    """A state-value network ``[B, obs_dim] -> [B, 1]``: per-stock shares summed."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int], activation: Activation = "tanh",
+                 orthogonal_gain: float | None = 1.0) -> None:  # fmt: skip
+        super().__init__()
+        stocks, features = stock_layout(obs_dim, act_dim)
+        self.net = PerStockNet(stocks, features, hidden, 1, activation=activation, orthogonal_gain=orthogonal_gain)
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return self.net(obs)[0].sum(dim=1)  # [B, N, 1] -> [B, 1]
+
+
+class PerStockTwinQ(nn.Module):
+    """``num_q`` Q-networks, each the sum over stocks of a per-stock Q share; the same
+    interface as `TwinQ`: ``forward(obs, actions, params=None) -> [K, B]``."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], num_q: int = 2) -> None:
+        super().__init__()
+        stocks, features = stock_layout(obs_dim, act_dim)
+        self.num_q = num_q
+        self.net = PerStockNet(stocks, features, hidden_sizes, 1, num_nets=num_q, action_inputs=True)
+
+    def forward(self, obs: Tensor, actions: Tensor, params: Sequence[Tensor] | None = None) -> Tensor:
+        return self.net(obs, actions, params).sum(dim=2).squeeze(-1)  # [K, B, N, 1] -> [K, B]
+
+    def detached_params(self) -> list[Tensor]:
+        return self.net.detached_params()
