@@ -82,6 +82,7 @@ def one_seed(seed: int, recipe: Path, args: argparse.Namespace, root: Path) -> d
         pod_steps=args.pod_steps, num_envs=args.num_envs, pods=None, time_budget=seconds,
         workers=args.workers, seed=seed, ensemble_k=args.ensemble_k, backtest=True,
         mutation_scale=args.mutation_scale, fresh_probability=args.fresh_probability,
+        in_flight_per_thread=args.in_flight_per_thread,
     )  # fmt: skip
     result = run(config)
     tournament = {name: float(result.backtest.metrics.loc[name, "sharpe_ratio"]) for name in ("best", "ensemble")}
@@ -120,6 +121,7 @@ def main() -> None:
     parser.add_argument("--pod-steps", type=int, default=262_144)
     parser.add_argument("--num-envs", type=int, default=512)
     parser.add_argument("--ensemble-k", type=int, default=3)
+    parser.add_argument("--in-flight-per-thread", type=int, default=TournamentConfig.in_flight_per_thread)
     parser.add_argument("--network", default="mlp", choices=("mlp", "per_stock"), help="PPO's networks, both sides")
     parser.add_argument("--mutation-scale", type=float, default=TournamentConfig.mutation_scale)
     parser.add_argument("--fresh-probability", type=float, default=TournamentConfig.fresh_probability)

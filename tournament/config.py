@@ -70,8 +70,13 @@ class TournamentConfig:
     """"all" or "0,1": a dask-cuda LocalCUDACluster, one worker per GPU."""
     pods_per_gpu: int = 1
     """Threads (concurrent pods) per GPU worker with ``gpus``."""
-    in_flight_per_thread: int = 2
-    """Pods kept submitted per worker thread present (one running, one queued)."""
+    in_flight_per_thread: int = 1
+    """Pods kept submitted per worker thread present. 1 (the default): a worker that
+    finishes a pod waits a few milliseconds for the next, which is bred from the
+    leaderboard as it is then. 2 keeps one pod queued behind each running one, but
+    that pod is bred a whole pod earlier, from an older leaderboard, and the first
+    wave is all fresh pods: on benchmarks/tournament_value.py the best pod's lineage
+    was then half as deep at the same wall-clock (RESULTS.md, "Tournament value")."""
     device: str = "cpu"
     """Device of the pods ("cuda" is implied by ``gpus``)."""
     seed: int = 0
