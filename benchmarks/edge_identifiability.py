@@ -12,6 +12,9 @@ This prints, for each edge strength (the oracle's frictionless annual Sharpe):
   (``EnvConfig(features=(), return_windows=(30,))``, the learning check's default);
   a supervised learner with the right feature, so roughly the most an agent on that
   observation can hope for;
+- ``pooled probe``: one ridge regression on ``ret_tstat_30`` fitted on every
+  ticker's rows at once: the supervised counterpart of the per-stock network, which
+  applies one rule to every stock and cannot tell an edge ticker from another;
 - ``t/ticker``: the t-statistic with which one edge ticker's edge shows in the whole
   training period, ``SR_bar / sqrt(K) * sqrt(training bars)`` with ``SR_bar`` the
   oracle's annual Sharpe over ``sqrt(252 * bars per day)`` and K edge tickers;
@@ -20,7 +23,8 @@ This prints, for each edge strength (the oracle's frictionless annual Sharpe):
   much about one ticker's edge; of the order of ``(3 / SNR)^2`` transitions are
   needed before a gradient step points the right way more often than not.
 
-    OMP_NUM_THREADS=1 python benchmarks/edge_identifiability.py                   # 100 tickers, 10/20/30
+    OMP_NUM_THREADS=1 python benchmarks/edge_identifiability.py --strengths 10,20,30   # 100 tickers
+    OMP_NUM_THREADS=1 python benchmarks/edge_identifiability.py --fraction 1 --strengths 20,30
     OMP_NUM_THREADS=1 python benchmarks/edge_identifiability.py --tickers 30 --strengths 20,100
 """
 
@@ -46,13 +50,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipe", default="synthetic-edge-minute")
     parser.add_argument("--tickers", type=int, default=100)
-    parser.add_argument("--strengths", default="10,20,30", help="oracle Sharpe values, comma-separated")
+    parser.add_argument("--strengths", default="30", help="oracle Sharpe values, comma-separated")
+    parser.add_argument("--fraction", type=float, default=None, help="share of edge tickers (default: the recipe's)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     base_edge = dict(find_recipe(args.recipe).options["edge"])
+    if args.fraction is not None:
+        base_edge["fraction"] = args.fraction
     print(f"{args.recipe}, {args.tickers} tickers, edge {base_edge}")
-    print("| strength | oracle | probe(indicators) | probe(ret_tstat_30) | x oracle | t/ticker | SNR/sample |")
-    print("|---|---|---|---|---|---|---|")
+    print("| strength | oracle | probe(indicators) | probe(ret_tstat_30) | x oracle | pooled probe(ret_tstat_30) | t/ticker | SNR/sample |")
+    print("|---|---|---|---|---|---|---|---|")
     start = time.perf_counter()
     for strength in (float(s) for s in args.strengths.split(",")):
         full = load(args.recipe, n_tickers=args.tickers, edge={**base_edge, "strength_sharpe": strength})
@@ -62,6 +69,7 @@ def main(argv: list[str]) -> int:
         for name, (features, windows) in OBSERVATIONS.items():
             rules = env_rules(0.0, 390, features, windows)
             policies[name] = linear_probe(full, train, validation, rules)
+        policies["pooled"] = linear_probe(full, train, validation, env_rules(0.0, 390), pooled=True)
         config = BacktestConfig(buy_cost=0.0, sell_cost=0.0, policy_env=env_rules(0.0, 390),
                                 record_positions="day", tear_sheet=False)
         sharpe = run_backtest(validation, policies, baselines=[], config=config).metrics["sharpe_ratio"]
@@ -70,7 +78,7 @@ def main(argv: list[str]) -> int:
         per_ticker_bar = strength / math.sqrt(252.0 * bars_per_day) / math.sqrt(count)
         print(
             f"| {strength:g} | {sharpe['oracle']:.2f} | {sharpe['indicators']:.2f} | {sharpe['ret_tstat_30']:.2f} | "
-            f"{sharpe['ret_tstat_30'] / sharpe['oracle']:.2f} | {per_ticker_bar * math.sqrt(train.num_bars):.1f} | "
+            f"{sharpe['ret_tstat_30'] / sharpe['oracle']:.2f} | {sharpe['pooled']:.2f} | {per_ticker_bar * math.sqrt(train.num_bars):.1f} | "
             f"{per_ticker_bar / math.sqrt(full.num_tickers):.4f} |",
             flush=True,
         )

@@ -176,7 +176,8 @@ def validation_oracle(full: MarketData, validation: MarketData, spec: EdgeSpec) 
     return ActionSchedule(oracle_weights(full, spec)[offset : offset + validation.num_bars])
 
 
-def linear_probe(full: MarketData, train: MarketData, validation: MarketData, rules: EnvConfig, ridge: float = 1.0) -> ActionSchedule:
+def linear_probe(full: MarketData, train: MarketData, validation: MarketData, rules: EnvConfig, ridge: float = 1.0,
+                 pooled: bool = False) -> ActionSchedule:  # fmt: skip
     """A diagnostic, not an agent: how much of the edge the observed features carry.
 
     Per ticker, a ridge regression (fitted on the training period) of the next bar's
@@ -186,7 +187,8 @@ def linear_probe(full: MarketData, train: MarketData, validation: MarketData, ru
     like the oracle's. If this earns a good part of the oracle's Sharpe, the
     observation carries the edge and what the agents miss is learning; if it earns
     nothing, the observation does not carry the edge. An `ActionSchedule` like
-    `validation_oracle`.
+    `validation_oracle`. ``pooled=True`` fits one regression on every ticker's rows
+    (the supervised counterpart of the per-stock network: one rule for all stocks).
     """
     features = observed_feature_table(full, rules).double()  # [T, N, F]
     target = torch.zeros(full.close.shape, dtype=torch.float64)
@@ -195,8 +197,10 @@ def linear_probe(full: MarketData, train: MarketData, validation: MarketData, ru
     hi = lo + train.num_bars - 1  # the last training row's target lies in the next period
     x = torch.cat([features[lo:hi], torch.ones_like(features[lo:hi, :, :1])], dim=-1).transpose(0, 1)  # [N, T, F+1]
     y = target[lo:hi].transpose(0, 1).unsqueeze(-1)  # [N, T, 1]
+    if pooled:
+        x, y = x.reshape(1, -1, x.shape[-1]), y.reshape(1, -1, 1)
     gram = x.transpose(1, 2) @ x + ridge * torch.eye(x.shape[-1], dtype=x.dtype)
-    coef = torch.linalg.solve(gram, x.transpose(1, 2) @ y)  # [N, F+1, 1]
+    coef = torch.linalg.solve(gram, x.transpose(1, 2) @ y).expand(full.num_tickers, -1, -1)  # [N, F+1, 1]
     offset = int(full.timestamps.get_loc(validation.timestamps[0]))
     xv = features[offset : offset + validation.num_bars]
     xv = torch.cat([xv, torch.ones_like(xv[:, :, :1])], dim=-1)
@@ -248,12 +252,15 @@ class Scores:
 
 
 def load_overrides(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    """``--override`` pairs, plus ``--edge-strength`` on a recipe that plants an edge."""
+    """``--override`` pairs, plus ``--edge-strength`` and ``--edge-fraction`` on a recipe
+    that plants an edge."""
     overrides = dict(args.override or [])
-    if args.edge_strength is not None:
+    changes = {"strength_sharpe": args.edge_strength, "fraction": args.edge_fraction}
+    changes = {key: value for key, value in changes.items() if value is not None}
+    if changes:
         edge = dict(overrides.get("edge") or find_recipe(name).options.get("edge") or {})
         if edge:
-            overrides["edge"] = {**edge, "strength_sharpe": args.edge_strength}
+            overrides["edge"] = {**edge, **changes}
     return overrides
 
 
@@ -371,6 +378,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--null-dataset", default=NULL_DATASET, help="edge-free recipe ('' to skip)")
     parser.add_argument("--override", type=parse_override, action="append", help="recipe override key=value (both data sets), repeatable")
     parser.add_argument("--edge-strength", type=float, default=None, help="replace the edge recipe's strength_sharpe")
+    parser.add_argument("--edge-fraction", type=float, default=None, help="replace the edge recipe's fraction of edge tickers")
     parser.add_argument("--cost", type=float, default=0.0, help="cost rate per side (0: the oracle's frictionless setting)")
     parser.add_argument("--features", default="", help="panel features to observe, comma-separated ('all': every one; default none)")
     parser.add_argument("--return-windows", default="30", help="ret_tstat windows to observe, comma-separated ('' for none)")

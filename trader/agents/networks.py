@@ -147,18 +147,21 @@ class PerStockNet(nn.Module):
             if actions is None:
                 raise ValueError("PerStockNet built with action_inputs needs actions")
             x = torch.cat([x, actions.unsqueeze(-1)], dim=-1)
-        batch, stocks = x.shape[0], self.num_stocks
-        rows = x.reshape(1, batch * stocks, -1).expand(self.num_nets, -1, -1)
+        batch, stocks, k = x.shape[0], self.num_stocks, self.num_nets
+        rows = x.reshape(1, batch * stocks, -1).expand(k, -1, -1)
         h = self.activation(torch.bmm(rows, weights[0]) + biases[0])  # [K, B*N, H]
-        h = h.reshape(self.num_nets, batch, stocks, -1)
-        context = h.mean(dim=2, keepdim=True).expand_as(h)
-        cash_column = cash.reshape(1, batch, 1, 1).expand(self.num_nets, batch, stocks, 1)
-        z = torch.cat([h, context, cash_column], dim=-1).reshape(self.num_nets, batch * stocks, -1)
-        for index, (weight, bias) in enumerate(zip(weights[1:], biases[1:], strict=True)):
-            z = torch.bmm(z, weight) + bias
-            if index < len(weights) - 2:
-                z = self.activation(z)
-        return z.reshape(self.num_nets, batch, stocks, -1)
+        width = h.shape[-1]
+        # The head's first layer on [h_i, context, cash], computed without building that
+        # concatenation: the context and cash terms are the same for every stock, so
+        # they are computed once per sample and broadcast over the stocks.
+        head = weights[1]  # [K, 2H+1, O]
+        context = h.reshape(k, batch, stocks, width).mean(dim=2)  # [K, B, H]
+        shared = torch.bmm(context, head[:, width : 2 * width]) + cash.reshape(1, batch, 1) * head[:, 2 * width :]
+        z = torch.bmm(h, head[:, :width]).reshape(k, batch, stocks, -1) + (shared + biases[1]).unsqueeze(2)
+        z = z.reshape(k, batch * stocks, -1)
+        for weight, bias in zip(weights[2:], biases[2:], strict=True):
+            z = torch.bmm(self.activation(z), weight) + bias
+        return z.reshape(k, batch, stocks, -1)
 
     def detached_params(self) -> list[Tensor]:
         """Parameters (weights then biases) detached from autograd, sharing storage."""
