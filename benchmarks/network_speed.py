@@ -25,8 +25,9 @@ NETWORKS = (("mlp", (64, 64)), ("per_stock", (32, 32)), ("per_stock", (16, 16)))
 NUM_STEPS, NUM_ENVS = 32, 512
 
 
-def measure(network: str, hidden: tuple[int, ...], stocks: int, device: str, repeats: int) -> tuple[float, float]:
-    """(seconds per update, seconds per explore call), medians of ``repeats``."""
+def measure(network: str, hidden: tuple[int, ...], stocks: int, device: str, repeats: int) -> tuple[float, float, int]:
+    """(seconds per update, seconds per explore call), medians of ``repeats``, and the
+    agent's parameter count."""
     obs_dim = 1 + 2 * stocks
     config = {"network": network, "hidden_sizes": hidden, "num_steps": NUM_STEPS, "update_epochs": 4,
               "num_minibatches": 8, "normalize_obs": False}  # fmt: skip
@@ -48,7 +49,8 @@ def measure(network: str, hidden: tuple[int, ...], stocks: int, device: str, rep
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         explores.append((time.perf_counter() - start) / NUM_STEPS)
-    return sorted(updates)[repeats // 2], sorted(explores)[repeats // 2]
+    params = sum(p.numel() for module in agent.modules().values() for p in module.parameters())
+    return sorted(updates)[repeats // 2], sorted(explores)[repeats // 2], params
 
 
 def main() -> None:
@@ -63,11 +65,9 @@ def main() -> None:
     for stocks in (int(s) for s in args.stocks.split(",")):
         flat = None
         for network, hidden in NETWORKS:
-            update, explore = measure(network, hidden, stocks, args.device, args.repeats)
+            update, explore, params = measure(network, hidden, stocks, args.device, args.repeats)
             rate = NUM_STEPS * NUM_ENVS / (update + NUM_STEPS * explore)
             flat = flat or rate
-            agent = make_agent("ppo", 1 + 2 * stocks, stocks, {"network": network, "hidden_sizes": hidden})
-            params = sum(p.numel() for m in agent.modules().values() for p in m.parameters())
             print(f"| {stocks} | {network} | {hidden} | {params:,} | {update * 1e3:.0f} | {explore * 1e3:.2f} | "
                   f"{rate:,.0f} | {rate / flat:.2f} |", flush=True)  # fmt: skip
 

@@ -126,7 +126,7 @@ class PerStockNet(nn.Module):
         layers = [(widths[0], widths[1])] + list(zip(widths[2:-1], widths[3:], strict=True))
         for index, (fan_in, fan_out) in enumerate(layers):
             last = index == len(layers) - 1
-            weight, bias = _init_layer(num_nets, fan_in, fan_out, orthogonal_gain, last)
+            weight, bias = batched_layer(num_nets, fan_in, fan_out, orthogonal_gain, last)
             self.weights.append(nn.Parameter(weight))
             self.biases.append(nn.Parameter(bias))
 
@@ -137,11 +137,7 @@ class PerStockNet(nn.Module):
         :param params: replacement parameters in `parameters()` order (weights then
             biases), e.g. detached copies, as `TwinQ.forward` takes them.
         """
-        if params is None:
-            weights, biases = list(self.weights), list(self.biases)
-        else:
-            half = len(params) // 2
-            weights, biases = list(params[:half]), list(params[half:])
+        weights, biases = weights_and_biases(self.weights, self.biases, params)
         cash, x = split_stocks(obs, self.num_stocks, self.num_features)
         if self.action_inputs:
             if actions is None:
@@ -168,9 +164,20 @@ class PerStockNet(nn.Module):
         return [p.detach() for p in self.parameters()]
 
 
-def _init_layer(num_nets: int, fan_in: int, fan_out: int, orthogonal_gain: float | None,
-                last: bool) -> tuple[Tensor, Tensor]:  # fmt: skip
-    """Weights ``[K, in, out]`` and biases ``[K, 1, out]``, each net's drawn independently."""
+def weights_and_biases(weights: Sequence[Tensor], biases: Sequence[Tensor],
+                       params: Sequence[Tensor] | None) -> tuple[list[Tensor], list[Tensor]]:  # fmt: skip
+    """A batched module's layers, or ``params`` in its `parameters()` order instead
+    (weights then biases; e.g. detached copies for a policy loss through a critic)."""
+    if params is None:
+        return list(weights), list(biases)
+    half = len(params) // 2
+    return list(params[:half]), list(params[half:])
+
+
+def batched_layer(num_nets: int, fan_in: int, fan_out: int, orthogonal_gain: float | None = None,
+                  last: bool = False) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """Weights ``[K, in, out]`` and biases ``[K, 1, out]``, each net's drawn independently:
+    `nn.Linear`'s uniform init, or orthogonal with ``orthogonal_gain`` (see `PerStockNet`)."""
     if orthogonal_gain is None:
         bound = 1.0 / math.sqrt(fan_in)
         weight = torch.empty(num_nets, fan_in, fan_out).uniform_(-bound, bound)
@@ -219,7 +226,6 @@ class PerStockTwinQ(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], num_q: int = 2) -> None:
         super().__init__()
         stocks, features = stock_layout(obs_dim, act_dim)
-        self.num_q = num_q
         self.net = PerStockNet(stocks, features, hidden_sizes, 1, num_nets=num_q, action_inputs=True)
 
     def forward(self, obs: Tensor, actions: Tensor, params: Sequence[Tensor] | None = None) -> Tensor:

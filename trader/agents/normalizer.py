@@ -60,6 +60,7 @@ class ObsNormalizer:
         if groups is not None and tuple(groups.shape) != (dim,):
             raise ConfigError(f"ObsNormalizer: groups must have shape ({dim},), got {tuple(groups.shape)}")
         self.groups = None if groups is None else groups.to(self.device, torch.long)
+        self.group_size = None if groups is None else torch.bincount(self.groups).to(torch.float64)
 
     @torch.no_grad()
     def update(self, batch: Tensor) -> None:
@@ -89,7 +90,7 @@ class ObsNormalizer:
 
     def _pool(self) -> None:
         """Give every column its group's pooled mean and variance."""
-        size = torch.bincount(self.groups).to(torch.float64)
+        size = self.group_size
         mean = torch.zeros_like(size).index_add_(0, self.groups, self.mean) / size
         second = torch.zeros_like(size).index_add_(0, self.groups, self.var + self.mean**2) / size
         self.mean = mean[self.groups]
@@ -130,6 +131,7 @@ class ObsNormalizer:
         self.count = self.count.to(self.device)
         if self.groups is not None:
             self.groups = self.groups.to(self.device)
+            self.group_size = self.group_size.to(self.device)
         return self
 
     def summary(self) -> dict[str, object]:

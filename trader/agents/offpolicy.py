@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,14 @@ import torch
 from torch import Tensor, nn
 
 from trader.agents.base import Agent, Bound, Runner
-from trader.agents.networks import PerStockPolicyHead, PerStockTwinQ, check_network, obs_groups
+from trader.agents.networks import (
+    PerStockPolicyHead,
+    PerStockTwinQ,
+    batched_layer,
+    check_network,
+    obs_groups,
+    weights_and_biases,
+)
 from trader.agents.parallel import LearnerGroup
 from trader.agents.replay import ReplayBatch, ReplayBuffer, next_observation
 from trader.errors import CheckpointError, ConfigError
@@ -161,9 +167,7 @@ class TwinQ(nn.Module):
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
         for fan_in, fan_out in zip(widths[:-1], widths[1:], strict=True):
-            bound = 1.0 / math.sqrt(fan_in)
-            weight = torch.empty(num_q, fan_in, fan_out).uniform_(-bound, bound)
-            bias = torch.empty(num_q, 1, fan_out).uniform_(-bound, bound)
+            weight, bias = batched_layer(num_q, fan_in, fan_out)
             self.weights.append(nn.Parameter(weight))
             self.biases.append(nn.Parameter(bias))
 
@@ -176,11 +180,7 @@ class TwinQ(nn.Module):
             (weights then biases), e.g. detached copies so that a policy loss
             differentiates through the critic without touching its weights.
         """
-        if params is None:
-            weights, biases = list(self.weights), list(self.biases)
-        else:
-            half = len(params) // 2
-            weights, biases = list(params[:half]), list(params[half:])
+        weights, biases = weights_and_biases(self.weights, self.biases, params)
         x = torch.cat([obs, actions], dim=-1)
         h = torch.matmul(x, weights[0]) + biases[0]  # [B, in] @ [K, in, out] -> [K, B, out]
         for weight, bias in zip(weights[1:], biases[1:], strict=True):
