@@ -11,7 +11,7 @@ TORCH_PIN := torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: demo test test-all bench clean-venv
+.PHONY: demo test test-all test-browser screenshots chromium dashboard bench clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,27 @@ test: $(VENV)/.installed-dev
 
 test-all: $(VENV)/.installed-dev
 	$(PY) -m pytest -q -m ""
+
+# Headless Chromium for the browser tests and the screenshots: Debian's packages,
+# installed with apt-get where it is available (as root, or through sudo).
+chromium:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver; \
+	else echo "chromium: no apt-get here; install Chromium and ChromeDriver by hand" >&2; exit 1; fi
+
+test-browser: $(VENV)/.installed-dev chromium
+	$(PY) -m pytest -q -m browser
+
+# The dashboard and its screenshots read the run directories in RUNS (default runs/,
+# where `make demo` writes).
+RUNS ?= runs
+dashboard: $(VENV)/.installed-dev
+	$(VENV)/bin/trader dashboard $(RUNS)
+
+screenshots: $(VENV)/.installed-dev chromium
+	$(PY) -m dashboards.screenshots $(RUNS) --out docs/img
 
 bench: $(VENV)/.installed-dev
 	$(PY) benchmarks/run_all.py

@@ -19,6 +19,8 @@ dashboard is computed.
 
 Metrics are computed in float64 on the CPU; they run once per evaluation, not
 per step, so the one device-to-host copy of a torch input is not a hot path.
+The module does not import torch itself (the dashboard uses it without torch): a
+tensor can only reach it when the caller has imported torch already.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import sys
+
 import numpy as np
 import pandas as pd
-import torch
 
 from trader.errors import ConfigError, UserError
 
@@ -86,10 +89,19 @@ METRIC_LABELS: dict[str, str] = {
 }
 """Human-readable names of the summary columns, shared by every table that shows them."""
 
+PERCENT_METRICS = frozenset({"cum_returns_final", "annual_return", "annual_volatility", "max_drawdown", "value_at_risk", "turnover"})
+"""Summary columns shown as percentages in tables."""
+
 
 # ----------------------------------------------------------------------------
 # Input conversion: any supported input -> float64 (T, K) array, and back.
 # ----------------------------------------------------------------------------
+
+
+def _is_tensor(value: Any) -> bool:
+    """True for a torch tensor, without importing torch (loaded only if the caller did)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
 
 
 class _Returns:
@@ -97,10 +109,10 @@ class _Returns:
 
     def __init__(self, returns: Any, name: str = "returns") -> None:
         self.columns: pd.Index | None = None
-        self.device: torch.device | None = None
-        if isinstance(returns, torch.Tensor):
+        self.device: Any = None  # a torch.device for tensor input
+        if _is_tensor(returns):
             self.device = returns.device
-            values = returns.detach().to(device="cpu", dtype=torch.float64).numpy()
+            values = returns.detach().cpu().double().numpy()
         elif isinstance(returns, pd.DataFrame):
             self.columns = returns.columns
             values = _to_float_array(returns.to_numpy(), name)
@@ -124,7 +136,7 @@ class _Returns:
         if self.columns is not None:
             return pd.Series(per_column, index=self.columns)
         if self.device is not None:
-            return torch.from_numpy(per_column.copy()).to(self.device)
+            return sys.modules["torch"].from_numpy(per_column.copy()).to(self.device)
         return per_column
 
     def nan_result(self) -> Any:
@@ -134,8 +146,8 @@ class _Returns:
 
 def _to_float_array(values: Any, name: str) -> np.ndarray:
     """Convert array-like input to a float64 ndarray, naming the argument on failure."""
-    if isinstance(values, torch.Tensor):
-        return values.detach().to(device="cpu", dtype=torch.float64).numpy()
+    if _is_tensor(values):
+        return values.detach().cpu().double().numpy()
     try:
         return np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as err:
@@ -446,8 +458,8 @@ def _like(result: np.ndarray, template: Any) -> Any:
         return pd.DataFrame(result, index=template.index, columns=template.columns)
     if isinstance(template, pd.Series):
         return pd.Series(result, index=template.index, name=template.name)
-    if isinstance(template, torch.Tensor):
-        return torch.from_numpy(np.ascontiguousarray(result)).to(template.device)
+    if _is_tensor(template):
+        return sys.modules["torch"].from_numpy(np.ascontiguousarray(result)).to(template.device)
     if np.ndim(result) == 0:
         return float(result)
     return result

@@ -38,6 +38,7 @@ SAC/TD3 before learning starts; ``tests/test_train_cli.py`` checks it).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -73,6 +74,8 @@ class BuiltEnvs:
     """JSON/TOML-able description of the env (for config.toml)."""
     data_window: dict[str, Any]
     """Data periods, for checkpoint sidecars."""
+    dataset_card: dict[str, Any] | None = None
+    """Market envs: `MarketData.describe()`, written as dataset.json."""
 
 
 @dataclass
@@ -167,6 +170,8 @@ def train(
     if init_from is not None:
         resolved["init_from"] = str(init_from)
     _write_toml(root / "config.toml", resolved)
+    if envs.dataset_card is not None:
+        write_json(root / "dataset.json", envs.dataset_card)
     rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget)
     frame = pd.DataFrame(rows)
     _write_parquet(frame, root / "metrics.parquet")
@@ -324,7 +329,7 @@ def _market_envs(
         "env_config": config_to_dict(cfg),
     }
     description = {"kind": "market", "dataset": data.name, "env_config": config_to_dict(cfg)}
-    return BuiltEnvs(train_env, evaluator, description, window)
+    return BuiltEnvs(train_env, evaluator, description, window, data.describe())
 
 
 def _load_dataset(recipe: str) -> Any:
@@ -358,6 +363,13 @@ def _toml_ready(value: Any) -> Any:
 def _write_toml(path: Path, values: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(tomli_w.dumps(_toml_ready(values)), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, values: dict[str, Any]) -> None:
+    """Write `values` as indented JSON through a temporary file, then rename into place."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(values, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -252,6 +252,26 @@ class MarketData:
             self.benchmark.detach().cpu().numpy(), index=self.timestamps, name=self.benchmark_name
         )
 
+    def describe(self) -> dict:
+        """`summary` plus the tickers and, when the panel has split dates, each period.
+
+        Written as ``dataset.json`` into run directories (docs/contracts.md), where the
+        dashboard's data page reads it without loading the panel.
+        """
+        card = {**self.summary(), "tickers": [str(t) for t in self.tickers]}
+        if "train_end" in self.meta and "val_end" in self.meta:
+            card["periods"] = {}
+            for name in ("train", "validation", "test"):
+                part = self.period(name)
+                card["periods"][name] = {
+                    "start": str(part.start),
+                    "end": str(part.end),
+                    "bars": part.num_bars,
+                    "trading_days": int(pd.Index(part.timestamps.date).nunique()),
+                    "tradable_fraction": float(part.tradable.float().mean()),
+                }
+        return card
+
     def summary(self) -> dict:
         """Plain facts about the panel, for `trader data info` and logs."""
         close = self.close

@@ -165,7 +165,7 @@ def run_backtest(
         "test" when `data` is a recipe, the whole panel when it is a `MarketData`.
     :param config: capital, costs and recording (`BacktestConfig`).
     :param run_dir: when given, write `backtests/<strategy>.parquet`, report.json,
-        report.md and the tear sheet there.
+        report.md, the tear sheet and dataset.json (`MarketData.describe`) there.
     :param device: where the envs and policies run ("cpu", "cuda", ...).
     :return: the `BacktestResult` (``.metrics``, ``.series``, ...).
     """
@@ -182,7 +182,7 @@ def run_backtest(
     if run_dir is not None:
         from trader.backtest.report import write_report
 
-        files = write_report(result, run_dir, tear_sheet=config.tear_sheet)
+        files = write_report(result, run_dir, tear_sheet=config.tear_sheet, dataset_card=data.describe())
         result = replace(result, files=files)
     return result
 

@@ -9,7 +9,9 @@ Layout written under the run directory:
 - `report.json`: period, costs, data set, strategies, the metrics table;
 - `report.md`: the same as a Markdown table, one row per strategy by Sharpe;
 - `tearsheet_<strategy>.png`: pyfolio-reloaded's returns tear sheet of the best
-  strategy (against the benchmark's daily returns when there is one).
+  strategy (against the benchmark's daily returns when there is one);
+- `dataset.json`: the data set's `MarketData.describe()` (tickers, periods, tradable
+  fraction, benchmark), for the dashboard's data page.
 """
 
 from __future__ import annotations
@@ -29,10 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from trader.backtest.result import SERIES_COLUMNS, BacktestResult
-from trader.metrics import METRIC_LABELS
-
-PERCENT_COLUMNS = {"cum_returns_final", "annual_return", "annual_volatility", "max_drawdown", "value_at_risk", "turnover"}
-"""Metrics shown as percentages in tables."""
+from trader.metrics import METRIC_LABELS, PERCENT_METRICS
 
 TABLE_COLUMNS = (
     "cum_returns_final",
@@ -53,7 +52,7 @@ def format_value(metric: str, value: float) -> str:
         return "n/a"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    if metric in PERCENT_COLUMNS:
+    if metric in PERCENT_METRICS:
         return f"{100.0 * value:.2f}%"
     if metric == "days":
         return f"{int(value)}"
@@ -173,8 +172,10 @@ def read_series(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, pd.DataFram
     return frame, positions
 
 
-def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_sheet: bool = True) -> dict[str, Path]:
-    """Write series, report.json, report.md and the tear sheet; return name -> path."""
+def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_sheet: bool = True,
+                 dataset_card: dict[str, Any] | None = None) -> dict[str, Path]:  # fmt: skip
+    """Write series, report.json, report.md, the tear sheet and ``dataset.json`` (the
+    data set's `MarketData.describe`, when given); return name -> path."""
     root = Path(run_dir)
     (root / "backtests").mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
@@ -193,6 +194,10 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
     _atomic_write(files["report.json"], lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
     markdown = markdown_report(result)
     _atomic_write(files["report.md"], lambda tmp: tmp.write_text(markdown, encoding="utf-8"))
+    if dataset_card is not None:
+        files["dataset.json"] = root / "dataset.json"
+        card = json.dumps(dataset_card, indent=2)
+        _atomic_write(files["dataset.json"], lambda tmp: tmp.write_text(card + "\n", encoding="utf-8"))
     return files
 
 

@@ -1,0 +1,26 @@
+"""The podracer-trader dashboard: ``trader dashboard [RUNS_DIR]`` or ``streamlit run dashboards/app.py``.
+
+A Streamlit multipage app over run directories (docs/contracts.md): strategies,
+tournament, training and data. It reads only the runs folder's files
+(`dashboards.runs`); the figures are plain functions (`dashboards.figures`), the
+pages in ``pages/`` arrange them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+HERE = Path(__file__).parent
+
+st.set_page_config(page_title="podracer-trader", page_icon=":material/show_chart:", layout="wide")
+
+PAGES = [
+    st.Page(str(HERE / "pages" / "strategies.py"), title="Strategies", icon=":material/show_chart:", default=True),
+    st.Page(str(HERE / "pages" / "tournament.py"), title="Tournament", icon=":material/emoji_events:"),
+    st.Page(str(HERE / "pages" / "training.py"), title="Training", icon=":material/trending_up:"),
+    st.Page(str(HERE / "pages" / "data.py"), title="Data", icon=":material/dataset:"),
+]
+
+st.navigation(PAGES).run()

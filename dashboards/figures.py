@@ -1,0 +1,391 @@
+"""The dashboard's figures and tables: run data in, a Plotly figure or a DataFrame out.
+
+Plain functions with no Streamlit in them, so each is unit-tested on its own and the
+pages only arrange them. Minute series are reduced to one point per exchange session
+(`daily_frame`) before anything is drawn, so a year of 100 strategies draws quickly.
+
+Every figure of performance comes from `trader.metrics` (the one place the numbers
+are defined): daily returns by `trader.metrics.daily_returns`, the metrics table by
+`trader.metrics.summary` or read as report.json holds it, and the rolling Sharpe
+window by window with `trader.metrics.sharpe_ratio`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from trader import metrics
+
+TRADING_DAYS = metrics.TRADING_DAYS_PER_YEAR
+
+METRIC_COLUMNS = metrics.METRIC_LABELS
+"""`trader.metrics.summary` columns, in the order and with the labels every table shows."""
+
+LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}, "hovermode": "x unified"}
+
+
+# --------------------------------------------------------------------- bar series -> daily
+
+
+def session_dates(index: pd.DatetimeIndex) -> pd.DatetimeIndex:
+    """The exchange date of each bar (the timestamps' own time zone), as naive midnight."""
+    local = index.tz_localize(None) if index.tz is not None else index
+    return pd.DatetimeIndex(local).normalize()
+
+
+def daily_frame(series: pd.DataFrame) -> pd.DataFrame:
+    """One strategy's bar series reduced to one row per session.
+
+    Columns: ``value`` and ``cash`` at the session's last bar, ``return`` compounded
+    over the session (`trader.metrics.daily_returns`), ``traded_value`` and
+    ``costs`` summed, ``turnover`` = traded value over the closing value (as
+    `trader.metrics.summary` defines daily turnover), ``exposure`` = 1 - cash / value
+    (the invested share of the portfolio, net of shorts).
+    """
+    dates = session_dates(pd.DatetimeIndex(series.index))
+    grouped = series.groupby(dates)
+    daily = pd.DataFrame(
+        {
+            "value": grouped["value"].last(),
+            "cash": grouped["cash"].last(),
+            "traded_value": grouped["traded_value"].sum(),
+            "costs": grouped["costs"].sum(),
+        }
+    )
+    daily["return"] = metrics.daily_returns(series["return"].to_numpy(), series.index).to_numpy()
+    daily["turnover"] = metrics.turnover(daily["traded_value"].to_numpy(), daily["value"].to_numpy())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        daily["exposure"] = np.where(daily["value"] != 0, 1.0 - daily["cash"] / daily["value"], np.nan)
+    daily.index.name = "date"
+    return daily
+
+
+def in_range(series: pd.DataFrame, start: object = None, end: object = None) -> pd.DataFrame:
+    """Bars whose session date lies in [start, end] (dates, both included; None: open)."""
+    dates = session_dates(pd.DatetimeIndex(series.index))
+    keep = np.ones(len(series), dtype=bool)
+    if start is not None:
+        keep &= dates >= pd.Timestamp(start)
+    if end is not None:
+        keep &= dates <= pd.Timestamp(end)
+    return series[keep]
+
+
+def wide(daily: Mapping[str, pd.DataFrame], column: str) -> pd.DataFrame:
+    """One column of several strategies' daily frames side by side (date x strategy)."""
+    return pd.DataFrame({name: frame[column] for name, frame in daily.items()})
+
+
+# --------------------------------------------------------------------- metrics table
+
+
+def metrics_table(series: Mapping[str, pd.DataFrame], risk_free: float = 0.0) -> pd.DataFrame:
+    """`trader.metrics.summary` of bar series (strategy -> frame), as the backtest computes it.
+
+    The backtest engine calls `summary` with the bars' returns, timestamps, traded
+    value and portfolio value; so does this, so over a report's whole period the
+    figures equal report.json's, and over a sub-range they are the same figures of
+    that range.
+    """
+    if not series:
+        return pd.DataFrame(columns=list(METRIC_COLUMNS))
+    index = next(iter(series.values())).index
+    returns = pd.DataFrame({name: frame["return"].to_numpy() for name, frame in series.items()})
+    traded = pd.DataFrame({name: frame["traded_value"].to_numpy() for name, frame in series.items()})
+    values = pd.DataFrame({name: frame["value"].to_numpy() for name, frame in series.items()})
+    table = metrics.summary(returns, timestamps=index, risk_free=risk_free, traded_value=traded, portfolio_value=values)
+    return table.sort_values("sharpe_ratio", ascending=False, na_position="last", kind="stable")
+
+
+def period_dates(report: Mapping[str, object]) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """First and last session date of a report's period (naive dates)."""
+    period = report["period"]
+    first, last = (pd.Timestamp(period[key]) for key in ("start", "end"))
+    return (first.tz_localize(None) if first.tz else first).normalize(), (last.tz_localize(None) if last.tz else last).normalize()
+
+
+def report_metrics(report: Mapping[str, object]) -> pd.DataFrame:
+    """report.json's metrics table as a DataFrame, in the report's order (best first)."""
+    table = pd.DataFrame.from_dict(report["metrics"], orient="index")
+    table = table.loc[[name for name in report["order"] if name in table.index]].astype("float64")
+    table.index.name = "strategy"
+    return table
+
+
+def range_metrics(report: Mapping[str, object], series: Mapping[str, pd.DataFrame], start: object = None,
+                  end: object = None) -> pd.DataFrame:  # fmt: skip
+    """The metrics of `series`' strategies between the dates `start` and `end`.
+
+    Over the report's whole period: report.json's own rows. Over a shorter range: the
+    same `trader.metrics.summary` on the bars of that range (`metrics_table`), with the
+    report's risk-free rate.
+    """
+    first, last = period_dates(report)
+    whole = (start is None or pd.Timestamp(start) <= first) and (end is None or pd.Timestamp(end) >= last)
+    if whole:
+        table = report_metrics(report)
+        return table.loc[[name for name in table.index if name in series]]
+    risk_free = float((report.get("config") or {}).get("risk_free", 0.0))
+    return metrics_table({name: in_range(frame, start, end) for name, frame in series.items()}, risk_free)
+
+
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The metrics table with readable column names, in `METRIC_COLUMNS` order (values unchanged)."""
+    columns = [c for c in METRIC_COLUMNS if c in table.columns]
+    return table[columns].rename(columns=METRIC_COLUMNS)
+
+
+def column_formats() -> dict[str, str]:
+    """Display format per readable column of `display_table` (printf style, as st.column_config takes)."""
+    return {label: ("percent" if key in metrics.PERCENT_METRICS else "%.0f" if key == "days" else "%.2f")
+            for key, label in METRIC_COLUMNS.items()}  # fmt: skip
+
+
+# --------------------------------------------------------------------- strategy figures
+
+
+def _styled(figure: go.Figure, title: str, y_title: str, percent: bool = False) -> go.Figure:
+    figure.update_layout(title=title, yaxis_title=y_title, xaxis_title=None, **LAYOUT)
+    if percent:
+        figure.update_yaxes(tickformat=".1%")
+    return figure
+
+
+def equity_figure(values: pd.DataFrame, log_scale: bool = False) -> go.Figure:
+    """Equity curves rebased to 1 at the first session (date x strategy closing values)."""
+    rebased = values / values.ffill().bfill().iloc[0]
+    figure = go.Figure([go.Scatter(x=rebased.index, y=rebased[c], name=str(c), mode="lines") for c in rebased.columns])
+    if log_scale:
+        figure.update_yaxes(type="log")
+    return _styled(figure, "Equity (rebased to 1)", "growth of 1")
+
+
+def drawdowns(values: pd.DataFrame) -> pd.DataFrame:
+    """Drawdown below the running peak at each session: value / peak - 1 (<= 0)."""
+    return values / values.cummax() - 1.0
+
+
+def drawdown_figure(values: pd.DataFrame) -> go.Figure:
+    """Underwater chart: the drawdown of each strategy below its running peak."""
+    under = drawdowns(values)
+    figure = go.Figure(
+        [go.Scatter(x=under.index, y=under[c], name=str(c), mode="lines", fill="tozeroy") for c in under.columns]
+    )
+    return _styled(figure, "Drawdown", "below peak", percent=True)
+
+
+def rolling_sharpe(returns: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Annualised Sharpe ratio over the trailing `window` sessions (`trader.metrics.sharpe_ratio`).
+
+    NaN for the first ``window - 1`` sessions.
+    """
+    out = pd.DataFrame(np.nan, index=returns.index, columns=returns.columns)
+    values = returns.to_numpy(dtype=np.float64)
+    for end in range(window, len(returns) + 1):
+        out.iloc[end - 1] = metrics.sharpe_ratio(values[end - window : end])
+    return out
+
+
+def rolling_sharpe_figure(returns: pd.DataFrame, window: int) -> go.Figure:
+    """Rolling Sharpe ratio of each strategy (daily returns, `window` sessions)."""
+    rolled = rolling_sharpe(returns, window)
+    figure = go.Figure([go.Scatter(x=rolled.index, y=rolled[c], name=str(c), mode="lines") for c in rolled.columns])
+    return _styled(figure, f"Rolling Sharpe ratio ({window} sessions)", "Sharpe (annualised)")
+
+
+def monthly_returns(returns: pd.Series) -> pd.DataFrame:
+    """Compounded return of each calendar month: year (rows) x month 1-12 (columns)."""
+    index = pd.DatetimeIndex(returns.index)
+    grouped = (1.0 + returns).groupby([index.year, index.month]).prod() - 1.0
+    table = grouped.unstack()
+    table.index.name, table.columns.name = "year", "month"
+    return table.reindex(columns=range(1, 13))
+
+
+def monthly_heatmap(returns: pd.Series, name: str) -> go.Figure:
+    """Heatmap of one strategy's monthly returns (green up, red down, 0 white)."""
+    table = monthly_returns(returns)
+    text = table.map(lambda v: "" if pd.isna(v) else f"{v:.1%}")
+    months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    bound = float(np.nanmax(np.abs(table.to_numpy()))) if table.notna().any().any() else 1.0
+    figure = go.Figure(
+        go.Heatmap(z=table.to_numpy(), x=months, y=[str(y) for y in table.index], text=text.to_numpy(),
+                   texttemplate="%{text}", colorscale="RdYlGn", zmid=0.0, zmin=-bound, zmax=bound,
+                   hovertemplate="%{y} %{x}: %{z:.2%}<extra></extra>")  # fmt: skip
+    )
+    figure.update_layout(title=f"Monthly returns: {name}", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
+    figure.update_yaxes(type="category", autorange="reversed")
+    return figure
+
+
+def return_distribution_figure(returns: pd.DataFrame) -> go.Figure:
+    """Overlaid histograms of the strategies' daily returns."""
+    figure = go.Figure([go.Histogram(x=returns[c], name=str(c), opacity=0.6, nbinsx=50) for c in returns.columns])
+    figure.update_layout(barmode="overlay")
+    figure.update_xaxes(tickformat=".1%")
+    _styled(figure, "Daily return distribution", "sessions")
+    figure.update_layout(hovermode="closest")
+    return figure
+
+
+def line_figure(frame: pd.DataFrame, title: str, y_title: str, percent: bool = False) -> go.Figure:
+    """One line per column (exposure, turnover, ...)."""
+    figure = go.Figure([go.Scatter(x=frame.index, y=frame[c], name=str(c), mode="lines") for c in frame.columns])
+    return _styled(figure, title, y_title, percent=percent)
+
+
+# --------------------------------------------------------------------- tournament
+
+
+def leaderboard_table(board: Mapping[str, object]) -> pd.DataFrame:
+    """The leaderboard best first: rank, pod, algorithm, score, lineage, budget, hyperparameters."""
+    rows = []
+    for rank, entry in enumerate(board.get("entries", []), start=1):
+        rows.append({
+            "rank": rank,
+            "pod": entry.get("pod_id"),
+            "algo": entry.get("algo"),
+            "score": entry.get("score"),
+            "generation": entry.get("generation"),
+            "parent": entry.get("parent_id") or "-",
+            "steps": entry.get("steps"),
+            "seconds": entry.get("seconds"),
+            "worker": entry.get("worker"),
+            "hyperparameters": json.dumps(entry.get("hyperparameters") or {}, sort_keys=True),
+        })
+    return pd.DataFrame(rows, columns=["rank", "pod", "algo", "score", "generation", "parent", "steps", "seconds",
+                                       "worker", "hyperparameters"])  # fmt: skip
+
+
+def best_score_curve(pods: pd.DataFrame) -> pd.DataFrame:
+    """Best validation score so far, per algorithm, at each finished pod's end.
+
+    Columns: ``algo``, ``minutes`` (since the first pod started), ``best``.
+    """
+    done = pods[(pods["status"] == "finished") & pods["score"].notna()].copy()
+    if done.empty:
+        return pd.DataFrame(columns=["algo", "minutes", "best"])
+    origin = float(pods["start"].min())
+    done["minutes"] = (done["end"].astype(float) - origin) / 60.0
+    done = done.sort_values("minutes")
+    done["best"] = done.groupby("algo")["score"].cummax()
+    return done[["algo", "minutes", "best"]].reset_index(drop=True)
+
+
+def best_score_figure(pods: pd.DataFrame) -> go.Figure:
+    """Best validation score against wall-clock, one step line per algorithm."""
+    curve = best_score_curve(pods)
+    figure = go.Figure(
+        [go.Scatter(x=part["minutes"], y=part["best"], name=str(algo), mode="lines+markers", line_shape="hv")
+         for algo, part in curve.groupby("algo")]  # fmt: skip
+    )
+    _styled(figure, "Best validation score so far", "validation score")
+    figure.update_layout(xaxis_title="minutes since start", hovermode="closest")
+    return figure
+
+
+def pod_timeline_figure(pods: pd.DataFrame) -> go.Figure:
+    """Who ran what, when: one bar per pod on its worker's row, coloured by algorithm."""
+    frame = pods.dropna(subset=["start"]).copy()
+    now = float(pd.Timestamp.now(tz="UTC").timestamp())
+    frame["Start"] = pd.to_datetime(frame["start"].astype(float), unit="s")
+    frame["Finish"] = pd.to_datetime(frame["end"].astype(float).fillna(now), unit="s")
+    frame["worker"] = frame["worker"].fillna("(pending)").astype(str)
+    figure = px.timeline(frame, x_start="Start", x_end="Finish", y="worker", color="algo",
+                         hover_data={"pod_id": True, "status": True, "score": ":.2f"})  # fmt: skip
+    figure.update_layout(title="Pods per worker", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
+    return figure
+
+
+def hyperparameter_frame(pods: pd.DataFrame) -> pd.DataFrame:
+    """Finished pods with one column per hyperparameter (from the JSON column) and their score."""
+    done = pods[pods["score"].notna()].reset_index(drop=True)
+    if "hyperparameters" not in done.columns or done.empty:
+        return done[["pod_id", "algo", "score"]] if not done.empty else pd.DataFrame(columns=["pod_id", "algo", "score"])
+    params = pd.DataFrame([json.loads(text) if isinstance(text, str) and text else {} for text in done["hyperparameters"]])
+    return pd.concat([done[["pod_id", "algo", "score"]], params], axis=1)
+
+
+def hyperparameter_names(frame: pd.DataFrame) -> list[str]:
+    """The numeric hyperparameter columns of `hyperparameter_frame`."""
+    return [c for c in frame.columns if c not in ("pod_id", "algo", "score") and pd.api.types.is_numeric_dtype(frame[c])]
+
+
+def hyperparameter_figure(frame: pd.DataFrame, name: str) -> go.Figure:
+    """Validation score against one hyperparameter, coloured by algorithm (log x when it spans decades)."""
+    values = frame[name].dropna()
+    log_x = bool(len(values) and (values > 0).all() and values.max() / values.min() > 20)
+    figure = px.scatter(frame, x=name, y="score", color="algo", hover_data=["pod_id"], log_x=log_x)
+    figure.update_layout(title=f"Validation score against {name}", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
+    return figure
+
+
+# --------------------------------------------------------------------- training
+
+
+def curve_columns(frames: Mapping[str, pd.DataFrame]) -> list[str]:
+    """Numeric metrics present in any of the runs' metrics.parquet (validation first)."""
+    seen: dict[str, None] = {}
+    for frame in frames.values():
+        for column in frame.columns:
+            if column not in ("step", "wall_time") and pd.api.types.is_numeric_dtype(frame[column]):
+                seen[column] = None
+    return sorted(seen, key=lambda c: (not c.startswith("val_"), c))
+
+
+def learning_curve_figure(frames: Mapping[str, pd.DataFrame], column: str, x: str = "step") -> go.Figure:
+    """One metric of several runs against env steps (``x="step"``) or seconds (``"wall_time"``)."""
+    traces = []
+    for name, frame in frames.items():
+        if column not in frame.columns:
+            continue
+        rows = frame[[x, column]].dropna()
+        traces.append(go.Scatter(x=rows[x], y=rows[column], name=name, mode="lines+markers" if len(rows) < 50 else "lines"))
+    figure = go.Figure(traces)
+    _styled(figure, column, column)
+    figure.update_layout(xaxis_title="env steps" if x == "step" else "seconds", hovermode="closest")
+    return figure
+
+
+def throughput_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per run: env steps, seconds, median samples per second, best validation score."""
+    rows = []
+    for name, frame in frames.items():
+        score_columns = [c for c in frame.columns if c.startswith("val_")]
+        best = frame[score_columns[0]].max() if score_columns else math.nan
+        rows.append({
+            "run": name,
+            "steps": int(frame["step"].iloc[-1]) if len(frame) else 0,
+            "seconds": float(frame["wall_time"].iloc[-1]) if len(frame) else math.nan,
+            "samples/s (median)": float(frame["samples_per_s"].median()) if "samples_per_s" in frame else math.nan,
+            "best validation": float(best),
+        })
+    return pd.DataFrame(rows).set_index("run") if rows else pd.DataFrame()
+
+
+# --------------------------------------------------------------------- data
+
+
+def periods_table(card: Mapping[str, object]) -> pd.DataFrame:
+    """The data set's train / validation / test split from its card (dataset.json)."""
+    periods = card.get("periods") or {}
+    rows = [{"period": name, **values} for name, values in periods.items()]
+    return pd.DataFrame(rows).set_index("period") if rows else pd.DataFrame()
+
+
+def periods_figure(card: Mapping[str, object]) -> go.Figure:
+    """The split as bars on a time axis."""
+    periods = card.get("periods") or {}
+    frame = pd.DataFrame(
+        [{"period": n, "Start": pd.Timestamp(v["start"]), "Finish": pd.Timestamp(v["end"])} for n, v in periods.items()]
+    )
+    figure = px.timeline(frame, x_start="Start", x_end="Finish", y="period", color="period") if len(frame) else go.Figure()
+    figure.update_layout(title="Train / validation / test", showlegend=False, height=220, margin=LAYOUT["margin"])
+    return figure

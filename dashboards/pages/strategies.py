@@ -1,0 +1,95 @@
+"""Strategies: equity, drawdown, rolling Sharpe, monthly returns, distribution,
+exposure and turnover, and the metrics table of the selected runs' backtests."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboards import figures, state
+
+st.title("Strategies")
+runs = [run for run in state.all_runs() if run.has_report]
+if not runs:
+    st.info(f"No backtest in {state.runs_dir()}: run `trader backtest RUN_DIR` (or `trader tournament`) to write one.")
+    st.stop()
+
+names = [run.name for run in runs]
+chosen = st.sidebar.multiselect("Runs", names, default=names[:1], key="runs")
+reports = {}
+for run in runs:
+    if run.name in chosen:
+        try:
+            reports[run.name] = (run, state.report(run))
+        except state.RunFileError as err:
+            state.problem(err)
+if not reports:
+    st.info("Pick a run with a backtest in the sidebar.")
+    st.stop()
+
+several = len(reports) > 1
+files = {}  # (run name, strategy) -> series file, in each report's order (best first)
+for run_name, (run, report) in reports.items():
+    paths = {s["name"]: s.get("series", f"backtests/{s['name']}.parquet") for s in report["strategies"]}
+    files.update({(run_name, name): paths[name] for name in report["order"] if name in paths})
+names = list(dict.fromkeys(name for _, name in files))
+# One widget per run selection, so a new selection starts with all its strategies.
+picked = st.sidebar.multiselect("Strategies", names, default=names, key="strategies:" + "|".join(reports))
+
+first = min(figures.period_dates(report)[0] for _, report in reports.values())
+last = max(figures.period_dates(report)[1] for _, report in reports.values())
+dates = st.sidebar.date_input("Dates", value=(first.date(), last.date()), min_value=first.date(), max_value=last.date(),
+                              key="dates")  # fmt: skip
+start, end = (dates[0], dates[1]) if isinstance(dates, (tuple, list)) and len(dates) == 2 else (first.date(), last.date())
+log_scale = st.sidebar.checkbox("Log scale", value=False, key="log_scale")
+window = st.sidebar.slider("Rolling Sharpe window (sessions)", 5, 126, 21, key="window")
+
+daily, tables = {}, []
+for run_name, (run, report) in reports.items():
+    bars = {}
+    for name in picked:
+        if (run_name, name) not in files:
+            continue
+        label = f"{run_name}: {name}" if several else name
+        try:
+            frame = state.daily(run, files[run_name, name])
+            bars[name] = state.series(run, files[run_name, name])
+        except state.RunFileError as err:
+            state.problem(err)
+            continue
+        daily[label] = frame[(frame.index >= pd.Timestamp(start)) & (frame.index <= pd.Timestamp(end))]
+    if bars:
+        table = figures.range_metrics(report, bars, start, end)
+        table.index = [f"{run_name}: {n}" if several else n for n in table.index]
+        tables.append(table)
+
+if not daily:
+    st.info("Pick at least one strategy in the sidebar.")
+    st.stop()
+
+table = pd.concat(tables) if tables else pd.DataFrame()
+table.index.name = "strategy"
+st.subheader("Metrics")
+st.caption(
+    "From `trader.metrics.summary`: over the whole period, report.json's own numbers; over a shorter range, the same "
+    "function on that range's bars. Daily figures, annualised with 252 sessions."
+)
+formats = {label: st.column_config.NumberColumn(label, format=fmt) for label, fmt in figures.column_formats().items()}
+st.dataframe(figures.display_table(table), key="metrics", width="stretch", column_config=formats)
+st.download_button("Download CSV", table.to_csv().encode("utf-8"), file_name="metrics.csv", mime="text/csv")
+
+values = figures.wide(daily, "value")
+returns = figures.wide(daily, "return")
+st.plotly_chart(figures.equity_figure(values, log_scale=log_scale), key="equity")
+left, right = st.columns(2)
+left.plotly_chart(figures.drawdown_figure(values), key="drawdown")
+right.plotly_chart(figures.rolling_sharpe_figure(returns, window), key="rolling_sharpe")
+left, right = st.columns(2)
+heat = left.selectbox("Monthly returns of", list(daily), key="heatmap_strategy")
+left.plotly_chart(figures.monthly_heatmap(returns[heat].dropna(), heat), key="monthly")
+right.plotly_chart(figures.return_distribution_figure(returns), key="distribution")
+left, right = st.columns(2)
+left.plotly_chart(figures.line_figure(figures.wide(daily, "exposure"), "Net exposure (1 - cash / value)", "invested",
+                                      percent=True), key="exposure")  # fmt: skip
+right.plotly_chart(figures.line_figure(figures.wide(daily, "turnover"), "Daily turnover (traded / value)", "turnover",
+                                       percent=True), key="turnover")  # fmt: skip

@@ -1,0 +1,45 @@
+"""Tournament: the leaderboard with lineage, best score against wall-clock per
+algorithm, pods per worker over time, and hyperparameters against score."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboards import figures, state
+
+st.title("Tournament")
+runs = [run for run in state.all_runs() if run.has_tournament]
+if not runs:
+    st.info(f"No tournament in {state.runs_dir()}: start one with `trader tournament --run-dir RUN_DIR`.")
+    st.stop()
+
+run = {r.name: r for r in runs}[st.sidebar.selectbox("Tournament", [r.name for r in runs], key="tournament")]
+
+try:
+    board = state.leaderboard(run)
+except state.RunFileError as err:
+    state.problem(err)
+    board = None
+if board is not None:
+    st.subheader(f"Leaderboard ({len(board['entries'])} of {board.get('capacity', '?')})")
+    st.dataframe(figures.leaderboard_table(board), key="leaderboard", hide_index=True, width="stretch")
+
+try:
+    pods = state.pods(run)
+except state.RunFileError as err:
+    state.problem(err)
+    st.stop()
+
+counts = pods["status"].value_counts()
+st.caption(" · ".join(f"{status}: {count}" for status, count in counts.items()))
+left, right = st.columns(2)
+left.plotly_chart(figures.best_score_figure(pods), key="best_score")
+right.plotly_chart(figures.pod_timeline_figure(pods), key="timeline")
+
+params = figures.hyperparameter_frame(pods)
+names = figures.hyperparameter_names(params)
+if names:
+    name = st.selectbox("Hyperparameter", names, key="hyperparameter")
+    st.plotly_chart(figures.hyperparameter_figure(params, name), key="hyperparameters")
+else:
+    st.info("No finished pod with a score yet.")

@@ -1,0 +1,381 @@
+"""The dashboard: its figure functions, its loaders and every page under Streamlit's AppTest.
+
+The run directories are built by the real code: a tiny `trader.train` run backtested
+by `trader backtest`, and a tiny tournament (3 pods on an in-process dask cluster)
+with its final backtest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dashboards import figures, runs
+from trader import metrics
+from trader.cli import main as cli
+
+APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
+
+TINY_RECIPE = """
+name = "tiny-dashboard"
+description = "4 synthetic tickers over 8 sessions"
+source = "synthetic"
+interval = "1min"
+start = "2023-01-03"
+end = "2023-01-13"
+train_end = "2023-01-09"
+val_end = "2023-01-11"
+
+[synthetic]
+n_tickers = 4
+seed = 1
+"""
+
+TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]}
+TINY_OFF = {"hidden_sizes": [16], "learning_starts": 256, "iteration_steps": 256, "batch_size": 64}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """A runs folder with ``ppo`` (train + backtest) and ``tour`` (a tournament with its backtest)."""
+    from distributed import Client
+
+    import trader
+    from tournament import TournamentConfig, run
+
+    root = tmp_path_factory.mktemp("dashboard")
+    os.environ["PODRACER_DATA_DIR"] = str(root / "data")
+    recipe = root / "tiny.toml"
+    recipe.write_text(TINY_RECIPE)
+    runs_dir = root / "runs"
+    trader.train.train("ppo", str(recipe), TINY_PPO, runs_dir / "ppo", steps=1024, num_envs=8, eval_every=512)
+    assert cli(["backtest", str(runs_dir / "ppo"), "--dataset", str(recipe), "--no-tear-sheet"]) == 0
+    config = TournamentConfig(run_dir=str(runs_dir / "tour"), env=str(recipe), pod_steps=512, num_envs=8, pods=3,
+                              population=3, algo_configs={"ppo": TINY_PPO, "sac": TINY_OFF, "td3": TINY_OFF})  # fmt: skip
+    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+        run(config, client=client)
+    return runs_dir
+
+
+@pytest.fixture
+def runs_copy(built: Path, tmp_path: Path) -> Path:
+    """A private copy of the built runs folder, for tests that damage files."""
+    target = tmp_path / "runs"
+    shutil.copytree(built, target)
+    return target
+
+
+def app_test(runs_dir: Path):
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["PODRACER_RUNS_DIR"] = str(runs_dir)
+    return AppTest.from_file(str(APP), default_timeout=60)
+
+
+def messages(at) -> list[str]:
+    return [w.value for w in at.warning] + [i.value for i in at.info]
+
+
+def strategies(at):
+    """The strategies multiselect (its key follows the run selection)."""
+    return next(w for w in at.sidebar.multiselect if w.label == "Strategies")
+
+
+def report_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / "report.json").read_text())
+
+
+# --------------------------------------------------------------------- loaders
+
+
+def test_find_runs_lists_runs_but_not_pods(built: Path) -> None:
+    found = {run.name: run for run in runs.find_runs(built)}
+    assert set(found) == {"ppo", "tour"}
+    assert found["ppo"].has_report and found["ppo"].has_training and not found["ppo"].has_tournament
+    assert found["tour"].has_tournament and found["tour"].has_report
+    assert runs.find_runs(built / "missing") == []
+
+
+def test_a_run_folder_given_as_runs_dir_is_found_itself(built: Path) -> None:
+    assert [run.name for run in runs.find_runs(built / "ppo")] == ["ppo"]
+
+
+def test_loaders_name_the_file_that_is_wrong(runs_copy: Path) -> None:
+    (runs_copy / "ppo" / "report.json").write_text('{"strategies": [')
+    with pytest.raises(runs.RunFileError, match=r"ppo/report.json: not valid JSON"):
+        runs.load_report(runs_copy / "ppo")
+    (runs_copy / "ppo" / "report.json").write_text('{"strategies": []}')
+    with pytest.raises(runs.RunFileError, match=r"report.json: no 'metrics' entry"):
+        runs.load_report(runs_copy / "ppo")
+    series = runs_copy / "ppo" / "backtests" / "best.parquet"
+    series.write_bytes(series.read_bytes()[:100])
+    with pytest.raises(runs.RunFileError, match=r"best.parquet: not a readable Parquet file"):
+        runs.load_series(runs_copy / "ppo", "backtests/best.parquet")
+    with pytest.raises(runs.RunFileError, match=r"leaderboard.json: missing"):
+        runs.load_leaderboard(runs_copy / "ppo")
+
+
+def test_the_dashboard_modules_do_not_import_torch(built: Path) -> None:
+    """Drawing every page needs no torch: run them all in a fresh interpreter and look."""
+    script = f"""
+import os, sys
+os.environ["PODRACER_RUNS_DIR"] = {str(built)!r}
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file({str(APP)!r}, default_timeout=60).run()
+for page in ("tournament", "training", "data"):
+    at.switch_page(f"pages/{{page}}.py").run()
+    assert not at.exception, at.exception
+print("torch" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+# --------------------------------------------------------------------- figures: known answers
+
+
+def bar_series(values: list[float], timestamps: list[str]) -> pd.DataFrame:
+    index = pd.DatetimeIndex(pd.to_datetime(timestamps)).tz_localize("America/New_York")
+    value = np.array(values)
+    previous = np.concatenate([[value[0]], value[:-1]])
+    return pd.DataFrame({"value": value, "return": value / previous - 1.0, "cash": value * 0.25,
+                         "turnover": 0.0, "traded_value": 10.0, "costs": 0.0}, index=index)  # fmt: skip
+
+
+def test_daily_frame_keeps_the_last_value_and_compounds_the_day() -> None:
+    bars = bar_series([100, 110, 99, 120, 132],
+                      ["2023-01-03 09:31", "2023-01-03 16:00", "2023-01-04 09:31", "2023-01-04 12:00", "2023-01-04 16:00"])
+    daily = figures.daily_frame(bars)
+    assert list(daily.index) == [pd.Timestamp("2023-01-03"), pd.Timestamp("2023-01-04")]
+    assert daily["value"].tolist() == [110, 132]
+    assert daily["return"].iloc[1] == pytest.approx(132 / 110 - 1)
+    assert daily["traded_value"].tolist() == [20.0, 30.0]
+    assert daily["turnover"].iloc[1] == pytest.approx(30.0 / 132)
+    assert daily["exposure"].tolist() == pytest.approx([0.75, 0.75])
+
+
+def test_drawdowns_and_monthly_returns_known_answers() -> None:
+    values = pd.DataFrame({"a": [1.0, 2.0, 1.0, 3.0]})
+    assert figures.drawdowns(values)["a"].tolist() == [0.0, 0.0, -0.5, 0.0]
+    returns = pd.Series([0.1, 0.1, -0.5], index=pd.to_datetime(["2023-01-03", "2023-01-31", "2023-02-01"]))
+    table = figures.monthly_returns(returns)
+    assert table.loc[2023, 1] == pytest.approx(0.21)
+    assert table.loc[2023, 2] == pytest.approx(-0.5)
+    assert table.loc[2023, 3] != table.loc[2023, 3]  # NaN: no sessions in March
+
+
+def test_rolling_sharpe_is_the_metric_over_each_window() -> None:
+    rng = np.random.default_rng(0)
+    returns = pd.DataFrame({"a": rng.normal(0.001, 0.01, 40), "b": rng.normal(0.0, 0.02, 40)})
+    rolled = figures.rolling_sharpe(returns, 10)
+    assert rolled.iloc[:9].isna().all().all()
+    for end in (10, 25, 40):
+        expected = metrics.sharpe_ratio(returns.iloc[end - 10 : end].to_numpy())
+        np.testing.assert_allclose(rolled.iloc[end - 1].to_numpy(), expected)
+
+
+def test_best_score_curve_is_the_running_best_per_algorithm() -> None:
+    pods = pd.DataFrame({
+        "pod_id": ["p0", "p1", "p2", "p3", "p4"], "algo": ["ppo", "sac", "ppo", "ppo", "sac"],
+        "start": [0.0, 0.0, 60.0, 120.0, 60.0], "end": [60.0, 60.0, 120.0, 180.0, 240.0],
+        "score": [1.0, 0.5, 0.7, 2.0, np.nan], "status": ["finished"] * 4 + ["failed"],
+        "worker": ["w"] * 5,
+    })  # fmt: skip
+    curve = figures.best_score_curve(pods)
+    assert curve[curve.algo == "ppo"]["best"].tolist() == [1.0, 1.0, 2.0]
+    assert curve[curve.algo == "ppo"]["minutes"].tolist() == [1.0, 2.0, 3.0]
+    assert curve[curve.algo == "sac"]["best"].tolist() == [0.5]
+
+
+def test_tournament_tables_come_from_its_files(built: Path) -> None:
+    board = runs.load_leaderboard(built / "tour")
+    table = figures.leaderboard_table(board)
+    assert table["pod"].tolist() == [entry["pod_id"] for entry in board["entries"]]
+    assert table["rank"].tolist() == list(range(1, len(board["entries"]) + 1))
+    pods = runs.load_pods(built / "tour")
+    params = figures.hyperparameter_frame(pods)
+    assert len(params) == pods["score"].notna().sum()
+    assert figures.hyperparameter_names(params)  # learning rate and friends
+    for figure in (figures.best_score_figure(pods), figures.pod_timeline_figure(pods),
+                   figures.hyperparameter_figure(params, figures.hyperparameter_names(params)[0])):  # fmt: skip
+        assert figure.data
+
+
+# --------------------------------------------------------------------- metrics: the report's numbers
+
+
+def loaded_series(run_dir: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
+    report = report_of(run_dir)
+    return report, {s["name"]: runs.load_series(run_dir, s["series"]) for s in report["strategies"]}
+
+
+def test_whole_period_metrics_are_report_json_and_summary_gives_the_same(built: Path) -> None:
+    report, series = loaded_series(built / "ppo")
+    first, last = figures.period_dates(report)
+    shown = figures.range_metrics(report, series, first, last)
+    assert list(shown.index) == report["order"]
+    for name, row in shown.iterrows():
+        for column, value in report["metrics"][name].items():
+            assert row[column] == value or (value is None and np.isnan(row[column]))
+    recomputed = figures.metrics_table(series, report["config"]["risk_free"])
+    pd.testing.assert_frame_equal(recomputed.loc[shown.index], shown, check_exact=False, rtol=1e-12, atol=0)
+
+
+def test_a_shorter_range_is_summary_over_that_range(built: Path) -> None:
+    report, series = loaded_series(built / "ppo")
+    first, last = figures.period_dates(report)
+    shown = figures.range_metrics(report, series, last, last)
+    assert (shown["days"] == 1).all()
+    one_day = {name: figures.in_range(frame, last, last) for name, frame in series.items()}
+    returns = pd.DataFrame({n: f["return"].to_numpy() for n, f in one_day.items()})
+    expected = metrics.summary(returns, timestamps=next(iter(one_day.values())).index,
+                               traded_value=pd.DataFrame({n: f["traded_value"].to_numpy() for n, f in one_day.items()}),
+                               portfolio_value=pd.DataFrame({n: f["value"].to_numpy() for n, f in one_day.items()}))  # fmt: skip
+    pd.testing.assert_frame_equal(shown, expected.loc[shown.index])
+
+
+# --------------------------------------------------------------------- pages under AppTest
+
+
+def test_every_page_renders_without_exceptions(built: Path) -> None:
+    at = app_test(built).run()
+    assert not at.exception
+    assert at.dataframe and len(at.get("plotly_chart")) == 7
+    for page in ("tournament", "training", "data"):
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, page
+        assert not at.warning, (page, [w.value for w in at.warning])
+        assert at.get("plotly_chart"), page
+
+
+def test_the_table_shows_report_json_numbers_and_follows_the_selection(built: Path) -> None:
+    at = app_test(built).run()
+    report = report_of(built / "ppo")
+    table = at.dataframe[0].value
+    assert list(table.index) == report["order"]
+    labels = {key: label for key, label in metrics.METRIC_LABELS.items()}
+    for name in report["order"]:
+        assert table.loc[name, labels["sharpe_ratio"]] == report["metrics"][name]["sharpe_ratio"]
+        assert table.loc[name, labels["max_drawdown"]] == report["metrics"][name]["max_drawdown"]
+    strategies(at).set_value(["best", "equal_weight"]).run()
+    assert sorted(at.dataframe[0].value.index) == ["best", "equal_weight"]
+
+
+def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> None:
+    at = app_test(built).run()
+    report = report_of(built / "ppo")
+    _, last = figures.period_dates(report)
+    at.date_input(key="dates").set_value((last.date(), last.date())).run()
+    assert not at.exception
+    assert (at.dataframe[0].value[metrics.METRIC_LABELS["days"]] == 1).all()
+    at.multiselect(key="runs").set_value(["ppo", "tour"]).run()
+    assert not at.exception
+    index = list(at.dataframe[0].value.index)
+    assert any(i.startswith("ppo: ") for i in index) and any(i.startswith("tour: ") for i in index)
+    assert "tour: best" in index and "tour: ensemble" in index
+    strategies(at).set_value(["best"]).run()
+    assert list(at.dataframe[0].value.index) == ["ppo: best", "tour: best"]
+
+
+def test_an_empty_runs_folder_says_so_on_every_page(tmp_path: Path) -> None:
+    at = app_test(tmp_path).run()
+    assert not at.exception and any("No backtest in" in m for m in messages(at))
+    for page, text in (("tournament", "No tournament in"), ("training", "No training run in"), ("data", "No dataset.json")):
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception and any(text in m for m in messages(at)), page
+
+
+def test_a_corrupt_report_is_named_and_the_other_runs_still_show(runs_copy: Path) -> None:
+    (runs_copy / "ppo" / "report.json").write_text("{not json")
+    at = app_test(runs_copy).run()
+    at.multiselect(key="runs").set_value(["ppo", "tour"]).run()
+    assert not at.exception
+    assert any("ppo/report.json: not valid JSON" in w.value for w in at.warning)
+    assert "best" in at.dataframe[0].value.index  # the tournament's strategies, alone: no run prefix
+
+
+def test_a_corrupt_series_file_is_named_and_the_rest_is_drawn(runs_copy: Path) -> None:
+    path = runs_copy / "ppo" / "backtests" / "final.parquet"
+    path.write_bytes(b"PAR1 truncated")
+    at = app_test(runs_copy).run()
+    assert not at.exception
+    assert any("final.parquet: not a readable Parquet file" in w.value for w in at.warning)
+    assert "final" not in at.dataframe[0].value.index and "best" in at.dataframe[0].value.index
+
+
+def test_a_half_written_tournament_names_the_missing_file(runs_copy: Path) -> None:
+    (runs_copy / "tour" / "pods.parquet").unlink()
+    (runs_copy / "tour" / "leaderboard.json").write_text('{"format_version": 1')
+    at = app_test(runs_copy)
+    at.run()
+    at.switch_page("pages/tournament.py").run()
+    assert not at.exception
+    texts = [w.value for w in at.warning]
+    assert any("leaderboard.json: not valid JSON" in t for t in texts)
+    assert any("pods.parquet: missing" in t for t in texts)
+
+
+def test_a_run_without_a_backtest_shows_on_the_training_page_only(tmp_path: Path, built: Path) -> None:
+    target = tmp_path / "runs" / "trained"
+    target.mkdir(parents=True)
+    for name in ("config.toml", "metrics.parquet", "dataset.json"):
+        shutil.copy(built / "ppo" / name, target / name)
+    at = app_test(tmp_path / "runs").run()
+    assert not at.exception and any("No backtest in" in m for m in messages(at))
+    at.switch_page("pages/training.py").run()
+    assert not at.exception and at.get("plotly_chart")
+    at.switch_page("pages/data.py").run()
+    assert not at.exception and not at.warning
+
+
+def test_tournament_pods_join_the_training_page(built: Path) -> None:
+    at = app_test(built).run()
+    at.switch_page("pages/training.py").run()
+    at.checkbox(key="include_pods").check().run()
+    options = at.multiselect(key="training_runs").options
+    assert any(option.startswith("tour/p0") for option in options)
+
+
+# --------------------------------------------------------------------- the command
+
+
+def test_cli_dashboard_bad_input_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
+    assert cli(["dashboard", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a directory" in err
+    assert cli(["dashboard", str(tmp_path), "--port", "70000"]) == 2
+
+
+def test_cli_dashboard_runs_the_app_with_streamlit(tmp_path: Path) -> None:
+    from trader.cli.dashboard import APP as CLI_APP, streamlit_command
+
+    command = streamlit_command(tmp_path, 8765, "127.0.0.1")
+    assert CLI_APP == APP and str(APP) in command and "8765" in command
+
+
+# --------------------------------------------------------------------- a real browser
+
+
+@pytest.mark.browser
+def test_every_page_draws_in_headless_chromium(built: Path, tmp_path: Path) -> None:
+    """`make screenshots`' code path on the tiny runs: every page draws, none shows an exception."""
+    from dashboards import screenshots
+
+    if screenshots.find_browser() is None:
+        pytest.skip("chromium and chromedriver are not installed (make screenshots installs them)")
+    pytest.importorskip("selenium")
+    shots = screenshots.shoot(built, tmp_path)
+    assert [shot.page for shot in shots] == list(screenshots.PAGES)
+    for shot in shots:
+        assert not shot.exceptions, (shot.page, shot.exceptions)
+        assert not shot.warnings, (shot.page, shot.warnings)
+        assert shot.path.stat().st_size > 20_000  # a drawn page, not a blank one
