@@ -22,6 +22,10 @@ ORDER = (
     "pendulum_learning",
     "sac_time_to_score",
     "learning_check",
+    "network_speed",
+    "tournament_scaling",
+    "tournament_value",
+    "dashboard_paint",
 )
 
 
