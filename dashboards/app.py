@@ -14,13 +14,13 @@ import streamlit as st
 
 HERE = Path(__file__).parent
 
-st.set_page_config(page_title="podracer-trader", page_icon=":material/show_chart:", layout="wide")
+st.set_page_config(page_title="podracer-trader", layout="wide")
 
 PAGES = [
-    st.Page(str(HERE / "pages" / "strategies.py"), title="Strategies", icon=":material/show_chart:", default=True),
-    st.Page(str(HERE / "pages" / "tournament.py"), title="Tournament", icon=":material/emoji_events:"),
-    st.Page(str(HERE / "pages" / "training.py"), title="Training", icon=":material/trending_up:"),
-    st.Page(str(HERE / "pages" / "data.py"), title="Data", icon=":material/dataset:"),
+    st.Page(str(HERE / "pages" / "strategies.py"), title="Strategies", default=True),
+    st.Page(str(HERE / "pages" / "tournament.py"), title="Tournament"),
+    st.Page(str(HERE / "pages" / "training.py"), title="Training"),
+    st.Page(str(HERE / "pages" / "data.py"), title="Data"),
 ]
 
 st.navigation(PAGES).run()

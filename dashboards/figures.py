@@ -28,6 +28,9 @@ TRADING_DAYS = metrics.TRADING_DAYS_PER_YEAR
 METRIC_COLUMNS = metrics.METRIC_LABELS
 """`trader.metrics.summary` columns, in the order and with the labels every table shows."""
 
+ALGO_COLORS = {"ppo": "#1f77b4", "sac": "#ff7f0e", "td3": "#2ca02c"}
+"""One colour per algorithm on every tournament chart."""
+
 LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}, "hovermode": "x unified"}
 
 
@@ -283,7 +286,8 @@ def best_score_figure(pods: pd.DataFrame) -> go.Figure:
     """Best validation score against wall-clock, one step line per algorithm."""
     curve = best_score_curve(pods)
     figure = go.Figure(
-        [go.Scatter(x=part["minutes"], y=part["best"], name=str(algo), mode="lines+markers", line_shape="hv")
+        [go.Scatter(x=part["minutes"], y=part["best"], name=str(algo), mode="lines+markers", line_shape="hv",
+                    line_color=ALGO_COLORS.get(str(algo)))
          for algo, part in curve.groupby("algo")]  # fmt: skip
     )
     _styled(figure, "Best validation score so far", "validation score")
@@ -298,7 +302,7 @@ def pod_timeline_figure(pods: pd.DataFrame) -> go.Figure:
     frame["Start"] = pd.to_datetime(frame["start"].astype(float), unit="s")
     frame["Finish"] = pd.to_datetime(frame["end"].astype(float).fillna(now), unit="s")
     frame["worker"] = frame["worker"].fillna("(pending)").astype(str)
-    figure = px.timeline(frame, x_start="Start", x_end="Finish", y="worker", color="algo",
+    figure = px.timeline(frame, x_start="Start", x_end="Finish", y="worker", color="algo", color_discrete_map=ALGO_COLORS,
                          hover_data={"pod_id": True, "status": True, "score": ":.2f"})  # fmt: skip
     figure.update_layout(title="Pods per worker", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
     return figure
@@ -322,7 +326,8 @@ def hyperparameter_figure(frame: pd.DataFrame, name: str) -> go.Figure:
     """Validation score against one hyperparameter, coloured by algorithm (log x when it spans decades)."""
     values = frame[name].dropna()
     log_x = bool(len(values) and (values > 0).all() and values.max() / values.min() > 20)
-    figure = px.scatter(frame, x=name, y="score", color="algo", hover_data=["pod_id"], log_x=log_x)
+    figure = px.scatter(frame, x=name, y="score", color="algo", color_discrete_map=ALGO_COLORS, hover_data=["pod_id"],
+                        log_x=log_x)  # fmt: skip
     figure.update_layout(title=f"Validation score against {name}", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
     return figure
 

@@ -14,7 +14,7 @@ from golden.case import golden_inputs, golden_report, session_panel
 
 import trader.backtest.periods as periods
 from trader import metrics
-from trader.backtest import BacktestConfig, read_series, run_backtest
+from trader.backtest import ActionSchedule, BacktestConfig, read_series, run_backtest
 from trader.backtest.report import report_dict
 from trader.cli import main
 from trader.errors import CheckpointError, UserError
@@ -350,3 +350,27 @@ def test_action_schedule_of_the_wrong_length_is_refused() -> None:
     data = session_panel(n_tickers=3, n_days=2, bars_per_day=10, seed=2, benchmark=False)
     with pytest.raises(UserError, match=r"action schedule has shape \(5, 3\).*\(20, 3\)"):
         run_backtest(data, {"plan": ActionSchedule(torch.zeros(5, 3))}, baselines=[], config=QUIET)
+
+
+def test_the_oracle_baseline_trades_the_planted_rule_and_needs_an_edge() -> None:
+    """The "oracle" row is the rule's weights as an action schedule in weights mode with
+    short selling, computed on the whole panel and cut to the period."""
+    from market_envs.data import EdgeSpec, oracle_weights, synthetic
+    from market_envs.env import EnvConfig
+
+    spec = EdgeSpec(kind="mean_reversion", strength_sharpe=50.0, fraction=1.0)
+    data = synthetic(6, "2023-01-03", "2023-01-20", seed=3, edge=spec)
+    part = "2023-01-10:2023-01-19"
+    free = replace(QUIET, buy_cost=0.0, sell_cost=0.0)  # the rule's edge is stated before costs
+    result = run_backtest(data, period=part, config=free)
+    assert set(result.series) == {"benchmark", "equal_weight", "equal_weight_daily", "oracle"}
+    panel = result.series["oracle"].index
+    offset = int(data.timestamps.get_loc(panel[0]))
+    rules = EnvConfig(action_mode="weights", short_selling=True, features=("close",))
+    schedule = ActionSchedule(oracle_weights(data, spec)[offset : offset + len(panel)])
+    direct = run_backtest(data, {"rule": schedule}, baselines=[], period=part, config=replace(free, policy_env=rules))
+    np.testing.assert_allclose(result.series["oracle"]["value"], direct.series["rule"]["value"], rtol=1e-12)
+    assert result.metrics.loc["oracle", "sharpe_ratio"] > 0
+    plain = session_panel(n_tickers=2, n_days=4, bars_per_day=10, seed=12, benchmark=False)
+    with pytest.raises(UserError, match="no planted edge"):
+        run_backtest(plain, baselines=["oracle"], config=QUIET)

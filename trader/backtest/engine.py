@@ -46,8 +46,8 @@ from trader.backtest.strategies import (
 )
 from trader.errors import CheckpointError, ConfigError, UserError
 
-BASELINES = ("benchmark", "equal_weight", "equal_weight_daily")
-"""Names of the built-in baseline strategies."""
+BASELINES = ("benchmark", "equal_weight", "equal_weight_daily", "oracle")
+"""Names of the built-in baseline strategies ("oracle": data sets with a planted edge only)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -160,7 +160,9 @@ def run_backtest(
     :param baselines: any of `BASELINES`: "benchmark" (buy-and-hold of the data
         set's benchmark, run as a one-ticker panel), "equal_weight" (equal-weight
         buy-and-hold), "equal_weight_daily" (equal weight, rebalanced every
-        session). None: all three ("benchmark" only when the data has one).
+        session), "oracle" (a synthetic data set's planted rule, traded as target
+        weights with short selling, every bar: the ceiling). None: all that apply
+        ("benchmark" when the data has one, "oracle" when it has a planted edge).
     :param period: "test", "validation", "train", "START:END", or "all". None:
         "test" when `data` is a recipe, the whole panel when it is a `MarketData`.
     :param config: capital, costs and recording (`BacktestConfig`).
@@ -176,7 +178,9 @@ def run_backtest(
         period = "test" if period is None else period
     panel, period_name = select_period(data, period)
     require_bars(panel)
-    groups = _build_groups(panel, policies or {}, _resolve_baselines(panel, baselines), config, device)
+    chosen = _resolve_baselines(panel, baselines)
+    oracle = oracle_schedule(data, panel) if "oracle" in chosen else None
+    groups = _build_groups(panel, policies or {}, chosen, config, device, oracle)
     records = _simulate(groups, panel.timestamps, config.record_positions, device)
     result = _assemble(panel, period_name, groups, records, config)
     if run_dir is not None:
@@ -190,14 +194,34 @@ def run_backtest(
 # --------------------------------------------------------------------- strategies
 
 
+def _has_edge(data: MarketData) -> bool:
+    return bool(data.meta.get("edge"))
+
+
+def oracle_schedule(data: MarketData, panel: MarketData) -> ActionSchedule:
+    """The planted rule's target weights (`market_envs.data.edge.oracle_weights`) for `panel`'s bars.
+
+    Computed on the whole of `data` (closes up to each bar only) and cut to the
+    period, so the rule needs no warm-up inside it.
+    """
+    from market_envs.data.edge import EdgeSpec, oracle_weights
+
+    weights = oracle_weights(data, EdgeSpec.from_dict(dict(data.meta["edge"])))
+    offset = int(data.timestamps.get_loc(panel.timestamps[0]))
+    return ActionSchedule(weights[offset : offset + panel.num_bars])
+
+
 def _resolve_baselines(data: MarketData, baselines: Sequence[str] | None) -> tuple[str, ...]:
     if baselines is None:
-        return tuple(b for b in BASELINES if b != "benchmark" or data.benchmark is not None)
+        return tuple(b for b in BASELINES if (b != "benchmark" or data.benchmark is not None)
+                     and (b != "oracle" or _has_edge(data)))  # fmt: skip
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
         raise UserError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
     if "benchmark" in baselines and data.benchmark is None:
         raise DataError(f"data set {data.name!r} has no benchmark series; drop the 'benchmark' strategy")
+    if "oracle" in baselines and not _has_edge(data):
+        raise DataError(f"data set {data.name!r} has no planted edge; drop the 'oracle' strategy")
     return tuple(dict.fromkeys(baselines))
 
 
@@ -207,8 +231,12 @@ def _build_groups(
     baselines: tuple[str, ...],
     config: BacktestConfig,
     device: torch.device,
+    oracle: ActionSchedule | None = None,
 ) -> list[_Group]:
-    """Strategies grouped by (panel, trading rules), each group with its env built."""
+    """Strategies grouped by (panel, trading rules), each group with its env built.
+
+    `oracle` is the "oracle" baseline's schedule (`oracle_schedule`) when it is asked for.
+    """
     _check_names(policies, baselines)
     groups: dict[tuple[str, EnvConfig], _Group] = {}
 
@@ -246,6 +274,12 @@ def _build_groups(
             decide = BuyAndHold(torch.ones(1, dtype=torch.float64), config.buy_cost)
             info = StrategyInfo(name, f"{data.benchmark_name or 'Benchmark'} buy-and-hold", "baseline",
                                 "benchmark close, target weight 1, bought once")
+        elif name == "oracle":
+            target = group("stocks", data, config.env_config(EnvConfig(action_mode="weights", short_selling=True,
+                                                                       features=("close",))))  # fmt: skip
+            decide = oracle
+            info = StrategyInfo(name, "Oracle (the planted rule)", "baseline",
+                                "the planted edge's dollar-neutral target weights, rebalanced every bar")  # fmt: skip
         elif name == "equal_weight":
             target = group("stocks", data, baseline_rules)
             decide = BuyAndHold(equal, config.buy_cost)
@@ -285,7 +319,7 @@ def _check_names(policies: Mapping[str, Any], baselines: tuple[str, ...]) -> Non
     for name in policies:
         if not isinstance(name, str) or not _NAME.match(name):
             raise UserError(f"strategy name {name!r} must be letters, digits, '_', '-' or '.' (it names a file)")
-        if name in BASELINES:
+        if name in baselines:
             raise UserError(f"strategy name {name!r} is taken by a baseline; rename the policy")
 
 

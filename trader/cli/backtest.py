@@ -116,6 +116,8 @@ def backtest(
     data = load_dataset(recipe)
     if "benchmark" in baselines and data.benchmark is None and strategies is None:
         baselines.remove("benchmark")
+    if "oracle" in baselines and not data.meta.get("edge") and strategies is None:
+        baselines.remove("oracle")
     result = run_backtest(data, policies, baselines=baselines, period=period, config=config, run_dir=run_dir, device=device)
     print_result_table(result, output)
     if output == "table":
