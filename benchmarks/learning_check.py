@@ -96,11 +96,12 @@ QUICK = Budget(
 )
 
 
-def algo_overrides(algo: str, budget: Budget, network: str = "per_stock") -> dict[str, Any]:
+def algo_overrides(algo: str, budget: Budget, network: str = "per_stock", replay_ratio: float = 1.0) -> dict[str, Any]:
     """Hyperparameters for the market env (see the module docstring for the reasons).
 
     ``network="per_stock"`` (the default) shares one small network across the stocks
     (`trader.agents.networks`); ``"mlp"`` is the flat MLP over the whole observation.
+    ``replay_ratio``: SAC's and TD3's gradient updates per step of the vector env.
 
     At zero cost in weights mode the portfolio is rebalanced in full every bar, so an
     action changes the next reward only: the problem is a contextual bandit, and a
@@ -129,7 +130,7 @@ def algo_overrides(algo: str, budget: Budget, network: str = "per_stock") -> dic
         "gamma": 0.0,
         "batch_size": 256,
         "learning_starts": min(2_000, budget.steps[algo] // 5),
-        "updates_per_step": 1.0 / budget.num_envs[algo],
+        "updates_per_step": replay_ratio / budget.num_envs[algo],
         "iteration_steps": 1_000,
         "normalize_obs": True,
         "buffer_size": max(budget.steps[algo], 10_000),
@@ -235,11 +236,11 @@ def random_policy(num_tickers: int, seed: int) -> Callable[[Tensor], Tensor]:
 
 
 def train_agent(algo: str, data: MarketData, rules: EnvConfig, budget: Budget, seed: int, device: torch.device,
-                network: str = "per_stock") -> tuple[Agent, float]:  # fmt: skip
+                network: str = "per_stock", replay_ratio: float = 1.0) -> tuple[Agent, float]:  # fmt: skip
     """Train one agent on `data` for the budget's steps; returns it and the seconds taken."""
     torch.manual_seed(seed)  # the env's start generator is drawn from the global RNG
     env = StockTradingVecEnv(data, budget.num_envs[algo], device, rules)
-    config = make_config(algo, algo_overrides(algo, budget, network))
+    config = make_config(algo, algo_overrides(algo, budget, network, replay_ratio))
     agent = make_agent(algo, env.obs_dim, env.act_dim, config, device=device, seed=seed)
     runner = get_spec(algo).runner_cls(agent, env)
     start, steps = time.perf_counter(), 0
@@ -285,7 +286,7 @@ def check_dataset(name: str, args: argparse.Namespace, budget: Budget, device: t
     train_seconds: dict[str, float] = {}
     for algo in args.algos:
         for seed in range(args.seeds):
-            agent, seconds = train_agent(algo, train, rules, budget, seed, device, args.network)
+            agent, seconds = train_agent(algo, train, rules, budget, seed, device, args.network, args.replay_ratio)
             policies[f"{algo}-{seed}"] = agent
             train_seconds[f"{algo}-{seed}"] = seconds
             print(f"  trained {algo} seed {seed}: {budget.steps[algo]} steps in {seconds:.0f} s", flush=True)
@@ -394,6 +395,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--features", default="", help="panel features to observe, comma-separated ('all': every one; default none)")
     parser.add_argument("--return-windows", default="30", help="ret_tstat windows to observe, comma-separated ('' for none)")
     parser.add_argument("--network", default="per_stock", choices=("per_stock", "mlp"), help="the agents' networks (trader.agents.networks)")
+    parser.add_argument("--replay-ratio", type=float, default=1.0, help="SAC/TD3 gradient updates per vector env step")
     parser.add_argument("--reward-scale", type=float, default=REWARD_SCALE, help="EnvConfig.reward_scale for training (1e-2: basis points)")
     parser.add_argument("--episode-length", type=int, default=390, help="training episode length in bars")
     parser.add_argument("--target-fraction", type=float, default=0.5, help="fraction of the oracle's Sharpe to reach")

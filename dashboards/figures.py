@@ -385,11 +385,17 @@ def periods_table(card: Mapping[str, object]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("period") if rows else pd.DataFrame()
 
 
+def _wall_clock(text: str) -> pd.Timestamp:
+    """A timestamp as exchange wall-clock time without its offset (periods span DST changes)."""
+    stamp = pd.Timestamp(text)
+    return stamp.tz_localize(None) if stamp.tz is not None else stamp
+
+
 def periods_figure(card: Mapping[str, object]) -> go.Figure:
     """The split as bars on a time axis."""
     periods = card.get("periods") or {}
     frame = pd.DataFrame(
-        [{"period": n, "Start": pd.Timestamp(v["start"]), "Finish": pd.Timestamp(v["end"])} for n, v in periods.items()]
+        [{"period": n, "Start": _wall_clock(v["start"]), "Finish": _wall_clock(v["end"])} for n, v in periods.items()]
     )
     figure = px.timeline(frame, x_start="Start", x_end="Finish", y="period", color="period") if len(frame) else go.Figure()
     figure.update_layout(title="Train / validation / test", showlegend=False, height=220, margin=LAYOUT["margin"])

@@ -210,6 +210,16 @@ def test_tournament_tables_come_from_its_files(built: Path) -> None:
         assert figure.data
 
 
+def test_the_split_draws_across_a_daylight_saving_change() -> None:
+    card = {"periods": {
+        "train": {"start": "2023-01-03 09:30:00-05:00", "end": "2023-08-31 15:59:00-04:00", "bars": 10},
+        "test": {"start": "2023-11-01 09:30:00-04:00", "end": "2023-12-29 15:59:00-05:00", "bars": 5},
+    }}  # fmt: skip
+    figure = figures.periods_figure(card)
+    assert len(figure.data) == 2
+    assert list(figures.periods_table(card).index) == ["train", "test"]
+
+
 # --------------------------------------------------------------------- metrics: the report's numbers
 
 
