@@ -236,11 +236,14 @@ def random_policy(num_tickers: int, seed: int) -> Callable[[Tensor], Tensor]:
 
 
 def train_agent(algo: str, data: MarketData, rules: EnvConfig, budget: Budget, seed: int, device: torch.device,
-                network: str = "per_stock", replay_ratio: float = 1.0) -> tuple[Agent, float]:  # fmt: skip
-    """Train one agent on `data` for the budget's steps; returns it and the seconds taken."""
+                network: str = "per_stock", replay_ratio: float = 1.0, extra: dict[str, Any] | None = None,
+                ) -> tuple[Agent, float]:  # fmt: skip
+    """Train one agent on `data` for the budget's steps; returns it and the seconds taken.
+
+    `extra`: config keys set on top of `algo_overrides` (``--set algo.key=value``)."""
     torch.manual_seed(seed)  # the env's start generator is drawn from the global RNG
     env = StockTradingVecEnv(data, budget.num_envs[algo], device, rules)
-    config = make_config(algo, algo_overrides(algo, budget, network, replay_ratio))
+    config = make_config(algo, {**algo_overrides(algo, budget, network, replay_ratio), **(extra or {})})
     agent = make_agent(algo, env.obs_dim, env.act_dim, config, device=device, seed=seed)
     runner = get_spec(algo).runner_cls(agent, env)
     start, steps = time.perf_counter(), 0
@@ -286,7 +289,8 @@ def check_dataset(name: str, args: argparse.Namespace, budget: Budget, device: t
     train_seconds: dict[str, float] = {}
     for algo in args.algos:
         for seed in range(args.seeds):
-            agent, seconds = train_agent(algo, train, rules, budget, seed, device, args.network, args.replay_ratio)
+            agent, seconds = train_agent(algo, train, rules, budget, seed, device, args.network, args.replay_ratio,
+                                         {k.split(".", 1)[1]: v for k, v in (args.set or []) if k.split(".", 1)[0] == algo})
             policies[f"{algo}-{seed}"] = agent
             train_seconds[f"{algo}-{seed}"] = seconds
             print(f"  trained {algo} seed {seed}: {budget.steps[algo]} steps in {seconds:.0f} s", flush=True)
@@ -395,6 +399,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--features", default="", help="panel features to observe, comma-separated ('all': every one; default none)")
     parser.add_argument("--return-windows", default="30", help="ret_tstat windows to observe, comma-separated ('' for none)")
     parser.add_argument("--network", default="per_stock", choices=("per_stock", "mlp"), help="the agents' networks (trader.agents.networks)")
+    parser.add_argument("--set", type=parse_override, action="append", help="algo config key, e.g. ppo.learning_rate=1e-3 (repeatable)")
     parser.add_argument("--replay-ratio", type=float, default=1.0, help="SAC/TD3 gradient updates per vector env step")
     parser.add_argument("--reward-scale", type=float, default=REWARD_SCALE, help="EnvConfig.reward_scale for training (1e-2: basis points)")
     parser.add_argument("--episode-length", type=int, default=390, help="training episode length in bars")
