@@ -67,6 +67,8 @@ def _no_overlap(frame: pd.DataFrame) -> pd.DataFrame:
 # recipes and CLI tests, which check the same cases through their own entry points.
 BAD_CASES = [
     ("nan_price", _set("close", np.nan), ["T001", "2024-01-02 10:40", "close", "NaN"]),
+    ("infinite_price", _set("close", np.inf), ["T001", "2024-01-02 10:40", "close", "infinite"]),
+    ("infinite_volume", _set("volume", -np.inf), ["T001", "2024-01-02 10:40", "volume", "infinite"]),
     ("zero_price", _set("open", 0.0), ["T001", "2024-01-02 10:40", "open", "positive"]),
     ("negative_price", _set("low", -1.0), ["T001", "2024-01-02 10:40", "low", "positive"]),
     ("high_below_low", _set("high", 1.0), ["T001", "2024-01-02 10:40", "high", "low"]),

@@ -5,7 +5,7 @@ indicators live in one place. The steps, in order:
 
 1. match column names (case-insensitive, common aliases), check none is missing;
 2. parse timestamps into exchange time, refusing naive or mixed time zones;
-3. check values: NaN or non-positive prices, high < low, negative volume;
+3. check values: NaN, infinite or non-positive prices, high < low, negative volume;
 4. check order: duplicate or unsorted timestamps per ticker;
 5. pivot to a [T, N] grid on the union of timestamps, starting where every ticker
    has begun; fill gaps forward from the past only and mark them untradable;
@@ -110,12 +110,15 @@ def _first_bad(frame: pd.DataFrame, bad: pd.Series, what: str, where: str) -> Da
 
 
 def validate_values(frame: pd.DataFrame, source: str | None = None) -> None:
-    """Refuse NaN or non-positive prices, high < low and negative or NaN volume."""
+    """Refuse NaN, infinite or non-positive prices, high < low and negative, NaN or infinite volume."""
     where = _where(source)
     for column in ("open", "high", "low", "close", "volume"):
         bad = frame[column].isna()
         if bad.any():
             raise _first_bad(frame, bad, f"{column} is NaN or not a number", where)
+        bad = pd.Series(np.isinf(frame[column].to_numpy(dtype=np.float64)), index=frame.index)
+        if bad.any():
+            raise _first_bad(frame, bad, f"{column} is {frame.loc[bad.idxmax(), column]}: infinite, values must be finite", where)
     for column in ("open", "high", "low", "close"):
         bad = frame[column] <= 0
         if bad.any():
