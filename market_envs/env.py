@@ -72,6 +72,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -236,7 +237,16 @@ def normalized_feature_table(data: MarketData, names: tuple[str, ...], clip: flo
     Returns float32 [T, N, len(names)] on the data's device.
     """
     stats = (data.feature_mean, data.feature_std)
-    mean, std = stats if stats[0] is not None and stats[1] is not None else data.fit_normalization()
+    if stats[0] is None or stats[1] is None:
+        warnings.warn(
+            f"panel {data.name!r} carries no training statistics: its features are normalised with "
+            f"statistics fitted on the panel itself ({data.start} .. {data.end}); for a validation or "
+            f"test period that looks ahead. Cut periods with MarketData.split / period, or load the data "
+            f"set by recipe (market_envs.data.load attaches its training statistics).",
+            UserWarning, stacklevel=3,
+        )  # fmt: skip
+        stats = data.fit_normalization()
+    mean, std = stats
     mean, std = mean.double(), std.double()
     close = data.close.double()
     prev_close = torch.cat([close[:1], close[:-1]], dim=0)

@@ -533,3 +533,19 @@ def test_bad_return_windows_raise_clear_errors(values, fragment):
 
 def test_return_windows_from_a_list_become_a_tuple():
     assert EnvConfig(return_windows=[30, 5]).return_windows == (30, 5)
+
+
+def test_a_panel_without_training_statistics_is_normalised_with_a_warning():
+    """A period cut without `split`/`period` would be normalised with its own future: said loudly."""
+    import warnings as _warnings
+
+    from market_envs.data import synthetic
+
+    data = synthetic(3, "2023-01-03", "2023-01-06", seed=0)
+    assert data.feature_mean is None
+    with pytest.warns(UserWarning, match="carries no training statistics"):
+        StockTradingVecEnv(data, 1, torch.device("cpu"), EnvConfig())
+    train, validation, _ = data.split("2023-01-04", "2023-01-05")
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")
+        StockTradingVecEnv(validation, 1, torch.device("cpu"), EnvConfig())
