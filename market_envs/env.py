@@ -85,7 +85,7 @@ from torch import Tensor
 
 from market_envs.data.edge import trailing_tstat
 from market_envs.data.panel import MarketData
-from trader.errors import ConfigError, UserError
+from market_envs.errors import ConfigError, UserError
 
 PRICE_LIKE_FEATURES = frozenset(
     {"open", "high", "low", "close", "boll_ub", "boll_lb", "close_30_sma", "close_60_sma"}

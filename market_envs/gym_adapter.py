@@ -17,7 +17,7 @@ import torch
 
 from market_envs.data.panel import MarketData
 from market_envs.env import EnvConfig, StockTradingVecEnv
-from trader.errors import UserError
+from market_envs.errors import UserError
 
 
 class GymStockTradingEnv(gym.Env):

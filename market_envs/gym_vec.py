@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from trader.errors import ConfigError, UserError
+from market_envs.errors import ConfigError, UserError
 
 
 class GymVecEnv:

@@ -1,20 +1,16 @@
 """Errors a user can act on.
 
 Every error the CLI turns into exit code 2 and a one-line message (no traceback)
-derives from `UserError`. `market_envs.data.DataError` is one of them.
+derives from `UserError`. `UserError` and `ConfigError` are defined in
+`market_envs.errors` (the lower layer) and re-exported here as the same classes;
+`market_envs.data.DataError` derives from `UserError` too.
 """
 
-
-class UserError(ValueError):
-    """Bad input from the user: a config key, a file, a period, a checkpoint.
-
-    The message names what is wrong and where (file, ticker, timestamp, key).
-    """
-
-
-class ConfigError(UserError):
-    """A configuration value or combination that cannot work."""
+from market_envs.errors import ConfigError, UserError
 
 
 class CheckpointError(UserError):
     """A checkpoint that is missing, incomplete, or does not fit the data."""
+
+
+__all__ = ["CheckpointError", "ConfigError", "UserError"]

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from market_envs.data.panel import EXCHANGE_TZ
-from trader.errors import ConfigError
+from market_envs.errors import ConfigError
 
 CALENDAR_NAME = "XNYS"
 """The exchange calendar every provider uses (NYSE; NASDAQ keeps the same sessions)."""

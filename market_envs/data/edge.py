@@ -72,7 +72,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from trader.errors import ConfigError
+from market_envs.errors import ConfigError
 
 KINDS = ("mean_reversion", "momentum", "lead_lag")
 """The kinds of planted edge."""

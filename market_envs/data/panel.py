@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from trader.errors import UserError
+from market_envs.errors import UserError
 
 EXCHANGE_TZ = "America/New_York"
 PRICE_COLUMNS = ("open", "high", "low", "close", "volume")

@@ -47,7 +47,7 @@ import pandas as pd
 
 from market_envs.data.cache import DataCache, cache_key
 from market_envs.data.panel import EXCHANGE_TZ, MarketData
-from trader.errors import ConfigError
+from market_envs.errors import ConfigError
 
 SOURCES = ("synthetic", "files", "yahoo")
 ENV_RECIPES = "PODRACER_RECIPES_PATH"

@@ -44,7 +44,7 @@ from market_envs.data.calendar import bar_minutes, session_bars
 from market_envs.data.edge import EdgePlanter, EdgeSpec, as_edge_spec, cross_section_factor, edge_layout
 from market_envs.data.frame import from_frame
 from market_envs.data.panel import MarketData
-from trader.errors import ConfigError
+from market_envs.errors import ConfigError
 
 BENCHMARK_NAME = "SYNTH-INDEX"
 TRADING_DAYS = 252
