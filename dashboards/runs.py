@@ -144,6 +144,8 @@ def load_report(run: Path) -> dict[str, Any]:
     if not isinstance(report, dict):
         raise RunFileError(f"{path}: expected a JSON object")
     require(report, ("strategies", "metrics", "order", "period"), path)
+    if not isinstance(report["period"], dict) or not {"start", "end"} <= set(report["period"]):
+        raise RunFileError(f"{path}: 'period' needs 'start' and 'end'")
     return report
 
 

@@ -7,11 +7,28 @@
 - `GymVecEnv`: gymnasium envs (Pendulum, MuJoCo Ant/Humanoid) behind the same
   batched interface, so every agent trains on both families unchanged.
 - `market_envs.data`: the market panel (`MarketData`) and its providers.
+
+The names are imported on first use, so that `market_envs.errors` (which every layer
+imports) stays light: the dashboard reads runs without loading torch.
 """
 
-from market_envs import data
-from market_envs.env import EnvConfig, StockTradingVecEnv
-from market_envs.gym_adapter import GymStockTradingEnv
-from market_envs.gym_vec import GymVecEnv
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "EnvConfig": "market_envs.env",
+    "StockTradingVecEnv": "market_envs.env",
+    "GymStockTradingEnv": "market_envs.gym_adapter",
+    "GymVecEnv": "market_envs.gym_vec",
+    "data": "market_envs.data",
+}
 
 __all__ = ["EnvConfig", "GymStockTradingEnv", "GymVecEnv", "StockTradingVecEnv", "data"]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'market_envs' has no attribute {name!r}")
+    module = importlib.import_module(_LAZY[name])
+    return module if name == "data" else getattr(module, name)

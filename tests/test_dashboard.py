@@ -115,6 +115,9 @@ def test_loaders_name_the_file_that_is_wrong(runs_copy: Path) -> None:
     (runs_copy / "ppo" / "report.json").write_text('{"strategies": []}')
     with pytest.raises(runs.RunFileError, match=r"report.json: no 'metrics' entry"):
         runs.load_report(runs_copy / "ppo")
+    (runs_copy / "ppo" / "report.json").write_text('{"strategies": [], "metrics": {}, "order": [], "period": {}}')
+    with pytest.raises(runs.RunFileError, match=r"report.json: 'period' needs 'start' and 'end'"):
+        runs.load_report(runs_copy / "ppo")
     series = runs_copy / "ppo" / "backtests" / "best.parquet"
     series.write_bytes(series.read_bytes()[:100])
     with pytest.raises(runs.RunFileError, match=r"best.parquet: not a readable Parquet file"):
@@ -284,7 +287,7 @@ def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> N
     at = app_test(built).run()
     report = report_of(built / "ppo")
     _, last = figures.period_dates(report)
-    at.date_input(key="dates").set_value((last.date(), last.date())).run()
+    next(w for w in at.sidebar.date_input if w.label == "Dates").set_value((last.date(), last.date())).run()
     assert not at.exception
     assert (at.dataframe[0].value[metrics.METRIC_LABELS["days"]] == 1).all()
     at.multiselect(key="runs").set_value(["ppo", "tour"]).run()

@@ -38,8 +38,9 @@ picked = st.sidebar.multiselect("Strategies", names, default=names, key="strateg
 
 first = min(figures.period_dates(report)[0] for _, report in reports.values())
 last = max(figures.period_dates(report)[1] for _, report in reports.values())
+# Keyed on the runs too: their bounds change with the selection.
 dates = st.sidebar.date_input("Dates", value=(first.date(), last.date()), min_value=first.date(), max_value=last.date(),
-                              key="dates")  # fmt: skip
+                              key="dates:" + "|".join(reports))  # fmt: skip
 start, end = (dates[0], dates[1]) if isinstance(dates, (tuple, list)) and len(dates) == 2 else (first.date(), last.date())
 log_scale = st.sidebar.checkbox("Log scale", value=False, key="log_scale")
 window = st.sidebar.slider("Rolling Sharpe window (sessions)", 5, 126, 21, key="window")
