@@ -151,7 +151,7 @@ the rule's sign from 65k steps on (benchmarks/RESULTS.md)."""
 
 
 def env_rules(cost: float, episode_length: int, features: tuple[str, ...] | None = (), return_windows: tuple[int, ...] = (30,),
-              reward_scale: float = REWARD_SCALE) -> EnvConfig:  # fmt: skip
+              reward_scale: float = REWARD_SCALE, market_neutral: bool = False) -> EnvConfig:  # fmt: skip
     """Trading rules shared by training, agents, oracle and random policy.
 
     By default the agents observe, per stock, only the t-statistic of its last 30
@@ -169,6 +169,7 @@ def env_rules(cost: float, episode_length: int, features: tuple[str, ...] | None
         features=features,
         return_windows=return_windows,
         reward_scale=reward_scale,
+        market_neutral=market_neutral,
     )
 
 
@@ -283,7 +284,8 @@ def check_dataset(name: str, args: argparse.Namespace, budget: Budget, device: t
     """Train every algorithm from every seed on `name`, backtest all on its validation period."""
     full = load(name, **load_overrides(name, args))
     train, validation = full.period("train"), full.period("validation")
-    rules = env_rules(args.cost, args.episode_length, args.features, args.return_windows, args.reward_scale)
+    rules = env_rules(args.cost, args.episode_length, args.features, args.return_windows, args.reward_scale,
+                      args.market_neutral)  # fmt: skip
     print(f"{name}: {full.num_tickers} tickers, train {train.num_bars} bars, validation {validation.num_bars} bars", flush=True)
     policies: dict[str, Any] = {}
     train_seconds: dict[str, float] = {}
@@ -400,6 +402,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--return-windows", default="30", help="ret_tstat windows to observe, comma-separated ('' for none)")
     parser.add_argument("--network", default="per_stock", choices=("per_stock", "mlp"), help="the agents' networks (trader.agents.networks)")
     parser.add_argument("--set", type=parse_override, action="append", help="algo config key, e.g. ppo.learning_rate=1e-3 (repeatable)")
+    parser.add_argument("--market-neutral", action="store_true", help="EnvConfig.market_neutral: actions demeaned across stocks")
     parser.add_argument("--replay-ratio", type=float, default=1.0, help="SAC/TD3 gradient updates per vector env step")
     parser.add_argument("--reward-scale", type=float, default=REWARD_SCALE, help="EnvConfig.reward_scale for training (1e-2: basis points)")
     parser.add_argument("--episode-length", type=int, default=390, help="training episode length in bars")

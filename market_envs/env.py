@@ -106,6 +106,9 @@ class EnvConfig:
         Long only: ``w = clip(a, 0, 1)``, divided by ``sum(w)`` when that exceeds 1;
         the rest ``1 - sum(w)`` stays in cash (so all-zero actions mean all cash).
         With short selling: ``w = a / max(1, sum |a|)`` (gross exposure at most 1).
+    :param market_neutral: weights mode with short selling: the actions are first
+        demeaned across the stocks, ``a - mean(a)``, so every target portfolio is
+        dollar-neutral (no net market exposure), as a cross-sectional strategy is.
     :param max_shares: shares mode: the largest order per stock and step (FinRL's hmax).
     :param buy_cost: cost rate on the value bought (0.001 = 0.1%), paid in cash.
     :param sell_cost: cost rate on the value sold, deducted from the proceeds.
@@ -146,6 +149,7 @@ class EnvConfig:
     episode_length: int | None = None
     random_start: bool = True
     short_selling: bool = False
+    market_neutral: bool = False
     turbulence_threshold: float | None = None
     turbulence_window: int = 240
     features: tuple[str, ...] | None = None
@@ -191,6 +195,8 @@ class EnvConfig:
                 raise ConfigError("EnvConfig.features is empty and there are no return_windows: nothing to observe")
         if not self.feature_clip > 0:
             raise ConfigError(f"EnvConfig.feature_clip must be positive, got {self.feature_clip}")
+        if self.market_neutral and not (self.action_mode == "weights" and self.short_selling):
+            raise ConfigError("EnvConfig.market_neutral needs action_mode='weights' with short_selling=True")
 
 
 class _Tables(NamedTuple):
@@ -224,6 +230,7 @@ class _Rules:
     reward_scale: float
     initial_cash: float
     short_selling: bool
+    market_neutral: bool
     account_low: float  # bounds of the cash and position shares in the observation
     account_high: float
 
@@ -328,6 +335,8 @@ def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rule
     """Requested sells and buys in shares (both >= 0) before cash limits and masks."""
     if rules.weights_mode:
         if rules.short_selling:
+            if rules.market_neutral:
+                actions = actions - actions.mean(-1, keepdim=True)
             weights = actions / actions.abs().sum(-1, keepdim=True).clamp_min(1.0)
         else:
             weights = actions.clamp(0.0, 1.0)
@@ -533,6 +542,7 @@ class StockTradingVecEnv:
             reward_scale=float(config.reward_scale),
             initial_cash=float(config.initial_cash),
             short_selling=bool(config.short_selling),
+            market_neutral=bool(config.market_neutral),
             account_low=-float(config.feature_clip) if config.short_selling else 0.0,
             account_high=float(config.feature_clip) if config.short_selling else 1.0,
         )

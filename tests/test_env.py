@@ -549,3 +549,26 @@ def test_a_panel_without_training_statistics_is_normalised_with_a_warning():
     with _warnings.catch_warnings():
         _warnings.simplefilter("error")
         StockTradingVecEnv(validation, 1, torch.device("cpu"), EnvConfig())
+
+
+def test_market_neutral_weights_demean_the_actions():
+    """market_neutral: the same as feeding the demeaned actions; the book is dollar-neutral."""
+    from market_envs.data import synthetic
+
+    data = synthetic(5, "2023-01-03", "2023-01-05", seed=1)
+    data = data.with_normalization(*data.fit_normalization())
+    base = EnvConfig(action_mode="weights", short_selling=True, buy_cost=0.0, sell_cost=0.0, episode_length=20)
+    neutral = StockTradingVecEnv(data, 3, torch.device("cpu"), replace(base, market_neutral=True))
+    plain = StockTradingVecEnv(data, 3, torch.device("cpu"), base)
+    neutral.reset(seed=4)
+    plain.reset(seed=4)
+    actions = torch.rand(3, 5, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    _, r1, _, _, info1 = neutral.step(actions)
+    _, r2, _, _, info2 = plain.step(actions - actions.mean(-1, keepdim=True))
+    torch.testing.assert_close(r1, r2)
+    torch.testing.assert_close(info1["holdings"], info2["holdings"], rtol=1e-5, atol=1e-6)  # demeaned in the kernel vs outside
+    price = data.open[info1["t"]].double()
+    net = (info1["holdings"].double() * price).sum(-1)
+    assert (net.abs() < 1e-6 * info1["value"].double()).all()
+    with pytest.raises(Exception, match="market_neutral needs"):
+        EnvConfig(action_mode="weights", market_neutral=True)
