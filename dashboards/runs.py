@@ -1,6 +1,6 @@
 """Reading run directories for the dashboard: plain files in, pandas out.
 
-The dashboard reads only what docs/contracts.md lists: JSON, TOML and Parquet files
+The dashboard reads only what docs/contracts.md lists: JSON and Parquet files
 (and PNGs it shows as they are). It never unpickles and never imports torch: every
 loader here uses the standard library, pandas and pyarrow only.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,9 @@ MARKERS = ("report.json", "config.toml", "metrics.parquet", "tournament.toml", "
 """Files whose presence makes a folder a run directory."""
 
 SERIES_COLUMNS = ("timestamp", "value", "return", "cash", "turnover", "traded_value", "costs")
-"""The columns of ``backtests/<strategy>.parquet`` the dashboard reads (not positions)."""
+"""The columns of ``backtests/<strategy>.parquet`` the dashboard reads (not positions):
+`trader.backtest.result.SERIES_COLUMNS` plus the timestamp, repeated here because
+importing `trader.backtest` loads torch."""
 
 
 class RunFileError(Exception):
@@ -107,16 +108,6 @@ def read_json(path: Path) -> Any:
         raise RunFileError(f"{path}: not valid JSON ({err})") from None
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML file, or `RunFileError` naming the file."""
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunFileError(f"{path}: missing") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
-        raise RunFileError(f"{path}: not valid TOML ({err})") from None
-
-
 def read_parquet(path: Path, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
     """A Parquet file (optionally some columns), or `RunFileError` naming the file."""
     if not path.exists():
@@ -167,11 +158,6 @@ def load_training(run: Path) -> pd.DataFrame:
         if column not in frame.columns:
             raise RunFileError(f"{path}: no {column!r} column")
     return frame
-
-
-def load_run_config(run: Path) -> dict[str, Any]:
-    """``config.toml`` of a training run."""
-    return read_toml(run / "config.toml")
 
 
 def load_leaderboard(run: Path) -> dict[str, Any]:
