@@ -65,10 +65,11 @@ from torch import Tensor
 
 from market_envs.data import MarketData, load
 from market_envs.data.recipes import find_recipe
-from market_envs.data.edge import EdgeSpec, oracle_weights
+from market_envs.data.edge import EdgeSpec
 from market_envs.env import EnvConfig, StockTradingVecEnv, observed_feature_table
 from trader.agents import Agent, get_spec, make_agent, make_config
 from trader.backtest import ActionSchedule, BacktestConfig, run_backtest
+from trader.backtest.engine import oracle_schedule
 from trader.errors import ConfigError
 
 ALGOS = ("ppo", "sac", "td3")
@@ -187,10 +188,10 @@ def validation_oracle(full: MarketData, validation: MarketData, spec: EdgeSpec) 
     """The oracle as a backtest strategy: its target weights for each bar of `validation`.
 
     The weights are computed on the whole panel (closes up to each bar only) so the
-    oracle needs no warm-up inside the period.
+    oracle needs no warm-up inside the period: the backtest's own `oracle_schedule`,
+    with the rule given (on edge-free data it is the edge data set's rule).
     """
-    offset = int(full.timestamps.get_loc(validation.timestamps[0]))
-    return ActionSchedule(oracle_weights(full, spec)[offset : offset + validation.num_bars])
+    return oracle_schedule(full, validation, spec)
 
 
 def linear_probe(full: MarketData, train: MarketData, validation: MarketData, rules: EnvConfig, ridge: float = 1.0,

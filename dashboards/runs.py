@@ -83,13 +83,11 @@ def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
 
 
 def modified(path: Path) -> float:
-    """Latest modification time of `path` (and of the files in it, for a folder); 0 if missing.
+    """Modification time of the file `path`, 0 if missing.
 
     The cache key of every loader: a file rewritten by a running job changes it.
     """
     try:
-        if path.is_dir():
-            return max([path.stat().st_mtime, *(p.stat().st_mtime for p in path.iterdir())])
         return path.stat().st_mtime
     except FileNotFoundError:
         return 0.0

@@ -1,7 +1,7 @@
 """What every page shares: the runs folder and the cached loaders.
 
-Each loader is `st.cache_data`-wrapped and keyed on the path and the file's (or
-folder's) modification time, so a file rewritten by a running training or tournament
+Every loader goes through one `st.cache_data` function keyed on the loader, the path
+and the file's modification time, so a file rewritten by a running training or tournament
 is read again on the next refresh and an unchanged one is not. Errors are not cached:
 a page catches `RunFileError` and shows its one line.
 """
@@ -37,69 +37,56 @@ def problem(message: str | Exception) -> None:
     st.warning(str(message), icon="⚠️")
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _report(path: str, mtime: float) -> dict[str, Any]:
-    return runs.load_report(Path(path))
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _cached(loader: str, path: str, name: str, mtime: float) -> Any:
+    """``LOADERS[loader](path, ...)``, cached on (loader, path, file name, modification time)."""
+    return LOADERS[loader](Path(path), name)
+
+
+def _load(loader: str, folder: Path, name: str) -> Any:
+    return _cached(loader, str(folder), name, runs.modified(folder / name))
+
+
+LOADERS = {
+    "report": lambda folder, name: runs.load_report(folder),
+    "series": runs.load_series,
+    "daily": lambda folder, name: figures.daily_frame(_load("series", folder, name)),
+    "training": lambda folder, name: runs.load_training(folder),
+    "leaderboard": lambda folder, name: runs.load_leaderboard(folder),
+    "pods": lambda folder, name: runs.load_pods(folder),
+    "dataset_card": lambda folder, name: runs.load_dataset_card(folder),
+}
+"""Loader name -> function of (run folder, file name), as `_cached` calls it."""
 
 
 def report(run: RunDir) -> dict[str, Any]:
-    return _report(str(run.path), runs.modified(run.path / "report.json"))
-
-
-@st.cache_data(show_spinner=False, max_entries=512)
-def _series(path: str, series_file: str, mtime: float) -> pd.DataFrame:
-    return runs.load_series(Path(path), series_file)
+    return _load("report", run.path, "report.json")
 
 
 def series(run: RunDir, series_file: str) -> pd.DataFrame:
     """One strategy's bar series (without positions)."""
-    return _series(str(run.path), series_file, runs.modified(run.path / series_file))
-
-
-@st.cache_data(show_spinner=False, max_entries=512)
-def _daily(path: str, series_file: str, mtime: float) -> pd.DataFrame:
-    return figures.daily_frame(runs.load_series(Path(path), series_file))
+    return _load("series", run.path, series_file)
 
 
 def daily(run: RunDir, series_file: str) -> pd.DataFrame:
-    """One strategy's series reduced to one row per session."""
-    return _daily(str(run.path), series_file, runs.modified(run.path / series_file))
-
-
-@st.cache_data(show_spinner=False, max_entries=128)
-def _training(path: str, mtime: float) -> pd.DataFrame:
-    return runs.load_training(Path(path))
+    """One strategy's series reduced to one row per session (from the cached series)."""
+    return _load("daily", run.path, series_file)
 
 
 def training(path: Path) -> pd.DataFrame:
-    return _training(str(path), runs.modified(path / "metrics.parquet"))
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def _leaderboard(path: str, mtime: float) -> dict[str, Any]:
-    return runs.load_leaderboard(Path(path))
+    return _load("training", path, "metrics.parquet")
 
 
 def leaderboard(run: RunDir) -> dict[str, Any]:
-    return _leaderboard(str(run.path), runs.modified(run.path / "leaderboard.json"))
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def _pods(path: str, mtime: float) -> pd.DataFrame:
-    return runs.load_pods(Path(path))
+    return _load("leaderboard", run.path, "leaderboard.json")
 
 
 def pods(run: RunDir) -> pd.DataFrame:
-    return _pods(str(run.path), runs.modified(run.path / "pods.parquet"))
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _dataset_card(path: str, mtime: float) -> dict[str, Any]:
-    return runs.load_dataset_card(Path(path))
+    return _load("pods", run.path, "pods.parquet")
 
 
 def dataset_card(run: RunDir) -> dict[str, Any]:
-    return _dataset_card(str(run.path), runs.modified(run.path / "dataset.json"))
+    return _load("dataset_card", run.path, "dataset.json")
 
 
 __all__ = ["RunFileError", "all_runs", "runs_dir", "problem", "report", "series", "daily", "training",

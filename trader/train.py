@@ -171,7 +171,7 @@ def train(
         resolved["init_from"] = str(init_from)
     _write_toml(root / "config.toml", resolved)
     if envs.dataset_card is not None:
-        write_json(root / "dataset.json", envs.dataset_card)
+        _write_json(root / "dataset.json", envs.dataset_card)
     rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget)
     frame = pd.DataFrame(rows)
     _write_parquet(frame, root / "metrics.parquet")
@@ -366,7 +366,7 @@ def _write_toml(path: Path, values: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def write_json(path: Path, values: dict[str, Any]) -> None:
+def _write_json(path: Path, values: dict[str, Any]) -> None:
     """Write `values` as indented JSON through a temporary file, then rename into place."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(values, indent=2) + "\n", encoding="utf-8")

@@ -261,8 +261,8 @@ class MarketData:
         card = {**self.summary(), "tickers": [str(t) for t in self.tickers]}
         if "train_end" in self.meta and "val_end" in self.meta:
             card["periods"] = {}
-            for name in ("train", "validation", "test"):
-                part = self.period(name)
+            parts = self.split(self.meta["train_end"], self.meta["val_end"])
+            for name, part in zip(("train", "validation", "test"), parts, strict=True):
                 card["periods"][name] = {
                     "start": str(part.start),
                     "end": str(part.end),

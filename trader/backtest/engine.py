@@ -198,15 +198,16 @@ def _has_edge(data: MarketData) -> bool:
     return bool(data.meta.get("edge"))
 
 
-def oracle_schedule(data: MarketData, panel: MarketData) -> ActionSchedule:
+def oracle_schedule(data: MarketData, panel: MarketData, spec: Any = None) -> ActionSchedule:
     """The planted rule's target weights (`market_envs.data.edge.oracle_weights`) for `panel`'s bars.
 
     Computed on the whole of `data` (closes up to each bar only) and cut to the
-    period, so the rule needs no warm-up inside it.
+    period, so the rule needs no warm-up inside it. `spec`: the rule (an `EdgeSpec`);
+    default the one `data` was built with (its meta).
     """
     from market_envs.data.edge import EdgeSpec, oracle_weights
 
-    weights = oracle_weights(data, EdgeSpec.from_dict(dict(data.meta["edge"])))
+    weights = oracle_weights(data, spec if spec is not None else EdgeSpec.from_dict(dict(data.meta["edge"])))
     offset = int(data.timestamps.get_loc(panel.timestamps[0]))
     return ActionSchedule(weights[offset : offset + panel.num_bars])
 

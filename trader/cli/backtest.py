@@ -31,11 +31,12 @@ def _checkpoints(run_dir: Path) -> dict[str, Path]:
     return {p.stem: p.with_suffix("") for p in sorted(folder.glob("*.json"))}
 
 
-def _strategies(run_dir: Path, requested: str | None) -> tuple[dict[str, Path], list[str]]:
-    """Checkpoints and baselines to run: all of them, or those named in `requested`."""
+def _strategies(run_dir: Path, requested: str | None) -> tuple[dict[str, Path], list[str] | None]:
+    """Checkpoints and baselines to run: all of them (baselines None: every one that
+    applies to the data, as `run_backtest` decides), or those named in `requested`."""
     found = _checkpoints(run_dir)
     if requested is None:
-        return found, list(BASELINES)
+        return found, None
     policies, baselines = {}, []
     for name in (n.strip() for n in requested.split(",") if n.strip()):
         if name in BASELINES:
@@ -114,10 +115,6 @@ def backtest(
     from trader.backtest.periods import load_dataset
 
     data = load_dataset(recipe)
-    if "benchmark" in baselines and data.benchmark is None and strategies is None:
-        baselines.remove("benchmark")
-    if "oracle" in baselines and not data.meta.get("edge") and strategies is None:
-        baselines.remove("oracle")
     result = run_backtest(data, policies, baselines=baselines, period=period, config=config, run_dir=run_dir, device=device)
     print_result_table(result, output)
     if output == "table":
