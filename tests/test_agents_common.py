@@ -305,6 +305,9 @@ def test_return_and_sharpe_score_uses_portfolio_values() -> None:
     expected_sharpe = (metrics.sharpe_ratio(first) + metrics.sharpe_ratio(second)) / 2
     assert out["return"] == pytest.approx(expected_return)
     assert out["score"] == out["sharpe"] == pytest.approx(expected_sharpe)
+    with_start = return_and_sharpe_score(initial_value=50.0)(record)  # the first step's return counts too
+    first, second = np.array([1.0, 0.1, -0.1, 0.1]), np.array([1.0, -0.01, 98.0 / 99.0 - 1.0])
+    assert with_start["return"] == pytest.approx((metrics.cum_returns_final(first) + metrics.cum_returns_final(second)) / 2)
     with pytest.raises(ConfigError, match="score_by"):
         return_and_sharpe_score(score_by="sortino")
 

@@ -299,11 +299,7 @@ def _market_envs(
     source: Any, num_envs: int, device: torch.device, env_config: Any, compile: bool
 ) -> BuiltEnvs:
     """Train on the panel's train period, validate deterministically on its validation period."""
-    from dataclasses import replace
-
     from market_envs.env import EnvConfig, StockTradingVecEnv
-
-    from trader import metrics as trade_metrics
 
     data = _load_dataset(source) if isinstance(source, str) else source
     train_data, val_data = data.period("train"), data.period("validation")
@@ -311,15 +307,7 @@ def _market_envs(
         EnvConfig, env_config or {}
     )
     train_env = StockTradingVecEnv(train_data, num_envs, device, cfg, compile=compile)
-    val_cfg = replace(cfg, random_start=False, episode_length=None)
-    validation = StockTradingVecEnv(val_data, 1, device, val_cfg)
-    # Step k of the full-period validation env ends at bar k+1; the Sharpe ratio is
-    # computed from daily returns, as in every backtest report.
-    score = return_and_sharpe_score(
-        "value", trade_metrics.DAILY, score_by="sharpe", timestamps=val_data.timestamps[1:]
-    )
-    evaluator = Evaluator(validation, score, max_steps=val_data.num_bars + 1,
-                          record_info_keys=("value",))  # fmt: skip
+    evaluator = market_evaluator(val_data, cfg, device)
     window = {
         "dataset": data.name,
         "interval": data.interval,
@@ -328,8 +316,34 @@ def _market_envs(
         "tickers": list(data.tickers),
         "env_config": config_to_dict(cfg),
     }
-    description = {"kind": "market", "dataset": data.name, "env_config": config_to_dict(cfg)}
+    description = {"kind": "market", "dataset": _recipe_reference(source, data), "env_config": config_to_dict(cfg)}
     return BuiltEnvs(train_env, evaluator, description, window, data.describe())
+
+
+def _recipe_reference(source: Any, data: Any) -> str:
+    """How config.toml names the data set so that the run directory finds it again: a
+    recipe file by its absolute path, a recipe of datasets/ (or a panel) by its name."""
+    if isinstance(source, str) and source.endswith(".toml") and Path(source).is_file():
+        return str(Path(source).resolve())
+    return data.name
+
+
+def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu") -> Evaluator:
+    """The validation evaluator of market runs: one deterministic pass over `data`
+    (a `MarketData` period) under the env `rules`, scored by the Sharpe ratio of the
+    daily returns, as every backtest report computes it. Baselines are selected by it
+    too (`trader.baselines`)."""
+    from dataclasses import replace
+
+    from market_envs.env import StockTradingVecEnv
+
+    from trader import metrics as trade_metrics
+
+    validation = StockTradingVecEnv(data, 1, device, replace(rules, random_start=False, episode_length=None))
+    # Step k of the full-period validation env ends at bar k+1.
+    score = return_and_sharpe_score("value", trade_metrics.DAILY, score_by="sharpe", timestamps=data.timestamps[1:],
+                                    initial_value=rules.initial_cash)  # fmt: skip
+    return Evaluator(validation, score, max_steps=data.num_bars + 1, record_info_keys=("value",))
 
 
 def _load_dataset(recipe: str) -> Any:

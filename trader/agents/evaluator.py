@@ -69,6 +69,7 @@ def return_and_sharpe_score(
     period: str = trade_metrics.DAILY,
     score_by: str = "sharpe",
     timestamps: Any = None,
+    initial_value: float | None = None,
 ) -> ScoreFn:
     """A score function for market envs from each episode's portfolio-value series.
 
@@ -81,6 +82,10 @@ def return_and_sharpe_score(
         a full-period validation env). When given, the step returns are compounded
         into daily returns before the Sharpe ratio, exactly as the backtest report
         computes it (`trader.metrics.summary`).
+    :param initial_value: the portfolio value at each episode's start (the env's
+        initial cash). When given, the first step's return (from that value to the
+        value after step 0) counts too, as in the backtest; without it the series
+        starts at the second step.
     """
     if score_by not in ("sharpe", "return"):
         raise ConfigError(f"score_by must be 'sharpe' or 'return', got {score_by!r}")
@@ -92,21 +97,31 @@ def return_and_sharpe_score(
         mask = record.mask.cpu().numpy()
         returns = np.full(values.shape, np.nan)
         returns[1:] = values[1:] / values[:-1] - 1.0
+        if initial_value is not None:  # every recorded episode starts at step 0
+            returns[0] = values[0] / initial_value - 1.0
         returns[~mask] = np.nan
         returns[1:][~mask[:-1]] = np.nan
-        total = np.nanmean(trade_metrics.cum_returns_final(returns))
+        total = _mean_of_defined(trade_metrics.cum_returns_final(returns))
         if timestamps is None:
-            sharpe = np.nanmean(trade_metrics.sharpe_ratio(returns, period=period))
+            sharpe = _mean_of_defined(trade_metrics.sharpe_ratio(returns, period=period))
         else:
             steps = min(len(returns), len(timestamps))  # rows past the episode are masked
             daily = trade_metrics.daily_returns(returns[:steps], timestamps[:steps])
-            sharpe = np.nanmean(trade_metrics.sharpe_ratio(daily.to_numpy(), period=trade_metrics.DAILY))
+            sharpe = _mean_of_defined(trade_metrics.sharpe_ratio(daily.to_numpy(), period=trade_metrics.DAILY))
         metrics = {"return": float(total), "sharpe": float(sharpe)}
         metrics.update(mean_return_score(record))
         metrics["score"] = metrics[score_by]
         return metrics
 
     return score
+
+
+def _mean_of_defined(values: Any) -> float:
+    """Mean over the episodes whose figure is defined; NaN (no warning) when none is
+    (a Sharpe ratio over a single day, say)."""
+    values = np.asarray(values, dtype=float).ravel()
+    defined = values[~np.isnan(values)]
+    return float(defined.mean()) if defined.size else math.nan
 
 
 class Evaluator:
