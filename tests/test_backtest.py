@@ -278,7 +278,7 @@ def test_cli_json_output_with_checkpoint_and_config_dataset(tmp_path: Path, cli_
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--strategies", "missing"], "checkpoint 'missing' not found"),
+        (["--strategies", "missing"], "strategy 'missing' not found"),
         (["--period", "2020-01-01:2020-02-01"], "outside the data"),
         (["--period", "yesterday"], "period must be test, validation"),
         (["--output", "yaml"], "--output must be table or json"),

@@ -396,21 +396,16 @@ def _prepare_env(env: str) -> str:
 
 
 def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
-    """Best pod and top-k ensemble on the test period, beside the baselines; report in RUN_DIR."""
-    from trader.backtest import BacktestConfig, run_backtest
-    from tournament.ensemble import ensemble_rules, load_ensemble
+    """Best pod and top-k ensemble on the test period, beside the baselines (built-in, and
+    any baseline library's models already in RUN_DIR/baselines); report in RUN_DIR.
 
-    top = state.board.top(config.ensemble_k)
-    if not top:
+    The same reader as `trader backtest RUN_DIR` (`trader.backtest.rundir`), so both
+    write the same rows."""
+    from trader.backtest.rundir import backtest_run
+
+    if not state.board.top(config.ensemble_k):
         return None
-    root = Path(config.run_dir)
-    paths = [root / entry.checkpoint for entry in top]
-    rules = ensemble_rules(paths)
-    policies = {"best": paths[0], "ensemble": load_ensemble(paths, config.pod_device)}
-    backtest_config = BacktestConfig(policy_env=rules, buy_cost=rules.buy_cost, sell_cost=rules.sell_cost,
-                                     initial_cash=rules.initial_cash)  # fmt: skip
-    return run_backtest(_prepare_env(config.env), policies, period="test", config=backtest_config,
-                        run_dir=root, device=config.pod_device)  # fmt: skip
+    return backtest_run(config.run_dir, dataset=_prepare_env(config.env), device=config.pod_device)
 
 
 __all__ = ["Progress", "TournamentResult", "TournamentState", "pods_frame", "resolve_config", "run"]

@@ -1,4 +1,4 @@
-"""The ensemble: the top-k pods acting as one policy.
+"""An ensemble: several agents acting as one policy (the tournament's top-k pods).
 
 Its action is the mean of the members' deterministic actions. In the env's
 ``weights`` mode that is the mean target portfolio; in ``shares`` mode the mean

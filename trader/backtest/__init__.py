@@ -7,13 +7,14 @@
 from trader.backtest.engine import BASELINES, BacktestConfig, benchmark_panel, run_backtest
 from trader.backtest.report import read_series, write_report
 from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
-from trader.backtest.strategies import ActionSchedule, PolicyPopulation
+from trader.backtest.strategies import ActionSchedule, ExternalPolicy, PolicyPopulation
 
 __all__ = [
     "ActionSchedule",
     "BASELINES",
     "BacktestConfig",
     "BacktestResult",
+    "ExternalPolicy",
     "PeriodInfo",
     "PolicyPopulation",
     "StrategyInfo",

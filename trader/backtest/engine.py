@@ -41,6 +41,7 @@ from trader.backtest.strategies import (
     BuyAndHold,
     DailyRebalance,
     Decide,
+    ExternalPolicy,
     PolicyDecider,
     PolicyPopulation,
 )
@@ -156,7 +157,8 @@ def run_backtest(
     :param policies: strategy name -> a checkpoint path (loaded with
         `trader.agents.checkpoint.load_policy`), an agent with ``act(obs,
         deterministic=True)``, a callable ``obs [E, obs_dim] -> actions [E, N]``, a
-        `PolicyPopulation`, or an `ActionSchedule` (actions fixed per bar).
+        `PolicyPopulation`, an `ActionSchedule` (actions fixed per bar), or an
+        `ExternalPolicy` (a baseline library's model, with its label and rules).
     :param baselines: any of `BASELINES`: "benchmark" (buy-and-hold of the data
         set's benchmark, run as a one-ticker panel), "equal_weight" (equal-weight
         buy-and-hold), "equal_weight_daily" (equal weight, rebalanced every
@@ -257,6 +259,11 @@ def _build_groups(
             _check_schedule(name, source, data)
             info = StrategyInfo(name, name, "policy", f"action schedule of {source.actions.shape[0]} bars")
             add(group("stocks", data, config.env_config(config.policy_env)), source, [info])
+            continue
+        if isinstance(source, ExternalPolicy):
+            info = StrategyInfo(name, source.label, "library", source.source, source.training)
+            add(group("stocks", data, config.env_config(source.env_config)),
+                source.decider(data.timestamps, name, data.num_tickers), [info])
             continue
         if isinstance(source, PolicyPopulation):
             _check_names(dict.fromkeys(source.names), baselines)
@@ -409,7 +416,7 @@ def benchmark_panel(data: MarketData) -> MarketData:
     close = data.benchmark.to(torch.float32).reshape(-1, 1)
     features = torch.stack([close, close, close, close, torch.zeros_like(close)], dim=-1)
     name = data.benchmark_name or "benchmark"
-    return MarketData(
+    panel = MarketData(
         timestamps=data.timestamps,
         tickers=(name,),
         features=features,
@@ -418,6 +425,8 @@ def benchmark_panel(data: MarketData) -> MarketData:
         interval=data.interval,
         name=f"{data.name}:{name}",
     )
+    # A buy-and-hold never reads its observations; explicit statistics say so (no warning).
+    return panel.with_normalization(*panel.fit_normalization())
 
 
 # --------------------------------------------------------------------- simulation

@@ -104,7 +104,20 @@ def markdown_report(result: BacktestResult) -> str:
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     lines.extend("| " + " | ".join(r) + " |" for r in rows)
     lines.extend(["", f"Best by Sharpe ratio: {result.labels()[result.best]}.", ""])
+    trained = [s for s in result.strategies.values() if s.training]
+    if trained:
+        lines.extend(["Baseline libraries, as trained:", ""])
+        lines.extend(f"- {s.label}: {training_line(s.training)}" for s in trained)
+        lines.append("")
     return "\n".join(lines)
+
+
+def training_line(training: dict[str, Any]) -> str:
+    """A library row's training in words: budget terms, env steps, seconds, samples/s."""
+    steps, seconds = int(training.get("steps") or 0), float(training.get("seconds") or 0.0)
+    rate = steps / seconds if seconds > 0 else float("nan")
+    return (f"{training.get('budget', {}).get('terms', 'budget not recorded')}; {steps:,} env steps in "
+            f"{seconds:,.0f} s ({rate:,.0f} samples/s); {training.get('trained_with') or training.get('library', '?')}")
 
 
 def _json_number(value: Any) -> Any:
@@ -122,7 +135,8 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
         "period": result.period.as_dict(),
         "config": result.config,
         "strategies": [
-            {"name": s.name, "label": s.label, "kind": s.kind, "source": s.source, "series": f"backtests/{s.name}.parquet"}
+            {"name": s.name, "label": s.label, "kind": s.kind, "source": s.source, "series": f"backtests/{s.name}.parquet",
+             **({"training": s.training} if s.training is not None else {})}
             for s in result.strategies.values()
         ],
         "order": [str(name) for name in result.metrics.index],

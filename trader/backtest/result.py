@@ -18,14 +18,18 @@ class StrategyInfo:
 
     :param name: file-safe key: `backtests/<name>.parquet`, the row of the metrics table.
     :param label: human-readable name for tables and plots.
-    :param kind: "policy" (a checkpoint or callable) or "baseline".
+    :param kind: "policy" (a checkpoint or callable), "library" (a baseline
+        library's model, `trader.baselines`) or "baseline" (a built-in rule).
     :param source: the checkpoint path, or a short description of the rule.
+    :param training: for library rows, how it was trained (library, algorithm, seed,
+        budget terms, env steps, seconds, samples/s), from its sidecar.
     """
 
     name: str
     label: str
     kind: str
     source: str
+    training: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

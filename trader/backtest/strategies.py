@@ -16,6 +16,7 @@ turns back into exactly ``k``.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -201,3 +202,62 @@ class PolicyPopulation:
             return batched(params, buffers, obs)
 
         return cls(forward, list(modules))
+
+
+@dataclass(frozen=True)
+class ExternalPolicy:
+    """A policy trained outside podracer-trader's agents (a baseline library's model),
+    with the report's label for it and the env rules it was trained under.
+
+    One policy, or several over consecutive windows of time (FinRL's ensemble: each
+    window is traded by the learner chosen on the validation window before it):
+    ``starts[k]`` is the first timestamp policy ``k`` decides, ``starts[0]`` may be
+    None (from the start of any period). A backtest period that begins before
+    ``starts[0]`` is refused: the policy was trained on data after it.
+
+    :param policies: objects with ``act(obs, deterministic=True)`` or callables
+        ``obs [E, obs_dim] -> actions [E, N]``.
+    :param starts: one start per policy, increasing.
+    :param label: the report's row label ("SB3 PPO (seed 0)").
+    :param source: where it comes from (its model folder), for the report.
+    :param env_config: the trading rules it was trained under (an `EnvConfig`).
+    :param training: how it was trained (its sidecar's budget, steps, seconds, ...),
+        copied into the report.
+    """
+
+    policies: tuple[Any, ...]
+    starts: tuple[Any, ...]
+    label: str
+    source: str
+    env_config: Any
+    training: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.policies or len(self.policies) != len(self.starts):
+            raise UserError(f"ExternalPolicy {self.label!r}: needs one start per policy")
+
+    def decider(self, timestamps: Any, name: str, act_dim: int) -> Decide:
+        """The decision rule over a period with these bar `timestamps`."""
+        deciders = [PolicyDecider(policy, name, act_dim) for policy in self.policies]
+        first = self.starts[0]
+        if first is not None and timestamps[0] < first:
+            raise UserError(
+                f"strategy {name!r} trades from {first} on (it was trained on data up to then); "
+                f"the backtest period starts at {timestamps[0]}"
+            )
+        if len(deciders) == 1:
+            return deciders[0]
+        bars = [0] + [int(timestamps.searchsorted(start, "left")) for start in self.starts[1:]]
+        return _Windowed(deciders, bars)
+
+
+class _Windowed:
+    """Decider ``k`` decides the bars from ``bars[k]`` up to ``bars[k + 1]``."""
+
+    def __init__(self, deciders: list[Decide], bars: list[int]) -> None:
+        self.deciders = deciders
+        self.bars = bars
+
+    def __call__(self, obs: Tensor, account: Account) -> Tensor:
+        k = bisect.bisect_right(self.bars, account.t) - 1
+        return self.deciders[k](obs, account)

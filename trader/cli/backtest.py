@@ -1,40 +1,36 @@
-"""`trader backtest RUN_DIR`: backtest a run's checkpoints and the baselines, write the report.
+"""`trader backtest RUN_DIR`: backtest a run's strategies and the baselines, write the report.
 
-A thin layer over `trader.backtest.run_backtest`: it finds the checkpoints in
-`RUN_DIR/checkpoints/` (`<name>.json` + `<name>.safetensors`), picks the data set
-(`--dataset`, else the `dataset` key of `RUN_DIR/config.toml`), runs, writes
-`RUN_DIR/backtests/`, `report.json`, `report.md` and the tear sheet, and prints the
-metrics table (a rich table in a terminal, plain text otherwise, or JSON).
+A thin layer over `trader.backtest.run_backtest`: it finds the run's strategies
+(`trader.backtest.rundir`: a training run's checkpoints, a tournament's best pod and
+ensemble, the baseline libraries' models in `RUN_DIR/baselines/`), picks the data
+set (`--dataset`, else the one RUN_DIR records), the capital, costs and env rules
+(the run's, unless given), runs, writes `RUN_DIR/backtests/`, `report.json`,
+`report.md` and the tear sheet, and prints the metrics table (a rich table in a
+terminal, plain text otherwise, or JSON).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from trader.backtest import BASELINES, BacktestConfig, run_backtest
+from trader.backtest import BASELINES, run_backtest
+from trader.backtest.rundir import RunContents, backtest_config, read_run, run_strategies, trading_in
 from trader.backtest.report import context_lines, plain_table, report_dict, table_rows
 from trader.cli import app
 from trader.errors import CheckpointError, UserError
 
 
-def _checkpoints(run_dir: Path) -> dict[str, Path]:
-    """name -> checkpoint path (without suffix) for every sidecar in RUN_DIR/checkpoints."""
-    folder = run_dir / "checkpoints"
-    if not folder.is_dir():
-        return {}
-    return {p.stem: p.with_suffix("") for p in sorted(folder.glob("*.json"))}
-
-
-def _strategies(run_dir: Path, requested: str | None) -> tuple[dict[str, Path], list[str] | None]:
-    """Checkpoints and baselines to run: all of them (baselines None: every one that
-    applies to the data, as `run_backtest` decides), or those named in `requested`."""
-    found = _checkpoints(run_dir)
+def _strategies(contents: RunContents, requested: str | None, device: str) -> tuple[dict[str, Any], list[str] | None]:
+    """The run's strategies and the built-in baselines to run: all of them (baselines
+    None: every one that applies to the data, as `run_backtest` decides), or those
+    named in `requested` (names of the run's strategies, built-in baselines, or
+    checkpoint paths)."""
+    found = run_strategies(contents, device)
     if requested is None:
         return found, None
     policies, baselines = {}, []
@@ -50,25 +46,8 @@ def _strategies(run_dir: Path, requested: str | None) -> tuple[dict[str, Path], 
             policies[path.with_suffix("").name] = path.with_suffix("")
         else:
             known = ", ".join([*found, *BASELINES])
-            raise CheckpointError(f"checkpoint {name!r} not found in {run_dir / 'checkpoints'} (strategies here: {known})")
+            raise CheckpointError(f"strategy {name!r} not found in {contents.run_dir} (strategies here: {known})")
     return policies, baselines
-
-
-def _dataset(run_dir: Path, dataset: str | None) -> str:
-    """--dataset, else RUN_DIR/config.toml's `dataset` (top level or under [env], as `trader train` writes it)."""
-    if dataset:
-        return dataset
-    config = run_dir / "config.toml"
-    if config.is_file():
-        try:
-            resolved = tomllib.loads(config.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as err:
-            raise UserError(f"{config} is not valid TOML: {err}") from err
-        env = resolved.get("env")
-        for value in (resolved.get("dataset"), env.get("dataset") if isinstance(env, dict) else None):
-            if isinstance(value, str) and value:
-                return value
-    raise UserError(f"no data set given: pass --dataset RECIPE ({config} names none)")
 
 
 def print_result_table(result, output: str) -> None:
@@ -99,22 +78,24 @@ def backtest(
     period: Annotated[str, typer.Option("--period", help="test, validation, or START:END (dates, END included).")] = "test",
     strategies: Annotated[str | None, typer.Option("--strategies", help=f"Comma-separated checkpoint names and baselines ({', '.join(BASELINES)}); default: all.")] = None,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
-    initial_cash: Annotated[float, typer.Option("--initial-cash", help="Starting capital of every strategy.")] = 1_000_000.0,
-    cost: Annotated[float, typer.Option("--cost", help="Cost rate per side (0.001 = 0.1%).")] = 0.001,
+    initial_cash: Annotated[float | None, typer.Option("--initial-cash", help="Starting capital of every strategy; default: the run's.")] = None,
+    cost: Annotated[float | None, typer.Option("--cost", help="Cost rate per side (0.001 = 0.1%); default: the run's (0.1% when it records none).")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
     tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw the pyfolio tear sheet of the best strategy.")] = True,
 ) -> None:
     """Backtest a run's checkpoints beside the benchmark and equal-weight baselines."""
     if output not in ("table", "json"):
         raise UserError(f"--output must be table or json, got {output!r}")
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"RUN_DIR {run_dir} is not a directory")
-    policies, baselines = _strategies(run_dir, strategies)
-    recipe = _dataset(run_dir, dataset)
-    config = BacktestConfig(initial_cash=initial_cash, buy_cost=cost, sell_cost=cost, tear_sheet=tear_sheet)
-    from trader.backtest.periods import load_dataset
+    contents = read_run(run_dir)
+    recipe = dataset or contents.dataset
+    if not recipe:
+        raise UserError(f"no data set given: pass --dataset RECIPE ({run_dir} records none in config.toml or tournament.toml)")
+    policies, baselines = _strategies(contents, strategies, device)
+    config = backtest_config(contents, initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet)
+    from trader.backtest.periods import load_dataset, select_period
 
     data = load_dataset(recipe)
+    policies = trading_in(policies, select_period(data, period)[0].timestamps[0])
     result = run_backtest(data, policies, baselines=baselines, period=period, config=config, run_dir=run_dir, device=device)
     print_result_table(result, output)
     if output == "table":

@@ -1,0 +1,198 @@
+"""What a run directory holds for a backtest: its data set, env rules and strategies.
+
+One reader for every kind of run directory (docs/contracts.md), so that `trader
+backtest RUN_DIR`, `trader baselines RUN_DIR` and the tournament's final backtest
+put the same rows in the report:
+
+- a training run (`trader.train`): ``config.toml`` names the data set and env rules;
+  each checkpoint in ``checkpoints/`` is a strategy (``best``, ``final``);
+- a tournament (`tournament.run`): ``tournament.toml`` names them; the strategies are
+  ``best`` (the leaderboard's first pod) and ``ensemble`` (its top ``ensemble_k``);
+- either, or a folder holding only baselines: each ``baselines/<name>/`` written by
+  `trader.baselines` is a strategy named ``<name>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from market_envs.env import EnvConfig
+from trader.agents.base import config_from_dict
+from trader.errors import UserError
+
+RUN_FILES = ("config.toml", "tournament.toml")
+
+
+@dataclass
+class RunContents:
+    """A run directory's data set, trading rules and strategies, as found on disk."""
+
+    run_dir: Path
+    kind: str
+    """"train", "tournament" or "baselines" (a folder with baselines only)."""
+    dataset: str | None
+    """The data set recipe (name or path) the run trained on; None when none is recorded."""
+    env_config: EnvConfig | None
+    """The env rules the run trained under; None when none is recorded."""
+    checkpoints: dict[str, Path] = field(default_factory=dict)
+    """Strategy name -> checkpoint path (without suffix)."""
+    ensemble: list[Path] = field(default_factory=list)
+    """A tournament's top-k checkpoints (the ``ensemble`` strategy), best first."""
+    baselines: list[Path] = field(default_factory=list)
+    """``baselines/<name>/`` folders with a ``baseline.json`` sidecar."""
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file as a dict ({} when missing); invalid TOML is one clear error."""
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"{path} is not valid TOML: {err}") from err
+
+
+def read_run(run_dir: str | os.PathLike[str]) -> RunContents:
+    """Everything `trader backtest` and `trader baselines` need from `run_dir`."""
+    root = Path(run_dir)
+    if root.exists() and not root.is_dir():
+        raise UserError(f"RUN_DIR {root} is not a directory")
+    tournament = read_toml(root / "tournament.toml")
+    if tournament:
+        contents = _tournament(root, tournament)
+    else:
+        config = read_toml(root / "config.toml")
+        env = config.get("env") if isinstance(config.get("env"), dict) else {}
+        dataset = config.get("dataset") or env.get("dataset")
+        rules = _rules(env.get("env_config")) if "env_config" in env else None
+        contents = RunContents(root, "train", dataset if isinstance(dataset, str) else None, rules,
+                               checkpoints=_checkpoints(root))  # fmt: skip
+    contents.baselines = baseline_folders(root)
+    if contents.kind == "train" and not contents.checkpoints and not (root / "config.toml").is_file():
+        contents.kind = "baselines"
+    return contents
+
+
+def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
+    """A tournament's best pod and top-k ensemble, from leaderboard.json."""
+    rules = _rules(config.get("env_config") or {})
+    env = config.get("env")
+    board = root / "leaderboard.json"
+    entries: list[dict[str, Any]] = []
+    if board.is_file():
+        try:
+            entries = list(json.loads(board.read_text(encoding="utf-8")).get("entries") or [])
+        except (json.JSONDecodeError, AttributeError) as err:
+            raise UserError(f"{board} is not a valid leaderboard: {err}") from err
+    paths = [root / e["checkpoint"] for e in entries if e.get("checkpoint")]
+    paths = [p for p in paths if p.with_suffix(".json").is_file()]
+    k = int(config.get("ensemble_k", 3))
+    checkpoints = {"best": paths[0]} if paths else {}
+    return RunContents(root, "tournament", env if isinstance(env, str) else None, rules,
+                       checkpoints=checkpoints, ensemble=paths[:k])  # fmt: skip
+
+
+def _rules(values: Any) -> EnvConfig:
+    """An `EnvConfig` from recorded values (a full config or overrides of the defaults)."""
+    if not isinstance(values, dict):
+        raise UserError(f"recorded env_config must be a table, got {type(values).__name__}")
+    known = set(EnvConfig.__dataclass_fields__)
+    return config_from_dict(EnvConfig, {k: v for k, v in values.items() if k in known})
+
+
+def _checkpoints(root: Path) -> dict[str, Path]:
+    """name -> checkpoint path (without suffix) for every sidecar in RUN_DIR/checkpoints."""
+    folder = root / "checkpoints"
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p.with_suffix("") for p in sorted(folder.glob("*.json"))}
+
+
+def baseline_folders(root: Path) -> list[Path]:
+    """``RUN_DIR/baselines/<name>/`` folders that hold a ``baseline.json``, sorted by name."""
+    folder = root / "baselines"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if (p / "baseline.json").is_file())
+
+
+def run_strategies(contents: RunContents, device: str = "cpu") -> dict[str, Any]:
+    """Strategy name -> what `run_backtest` takes: checkpoint paths, the tournament's
+    ensemble (an `EnsemblePolicy`), and each finished baseline (an `ExternalPolicy`)."""
+    strategies: dict[str, Any] = dict(contents.checkpoints)
+    if contents.ensemble:
+        from trader.agents.ensemble import load_ensemble
+
+        strategies["ensemble"] = load_ensemble(contents.ensemble, device)
+    if contents.baselines:
+        from trader.baselines.folder import load_strategy
+
+        for folder in contents.baselines:
+            strategy = load_strategy(folder, device)
+            if strategy is not None:  # a baseline that failed to train has no model
+                strategies[folder.name] = strategy
+    return strategies
+
+
+def backtest_config(contents: RunContents, *, initial_cash: float | None = None, cost: float | None = None,
+                    tear_sheet: bool = True) -> Any:  # fmt: skip
+    """The run's capital, costs and env rules (when it records them), unless overridden."""
+    from trader.backtest.engine import BacktestConfig
+
+    rules = contents.env_config or EnvConfig()
+    buy, sell = (rules.buy_cost, rules.sell_cost) if cost is None else (cost, cost)
+    return BacktestConfig(
+        initial_cash=rules.initial_cash if initial_cash is None else initial_cash,
+        buy_cost=buy,
+        sell_cost=sell,
+        tear_sheet=tear_sheet,
+        policy_env=rules,
+    )
+
+
+def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None, period: str = "test",
+                 names: list[str] | None = None, baselines: list[str] | None = None, config: Any = None,
+                 device: str = "cpu") -> Any:  # fmt: skip
+    """Backtest a run directory's strategies (`run_strategies`) beside the built-in
+    baselines and write the report into it; returns the `BacktestResult`.
+
+    :param names: only these strategies of the run (None: all of them).
+    :param baselines: built-in baselines (None: every one that applies).
+    :param config: a `BacktestConfig`; default `backtest_config(contents)`.
+    """
+    from trader.backtest.engine import run_backtest
+    from trader.backtest.periods import load_dataset, select_period
+
+    contents = read_run(run_dir)
+    recipe = dataset or contents.dataset
+    if not recipe:
+        raise UserError(f"no data set given: pass --dataset RECIPE ({Path(run_dir)} records none)")
+    strategies = run_strategies(contents, device)
+    if names is not None:
+        strategies = {name: strategies[name] for name in names}
+    data = load_dataset(recipe)
+    strategies = trading_in(strategies, select_period(data, period)[0].timestamps[0])
+    config = config or backtest_config(contents)
+    return run_backtest(data, strategies, baselines=baselines, period=period, config=config,
+                        run_dir=run_dir, device=device)  # fmt: skip
+
+
+def trading_in(strategies: dict[str, Any], start: Any) -> dict[str, Any]:
+    """Drop, with a warning, strategies that trade only from a later date (FinRL's
+    ensemble trades from the test period on: its windows are trained on earlier data)."""
+    from trader.backtest.strategies import ExternalPolicy
+
+    kept = {}
+    for name, strategy in strategies.items():
+        first = strategy.starts[0] if isinstance(strategy, ExternalPolicy) else None
+        if first is not None and start < first:
+            warnings.warn(f"{name} left out: it trades from {first} on, the period starts at {start}", stacklevel=2)
+            continue
+        kept[name] = strategy
+    return kept
