@@ -5,6 +5,8 @@ The Python API is the first interface; the `trader` CLI is a thin layer on it:
 - `trader.train(algo, env, config, run_dir, ...)`: train one agent (`trader.train.train`);
 - `trader.backtest(data, policies, ...)`: backtest policies beside the baselines
   (`trader.backtest.run_backtest`);
+- `trader.baselines(run_dir, libraries, algos, ...)`: SB3 and FinRL's ensemble on a
+  run's data and rules, backtested beside it (`trader.baselines.baselines`);
 - `trader.metrics`: performance metrics as pure functions;
 - `market_envs.data.load(recipe)`: market data sets; `market_envs.StockTradingVecEnv`.
 """
@@ -15,7 +17,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_LAZY = ("train", "backtest", "metrics", "agents")
+_LAZY = ("train", "backtest", "baselines", "metrics", "agents")
 
 
 def __getattr__(name: str):

@@ -1,0 +1,334 @@
+"""Baselines: SB3 on our batched env, FinRL's ensemble, and their rows in the run's report.
+
+A module fixture builds one real run directory (a tiny `trader.train` PPO run with
+costs and rules of its own) and trains a tiny SB3 PPO baseline and a tiny FinRL
+ensemble into it through the CLI, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+pytest.importorskip("stable_baselines3")
+
+from market_envs.data import load  # noqa: E402
+from market_envs.env import EnvConfig, StockTradingVecEnv  # noqa: E402
+from market_envs.gym_adapter import GymStockTradingEnv  # noqa: E402
+from trader.agents.base import config_from_dict  # noqa: E402
+from trader.backtest import BacktestConfig, run_backtest  # noqa: E402
+from trader.baselines import finrl  # noqa: E402
+from trader.baselines.budget import Budget, parse_duration  # noqa: E402
+from trader.baselines.sb3 import ALGOS, PRESETS, SB3Policy, make_model  # noqa: E402
+from trader.baselines.sb3_env import SB3VecEnv  # noqa: E402
+from trader.cli import main as cli  # noqa: E402
+from trader.errors import UserError  # noqa: E402
+from trader.train import market_evaluator  # noqa: E402
+
+TINY_RECIPE = """
+name = "tiny-baselines"
+description = "4 synthetic tickers over 8 sessions"
+source = "synthetic"
+interval = "1min"
+start = "2023-01-03"
+end = "2023-01-13"
+train_end = "2023-01-09"
+val_end = "2023-01-11"
+
+[synthetic]
+n_tickers = 4
+seed = 1
+"""
+
+TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]}
+RUN_RULES = {"buy_cost": 0.002, "sell_cost": 0.003, "episode_length": 200, "initial_cash": 500_000.0}
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("baselines")
+    path = root / "tiny.toml"
+    path.write_text(TINY_RECIPE)
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, recipe: Path) -> Path:
+    """A run directory: a tiny PPO run, then `trader baselines` with SB3 PPO and FinRL."""
+    import trader
+
+    os.environ["PODRACER_DATA_DIR"] = str(recipe.parent / "data")
+    run_dir = recipe.parent / "run"
+    trader.train("ppo", str(recipe), TINY_PPO, run_dir, steps=512, num_envs=8, eval_every=256, env_config=RUN_RULES)
+    code = cli(["baselines", str(run_dir), "--libraries", "sb3,finrl", "--algos", "ppo", "--steps", "300",
+                "--eval-every", "150", "--windows", "1", "--output", "json"])  # fmt: skip
+    assert code == 0
+    return run_dir
+
+
+def report_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / "report.json").read_text())
+
+
+# ----------------------------------------------------------------- the SB3 VecEnv
+
+
+@pytest.fixture
+def train_panel(recipe: Path):
+    return load(str(recipe)).period("train")
+
+
+def test_sb3_vec_env_steps_like_the_gym_adapter_on_fixed_actions(train_panel) -> None:
+    """One sub-environment, same seed, same actions: same observations, rewards and
+    ends; at the episode's end SB3's terminal_observation is the adapter's last obs."""
+    rules = EnvConfig(episode_length=40, buy_cost=0.002)
+    venv = SB3VecEnv(StockTradingVecEnv(train_panel, 1, "cpu", rules))
+    gym_env = GymStockTradingEnv(train_panel, rules)
+    venv.seed(7)
+    obs = venv.reset()
+    gym_obs, _ = gym_env.reset(seed=7)
+    np.testing.assert_array_equal(obs[0], gym_obs)
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(40, train_panel.num_tickers)).astype(np.float32)
+    for k, action in enumerate(actions):
+        obs, reward, done, infos = venv.step(action[None])
+        gym_obs, gym_reward, terminated, truncated, _ = gym_env.step(action)
+        assert reward[0] == pytest.approx(gym_reward, rel=1e-6, abs=1e-9)
+        assert bool(done[0]) == (terminated or truncated)
+        if done[0]:
+            np.testing.assert_array_equal(infos[0]["terminal_observation"], gym_obs)
+            assert infos[0]["TimeLimit.truncated"] == (truncated and not terminated)
+            break
+        np.testing.assert_array_equal(obs[0], gym_obs)
+    assert k == 39, "the episode of 40 steps ends at its 40th step"
+
+
+def test_sb3_trains_on_the_vec_env_under_its_checks(train_panel) -> None:
+    """SB3's own checks: spaces (`check_for_correct_spaces` on load), no NaN or inf in
+    anything that crosses (`VecCheckNan`), and a short PPO run; plus SB3's `check_env`
+    on the gym adapter with the same rules (SB3 has no checker for a VecEnv itself)."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_checker import check_env
+    from stable_baselines3.common.utils import check_for_correct_spaces
+    from stable_baselines3.common.vec_env import VecCheckNan
+
+    rules = EnvConfig(episode_length=64)
+    venv = VecCheckNan(SB3VecEnv(StockTradingVecEnv(train_panel, 4, "cpu", rules)), raise_exception=True)
+    check_for_correct_spaces(venv, GymStockTradingEnv(train_panel, rules).observation_space,
+                             GymStockTradingEnv(train_panel, rules).action_space)  # fmt: skip
+    check_env(GymStockTradingEnv(train_panel, rules), warn=False)
+    model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=256)
+    assert model.num_timesteps >= 256
+    actions = SB3Policy(model).act(torch.zeros(3, venv.observation_space.shape[0]))
+    assert actions.shape == (3, train_panel.num_tickers) and actions.abs().max() <= 1.0
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_preset_builds_its_models(train_panel, preset: str) -> None:
+    venv = SB3VecEnv(StockTradingVecEnv(train_panel, 1, "cpu", EnvConfig()))
+    for algo, params in PRESETS[preset].items():
+        assert algo in ALGOS
+        model = make_model(algo, venv, params, seed=0, device="cpu")
+        for key, value in params.items():
+            if key in ("learning_rate", "batch_size", "n_steps", "buffer_size"):
+                assert getattr(model, key) == value, (preset, algo, key)
+
+
+# ----------------------------------------------------------------- budgets
+
+
+def test_budgets_and_durations() -> None:
+    assert Budget(steps=100).terms == "equal env steps" and Budget(seconds=5.0).terms == "equal wall-clock"
+    assert Budget(steps=100).split(6) == Budget(steps=16)
+    assert Budget(seconds=60.0).split(4) == Budget(seconds=15.0)
+    assert [parse_duration(t) for t in ("90", "90s", "10m", "1.5h")] == [90.0, 90.0, 600.0, 5400.0]
+    for bad in ("", "10 minutes", "-5m", "0"):
+        with pytest.raises(UserError):
+            parse_duration(bad)
+    with pytest.raises(UserError):
+        Budget(steps=10, seconds=1.0)
+
+
+# ----------------------------------------------------------------- FinRL's ensemble
+
+
+def test_rolling_windows_cut_the_trading_sessions_and_look_only_back(recipe: Path) -> None:
+    data = load(str(recipe))
+    dates = pd.Index(data.timestamps.tz_localize(None).normalize().unique())
+    windows = finrl.rolling_windows(data, "2023-01-10", 2)  # sessions 10, 11, 12 -> [10, 11], [12]
+    trade_days = [pd.Index(data.slice(*w.trade).timestamps.tz_localize(None).normalize().unique()) for w in windows]
+    assert [list(d.day) for d in trade_days] == [[10, 11], [12]]
+    for w, days in zip(windows, trade_days):
+        validation = data.slice(*w.validation).timestamps
+        assert w.train == (data.timestamps[0], w.validation[0])  # all data before the validation window
+        assert w.validation[1] == w.trade[0]  # the validation window ends where trading starts
+        assert validation.tz_localize(None).normalize().nunique() == len(days)  # as many sessions as traded
+        assert validation[-1] < w.trade[0]
+    assert windows[0].trade[1] == windows[1].trade[0] and windows[1].trade[1] is None
+    assert set(dates) >= {d for days in trade_days for d in days}
+
+
+def test_pick_learner_takes_the_best_sharpe_nan_last_ties_first() -> None:
+    assert finrl.pick_learner({"a2c": 0.5, "ppo": 1.5, "ddpg": -1.0}) == "ppo"
+    assert finrl.pick_learner({"a2c": math.nan, "ppo": -3.0, "ddpg": math.nan}) == "ppo"
+    assert finrl.pick_learner({"a2c": 1.0, "ppo": 1.0, "ddpg": 0.0}) == "a2c"
+    assert finrl.pick_learner({"a2c": math.nan, "ppo": math.nan, "ddpg": math.nan}) == "a2c"
+
+
+class Constant:
+    """A stub learner's policy: the same action for every stock at every bar."""
+
+    def __init__(self, level: float) -> None:
+        self.level = level
+
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        return torch.full((obs.shape[0], 4), self.level)
+
+
+def test_the_ensemble_picks_per_window_the_best_validation_sharpe_of_the_backtest(recipe: Path) -> None:
+    """Stub learners (buy, hold cash, sell what is held): per window the choice is the
+    learner whose validation Sharpe is the highest, the Sharpe computed independently
+    by the backtest engine on that validation window under the same rules."""
+    data = load(str(recipe))
+    train = data.period("train")
+    data = data.with_normalization(train.feature_mean, train.feature_std)
+    rules = EnvConfig(buy_cost=0.0, sell_cost=0.0)
+    stubs = {"a2c": Constant(0.0), "ppo": Constant(1.0), "ddpg": Constant(0.3)}
+    windows = finrl.rolling_windows(data, "2023-01-09", 2)
+    fitted = []
+
+    def fit(learner, panel, validation, k):
+        fitted.append((learner, k, panel.end < validation.start))
+        return stubs[learner], {}
+
+    def score(policy, validation):
+        return market_evaluator(validation, rules).evaluate(policy)["score"]
+
+    choices = finrl.run_ensemble(data, windows, fit, score)
+    assert all(before for _, _, before in fitted) and len(fitted) == 6
+    config = BacktestConfig(initial_cash=rules.initial_cash, buy_cost=0.0, sell_cost=0.0, tear_sheet=False, policy_env=rules)
+    for choice in choices:
+        validation = data.slice(*choice.window.validation)
+        sharpe = run_backtest(validation, stubs, baselines=[], config=config).metrics["sharpe_ratio"]
+        reference = {name: float(sharpe[name]) for name in stubs}
+        for name in stubs:
+            if math.isnan(reference[name]):
+                assert math.isnan(choice.scores[name])
+            else:
+                assert choice.scores[name] == pytest.approx(reference[name], rel=1e-6)
+        assert choice.chosen == finrl.pick_learner(reference)
+        assert choice.policy is stubs[choice.chosen]
+
+
+# ----------------------------------------------------------------- the run directory
+
+
+def test_a_tiny_sb3_baseline_writes_folder_sidecar_and_report_row(built: Path) -> None:
+    folder = built / "baselines" / "sb3-ppo-s0"
+    assert sorted(p.name for p in folder.iterdir()) == ["baseline.json", "model.zip"]
+    sidecar = json.loads((folder / "baseline.json").read_text())
+    assert sidecar["status"] == "finished" and sidecar["library"] == "sb3" and sidecar["algo"] == "ppo"
+    assert sidecar["budget"] == {"terms": "equal env steps", "steps": 300, "seconds": None}
+    assert sidecar["steps"] >= 300 and sidecar["seconds"] > 0 and sidecar["library_version"]
+    assert [row["step"] for row in sidecar["validation"]][-1] == sidecar["steps"]
+    report = report_of(built)
+    rows = {s["name"]: s for s in report["strategies"]}
+    assert rows["sb3-ppo-s0"]["kind"] == "library" and rows["sb3-ppo-s0"]["label"] == "SB3 PPO (seed 0)"
+    assert rows["sb3-ppo-s0"]["training"]["steps"] == sidecar["steps"]
+    assert {"best", "final", "sb3-ppo-s0", "finrl-ensemble-s0", "benchmark", "equal_weight"} <= set(report["order"])
+    assert (built / "backtests" / "sb3-ppo-s0.parquet").is_file()
+    assert "SB3 PPO (seed 0): equal env steps" in (built / "report.md").read_text()
+
+
+def test_the_baselines_saw_the_runs_test_period_costs_and_rules(built: Path, recipe: Path) -> None:
+    report = report_of(built)
+    data = load(str(recipe))
+    test = data.period("test")
+    assert report["period"]["name"] == "test"
+    assert report["period"]["start"] == str(test.start) and report["period"]["end"] == str(test.end)
+    assert report["config"]["buy_cost"] == RUN_RULES["buy_cost"] and report["config"]["sell_cost"] == RUN_RULES["sell_cost"]
+    assert report["config"]["initial_cash"] == RUN_RULES["initial_cash"]
+    run_rules = json.loads((built / "checkpoints" / "best.json").read_text())["data_window"]["env_config"]
+    for name in ("sb3-ppo-s0", "finrl-ensemble-s0"):
+        sidecar = json.loads((built / "baselines" / name / "baseline.json").read_text())
+        assert config_from_dict(EnvConfig, sidecar["env_config"]) == config_from_dict(EnvConfig, run_rules)
+        assert sidecar["periods"]["train"] == [str(data.period("train").start), str(data.period("train").end)]
+    series = pd.read_parquet(built / "backtests" / "sb3-ppo-s0.parquet")
+    assert series["value"].iloc[0] == RUN_RULES["initial_cash"]
+
+
+def test_the_ensemble_folder_keeps_the_chosen_model_of_each_window(built: Path) -> None:
+    folder = built / "baselines" / "finrl-ensemble-s0"
+    sidecar = json.loads((folder / "baseline.json").read_text())
+    assert len(sidecar["windows"]) == 1 and sidecar["budget"]["steps"] == 300
+    window = sidecar["windows"][0]
+    assert set(window["scores"]) == {"a2c", "ppo", "ddpg"} and window["chosen"] in window["scores"]
+    assert [m["file"] for m in sidecar["models"]] == [window["learners"][window["chosen"]]["file"]]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["baseline.json", sidecar["models"][0]["file"]])
+    assert sidecar["steps"] == sum(d["steps"] for d in window["learners"].values())
+
+
+def test_trader_backtest_finds_the_baselines_again_and_leaves_the_ensemble_out_before_it_trades(built: Path, capsys) -> None:
+    before = report_of(built)["metrics"]["sb3-ppo-s0"]["sharpe_ratio"]
+    assert cli(["backtest", str(built), "--output", "json", "--no-tear-sheet"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["metrics"]["sb3-ppo-s0"]["sharpe_ratio"] == pytest.approx(before, rel=1e-9, abs=1e-12)
+    with pytest.warns(UserWarning, match="finrl-ensemble-s0 left out"):
+        code = cli(["backtest", str(built), "--period", "validation", "--output", "json", "--no-tear-sheet"])
+    assert code == 0
+    assert "finrl-ensemble-s0" not in json.loads(capsys.readouterr().out)["order"]
+    assert cli(["backtest", str(built), "--output", "json", "--no-tear-sheet"]) == 0  # the test report back in place
+
+
+def test_a_crashing_baseline_is_reported_and_the_others_still_run(built: Path, tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    import trader
+    from trader.baselines import sb3
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(built, run_dir)
+    real = sb3.make_model
+
+    def make_model(algo, *args, **kwargs):
+        if algo == "td3":
+            raise RuntimeError("boom")
+        return real(algo, *args, **kwargs)
+
+    monkeypatch.setattr(sb3, "make_model", make_model)
+    result = trader.baselines(run_dir, ["sb3"], ["td3", "a2c"], steps=50, eval_every=0, backtest=True)
+    status = {o.name: o.status for o in result.outcomes}
+    assert status == {"sb3-td3-s0": "failed", "sb3-a2c-s0": "finished"}
+    failed = json.loads((run_dir / "baselines" / "sb3-td3-s0" / "baseline.json").read_text())
+    assert failed["status"] == "failed" and "boom" in failed["error"]
+    order = report_of(run_dir)["order"]
+    assert "sb3-a2c-s0" in order and "sb3-td3-s0" not in order and "sb3-ppo-s0" in order
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--libraries", "keras"], "unknown library"),
+        (["--libraries", "rllib"], "RLlib baselines are not built yet"),
+        (["--algos", "dqn"], "unknown algorithm"),
+        (["--steps", "10", "--time-budget", "1m"], "not both"),
+        (["--time-budget", "ten minutes"], "--time-budget must be a duration"),
+        (["--seeds", "0"], "--seeds must be at least 1"),
+    ],
+)
+def test_bad_input_exits_2_before_any_training(built: Path, capsys, args, message) -> None:
+    assert cli(["baselines", str(built), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_folder_without_a_data_set_exits_2(tmp_path: Path, capsys) -> None:
+    assert cli(["baselines", str(tmp_path / "empty")]) == 2
+    assert "no data set" in capsys.readouterr().err

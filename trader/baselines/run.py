@@ -1,0 +1,294 @@
+"""`baselines(run_dir, ...)`: train the baseline libraries on a run's data and rules, then
+backtest them beside the run's own strategies.
+
+Each baseline sees what the run's agents saw: the run's data set, its train period to
+learn from, its validation period to choose the snapshot (with the evaluator our runs
+use), its env rules (`EnvConfig`: fills, costs, action mode, reward scale). Then one
+backtest of the test period (`trader.backtest.rundir.backtest_run`) writes the
+report with every strategy of the run directory: its checkpoints or tournament
+pods, every baseline folder, and the built-in baselines.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from market_envs.env import EnvConfig
+from trader.agents.base import config_to_dict
+from trader.baselines import finrl
+from trader.baselines.budget import Budget
+from trader.baselines.folder import commit, folder_name, staging, write_sidecar
+from trader.errors import UserError
+
+LIBRARIES = ("sb3", "sb3-dummy", "finrl", "rllib")
+"""``sb3``: SB3 on `SB3VecEnv` over our batched env; ``sb3-dummy``: SB3 on
+`GymStockTradingEnv`s in SB3's `DummyVecEnv` (how SB3 and FinRL users run it);
+``finrl``: FinRL's ensemble strategy (its own three learners, ``--algos`` does not
+apply); ``rllib``: not built yet (see the README)."""
+
+LABELS = {"sb3": "SB3", "sb3-dummy": "SB3", "finrl": "FinRL", "rllib": "RLlib"}
+
+ProgressFn = Callable[[str], None]
+
+
+@dataclass
+class Outcome:
+    """One baseline's training: its folder name, status and figures."""
+
+    name: str
+    library: str
+    algo: str
+    seed: int
+    status: str
+    """"finished" or "failed"."""
+    folder: Path
+    steps: int = 0
+    seconds: float = 0.0
+    validation_score: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class BaselinesResult:
+    """What `baselines` returns: one `Outcome` per baseline and the backtest."""
+
+    outcomes: list[Outcome]
+    budget: Budget
+    report: Any = field(default=None, repr=False)
+    """The `BacktestResult` of the test period (None with ``backtest=False``)."""
+
+
+def baselines(
+    run_dir: str | os.PathLike[str],
+    libraries: Sequence[str] = ("sb3",),
+    algos: Sequence[str] = ("ppo",),
+    *,
+    steps: int | None = None,
+    time_budget: float | None = None,
+    seeds: int = 1,
+    dataset: str | None = None,
+    preset: str = "sb3",
+    num_envs: int = 1,
+    eval_every: int = 10_000,
+    windows: int = 4,
+    device: str = "cpu",
+    backtest: bool = True,
+    progress: ProgressFn | None = None,
+) -> BaselinesResult:
+    """Train each (library, algorithm, seed) on the run's data and rules; backtest them all.
+
+    :param run_dir: a run directory (`trader train`, `trader tournament`) or a new
+        folder (then give ``dataset``); baselines go to ``run_dir/baselines/``.
+    :param libraries: any of `LIBRARIES`.
+    :param algos: SB3 algorithms (ppo, sac, td3, a2c, ddpg) for the ``sb3`` libraries.
+    :param steps: every learner gets this many env steps (equal work); default
+        100,000 when no ``time_budget`` is given.
+    :param time_budget: every learner gets this many seconds of training (equal
+        wall-clock); FinRL's ensemble shares it over its windows and learners.
+    :param seeds: seeds 0 .. seeds-1 of each baseline.
+    :param dataset: a data set recipe; default the run's.
+    :param preset: SB3 hyperparameters: "sb3" (SB3's defaults) or "finrl" (FinRL's).
+    :param num_envs: sub-environments SB3 steps at once.
+    :param eval_every: env steps between validations (0: at the end only).
+    :param windows: trading windows of FinRL's ensemble over the test period.
+    :param device: where the envs and SB3's networks run.
+    :param backtest: backtest everything in the run directory on the test period.
+    :param progress: called with one line of text per validation and per baseline.
+    """
+    budget = Budget(steps=steps if steps is not None or time_budget is not None else 100_000, seconds=time_budget)
+    jobs = _jobs(libraries, algos, seeds)
+    from trader.backtest.rundir import read_run
+
+    root = Path(run_dir)
+    contents = read_run(root)
+    recipe = dataset or contents.dataset
+    if not recipe:
+        raise UserError(f"no data set: {root} records none (config.toml or tournament.toml); pass --dataset RECIPE")
+    rules = contents.env_config or EnvConfig()
+    data = _load(recipe)
+    say = progress or (lambda line: None)
+    outcomes = []
+    for library, algo, seed in jobs:
+        outcome = _train_one(library, algo, seed, data, recipe, rules, budget, root, preset=preset,
+                             num_envs=num_envs, eval_every=eval_every, windows=windows, device=device, say=say)  # fmt: skip
+        outcomes.append(outcome)
+    report = None
+    if backtest:
+        from trader.backtest.rundir import backtest_run
+
+        say("backtesting every strategy of the run directory on the test period")
+        report = backtest_run(root, dataset=recipe, device=device)
+    return BaselinesResult(outcomes, budget, report)
+
+
+def _jobs(libraries: Sequence[str], algos: Sequence[str], seeds: int) -> list[tuple[str, str, int]]:
+    """(library, algo, seed) for every baseline asked for; bad names fail before any work."""
+    from trader.baselines.sb3 import ALGOS, sb3_version
+
+    unknown = [lib for lib in libraries if lib not in LIBRARIES]
+    if unknown or not libraries:
+        raise UserError(f"unknown library {unknown or '(none)'}; choose from {', '.join(LIBRARIES)}")
+    if "rllib" in libraries:
+        raise UserError("RLlib baselines are not built yet (see the README, 'What is not done'); "
+                        "use --libraries sb3,sb3-dummy,finrl")  # fmt: skip
+    bad = [a for a in algos if a not in ALGOS]
+    if bad or not algos:
+        raise UserError(f"unknown algorithm {bad or '(none)'}; SB3 baselines take {', '.join(ALGOS)}")
+    if seeds < 1:
+        raise UserError(f"--seeds must be at least 1, got {seeds}")
+    sb3_version()  # every library here trains through SB3: say how to install it now, not after the first job
+    jobs = []
+    for library in dict.fromkeys(libraries):
+        for algo in (["ensemble"] if library == "finrl" else list(dict.fromkeys(algos))):
+            jobs.extend((library, algo, seed) for seed in range(seeds))
+    return jobs
+
+
+def _load(recipe: str) -> Any:
+    from market_envs.data import load
+
+    data = load(recipe)
+    data.period("train")  # a data set without split dates: one clear DataError now
+    return data
+
+
+def _train_one(library: str, algo: str, seed: int, data: Any, recipe: str, rules: EnvConfig, budget: Budget,
+               root: Path, *, say: ProgressFn, **options: Any) -> Outcome:  # fmt: skip
+    """Train one baseline into its folder; a crash is reported, never raised."""
+    name = folder_name(library, algo, seed)
+    staged = staging(root, name)
+    started = time.perf_counter()
+    say(f"[{name}] training ({budget.terms}: {budget.steps or budget.seconds} {'steps' if budget.steps else 's'})")
+    common = {
+        "library": library, "algo": algo, "seed": seed, "dataset": recipe,
+        "env_config": config_to_dict(rules), "budget": budget.as_dict(),
+        "periods": {p: [str(data.period(p).start), str(data.period(p).end)] for p in ("train", "validation")},
+    }  # fmt: skip
+    try:
+        trained = _train_finrl if library == "finrl" else _train_sb3
+        sidecar = trained(library, algo, seed, data, rules, budget, staged, say=lambda line: say(f"[{name}] {line}"),
+                          **options)  # fmt: skip
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as err:  # a baseline that crashes is reported; the others still run
+        message = f"{type(err).__name__}: {err}"
+        failed = staging(root, f"{name}")
+        write_sidecar(failed, {**common, "status": "failed", "error": message, "traceback": traceback.format_exc(),
+                               "seconds": time.perf_counter() - started})  # fmt: skip
+        commit(failed, name)
+        say(f"[{name}] failed: {message}")
+        return Outcome(name, library, algo, seed, "failed", root / "baselines" / name, error=message)
+    sidecar = {**common, **sidecar, "status": "finished"}
+    write_sidecar(staged, sidecar)
+    folder = commit(staged, name)
+    say(f"[{name}] done: {sidecar['steps']:,} steps in {sidecar['seconds']:.0f} s")
+    return Outcome(name, library, algo, seed, "finished", folder, sidecar["steps"], sidecar["seconds"],
+                   (sidecar.get("selection") or {}).get("score"))  # fmt: skip
+
+
+def _validation_line(row: dict[str, Any]) -> str:
+    return f"{int(row['step']):,} steps, {row['seconds']:.0f} s, validation Sharpe {row['score']:.2f}"
+
+
+def _train_sb3(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, budget: Budget, folder: Path, *,
+               say: ProgressFn, preset: str, num_envs: int, eval_every: int, device: str, **_: Any) -> dict[str, Any]:  # fmt: skip
+    """One SB3 model on the train period, its best validation snapshot in ``model.zip``."""
+    from trader.baselines.sb3 import fit, hyperparameters, make_model, sb3_version
+    from trader.train import market_evaluator
+
+    params = hyperparameters(algo, preset)
+    venv = _vec_env(library, data.period("train"), rules, num_envs, device)
+    model = make_model(algo, venv, params, seed, device)
+    evaluator = market_evaluator(data.period("validation"), rules, device)
+    result = fit(model, evaluator, budget, folder / "model.zip", eval_every=eval_every,
+                 progress=lambda row: say(_validation_line(row)))  # fmt: skip
+    suffix = ", DummyVecEnv" if library == "sb3-dummy" else ""
+    return {
+        "library_version": sb3_version(),
+        "trained_with": f"stable-baselines3 {sb3_version()}",
+        "label": f"SB3 {algo.upper()}{suffix} (seed {seed})",
+        "preset": preset,
+        "hyperparameters": params,
+        "num_envs": num_envs,
+        "vec_env": "DummyVecEnv of GymStockTradingEnv" if library == "sb3-dummy" else "SB3VecEnv over StockTradingVecEnv",
+        "steps": result.steps,
+        "seconds": result.seconds,
+        "samples_per_s": result.steps / max(result.seconds, 1e-9),
+        "models": [{"file": "model.zip", "algo": algo, "start": None}],
+        "selection": {"step": result.best_step, "score": result.best_score, "validation": result.best_metrics},
+        "validation": result.history,
+    }
+
+
+def _vec_env(library: str, panel: Any, rules: EnvConfig, num_envs: int, device: str) -> Any:
+    """The SB3 `VecEnv` a library trains on (over `panel`, under `rules`)."""
+    from market_envs.env import StockTradingVecEnv
+
+    if library == "sb3-dummy":
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        from market_envs.gym_adapter import GymStockTradingEnv
+
+        cpu_panel = panel.to("cpu")
+        return DummyVecEnv([lambda: GymStockTradingEnv(cpu_panel, rules) for _ in range(num_envs)])
+    from trader.baselines.sb3_env import SB3VecEnv
+
+    return SB3VecEnv(StockTradingVecEnv(panel, num_envs, device, rules))
+
+
+def _train_finrl(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, budget: Budget, folder: Path, *,
+                 say: ProgressFn, num_envs: int, windows: int, device: str, **_: Any) -> dict[str, Any]:  # fmt: skip
+    """FinRL's ensemble over the test period: per window, the chosen learner's model file."""
+    from trader.baselines.sb3 import SB3Policy, fit, hyperparameters, load_model, make_model, sb3_version
+    from trader.train import market_evaluator
+
+    train = data.period("train")
+    full = data.with_normalization(train.feature_mean, train.feature_std)  # every window sees the run's features
+    plan = finrl.rolling_windows(full, data.meta["val_end"], windows)
+    share = budget.split(len(plan) * len(finrl.LEARNERS))
+    spent = {"steps": 0, "seconds": 0.0}
+
+    def fit_one(learner: str, panel: Any, validation: Any, k: int) -> tuple[Any, dict[str, Any]]:
+        params = hyperparameters(learner, "finrl-ensemble")
+        model = make_model(learner, _vec_env("sb3", panel, rules, num_envs, device), params, seed, device)
+        path = folder / f"window-{k:02d}-{learner}.zip"
+        # FinRL validates each learner once, after its training: no snapshot selection inside a learner.
+        result = fit(model, market_evaluator(validation, rules, device), share, path, eval_every=0)
+        spent["steps"] += result.steps
+        spent["seconds"] += result.seconds
+        say(f"window {k + 1}/{len(plan)} {learner}: {result.steps:,} steps, {result.seconds:.0f} s, "
+            f"validation Sharpe {result.best_score if result.best_score is not None else float('nan'):.2f}")  # fmt: skip
+        return SB3Policy(load_model(learner, path, device)), {"file": path.name, "steps": result.steps,
+                                                            "seconds": result.seconds, "hyperparameters": params}  # fmt: skip
+
+    def score(policy: Any, validation: Any) -> float:
+        return float(market_evaluator(validation, rules, device).evaluate(policy)["score"])
+
+    choices = finrl.run_ensemble(full, plan, fit_one, score)
+    for choice in choices:  # keep the chosen learners' model files only
+        for learner, details in choice.details.items():
+            if learner != choice.chosen:
+                (folder / details["file"]).unlink(missing_ok=True)
+    return {
+        "library_version": sb3_version(),
+        "trained_with": f"stable-baselines3 {sb3_version()} (FinRL's procedure, trader.baselines.finrl)",
+        "label": f"FinRL ensemble (seed {seed})",
+        "preset": "finrl-ensemble",
+        "hyperparameters": {learner: hyperparameters(learner, "finrl-ensemble") for learner in finrl.LEARNERS},
+        "num_envs": num_envs,
+        "vec_env": "SB3VecEnv over StockTradingVecEnv",
+        "steps": spent["steps"],
+        "seconds": spent["seconds"],
+        "samples_per_s": spent["steps"] / max(spent["seconds"], 1e-9),
+        "models": [{"file": c.details[c.chosen]["file"], "algo": c.chosen, "start": str(c.window.trade[0])}
+                   for c in choices],  # fmt: skip
+        "windows": [{**c.window.as_dict(), "scores": c.scores, "chosen": c.chosen, "learners": c.details}
+                    for c in choices],  # fmt: skip
+        "selection": {"score": None, "rule": "per window, the learner with the best validation Sharpe"},
+    }

@@ -1,0 +1,192 @@
+"""Stable-Baselines3 learners on our market env, selected on the validation period as ours are.
+
+`fit` trains one SB3 model within a `Budget`, scores a snapshot on the validation
+period every ``eval_every`` env steps and at the end with the evaluator our runs use
+(`trader.train.market_evaluator`: Sharpe ratio of daily returns), and keeps the best
+snapshot's model file. `SB3Policy` gives a model our ``act(obs, deterministic)``
+signature, so the evaluator and `trader.backtest` run it like one of our agents.
+
+Presets (hyperparameters on top of SB3's own defaults):
+
+- ``"sb3"``: SB3's defaults as they are (SB3 2.x): nothing overridden.
+- ``"finrl"``: FinRL's published hyperparameters (``finrl/config.py``: A2C_PARAMS,
+  PPO_PARAMS, DDPG_PARAMS, TD3_PARAMS, SAC_PARAMS).
+- ``"finrl-ensemble"``: those of FinRL's ensemble-strategy tutorial (ICAIF 2020
+  notebook) for its three learners, A2C, PPO and DDPG.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from trader.baselines.budget import Budget
+from trader.errors import ConfigError, UserError
+
+ALGOS = ("ppo", "sac", "td3", "a2c", "ddpg")
+"""SB3 algorithms a baseline may use (continuous actions)."""
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "sb3": {algo: {} for algo in ALGOS},
+    "finrl": {
+        "a2c": {"n_steps": 5, "ent_coef": 0.01, "learning_rate": 0.0007},
+        "ppo": {"n_steps": 2048, "ent_coef": 0.01, "learning_rate": 0.00025, "batch_size": 64},
+        "ddpg": {"batch_size": 128, "buffer_size": 50_000, "learning_rate": 0.001},
+        "td3": {"batch_size": 100, "buffer_size": 1_000_000, "learning_rate": 0.001},
+        "sac": {"batch_size": 64, "buffer_size": 100_000, "learning_rate": 0.0001, "learning_starts": 100,
+                "ent_coef": "auto_0.1"},  # fmt: skip
+    },
+    "finrl-ensemble": {
+        "a2c": {"n_steps": 5, "ent_coef": 0.005, "learning_rate": 0.0007},
+        "ppo": {"ent_coef": 0.01, "n_steps": 2048, "learning_rate": 0.00025, "batch_size": 128},
+        "ddpg": {"buffer_size": 10_000, "learning_rate": 0.0005, "batch_size": 64},
+    },
+}
+
+ProgressFn = Callable[[dict[str, Any]], None]
+
+
+def sb3_version() -> str:
+    """The installed Stable-Baselines3 version; a clear error when it is missing."""
+    try:
+        import stable_baselines3
+    except ImportError as err:
+        raise UserError(
+            "Stable-Baselines3 is not installed: run `make` (it installs the 'baselines' extra) "
+            "or pip install 'podracer-trader[baselines]'"
+        ) from err
+    return str(stable_baselines3.__version__)
+
+
+def algorithm_class(algo: str) -> type:
+    """SB3's class for `algo` ("ppo" -> stable_baselines3.PPO)."""
+    if algo not in ALGOS:
+        raise UserError(f"unknown SB3 algorithm {algo!r}; choose from {list(ALGOS)}")
+    sb3_version()
+    import stable_baselines3
+
+    return getattr(stable_baselines3, algo.upper())
+
+
+def hyperparameters(algo: str, preset: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The preset's keyword arguments for `algo`, with `overrides` on top."""
+    if preset not in PRESETS:
+        raise UserError(f"unknown preset {preset!r}; choose from {list(PRESETS)}")
+    if algo not in PRESETS[preset] and preset != "sb3":
+        raise UserError(f"preset {preset!r} has no {algo!r} (it has {list(PRESETS[preset])})")
+    return {**PRESETS[preset].get(algo, {}), **(overrides or {})}
+
+
+def make_model(algo: str, vec_env: Any, params: dict[str, Any], seed: int, device: str) -> Any:
+    """An SB3 model with an MLP policy on `vec_env` (an SB3 `VecEnv`)."""
+    cls = algorithm_class(algo)
+    try:
+        return cls("MlpPolicy", vec_env, seed=seed, device=device, verbose=0, **params)
+    except TypeError as err:
+        raise ConfigError(f"SB3 {algo.upper()} does not take these hyperparameters {params}: {err}") from err
+
+
+class SB3Policy:
+    """An SB3 model's deterministic policy as ``act(obs [E, obs_dim]) -> actions [E, act_dim]``.
+
+    Observations come from our env as torch tensors; SB3 takes numpy, so each call
+    crosses to the host (SB3's own boundary: its policies run from numpy).
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        actions, _ = self.model.predict(obs.cpu().numpy(), deterministic=True)
+        return torch.as_tensor(np.asarray(actions, dtype=np.float32), device=obs.device).clamp(-1.0, 1.0)
+
+
+def load_model(algo: str, path: Path, device: str = "cpu") -> Any:
+    """An SB3 model saved by `fit` (SB3's own zip format)."""
+    if not path.is_file():
+        raise UserError(f"SB3 model file missing: {path}")
+    return algorithm_class(algo).load(str(path), device=device)
+
+
+@dataclass
+class FitResult:
+    """What `fit` did: steps, seconds, the best validation snapshot and the history."""
+
+    steps: int
+    seconds: float
+    best_score: float | None
+    best_step: int | None
+    best_metrics: dict[str, float] = field(default_factory=dict)
+    history: list[dict[str, float]] = field(default_factory=list)
+    """One row per validation: step, seconds, score (and the evaluator's metrics)."""
+
+
+def fit(model: Any, evaluator: Any, budget: Budget, model_path: Path, *, eval_every: int = 10_000,
+        progress: ProgressFn | None = None) -> FitResult:  # fmt: skip
+    """Train `model` within `budget`; save the best validation snapshot to `model_path`.
+
+    Validation runs every `eval_every` env steps (0: only at the end) and once at the
+    end, as in `trader.train`; a NaN score ranks lowest, but the first snapshot is
+    always saved so that a model file exists.
+    """
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    state = _Selection(evaluator, budget, eval_every, model_path, progress)
+
+    class Callback(BaseCallback):
+        def _on_step(self) -> bool:
+            return state.on_step(self.model, self.num_timesteps)
+
+    total = budget.steps if budget.steps is not None else 10**12  # a time budget stops through the callback
+    state.start = time.perf_counter()
+    model.learn(total_timesteps=total, callback=Callback(), progress_bar=False)
+    state.validate(model, int(model.num_timesteps))
+    return FitResult(int(model.num_timesteps), time.perf_counter() - state.start, state.best_score,
+                     state.best_step, state.best_metrics, state.history)  # fmt: skip
+
+
+class _Selection:
+    """Budget checks and validation snapshots during `fit` (called on every env step)."""
+
+    def __init__(self, evaluator: Any, budget: Budget, eval_every: int, path: Path, progress: ProgressFn | None) -> None:
+        self.evaluator, self.budget, self.eval_every, self.path, self.progress = evaluator, budget, eval_every, path, progress
+        self.start = time.perf_counter()
+        self.last_eval = 0
+        self.best_score: float | None = None
+        self.best_step: int | None = None
+        self.best_metrics: dict[str, float] = {}
+        self.history: list[dict[str, float]] = []
+
+    def on_step(self, model: Any, steps: int) -> bool:
+        """False once the budget is spent (SB3 then ends ``learn``)."""
+        if self.budget.steps is not None and steps >= self.budget.steps:
+            return False
+        if self.budget.seconds is not None and time.perf_counter() - self.start >= self.budget.seconds:
+            return False
+        if self.eval_every > 0 and steps - self.last_eval >= self.eval_every:
+            self.validate(model, steps)
+        return True
+
+    def validate(self, model: Any, steps: int) -> None:
+        if steps == self.last_eval and self.history:
+            return
+        self.last_eval = steps
+        metrics = self.evaluator.evaluate(SB3Policy(model))
+        score = metrics["score"]
+        row = {"step": float(steps), "seconds": time.perf_counter() - self.start, **metrics}
+        self.history.append(row)
+        ranked = -math.inf if math.isnan(score) else score
+        if self.best_step is None or ranked > (self.best_score if self.best_score is not None else -math.inf):
+            self.best_score = None if math.isnan(score) else score
+            self.best_step, self.best_metrics = steps, dict(metrics)
+            model.save(str(self.path))
+        if self.progress is not None:
+            self.progress(row)

@@ -1,0 +1,72 @@
+"""`trader baselines RUN_DIR`: SB3 and FinRL's ensemble on the run's data, rules and periods.
+
+A thin layer over `trader.baselines.baselines`: prints one line per validation and
+per baseline on stderr while it trains, then the test-period table with every
+strategy of the run directory (its own, the baselines', the built-in ones).
+Exit code 2 on bad input (before any training); 1 when a baseline failed (the
+others still ran and the report holds them).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from trader.cli import app
+from trader.errors import UserError
+
+
+def _names(text: str, option: str) -> list[str]:
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError(f"{option} needs at least one name")
+    return names
+
+
+@app.command("baselines")
+def baselines_command(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (trader train / trader tournament), or a new folder with --dataset.")],
+    libraries: Annotated[str, typer.Option("--libraries", help="Comma-separated: sb3 (on our batched env), sb3-dummy (GymStockTradingEnv in DummyVecEnv), finrl (FinRL's ensemble strategy).")] = "sb3",
+    algos: Annotated[str, typer.Option("--algos", help="SB3 algorithms: ppo, sac, td3, a2c, ddpg (finrl uses its own A2C, PPO, DDPG).")] = "ppo",
+    steps: Annotated[int | None, typer.Option("--steps", help="Env steps per learner (equal work). Default 100,000 without --time-budget.")] = None,
+    time_budget: Annotated[str | None, typer.Option("--time-budget", help="Wall-clock per learner (equal wall-clock), e.g. 90s, 10m, 1h.")] = None,
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds 0..K-1 of each baseline.")] = 1,
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe; default: the run's.")] = None,
+    preset: Annotated[str, typer.Option("--preset", help="SB3 hyperparameters: sb3 (SB3's defaults) or finrl (FinRL's published ones).")] = "sb3",
+    num_envs: Annotated[int, typer.Option("--num-envs", help="Sub-environments SB3 steps at once.")] = 1,
+    eval_every: Annotated[int, typer.Option("--eval-every", help="Env steps between validations (0: at the end only).")] = 10_000,
+    windows: Annotated[int, typer.Option("--windows", help="FinRL ensemble: trading windows over the test period.")] = 4,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
+    backtest: Annotated[bool, typer.Option("--backtest/--no-backtest", help="Backtest the run directory on the test period afterwards.")] = True,
+    output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
+) -> None:
+    """Train baseline libraries on a run's data and rules; backtest them beside the run."""
+    from trader.baselines import baselines
+    from trader.baselines.budget import parse_duration
+
+    if steps is not None and time_budget is not None:
+        raise UserError("give --steps or --time-budget, not both")
+    if output not in ("table", "json"):
+        raise UserError(f"--output must be table or json, got {output!r}")
+    if num_envs < 1 or eval_every < 0:
+        raise UserError("--num-envs must be at least 1 and --eval-every at least 0")
+    seconds = parse_duration(time_budget) if time_budget is not None else None
+    result = baselines(
+        run_dir, _names(libraries, "--libraries"), _names(algos, "--algos"), steps=steps, time_budget=seconds,
+        seeds=seeds, dataset=dataset, preset=preset, num_envs=num_envs, eval_every=eval_every, windows=windows,
+        device=device, backtest=backtest, progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )  # fmt: skip
+    if result.report is not None:
+        from trader.cli.backtest import print_result_table
+
+        print_result_table(result.report, output)
+        if output == "table":
+            print(f"\nBudget: {result.budget.terms}. Wrote {run_dir / 'baselines'}/ and {run_dir / 'report.md'}")
+    failed = [o for o in result.outcomes if o.status == "failed"]
+    for outcome in failed:
+        print(f"failed: {outcome.name}: {outcome.error} (details in {outcome.folder / 'baseline.json'})", file=sys.stderr)
+    if failed:
+        raise typer.Exit(1)
