@@ -11,7 +11,7 @@ TORCH_PIN := torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: demo test test-all test-browser screenshots chromium dashboard bench clean-venv
+.PHONY: demo test test-all test-browser screenshots chromium dashboard bench rllib clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,8 +52,22 @@ dashboard: $(VENV)/.installed-dev
 screenshots: $(VENV)/.installed-dev chromium
 	$(PY) -m dashboards.screenshots $(RUNS) --out docs/img
 
+# RLlib baselines (`trader baselines --libraries rllib`): Ray pins its own gymnasium,
+# so RLlib gets an environment of its own with the same torch and this package; the
+# two exchange files only (trader/baselines/rllib.py).
+RLLIB_VENV := .venv-rllib
+RAY_PIN := ray[rllib]==2.60.0
+rllib: $(RLLIB_VENV)/.installed
+
+$(RLLIB_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(RLLIB_VENV)
+	$(RLLIB_VENV)/bin/python -m pip install -q --upgrade pip
+	$(RLLIB_VENV)/bin/python -m pip install -q $(TORCH_PIN)
+	$(RLLIB_VENV)/bin/python -m pip install -q -e . "$(RAY_PIN)" $(TORCH_PIN)
+	touch $@
+
 bench: $(VENV)/.installed-dev
 	$(PY) benchmarks/run_all.py
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(RLLIB_VENV)

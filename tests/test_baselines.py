@@ -68,7 +68,7 @@ def built(tmp_path_factory, recipe: Path) -> Path:
     run_dir = recipe.parent / "run"
     trader.train("ppo", str(recipe), TINY_PPO, run_dir, steps=512, num_envs=8, eval_every=256, env_config=RUN_RULES)
     code = cli(["baselines", str(run_dir), "--libraries", "sb3,finrl", "--algos", "ppo", "--steps", "300",
-                "--eval-every", "150", "--windows", "1", "--output", "json"])  # fmt: skip
+                "--eval-every", "150", "--windows", "1", "--no-tear-sheet", "--output", "json"])  # fmt: skip
     assert code == 0
     return run_dir
 
@@ -206,12 +206,9 @@ def test_the_ensemble_picks_per_window_the_best_validation_sharpe_of_the_backtes
 
     def fit(learner, panel, validation, k):
         fitted.append((learner, k, panel.end < validation.start))
-        return stubs[learner], {}
+        return stubs[learner], market_evaluator(validation, rules).evaluate(stubs[learner])["score"], {}
 
-    def score(policy, validation):
-        return market_evaluator(validation, rules).evaluate(policy)["score"]
-
-    choices = finrl.run_ensemble(data, windows, fit, score)
+    choices = finrl.run_ensemble(data, windows, fit)
     assert all(before for _, _, before in fitted) and len(fitted) == 6
     config = BacktestConfig(initial_cash=rules.initial_cash, buy_cost=0.0, sell_cost=0.0, tear_sheet=False, policy_env=rules)
     for choice in choices:
@@ -303,7 +300,7 @@ def test_a_crashing_baseline_is_reported_and_the_others_still_run(built: Path, t
         return real(algo, *args, **kwargs)
 
     monkeypatch.setattr(sb3, "make_model", make_model)
-    result = trader.baselines(run_dir, ["sb3"], ["td3", "a2c"], steps=50, eval_every=0, backtest=True)
+    result = trader.baselines(run_dir, ["sb3"], ["td3", "a2c"], steps=50, eval_every=0, tear_sheet=False)
     status = {o.name: o.status for o in result.outcomes}
     assert status == {"sb3-td3-s0": "failed", "sb3-a2c-s0": "finished"}
     failed = json.loads((run_dir / "baselines" / "sb3-td3-s0" / "baseline.json").read_text())
@@ -316,14 +313,16 @@ def test_a_crashing_baseline_is_reported_and_the_others_still_run(built: Path, t
     ("args", "message"),
     [
         (["--libraries", "keras"], "unknown library"),
-        (["--libraries", "rllib"], "RLlib baselines are not built yet"),
+        (["--libraries", "rllib"], "RLlib is not installed"),
+        (["--libraries", "rllib", "--algos", "td3"], "RLlib baselines take ppo, sac"),
         (["--algos", "dqn"], "unknown algorithm"),
         (["--steps", "10", "--time-budget", "1m"], "not both"),
         (["--time-budget", "ten minutes"], "--time-budget must be a duration"),
         (["--seeds", "0"], "--seeds must be at least 1"),
     ],
 )
-def test_bad_input_exits_2_before_any_training(built: Path, capsys, args, message) -> None:
+def test_bad_input_exits_2_before_any_training(built: Path, capsys, monkeypatch, args, message) -> None:
+    monkeypatch.setenv("PODRACER_RLLIB_PYTHON", str(built / "no-such-python"))  # as where `make rllib` was not run
     assert cli(["baselines", str(built), *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
@@ -332,3 +331,55 @@ def test_bad_input_exits_2_before_any_training(built: Path, capsys, args, messag
 def test_a_folder_without_a_data_set_exits_2(tmp_path: Path, capsys) -> None:
     assert cli(["baselines", str(tmp_path / "empty")]) == 2
     assert "no data set" in capsys.readouterr().err
+
+
+def _rllib_skip_reason() -> str | None:
+    from trader.baselines.rllib import rllib_python
+
+    try:
+        rllib_python()
+    except UserError as err:
+        return str(err)
+    return None
+
+
+@pytest.mark.skipif(_rllib_skip_reason() is not None, reason="RLlib is not installed (`make rllib` builds .venv-rllib)")
+def test_a_tiny_rllib_ppo_baseline_trains_in_its_own_environment_and_backtests_here(built: Path, tmp_path: Path) -> None:
+    """The worker runs in .venv-rllib, exports the actor only after checking that the
+    exported MLP gives RLlib's own actions; this side loads it without Ray."""
+    import shutil
+    import sys
+
+    import trader
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(built, run_dir)
+    result = trader.baselines(run_dir, ["rllib"], ["ppo"], steps=1000, eval_every=0, tear_sheet=False)
+    assert [o.status for o in result.outcomes] == ["finished"], result.outcomes
+    folder = run_dir / "baselines" / "rllib-ppo-s0"
+    assert {"policy.safetensors", "policy.json", "baseline.json"} <= {p.name for p in folder.iterdir()}
+    sidecar = json.loads((folder / "baseline.json").read_text())
+    assert sidecar["steps"] >= 1000 and sidecar["library_version"].startswith("2.")
+    assert "ray" not in sys.modules
+    rows = {s["name"]: s for s in report_of(run_dir)["strategies"]}
+    assert rows["rllib-ppo-s0"]["label"] == "RLlib PPO (seed 0)"
+
+
+@pytest.mark.parametrize(("squash", "expected"), [("clip", lambda m: m.clamp(-1, 1)), ("tanh", torch.tanh)])
+def test_an_exported_rllib_actor_acts_as_its_mlps_mean_squashed(tmp_path: Path, squash, expected) -> None:
+    """The loader needs no Ray: weights in order, tanh between layers, the first
+    ``act_dim`` outputs (the mean; the rest are log-stds), clipped (PPO) or tanh (SAC)."""
+    from safetensors.torch import save_file
+
+    from trader.baselines.rllib import MLPPolicy
+
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 6))
+    tensors = [reference[0].weight, reference[0].bias, reference[2].weight, reference[2].bias]
+    save_file({f"t{k}": t.detach().contiguous() for k, t in enumerate(tensors)}, str(tmp_path / "policy.safetensors"))
+    (tmp_path / "policy.json").write_text(json.dumps({"sizes": [5, 8, 6], "activation": "tanh", "act_dim": 3,
+                                                      "squash": squash}))  # fmt: skip
+    obs = 3 * torch.randn(16, 5)
+    with torch.no_grad():
+        want = expected(reference(obs)[:, :3])
+    torch.testing.assert_close(MLPPolicy(tmp_path / "policy.safetensors").act(obs), want)

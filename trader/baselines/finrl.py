@@ -105,12 +105,10 @@ def pick_learner(scores: dict[str, float], order: Sequence[str] = LEARNERS) -> s
     return max(ranked, key=key)  # max keeps the first of equal keys
 
 
-FitFn = Callable[[str, MarketData, MarketData, int], tuple[Any, dict[str, Any]]]
-"""(learner, train panel, validation panel, window index) -> (policy, details); the
-policy has ``act(obs, deterministic=True)``; details: steps, seconds, ..."""
-
-ScoreFn = Callable[[Any, MarketData], float]
-"""(policy, validation panel) -> validation Sharpe."""
+FitFn = Callable[[str, MarketData, MarketData, int], tuple[Any, float, dict[str, Any]]]
+"""(learner, train panel, validation panel, window index) -> (policy, its validation
+Sharpe, details); the policy has ``act(obs, deterministic=True)``; details: steps,
+seconds, model file, ..."""
 
 
 @dataclass
@@ -124,18 +122,17 @@ class WindowChoice:
     details: dict[str, dict[str, Any]]
 
 
-def run_ensemble(data: MarketData, windows: list[Window], fit: FitFn, score: ScoreFn,
+def run_ensemble(data: MarketData, windows: list[Window], fit: FitFn,
                  learners: Sequence[str] = LEARNERS) -> list[WindowChoice]:  # fmt: skip
     """Train every learner in every window, score each on the window's validation
-    period and keep the best: FinRL's procedure with the training and scoring given."""
+    period and keep the best: FinRL's procedure, with the training and scoring given."""
     choices = []
     for k, window in enumerate(windows):
         train = data.slice(*window.train)
         validation = data.slice(*window.validation)
         policies, scores, details = {}, {}, {}
         for learner in learners:
-            policies[learner], details[learner] = fit(learner, train, validation, k)
-            scores[learner] = float(score(policies[learner], validation))
+            policies[learner], scores[learner], details[learner] = fit(learner, train, validation, k)
         chosen = pick_learner(scores, learners)
         choices.append(WindowChoice(window, scores, chosen, policies[chosen], details))
     return choices

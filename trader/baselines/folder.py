@@ -110,14 +110,20 @@ def load_strategy(folder: Path, device: str = "cpu") -> ExternalPolicy | None:
     sidecar = read_sidecar(folder)
     if sidecar.get("status") != "finished":
         return None
-    if sidecar.get("library") not in ("sb3", "sb3-dummy", "finrl"):
-        raise UserError(f"{folder}: library {sidecar.get('library')!r} has no loader here")
-    from trader.baselines.sb3 import SB3Policy, load_model
-
     models = sidecar.get("models") or []
     if not models:
         raise UserError(f"{folder / SIDECAR} lists no model files")
-    policies = tuple(SB3Policy(load_model(m["algo"], folder / m["file"], device)) for m in models)
+    library = sidecar.get("library")
+    if library == "rllib":
+        from trader.baselines.rllib import MLPPolicy
+
+        policies = tuple(MLPPolicy(folder / m["file"], device) for m in models)
+    elif library in ("sb3", "sb3-dummy", "finrl"):
+        from trader.baselines.sb3 import SB3Policy, load_model
+
+        policies = tuple(SB3Policy(load_model(m["algo"], folder / m["file"], device)) for m in models)
+    else:
+        raise UserError(f"{folder}: library {library!r} has no loader here")
     starts = tuple(None if m.get("start") is None else pd.Timestamp(m["start"]) for m in models)
     rules = config_from_dict(EnvConfig, dict(sidecar["env_config"]))
     return ExternalPolicy(policies, starts, str(sidecar["label"]), str(folder), rules, training_summary(sidecar))

@@ -11,6 +11,7 @@ pods, every baseline folder, and the built-in baselines.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import traceback
@@ -30,7 +31,7 @@ LIBRARIES = ("sb3", "sb3-dummy", "finrl", "rllib")
 """``sb3``: SB3 on `SB3VecEnv` over our batched env; ``sb3-dummy``: SB3 on
 `GymStockTradingEnv`s in SB3's `DummyVecEnv` (how SB3 and FinRL users run it);
 ``finrl``: FinRL's ensemble strategy (its own three learners, ``--algos`` does not
-apply); ``rllib``: not built yet (see the README)."""
+apply); ``rllib``: RLlib PPO and SAC, in RLlib's own environment (``make rllib``)."""
 
 LABELS = {"sb3": "SB3", "sb3-dummy": "SB3", "finrl": "FinRL", "rllib": "RLlib"}
 
@@ -71,14 +72,16 @@ def baselines(
     *,
     steps: int | None = None,
     time_budget: float | None = None,
-    seeds: int = 1,
+    seeds: int | Sequence[int] = 1,
     dataset: str | None = None,
+    env_config: EnvConfig | dict[str, Any] | None = None,
     preset: str = "sb3",
     num_envs: int = 1,
     eval_every: int = 10_000,
     windows: int = 4,
     device: str = "cpu",
     backtest: bool = True,
+    tear_sheet: bool = True,
     progress: ProgressFn | None = None,
 ) -> BaselinesResult:
     """Train each (library, algorithm, seed) on the run's data and rules; backtest them all.
@@ -91,14 +94,17 @@ def baselines(
         100,000 when no ``time_budget`` is given.
     :param time_budget: every learner gets this many seconds of training (equal
         wall-clock); FinRL's ensemble shares it over its windows and learners.
-    :param seeds: seeds 0 .. seeds-1 of each baseline.
+    :param seeds: K: seeds 0 .. K-1 of each baseline; or the seeds themselves.
     :param dataset: a data set recipe; default the run's.
+    :param env_config: the env rules (an `EnvConfig` or overrides of its defaults);
+        default the run's (the defaults when it records none).
     :param preset: SB3 hyperparameters: "sb3" (SB3's defaults) or "finrl" (FinRL's).
     :param num_envs: sub-environments SB3 steps at once.
     :param eval_every: env steps between validations (0: at the end only).
     :param windows: trading windows of FinRL's ensemble over the test period.
     :param device: where the envs and SB3's networks run.
     :param backtest: backtest everything in the run directory on the test period.
+    :param tear_sheet: draw the pyfolio tear sheet in that backtest.
     :param progress: called with one line of text per validation and per baseline.
     """
     budget = Budget(steps=steps if steps is not None or time_budget is not None else 100_000, seconds=time_budget)
@@ -110,7 +116,7 @@ def baselines(
     recipe = dataset or contents.dataset
     if not recipe:
         raise UserError(f"no data set: {root} records none (config.toml or tournament.toml); pass --dataset RECIPE")
-    rules = contents.env_config or EnvConfig()
+    rules = _rules(env_config) if env_config is not None else contents.env_config or EnvConfig()
     data = _load(recipe)
     say = progress or (lambda line: None)
     outcomes = []
@@ -120,34 +126,49 @@ def baselines(
         outcomes.append(outcome)
     report = None
     if backtest:
-        from trader.backtest.rundir import backtest_run
+        from trader.backtest.rundir import backtest_config, backtest_run
 
         say("backtesting every strategy of the run directory on the test period")
-        report = backtest_run(root, dataset=recipe, device=device)
+        config = backtest_config(contents, tear_sheet=tear_sheet)
+        report = backtest_run(root, dataset=recipe, config=config, device=device)
     return BaselinesResult(outcomes, budget, report)
 
 
-def _jobs(libraries: Sequence[str], algos: Sequence[str], seeds: int) -> list[tuple[str, str, int]]:
+def _jobs(libraries: Sequence[str], algos: Sequence[str], seeds: int | Sequence[int]) -> list[tuple[str, str, int]]:
     """(library, algo, seed) for every baseline asked for; bad names fail before any work."""
     from trader.baselines.sb3 import ALGOS, sb3_version
 
     unknown = [lib for lib in libraries if lib not in LIBRARIES]
     if unknown or not libraries:
         raise UserError(f"unknown library {unknown or '(none)'}; choose from {', '.join(LIBRARIES)}")
-    if "rllib" in libraries:
-        raise UserError("RLlib baselines are not built yet (see the README, 'What is not done'); "
-                        "use --libraries sb3,sb3-dummy,finrl")  # fmt: skip
+    from trader.baselines import rllib
+
     bad = [a for a in algos if a not in ALGOS]
     if bad or not algos:
         raise UserError(f"unknown algorithm {bad or '(none)'}; SB3 baselines take {', '.join(ALGOS)}")
-    if seeds < 1:
+    if isinstance(seeds, int) and seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {seeds}")
-    sb3_version()  # every library here trains through SB3: say how to install it now, not after the first job
+    chosen_seeds = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
+    if not chosen_seeds or min(chosen_seeds) < 0:
+        raise UserError(f"seeds must be non-negative integers, got {seeds}")
+    if "rllib" in libraries:
+        if not set(algos) & set(rllib.ALGOS):
+            raise UserError(f"RLlib baselines take {', '.join(rllib.ALGOS)}; --algos gives none of them")
+        rllib.rllib_python()  # not installed: say how, before any training
+    if set(libraries) - {"rllib"}:
+        sb3_version()  # these train through SB3: say how to install it now, not after the first job
     jobs = []
     for library in dict.fromkeys(libraries):
-        for algo in (["ensemble"] if library == "finrl" else list(dict.fromkeys(algos))):
-            jobs.extend((library, algo, seed) for seed in range(seeds))
+        chosen = {"finrl": ["ensemble"], "rllib": [a for a in algos if a in rllib.ALGOS]}.get(library, algos)
+        for algo in dict.fromkeys(chosen):
+            jobs.extend((library, algo, seed) for seed in dict.fromkeys(chosen_seeds))
     return jobs
+
+
+def _rules(values: EnvConfig | dict[str, Any]) -> EnvConfig:
+    from trader.agents.base import config_from_dict
+
+    return values if isinstance(values, EnvConfig) else config_from_dict(EnvConfig, values)
 
 
 def _load(recipe: str) -> Any:
@@ -171,9 +192,9 @@ def _train_one(library: str, algo: str, seed: int, data: Any, recipe: str, rules
         "periods": {p: [str(data.period(p).start), str(data.period(p).end)] for p in ("train", "validation")},
     }  # fmt: skip
     try:
-        trained = _train_finrl if library == "finrl" else _train_sb3
+        trained = {"finrl": _train_finrl, "rllib": _train_rllib}.get(library, _train_sb3)
         sidecar = trained(library, algo, seed, data, rules, budget, staged, say=lambda line: say(f"[{name}] {line}"),
-                          **options)  # fmt: skip
+                          recipe=recipe, **options)  # fmt: skip
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as err:  # a baseline that crashes is reported; the others still run
@@ -226,6 +247,14 @@ def _train_sb3(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, 
     }
 
 
+def _train_rllib(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, budget: Budget, folder: Path, *,
+                 say: ProgressFn, recipe: str, eval_every: int, **_: Any) -> dict[str, Any]:  # fmt: skip
+    """RLlib in its own environment (`trader.baselines.rllib`); the exported actor in ``policy.safetensors``."""
+    from trader.baselines.rllib import train_rllib
+
+    return train_rllib(algo, seed, recipe, config_to_dict(rules), budget, folder, eval_every, say)
+
+
 def _vec_env(library: str, panel: Any, rules: EnvConfig, num_envs: int, device: str) -> Any:
     """The SB3 `VecEnv` a library trains on (over `panel`, under `rules`)."""
     from market_envs.env import StockTradingVecEnv
@@ -264,13 +293,11 @@ def _train_finrl(library: str, algo: str, seed: int, data: Any, rules: EnvConfig
         spent["seconds"] += result.seconds
         say(f"window {k + 1}/{len(plan)} {learner}: {result.steps:,} steps, {result.seconds:.0f} s, "
             f"validation Sharpe {result.best_score if result.best_score is not None else float('nan'):.2f}")  # fmt: skip
-        return SB3Policy(load_model(learner, path, device)), {"file": path.name, "steps": result.steps,
-                                                            "seconds": result.seconds, "hyperparameters": params}  # fmt: skip
+        sharpe = math.nan if result.best_score is None else result.best_score
+        details = {"file": path.name, "steps": result.steps, "seconds": result.seconds, "hyperparameters": params}
+        return SB3Policy(load_model(learner, path, device)), sharpe, details
 
-    def score(policy: Any, validation: Any) -> float:
-        return float(market_evaluator(validation, rules, device).evaluate(policy)["score"])
-
-    choices = finrl.run_ensemble(full, plan, fit_one, score)
+    choices = finrl.run_ensemble(full, plan, fit_one)
     for choice in choices:  # keep the chosen learners' model files only
         for learner, details in choice.details.items():
             if learner != choice.chosen:

@@ -41,6 +41,7 @@ def baselines_command(
     windows: Annotated[int, typer.Option("--windows", help="FinRL ensemble: trading windows over the test period.")] = 4,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
     backtest: Annotated[bool, typer.Option("--backtest/--no-backtest", help="Backtest the run directory on the test period afterwards.")] = True,
+    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw the pyfolio tear sheet in the backtest.")] = True,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
 ) -> None:
     """Train baseline libraries on a run's data and rules; backtest them beside the run."""
@@ -57,7 +58,7 @@ def baselines_command(
     result = baselines(
         run_dir, _names(libraries, "--libraries"), _names(algos, "--algos"), steps=steps, time_budget=seconds,
         seeds=seeds, dataset=dataset, preset=preset, num_envs=num_envs, eval_every=eval_every, windows=windows,
-        device=device, backtest=backtest, progress=lambda line: print(line, file=sys.stderr, flush=True),
+        device=device, backtest=backtest, tear_sheet=tear_sheet, progress=lambda line: print(line, file=sys.stderr, flush=True),
     )  # fmt: skip
     if result.report is not None:
         from trader.cli.backtest import print_result_table
