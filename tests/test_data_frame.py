@@ -165,3 +165,16 @@ def test_indicators_are_causal(t, seed):
     assert torch.equal(after.tradable[: t + 1], before.tradable[: t + 1])
     if t + 1 < before.num_bars:  # the change is real: the future did move
         assert not torch.equal(after.features[t + 1 :], before.features[t + 1 :])
+
+
+def test_the_summarys_median_total_return_is_the_statistical_median() -> None:
+    """Two tickers, +3,476% and -38%: the median is their mean (torch.median gives the
+    lower one, -38%, which `trader data build` printed)."""
+    frame = good_frame()
+    for ticker, growth in (("T000", 35.76), ("T001", 0.62)):
+        rows = frame["ticker"] == ticker
+        path = np.linspace(1.0, growth, int(rows.sum()))
+        for column in ("open", "high", "low", "close"):
+            frame.loc[rows, column] = 100.0 * path
+    summary = from_frame(frame).summary()
+    assert summary["median_total_return"] == pytest.approx((34.76 - 0.38) / 2)

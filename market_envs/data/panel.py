@@ -288,6 +288,7 @@ class MarketData:
             "features": len(self.feature_names),
             "benchmark": self.benchmark_name,
             "tradable_fraction": float(self.tradable.float().mean()),
-            "median_total_return": float(torch.median(last / first - 1.0)),
+            # quantile, not torch.median: the mean of the two middle values for an even count
+            "median_total_return": float(torch.quantile((last / first - 1.0).double(), 0.5)),
             "memory_mb": round(self.features.numel() * self.features.element_size() / 2**20, 1),
         }
