@@ -25,6 +25,7 @@ ORDER = (
     "network_speed",
     "tournament_scaling",
     "tournament_value",
+    "baselines",
     "dashboard_paint",
 )
 
