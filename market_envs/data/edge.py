@@ -398,6 +398,7 @@ def _main() -> None:  # pragma: no cover - a report, exercised by hand
     parser.add_argument("--tickers", type=int, default=100)
     parser.add_argument("--start", default="2023-01-03")
     parser.add_argument("--end", default="2024-01-01")
+    parser.add_argument("--interval", default="1min", help='bar interval: "1min", "Nmin", "Nh" or "1D"')
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--strength", type=float, nargs="+", default=None)
     parser.add_argument("--kind", nargs="+", default=["mean_reversion"])
@@ -413,12 +414,12 @@ def _main() -> None:  # pragma: no cover - a report, exercised by hand
     torch.set_num_threads(1)
     strengths = args.strength or [EdgeSpec().strength_sharpe]
     side = "long-only" if args.long_only else "dollar-neutral"
-    print(f"{args.tickers} tickers {args.start}..{args.end}, kind {args.kind}, horizon {args.horizon}, {side} oracle")
+    print(f"{args.tickers} tickers {args.start}..{args.end} ({args.interval}), kind {args.kind}, horizon {args.horizon}, {side} oracle")
     print("target  seed  rebalance  " + "  ".join(f"SR@{c:g}bp" for c in args.costs_bp))
     for strength in strengths:
         spec = EdgeSpec(kind=tuple(args.kind), strength_sharpe=strength, horizon=args.horizon)
         for seed in args.seeds:
-            data = synthetic(args.tickers, args.start, args.end, seed=seed, edge=spec)
+            data = synthetic(args.tickers, args.start, args.end, seed=seed, interval=args.interval, edge=spec)
             for every in args.rebalance:
                 w = oracle_weights(data, spec, rebalance_every=every, long_only=args.long_only)
                 row = [daily_sharpe(portfolio_returns(w, data.close, c / 1e4), data.timestamps) for c in args.costs_bp]
