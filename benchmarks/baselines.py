@@ -20,6 +20,7 @@ learner's env steps over its training seconds.
 
     python benchmarks/baselines.py                       # default edge, 300 s, 3 seeds
     python benchmarks/baselines.py --seconds 60 --seeds 1 --learners ours-ppo,sb3-ppo   # a smoke run
+    python benchmarks/baselines.py --dataset synthetic-edge-daily --cost 0.0005   # net of 5 bp per side
 
 Writes ``--out``/<dataset>/s<seed>/ and tournament-s<seed>/ (run directories), ``results.csv`` and
 ``results.md`` (the table for benchmarks/RESULTS.md).
@@ -59,13 +60,24 @@ TOURNAMENT_POD_STEPS = 65_536
 """Transitions per tournament pod: four or five pods fit in 300 s on one core."""
 
 
-def rules(cost: float) -> Any:
+def rules(cost: float, window: int) -> Any:
+    """learning_check's rules: weights with shorts, market-neutral, rewards in basis
+    points; the agents observe the return t-statistic over `window` bars."""
     from learning_check import env_rules
 
-    return env_rules(cost, episode_length=390, market_neutral=True)
+    return env_rules(cost, episode_length=390, return_windows=(window,), market_neutral=True)
 
 
-def train_ours(run_dir: Path, dataset: str, seed: int, seconds: float, cost: float) -> None:
+def return_window(dataset: str) -> int:
+    """The planted rule's horizon (what the learning check observes), 30 on edge-free data."""
+    from learning_check import edge_spec
+    from market_envs.data import load
+
+    spec = edge_spec(load(dataset))
+    return spec.horizon if spec is not None else 30
+
+
+def train_ours(run_dir: Path, dataset: str, seed: int, seconds: float, cost: float, window: int) -> None:
     import torch
 
     import trader
@@ -73,11 +85,11 @@ def train_ours(run_dir: Path, dataset: str, seed: int, seconds: float, cost: flo
 
     torch.set_num_threads(1)
     trader.train("ppo", dataset, algo_overrides("ppo", FULL), run_dir, steps=10**12, seed=seed,
-                 num_envs=FULL.num_envs["ppo"], eval_every=200_000, env_config=rules(cost), time_budget=seconds)  # fmt: skip
+                 num_envs=FULL.num_envs["ppo"], eval_every=200_000, env_config=rules(cost, window), time_budget=seconds)  # fmt: skip
 
 
 def train_baseline(run_dir: Path, dataset: str, learner: str, seed: int, seconds: float, eval_every: int,
-                   cost: float) -> None:  # fmt: skip
+                   cost: float, window: int) -> None:  # fmt: skip
     import torch
 
     import trader
@@ -89,14 +101,14 @@ def train_baseline(run_dir: Path, dataset: str, learner: str, seed: int, seconds
     # RLlib one env on its local env runner.
     num_envs = 8 if learner == "sb3-ppo" else 1
     result = trader.baselines(run_dir, [library], [algo], seeds=[seed], time_budget=seconds,
-                              dataset=dataset, env_config=rules(cost), num_envs=num_envs, eval_every=eval_every,
+                              dataset=dataset, env_config=rules(cost, window), num_envs=num_envs, eval_every=eval_every,
                               backtest=False, progress=print)  # fmt: skip
     failed = [o for o in result.outcomes if o.status != "finished"]
     if failed:
         raise RuntimeError(f"{failed[0].name}: {failed[0].error}")
 
 
-def train_tournament(run_dir: Path, dataset: str, seed: int, seconds: float, cost: float) -> None:
+def train_tournament(run_dir: Path, dataset: str, seed: int, seconds: float, cost: float, window: int) -> None:
     """A PPO-only tournament on one worker (one core, as every other learner has) for
     `seconds`, per-stock PPO pods with learning_check's config; it backtests its best
     pod and top-3 ensemble on the test period itself (its own report.json)."""
@@ -107,7 +119,7 @@ def train_tournament(run_dir: Path, dataset: str, seed: int, seconds: float, cos
 
     config = TournamentConfig(
         run_dir=str(run_dir), env=dataset, algos=("ppo",), algo_configs={"ppo": dict(algo_overrides("ppo", FULL))},
-        env_config=config_to_dict(rules(cost)), population=4, pod_steps=TOURNAMENT_POD_STEPS,
+        env_config=config_to_dict(rules(cost, window)), population=4, pod_steps=TOURNAMENT_POD_STEPS,
         num_envs=FULL.num_envs["ppo"], pods=None, time_budget=seconds, workers=1, seed=seed, ensemble_k=3,
         backtest=True,
     )  # fmt: skip
@@ -220,6 +232,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--learners", default=",".join(LEARNERS))
     parser.add_argument("--cost", type=float, default=0.0, help="cost rate per side")
+    parser.add_argument("--return-window", type=int, default=None,
+                        help="bars of the observed return t-statistic (default: the planted rule's horizon, else 30)")
     parser.add_argument("--sb3-eval-every", type=int, default=50_000, help="SB3 env steps between validations")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default="runs/bench-baselines")
@@ -234,10 +248,12 @@ def main(argv: list[str]) -> int:
     from market_envs.data import load
 
     load(args.dataset)  # build the data set once, before the workers read it
-    tasks = [("ours-ppo", root / f"s{s}", args.dataset, s, args.seconds, args.cost) for s in seeds]
+    window = args.return_window or return_window(args.dataset)
+    tasks = [("ours-ppo", root / f"s{s}", args.dataset, s, args.seconds, args.cost, window) for s in seeds]
     if "tournament" in learners:
-        tasks += [("tournament", root / f"tournament-s{s}", args.dataset, s, args.seconds, args.cost) for s in seeds]
-    tasks += [("baseline", root / f"s{s}", args.dataset, x, s, args.seconds, args.sb3_eval_every, args.cost)
+        tasks += [("tournament", root / f"tournament-s{s}", args.dataset, s, args.seconds, args.cost, window)
+                  for s in seeds]  # fmt: skip
+    tasks += [("baseline", root / f"s{s}", args.dataset, x, s, args.seconds, args.sb3_eval_every, args.cost, window)
               for s in seeds for x in learners if x in BASELINE]  # fmt: skip
     if args.resume:
         tasks = [t for t in tasks if not _done(t)]
