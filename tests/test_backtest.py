@@ -170,8 +170,12 @@ def test_outputs_written_to_run_dir(tmp_path: Path) -> None:
     rows = [line for line in markdown.splitlines() if line.startswith("| ") and "Strategy" not in line]
     assert [r.split(" | ")[0][2:] for r in rows] == [result.strategies[n].label for n in result.metrics.index]
     assert "toy" in markdown and "0.10% per buy" in markdown and "Period: all" in markdown
-    png = tmp_path / f"tearsheet_{result.best}.png"
+    # One tear sheet per agent (here the policy "spy"), none for the yardsticks, even
+    # when one of them has the best Sharpe.
+    assert sorted(p.name for p in tmp_path.glob("tearsheet_*.png")) == ["tearsheet_spy.png"]
+    png = tmp_path / "tearsheet_spy.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert report["files"]["tear_sheet:spy"] == "tearsheet_spy.png"
 
 
 def test_checkpoint_policy_and_dimension_check(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ class BacktestConfig:
         each session's last bar (a year of minute bars x 100 tickers x 64 policies
         is gigabytes per bar).
     :param risk_free: daily risk-free return for Sharpe and Sortino.
-    :param tear_sheet: draw pyfolio's returns tear sheet of the best strategy
+    :param tear_sheet: draw pyfolio's returns tear sheet of each agent (against the benchmark)
         when writing to a run directory.
     :param compile: run the envs' step kernel through ``torch.compile``: a one-off
         compile of tens of seconds, then faster bars; worth it for long periods.

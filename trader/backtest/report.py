@@ -8,8 +8,9 @@ Layout written under the run directory:
   report.json; null on bars where positions were not recorded);
 - `report.json`: period, costs, data set, strategies, the metrics table;
 - `report.md`: the same as a Markdown table, one row per strategy by Sharpe;
-- `tearsheet_<strategy>.png`: pyfolio-reloaded's returns tear sheet of the best
-  strategy (against the benchmark's daily returns when there is one);
+- `tearsheet_<strategy>.png`: pyfolio-reloaded's returns tear sheet of each agent
+  (policies and library baselines, the best `MAX_TEAR_SHEETS` by Sharpe), against the
+  benchmark's daily returns when there is one;
 - `dataset.json`: the data set's `MarketData.describe()` (tickers, periods, tradable
   fraction, benchmark), for the dashboard's data page.
 """
@@ -199,7 +200,8 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
         _atomic_write(path, lambda tmp, table=table: pq.write_table(table, tmp))
         files[f"series:{name}"] = path
     if tear_sheet:
-        files["tear_sheet"] = write_tear_sheet(result, root / f"tearsheet_{result.best}.png")
+        for name in tear_sheet_strategies(result):
+            files[f"tear_sheet:{name}"] = write_tear_sheet(result, name, root / f"tearsheet_{name}.png")
     report = report_dict(result)
     report["files"] = {key: str(path.relative_to(root)) for key, path in files.items()}
     files["report.json"] = root / "report.json"
@@ -215,8 +217,20 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
     return files
 
 
-def write_tear_sheet(result: BacktestResult, path: Path) -> Path:
-    """pyfolio-reloaded's returns tear sheet of the best strategy, as PNG (Agg backend)."""
+MAX_TEAR_SHEETS = 8
+"""Tear sheets drawn per backtest at most (a population of 64 policies would take
+minutes): the agents with the best Sharpe ratios."""
+
+
+def tear_sheet_strategies(result: BacktestResult) -> list[str]:
+    """The agents (kind "policy" or "library") that get a tear sheet, best Sharpe first;
+    the benchmark, equal-weight and the oracle are the yardsticks, not subjects."""
+    agents = [name for name in result.metrics.index if result.strategies[name].kind in ("policy", "library")]
+    return agents[:MAX_TEAR_SHEETS]
+
+
+def write_tear_sheet(result: BacktestResult, name: str, path: Path) -> Path:
+    """pyfolio-reloaded's returns tear sheet of strategy `name` against the benchmark, as PNG (Agg backend)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -226,12 +240,12 @@ def write_tear_sheet(result: BacktestResult, path: Path) -> Path:
         warnings.simplefilter("ignore")
         import pyfolio
 
-        returns = _utc_daily(result.daily_returns[result.best])
+        returns = _utc_daily(result.daily_returns[name])
         benchmark = None
-        if "benchmark" in result.daily_returns.columns and result.best != "benchmark":
+        if "benchmark" in result.daily_returns.columns and name != "benchmark":
             benchmark = _utc_daily(result.daily_returns["benchmark"])
         figure = pyfolio.create_returns_tear_sheet(returns, benchmark_rets=benchmark, return_fig=True)
-        figure.suptitle(f"{result.labels()[result.best]} - {result.dataset}, {result.period.name}", y=1.0)
+        figure.suptitle(f"{result.labels()[name]} - {result.dataset}, {result.period.name}", y=1.0)
         _atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=72, bbox_inches="tight"))
         plt.close(figure)
     return path

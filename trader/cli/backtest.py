@@ -81,7 +81,7 @@ def backtest(
     initial_cash: Annotated[float | None, typer.Option("--initial-cash", help="Starting capital of every strategy; default: the run's.")] = None,
     cost: Annotated[float | None, typer.Option("--cost", help="Cost rate per side (0.001 = 0.1%); default: the run's (0.1% when it records none).")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
-    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw the pyfolio tear sheet of the best strategy.")] = True,
+    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent, against the benchmark.")] = True,
 ) -> None:
     """Backtest a run's checkpoints beside the benchmark and equal-weight baselines."""
     if output not in ("table", "json"):

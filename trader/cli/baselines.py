@@ -41,7 +41,7 @@ def baselines_command(
     windows: Annotated[int, typer.Option("--windows", help="FinRL ensemble: trading windows over the test period.")] = 4,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
     backtest: Annotated[bool, typer.Option("--backtest/--no-backtest", help="Backtest the run directory on the test period afterwards.")] = True,
-    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw the pyfolio tear sheet in the backtest.")] = True,
+    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent in the backtest.")] = True,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
 ) -> None:
     """Train baseline libraries on a run's data and rules; backtest them beside the run."""
