@@ -178,3 +178,33 @@ def test_the_summarys_median_total_return_is_the_statistical_median() -> None:
             frame.loc[rows, column] = 100.0 * path
     summary = from_frame(frame).summary()
     assert summary["median_total_return"] == pytest.approx((34.76 - 0.38) / 2)
+
+
+def _daily_frame(split_ratio: float | None) -> pd.DataFrame:
+    """Two tickers, 60 daily bars; T001's prices from bar 40 on divided by `split_ratio`."""
+    frame = random_walk_frame(2, 60, seed=3, freq="B", start="2024-01-02 09:30")
+    if split_ratio is not None:
+        after = (frame["ticker"] == "T001") & (frame["timestamp"] >= frame["timestamp"].unique()[40])
+        frame.loc[after, ["open", "high", "low", "close"]] /= split_ratio
+    return frame
+
+
+@pytest.mark.parametrize("ratio", [2.0, 0.1])  # a 2:1 split and a 1:10 reverse split
+def test_unadjusted_split_is_named_in_a_warning(ratio):
+    import re
+
+    day = str(pd.Timestamp(_daily_frame(None)["timestamp"].unique()[40]).date())
+    with pytest.warns(UserWarning, match=rf"prices.csv: .*unadjusted stock splits: T001 on {day} \(x") as caught:
+        data = from_frame(_daily_frame(ratio), source="prices.csv")
+    assert data.num_tickers == 2  # a warning: the panel is still built
+    shown = float(re.search(r"\(x([0-9.]+)\)", str(caught[0].message)).group(1))
+    assert abs(np.log(shown * ratio)) < 0.04  # the move shown is the split's, up to that day's own return
+
+
+def test_no_split_warning_for_ordinary_moves_or_intraday_bars(recwarn):
+    from_frame(_daily_frame(None))
+    minute = good_frame()
+    half = (minute["ticker"] == "T001") & (minute["timestamp"] >= minute["timestamp"].unique()[50])
+    minute.loc[half, ["open", "high", "low", "close"]] /= 2.0  # inside a session: a crash, not a split
+    from_frame(minute)
+    assert not [w for w in recwarn if "split" in str(w.message)]

@@ -9,7 +9,8 @@ indicators live in one place. The steps, in order:
 4. check order: duplicate or unsorted timestamps per ticker;
 5. pivot to a [T, N] grid on the union of timestamps, starting where every ticker
    has begun; fill gaps forward from the past only and mark them untradable;
-6. compute the indicators causally and mask their warm-up rows.
+6. warn about overnight moves that look like unadjusted stock splits;
+7. compute the indicators causally and mask their warm-up rows.
 
 Every error is a `DataError` naming the source, ticker and timestamp.
 """
@@ -17,6 +18,7 @@ Every error is a `DataError` naming the source, ticker and timestamp.
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -231,6 +233,44 @@ def _pivot(long: pd.DataFrame, order: list[str]) -> dict[str, pd.DataFrame]:
     return wide
 
 
+SPLIT_RATIOS = (2.0, 3.0, 4.0, 5.0, 10.0)
+"""Split ratios recognised in unadjusted prices, forward (price / k) and reverse (x k)."""
+SPLIT_TOLERANCE = 0.04
+"""How close (in log terms, about 4%) an overnight move must come to a split ratio."""
+
+
+def unadjusted_splits(close: pd.DataFrame) -> list[tuple[str, pd.Timestamp, float]]:
+    """Overnight moves that look like unadjusted splits: (ticker, timestamp, ratio).
+
+    :param close: the pivoted [T, N] closes, NaN where a ticker has no bar.
+    A move counts when the first observed close of a session is within
+    `SPLIT_TOLERANCE` of 1/k or k times the last observed close before it, for k in
+    `SPLIT_RATIOS` (a 2:1 split in unadjusted data is a -50% overnight move). Genuine
+    moves of that size exist, so this is a warning, not an error.
+    """
+    previous = close.ffill().shift(1)
+    log_ratio = np.log((close / previous).to_numpy(dtype=np.float64))
+    day = close.index.normalize()
+    new_session = np.r_[False, day[1:] != day[:-1]]
+    ratios = np.log(np.array(SPLIT_RATIOS))
+    distance = np.min(np.abs(np.abs(log_ratio)[..., None] - ratios), axis=-1)  # NaN where no bar
+    rows, cols = np.nonzero((distance < SPLIT_TOLERANCE) & new_session[:, None])
+    return [(close.columns[c], close.index[r], float(np.exp(log_ratio[r, c]))) for r, c in zip(rows, cols)]
+
+
+def _warn_unadjusted_splits(close: pd.DataFrame, where: str) -> None:
+    found = unadjusted_splits(close)
+    if found:
+        shown = "; ".join(f"{ticker} on {stamp.date()} (x{ratio:.2f})" for ticker, stamp, ratio in found[:5])
+        more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+        warnings.warn(
+            f"{where}overnight moves that look like unadjusted stock splits: {shown}{more}; "
+            "use split-adjusted prices (an unadjusted split reads as a loss or gain no one had)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 def from_frame(
     frame: pd.DataFrame,
     benchmark: pd.Series | pd.DataFrame | None = None,
@@ -275,6 +315,7 @@ def from_frame(
     wide = _pivot(long, order)
     start = _grid_start(wide["close"], where)
     wide = {column: w.loc[start:] for column, w in wide.items()}
+    _warn_unadjusted_splits(wide["close"], where)
     observed = wide["close"].notna()
     close = wide["close"].ffill()
     filled = {

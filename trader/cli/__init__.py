@@ -69,6 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"warning: {message}\n"
+
+
 def entry_point() -> None:
-    """Console-script entry: exit with `main`'s code."""
+    """Console-script entry: exit with `main`'s code. Warnings (an unadjusted split,
+    a dropped ticker) print as one line, without the source line Python adds."""
+    import warnings
+
+    warnings.formatwarning = _one_line_warning
     sys.exit(main())
