@@ -161,10 +161,16 @@ def collect(root: Path, dataset: str, seeds: list[int], learners: list[str]) -> 
                 continue
             metrics = report["metrics"][name]
             steps, seconds = _effort(run_dir, learner, training.get(name, {}))
-            rows.append({"dataset": dataset, "learner": learner, "seed": seed, "sharpe": metrics["sharpe_ratio"],
-                         "return": metrics["cum_returns_final"], "steps": steps, "seconds": seconds,
-                         "samples_per_s": steps / seconds if seconds else None})  # fmt: skip
+            rows.append(_row(dataset, learner, seed, metrics, steps, seconds))
     return pd.DataFrame(rows)
+
+
+def _row(dataset: str, learner: str, seed: int, metrics: dict[str, Any], steps: int | None, seconds: float | None,
+         **extra: Any) -> dict[str, Any]:  # fmt: skip
+    """One results row: test Sharpe and return from a report's metrics, and the training effort."""
+    return {"dataset": dataset, "learner": learner, "seed": seed, "sharpe": metrics["sharpe_ratio"],
+            "return": metrics["cum_returns_final"], "steps": steps, "seconds": seconds,
+            "samples_per_s": steps / seconds if steps is not None and seconds else None, **extra}  # fmt: skip
 
 
 def _tournament_rows(run_dir: Path, dataset: str, seed: int) -> list[dict[str, Any]]:
@@ -177,13 +183,8 @@ def _tournament_rows(run_dir: Path, dataset: str, seed: int) -> list[dict[str, A
     pods = pd.read_parquet(run_dir / "pods.parquet")
     steps = int(pods["steps"].fillna(0).sum())
     seconds = float(pods["end"].max() - pods["start"].min())  # Unix times: first pod's start to last pod's end
-    rows = []
-    for learner, name in (("tournament", "best"), ("tournament-ensemble", "ensemble")):
-        metrics = report["metrics"][name]
-        rows.append({"dataset": dataset, "learner": learner, "seed": seed, "sharpe": metrics["sharpe_ratio"],
-                     "return": metrics["cum_returns_final"], "steps": steps, "seconds": seconds,
-                     "samples_per_s": steps / seconds if seconds else None, "pods": len(pods)})  # fmt: skip
-    return rows
+    return [_row(dataset, learner, seed, report["metrics"][name], steps, seconds, pods=len(pods))
+            for learner, name in (("tournament", "best"), ("tournament-ensemble", "ensemble"))]
 
 
 def _effort(run_dir: Path, learner: str, training: dict[str, Any]) -> tuple[int | None, float | None]:

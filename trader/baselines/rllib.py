@@ -83,13 +83,13 @@ class MLPPolicy:
     def __init__(self, path: Path, device: str = "cpu") -> None:
         from safetensors.torch import load_file
 
-        from trader.baselines.rllib_worker import _mlp
+        from trader.baselines.rllib_worker import build_mlp
 
         meta = json.loads(path.with_suffix(".json").read_text())
         tensors = load_file(str(path))
         self.act_dim = int(meta["act_dim"])
         self.how = str(meta.get("squash", "clip"))  # the first exports (PPO only) did not say
-        self.net = _mlp(list(meta["sizes"]), [tensors[f"t{k}"] for k in range(len(tensors))], meta["activation"])
+        self.net = build_mlp(list(meta["sizes"]), [tensors[f"t{k}"] for k in range(len(tensors))], meta["activation"])
         self.net.to(device)
 
     @torch.no_grad()

@@ -18,10 +18,8 @@ period, as every other learner is. One line of progress per validation on stdout
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +82,7 @@ class _Deterministic:
         return squash(out["action_dist_inputs"][..., : self.act_dim], self.how)
 
 
-def _actor_mlp(module: Any, act_dim: int) -> tuple[list[int], list[torch.Tensor]]:
+def _actor_mlp(module: Any) -> tuple[list[int], list[torch.Tensor]]:
     """The actor's Linear layers, in order (RLlib's default PPO/SAC MLP: an actor
     encoder, then the policy head); weights and biases alternate."""
     linears = [m for name, m in module.named_modules() if isinstance(m, torch.nn.Linear) and _is_actor(name)]
@@ -97,7 +95,9 @@ def _is_actor(name: str) -> bool:
     return ("actor" in name or name.startswith("pi")) and "critic" not in name and "vf" not in name and "qf" not in name
 
 
-def _mlp(sizes: list[int], tensors: list[torch.Tensor], activation: str = "tanh") -> torch.nn.Sequential:
+def build_mlp(sizes: list[int], tensors: list[torch.Tensor], activation: str = "tanh") -> torch.nn.Sequential:
+    """Linear layers of `sizes` with the given weights and biases (alternating in
+    `tensors`), `activation` between them: the exported actor, rebuilt on either side."""
     layers: list[torch.nn.Module] = []
     for k in range(len(sizes) - 1):
         linear = torch.nn.Linear(sizes[k], sizes[k + 1])
@@ -113,8 +113,8 @@ def export_policy(module: Any, act_dim: int, obs_dim: int, how: str, folder: Pat
     """Write the actor as a plain MLP, after checking it reproduces the module's actions."""
     from safetensors.torch import save_file
 
-    sizes, tensors = _actor_mlp(module, act_dim)
-    mlp = _mlp(sizes, tensors)
+    sizes, tensors = _actor_mlp(module)
+    mlp = build_mlp(sizes, tensors)
     probe = torch.randn(64, obs_dim)
     expected = _Deterministic(module, act_dim, how).act(probe)
     with torch.no_grad():
@@ -131,10 +131,12 @@ def main(spec_path: str) -> int:
     import ray
     from ray.tune.registry import register_env
 
-    from trader.backtest.periods import load_dataset
-    from trader.train import market_evaluator
     from market_envs.env import EnvConfig
     from trader.agents.base import config_from_dict
+    from trader.backtest.periods import load_dataset
+    from trader.baselines.budget import Budget
+    from trader.baselines.selection import Selection
+    from trader.train import market_evaluator
 
     torch.set_num_threads(1)
     spec = json.loads(Path(spec_path).read_text())
@@ -144,35 +146,23 @@ def main(spec_path: str) -> int:
     data = load_dataset(spec["dataset"])
     evaluator = market_evaluator(data.period("validation"), config_from_dict(EnvConfig, spec["env_config"]))
     algo = _config(spec).build_algo()
-    module = algo.get_module()
-    act_dim = data.num_tickers
-    obs_dim = int(evaluator.env.obs_dim)
-    budget_steps, budget_seconds = spec.get("steps"), spec.get("seconds")
-    start, steps, last_eval = time.perf_counter(), 0, 0
-    history: list[dict[str, float]] = []
-    best: dict[str, Any] = {"score": None, "step": None}
+    act_dim, obs_dim, how = data.num_tickers, int(evaluator.env.obs_dim), SQUASH[spec["algo"]]
+    budget = Budget(steps=spec.get("steps"), seconds=spec.get("seconds"))
+    progress = lambda row: print(f"{row['step']:,.0f} steps, {row['seconds']:.0f} s, validation Sharpe {row['score']:.2f}", flush=True)  # noqa: E731
+    selection = Selection(evaluator, budget, spec["eval_every"], progress)
     while True:
         result = algo.train()
         steps = int(result.get("num_env_steps_sampled_lifetime") or result["env_runners"]["num_env_steps_sampled_lifetime"])
-        over = (budget_steps is not None and steps >= budget_steps) or (
-            budget_seconds is not None and time.perf_counter() - start >= budget_seconds)  # fmt: skip
-        if over or steps - last_eval >= spec["eval_every"] > 0:
-            last_eval = steps
+        over = selection.spent(steps)
+        if over or selection.due(steps):
             module = algo.get_module()
-            metrics = evaluator.evaluate(_Deterministic(module, act_dim, SQUASH[spec["algo"]]))
-            row = {"step": float(steps), "seconds": time.perf_counter() - start, **metrics}
-            history.append(row)
-            ranked = -math.inf if math.isnan(metrics["score"]) else metrics["score"]
-            if best["step"] is None or ranked > (best["score"] if best["score"] is not None else -math.inf):
-                best = {"score": None if math.isnan(metrics["score"]) else metrics["score"], "step": steps,
-                        "validation": metrics}  # fmt: skip
-                export_policy(module, act_dim, obs_dim, SQUASH[spec["algo"]], out)
-            print(f"{steps:,} steps, {row['seconds']:.0f} s, validation Sharpe {metrics['score']:.2f}", flush=True)
+            selection.validate(_Deterministic(module, act_dim, how), steps,
+                               save=lambda: export_policy(module, act_dim, obs_dim, how, out))  # fmt: skip
         if over:
             break
-    seconds = time.perf_counter() - start
     (out / "result.json").write_text(json.dumps({
-        "steps": steps, "seconds": seconds, "validation": history, "selection": best,
+        "steps": steps, "seconds": selection.seconds, "validation": selection.history,
+        "selection": {"score": selection.best_score, "step": selection.best_step, "validation": selection.best_metrics},
         "library_version": ray.__version__,
     }, default=str))  # fmt: skip
     algo.stop()

@@ -17,8 +17,6 @@ Presets (hyperparameters on top of SB3's own defaults):
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ import numpy as np
 import torch
 
 from trader.baselines.budget import Budget
+from trader.baselines.selection import Selection
 from trader.errors import ConfigError, UserError
 
 ALGOS = ("ppo", "sac", "td3", "a2c", "ddpg")
@@ -134,59 +133,26 @@ def fit(model: Any, evaluator: Any, budget: Budget, model_path: Path, *, eval_ev
     """Train `model` within `budget`; save the best validation snapshot to `model_path`.
 
     Validation runs every `eval_every` env steps (0: only at the end) and once at the
-    end, as in `trader.train`; a NaN score ranks lowest, but the first snapshot is
-    always saved so that a model file exists.
+    end, as in `trader.train` (`trader.baselines.selection.Selection`).
     """
     from stable_baselines3.common.callbacks import BaseCallback
 
-    state = _Selection(evaluator, budget, eval_every, model_path, progress)
+    selection = Selection(evaluator, budget, eval_every, progress)
+
+    def validate(steps: int) -> None:
+        selection.validate(SB3Policy(model), steps, save=lambda: model.save(str(model_path)))
 
     class Callback(BaseCallback):
-        def _on_step(self) -> bool:
-            return state.on_step(self.model, self.num_timesteps)
+        def _on_step(self) -> bool:  # called on every env step; False ends ``learn``
+            if selection.spent(self.num_timesteps):
+                return False
+            if selection.due(self.num_timesteps):
+                validate(self.num_timesteps)
+            return True
 
     total = budget.steps if budget.steps is not None else 10**12  # a time budget stops through the callback
-    state.start = time.perf_counter()
+    selection.restart_clock()
     model.learn(total_timesteps=total, callback=Callback(), progress_bar=False)
-    state.validate(model, int(model.num_timesteps))
-    return FitResult(int(model.num_timesteps), time.perf_counter() - state.start, state.best_score,
-                     state.best_step, state.best_metrics, state.history)  # fmt: skip
-
-
-class _Selection:
-    """Budget checks and validation snapshots during `fit` (called on every env step)."""
-
-    def __init__(self, evaluator: Any, budget: Budget, eval_every: int, path: Path, progress: ProgressFn | None) -> None:
-        self.evaluator, self.budget, self.eval_every, self.path, self.progress = evaluator, budget, eval_every, path, progress
-        self.start = time.perf_counter()
-        self.last_eval = 0
-        self.best_score: float | None = None
-        self.best_step: int | None = None
-        self.best_metrics: dict[str, float] = {}
-        self.history: list[dict[str, float]] = []
-
-    def on_step(self, model: Any, steps: int) -> bool:
-        """False once the budget is spent (SB3 then ends ``learn``)."""
-        if self.budget.steps is not None and steps >= self.budget.steps:
-            return False
-        if self.budget.seconds is not None and time.perf_counter() - self.start >= self.budget.seconds:
-            return False
-        if self.eval_every > 0 and steps - self.last_eval >= self.eval_every:
-            self.validate(model, steps)
-        return True
-
-    def validate(self, model: Any, steps: int) -> None:
-        if steps == self.last_eval and self.history:
-            return
-        self.last_eval = steps
-        metrics = self.evaluator.evaluate(SB3Policy(model))
-        score = metrics["score"]
-        row = {"step": float(steps), "seconds": time.perf_counter() - self.start, **metrics}
-        self.history.append(row)
-        ranked = -math.inf if math.isnan(score) else score
-        if self.best_step is None or ranked > (self.best_score if self.best_score is not None else -math.inf):
-            self.best_score = None if math.isnan(score) else score
-            self.best_step, self.best_metrics = steps, dict(metrics)
-            model.save(str(self.path))
-        if self.progress is not None:
-            self.progress(row)
+    validate(int(model.num_timesteps))
+    return FitResult(int(model.num_timesteps), selection.seconds, selection.best_score, selection.best_step,
+                     selection.best_metrics, selection.history)  # fmt: skip
