@@ -130,7 +130,9 @@ class EnvConfig:
         Mahalanobis distance of bar t's returns from the mean and covariance of bars
         t-window .. t-1 (0 for the first ``window`` bars).
     :param features: panel features to observe, in this order; None observes all of
-        ``data.feature_names``. Fewer features give a smaller, faster observation.
+        ``data.feature_names`` but those the data cannot supply (close-only data:
+        `MarketData.unavailable_features`). Fewer features give a smaller, faster
+        observation.
     :param feature_clip: normalised features are clipped to [-feature_clip, feature_clip].
     :param return_windows: derived features observed after the panel's, one per
         window w, named ``ret_tstat_{w}``: the t-statistic of each stock's last w
@@ -288,13 +290,20 @@ def return_tstat_table(close: Tensor, windows: tuple[int, ...], clip: float) -> 
     return torch.nan_to_num(table, nan=0.0).clamp(-clip, clip).float()
 
 
+def default_features(data: MarketData) -> tuple[str, ...]:
+    """The panel features observed when ``EnvConfig.features`` is None: all of them but
+    those the data cannot supply (`MarketData.unavailable_features`, close-only data)."""
+    unavailable = set(data.unavailable_features)
+    return tuple(name for name in data.feature_names if name not in unavailable)
+
+
 def observed_feature_table(data: MarketData, config: EnvConfig) -> Tensor:
     """Every feature the env observes per stock, in observation order: float32 [T, N, F].
 
     The panel features (`normalized_feature_table` of ``config.features``) followed by
     the ``ret_tstat_{w}`` features of ``config.return_windows``.
     """
-    names = config.features if config.features is not None else tuple(data.feature_names)
+    names = config.features if config.features is not None else default_features(data)
     parts = []
     if names:
         parts.append(normalized_feature_table(data, names, config.feature_clip))
@@ -514,12 +523,16 @@ class StockTradingVecEnv:
             raise ConfigError(f"StockTradingVecEnv: num_envs must be a positive integer, got {num_envs}")
         if data.num_bars < 2:
             raise UserError(f"StockTradingVecEnv: data {data.name!r} has {data.num_bars} bar(s); at least 2 are needed")
-        names = config.features if config.features is not None else tuple(data.feature_names)
+        names = config.features if config.features is not None else default_features(data)
         unknown = [name for name in names if name not in data.feature_names]
         if unknown:
             raise ConfigError(
                 f"EnvConfig.features: unknown feature(s) {unknown}; the panel has {list(data.feature_names)}"
             )
+        lacking = [name for name in names if name in data.unavailable_features]
+        if lacking:
+            raise ConfigError(f"EnvConfig.features: {lacking} need columns that data set {data.name!r} lacks "
+                              f"({', '.join(data.meta['missing_columns'])})")  # fmt: skip
 
         self.config = config
         self.num_envs = int(num_envs)

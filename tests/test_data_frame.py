@@ -77,7 +77,7 @@ BAD_CASES = [
     ("unsorted_timestamps", _unsorted, ["T001", "2024-01-02 10:40", "sorted"]),
     ("mixed_time_zones", _mixed_zones, ["mixed time zones", "2024-01-02 10:40"]),
     ("missing_time_zone", _naive, ["no time zone", "2024-01-02 09:30"]),
-    ("missing_column", lambda f: f.drop(columns="volume"), ["missing column", "volume"]),
+    ("missing_column", lambda f: f.drop(columns="close"), ["missing column", "close"]),
     ("no_overlap", _no_overlap, ["EARLY", "no overlap"]),
     ("empty", lambda f: f.iloc[:0], ["no rows"]),
 ]

@@ -24,6 +24,7 @@ import pandas as pd
 
 from market_envs.data.frame import (
     COLUMN_ALIASES,
+    OPTIONAL_COLUMNS,
     from_frame,
     match_columns,
     validated_long,
@@ -84,9 +85,9 @@ def read_file(file: str | Path, assume_tz: str | None = None) -> pd.DataFrame:
     source = str(file)
     table = _read_table(file)
     if _has_ticker_column(table):
-        long = match_columns(table, ("timestamp", "ticker") + PRICE_COLUMNS, source)
+        long = match_columns(table, ("timestamp", "ticker", "close"), source, OPTIONAL_COLUMNS)
     else:
-        long = match_columns(table, ("timestamp",) + PRICE_COLUMNS, source)
+        long = match_columns(table, ("timestamp", "close"), source, OPTIONAL_COLUMNS)
         long.insert(1, "ticker", file.stem)
     return validated_long(long, source, assume_tz)
 

@@ -43,14 +43,16 @@ def _where(source: str | None) -> str:
     return f"{source}: " if source else ""
 
 
-def match_columns(frame: pd.DataFrame, required, source: str | None = None) -> pd.DataFrame:
-    """Rename columns to canonical names (case-insensitive, aliases) and keep `required`."""
+def match_columns(frame: pd.DataFrame, required, source: str | None = None, optional=()) -> pd.DataFrame:
+    """Rename columns to canonical names (case-insensitive, aliases) and keep `required`,
+    and those of `optional` that are present."""
     lowered = {str(c).strip().lower(): c for c in frame.columns}
     rename, missing = {}, []
-    for canonical in required:
+    for canonical in (*required, *optional):
         found = next((lowered[a] for a in COLUMN_ALIASES[canonical] if a in lowered), None)
         if found is None:
-            missing.append(canonical)
+            if canonical in required:
+                missing.append(canonical)
         else:
             rename[found] = canonical
     if missing:
@@ -114,25 +116,27 @@ def _first_bad(frame: pd.DataFrame, bad: pd.Series, what: str, where: str) -> Da
 def validate_values(frame: pd.DataFrame, source: str | None = None) -> None:
     """Refuse NaN, infinite or non-positive prices, high < low and negative, NaN or infinite volume."""
     where = _where(source)
-    for column in ("open", "high", "low", "close", "volume"):
+    for column in [c for c in PRICE_COLUMNS if c in frame]:
         bad = frame[column].isna()
         if bad.any():
             raise _first_bad(frame, bad, f"{column} is NaN or not a number", where)
         bad = pd.Series(np.isinf(frame[column].to_numpy(dtype=np.float64)), index=frame.index)
         if bad.any():
             raise _first_bad(frame, bad, f"{column} is {frame.loc[bad.idxmax(), column]}: infinite, values must be finite", where)
-    for column in ("open", "high", "low", "close"):
+    for column in [c for c in ("open", "high", "low", "close") if c in frame]:
         bad = frame[column] <= 0
         if bad.any():
             value = frame.loc[bad.idxmax(), column]
             raise _first_bad(frame, bad, f"{column} is {value}, prices must be positive", where)
-    bad = frame["high"] < frame["low"]
-    if bad.any():
-        row = frame.loc[bad.idxmax()]
-        raise _first_bad(frame, bad, f"high {row['high']} < low {row['low']}", where)
-    bad = frame["volume"] < 0
-    if bad.any():
-        raise _first_bad(frame, bad, f"volume is {frame.loc[bad.idxmax(), 'volume']} (negative)", where)
+    if "high" in frame and "low" in frame:
+        bad = frame["high"] < frame["low"]
+        if bad.any():
+            row = frame.loc[bad.idxmax()]
+            raise _first_bad(frame, bad, f"high {row['high']} < low {row['low']}", where)
+    if "volume" in frame:
+        bad = frame["volume"] < 0
+        if bad.any():
+            raise _first_bad(frame, bad, f"volume is {frame.loc[bad.idxmax(), 'volume']} (negative)", where)
 
 
 def validate_order(frame: pd.DataFrame, source: str | None = None) -> None:
@@ -202,7 +206,7 @@ def validated_long(long: pd.DataFrame, source: str | None = None, assume_tz: str
     long = long.reset_index(drop=True)
     long["ticker"] = long["ticker"].astype(str).str.strip()
     long["timestamp"] = parse_timestamps(long["timestamp"], source, assume_tz)
-    for column in PRICE_COLUMNS:
+    for column in [c for c in PRICE_COLUMNS if c in long]:
         long[column] = pd.to_numeric(long[column], errors="coerce")
     validate_values(long, source)
     validate_order(long, source)
@@ -297,7 +301,8 @@ def from_frame(
     where = _where(source)
     if frame is None or len(frame) == 0:
         raise DataError(f"{where}no rows (empty data)")
-    long = validated_long(match_columns(frame, ("timestamp", "ticker") + PRICE_COLUMNS, source), source, assume_tz)
+    long, missing = complete_ohlcv(match_columns(frame, REQUIRED_COLUMNS, source, OPTIONAL_COLUMNS))
+    long = validated_long(long, source, assume_tz)
     # The panel stores float32 prices; indicators are computed from those stored
     # values, so a panel written out and read back is identical (files round trip).
     long[list(PRICE_COLUMNS)] = long[list(PRICE_COLUMNS)].astype(np.float32).astype(np.float64)
@@ -344,4 +349,31 @@ def from_frame(
         benchmark=bench,
         benchmark_name=benchmark_name if benchmark is not None else None,
         name=name,
+        meta={"missing_columns": list(missing)} if missing else {},
     )
+
+
+REQUIRED_COLUMNS = ("timestamp", "ticker", "close")
+OPTIONAL_COLUMNS = ("open", "high", "low", "volume")
+"""Columns a provider may lack: close-only data (one adjusted close per ticker and bar,
+the most common free data) is accepted; see `complete_ohlcv`."""
+
+
+def complete_ohlcv(long: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The frame with every OHLCV column, and the names of those the data lacked.
+
+    A missing open, high or low is the bar's close (high and low go together: with
+    one of them missing both are), a missing volume is 0. So with no open an order
+    fills at the next bar's *close*; the features made of missing columns
+    (`MarketData.unavailable_features`) are left out of the env's default observation.
+    """
+    present = set(long.columns)
+    missing = [c for c in OPTIONAL_COLUMNS if c not in present]
+    if ("high" in missing) != ("low" in missing):
+        missing = sorted(set(missing) | {"high", "low"}, key=OPTIONAL_COLUMNS.index)
+    if not missing:
+        return long, ()
+    long = long.copy()
+    for column in missing:
+        long[column] = 0.0 if column == "volume" else long["close"]
+    return long[["timestamp", "ticker", *PRICE_COLUMNS]], tuple(missing)

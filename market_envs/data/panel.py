@@ -17,6 +17,9 @@ from market_envs.errors import UserError
 
 EXCHANGE_TZ = "America/New_York"
 PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
+FEATURES_NEED = {"cci_30": ("high", "low"), "dx_30": ("high", "low")}
+"""Source columns each derived feature is made of, beyond the close (a price column
+needs itself); a feature that needs a column the data lacks is unavailable."""
 INDICATOR_NAMES = (
     "macd",
     "boll_ub",
@@ -196,6 +199,20 @@ class MarketData:
         parts = (train, self.slice(train_end, val_end), self.slice(val_end, None))
         return tuple(replace(p, feature_mean=mean, feature_std=std) for p in parts)
 
+    @property
+    def unavailable_features(self) -> tuple[str, ...]:
+        """Features the source data could not supply (close-only data, `meta["missing_columns"]`):
+        in the panel they are filled from the close (volume: 0) and the env leaves them out
+        of its default observation. Empty for full OHLCV data."""
+        missing = set(self.meta.get("missing_columns", ()))
+        needs = {name: set(columns) for name, columns in FEATURES_NEED.items()}
+        return tuple(name for name in self.feature_names if needs.get(name, {name}) & missing)
+
+    @property
+    def fill_price(self) -> str:
+        """"open" (the next bar's open) or "close" when the data has no open prices."""
+        return "close" if "open" in self.meta.get("missing_columns", ()) else "open"
+
     def period(self, which: str) -> MarketData:
         """"train", "validation" or "test" by the split dates in `meta` (set by recipes).
 
@@ -291,4 +308,5 @@ class MarketData:
             # quantile, not torch.median: the mean of the two middle values for an even count
             "median_total_return": float(torch.quantile((last / first - 1.0).double(), 0.5)),
             "memory_mb": round(self.features.numel() * self.features.element_size() / 2**20, 1),
+            **({"missing_columns": ",".join(self.meta["missing_columns"])} if self.meta.get("missing_columns") else {}),
         }

@@ -566,6 +566,7 @@ def _assemble(
         period=PeriodInfo(period_name, timestamps[0], timestamps[-1], len(timestamps),
                           int(pd.Index(timestamps.date).nunique())),
         config=config.as_dict(),
+        missing_columns=tuple(data.meta.get("missing_columns", ())),
     )
 
 

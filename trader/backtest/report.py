@@ -93,7 +93,10 @@ def context_lines(result: BacktestResult) -> list[str]:
         f"Period: {period.name}, {period.start} .. {period.end} ({period.days} trading days, {period.bars} bars)",
         f"Start capital: ${config['initial_cash']:,.0f}; costs: {100 * config['buy_cost']:.2f}% per buy, "
         f"{100 * config['sell_cost']:.2f}% per sell",
-        "Orders decided at a bar fill at the next bar's open; metrics from daily returns, 252 days a year.",
+        f"Orders decided at a bar fill at the next bar's {'close' if 'open' in result.missing_columns else 'open'}; "
+        "metrics from daily returns, 252 days a year.",
+        *([f"The data has no {', '.join(result.missing_columns)}: filled from the close (volume 0); "
+           f"features made of them left out of the agents' observation."] if result.missing_columns else []),
     ]
 
 
@@ -132,6 +135,7 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
     return {
         "dataset": result.dataset,
         "benchmark": result.benchmark_name,
+        "missing_columns": list(result.missing_columns),
         "tickers": list(result.tickers),
         "period": result.period.as_dict(),
         "config": result.config,

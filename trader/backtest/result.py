@@ -75,6 +75,8 @@ class BacktestResult:
     :param period: the period covered.
     :param config: the resolved `BacktestConfig` as a dict.
     :param files: what was written where (empty when nothing was written).
+    :param missing_columns: source columns the data lacked (close-only data), filled
+        from the close; orders then fill at the next bar's close.
     """
 
     metrics: pd.DataFrame
@@ -88,6 +90,7 @@ class BacktestResult:
     period: PeriodInfo
     config: dict[str, Any]
     files: dict[str, Path] = field(default_factory=dict)
+    missing_columns: tuple[str, ...] = ()
 
     @property
     def best(self) -> str:
