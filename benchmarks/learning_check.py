@@ -74,6 +74,7 @@ from trader.agents import Agent, get_spec, make_agent, make_config
 from trader.backtest import ActionSchedule, BacktestConfig, run_backtest
 from trader.backtest.engine import oracle_schedule
 from trader.errors import ConfigError
+from trader.presets import REWARD_SCALE, market_algo_config, market_rules
 
 ALGOS = ("ppo", "sac", "td3")
 EDGE_DATASET = "synthetic-edge-minute"
@@ -105,80 +106,26 @@ QUICK = Budget(
 
 
 def algo_overrides(algo: str, budget: Budget, network: str = "per_stock", replay_ratio: float = 1.0) -> dict[str, Any]:
-    """Hyperparameters for the market env (see the module docstring for the reasons).
-
-    ``network="per_stock"`` (the default) shares one small network across the stocks
-    (`trader.agents.networks`); ``"mlp"`` is the flat MLP over the whole observation.
-    ``replay_ratio``: SAC's and TD3's gradient updates per step of the vector env.
-
-    At zero cost in weights mode the portfolio is rebalanced in full every bar, so an
-    action changes the next reward only: the problem is a contextual bandit, and a
-    discount of 0 gives the plainest credit assignment (advantage = reward - V(s)).
-    The observed columns are already scale-free (position shares, t-statistics), so
-    PPO does not normalise them again.
-    """
-    per_stock = network == "per_stock"
-    if algo == "ppo":
-        return {
-            "network": network,
-            "num_steps": 32,
-            "update_epochs": 4,
-            "num_minibatches": 8,
-            "gamma": 0.0,
-            "gae_lambda": 0.0,
-            "hidden_sizes": (32, 32) if per_stock else (64, 64),
-            "init_log_std": -0.5,
-            "learning_rate": 3e-4,
-            "ent_coef": 0.0,
-            "normalize_obs": False,
-        }
-    common = {
-        "network": network,
-        "hidden_sizes": (64, 64) if per_stock else (256, 256),
-        "gamma": 0.0,
-        "batch_size": 256,
-        "learning_starts": min(2_000, budget.steps[algo] // 5),
-        "updates_per_step": replay_ratio / budget.num_envs[algo],
-        "iteration_steps": 1_000,
-        "normalize_obs": True,
-        "buffer_size": max(budget.steps[algo], 10_000),
-    }
-    return common
+    """Hyperparameters for the market env: `trader.presets.market_algo_config` (its
+    docstring gives the reasons) at this budget."""
+    return market_algo_config(algo, steps=budget.steps[algo], num_envs=budget.num_envs[algo], network=network,
+                              replay_ratio=replay_ratio)
 
 
 # --------------------------------------------------------------------- data
 
 
-REWARD_SCALE = 1e-2
-"""Reward = change of value x 1e-2: with the env's 1e6 starting cash, the bar's return in
-basis points. FinRL's 1e-4 (the env's default) makes a minute bar's reward about 0.01,
-and a critic whose initial outputs are of order 1 then drowns the advantages: on the
-default edge, per-stock PPO's explained variance was -1e6 after one iteration and its
-policy's sign wandered at random (300k steps: Sharpe -16); at 1e-2 the same run holds
-the rule's sign from 65k steps on (benchmarks/RESULTS.md)."""
-
-
 def env_rules(cost: float, episode_length: int, features: tuple[str, ...] | None = (), return_windows: tuple[int, ...] = (30,),
               reward_scale: float = REWARD_SCALE, market_neutral: bool = False) -> EnvConfig:  # fmt: skip
-    """Trading rules shared by training, agents, oracle and random policy.
+    """Trading rules shared by training, agents, oracle and random policy:
+    `trader.presets.market_rules`.
 
-    By default the agents observe, per stock, only the t-statistic of its last 30
-    returns (``EnvConfig.return_windows``), the statistic the planted rule is made of:
-    the check asks whether an agent learns *which* tickers carry an edge, with which
+    The check asks whether an agent learns *which* tickers carry an edge, with which
     sign and how to size it, not whether it can rebuild a 30-bar statistic from
-    single-bar indicators (`linear_probe` shows those carry little of it).
+    single-bar indicators (`linear_probe` shows those carry little of it), so by
+    default the agents observe only the t-statistic of each stock's last 30 returns.
     """
-    return EnvConfig(
-        action_mode="weights",
-        short_selling=True,
-        buy_cost=cost,
-        sell_cost=cost,
-        episode_length=episode_length,
-        features=features,
-        return_windows=return_windows,
-        reward_scale=reward_scale,
-        market_neutral=market_neutral,
-    )
+    return market_rules(cost, episode_length, features, return_windows, reward_scale, market_neutral)
 
 
 def edge_spec(data: MarketData) -> EdgeSpec | None:
@@ -397,16 +344,25 @@ def machine() -> str:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """``key=value`` for `load` overrides (ints and floats parsed)."""
+    """``key=value`` for `load` overrides and ``--set`` (ints and floats parsed;
+    a comma-separated value is a tuple, e.g. ``sac.hidden_sizes=16,16``)."""
     key, sep, value = text.partition("=")
     if not sep:
-        raise argparse.ArgumentTypeError(f"--override needs key=value, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    if "," in value:
+        return key, tuple(_number(part) for part in value.split(","))
+    return key, _number(value)
+
+
+def _number(value: str) -> Any:
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
     for cast in (int, float):
         try:
-            return key, cast(value)
+            return cast(value)
         except ValueError:
             pass
-    return key, value
+    return value
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -431,6 +387,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--episode-length", type=int, default=390, help="training episode length in bars")
     parser.add_argument("--target-fraction", type=float, default=0.5, help="fraction of the oracle's Sharpe to reach")
     parser.add_argument("--ppo-steps", type=int, default=None, help="override PPO's transitions")
+    parser.add_argument("--offpolicy-envs", type=int, default=None, help="override SAC's and TD3's sub-environments")
     parser.add_argument("--offpolicy-steps", type=int, default=None, help="override SAC's and TD3's transitions")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
     parser.add_argument("--jobs", type=int, default=2, help="processes: the data sets side by side")
@@ -454,7 +411,10 @@ def make_budget(args: argparse.Namespace) -> Budget:
         steps["ppo"] = args.ppo_steps
     if args.offpolicy_steps is not None:
         steps["sac"] = steps["td3"] = args.offpolicy_steps
-    return Budget(steps=steps, num_envs=dict(base.num_envs))
+    num_envs = dict(base.num_envs)
+    if args.offpolicy_envs is not None:
+        num_envs["sac"] = num_envs["td3"] = args.offpolicy_envs
+    return Budget(steps=steps, num_envs=num_envs)
 
 
 def _dataset_job(name: str, args: argparse.Namespace, budget: Budget) -> Scores:

@@ -302,3 +302,21 @@ def test_cli_refuses_to_start_over_a_tournament(tmp_path: Path, capsys) -> None:
     assert main(["tournament", str(tmp_path / "run"), "--env", "Pendulum-v1"]) == 2
     err = capsys.readouterr().err.strip()
     assert "holds a tournament already: pass --resume" in err and len(err.splitlines()) == 1
+
+
+def test_the_market_preset_fills_rules_and_configs_under_the_keys_given(tmp_path: Path) -> None:
+    from test_train_cli import TINY_EDGE_RECIPE
+
+    from trader.cli.tournament import _apply_preset
+
+    recipe = tmp_path / "edge.toml"
+    recipe.write_text(TINY_EDGE_RECIPE)
+    values = {"env": str(recipe), "algos": ("ppo", "td3"), "pod_steps": 4096, "num_envs": 16,
+              "algo_configs": {"ppo": {"learning_rate": 1e-3}}, "env_config": {"episode_length": 50}}  # fmt: skip
+    _apply_preset(values, "market", 0.0002)
+    rules = values["env_config"]
+    assert rules["action_mode"] == "weights" and rules["market_neutral"] and list(rules["return_windows"]) == [5]
+    assert rules["buy_cost"] == pytest.approx(2e-4) and rules["episode_length"] == 50  # the given key stays
+    assert values["algo_configs"]["ppo"]["learning_rate"] == 1e-3 and values["algo_configs"]["ppo"]["network"] == "per_stock"
+    assert values["algo_configs"]["td3"]["updates_per_step"] == pytest.approx(1 / 16)
+    TournamentConfig.from_dict({**values, "run_dir": str(tmp_path / "t"), "pods": 1})  # a valid config

@@ -267,3 +267,53 @@ def test_time_budget_stops_training_and_validates_once_more(tmp_path: Path) -> N
     assert (tmp_path / "run" / "checkpoints" / "best.safetensors").is_file()
     with pytest.raises(UserError, match="time_budget"):
         train("ppo", "Pendulum-v1", TINY, tmp_path / "bad", steps=64, time_budget=0)
+
+
+TINY_EDGE_RECIPE = """
+name = "tiny-edge-daily"
+description = "6 synthetic tickers in daily bars, a planted 5-day mean reversion"
+source = "synthetic"
+interval = "1D"
+start = "2020-01-02"
+end = "2022-01-01"
+train_end = "2021-01-01"
+val_end = "2021-07-01"
+
+[synthetic]
+n_tickers = 6
+seed = 2
+
+[synthetic.edge]
+kind = "mean_reversion"
+strength_sharpe = 8.0
+horizon = 5
+"""
+
+
+def test_the_market_preset_sets_the_rules_and_the_per_stock_network(tmp_path: Path) -> None:
+    recipe = tmp_path / "edge.toml"
+    recipe.write_text(TINY_EDGE_RECIPE)
+    run_dir = tmp_path / "run"
+    code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--preset", "market", "--cost", "0.0002",
+                 "--steps", "256", "--num-envs", "4", "--eval-every", "0", "--run-dir", str(run_dir)])  # fmt: skip
+    assert code == 0
+    saved = tomllib.loads((run_dir / "config.toml").read_text())
+    rules = saved["env"]["env_config"]
+    assert rules["action_mode"] == "weights" and rules["short_selling"] and rules["market_neutral"]
+    assert rules["return_windows"] == [5]  # the planted edge's horizon
+    assert rules["buy_cost"] == rules["sell_cost"] == pytest.approx(2e-4)
+    assert rules["reward_scale"] == pytest.approx(1e-2)
+    assert saved["algo_config"]["network"] == "per_stock" and saved["algo_config"]["gamma"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env", "Pendulum-v1", "--preset", "market"], "needs --dataset"),
+        (["--env", "Pendulum-v1", "--preset", "fast"], "unknown preset"),
+    ],
+)
+def test_cli_rejects_a_bad_preset(args: list[str], message: str, tmp_path: Path, capsys) -> None:
+    code = main(["train", "--algo", "ppo", "--run-dir", str(tmp_path / "run"), *args])
+    assert code == 2
+    assert message in capsys.readouterr().err

@@ -40,6 +40,8 @@ def tournament_command(
     device: Annotated[str | None, typer.Option("--device", help="cpu or cuda (implied by --gpus).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
+    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges (trader.presets); --config keys go on top.")] = None,
+    cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 5e-4,
 ) -> None:
     """Train a population of pods on dask, rank them, breed new ones; backtest the best."""
     from tournament import TournamentConfig
@@ -58,6 +60,8 @@ def tournament_command(
     values.update({key: value for key, value in flags.items() if value is not None})
     if (time_budget is not None or target_score is not None) and pods is None and "pods" not in values:
         values["pods"] = None  # a time or score stop given alone replaces the default pod budget
+    if preset is not None:
+        _apply_preset(values, preset, cost)
     values["run_dir"] = str(run_dir)
     if resume and not (run_dir / "tournament.toml").is_file():
         raise UserError(f"--resume: {run_dir} holds no tournament (no tournament.toml and events.jsonl)")
@@ -99,6 +103,22 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
             bar.update(task, completed=state.done + state.failed, line=line)
 
         return run(settings, resume=resume, client=client, on_progress=show)
+
+
+def _apply_preset(values: dict[str, Any], name: str, cost: float) -> None:
+    """Fill ``env_config`` and ``algo_configs`` from `trader.presets` under the keys already set."""
+    from tournament import TournamentConfig
+    from trader.agents.base import config_to_dict
+    from trader.presets import market_algo_config, preset_rules
+
+    defaults = TournamentConfig()
+    rules = preset_rules(name, values.get("env", defaults.env), cost)
+    pod_steps, num_envs = values.get("pod_steps", defaults.pod_steps), values.get("num_envs", defaults.num_envs)
+    configs = dict(values.get("algo_configs", {}))
+    for algo in values.get("algos", defaults.algos):
+        configs[algo] = {**market_algo_config(algo, steps=pod_steps, num_envs=num_envs), **configs.get(algo, {})}
+    values["algo_configs"] = configs
+    values["env_config"] = {**config_to_dict(rules), **values.get("env_config", {})}
 
 
 def _algos(text: str) -> tuple[str, ...]:

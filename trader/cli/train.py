@@ -40,6 +40,10 @@ def train_command(
         None, "--config", help="TOML file of algo config keys (or a run's config.toml)."
     ),
     compile: bool = typer.Option(False, "--compile", help="Use torch.compile (opt-in)."),
+    preset: str | None = typer.Option(
+        None, "--preset", help="market: the env rules and algo config that learn the planted edges (trader.presets)."
+    ),
+    cost: float = typer.Option(0.0005, "--cost", help="With --preset market: costs per side (5e-4: 5 bp)."),
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader.train import train
@@ -47,6 +51,12 @@ def train_command(
     if (env is None) == (dataset is None):
         raise UserError("give exactly one of --env NAME or --dataset RECIPE")
     overrides = _read_config(config) if config is not None else {}
+    env_config = None
+    if preset is not None:
+        from trader.presets import market_algo_config, preset_rules
+
+        env_config = preset_rules(preset, dataset, cost)
+        overrides = {**market_algo_config(algo, steps=steps, num_envs=num_envs), **overrides}
     if algo == "ppo" and overrides.get("anneal_lr") and overrides.get("total_steps") is None:
         overrides["total_steps"] = steps  # the schedule runs over this run's --steps
     algo_config = make_config(algo, overrides)
@@ -66,7 +76,7 @@ def train_command(
         result = train(
             algo, env if env is not None else dataset, algo_config, run_dir, steps=steps,
             seed=seed, device=device, num_envs=num_envs, eval_every=eval_every,
-            eval_episodes=eval_episodes, compile=compile, on_iteration=report,
+            eval_episodes=eval_episodes, env_config=env_config, compile=compile, on_iteration=report,
         )  # fmt: skip
     best = "-" if result.best_score is None else f"{result.best_score:.4g}"
     console.print(

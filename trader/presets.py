@@ -1,0 +1,131 @@
+"""Settings with which the agents learn a market data set: the env rules and algorithm
+configs measured by benchmarks/learning_check.py (figures in benchmarks/RESULTS.md).
+
+The env's and the algorithms' own defaults follow FinRL and the papers (shares mode,
+rewards scaled by 1e-4, a flat MLP, discount 0.99); on the planted-edge data sets those
+learn little within a laptop's budget. These presets are what the learning check, the
+baseline comparison and `make demo` train with:
+
+- `market_rules`: target weights with short selling, optionally market-neutral, rewards
+  in basis points, the agents observing return t-statistics;
+- `edge_rules`: `market_rules` for a data set with a planted edge (its horizon observed,
+  market-neutral like the oracle);
+- `market_algo_config`: PPO, SAC and TD3 on the per-stock network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from market_envs.env import EnvConfig
+
+REWARD_SCALE = 1e-2
+"""Reward = change of value x 1e-2: with the env's 1e6 starting cash, the bar's return in
+basis points. FinRL's 1e-4 (the env's default) makes a minute bar's reward about 0.01,
+and a critic whose initial outputs are of order 1 then drowns the advantages: on the
+default edge, per-stock PPO's explained variance was -1e6 after one iteration and its
+policy's sign wandered at random (300k steps: Sharpe -16); at 1e-2 the same run holds
+the rule's sign from 65k steps on (benchmarks/RESULTS.md)."""
+
+
+def market_rules(cost: float = 0.0, episode_length: int = 390, features: tuple[str, ...] | None = (),
+                 return_windows: tuple[int, ...] = (30,), reward_scale: float = REWARD_SCALE,
+                 market_neutral: bool = False) -> EnvConfig:  # fmt: skip
+    """Trading rules for learning on a market: target weights with short selling (gross
+    exposure at most 1), costs `cost` per side, training episodes of `episode_length`
+    bars, rewards in basis points.
+
+    By default the agents observe, per stock, only the t-statistic of its last 30
+    returns (``EnvConfig.return_windows``), the statistic the planted rules are made of,
+    and no other panel feature (``features=()``; None: every one).
+    ``market_neutral`` demeans the actions across stocks (no net market exposure).
+    """
+    return EnvConfig(
+        action_mode="weights",
+        short_selling=True,
+        buy_cost=cost,
+        sell_cost=cost,
+        episode_length=episode_length,
+        features=features,
+        return_windows=return_windows,
+        reward_scale=reward_scale,
+        market_neutral=market_neutral,
+    )
+
+
+def edge_rules(edge: dict[str, Any] | None, cost: float = 0.0, episode_length: int = 390) -> EnvConfig:
+    """`market_rules` for a data set whose meta carries a planted edge (``data.meta["edge"]``):
+    the agents observe the return t-statistic over the edge's horizon, and trade
+    market-neutral, as the dollar-neutral oracle does (per-stock PPO reached 0.41x the
+    oracle without it, 0.94x with it). Without an edge: a 30-bar window."""
+    window = int(edge["horizon"]) if edge else 30
+    return market_rules(cost, episode_length, return_windows=(window,), market_neutral=True)
+
+
+def market_algo_config(algo: str, *, steps: int, num_envs: int, network: str = "per_stock",
+                       replay_ratio: float = 1.0) -> dict[str, Any]:  # fmt: skip
+    """Config overrides of `algo` ("ppo", "sac", "td3") for the market env.
+
+    ``network="per_stock"`` (the default) shares one small network across the stocks
+    (`trader.agents.networks`); ``"mlp"`` is the flat MLP over the whole observation.
+    `steps` and `num_envs`: the training budget (sizes the replay buffer and the
+    warm-up); ``replay_ratio``: SAC's and TD3's gradient updates per step of the
+    vector env.
+
+    At zero cost in weights mode the portfolio is rebalanced in full every bar, so an
+    action changes the next reward only: the problem is a contextual bandit, and a
+    discount of 0 gives the plainest credit assignment (advantage = reward - V(s)).
+    The observed columns are already scale-free (position shares, t-statistics), so
+    PPO does not normalise them again.
+    """
+    per_stock = network == "per_stock"
+    if algo == "ppo":
+        return {
+            "network": network,
+            "num_steps": 32,
+            "update_epochs": 4,
+            "num_minibatches": 8,
+            "gamma": 0.0,
+            "gae_lambda": 0.0,
+            "hidden_sizes": (32, 32) if per_stock else (64, 64),
+            "init_log_std": -0.5,
+            "learning_rate": 3e-4,
+            "ent_coef": 0.0,
+            "normalize_obs": False,
+        }
+    return {
+        "network": network,
+        # (16, 16): a (64, 64) per-stock update costs 290 ms on one core, (16, 16) 54 ms,
+        # the flat (256, 256) MLP's 48 ms (benchmarks/network_speed.py --offpolicy).
+        "hidden_sizes": (16, 16) if per_stock else (256, 256),
+        "gamma": 0.0,
+        "batch_size": 256,
+        "learning_starts": min(2_000, steps // 5),
+        "updates_per_step": replay_ratio / num_envs,
+        "iteration_steps": 1_000,
+        "normalize_obs": True,
+        "buffer_size": max(steps, 10_000),
+    }
+
+
+PRESETS = ("market",)
+"""Names accepted by ``--preset`` (`trader train`, `trader tournament`)."""
+
+
+def preset_rules(name: str, dataset: str | None, cost: float) -> EnvConfig:
+    """The env rules of preset `name` for a data set recipe: ``"market"`` is
+    `edge_rules` with the recipe's planted edge (if any) and `cost` per side."""
+    from trader.errors import UserError
+
+    if name not in PRESETS:
+        raise UserError(f"--preset: unknown preset {name!r}; choose {', '.join(PRESETS)}")
+    if dataset is None:
+        raise UserError(f"--preset {name} needs --dataset (it sets the market env's rules)")
+    if not 0 <= cost < 1:
+        raise UserError(f"--cost must be in [0, 1), got {cost}")
+    from market_envs.data import load
+
+    return edge_rules(load(dataset).meta.get("edge"), cost)
+
+
+__all__ = ["PRESETS", "REWARD_SCALE", "edge_rules", "market_algo_config", "market_rules", "preset_rules"]
