@@ -11,7 +11,8 @@ TORCH_PIN := torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: demo test test-all test-browser screenshots chromium dashboard bench rllib clean-venv
+# docs/configuration.md is generated from the config dataclasses.
+.PHONY: docs demo test test-all test-browser screenshots chromium dashboard bench rllib clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +23,12 @@ $(VENV)/.installed-dev: $(PY) pyproject.toml
 	$(PIP) install -q -e ".[dev,baselines]" $(TORCH_PIN)
 	touch $@
 
+# DATASET: another recipe, e.g. `make demo DATASET=nasdaq100-minute` (needs Yahoo).
 demo: $(VENV)/.installed-dev
-	$(VENV)/bin/trader demo
+	$(VENV)/bin/trader demo $(if $(DATASET),--dataset $(DATASET))
+
+docs: $(VENV)/.installed-dev
+	$(PY) -m trader.config_reference
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q
