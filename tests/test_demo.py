@@ -1,45 +1,98 @@
-"""`trader demo` end to end on a tiny synthetic recipe: data, brief PPO, backtest."""
+"""`trader demo` end to end at tiny budgets: data, a tournament on a real 2-process dask
+cluster, an SB3 baseline, the test-period backtest with every row of the table."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from trader.cli import main
+import pytest
 
-TINY_RECIPE = """
-name = "tiny-synthetic"
-description = "4 synthetic tickers over 8 sessions, for the demo test"
+from trader.cli import main
+from trader.cli.demo import free_run_dir
+
+TINY_EDGE_RECIPE = """
+name = "tiny-edge-daily"
+description = "8 synthetic tickers in daily bars over three years, a planted 5-day mean reversion"
 source = "synthetic"
-interval = "1min"
-start = "2023-01-03"
-end = "2023-01-13"
-train_end = "2023-01-09"
-val_end = "2023-01-11"
+interval = "1D"
+start = "2020-01-02"
+end = "2023-01-01"
+train_end = "2021-07-01"
+val_end = "2022-03-01"
 
 [synthetic]
-n_tickers = 4
-seed = 1
+n_tickers = 8
+seed = 3
+
+[synthetic.edge]
+kind = "mean_reversion"
+strength_sharpe = 8.0
+fraction = 1.0
+horizon = 5
+seed = 0
 """
 
 
-def test_demo_trains_and_backtests_into_the_run_dir(tmp_path: Path, capsys) -> None:
+@pytest.fixture(autouse=True)
+def _shared_data_dir(tmp_path: Path, monkeypatch):
+    """The dask workers are new processes: they must find the panel the demo built."""
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
+
+
+def test_the_demo_runs_tournament_baseline_and_backtest_into_one_run_dir(tmp_path: Path, capsys) -> None:
     recipe = tmp_path / "tiny.toml"
-    recipe.write_text(TINY_RECIPE)
-    run_dir = tmp_path / "run"
-    code = main(["demo", "--dataset", str(recipe), "--run-dir", str(run_dir), "--steps", "512", "--num-envs", "8"])
+    recipe.write_text(TINY_EDGE_RECIPE)
+    run_dir = tmp_path / "runs" / "demo"
+    code = main(["demo", "--dataset", str(recipe), "--run-dir", str(run_dir), "--minutes", "0.25", "--workers", "2",
+                 "--pod-steps", "2048", "--no-tear-sheet"])
     assert code == 0
     out = capsys.readouterr().out
-    assert "Equal-weight buy-and-hold" in out and "PPO" in out
     report = json.loads((run_dir / "report.json").read_text())
     assert report["period"]["name"] == "test"
-    names = {p.stem for p in (run_dir / "backtests").glob("*.parquet")}
-    assert {"ppo", "benchmark", "equal_weight", "equal_weight_daily"} <= names
-    assert (run_dir / "checkpoints" / "best.safetensors").is_file()
-    assert (run_dir / "metrics.parquet").is_file()
+    rows = set(report["metrics"])
+    assert {"best", "ensemble", "sb3-ppo-s0", "benchmark", "equal_weight", "oracle"} <= rows
+    for name in ("best", "ensemble", "SB3 PPO", "Oracle"):
+        assert name in out
+    assert f"trader dashboard {run_dir.parent}" in out
+    board = json.loads((run_dir / "leaderboard.json").read_text())
+    assert board["entries"], "the tournament finished no pod"
+    assert (run_dir / "tournament.toml").is_file() and (run_dir / "baselines" / "sb3-ppo-s0" / "baseline.json").is_file()
+    # Trained and scored under the demo's rules: 5 bp per side, target weights.
+    assert report["config"]["buy_cost"] == report["config"]["sell_cost"] == pytest.approx(5e-4)
+    saved = json.loads((run_dir / "baselines" / "sb3-ppo-s0" / "baseline.json").read_text())
+    assert saved["env_config"]["buy_cost"] == pytest.approx(5e-4) and saved["env_config"]["action_mode"] == "weights"
+
+
+def test_the_demo_never_writes_into_a_run_that_exists(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "report.json").write_text("{}")
+    code = main(["demo", "--run-dir", str(run_dir)])
+    assert code == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (run_dir / "report.json").read_text() == "{}"
+
+
+def test_a_second_demo_goes_beside_the_first(tmp_path: Path) -> None:
+    first = tmp_path / "demo"
+    assert free_run_dir(first) == first
+    first.mkdir()
+    assert free_run_dir(first) == first  # empty: still free
+    (first / "x").write_text("")
+    assert free_run_dir(first) == tmp_path / "demo-2"
+    (tmp_path / "demo-2").mkdir()
+    (tmp_path / "demo-2" / "x").write_text("")
+    assert free_run_dir(first) == tmp_path / "demo-3"
 
 
 def test_demo_with_a_missing_recipe_exits_2(tmp_path: Path, capsys) -> None:
     code = main(["demo", "--dataset", str(tmp_path / "absent.toml"), "--run-dir", str(tmp_path / "run")])
     assert code == 2
     assert "absent" in capsys.readouterr().err
+
+
+def test_demo_rejects_a_budget_that_is_not_positive(tmp_path: Path, capsys) -> None:
+    code = main(["demo", "--minutes", "0", "--run-dir", str(tmp_path / "run")])
+    assert code == 2
+    assert "--minutes" in capsys.readouterr().err

@@ -1,67 +1,134 @@
-"""The main job of `make demo`: the furthest stage of the pipeline that works, end to end.
+"""The main job of `make demo`: the whole pipeline on one laptop, in minutes.
 
-1. Build (or load from the cache) the embedded default data set and print its summary.
-2. Train a PPO agent briefly on its training period, validated on its validation period.
-3. Backtest that agent beside the benchmark and equal-weight portfolios on the test
-   period, print the metrics table and write the report into the run directory.
+1. Build (or load from the cache) the data set, by default ``synthetic-edge-daily``
+   (an embedded market with a planted edge whose oracle survives 5 bp of costs per
+   side), and print its summary.
+2. Run a small tournament of PPO, SAC and TD3 pods on a local dask cluster (2 worker
+   processes) for a wall-clock budget, into the run directory (`tournament.run`).
+3. Train an SB3 PPO baseline on the same data, rules and periods for the same
+   wall-clock (`trader.baselines`; one process, where the tournament had two).
+4. Backtest everything in the run directory on the held-out test period: the
+   tournament's best pod and top-3 ensemble, the SB3 baseline, the benchmark,
+   equal-weight and (on planted-edge data) the oracle (`trader.backtest.rundir`);
+   print the table and the command that opens the dashboard on the run.
 
-The tournament stage joins here once it exists.
+Every stage trains and scores through the library's own entry points, with the
+rules and configs of `trader.presets`; the run directory is an ordinary tournament
+run directory (docs/contracts.md).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from market_envs.data import load
-from trader.backtest import BacktestResult, run_backtest
-from trader.train import TrainResult, train
+from trader.agents.base import config_to_dict
+from trader.presets import edge_rules, market_algo_config
 
-DEFAULT_RECIPE = "synthetic-minute"
+DEFAULT_RECIPE = "synthetic-edge-daily"
+DEFAULT_COST = 0.0005
+"""Costs per side, in training, selection and the backtest: 5 bp, what the default
+recipe's edge is built to survive."""
+POD_STEPS = 32_768
+"""Transitions per pod: on the 2-core reference machine a PPO pod of this size takes
+about 30 s on the daily recipe, so a 3-minute tournament runs a dozen pods and breeds
+from the first ones."""
+POD_ENVS = 64
+SB3_ENVS = 8
+"""SB3 PPO steps 8 sub-environments, as SB3 users run it with ``make_vec_env``."""
 
 
 @dataclass(frozen=True)
 class DemoResult:
-    """What the demo produced: the data summary, the training run and the backtest."""
+    """What the demo produced: the data summary, the tournament, the baseline and the backtest."""
 
     summary: dict
-    training: TrainResult | None
-    backtest: BacktestResult
+    tournament: Any = field(repr=False)
+    """The `tournament.TournamentResult`."""
+    baselines: Any = field(repr=False)
+    """The `trader.baselines.BaselinesResult` (None when ``baseline_seconds`` is 0)."""
+    backtest: Any = field(repr=False)
+    """The `BacktestResult` of the test period: every strategy of the run directory."""
 
 
 def run_demo(
     recipe: str = DEFAULT_RECIPE,
     run_dir: str | os.PathLike[str] = "runs/demo",
     *,
-    steps: int = 200_000,
-    num_envs: int = 256,
+    tournament_seconds: float = 180.0,
+    baseline_seconds: float | None = None,
+    workers: int = 2,
+    algos: tuple[str, ...] = ("ppo", "sac", "td3"),
+    pod_steps: int = POD_STEPS,
+    num_envs: int = POD_ENVS,
+    cost: float = DEFAULT_COST,
     seed: int = 0,
     device: str = "cpu",
+    tear_sheet: bool = True,
+    client: Any = None,
     log=print,
+    on_progress=None,
 ) -> DemoResult:
-    """Data, a brief PPO training run and a backtest, into `run_dir`.
+    """Data, a tournament, an SB3 baseline and the test-period backtest, into `run_dir`.
 
     :param recipe: the data set recipe (name or path).
-    :param run_dir: the run directory (created if missing).
-    :param steps: PPO environment transitions; 0 skips training (benchmarks only).
-    :param num_envs: batched sub-environments for training.
-    :param seed: seeds training.
+    :param run_dir: the run directory; must not hold a run yet.
+    :param tournament_seconds: the tournament's wall-clock budget.
+    :param baseline_seconds: SB3 PPO's wall-clock budget (default: the tournament's;
+        0 skips the baseline).
+    :param workers: local dask worker processes (one thread each).
+    :param algos: the algorithms of the tournament's pool.
+    :param pod_steps: transitions per pod.
+    :param num_envs: sub-environments per pod.
+    :param cost: costs per side, in training and in the backtest.
+    :param seed: the tournament's and the baseline's seed.
     :param device: "cpu" or "cuda".
+    :param tear_sheet: draw a tear sheet per agent in the backtest.
+    :param client: a dask `Client` to run the tournament on (default: a new
+        `LocalCluster` of ``workers`` processes, closed at the end).
     :param log: where progress lines go.
+    :param on_progress: called with the tournament's `Progress` after every change.
     """
+    from tournament import TournamentConfig, run
+    from trader.backtest.rundir import backtest_config, backtest_run, read_run
+    from trader.baselines import baselines
+
     run_dir = Path(run_dir)
     data = load(recipe, progress=log)
     summary = data.summary()
     log("data set: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
-    training = None
-    policies = {}
-    if steps > 0:
-        log(f"training PPO for {steps:,} steps on {num_envs} sub-environments ({device}) ...")
-        training = train("ppo", data, run_dir=run_dir, steps=steps, num_envs=num_envs, seed=seed,
-                         device=device, eval_every=max(steps // 4, 1))
-        log(f"trained in {training.wall_time:.0f} s, best validation Sharpe {training.best_score:.2f}")
-        policies["ppo"] = run_dir / "checkpoints" / "best"
-    log("backtesting on the test period ...")
-    result = run_backtest(data, policies, period="test", run_dir=run_dir, device=device)
-    return DemoResult(summary=summary, training=training, backtest=result)
+    rules = edge_rules(data.meta.get("edge"), cost)
+    config = TournamentConfig(
+        run_dir=str(run_dir), env=recipe, algos=tuple(algos),
+        algo_configs={algo: market_algo_config(algo, steps=pod_steps, num_envs=num_envs) for algo in algos},
+        env_config=config_to_dict(rules), population=4, pod_steps=pod_steps, num_envs=num_envs, pods=None,
+        time_budget=tournament_seconds, workers=workers, seed=seed, ensemble_k=3, device=device, backtest=False,
+    )  # fmt: skip
+    log(f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {workers} local workers "
+        f"for {tournament_seconds:.0f} s ...")  # fmt: skip
+    outcome = run(config, client=client, on_progress=on_progress)
+    log(_tournament_line(outcome))
+    trained = None
+    seconds = tournament_seconds if baseline_seconds is None else baseline_seconds
+    if seconds > 0:
+        log(f"baseline: SB3 PPO for {seconds:.0f} s on the same data, rules and periods ...")
+        trained = baselines(run_dir, ["sb3"], ["ppo"], time_budget=seconds, seeds=[seed], num_envs=SB3_ENVS,
+                            eval_every=10_000, device=device, backtest=False, progress=log)  # fmt: skip
+    log("backtesting every strategy on the test period ...")
+    contents = read_run(run_dir)
+    result = backtest_run(run_dir, config=backtest_config(contents, tear_sheet=tear_sheet), device=device)
+    return DemoResult(summary=summary, tournament=outcome, baselines=trained, backtest=result)
+
+
+def _tournament_line(outcome: Any) -> str:
+    """One line: pods by status, the stop, the best pod."""
+    counts = outcome.pods["status"].value_counts()
+    line = (f"tournament: stopped ({outcome.stop_reason}) after {outcome.seconds:.0f} s, "
+            + ", ".join(f"{n} {status}" for status, n in counts.items()))  # fmt: skip
+    best = outcome.leaderboard.best()
+    if best is not None:
+        line += f"; best validation Sharpe {best.score:.2f} ({best.algo} pod {best.pod_id}, generation {best.generation})"
+    return line

@@ -9,21 +9,58 @@ import typer
 
 from trader.cli import app
 from trader.cli.backtest import print_result_table
+from trader.demo import POD_STEPS
+from trader.errors import UserError
 
 
 @app.command("demo")
 def demo(
-    recipe: Annotated[str, typer.Option("--dataset", help="Data set recipe (name or path).")] = "synthetic-minute",
-    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run directory for checkpoints and the report.")] = Path("runs/demo"),
-    steps: Annotated[int, typer.Option("--steps", help="PPO training transitions; 0 backtests the baselines only.")] = 200_000,
-    num_envs: Annotated[int, typer.Option("--num-envs", help="Batched sub-environments for training.")] = 256,
-    seed: Annotated[int, typer.Option("--seed", help="Training seed.")] = 0,
+    recipe: Annotated[str, typer.Option("--dataset", help="Data set recipe (name or path).")] = "synthetic-edge-daily",
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory, new or empty (default: runs/demo, else runs/demo-2, ...).")] = None,
+    minutes: Annotated[float, typer.Option("--minutes", help="The tournament's wall-clock budget; SB3 PPO gets the same.")] = 3.0,
+    workers: Annotated[int, typer.Option("--workers", help="Local dask worker processes.")] = 2,
+    pod_steps: Annotated[int, typer.Option("--pod-steps", help="Transitions per tournament pod.")] = POD_STEPS,
+    cost: Annotated[float, typer.Option("--cost", help="Costs per side (5e-4: 5 bp).")] = 5e-4,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the tournament and the baseline.")] = 0,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a tear sheet per agent (about 10 s each).")] = True,
 ) -> None:
-    """Build the default data set, train PPO briefly, backtest it beside the baselines."""
+    """Build a data set, run a small tournament, train an SB3 baseline, backtest them all."""
+    from rich.console import Console
+
+    from trader.cli.tournament import _progress
     from trader.demo import run_demo
 
-    result = run_demo(recipe, run_dir, steps=steps, num_envs=num_envs, seed=seed, device=device)
+    if not minutes > 0:
+        raise UserError(f"--minutes must be > 0, got {minutes}")
+    if pod_steps < 1 or workers < 1:
+        raise UserError(f"--pod-steps and --workers must be >= 1, got {pod_steps} and {workers}")
+    run_dir = run_dir if run_dir is not None else free_run_dir(Path("runs/demo"))
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise UserError(f"{run_dir} is not empty: give another --run-dir or remove it (the demo never overwrites a run)")
+    console = Console(stderr=True)
+    with _progress(console) as bar:
+        task = bar.add_task("pods", total=None, line="")
+
+        def show(state) -> None:
+            best = "-" if state.best_score is None else f"{state.best_score:.3g} ({state.best_algo})"
+            bar.update(task, completed=state.done + state.failed,
+                       line=f"{state.in_flight} in flight, {state.workers} workers, best {best}")  # fmt: skip
+
+        result = run_demo(recipe, run_dir, tournament_seconds=60 * minutes, workers=workers, pod_steps=pod_steps, cost=cost,
+                          seed=seed, device=device, tear_sheet=tear_sheet, log=console.print, on_progress=show)  # fmt: skip
     print()
     print_result_table(result.backtest, "table")
-    print(f"\nrun directory: {run_dir} (report.md, report.json, backtests/, checkpoints/)")
+    runs = run_dir.parent
+    print(f"\nrun directory: {run_dir} (report.md, leaderboard.json, pods/, baselines/)")
+    print(f"open the dashboard on it: make dashboard RUNS={runs}   (or: trader dashboard {runs})")
+
+
+def free_run_dir(first: Path) -> Path:
+    """`first` when it is missing or empty, else the first free ``first-2``, ``first-3``, ...:
+    a second `make demo` writes a new run beside the first."""
+    candidate, number = first, 1
+    while candidate.exists() and any(candidate.iterdir()):
+        number += 1
+        candidate = first.with_name(f"{first.name}-{number}")
+    return candidate
