@@ -105,7 +105,19 @@ def market_algo_config(algo: str, *, steps: int, num_envs: int, network: str = "
         "iteration_steps": 1_000,
         "normalize_obs": True,
         "buffer_size": max(steps, 10_000),
+        **(SAC_TEMPERATURE if algo == "sac" else {}),
     }
+
+
+SAC_TEMPERATURE = {"autotune_alpha": False, "init_alpha": 1e-4}
+"""SAC's entropy temperature on the market, fixed and small. A bar's reward in basis
+points is about 0.1 for the oracle, shared among 100 stocks; the entropy term's pull on
+each action's mean (``alpha x 2 tanh(u)`` per dimension) is larger than the critic's
+(about 0.001 per stock) unless alpha is about 1e-4, and the default autotuning from
+alpha = 1 (or even 1e-3) cannot get there within a few thousand updates (log alpha
+moves about lr per update). Per-stock SAC on the default edge, 512k transitions,
+seed 0: 0.09x the oracle's Sharpe with autotuning from 1e-3, 0.40x at a fixed 1e-4
+(benchmarks/RESULTS.md)."""
 
 
 PRESETS = ("market",)
