@@ -32,10 +32,11 @@ DEFAULT_RECIPE = "synthetic-edge-daily"
 DEFAULT_COST = 0.0005
 """Costs per side, in training, selection and the backtest: 5 bp, what the default
 recipe's edge is built to survive."""
-POD_STEPS = 32_768
-"""Transitions per pod: on the 2-core reference machine a PPO pod of this size takes
-about 30 s on the daily recipe, so a 3-minute tournament runs a dozen pods and breeds
-from the first ones."""
+POD_STEPS = 16_384
+"""Transitions per pod. On the 2-core reference machine pods of 32,768 transitions took
+55 to 75 s each on the daily recipe, so a 3-minute tournament finished 4 of them and
+bred none; at 16,384 it finishes about twice as many, and the later ones are children
+of the first (benchmarks/RESULTS.md, "make demo")."""
 POD_ENVS = 64
 SB3_ENVS = 8
 """SB3 PPO steps 8 sub-environments, as SB3 users run it with ``make_vec_env``."""
