@@ -44,8 +44,8 @@ def test_the_demo_runs_tournament_baseline_and_backtest_into_one_run_dir(tmp_pat
     recipe = tmp_path / "tiny.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
     run_dir = tmp_path / "runs" / "demo"
-    code = main(["demo", "--dataset", str(recipe), "--run-dir", str(run_dir), "--minutes", "0.25", "--workers", "2",
-                 "--pod-steps", "2048", "--no-tear-sheet"])
+    code = main(["demo", "--dataset", str(recipe), "--run-dir", str(run_dir), "--minutes", "0.15", "--workers", "2",
+                 "--pod-steps", "1024", "--no-tear-sheet"])
     assert code == 0
     out = capsys.readouterr().out
     report = json.loads((run_dir / "report.json").read_text())
