@@ -397,6 +397,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--offpolicy-steps", type=int, default=None, help="override SAC's and TD3's transitions")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
     parser.add_argument("--jobs", type=int, default=2, help="processes: the data sets side by side")
+    parser.add_argument("--null-only", action="store_true", help="train and score on the edge-free data set only (check 2)")
     parser.add_argument("--quick", action="store_true", help="tiny budget (a smoke run, not the check)")
     parser.add_argument("--out", default=None, help="also write the scores as JSON here")
     args = parser.parse_args(argv)
@@ -434,6 +435,10 @@ def _dataset_job(name: str, args: argparse.Namespace, budget: Budget) -> Scores:
 def run_all(args: argparse.Namespace, budget: Budget) -> list[Scores]:
     """Both data sets, side by side in ``--jobs`` processes (1: one after the other)."""
     names = [args.edge_dataset] + ([args.null_dataset] if args.null_dataset else [])
+    if args.null_only:
+        if not args.null_dataset:
+            raise ConfigError("--null-only needs --null-dataset")
+        names = [args.null_dataset]
     args.null_spec = edge_spec(load(args.edge_dataset, **load_overrides(args.edge_dataset, args)))
     if args.jobs <= 1 or len(names) == 1:
         return [_dataset_job(name, args, budget) for name in names]

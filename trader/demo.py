@@ -5,8 +5,8 @@
    side), and print its summary.
 2. Run a small tournament of PPO, SAC and TD3 pods on a local dask cluster (2 worker
    processes) for a wall-clock budget, into the run directory (`tournament.run`).
-3. Train an SB3 PPO baseline on the same data, rules and periods for the same
-   wall-clock (`trader.baselines`; one process, where the tournament had two).
+3. Train an SB3 PPO baseline on the same data, rules and periods for the wall-clock
+   the tournament took (`trader.baselines`; one process, where the tournament had two).
 4. Backtest everything in the run directory on the held-out test period: the
    tournament's best pod and top-3 ensemble, the SB3 baseline, the benchmark,
    equal-weight and (on planted-edge data) the oracle (`trader.backtest.rundir`);
@@ -60,6 +60,7 @@ def run_demo(
     run_dir: str | os.PathLike[str] = "runs/demo",
     *,
     tournament_seconds: float = 180.0,
+    pods: int | None = None,
     baseline_seconds: float | None = None,
     workers: int = 2,
     algos: tuple[str, ...] = ("ppo", "sac", "td3"),
@@ -78,8 +79,9 @@ def run_demo(
     :param recipe: the data set recipe (name or path).
     :param run_dir: the run directory; must not hold a run yet.
     :param tournament_seconds: the tournament's wall-clock budget.
-    :param baseline_seconds: SB3 PPO's wall-clock budget (default: the tournament's;
-        0 skips the baseline).
+    :param pods: also stop the tournament after this many pods (None: time only).
+    :param baseline_seconds: SB3 PPO's wall-clock budget (default: the wall-clock the
+        tournament took; 0 skips the baseline).
     :param workers: local dask worker processes (one thread each).
     :param algos: the algorithms of the tournament's pool.
     :param pod_steps: transitions per pod.
@@ -105,7 +107,7 @@ def run_demo(
     config = TournamentConfig(
         run_dir=str(run_dir), env=recipe, algos=tuple(algos),
         algo_configs={algo: market_algo_config(algo, steps=pod_steps, num_envs=num_envs) for algo in algos},
-        env_config=config_to_dict(rules), population=4, pod_steps=pod_steps, num_envs=num_envs, pods=None,
+        env_config=config_to_dict(rules), population=4, pod_steps=pod_steps, num_envs=num_envs, pods=pods,
         time_budget=tournament_seconds, workers=workers, seed=seed, ensemble_k=3, device=device, backtest=False,
     )  # fmt: skip
     log(f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {workers} local workers "
@@ -113,7 +115,7 @@ def run_demo(
     outcome = run(config, client=client, on_progress=on_progress)
     log(_tournament_line(outcome))
     trained = None
-    seconds = tournament_seconds if baseline_seconds is None else baseline_seconds
+    seconds = outcome.seconds if baseline_seconds is None else baseline_seconds
     if seconds > 0:
         log(f"baseline: SB3 PPO for {seconds:.0f} s on the same data, rules and periods ...")
         trained = baselines(run_dir, ["sb3"], ["ppo"], time_budget=seconds, seeds=[seed], num_envs=SB3_ENVS,

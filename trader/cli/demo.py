@@ -17,8 +17,9 @@ from trader.errors import UserError
 def demo(
     recipe: Annotated[str, typer.Option("--dataset", help="Data set recipe (name or path).")] = "synthetic-edge-daily",
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory, new or empty (default: runs/demo, else runs/demo-2, ...).")] = None,
-    minutes: Annotated[float, typer.Option("--minutes", help="The tournament's wall-clock budget; SB3 PPO gets the same.")] = 3.0,
+    minutes: Annotated[float, typer.Option("--minutes", help="The tournament's wall-clock budget; SB3 PPO gets what the tournament took.")] = 3.0,
     workers: Annotated[int, typer.Option("--workers", help="Local dask worker processes.")] = 2,
+    pods: Annotated[int | None, typer.Option("--pods", help="Also stop the tournament after this many pods.")] = None,
     pod_steps: Annotated[int, typer.Option("--pod-steps", help="Transitions per tournament pod.")] = POD_STEPS,
     cost: Annotated[float, typer.Option("--cost", help="Costs per side (5e-4: 5 bp).")] = 5e-4,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the tournament and the baseline.")] = 0,
@@ -33,8 +34,8 @@ def demo(
 
     if not minutes > 0:
         raise UserError(f"--minutes must be > 0, got {minutes}")
-    if pod_steps < 1 or workers < 1:
-        raise UserError(f"--pod-steps and --workers must be >= 1, got {pod_steps} and {workers}")
+    if pod_steps < 1 or workers < 1 or (pods is not None and pods < 1):
+        raise UserError(f"--pod-steps, --workers and --pods must be >= 1, got {pod_steps}, {workers} and {pods}")
     run_dir = run_dir if run_dir is not None else free_run_dir(Path("runs/demo"))
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"{run_dir} is not empty: give another --run-dir or remove it (the demo never overwrites a run)")
@@ -47,7 +48,7 @@ def demo(
             bar.update(task, completed=state.done + state.failed,
                        line=f"{state.in_flight} in flight, {state.workers} workers, best {best}")  # fmt: skip
 
-        result = run_demo(recipe, run_dir, tournament_seconds=60 * minutes, workers=workers, pod_steps=pod_steps, cost=cost,
+        result = run_demo(recipe, run_dir, tournament_seconds=60 * minutes, pods=pods, workers=workers, pod_steps=pod_steps, cost=cost,
                           seed=seed, device=device, tear_sheet=tear_sheet, log=console.print, on_progress=show)  # fmt: skip
     print()
     print_result_table(result.backtest, "table")
