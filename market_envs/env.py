@@ -529,7 +529,8 @@ class StockTradingVecEnv:
             raise ConfigError(
                 f"EnvConfig.features: unknown feature(s) {unknown}; the panel has {list(data.feature_names)}"
             )
-        lacking = [name for name in names if name in data.unavailable_features]
+        unavailable = set(data.unavailable_features)
+        lacking = [name for name in names if name in unavailable]
         if lacking:
             raise ConfigError(f"EnvConfig.features: {lacking} need columns that data set {data.name!r} lacks "
                               f"({', '.join(data.meta['missing_columns'])})")  # fmt: skip

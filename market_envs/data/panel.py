@@ -17,6 +17,14 @@ from market_envs.errors import UserError
 
 EXCHANGE_TZ = "America/New_York"
 PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
+
+
+def fill_price(missing_columns) -> str:
+    """Where an order decided at a bar fills: the next bar's "open", or its "close" when
+    the data has no open prices (`MarketData.meta["missing_columns"]`)."""
+    return "close" if "open" in missing_columns else "open"
+
+
 FEATURES_NEED = {"cci_30": ("high", "low"), "dx_30": ("high", "low")}
 """Source columns each derived feature is made of, beyond the close (a price column
 needs itself); a feature that needs a column the data lacks is unavailable."""
@@ -205,13 +213,12 @@ class MarketData:
         in the panel they are filled from the close (volume: 0) and the env leaves them out
         of its default observation. Empty for full OHLCV data."""
         missing = set(self.meta.get("missing_columns", ()))
-        needs = {name: set(columns) for name, columns in FEATURES_NEED.items()}
-        return tuple(name for name in self.feature_names if needs.get(name, {name}) & missing)
+        return tuple(name for name in self.feature_names if missing.intersection(FEATURES_NEED.get(name, (name,))))
 
     @property
     def fill_price(self) -> str:
         """"open" (the next bar's open) or "close" when the data has no open prices."""
-        return "close" if "open" in self.meta.get("missing_columns", ()) else "open"
+        return fill_price(self.meta.get("missing_columns", ()))
 
     def period(self, which: str) -> MarketData:
         """"train", "validation" or "test" by the split dates in `meta` (set by recipes).

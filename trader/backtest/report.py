@@ -31,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from market_envs.data.panel import fill_price
 from trader.backtest.result import SERIES_COLUMNS, BacktestResult
 from trader.metrics import METRIC_LABELS, PERCENT_METRICS
 
@@ -93,7 +94,7 @@ def context_lines(result: BacktestResult) -> list[str]:
         f"Period: {period.name}, {period.start} .. {period.end} ({period.days} trading days, {period.bars} bars)",
         f"Start capital: ${config['initial_cash']:,.0f}; costs: {100 * config['buy_cost']:.2f}% per buy, "
         f"{100 * config['sell_cost']:.2f}% per sell",
-        f"Orders decided at a bar fill at the next bar's {'close' if 'open' in result.missing_columns else 'open'}; "
+        f"Orders decided at a bar fill at the next bar's {fill_price(result.missing_columns)}; "
         "metrics from daily returns, 252 days a year.",
         *([f"The data has no {', '.join(result.missing_columns)}: filled from the close (volume 0); "
            f"features made of them left out of the agents' observation."] if result.missing_columns else []),

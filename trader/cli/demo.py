@@ -9,19 +9,19 @@ import typer
 
 from trader.cli import app
 from trader.cli.backtest import print_result_table
-from trader.demo import POD_STEPS
+from trader.demo import DEFAULT_COST, DEFAULT_RECIPE, POD_STEPS
 from trader.errors import UserError
 
 
 @app.command("demo")
 def demo(
-    recipe: Annotated[str, typer.Option("--dataset", help="Data set recipe (name or path).")] = "synthetic-edge-daily",
+    recipe: Annotated[str, typer.Option("--dataset", help="Data set recipe (name or path).")] = DEFAULT_RECIPE,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory, new or empty (default: runs/demo, else runs/demo-2, ...).")] = None,
     minutes: Annotated[float, typer.Option("--minutes", help="The tournament's wall-clock budget; SB3 PPO gets what the tournament took.")] = 3.0,
     workers: Annotated[int, typer.Option("--workers", help="Local dask worker processes.")] = 2,
     pods: Annotated[int | None, typer.Option("--pods", help="Also stop the tournament after this many pods.")] = None,
     pod_steps: Annotated[int, typer.Option("--pod-steps", help="Transitions per tournament pod.")] = POD_STEPS,
-    cost: Annotated[float, typer.Option("--cost", help="Costs per side (5e-4: 5 bp).")] = 5e-4,
+    cost: Annotated[float, typer.Option("--cost", help="Costs per side (5e-4: 5 bp).")] = DEFAULT_COST,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the tournament and the baseline.")] = 0,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
     tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a tear sheet per agent (about 10 s each).")] = True,
@@ -29,7 +29,7 @@ def demo(
     """Build a data set, run a small tournament, train an SB3 baseline, backtest them all."""
     from rich.console import Console
 
-    from trader.cli.tournament import _progress
+    from trader.cli.tournament import _progress, progress_line
     from trader.demo import run_demo
 
     if not minutes > 0:
@@ -44,12 +44,11 @@ def demo(
         task = bar.add_task("pods", total=None, line="")
 
         def show(state) -> None:
-            best = "-" if state.best_score is None else f"{state.best_score:.3g} ({state.best_algo})"
-            bar.update(task, completed=state.done + state.failed,
-                       line=f"{state.in_flight} in flight, {state.workers} workers, best {best}")  # fmt: skip
+            bar.update(task, completed=state.done + state.failed, line=progress_line(state))
 
-        result = run_demo(recipe, run_dir, tournament_seconds=60 * minutes, pods=pods, workers=workers, pod_steps=pod_steps, cost=cost,
-                          seed=seed, device=device, tear_sheet=tear_sheet, log=console.print, on_progress=show)  # fmt: skip
+        result = run_demo(recipe, run_dir, tournament_seconds=60 * minutes, pods=pods, workers=workers,
+                          pod_steps=pod_steps, cost=cost, seed=seed, device=device, tear_sheet=tear_sheet,
+                          log=console.print, on_progress=show)  # fmt: skip
     print()
     print_result_table(result.backtest, "table")
     runs = run_dir.parent

@@ -97,12 +97,16 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
         task = bar.add_task("pods", total=settings.pods, line="preparing the data ...")
 
         def show(state) -> None:
-            best = "-" if state.best_score is None else f"{state.best_score:.4g} ({state.best_algo})"
-            line = (f"{state.in_flight} in flight, {state.failed} failed, {state.workers} workers, "
-                    f"best {best}, {state.pods_per_hour:,.0f} pods/h")  # fmt: skip
-            bar.update(task, completed=state.done + state.failed, line=line)
+            bar.update(task, completed=state.done + state.failed, line=progress_line(state))
 
         return run(settings, resume=resume, client=client, on_progress=show)
+
+
+def progress_line(state: Any) -> str:
+    """The live line of a tournament's `Progress`: pods in flight, failed, workers, best, pods/h."""
+    best = "-" if state.best_score is None else f"{state.best_score:.4g} ({state.best_algo})"
+    return (f"{state.in_flight} in flight, {state.failed} failed, {state.workers} workers, "
+            f"best {best}, {state.pods_per_hour:,.0f} pods/h")  # fmt: skip
 
 
 def _apply_preset(values: dict[str, Any], name: str, cost: float) -> None:
