@@ -1,16 +1,21 @@
 """Gymnasium environments (Pendulum, Ant, Humanoid, ...) behind the batched env contract.
 
-`GymVecEnv` holds E independent gymnasium environments and speaks the contract of
-docs/contracts.md: tensors in and out on `device`, actions in [-1, 1] rescaled to the
-env's `Box`, `terminated` and `truncated` kept apart, and gymnasium's **same-step**
-autoreset: a sub-environment that finishes is reset inside the same `step`, its new
-first observation is returned in `obs`, and its last observation is in
-`info["final_obs"]` (rows of unfinished sub-environments equal `obs`).
+`GymVecEnv` wraps gymnasium's own vector env (`gymnasium.make_vec`) and speaks the
+contract of docs/contracts.md: tensors in and out on `device`, actions in [-1, 1]
+rescaled to the env's `Box`, `terminated` and `truncated` kept apart, and gymnasium's
+**same-step** autoreset (``AutoresetMode.SAME_STEP``): a sub-environment that
+finishes is reset inside the same `step`, its new first observation is returned in
+`obs`, and its last observation is in `info["final_obs"]` (rows of unfinished
+sub-environments equal `obs`).
 
-MuJoCo and classic-control envs run on the host, so stepping loops over the E
-environments in Python here (unavoidable for these envs); the host<->device copy
-happens once per step for the whole batch: actions come down in one copy, and
-observations, rewards, flags and final observations go up in one copy each.
+MuJoCo and classic-control envs run on the host. ``vectorization="sync"`` (the
+default) steps the E environments one after another in this process;
+``"async"`` steps each in its own worker process (gymnasium's `AsyncVectorEnv`).
+On the 2-core machine of benchmarks/RESULTS.md async is no faster for Ant-v5 (the
+pipes cost what the second core gains), so sync is the default; on a many-core
+machine async pays. Either way the host<->device copy happens once per step for
+the whole batch: actions go down in one copy; observations, rewards, flags and
+final observations come up in one copy each.
 
 Seeding: sub-environment i is reset with ``seed + i`` at the first reset (or at any
 reset given a seed); later autoresets continue each env's own RNG, so a run is a
@@ -36,6 +41,7 @@ class GymVecEnv:
     :param num_envs: number of sub-environments E.
     :param device: where observations, rewards and flags are returned.
     :param seed: sub-environment i is first reset with ``seed + i``.
+    :param vectorization: "sync" (one process) or "async" (a worker process per env).
     :param env_kwargs: passed to ``gymnasium.make`` (e.g. ``max_episode_steps``).
     """
 
@@ -45,32 +51,44 @@ class GymVecEnv:
         num_envs: int,
         device: torch.device | str = "cpu",
         seed: int = 0,
+        vectorization: str = "sync",
         **env_kwargs: Any,
     ) -> None:
         if num_envs <= 0:
             raise ConfigError(f"GymVecEnv: num_envs must be positive, got {num_envs}")
+        if vectorization not in VECTORIZATION_MODES:
+            raise ConfigError(
+                f"GymVecEnv: vectorization must be one of {VECTORIZATION_MODES}, "
+                f"got {vectorization!r}"
+            )
         self.env_id = env_id
         self.num_envs = int(num_envs)
         self.device = torch.device(device)
         self.seed = int(seed)
-        self.envs = [_make(env_id, env_kwargs) for _ in range(self.num_envs)]
-        first = self.envs[0]
-        self.single_observation_space = _check_box(first.observation_space, env_id, "observation")
-        self.single_action_space = _check_box(first.action_space, env_id, "action")
+        self.vectorization = vectorization
+        self.vector_env = _make_vec(env_id, self.num_envs, vectorization, env_kwargs)
+        try:
+            self._read_spaces()
+        except ConfigError:
+            self.vector_env.close()
+            raise
+        self._has_reset = False
+
+    def _read_spaces(self) -> None:
+        """Observation and action spaces, their sizes and the action rescaling."""
+        vector_env = self.vector_env
+        self.single_observation_space = _check_box(
+            vector_env.single_observation_space, self.env_id, "observation"
+        )
+        self.single_action_space = _check_box(vector_env.single_action_space, self.env_id, "action")
         self.obs_dim = int(self.single_observation_space.shape[0])
         self.act_dim = int(self.single_action_space.shape[0])
         low = self.single_action_space.low.astype(np.float64)
         high = self.single_action_space.high.astype(np.float64)
         if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-            raise ConfigError(f"GymVecEnv: {env_id} has an unbounded action space")
+            raise ConfigError(f"GymVecEnv: {self.env_id} has an unbounded action space")
         self._act_low = low
         self._act_half_range = (high - low) / 2.0
-        self._obs = np.zeros((self.num_envs, self.obs_dim), dtype=np.float32)
-        self._final_obs = np.zeros_like(self._obs)
-        self._rewards = np.zeros(self.num_envs, dtype=np.float32)
-        self._terminated = np.zeros(self.num_envs, dtype=np.bool_)
-        self._truncated = np.zeros(self.num_envs, dtype=np.bool_)
-        self._has_reset = False
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
@@ -78,11 +96,9 @@ class GymVecEnv:
         """Reset every sub-environment; obs float32 [E, obs_dim] on `device`."""
         if seed is None and not self._has_reset:
             seed = self.seed
-        for index, env in enumerate(self.envs):
-            env_seed = None if seed is None else seed + index
-            self._obs[index], _ = env.reset(seed=env_seed, options=options)
+        obs, _ = self.vector_env.reset(seed=seed, options=options)
         self._has_reset = True
-        return self._to_device(self._obs), {}
+        return self._to_device(obs), {}
 
     def step(
         self, actions: Tensor
@@ -98,28 +114,23 @@ class GymVecEnv:
         host_actions = actions.detach().to("cpu", torch.float64).numpy()
         scaled = self._act_low + (np.clip(host_actions, -1.0, 1.0) + 1.0) * self._act_half_range
         scaled = scaled.astype(self.single_action_space.dtype, copy=False)
-        for index, env in enumerate(self.envs):
-            obs, reward, terminated, truncated, _ = env.step(scaled[index])
-            self._rewards[index] = reward
-            self._terminated[index] = terminated
-            self._truncated[index] = truncated
-            self._final_obs[index] = obs
-            if terminated or truncated:
-                obs, _ = env.reset()
-            self._obs[index] = obs
-        info = {"final_obs": self._to_device(self._final_obs)}
+        obs, rewards, terminated, truncated, infos = self.vector_env.step(scaled)
+        final_obs = np.array(obs, dtype=np.float32)
+        finished = np.flatnonzero(infos.get("_final_obs", np.zeros(self.num_envs, bool)))
+        for index in finished:  # only the sub-environments that just finished
+            final_obs[index] = infos["final_obs"][index]
+        info = {"final_obs": self._to_device(final_obs)}
         return (
-            self._to_device(self._obs),
-            self._to_device(self._rewards),
-            self._to_device(self._terminated),
-            self._to_device(self._truncated),
+            self._to_device(obs),
+            self._to_device(rewards),
+            self._to_device(terminated),
+            self._to_device(truncated),
             info,
         )
 
     def close(self) -> None:
-        """Close every sub-environment."""
-        for env in self.envs:
-            env.close()
+        """Close every sub-environment (and async workers)."""
+        self.vector_env.close()
 
     def __enter__(self) -> GymVecEnv:
         return self
@@ -128,15 +139,29 @@ class GymVecEnv:
         self.close()
 
     def _to_device(self, array: np.ndarray) -> Tensor:
-        return torch.from_numpy(array.copy()).to(self.device)
+        dtype = DTYPES.get(np.dtype(array.dtype).kind, None)
+        tensor = torch.from_numpy(np.array(array, dtype=dtype))
+        return tensor.to(self.device)
 
     def __repr__(self) -> str:
-        return f"GymVecEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device})"
+        return (
+            f"GymVecEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device}, "
+            f"vectorization={self.vectorization!r})"
+        )
 
 
-def _make(env_id: str, env_kwargs: dict[str, Any]) -> gym.Env:
+VECTORIZATION_MODES = ("sync", "async")
+DTYPES = {"f": np.float32, "b": np.bool_}
+"""Host dtypes by numpy kind: every float becomes float32, flags stay bool."""
+
+
+def _make_vec(
+    env_id: str, num_envs: int, vectorization: str, env_kwargs: dict[str, Any]
+) -> gym.vector.VectorEnv:
+    vector_kwargs = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
     try:
-        return gym.make(env_id, **env_kwargs)
+        return gym.make_vec(env_id, num_envs, vectorization_mode=vectorization,
+                            vector_kwargs=vector_kwargs, **env_kwargs)  # fmt: skip
     except gym.error.Error as err:
         raise UserError(f"cannot make gymnasium env '{env_id}': {err}") from err
 

@@ -104,7 +104,7 @@ def test_actions_are_rescaled_and_clipped_to_the_box() -> None:
     env = GymVecEnv("PodracerCounter-v0", num_envs=3)
     env.reset()
     env.step(torch.tensor([[-1.0, 1.0], [0.0, 0.0], [5.0, -7.0]]))
-    received = np.stack([sub.unwrapped.last_action for sub in env.envs])
+    received = np.stack([sub.unwrapped.last_action for sub in env.vector_env.envs])
     np.testing.assert_allclose(received, [[0.0, 4.0], [5.0, 0.0], [10.0, -4.0]])
 
 
@@ -136,3 +136,58 @@ def test_bad_input_raises_clear_errors() -> None:
     env.reset()
     with pytest.raises(ConfigError, match="shape"):
         env.step(torch.zeros(3, 1))
+
+
+def _reference_rollout(env_id: str, num_envs: int, seed: int, actions: np.ndarray, **kwargs: Any):
+    """Plain gymnasium envs stepped by hand with same-step autoreset (the reference)."""
+    envs = [gym.make(env_id, **kwargs) for _ in range(num_envs)]
+    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
+    rows = []
+    for step_actions in actions:
+        step = [env.step(action) for env, action in zip(envs, step_actions)]
+        final_obs = np.stack([s[0] for s in step])
+        terminated = np.array([s[2] for s in step])
+        truncated = np.array([s[3] for s in step])
+        obs = np.stack([env.reset()[0] if te or tr else s[0]
+                        for env, s, te, tr in zip(envs, step, terminated, truncated)])  # fmt: skip
+        rows.append((obs, np.array([s[1] for s in step]), terminated, truncated, final_obs))
+    return rows
+
+
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_ant_matches_gymnasium_step_for_step(vectorization: str) -> None:
+    """Ant-v5 through GymVecEnv equals gymnasium's envs stepped by hand, across resets."""
+    num_envs, seed, horizon = 3, 7, 12
+    actions = np.random.default_rng(0).uniform(-1, 1, (2 * horizon + 3, num_envs, 8)).astype(np.float32)
+    expected = _reference_rollout("Ant-v5", num_envs, seed, actions, max_episode_steps=horizon)
+    with GymVecEnv("Ant-v5", num_envs, seed=seed, vectorization=vectorization,
+                   max_episode_steps=horizon) as env:  # fmt: skip
+        env.reset()
+        ends = 0
+        for step_actions, (obs, reward, terminated, truncated, final_obs) in zip(actions, expected):
+            got = env.step(torch.as_tensor(step_actions, dtype=torch.float32))
+            np.testing.assert_allclose(got[0].numpy(), obs, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(got[1].numpy(), reward, rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(got[2].numpy(), terminated)
+            np.testing.assert_array_equal(got[3].numpy(), truncated)
+            np.testing.assert_allclose(got[4]["final_obs"].numpy(), final_obs, rtol=1e-6, atol=1e-6)
+            ends += int((terminated | truncated).sum())
+    assert ends >= 2 * num_envs  # the check crossed episode boundaries
+
+
+def test_ant_meets_contract_and_async_equals_sync() -> None:
+    def trajectory(vectorization: str) -> list[torch.Tensor]:
+        with GymVecEnv("Ant-v5", 2, seed=3, vectorization=vectorization) as env:
+            assert (env.obs_dim, env.act_dim) == (105, 8)
+            torch.manual_seed(0)  # check_batched_env draws its actions from the global RNG
+            check_batched_env(env, steps=2)
+            gen = torch.Generator().manual_seed(1)
+            return [env.step(torch.rand(2, 8, generator=gen) * 2 - 1)[0] for _ in range(5)]
+
+    for sync_obs, async_obs in zip(trajectory("sync"), trajectory("async")):
+        torch.testing.assert_close(sync_obs, async_obs)
+
+
+def test_unknown_vectorization_is_refused() -> None:
+    with pytest.raises(ConfigError, match="vectorization"):
+        GymVecEnv("Pendulum-v1", 1, vectorization="threads")
