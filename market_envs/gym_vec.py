@@ -12,8 +12,8 @@ MuJoCo and classic-control envs run on the host. ``vectorization="sync"`` (the
 default) steps the E environments one after another in this process;
 ``"async"`` steps each in its own worker process (gymnasium's `AsyncVectorEnv`).
 On the 2-core machine of benchmarks/RESULTS.md async is no faster for Ant-v5 (the
-pipes cost what the second core gains), so sync is the default; on a many-core
-machine async pays. Either way the host<->device copy happens once per step for
+pipes cost what the second core gains), so sync is the default; a many-core
+machine, where async should pay, has not been measured. Either way the host<->device copy happens once per step for
 the whole batch: actions go down in one copy; observations, rewards, flags and
 final observations come up in one copy each.
 
