@@ -3,14 +3,15 @@
 Each run trains one learner for ``--minutes`` of training wall-clock on this machine,
 and every ``--eval-every`` seconds of it the deterministic policy plays
 ``--eval-episodes`` fresh episodes with fixed seeds (the same episodes for every
-learner, on `GymVecEnv`); evaluation and start-up are not counted in the clock. The
-curves (return against training seconds, CPU seconds and env steps) go to a CSV in
-docs/img/, the figure (the seed paper's figures 5 and 6: return against wall-clock
-and against env steps) to a PNG beside it, and the table gives, per learner, the
-return reached at the end of the budget: per seed, and the interquartile mean over
-seeds with a 95% percentile bootstrap interval (as rliable reports; with 3 seeds the
-IQM trims nothing and is the mean); a last column smooths the evaluation noise with
-each seed's mean of its last three scores.
+learner, scored by the `Evaluator` that validates `trader.train` runs); evaluation
+and start-up are not counted in the clock. The curves (return against training
+seconds, CPU seconds and env steps) go to a CSV in docs/img/, the figure (the seed
+paper's figures 5 and 6: return against wall-clock and against env steps) to a PNG
+beside it, and the table gives, per learner, the return reached at the end of the
+budget: per seed, and the interquartile mean over seeds with a 95% percentile
+bootstrap interval (as rliable reports; with 3 seeds the IQM trims nothing and is
+the mean); a last column smooths the evaluation noise with each seed's mean of its
+last three scores.
 
 Learners, each with its own configuration (equal wall-clock, not equal work):
 
@@ -41,11 +42,8 @@ import argparse
 import csv
 import json
 import math
-import os
-import platform
 import sys
 import time
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -56,6 +54,10 @@ import torch
 
 from market_envs.gym_vec import GymVecEnv
 from trader.agents import get_spec, make_agent, make_config
+from trader.agents.evaluator import Evaluator, mean_return_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sac_time_to_score import machine  # noqa: E402  (the CPU model line every benchmark prints)
 
 ROOT = Path(__file__).resolve().parent.parent
 LEARNERS = ("ours-sac", "sb3-sac", "ours-ppo", "sb3-ppo")
@@ -86,24 +88,10 @@ OURS_PPO: dict[str, Any] = {
 }
 """Our PPO on MuJoCo: sub-environments and config overrides."""
 
-Policy = Callable[[torch.Tensor], torch.Tensor]
-"""Raw observations [B, obs_dim] -> deterministic actions in [-1, 1]."""
-
-
-def evaluate(env_id: str, policy: Policy, episodes: int, seed: int = 10_000) -> float:
-    """Mean return of ``policy`` over the first episode of ``episodes`` envs side by side."""
-    env = GymVecEnv(env_id, episodes, seed=seed)
-    obs, _ = env.reset(seed=seed)
-    total = torch.zeros(episodes)
-    done = torch.zeros(episodes, dtype=torch.bool)
-    while not bool(done.all()):
-        with torch.no_grad():
-            actions = policy(obs)
-        obs, reward, terminated, truncated, _ = env.step(actions)
-        total += torch.where(done, 0.0, reward)
-        done |= terminated | truncated
-    env.close()
-    return total.mean().item()
+def evaluator(env_id: str, episodes: int, seed: int = 10_000) -> Evaluator:
+    """What `trader.train` validates gymnasium runs with: the first episode of
+    ``episodes`` seeded envs, deterministic actions, score = mean return."""
+    return Evaluator(GymVecEnv(env_id, episodes, seed=seed), mean_return_score, seed=seed)
 
 
 class Ours:
@@ -124,8 +112,8 @@ class Ours:
         while time.perf_counter() < deadline:
             self.env_steps += int(self.runner.iteration()["env_steps"])
 
-    def policy(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.agent.act(obs, deterministic=True)
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        return self.agent.act(obs, deterministic)
 
 
 class SB3:
@@ -169,13 +157,13 @@ class SB3:
         self.model.learn(steps, callback=callback, reset_num_timesteps=self.first)
         self.first = False
 
-    def policy(self, obs: torch.Tensor) -> torch.Tensor:
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         from stable_baselines3.common.vec_env import VecNormalize
 
         raw = obs.numpy()
         if isinstance(self.env, VecNormalize):
             raw = self.env.normalize_obs(raw)
-        actions, _ = self.model.predict(raw, deterministic=True)
+        actions, _ = self.model.predict(raw, deterministic=deterministic)
         return torch.as_tensor(np.asarray(actions), dtype=torch.float32)
 
 
@@ -192,13 +180,14 @@ def run_one(learner: str, env_id: str, seed: int, minutes: float, eval_every: fl
         agent = Ours(algo, env_id, seed, sac_config or CHOSEN_SAC)
     budget = 60.0 * minutes
     wall, cpu = 0.0, 0.0
-    curve = [(0.0, 0.0, 0, evaluate(env_id, agent.policy, eval_episodes))]
+    scorer = evaluator(env_id, eval_episodes)
+    curve = [(0.0, 0.0, 0, scorer.evaluate(agent)["score"])]
     while wall < budget - 1e-9:
         start, start_cpu = time.perf_counter(), time.process_time()
         agent.train_until(start + min(eval_every, budget - wall))
         wall += time.perf_counter() - start
         cpu += time.process_time() - start_cpu
-        score = evaluate(env_id, agent.policy, eval_episodes)
+        score = scorer.evaluate(agent)["score"]
         curve.append((round(wall, 2), round(cpu, 2), agent.env_steps, round(score, 1)))
         print(f"  {learner} seed {seed}: {wall:6.0f} s, {agent.env_steps:8,d} steps, "
               f"return {score:8.1f}", flush=True)  # fmt: skip
@@ -268,7 +257,7 @@ def plot(runs: list[dict[str, Any]], env_id: str, path: Path) -> None:
     for colour, learner in zip(plt.cm.tab10.colors, learners):
         mine = [r for r in runs if r["learner"] == learner]
         for axis, column in ((axes[0], 0), (axes[1], 2)):
-            for index, run in enumerate(mine):
+            for run in mine:
                 x = [row[column] for row in run["curve"]]
                 y = [row[3] for row in run["curve"]]
                 axis.plot(x, y, color=colour, alpha=0.35, linewidth=1)
@@ -300,18 +289,6 @@ def _iqm_curve(runs: list[dict[str, Any]], column: int) -> tuple[np.ndarray, lis
 
 def _latest(curve: list[list[float]], column: int, point: float) -> float:
     return [row[3] for row in curve if row[column] <= point][-1]
-
-
-def machine() -> str:
-    """The CPU model (from /proc/cpuinfo where there is one) and its core count."""
-    model = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} cores"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -28,7 +28,7 @@ import torch
 from market_envs.gym_vec import GymVecEnv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from locomotion import machine  # noqa: E402
+from sac_time_to_score import machine  # noqa: E402
 
 
 def timed(step, seconds: float, repeats: int) -> tuple[float, float]:

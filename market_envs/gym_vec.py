@@ -116,9 +116,9 @@ class GymVecEnv:
         scaled = scaled.astype(self.single_action_space.dtype, copy=False)
         obs, rewards, terminated, truncated, infos = self.vector_env.step(scaled)
         final_obs = np.array(obs, dtype=np.float32)
-        finished = np.flatnonzero(infos.get("_final_obs", np.zeros(self.num_envs, bool)))
-        for index in finished:  # only the sub-environments that just finished
-            final_obs[index] = infos["final_obs"][index]
+        finished = infos.get("_final_obs")  # mask of the sub-environments that just finished
+        if finished is not None and finished.any():
+            final_obs[finished] = np.stack(infos["final_obs"][finished])
         info = {"final_obs": self._to_device(final_obs)}
         return (
             self._to_device(obs),
