@@ -180,11 +180,39 @@ def test_checkpoint_round_trip_reproduces_actions_and_training_exactly(algo, tmp
         ("td3", {"batch_size": 0}, "batch_size"),
         ("td3", {"polcy_delay": 2}, "polcy_delay"),
         ("sac", {"num_learners": 0}, "num_learners"),
+        ("td3", {"critic_init_scale": 0.0}, "critic_init_scale"),
     ],
 )
 def test_bad_config_values_raise_naming_the_key(algo, overrides, key):
     with pytest.raises(ConfigError, match=key):
         make_config(algo, overrides)
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+@pytest.mark.parametrize("network", ["mlp", "per_stock"])
+def test_critic_init_scale_shrinks_only_the_critics_output_layer(algo, network):
+    """The same seed with critic_init_scale s: the critics' (and target critics') last
+    weights and bias are s times the plain ones, every other parameter is unchanged,
+    so the untrained Q-values are s times as steep in the actions."""
+    obs_dim, act_dim = 1 + 4 + 4 * 2, 4  # a market layout: 4 stocks, 2 features
+    base = {"network": network, "hidden_sizes": (8, 8)}
+    plain = make_agent(algo, obs_dim, act_dim, make_config(algo, base), seed=5)
+    flat = make_agent(algo, obs_dim, act_dim, make_config(algo, {**base, "critic_init_scale": 0.01}), seed=5)
+    for name in ("critic", "target_critic"):
+        ours = list(flat.modules()[name].parameters())
+        theirs = list(plain.modules()[name].parameters())
+        half = len(ours) // 2  # weights, then biases
+        last = {half - 1, len(ours) - 1}
+        for index, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            expected = b * 0.01 if index in last else b
+            assert torch.allclose(a, expected, rtol=1e-6, atol=0), (name, index)
+    for a, b in zip(flat.actor.parameters(), plain.actor.parameters(), strict=True):
+        assert torch.equal(a, b)
+    obs, actions = torch.randn(6, obs_dim), torch.rand(6, act_dim) * 2 - 1
+    with torch.no_grad():
+        q_flat = flat.critic(obs, actions) - flat.critic(obs, torch.zeros_like(actions))
+        q_plain = plain.critic(obs, actions) - plain.critic(obs, torch.zeros_like(actions))
+    assert torch.allclose(q_flat, 0.01 * q_plain, rtol=1e-4, atol=1e-7)
 
 
 def test_configs_survive_a_dict_round_trip():

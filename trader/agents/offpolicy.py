@@ -73,6 +73,13 @@ class OffPolicyConfig:
     """Rewards are multiplied by this before entering the Bellman target."""
     normalize_obs: bool = False
     """Normalise observations with running statistics (kept in the agent and checkpoint)."""
+    critic_init_scale: float = 1.0
+    """Multiplies the critics' output layer (weights and bias) once, at initialisation.
+    Below 1 the untrained Q-function is nearly flat in the actions, so the actor's first
+    updates follow what the critics learn from the data instead of their random initial
+    slope (DDPG initialises its output layers in +-3e-3 for this reason). 1.0: the plain
+    `nn.Linear` initialisation. The market preset sets TD3's to 0.01
+    (`trader.presets.TD3_MARKET`)."""
     max_grad_norm: float | None = None
     """Clip the gradient norm of each network to this value; None disables clipping."""
     iteration_steps: int = 1_000
@@ -95,6 +102,7 @@ class OffPolicyConfig:
             "reward_scale": self.reward_scale,
             "iteration_steps": self.iteration_steps,
             "num_learners": self.num_learners,
+            "critic_init_scale": self.critic_init_scale,
         }
         for key, value in positive.items():
             if not value > 0:
@@ -135,10 +143,19 @@ def actor_network(obs_dim: int, act_dim: int, config: OffPolicyConfig, outputs_p
 
 
 def twin_q(obs_dim: int, act_dim: int, config: OffPolicyConfig) -> nn.Module:
-    """The twin critics, flat (`TwinQ`) or per-stock (`PerStockTwinQ`), ``[K, B]`` out."""
+    """The twin critics, flat (`TwinQ`) or per-stock (`PerStockTwinQ`), ``[K, B]`` out;
+    their output layer scaled by ``config.critic_init_scale``."""
     if config.network == "per_stock":
-        return PerStockTwinQ(obs_dim, act_dim, config.hidden_sizes)
-    return TwinQ(obs_dim, act_dim, config.hidden_sizes)
+        critic: nn.Module = PerStockTwinQ(obs_dim, act_dim, config.hidden_sizes)
+        last_weight, last_bias = critic.net.weights[-1], critic.net.biases[-1]
+    else:
+        critic = TwinQ(obs_dim, act_dim, config.hidden_sizes)
+        last_weight, last_bias = critic.weights[-1], critic.biases[-1]
+    if config.critic_init_scale != 1.0:
+        with torch.no_grad():
+            last_weight.mul_(config.critic_init_scale)
+            last_bias.mul_(config.critic_init_scale)
+    return critic
 
 
 def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential:
