@@ -198,10 +198,13 @@ def random_policy(num_tickers: int, seed: int) -> Callable[[Tensor], Tensor]:
 
 def train_agent(algo: str, data: MarketData, rules: EnvConfig, budget: Budget, seed: int, device: torch.device,
                 network: str = "per_stock", replay_ratio: float = 1.0, extra: dict[str, Any] | None = None,
+                on_iteration: Callable[[Agent, dict[str, float], int], None] | None = None,
                 ) -> tuple[Agent, float]:  # fmt: skip
     """Train one agent on `data` for the budget's steps; returns it and the seconds taken.
 
-    `extra`: config keys set on top of `algo_overrides` (``--set algo.key=value``)."""
+    `extra`: config keys set on top of `algo_overrides` (``--set algo.key=value``);
+    `on_iteration(agent, metrics, steps so far)`: called after every runner iteration
+    (benchmarks/sign_trace.py measures the agent there)."""
     torch.manual_seed(seed)  # the env's start generator is drawn from the global RNG
     env = StockTradingVecEnv(data, budget.num_envs[algo], device, rules)
     config = make_config(algo, {**algo_overrides(algo, budget, network, replay_ratio), **(extra or {})})
@@ -209,7 +212,10 @@ def train_agent(algo: str, data: MarketData, rules: EnvConfig, budget: Budget, s
     runner = get_spec(algo).runner_cls(agent, env)
     start, steps = time.perf_counter(), 0
     while steps < budget.steps[algo]:
-        steps += int(runner.iteration()["env_steps"])
+        metrics = runner.iteration()
+        steps += int(metrics["env_steps"])
+        if on_iteration is not None:
+            on_iteration(agent, metrics, steps)
     return agent, time.perf_counter() - start
 
 

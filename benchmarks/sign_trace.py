@@ -35,12 +35,11 @@ from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from learning_check import FULL, REPLAY_RATIO, Budget, algo_overrides, edge_spec, env_rules, parse_override  # noqa: E402
+from learning_check import FULL, REPLAY_RATIO, Budget, edge_spec, env_rules, parse_override, train_agent  # noqa: E402
 
 from market_envs.data import load  # noqa: E402
-from market_envs.data.edge import _SIGN  # noqa: E402
+from market_envs.data.edge import edge_layout  # noqa: E402
 from market_envs.env import StockTradingVecEnv  # noqa: E402
-from trader.agents import get_spec, make_agent, make_config  # noqa: E402
 from trader.train import market_evaluator  # noqa: E402
 
 
@@ -124,30 +123,30 @@ def main(argv: list[str]) -> int:
     if args.steps is not None:
         steps[args.algo] = args.steps
     budget = Budget(steps=steps, num_envs=FULL.num_envs)
-    overrides = {**algo_overrides(args.algo, budget, replay_ratio=REPLAY_RATIO), **dict(args.set or [])}
-    torch.manual_seed(args.seed)  # as learning_check.train_agent: the env's starts
-    env = StockTradingVecEnv(train, budget.num_envs[args.algo], "cpu", rules)
-    agent = make_agent(args.algo, env.obs_dim, env.act_dim, make_config(args.algo, overrides), device="cpu", seed=args.seed)
-    runner = get_spec(args.algo).runner_cls(agent, env)
+    extra = dict(args.set or [])
     probe = probe_observations(train, rules, args.probe_envs, 5, args.seed)
-    direction = rule_direction(probe, env.act_dim, _SIGN[spec.kind])
+    direction = rule_direction(probe, train.num_tickers, float(edge_layout(spec, full.num_tickers).sign[0]))
     evaluator = market_evaluator(validation, rules)
-    print(f"{args.algo} seed {args.seed}: {budget.steps[args.algo]} transitions, overrides {dict(args.set or [])}", flush=True)
-    rows, iteration, done, start = [], 0, 0, time.perf_counter()
-    while done < budget.steps[args.algo]:
-        metrics = runner.iteration()
-        done += int(metrics["env_steps"])
-        iteration += 1
+    print(f"{args.algo} seed {args.seed}: {budget.steps[args.algo]} transitions, overrides {extra}", flush=True)
+    rows: list[dict[str, float]] = []
+    start = time.perf_counter()
+    iterations = [0]  # runner iterations so far (the callback cannot count them otherwise)
+
+    def trace(agent: Any, metrics: dict[str, float], done: int) -> None:
+        iterations[0] += 1
         last = done >= budget.steps[args.algo]
-        if iteration % args.every and not last:
-            continue
-        row = {"iteration": iteration, "steps": done, "seconds": round(time.perf_counter() - start, 1)}
+        if iterations[0] % args.every and not last:
+            return
+        row = {"iteration": iterations[0], "steps": done, "seconds": round(time.perf_counter() - start, 1)}
         row.update(trace_row(agent, probe, direction))
         row.update({k: v for k, v in metrics.items() if k in agent.metric_names})
         if last or (args.validate_every and (len(rows) + 1) % args.validate_every == 0):
             row["val_sharpe"] = evaluator.evaluate(agent)["sharpe"]
         rows.append(row)
         print("  " + "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
+
+    train_agent(args.algo, train, rules, budget, args.seed, torch.device("cpu"), replay_ratio=REPLAY_RATIO,
+                extra=extra, on_iteration=trace)  # fmt: skip
     frame = pd.DataFrame(rows)
     if args.out:
         frame.to_csv(args.out, index=False)
