@@ -82,7 +82,7 @@ def one_seed(seed: int, recipe: Path, args: argparse.Namespace, root: Path) -> d
         pod_steps=args.pod_steps, num_envs=args.num_envs, pods=None, time_budget=seconds,
         workers=args.workers, seed=seed, ensemble_k=args.ensemble_k, backtest=True,
         mutation_scale=args.mutation_scale, fresh_probability=args.fresh_probability,
-        in_flight_per_thread=args.in_flight_per_thread,
+        in_flight_per_thread=args.in_flight_per_thread, compile=args.compile,
     )  # fmt: skip
     result = run(config)
     tournament = {name: float(result.backtest.metrics.loc[name, "sharpe_ratio"]) for name in ("best", "ensemble")}
@@ -91,7 +91,7 @@ def one_seed(seed: int, recipe: Path, args: argparse.Namespace, root: Path) -> d
     start = time.perf_counter()
     single = train("ppo", str(recipe), ppo_config(args), single_dir, steps=10**12, seed=seed,
                    num_envs=args.num_envs, env_config=rules_dict, eval_every=args.pod_steps,
-                   time_budget=seconds)  # fmt: skip
+                   time_budget=seconds, compile=args.compile)  # fmt: skip
     single_seconds = time.perf_counter() - start
     scores = test_sharpes(recipe, {"single": single_dir / "checkpoints" / "best"}, rules)
     row = {"seed": seed, **tournament, "single": scores["single"], "equal_weight": scores["equal_weight"],
@@ -125,6 +125,8 @@ def main() -> None:
     parser.add_argument("--network", default="mlp", choices=("mlp", "per_stock"), help="PPO's networks, both sides")
     parser.add_argument("--mutation-scale", type=float, default=TournamentConfig.mutation_scale)
     parser.add_argument("--fresh-probability", type=float, default=TournamentConfig.fresh_probability)
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile both sides (env steps, validation included; benchmarks/validation_pass.py)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     rows = []
@@ -135,7 +137,7 @@ def main() -> None:
         load(str(recipe))  # build once, outside the timings
         for seed in range(args.seeds):
             rows.append(one_seed(seed, recipe, args, Path(tmp)))
-    print(f"\n{recipe.stem}, cost {args.cost}, {args.minutes} min per side per seed, tournament "
+    print(f"\n{recipe.stem}, cost {args.cost}, {args.minutes} min per side per seed{', compiled' if args.compile else ''}, tournament "
           f"{args.algos} on {args.workers} workers, pods of {args.pod_steps:,} x {args.num_envs} envs; "
           f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
     walls = [f"{r['tournament_s']:.0f}/{r['single_s']:.0f}" for r in rows]

@@ -19,6 +19,7 @@ from tournament.ensemble import EnsemblePolicy
 from tournament.events import EventLog
 from tournament.generator import PodGenerator, perturb, pod_seed_sequence, select_parent
 from tournament.leaderboard import Entry, Leaderboard, lineage
+from tournament.pod import PodSpec
 from tournament.orchestrator import TournamentState
 from tournament.pod import PodResult, PodSpec
 from trader.agents import get_spec, make_agent
@@ -171,6 +172,18 @@ def test_generator_is_a_function_of_seed_and_index() -> None:
     assert first.algo_config["learning_rate"] != 3e-4
     assert first.seed == int(pod_seed_sequence(0, 7).generate_state(1)[0])
     assert generator.next_spec(8, board).seed != first.seed
+
+
+def test_every_pod_spec_carries_the_tournaments_compile_flag() -> None:
+    board = Leaderboard(4)
+    board.consider(entry(0, 1.0, **{"learning_rate": 3e-4}))
+    generator = PodGenerator(_config(algos=("ppo",), compile=True), "Pendulum-v1")
+    specs = [generator.next_spec(index, board) for index in range(12)]
+    assert {spec.parent_id is None for spec in specs} == {True, False}  # fresh pods and children
+    assert all(spec.compile for spec in specs)
+    assert PodSpec.from_dict(specs[0].to_dict()) == specs[0]
+    saved = {key: value for key, value in specs[0].to_dict().items() if key != "compile"}
+    assert PodSpec.from_dict(saved).compile is False  # pods.parquet written before the flag resumes
 
 
 def test_generator_follows_the_algorithm_mix_and_fresh_probability() -> None:

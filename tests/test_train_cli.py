@@ -317,3 +317,34 @@ def test_cli_rejects_a_bad_preset(args: list[str], message: str, tmp_path: Path,
     code = main(["train", "--algo", "ppo", "--run-dir", str(tmp_path / "run"), *args])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_compile_reaches_the_validation_env(tmp_path: Path) -> None:
+    """``compile=True`` compiles the validation pass too, not just the training env
+    (the validation pass is the larger cost of a short market run)."""
+    from market_envs.env import EnvConfig
+    from market_fixtures import random_panel
+
+    from trader.train import market_evaluator
+
+    panel = random_panel(n_tickers=3, n_bars=40, seed=2)
+    assert market_evaluator(panel, EnvConfig(), compile=True).env.compiled
+    assert not market_evaluator(panel, EnvConfig()).env.compiled
+
+
+@pytest.mark.slow
+def test_compiled_validation_scores_as_the_eager_one() -> None:
+    """The compiled validation pass records the eager one's values (slow: compiles)."""
+    from market_envs.env import EnvConfig
+    from market_fixtures import random_panel
+
+    from trader.agents import make_agent, make_config
+    from trader.train import market_evaluator
+
+    panel = random_panel(n_tickers=3, n_bars=60, seed=2)
+    rules = EnvConfig(action_mode="weights", short_selling=True)
+    eager, compiled = market_evaluator(panel, rules), market_evaluator(panel, rules, compile=True)
+    agent = make_agent("ppo", eager.env.obs_dim, eager.env.act_dim, make_config("ppo", {}), seed=3)
+    left, right = eager.run_episodes(agent), compiled.run_episodes(agent)
+    torch.testing.assert_close(right.infos["value"], left.infos["value"], rtol=1e-9, atol=1e-6)
+    assert right.returns.tolist() == pytest.approx(left.returns.tolist(), rel=1e-5)

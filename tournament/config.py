@@ -79,6 +79,11 @@ class TournamentConfig:
     was then half as deep at the same wall-clock (RESULTS.md, "Tournament value")."""
     device: str = "cpu"
     """Device of the pods ("cuda" is implied by ``gpus``)."""
+    compile: bool = False
+    """Pods ``torch.compile`` their env steps (training and validation) and forward
+    passes (`trader.train`'s ``compile``). Each worker process compiles once, on its
+    first pod, and its later pods reuse the code; a market pod's validation pass then
+    takes about half the time (benchmarks/validation_pass.py). Needs a C++ compiler."""
     seed: int = 0
     """Tournament seed; each pod's seed derives from it and the pod's index."""
     top_fraction: float = 0.25

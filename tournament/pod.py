@@ -54,6 +54,8 @@ class PodSpec:
     """Transitions between validations (0: once, at the end)."""
     device: str = "cpu"
     """Where the pod trains ("cuda" on a dask-cuda worker means that worker's GPU)."""
+    compile: bool = False
+    """``torch.compile`` the env steps and forward passes (`trader.train`'s ``compile``)."""
     generation: int = 0
     """0 for a fresh agent, the parent's generation + 1 for a child."""
     parent_id: str | None = None
@@ -139,6 +141,7 @@ def train_pod(spec: PodSpec, run_dir: str) -> PodResult:
             spec.algo, _environment(spec.env), spec.algo_config, out, steps=spec.steps,
             seed=spec.seed, device=spec.device, num_envs=spec.num_envs,
             eval_every=spec.eval_every, env_config=spec.env_config or None, init_from=init_from,
+            compile=spec.compile,
         )  # fmt: skip
     except Exception as err:  # noqa: BLE001 - a failed pod is a result, not a crash
         line = f"{type(err).__name__}: {err}".splitlines()[0]

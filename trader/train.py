@@ -129,7 +129,8 @@ def train(
     :param eval_every: transitions between evaluations (0: only at the end).
     :param eval_episodes: gymnasium validation episodes (market: the whole period once).
     :param env_config: market envs: an `EnvConfig` or dict of overrides.
-    :param compile: ``torch.compile`` the agent's forward passes (and the market step).
+    :param compile: ``torch.compile`` the agent's forward passes and the market step,
+        of the training and of the validation env.
     :param on_iteration: progress callback, called with each metrics row.
     :param init_from: a checkpoint (path without suffix) of the same algorithm and env
         dims to continue from (see the module docstring).
@@ -307,7 +308,7 @@ def _market_envs(
         EnvConfig, env_config or {}
     )
     train_env = StockTradingVecEnv(train_data, num_envs, device, cfg, compile=compile)
-    evaluator = market_evaluator(val_data, cfg, device)
+    evaluator = market_evaluator(val_data, cfg, device, compile=compile)
     window = {
         "dataset": data.name,
         "interval": data.interval,
@@ -328,18 +329,24 @@ def _recipe_reference(source: Any, data: Any) -> str:
     return data.name
 
 
-def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu") -> Evaluator:
+def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", compile: bool = False) -> Evaluator:
     """The validation evaluator of market runs: one deterministic pass over `data`
     (a `MarketData` period) under the env `rules`, scored by the Sharpe ratio of the
     daily returns, as every backtest report computes it. Baselines are selected by it
-    too (`trader.baselines`)."""
+    too (`trader.baselines`).
+
+    The pass is one env step per bar with a single sub-environment, so its time is the
+    step's fixed overhead (about 1 ms per bar on a laptop core). ``compile`` runs the
+    step kernel through ``torch.compile``: the same scores, about half the time once
+    compiled (benchmarks/validation_pass.py)."""
     from dataclasses import replace
 
     from market_envs.env import StockTradingVecEnv
 
     from trader import metrics as trade_metrics
 
-    validation = StockTradingVecEnv(data, 1, device, replace(rules, random_start=False, episode_length=None))
+    rules = replace(rules, random_start=False, episode_length=None)
+    validation = StockTradingVecEnv(data, 1, device, rules, compile=compile)
     # Step k of the full-period validation env ends at bar k+1.
     score = return_and_sharpe_score("value", trade_metrics.DAILY, score_by="sharpe", timestamps=data.timestamps[1:],
                                     initial_value=rules.initial_cash)  # fmt: skip

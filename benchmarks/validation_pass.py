@@ -1,0 +1,109 @@
+"""Validation pass: what one market validation costs, eager against ``torch.compile``.
+
+A market run is validated by one deterministic pass over the whole validation
+period with a single sub-environment (`trader.train.market_evaluator`): one env step
+and one policy forward per bar, so its time is the step's fixed overhead, not
+arithmetic. In a tournament pod of benchmarks/tournament_value.py it was the largest
+fixed cost. This script times, in one process:
+
+1. the pass itself (an untrained flat-MLP PPO policy, the learning check's config),
+   eager and compiled (``compile=True``): the first pass (compilation included) and
+   the median of the next ``--repeats``; the scores must be equal;
+2. with ``--pods N``: N consecutive tournament_value-shaped pods (``trader.train`` of
+   ``--pod-steps`` on ``--num-envs`` sub-environments, validated once at the end),
+   eager then compiled, as one dask worker process runs them one after the other.
+
+Market: the planted-edge recipe at ``--tickers`` and ``--edge-strength``, as
+benchmarks/tournament_value.py builds it.
+
+    OMP_NUM_THREADS=1 python benchmarks/validation_pass.py               # ~2 min
+    OMP_NUM_THREADS=1 python benchmarks/validation_pass.py --pods 3      # + 6 pods, ~5 min more
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from learning_check import env_rules  # noqa: E402
+from tournament_value import edge_recipe, ppo_config  # noqa: E402
+
+from market_envs.data import load  # noqa: E402
+from trader.agents import make_agent, make_config  # noqa: E402
+from trader.train import market_evaluator, train  # noqa: E402
+
+
+def time_passes(data, rules, args: argparse.Namespace, compile: bool) -> tuple[float, float, float]:
+    """(first pass s, median of the next passes s, score) of one evaluator."""
+    evaluator = market_evaluator(data, rules, compile=compile)
+    env = evaluator.env
+    agent = make_agent("ppo", env.obs_dim, env.act_dim, make_config("ppo", ppo_config(args)), seed=0)
+    start = time.perf_counter()
+    score = evaluator.evaluate(agent)["score"]
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        again = evaluator.evaluate(agent)["score"]
+        times.append(time.perf_counter() - start)
+        if again != score:
+            raise SystemExit(f"validation is not deterministic: {again} != {score}")
+    return first, statistics.median(times), score
+
+
+def time_pods(recipe: Path, rules, args: argparse.Namespace, compile: bool, folder: Path) -> list[float]:
+    seconds = []
+    for index in range(args.pods):
+        start = time.perf_counter()
+        train("ppo", str(recipe), ppo_config(args), folder / f"{'compiled' if compile else 'eager'}-{index}",
+              steps=args.pod_steps, seed=index, num_envs=args.num_envs, eval_every=0,
+              env_config=rules, compile=compile)  # fmt: skip
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="synthetic-edge-minute")
+    parser.add_argument("--tickers", type=int, default=30)
+    parser.add_argument("--edge-strength", type=float, default=100.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pods", type=int, default=0, help="Also time this many pods each way.")
+    parser.add_argument("--pod-steps", type=int, default=262_144)
+    parser.add_argument("--num-envs", type=int, default=512)
+    parser.add_argument("--network", default="mlp", choices=("mlp", "per_stock"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rules = env_rules(0.0, 390)
+    with tempfile.TemporaryDirectory(prefix="validation-pass-") as tmp:
+        recipe = edge_recipe(args, Path(tmp))
+        validation = load(str(recipe)).period("validation")
+        print(f"{recipe.stem}: validation period of {validation.num_bars:,} bars x {validation.num_tickers} tickers; "
+              f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
+        print("| validation pass | first s (compile included) | median of next s | ms per bar | score |")
+        print("|---|---:|---:|---:|---:|")
+        for compile in (False, True):
+            first, median, score = time_passes(validation, rules, args, compile)
+            name = "compiled" if compile else "eager"
+            print(f"| {name} | {first:.2f} | {median:.2f} | {1000 * median / validation.num_bars:.3f} | {score:.4f} |",
+                  flush=True)  # fmt: skip
+        if args.pods:
+            print(f"\n| pods of {args.pod_steps:,} x {args.num_envs} envs, one after the other | seconds per pod |")
+            print("|---|---|")
+            for compile in (False, True):
+                seconds = time_pods(recipe, rules, args, compile, Path(tmp))
+                name = "compiled" if compile else "eager"
+                print(f"| {name} | {', '.join(f'{s:.1f}' for s in seconds)} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
