@@ -10,7 +10,8 @@ first imports included; scaling efficiency is ``pods/h(W) / (W x pods/h(1))``.
 Also printed: the median seconds of a pod per algorithm, and (``--plain``) the
 ceiling of the machine itself: one PPO pod alone in a plain process, then two at
 once in two plain processes (no dask), so a loss of efficiency can be told apart
-from what the cores lose to each other.
+from what the cores lose to each other; ``--pin`` pins those two processes to one
+core each (does the OS scheduler's placement cost anything?).
 
 Target (issue 10): >= 90% efficiency from 1 to 2 workers on a quiet 2-core machine;
 on a GPU machine (``--gpus all --workers 1,2,4,8,16``: pods per GPU), >= 80% at 16.
@@ -61,8 +62,11 @@ def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
     }
 
 
-def plain_pod(index: int, dataset: str, pod_steps: int, num_envs: int, run_dir: str) -> float:
-    """Seconds of PPO pod ``index`` (fresh, base config) in this process, no dask."""
+def plain_pod(index: int, dataset: str, pod_steps: int, num_envs: int, run_dir: str, core: int | None = None) -> float:
+    """Seconds of PPO pod ``index`` (fresh, base config) in this process, no dask;
+    pinned to CPU ``core`` when given (Linux)."""
+    if core is not None:
+        os.sched_setaffinity(0, {core})
     from tournament.generator import PodGenerator
     from tournament.leaderboard import Leaderboard
     from tournament.pod import _load_market, train_pod
@@ -83,10 +87,11 @@ def plain_ceiling(args: argparse.Namespace, root: Path) -> tuple[float, list[flo
 
     context = multiprocessing.get_context("spawn")
     task = (args.dataset, args.pod_steps, args.num_envs, str(root / "plain"))
+    cores = (0, 1) if args.pin else (None, None)
     with context.Pool(1) as pool:
-        alone = pool.apply(plain_pod, (0, *task))
+        alone = pool.apply(plain_pod, (0, *task, cores[0]))
     with context.Pool(2) as pool:
-        pair = pool.starmap(plain_pod, [(0, *task), (1, *task)])
+        pair = pool.starmap(plain_pod, [(0, *task, cores[0]), (1, *task, cores[1])])
     return alone, pair
 
 
@@ -101,6 +106,7 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plain", action="store_true", help="Also time PPO pods in plain processes (the ceiling).")
+    parser.add_argument("--pin", action="store_true", help="With --plain: pin the two plain processes to cores 0 and 1.")
     parser.add_argument("--out", default=None, help="Write the rows as JSON here.")
     args = parser.parse_args()
     from market_envs.data import load
@@ -124,7 +130,7 @@ def main() -> None:
               f"{row['load_before']:.2f} |")  # fmt: skip
     if plain is not None:
         alone, pair = plain
-        print(f"\nplain processes, no dask: one PPO pod alone {alone:.1f} s; two at once "
+        print(f"\nplain processes{' pinned to one core each' if args.pin else ''}, no dask: one PPO pod alone {alone:.1f} s; two at once "
               f"{pair[0]:.1f} s and {pair[1]:.1f} s: the machine's own ceiling for 2 workers is "
               f"{alone / max(pair):.0%} efficiency")  # fmt: skip
     if args.out:

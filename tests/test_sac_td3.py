@@ -181,6 +181,7 @@ def test_checkpoint_round_trip_reproduces_actions_and_training_exactly(algo, tmp
         ("td3", {"polcy_delay": 2}, "polcy_delay"),
         ("sac", {"num_learners": 0}, "num_learners"),
         ("td3", {"critic_init_scale": 0.0}, "critic_init_scale"),
+        ("td3", {"preactivation_penalty": -1.0}, "preactivation_penalty"),
     ],
 )
 def test_bad_config_values_raise_naming_the_key(algo, overrides, key):
@@ -213,6 +214,29 @@ def test_critic_init_scale_shrinks_only_the_critics_output_layer(algo, network):
         q_flat = flat.critic(obs, actions) - flat.critic(obs, torch.zeros_like(actions))
         q_plain = plain.critic(obs, actions) - plain.critic(obs, torch.zeros_like(actions))
     assert torch.allclose(q_flat, 0.01 * q_plain, rtol=1e-4, atol=1e-7)
+
+
+def test_preactivation_penalty_shrinks_the_actors_preactivations_where_the_critic_is_flat():
+    """With critics that ignore the actions, the actor's only gradient is the penalty's:
+    without it one actor update leaves the actor unchanged, with it the squared
+    pre-tanh actions shrink."""
+    obs_dim, act_dim = 5, 3
+
+    def updated(penalty: float) -> tuple[torch.Tensor, torch.Tensor]:
+        config = make_config("td3", {**TINY, "policy_delay": 1, "preactivation_penalty": penalty})
+        agent = make_agent("td3", obs_dim, act_dim, config, seed=2)
+        with torch.no_grad():  # TwinQ's first layer is [K, obs + act, hidden]: zero the action rows
+            agent.critic.weights[0][:, obs_dim:] = 0.0
+            agent.target_critic.weights[0][:, obs_dim:] = 0.0
+        obs = torch.randn(64, obs_dim)
+        before = agent.actor.preactivation(agent.normalizer.normalize(obs)).detach()
+        agent.learn(random_batch(obs_dim, act_dim, seed=1))
+        return before, agent.actor.preactivation(agent.normalizer.normalize(obs)).detach()
+
+    before, after = updated(0.0)
+    assert torch.equal(before, after)
+    before, after = updated(1.0)
+    assert after.square().mean() < before.square().mean()
 
 
 def test_configs_survive_a_dict_round_trip():

@@ -50,12 +50,20 @@ class TD3Config(OffPolicyConfig):
     """Target smoothing noise is clipped to [-noise_clip, noise_clip]."""
     exploration_noise: float = 0.1
     """Std of the Gaussian noise added to the actor's action while collecting."""
+    preactivation_penalty: float = 0.0
+    """Weight of the mean squared pre-tanh action in the actor's loss (0: none). Where
+    the reward ignores the actions' scale (the market's normalised, market-neutral
+    book), nothing else stops the actions' norm from growing until tanh saturates
+    and the actor's gradient vanishes; this penalty holds them inside tanh's range.
+    On the market's one saturating TD3 seed it did, but did not stop that seed's
+    validation Sharpe from falling mid-run (benchmarks/RESULTS.md, "Why a TD3 seed
+    ends on the mirror image"), so no preset sets it."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.policy_delay < 1:
             raise ConfigError(f"TD3Config.policy_delay must be >= 1, got {self.policy_delay}")
-        for key in ("policy_noise", "noise_clip", "exploration_noise"):
+        for key in ("policy_noise", "noise_clip", "exploration_noise", "preactivation_penalty"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"TD3Config.{key} must be >= 0, got {getattr(self, key)}")
 
@@ -69,6 +77,10 @@ class DeterministicActor(nn.Module):
 
     def forward(self, obs: Tensor) -> Tensor:
         return torch.tanh(self.net(obs))
+
+    def preactivation(self, obs: Tensor) -> Tensor:
+        """The action before tanh (what `TD3Config.preactivation_penalty` weighs)."""
+        return self.net(obs)
 
 
 class TD3Agent(OffPolicyAgent):
@@ -159,9 +171,14 @@ class TD3Agent(OffPolicyAgent):
         loss = critic_loss
         actor_loss = torch.zeros((), device=self.device)
         if update_actor:
-            q1_pi = self.critic(obs, self.actor(obs), self.critic.detached_params())[0]
+            if cfg.preactivation_penalty > 0:
+                raw = self.actor.preactivation(obs)
+                pi, penalty = torch.tanh(raw), cfg.preactivation_penalty * raw.square().mean()
+            else:
+                pi, penalty = self.actor(obs), 0.0
+            q1_pi = self.critic(obs, pi, self.critic.detached_params())[0]
             actor_loss = -q1_pi.mean()
-            loss = loss + actor_loss
+            loss = loss + actor_loss + penalty
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
