@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import tomli_w
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -88,6 +89,8 @@ def one_seed(seed: int, recipe: Path, args: argparse.Namespace, root: Path) -> d
     tournament = {name: float(result.backtest.metrics.loc[name, "sharpe_ratio"]) for name in ("best", "ensemble")}
     pods = len(result.pods)
     single_dir = root / f"single-{seed}"
+    if args.compile:  # compile anew each seed, as each tournament's new workers do (on-disk caches stay)
+        torch.compiler.reset()
     start = time.perf_counter()
     single = train("ppo", str(recipe), ppo_config(args), single_dir, steps=10**12, seed=seed,
                    num_envs=args.num_envs, env_config=rules_dict, eval_every=args.pod_steps,
