@@ -9,7 +9,8 @@ fixed cost. This script times, in one process:
 1. the pass itself (an untrained flat-MLP PPO policy, the learning check's config),
    eager and compiled (``compile=True``): the first pass (compilation included) and
    the median of the next ``--repeats``; the scores must be equal;
-2. with ``--pods N``: N consecutive tournament_value-shaped pods (``trader.train`` of
+2. with ``--profile``: cProfile of one more eager pass, the top entries by own time;
+3. with ``--pods N``: N consecutive tournament_value-shaped pods (``trader.train`` of
    ``--pod-steps`` on ``--num-envs`` sub-environments, validated once at the end),
    eager then compiled, as one dask worker process runs them one after the other.
 
@@ -18,12 +19,15 @@ benchmarks/tournament_value.py builds it.
 
     OMP_NUM_THREADS=1 python benchmarks/validation_pass.py               # ~2 min
     OMP_NUM_THREADS=1 python benchmarks/validation_pass.py --pods 3      # + 6 pods, ~5 min more
+    OMP_NUM_THREADS=1 python benchmarks/validation_pass.py --repeats 1 --profile
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -60,6 +64,18 @@ def time_passes(data, rules, args: argparse.Namespace, compile: bool) -> tuple[f
     return first, statistics.median(times), score
 
 
+def profile_pass(data, rules, args: argparse.Namespace) -> None:
+    """Print cProfile's top entries (own time) of one eager pass after a warm-up pass."""
+    evaluator = market_evaluator(data, rules)
+    env = evaluator.env
+    agent = make_agent("ppo", env.obs_dim, env.act_dim, make_config("ppo", ppo_config(args)), seed=0)
+    evaluator.evaluate(agent)
+    profiler = cProfile.Profile()
+    profiler.runcall(evaluator.evaluate, agent)
+    print(f"\ncProfile of one eager pass ({data.num_bars:,} bars), by own time:")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(12)
+
+
 def time_pods(recipe: Path, rules, args: argparse.Namespace, compile: bool, folder: Path) -> list[float]:
     seconds = []
     for index in range(args.pods):
@@ -78,6 +94,7 @@ def main() -> None:
     parser.add_argument("--edge-strength", type=float, default=100.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pods", type=int, default=0, help="Also time this many pods each way.")
+    parser.add_argument("--profile", action="store_true", help="Also print cProfile's top entries of an eager pass.")
     parser.add_argument("--pod-steps", type=int, default=262_144)
     parser.add_argument("--num-envs", type=int, default=512)
     parser.add_argument("--network", default="mlp", choices=("mlp", "per_stock"))
@@ -96,6 +113,8 @@ def main() -> None:
             name = "compiled" if compile else "eager"
             print(f"| {name} | {first:.2f} | {median:.2f} | {1000 * median / validation.num_bars:.3f} | {score:.4f} |",
                   flush=True)  # fmt: skip
+        if args.profile:
+            profile_pass(validation, rules, args)
         if args.pods:
             print(f"\n| pods of {args.pod_steps:,} x {args.num_envs} envs, one after the other | seconds per pod |")
             print("|---|---|")
