@@ -130,14 +130,15 @@ def main(argv: list[str]) -> int:
     print(f"{args.algo} seed {args.seed}: {budget.steps[args.algo]} transitions, overrides {extra}", flush=True)
     rows: list[dict[str, float]] = []
     start = time.perf_counter()
-    iterations = [0]  # runner iterations so far (the callback cannot count them otherwise)
+    iteration = 0  # runner iterations so far
 
     def trace(agent: Any, metrics: dict[str, float], done: int) -> None:
-        iterations[0] += 1
+        nonlocal iteration
+        iteration += 1
         last = done >= budget.steps[args.algo]
-        if iterations[0] % args.every and not last:
+        if iteration % args.every and not last:
             return
-        row = {"iteration": iterations[0], "steps": done, "seconds": round(time.perf_counter() - start, 1)}
+        row = {"iteration": iteration, "steps": done, "seconds": round(time.perf_counter() - start, 1)}
         row.update(trace_row(agent, probe, direction))
         row.update({k: v for k, v in metrics.items() if k in agent.metric_names})
         if last or (args.validate_every and (len(rows) + 1) % args.validate_every == 0):

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -46,11 +47,16 @@ from trader.agents import make_agent, make_config  # noqa: E402
 from trader.train import market_evaluator, train  # noqa: E402
 
 
-def time_passes(data, rules, args: argparse.Namespace, compile: bool) -> tuple[float, float, float]:
-    """(first pass s, median of the next passes s, score) of one evaluator."""
+def evaluator_and_policy(data, rules, args: argparse.Namespace, compile: bool) -> tuple[Any, Any]:
+    """The validation evaluator and an untrained flat-MLP PPO policy for its env."""
     evaluator = market_evaluator(data, rules, compile=compile)
     env = evaluator.env
-    agent = make_agent("ppo", env.obs_dim, env.act_dim, make_config("ppo", ppo_config(args)), seed=0)
+    return evaluator, make_agent("ppo", env.obs_dim, env.act_dim, make_config("ppo", ppo_config(args)), seed=0)
+
+
+def time_passes(data, rules, args: argparse.Namespace, compile: bool) -> tuple[float, float, float]:
+    """(first pass s, median of the next passes s, score) of one evaluator."""
+    evaluator, agent = evaluator_and_policy(data, rules, args, compile)
     start = time.perf_counter()
     score = evaluator.evaluate(agent)["score"]
     first = time.perf_counter() - start
@@ -66,9 +72,7 @@ def time_passes(data, rules, args: argparse.Namespace, compile: bool) -> tuple[f
 
 def profile_pass(data, rules, args: argparse.Namespace) -> None:
     """Print cProfile's top entries (own time) of one eager pass after a warm-up pass."""
-    evaluator = market_evaluator(data, rules)
-    env = evaluator.env
-    agent = make_agent("ppo", env.obs_dim, env.act_dim, make_config("ppo", ppo_config(args)), seed=0)
+    evaluator, agent = evaluator_and_policy(data, rules, args, compile=False)
     evaluator.evaluate(agent)
     profiler = cProfile.Profile()
     profiler.runcall(evaluator.evaluate, agent)

@@ -19,7 +19,6 @@ from tournament.ensemble import EnsemblePolicy
 from tournament.events import EventLog
 from tournament.generator import PodGenerator, perturb, pod_seed_sequence, select_parent
 from tournament.leaderboard import Entry, Leaderboard, lineage
-from tournament.pod import PodSpec
 from tournament.orchestrator import TournamentState
 from tournament.pod import PodResult, PodSpec
 from trader.agents import get_spec, make_agent
