@@ -17,6 +17,7 @@ import streamlit as st
 
 from dashboards import figures, runs
 from dashboards.runs import RunDir, RunFileError
+from trader import rundir
 
 RUNS_DIR_ENV = "PODRACER_RUNS_DIR"
 """Environment variable naming the runs folder (`trader dashboard` sets it); default ``runs``."""
@@ -60,7 +61,7 @@ LOADERS = {
 
 
 def report(run: RunDir) -> dict[str, Any]:
-    return _load("report", run.path, "report.json")
+    return _load("report", run.path, rundir.REPORT_JSON)
 
 
 def series(run: RunDir, series_file: str) -> pd.DataFrame:
@@ -74,19 +75,19 @@ def daily(run: RunDir, series_file: str) -> pd.DataFrame:
 
 
 def training(path: Path) -> pd.DataFrame:
-    return _load("training", path, "metrics.parquet")
+    return _load("training", path, rundir.METRICS)
 
 
 def leaderboard(run: RunDir) -> dict[str, Any]:
-    return _load("leaderboard", run.path, "leaderboard.json")
+    return _load("leaderboard", run.path, rundir.LEADERBOARD)
 
 
 def pods(run: RunDir) -> pd.DataFrame:
-    return _load("pods", run.path, "pods.parquet")
+    return _load("pods", run.path, rundir.PODS)
 
 
 def dataset_card(run: RunDir) -> dict[str, Any]:
-    return _load("dataset_card", run.path, "dataset.json")
+    return _load("dataset_card", run.path, rundir.DATASET)
 
 
 __all__ = ["RunFileError", "all_runs", "runs_dir", "problem", "report", "series", "daily", "training",

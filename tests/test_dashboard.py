@@ -65,6 +65,13 @@ def built(tmp_path_factory) -> Path:
     return runs_dir
 
 
+def test_every_file_a_training_run_a_tournament_and_a_backtest_wrote_is_documented(built: Path) -> None:
+    from test_rundir import assert_every_file_is_documented
+
+    for run in ("ppo", "tour"):
+        assert_every_file_is_documented(built / run)
+
+
 @pytest.fixture
 def runs_copy(built: Path, tmp_path: Path) -> Path:
     """A private copy of the built runs folder, for tests that damage files."""
@@ -122,7 +129,7 @@ def test_loaders_name_the_file_that_is_wrong(runs_copy: Path) -> None:
     series.write_bytes(series.read_bytes()[:100])
     with pytest.raises(runs.RunFileError, match=r"best.parquet: not a readable Parquet file"):
         runs.load_series(runs_copy / "ppo", "backtests/best.parquet")
-    with pytest.raises(runs.RunFileError, match=r"leaderboard.json: missing"):
+    with pytest.raises(runs.RunFileError, match=r"leaderboard.json: not found"):
         runs.load_leaderboard(runs_copy / "ppo")
 
 
@@ -334,7 +341,7 @@ def test_a_half_written_tournament_names_the_missing_file(runs_copy: Path) -> No
     assert not at.exception
     texts = [w.value for w in at.warning]
     assert any("leaderboard.json: not valid JSON" in t for t in texts)
-    assert any("pods.parquet: missing" in t for t in texts)
+    assert any("pods.parquet: not found" in t for t in texts)
 
 
 def test_a_run_without_a_backtest_shows_on_the_training_page_only(tmp_path: Path, built: Path) -> None:

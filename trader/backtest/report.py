@@ -32,7 +32,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from market_envs.data.panel import fill_price
-from trader.backtest.result import SERIES_COLUMNS, BacktestResult
+from trader import rundir
+from trader.backtest.result import BacktestResult
+from trader.rundir import SERIES_COLUMNS
 from trader.metrics import METRIC_LABELS, PERCENT_METRICS
 
 TABLE_COLUMNS = (
@@ -154,16 +156,6 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
     }
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Write through a temporary file in the same folder, then rename into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def series_table(result: BacktestResult, name: str) -> pa.Table:
     """One strategy's series as an Arrow table with a fixed-size-list positions column."""
     frame = result.series[name]
@@ -197,28 +189,19 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
     """Write series, report.json, report.md, the tear sheet and ``dataset.json`` (the
     data set's `MarketData.describe`, when given); return name -> path."""
     root = Path(run_dir)
-    (root / "backtests").mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
     for name in result.series:
-        path = root / "backtests" / f"{name}.parquet"
-        table = series_table(result, name)
-        _atomic_write(path, lambda tmp, table=table: pq.write_table(table, tmp))
-        files[f"series:{name}"] = path
+        files[f"series:{name}"] = rundir.write_parquet(root / rundir.BACKTESTS_DIR / f"{name}.parquet",
+                                                       series_table(result, name))  # fmt: skip
     if tear_sheet:
         for name in tear_sheet_strategies(result):
             files[f"tear_sheet:{name}"] = write_tear_sheet(result, name, root / f"tearsheet_{name}.png")
     report = report_dict(result)
     report["files"] = {key: str(path.relative_to(root)) for key, path in files.items()}
-    files["report.json"] = root / "report.json"
-    files["report.md"] = root / "report.md"
-    text = json.dumps(report, indent=2, sort_keys=False)
-    _atomic_write(files["report.json"], lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
-    markdown = markdown_report(result)
-    _atomic_write(files["report.md"], lambda tmp: tmp.write_text(markdown, encoding="utf-8"))
+    files["report.json"] = rundir.write_json(root / rundir.REPORT_JSON, report)
+    files["report.md"] = rundir.write_text(root / rundir.REPORT_MD, markdown_report(result))
     if dataset_card is not None:
-        files["dataset.json"] = root / "dataset.json"
-        card = json.dumps(dataset_card, indent=2)
-        _atomic_write(files["dataset.json"], lambda tmp: tmp.write_text(card + "\n", encoding="utf-8"))
+        files["dataset.json"] = rundir.write_json(root / rundir.DATASET, dataset_card)
     return files
 
 
@@ -251,7 +234,7 @@ def write_tear_sheet(result: BacktestResult, name: str, path: Path) -> Path:
             benchmark = _utc_daily(result.daily_returns["benchmark"])
         figure = pyfolio.create_returns_tear_sheet(returns, benchmark_rets=benchmark, return_fig=True)
         figure.suptitle(f"{result.labels()[name]} - {result.dataset}, {result.period.name}", y=1.0)
-        _atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=72, bbox_inches="tight"))
+        rundir.write_atomic(path, lambda tmp: figure.savefig(tmp, format="png", dpi=72, bbox_inches="tight"))
         plt.close(figure)
     return path
 

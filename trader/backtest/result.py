@@ -8,8 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-SERIES_COLUMNS = ("value", "return", "cash", "turnover", "traded_value", "costs")
-"""Columns of each strategy's series (indexed by bar timestamp); positions are kept apart."""
+from trader.rundir import SERIES_COLUMNS  # noqa: F401  (the columns of each strategy's series; positions are kept apart)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """`trader backtest RUN_DIR`: backtest a run's strategies and the baselines, write the report.
 
 A thin layer over `trader.backtest.run_backtest`: it finds the run's strategies
-(`trader.backtest.rundir`: a training run's checkpoints, a tournament's best pod and
+(`trader.backtest.runs`: a training run's checkpoints, a tournament's best pod and
 ensemble, the baseline libraries' models in `RUN_DIR/baselines/`), picks the data
 set (`--dataset`, else the one RUN_DIR records), the capital, costs and env rules
 (the run's, unless given), runs, writes `RUN_DIR/backtests/`, `report.json`,
@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from trader.backtest import BASELINES, run_backtest
-from trader.backtest.rundir import RunContents, backtest_config, read_run, run_strategies, trading_in
+from trader.backtest.runs import RunContents, backtest_config, read_run, run_strategies, trading_in
 from trader.backtest.report import context_lines, plain_table, report_dict, table_rows
 from trader.cli import app
 from trader.errors import CheckpointError, UserError
