@@ -72,6 +72,20 @@ def test_every_file_a_training_run_a_tournament_and_a_backtest_wrote_is_document
         assert_every_file_is_documented(built / run)
 
 
+
+def test_a_tournament_gathers_every_pods_validation_passes_as_its_trials(built: Path) -> None:
+    from trader import rundir
+
+    keys, returns = rundir.read_trials(built / "tour" / rundir.TRIALS)
+    pods = sorted(p.name for p in (built / "tour" / "pods").iterdir() if (p / rundir.TRIALS).is_file())
+    per_pod = {pod: rundir.read_trials(built / "tour" / "pods" / pod / rundir.TRIALS) for pod in pods}
+    assert len(pods) == 3 and keys["pod_id"].tolist() == [p for p in pods for _ in range(len(per_pod[p][0]))]
+    assert keys["step"].tolist() == [s for p in pods for s in per_pod[p][0]["step"]]
+    for pod, (pod_keys, pod_returns) in per_pod.items():
+        rows = returns[(keys["pod_id"] == pod).to_numpy()]
+        assert rows.to_numpy().tolist() == pod_returns.to_numpy().tolist()
+
+
 @pytest.fixture
 def runs_copy(built: Path, tmp_path: Path) -> Path:
     """A private copy of the built runs folder, for tests that damage files."""

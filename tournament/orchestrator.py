@@ -244,6 +244,7 @@ def run(
     finally:
         if own_client:
             cluster.close(client)
+    gather_trials(state)
     backtest = _final_backtest(config, state) if config.backtest and not resolve_env(env).is_gym else None
     return TournamentResult(Path(config.run_dir), state.board, pods_frame(state.specs, state.results, state.cancelled),
                             reason, seconds, backtest)  # fmt: skip
@@ -380,6 +381,25 @@ def _prepare_env(env: str) -> str:
 
         load(name.value)  # builds and caches the panel, so two workers never build it at once
     return name.value
+
+
+def gather_trials(state: TournamentState) -> int:
+    """The tournament's ``trials.parquet``: every finished pod's validation passes
+    (its own ``trials.parquet``), with a ``pod_id`` column, in pod order; returns the
+    trial count. Every pass is a trial: a pod keeps its best snapshot and the
+    tournament then keeps its best pod, so both choices inflate the winner's score."""
+    keys, daily = [], []
+    for pod_id, result in sorted(state.results.items()):
+        path = pod_dir(state.root, pod_id) / rundir.TRIALS
+        if result.status != "finished" or not path.is_file():
+            continue
+        pod_keys, returns = rundir.read_trials(path)
+        keys.append(pod_keys.assign(pod_id=pod_id)[list(rundir.TRIAL_KEYS)])
+        daily.extend(row.dropna() for _, row in returns.iterrows())
+    if not daily:
+        return 0
+    rundir.write_parquet(state.root / rundir.TRIALS, rundir.trials_frame(pd.concat(keys), daily))
+    return len(daily)
 
 
 def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:

@@ -60,6 +60,7 @@ REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 BACKTESTS_DIR = "backtests"
 ERROR = "error.txt"
+TRIALS = "trials.parquet"
 
 LEADERBOARD_VERSION = 1
 CHECKPOINT_VERSION = 1
@@ -97,6 +98,8 @@ FILES: tuple[RunFile, ...] = (
     RunFile(f"{CHECKPOINTS}/*.json", "json", "trader.agents.checkpoint",
             "trader backtest, the tournament, init_from", CHECKPOINT_VERSION),
     RunFile(DATASET, "json", "trader.train, trader.backtest.report", "the dashboard (data set panel)"),
+    RunFile(TRIALS, "parquet", "trader.train; tournament.orchestrator (every pod's, gathered)",
+            "the report's selection statistics (trader.backtest.runs), the dashboard"),
     RunFile(TOURNAMENT, "toml", "tournament.orchestrator", "trader tournament --resume, trader backtest, trader baselines, the dashboard"),
     RunFile(EVENTS, "jsonl", "tournament.events", "trader tournament --resume (replay)"),
     RunFile(LEADERBOARD, "json", "tournament.leaderboard", "trader backtest (best, ensemble), the dashboard", LEADERBOARD_VERSION),
@@ -114,6 +117,16 @@ FILES: tuple[RunFile, ...] = (
 )
 """Every file a stage writes into a run directory. A training run's files also stand
 under ``pods/<id>/`` of a tournament (each pod is a training run)."""
+
+
+def files_table() -> str:
+    """`FILES` as the Markdown table of docs/contracts.md (tests/test_rundir.py keeps
+    the two equal; paste this function's output there after changing `FILES`)."""
+    rows = ["| file | format | version | written by (the only writer) | read by |", "|---|---|---|---|---|"]
+    for f in FILES:
+        version = "-" if f.version is None else str(f.version)
+        rows.append(f"| `{f.pattern}` | {f.format} | {version} | `{f.writer}` | {f.readers} |")
+    return "\n".join(rows)
 
 
 def file_kind(relative: str | os.PathLike[str]) -> RunFile | None:
@@ -296,6 +309,42 @@ def require_keys(mapping: Mapping[str, Any], keys: tuple[str, ...], path: str | 
     for key in keys:
         if key not in mapping:
             raise RunFileError(f"{path}: no {key!r} entry")
+
+
+# ------------------------------------------------------------------------ trials
+
+TRIAL_KEYS = ("pod_id", "step", "score")
+"""The columns of ``trials.parquet`` that describe a trial; every other column is one
+validation day (``YYYY-MM-DD``) holding that trial's daily return."""
+
+
+def trials_frame(keys: Any, daily: list[Any]) -> Any:
+    """``trials.parquet``'s table: one row per validation pass (a trial), its
+    `TRIAL_KEYS` columns from the DataFrame ``keys`` (``pod_id`` only in a
+    tournament), then its daily returns (``daily``, one pandas Series per trial,
+    indexed by date), one column per date of their union (NaN where a trial has none)."""
+    import pandas as pd
+
+    if len(keys) != len(daily):
+        raise ValueError(f"{len(keys)} trial keys for {len(daily)} return series")
+    returns = pd.concat([pd.Series(d).rename(i) for i, d in enumerate(daily)], axis=1).T if daily else pd.DataFrame()
+    returns.columns = [pd.Timestamp(c).strftime("%Y-%m-%d") for c in returns.columns]
+    return pd.concat([keys.reset_index(drop=True), returns.reset_index(drop=True)], axis=1)
+
+
+def read_trials(path: str | os.PathLike[str]) -> tuple[Any, Any]:
+    """``(keys, returns)`` of a ``trials.parquet``: the `TRIAL_KEYS` columns present,
+    and the daily returns [trials x days] with a DatetimeIndex of the days as columns."""
+    import pandas as pd
+
+    frame = read_parquet(path)
+    key_columns = [c for c in TRIAL_KEYS if c in frame.columns]
+    returns = frame.drop(columns=key_columns).astype(float)
+    try:
+        returns.columns = pd.DatetimeIndex(returns.columns)
+    except (ValueError, TypeError) as err:
+        raise RunFileError(f"{path}: a column is neither a trial key nor a date ({err})") from None
+    return frame[key_columns], returns
 
 
 # ------------------------------------------------------------------------ the config codec

@@ -179,6 +179,7 @@ def train(
     rundir.write_parquet(root / rundir.METRICS, frame)
     save_checkpoint(agent, root / rundir.CHECKPOINTS / "final", data_window=envs.data_window,
                     info={"step": int(frame["step"].iloc[-1])})  # fmt: skip
+    _write_trials(root, envs.evaluator)
     best = None
     if envs.evaluator is not None and envs.evaluator.best_state is not None:
         envs.evaluator.save_best(root / rundir.CHECKPOINTS / "best", data_window=envs.data_window)
@@ -353,6 +354,17 @@ def _load_dataset(recipe: str) -> Any:
 
 
 # --------------------------------------------------------------------------- configs
+
+
+def _write_trials(root: Path, evaluator: Evaluator | None) -> None:
+    """``trials.parquet``: the daily validation returns of every pass that competed
+    for the best snapshot (market runs; picking the best snapshot is a selection)."""
+    if evaluator is None or not evaluator.trials:
+        return
+    steps, scores, daily = zip(*evaluator.trials, strict=True)
+    keys = pd.DataFrame({"step": list(steps), "score": list(scores)})
+    rundir.write_parquet(root / rundir.TRIALS, rundir.trials_frame(keys, list(daily)))
+
 
 
 def _resolve_config(config_cls: type, config: Any) -> Any:
