@@ -231,7 +231,7 @@ def run(
     config = resolve_config(config, resume)
     env = _prepare_env(config.env)
     own_client = client is None
-    client = cluster.connect(config.workers, config.scheduler, config.gpus, config.pods_per_gpu) if own_client else client
+    client = cluster.connect_for(config) if own_client else client
     start = time.monotonic()
     try:
         state = TournamentState.replay(config) if resume else TournamentState(config)
@@ -364,7 +364,8 @@ def _resume_config(config: TournamentConfig) -> TournamentConfig:
     if not (root / CONFIG_FILE).is_file() or not (root / EVENTS_FILE).is_file():
         raise UserError(f"--resume: {root} holds no tournament (no {CONFIG_FILE} and {EVENTS_FILE})")
     saved = TournamentConfig.from_dict(rundir.read_toml(root / CONFIG_FILE))
-    keys = ("pods", "time_budget", "target_score", "workers", "scheduler", "gpus", "pods_per_gpu")
+    keys = ("pods", "time_budget", "target_score", "workers", "scheduler", "gpus", "pods_per_gpu",
+            "tls_ca", "tls_cert", "tls_key", "insecure")
     return replace_config(saved, run_dir=str(root), **{k: getattr(config, k) for k in keys})
 
 
