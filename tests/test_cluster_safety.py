@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from tournament import cluster
-from tournament.cluster import TlsFiles, check_scheduler, is_loopback, split_address
+from tournament.cluster import TlsFiles, check_scheduler
+from trader.addresses import is_loopback, split_address
 from tournament.config import TournamentConfig
 from trader.errors import ConfigError, UserError
 
@@ -218,9 +219,33 @@ def test_nothing_listening_is_one_error() -> None:
 
 
 def test_the_local_cluster_listens_on_loopback_only() -> None:
+    """Every listening socket of the client's process (scheduler, its HTTP server) and of
+    the worker processes is bound to 127.0.0.1."""
+    psutil = pytest.importorskip("psutil")
     client = cluster.connect(workers=1)
     try:
         addresses = [client.scheduler.address, *client.scheduler_info()["workers"]]
+        pids = [os.getpid(), *client.run(os.getpid).values()]
+        listening = [c.laddr.ip for pid in pids for c in psutil.Process(pid).net_connections("inet")
+                     if c.status == psutil.CONN_LISTEN]  # fmt: skip
     finally:
         cluster.close(client)
     assert all(split_address(a)[1] == "127.0.0.1" for a in addresses), addresses
+    assert len(listening) >= 3 and set(listening) == {"127.0.0.1"}, listening
+
+
+# --------------------------------------------------------------------------- the dashboard
+
+
+@pytest.mark.parametrize(("host", "warned"), [("127.0.0.1", False), ("localhost", False), ("0.0.0.0", True), ("10.1.2.3", True)])
+def test_the_dashboard_says_it_has_no_login_when_it_listens_beyond_loopback(
+    host: str, warned: bool, tmp_path: Path, monkeypatch, capsys
+) -> None:  # fmt: skip
+    from trader.cli import main
+
+    started = []
+    monkeypatch.setattr(subprocess, "call", lambda command, env: started.append(command) or 0)  # no streamlit
+    assert main(["dashboard", str(tmp_path), "--host", host]) == 0
+    assert started and started[0][started[0].index("--server.address") + 1] == host
+    err = capsys.readouterr().err
+    assert ("has no login" in err and f"{host}:8501" in err and str(tmp_path) in err) is warned, err
