@@ -1,6 +1,6 @@
 """Separate hosts on one machine: Linux network namespaces joined by a private bridge.
 
-`HostLab` makes a bridge in the root namespace (10.213.N.1/24, N from the process id)
+`HostLab` makes a bridge in the root namespace (10.213.N.1/24, an N no interface uses)
 and, per host, a namespace with one end of a veth pair at 10.213.N.(10+i); nothing
 has a default route, so traffic stays on the lab's own addresses. Processes start
 inside a host with `HostLab.start` (``ip netns exec``), each in its own session.
@@ -51,7 +51,7 @@ class HostLab:
 
     def __init__(self, logs: Path) -> None:
         self.tag = f"pr{secrets.token_hex(2)}"  # interface names stay within Linux's 15 characters
-        self.subnet = 16 + os.getpid() % 200
+        self.subnet = _free_subnet()
         self.bridge = f"{self.tag}br"
         self.gateway = f"10.213.{self.subnet}.1"
         self.logs = logs
@@ -136,6 +136,15 @@ class HostLab:
         if self._made_bridge:
             _ip("link", "del", self.bridge, check=False)
             self._made_bridge = False
+
+
+def _free_subnet() -> int:
+    """N of a 10.213.N.0/24 that no interface of the root namespace uses yet."""
+    used = _ip("-o", "addr", "show", check=False).stdout
+    free = [n for n in range(16, 250) if f"10.213.{n}." not in used]
+    if not free:
+        raise RuntimeError("every 10.213.N.0/24 of the lab's range is in use")
+    return free[os.getpid() % len(free)]
 
 
 def _kill_group(process: subprocess.Popen) -> None:

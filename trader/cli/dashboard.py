@@ -32,7 +32,8 @@ def exposure_notice(host: str, port: int, runs_dir: Path) -> str | None:
 
     if is_loopback(host):
         return None
-    return (f"warning: the dashboard has no login: anyone who can reach {host}:{port} sees every run in "
+    where = f"port {port} on any address of this machine" if host in ("0.0.0.0", "::") else f"{host}:{port}"
+    return (f"warning: the dashboard has no login: anyone who can reach {where} sees every run in "
             f"{runs_dir.resolve()} (use --host 127.0.0.1 and an SSH tunnel to keep it private)")  # fmt: skip
 
 
