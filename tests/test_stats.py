@@ -188,6 +188,15 @@ def test_strategy_evidence_without_trials_gives_none_with_a_reason() -> None:
     assert evidence["psr"] is not None
 
 
+def test_one_trial_means_no_deflation_and_too_few_trial_sharpes_are_refused() -> None:
+    returns = _gaussian(22, 300, daily_sharpe=0.05)
+    single = stats.strategy_evidence(returns, n_trials=1, reps=50)
+    assert single["dsr"] == single["psr"] and single["expected_max_sharpe"] == 0.0
+    assert "fewer than 2" in stats.strategy_evidence(returns, n_trials=5, trial_sharpes=[1.0], reps=50)["reasons"]["dsr"]
+    with pytest.raises(ConfigError, match="n_trials"):
+        stats.strategy_evidence(returns, n_trials=2, trial_sharpes=[1.0, 0.5, 0.2], reps=50)
+
+
 @pytest.mark.parametrize(
     ("psr", "dsr", "expected"),
     [

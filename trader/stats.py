@@ -310,18 +310,23 @@ def sharpe_moments(returns: Any, timestamps: Any = None) -> Moments:
     NaN days are dropped. NaN with a reason for fewer than `MIN_DAYS` days, constant
     returns (the Sharpe ratio is undefined) or infinite returns.
     """
+    return _series(returns, timestamps)[1]
+
+
+def _series(returns: Any, timestamps: Any) -> tuple[np.ndarray, Moments]:
+    """One series' daily returns (NaN days dropped) and their `Moments`."""
     values, reason = _clean_days(daily_matrix(returns, timestamps))
     if values.shape[0] != 1:
-        raise ConfigError(f"sharpe_moments takes one series; got {values.shape[0]}")
+        raise ConfigError(f"expected one return series; got {values.shape[0]}")
     daily = values[0]
     if reason is None and daily.max() == daily.min():
         reason = f"returns are constant ({daily[0]:g} every day): the Sharpe ratio is undefined"
     if reason is not None:
-        return Moments(len(daily), math.nan, math.nan, math.nan, reason)
+        return daily, Moments(len(daily), math.nan, math.nan, math.nan, reason)
     centred = daily - daily.mean()
     m2, m3, m4 = (np.mean(centred**k) for k in (2, 3, 4))
     sharpe = daily.mean() / daily.std(ddof=1)
-    return Moments(len(daily), float(sharpe), float(m3 / m2**1.5), float(m4 / m2**2))
+    return daily, Moments(len(daily), float(sharpe), float(m3 / m2**1.5), float(m4 / m2**2))
 
 
 def sharpe_interval_analytic(returns: Any, timestamps: Any = None, confidence: float = 0.95) -> Interval:
@@ -389,11 +394,9 @@ def sharpe_interval_bootstrap(
     _check_confidence(confidence)
     if reps < 10:
         raise ConfigError(f"reps must be at least 10; got {reps}")
-    moments = sharpe_moments(returns, timestamps)
+    daily, moments = _series(returns, timestamps)
     if moments.reason is not None:
         return Interval(math.nan, math.nan, confidence, "stationary bootstrap", moments.reason)
-    values, _ = _clean_days(daily_matrix(returns, timestamps))
-    daily = values[0]
     block = optimal_block_length(daily) if block_length is None else float(block_length)
     if not block >= 1:
         raise ConfigError(f"block_length must be at least 1 day; got {block_length}")
@@ -545,8 +548,9 @@ def strategy_evidence(
     ``n_trials``, ``expected_max_sharpe`` (annualised, of ``n_trials`` edge-free
     trials), ``dsr``, ``reasons`` and ``sentence`` (`verdict`).
 
-    :param n_trials: trials the strategy was selected from (the DSR needs it, and
-        ``trial_sharpes``); default len(trial_sharpes).
+    :param n_trials: trials the strategy was selected from (the DSR needs it and,
+        above 1, ``trial_sharpes``); default len(trial_sharpes). One trial: no
+        selection, the DSR is the PSR.
     :param trial_sharpes: the trials' annualised Sharpe ratios on the selection
         period; their variance, de-annualised, is the DSR's V[SR_n].
     """
@@ -589,17 +593,18 @@ def strategy_evidence(
 def _deflate(evidence: dict[str, Any], moments: Moments, n_trials: int | None, trial_sharpes: Any,
              reasons: dict[str, str]) -> None:  # fmt: skip
     """Fill ``n_trials``, ``expected_max_sharpe`` and ``dsr`` when the trials are known."""
-    sharpes = None if trial_sharpes is None else np.asarray(trial_sharpes, dtype=float).ravel()
-    if sharpes is not None:
-        sharpes = sharpes[np.isfinite(sharpes)]
-    if n_trials is None and sharpes is not None:
+    sharpes = np.array([]) if trial_sharpes is None else np.asarray(trial_sharpes, dtype=float).ravel()
+    sharpes = sharpes[np.isfinite(sharpes)]
+    if n_trials is None and len(sharpes):
         n_trials = len(sharpes)
     evidence["n_trials"] = n_trials
-    if n_trials is None or sharpes is None:
-        reasons["expected_max_sharpe"] = reasons["dsr"] = "no trial count and trial Sharpe ratios given"
+    if n_trials is None:
+        reasons["expected_max_sharpe"] = reasons["dsr"] = "no trial count given"
         return
+    if n_trials < len(sharpes):
+        raise ConfigError(f"n_trials ({n_trials}) is fewer than the {len(sharpes)} trial Sharpe ratios given")
     if n_trials > 1 and len(sharpes) < 2:
-        reasons["expected_max_sharpe"] = reasons["dsr"] = "fewer than 2 finite trial Sharpe ratios: no variance"
+        reasons["expected_max_sharpe"] = reasons["dsr"] = "fewer than 2 finite trial Sharpe ratios: no variance to deflate by"
         return
     variance = float(np.var(sharpes, ddof=1)) / TRADING_DAYS if len(sharpes) > 1 else 0.0
     threshold = expected_max_sharpe(n_trials, variance)
