@@ -395,6 +395,8 @@ def test_bad_parameters_are_config_errors() -> None:
         stats.probabilistic_sharpe_ratio(0.1, 0.0, 1)
     with pytest.raises(ConfigError, match="days"):
         stats.spa_test(np.zeros(50), np.zeros((2, 60)))
+    with pytest.raises(ConfigError, match="DataFrame"):
+        stats.pbo_cscv(pd.DataFrame(np.zeros((60, 3))))
 
 
 def test_stats_imports_without_torch() -> None:

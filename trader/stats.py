@@ -38,6 +38,7 @@ from itertools import combinations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats as scipy_stats
 
 from trader import metrics
@@ -283,6 +284,11 @@ def daily_matrix(returns: Any, timestamps: Any = None) -> np.ndarray:
         compounded by `trader.metrics.daily_returns`. None: the returns are daily already.
     :return: a 2-D array, one row per series (one row for a 1-D input).
     """
+    if isinstance(returns, pd.DataFrame):
+        raise ConfigError(
+            "returns must be a (T,) or [series x T] array, not a DataFrame, whose orientation is ambiguous: "
+            "pass frame.to_numpy().T for a frame of dates x strategies"
+        )
     values = np.asarray(returns, dtype=np.float64)
     if values.ndim not in (1, 2):
         raise ConfigError(f"returns must be (T,) or [series x T]; got shape {values.shape}")
@@ -553,6 +559,10 @@ def strategy_evidence(
         selection, the DSR is the PSR.
     :param trial_sharpes: the trials' annualised Sharpe ratios on the selection
         period; their variance, de-annualised, is the DSR's V[SR_n].
+
+    The deflation is for the selection: the DSR belongs to the returns the strategy
+    was selected on (validation). On a period that played no part in the choice
+    (test), the PSR is the honest figure and the DSR a conservative one.
     """
     moments = sharpe_moments(returns, timestamps)
     reasons: dict[str, str] = {}
