@@ -20,7 +20,7 @@ import typer
 
 from trader.backtest import BASELINES, run_backtest
 from trader.backtest.runs import RunContents, backtest_config, read_run, run_strategies, trading_in
-from trader.backtest.report import context_lines, plain_table, report_dict, table_rows
+from trader.backtest.report import context_lines, evidence_rows, plain_table, report_dict, selection_lines, table_rows
 from trader.cli import app
 from trader.errors import CheckpointError, UserError
 
@@ -65,6 +65,16 @@ def print_result_table(result, output: str) -> None:
         for row in rows:
             table.add_row(*row)
         Console().print(table)
+        header, rows = evidence_rows(result)
+        if rows:
+            evidence = Table(title="Is the edge real? (docs/reading-results.md)")
+            for i, column in enumerate(header):
+                evidence.add_column(column, justify="left" if i in (0, len(header) - 1) else "right")
+            for row in rows:
+                evidence.add_row(*row)
+            Console().print(evidence)
+        for line in selection_lines(result):
+            Console().print(line)
         return
     print("\n".join(context_lines(result)))
     print()
