@@ -284,7 +284,7 @@ def test_every_page_renders_without_exceptions(built: Path) -> None:
     at = app_test(built).run()
     assert not at.exception
     assert at.dataframe and len(at.get("plotly_chart")) == 7
-    for page in ("tournament", "training", "data"):
+    for page in ("significance", "tournament", "training", "data"):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, page
         assert not at.warning, (page, [w.value for w in at.warning])
@@ -302,6 +302,22 @@ def test_the_table_shows_report_json_numbers_and_follows_the_selection(built: Pa
         assert table.loc[name, labels["max_drawdown"]] == report["metrics"][name]["max_drawdown"]
     strategies(at).set_value(["best", "equal_weight"]).run()
     assert sorted(at.dataframe[0].value.index) == ["best", "equal_weight"]
+
+
+def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_trials(built: Path) -> None:
+    at = app_test(built).run()
+    at.switch_page("pages/significance.py").run()
+    at.selectbox(key="significance_run").set_value("tour").run()
+    assert not at.exception
+    report = report_of(built / "tour")
+    labels = {s["name"]: s["label"] for s in report["strategies"]}
+    table = at.dataframe[0].value
+    assert list(table.index) == [labels[name] for name in report["order"]]
+    for name in report["order"]:
+        assert table.loc[labels[name], "sentence"] == report["evidence"][name]["sentence"]
+    assert report["selection"]["n_trials"] == len(pd.read_parquet(built / "tour" / "trials.parquet"))
+    assert any(f"({report['selection']['n_trials']} trials)" in h.value for h in at.subheader)
+    assert len(at.get("plotly_chart")) == 2  # the intervals and the trials (too few days for PBO's blocks)
 
 
 def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> None:
@@ -323,7 +339,8 @@ def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> N
 def test_an_empty_runs_folder_says_so_on_every_page(tmp_path: Path) -> None:
     at = app_test(tmp_path).run()
     assert not at.exception and any("No backtest in" in m for m in messages(at))
-    for page, text in (("tournament", "No tournament in"), ("training", "No training run in"), ("data", "No dataset.json")):
+    for page, text in (("significance", "No report.json in"), ("tournament", "No tournament in"),
+                       ("training", "No training run in"), ("data", "No dataset.json")):  # fmt: skip
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception and any(text in m for m in messages(at)), page
 
