@@ -14,7 +14,9 @@ without the ``[synthetic.edge]`` table: the same market, nothing to find).
 
 Targets (issue 29): on the edge-free twin, the winner's DSR above 0.95 in at most
 1 of 10 seeds (false discoveries controlled); on the planted edge, in at least 9 of
-10 (power); PBO of both, per seed.
+10 (power); PBO of both, per seed. Both deflations are tabulated: ``dsr`` (V[SR]
+from the trials' own Sharpe ratios, as Bailey and López de Prado estimate it) and
+``dsr_null`` (against as many zero-Sharpe trials: `trader.stats.null_sharpe_variance`).
 
     OMP_NUM_THREADS=1 python benchmarks/significance.py                       # 10 seeds x 2 markets x 3 min
     OMP_NUM_THREADS=1 python benchmarks/significance.py --seeds 2 --minutes 1 # a smoke run
@@ -70,6 +72,7 @@ def one_tournament(recipe: Path, seed: int, args: argparse.Namespace, run_dir: P
     return {
         "seed": seed, "pods": len(outcome.pods), "trials": selection.get("n_trials"),
         "winner_validation_sharpe": winner.get("sharpe"), "winner_dsr": winner.get("dsr"),
+        "winner_dsr_null": winner.get("dsr_null"),
         "pbo": (selection.get("pbo") or {}).get("pbo"),
         "spa_p_equal_weight": (selection.get("spa", {}).get("equal_weight") or {}).get("pvalue_consistent"),
         "best_test_sharpe": best.get("sharpe"), "best_test_psr": best.get("psr"),
@@ -78,17 +81,18 @@ def one_tournament(recipe: Path, seed: int, args: argparse.Namespace, run_dir: P
 
 def table(rows: dict[str, list[dict]], threshold: float) -> str:
     """The Markdown table of RESULTS.md: per market, per seed, and the count above ``threshold``."""
-    lines = ["| market | seed | pods | trials | winner val. Sharpe | winner DSR | PBO | SPA p (eq.-w.) | best test Sharpe | best test PSR |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = ["| market | seed | pods | trials | winner val. Sharpe | winner DSR | winner DSR vs 0-Sharpe | PBO | SPA p (eq.-w.) | best test Sharpe | best test PSR |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for market, found in rows.items():
         for r in found:
-            cells = [r[k] for k in ("winner_validation_sharpe", "winner_dsr", "pbo", "spa_p_equal_weight",
+            cells = [r[k] for k in ("winner_validation_sharpe", "winner_dsr", "winner_dsr_null", "pbo", "spa_p_equal_weight",
                                     "best_test_sharpe", "best_test_psr")]  # fmt: skip
             text = ["n/a" if c is None else f"{c:.2f}" for c in cells]
             lines.append(f"| {market} | {r['seed']} | {r['pods']} | {r['trials']} | " + " | ".join(text) + " |")
     for market, found in rows.items():
-        above = sum(1 for r in found if r["winner_dsr"] is not None and r["winner_dsr"] > threshold)
-        lines.append(f"\n{market}: winner DSR > {threshold} in {above} of {len(found)} seeds")
+        for key in ("winner_dsr", "winner_dsr_null"):
+            above = sum(1 for r in found if r[key] is not None and r[key] > threshold)
+            lines.append(f"\n{market}: {key} > {threshold} in {above} of {len(found)} seeds")
     return "\n".join(lines)
 
 

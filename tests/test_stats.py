@@ -403,3 +403,36 @@ def test_stats_imports_without_torch() -> None:
     code = "import sys, trader, trader.stats; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------ the global null's deflation
+
+
+def test_dsr_null_is_the_dsr_against_zero_sharpe_trials() -> None:
+    rng = np.random.default_rng(5)
+    returns = rng.normal(0.001, 0.01, 300)
+    evidence = stats.strategy_evidence(returns, n_trials=14, trial_sharpes=[0.1, 2.0, -1.5, 3.0], reps=50)
+    moments = stats.sharpe_moments(returns)
+    expected = stats.deflated_sharpe_ratio(moments.sharpe, moments.days, moments.skew, moments.kurtosis, 14,
+                                           stats.null_sharpe_variance(moments.days))  # fmt: skip
+    assert evidence["dsr_null"] == pytest.approx(expected, abs=1e-12)
+    assert evidence["expected_max_sharpe_null"] == pytest.approx(
+        stats.expected_max_sharpe(14, 1 / moments.days) * np.sqrt(stats.TRADING_DAYS))
+    with pytest.raises(ConfigError):
+        stats.null_sharpe_variance(1)
+
+
+def test_dsr_null_controls_false_discoveries_under_the_global_null() -> None:
+    """The best of 20 independent zero-Sharpe trials over 250 days: its DSR against 20
+    zero-Sharpe trials exceeds 0.95 in at most 5% of draws (binomial 99% bound)."""
+    rng = np.random.default_rng(11)
+    draws, n_trials, days = 1000, 20, 250
+    returns = rng.normal(0.0, 0.01, size=(draws, n_trials, days))
+    sharpe = returns.mean(axis=2) / returns.std(axis=2, ddof=1)
+    winners = returns[np.arange(draws), sharpe.argmax(axis=1)]
+    found = 0
+    for winner in winners:
+        m = stats.sharpe_moments(winner)
+        found += stats.deflated_sharpe_ratio(m.sharpe, m.days, m.skew, m.kurtosis, n_trials,
+                                             stats.null_sharpe_variance(m.days)) > 0.95  # fmt: skip
+    assert found / draws <= 0.05 + 2.576 * np.sqrt(0.05 * 0.95 / draws)

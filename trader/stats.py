@@ -232,6 +232,21 @@ def expected_max_sharpe(n_trials: int, trials_sharpe_variance: float) -> float:
     return float(math.sqrt(trials_sharpe_variance) * quantiles)
 
 
+def null_sharpe_variance(n_obs: int) -> float:
+    """V[SR_n] of a per-period Sharpe estimate whose true Sharpe is 0: 1 / n_obs.
+
+    The Lo (2002) / Mertens (2002) variance, (1 - skew SR + (kurtosis - 1) / 4 SR^2) / T,
+    at SR = 0, for any skew and kurtosis. With it, `expected_max_sharpe` is the
+    expected best of N trials that all have no edge (the global null), whatever the
+    trials really were. Bailey and López de Prado estimate V[SR_n] from the trials
+    themselves instead: when trials differ in true skill (a tournament whose pods
+    learn), that variance counts the skill as luck and the DSR loses its power; both
+    are reported (docs/reading-results.md)."""
+    if n_obs < 2:
+        raise ConfigError(f"n_obs must be >= 2; got {n_obs}")
+    return 1.0 / n_obs
+
+
 def deflated_sharpe_ratio(
     sharpe: float,
     n_obs: int,
@@ -552,7 +567,9 @@ def strategy_evidence(
     ``bootstrap_block_length``, ``psr`` (P[true Sharpe > 0]),
     ``min_track_record_days`` (days needed for PSR(0) to reach ``confidence``),
     ``n_trials``, ``expected_max_sharpe`` (annualised, of ``n_trials`` edge-free
-    trials), ``dsr``, ``reasons`` and ``sentence`` (`verdict`).
+    trials, V[SR_n] from the trials' Sharpe ratios), ``dsr``, ``expected_max_sharpe_null``
+    and ``dsr_null`` (the same against ``n_trials`` zero-Sharpe trials:
+    `null_sharpe_variance`), ``reasons`` and ``sentence`` (`verdict`).
 
     :param n_trials: trials the strategy was selected from (the DSR needs it and,
         above 1, ``trial_sharpes``); default len(trial_sharpes). One trial: no
@@ -582,10 +599,13 @@ def strategy_evidence(
         "n_trials": n_trials,
         "expected_max_sharpe": math.nan,
         "dsr": math.nan,
+        "expected_max_sharpe_null": math.nan,
+        "dsr_null": math.nan,
     }
     if moments.reason is not None:
         for key in ("sharpe", "skew", "kurtosis", "interval_analytic", "interval_bootstrap",
-                    "bootstrap_block_length", "psr", "min_track_record_days", "expected_max_sharpe", "dsr"):  # fmt: skip
+                    "bootstrap_block_length", "psr", "min_track_record_days", "expected_max_sharpe", "dsr",
+                    "expected_max_sharpe_null", "dsr_null"):  # fmt: skip
             reasons[key] = moments.reason
     else:
         evidence["psr"] = probabilistic_sharpe_ratio(moments.sharpe, 0.0, moments.days, moments.skew, moments.kurtosis)
@@ -602,24 +622,30 @@ def strategy_evidence(
 
 def _deflate(evidence: dict[str, Any], moments: Moments, n_trials: int | None, trial_sharpes: Any,
              reasons: dict[str, str]) -> None:  # fmt: skip
-    """Fill ``n_trials``, ``expected_max_sharpe`` and ``dsr`` when the trials are known."""
+    """Fill ``n_trials`` and both deflations when the trials are known: ``dsr`` with
+    V[SR_n] estimated from the trials (Bailey and López de Prado), ``dsr_null`` with the
+    sampling variance of a zero-Sharpe trial (`null_sharpe_variance`)."""
     sharpes = np.array([]) if trial_sharpes is None else np.asarray(trial_sharpes, dtype=float).ravel()
     sharpes = sharpes[np.isfinite(sharpes)]
     if n_trials is None and len(sharpes):
         n_trials = len(sharpes)
     evidence["n_trials"] = n_trials
     if n_trials is None:
-        reasons["expected_max_sharpe"] = reasons["dsr"] = "no trial count given"
+        for key in ("expected_max_sharpe", "dsr", "expected_max_sharpe_null", "dsr_null"):
+            reasons[key] = "no trial count given"
         return
     if n_trials < len(sharpes):
         raise ConfigError(f"n_trials ({n_trials}) is fewer than the {len(sharpes)} trial Sharpe ratios given")
-    if n_trials > 1 and len(sharpes) < 2:
+    variances = {"_null": null_sharpe_variance(moments.days)}
+    if n_trials == 1 or len(sharpes) >= 2:
+        variances[""] = float(np.var(sharpes, ddof=1)) / TRADING_DAYS if len(sharpes) > 1 else 0.0
+    else:
         reasons["expected_max_sharpe"] = reasons["dsr"] = "fewer than 2 finite trial Sharpe ratios: no variance to deflate by"
-        return
-    variance = float(np.var(sharpes, ddof=1)) / TRADING_DAYS if len(sharpes) > 1 else 0.0
-    threshold = expected_max_sharpe(n_trials, variance)
-    evidence["expected_max_sharpe"] = threshold * math.sqrt(TRADING_DAYS)
-    evidence["dsr"] = probabilistic_sharpe_ratio(moments.sharpe, threshold, moments.days, moments.skew, moments.kurtosis)
+    for suffix, variance in variances.items():
+        threshold = expected_max_sharpe(n_trials, variance)
+        evidence[f"expected_max_sharpe{suffix}"] = threshold * math.sqrt(TRADING_DAYS)
+        evidence[f"dsr{suffix}"] = probabilistic_sharpe_ratio(moments.sharpe, threshold, moments.days, moments.skew,
+                                                             moments.kurtosis)  # fmt: skip
 
 
 def _json_ready(evidence: dict[str, Any], reasons: dict[str, str]) -> dict[str, Any]:
@@ -644,7 +670,7 @@ def verdict(evidence: dict[str, Any]) -> str:
     """The plain sentence a report prints for one strategy's `strategy_evidence`.
 
     "above zero at 95% after 14 trials" (DSR >= confidence); "above zero at 95%, but
-    not after 14 trials (DSR 0.62)"; "above zero at 95%" (PSR, no trial count);
+    not after 14 trials (DSR 0.62; against 14 zero-Sharpe trials DSR 0.99)"; "above zero at 95%" (PSR, no trial count);
     "below zero at 95%" (PSR <= 1 - confidence); otherwise "not distinguishable
     from zero"; "no evidence: <reason>" when the PSR cannot be computed.
     """
@@ -657,9 +683,11 @@ def verdict(evidence: dict[str, Any]) -> str:
     if psr >= evidence["confidence"]:
         if not has_dsr:
             return f"above zero at {level}"
+        null = evidence.get("dsr_null")
+        against_luck = "" if null is None else f"; against {trials} zero-Sharpe trials DSR {null:.2f}"
         if dsr >= evidence["confidence"]:
             return f"above zero at {level} after {trials} trials"
-        return f"above zero at {level}, but not after {trials} trials (DSR {dsr:.2f})"
+        return f"above zero at {level}, but not after {trials} trials (DSR {dsr:.2f}{against_luck})"
     if psr <= 1.0 - evidence["confidence"]:
         return f"below zero at {level}"
     return "not distinguishable from zero"
