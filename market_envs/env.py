@@ -83,7 +83,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from market_envs.data.edge import trailing_tstat
+from market_envs.data.indicators import trailing_tstat
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
 

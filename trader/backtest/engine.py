@@ -46,9 +46,7 @@ from trader.backtest.strategies import (
     PolicyPopulation,
 )
 from trader.errors import CheckpointError, ConfigError, UserError
-
-BASELINES = ("benchmark", "equal_weight", "equal_weight_daily", "oracle")
-"""Names of the built-in baseline strategies ("oracle": data sets with a planted edge only)."""
+from trader.names import BASELINES
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

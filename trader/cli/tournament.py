@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from trader.agents import ALGOS
 from trader.cli import app
 from trader.errors import UserError
+from trader.names import ALGOS
 
 
 @app.command("tournament")
