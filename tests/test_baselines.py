@@ -156,6 +156,14 @@ def test_budgets_and_durations() -> None:
         Budget(steps=10, seconds=1.0)
 
 
+def test_a_budget_reads_as_people_write_it() -> None:
+    """The progress line `[sb3-ppo-s0] training (...)` prints the budget this way."""
+    assert str(Budget(seconds=180.04422542799995)) == "equal wall-clock: 180 s"
+    assert str(Budget(seconds=1.5)) == "equal wall-clock: 1.5 s"
+    assert str(Budget(seconds=5400.0)) == "equal wall-clock: 5,400 s"
+    assert str(Budget(steps=100_000)) == "equal env steps: 100,000 steps"
+
+
 # ----------------------------------------------------------------- FinRL's ensemble
 
 

@@ -54,7 +54,7 @@ def train_command(
         overrides["total_steps"] = steps  # the schedule runs over this run's --steps
     algo_config = make_config(algo, overrides)
     console = Console(stderr=True)
-    console.print(f"[bold]{algo}[/bold] on {env or dataset}, seed {seed}, {steps} steps, {device}")
+    console.print(f"[bold]{algo}[/bold] on {env or dataset}, seed {seed}, {steps:,} steps, {device}")
     console.print(config_to_dict(algo_config))
     with _progress(console) as progress:
         task = progress.add_task("train", total=steps, rate="-", score="-")
