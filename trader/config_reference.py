@@ -24,8 +24,8 @@ SECTIONS = (
      "How the market env trades, pays and rewards. Python: `EnvConfig(...)`, `trader.train(..., env_config=...)`; "
      "TOML: the `[env_config]` table of `config.toml` and `tournament.toml`."),
     ("PPO", "trader.agents.ppo:PPOConfig",
-     "`trader train --algo ppo --set key=value`, `trader.train('ppo', ..., config={...})`, "
-     "`[algo_configs.ppo]` of a tournament."),
+     "`trader train --algo ppo --config FILE` (a TOML file of these keys, or a run's `config.toml`), "
+     "`trader.train('ppo', ..., config={...})`, `[algo_configs.ppo]` of a tournament."),
     ("SAC", "trader.agents.sac:SACConfig",
      "`--algo sac`; the off-policy keys are shared with TD3."),
     ("TD3", "trader.agents.td3:TD3Config", "`--algo td3`."),
@@ -54,7 +54,7 @@ def render() -> str:
     parts = [HEADER]
     parts += [f"- [{title}](#{_anchor(title)})" for title, _, _ in SECTIONS]
     for title, target, where in SECTIONS:
-        parts.append(_section(title, _resolve(target), where))
+        parts.append(_section(title, resolve(target), where))
     return "\n".join(parts) + "\n"
 
 
@@ -111,7 +111,8 @@ def _one_paragraph(text: str) -> str:
     return " ".join(inspect.cleandoc(text).split())
 
 
-def _resolve(target: str) -> type:
+def resolve(target: str) -> type:
+    """The class that ``"module:Name"`` names."""
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 

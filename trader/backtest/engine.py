@@ -65,7 +65,8 @@ class BacktestConfig:
     :param tear_sheet: draw pyfolio's returns tear sheet of each agent (against the benchmark)
         when writing to a run directory.
     :param compile: run the envs' step kernel through ``torch.compile``: a one-off
-        compile of tens of seconds, then faster bars; worth it for long periods.
+        compile, then faster bars; worth it for long periods (benchmarks/RESULTS.md,
+        "Backtest speed").
     :param policy_env: trading rules of policies given as agents or callables
         (action mode, max_shares, features, ...); checkpoints whose sidecar holds
         an ``env_config`` use theirs. Cash, costs and the deterministic
