@@ -13,9 +13,10 @@ default) steps the E environments one after another in this process;
 ``"async"`` steps each in its own worker process (gymnasium's `AsyncVectorEnv`).
 Async adds a pipe round trip to every step and pays only where the envs' steps
 outweigh it and spare cores run them, so sync is the default;
-``benchmarks/mujoco_throughput.py`` compares the two on a given machine. Either way the host<->device copy happens once per step for
-the whole batch: actions go down in one copy; observations, rewards, flags and
-final observations come up in one copy each.
+``benchmarks/mujoco_throughput.py`` compares the two (benchmarks/RESULTS.md,
+"Locomotion", on the reference machine). Either way the host<->device copy happens
+once per step for the whole batch: actions go down in one copy; observations,
+rewards, flags and final observations come up in one copy each.
 
 Seeding: sub-environment i is reset with ``seed + i`` at the first reset (or at any
 reset given a seed); later autoresets continue each env's own RNG, so a run is a
