@@ -29,7 +29,7 @@ def demo(
     """Build a data set, run a small tournament, train an SB3 baseline, backtest them all."""
     from rich.console import Console
 
-    from trader.cli.tournament import _progress, progress_line
+    from trader.cli.tournament import pods_progress, progress_line
     from trader.demo import run_demo
 
     if not minutes > 0:
@@ -40,7 +40,7 @@ def demo(
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"{run_dir} is not empty: give another --run-dir or remove it (the demo never overwrites a run)")
     console = Console(stderr=True)
-    with _progress(console) as bar:
+    with pods_progress(console) as bar:
         task = bar.add_task("pods", total=None, line="")
 
         def show(state) -> None:

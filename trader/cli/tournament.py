@@ -94,7 +94,7 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
     console = Console(stderr=True)
     console.print(f"[bold]tournament[/bold] {settings.env}: {', '.join(settings.algos)}, population "
                   f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {settings.run_dir}")  # fmt: skip
-    with _progress(console) as bar:
+    with pods_progress(console) as bar:
         task = bar.add_task("pods", total=settings.pods, line="preparing the data ...")
 
         def show(state) -> None:
@@ -140,7 +140,8 @@ def _saved_pods(run_dir: Path) -> int | None:
     return read_config_file(run_dir / "tournament.toml").get("pods")
 
 
-def _progress(console: Console) -> Progress:
+def pods_progress(console: Console) -> Progress:
+    """The live bar of a tournament (`trader tournament`, `trader demo`): pods done, `progress_line`."""
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
