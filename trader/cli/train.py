@@ -73,7 +73,7 @@ def train_command(
         )  # fmt: skip
     best = "-" if result.best_score is None else f"{result.best_score:.4g}"
     console.print(
-        f"done: {result.steps} steps in {result.wall_time:.1f}s, best validation score {best}; "
+        f"done: {result.steps:,} steps in {result.wall_time:,.1f} s, best validation score {best}; "
         f"run directory {result.run_dir}"
     )
 
