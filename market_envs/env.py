@@ -55,16 +55,17 @@ Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
   ``[-feature_clip, feature_clip]``. After the panel's features come the derived
   ``ret_tstat_{w}`` features of ``EnvConfig.return_windows`` (trailing-return
   t-statistics, see there; none by default). The whole feature part is precomputed at
-  construction as a [T, obs_dim] float32 table (T x obs_dim x 4 bytes on the device:
-  about 0.55 GB for a year of minute bars of 100 stocks; observe fewer ``features``
-  to shrink it), so a step gathers one row per sub-environment.
+  construction as a [T, obs_dim] float32 table (T x obs_dim x 4 bytes on the device,
+  so it grows with the bars, the stocks and the features observed; observe fewer
+  ``features`` to shrink it), so a step gathers one row per sub-environment.
 
 Speed: on the CPU, observations are written into buffers the env recycles once the
 caller no longer references them (see `_RecyclingBuffers`); ``compile=True`` fuses
-the accounting into a few loops (about 4x faster than eager for that part at
-E=16384, N=30) and, with fewer temporaries, avoids most of the page faults that
-glibc's malloc causes for large eager temporaries: on the CPU at large E prefer
-``compile=True``. ``benchmarks/env_throughput.py`` measures both.
+the accounting into a few loops (one pass over memory where eager makes one per
+operation) and, with fewer temporaries, avoids most of the page faults that glibc's
+malloc causes for large eager temporaries: on the CPU at large E prefer
+``compile=True``. ``benchmarks/env_throughput.py`` measures both (benchmarks/RESULTS.md,
+"Env throughput").
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from market_envs.data.edge import trailing_tstat
+from market_envs.data.indicators import trailing_tstat
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
 

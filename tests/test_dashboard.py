@@ -22,22 +22,9 @@ from dashboards import figures, runs
 from trader import metrics
 from trader.cli import main as cli
 
+from market_fixtures import write_tiny_recipe
+
 APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
-
-TINY_RECIPE = """
-name = "tiny-dashboard"
-description = "4 synthetic tickers over 8 sessions"
-source = "synthetic"
-interval = "1min"
-start = "2023-01-03"
-end = "2023-01-13"
-train_end = "2023-01-09"
-val_end = "2023-01-11"
-
-[synthetic]
-n_tickers = 4
-seed = 1
-"""
 
 TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]}
 TINY_OFF = {"hidden_sizes": [16], "learning_starts": 256, "iteration_steps": 256, "batch_size": 64}
@@ -53,8 +40,7 @@ def built(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("dashboard")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
-    recipe = root / "tiny.toml"
-    recipe.write_text(TINY_RECIPE)
+    recipe = write_tiny_recipe(root)
     runs_dir = root / "runs"
     trader.train.train("ppo", str(recipe), TINY_PPO, runs_dir / "ppo", steps=1024, num_envs=8, eval_every=512)
     assert cli(["backtest", str(runs_dir / "ppo"), "--dataset", str(recipe), "--no-tear-sheet"]) == 0

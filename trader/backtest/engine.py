@@ -46,10 +46,8 @@ from trader.backtest.strategies import (
     PolicyPopulation,
 )
 from trader.errors import CheckpointError, ConfigError, UserError
+from trader.names import BASELINES
 from trader.rundir import config_from_dict
-
-BASELINES = ("benchmark", "equal_weight", "equal_weight_daily", "oracle")
-"""Names of the built-in baseline strategies ("oracle": data sets with a planted edge only)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -68,7 +66,8 @@ class BacktestConfig:
     :param tear_sheet: draw pyfolio's returns tear sheet of each agent (against the benchmark)
         when writing to a run directory.
     :param compile: run the envs' step kernel through ``torch.compile``: a one-off
-        compile of tens of seconds, then faster bars; worth it for long periods.
+        compile, then faster bars; worth it for long periods (benchmarks/RESULTS.md,
+        "Backtest speed").
     :param policy_env: trading rules of policies given as agents or callables
         (action mode, max_shares, features, ...); checkpoints whose sidecar holds
         an ``env_config`` use theirs. Cash, costs and the deterministic

@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from trader.agents import ALGOS
 from trader.cli import app
 from trader.errors import UserError
+from trader.names import ALGOS
 
 
 @app.command("tournament")
@@ -102,7 +102,7 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
     console = Console(stderr=True)
     console.print(f"[bold]tournament[/bold] {settings.env}: {', '.join(settings.algos)}, population "
                   f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {settings.run_dir}")  # fmt: skip
-    with _progress(console) as bar:
+    with pods_progress(console) as bar:
         task = bar.add_task("pods", total=settings.pods, line="preparing the data ...")
 
         def show(state) -> None:
@@ -132,7 +132,8 @@ def _saved_pods(run_dir: Path) -> int | None:
     return read_toml(run_dir / TOURNAMENT).get("pods")
 
 
-def _progress(console: Console) -> Progress:
+def pods_progress(console: Console) -> Progress:
+    """The live bar of a tournament (`trader tournament`, `trader demo`): pods done, `progress_line`."""
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
