@@ -114,7 +114,7 @@ def train_tournament(run_dir: Path, dataset: str, seed: int, seconds: float, cos
     pod and top-3 ensemble on the test period itself (its own report.json)."""
     from learning_check import FULL, algo_overrides
 
-    from trader.agents.base import config_to_dict
+    from trader.rundir import config_to_dict
     from tournament import TournamentConfig, run
 
     config = TournamentConfig(
@@ -263,7 +263,7 @@ def main(argv: list[str]) -> int:
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
         for name, took in pool.map(run_task, tasks):
             print(f"{name} finished in {took:.0f} s ({time.perf_counter() - started:.0f} s elapsed)", flush=True)
-    from trader.backtest.rundir import backtest_run
+    from trader.backtest.runs import backtest_run
 
     for s in seeds:
         backtest_run(root / f"s{s}", dataset=args.dataset)

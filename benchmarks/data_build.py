@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 from market_envs.data import load  # noqa: E402
 from market_envs.data.cache import DataCache  # noqa: E402
-from trader.cli.data import _parse_overrides  # noqa: E402
+from market_envs.data.recipes import parse_overrides  # noqa: E402
 
 
 def _folder_mb(folder: Path) -> float:
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="KEY=VALUE override")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    overrides = _parse_overrides(args.overrides)
+    overrides = parse_overrides(args.overrides)
 
     with tempfile.TemporaryDirectory(prefix="podracer-bench-") as root:
         start = time.perf_counter()

@@ -69,10 +69,10 @@ def plain_pod(index: int, dataset: str, pod_steps: int, num_envs: int, run_dir: 
         os.sched_setaffinity(0, {core})
     from tournament.generator import PodGenerator
     from tournament.leaderboard import Leaderboard
-    from tournament.pod import _load_market, train_pod
+    from tournament.pod import load_market, train_pod
 
     torch.set_num_threads(1)
-    _load_market(dataset)
+    load_market(dataset)
     config = TournamentConfig(run_dir=run_dir, env=dataset, algos=("ppo",), pod_steps=pod_steps,
                               num_envs=num_envs, fresh_probability=1.0)  # fmt: skip
     spec = PodGenerator(config, dataset).next_spec(index, Leaderboard(1))

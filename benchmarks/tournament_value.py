@@ -44,7 +44,7 @@ from learning_check import Budget, algo_overrides, env_rules  # noqa: E402
 
 from market_envs.data.recipes import find_recipe  # noqa: E402
 from tournament import TournamentConfig, run  # noqa: E402
-from trader.agents.base import config_to_dict  # noqa: E402
+from trader.rundir import config_to_dict  # noqa: E402
 from trader.backtest import BacktestConfig, run_backtest  # noqa: E402
 from trader.train import train  # noqa: E402
 

@@ -201,7 +201,7 @@ def grad_step_times(obs_dim: int, act_dim: int, minibatch_size: int, device: tor
     CPU time (``time.process_time``) is steadier than wall time on a shared machine.
     Used to measure changes to the update alone (``--grad-step``).
     """
-    from trader.agents.ppo import _step_on
+    from trader.agents.ppo import minibatch_step
     from trader.agents.rollout import RolloutBatch
 
     rows = 16 * minibatch_size
@@ -213,7 +213,7 @@ def grad_step_times(obs_dim: int, act_dim: int, minibatch_size: int, device: tor
     batch = RolloutBatch(obs=randn(rows, obs_dim), actions=randn(rows, act_dim), logprobs=randn(rows),
                          values=randn(rows), advantages=randn(rows), returns=randn(rows))  # fmt: skip
     agent = make_agent("ppo", obs_dim, act_dim, make_config("ppo", ppo_overrides(Work(rows, minibatch_size, 1), 1)), device=device)
-    step = _step_on(batch)
+    step = minibatch_step(batch)
     indices = torch.randperm(rows, generator=generator)[:minibatch_size].to(device)
     for _ in range(10):
         step(agent, indices)

@@ -1,8 +1,8 @@
 """Reading run directories for the dashboard: plain files in, pandas out.
 
 The dashboard reads only what docs/contracts.md lists: JSON and Parquet files
-(and PNGs it shows as they are). It never unpickles and never imports torch: every
-loader here uses the standard library, pandas and pyarrow only.
+(and PNGs it shows as they are), through `trader.rundir`, the module that owns the
+run directory's files. It never unpickles and never imports torch.
 
 A run directory is recognised by any of its files:
 
@@ -19,26 +19,19 @@ runs.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 
-MARKERS = ("report.json", "config.toml", "metrics.parquet", "tournament.toml", "leaderboard.json")
-"""Files whose presence makes a folder a run directory."""
+from trader import rundir
+from trader.rundir import MARKERS, RunFileError, read_json, read_parquet
+from trader.rundir import require_keys as require
 
-SERIES_COLUMNS = ("timestamp", "value", "return", "cash", "turnover", "traded_value", "costs")
-"""The columns of ``backtests/<strategy>.parquet`` the dashboard reads (not positions):
-`trader.backtest.result.SERIES_COLUMNS` plus the timestamp, repeated here because
-importing `trader.backtest` loads torch."""
-
-
-class RunFileError(Exception):
-    """A run file that is missing, unreadable or not in the documented format."""
+SERIES_COLUMNS = ("timestamp", *rundir.SERIES_COLUMNS)
+"""The columns of ``backtests/<strategy>.parquet`` the dashboard reads (not positions)."""
 
 
 @dataclass(frozen=True)
@@ -51,15 +44,15 @@ class RunDir:
 
     @property
     def has_report(self) -> bool:
-        return (self.path / "report.json").exists()
+        return (self.path / rundir.REPORT_JSON).exists()
 
     @property
     def has_training(self) -> bool:
-        return (self.path / "metrics.parquet").exists()
+        return (self.path / rundir.METRICS).exists()
 
     @property
     def has_tournament(self) -> bool:
-        return (self.path / "tournament.toml").exists() or (self.path / "leaderboard.json").exists()
+        return (self.path / rundir.TOURNAMENT).exists() or (self.path / rundir.LEADERBOARD).exists()
 
 
 def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
@@ -93,42 +86,12 @@ def modified(path: Path) -> float:
         return 0.0
 
 
-# --------------------------------------------------------------------- plain files
-
-
-def read_json(path: Path) -> Any:
-    """A JSON file, or `RunFileError` naming the file."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunFileError(f"{path}: missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise RunFileError(f"{path}: not valid JSON ({err})") from None
-
-
-def read_parquet(path: Path, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """A Parquet file (optionally some columns), or `RunFileError` naming the file."""
-    if not path.exists():
-        raise RunFileError(f"{path}: missing")
-    try:
-        return pq.read_table(path, columns=list(columns) if columns else None).to_pandas()
-    except Exception as err:  # pyarrow raises several types for truncated or foreign files
-        raise RunFileError(f"{path}: not a readable Parquet file ({type(err).__name__}: {err})") from None
-
-
-def require(mapping: dict[str, Any], keys: tuple[str, ...], path: Path) -> None:
-    """`RunFileError` naming the first of `keys` missing from `mapping` (read from `path`)."""
-    for key in keys:
-        if key not in mapping:
-            raise RunFileError(f"{path}: no {key!r} entry")
-
-
 # --------------------------------------------------------------------- backtests
 
 
 def load_report(run: Path) -> dict[str, Any]:
     """``report.json`` (`trader.backtest.report.report_dict`), checked for the keys the pages use."""
-    path = run / "report.json"
+    path = run / rundir.REPORT_JSON
     report = read_json(path)
     if not isinstance(report, dict):
         raise RunFileError(f"{path}: expected a JSON object")
@@ -150,7 +113,7 @@ def load_series(run: Path, series_file: str) -> pd.DataFrame:
 
 def load_training(run: Path) -> pd.DataFrame:
     """``metrics.parquet`` of a training run, checked for ``step`` and ``wall_time``."""
-    path = run / "metrics.parquet"
+    path = run / rundir.METRICS
     frame = read_parquet(path)
     for column in ("step", "wall_time"):
         if column not in frame.columns:
@@ -160,7 +123,7 @@ def load_training(run: Path) -> pd.DataFrame:
 
 def load_leaderboard(run: Path) -> dict[str, Any]:
     """``leaderboard.json`` of a tournament."""
-    path = run / "leaderboard.json"
+    path = run / rundir.LEADERBOARD
     board = read_json(path)
     if not isinstance(board, dict):
         raise RunFileError(f"{path}: expected a JSON object")
@@ -170,7 +133,7 @@ def load_leaderboard(run: Path) -> dict[str, Any]:
 
 def load_pods(run: Path) -> pd.DataFrame:
     """``pods.parquet`` of a tournament: one row per pod."""
-    path = run / "pods.parquet"
+    path = run / rundir.PODS
     frame = read_parquet(path)
     for column in ("pod_id", "algo", "worker", "start", "status", "score"):
         if column not in frame.columns:
@@ -180,7 +143,7 @@ def load_pods(run: Path) -> pd.DataFrame:
 
 def load_dataset_card(run: Path) -> dict[str, Any]:
     """``dataset.json``: the data set's `MarketData.describe()`."""
-    path = run / "dataset.json"
+    path = run / rundir.DATASET
     card = read_json(path)
     if not isinstance(card, dict):
         raise RunFileError(f"{path}: expected a JSON object")

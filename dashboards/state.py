@@ -17,6 +17,7 @@ import streamlit as st
 
 from dashboards import figures, runs
 from dashboards.runs import RunDir, RunFileError
+from trader import rundir
 
 RUNS_DIR_ENV = "PODRACER_RUNS_DIR"
 """Environment variable naming the runs folder (`trader dashboard` sets it); default ``runs``."""
@@ -55,12 +56,13 @@ LOADERS = {
     "leaderboard": lambda folder, name: runs.load_leaderboard(folder),
     "pods": lambda folder, name: runs.load_pods(folder),
     "dataset_card": lambda folder, name: runs.load_dataset_card(folder),
+    "trials": lambda folder, name: rundir.read_trials(folder / name),
 }
 """Loader name -> function of (run folder, file name), as `_cached` calls it."""
 
 
 def report(run: RunDir) -> dict[str, Any]:
-    return _load("report", run.path, "report.json")
+    return _load("report", run.path, rundir.REPORT_JSON)
 
 
 def series(run: RunDir, series_file: str) -> pd.DataFrame:
@@ -74,19 +76,24 @@ def daily(run: RunDir, series_file: str) -> pd.DataFrame:
 
 
 def training(path: Path) -> pd.DataFrame:
-    return _load("training", path, "metrics.parquet")
+    return _load("training", path, rundir.METRICS)
 
 
 def leaderboard(run: RunDir) -> dict[str, Any]:
-    return _load("leaderboard", run.path, "leaderboard.json")
+    return _load("leaderboard", run.path, rundir.LEADERBOARD)
 
 
 def pods(run: RunDir) -> pd.DataFrame:
-    return _load("pods", run.path, "pods.parquet")
+    return _load("pods", run.path, rundir.PODS)
+
+
+def trials(run: RunDir) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``trials.parquet``: (trial keys, daily validation returns [trials x days])."""
+    return _load("trials", run.path, rundir.TRIALS)
 
 
 def dataset_card(run: RunDir) -> dict[str, Any]:
-    return _load("dataset_card", run.path, "dataset.json")
+    return _load("dataset_card", run.path, rundir.DATASET)
 
 
 __all__ = ["RunFileError", "all_runs", "runs_dir", "problem", "report", "series", "daily", "training",

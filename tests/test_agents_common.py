@@ -1,4 +1,4 @@
-"""The shared agent layer: normaliser, configs, flat state, registry."""
+"""The shared agent layer: normaliser, flat state, registry (the config codec: test_rundir.py)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from trader.agents import ALGOS, get_spec, make_agent
-from trader.agents.base import (
-    Agent,
-    config_from_dict,
-    config_to_dict,
-    load_optimizer_tensors,
-    optimizer_tensors,
-    seeded,
-)
+from trader.agents.base import Agent, load_optimizer_tensors, optimizer_tensors, seeded
 from trader.agents.normalizer import ObsNormalizer
 from trader.errors import CheckpointError, ConfigError, UserError
 
@@ -82,7 +75,7 @@ def test_normalizer_disabled_is_identity_and_state_round_trip() -> None:
         ObsNormalizer(3).load_state_dict(on.state_dict())
 
 
-# --------------------------------------------------------------------------- configs
+# --------------------------------------------------------------------------- flat state
 
 
 @dataclass(frozen=True)
@@ -91,20 +84,6 @@ class _ToyConfig:
     """Hidden sizes."""
     lr: float = 1e-3
     """Learning rate."""
-    target: float | None = None
-    """Optional float."""
-
-
-def test_config_round_trip_and_unknown_key() -> None:
-    cfg = _ToyConfig(hidden=(4,), lr=2.0, target=1.0)
-    as_dict = config_to_dict(cfg)
-    assert as_dict == {"hidden": [4], "lr": 2.0, "target": 1.0}
-    assert config_from_dict(_ToyConfig, {"hidden": [4], "lr": 2, "target": 1}) == cfg
-    with pytest.raises(ConfigError, match="unknown _ToyConfig key.*lrr"):
-        config_from_dict(_ToyConfig, {"lrr": 1.0})
-
-
-# --------------------------------------------------------------------------- flat state
 
 
 class _ToyAgent(Agent):

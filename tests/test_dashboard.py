@@ -51,6 +51,27 @@ def built(tmp_path_factory) -> Path:
     return runs_dir
 
 
+def test_every_file_a_training_run_a_tournament_and_a_backtest_wrote_is_documented(built: Path) -> None:
+    from test_rundir import assert_every_file_is_documented
+
+    for run in ("ppo", "tour"):
+        assert_every_file_is_documented(built / run)
+
+
+
+def test_a_tournament_gathers_every_pods_validation_passes_as_its_trials(built: Path) -> None:
+    from trader import rundir
+
+    keys, returns = rundir.read_trials(built / "tour" / rundir.TRIALS)
+    pods = sorted(p.name for p in (built / "tour" / "pods").iterdir() if (p / rundir.TRIALS).is_file())
+    per_pod = {pod: rundir.read_trials(built / "tour" / "pods" / pod / rundir.TRIALS) for pod in pods}
+    assert len(pods) == 3 and keys["pod_id"].tolist() == [p for p in pods for _ in range(len(per_pod[p][0]))]
+    assert keys["step"].tolist() == [s for p in pods for s in per_pod[p][0]["step"]]
+    for pod, (pod_keys, pod_returns) in per_pod.items():
+        rows = returns[(keys["pod_id"] == pod).to_numpy()]
+        assert rows.to_numpy().tolist() == pod_returns.to_numpy().tolist()
+
+
 @pytest.fixture
 def runs_copy(built: Path, tmp_path: Path) -> Path:
     """A private copy of the built runs folder, for tests that damage files."""
@@ -108,7 +129,7 @@ def test_loaders_name_the_file_that_is_wrong(runs_copy: Path) -> None:
     series.write_bytes(series.read_bytes()[:100])
     with pytest.raises(runs.RunFileError, match=r"best.parquet: not a readable Parquet file"):
         runs.load_series(runs_copy / "ppo", "backtests/best.parquet")
-    with pytest.raises(runs.RunFileError, match=r"leaderboard.json: missing"):
+    with pytest.raises(runs.RunFileError, match=r"leaderboard.json: not found"):
         runs.load_leaderboard(runs_copy / "ppo")
 
 
@@ -249,7 +270,7 @@ def test_every_page_renders_without_exceptions(built: Path) -> None:
     at = app_test(built).run()
     assert not at.exception
     assert at.dataframe and len(at.get("plotly_chart")) == 7
-    for page in ("tournament", "training", "data"):
+    for page in ("significance", "tournament", "training", "data"):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, page
         assert not at.warning, (page, [w.value for w in at.warning])
@@ -267,6 +288,22 @@ def test_the_table_shows_report_json_numbers_and_follows_the_selection(built: Pa
         assert table.loc[name, labels["max_drawdown"]] == report["metrics"][name]["max_drawdown"]
     strategies(at).set_value(["best", "equal_weight"]).run()
     assert sorted(at.dataframe[0].value.index) == ["best", "equal_weight"]
+
+
+def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_trials(built: Path) -> None:
+    at = app_test(built).run()
+    at.switch_page("pages/significance.py").run()
+    at.selectbox(key="significance_run").set_value("tour").run()
+    assert not at.exception
+    report = report_of(built / "tour")
+    labels = {s["name"]: s["label"] for s in report["strategies"]}
+    table = at.dataframe[0].value
+    assert list(table.index) == [labels[name] for name in report["order"]]
+    for name in report["order"]:
+        assert table.loc[labels[name], "sentence"] == report["evidence"][name]["sentence"]
+    assert report["selection"]["n_trials"] == len(pd.read_parquet(built / "tour" / "trials.parquet"))
+    assert any(f"({report['selection']['n_trials']} trials)" in h.value for h in at.subheader)
+    assert len(at.get("plotly_chart")) == 2  # the intervals and the trials (too few days for PBO's blocks)
 
 
 def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> None:
@@ -288,7 +325,8 @@ def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> N
 def test_an_empty_runs_folder_says_so_on_every_page(tmp_path: Path) -> None:
     at = app_test(tmp_path).run()
     assert not at.exception and any("No backtest in" in m for m in messages(at))
-    for page, text in (("tournament", "No tournament in"), ("training", "No training run in"), ("data", "No dataset.json")):
+    for page, text in (("significance", "No report.json in"), ("tournament", "No tournament in"),
+                       ("training", "No training run in"), ("data", "No dataset.json")):  # fmt: skip
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception and any(text in m for m in messages(at)), page
 
@@ -320,7 +358,7 @@ def test_a_half_written_tournament_names_the_missing_file(runs_copy: Path) -> No
     assert not at.exception
     texts = [w.value for w in at.warning]
     assert any("leaderboard.json: not valid JSON" in t for t in texts)
-    assert any("pods.parquet: missing" in t for t in texts)
+    assert any("pods.parquet: not found" in t for t in texts)
 
 
 def test_a_run_without_a_backtest_shows_on_the_training_page_only(tmp_path: Path, built: Path) -> None:

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from trader.config_reference import SECTIONS, field_docs, render, resolve
+from trader.config_reference import SECTIONS, resolve_section, field_docs, render
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +18,7 @@ def test_the_configuration_reference_is_up_to_date() -> None:
 
 def test_every_configuration_key_is_documented() -> None:
     for title, target, _ in SECTIONS:
-        cls = resolve(target)
+        cls = resolve_section(target)
         docs = field_docs(cls)
         missing = [f.name for f in dataclasses.fields(cls) if f.init and not docs.get(f.name)]
         assert not missing, f"{title}: keys without a docstring: {missing}"

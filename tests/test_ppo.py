@@ -14,7 +14,7 @@ from trader.agents.ppo import (
     PPOAgent,
     PPOConfig,
     PPORunner,
-    _step_on,
+    minibatch_step,
     clipped_surrogate_loss,
     gaussian_entropy,
     gaussian_log_prob,
@@ -255,7 +255,7 @@ def test_default_update_is_plain_epochs_through_the_learner_group() -> None:
     batch = _rollout(1)
     metrics = agent.update(batch)
     for _ in range(3):
-        reference.learners.run_epoch(batch.size, 4, _step_on(batch))
+        reference.learners.run_epoch(batch.size, 4, minibatch_step(batch))
     assert metrics["epochs_run"] == 3
     for key, value in reference.state_dict().items():
         if key != "extra.env_steps":

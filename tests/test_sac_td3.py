@@ -240,7 +240,7 @@ def test_preactivation_penalty_shrinks_the_actors_preactivations_where_the_criti
 
 
 def test_configs_survive_a_dict_round_trip():
-    from trader.agents.base import config_from_dict, config_to_dict
+    from trader.rundir import config_from_dict, config_to_dict
 
     config = SACConfig(hidden_sizes=(64, 64), target_entropy=-2.0, max_grad_norm=1.0)
     assert config_from_dict(SACConfig, config_to_dict(config)) == config

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tournament.config import TournamentConfig, parse_duration
+from tournament.config import TournamentConfig
 from tournament.ensemble import EnsemblePolicy
 from tournament.events import EventLog
 from tournament.generator import PodGenerator, perturb, pod_seed_sequence, select_parent
@@ -72,7 +72,7 @@ def test_leaderboard_round_trips_through_json(tmp_path: Path) -> None:
 
 
 def test_leaderboard_load_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="no leaderboard"):
+    with pytest.raises(UserError, match="absent.json: not found"):
         Leaderboard.load(tmp_path / "absent.json")
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(UserError, match="bad.json"):
@@ -215,12 +215,6 @@ def test_config_rejects_bad_values() -> None:
     assert TournamentConfig.from_dict(_config(algo_mix=(1, 0, 1)).to_dict()) == _config(algo_mix=(1, 0, 1))
 
 
-def test_parse_duration() -> None:
-    assert parse_duration("90") == 90 and parse_duration("30m") == 1800 and parse_duration("1.5h") == 5400
-    with pytest.raises(UserError, match="duration"):
-        parse_duration("soon")
-
-
 def test_state_replays_its_log_without_doubling_a_pod(tmp_path: Path) -> None:
     config = TournamentConfig(run_dir=str(tmp_path), env="Pendulum-v1", pods=3, population=2)
     state = TournamentState(config)
@@ -261,7 +255,7 @@ def test_ensemble_acts_as_the_mean_of_its_members() -> None:
         (["--algos", "ppo,dqn"], "unknown algorithm(s) ['dqn']"),
         (["--population", "0"], "population must be >= 1"),
         (["--gpus", "all"], "--gpus needs a CUDA device"),
-        (["--time-budget", "soon"], "cannot read duration"),
+        (["--time-budget", "soon"], "--time-budget must be a duration"),
         (["--dataset", "x", "--env", "Pendulum-v1"], "not both"),
     ],
 )
@@ -319,16 +313,19 @@ def test_cli_refuses_to_start_over_a_tournament(tmp_path: Path, capsys) -> None:
 def test_the_market_preset_fills_rules_and_configs_under_the_keys_given(tmp_path: Path) -> None:
     from test_train_cli import TINY_EDGE_RECIPE
 
-    from trader.cli.tournament import _apply_preset
+    from trader.presets import apply_preset
 
     recipe = tmp_path / "edge.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
     values = {"env": str(recipe), "algos": ("ppo", "td3"), "pod_steps": 4096, "num_envs": 16,
-              "algo_configs": {"ppo": {"learning_rate": 1e-3}}, "env_config": {"episode_length": 50}}  # fmt: skip
-    _apply_preset(values, "market", 0.0002)
+              "algo_configs": {"ppo": {"learning_rate": 1e-3}, "sac": {"tau": 0.01}}, "env_config": {"episode_length": 50}}  # fmt: skip
+    values["env_config"], values["algo_configs"] = apply_preset(
+        "market", values["env"], 0.0002, values["algos"], steps=4096, num_envs=16,
+        env_config=values["env_config"], algo_configs=values["algo_configs"])  # fmt: skip
     rules = values["env_config"]
     assert rules["action_mode"] == "weights" and rules["market_neutral"] and list(rules["return_windows"]) == [5]
     assert rules["buy_cost"] == pytest.approx(2e-4) and rules["episode_length"] == 50  # the given key stays
     assert values["algo_configs"]["ppo"]["learning_rate"] == 1e-3 and values["algo_configs"]["ppo"]["network"] == "per_stock"
     assert values["algo_configs"]["td3"]["updates_per_step"] == pytest.approx(1 / 16)
+    assert values["algo_configs"]["sac"] == {"tau": 0.01}  # an algorithm outside the pool is left as given
     TournamentConfig.from_dict({**values, "run_dir": str(tmp_path / "t"), "pods": 1})  # a valid config

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from tournament import TournamentConfig, run
+from test_rundir import assert_every_file_is_documented
 from tournament.leaderboard import Leaderboard
 
 from market_fixtures import write_tiny_recipe
@@ -82,6 +83,7 @@ def check_consistent(run_dir: Path, pods: int) -> pd.DataFrame:
     assert len(ids) == len(set(ids)) == min(pods, board.capacity)
     finished = set(frame.loc[frame["status"] == "finished", "pod_id"])
     assert set(ids) <= finished
+    assert_every_file_is_documented(run_dir)
     return frame
 
 

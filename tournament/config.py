@@ -4,16 +4,12 @@ into ``RUN_DIR/tournament.toml``; `trader tournament --config FILE` reads the sa
 
 from __future__ import annotations
 
-import math
-import re
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from trader.agents import ALGOS, make_config
-from trader.agents.base import config_from_dict, config_to_dict
-from trader.errors import ConfigError, UserError
+from trader.rundir import config_from_dict, config_to_dict
+from trader.errors import ConfigError
 
 DEFAULT_ALGO_CONFIGS: dict[str, dict[str, Any]] = {
     "sac": {"learning_starts": 4096, "updates_per_step": 1 / 64},
@@ -159,29 +155,3 @@ class TournamentConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TournamentConfig:
         return config_from_dict(cls, values)
-
-
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """Keys of a TOML config file (e.g. a run's tournament.toml), unchecked."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"config file not found: {path}")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"config file {path} is not valid TOML: {err}") from err
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from "90", "90s", "30m", "1.5h" or "2d"."""
-    match = _DURATION.match(str(text))
-    if match is None:
-        raise UserError(f"cannot read duration {text!r}: use e.g. 90s, 30m, 1.5h")
-    seconds = float(match.group(1)) * _UNIT[match.group(2)]
-    if not seconds > 0 or not math.isfinite(seconds):
-        raise UserError(f"duration {text!r} must be > 0")
-    return seconds

@@ -33,7 +33,8 @@ from tournament.config import TournamentConfig
 from tournament.leaderboard import Entry, Leaderboard
 from tournament.pod import PodSpec
 from trader.agents import get_spec, make_config
-from trader.agents.base import Bound, config_to_dict
+from trader.agents.base import Bound
+from trader.rundir import config_to_dict
 
 
 def pod_seed_sequence(seed: int, index: int) -> np.random.SeedSequence:

@@ -7,24 +7,23 @@ then evicted. Ties keep the earlier pod ahead (lower index), so the order never
 depends on dict or set order. A NaN score (a validation period without a single
 trade has no Sharpe) ranks below every number.
 
-Persistence: `save` writes ``leaderboard.json`` under a temporary name and renames
-it into place, so a reader (the dashboard, a resumed tournament) never sees half a
+Persistence: `save` writes ``leaderboard.json`` whole or not at all through
+`trader.rundir`, so a reader (the dashboard, a resumed tournament) never sees half a
 file; `load` gives back an equal board.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
+from trader import rundir
 from trader.errors import UserError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = rundir.LEADERBOARD_VERSION
 
 
 @dataclass(frozen=True)
@@ -137,18 +136,17 @@ class Leaderboard:
         return cls(int(values["capacity"]), (Entry.from_dict(e) for e in values["entries"]))
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write to ``path`` atomically (temporary file, then rename)."""
-        atomic_write_text(Path(path), json.dumps(self.to_dict(), indent=1, allow_nan=False))
+        """Write to ``path``, whole or not at all (`trader.rundir.write_json`)."""
+        rundir.write_json(path, self.to_dict(), indent=1)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Leaderboard:
-        path = Path(path)
+        """The board saved at ``path``; a missing or broken file is one error naming it."""
+        values = rundir.read_json(path, version=FORMAT_VERSION)
         try:
-            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except FileNotFoundError as err:
-            raise UserError(f"no leaderboard at {path}") from err
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise UserError(f"leaderboard {path} is unreadable: {err}") from err
+            return cls.from_dict(values)
+        except (KeyError, TypeError, ValueError) as err:
+            raise rundir.RunFileError(f"{path}: not a leaderboard ({type(err).__name__}: {err})") from err
 
 
 def lineage(pod_id: str, parents: Mapping[str, str | None]) -> list[str]:
@@ -160,11 +158,3 @@ def lineage(pod_id: str, parents: Mapping[str, str | None]) -> list[str]:
         seen.add(current)
         current = parents.get(current)
     return chain
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` under a temporary name beside ``path``, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -38,14 +38,16 @@ from tournament import cluster
 from tournament.config import TournamentConfig
 from tournament.events import EventLog
 from tournament.generator import PodGenerator
-from tournament.leaderboard import Entry, Leaderboard, atomic_write_text, lineage
+from tournament.leaderboard import Entry, Leaderboard, lineage
 from tournament.pod import PodResult, PodSpec, pod_dir, spec_json, train_pod
+from trader import rundir
+from trader.environments import resolve_env
 from trader.errors import UserError
 
-CONFIG_FILE = "tournament.toml"
-LEADERBOARD_FILE = "leaderboard.json"
-PODS_FILE = "pods.parquet"
-EVENTS_FILE = "events.jsonl"
+CONFIG_FILE = rundir.TOURNAMENT
+LEADERBOARD_FILE = rundir.LEADERBOARD
+PODS_FILE = rundir.PODS
+EVENTS_FILE = rundir.EVENTS
 RECHECK_SECONDS = 5.0
 """Longest wait for a pod before the cluster's workers are counted again."""
 
@@ -152,10 +154,7 @@ class TournamentState:
         self.write_pods()
 
     def write_pods(self) -> None:
-        frame = pods_frame(self.specs, self.results, self.cancelled)
-        tmp = self.root / f".{PODS_FILE}.tmp"
-        frame.to_parquet(tmp, index=False)
-        tmp.replace(self.root / PODS_FILE)
+        rundir.write_parquet(self.root / PODS_FILE, pods_frame(self.specs, self.results, self.cancelled))
 
     @classmethod
     def replay(cls, config: TournamentConfig) -> TournamentState:
@@ -245,7 +244,8 @@ def run(
     finally:
         if own_client:
             cluster.close(client)
-    backtest = _final_backtest(config, state) if config.backtest and not _is_gym(env) else None
+    gather_trials(state)
+    backtest = _final_backtest(config, state) if config.backtest and not resolve_env(env).is_gym else None
     return TournamentResult(Path(config.run_dir), state.board, pods_frame(state.specs, state.results, state.cancelled),
                             reason, seconds, backtest)  # fmt: skip
 
@@ -358,50 +358,57 @@ def _check_fresh(config: TournamentConfig) -> TournamentConfig:
 
 def _resume_config(config: TournamentConfig) -> TournamentConfig:
     """The run directory's own config, with this call's stops and cluster."""
-    from trader.agents.base import replace_config
-    from tournament.config import read_config_file
+    from trader.rundir import replace_config
 
     root = Path(config.run_dir)
     if not (root / CONFIG_FILE).is_file() or not (root / EVENTS_FILE).is_file():
         raise UserError(f"--resume: {root} holds no tournament (no {CONFIG_FILE} and {EVENTS_FILE})")
-    saved = TournamentConfig.from_dict(read_config_file(root / CONFIG_FILE))
+    saved = TournamentConfig.from_dict(rundir.read_toml(root / CONFIG_FILE))
     keys = ("pods", "time_budget", "target_score", "workers", "scheduler", "gpus", "pods_per_gpu")
     return replace_config(saved, run_dir=str(root), **{k: getattr(config, k) for k in keys})
 
 
 def _write_config(config: TournamentConfig) -> None:
-    import tomli_w
-
-    Path(config.run_dir).mkdir(parents=True, exist_ok=True)
-    from trader.train import _toml_ready
-
-    atomic_write_text(Path(config.run_dir) / CONFIG_FILE, tomli_w.dumps(_toml_ready(config.to_dict())))
-
-
-def _is_gym(env: str) -> bool:
-    import gymnasium
-
-    return env in gymnasium.envs.registry
+    rundir.write_toml(Path(config.run_dir) / CONFIG_FILE, config.to_dict())
 
 
 def _prepare_env(env: str) -> str:
-    """Build (or find) a data set once before any pod needs it; pods get an absolute path."""
-    if _is_gym(env):
-        return env
-    from market_envs.data import load
+    """Build (or find) a data set once before any pod needs it; pods get the resolved
+    name (a recipe file by its absolute path)."""
+    name = resolve_env(env)
+    if not name.is_gym:
+        from market_envs.data import load
 
-    load(env)  # builds and caches the panel, so two workers never build it at once
-    path = Path(env)
-    return str(path.resolve()) if path.suffix == ".toml" and path.is_file() else env
+        load(name.value)  # builds and caches the panel, so two workers never build it at once
+    return name.value
+
+
+def gather_trials(state: TournamentState) -> int:
+    """The tournament's ``trials.parquet``: every finished pod's validation passes
+    (its own ``trials.parquet``), with a ``pod_id`` column, in pod order; returns the
+    trial count. Every pass is a trial: a pod keeps its best snapshot and the
+    tournament then keeps its best pod, so both choices inflate the winner's score."""
+    keys, daily = [], []
+    for pod_id, result in sorted(state.results.items()):
+        path = pod_dir(state.root, pod_id) / rundir.TRIALS
+        if result.status != "finished" or not path.is_file():
+            continue
+        pod_keys, returns = rundir.read_trials(path)
+        keys.append(pod_keys.assign(pod_id=pod_id)[list(rundir.TRIAL_KEYS)])
+        daily.extend(row.dropna() for _, row in returns.iterrows())
+    if not daily:
+        return 0
+    rundir.write_parquet(state.root / rundir.TRIALS, rundir.trials_frame(pd.concat(keys), daily))
+    return len(daily)
 
 
 def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
     """Best pod and top-k ensemble on the test period, beside the baselines (built-in, and
     any baseline library's models already in RUN_DIR/baselines); report in RUN_DIR.
 
-    The same reader as `trader backtest RUN_DIR` (`trader.backtest.rundir`), so both
+    The same reader as `trader backtest RUN_DIR` (`trader.backtest.runs`), so both
     write the same rows."""
-    from trader.backtest.rundir import backtest_run
+    from trader.backtest.runs import backtest_run
 
     if not state.board.top(config.ensemble_k):
         return None

@@ -24,7 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-POD_DIR = "pods"
+from trader import rundir
+from trader.environments import resolve_env
+
+POD_DIR = rundir.PODS_DIR
 """Pods live in ``RUN_DIR/pods/<pod_id>/``, each a `trader.train` run directory."""
 
 
@@ -166,15 +169,12 @@ def train_pod(spec: PodSpec, run_dir: str) -> PodResult:
 
 def _environment(env: str) -> Any:
     """A gymnasium id as is; a recipe as its `MarketData`, loaded once per process."""
-    import gymnasium
-
-    if env in gymnasium.envs.registry:
-        return env
-    return _load_market(env)
+    name = resolve_env(env)
+    return name.value if name.is_gym else load_market(name.value)
 
 
 @functools.lru_cache(maxsize=4)
-def _load_market(recipe: str) -> Any:
+def load_market(recipe: str) -> Any:
     """The data set from the Parquet cache, once per worker process (memoised)."""
     from market_envs.data import load
 
@@ -198,8 +198,7 @@ def _worker_name() -> str:
 
 
 def _write_failure(out: Path, text: str) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "error.txt").write_text(text, encoding="utf-8")
+    rundir.write_text(out / rundir.ERROR, text)
 
 
 def spec_json(spec: PodSpec) -> str:

@@ -54,7 +54,7 @@ def render() -> str:
     parts = [HEADER]
     parts += [f"- [{title}](#{_anchor(title)})" for title, _, _ in SECTIONS]
     for title, target, where in SECTIONS:
-        parts.append(_section(title, resolve(target), where))
+        parts.append(_section(title, resolve_section(target), where))
     return "\n".join(parts) + "\n"
 
 
@@ -111,8 +111,8 @@ def _one_paragraph(text: str) -> str:
     return " ".join(inspect.cleandoc(text).split())
 
 
-def resolve(target: str) -> type:
-    """The class that ``"module:Name"`` names."""
+def resolve_section(target: str) -> type:
+    """The config class a `SECTIONS` entry names (``"module:Class"``)."""
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 

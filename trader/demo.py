@@ -9,7 +9,7 @@
    the tournament took (`trader.baselines`; one process, where the tournament had two).
 4. Backtest everything in the run directory on the held-out test period: the
    tournament's best pod and top-3 ensemble, the SB3 baseline, the benchmark,
-   equal-weight and (on planted-edge data) the oracle (`trader.backtest.rundir`);
+   equal-weight and (on planted-edge data) the oracle (`trader.backtest.runs`);
    print the table and the command that opens the dashboard on the run.
 
 Every stage trains and scores through the library's own entry points, with the
@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from market_envs.data import load
-from trader.agents.base import config_to_dict
 from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE
-from trader.presets import edge_rules, market_algo_config
+from trader.presets import apply_preset
 
 POD_ENVS = 64
 SB3_ENVS = 8
@@ -88,18 +87,17 @@ def run_demo(
     :param on_progress: called with the tournament's `Progress` after every change.
     """
     from tournament import TournamentConfig, run
-    from trader.backtest.rundir import backtest_config, backtest_run, read_run
+    from trader.backtest.runs import backtest_config, backtest_run, read_run
     from trader.baselines import baselines
 
     run_dir = Path(run_dir)
     data = load(recipe, progress=log)
     summary = data.summary()
     log("data set: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
-    rules = edge_rules(data.meta.get("edge"), cost)
+    rules, algo_configs = apply_preset("market", recipe, cost, algos, steps=pod_steps, num_envs=num_envs)
     config = TournamentConfig(
-        run_dir=str(run_dir), env=recipe, algos=tuple(algos),
-        algo_configs={algo: market_algo_config(algo, steps=pod_steps, num_envs=num_envs) for algo in algos},
-        env_config=config_to_dict(rules), population=4, pod_steps=pod_steps, num_envs=num_envs, pods=pods,
+        run_dir=str(run_dir), env=recipe, algos=tuple(algos), algo_configs=algo_configs,
+        env_config=rules, population=4, pod_steps=pod_steps, num_envs=num_envs, pods=pods,
         time_budget=tournament_seconds, workers=workers, seed=seed, ensemble_k=3, device=device, backtest=False,
     )  # fmt: skip
     log(f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {workers} local workers "

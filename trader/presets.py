@@ -10,14 +10,17 @@ baseline comparison and `make demo` train with:
   in basis points, the agents observing return t-statistics;
 - `edge_rules`: `market_rules` for a data set with a planted edge (its horizon observed,
   market-neutral like the oracle);
-- `market_algo_config`: PPO, SAC and TD3 on the per-stock network.
+- `market_algo_config`: PPO, SAC and TD3 on the per-stock network;
+- `apply_preset`: a named preset's rules and configs under the keys a user gave.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from market_envs.env import EnvConfig
+from trader.rundir import config_to_dict
 
 REWARD_SCALE = 1e-2
 """Reward = change of value x 1e-2: with the env's 1e6 starting cash, the bar's return in
@@ -155,4 +158,30 @@ def preset_rules(name: str, dataset: str | None, cost: float) -> EnvConfig:
     return edge_rules(load(dataset).meta.get("edge"), cost)
 
 
-__all__ = ["PRESETS", "REWARD_SCALE", "edge_rules", "market_algo_config", "market_rules", "preset_rules"]
+def apply_preset(
+    name: str,
+    dataset: str | None,
+    cost: float,
+    algos: Iterable[str],
+    *,
+    steps: int,
+    num_envs: int,
+    env_config: Mapping[str, Any] | None = None,
+    algo_configs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The env rules and algo configs of preset `name` for a data set, under the keys
+    already given: ``(env_config, algo_configs)`` as plain dicts.
+
+    The one place a preset is applied (`trader train`, `trader tournament` and
+    `trader demo`): the preset's rules (`preset_rules`) and each algorithm's config
+    (`market_algo_config` for ``steps`` transitions on ``num_envs`` envs) are the
+    defaults; every key of ``env_config`` and ``algo_configs[algo]`` stays as given.
+    Configs of algorithms outside ``algos`` are kept as they are."""
+    rules = config_to_dict(preset_rules(name, dataset, cost))
+    given = {algo: dict(values) for algo, values in (algo_configs or {}).items()}
+    for algo in algos:
+        given[algo] = {**market_algo_config(algo, steps=steps, num_envs=num_envs), **given.get(algo, {})}
+    return {**rules, **dict(env_config or {})}, given
+
+
+__all__ = ["PRESETS", "REWARD_SCALE", "apply_preset", "edge_rules", "market_algo_config", "market_rules", "preset_rules"]

@@ -38,7 +38,6 @@ SAC/TD3 before learning starts; ``tests/test_train_cli.py`` checks it).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -48,15 +47,17 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import tomli_w
 import torch
 
 import trader
 from trader.agents import Agent, get_spec
-from trader.agents.base import config_from_dict, config_to_dict, seeded
+from trader import rundir
+from trader.agents.base import seeded
 from trader.agents.checkpoint import RNG_KEY, load_checkpoint, restore_agent, save_checkpoint
 from trader.agents.evaluator import Evaluator, mean_return_score, return_and_sharpe_score
+from trader.environments import resolve_env
 from trader.errors import CheckpointError, ConfigError, UserError
+from trader.rundir import config_from_dict, config_to_dict
 
 ProgressFn = Callable[[dict[str, float]], None]
 """Called after each iteration with that iteration's metrics row."""
@@ -155,7 +156,7 @@ def train(
         agent.compile()
     runner = spec.runner_cls(agent, envs.train)
     root = Path(run_dir)
-    (root / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (root / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
     resolved = {
         "library_version": trader.__version__,
         "algo": algo,
@@ -170,17 +171,18 @@ def train(
     }
     if init_from is not None:
         resolved["init_from"] = str(init_from)
-    _write_toml(root / "config.toml", resolved)
+    rundir.write_toml(root / rundir.CONFIG, resolved)
     if envs.dataset_card is not None:
-        _write_json(root / "dataset.json", envs.dataset_card)
+        rundir.write_json(root / rundir.DATASET, envs.dataset_card)
     rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget)
     frame = pd.DataFrame(rows)
-    _write_parquet(frame, root / "metrics.parquet")
-    save_checkpoint(agent, root / "checkpoints" / "final", data_window=envs.data_window,
+    rundir.write_parquet(root / rundir.METRICS, frame)
+    save_checkpoint(agent, root / rundir.CHECKPOINTS / "final", data_window=envs.data_window,
                     info={"step": int(frame["step"].iloc[-1])})  # fmt: skip
+    _write_trials(root, envs.evaluator)
     best = None
     if envs.evaluator is not None and envs.evaluator.best_state is not None:
-        envs.evaluator.save_best(root / "checkpoints" / "best", data_window=envs.data_window)
+        envs.evaluator.save_best(root / rundir.CHECKPOINTS / "best", data_window=envs.data_window)
         best = envs.evaluator.best_score
     return TrainResult(root, agent, int(frame["step"].iloc[-1]),
                        float(frame["wall_time"].iloc[-1]), best, frame)  # fmt: skip
@@ -215,7 +217,7 @@ def _loop(
             scores, _ = envs.evaluator.consider(runner.agent, done_steps)
             row.update({f"val_{key}": value for key, value in scores.items()})
             row["wall_time"] = time.perf_counter() - start
-            _write_parquet(pd.DataFrame(rows + [row]), root / "metrics.parquet")
+            rundir.write_parquet(root / rundir.METRICS, pd.DataFrame(rows + [row]))
         rows.append(row)
         if on_iteration is not None:
             on_iteration(row)
@@ -256,11 +258,15 @@ def build_envs(
     compile: bool = False,
 ) -> BuiltEnvs:
     """Training env + evaluator for a gymnasium id, a recipe, a panel or a built env."""
-    if isinstance(env, str) and _is_gym_id(env):
-        if env_config is not None:
-            raise ConfigError("env_config applies to market envs only, not to gymnasium ids")
-        return _gym_envs(env, num_envs, device, seed, eval_episodes)
-    if isinstance(env, str) or _is_market_data(env):
+    if isinstance(env, str):
+        name = resolve_env(env)
+        if name.is_gym:
+            if env_config is not None:
+                raise ConfigError("env_config applies to market envs only, not to gymnasium ids")
+            return _gym_envs(name.value, num_envs, device, seed, eval_episodes)
+        return _market_envs(_load_dataset(name.value), num_envs, device, env_config, compile,
+                            recipe=name.value if name.kind == "recipe_file" else None)
+    if _is_market_data(env):
         return _market_envs(env, num_envs, device, env_config, compile)
     for attribute in ("num_envs", "obs_dim", "act_dim", "reset", "step"):
         if not hasattr(env, attribute):
@@ -270,12 +276,6 @@ def build_envs(
             )
     evaluator = None if eval_env is None else Evaluator(eval_env, seed=seed + 10_000)
     return BuiltEnvs(env, evaluator, {"kind": "custom", "repr": repr(env)}, {"env": repr(env)})
-
-
-def _is_gym_id(name: str) -> bool:
-    import gymnasium
-
-    return name in gymnasium.envs.registry
 
 
 def _is_market_data(value: Any) -> bool:
@@ -297,12 +297,14 @@ def _gym_envs(
 
 
 def _market_envs(
-    source: Any, num_envs: int, device: torch.device, env_config: Any, compile: bool
+    data: Any, num_envs: int, device: torch.device, env_config: Any, compile: bool, recipe: str | None = None
 ) -> BuiltEnvs:
-    """Train on the panel's train period, validate deterministically on its validation period."""
+    """Train on the panel's train period, validate deterministically on its validation period.
+
+    config.toml names the data set so that the run directory finds it again: a recipe
+    file by its absolute path (``recipe``), a recipe of datasets/ (or a panel) by its name."""
     from market_envs.env import EnvConfig, StockTradingVecEnv
 
-    data = _load_dataset(source) if isinstance(source, str) else source
     train_data, val_data = data.period("train"), data.period("validation")
     cfg = env_config if isinstance(env_config, EnvConfig) else config_from_dict(
         EnvConfig, env_config or {}
@@ -317,16 +319,8 @@ def _market_envs(
         "tickers": list(data.tickers),
         "env_config": config_to_dict(cfg),
     }
-    description = {"kind": "market", "dataset": _recipe_reference(source, data), "env_config": config_to_dict(cfg)}
+    description = {"kind": "market", "dataset": recipe or data.name, "env_config": config_to_dict(cfg)}
     return BuiltEnvs(train_env, evaluator, description, window, data.describe())
-
-
-def _recipe_reference(source: Any, data: Any) -> str:
-    """How config.toml names the data set so that the run directory finds it again: a
-    recipe file by its absolute path, a recipe of datasets/ (or a panel) by its name."""
-    if isinstance(source, str) and source.endswith(".toml") and Path(source).is_file():
-        return str(Path(source).resolve())
-    return data.name
 
 
 def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", compile: bool = False) -> Evaluator:
@@ -360,7 +354,18 @@ def _load_dataset(recipe: str) -> Any:
     return load(recipe)
 
 
-# --------------------------------------------------------------------------- files
+# --------------------------------------------------------------------------- configs
+
+
+def _write_trials(root: Path, evaluator: Evaluator | None) -> None:
+    """``trials.parquet``: the daily validation returns of every pass that competed
+    for the best snapshot (market runs; picking the best snapshot is a selection)."""
+    if evaluator is None or not evaluator.trials:
+        return
+    steps, scores, daily = zip(*evaluator.trials, strict=True)
+    keys = pd.DataFrame({"step": list(steps), "score": list(scores)})
+    rundir.write_parquet(root / rundir.TRIALS, rundir.trials_frame(keys, list(daily)))
+
 
 
 def _resolve_config(config_cls: type, config: Any) -> Any:
@@ -369,36 +374,6 @@ def _resolve_config(config_cls: type, config: Any) -> Any:
     if not isinstance(config, config_cls):
         raise ConfigError(f"config must be a {config_cls.__name__} or a dict, got {type(config).__name__}")
     return config
-
-
-def _toml_ready(value: Any) -> Any:
-    """Drop None (TOML has no null) and non-finite floats' surprises; keep the rest."""
-    if isinstance(value, dict):
-        return {str(k): _toml_ready(v) for k, v in value.items() if v is not None}
-    if isinstance(value, (list, tuple)):
-        return [_toml_ready(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
-
-
-def _write_toml(path: Path, values: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(tomli_w.dumps(_toml_ready(values)), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _write_json(path: Path, values: dict[str, Any]) -> None:
-    """Write `values` as indented JSON through a temporary file, then rename into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(values, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
 
 
 from trader._callable import make_callable  # noqa: E402

@@ -5,9 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboards import figures, state
+from trader import rundir
 
 st.title("Data")
-runs = [run for run in state.all_runs() if (run.path / "dataset.json").exists()]
+runs = [run for run in state.all_runs() if (run.path / rundir.DATASET).exists()]
 if not runs:
     st.info(f"No dataset.json in {state.runs_dir()}'s runs: `trader train` and `trader backtest` write one.")
     st.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboards import figures, state
+from trader import rundir
 
 st.title("Training")
 runs = state.all_runs()
@@ -15,7 +16,7 @@ if tournaments and st.sidebar.checkbox("Include tournament pods", value=not sour
     for run in tournaments:
         pods_dir = run.path / "pods"
         for pod in sorted(pods_dir.iterdir()) if pods_dir.is_dir() else []:
-            if (pod / "metrics.parquet").exists():
+            if (pod / rundir.METRICS).exists():
                 sources[f"{run.name}/{pod.name}"] = pod
 if not sources:
     st.info(f"No training run in {state.runs_dir()}: train one with `trader train --run-dir RUN_DIR`.")

@@ -164,7 +164,7 @@ class DataCache:
         target = self.download_path(provider, key)
         with _temporary_beside(target, is_dir=False) as tmp:
             frame.to_parquet(tmp, index=False)
-            os.replace(tmp, target)
+            _publish(tmp, target)
         return target
 
     # ------------------------------------------------------------ maintenance

@@ -39,6 +39,7 @@ import re
 import sys
 import tomllib
 from collections.abc import Callable
+from typing import Any
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -402,3 +403,17 @@ def cached_panel_info(recipe: str | Path | Recipe, data_dir: str | Path | None =
     return resolved, key, DataCache(data_dir).panel_meta(key)
 
 
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """Recipe keys from ``KEY=VALUE`` pairs (``trader data build --set``): VALUE is read
+    as a TOML value (``3``, ``true``, ``["A", "B"]``), else kept as a string."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        out[key.strip()] = value
+    return out

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from trader.agents.base import Agent, AlgoSpec, Runner, config_from_dict
+from trader.agents.base import Agent, AlgoSpec, Runner
+from trader.rundir import config_from_dict
 from trader.errors import UserError
 from trader.names import ALGOS
 

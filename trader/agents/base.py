@@ -31,9 +31,6 @@ global RNG is left untouched), and all sampling uses ``self.generator``, a
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -45,6 +42,7 @@ from torch import Tensor, nn
 
 from trader.agents.normalizer import ObsNormalizer
 from trader.errors import CheckpointError, ConfigError
+from trader.rundir import config_to_dict
 
 NET_PREFIX = "net."
 OPTIM_PREFIX = "optim."
@@ -55,59 +53,7 @@ EXTRA_PREFIX = "extra."
 # --------------------------------------------------------------------------- configs
 
 
-def config_to_dict(config: Any) -> dict[str, Any]:
-    """A frozen dataclass config as a JSON/TOML-able dict (tuples become lists)."""
-    if not dataclasses.is_dataclass(config) or isinstance(config, type):
-        raise ConfigError(f"expected a dataclass config instance, got {type(config).__name__}")
-    out: dict[str, Any] = {}
-    for field in dataclasses.fields(config):
-        if not field.init:
-            continue
-        value = getattr(config, field.name)
-        out[field.name] = list(value) if isinstance(value, tuple) else value
-    return out
-
-
-def config_from_dict(config_cls: type, values: Mapping[str, Any]) -> Any:
-    """Build ``config_cls`` from a dict; unknown keys raise ``ConfigError`` naming them.
-
-    Lists are turned back into tuples for tuple-typed fields, ints into floats for
-    float fields, so a config survives a JSON or TOML round trip unchanged.
-    """
-    fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ConfigError(
-            f"unknown {config_cls.__name__} key(s): {', '.join(unknown)}; "
-            f"valid keys: {', '.join(sorted(fields))}"
-        )
-    hints = typing.get_type_hints(config_cls)
-    kwargs = {name: _coerce(hints.get(name), value) for name, value in values.items()}
-    try:
-        return config_cls(**kwargs)
-    except TypeError as err:
-        raise ConfigError(f"{config_cls.__name__}: {err}") from err
-
-
-def _coerce(hint: Any, value: Any) -> Any:
-    """Undo JSON's flattening of tuples (-> lists) and of whole floats (-> ints)."""
-    if hint is None:
-        return value
-    origin = typing.get_origin(hint)
-    candidates = typing.get_args(hint) if origin in (typing.Union, types.UnionType) else (hint,)
-    for candidate in candidates:
-        if (candidate is tuple or typing.get_origin(candidate) is tuple) and isinstance(
-            value, list
-        ):
-            return tuple(value)
-        if candidate is float and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-    return value
-
-
-def replace_config(config: Any, **changes: Any) -> Any:
-    """``dataclasses.replace`` that raises ``ConfigError`` for unknown keys."""
-    return config_from_dict(type(config), {**config_to_dict(config), **changes})
+# The config codec (config_to_dict, config_from_dict) lives in trader.rundir.
 
 
 # --------------------------------------------------------------------------- seeding

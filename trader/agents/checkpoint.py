@@ -9,8 +9,8 @@ what a reader needs to rebuild the agent without guessing: algo, resolved config
 obs/act dims, seed, normalisation statistics (readable copy), the data window the
 agent was trained and validated on, the library version, and free-form ``info``.
 
-Both files are written under temporary names in the same folder and renamed into
-place (tensors first, sidecar last), so a reader never sees half a checkpoint.
+Both files are written whole or not at all (`trader.rundir.write_atomic`), tensors
+first and the sidecar last, so a reader that finds the sidecar finds whole weights.
 Loading never unpickles: tensors come from safetensors, metadata from JSON.
 """
 
@@ -27,10 +27,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 import trader
+from trader import rundir
 from trader.agents.base import Agent
 from trader.errors import CheckpointError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = rundir.CHECKPOINT_VERSION
 RNG_KEY = "rng.generator"
 """Key of the agent generator's state (uint8) in the safetensors file; optional on load."""
 _REQUIRED_KEYS = ("format_version", "algo", "config", "obs_dim", "act_dim", "library_version")
@@ -70,17 +71,8 @@ def save_checkpoint(
         "data_window": dict(data_window) if data_window is not None else None,
         "info": dict(info) if info is not None else {},
     }
-    text = json.dumps(sidecar, indent=2, sort_keys=True)
-    tmp_tensor = tensor_path.with_name(f".{tensor_path.name}.tmp-{os.getpid()}")
-    tmp_json = json_path.with_name(f".{json_path.name}.tmp-{os.getpid()}")
-    try:
-        save_file(tensors, str(tmp_tensor), metadata={"format": "podracer-trader"})
-        tmp_json.write_text(text, encoding="utf-8")
-        os.replace(tmp_tensor, tensor_path)
-        os.replace(tmp_json, json_path)
-    finally:
-        for leftover in (tmp_tensor, tmp_json):
-            leftover.unlink(missing_ok=True)
+    rundir.write_atomic(tensor_path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "podracer-trader"}))
+    rundir.write_json(json_path, sidecar, sort_keys=True)
     return tensor_path, json_path
 
 

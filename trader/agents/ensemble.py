@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 
 from market_envs.env import EnvConfig
-from trader.agents.base import Agent, config_from_dict
+from trader.agents.base import Agent
+from trader.rundir import config_from_dict
 from trader.agents.checkpoint import load_policy, read_metadata
 from trader.errors import UserError
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor
 
@@ -70,7 +71,7 @@ def return_and_sharpe_score(
     score_by: str = "sharpe",
     timestamps: Any = None,
     initial_value: float | None = None,
-) -> ScoreFn:
+) -> MarketScore:
     """A score function for market envs from each episode's portfolio-value series.
 
     :param value_key: the ``info`` key holding the portfolio value [E] after each step
@@ -81,7 +82,8 @@ def return_and_sharpe_score(
     :param timestamps: the bar time of each recorded step (step k ends at bar k+1 of
         a full-period validation env). When given, the step returns are compounded
         into daily returns before the Sharpe ratio, exactly as the backtest report
-        computes it (`trader.metrics.summary`).
+        computes it (`trader.metrics.summary`), and the first episode's daily returns
+        are kept as the pass's trial record (`MarketScore.daily`).
     :param initial_value: the portfolio value at each episode's start (the env's
         initial cash). When given, the first step's return (from that value to the
         value after step 0) counts too, as in the backtest; without it the series
@@ -89,31 +91,47 @@ def return_and_sharpe_score(
     """
     if score_by not in ("sharpe", "return"):
         raise ConfigError(f"score_by must be 'sharpe' or 'return', got {score_by!r}")
+    return MarketScore(value_key, period, score_by, timestamps, initial_value)
 
-    def score(record: EpisodeRecord) -> dict[str, float]:
-        if value_key not in record.infos:
-            raise ConfigError(f"evaluator did not record info['{value_key}'] needed by the score")
-        values = record.infos[value_key].double().cpu().numpy()  # [T, E], once per evaluation
+
+@dataclass
+class MarketScore:
+    """The market score function (see `return_and_sharpe_score`, which builds it).
+
+    After each call, ``daily`` holds the first episode's daily returns (a Series
+    indexed by date; None without ``timestamps``): the evaluator records them as one
+    trial of the run's selection (docs/reading-results.md)."""
+
+    value_key: str
+    period: str
+    score_by: str
+    timestamps: Any
+    initial_value: float | None
+    daily: pd.Series | None = None
+
+    def __call__(self, record: EpisodeRecord) -> dict[str, float]:
+        if self.value_key not in record.infos:
+            raise ConfigError(f"evaluator did not record info['{self.value_key}'] needed by the score")
+        values = record.infos[self.value_key].double().cpu().numpy()  # [T, E], once per evaluation
         mask = record.mask.cpu().numpy()
         returns = np.full(values.shape, np.nan)
         returns[1:] = values[1:] / values[:-1] - 1.0
-        if initial_value is not None:  # every recorded episode starts at step 0
-            returns[0] = values[0] / initial_value - 1.0
+        if self.initial_value is not None:  # every recorded episode starts at step 0
+            returns[0] = values[0] / self.initial_value - 1.0
         returns[~mask] = np.nan
         returns[1:][~mask[:-1]] = np.nan
         total = _mean_of_defined(trade_metrics.cum_returns_final(returns))
-        if timestamps is None:
-            sharpe = _mean_of_defined(trade_metrics.sharpe_ratio(returns, period=period))
+        if self.timestamps is None:
+            sharpe = _mean_of_defined(trade_metrics.sharpe_ratio(returns, period=self.period))
         else:
-            steps = min(len(returns), len(timestamps))  # rows past the episode are masked
-            daily = trade_metrics.daily_returns(returns[:steps], timestamps[:steps])
+            steps = min(len(returns), len(self.timestamps))  # rows past the episode are masked
+            daily = trade_metrics.daily_returns(returns[:steps], self.timestamps[:steps])
             sharpe = _mean_of_defined(trade_metrics.sharpe_ratio(daily.to_numpy(), period=trade_metrics.DAILY))
+            self.daily = daily.iloc[:, 0].rename(None)
         metrics = {"return": float(total), "sharpe": float(sharpe)}
         metrics.update(mean_return_score(record))
-        metrics["score"] = metrics[score_by]
+        metrics["score"] = metrics[self.score_by]
         return metrics
-
-    return score
 
 
 def _mean_of_defined(values: Any) -> float:
@@ -158,6 +176,10 @@ class Evaluator:
         self.best_step: int | None = None
         self.best_metrics: dict[str, float] = {}
         self.best_state: dict[str, Tensor] | None = None
+        self.trials: list[tuple[int, float, pd.Series]] = []
+        """(step, score, daily returns) of every pass `consider` made, when the score
+        function records daily returns (`MarketScore`): the trials behind the choice
+        of the best snapshot."""
         self._best_agent: Agent | None = None
         self._best_rng: torch.Tensor | None = None
 
@@ -202,6 +224,8 @@ class Evaluator:
     def consider(self, agent: Agent, step: int) -> tuple[dict[str, float], bool]:
         """Evaluate ``agent`` at training ``step``; keep its state if it is the best so far."""
         metrics = self.evaluate(agent)
+        if isinstance(self.score_fn, MarketScore) and self.score_fn.daily is not None:
+            self.trials.append((step, float(metrics["score"]), self.score_fn.daily))
         # A NaN score (e.g. a Sharpe ratio over fewer than two days) ranks lowest, but
         # the first snapshot is always kept so that a best checkpoint exists.
         score = -math.inf if math.isnan(metrics["score"]) else metrics["score"]

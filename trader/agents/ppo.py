@@ -335,7 +335,7 @@ class PPOAgent(Agent):
         per_epoch = []
         for _ in range(cfg.update_epochs):
             per_epoch.append(
-                self.learners.run_epoch(batch.size, cfg.num_minibatches, _step_on(batch))
+                self.learners.run_epoch(batch.size, cfg.num_minibatches, minibatch_step(batch))
             )
             if cfg.target_kl is not None and float(per_epoch[-1][:, _KL].mean()) > cfg.target_kl:
                 break
@@ -382,7 +382,7 @@ class PPOAgent(Agent):
         return 0.5 * torch.maximum(unclipped, (clipped_values - returns).pow(2)).mean()
 
 
-def _step_on(batch: RolloutBatch) -> Any:
+def minibatch_step(batch: RolloutBatch) -> Any:
     """The minibatch update ``LearnerGroup`` runs on each replica."""
 
     def step(agent: Agent, indices: Tensor) -> Tensor:

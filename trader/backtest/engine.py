@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -31,7 +30,8 @@ from torch import Tensor
 
 from market_envs.data import DataError, MarketData
 from market_envs.env import EnvConfig, StockTradingVecEnv
-from trader import metrics
+from trader import metrics, rundir
+from trader.backtest.evidence import strategy_evidence
 from trader.backtest.periods import load_dataset, require_bars, select_period
 from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
 from trader.backtest.strategies import (
@@ -47,6 +47,7 @@ from trader.backtest.strategies import (
 )
 from trader.errors import CheckpointError, ConfigError, UserError
 from trader.names import BASELINES
+from trader.rundir import config_from_dict
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -149,6 +150,8 @@ def run_backtest(
     config: BacktestConfig | None = None,
     run_dir: str | os.PathLike[str] | None = None,
     device: torch.device | str = "cpu",
+    trials: Mapping[str, Any] | None = None,
+    selection: dict[str, Any] | None = None,
 ) -> BacktestResult:
     """Backtest policies and baselines over one period, all through the batched env.
 
@@ -170,7 +173,11 @@ def run_backtest(
     :param run_dir: when given, write `backtests/<strategy>.parquet`, report.json,
         report.md, the tear sheet and dataset.json (`MarketData.describe`) there.
     :param device: where the envs and policies run ("cpu", "cuda", ...).
-    :return: the `BacktestResult` (``.metrics``, ``.series``, ...).
+    :param trials: strategy name -> the `trader.backtest.evidence.Trials` it was
+        selected from: its evidence then carries the deflated Sharpe ratio.
+    :param selection: the run's selection statistics (`evidence.selection_evidence`),
+        carried into the report as they are.
+    :return: the `BacktestResult` (``.metrics``, ``.series``, ``.evidence``, ...).
     """
     config = config or BacktestConfig()
     device = torch.device(device)
@@ -184,6 +191,7 @@ def run_backtest(
     groups = _build_groups(panel, policies or {}, chosen, config, device, oracle)
     records = _simulate(groups, panel.timestamps, config.record_positions, device)
     result = _assemble(panel, period_name, groups, records, config)
+    result = replace(result, evidence=strategy_evidence(result.daily_returns, trials), selection=selection)
     if run_dir is not None:
         from trader.backtest.report import write_report
 
@@ -359,23 +367,25 @@ def _checkpoint_env_rules(meta: Mapping[str, Any], path: Path, default: EnvConfi
     recorded = next((p["env_config"] for p in places if isinstance(p, Mapping) and "env_config" in p), None)
     if recorded is None:
         return default
+    return recorded_rules(recorded, f"checkpoint {path}")
+
+
+def recorded_rules(values: Any, source: str) -> EnvConfig:
+    """The `EnvConfig` of rules recorded in a run file (a full config, or overrides of
+    the defaults). Keys this version does not know (a file from a newer version) are
+    ignored; values it cannot use are one `CheckpointError` naming ``source``."""
+    if not isinstance(values, Mapping):
+        raise CheckpointError(f"{source}: recorded env_config must be a table, got {type(values).__name__}")
     known = set(EnvConfig.__dataclass_fields__)
-    values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in dict(recorded).items() if k in known}
     try:
-        return EnvConfig(**values)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"checkpoint env_config cannot be used: {err}") from err
+        return config_from_dict(EnvConfig, {k: v for k, v in values.items() if k in known})
+    except (ConfigError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{source}: env_config cannot be used: {err}") from err
 
 
 def _run_config(checkpoint: Path) -> dict[str, Any]:
     """config.toml of the run directory holding `checkpoint`, or {} when there is none."""
-    config = checkpoint.parent.parent / "config.toml"
-    if not config.is_file():
-        return {}
-    try:
-        return tomllib.loads(config.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"{config} is not valid TOML: {err}") from err
+    return rundir.read_toml(checkpoint.parent.parent / rundir.CONFIG, missing_ok=True)
 
 
 def _check_checkpoint_tickers(name: str, meta: Mapping[str, Any], data: MarketData) -> None:

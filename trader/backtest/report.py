@@ -32,7 +32,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from market_envs.data.panel import fill_price
-from trader.backtest.result import SERIES_COLUMNS, BacktestResult
+from trader import rundir
+from trader.backtest.result import BacktestResult
+from trader.rundir import SERIES_COLUMNS
 from trader.metrics import METRIC_LABELS, PERCENT_METRICS
 
 TABLE_COLUMNS = (
@@ -73,15 +75,59 @@ def table_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def plain_table(result: BacktestResult) -> str:
-    """The metrics table as aligned plain text (for pipes and logs)."""
-    header, rows = table_rows(result)
+EVIDENCE_HEADER = ["Strategy", "Sharpe", "95% interval", "PSR", "Trials", "DSR", "DSR vs 0-Sharpe trials", "Verdict"]
+
+
+def evidence_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the evidence table (in the metrics table's order): the
+    Sharpe ratio's 95% interval (stationary bootstrap), PSR, the trials a selected
+    strategy was chosen from, its DSR (V[SR] from the trials' Sharpe ratios, Bailey and
+    López de Prado) and its DSR against as many zero-Sharpe trials, and the verdict
+    (docs/reading-results.md)."""
+    labels = result.labels()
+    rows = []
+    for name in result.metrics.index:
+        row = result.evidence.get(str(name))
+        if row is None:
+            continue
+        interval = row.get("interval_bootstrap")
+        rows.append([labels.get(name, name), _ratio(row.get("sharpe")),
+                     "n/a" if interval is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]",
+                     _ratio(row.get("psr")), "-" if row.get("n_trials") is None else str(row["n_trials"]),
+                     *((_ratio(row.get("dsr")), _ratio(row.get("dsr_null"))) if row.get("n_trials") is not None else ("-", "-")),
+                     row["sentence"]])  # fmt: skip
+    return list(EVIDENCE_HEADER), rows
+
+
+def selection_lines(result: BacktestResult) -> list[str]:
+    """The selection's sentences: the validation winner after all trials, PBO, SPA."""
+    from trader.backtest.evidence import sentences
+
+    return sentences({}, result.selection, result.labels()) if result.selection else []
+
+
+def _ratio(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def aligned(header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
+    """Rows as aligned plain text (for pipes and logs): columns in ``left`` to the left."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def plain_table(result: BacktestResult) -> str:
+    """The metrics table, then the evidence table and the selection's sentences, as aligned plain text."""
+    text = aligned(*table_rows(result))
+    header, rows = evidence_rows(result)
+    if rows:
+        text += "\n\n" + aligned(header, rows, left=(0, len(header) - 1))
+    lines = selection_lines(result)
+    return text + ("\n\n" + "\n".join(lines) if lines else "")
 
 
 def context_lines(result: BacktestResult) -> list[str]:
@@ -109,6 +155,20 @@ def markdown_report(result: BacktestResult) -> str:
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     lines.extend("| " + " | ".join(r) + " |" for r in rows)
     lines.extend(["", f"Best by Sharpe ratio: {result.labels()[result.best]}.", ""])
+    header, rows = evidence_rows(result)
+    if rows:
+        lines.extend(["## Is the edge real?", "",
+                      "Sharpe ratio with its 95% interval (stationary bootstrap), PSR (probability that the "
+                      "true Sharpe is above 0), and for a strategy selected among trials its deflated Sharpe "
+                      "ratio (DSR); on the test period the DSR is conservative. How to read them: "
+                      "docs/reading-results.md.", ""])  # fmt: skip
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
+        lines.extend("| " + " | ".join(r) + " |" for r in rows)
+        lines.append("")
+    selection = selection_lines(result)
+    if selection:
+        lines.extend(["The selection, on the validation period:", "", *(f"- {text}" for text in selection), ""])
     trained = [s for s in result.strategies.values() if s.training]
     if trained:
         lines.extend(["Baseline libraries, as trained:", ""])
@@ -151,17 +211,9 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
             str(name): {column: _json_number(value) for column, value in row.items()}
             for name, row in result.metrics.iterrows()
         },
+        "evidence": result.evidence,
+        "selection": result.selection,
     }
-
-
-def _atomic_write(path: Path, write) -> None:
-    """Write through a temporary file in the same folder, then rename into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def series_table(result: BacktestResult, name: str) -> pa.Table:
@@ -197,28 +249,19 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
     """Write series, report.json, report.md, the tear sheet and ``dataset.json`` (the
     data set's `MarketData.describe`, when given); return name -> path."""
     root = Path(run_dir)
-    (root / "backtests").mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
     for name in result.series:
-        path = root / "backtests" / f"{name}.parquet"
-        table = series_table(result, name)
-        _atomic_write(path, lambda tmp, table=table: pq.write_table(table, tmp))
-        files[f"series:{name}"] = path
+        files[f"series:{name}"] = rundir.write_parquet(root / rundir.BACKTESTS_DIR / f"{name}.parquet",
+                                                       series_table(result, name))  # fmt: skip
     if tear_sheet:
         for name in tear_sheet_strategies(result):
             files[f"tear_sheet:{name}"] = write_tear_sheet(result, name, root / f"tearsheet_{name}.png")
     report = report_dict(result)
     report["files"] = {key: str(path.relative_to(root)) for key, path in files.items()}
-    files["report.json"] = root / "report.json"
-    files["report.md"] = root / "report.md"
-    text = json.dumps(report, indent=2, sort_keys=False)
-    _atomic_write(files["report.json"], lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
-    markdown = markdown_report(result)
-    _atomic_write(files["report.md"], lambda tmp: tmp.write_text(markdown, encoding="utf-8"))
+    files["report.json"] = rundir.write_json(root / rundir.REPORT_JSON, report)
+    files["report.md"] = rundir.write_text(root / rundir.REPORT_MD, markdown_report(result))
     if dataset_card is not None:
-        files["dataset.json"] = root / "dataset.json"
-        card = json.dumps(dataset_card, indent=2)
-        _atomic_write(files["dataset.json"], lambda tmp: tmp.write_text(card + "\n", encoding="utf-8"))
+        files["dataset.json"] = rundir.write_json(root / rundir.DATASET, dataset_card)
     return files
 
 
@@ -251,7 +294,7 @@ def write_tear_sheet(result: BacktestResult, name: str, path: Path) -> Path:
             benchmark = _utc_daily(result.daily_returns["benchmark"])
         figure = pyfolio.create_returns_tear_sheet(returns, benchmark_rets=benchmark, return_fig=True)
         figure.suptitle(f"{result.labels()[name]} - {result.dataset}, {result.period.name}", y=1.0)
-        _atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=72, bbox_inches="tight"))
+        rundir.write_atomic(path, lambda tmp: figure.savefig(tmp, format="png", dpi=72, bbox_inches="tight"))
         plt.close(figure)
     return path
 

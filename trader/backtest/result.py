@@ -8,8 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-SERIES_COLUMNS = ("value", "return", "cash", "turnover", "traded_value", "costs")
-"""Columns of each strategy's series (indexed by bar timestamp); positions are kept apart."""
+from trader.rundir import SERIES_COLUMNS  # noqa: F401  (the columns of each strategy's series; positions are kept apart)
 
 
 @dataclass(frozen=True)
@@ -77,6 +76,10 @@ class BacktestResult:
     :param files: what was written where (empty when nothing was written).
     :param missing_columns: source columns the data lacked (close-only data), filled
         from the close; orders then fill at the next bar's close.
+    :param evidence: strategy name -> `trader.stats.strategy_evidence` of its daily
+        returns (interval, PSR, and the DSR of a strategy selected among trials).
+    :param selection: the run's selection on its validation period
+        (`trader.backtest.evidence.selection_evidence`), or None.
     """
 
     metrics: pd.DataFrame
@@ -91,6 +94,8 @@ class BacktestResult:
     config: dict[str, Any]
     files: dict[str, Path] = field(default_factory=dict)
     missing_columns: tuple[str, ...] = ()
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    selection: dict[str, Any] | None = None
 
     @property
     def best(self) -> str:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from trader.errors import ConfigError, UserError
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
+from trader.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -48,15 +45,3 @@ class Budget:
 
     def as_dict(self) -> dict[str, object]:
         return {"terms": self.terms, "steps": self.steps, "seconds": self.seconds}
-
-
-def parse_duration(text: str) -> float:
-    """"90", "90s", "10m", "1.5h" -> seconds; anything else is one clear error."""
-    match = _DURATION.match(text)
-    if not match:
-        raise UserError(f"--time-budget must be a duration like 90s, 10m or 1.5h, got {text!r}")
-    value, unit = float(match.group(1)), match.group(2) or "s"
-    seconds = value * {"s": 1, "m": 60, "h": 3600}[unit]
-    if seconds <= 0:
-        raise UserError(f"--time-budget must be positive, got {text!r}")
-    return seconds

@@ -23,22 +23,19 @@ replaced only by a finished new one.
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from market_envs.env import EnvConfig
-from trader.agents.base import config_from_dict
+from trader import rundir
 from trader.backtest.strategies import ExternalPolicy
 from trader.errors import UserError
+from trader.rundir import config_from_dict
 
-FORMAT_VERSION = 1
-SIDECAR = "baseline.json"
+FORMAT_VERSION = rundir.BASELINE_VERSION
+SIDECAR = rundir.BASELINE_SIDECAR
 
 
 def folder_name(library: str, algo: str, seed: int) -> str:
@@ -48,54 +45,22 @@ def folder_name(library: str, algo: str, seed: int) -> str:
 
 def staging(root: Path, name: str) -> Path:
     """A fresh temporary folder beside the final one (``baselines/.tmp-<name>``)."""
-    path = root / "baselines" / f".tmp-{name}"
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return path
+    return rundir.stage_folder(root / rundir.BASELINES_DIR / name)
 
 
 def commit(staged: Path, name: str) -> Path:
     """Move a complete staged folder into place, replacing an older one of that name."""
-    final = staged.parent / name
-    old = staged.parent / f".old-{name}"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(staged, final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+    return rundir.commit_folder(staged, staged.parent / name)
 
 
 def write_sidecar(folder: Path, values: dict[str, Any]) -> Path:
-    """``baseline.json`` (through a temporary file and a rename)."""
-    path = folder / SIDECAR
-    tmp = folder / f".{SIDECAR}.tmp"
-    text = json.dumps(_strict({"format_version": FORMAT_VERSION, **values}), indent=2, default=str, allow_nan=False)
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def _strict(value: Any) -> Any:
-    """NaN and infinities as null: strict JSON, as report.json."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _strict(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strict(v) for v in value]
-    return value
+    """``baseline.json``, strict JSON (NaN and infinities as null), whole or not at all."""
+    return rundir.write_json(folder / SIDECAR, {"format_version": FORMAT_VERSION, **values})
 
 
 def read_sidecar(folder: Path) -> dict[str, Any]:
-    path = folder / SIDECAR
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise UserError(f"cannot read baseline sidecar {path}: {err}") from err
-    if not isinstance(values, dict) or values.get("format_version") != FORMAT_VERSION:
-        raise UserError(f"{path} is not a baseline sidecar of format {FORMAT_VERSION}")
-    return values
+    """``baseline.json`` of `folder`, checked for its format version (`RunFileError` naming it)."""
+    return rundir.read_json(folder / SIDECAR, version=FORMAT_VERSION)
 
 
 def training_summary(sidecar: dict[str, Any]) -> dict[str, Any]:

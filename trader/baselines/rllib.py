@@ -9,7 +9,6 @@ writes into the baseline's folder; the policy comes back as a plain MLP
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from typing import Any
 
 import torch
 
+from trader import rundir
 from trader.baselines.budget import Budget
 from trader.errors import UserError
 
@@ -48,7 +48,7 @@ def train_rllib(algo: str, seed: int, dataset: str, env_config: dict[str, Any], 
     python = rllib_python()
     spec = {"algo": algo, "seed": seed, "dataset": dataset, "env_config": env_config, "steps": budget.steps,
             "seconds": budget.seconds, "eval_every": eval_every, "out": str(folder.resolve())}  # fmt: skip
-    (folder / "spec.json").write_text(json.dumps(spec, indent=2))
+    rundir.write_json(folder / "spec.json", spec)
     with open(folder / "worker.log", "w") as log:
         process = subprocess.Popen([str(python), "-m", "trader.baselines.rllib_worker", str(folder / "spec.json")],
                                    stdout=subprocess.PIPE, stderr=log, text=True)  # fmt: skip
@@ -58,7 +58,7 @@ def train_rllib(algo: str, seed: int, dataset: str, env_config: dict[str, Any], 
     if code != 0 or not (folder / "result.json").is_file():
         tail = (folder / "worker.log").read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
         raise RuntimeError(f"the RLlib worker exited with code {code}: {tail[0]} (see {folder / 'worker.log'})")
-    result = json.loads((folder / "result.json").read_text())
+    result = rundir.read_json(folder / "result.json")
     return {
         "library_version": result["library_version"],
         "trained_with": f"ray[rllib] {result['library_version']} in {python.parent.parent}",
@@ -85,7 +85,7 @@ class MLPPolicy:
 
         from trader.baselines.rllib_worker import build_mlp
 
-        meta = json.loads(path.with_suffix(".json").read_text())
+        meta = rundir.read_json(path.with_suffix(".json"))
         tensors = load_file(str(path))
         self.act_dim = int(meta["act_dim"])
         self.how = str(meta.get("squash", "clip"))  # the first exports (PPO only) did not say

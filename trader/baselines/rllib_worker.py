@@ -17,13 +17,13 @@ period, as every other learner is. One line of progress per validation on stdout
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from trader import rundir
 
 ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}
 
@@ -32,7 +32,7 @@ def _env_creator(env_config: dict[str, Any]) -> Any:
     from market_envs.data import load
     from market_envs.env import EnvConfig
     from market_envs.gym_adapter import GymStockTradingEnv
-    from trader.agents.base import config_from_dict
+    from trader.rundir import config_from_dict
 
     data = load(env_config["dataset"]).period("train")
     return GymStockTradingEnv(data, config_from_dict(EnvConfig, env_config["rules"]))
@@ -122,9 +122,9 @@ def export_policy(module: Any, act_dim: int, obs_dim: int, how: str, folder: Pat
     if not torch.allclose(expected, got, atol=1e-5):
         raise RuntimeError(f"the exported MLP {sizes} does not reproduce RLlib's actions "
                            f"(max difference {float((expected - got).abs().max()):.3g})")  # fmt: skip
-    save_file({f"t{k}": t.contiguous() for k, t in enumerate(tensors)}, str(folder / ".policy.safetensors"))
-    os.replace(folder / ".policy.safetensors", folder / "policy.safetensors")
-    (folder / "policy.json").write_text(json.dumps({"sizes": sizes, "activation": "tanh", "act_dim": act_dim, "squash": how}))
+    weights = {f"t{k}": t.contiguous() for k, t in enumerate(tensors)}
+    rundir.write_atomic(folder / "policy.safetensors", lambda tmp: save_file(weights, str(tmp)))
+    rundir.write_json(folder / "policy.json", {"sizes": sizes, "activation": "tanh", "act_dim": act_dim, "squash": how})
 
 
 def main(spec_path: str) -> int:
@@ -132,14 +132,14 @@ def main(spec_path: str) -> int:
     from ray.tune.registry import register_env
 
     from market_envs.env import EnvConfig
-    from trader.agents.base import config_from_dict
+    from trader.rundir import config_from_dict
     from trader.backtest.periods import load_dataset
     from trader.baselines.budget import Budget
     from trader.baselines.selection import Selection
     from trader.train import market_evaluator
 
     torch.set_num_threads(1)
-    spec = json.loads(Path(spec_path).read_text())
+    spec = rundir.read_json(spec_path)
     out = Path(spec["out"])
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
     register_env("podracer-market", _env_creator)
@@ -160,11 +160,11 @@ def main(spec_path: str) -> int:
                                save=lambda: export_policy(module, act_dim, obs_dim, how, out))  # fmt: skip
         if over:
             break
-    (out / "result.json").write_text(json.dumps({
+    rundir.write_json(out / "result.json", {
         "steps": steps, "seconds": selection.seconds, "validation": selection.history,
         "selection": {"score": selection.best_score, "step": selection.best_step, "validation": selection.best_metrics},
         "library_version": ray.__version__,
-    }, default=str))  # fmt: skip
+    })  # fmt: skip
     algo.stop()
     ray.shutdown()
     return 0

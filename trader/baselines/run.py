@@ -4,7 +4,7 @@ backtest them beside the run's own strategies.
 Each baseline sees what the run's agents saw: the run's data set, its train period to
 learn from, its validation period to choose the snapshot (with the evaluator our runs
 use), its env rules (`EnvConfig`: fills, costs, action mode, reward scale). Then one
-backtest of the test period (`trader.backtest.rundir.backtest_run`) writes the
+backtest of the test period (`trader.backtest.runs.backtest_run`) writes the
 report with every strategy of the run directory: its checkpoints or tournament
 pods, every baseline folder, and the built-in baselines.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from market_envs.env import EnvConfig
-from trader.agents.base import config_to_dict
+from trader.rundir import config_to_dict
 from trader.baselines import finrl
 from trader.baselines.budget import Budget
 from trader.baselines.folder import commit, folder_name, staging, write_sidecar
@@ -109,7 +109,7 @@ def baselines(
     """
     budget = Budget(steps=steps if steps is not None or time_budget is not None else 100_000, seconds=time_budget)
     jobs = _jobs(libraries, algos, seeds)
-    from trader.backtest.rundir import read_run
+    from trader.backtest.runs import read_run
 
     root = Path(run_dir)
     contents = read_run(root)
@@ -126,7 +126,7 @@ def baselines(
         outcomes.append(outcome)
     report = None
     if backtest:
-        from trader.backtest.rundir import backtest_config, backtest_run
+        from trader.backtest.runs import backtest_config, backtest_run
 
         say("backtesting every strategy of the run directory on the test period")
         config = backtest_config(contents, tear_sheet=tear_sheet)
@@ -166,7 +166,7 @@ def _jobs(libraries: Sequence[str], algos: Sequence[str], seeds: int | Sequence[
 
 
 def _rules(values: EnvConfig | dict[str, Any]) -> EnvConfig:
-    from trader.agents.base import config_from_dict
+    from trader.rundir import config_from_dict
 
     return values if isinstance(values, EnvConfig) else config_from_dict(EnvConfig, values)
 

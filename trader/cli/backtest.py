@@ -1,7 +1,7 @@
 """`trader backtest RUN_DIR`: backtest a run's strategies and the baselines, write the report.
 
 A thin layer over `trader.backtest.run_backtest`: it finds the run's strategies
-(`trader.backtest.rundir`: a training run's checkpoints, a tournament's best pod and
+(`trader.backtest.runs`: a training run's checkpoints, a tournament's best pod and
 ensemble, the baseline libraries' models in `RUN_DIR/baselines/`), picks the data
 set (`--dataset`, else the one RUN_DIR records), the capital, costs and env rules
 (the run's, unless given), runs, writes `RUN_DIR/backtests/`, `report.json`,
@@ -23,7 +23,7 @@ from trader.errors import CheckpointError, UserError
 from trader.names import BASELINES
 
 if TYPE_CHECKING:
-    from trader.backtest.rundir import RunContents
+    from trader.backtest.runs import RunContents
 
 
 def _strategies(contents: RunContents, requested: str | None, device: str) -> tuple[dict[str, Any], list[str] | None]:
@@ -31,7 +31,7 @@ def _strategies(contents: RunContents, requested: str | None, device: str) -> tu
     None: every one that applies to the data, as `run_backtest` decides), or those
     named in `requested` (names of the run's strategies, built-in baselines, or
     checkpoint paths)."""
-    from trader.backtest.rundir import run_strategies
+    from trader.backtest.runs import run_strategies
 
     found = run_strategies(contents, device)
     if requested is None:
@@ -55,7 +55,7 @@ def _strategies(contents: RunContents, requested: str | None, device: str) -> tu
 
 def print_result_table(result, output: str) -> None:
     """A `BacktestResult`'s metrics: JSON, a rich table in a terminal, plain text otherwise."""
-    from trader.backtest.report import context_lines, plain_table, report_dict, table_rows
+    from trader.backtest.report import context_lines, evidence_rows, plain_table, report_dict, selection_lines, table_rows
 
     if output == "json":
         print(json.dumps(report_dict(result), indent=2))
@@ -71,6 +71,16 @@ def print_result_table(result, output: str) -> None:
         for row in rows:
             table.add_row(*row)
         Console().print(table)
+        header, rows = evidence_rows(result)
+        if rows:
+            evidence = Table(title="Is the edge real? (docs/reading-results.md)")
+            for i, column in enumerate(header):
+                evidence.add_column(column, justify="left" if i in (0, len(header) - 1) else "right")
+            for row in rows:
+                evidence.add_row(*row)
+            Console().print(evidence)
+        for line in selection_lines(result):
+            Console().print(line)
         return
     print("\n".join(context_lines(result)))
     print()
@@ -94,7 +104,7 @@ def backtest(
         raise UserError(f"--output must be table or json, got {output!r}")
     from trader.backtest import run_backtest
     from trader.backtest.periods import load_dataset, select_period
-    from trader.backtest.rundir import backtest_config, read_run, trading_in
+    from trader.backtest.runs import backtest_config, read_run, trading_in
 
     contents = read_run(run_dir)
     recipe = dataset or contents.dataset

@@ -46,7 +46,7 @@ def baselines_command(
 ) -> None:
     """Train baseline libraries on a run's data and rules; backtest them beside the run."""
     from trader.baselines import baselines
-    from trader.baselines.budget import parse_duration
+    from trader.durations import parse_duration
 
     if steps is not None and time_budget is not None:
         raise UserError("give --steps or --time-budget, not both")
@@ -54,7 +54,7 @@ def baselines_command(
         raise UserError(f"--output must be table or json, got {output!r}")
     if num_envs < 1 or eval_every < 0:
         raise UserError("--num-envs must be at least 1 and --eval-every at least 0")
-    seconds = parse_duration(time_budget) if time_budget is not None else None
+    seconds = parse_duration(time_budget, "--time-budget") if time_budget is not None else None
     result = baselines(
         run_dir, _names(libraries, "--libraries"), _names(algos, "--algos"), steps=steps, time_budget=seconds,
         seeds=seeds, dataset=dataset, preset=preset, num_envs=num_envs, eval_every=eval_every, windows=windows,

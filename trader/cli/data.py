@@ -11,7 +11,6 @@ raises `DataError`, which the CLI shell turns into exit code 2 and one line.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +19,6 @@ from rich.console import Console
 from rich.table import Table
 
 from trader.cli import app
-from trader.errors import ConfigError
 
 data_app = typer.Typer(
     help="Market data sets: build (fetch or generate, validate, cache), info, validate.",
@@ -33,21 +31,6 @@ DATA_DIR_HELP = "Data directory (default: $PODRACER_DATA_DIR, else the user cach
 
 def _console() -> Console:
     return Console(stderr=True, highlight=False, log_path=False)
-
-
-def _parse_overrides(pairs: list[str]) -> dict:
-    """`KEY=VALUE` pairs; VALUE is read as a TOML value (3, true, ["A", "B"]) or a string."""
-    out = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
-        try:
-            value = tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = text
-        out[key.strip()] = value
-    return out
 
 
 def _summary_table(title: str, summary: dict) -> Table:
@@ -81,7 +64,7 @@ def build_command(
     overrides: Annotated[list[str], typer.Option("--set", help="Override a recipe key: --set seed=3 (repeatable).")] = [],
 ) -> None:
     """Fetch or generate a data set, validate it, cache it and print its summary."""
-    from market_envs.data.recipes import load
+    from market_envs.data.recipes import load, parse_overrides
 
     console = _console()
     with console.status(f"building {recipe} ...") as status:
@@ -90,7 +73,7 @@ def build_command(
             console.log(line)
             status.update(line)
 
-        data = load(recipe, data_dir=data_dir, refresh=refresh, progress=progress, **_parse_overrides(overrides))
+        data = load(recipe, data_dir=data_dir, refresh=refresh, progress=progress, **parse_overrides(overrides))
     summary = data.summary()
     summary["train_end"] = data.meta.get("train_end")
     summary["val_end"] = data.meta.get("val_end")
@@ -107,9 +90,9 @@ def info_command(
 ) -> None:
     """Show a recipe and, if it is built, its cached panel (never downloads or builds)."""
     from market_envs.data.cache import DataCache
-    from market_envs.data.recipes import cached_panel_info
+    from market_envs.data.recipes import cached_panel_info, parse_overrides
 
-    resolved, key, meta = cached_panel_info(recipe, data_dir, **_parse_overrides(overrides))
+    resolved, key, meta = cached_panel_info(recipe, data_dir, **parse_overrides(overrides))
     facts = {k: v for k, v in resolved.to_dict().items() if k not in ("options", "tickers", "universe")}
     facts["tickers"] = "(from the source)" if resolved.tickers is None else f"{len(resolved.tickers)}: " + " ".join(resolved.tickers[:12]) + (" ..." if len(resolved.tickers) > 12 else "")
     for k, v in resolved.universe.items():

@@ -46,9 +46,10 @@ def tournament_command(
 ) -> None:
     """Train a population of pods on dask, rank them, breed new ones; backtest the best."""
     from tournament import TournamentConfig
-    from tournament.config import parse_duration, read_config_file
+    from trader.durations import parse_duration
+    from trader.rundir import read_toml
 
-    values: dict[str, Any] = read_config_file(config) if config is not None else {}
+    values: dict[str, Any] = read_toml(config) if config is not None else {}
     if dataset is not None and env is not None:
         raise UserError("give --dataset or --env, not both")
     flags = {
@@ -56,13 +57,20 @@ def tournament_command(
         "target_score": target_score, "workers": workers, "scheduler": scheduler, "gpus": gpus,
         "num_envs": num_envs, "seed": seed, "device": device, "compile": compile,
         "algos": _algos(algos) if algos is not None else None,
-        "time_budget": parse_duration(time_budget) if time_budget is not None else None,
+        "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
     }  # fmt: skip
     values.update({key: value for key, value in flags.items() if value is not None})
     if (time_budget is not None or target_score is not None) and pods is None and "pods" not in values:
         values["pods"] = None  # a time or score stop given alone replaces the default pod budget
     if preset is not None:
-        _apply_preset(values, preset, cost)
+        from trader.presets import apply_preset
+
+        defaults = TournamentConfig()
+        values["env_config"], values["algo_configs"] = apply_preset(
+            preset, values.get("env", defaults.env), cost, values.get("algos", defaults.algos),
+            steps=values.get("pod_steps", defaults.pod_steps), num_envs=values.get("num_envs", defaults.num_envs),
+            env_config=values.get("env_config"), algo_configs=values.get("algo_configs"),
+        )  # fmt: skip
     values["run_dir"] = str(run_dir)
     if resume and not (run_dir / "tournament.toml").is_file():
         raise UserError(f"--resume: {run_dir} holds no tournament (no tournament.toml and events.jsonl)")
@@ -110,22 +118,6 @@ def progress_line(state: Any) -> str:
             f"best {best}, {state.pods_per_hour:,.0f} pods/h")  # fmt: skip
 
 
-def _apply_preset(values: dict[str, Any], name: str, cost: float) -> None:
-    """Fill ``env_config`` and ``algo_configs`` from `trader.presets` under the keys already set."""
-    from tournament import TournamentConfig
-    from trader.agents.base import config_to_dict
-    from trader.presets import market_algo_config, preset_rules
-
-    defaults = TournamentConfig()
-    rules = preset_rules(name, values.get("env", defaults.env), cost)
-    pod_steps, num_envs = values.get("pod_steps", defaults.pod_steps), values.get("num_envs", defaults.num_envs)
-    configs = dict(values.get("algo_configs", {}))
-    for algo in values.get("algos", defaults.algos):
-        configs[algo] = {**market_algo_config(algo, steps=pod_steps, num_envs=num_envs), **configs.get(algo, {})}
-    values["algo_configs"] = configs
-    values["env_config"] = {**config_to_dict(rules), **values.get("env_config", {})}
-
-
 def _algos(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     unknown = [name for name in names if name not in ALGOS]
@@ -135,9 +127,9 @@ def _algos(text: str) -> tuple[str, ...]:
 
 
 def _saved_pods(run_dir: Path) -> int | None:
-    from tournament.config import read_config_file
+    from trader.rundir import TOURNAMENT, read_toml
 
-    return read_config_file(run_dir / "tournament.toml").get("pods")
+    return read_toml(run_dir / TOURNAMENT).get("pods")
 
 
 def pods_progress(console: Console) -> Progress:

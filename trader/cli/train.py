@@ -6,7 +6,6 @@ bar (steps, samples/s, last validation score) and the run directory at the end.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,7 +37,7 @@ def train_command(
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader.agents import make_config
-    from trader.agents.base import config_to_dict
+    from trader.rundir import config_to_dict
     from trader.train import train
 
     if (env is None) == (dataset is None):
@@ -46,10 +45,11 @@ def train_command(
     overrides = _read_config(config) if config is not None else {}
     env_config = None
     if preset is not None:
-        from trader.presets import market_algo_config, preset_rules
+        from trader.presets import apply_preset
 
-        env_config = preset_rules(preset, dataset, cost)
-        overrides = {**market_algo_config(algo, steps=steps, num_envs=num_envs), **overrides}
+        env_config, configs = apply_preset(preset, dataset, cost, [algo], steps=steps, num_envs=num_envs,
+                                           algo_configs={algo: overrides})  # fmt: skip
+        overrides = configs[algo]
     if algo == "ppo" and overrides.get("anneal_lr") and overrides.get("total_steps") is None:
         overrides["total_steps"] = steps  # the schedule runs over this run's --steps
     algo_config = make_config(algo, overrides)
@@ -92,12 +92,9 @@ def _progress(console: Console) -> Progress:
 
 def _read_config(path: Path) -> dict[str, Any]:
     """Algo config keys from a TOML file; a run's config.toml gives its ``algo_config``."""
-    if not path.is_file():
-        raise UserError(f"config file not found: {path}")
-    try:
-        values = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"config file {path} is not valid TOML: {err}") from err
+    from trader.rundir import read_toml
+
+    values = read_toml(path)
     table = values.get("algo_config", values)
     if not isinstance(table, dict):
         raise UserError(f"config file {path}: 'algo_config' must be a table")

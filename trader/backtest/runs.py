@@ -14,19 +14,16 @@ put the same rows in the report:
 
 from __future__ import annotations
 
-import json
 import os
-import tomllib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from market_envs.env import EnvConfig
-from trader.agents.base import config_from_dict
+from trader import rundir
+from trader.backtest.engine import recorded_rules
 from trader.errors import UserError
-
-RUN_FILES = ("config.toml", "tournament.toml")
 
 
 @dataclass
@@ -48,48 +45,36 @@ class RunContents:
     """``baselines/<name>/`` folders with a ``baseline.json`` sidecar."""
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML file as a dict ({} when missing); invalid TOML is one clear error."""
-    if not path.is_file():
-        return {}
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(f"{path} is not valid TOML: {err}") from err
-
-
 def read_run(run_dir: str | os.PathLike[str]) -> RunContents:
     """Everything `trader backtest` and `trader baselines` need from `run_dir`."""
     root = Path(run_dir)
     if root.exists() and not root.is_dir():
         raise UserError(f"RUN_DIR {root} is not a directory")
-    tournament = read_toml(root / "tournament.toml")
+    tournament = rundir.read_toml(root / rundir.TOURNAMENT, missing_ok=True)
     if tournament:
         contents = _tournament(root, tournament)
     else:
-        config = read_toml(root / "config.toml")
+        config = rundir.read_toml(root / rundir.CONFIG, missing_ok=True)
         env = config.get("env") if isinstance(config.get("env"), dict) else {}
         dataset = config.get("dataset") or env.get("dataset")
-        rules = _rules(env.get("env_config")) if "env_config" in env else None
+        rules = recorded_rules(env["env_config"], str(root / rundir.CONFIG)) if "env_config" in env else None
         contents = RunContents(root, "train", dataset if isinstance(dataset, str) else None, rules,
                                checkpoints=_checkpoints(root))  # fmt: skip
     contents.baselines = baseline_folders(root)
-    if contents.kind == "train" and not contents.checkpoints and not (root / "config.toml").is_file():
+    if contents.kind == "train" and not contents.checkpoints and not (root / rundir.CONFIG).is_file():
         contents.kind = "baselines"
     return contents
 
 
 def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
     """A tournament's best pod and top-k ensemble, from leaderboard.json."""
-    rules = _rules(config.get("env_config") or {})
+    rules = recorded_rules(config.get("env_config") or {}, str(root / rundir.TOURNAMENT))
     env = config.get("env")
-    board = root / "leaderboard.json"
+    board = root / rundir.LEADERBOARD
     entries: list[dict[str, Any]] = []
     if board.is_file():
-        try:
-            entries = list(json.loads(board.read_text(encoding="utf-8")).get("entries") or [])
-        except (json.JSONDecodeError, AttributeError) as err:
-            raise UserError(f"{board} is not a valid leaderboard: {err}") from err
+        values = rundir.read_json(board, version=rundir.LEADERBOARD_VERSION)
+        entries = list(values.get("entries") or [])
     paths = [root / e["checkpoint"] for e in entries if e.get("checkpoint")]
     paths = [p for p in paths if p.with_suffix(".json").is_file()]
     k = int(config.get("ensemble_k", 3))
@@ -98,17 +83,9 @@ def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
                        checkpoints=checkpoints, ensemble=paths[:k])  # fmt: skip
 
 
-def _rules(values: Any) -> EnvConfig:
-    """An `EnvConfig` from recorded values (a full config or overrides of the defaults)."""
-    if not isinstance(values, dict):
-        raise UserError(f"recorded env_config must be a table, got {type(values).__name__}")
-    known = set(EnvConfig.__dataclass_fields__)
-    return config_from_dict(EnvConfig, {k: v for k, v in values.items() if k in known})
-
-
 def _checkpoints(root: Path) -> dict[str, Path]:
     """name -> checkpoint path (without suffix) for every sidecar in RUN_DIR/checkpoints."""
-    folder = root / "checkpoints"
+    folder = root / rundir.CHECKPOINTS
     if not folder.is_dir():
         return {}
     return {p.stem: p.with_suffix("") for p in sorted(folder.glob("*.json"))}
@@ -116,10 +93,10 @@ def _checkpoints(root: Path) -> dict[str, Path]:
 
 def baseline_folders(root: Path) -> list[Path]:
     """``RUN_DIR/baselines/<name>/`` folders that hold a ``baseline.json``, sorted by name."""
-    folder = root / "baselines"
+    folder = root / rundir.BASELINES_DIR
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if (p / "baseline.json").is_file())
+    return sorted(p for p in folder.iterdir() if (p / rundir.BASELINE_SIDECAR).is_file())
 
 
 def run_strategies(contents: RunContents, device: str = "cpu") -> dict[str, Any]:
@@ -179,8 +156,37 @@ def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None,
     data = load_dataset(recipe)
     strategies = trading_in(strategies, select_period(data, period)[0].timestamps[0])
     config = config or backtest_config(contents)
+    trials = contents_trials(contents)
+    selection = run_selection(data, trials, config, device) if period != "validation" else None
     return run_backtest(data, strategies, baselines=baselines, period=period, config=config,
-                        run_dir=run_dir, device=device)  # fmt: skip
+                        run_dir=run_dir, device=device, trials=trials, selection=selection)  # fmt: skip
+
+
+def contents_trials(contents: RunContents) -> dict[str, Any]:
+    """Strategy name -> the trials it was selected from (`trader.backtest.evidence.run_trials`)."""
+    from trader.backtest.evidence import run_trials
+
+    best = contents.checkpoints.get("best")
+    best_pod = best.parent.parent.name if contents.kind == "tournament" and best is not None else None
+    return run_trials(contents.run_dir, contents.kind, best_pod, contents.baselines)
+
+
+def run_selection(data: Any, trials: dict[str, Any], config: Any, device: str) -> dict[str, Any] | None:
+    """The selection statistics of the run's own trials (``best``'s), on the validation
+    period: the yardsticks (equal-weight, the benchmark) are backtested there for SPA."""
+    from dataclasses import replace
+
+    from trader.backtest.engine import run_backtest
+    from trader.backtest.evidence import selection_evidence
+
+    chosen = trials.get("best")
+    if chosen is None or chosen.returns is None:
+        return None
+    yardsticks = [b for b in ("equal_weight", "benchmark") if b != "benchmark" or data.benchmark is not None]
+    plain = replace(config, tear_sheet=False)
+    validation = run_backtest(data, {}, baselines=yardsticks, period="validation", config=plain, device=device)
+    daily = validation.daily_returns
+    return selection_evidence(chosen, {name: daily[name] for name in yardsticks if name in daily.columns})
 
 
 def trading_in(strategies: dict[str, Any], start: Any) -> dict[str, Any]:

@@ -1,0 +1,54 @@
+"""What the environment string of a run means, decided once.
+
+A run names its environment by one string: a gymnasium id (``Pendulum-v1``), the
+name of a data set recipe in ``datasets/`` (``synthetic-edge-daily``), or the path
+of a recipe file (``my-universe.toml``). `resolve_env` reads that string once, at
+the edge, into an `EnvName`; `trader.train`, a tournament's pods and its
+orchestrator all act on the `EnvName`, never on the string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+EnvKind = Literal["gymnasium", "recipe", "recipe_file"]
+
+
+@dataclass(frozen=True)
+class EnvName:
+    """A resolved environment name."""
+
+    kind: EnvKind
+    """``gymnasium`` (an id of gymnasium's registry), ``recipe`` (a recipe of
+    ``datasets/`` by name) or ``recipe_file`` (a recipe file)."""
+    value: str
+    """The gymnasium id, the recipe's name, or the recipe file's absolute path: what
+    a run directory records, so that any later stage (or a worker on another machine
+    with the same paths) finds the same environment."""
+
+    @property
+    def is_gym(self) -> bool:
+        return self.kind == "gymnasium"
+
+
+def resolve_env(name: str | EnvName) -> EnvName:
+    """The `EnvName` of a gymnasium id, a recipe name or a recipe path.
+
+    A gymnasium id wins over a file of the same name; a ``.toml`` path that exists is
+    a recipe file; anything else is a recipe name, checked when the data set is loaded
+    (`market_envs.data.load` names the recipes it knows)."""
+    if isinstance(name, EnvName):
+        return name
+    import gymnasium
+
+    if name in gymnasium.envs.registry:
+        return EnvName("gymnasium", name)
+    path = Path(name)
+    if path.suffix == ".toml" and path.is_file():
+        return EnvName("recipe_file", str(path.resolve()))
+    return EnvName("recipe", name)
+
+
+__all__ = ["EnvName", "resolve_env"]

@@ -1,0 +1,432 @@
+"""The run directory: every file of a run, how it is written, and how it is read.
+
+A run directory (``runs/<name>/``) is the contract between the stages: training,
+the tournament, the backtest, the baselines and the dashboard meet only through its
+files. This module is that contract in code; docs/contracts.md describes each file's
+fields and points here.
+
+- **Names and versions.** `FILES` lists every file a stage writes, its format, its
+  schema version, its writer and its readers. The constants below are the names every
+  stage uses; nothing else spells them.
+- **Writes, whole or not at all.** `write_text`, `write_json`, `write_toml`,
+  `write_parquet` and `write_atomic` write under a temporary name in the same folder,
+  flush it to disk, then rename it into place; `stage_folder` and `commit_folder` do
+  the same for a folder. A reader (or a killed writer) never leaves or sees half a
+  file.
+- **Logs.** `append_json_line` appends one synced line to ``events.jsonl``;
+  `read_json_lines` reads the complete ones back.
+- **Reads that name the file.** `read_text`, `read_json`, `read_toml` and
+  `read_parquet` turn a missing, half-written or corrupt file into one
+  `RunFileError` naming the file and what is wrong.
+- **The config codec.** `config_to_dict` / `config_from_dict` turn a frozen
+  dataclass config into a JSON/TOML-able dict and back (nested dataclasses
+  included); `toml_ready` makes such a dict writable as TOML.
+
+Torch-free on purpose: the dashboard imports it to read runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import tempfile
+import tomllib
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trader.errors import ConfigError, UserError
+
+# ------------------------------------------------------------------------ file names
+
+CONFIG = "config.toml"
+METRICS = "metrics.parquet"
+CHECKPOINTS = "checkpoints"
+DATASET = "dataset.json"
+TOURNAMENT = "tournament.toml"
+EVENTS = "events.jsonl"
+LEADERBOARD = "leaderboard.json"
+PODS = "pods.parquet"
+PODS_DIR = "pods"
+BASELINES_DIR = "baselines"
+BASELINE_SIDECAR = "baseline.json"
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+BACKTESTS_DIR = "backtests"
+ERROR = "error.txt"
+TRIALS = "trials.parquet"
+
+LEADERBOARD_VERSION = 1
+CHECKPOINT_VERSION = 1
+BASELINE_VERSION = 1
+
+SERIES_COLUMNS = ("value", "return", "cash", "turnover", "traded_value", "costs")
+"""Per-bar columns of ``backtests/<strategy>.parquet`` besides ``timestamp`` and
+``positions`` (`trader.backtest.BacktestResult.series` holds the same columns)."""
+
+MARKERS = (REPORT_JSON, CONFIG, METRICS, TOURNAMENT, LEADERBOARD)
+"""Files whose presence makes a folder a run directory (for the dashboard)."""
+
+
+@dataclass(frozen=True)
+class RunFile:
+    """One kind of file in a run directory."""
+
+    pattern: str
+    """Its path inside the run directory; ``*`` stands for a name (glob syntax)."""
+    format: str
+    """``toml``, ``json``, ``jsonl``, ``parquet``, ``safetensors``, ``png``, ``markdown``, ``text`` or ``zip``."""
+    writer: str
+    """The one module that writes it."""
+    readers: str
+    """Who reads it."""
+    version: int | None = None
+    """Schema version carried in the file as ``format_version`` (None: unversioned)."""
+
+
+FILES: tuple[RunFile, ...] = (
+    RunFile(CONFIG, "toml", "trader.train", "trader backtest, trader baselines, trader train --config, the dashboard"),
+    RunFile(METRICS, "parquet", "trader.train", "the dashboard (training curves), benchmarks/"),
+    RunFile(f"{CHECKPOINTS}/*.safetensors", "safetensors", "trader.agents.checkpoint",
+            "trader backtest, the tournament (children, the ensemble), init_from", CHECKPOINT_VERSION),
+    RunFile(f"{CHECKPOINTS}/*.json", "json", "trader.agents.checkpoint",
+            "trader backtest, the tournament, init_from", CHECKPOINT_VERSION),
+    RunFile(DATASET, "json", "trader.train, trader.backtest.report", "the dashboard (data set panel)"),
+    RunFile(TRIALS, "parquet", "trader.train; tournament.orchestrator (every pod's, gathered)",
+            "the report's selection statistics (trader.backtest.runs), the dashboard"),
+    RunFile(TOURNAMENT, "toml", "tournament.orchestrator", "trader tournament --resume, trader backtest, trader baselines, the dashboard"),
+    RunFile(EVENTS, "jsonl", "tournament.events", "trader tournament --resume (replay)"),
+    RunFile(LEADERBOARD, "json", "tournament.leaderboard", "trader backtest (best, ensemble), the dashboard", LEADERBOARD_VERSION),
+    RunFile(PODS, "parquet", "tournament.orchestrator", "the dashboard"),
+    RunFile(f"{PODS_DIR}/*/{ERROR}", "text", "tournament.pod", "a person reading a failed pod"),
+    RunFile(f"{BASELINES_DIR}/*/{BASELINE_SIDECAR}", "json", "trader.baselines.folder", "trader backtest, the dashboard", BASELINE_VERSION),
+    RunFile(f"{BASELINES_DIR}/*/*.zip", "zip", "trader.baselines (SB3's model files)", "trader backtest"),
+    RunFile(f"{BASELINES_DIR}/*/policy.safetensors", "safetensors", "trader.baselines.rllib_worker", "trader backtest"),
+    RunFile(f"{BASELINES_DIR}/*/*.json", "json", "trader.baselines.rllib (the RLlib worker's exchange files)", "trader.baselines.rllib"),
+    RunFile(f"{BASELINES_DIR}/*/worker.log", "text", "trader.baselines.rllib", "a person"),
+    RunFile(REPORT_JSON, "json", "trader.backtest.report", "the dashboard, benchmarks/"),
+    RunFile(REPORT_MD, "markdown", "trader.backtest.report", "a person"),
+    RunFile(f"{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
+    RunFile("tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
+)
+"""Every file a stage writes into a run directory. A training run's files also stand
+under ``pods/<id>/`` of a tournament (each pod is a training run)."""
+
+
+def files_table() -> str:
+    """`FILES` as the Markdown table of docs/contracts.md (tests/test_rundir.py keeps
+    the two equal; paste this function's output there after changing `FILES`)."""
+    rows = ["| file | format | version | written by (the only writer) | read by |", "|---|---|---|---|---|"]
+    for f in FILES:
+        version = "-" if f.version is None else str(f.version)
+        rows.append(f"| `{f.pattern}` | {f.format} | {version} | `{f.writer}` | {f.readers} |")
+    return "\n".join(rows)
+
+
+def file_kind(relative: str | os.PathLike[str]) -> RunFile | None:
+    """The `FILES` entry a path inside a run directory belongs to (None: not a run file).
+
+    A tournament pod's files (``pods/<id>/...``) are matched as a training run's."""
+    parts = Path(relative).parts
+    if len(parts) > 2 and parts[0] == PODS_DIR and Path(*parts[2:]).as_posix() != ERROR:
+        parts = parts[2:]
+    path = Path(*parts)
+    return next((f for f in FILES if path.match(f.pattern) and len(path.parts) == len(Path(f.pattern).parts)), None)
+
+
+class RunFileError(UserError):
+    """A run file that is missing, half-written, corrupt or not in its documented format."""
+
+
+# ------------------------------------------------------------------------ writes
+
+
+def write_atomic(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
+    """Have ``write(tmp)`` write the whole file at ``tmp``, then move it to ``path``.
+
+    ``tmp`` is a fresh name in the same folder (so the rename is atomic), flushed to
+    disk before the rename; on any error it is removed and ``path`` is untouched.
+    Parent folders are created."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """A text file (UTF-8), whole or not at all."""
+    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_json(path: str | os.PathLike[str], values: Any, *, indent: int = 2, sort_keys: bool = False) -> Path:
+    """Strict JSON (non-finite floats become null), whole or not at all."""
+    text = json.dumps(json_ready(values), indent=indent, sort_keys=sort_keys, allow_nan=False, default=str)
+    return write_text(path, text + "\n")
+
+
+def write_toml(path: str | os.PathLike[str], values: Mapping[str, Any]) -> Path:
+    """A TOML file of `values` (through `toml_ready`), whole or not at all."""
+    import tomli_w
+
+    return write_text(path, tomli_w.dumps(toml_ready(dict(values))))
+
+
+def write_parquet(path: str | os.PathLike[str], table: Any) -> Path:
+    """A pandas DataFrame (without its index) or a pyarrow Table as Parquet, whole or not at all."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if isinstance(table, pa.Table):
+        return write_atomic(path, lambda tmp: pq.write_table(table, tmp))
+    return write_atomic(path, lambda tmp: table.to_parquet(tmp, index=False))
+
+
+def stage_folder(final: str | os.PathLike[str]) -> Path:
+    """A fresh, empty temporary folder beside ``final`` (``.tmp-<name>``) to fill
+    before `commit_folder` moves it into place. A leftover of a killed writer is removed."""
+    final = Path(final)
+    staged = final.parent / f".tmp-{final.name}"
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    return staged
+
+
+def commit_folder(staged: Path, final: str | os.PathLike[str]) -> Path:
+    """Move a complete staged folder to ``final``, replacing an older one of that name.
+
+    The old folder is first renamed aside, so ``final`` is at every moment either the
+    old complete folder, absent, or the new complete one."""
+    final = Path(final)
+    old = final.parent / f".old-{final.name}"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(staged, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def append_json_line(path: str | os.PathLike[str], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Append one strict-JSON line to a log (``events.jsonl``) and sync it to disk;
+    return the values as written. A crash can tear only this last line, which
+    `read_json_lines` skips."""
+    path = Path(path)
+    values = json_ready(dict(values))
+    line = json.dumps(values, sort_keys=True, allow_nan=False) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return values
+
+
+# ------------------------------------------------------------------------ reads
+
+
+def read_json_lines(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every complete line of a JSON-lines log, oldest first ([] when there is no log);
+    a line torn by a crash is skipped."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    lines = []
+    for line in read_text(path).splitlines():
+        try:
+            lines.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return lines
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A UTF-8 text file, or `RunFileError` naming it."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunFileError(f"{path}: unreadable ({err})") from None
+
+
+def read_json(path: str | os.PathLike[str], *, version: int | None = None) -> Any:
+    """A JSON file, or `RunFileError` naming it. With ``version``, the file must be an
+    object whose ``format_version`` is that version."""
+    path = Path(path)
+    try:
+        values = json.loads(read_text(path))
+    except json.JSONDecodeError as err:
+        raise RunFileError(f"{path}: not valid JSON ({err})") from None
+    if version is not None:
+        found = values.get("format_version") if isinstance(values, dict) else None
+        if found != version:
+            raise RunFileError(f"{path}: format_version {found!r}, this library reads {version}")
+    return values
+
+
+def read_toml(path: str | os.PathLike[str], *, missing_ok: bool = False) -> dict[str, Any]:
+    """A TOML file as a dict, or `RunFileError` naming it ({} when missing and ``missing_ok``)."""
+    path = Path(path)
+    if missing_ok and not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(read_text(path))
+    except tomllib.TOMLDecodeError as err:
+        raise RunFileError(f"{path}: not valid TOML ({err})") from None
+
+
+def read_parquet(path: str | os.PathLike[str], columns: tuple[str, ...] | None = None) -> Any:
+    """A Parquet file (optionally some columns) as a pandas DataFrame, or `RunFileError` naming it."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.exists():
+        raise RunFileError(f"{path}: not found")
+    try:
+        return pq.read_table(path, columns=list(columns) if columns else None).to_pandas()
+    except Exception as err:  # pyarrow raises several types for truncated or foreign files
+        raise RunFileError(f"{path}: not a readable Parquet file ({type(err).__name__}: {err})") from None
+
+
+def require_keys(mapping: Mapping[str, Any], keys: tuple[str, ...], path: str | os.PathLike[str]) -> None:
+    """`RunFileError` naming the first of ``keys`` missing from ``mapping`` (read from ``path``)."""
+    for key in keys:
+        if key not in mapping:
+            raise RunFileError(f"{path}: no {key!r} entry")
+
+
+# ------------------------------------------------------------------------ trials
+
+TRIAL_KEYS = ("pod_id", "step", "score")
+"""The columns of ``trials.parquet`` that describe a trial; every other column is one
+validation day (``YYYY-MM-DD``) holding that trial's daily return."""
+
+
+def trials_frame(keys: Any, daily: list[Any]) -> Any:
+    """``trials.parquet``'s table: one row per validation pass (a trial), its
+    `TRIAL_KEYS` columns from the DataFrame ``keys`` (``pod_id`` only in a
+    tournament), then its daily returns (``daily``, one pandas Series per trial,
+    indexed by date), one column per date of their union (NaN where a trial has none)."""
+    import pandas as pd
+
+    if len(keys) != len(daily):
+        raise ValueError(f"{len(keys)} trial keys for {len(daily)} return series")
+    returns = pd.concat([pd.Series(d).rename(i) for i, d in enumerate(daily)], axis=1).T if daily else pd.DataFrame()
+    returns.columns = [pd.Timestamp(c).strftime("%Y-%m-%d") for c in returns.columns]
+    return pd.concat([keys.reset_index(drop=True), returns.reset_index(drop=True)], axis=1)
+
+
+def read_trials(path: str | os.PathLike[str]) -> tuple[Any, Any]:
+    """``(keys, returns)`` of a ``trials.parquet``: the `TRIAL_KEYS` columns present,
+    and the daily returns [trials x days] with a DatetimeIndex of the days as columns."""
+    import pandas as pd
+
+    frame = read_parquet(path)
+    key_columns = [c for c in TRIAL_KEYS if c in frame.columns]
+    returns = frame.drop(columns=key_columns).astype(float)
+    try:
+        returns.columns = pd.DatetimeIndex(returns.columns)
+    except (ValueError, TypeError) as err:
+        raise RunFileError(f"{path}: a column is neither a trial key nor a date ({err})") from None
+    return frame[key_columns], returns
+
+
+# ------------------------------------------------------------------------ the config codec
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """A dataclass config as a JSON/TOML-able dict: tuples become lists, nested
+    dataclass configs become nested dicts."""
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise ConfigError(f"expected a dataclass config instance, got {type(config).__name__}")
+    return {f.name: _plain(getattr(config, f.name)) for f in dataclasses.fields(config) if f.init}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return config_to_dict(value)
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def config_from_dict(config_cls: type, values: Mapping[str, Any]) -> Any:
+    """Build ``config_cls`` from a dict; unknown keys raise `ConfigError` naming them.
+
+    Lists are turned back into tuples for tuple-typed fields, ints into floats for
+    float fields and tables into nested dataclass configs (whose missing keys take
+    their defaults), so a config survives a JSON or TOML round trip unchanged."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{config_cls.__name__} must be a table of keys, got {type(values).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown {config_cls.__name__} key(s): {', '.join(unknown)}; "
+            f"valid keys: {', '.join(sorted(fields))}"
+        )
+    hints = typing.get_type_hints(config_cls)
+    kwargs = {name: _coerce(hints.get(name), value) for name, value in values.items()}
+    try:
+        return config_cls(**kwargs)
+    except TypeError as err:
+        raise ConfigError(f"{config_cls.__name__}: {err}") from err
+
+
+def _coerce(hint: Any, value: Any) -> Any:
+    """Undo JSON's flattening of tuples (-> lists), whole floats (-> ints) and nested configs (-> dicts)."""
+    if hint is None:
+        return value
+    origin = typing.get_origin(hint)
+    candidates = typing.get_args(hint) if origin in (typing.Union, types.UnionType) else (hint,)
+    for candidate in candidates:
+        if dataclasses.is_dataclass(candidate) and isinstance(value, Mapping):
+            return config_from_dict(candidate, value)
+        if (candidate is tuple or typing.get_origin(candidate) is tuple) and isinstance(value, list):
+            return tuple(value)
+        if candidate is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+    return value
+
+
+def replace_config(config: Any, **changes: Any) -> Any:
+    """``dataclasses.replace`` that raises `ConfigError` for unknown keys."""
+    return config_from_dict(type(config), {**config_to_dict(config), **changes})
+
+
+def toml_ready(value: Any) -> Any:
+    """A dict as TOML can hold it: None dropped (TOML has no null), non-finite floats as strings."""
+    if isinstance(value, Mapping):
+        return {str(k): toml_ready(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [toml_ready(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def json_ready(value: Any) -> Any:
+    """A value as strict JSON can hold it: non-finite floats become None, tuples lists."""
+    if isinstance(value, Mapping):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
