@@ -24,7 +24,7 @@ def demo(
     cost: Annotated[float, typer.Option("--cost", help="Costs per side (5e-4: 5 bp).")] = DEMO_COST,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the tournament and the baseline.")] = 0,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
-    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a tear sheet per agent (about 10 s each).")] = True,
+    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a tear sheet per agent (pyfolio; seconds each).")] = True,
 ) -> None:
     """Build a data set, run a small tournament, train an SB3 baseline, backtest them all."""
     from rich.console import Console

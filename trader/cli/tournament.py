@@ -38,7 +38,7 @@ def tournament_command(
     num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments per pod (default 64).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Tournament seed (default 0).")] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu or cuda (implied by --gpus).")] = None,
-    compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help="torch.compile the pods' env steps and networks: each worker compiles once; market validations take about half the time.")] = None,
+    compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help="torch.compile the pods' env steps and networks: each worker compiles once, then steps faster (benchmarks/RESULTS.md, validation pass).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
     preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges (trader.presets); --config keys go on top.")] = None,
