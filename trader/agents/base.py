@@ -56,7 +56,8 @@ EXTRA_PREFIX = "extra."
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
-    """A frozen dataclass config as a JSON/TOML-able dict (tuples become lists)."""
+    """A frozen dataclass config as a JSON/TOML-able dict (tuples become lists, nested
+    dataclass configs such as ``EnvConfig.costs`` nested dicts)."""
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise ConfigError(f"expected a dataclass config instance, got {type(config).__name__}")
     out: dict[str, Any] = {}
@@ -64,6 +65,8 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         if not field.init:
             continue
         value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = config_to_dict(value)
         out[field.name] = list(value) if isinstance(value, tuple) else value
     return out
 
@@ -96,6 +99,8 @@ def _coerce(hint: Any, value: Any) -> Any:
     origin = typing.get_origin(hint)
     candidates = typing.get_args(hint) if origin in (typing.Union, types.UnionType) else (hint,)
     for candidate in candidates:
+        if dataclasses.is_dataclass(candidate) and isinstance(value, Mapping):
+            return config_from_dict(candidate, value)
         if (candidate is tuple or typing.get_origin(candidate) is tuple) and isinstance(
             value, list
         ):
