@@ -483,12 +483,14 @@ def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard
     spread_rate, impact_rate = _slippage(sells, market)
     sell_spread = sold * spread_rate if spread_rate is not None else None
     sell_impact = sold * impact_rate if impact_rate is not None else None
-    if rules.per_order_commission:
+    if rules.per_order_commission or spread_rate is not None or impact_rate is not None:
+        # a sale never pays more commission than is left of its proceeds
+        fee = _order_commission(sells, sold, rules.sell_cost, rules) if rules.per_order_commission else sold * rules.sell_cost
         left = sold
         left = left - sell_spread if sell_spread is not None else left
         left = left - sell_impact if sell_impact is not None else left
-        sell_commission = torch.minimum(_order_commission(sells, sold, rules.sell_cost, rules), left).sum(-1)
-    else:
+        sell_commission = torch.minimum(fee, left).sum(-1)
+    else:  # today's flat rate, below 1: never more than the proceeds
         sell_commission = sold_value * rules.sell_cost
     sell_spread = sell_spread.sum(-1) if sell_spread is not None else None
     sell_impact = sell_impact.sum(-1) if sell_impact is not None else None
