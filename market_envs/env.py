@@ -11,13 +11,32 @@ Timing, for one sub-environment at bar t (all prices from ``data``):
 1. The agent sees the observation at bar t, built from data at bars <= t only.
 2. Its order fills at the **open of bar t+1**, never at a price it has already seen.
    A stock whose bar t+1 is not tradable (``data.tradable``) is not traded.
-3. Sells settle first and their proceeds (less ``sell_cost``) become cash; then the
-   buys are paid. When the cash does not cover every buy plus its ``buy_cost``, all
-   buys are scaled down by one common factor, so the result never depends on the
-   order of the stocks (in ``shares`` mode the scaled buys are then rounded down to
-   whole shares).
-4. The reward is the change of the portfolio value marked at the close, from bar t
+3. With a participation cap (``EnvConfig.costs.participation``), at most that
+   fraction of bar t+1's volume fills per stock; the rest of the order is dropped.
+4. Sells settle first and their proceeds, less their costs, become cash; then the
+   buys are paid. When the cash does not cover every buy plus its costs, all buys
+   are scaled down by one common factor, so the result never depends on the order of
+   the stocks (in ``shares`` mode the scaled buys are then rounded down to whole
+   shares; see `_buys_within_cash` for the factor when costs are not linear).
+5. Costs (`market_envs.costs` states each rule): the commission (``buy_cost`` /
+   ``sell_cost`` of the value, plus ``costs``' fee per share, minimum and cap per
+   order), the half-spread and the square-root market impact, all paid in cash at the
+   fill; then, at bar t+1's close, the borrow fee of the bar on the short notional.
+   Cash never goes below 0 through a trade; only a borrow fee that the cash does not
+   cover leaves it below 0 (a debt, repaid by the next sales), which needs short
+   selling.
+6. The reward is the change of the portfolio value marked at the close, from bar t
    to bar t+1, times ``reward_scale``.
+
+``info`` of a step, every entry [E] in the data's currency unless stated: ``t`` (bar
+t+1), ``value``, ``cash``, ``holdings`` [E, N], ``turnover`` (value traded / value at
+bar t's close), ``costs`` (all paid this step) and its parts ``cost_commission``,
+``cost_spread``, ``cost_impact``, ``cost_borrow``; ``ordered_value`` (the orders at
+the fill price, after the tradable mask and the guard, before the participation cap),
+``unfilled_value`` and ``unfilled_shares`` (what the cap left unfilled; 0 without a
+cap); ``final_obs``. Every cost-table row for bar t+1 is computed at construction from
+bars <= t only ([T, N] tables, like the observation table); the participation cap
+alone reads bar t+1's volume, which decides how much fills, never what is ordered.
 
 Accounting runs in float64 (cash of 1e6 in float32 is only exact to 0.06), the
 observations are float32.
@@ -917,7 +936,10 @@ class StockTradingVecEnv:
             ``t`` (bar of the new observation, before reset), ``value``, ``cash``
             (float64 [E], after the fill, marked at that bar's close), ``holdings``
             [E, N], ``turnover`` (traded value / value at the previous close),
-            ``costs`` (cash paid in costs) and ``final_obs`` [E, obs_dim].
+            ``costs`` (cash paid in costs) with its parts ``cost_commission``,
+            ``cost_spread``, ``cost_impact``, ``cost_borrow``, ``ordered_value``,
+            ``unfilled_value``, ``unfilled_shares`` (the module docstring defines
+            them) and ``final_obs`` [E, obs_dim].
         """
         state = self._require_reset()
         if actions.shape != (self.num_envs, self.act_dim):
