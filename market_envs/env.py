@@ -268,9 +268,11 @@ class _Tables(NamedTuple):
     tradable: Tensor  # bool [T, N]
     obs: Tensor  # float32 [T, obs_dim]; columns [0, 1+N) are zero, filled per step
     guard: Tensor  # bool [T], turbulence guard on (all False when disabled)
-    half_spread: Tensor | None  # float64 [T, N] or [1, N], half-spread fraction of fills at each bar; None: off
-    impact: Tensor | None  # float64 [T, N], impact fraction per sqrt(share) of fills at each bar; None: off
-    fill_cap: Tensor | None  # float64 [T, N], most shares an order fills at each bar; None: no cap
+    # the cost terms' tables (None: term off); [T, N] in float32, as the prices, which halves
+    # what a step reads (widened to float64 exactly in the step)
+    half_spread: Tensor | None  # half-spread fraction of fills at each bar; [1, N] float64 when fixed
+    impact: Tensor | None  # impact fraction per sqrt(share) of fills at each bar
+    volume: Tensor | None  # volume of each bar, for the participation cap
 
 
 class _State(NamedTuple):
@@ -303,6 +305,7 @@ class _Rules:
     commission_min: float = 0.0
     commission_max_rate: float = 0.0  # 0: no cap
     borrow_per_bar: float = 0.0  # the annual borrow rate x the bar's fraction of a year
+    participation: float = 1.0  # of a bar's volume, when the cap is on
 
 
 # --------------------------------------------------------------------- precompute
@@ -439,7 +442,7 @@ class _Market(NamedTuple):
 
     half_spread: Tensor | None  # [E, N] or [1, N]
     impact: Tensor | None  # [E, N]
-    fill_cap: Tensor | None  # [E, N]
+    fill_cap: Tensor | None  # [E, N], the most shares an order fills
 
 
 class _Fill(NamedTuple):
@@ -461,7 +464,9 @@ def _slippage(shares: Tensor, market: _Market) -> tuple[Tensor | None, Tensor | 
     """
     spread, impact = market.half_spread, None
     if market.impact is not None:
-        impact = market.impact * torch.sqrt(shares)
+        # sqrt of an exact 0 takes a slow path on x86 CPUs (several times the cost of the
+        # whole term); 1e-300 changes no square root of a real order and no cost (value 0)
+        impact = market.impact * torch.sqrt(shares.clamp_min(1e-300))
         impact = torch.minimum(impact, 1.0 - spread) if spread is not None else impact.clamp_max(1.0)
     return spread, impact
 
@@ -469,11 +474,16 @@ def _slippage(shares: Tensor, market: _Market) -> tuple[Tensor | None, Tensor | 
 def _order_commission(shares: Tensor, value: Tensor, rate: float, rules: _Rules) -> Tensor:
     """Commission per order [E, N]: rate x value + fee x shares, at least the minimum and at
     most the cap (when set); 0 for an order that does not fill."""
-    fee = value * rate + shares * rules.commission_per_share
-    fee = fee.clamp_min(rules.commission_min)
-    if rules.commission_max_rate > 0:
-        fee = torch.minimum(fee, value * rules.commission_max_rate)
-    return torch.where(shares > 0, fee, torch.zeros_like(fee))
+    fee = value * rate
+    if rules.commission_per_share > 0:
+        fee = fee + shares * rules.commission_per_share
+    if rules.commission_min > 0:
+        fee = fee.clamp_min(rules.commission_min)
+    if rules.commission_min > 0 or rules.commission_max_rate > 0:
+        # the cap, and 0 for no order (value 0): one minimum instead of a slower torch.where
+        cap = rules.commission_max_rate if rules.commission_max_rate > 0 else 1e300
+        fee = torch.minimum(fee, value * cap)
+    return fee
 
 
 def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules) -> _Fill:
@@ -485,16 +495,15 @@ def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard
     buys = torch.where(guard, torch.zeros_like(buys), buys)
     sells = torch.where(tradable, sells, torch.zeros_like(sells))
     buys = torch.where(tradable, buys, torch.zeros_like(buys))
-    ordered_shares = sells + buys  # a stock is bought or sold, never both
-    ordered = (ordered_shares * price).sum(-1)
     if market.fill_cap is not None:
+        ordered_shares = sells + buys  # a stock is bought or sold, never both
         sells = torch.minimum(sells, market.fill_cap)
         buys = torch.minimum(buys, market.fill_cap)
-        unfilled_shares = ordered_shares - sells - buys
-        unfilled_value = (unfilled_shares * price).sum(-1)
-        unfilled_shares = unfilled_shares.sum(-1)
+        unfilled = ordered_shares - sells - buys
+        unfilled_value = (unfilled * price).sum(-1)
+        unfilled_shares = unfilled.sum(-1)
     else:
-        unfilled_value = unfilled_shares = torch.zeros_like(ordered)
+        unfilled_value = unfilled_shares = torch.zeros_like(state.cash)
 
     # sells settle first: proceeds less commission, half-spread and impact
     sold = sells * price
@@ -519,7 +528,7 @@ def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard
     holdings = holdings - sells
 
     # then buys; when the whole bill exceeds the cash, all buys shrink by one factor
-    buys = _buys_within_cash(buys, price, cash, market, rules)
+    buys, wanted = _buys_within_cash(buys, price, cash, market, rules)
     bought = buys * price
     bought_value = bought.sum(-1)
     spread_rate, impact_rate = _slippage(buys, market)
@@ -544,13 +553,13 @@ def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard
         commission=sell_commission + buy_commission,
         spread=buy_spread + sell_spread if sell_spread is not None else buy_spread,
         impact=buy_impact + sell_impact if sell_impact is not None else buy_impact,
-        ordered=ordered,
+        ordered=sold_value + wanted + unfilled_value,
         unfilled_value=unfilled_value,
         unfilled_shares=unfilled_shares,
     )
 
 
-def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules) -> Tensor:
+def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules) -> tuple[Tensor, Tensor]:
     """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
 
     The bill of the full orders (s = 1) is computed exactly. When it exceeds the cash,
@@ -567,8 +576,9 @@ def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market
     slippage = spread_rate
     if impact_rate is not None:
         slippage = impact_rate if slippage is None else slippage + impact_rate
+    wanted = value.sum(-1)
     if slippage is None and not rules.per_order_commission:  # today's flat rate: exact and linear
-        needed = value.sum(-1) * (1.0 + rules.buy_cost)
+        needed = wanted * (1.0 + rules.buy_cost)
         scale = torch.where(needed > cash, cash / needed.clamp_min(1e-300), torch.ones_like(cash))
     else:
         price_paid = value if slippage is None else value * (1.0 + slippage)
@@ -584,7 +594,7 @@ def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market
     buys = buys * scale.unsqueeze(-1)
     if not rules.weights_mode:
         buys = torch.floor(buys)
-    return buys
+    return buys, wanted
 
 
 def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tensor, rules: _Rules) -> Tensor:
@@ -595,10 +605,18 @@ def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tenso
 
 
 def _row(table: Tensor | None, t: Tensor) -> Tensor | None:
-    """Rows `t` of a per-bar cost table ([E, N]); a [1, N] table is the same every bar."""
+    """Rows `t` of a per-bar cost table, float64 [E, N]; a [1, N] table is the same every bar."""
     if table is None or table.shape[0] == 1:
         return table
-    return table.index_select(0, t)
+    return table.index_select(0, t).double()
+
+
+def _fill_cap(volume: Tensor | None, t: Tensor, rules: _Rules) -> Tensor | None:
+    """The participation cap of fills at bars `t`: participation x volume (whole shares in shares mode)."""
+    if volume is None:
+        return None
+    cap = volume.index_select(0, t).double() * rules.participation
+    return cap if rules.weights_mode else torch.floor(cap)
 
 
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
@@ -617,7 +635,7 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     market = _Market(
         half_spread=_row(tables.half_spread, t1),
         impact=_row(tables.impact, t1),
-        fill_cap=_row(tables.fill_cap, t1),
+        fill_cap=_fill_cap(tables.volume, t1, rules),
     )
     fill = _fill(state, actions, price, tradable, guard, market, rules)
     holdings = fill.holdings
@@ -793,6 +811,7 @@ class StockTradingVecEnv:
             commission_min=float(costs.commission_min),
             commission_max_rate=float(costs.commission_max_rate or 0.0),
             borrow_per_bar=float(costs.borrow_rate) / (TRADING_DAYS * self.bars_per_day),
+            participation=float(costs.participation or 1.0),
         )
         kernel = functools.partial(_step_kernel, rules=self._rules)
         self._kernel = torch.compile(kernel, dynamic=False) if compile else kernel
@@ -843,25 +862,22 @@ class StockTradingVecEnv:
         )
 
     def _cost_tables(self) -> dict[str, Tensor | None]:
-        """The per-bar tables of `CostModel`'s terms (None for a term that is off), float64."""
+        """The per-bar tables of `CostModel`'s terms (None for a term that is off)."""
         data, costs = self.data, self.config.costs
         half_spread = None
         if costs.spread_model == "high_low":
             half_spread = abdi_ranaldo_half_spread(
                 data.feature("high"), data.feature("low"), data.close, costs.spread_window
-            ).clamp_max(1.0).contiguous()
+            ).clamp_max(1.0).float().contiguous()
         elif costs.has_spread:
             bps = costs.spread_bps_per_ticker if costs.spread_model == "per_ticker" else (costs.spread_bps,) * self.num_stocks
             half_spread = torch.tensor([bps], dtype=torch.float64, device=self.device) * 1e-4
         impact = None
         if costs.impact_eta > 0:
             window = costs.impact_window_days * self.bars_per_day
-            impact = impact_coefficient(data.close, data.volume, window, costs.impact_eta).contiguous()
-        fill_cap = None
-        if costs.participation is not None:
-            fill_cap = data.volume.double().clamp_min(0.0) * costs.participation
-            fill_cap = (torch.floor(fill_cap) if self.config.action_mode == "shares" else fill_cap).contiguous()
-        return {"half_spread": half_spread, "impact": impact, "fill_cap": fill_cap}
+            impact = impact_coefficient(data.close, data.volume, window, costs.impact_eta).float().contiguous()
+        volume = data.volume.clamp_min(0.0).contiguous() if costs.participation is not None else None
+        return {"half_spread": half_spread, "impact": impact, "volume": volume}
 
     # ------------------------------------------------------------------ state views
     def _require_reset(self) -> _State:

@@ -213,7 +213,8 @@ class ReferenceEnv:
             products.append(4.0 * (c - mid) * (c - mid_next))
         if not products:
             return 0.0
-        return min(1.0, 0.5 * math.sqrt(max(sum(products) / len(products), 0.0)))
+        half_spread = min(1.0, 0.5 * math.sqrt(max(sum(products) / len(products), 0.0)))
+        return float(np.float32(half_spread))  # the env keeps its estimates in float32, as the prices
 
     def impact_rate(self, bar: int, stock: int, shares: float) -> float:
         """Square-root impact (a fraction of the price) of an order of `shares` filled at `bar`."""
@@ -230,10 +231,12 @@ class ReferenceEnv:
         if not squared or mean_volume <= 0:
             return 0.0
         sigma_bar = math.sqrt(sum(squared) / len(squared))
-        # eta x sigma_day x sqrt(q / ADV) with sigma_day = sigma_bar sqrt(B), ADV = mean volume x B
+        # eta x sigma_day x sqrt(q / ADV) with sigma_day = sigma_bar sqrt(B), ADV = mean volume x B;
+        # the env keeps eta x sigma_day / sqrt(ADV) per bar and stock in float32, as the prices
         sigma_day = sigma_bar * math.sqrt(self.bars_per_day)
         adv = mean_volume * self.bars_per_day
-        impact = costs.impact_eta * sigma_day * math.sqrt(shares / adv)
+        per_root_share = float(np.float32(costs.impact_eta * sigma_day / math.sqrt(adv)))
+        impact = per_root_share * math.sqrt(shares)
         return min(impact, 1.0 - self.half_spread(bar, stock))
 
     # ---------------------------------------------------------------- observation
