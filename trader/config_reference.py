@@ -23,6 +23,9 @@ SECTIONS = (
     ("Env rules", "market_envs.env:EnvConfig",
      "How the market env trades, pays and rewards. Python: `EnvConfig(...)`, `trader.train(..., env_config=...)`; "
      "TOML: the `[env_config]` table of `config.toml` and `tournament.toml`."),
+    ("Cost model", "market_envs.costs:CostModel",
+     "Every cost and fill term beyond the commission rate per side: `EnvConfig(costs=CostModel(...))`; TOML: the "
+     "`[env_config.costs]` table. Named models: `market_envs.costs.cost_model(name)` (zero, flat, retail, institutional)."),
     ("PPO", "trader.agents.ppo:PPOConfig",
      "`trader train --algo ppo --config FILE` (a TOML file of these keys, or a run's `config.toml`), "
      "`trader.train('ppo', ..., config={...})`, `[algo_configs.ppo]` of a tournament."),
