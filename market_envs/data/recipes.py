@@ -5,7 +5,7 @@ dates and benchmark. The schema (see datasets/README.md for the full description
 
     name = "nasdaq100-minute"          # defaults to the file name
     description = "..."
-    source = "yahoo"                   # synthetic | files | yahoo
+    source = "yahoo"                   # synthetic | files | yahoo | alpaca | polygon
     interval = "1min"
     start = "today-29d"                # ISO date/time, or "today", "today-Nd"
     end = "today"                      # exclusive
@@ -49,7 +49,7 @@ from market_envs.data.cache import DataCache, cache_key
 from market_envs.data.panel import EXCHANGE_TZ, MarketData
 from market_envs.errors import ConfigError
 
-SOURCES = ("synthetic", "files", "yahoo")
+SOURCES = ("synthetic", "files", "yahoo", "alpaca", "polygon")
 ENV_RECIPES = "PODRACER_RECIPES_PATH"
 _RELATIVE = re.compile(r"^today\s*(?:([+-])\s*(\d+)\s*d)?$")
 
@@ -110,7 +110,7 @@ class Recipe:
 
     :param name: the data set's name (file stem unless set).
     :param description: one paragraph for humans.
-    :param source: "synthetic", "files" or "yahoo".
+    :param source: "synthetic", "files", "yahoo", "alpaca" or "polygon".
     :param interval: bar length ("1min", "5min", "1D").
     :param start: first day, ISO or relative ("today-29d").
     :param end: end, exclusive.
@@ -198,6 +198,8 @@ def _source_option_names(source: str) -> tuple[str, ...]:
         "synthetic": ("n_tickers", "seed", "edge", "model"),
         "files": ("path", "assume_tz"),
         "yahoo": ("drop_missing",),
+        "alpaca": ("feed", "outside_session", "drop_missing", "url", "retries", "backoff_s"),
+        "polygon": ("outside_session", "drop_missing", "url", "retries"),
     }[source]
 
 
@@ -310,7 +312,7 @@ def _build_files(recipe: Recipe, **_) -> MarketData:
     )
 
 
-def _build_yahoo(recipe: Recipe, *, store: DataCache | None, download, progress) -> MarketData:
+def _build_yahoo(recipe: Recipe, *, store: DataCache | None, download, progress, **_) -> MarketData:
     from market_envs.data.yahoo import yahoo
 
     if not recipe.tickers:
@@ -329,7 +331,54 @@ def _build_yahoo(recipe: Recipe, *, store: DataCache | None, download, progress)
     )
 
 
-_BUILDERS = {"synthetic": _build_synthetic, "files": _build_files, "yahoo": _build_yahoo}
+VENDOR_SOURCES = ("alpaca", "polygon")
+
+
+def vendor_for(recipe: Recipe):
+    """The recipe's vendor client (alpaca or polygon); its keys are checked here, before
+    anything is printed or fetched."""
+    from market_envs.data.vendors import Backoff
+
+    options = recipe.options
+    backoff = Backoff(retries=int(options.get("retries", 5)), base_s=float(options.get("backoff_s", 1.0)))
+    if recipe.source == "alpaca":
+        from market_envs.data.alpaca import AlpacaBars
+
+        return AlpacaBars(recipe.interval, feed=str(options.get("feed", "sip")), url=options.get("url"), backoff=backoff)
+    from market_envs.data.polygon import PolygonBars
+
+    return PolygonBars(recipe.interval, url=options.get("url"), backoff=backoff)
+
+
+def _build_vendor(recipe: Recipe, *, store: DataCache | None, progress, bar=None, vendor=None, **_) -> MarketData:
+    """alpaca or polygon: chunked, cached, resumable downloads (see `vendors.vendor_panel`)."""
+    from market_envs.data.vendors import vendor_panel
+
+    if not recipe.tickers:
+        raise ConfigError(f"recipe {recipe.name!r}: source {recipe.source!r} needs a tickers list")
+    return vendor_panel(
+        vendor or vendor_for(recipe),
+        list(recipe.tickers),
+        recipe.start,
+        recipe.end,
+        interval=recipe.interval,
+        benchmark=recipe.benchmark,
+        store=store,
+        outside_session=str(recipe.options.get("outside_session", "drop")),
+        drop_missing=bool(recipe.options.get("drop_missing", False)),
+        name=recipe.name,
+        bar=bar,
+        progress=progress,
+    )
+
+
+_BUILDERS = {
+    "synthetic": _build_synthetic,
+    "files": _build_files,
+    "yahoo": _build_yahoo,
+    "alpaca": _build_vendor,
+    "polygon": _build_vendor,
+}
 
 
 def build(
@@ -338,12 +387,17 @@ def build(
     store: DataCache | None = None,
     download: Callable | None = None,
     progress: Progress | None = None,
+    bar=None,
 ) -> MarketData:
     """Build a resolved recipe's panel from its source (no panel cache), split-checked,
-    with training-period normalisation and `meta` set."""
+    with training-period normalisation and `meta` set.
+
+    :param bar: a `chunks.DownloadBar` shown while a vendor (alpaca, polygon) downloads.
+    """
+    extra = {"vendor": vendor_for(recipe)} if recipe.source in VENDOR_SOURCES else {}
     if progress:
         progress(f"building {recipe.name!r} from {recipe.source} ({recipe.start} .. {recipe.end}, {recipe.interval})")
-    data = _BUILDERS[recipe.source](recipe, store=store, download=download, progress=progress)
+    data = _BUILDERS[recipe.source](recipe, store=store, download=download, progress=progress, bar=bar, **extra)
     data = data.slice(recipe.start, recipe.end)
     train, _, _ = data.split(recipe.train_end, recipe.val_end)  # raises if a period is empty
     meta = {
@@ -366,6 +420,7 @@ def load(
     download: Callable | None = None,
     progress: Progress | None = None,
     device: str = "cpu",
+    bar=None,
     **overrides,
 ) -> MarketData:
     """The panel of a recipe (by name or path): from the cache, else built and cached.
@@ -377,6 +432,7 @@ def load(
     :param download: the yahoo download function (tests inject recorded responses).
     :param progress: called with one line per step, for the CLI.
     :param device: where the returned tensors live.
+    :param bar: a `chunks.DownloadBar` shown while a vendor (alpaca, polygon) downloads.
     :param overrides: recipe keys (start, end, train_end, val_end, tickers, ...) or
         source options (n_tickers, seed, path, drop_missing, ...) to replace.
     """
@@ -387,7 +443,7 @@ def load(
         if progress:
             progress(f"cache hit: {store.panel_dir(key)}")
         return store.load_panel(key, device)
-    data = build(resolved, store=store, download=download, progress=progress)
+    data = build(resolved, store=store, download=download, progress=progress, bar=bar)
     if store is not None:
         folder = store.save_panel(key, data, extra={"recipe": resolved.to_dict()})
         if progress:

@@ -80,6 +80,7 @@ def build_command(
     overrides: list[str] = typer.Option([], "--set", help="Override a recipe key: --set seed=3 (repeatable)."),
 ) -> None:
     """Fetch or generate a data set, validate it, cache it and print its summary."""
+    from market_envs.data.chunks import DownloadBar
     from market_envs.data.recipes import load
 
     console = _console()
@@ -89,7 +90,9 @@ def build_command(
             console.log(line)
             status.update(line)
 
-        data = load(recipe, data_dir=data_dir, refresh=refresh, progress=progress, **_parse_overrides(overrides))
+        data = load(
+            recipe, data_dir=data_dir, refresh=refresh, progress=progress, bar=DownloadBar(console), **_parse_overrides(overrides)
+        )
     summary = data.summary()
     summary["train_end"] = data.meta.get("train_end")
     summary["val_end"] = data.meta.get("val_end")
