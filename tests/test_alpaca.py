@@ -28,43 +28,22 @@ from market_envs.data import DataError, load
 from market_envs.data.cache import DataCache
 from market_envs.data.indicators import WARMUP_BARS
 from trader.cli import main
-from vendor_server import KEY_ID, NY, SECRET, VendorServer, bars_frame, session_day
-
-START, END = "2020-10-30", "2021-03-16"
-DAYS = {  # day -> (close time, pre-market minutes, after-market minutes) served
-    "2020-10-30": ("16:00", 30, 0),  # Friday before the November change (EDT, open 13:30 UTC)
-    "2020-11-02": ("16:00", 0, 15),  # Monday after it (EST, open 14:30 UTC)
-    "2020-11-27": ("13:00", 0, 30),  # the day after Thanksgiving: early close at 13:00
-    "2021-03-12": ("16:00", 0, 0),  # Friday before the March change (EST)
-    "2021-03-15": ("16:00", 0, 0),  # Monday after it (EDT, open 13:30 UTC)
-}
-HOLIDAY = "2020-11-26"
-MISSING = ("BBB", "2020-11-02")  # BBB has no bar that day
-SESSION_BARS = 390 * 4 + 210
-
-
-def served_bars() -> dict[str, pd.DataFrame]:
-    """What the server holds: regular, pre/after-market and holiday bars, in UTC."""
-    out = {}
-    for i, ticker in enumerate(("AAA", "BBB", "QQQ")):
-        stamps = []
-        for day, (close, pre, post) in DAYS.items():
-            if (ticker, day) != MISSING:
-                stamps.append(session_day(day, close, pre, post))
-        stamps.append(pd.date_range(f"{HOLIDAY} 10:00", periods=10, freq="1min", tz=NY).tz_convert("UTC"))
-        out[ticker] = bars_frame(pd.DatetimeIndex(np.concatenate(stamps)).sort_values(), seed=i, level=50.0 + 100 * i)
-    return out
-
-
-def expected_regular(frame: pd.DataFrame) -> pd.DataFrame:
-    """The served bars inside the regular sessions, by hand (no calendar library)."""
-    local = frame.assign(timestamp=pd.DatetimeIndex(frame["timestamp"]).tz_convert(NY))
-    keep = np.zeros(len(local), dtype=bool)
-    for day, (close, _, _) in DAYS.items():
-        lo, hi = pd.Timestamp(f"{day} 09:30", tz=NY), pd.Timestamp(f"{day} {close}", tz=NY)
-        keep |= ((local["timestamp"] >= lo) & (local["timestamp"] < hi)).to_numpy()
-    return local[keep].reset_index(drop=True)
-
+from vendor_server import (
+    DAYS,
+    END,
+    HOLIDAY,
+    KEY_ID,
+    MISSING,
+    NY,
+    SECRET,
+    SESSION_BARS,
+    START,
+    VendorServer,
+    cache_files,
+    expected_regular,
+    one_error_line,
+    served_bars,
+)
 
 @pytest.fixture
 def server():
@@ -101,17 +80,6 @@ def write_recipe(folder: Path, url: str, tickers=("AAA", "BBB"), interval="1min"
         + extra
     )
     return path
-
-
-def one_error_line(err: str) -> str:
-    """The single `error:` line of a failed command (progress lines aside), no traceback."""
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
-
-def cache_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
 
 def test_panel_equals_the_servers_regular_session_bars(server, keys, tmp_path):

@@ -28,6 +28,7 @@ import json
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -62,6 +63,56 @@ def bars_frame(stamps: pd.DatetimeIndex, seed: int, level: float) -> pd.DataFram
     return frame
 
 
+# ------------------------------------------------------- the served market
+START, END = "2020-10-30", "2021-03-16"
+DAYS = {  # day -> (close time, pre-market minutes, after-market minutes) served
+    "2020-10-30": ("16:00", 30, 0),  # Friday before the November change (EDT, open 13:30 UTC)
+    "2020-11-02": ("16:00", 0, 15),  # Monday after it (EST, open 14:30 UTC)
+    "2020-11-27": ("13:00", 0, 30),  # the day after Thanksgiving: early close at 13:00
+    "2021-03-12": ("16:00", 0, 0),  # Friday before the March change (EST)
+    "2021-03-15": ("16:00", 0, 0),  # Monday after it (EDT, open 13:30 UTC)
+}
+HOLIDAY = "2020-11-26"
+MISSING = ("BBB", "2020-11-02")  # BBB has no bar that day
+SESSION_BARS = 390 * 4 + 210
+
+
+def served_bars() -> dict[str, pd.DataFrame]:
+    """What the server holds: regular, pre/after-market and holiday bars, in UTC."""
+    out = {}
+    for i, ticker in enumerate(("AAA", "BBB", "QQQ")):
+        stamps = []
+        for day, (close, pre, post) in DAYS.items():
+            if (ticker, day) != MISSING:
+                stamps.append(session_day(day, close, pre, post))
+        stamps.append(pd.date_range(f"{HOLIDAY} 10:00", periods=10, freq="1min", tz=NY).tz_convert("UTC"))
+        out[ticker] = bars_frame(pd.DatetimeIndex(np.concatenate(stamps)).sort_values(), seed=i, level=50.0 + 100 * i)
+    return out
+
+
+def expected_regular(frame: pd.DataFrame) -> pd.DataFrame:
+    """The served bars inside the regular sessions, by hand (no calendar library)."""
+    local = frame.assign(timestamp=pd.DatetimeIndex(frame["timestamp"]).tz_convert(NY))
+    keep = np.zeros(len(local), dtype=bool)
+    for day, (close, _, _) in DAYS.items():
+        lo, hi = pd.Timestamp(f"{day} 09:30", tz=NY), pd.Timestamp(f"{day} {close}", tz=NY)
+        keep |= ((local["timestamp"] >= lo) & (local["timestamp"] < hi)).to_numpy()
+    return local[keep].reset_index(drop=True)
+
+
+def one_error_line(err: str) -> str:
+    """The single `error:` line of a failed command (progress lines aside), no traceback."""
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def cache_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+
+
 class VendorServer:
     """The bars of `bars` (ticker -> UTC frame) served as Alpaca's and Polygon's APIs.
 
@@ -74,6 +125,7 @@ class VendorServer:
         self.requests: list[tuple[str, dict]] = []
         self.throttle = 0  # answer this many next requests with 429
         self.hold_after: int | None = None  # hold every request after this many
+        self.fail_after: int | None = None  # answer 503 to every request after this many
         self.release = threading.Event()
         self.held = threading.Event()
         self._lock = threading.Lock()
@@ -119,6 +171,8 @@ class VendorServer:
                     server.held.set()
                     server.release.wait(timeout=30)
                     return self._send(503, {"message": "held"})
+                if server.fail_after is not None and number > server.fail_after:
+                    return self._send(503, {"status": "ERROR", "message": "service unavailable"})
                 if parts.path == "/v2/stocks/bars":
                     return server._alpaca(self, query, throttled)
                 if parts.path.startswith("/v2/aggs/ticker/"):
@@ -178,12 +232,14 @@ class VendorServer:
         if throttled:
             return handler._send(429, {"status": "ERROR", "request_id": "r2", "error": "You've exceeded the maximum requests per minute."})
         ticker, _, multiplier, timespan, lo_ms, hi_ms = path.removeprefix("/v2/aggs/ticker/").split("/")
-        if query.get("adjusted") != "true":
+        offset, _, adjusted = query.get("cursor", "0.").partition(".")  # a cursor carries the first page's query
+        adjusted = adjusted or query.get("adjusted")
+        if adjusted != "true":
             return handler._send(400, {"status": "ERROR", "error": f"expected adjusted=true, got {query}"})
         daily = timespan == "day"
         lo, hi = (pd.Timestamp(int(x), unit="ms", tz="UTC") for x in (lo_ms, hi_ms))
         window = self._window(ticker, lo, hi, daily, int(multiplier))
-        offset = int(query.get("cursor", 0))
+        offset = int(offset)
         page = window.iloc[offset : offset + self.page_size]
         rows = [
             {"v": float(v), "vw": c, "o": o, "c": c, "h": h, "l": low, "t": int(t.value // 1_000_000), "n": 1}
@@ -193,7 +249,7 @@ class VendorServer:
         if rows:
             body["results"] = rows
         if offset + self.page_size < len(window):
-            body["next_url"] = f"https://api.massive.com{path}?cursor={offset + self.page_size}"
+            body["next_url"] = f"https://api.massive.com{path}?cursor={offset + self.page_size}.{adjusted}"
         return handler._send(200, body)
 
 

@@ -199,7 +199,7 @@ def _source_option_names(source: str) -> tuple[str, ...]:
         "files": ("path", "assume_tz"),
         "yahoo": ("drop_missing",),
         "alpaca": ("feed", "outside_session", "drop_missing", "url", "retries", "backoff_s"),
-        "polygon": ("outside_session", "drop_missing", "url", "retries"),
+        "polygon": ("outside_session", "drop_missing", "url", "retries", "backoff_s"),
     }[source]
 
 
