@@ -284,6 +284,7 @@ def from_frame(
     benchmark_name: str | None = None,
     source: str | None = None,
     assume_tz: str | None = None,
+    ragged: bool = False,
 ) -> MarketData:
     """Build a validated `MarketData` panel from a long OHLCV DataFrame.
 
@@ -297,6 +298,12 @@ def from_frame(
     :param benchmark_name: the benchmark's label (e.g. "QQQ").
     :param source: the file or provider, named in every error message.
     :param assume_tz: time zone for naive timestamps; without it they are refused.
+    :param ragged: let tickers begin late (years of vendor data: listings, index
+        entries). The grid then starts at the first bar of any ticker, and before a
+        ticker's first bar it holds that bar's open as a flat line with zero volume,
+        untradable (the env's observation is relative to the previous close, so the
+        flat line shows as zero returns, not as a future price level). Without it the
+        grid starts where every ticker has begun.
     """
     where = _where(source)
     if frame is None or len(frame) == 0:
@@ -318,11 +325,14 @@ def from_frame(
         order = sorted(present)
 
     wide = _pivot(long, order)
-    start = _grid_start(wide["close"], where)
-    wide = {column: w.loc[start:] for column, w in wide.items()}
+    if not ragged:
+        start = _grid_start(wide["close"], where)
+        wide = {column: w.loc[start:] for column, w in wide.items()}
     _warn_unadjusted_splits(wide["close"], where)
     observed = wide["close"].notna()
     close = wide["close"].ffill()
+    if ragged:  # only the bars before a ticker's first are still NaN: its first open
+        close = close.fillna(wide["open"].bfill())
     filled = {
         "open": wide["open"].fillna(close),
         "high": wide["high"].fillna(close),
@@ -336,6 +346,10 @@ def from_frame(
 
     tradable = observed.to_numpy().copy()
     tradable[: min(WARMUP_BARS, len(tradable))] = False
+    if ragged:  # a late ticker's indicators warm up over its own first bars
+        first = np.argmax(observed.to_numpy(), axis=0)
+        rows = np.arange(len(tradable))[:, None]
+        tradable &= ~((rows >= first) & (rows < first + WARMUP_BARS))
     timestamps = pd.DatetimeIndex(close.index)
     bench = None if benchmark is None else torch.from_numpy(
         _align_benchmark(benchmark, timestamps, where).astype(np.float32)

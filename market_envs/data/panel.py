@@ -316,4 +316,5 @@ class MarketData:
             "median_total_return": float(torch.quantile((last / first - 1.0).double(), 0.5)),
             "memory_mb": round(self.features.numel() * self.features.element_size() / 2**20, 1),
             **({"missing_columns": ",".join(self.meta["missing_columns"])} if self.meta.get("missing_columns") else {}),
+            **({"membership_changes": int(self.meta["membership"]["changes"])} if self.meta.get("membership") else {}),
         }

@@ -12,7 +12,8 @@ dates and benchmark. The schema (see datasets/README.md for the full description
     train_end = "today-10d"            # train [start, train_end)
     val_end = "today-5d"               # validation [train_end, val_end), test [val_end, end)
     benchmark = "QQQ"                  # optional
-    tickers = ["AAPL", ...]            # the universe (yahoo, files); optional for files
+    tickers = ["AAPL", ...]            # the universe (yahoo, files, alpaca, polygon); optional for files
+    membership = "members.csv"         # or a point-in-time universe: ticker, from, to (see membership.py)
 
     [universe]                         # optional documentation of the universe
     name = "NASDAQ-100"
@@ -34,9 +35,11 @@ validates it, fits normalisation on the training period only, sets `meta`
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
+import warnings
 import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -118,6 +121,9 @@ class Recipe:
     :param val_end: end of validation, start of the test period.
     :param benchmark: benchmark symbol (e.g. "QQQ"); None for the source's default.
     :param tickers: the universe, in order; None lets the source decide.
+    :param membership: a membership file (ticker, from, to; relative to the recipe
+        file): the universe is every ticker that was a member in the window, each
+        tradable only while a member. Excludes `tickers`.
     :param universe: documentation of the universe (name, as_of, note).
     :param options: the source's own table (`[synthetic]`, `[files]`, `[yahoo]`).
     :param path: the file the recipe came from, None if built in code.
@@ -133,6 +139,7 @@ class Recipe:
     description: str = ""
     benchmark: str | None = None
     tickers: tuple[str, ...] | None = None
+    membership: str | None = None
     universe: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     path: Path | None = None
@@ -144,6 +151,10 @@ class Recipe:
         if self.tickers is not None and len(set(self.tickers)) != len(self.tickers):
             dupes = sorted({t for t in self.tickers if self.tickers.count(t) > 1})
             raise ConfigError(f"{where}: tickers listed twice: {dupes}")
+        if self.membership is not None and self.tickers is not None:
+            raise ConfigError(f"{where}: give tickers or a membership file, not both (the file names the universe)")
+        if self.membership is not None and self.source == "synthetic":
+            raise ConfigError(f"{where}: a membership file needs real tickers; source 'synthetic' has none")
 
     @property
     def top_level_keys(self) -> tuple[str, ...]:
@@ -184,11 +195,22 @@ class Recipe:
         out["path"] = None if self.path is None else str(self.path)
         return out
 
+    def membership_path(self) -> Path:
+        """The membership file, relative paths read from the recipe's folder."""
+        path = Path(str(self.membership)).expanduser()
+        if not path.is_absolute() and self.path is not None:
+            path = self.path.parent / path
+        if not path.is_file():
+            raise ConfigError(f"recipe {self.name!r}: membership file {path} does not exist")
+        return path
+
     def key(self) -> str:
         """The cache key of the resolved recipe: everything that changes the panel."""
         payload = {k: v for k, v in self.to_dict().items() if k not in ("description", "path", "universe")}
         if self.source == "files":
             payload["files"] = _files_fingerprint(self)
+        if self.membership is not None:
+            payload["membership"] = hashlib.sha256(self.membership_path().read_bytes()).hexdigest()
         return cache_key({"kind": "panel", **payload})
 
 
@@ -203,7 +225,7 @@ def _source_option_names(source: str) -> tuple[str, ...]:
     }[source]
 
 
-_TOP_LEVEL = {"name", "description", "source", "interval", "start", "end", "train_end", "val_end", "benchmark", "tickers"}
+_TOP_LEVEL = {"name", "description", "source", "interval", "start", "end", "train_end", "val_end", "benchmark", "tickers", "membership"}
 
 
 def parse_recipe(text: str, path: Path | None = None) -> Recipe:
@@ -248,6 +270,7 @@ def parse_recipe(text: str, path: Path | None = None) -> Recipe:
         val_end=raw["val_end"],
         benchmark=raw.get("benchmark"),
         tickers=None if tickers is None else tuple(str(t) for t in tickers),
+        membership=None if raw.get("membership") is None else str(raw["membership"]),
         universe=universe,
         options=dict(raw.get(str(source), {})),
         path=path,
@@ -394,11 +417,26 @@ def build(
 
     :param bar: a `chunks.DownloadBar` shown while a vendor (alpaca, polygon) downloads.
     """
+    key_recipe, members = recipe, None
+    if recipe.membership is not None:
+        from market_envs.data.membership import members_in_window, read_membership
+
+        members = read_membership(recipe.membership_path())
+        universe = members_in_window(members, recipe.start, recipe.end)
+        if not universe:
+            raise ConfigError(f"recipe {recipe.name!r}: no ticker of {recipe.membership_path()} was a member in {recipe.start} .. {recipe.end}")
+        recipe = replace(recipe, tickers=tuple(universe), membership=None)
+    else:
+        _warn_survivorship(recipe)
     extra = {"vendor": vendor_for(recipe)} if recipe.source in VENDOR_SOURCES else {}
     if progress:
         progress(f"building {recipe.name!r} from {recipe.source} ({recipe.start} .. {recipe.end}, {recipe.interval})")
     data = _BUILDERS[recipe.source](recipe, store=store, download=download, progress=progress, bar=bar, **extra)
     data = data.slice(recipe.start, recipe.end)
+    if members is not None:
+        from market_envs.data.membership import apply_membership
+
+        data = apply_membership(data, members, recipe.start, recipe.end, source=Path(str(key_recipe.membership)).name)
     train, _, _ = data.split(recipe.train_end, recipe.val_end)  # raises if a period is empty
     meta = {
         **data.meta,
@@ -406,7 +444,7 @@ def build(
         "val_end": recipe.val_end,
         "recipe": recipe.name,
         "source": recipe.source,
-        "recipe_key": recipe.key(),
+        "recipe_key": key_recipe.key(),
     }
     return replace(data, name=recipe.name, meta=meta, feature_mean=train.feature_mean, feature_std=train.feature_std)
 
@@ -449,6 +487,24 @@ def load(
         if progress:
             progress(f"cached: {folder}")
     return data.to(device)
+
+
+def _warn_survivorship(recipe: Recipe) -> None:
+    """Warn when a fixed ticker list is applied to a window more than a year from its date."""
+    from market_envs.data.membership import SURVIVORSHIP_DAYS, survivorship_gap
+
+    as_of = recipe.universe.get("as_of")
+    if as_of is None or recipe.tickers is None or recipe.source == "synthetic":
+        return
+    gap = survivorship_gap(as_of, recipe.start, recipe.end)
+    if gap > SURVIVORSHIP_DAYS:
+        warnings.warn(
+            f"recipe {recipe.name!r}: survivorship bias: its tickers are the universe as of {as_of}, and the "
+            f"window {recipe.start} .. {recipe.end} reaches {gap} days ({gap / 365.25:.1f} years) from that date; "
+            "firms that joined or left in between are wrong. Name a point-in-time membership file (membership = ...)",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def cached_panel_info(recipe: str | Path | Recipe, data_dir: str | Path | None = None, **overrides) -> tuple[Recipe, str, dict | None]:

@@ -9,7 +9,8 @@ bounded back-off on rate limits, and the road from downloaded chunks to a panel.
 3. presence: a ticker without a single bar in the window is an error naming it
    (unknown symbol, or not listed then), or is dropped with a warning when the
    recipe says `drop_missing`; the benchmark is always required;
-4. `frame.from_frame`: validation, gap filling, the tradable mask, indicators.
+4. `frame.from_frame`: validation, gap filling, the tradable mask, indicators;
+   `ragged`, since over years tickers list (or join) after the window starts.
 
 Credentials are read from the environment when a provider is built and handed to
 the vendor's client; they are never part of a cache key, a recipe, a panel's
@@ -180,6 +181,7 @@ def vendor_panel(
         name=name,
         benchmark_name=bench,
         source=f"{vendor.name} {what}",
+        ragged=True,
     )
     meta = {**data.meta, "provider": vendor.name, "outside_session_bars": outside}
     if absent:
