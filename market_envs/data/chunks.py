@@ -170,6 +170,77 @@ class DownloadBar:
         self._progress.stop()
 
 
+class ChunkReader:
+    """One vendor's bars over [start, end), ticker by ticker, through the chunk cache.
+
+    `download` fetches every missing chunk (pass 1: the only one that touches the
+    network); `bars` then reads one ticker's bars back from the cache (pass 2), so a
+    build never holds more than one ticker's raw bars at a time. Chunks that cannot be
+    cached (the current month, or no cache at all) are kept in memory between passes.
+
+    :param vendor: the provider that fetches one ticker-window.
+    :param store: the download cache (None: fetch everything, cache nothing).
+    :param bar: a live progress bar, or None.
+    :param progress: called with one line per ticker, for logs.
+    :param now: the present, for telling finished months from the current one.
+    """
+
+    def __init__(self, vendor: BarVendor, start, end, *, store: DataCache | None, bar: DownloadBar | None = None,
+                 progress: Callable[[str], None] | None = None, now: pd.Timestamp | None = None) -> None:  # fmt: skip
+        self.vendor, self.store, self.bar, self.progress, self.now = vendor, store, bar, progress, now
+        self.start, self.end = _exchange_time(start), _exchange_time(end)
+        self._kept: dict[tuple[str, str], pd.DataFrame] = {}
+
+    def download(self, tickers: list[str], on_ticker: Callable[[str, pd.DataFrame], None] | None = None) -> None:
+        """Fetch what is missing for `tickers`; `on_ticker(ticker, bars)` sees each ticker's bars once."""
+        plan = [(t, month_chunks(t, self.start, self.end, self.now)) for t in tickers]
+        if self.bar is not None:
+            self.bar.start(f"{self.vendor.name}: downloading", sum(len(c) for _, c in plan), len(tickers))
+        try:
+            for done, (ticker, chunks) in enumerate(plan, start=1):
+                pieces, fetched = [], 0
+                for chunk in chunks:
+                    frame, was_fetched = self._chunk(chunk, fetch=True)
+                    fetched += was_fetched
+                    pieces.append(frame)
+                    if self.bar is not None:
+                        self.bar.advance(len(frame), was_fetched, done - (chunk is not chunks[-1]))
+                if on_ticker is not None:
+                    on_ticker(ticker, self._cut(pieces))
+                if self.progress:
+                    self.progress(f"{self.vendor.name}: {ticker} ({done}/{len(tickers)}): {len(chunks)} month(s), {fetched} fetched")
+        finally:
+            if self.bar is not None:
+                self.bar.stop()
+
+    def bars(self, ticker: str) -> pd.DataFrame:
+        """One ticker's bars in [start, end), from the cache or memory (after `download`)."""
+        chunks = month_chunks(ticker, self.start, self.end, self.now)
+        return self._cut([self._chunk(chunk, fetch=False)[0] for chunk in chunks])
+
+    def _cut(self, pieces: list[pd.DataFrame]) -> pd.DataFrame:
+        long = pd.concat([p for p in pieces if len(p)] or [empty_bars()], ignore_index=True)
+        return long[(long["timestamp"] >= self.start) & (long["timestamp"] < self.end)].reset_index(drop=True)
+
+    def _chunk(self, chunk: Chunk, fetch: bool) -> tuple[pd.DataFrame, bool]:
+        """One chunk's bars and whether they were fetched (False: from the cache or memory)."""
+        key = chunk_key(self.vendor, chunk)
+        if (chunk.ticker, key) in self._kept:
+            return self._kept[(chunk.ticker, key)], False
+        if self.store is not None and chunk.final:
+            cached = self.store.load_frame(self.vendor.name, key)
+            if cached is not None:
+                return cached, False
+        if not fetch:
+            raise DataError(f"{self.vendor.name}: chunk {chunk} was not downloaded (call download first)")
+        frame = checked_chunk(self.vendor.fetch(chunk.ticker, chunk.start, chunk.end), chunk, self.vendor.name)
+        if self.store is not None and chunk.final:
+            self.store.save_frame(self.vendor.name, key, frame)
+        else:
+            self._kept[(chunk.ticker, key)] = frame
+        return frame, True
+
+
 def download_bars(
     vendor: BarVendor,
     tickers: list[str],
@@ -181,46 +252,9 @@ def download_bars(
     progress: Callable[[str], None] | None = None,
     now: pd.Timestamp | None = None,
 ) -> pd.DataFrame:
-    """Every bar of `tickers` in [start, end) as one long frame, chunk by chunk.
-
-    :param vendor: the provider that fetches one ticker-window.
-    :param store: the download cache (None: fetch everything, cache nothing).
-    :param bar: a live progress bar, or None.
-    :param progress: called with one line per ticker, for logs.
-    :param now: the present, for telling finished months from the current one.
-    """
-    lo, hi = _exchange_time(start), _exchange_time(end)
-    plan = [(t, month_chunks(t, lo, hi, now)) for t in tickers]
-    total = sum(len(chunks) for _, chunks in plan)
-    if bar is not None:
-        bar.start(f"{vendor.name}: downloading", total, len(tickers))
+    """Every bar of `tickers` in [start, end) as one long frame (see `ChunkReader`)."""
     pieces = []
-    try:
-        for done, (ticker, chunks) in enumerate(plan, start=1):
-            fetched = 0
-            for chunk in chunks:
-                frame, was_fetched = _chunk_bars(vendor, chunk, store)
-                fetched += was_fetched
-                pieces.append(frame)
-                if bar is not None:
-                    bar.advance(len(frame), was_fetched, done - (chunk is not chunks[-1]))
-            if progress:
-                progress(f"{vendor.name}: {ticker} ({done}/{len(tickers)}): {len(chunks)} month(s), {fetched} fetched")
-    finally:
-        if bar is not None:
-            bar.stop()
-    long = pd.concat([p for p in pieces if len(p)] or [empty_bars()], ignore_index=True)
-    return long[(long["timestamp"] >= lo) & (long["timestamp"] < hi)].reset_index(drop=True)
-
-
-def _chunk_bars(vendor: BarVendor, chunk: Chunk, store: DataCache | None) -> tuple[pd.DataFrame, bool]:
-    """One chunk's bars and whether they were fetched (False: read from the cache)."""
-    key = chunk_key(vendor, chunk)
-    if store is not None and chunk.final:
-        cached = store.load_frame(vendor.name, key)
-        if cached is not None:
-            return cached, False
-    frame = checked_chunk(vendor.fetch(chunk.ticker, chunk.start, chunk.end), chunk, vendor.name)
-    if store is not None and chunk.final:
-        store.save_frame(vendor.name, key, frame)
-    return frame, True
+    ChunkReader(vendor, start, end, store=store, bar=bar, progress=progress, now=now).download(
+        tickers, lambda _, frame: pieces.append(frame)
+    )
+    return pd.concat([p for p in pieces if len(p)] or [empty_bars()], ignore_index=True)

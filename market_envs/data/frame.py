@@ -177,7 +177,9 @@ def _grid_start(close: pd.DataFrame, where: str) -> pd.Timestamp:
     return start
 
 
-def _align_benchmark(benchmark, timestamps: pd.DatetimeIndex, where: str) -> np.ndarray:
+def align_benchmark(benchmark, timestamps: pd.DatetimeIndex, where: str) -> np.ndarray:
+    """The benchmark close (a Series with tz-aware index, or a frame with timestamp and
+    close) on `timestamps`, each bar taking the last value at or before it."""
     if isinstance(benchmark, pd.DataFrame):
         bench = match_columns(benchmark, ("timestamp", "close"), source=where.rstrip(": ") or None)
         series = pd.Series(
@@ -263,7 +265,11 @@ def unadjusted_splits(close: pd.DataFrame) -> list[tuple[str, pd.Timestamp, floa
 
 
 def _warn_unadjusted_splits(close: pd.DataFrame, where: str) -> None:
-    found = unadjusted_splits(close)
+    warn_unadjusted_splits(unadjusted_splits(close), where)
+
+
+def warn_unadjusted_splits(found: list[tuple[str, pd.Timestamp, float]], where: str) -> None:
+    """One warning listing the moves `unadjusted_splits` found (none: no warning)."""
     if found:
         shown = "; ".join(f"{ticker} on {stamp.date()} (x{ratio:.2f})" for ticker, stamp, ratio in found[:5])
         more = f" and {len(found) - 5} more" if len(found) > 5 else ""
@@ -329,6 +335,32 @@ def from_frame(
         start = _grid_start(wide["close"], where)
         wide = {column: w.loc[start:] for column, w in wide.items()}
     _warn_unadjusted_splits(wide["close"], where)
+    features, tradable = panel_columns(wide, ragged)
+    timestamps = pd.DatetimeIndex(wide["close"].index)
+    bench = None if benchmark is None else torch.from_numpy(
+        align_benchmark(benchmark, timestamps, where).astype(np.float32)
+    )
+    return MarketData(
+        timestamps=timestamps,
+        tickers=tuple(order),
+        features=torch.from_numpy(features),
+        tradable=torch.from_numpy(tradable),
+        interval=infer_interval(timestamps),
+        benchmark=bench,
+        benchmark_name=benchmark_name if benchmark is not None else None,
+        name=name,
+        meta={"missing_columns": list(missing)} if missing else {},
+    )
+
+
+def panel_columns(wide: dict[str, pd.DataFrame], ragged: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Features float32 [T, N, F] and the tradable mask [T, N] from wide OHLCV frames
+    (NaN where a ticker has no bar): gaps filled forward from the past, indicators
+    computed causally, warm-up rows masked; see `from_frame` for `ragged`.
+
+    Every step works column by column, so a panel assembled one ticker at a time
+    (`stream.stream_panel`) is the same as one built at once.
+    """
     observed = wide["close"].notna()
     close = wide["close"].ffill()
     if ragged:  # only the bars before a ticker's first are still NaN: its first open
@@ -343,28 +375,13 @@ def from_frame(
     indicators = compute_indicators(filled["high"], filled["low"], filled["close"])
     columns = [filled[c] if c in filled else indicators[c] for c in FEATURE_NAMES]
     features = np.stack([c.to_numpy(dtype=np.float32) for c in columns], axis=-1)
-
     tradable = observed.to_numpy().copy()
     tradable[: min(WARMUP_BARS, len(tradable))] = False
     if ragged:  # a late ticker's indicators warm up over its own first bars
         first = np.argmax(observed.to_numpy(), axis=0)
         rows = np.arange(len(tradable))[:, None]
         tradable &= ~((rows >= first) & (rows < first + WARMUP_BARS))
-    timestamps = pd.DatetimeIndex(close.index)
-    bench = None if benchmark is None else torch.from_numpy(
-        _align_benchmark(benchmark, timestamps, where).astype(np.float32)
-    )
-    return MarketData(
-        timestamps=timestamps,
-        tickers=tuple(order),
-        features=torch.from_numpy(features),
-        tradable=torch.from_numpy(tradable),
-        interval=infer_interval(timestamps),
-        benchmark=bench,
-        benchmark_name=benchmark_name if benchmark is not None else None,
-        name=name,
-        meta={"missing_columns": list(missing)} if missing else {},
-    )
+    return features, tradable
 
 
 REQUIRED_COLUMNS = ("timestamp", "ticker", "close")

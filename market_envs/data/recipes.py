@@ -426,9 +426,9 @@ def build(
         if not universe:
             raise ConfigError(f"recipe {recipe.name!r}: no ticker of {recipe.membership_path()} was a member in {recipe.start} .. {recipe.end}")
         recipe = replace(recipe, tickers=tuple(universe), membership=None)
-    else:
+    extra = {"vendor": vendor_for(recipe)} if recipe.source in VENDOR_SOURCES else {}  # keys checked first
+    if members is None:
         _warn_survivorship(recipe)
-    extra = {"vendor": vendor_for(recipe)} if recipe.source in VENDOR_SOURCES else {}
     if progress:
         progress(f"building {recipe.name!r} from {recipe.source} ({recipe.start} .. {recipe.end}, {recipe.interval})")
     data = _BUILDERS[recipe.source](recipe, store=store, download=download, progress=progress, bar=bar, **extra)

@@ -3,14 +3,15 @@ bounded back-off on rate limits, and the road from downloaded chunks to a panel.
 
 `vendor_panel` runs the steps every vendor needs, in order:
 
-1. `chunks.download_bars`: ticker-month chunks, cached whole, resumable;
+1. `chunks.ChunkReader`: ticker-month chunks, cached whole, resumable;
 2. `calendar.to_session_bars`: UTC bars to exchange time on the regular sessions of
    the exchange calendar (bars outside them dropped or refused);
 3. presence: a ticker without a single bar in the window is an error naming it
    (unknown symbol, or not listed then), or is dropped with a warning when the
    recipe says `drop_missing`; the benchmark is always required;
-4. `frame.from_frame`: validation, gap filling, the tradable mask, indicators;
-   `ragged`, since over years tickers list (or join) after the window starts.
+4. `stream.stream_panel`: the panel filled one ticker at a time (gap filling, the
+   tradable mask, indicators, as `frame.from_frame` does), `ragged`, since over
+   years tickers list (or join) after the window starts.
 
 Credentials are read from the environment when a provider is built and handed to
 the vendor's client; they are never part of a cache key, a recipe, a panel's
@@ -25,13 +26,14 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pandas as pd
 
 from market_envs.data.cache import DataCache
 from market_envs.data.calendar import bar_minutes, to_session_bars
-from market_envs.data.chunks import BarVendor, DownloadBar, download_bars
-from market_envs.data.frame import from_frame
-from market_envs.data.panel import DataError, MarketData
+from market_envs.data.chunks import BarVendor, ChunkReader, DownloadBar
+from market_envs.data.stream import stream_panel
+from market_envs.data.panel import EXCHANGE_TZ, DataError, MarketData
 from market_envs.errors import ConfigError
 
 RETRY_STATUS = (429, 500, 502, 503, 504)
@@ -145,8 +147,10 @@ def vendor_panel(
 ) -> MarketData:
     """A validated panel of `tickers` (and the benchmark) from a vendor over [start, end).
 
-    See the module docstring for the steps. `meta` records the tickers dropped
-    (`dropped_tickers`) and the bars outside the session dropped (`outside_session_bars`).
+    See the module docstring for the steps. The panel is assembled one ticker at a
+    time (`stream.stream_panel`) from the chunk cache, so its build holds the panel
+    plus one ticker's bars. `meta` records the tickers dropped (`dropped_tickers`)
+    and the bars outside the session dropped (`outside_session_bars`).
     """
     symbols = [str(t).strip().upper() for t in tickers]
     if not symbols:
@@ -154,14 +158,27 @@ def vendor_panel(
     bench = None if benchmark is None else str(benchmark).strip().upper()
     if bench is not None and bench in symbols:
         raise ConfigError(f"{vendor.name}: {bench} is both the benchmark and a requested ticker")
-    request = symbols + ([bench] if bench else [])
-    long = download_bars(vendor, request, start, end, store=store, bar=bar, progress=progress, now=now)
     what = f"{interval} bars {pd.Timestamp(start):%Y-%m-%d} .. {pd.Timestamp(end):%Y-%m-%d}"
-    long, outside = to_session_bars(long, interval, outside_session, source=f"{vendor.name} {what}")
-    present = set(long["ticker"])
-    if bench is not None and bench not in present:
+    where = f"{vendor.name} {what}"
+    reader = ChunkReader(vendor, start, end, store=store, bar=bar, progress=progress, now=now)
+
+    def session_bars(ticker: str, raw: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+        return to_session_bars(raw, interval, outside_session, source=where)
+
+    counts, outside, union = {}, 0, np.empty(0, dtype=np.int64)
+
+    def first_pass(ticker: str, raw: pd.DataFrame) -> None:  # during the download: counts and the grid
+        nonlocal outside, union
+        kept, dropped = session_bars(ticker, raw)
+        outside += dropped
+        counts[ticker] = len(kept)
+        if ticker != bench:
+            union = np.union1d(union, pd.DatetimeIndex(kept["timestamp"]).tz_convert("UTC").as_unit("ns").asi8)
+
+    reader.download(symbols + ([bench] if bench else []), first_pass)
+    if bench is not None and counts[bench] == 0:
         raise DataError(f"{vendor.name}: no {what} for the benchmark {bench} (unknown symbol, or not listed then)")
-    absent = [t for t in symbols if t not in present]
+    absent = [t for t in symbols if counts[t] == 0]
     if absent and not drop_missing:
         raise DataError(
             f"{vendor.name}: no {what} for ticker(s) {absent} (unknown symbol, or not listed then); "
@@ -169,18 +186,20 @@ def vendor_panel(
         )
     if absent:
         warnings.warn(f"{vendor.name}: dropped ticker(s) with no {what}: {absent}", stacklevel=2)
-    kept = [t for t in symbols if t in present]
+    kept = [t for t in symbols if t not in absent]
+    grid = pd.DatetimeIndex(union.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(EXCHANGE_TZ)
     bench_series = None
     if bench is not None:
-        rows = long[long["ticker"] == bench]
+        rows = session_bars(bench, reader.bars(bench))[0]
         bench_series = pd.Series(rows["close"].to_numpy(), index=pd.DatetimeIndex(rows["timestamp"]))
-    data = from_frame(
-        long[long["ticker"].isin(kept)],
-        bench_series,
-        tickers=kept,
-        name=name,
+    data = stream_panel(
+        kept,
+        lambda ticker: session_bars(ticker, reader.bars(ticker))[0],
+        grid=grid,
+        benchmark=bench_series,
         benchmark_name=bench,
-        source=f"{vendor.name} {what}",
+        name=name,
+        source=where,
         ragged=True,
     )
     meta = {**data.meta, "provider": vendor.name, "outside_session_bars": outside}
