@@ -76,3 +76,19 @@ def test_an_unadjusted_split_is_warned_about_once():
     with pytest.warns(UserWarning, match=r"unadjusted stock splits: T001 on .* \(x0\.50\)"):
         stream_panel(["T000", "T001"], bars_of)
     assert np.isfinite(stream_panel(["T000"], bars_of).features.numpy()).all()
+
+
+def test_the_panel_cache_round_trips_through_many_row_groups(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    import market_envs.data.cache as cache_module
+    from market_envs.data.cache import DataCache
+
+    monkeypatch.setattr(cache_module, "ROW_GROUP_ROWS", 1000)
+    frame = ragged_frame()
+    bench = frame[frame["ticker"] == "T000"].set_index("timestamp")["close"]
+    data = from_frame(frame, bench, benchmark_name="B", ragged=True)
+    store = DataCache(tmp_path)
+    folder = store.save_panel("k", data)
+    assert pq.ParquetFile(folder / "panel.parquet").metadata.num_row_groups == -(-data.num_bars // 200)  # 200 bars x 5 tickers
+    assert_same_panel(store.load_panel("k"), data)

@@ -203,21 +203,41 @@ def _timestamp_array(index: pd.DatetimeIndex) -> pa.Array:
     return pa.array(values, type=pa.timestamp("ns", tz=str(index.tz)))
 
 
+ROW_GROUP_ROWS = 1 << 20
+"""Rows (bar x ticker) per Parquet row group of a panel: writing a row group at a time
+keeps the writer's memory to one group, not a second copy of the panel."""
+
+
+def _panel_schema(data: MarketData) -> pa.Schema:
+    fields = [
+        pa.field("timestamp", pa.timestamp("ns", tz=str(data.timestamps.tz))),
+        pa.field("ticker", pa.dictionary(pa.int32(), pa.string())),
+        *(pa.field(name, pa.float32()) for name in data.feature_names),
+        pa.field("tradable", pa.bool_()),
+    ]
+    return pa.schema(fields)
+
+
 def _write_panel(folder: Path, data: MarketData, key: str, extra: dict) -> None:
-    """The three files of a panel entry, into `folder`."""
+    """The three files of a panel entry, into `folder`; the panel is written in row
+    groups of whole bars, timestamp-major, ticker-minor."""
     t, n, f = data.features.shape
-    features = data.features.detach().cpu().numpy().reshape(t * n, f)
-    ticker_codes = pa.array(np.tile(np.arange(n, dtype=np.int32), t))
-    columns = {
-        "timestamp": _timestamp_array(data.timestamps.repeat(n)),
-        "ticker": pa.DictionaryArray.from_arrays(ticker_codes, pa.array(list(data.tickers), pa.string())),
-    }
-    for j, feature in enumerate(data.feature_names):
-        columns[feature] = pa.array(np.ascontiguousarray(features[:, j]))
-    columns["tradable"] = pa.array(data.tradable.detach().cpu().numpy().reshape(-1))
-    table = pa.table(columns)
-    # one row group: each column reads back as one zero-copy array
-    pq.write_table(table, folder / "panel.parquet", row_group_size=max(1, table.num_rows), compression="snappy")
+    features = data.features.detach().cpu().numpy()
+    tradable = data.tradable.detach().cpu().numpy()
+    names = pa.array(list(data.tickers), pa.string())
+    schema = _panel_schema(data)
+    step = max(1, ROW_GROUP_ROWS // max(1, n))
+    with pq.ParquetWriter(folder / "panel.parquet", schema, compression="snappy") as writer:
+        for lo in range(0, t, step):  # loop over blocks of bars, not tickers
+            hi = min(t, lo + step)
+            block = features[lo:hi].reshape((hi - lo) * n, f)
+            columns = [
+                _timestamp_array(data.timestamps[lo:hi].repeat(n)),
+                pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(n, dtype=np.int32), hi - lo)), names),
+                *(pa.array(np.ascontiguousarray(block[:, j])) for j in range(f)),
+                pa.array(tradable[lo:hi].reshape(-1)),
+            ]
+            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
     if data.benchmark is not None:
         bench = pa.table(
             {
@@ -251,15 +271,24 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
     return table.column(name).to_numpy()
 
 
-def _interleave(columns: list[np.ndarray], block: int = 1 << 16) -> np.ndarray:
+def _interleave(columns: list[pa.ChunkedArray], block: int = 1 << 16) -> np.ndarray:
     """Columns [R] each as one float32 array [R, F], copied in row blocks that stay in
-    cache (a whole-column strided copy per feature is several times slower)."""
+    cache (a whole-column strided copy per feature is several times slower). Columns
+    read from one Parquet file share their chunk (row group) boundaries; each chunk is
+    read without a copy."""
     rows = len(columns[0])
     out = np.empty((rows, len(columns)), dtype=np.float32)
-    for lo in range(0, rows, block):  # loop over row blocks, not tickers
-        hi = min(rows, lo + block)
-        for j, column in enumerate(columns):
-            out[lo:hi, j] = column[lo:hi]
+    start = 0
+    for pieces in zip(*(column.chunks for column in columns)):
+        arrays = [piece.to_numpy(zero_copy_only=False) for piece in pieces]
+        size = len(arrays[0])
+        for lo in range(0, size, block):  # loop over row blocks, not tickers
+            hi = min(size, lo + block)
+            for j, array in enumerate(arrays):
+                out[start + lo : start + hi, j] = array[lo:hi]
+        start += size
+    if start != rows:
+        raise DataError(f"panel columns disagree on their row groups ({start} of {rows} rows read)")
     return out
 
 
@@ -277,7 +306,7 @@ def _read_panel(folder: Path) -> MarketData:
     codes = table.column("ticker").combine_chunks().indices.to_numpy().reshape(t, n)
     if (stamps != stamps[:, :1]).any() or (codes != np.arange(n)).any():
         raise DataError(f"{folder}: panel rows are not ordered timestamp-major, ticker-minor")
-    features = _interleave([_column(table, feature) for feature in names])
+    features = _interleave([table.column(feature) for feature in names])
     tradable = _column(table, "tradable").reshape(t, n)
     timestamps = pd.DatetimeIndex(pd.to_datetime(stamps[:, 0], utc=True)).tz_convert(meta.get("timezone", EXCHANGE_TZ))
     benchmark = None
