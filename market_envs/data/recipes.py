@@ -125,7 +125,7 @@ class Recipe:
         file): the universe is every ticker that was a member in the window, each
         tradable only while a member. Excludes `tickers`.
     :param universe: documentation of the universe (name, as_of, note).
-    :param options: the source's own table (`[synthetic]`, `[files]`, `[yahoo]`).
+    :param options: the source's own table (`[synthetic]`, `[files]`, `[yahoo]`, `[alpaca]`, `[polygon]`).
     :param path: the file the recipe came from, None if built in code.
     """
 
