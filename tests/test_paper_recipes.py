@@ -57,3 +57,12 @@ def test_the_shipped_alpaca_recipe_builds_from_the_server(monkeypatch, tmp_path)
     assert data.name == "nasdaq100-minute-alpaca" and data.tickers == ("AAA", "BBB") and data.benchmark_name == "QQQ"
     assert data.meta["provider"] == "alpaca" and data.start == pd.Timestamp("2020-10-30 09:30", tz="America/New_York")
     assert all(q["feed"] == "sip" and q["adjustment"] == "all" for _, q in server.requests)
+
+
+def test_bad_retry_options_are_one_line(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("APCA_API_KEY_ID", KEY_ID)
+    monkeypatch.setenv("APCA_API_SECRET_KEY", SECRET)
+    assert main(["data", "build", "nasdaq100-daily-alpaca", "--data-dir", str(tmp_path), "--set", "retries=\"many\""]) == 2
+    assert "retries must be an integer" in capsys.readouterr().err
+    assert main(["data", "build", "nasdaq100-daily-alpaca", "--data-dir", str(tmp_path), "--set", "backoff_s=-1"]) == 2
+    assert "back-off needs retries >= 0" in capsys.readouterr().err

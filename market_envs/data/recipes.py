@@ -363,7 +363,13 @@ def vendor_for(recipe: Recipe):
     from market_envs.data.vendors import Backoff
 
     options = recipe.options
-    backoff = Backoff(retries=int(options.get("retries", 5)), base_s=float(options.get("backoff_s", 1.0)))
+    try:
+        retries, base_s = int(options.get("retries", 5)), float(options.get("backoff_s", 1.0))
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"recipe {recipe.name!r}: [{recipe.source}] retries must be an integer and backoff_s a number of seconds"
+        ) from None
+    backoff = Backoff(retries=retries, base_s=base_s)
     if recipe.source == "alpaca":
         from market_envs.data.alpaca import AlpacaBars
 
