@@ -272,3 +272,15 @@ def test_a_killed_build_resumes_without_refetching_finished_chunks(server, keys,
     assert data.num_bars == SESSION_BARS
     refetched = [q for _, q in server.requests[before:] if q["symbols"] == "AAA"]
     assert refetched == []
+
+
+def test_a_stalled_server_is_a_bounded_wait(server, keys):
+    from market_envs.data.alpaca import AlpacaBars
+    from market_envs.data.vendors import Backoff
+
+    server.hold_after = 0  # every request hangs
+    vendor = AlpacaBars("1min", url=server.url, backoff=Backoff(retries=1, base_s=0.01), timeout_s=0.3)
+    start = time.monotonic()
+    with pytest.raises(DataError, match=r"alpaca: AAA 2020-10-01 \.\. 2020-11-01: still failing \(connection failed: ReadTimeout\) after 2 attempts"):
+        vendor.fetch("AAA", pd.Timestamp("2020-10-01", tz=NY), pd.Timestamp("2020-11-01", tz=NY))
+    assert time.monotonic() - start < 5 and server.count() == 2

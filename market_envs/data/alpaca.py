@@ -20,6 +20,7 @@ Alpaca stamps bars in UTC at their start; daily bars at midnight New York time.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pandas as pd
@@ -52,11 +53,15 @@ class AlpacaBars:
     :param feed: "sip" (every US exchange) or "iex" (IEX only).
     :param url: the data API's base URL (default alpaca-py's); for a mirror or a test server.
     :param backoff: retry policy for rate limits and server errors.
+    :param timeout_s: seconds to wait for the server to connect or answer; a stalled
+        request then counts as a broken connection (retried, bounded).
     """
 
     name = "alpaca"
 
-    def __init__(self, interval: str = "1min", feed: str = "sip", url: str | None = None, backoff: Backoff | None = None) -> None:
+    def __init__(
+        self, interval: str = "1min", feed: str = "sip", url: str | None = None, backoff: Backoff | None = None, timeout_s: float = 60.0
+    ) -> None:
         if feed not in FEEDS:
             raise ConfigError(f"alpaca: feed {feed!r} is not one of {list(FEEDS)}")
         self.minutes = vendor_minutes(interval, "alpaca")
@@ -70,6 +75,8 @@ class AlpacaBars:
         self._client = StockHistoricalDataClient(key_id, secret, raw_data=True, url_override=url)
         # alpaca-py retries a 429 three times after a fixed 3 s; our bounded back-off replaces it.
         self._client._retry = 0
+        # alpaca-py sends its requests without a timeout, so a stalled connection would hang the build
+        self._client._session.request = functools.partial(self._client._session.request, timeout=timeout_s)
 
     def __repr__(self) -> str:
         return f"AlpacaBars(minutes={self.minutes}, feed={self.feed!r})"
