@@ -271,25 +271,42 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
     return table.column(name).to_numpy()
 
 
-def _interleave(columns: list[pa.ChunkedArray], block: int = 1 << 16) -> np.ndarray:
-    """Columns [R] each as one float32 array [R, F], copied in row blocks that stay in
-    cache (a whole-column strided copy per feature is several times slower). Columns
-    read from one Parquet file share their chunk (row group) boundaries; each chunk is
-    read without a copy."""
-    rows = len(columns[0])
-    out = np.empty((rows, len(columns)), dtype=np.float32)
+def _interleave_into(out: np.ndarray, columns: list[pa.Array], block: int = 1 << 16) -> None:
+    """Columns [R] (one row group's) into float32 `out` [R, F], copied in row blocks that
+    stay in cache (a whole-column strided copy per feature is several times slower)."""
+    arrays = [column.to_numpy(zero_copy_only=False) for column in columns]
+    for lo in range(0, len(out), block):  # loop over row blocks, not tickers
+        hi = min(len(out), lo + block)
+        for j, array in enumerate(arrays):
+            out[lo:hi, j] = array[lo:hi]
+
+
+def _read_rows(path: Path, t: int, n: int, names: tuple[str, ...], folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The panel file's rows, one row group at a time into preallocated arrays (so a load
+    holds the panel and one row group, not the whole table besides): features float32
+    [t x n, F], tradable [t x n], and each bar's timestamp (int64 ns) [t], the order
+    (timestamp-major, ticker-minor) checked on the way."""
+    file = pq.ParquetFile(path, read_dictionary=["ticker"])
+    if file.metadata.num_rows != t * n:
+        raise DataError(f"{folder}: panel has {file.metadata.num_rows} rows, expected {t} bars x {n} tickers")
+    features = np.empty((t * n, len(names)), dtype=np.float32)
+    tradable = np.empty(t * n, dtype=bool)
+    stamps = np.empty(t * n, dtype=np.int64)
     start = 0
-    for pieces in zip(*(column.chunks for column in columns)):
-        arrays = [piece.to_numpy(zero_copy_only=False) for piece in pieces]
-        size = len(arrays[0])
-        for lo in range(0, size, block):  # loop over row blocks, not tickers
-            hi = min(size, lo + block)
-            for j, array in enumerate(arrays):
-                out[start + lo : start + hi, j] = array[lo:hi]
-        start += size
-    if start != rows:
-        raise DataError(f"panel columns disagree on their row groups ({start} of {rows} rows read)")
-    return out
+    for group in range(file.num_row_groups):  # loop over row groups, not tickers
+        table = file.read_row_group(group, columns=["timestamp", "ticker", *names, "tradable"])
+        rows = slice(start, start + table.num_rows)
+        codes = table.column("ticker").combine_chunks().indices.to_numpy()
+        if (codes != np.arange(start, rows.stop) % max(1, n)).any():
+            raise DataError(f"{folder}: panel rows are not ordered timestamp-major, ticker-minor")
+        stamps[rows] = table.column("timestamp").combine_chunks().cast(pa.int64()).to_numpy()
+        tradable[rows] = table.column("tradable").to_numpy()
+        _interleave_into(features[rows], [table.column(name).combine_chunks() for name in names])
+        start = rows.stop
+    by_bar = stamps.reshape(t, n)
+    if (by_bar != by_bar[:, :1]).any():
+        raise DataError(f"{folder}: panel rows are not ordered timestamp-major, ticker-minor")
+    return features, tradable, by_bar[:, 0].copy()
 
 
 def _read_panel(folder: Path) -> MarketData:
@@ -299,16 +316,8 @@ def _read_panel(folder: Path) -> MarketData:
         raise DataError(f"{folder}: cache format {meta.get('format_version')}, expected {FORMAT_VERSION}; rebuild it")
     tickers, names = tuple(meta["tickers"]), tuple(meta["feature_names"])
     n, t = len(tickers), int(meta["bars"])
-    table = pq.read_table(folder / "panel.parquet", read_dictionary=["ticker"])
-    if table.num_rows != t * n:
-        raise DataError(f"{folder}: panel has {table.num_rows} rows, expected {t} bars x {n} tickers")
-    stamps = table.column("timestamp").combine_chunks().cast(pa.int64()).to_numpy().reshape(t, n)
-    codes = table.column("ticker").combine_chunks().indices.to_numpy().reshape(t, n)
-    if (stamps != stamps[:, :1]).any() or (codes != np.arange(n)).any():
-        raise DataError(f"{folder}: panel rows are not ordered timestamp-major, ticker-minor")
-    features = _interleave([table.column(feature) for feature in names])
-    tradable = _column(table, "tradable").reshape(t, n)
-    timestamps = pd.DatetimeIndex(pd.to_datetime(stamps[:, 0], utc=True)).tz_convert(meta.get("timezone", EXCHANGE_TZ))
+    features, tradable, stamps = _read_rows(folder / "panel.parquet", t, n, names, folder)
+    timestamps = pd.DatetimeIndex(pd.to_datetime(stamps, utc=True)).tz_convert(meta.get("timezone", EXCHANGE_TZ))
     benchmark = None
     if (folder / "benchmark.parquet").is_file():
         benchmark = torch.from_numpy(_column(pq.read_table(folder / "benchmark.parquet"), "close").astype(np.float32))
@@ -320,7 +329,7 @@ def _read_panel(folder: Path) -> MarketData:
         timestamps=timestamps,
         tickers=tickers,
         features=torch.from_numpy(features.reshape(t, n, len(names))),
-        tradable=torch.from_numpy(np.ascontiguousarray(tradable, dtype=bool)),
+        tradable=torch.from_numpy(tradable.reshape(t, n)),
         feature_names=names,
         interval=meta["interval"],
         benchmark=benchmark,

@@ -162,14 +162,14 @@ def vendor_panel(
     where = f"{vendor.name} {what}"
     reader = ChunkReader(vendor, start, end, store=store, bar=bar, progress=progress, now=now)
 
-    def session_bars(ticker: str, raw: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    def session_bars(raw: pd.DataFrame) -> tuple[pd.DataFrame, int]:
         return to_session_bars(raw, interval, outside_session, source=where)
 
     counts, outside, union = {}, 0, np.empty(0, dtype=np.int64)
 
     def first_pass(ticker: str, raw: pd.DataFrame) -> None:  # during the download: counts and the grid
         nonlocal outside, union
-        kept, dropped = session_bars(ticker, raw)
+        kept, dropped = session_bars(raw)
         outside += dropped
         counts[ticker] = len(kept)
         if ticker != bench:
@@ -190,11 +190,11 @@ def vendor_panel(
     grid = pd.DatetimeIndex(union.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(EXCHANGE_TZ)
     bench_series = None
     if bench is not None:
-        rows = session_bars(bench, reader.bars(bench))[0]
+        rows = session_bars(reader.bars(bench))[0]
         bench_series = pd.Series(rows["close"].to_numpy(), index=pd.DatetimeIndex(rows["timestamp"]))
     data = stream_panel(
         kept,
-        lambda ticker: session_bars(ticker, reader.bars(ticker))[0],
+        lambda ticker: session_bars(reader.bars(ticker))[0],
         grid=grid,
         benchmark=bench_series,
         benchmark_name=bench,
