@@ -64,6 +64,7 @@ def build_command(
     overrides: Annotated[list[str], typer.Option("--set", help="Override a recipe key: --set seed=3 (repeatable).")] = [],
 ) -> None:
     """Fetch or generate a data set, validate it, cache it and print its summary."""
+    from market_envs.data.chunks import DownloadBar
     from market_envs.data.recipes import load, parse_overrides
 
     console = _console()
@@ -73,7 +74,8 @@ def build_command(
             console.log(line)
             status.update(line)
 
-        data = load(recipe, data_dir=data_dir, refresh=refresh, progress=progress, **parse_overrides(overrides))
+    from market_envs.data.chunks import DownloadBar
+    from market_envs.data.recipes import load, parse_overrides
     summary = data.summary()
     summary["train_end"] = data.meta.get("train_end")
     summary["val_end"] = data.meta.get("val_end")
