@@ -74,8 +74,9 @@ def build_command(
             console.log(line)
             status.update(line)
 
-    from market_envs.data.chunks import DownloadBar
-    from market_envs.data.recipes import load, parse_overrides
+        data = load(
+            recipe, data_dir=data_dir, refresh=refresh, progress=progress, bar=DownloadBar(console), **parse_overrides(overrides)
+        )
     summary = data.summary()
     summary["train_end"] = data.meta.get("train_end")
     summary["val_end"] = data.meta.get("val_end")
