@@ -20,6 +20,16 @@ and positions); ``--features all`` observes all 13 panel features.
 
     python benchmarks/env_throughput.py                      # CPU (+ CUDA if present)
     python benchmarks/env_throughput.py --device cuda --envs 1,1024,16384,65536,262144 --out gpu.md
+
+``--compare-costs`` times instead the step with every cost term of
+`market_envs.costs.CostModel` on (commission per share with minimum and cap, the
+Abdi-Ranaldo half-spread, square-root impact, a participation cap, a borrow fee)
+against the flat-rate step of the same rules (short selling on, so the borrow fee
+acts), in the same process, same E and N, eager and compiled: the two envs' timed
+runs alternate and each figure is the median of ``--repeats`` runs, so a load change
+on a shared machine hits both alike. The target of issue 30: at most 1.3x the time.
+
+    python benchmarks/env_throughput.py --compare-costs --envs 1024,4096 --tickers 30,100 --repeats 7
 """
 
 from __future__ import annotations
@@ -48,9 +58,16 @@ from finrl_style_env import (  # noqa: E402
 )
 
 from market_envs import EnvConfig, StockTradingVecEnv  # noqa: E402
+from market_envs.costs import CostModel  # noqa: E402
 
 EPISODE = 256
 FEATURE_SETS = {"finrl": ("close",) + FINRL_INDICATORS, "all": None}
+EVERY_COST = CostModel(
+    commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
+    spread_model="high_low", spread_window=390,
+    impact_eta=1.0, impact_window_days=1,
+    participation=0.1, borrow_rate=0.005,
+)  # fmt: skip
 
 
 def cpu_name() -> str:
@@ -78,6 +95,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="observed features: finrl = close + FinRL's 8 indicators, the content of "
                              "the FinRL env's state (default); all = the panel's 13")
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
+    parser.add_argument("--compare-costs", action="store_true",
+                        help="time the step with every cost term on against the flat-rate step (see above)")
+    parser.add_argument("--mode", choices=["shares", "weights"], default="shares", help="--compare-costs: action mode")
     return parser.parse_args(argv)
 
 
@@ -154,6 +174,77 @@ def vec_env_rate(data, num_envs: int, device: torch.device, compiled: bool, feat
     return num_envs / wall, num_envs / cpu
 
 
+def step_runner(data, num_envs: int, device: torch.device, config: EnvConfig, compiled: bool) -> Callable[[int], None]:
+    """A function that steps a warmed-up (and compiled) env `steps` times under random actions."""
+    env = StockTradingVecEnv(data, num_envs, device, config, compile=compiled)
+    env.reset(seed=0)
+    g = torch.Generator(device=device).manual_seed(0)
+    bank = [torch.rand(num_envs, data.num_tickers, generator=g, device=device) * 2 - 1 for _ in range(4)]
+    for i in range(3):
+        env.step(bank[i % 4])
+
+    def run(steps: int) -> None:
+        for i in range(steps):
+            env.step(bank[i % 4])
+
+    return run
+
+
+def alternating_times(runs: list[Callable[[int], None]], seconds: float, repeats: int, sync) -> list[float]:
+    """Median seconds per step of each runner, their timed runs alternating (one load for all)."""
+    steps = 1
+    while True:  # calibrate on the first (the cheapest) runner
+        start = time.perf_counter()
+        runs[0](steps)
+        sync()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds / 4 or steps >= 1 << 20:
+            break
+        steps *= 2
+    steps = max(1, int(steps * seconds / max(elapsed, 1e-9)))
+    times: list[list[float]] = [[] for _ in runs]
+    for _ in range(repeats):
+        for run, out in zip(runs, times):
+            start = time.perf_counter()
+            run(steps)
+            sync()
+            out.append((time.perf_counter() - start) / steps)
+    return [statistics.median(t) for t in times]
+
+
+def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
+    """The table of --compare-costs: flat-rate step vs every cost term on."""
+    env_counts = [int(x) for x in args.envs.split(",")]
+    kernels = [k.strip() for k in args.kernels.split(",")]
+    flat = EnvConfig(episode_length=EPISODE, features=FEATURE_SETS[args.features], short_selling=True,
+                     action_mode=args.mode)  # fmt: skip
+    costly = EnvConfig(**{**flat.__dict__, "costs": EVERY_COST})
+    header = (
+        f"env step, every cost term vs flat rate: torch {torch.__version__}; {cpu_name()} ({os.cpu_count()} cores, "
+        f"torch threads {torch.get_num_threads()}); {args.bars} bars, {args.mode} mode, short selling, features "
+        f"{args.features}; alternating runs, median of {args.repeats} x ~{args.seconds:g} s"
+    )
+    print(header, flush=True)
+    rows = ["| device | N | E | kernel | flat env-steps/s | every-cost env-steps/s | time ratio (target <= 1.3) |",
+            "|---|---:|---:|---|---:|---:|---:|"]
+    for n in [int(x) for x in args.tickers.split(",")]:
+        data = benchmark_panel(n, args.bars)
+        for device in devices:
+            sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+            for num_envs in env_counts:
+                for kernel in kernels:
+                    runs = [step_runner(data.to(device), num_envs, device, c, kernel == "compiled") for c in (flat, costly)]
+                    flat_time, cost_time = alternating_times(runs, args.seconds, args.repeats, sync)
+                    rows.append(f"| {device.type} | {n} | {num_envs} | {kernel} | {num_envs / flat_time:,.0f} | "
+                                f"{num_envs / cost_time:,.0f} | {cost_time / flat_time:.2f} |")  # fmt: skip
+                    print(rows[-1], flush=True)
+    table = "\n".join(rows)
+    print("\n" + header + "\n\n" + table)
+    if args.out is not None:
+        args.out.write_text(f"{header}\n\n{table}\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     torch.set_num_threads(1)
@@ -163,6 +254,8 @@ def main(argv: list[str]) -> int:
         if not torch.cuda.is_available():
             raise SystemExit("--device cuda: no CUDA device is available")
         devices.append(torch.device("cuda"))
+    if args.compare_costs:
+        return compare_costs(args, devices)
     env_counts = [int(x) for x in args.envs.split(",")]
     ticker_counts = [int(x) for x in args.tickers.split(",")]
     kernels = [k.strip() for k in args.kernels.split(",")]

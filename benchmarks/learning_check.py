@@ -27,7 +27,7 @@ book has no net market exposure, as the oracle's has none; without it per-stock 
 reached 0.41x the oracle, with it 0.94x, seed 0, benchmarks/RESULTS.md); rewards in
 basis points of the capital (``--reward-scale``, `REWARD_SCALE`); costs ``--cost`` per side, 0 by
 default, because the oracle's Sharpe is stated frictionless (it rebalances every
-bar; `python -m market_envs.data.edge` prints it at other cost levels). Training
+bar; `python benchmarks/oracle_costs.py` prints it at other cost levels). Training
 episodes are ``--episode-length`` bars from random starts.
 
 Checks printed under the table (medians over seeds):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORDER = (
+    "cli_startup",
     "data_build",
     "env_throughput",
     "backtest_speed",

@@ -17,6 +17,9 @@ the 30-bar return t-statistic, discount 0).
 
 Target (issue 10): the tournament's median test Sharpe above the single run's, and
 the ensemble's spread (interquartile range over seeds) narrower than the single run's.
+With the evidence beside it (issue 29): each side's test-period PSR and DSR (with its
+own trial count: every validation pass of every pod, or of the single run), and each
+selection's winner on validation with its DSRs and PBO.
 
     OMP_NUM_THREADS=1 python benchmarks/tournament_value.py              # 5 seeds x 2 x 3 min, ~45 min
     python benchmarks/tournament_value.py --seeds 1 --minutes 1          # a smoke run
@@ -46,6 +49,7 @@ from market_envs.data.recipes import find_recipe  # noqa: E402
 from tournament import TournamentConfig, run  # noqa: E402
 from trader.rundir import config_to_dict  # noqa: E402
 from trader.backtest import BacktestConfig, run_backtest  # noqa: E402
+from trader.backtest.runs import backtest_config, backtest_run, read_run  # noqa: E402
 from trader.train import train  # noqa: E402
 
 
@@ -87,6 +91,7 @@ def one_seed(seed: int, recipe: Path, args: argparse.Namespace, root: Path) -> d
     )  # fmt: skip
     result = run(config)
     tournament = {name: float(result.backtest.metrics.loc[name, "sharpe_ratio"]) for name in ("best", "ensemble")}
+    evidence = {name: evidence_of(result.backtest, name) for name in ("best", "ensemble")}
     pods = len(result.pods)
     single_dir = root / f"single-{seed}"
     if args.compile:  # compile anew each seed, as each tournament's new workers do (on-disk caches stay)
@@ -97,11 +102,39 @@ def one_seed(seed: int, recipe: Path, args: argparse.Namespace, root: Path) -> d
                    time_budget=seconds, compile=args.compile)  # fmt: skip
     single_seconds = time.perf_counter() - start
     scores = test_sharpes(recipe, {"single": single_dir / "checkpoints" / "best"}, rules)
+    single_report = backtest_run(single_dir, dataset=str(recipe), names=["best"], baselines=[],
+                                 config=backtest_config(read_run(single_dir), tear_sheet=False))  # fmt: skip
+    evidence["single"] = evidence_of(single_report, "best")
     row = {"seed": seed, **tournament, "single": scores["single"], "equal_weight": scores["equal_weight"],
+           "evidence": evidence,
            "pods": pods, "tournament_s": result.seconds, "single_s": single_seconds, "single_steps": single.steps,
            "best_validation": result.leaderboard.best().score, "single_validation": single.best_score}  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
+
+
+def evidence_of(result, name: str) -> dict:
+    """The test-period PSR and DSRs of strategy ``name``, and its run's selection on
+    validation (the winner's DSRs after every trial, PBO), from the backtest's evidence."""
+    row = result.evidence.get(name, {})
+    selection = result.selection or {}
+    winner = selection.get("winner") or {}
+    return {"psr": row.get("psr"), "dsr": row.get("dsr"), "dsr_null": row.get("dsr_null"), "trials": row.get("n_trials"),
+            "winner_dsr": winner.get("dsr"), "winner_dsr_null": winner.get("dsr_null"),
+            "pbo": (selection.get("pbo") or {}).get("pbo")}  # fmt: skip
+
+
+def evidence_table(rows: list[dict]) -> str:
+    """Per strategy, per seed: trials, test PSR, test DSR and DSR against zero-Sharpe
+    trials, the selection winner's validation DSRs, and PBO (n/a where undefined)."""
+    keys = ("trials", "psr", "dsr", "dsr_null", "winner_dsr", "winner_dsr_null", "pbo")
+    lines = ["| strategy | seed | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
+    for name in ("best", "ensemble", "single"):
+        for row in rows:
+            cells = [row["evidence"][name].get(k) for k in keys]
+            text = ["n/a" if c is None else (str(c) if isinstance(c, int) else f"{c:.2f}") for c in cells]
+            lines.append(f"| {name} | {row['seed']} | " + " | ".join(text) + " |")
+    return "\n".join(lines)
 
 
 def iqr(values: list[float]) -> float:
@@ -151,6 +184,10 @@ def main() -> None:
         values = [row[name] for row in rows]
         print(f"| {name} | {statistics.median(values):.2f} | {iqr(values):.2f} | {', '.join(f'{v:.2f}' for v in values)} |")
     print(f"\npods per tournament: {[r['pods'] for r in rows]}; single-run steps: {[r['single_steps'] for r in rows]}")
+    print("\nEvidence (test period: PSR, DSR with the strategy's trials; the selection on validation: the "
+          "winner's DSRs, PBO; best and ensemble share the tournament's trials, the single run has its own "
+          "validation passes):\n")  # fmt: skip
+    print(evidence_table(rows))
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
 

@@ -1,7 +1,7 @@
 """The podracer-trader dashboard: ``trader dashboard [RUNS_DIR]`` or ``streamlit run dashboards/app.py``.
 
 A Streamlit multipage app over run directories (docs/contracts.md): strategies,
-tournament, training and data. It reads only the runs folder's files
+significance (is the edge real?), tournament, training and data. It reads only the runs folder's files
 (`dashboards.runs`); the figures are plain functions (`dashboards.figures`), the
 pages in ``pages/`` arrange them.
 """
@@ -18,6 +18,7 @@ st.set_page_config(page_title="podracer-trader", layout="wide")
 
 PAGES = [
     st.Page(str(HERE / "pages" / "strategies.py"), title="Strategies", default=True),
+    st.Page(str(HERE / "pages" / "significance.py"), title="Is the edge real?"),
     st.Page(str(HERE / "pages" / "tournament.py"), title="Tournament"),
     st.Page(str(HERE / "pages" / "training.py"), title="Training"),
     st.Page(str(HERE / "pages" / "data.py"), title="Data"),

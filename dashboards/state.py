@@ -56,6 +56,7 @@ LOADERS = {
     "leaderboard": lambda folder, name: runs.load_leaderboard(folder),
     "pods": lambda folder, name: runs.load_pods(folder),
     "dataset_card": lambda folder, name: runs.load_dataset_card(folder),
+    "trials": lambda folder, name: rundir.read_trials(folder / name),
 }
 """Loader name -> function of (run folder, file name), as `_cached` calls it."""
 
@@ -84,6 +85,11 @@ def leaderboard(run: RunDir) -> dict[str, Any]:
 
 def pods(run: RunDir) -> pd.DataFrame:
     return _load("pods", run.path, rundir.PODS)
+
+
+def trials(run: RunDir) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``trials.parquet``: (trial keys, daily validation returns [trials x days])."""
+    return _load("trials", run.path, rundir.TRIALS)
 
 
 def dataset_card(run: RunDir) -> dict[str, Any]:

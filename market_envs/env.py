@@ -11,13 +11,32 @@ Timing, for one sub-environment at bar t (all prices from ``data``):
 1. The agent sees the observation at bar t, built from data at bars <= t only.
 2. Its order fills at the **open of bar t+1**, never at a price it has already seen.
    A stock whose bar t+1 is not tradable (``data.tradable``) is not traded.
-3. Sells settle first and their proceeds (less ``sell_cost``) become cash; then the
-   buys are paid. When the cash does not cover every buy plus its ``buy_cost``, all
-   buys are scaled down by one common factor, so the result never depends on the
-   order of the stocks (in ``shares`` mode the scaled buys are then rounded down to
-   whole shares).
-4. The reward is the change of the portfolio value marked at the close, from bar t
+3. With a participation cap (``EnvConfig.costs.participation``), at most that
+   fraction of bar t+1's volume fills per stock; the rest of the order is dropped.
+4. Sells settle first and their proceeds, less their costs, become cash; then the
+   buys are paid. When the cash does not cover every buy plus its costs, all buys
+   are scaled down by one common factor, so the result never depends on the order of
+   the stocks (in ``shares`` mode the scaled buys are then rounded down to whole
+   shares; see `_buys_within_cash` for the factor when costs are not linear).
+5. Costs (`market_envs.costs` states each rule): the commission (``buy_cost`` /
+   ``sell_cost`` of the value, plus ``costs``' fee per share, minimum and cap per
+   order), the half-spread and the square-root market impact, all paid in cash at the
+   fill; then, at bar t+1's close, the borrow fee of the bar on the short notional.
+   Cash never goes below 0 through a trade; only a borrow fee that the cash does not
+   cover leaves it below 0 (a debt, repaid by the next sales), which needs short
+   selling.
+6. The reward is the change of the portfolio value marked at the close, from bar t
    to bar t+1, times ``reward_scale``.
+
+``info`` of a step, every entry [E] in the data's currency unless stated: ``t`` (bar
+t+1), ``value``, ``cash``, ``holdings`` [E, N], ``turnover`` (value traded / value at
+bar t's close), ``costs`` (all paid this step) and its parts ``cost_commission``,
+``cost_spread``, ``cost_impact``, ``cost_borrow``; ``ordered_value`` (the orders at
+the fill price, after the tradable mask and the guard, before the participation cap),
+``unfilled_value`` and ``unfilled_shares`` (what the cap left unfilled; 0 without a
+cap); ``final_obs``. Every cost-table row for bar t+1 is computed at construction from
+bars <= t only ([T, N] tables, like the observation table); the participation cap
+alone reads bar t+1's volume, which decides how much fills, never what is ordered.
 
 Accounting runs in float64 (cash of 1e6 in float32 is only exact to 0.06), the
 observations are float32.
@@ -55,16 +74,17 @@ Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
   ``[-feature_clip, feature_clip]``. After the panel's features come the derived
   ``ret_tstat_{w}`` features of ``EnvConfig.return_windows`` (trailing-return
   t-statistics, see there; none by default). The whole feature part is precomputed at
-  construction as a [T, obs_dim] float32 table (T x obs_dim x 4 bytes on the device:
-  about 0.55 GB for a year of minute bars of 100 stocks; observe fewer ``features``
-  to shrink it), so a step gathers one row per sub-environment.
+  construction as a [T, obs_dim] float32 table (T x obs_dim x 4 bytes on the device,
+  so it grows with the bars, the stocks and the features observed; observe fewer
+  ``features`` to shrink it), so a step gathers one row per sub-environment.
 
 Speed: on the CPU, observations are written into buffers the env recycles once the
 caller no longer references them (see `_RecyclingBuffers`); ``compile=True`` fuses
-the accounting into a few loops (about 4x faster than eager for that part at
-E=16384, N=30) and, with fewer temporaries, avoids most of the page faults that
-glibc's malloc causes for large eager temporaries: on the CPU at large E prefer
-``compile=True``. ``benchmarks/env_throughput.py`` measures both.
+the accounting into a few loops (one pass over memory where eager makes one per
+operation) and, with fewer temporaries, avoids most of the page faults that glibc's
+malloc causes for large eager temporaries: on the CPU at large E prefer
+``compile=True``. ``benchmarks/env_throughput.py`` measures both (benchmarks/RESULTS.md,
+"Env throughput").
 """
 
 from __future__ import annotations
@@ -73,6 +93,7 @@ import functools
 import math
 import sys
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -83,7 +104,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from market_envs.data.edge import trailing_tstat
+from market_envs.costs import TRADING_DAYS, CostModel, abdi_ranaldo_half_spread, bars_per_day, impact_coefficient
+from market_envs.data.indicators import trailing_tstat
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
 
@@ -105,13 +127,23 @@ class EnvConfig:
         target portfolio, rebalanced at the fill price in **fractional** shares.
         Long only: ``w = clip(a, 0, 1)``, divided by ``sum(w)`` when that exceeds 1;
         the rest ``1 - sum(w)`` stays in cash (so all-zero actions mean all cash).
-        With short selling: ``w = a / max(1, sum |a|)`` (gross exposure at most 1).
+        With short selling: ``w = a / max(1, sum |a| / max_leverage)`` (gross exposure
+        at most ``max_leverage``).
     :param market_neutral: weights mode with short selling: the actions are first
         demeaned across the stocks, ``a - mean(a)``, so every target portfolio is
         dollar-neutral (no net market exposure), as a cross-sectional strategy is.
     :param max_shares: shares mode: the largest order per stock and step (FinRL's hmax).
-    :param buy_cost: cost rate on the value bought (0.001 = 0.1%), paid in cash.
-    :param sell_cost: cost rate on the value sold, deducted from the proceeds.
+    :param buy_cost: commission rate on the value bought (0.001 = 0.1%), paid in cash.
+    :param sell_cost: commission rate on the value sold, deducted from the proceeds.
+    :param costs: every other cost and fill term (`market_envs.costs.CostModel`: commission
+        per share, minimum and cap, half-spread, square-root market impact,
+        participation cap, borrow fee); the default charges none of them. A TOML table or
+        dict is accepted and read by `CostModel.from_mapping`.
+    :param max_leverage: weights mode with short selling: the largest gross exposure
+        ``sum |w|`` of a target portfolio, as a multiple of the portfolio value. There is
+        no margin loan (cash never goes below 0 through a trade), so exposure above 1
+        comes from short sales funding longs; above 1 needs ``short_selling=True`` and
+        weights mode.
     :param reward_scale: reward = change of portfolio value x this (1e-4 as in FinRL).
     :param episode_length: steps per episode; None runs to the end of the data. An
         episode that would pass the last bar is truncated there.
@@ -157,8 +189,21 @@ class EnvConfig:
     features: tuple[str, ...] | None = None
     feature_clip: float = 10.0
     return_windows: tuple[int, ...] = ()
+    costs: CostModel = CostModel()
+    max_leverage: float = 1.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.costs, Mapping):
+            object.__setattr__(self, "costs", CostModel.from_mapping(self.costs))
+        if not isinstance(self.costs, CostModel):
+            raise ConfigError(f"EnvConfig.costs must be a CostModel or a table of its keys, got {type(self.costs).__name__}")
+        if isinstance(self.max_leverage, bool) or not (math.isfinite(self.max_leverage) and self.max_leverage > 0):
+            raise ConfigError(f"EnvConfig.max_leverage must be a positive number, got {self.max_leverage!r}")
+        if self.max_leverage != 1.0 and not (self.action_mode == "weights" and self.short_selling):
+            raise ConfigError(
+                f"EnvConfig.max_leverage={self.max_leverage} needs action_mode='weights' with short_selling=True "
+                "(there is no margin loan: a long-only book cannot exceed 1)"
+            )
         if not (math.isfinite(self.initial_cash) and self.initial_cash > 0):
             raise ConfigError(f"EnvConfig.initial_cash must be a positive number, got {self.initial_cash}")
         if self.action_mode not in ACTION_MODES:
@@ -201,6 +246,21 @@ class EnvConfig:
             raise ConfigError("EnvConfig.market_neutral needs action_mode='weights' with short_selling=True")
 
 
+def _check_costs_against_data(costs: CostModel, data: MarketData) -> None:
+    """The cost terms that need columns the data lacks, or a per-ticker list of the wrong length."""
+    unavailable = set(data.unavailable_features)
+    lacking = [key for key in costs.needs_volume if "volume" in unavailable]
+    if lacking:
+        raise ConfigError(f"EnvConfig.costs.{lacking[0]} needs volume, which data set {data.name!r} lacks "
+                          f"(close-only data: {', '.join(data.meta.get('missing_columns', ()))} missing)")  # fmt: skip
+    if costs.spread_model == "high_low" and {"high", "low"} & unavailable:
+        raise ConfigError(f"EnvConfig.costs.spread_model='high_low' needs high and low prices, which data set "
+                          f"{data.name!r} lacks; use 'fixed' or 'per_ticker'")  # fmt: skip
+    if costs.spread_model == "per_ticker" and len(costs.spread_bps_per_ticker) != data.num_tickers:
+        raise ConfigError(f"EnvConfig.costs.spread_bps_per_ticker has {len(costs.spread_bps_per_ticker)} values; "
+                          f"data set {data.name!r} has {data.num_tickers} tickers")  # fmt: skip
+
+
 class _Tables(NamedTuple):
     """Per-bar data the step reads, precomputed on the device at construction."""
 
@@ -209,6 +269,11 @@ class _Tables(NamedTuple):
     tradable: Tensor  # bool [T, N]
     obs: Tensor  # float32 [T, obs_dim]; columns [0, 1+N) are zero, filled per step
     guard: Tensor  # bool [T], turbulence guard on (all False when disabled)
+    # the cost terms' tables (None: term off); [T, N] in float32, as the prices, which halves
+    # what a step reads (widened to float64 exactly in the step)
+    half_spread: Tensor | None  # half-spread fraction of fills at each bar; [1, N] float64 when fixed
+    impact: Tensor | None  # impact fraction per sqrt(share) of fills at each bar
+    volume: Tensor | None  # volume of each bar, for the participation cap
 
 
 class _State(NamedTuple):
@@ -235,6 +300,13 @@ class _Rules:
     market_neutral: bool
     account_low: float  # bounds of the cash and position shares in the observation
     account_high: float
+    max_leverage: float = 1.0
+    per_order_commission: bool = False  # a fee per share, a minimum or a cap: commission per order
+    commission_per_share: float = 0.0
+    commission_min: float = 0.0
+    commission_max_rate: float = 0.0  # 0: no cap
+    borrow_per_bar: float = 0.0  # the annual borrow rate x the bar's fraction of a year
+    participation: float = 1.0  # of a bar's volume, when the cap is on
 
 
 # --------------------------------------------------------------------- precompute
@@ -346,7 +418,10 @@ def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rule
         if rules.short_selling:
             if rules.market_neutral:
                 actions = actions - actions.mean(-1, keepdim=True)
-            weights = actions / actions.abs().sum(-1, keepdim=True).clamp_min(1.0)
+            gross = actions.abs().sum(-1, keepdim=True)
+            if rules.max_leverage != 1.0:
+                gross = gross / rules.max_leverage
+            weights = actions / gross.clamp_min(1.0)
         else:
             weights = actions.clamp(0.0, 1.0)
             weights = weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
@@ -363,8 +438,57 @@ def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rule
     return sells, buys
 
 
-def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, rules: _Rules):
-    """Settle sells then buys at `price`; returns cash, holdings, traded value, costs."""
+class _Market(NamedTuple):
+    """What the cost terms read at the fill bar, one row per sub-environment (None: term off)."""
+
+    half_spread: Tensor | None  # [E, N] or [1, N]
+    impact: Tensor | None  # [E, N]
+    fill_cap: Tensor | None  # [E, N], the most shares an order fills
+
+
+class _Fill(NamedTuple):
+    cash: Tensor  # [E], after the fill
+    holdings: Tensor  # [E, N]
+    traded: Tensor  # [E], value traded at the fill price
+    commission: Tensor  # [E], the cost terms paid in this fill
+    spread: Tensor
+    impact: Tensor
+    ordered: Tensor  # [E], value of the orders before the participation cap
+    unfilled_value: Tensor  # [E], value the participation cap left unfilled
+    unfilled_shares: Tensor  # [E]
+
+
+def _slippage(shares: Tensor, market: _Market) -> tuple[Tensor | None, Tensor | None]:
+    """Half-spread and impact of orders of `shares`, as fractions of the price (None: off).
+
+    Their sum is at most 1: impact is cut to ``1 - half_spread`` (a sale at a price >= 0).
+    """
+    spread, impact = market.half_spread, None
+    if market.impact is not None:
+        # sqrt of an exact 0 takes a slow path on x86 CPUs (several times the cost of the
+        # whole term); 1e-300 changes no square root of a real order and no cost (value 0)
+        impact = market.impact * torch.sqrt(shares.clamp_min(1e-300))
+        impact = torch.minimum(impact, 1.0 - spread) if spread is not None else impact.clamp_max(1.0)
+    return spread, impact
+
+
+def _order_commission(shares: Tensor, value: Tensor, rate: float, rules: _Rules) -> Tensor:
+    """Commission per order [E, N]: rate x value + fee x shares, at least the minimum and at
+    most the cap (when set); 0 for an order that does not fill."""
+    fee = value * rate
+    if rules.commission_per_share > 0:
+        fee = fee + shares * rules.commission_per_share
+    if rules.commission_min > 0:
+        fee = fee.clamp_min(rules.commission_min)
+    if rules.commission_min > 0 or rules.commission_max_rate > 0:
+        # the cap, and 0 for no order (value 0): one minimum instead of a slower torch.where
+        cap = rules.commission_max_rate if rules.commission_max_rate > 0 else 1e300
+        fee = torch.minimum(fee, value * cap)
+    return fee
+
+
+def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules) -> _Fill:
+    """Settle sells then buys at `price`, charging every cost term; see the module docstring."""
     holdings = state.holdings
     sells, buys = _orders(actions, holdings, price, state.cash, rules)
     guard = guard.unsqueeze(-1)
@@ -372,21 +496,106 @@ def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard
     buys = torch.where(guard, torch.zeros_like(buys), buys)
     sells = torch.where(tradable, sells, torch.zeros_like(sells))
     buys = torch.where(tradable, buys, torch.zeros_like(buys))
+    if market.fill_cap is not None:
+        ordered_shares = sells + buys  # a stock is bought or sold, never both
+        sells = torch.minimum(sells, market.fill_cap)
+        buys = torch.minimum(buys, market.fill_cap)
+        unfilled = ordered_shares - sells - buys
+        unfilled_value = (unfilled * price).sum(-1)
+        unfilled_shares = unfilled.sum(-1)
+    else:
+        unfilled_value = unfilled_shares = torch.zeros_like(state.cash)
 
-    sold_value = (sells * price).sum(-1)
-    sell_costs = sold_value * rules.sell_cost
-    cash = state.cash + sold_value - sell_costs
+    # sells settle first: proceeds less commission, half-spread and impact
+    sold = sells * price
+    sold_value = sold.sum(-1)
+    spread_rate, impact_rate = _slippage(sells, market)
+    sell_spread = sold * spread_rate if spread_rate is not None else None
+    sell_impact = sold * impact_rate if impact_rate is not None else None
+    if rules.per_order_commission or spread_rate is not None or impact_rate is not None:
+        # a sale never pays more commission than is left of its proceeds
+        fee = _order_commission(sells, sold, rules.sell_cost, rules) if rules.per_order_commission else sold * rules.sell_cost
+        left = sold
+        left = left - sell_spread if sell_spread is not None else left
+        left = left - sell_impact if sell_impact is not None else left
+        sell_commission = torch.minimum(fee, left).sum(-1)
+    else:  # today's flat rate, below 1: never more than the proceeds
+        sell_commission = sold_value * rules.sell_cost
+    sell_spread = sell_spread.sum(-1) if sell_spread is not None else None
+    sell_impact = sell_impact.sum(-1) if sell_impact is not None else None
+    cash = state.cash + sold_value - sell_commission
+    cash = cash - sell_spread if sell_spread is not None else cash
+    cash = cash - sell_impact if sell_impact is not None else cash
     holdings = holdings - sells
 
-    needed = (buys * price).sum(-1) * (1.0 + rules.buy_cost)
-    scale = torch.where(needed > cash, cash / needed.clamp_min(1e-300), torch.ones_like(cash))
+    # then buys; when the whole bill exceeds the cash, all buys shrink by one factor
+    buys, wanted = _buys_within_cash(buys, price, cash, market, rules)
+    bought = buys * price
+    bought_value = bought.sum(-1)
+    spread_rate, impact_rate = _slippage(buys, market)
+    if rules.per_order_commission:
+        buy_commission = _order_commission(buys, bought, rules.buy_cost, rules).sum(-1)
+    else:
+        buy_commission = bought_value * rules.buy_cost
+    zero = torch.zeros_like(cash)
+    buy_spread = (bought * spread_rate).sum(-1) if spread_rate is not None else zero
+    buy_impact = (bought * impact_rate).sum(-1) if impact_rate is not None else zero
+    spent = bought_value + buy_commission
+    if spread_rate is not None:
+        spent = spent + buy_spread
+    if impact_rate is not None:
+        spent = spent + buy_impact
+    # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
+    cash = torch.maximum(cash - spent, cash.clamp_max(0.0))
+    return _Fill(
+        cash=cash,
+        holdings=holdings + buys,
+        traded=sold_value + bought_value,
+        commission=sell_commission + buy_commission,
+        spread=buy_spread + sell_spread if sell_spread is not None else buy_spread,
+        impact=buy_impact + sell_impact if sell_impact is not None else buy_impact,
+        ordered=sold_value + wanted + unfilled_value,
+        unfilled_value=unfilled_value,
+        unfilled_shares=unfilled_shares,
+    )
+
+
+def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules) -> tuple[Tensor, Tensor]:
+    """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
+
+    The bill of the full orders (s = 1) is computed exactly. When it exceeds the cash,
+    s solves ``M + s x L = cash`` (0 when the cash does not cover M), with M the
+    minimum commissions of the orders and L their value times (1 + rate + half-spread
+    + impact of the full order) plus the fee per share: an upper bound of the bill at
+    s, since impact per share only falls as an order shrinks and each order's
+    commission is at most its minimum plus its linear part. So the scaled bill never
+    exceeds the cash, whatever the order of the stocks. Shares mode then rounds down.
+    Returns the buys and whether any spread or impact term is charged.
+    """
+    value = buys * price
+    spread_rate, impact_rate = _slippage(buys, market)
+    slippage = spread_rate
+    if impact_rate is not None:
+        slippage = impact_rate if slippage is None else slippage + impact_rate
+    wanted = value.sum(-1)
+    if slippage is None and not rules.per_order_commission:  # today's flat rate: exact and linear
+        needed = wanted * (1.0 + rules.buy_cost)
+        scale = torch.where(needed > cash, cash / needed.clamp_min(1e-300), torch.ones_like(cash))
+    else:
+        price_paid = value if slippage is None else value * (1.0 + slippage)
+        linear = price_paid + value * rules.buy_cost
+        if rules.per_order_commission:
+            linear = linear + buys * rules.commission_per_share
+            needed = (price_paid + _order_commission(buys, value, rules.buy_cost, rules)).sum(-1)
+            minimum = (buys > 0).to(value.dtype).sum(-1) * rules.commission_min
+            room = (cash - minimum).clamp_min(0.0)
+        else:
+            needed, room = linear.sum(-1), cash
+        scale = torch.where(needed > cash, room / linear.sum(-1).clamp_min(1e-300), torch.ones_like(cash))
     buys = buys * scale.unsqueeze(-1)
     if not rules.weights_mode:
         buys = torch.floor(buys)
-    bought_value = (buys * price).sum(-1)
-    buy_costs = bought_value * rules.buy_cost
-    cash = (cash - bought_value - buy_costs).clamp_min(0.0)
-    return cash, holdings + buys, sold_value + bought_value, sell_costs + buy_costs
+    return buys, wanted
 
 
 def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tensor, rules: _Rules) -> Tensor:
@@ -394,6 +603,21 @@ def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tenso
     denominator = torch.where(value.abs() > 1e-9, value, torch.ones_like(value)).unsqueeze(-1)
     shares = torch.cat([cash.unsqueeze(-1), holdings * close], dim=-1).div(denominator)
     return shares.clamp(rules.account_low, rules.account_high).float()
+
+
+def _row(table: Tensor | None, t: Tensor) -> Tensor | None:
+    """Rows `t` of a per-bar cost table, float64 [E, N]; a [1, N] table is the same every bar."""
+    if table is None or table.shape[0] == 1:
+        return table
+    return table.index_select(0, t).double()
+
+
+def _fill_cap(volume: Tensor | None, t: Tensor, rules: _Rules) -> Tensor | None:
+    """The participation cap of fills at bars `t`: participation x volume (whole shares in shares mode)."""
+    if volume is None:
+        return None
+    cap = volume.index_select(0, t).double() * rules.participation
+    return cap if rules.weights_mode else torch.floor(cap)
 
 
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
@@ -409,9 +633,21 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     guard = tables.guard.index_select(0, state.t)
     actions = actions.to(price.dtype).clamp(-1.0, 1.0)
     actions = torch.where(actions == actions, actions, torch.zeros_like(actions))  # NaN -> 0, vectorises
-    cash, holdings, traded, costs = _fill(state, actions, price, tradable, guard, rules)
+    market = _Market(
+        half_spread=_row(tables.half_spread, t1),
+        impact=_row(tables.impact, t1),
+        fill_cap=_fill_cap(tables.volume, t1, rules),
+    )
+    fill = _fill(state, actions, price, tradable, guard, market, rules)
+    holdings = fill.holdings
 
     close = tables.close.index_select(0, t1).double()
+    if rules.borrow_per_bar > 0:  # the bar's borrow fee on the short notional at the close
+        borrow = ((-holdings).clamp_min(0.0) * close).sum(-1) * rules.borrow_per_bar
+        cash = fill.cash - borrow
+    else:
+        borrow = torch.zeros_like(fill.cash)
+        cash = fill.cash
     value = cash + (holdings * close).sum(-1)
     reward = ((value - state.value) * rules.reward_scale).float()
     terminated = value <= 0.0
@@ -422,8 +658,15 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
         "value": value,
         "cash": cash,
         "holdings": holdings,
-        "turnover": traded / state.value.abs().clamp_min(1e-9),
-        "costs": costs,
+        "turnover": fill.traded / state.value.abs().clamp_min(1e-9),
+        "costs": fill.commission + fill.spread + fill.impact + borrow,
+        "cost_commission": fill.commission,
+        "cost_spread": fill.spread,
+        "cost_impact": fill.impact,
+        "cost_borrow": borrow,
+        "ordered_value": fill.ordered,
+        "unfilled_value": fill.unfilled_value,
+        "unfilled_shares": fill.unfilled_shares,
     }
 
     fresh_cash = torch.full_like(cash, rules.initial_cash)
@@ -534,6 +777,7 @@ class StockTradingVecEnv:
         if lacking:
             raise ConfigError(f"EnvConfig.features: {lacking} need columns that data set {data.name!r} lacks "
                               f"({', '.join(data.meta['missing_columns'])})")  # fmt: skip
+        _check_costs_against_data(config.costs, data)
 
         self.config = config
         self.num_envs = int(num_envs)
@@ -547,7 +791,10 @@ class StockTradingVecEnv:
         self.act_dim = self.num_stocks
         self.obs_dim = 1 + self.num_stocks * (1 + len(self.feature_names))
 
+        self.bars_per_day = bars_per_day(self.data.timestamps)
+        """Bars in a typical session of the data (1 for daily bars): a bar is 1 / (252 x this) of a year."""
         self._tables = self._build_tables()
+        costs = config.costs
         self._rules = _Rules(
             weights_mode=config.action_mode == "weights",
             max_shares=float(config.max_shares),
@@ -559,6 +806,13 @@ class StockTradingVecEnv:
             market_neutral=bool(config.market_neutral),
             account_low=-float(config.feature_clip) if config.short_selling else 0.0,
             account_high=float(config.feature_clip) if config.short_selling else 1.0,
+            max_leverage=float(config.max_leverage),
+            per_order_commission=costs.per_order_commission,
+            commission_per_share=float(costs.commission_per_share),
+            commission_min=float(costs.commission_min),
+            commission_max_rate=float(costs.commission_max_rate or 0.0),
+            borrow_per_bar=float(costs.borrow_rate) / (TRADING_DAYS * self.bars_per_day),
+            participation=float(costs.participation or 1.0),
         )
         kernel = functools.partial(_step_kernel, rules=self._rules)
         self._kernel = torch.compile(kernel, dynamic=False) if compile else kernel
@@ -605,7 +859,26 @@ class StockTradingVecEnv:
             tradable=data.tradable.to(torch.bool).contiguous(),
             obs=obs,
             guard=guard,
+            **self._cost_tables(),
         )
+
+    def _cost_tables(self) -> dict[str, Tensor | None]:
+        """The per-bar tables of `CostModel`'s terms (None for a term that is off)."""
+        data, costs = self.data, self.config.costs
+        half_spread = None
+        if costs.spread_model == "high_low":
+            half_spread = abdi_ranaldo_half_spread(
+                data.feature("high"), data.feature("low"), data.close, costs.spread_window
+            ).clamp_max(1.0).float().contiguous()
+        elif costs.has_spread:
+            bps = costs.spread_bps_per_ticker if costs.spread_model == "per_ticker" else (costs.spread_bps,) * self.num_stocks
+            half_spread = torch.tensor([bps], dtype=torch.float64, device=self.device) * 1e-4
+        impact = None
+        if costs.impact_eta > 0:
+            window = costs.impact_window_days * self.bars_per_day
+            impact = impact_coefficient(data.close, data.volume, window, costs.impact_eta).float().contiguous()
+        volume = data.volume.clamp_min(0.0).contiguous() if costs.participation is not None else None
+        return {"half_spread": half_spread, "impact": impact, "volume": volume}
 
     # ------------------------------------------------------------------ state views
     def _require_reset(self) -> _State:
@@ -680,7 +953,10 @@ class StockTradingVecEnv:
             ``t`` (bar of the new observation, before reset), ``value``, ``cash``
             (float64 [E], after the fill, marked at that bar's close), ``holdings``
             [E, N], ``turnover`` (traded value / value at the previous close),
-            ``costs`` (cash paid in costs) and ``final_obs`` [E, obs_dim].
+            ``costs`` (cash paid in costs) with its parts ``cost_commission``,
+            ``cost_spread``, ``cost_impact``, ``cost_borrow``, ``ordered_value``,
+            ``unfilled_value``, ``unfilled_shares`` (the module docstring defines
+            them) and ``final_obs`` [E, obs_dim].
         """
         state = self._require_reset()
         if actions.shape != (self.num_envs, self.act_dim):

@@ -11,11 +11,12 @@ sub-environments equal `obs`).
 MuJoCo and classic-control envs run on the host. ``vectorization="sync"`` (the
 default) steps the E environments one after another in this process;
 ``"async"`` steps each in its own worker process (gymnasium's `AsyncVectorEnv`).
-On the 2-core machine of benchmarks/RESULTS.md async is no faster for Ant-v5 (the
-pipes cost what the second core gains), so sync is the default; a many-core
-machine, where async should pay, has not been measured. Either way the host<->device copy happens once per step for
-the whole batch: actions go down in one copy; observations, rewards, flags and
-final observations come up in one copy each.
+Async adds a pipe round trip to every step and pays only where the envs' steps
+outweigh it and spare cores run them, so sync is the default;
+``benchmarks/mujoco_throughput.py`` compares the two (benchmarks/RESULTS.md,
+"Locomotion", on the reference machine). Either way the host<->device copy happens
+once per step for the whole batch: actions go down in one copy; observations,
+rewards, flags and final observations come up in one copy each.
 
 Seeding: sub-environment i is reset with ``seed + i`` at the first reset (or at any
 reset given a seed); later autoresets continue each env's own RNG, so a run is a

@@ -7,6 +7,7 @@ Built through `from_frame`, so they carry the real indicators and tradable mask
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -81,3 +82,28 @@ def _observed_mask(frame: pd.DataFrame, panel: MarketData) -> torch.Tensor:
     present = frame.assign(present=True).pivot(index="timestamp", columns="ticker", values="present")
     present = present.reindex(index=panel.timestamps, columns=list(panel.tickers))
     return torch.from_numpy(present.notna().to_numpy().copy())
+
+
+TINY_RECIPE = """
+name = "tiny-synthetic"
+description = "4 synthetic tickers over 8 sessions"
+source = "synthetic"
+interval = "1min"
+start = "2023-01-03"
+end = "2023-01-13"
+train_end = "2023-01-09"
+val_end = "2023-01-11"
+
+[synthetic]
+n_tickers = 4
+seed = 1
+"""
+"""The smallest market a run trains, validates and backtests on: 4 synthetic tickers,
+minute bars over 8 sessions (train, validation and test periods of a few days)."""
+
+
+def write_tiny_recipe(folder: Path) -> Path:
+    """`TINY_RECIPE` as ``folder/tiny.toml``; returns its path (give it as the data set)."""
+    path = Path(folder) / "tiny.toml"
+    path.write_text(TINY_RECIPE)
+    return path

@@ -1,8 +1,9 @@
 """A plain scalar reference of the market env: one sub-environment in explicit Python.
 
 Written for clarity, not speed: Python floats and loops over stocks, the rules of
-`market_envs.env` spelled out line by line. The tests step it beside the batched env
-and compare value, cash, holdings, reward and observation.
+`market_envs.env` and `market_envs.costs` spelled out line by line (the cost tables
+too, by explicit loops over past bars). The tests step it beside the batched env and
+compare value, cash, holdings, reward, every cost term and observation.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ class ReferenceEnv:
             self.mean, self.std = mean.double().cpu().numpy(), std.double().cpu().numpy()
         self.n = self.close.shape[1]
         self.turbulent = self._turbulence_flags()
+        self.volume = data.volume.double().cpu().numpy()
+        self.high = data.feature("high").double().cpu().numpy()
+        self.low = data.feature("low").double().cpu().numpy()
+        per_date: dict = {}
+        for stamp in data.timestamps:
+            per_date[stamp.date()] = per_date.get(stamp.date(), 0) + 1
+        self.bars_per_day = max(1, int(np.median(list(per_date.values()))))
 
     # ---------------------------------------------------------------- episode
     def reset(self, start: int, end: int) -> list[float]:
@@ -51,7 +59,7 @@ class ReferenceEnv:
         return value
 
     def step(self, action: list[float]) -> tuple[list[float], float, bool, bool, dict]:
-        cfg = self.config
+        cfg, costs = self.config, self.config.costs
         bar = self.t + 1  # orders fill at the next bar's open
         price = [float(p) for p in self.open[bar]]
         action = [min(1.0, max(-1.0, float(a))) for a in action]
@@ -64,27 +72,69 @@ class ReferenceEnv:
                 sells[i] = 0.0
                 buys[i] = 0.0
 
-        # sells settle first
+        # the participation cap: at most a fraction of the fill bar's volume fills
+        ordered = sum((sells[i] + buys[i]) * price[i] for i in range(self.n))
+        unfilled_value = unfilled_shares = 0.0
+        if costs.participation is not None:
+            for i in range(self.n):
+                cap = costs.participation * max(self.volume[bar, i], 0.0)
+                if cfg.action_mode == "shares":
+                    cap = math.floor(cap)
+                cut = (sells[i] - min(sells[i], cap)) + (buys[i] - min(buys[i], cap))
+                sells[i], buys[i] = min(sells[i], cap), min(buys[i], cap)
+                unfilled_shares += cut
+                unfilled_value += cut * price[i]
+
+        # sells settle first: proceeds less commission, half-spread and impact
+        commission = spread_paid = impact_paid = 0.0
         sold_value = 0.0
         for i in range(self.n):
-            sold_value += sells[i] * price[i]
+            value = sells[i] * price[i]
+            spread = value * self.half_spread(bar, i)
+            impact = value * self.impact_rate(bar, i, sells[i])
+            fee = min(self.commission(sells[i], value, cfg.sell_cost), value - spread - impact)
+            sold_value += value
+            commission += fee
+            spread_paid += spread
+            impact_paid += impact
+            self.cash += value - fee - spread - impact
             self.holdings[i] -= sells[i]
-        sell_costs = sold_value * cfg.sell_cost
-        self.cash += sold_value - sell_costs
 
-        # then buys, all scaled down by one factor when the cash is short
-        needed = sum(buys[i] * price[i] for i in range(self.n)) * (1.0 + cfg.buy_cost)
+        # then buys; when their whole bill exceeds the cash, all shrink by one factor
+        needed = linear = minimum = 0.0
+        for i in range(self.n):
+            value = buys[i] * price[i]
+            slippage = self.half_spread(bar, i) + self.impact_rate(bar, i, buys[i])
+            needed += value * (1.0 + slippage) + self.commission(buys[i], value, cfg.buy_cost)
+            linear += value * (1.0 + cfg.buy_cost + slippage) + buys[i] * costs.commission_per_share
+            if buys[i] > 0:
+                minimum += costs.commission_min
         if needed > self.cash:
-            factor = self.cash / needed
+            factor = max(self.cash - minimum, 0.0) / linear
             buys = [b * factor for b in buys]
             if cfg.action_mode == "shares":
                 buys = [math.floor(b) for b in buys]
-        bought_value = 0.0
+        bought_value = spent = 0.0
         for i in range(self.n):
-            bought_value += buys[i] * price[i]
+            value = buys[i] * price[i]
+            fee = self.commission(buys[i], value, cfg.buy_cost)
+            spread = value * self.half_spread(bar, i)
+            impact = value * self.impact_rate(bar, i, buys[i])
+            bought_value += value
+            commission += fee
+            spread_paid += spread
+            impact_paid += impact
+            spent += value + fee + spread + impact
             self.holdings[i] += buys[i]
-        buy_costs = bought_value * cfg.buy_cost
-        self.cash = max(0.0, self.cash - bought_value - buy_costs)
+        # the bill fits the cash up to rounding; a debt owed before (a borrow fee) stays
+        self.cash = max(self.cash - spent, min(self.cash, 0.0))
+
+        # the borrow fee of the bar on the short notional at its close
+        borrow = 0.0
+        for i in range(self.n):
+            if self.holdings[i] < 0:
+                borrow += -self.holdings[i] * self.close[bar, i] * costs.borrow_rate / (252 * self.bars_per_day)
+        self.cash -= borrow
 
         previous_value = self.value
         self.t = bar
@@ -95,7 +145,14 @@ class ReferenceEnv:
         info = {
             "value": self.value,
             "cash": self.cash,
-            "costs": sell_costs + buy_costs,
+            "costs": commission + spread_paid + impact_paid + borrow,
+            "cost_commission": commission,
+            "cost_spread": spread_paid,
+            "cost_impact": impact_paid,
+            "cost_borrow": borrow,
+            "ordered_value": ordered,
+            "unfilled_value": unfilled_value,
+            "unfilled_shares": unfilled_shares,
             "traded": sold_value + bought_value,
             "turnover": (sold_value + bought_value) / max(abs(previous_value), 1e-9),
         }
@@ -108,8 +165,11 @@ class ReferenceEnv:
             delta = [float(math.trunc(a * cfg.max_shares)) for a in action]
         else:
             if cfg.short_selling:
+                if cfg.market_neutral:
+                    mean = sum(action) / len(action)
+                    action = [a - mean for a in action]
                 gross = sum(abs(a) for a in action)
-                weights = [a / max(1.0, gross) for a in action]
+                weights = [a / max(1.0, gross / cfg.max_leverage) for a in action]
             else:
                 longs = [min(1.0, max(0.0, a)) for a in action]
                 weights = [w / max(1.0, sum(longs)) for w in longs]
@@ -125,6 +185,59 @@ class ReferenceEnv:
             sells.append(sell)
             buys.append(max(0.0, delta[i]))
         return sells, buys
+
+    # ---------------------------------------------------------------- costs
+    def commission(self, shares: float, value: float, rate: float) -> float:
+        """Commission of one order: rate x value + fee x shares, within [minimum, cap]; 0 if nothing fills."""
+        costs = self.config.costs
+        if shares <= 0:
+            return 0.0
+        fee = max(value * rate + shares * costs.commission_per_share, costs.commission_min)
+        if costs.commission_max_rate is not None:
+            fee = min(fee, value * costs.commission_max_rate)
+        return fee
+
+    def half_spread(self, bar: int, stock: int) -> float:
+        """The half-spread (a fraction of the price) of fills at `bar`."""
+        costs = self.config.costs
+        if costs.spread_model == "fixed":
+            return costs.spread_bps * 1e-4
+        if costs.spread_model == "per_ticker":
+            return costs.spread_bps_per_ticker[stock] * 1e-4
+        # Abdi & Ranaldo (2017) over the pairs (j, j + 1) of bars completed before `bar`
+        products = []
+        for j in range(max(bar - costs.spread_window, 1) - 1, bar - 1):
+            c = math.log(self.close[j, stock])
+            mid = 0.5 * (math.log(self.high[j, stock]) + math.log(self.low[j, stock]))
+            mid_next = 0.5 * (math.log(self.high[j + 1, stock]) + math.log(self.low[j + 1, stock]))
+            products.append(4.0 * (c - mid) * (c - mid_next))
+        if not products:
+            return 0.0
+        half_spread = min(1.0, 0.5 * math.sqrt(max(sum(products) / len(products), 0.0)))
+        return float(np.float32(half_spread))  # the env keeps its estimates in float32, as the prices
+
+    def impact_rate(self, bar: int, stock: int, shares: float) -> float:
+        """Square-root impact (a fraction of the price) of an order of `shares` filled at `bar`."""
+        costs = self.config.costs
+        if costs.impact_eta == 0:
+            return 0.0
+        window = costs.impact_window_days * self.bars_per_day
+        squared, volumes = [], []
+        for r in range(max(bar - window, 0), bar):  # the bars before `bar`
+            volumes.append(max(self.volume[r, stock], 0.0))
+            if r >= 1:
+                squared.append(math.log(self.close[r, stock] / self.close[r - 1, stock]) ** 2)
+        mean_volume = sum(volumes) / len(volumes) if volumes else 0.0
+        if not squared or mean_volume <= 0:
+            return 0.0
+        sigma_bar = math.sqrt(sum(squared) / len(squared))
+        # eta x sigma_day x sqrt(q / ADV) with sigma_day = sigma_bar sqrt(B), ADV = mean volume x B;
+        # the env keeps eta x sigma_day / sqrt(ADV) per bar and stock in float32, as the prices
+        sigma_day = sigma_bar * math.sqrt(self.bars_per_day)
+        adv = mean_volume * self.bars_per_day
+        per_root_share = float(np.float32(costs.impact_eta * sigma_day / math.sqrt(adv)))
+        impact = per_root_share * math.sqrt(shares)
+        return min(impact, 1.0 - self.half_spread(bar, stock))
 
     # ---------------------------------------------------------------- observation
     def observation(self) -> list[float]:

@@ -167,8 +167,13 @@ def test_outputs_written_to_run_dir(tmp_path: Path) -> None:
     assert report["order"] == list(result.metrics.index) and report["best"] == result.best
     assert report["period"]["days"] == 4 and report["config"]["buy_cost"] == 0.001
     markdown = (tmp_path / "report.md").read_text()
-    rows = [line for line in markdown.splitlines() if line.startswith("| ") and "Strategy" not in line]
+    metrics_table = markdown.split("## Is the edge real?")[0]
+    rows = [line for line in metrics_table.splitlines() if line.startswith("| ") and "Strategy" not in line]
     assert [r.split(" | ")[0][2:] for r in rows] == [result.strategies[n].label for n in result.metrics.index]
+    # four days are too few for any statistic: every strategy says why, in the JSON and the table
+    assert set(report["evidence"]) == set(result.metrics.index) and report["selection"] is None
+    assert all(e["psr"] is None and "only 4 daily returns" in e["reasons"]["psr"] for e in report["evidence"].values())
+    assert "no evidence: only 4 daily returns (at least 30 are needed)" in markdown
     assert "toy" in markdown and "0.10% per buy" in markdown and "Period: all" in markdown
     # One tear sheet per agent (here the policy "spy"), none for the yardsticks, even
     # when one of them has the best Sharpe.

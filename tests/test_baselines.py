@@ -32,20 +32,7 @@ from trader.cli import main as cli  # noqa: E402
 from trader.errors import UserError  # noqa: E402
 from trader.train import market_evaluator  # noqa: E402
 
-TINY_RECIPE = """
-name = "tiny-baselines"
-description = "4 synthetic tickers over 8 sessions"
-source = "synthetic"
-interval = "1min"
-start = "2023-01-03"
-end = "2023-01-13"
-train_end = "2023-01-09"
-val_end = "2023-01-11"
-
-[synthetic]
-n_tickers = 4
-seed = 1
-"""
+from market_fixtures import write_tiny_recipe  # noqa: E402
 
 TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]}
 RUN_RULES = {"buy_cost": 0.002, "sell_cost": 0.003, "episode_length": 200, "initial_cash": 500_000.0}
@@ -54,8 +41,7 @@ RUN_RULES = {"buy_cost": 0.002, "sell_cost": 0.003, "episode_length": 200, "init
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("baselines")
-    path = root / "tiny.toml"
-    path.write_text(TINY_RECIPE)
+    path = write_tiny_recipe(root)
     return path
 
 
@@ -150,6 +136,14 @@ def test_budgets() -> None:
     assert Budget(seconds=60.0).split(4) == Budget(seconds=15.0)
     with pytest.raises(UserError):
         Budget(steps=10, seconds=1.0)
+
+
+def test_a_budget_reads_as_people_write_it() -> None:
+    """The progress line `[sb3-ppo-s0] training (...)` prints the budget this way."""
+    assert str(Budget(seconds=180.04422542799995)) == "equal wall-clock: 180 s"
+    assert str(Budget(seconds=1.5)) == "equal wall-clock: 1.5 s"
+    assert str(Budget(seconds=5400.0)) == "equal wall-clock: 5,400 s"
+    assert str(Budget(steps=100_000)) == "equal env steps: 100,000 steps"
 
 
 # ----------------------------------------------------------------- FinRL's ensemble

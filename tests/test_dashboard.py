@@ -22,22 +22,9 @@ from dashboards import figures, runs
 from trader import metrics
 from trader.cli import main as cli
 
+from market_fixtures import write_tiny_recipe
+
 APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
-
-TINY_RECIPE = """
-name = "tiny-dashboard"
-description = "4 synthetic tickers over 8 sessions"
-source = "synthetic"
-interval = "1min"
-start = "2023-01-03"
-end = "2023-01-13"
-train_end = "2023-01-09"
-val_end = "2023-01-11"
-
-[synthetic]
-n_tickers = 4
-seed = 1
-"""
 
 TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]}
 TINY_OFF = {"hidden_sizes": [16], "learning_starts": 256, "iteration_steps": 256, "batch_size": 64}
@@ -53,8 +40,7 @@ def built(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("dashboard")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
-    recipe = root / "tiny.toml"
-    recipe.write_text(TINY_RECIPE)
+    recipe = write_tiny_recipe(root)
     runs_dir = root / "runs"
     trader.train.train("ppo", str(recipe), TINY_PPO, runs_dir / "ppo", steps=1024, num_envs=8, eval_every=512)
     assert cli(["backtest", str(runs_dir / "ppo"), "--dataset", str(recipe), "--no-tear-sheet"]) == 0
@@ -284,7 +270,7 @@ def test_every_page_renders_without_exceptions(built: Path) -> None:
     at = app_test(built).run()
     assert not at.exception
     assert at.dataframe and len(at.get("plotly_chart")) == 7
-    for page in ("tournament", "training", "data"):
+    for page in ("significance", "tournament", "training", "data"):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, page
         assert not at.warning, (page, [w.value for w in at.warning])
@@ -302,6 +288,22 @@ def test_the_table_shows_report_json_numbers_and_follows_the_selection(built: Pa
         assert table.loc[name, labels["max_drawdown"]] == report["metrics"][name]["max_drawdown"]
     strategies(at).set_value(["best", "equal_weight"]).run()
     assert sorted(at.dataframe[0].value.index) == ["best", "equal_weight"]
+
+
+def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_trials(built: Path) -> None:
+    at = app_test(built).run()
+    at.switch_page("pages/significance.py").run()
+    at.selectbox(key="significance_run").set_value("tour").run()
+    assert not at.exception
+    report = report_of(built / "tour")
+    labels = {s["name"]: s["label"] for s in report["strategies"]}
+    table = at.dataframe[0].value
+    assert list(table.index) == [labels[name] for name in report["order"]]
+    for name in report["order"]:
+        assert table.loc[labels[name], "sentence"] == report["evidence"][name]["sentence"]
+    assert report["selection"]["n_trials"] == len(pd.read_parquet(built / "tour" / "trials.parquet"))
+    assert any(f"({report['selection']['n_trials']} trials)" in h.value for h in at.subheader)
+    assert len(at.get("plotly_chart")) == 2  # the intervals and the trials (too few days for PBO's blocks)
 
 
 def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> None:
@@ -323,7 +325,8 @@ def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> N
 def test_an_empty_runs_folder_says_so_on_every_page(tmp_path: Path) -> None:
     at = app_test(tmp_path).run()
     assert not at.exception and any("No backtest in" in m for m in messages(at))
-    for page, text in (("tournament", "No tournament in"), ("training", "No training run in"), ("data", "No dataset.json")):
+    for page, text in (("significance", "No report.json in"), ("tournament", "No tournament in"),
+                       ("training", "No training run in"), ("data", "No dataset.json")):  # fmt: skip
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception and any(text in m for m in messages(at)), page
 

@@ -40,11 +40,11 @@ def test_field_docs_read_both_docstring_styles() -> None:
     assert field_docs(Example) == {"width": "the width, over two lines.", "height": "The height."}
 
 
-def _readme_commands(prefix: str) -> list[str]:
-    """Lines of the README's shell blocks, and its inline `code`, that start with `prefix`."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def _readme_commands(prefix: str, path: Path = ROOT / "README.md") -> list[str]:
+    """Lines of a page's shell blocks, and its inline `code`, that start with `prefix`."""
+    text = path.read_text(encoding="utf-8")
     lines = []
-    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+    for block in re.findall(r"```(?:bash|sh)?\n(.*?)```", text, re.S):
         lines += [line.split("#")[0].strip() for line in block.splitlines()]
     lines += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
     return sorted({line for line in lines if line.startswith(prefix + " ")})
@@ -82,3 +82,30 @@ def test_every_make_target_in_the_readme_exists() -> None:
     named = {line.split()[1] for line in _readme_commands("make")}
     assert {"demo", "test"} <= named
     assert named <= targets, f"README names make targets the Makefile lacks: {named - targets}"
+
+
+def _options(command: list[str]) -> set[str]:
+    """Every option name (``--x``, ``-x``) that `trader COMMAND` accepts."""
+    import typer
+
+    from trader.cli import app
+
+    node = typer.main.get_command(app)
+    for name in command:
+        node = node.commands[name]
+    return {opt for param in node.params for opt in (*param.opts, *param.secondary_opts)}
+
+
+def test_every_trader_option_in_the_docs_exists() -> None:
+    """The pages name only options the commands have (configuration.md once named
+    `trader train --set`, which never existed)."""
+    pages = [ROOT / "README.md", ROOT / "datasets" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    checked = 0
+    for page in pages:
+        for line in _readme_commands("trader", page):
+            command = _subcommand(line)
+            named = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", line))
+            unknown = named - _options(command)
+            assert not unknown, f"{page.name}: `{line}` names {sorted(unknown)}, which `trader {' '.join(command)}` lacks"
+            checked += len(named)
+    assert checked >= 10, checked

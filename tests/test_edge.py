@@ -20,13 +20,13 @@ from market_envs.data import EdgeSpec, from_frame, oracle_weights, synthetic
 from market_envs.data.edge import (
     EdgePlanter,
     cross_section_factor,
-    daily_sharpe,
     edge_layout,
     portfolio_returns,
     score_grid,
     signal_scores,
 )
 from trader.errors import ConfigError
+from trader.metrics import daily_returns, sharpe_ratio
 
 SEEDS = (0, 1, 2)
 WINDOW = ("2023-01-03", "2023-03-01")
@@ -41,7 +41,8 @@ def edged_market(strength: float, seed: int, kind) -> tuple:
 def oracle_sharpe(strength: float, seed: int, kind="mean_reversion", cost: float = 0.0) -> float:
     data, spec = edged_market(strength, seed, kind)
     weights = oracle_weights(data, spec)
-    return daily_sharpe(portfolio_returns(weights, data.close, cost), data.timestamps)
+    bars = portfolio_returns(weights, data.close, cost)  # bars[j]: the return over bar j+1
+    return float(sharpe_ratio(daily_returns(bars.numpy(), data.timestamps[1:])))
 
 
 # --------------------------------------------------------------- the spec

@@ -14,10 +14,20 @@ from market_fixtures import random_panel
 from reference_env import ReferenceEnv
 
 from market_envs import EnvConfig, StockTradingVecEnv
+from market_envs.costs import CostModel
 from market_envs.env import return_tstat_table, turbulence_index
 from trader.errors import ConfigError, UserError
 
 PANEL = random_panel(n_tickers=4, n_bars=90, seed=7, gap_prob=0.05)
+COST_KEYS = ("costs", "cost_commission", "cost_spread", "cost_impact", "cost_borrow", "ordered_value",
+             "unfilled_value", "unfilled_shares")  # fmt: skip
+EVERY_COST = CostModel(
+    commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
+    spread_model="high_low", spread_window=20,
+    impact_eta=1.0, impact_window_days=1,
+    participation=0.05, borrow_rate=0.05,
+)  # fmt: skip
+"""Every cost term on, at sizes where each one binds on PANEL (volume 100..10000 a bar)."""
 
 
 def random_actions(steps: int, num_envs: int, n: int, seed: int) -> torch.Tensor:
@@ -51,7 +61,8 @@ def run_against_reference(data, num_envs: int, config: EnvConfig, steps: int, se
             assert info["cash"][e].item() == pytest.approx(ref_info["cash"], rel=1e-9, abs=1e-6), where
             np.testing.assert_allclose(info["holdings"][e].numpy(), ref.holdings, rtol=1e-10, atol=1e-9, err_msg=where)
             assert reward[e].item() == pytest.approx(ref_reward, rel=1e-5, abs=1e-6), where
-            assert info["costs"][e].item() == pytest.approx(ref_info["costs"], rel=1e-9, abs=1e-9), where
+            for key in COST_KEYS:
+                assert info[key][e].item() == pytest.approx(ref_info[key], rel=1e-9, abs=1e-9), f"{where}, {key}"
             assert info["turnover"][e].item() == pytest.approx(ref_info["turnover"], rel=1e-9, abs=1e-12), where
             assert (bool(terminated[e]), bool(truncated[e])) == (ref_term, ref_trunc), where
             np.testing.assert_allclose(info["final_obs"][e].numpy(), ref_obs, rtol=1e-5, atol=1e-5, err_msg=where)
@@ -93,6 +104,38 @@ def test_equals_reference_with_short_selling_guard_and_costs(mode):
     env = StockTradingVecEnv(PANEL, 1, "cpu", config)
     assert env.turbulence_guard.any() and not env.turbulence_guard.all()  # the guard really acts here
     run_against_reference(PANEL, 4, config, steps=40, seed=11)
+
+
+@pytest.mark.parametrize("mode", ["shares", "weights"])
+@pytest.mark.parametrize("short_selling", [False, True])
+def test_equals_reference_with_every_cost_term(mode, short_selling):
+    leverage = 2.0 if (mode == "weights" and short_selling) else 1.0
+    config = EnvConfig(
+        action_mode=mode, short_selling=short_selling, max_leverage=leverage, buy_cost=0.001, sell_cost=0.002,
+        costs=EVERY_COST, initial_cash=20_000.0, episode_length=25, turbulence_threshold=6.0, turbulence_window=10,
+        features=("close", "rsi_30", "volume"),
+    )
+    run_against_reference(PANEL, 4, config, steps=40, seed=12)
+    # every term really acted in that run: each cost, the cap and the cash limit
+    env = StockTradingVecEnv(PANEL, 4, "cpu", config)
+    env.reset(seed=12)
+    totals = dict.fromkeys(COST_KEYS, 0.0)
+    scaled = False
+    for actions in random_actions(40, 4, PANEL.num_tickers, 12):
+        cash = env.cash.clone()
+        _, _, _, _, info = env.step(actions)
+        totals = {key: totals[key] + info[key].sum().item() for key in COST_KEYS}
+        scaled |= bool((info["cash"] < 0.02 * cash).any())
+    for key in ("cost_commission", "cost_spread", "cost_impact", "unfilled_value"):
+        assert totals[key] > 0, key
+    assert (totals["cost_borrow"] > 0) == short_selling
+    assert scaled  # the cash limit bound
+
+
+@pytest.mark.parametrize("spread", [CostModel(spread_bps=7.5), CostModel(spread_model="per_ticker", spread_bps_per_ticker=(1, 20, 0, 3.5))])
+def test_equals_reference_with_fixed_and_per_ticker_spreads(spread):
+    config = EnvConfig(action_mode="weights", costs=spread, initial_cash=30_000.0, episode_length=20)
+    run_against_reference(PANEL, 3, config, steps=25, seed=5)
 
 
 def test_full_period_mode_starts_at_first_bar_and_truncates_at_last():
@@ -266,11 +309,67 @@ def test_accounting_invariants_under_random_actions(seed, mode, buy_cost, sell_c
             assert torch.equal(held, held.round())
 
 
+@settings(max_examples=20, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    mode=st.sampled_from(["shares", "weights"]),
+    short_selling=st.booleans(),
+    cash=st.sampled_from([500.0, 20_000.0, 1_000_000.0]),
+    scale=st.sampled_from([1.0, 0.2, 1e-3]),
+    per_share=st.sampled_from([0.0, 0.005]),
+    minimum=st.sampled_from([0.0, 1.0, 50.0]),
+    spread=st.sampled_from(["fixed", "high_low"]),
+    eta=st.sampled_from([0.0, 1.0, 30.0]),
+    participation=st.sampled_from([None, 0.01, 1.0]),
+    borrow=st.sampled_from([0.0, 0.05, 2.0]),
+)
+def test_accounting_invariants_with_every_cost_term(
+    seed, mode, short_selling, cash, scale, per_share, minimum, spread, eta, participation, borrow
+):
+    """value = cash + holdings x close; every cost paid is recorded and nothing is created or lost;
+    no fill passes the participation cap; without short selling, cash and shares stay >= 0."""
+    costs = CostModel(commission_per_share=per_share, commission_min=minimum, spread_model=spread, spread_bps=5.0,
+                      spread_window=10, impact_eta=eta, impact_window_days=1, participation=participation,
+                      borrow_rate=borrow)  # fmt: skip
+    config = EnvConfig(action_mode=mode, short_selling=short_selling, buy_cost=0.001, sell_cost=0.002, costs=costs,
+                       initial_cash=cash, episode_length=8,
+                       max_leverage=2.0 if (mode == "weights" and short_selling) else 1.0)  # fmt: skip
+    env = StockTradingVecEnv(PANEL, 6, "cpu", config)
+    env.reset(seed=seed)
+    close, open_, volume = PANEL.close.double(), PANEL.open.double(), PANEL.volume.double()
+    for actions in random_actions(12, 6, PANEL.num_tickers, seed) * scale:
+        before_cash, before_holdings, t = env.cash.clone(), env.holdings.clone(), env.t.clone()
+        before_value = env.value.clone()
+        _, _, _, _, info = env.step(actions)
+        cash_now, held = info["cash"], info["holdings"]
+        marked = cash_now + (held * close[info["t"]]).sum(-1)
+        torch.testing.assert_close(info["value"], marked, rtol=1e-12, atol=1e-9)
+        parts = info["cost_commission"] + info["cost_spread"] + info["cost_impact"] + info["cost_borrow"]
+        torch.testing.assert_close(info["costs"], parts, rtol=1e-12, atol=1e-9)
+        for key in COST_KEYS:
+            assert (info[key] >= 0).all(), key
+        price = open_[t + 1]
+        traded = (held - before_holdings).abs()
+        sold = ((before_holdings - held).clamp_min(0) * price).sum(-1)
+        bought = ((held - before_holdings).clamp_min(0) * price).sum(-1)
+        torch.testing.assert_close(cash_now, before_cash + sold - bought - info["costs"], rtol=1e-9, atol=1e-6)
+        torch.testing.assert_close(info["turnover"], (sold + bought) / before_value.abs(), rtol=1e-9, atol=1e-12)
+        assert (info["unfilled_value"] <= info["ordered_value"] * (1 + 1e-12) + 1e-9).all()
+        assert (sold + bought <= info["ordered_value"] * (1 + 1e-12) + 1e-6).all()
+        if participation is not None:
+            assert (traded <= participation * volume[t + 1] + 1e-9).all()
+        if not short_selling:
+            assert (cash_now >= 0).all() and (held >= 0).all() and (info["cost_borrow"] == 0).all()
+        if mode == "shares":
+            assert torch.equal(held, held.round())
+
+
 # ------------------------------------------------------------------ no look-ahead
 
 
-def test_no_look_ahead():
-    """Perturbing every bar after k changes no observation, fill or reward up to bar k."""
+@pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
+def test_no_look_ahead(costs):
+    """Perturbing every bar after k changes no observation, fill, cost or reward up to bar k."""
     base = PANEL.with_normalization(*PANEL.fit_normalization())
     k = 50
     g = torch.Generator().manual_seed(0)
@@ -279,16 +378,17 @@ def test_no_look_ahead():
     flipped = base.tradable.clone()
     flipped[k + 1 :] = ~flipped[k + 1 :]
     future_changed = replace(base, features=base.features * noise, tradable=flipped)
-    config = EnvConfig(random_start=False, turbulence_threshold=5.0, turbulence_window=10)
+    config = EnvConfig(random_start=False, turbulence_threshold=5.0, turbulence_window=10, costs=costs,
+                       short_selling=True, initial_cash=50_000.0)  # fmt: skip
     actions = random_actions(k + 5, 2, base.num_tickers, seed=5)
     runs = []
     for data in (base, future_changed):
         env = StockTradingVecEnv(data, 2, "cpu", config)
         obs, _ = env.reset()
-        trace = [(obs, None, None, None)]
+        trace = [(obs, None, None, None, None, None)]
         for a in actions:
             obs, reward, _, _, info = env.step(a)
-            trace.append((obs, reward, info["holdings"], info["cash"]))
+            trace.append((obs, reward, info["holdings"], info["cash"], info["costs"], info["unfilled_value"]))
         runs.append(trace)
     for bar in range(k + 1):  # step `bar - 1` fills at bar's open and marks at its close
         for left, right in zip(runs[0][bar], runs[1][bar]):
@@ -418,6 +518,7 @@ def _trajectory(env: StockTradingVecEnv, actions: torch.Tensor) -> list[torch.Te
     for a in actions:
         obs, reward, terminated, truncated, info = env.step(a.to(env.device))
         out += [obs, reward, terminated, truncated, info["value"], info["holdings"], info["final_obs"]]
+        out += [info[key] for key in COST_KEYS]
     return [x.cpu() for x in out]
 
 
@@ -429,9 +530,10 @@ def _assert_same_trajectory(left, right):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
 @pytest.mark.parametrize("mode", ["shares", "weights"])
-def test_compiled_step_equals_eager(mode):
-    config = EnvConfig(action_mode=mode, episode_length=6, initial_cash=30_000.0)
+def test_compiled_step_equals_eager(mode, costs):
+    config = EnvConfig(action_mode=mode, episode_length=6, initial_cash=30_000.0, costs=costs, short_selling=costs != CostModel())
     actions = random_actions(10, 4, PANEL.num_tickers, seed=4)
     eager = _trajectory(StockTradingVecEnv(PANEL, 4, "cpu", config), actions)
     compiled = _trajectory(StockTradingVecEnv(PANEL, 4, "cpu", config, compile=True), actions)
@@ -441,9 +543,11 @@ def test_compiled_step_equals_eager(mode):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("mode", ["shares", "weights"])
-def test_cuda_equals_cpu(mode):
+@pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
+def test_cuda_equals_cpu(mode, costs):
     config = EnvConfig(
-        action_mode=mode, episode_length=6, initial_cash=30_000.0, turbulence_threshold=6.0, turbulence_window=10
+        action_mode=mode, episode_length=6, initial_cash=30_000.0, turbulence_threshold=6.0, turbulence_window=10,
+        costs=costs,
     )
     actions = random_actions(12, 8, PANEL.num_tickers, seed=8)
     cpu = StockTradingVecEnv(PANEL, 8, "cpu", config)

@@ -27,6 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # ------------------------------------------------------------------------ writes
 
 
+def test_temporaries_are_recognised_and_never_run_files(tmp_path: Path) -> None:
+    seen = []
+    rundir.write_atomic(tmp_path / "trials.parquet", lambda tmp: seen.append(tmp) or tmp.write_bytes(b"x"))
+    assert rundir.is_temporary(seen[0]) and rundir.is_temporary(rundir.stage_folder(tmp_path / "baselines" / "a"))
+    assert not rundir.is_temporary("trials.parquet") and not rundir.is_temporary("tearsheet_best.png")
+
+
 def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
     path = tmp_path / "leaderboard.json"
     rundir.write_json(path, {"entries": [1]})
@@ -163,8 +170,10 @@ def test_file_kind_matches_pods_and_refuses_strangers() -> None:
 
 
 def assert_every_file_is_documented(root: Path) -> None:
-    """Every file a run wrote into ``root`` belongs to a `rundir.FILES` entry."""
+    """Every file a run wrote into ``root`` belongs to a `rundir.FILES` entry (a
+    temporary that a killed writer left behind is not a run file)."""
     strangers = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
+                 and not any(rundir.is_temporary(part) for part in p.relative_to(root).parts)
                  and rundir.file_kind(p.relative_to(root)) is None]  # fmt: skip
     assert not strangers, f"files not in trader.rundir.FILES (and docs/contracts.md): {strangers}"
 

@@ -23,22 +23,9 @@ from tournament import TournamentConfig, run
 from test_rundir import assert_every_file_is_documented
 from tournament.leaderboard import Leaderboard
 
+from market_fixtures import write_tiny_recipe
+
 distributed = pytest.importorskip("distributed")
-
-TINY_RECIPE = """
-name = "tiny-tournament"
-description = "4 synthetic tickers over 8 sessions"
-source = "synthetic"
-interval = "1min"
-start = "2023-01-03"
-end = "2023-01-13"
-train_end = "2023-01-09"
-val_end = "2023-01-11"
-
-[synthetic]
-n_tickers = 4
-seed = 1
-"""
 
 TINY_ALGOS = {
     "ppo": {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]},
@@ -51,8 +38,7 @@ TINY_ALGOS = {
 def shared(tmp_path_factory):
     """(data dir, recipe path): one data cache for this module's workers and tests."""
     root = tmp_path_factory.mktemp("tournament")
-    recipe = root / "tiny.toml"
-    recipe.write_text(TINY_RECIPE)
+    recipe = write_tiny_recipe(root)
     return root / "data", recipe
 
 

@@ -17,6 +17,8 @@ from trader.cli import main
 from trader.errors import UserError
 from trader.train import train
 
+from market_fixtures import write_tiny_recipe
+
 TINY = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]}
 
 
@@ -204,30 +206,13 @@ def test_train_with_torch_compile(tmp_path: Path) -> None:
     torch.testing.assert_close(policy.act(obs, True), result.agent.act(obs, True))
 
 
-TINY_RECIPE = """
-name = "tiny-synthetic"
-description = "4 synthetic tickers over 8 sessions"
-source = "synthetic"
-interval = "1min"
-start = "2023-01-03"
-end = "2023-01-13"
-train_end = "2023-01-09"
-val_end = "2023-01-11"
-
-[synthetic]
-n_tickers = 4
-seed = 1
-"""
-
-
 def test_a_run_continued_from_its_checkpoint_equals_one_uninterrupted_run(tmp_path: Path) -> None:
     """PPO, same seed, on the CPU: 128 + 128 steps through init_from == 256 steps at once.
 
     Episodes of 16 bars from the first bar restart exactly at the 128-step boundary, so
     the uninterrupted run's env is where a fresh reset puts it (see trader.train's doc).
     """
-    recipe = tmp_path / "tiny.toml"
-    recipe.write_text(TINY_RECIPE)
+    recipe = write_tiny_recipe(tmp_path)
     rules = {"random_start": False, "episode_length": 16}
     common = dict(num_envs=4, seed=3, env_config=rules, eval_every=0)
 
@@ -247,8 +232,7 @@ def test_a_run_continued_from_its_checkpoint_equals_one_uninterrupted_run(tmp_pa
 
 
 def test_init_from_keeps_the_new_learning_rate_and_checks_the_algorithm(tmp_path: Path) -> None:
-    recipe = tmp_path / "tiny.toml"
-    recipe.write_text(TINY_RECIPE)
+    recipe = write_tiny_recipe(tmp_path)
     train("ppo", str(recipe), TINY, tmp_path / "parent", steps=64, num_envs=2, eval_every=0)
     parent = tmp_path / "parent" / "checkpoints" / "final"
     child = train("ppo", str(recipe), {**TINY, "learning_rate": 1e-3}, tmp_path / "child", steps=64,

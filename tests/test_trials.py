@@ -21,11 +21,12 @@ TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_s
 
 
 def daily_panel(seed: int = 3):
-    """Three random walks over 160 business days; train / validation / test at 100 / 130."""
-    frame = random_walk_frame(3, 160, seed=seed, start="2024-01-02", freq="B")
+    """Three random walks over 170 business days; train / validation / test at 100 / 135
+    (a validation pass then has 34 daily returns: enough for every statistic)."""
+    frame = random_walk_frame(3, 170, seed=seed, start="2024-01-02", freq="B")
     panel = from_frame(frame, name="walk")
     stamps = panel.timestamps
-    return replace(panel, meta={**panel.meta, "train_end": str(stamps[100].date()), "val_end": str(stamps[130].date())})
+    return replace(panel, meta={**panel.meta, "train_end": str(stamps[100].date()), "val_end": str(stamps[135].date())})
 
 
 def scramble_after(panel, when: str, seed: int = 9):
@@ -76,3 +77,31 @@ def test_trials_frame_aligns_days_and_round_trips(tmp_path: Path) -> None:
     assert list(returns.columns) == list(days)
     assert returns.iloc[0].tolist() == [0.01, -0.02, 0.0, 0.03]
     assert np.isnan(returns.iloc[1, 0]) and returns.iloc[1, 1:3].tolist() == [0.02, 0.01]
+
+
+def test_the_report_deflates_the_selected_snapshot_by_its_trials_and_judges_the_selection(tmp_path: Path) -> None:
+    from trader.backtest.engine import run_backtest
+    from trader.backtest.runs import backtest_config, contents_trials, read_run, run_selection, run_strategies
+
+    panel = daily_panel()
+    run(panel, tmp_path / "a")
+    keys, _ = rundir.read_trials(tmp_path / "a" / rundir.TRIALS)
+    contents = read_run(tmp_path / "a")
+    trials = contents_trials(contents)
+    best_step = rundir.read_json(tmp_path / "a" / "checkpoints" / "best.json")["info"]["step"]
+    assert set(trials) == {"best"} and trials["best"].count == len(keys)
+    assert keys["step"][trials["best"].winner] == best_step
+    config = backtest_config(contents, tear_sheet=False)
+    selection = run_selection(panel, trials, config, "cpu")
+    run_backtest(panel, run_strategies(contents), period="test", config=config, run_dir=tmp_path / "a",
+                 trials=trials, selection=selection)  # fmt: skip
+    report = rundir.read_json(tmp_path / "a" / "report.json")
+    assert report["evidence"]["best"]["n_trials"] == len(keys)  # selected: deflated by its trials
+    assert report["evidence"]["final"]["n_trials"] is None and report["evidence"]["equal_weight"]["n_trials"] is None
+    assert report["evidence"]["best"]["psr"] is not None  # 35 test days: enough for every statistic
+    chosen = report["selection"]
+    assert chosen["n_trials"] == len(keys) and chosen["pbo"]["n_trials"] == len(keys)
+    assert chosen["winner"]["sharpe"] == pytest.approx(keys["score"][trials["best"].winner], rel=0.05)
+    assert set(chosen["spa"]) == {"equal_weight"} and 0 <= chosen["spa"]["equal_weight"]["pvalue_consistent"] <= 1
+    markdown = (tmp_path / "a" / "report.md").read_text()
+    assert f"Selection on validation ({len(keys)} trials)" in markdown and "(SPA," in markdown

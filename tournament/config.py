@@ -19,10 +19,9 @@ DEFAULT_ALGO_CONFIGS: dict[str, dict[str, Any]] = {
 """Base configs of the off-policy pods, which train on many sub-environments: one
 gradient update per step of the 64-env vector env (``updates_per_step = 1/64`` per
 transition) instead of the algorithms' own one update per transition, which would
-make a pod of 50,000 transitions 50,000 updates (at 1/32, a SAC pod of 50,000
-transitions on the default market already took 190 s against PPO's 62 s on this
-CPU; benchmarks/tournament_scaling.py prints the median pod time per algorithm).
-A user's ``algo_configs`` entry replaces these keys."""
+make a pod of 50,000 transitions 50,000 updates and an off-policy pod far slower than
+a PPO pod of the same transitions (benchmarks/tournament_scaling.py prints the median
+pod time per algorithm). A user's ``algo_configs`` entry replaces these keys."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +81,8 @@ class TournamentConfig:
     finishes a pod waits a few milliseconds for the next, which is bred from the
     leaderboard as it is then. 2 keeps one pod queued behind each running one, but
     that pod is bred a whole pod earlier, from an older leaderboard, and the first
-    wave is all fresh pods: on benchmarks/tournament_value.py the best pod's lineage
-    was then half as deep at the same wall-clock (RESULTS.md, "Tournament value")."""
+    wave is all fresh pods, so lineages grow more slowly at the same wall-clock
+    (benchmarks/RESULTS.md, "Tournament value")."""
     device: str = "cpu"
     """Device of the pods ("cuda" is implied by ``gpus``)."""
     compile: bool = False

@@ -23,9 +23,12 @@ SECTIONS = (
     ("Env rules", "market_envs.env:EnvConfig",
      "How the market env trades, pays and rewards. Python: `EnvConfig(...)`, `trader.train(..., env_config=...)`; "
      "TOML: the `[env_config]` table of `config.toml` and `tournament.toml`."),
+    ("Cost model", "market_envs.costs:CostModel",
+     "Every cost and fill term beyond the commission rate per side: `EnvConfig(costs=CostModel(...))`; TOML: the "
+     "`[env_config.costs]` table. Named models: `market_envs.costs.cost_model(name)` (zero, flat, retail, institutional)."),
     ("PPO", "trader.agents.ppo:PPOConfig",
-     "`trader train --algo ppo --set key=value`, `trader.train('ppo', ..., config={...})`, "
-     "`[algo_configs.ppo]` of a tournament."),
+     "`trader train --algo ppo --config FILE` (a TOML file of these keys, or a run's `config.toml`), "
+     "`trader.train('ppo', ..., config={...})`, `[algo_configs.ppo]` of a tournament."),
     ("SAC", "trader.agents.sac:SACConfig",
      "`--algo sac`; the off-policy keys are shared with TD3."),
     ("TD3", "trader.agents.td3:TD3Config", "`--algo td3`."),

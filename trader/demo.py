@@ -25,17 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from market_envs.data import load
+from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE
 from trader.presets import apply_preset
 
-DEFAULT_RECIPE = "synthetic-edge-daily"
-DEFAULT_COST = 0.0005
-"""Costs per side, in training, selection and the backtest: 5 bp, what the default
-recipe's edge is built to survive."""
-POD_STEPS = 16_384
-"""Transitions per pod. On the 2-core reference machine pods of 32,768 transitions took
-55 to 75 s each on the daily recipe, so a 3-minute tournament finished 4 of them and
-bred none; at 16,384 it finishes about twice as many, and the later ones are children
-of the first (benchmarks/RESULTS.md, "make demo")."""
 POD_ENVS = 64
 SB3_ENVS = 8
 """SB3 PPO steps 8 sub-environments, as SB3 users run it with ``make_vec_env``."""
@@ -55,7 +47,7 @@ class DemoResult:
 
 
 def run_demo(
-    recipe: str = DEFAULT_RECIPE,
+    recipe: str = DEMO_RECIPE,
     run_dir: str | os.PathLike[str] = "runs/demo",
     *,
     tournament_seconds: float = 180.0,
@@ -63,9 +55,9 @@ def run_demo(
     baseline_seconds: float | None = None,
     workers: int = 2,
     algos: tuple[str, ...] = ("ppo", "sac", "td3"),
-    pod_steps: int = POD_STEPS,
+    pod_steps: int = DEMO_POD_STEPS,
     num_envs: int = POD_ENVS,
-    cost: float = DEFAULT_COST,
+    cost: float = DEMO_COST,
     seed: int = 0,
     device: str = "cpu",
     tear_sheet: bool = True,

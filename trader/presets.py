@@ -26,9 +26,8 @@ REWARD_SCALE = 1e-2
 """Reward = change of value x 1e-2: with the env's 1e6 starting cash, the bar's return in
 basis points. FinRL's 1e-4 (the env's default) makes a minute bar's reward about 0.01,
 and a critic whose initial outputs are of order 1 then drowns the advantages: on the
-default edge, per-stock PPO's explained variance was -1e6 after one iteration and its
-policy's sign wandered at random (300k steps: Sharpe -16); at 1e-2 the same run holds
-the rule's sign from 65k steps on (benchmarks/RESULTS.md)."""
+default edge per-stock PPO's policy lost the rule's sign, and at 1e-2 the same run
+holds it (benchmarks/RESULTS.md, "Why per-stock PPO lost on the default edge")."""
 
 
 def market_rules(cost: float = 0.0, episode_length: int = 390, features: tuple[str, ...] | None = (),
@@ -59,8 +58,10 @@ def market_rules(cost: float = 0.0, episode_length: int = 390, features: tuple[s
 def edge_rules(edge: dict[str, Any] | None, cost: float = 0.0, episode_length: int = 390) -> EnvConfig:
     """`market_rules` for a data set whose meta carries a planted edge (``data.meta["edge"]``):
     the agents observe the return t-statistic over the edge's horizon, and trade
-    market-neutral, as the dollar-neutral oracle does (per-stock PPO reached 0.41x the
-    oracle without it, 0.94x with it). Without an edge: a 30-bar window."""
+    market-neutral, as the dollar-neutral oracle does: the per-stock network's shared
+    terms move every stock's weight the same way, so without it the policy carries
+    market risk that the oracle does not (benchmarks/RESULTS.md, "Why per-stock PPO
+    lost on the default edge", compares both). Without an edge: a 30-bar window."""
     window = int(edge["horizon"]) if edge else 30
     return market_rules(cost, episode_length, return_windows=(window,), market_neutral=True)
 
@@ -98,8 +99,9 @@ def market_algo_config(algo: str, *, steps: int, num_envs: int, network: str = "
         }
     return {
         "network": network,
-        # (16, 16): a (64, 64) per-stock update costs 290 ms on one core, (16, 16) 54 ms,
-        # the flat (256, 256) MLP's 48 ms (benchmarks/network_speed.py --offpolicy).
+        # (16, 16): a per-stock update runs the networks once per stock, so wider layers
+        # cost N times over; (16, 16) keeps it near the flat (256, 256) MLP's cost
+        # (benchmarks/RESULTS.md, "What the per-stock network costs").
         "hidden_sizes": (16, 16) if per_stock else (256, 256),
         "gamma": 0.0,
         "batch_size": 256,
@@ -119,23 +121,21 @@ points is about 0.1 for the oracle, shared among 100 stocks; the entropy term's 
 each action's mean (``alpha x 2 tanh(u)`` per dimension) is larger than the critic's
 (about 0.001 per stock) unless alpha is about 1e-4, and the default autotuning from
 alpha = 1 (or even 1e-3) cannot get there within a few thousand updates (log alpha
-moves about lr per update). Per-stock SAC on the default edge, 512k transitions,
-seed 0: 0.09x the oracle's Sharpe with autotuning from 1e-3, 0.40x at a fixed 1e-4
-(benchmarks/RESULTS.md)."""
+moves about lr per update). benchmarks/RESULTS.md ("SAC and TD3 on the default edge")
+compares autotuning with the fixed value on the default edge."""
 
 
 TD3_MARKET = {"exploration_noise": 0.3, "critic_init_scale": 0.01}
 """TD3 on the market: exploration noise of std 0.3 on each stock's action instead of
 0.1, and twin critics whose output layer starts 100x smaller (nearly flat in the
-actions). Per-stock TD3 on the default edge, 512k transitions, seeds 0-2, validation
-Sharpe as a fraction of the oracle's (benchmarks/RESULTS.md): 0.71 / -0.09 / -0.44
-at noise 0.1, 0.62 / 0.64 / -0.58 at noise 0.3, 0.78 / 0.49 / 0.49 with both.
-benchmarks/sign_trace.py showed why a seed ended on the rule's mirror image: its
-freshly initialised critic sloped the wrong way in the actions (the correlation of
-dQ/da with the rule's book was -0.66 on seed 2 after 33k transitions), the actor
+actions). benchmarks/sign_trace.py showed why a seed could end on the rule's mirror
+image: its freshly initialised critic sloped the wrong way in the actions, the actor
 followed that slope, and the critic, fitting a per-bar edge far smaller than the
 reward's noise, had not unlearned it by the end of the budget. With a nearly flat
-initial critic the actor follows what the critic learns from the data."""
+initial critic the actor follows what the critic learns from the data; the wider
+noise explores enough of each stock's action for the critic to learn its slope.
+benchmarks/RESULTS.md ("SAC and TD3 on the default edge") has the seeds' Sharpe
+ratios under each setting."""
 
 
 PRESETS = ("market",)

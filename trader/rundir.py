@@ -135,6 +135,14 @@ def files_table() -> str:
     return "\n".join(rows)
 
 
+def is_temporary(path: str | os.PathLike[str]) -> bool:
+    """A writer's temporary (``.<name>.<random>.tmp`` from `write_atomic`,
+    ``.tmp-<name>`` / ``.old-<name>`` from `stage_folder`), which a process killed
+    mid-write leaves behind: never a run file, ignored by every reader."""
+    name = Path(path).name
+    return (name.startswith(".") and name.endswith(".tmp")) or name.startswith((".tmp-", ".old-"))
+
+
 def file_kind(relative: str | os.PathLike[str]) -> RunFile | None:
     """The `FILES` entry a path inside a run directory belongs to (None: not a run file).
 

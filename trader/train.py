@@ -330,9 +330,10 @@ def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", 
     too (`trader.baselines`).
 
     The pass is one env step per bar with a single sub-environment, so its time is the
-    step's fixed overhead (1.1 ms per bar on one core of the CI machine, 30 tickers).
-    ``compile`` runs the step kernel through ``torch.compile``: the same scores, about
-    half the time once compiled (benchmarks/validation_pass.py)."""
+    step's fixed overhead times the bars, whatever the number of tickers. ``compile``
+    runs the step kernel through ``torch.compile``: the same scores, and once compiled
+    a shorter pass (benchmarks/RESULTS.md, "Validation pass", measured by
+    benchmarks/validation_pass.py)."""
     from dataclasses import replace
 
     from market_envs.env import StockTradingVecEnv

@@ -203,21 +203,41 @@ def _timestamp_array(index: pd.DatetimeIndex) -> pa.Array:
     return pa.array(values, type=pa.timestamp("ns", tz=str(index.tz)))
 
 
+ROW_GROUP_ROWS = 1 << 20
+"""Rows (bar x ticker) per Parquet row group of a panel: writing a row group at a time
+keeps the writer's memory to one group, not a second copy of the panel."""
+
+
+def _panel_schema(data: MarketData) -> pa.Schema:
+    fields = [
+        pa.field("timestamp", pa.timestamp("ns", tz=str(data.timestamps.tz))),
+        pa.field("ticker", pa.dictionary(pa.int32(), pa.string())),
+        *(pa.field(name, pa.float32()) for name in data.feature_names),
+        pa.field("tradable", pa.bool_()),
+    ]
+    return pa.schema(fields)
+
+
 def _write_panel(folder: Path, data: MarketData, key: str, extra: dict) -> None:
-    """The three files of a panel entry, into `folder`."""
+    """The three files of a panel entry, into `folder`; the panel is written in row
+    groups of whole bars, timestamp-major, ticker-minor."""
     t, n, f = data.features.shape
-    features = data.features.detach().cpu().numpy().reshape(t * n, f)
-    ticker_codes = pa.array(np.tile(np.arange(n, dtype=np.int32), t))
-    columns = {
-        "timestamp": _timestamp_array(data.timestamps.repeat(n)),
-        "ticker": pa.DictionaryArray.from_arrays(ticker_codes, pa.array(list(data.tickers), pa.string())),
-    }
-    for j, feature in enumerate(data.feature_names):
-        columns[feature] = pa.array(np.ascontiguousarray(features[:, j]))
-    columns["tradable"] = pa.array(data.tradable.detach().cpu().numpy().reshape(-1))
-    table = pa.table(columns)
-    # one row group: each column reads back as one zero-copy array
-    pq.write_table(table, folder / "panel.parquet", row_group_size=max(1, table.num_rows), compression="snappy")
+    features = data.features.detach().cpu().numpy()
+    tradable = data.tradable.detach().cpu().numpy()
+    names = pa.array(list(data.tickers), pa.string())
+    schema = _panel_schema(data)
+    step = max(1, ROW_GROUP_ROWS // max(1, n))
+    with pq.ParquetWriter(folder / "panel.parquet", schema, compression="snappy") as writer:
+        for lo in range(0, t, step):  # loop over blocks of bars, not tickers
+            hi = min(t, lo + step)
+            block = features[lo:hi].reshape((hi - lo) * n, f)
+            columns = [
+                _timestamp_array(data.timestamps[lo:hi].repeat(n)),
+                pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(n, dtype=np.int32), hi - lo)), names),
+                *(pa.array(np.ascontiguousarray(block[:, j])) for j in range(f)),
+                pa.array(tradable[lo:hi].reshape(-1)),
+            ]
+            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
     if data.benchmark is not None:
         bench = pa.table(
             {
@@ -251,16 +271,42 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
     return table.column(name).to_numpy()
 
 
-def _interleave(columns: list[np.ndarray], block: int = 1 << 16) -> np.ndarray:
-    """Columns [R] each as one float32 array [R, F], copied in row blocks that stay in
-    cache (a whole-column strided copy per feature is several times slower)."""
-    rows = len(columns[0])
-    out = np.empty((rows, len(columns)), dtype=np.float32)
-    for lo in range(0, rows, block):  # loop over row blocks, not tickers
-        hi = min(rows, lo + block)
-        for j, column in enumerate(columns):
-            out[lo:hi, j] = column[lo:hi]
-    return out
+def _interleave_into(out: np.ndarray, columns: list[pa.Array], block: int = 1 << 16) -> None:
+    """Columns [R] (one row group's) into float32 `out` [R, F], copied in row blocks that
+    stay in cache (a whole-column strided copy per feature is several times slower)."""
+    arrays = [column.to_numpy(zero_copy_only=False) for column in columns]
+    for lo in range(0, len(out), block):  # loop over row blocks, not tickers
+        hi = min(len(out), lo + block)
+        for j, array in enumerate(arrays):
+            out[lo:hi, j] = array[lo:hi]
+
+
+def _read_rows(path: Path, t: int, n: int, names: tuple[str, ...], folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The panel file's rows, one row group at a time into preallocated arrays (so a load
+    holds the panel and one row group, not the whole table besides): features float32
+    [t x n, F], tradable [t x n], and each bar's timestamp (int64 ns) [t], the order
+    (timestamp-major, ticker-minor) checked on the way."""
+    file = pq.ParquetFile(path, read_dictionary=["ticker"])
+    if file.metadata.num_rows != t * n:
+        raise DataError(f"{folder}: panel has {file.metadata.num_rows} rows, expected {t} bars x {n} tickers")
+    features = np.empty((t * n, len(names)), dtype=np.float32)
+    tradable = np.empty(t * n, dtype=bool)
+    stamps = np.empty(t * n, dtype=np.int64)
+    start = 0
+    for group in range(file.num_row_groups):  # loop over row groups, not tickers
+        table = file.read_row_group(group, columns=["timestamp", "ticker", *names, "tradable"])
+        rows = slice(start, start + table.num_rows)
+        codes = table.column("ticker").combine_chunks().indices.to_numpy()
+        if (codes != np.arange(start, rows.stop) % max(1, n)).any():
+            raise DataError(f"{folder}: panel rows are not ordered timestamp-major, ticker-minor")
+        stamps[rows] = table.column("timestamp").combine_chunks().cast(pa.int64()).to_numpy()
+        tradable[rows] = table.column("tradable").to_numpy()
+        _interleave_into(features[rows], [table.column(name).combine_chunks() for name in names])
+        start = rows.stop
+    by_bar = stamps.reshape(t, n)
+    if (by_bar != by_bar[:, :1]).any():
+        raise DataError(f"{folder}: panel rows are not ordered timestamp-major, ticker-minor")
+    return features, tradable, by_bar[:, 0].copy()
 
 
 def _read_panel(folder: Path) -> MarketData:
@@ -270,16 +316,8 @@ def _read_panel(folder: Path) -> MarketData:
         raise DataError(f"{folder}: cache format {meta.get('format_version')}, expected {FORMAT_VERSION}; rebuild it")
     tickers, names = tuple(meta["tickers"]), tuple(meta["feature_names"])
     n, t = len(tickers), int(meta["bars"])
-    table = pq.read_table(folder / "panel.parquet", read_dictionary=["ticker"])
-    if table.num_rows != t * n:
-        raise DataError(f"{folder}: panel has {table.num_rows} rows, expected {t} bars x {n} tickers")
-    stamps = table.column("timestamp").combine_chunks().cast(pa.int64()).to_numpy().reshape(t, n)
-    codes = table.column("ticker").combine_chunks().indices.to_numpy().reshape(t, n)
-    if (stamps != stamps[:, :1]).any() or (codes != np.arange(n)).any():
-        raise DataError(f"{folder}: panel rows are not ordered timestamp-major, ticker-minor")
-    features = _interleave([_column(table, feature) for feature in names])
-    tradable = _column(table, "tradable").reshape(t, n)
-    timestamps = pd.DatetimeIndex(pd.to_datetime(stamps[:, 0], utc=True)).tz_convert(meta.get("timezone", EXCHANGE_TZ))
+    features, tradable, stamps = _read_rows(folder / "panel.parquet", t, n, names, folder)
+    timestamps = pd.DatetimeIndex(pd.to_datetime(stamps, utc=True)).tz_convert(meta.get("timezone", EXCHANGE_TZ))
     benchmark = None
     if (folder / "benchmark.parquet").is_file():
         benchmark = torch.from_numpy(_column(pq.read_table(folder / "benchmark.parquet"), "close").astype(np.float32))
@@ -291,7 +329,7 @@ def _read_panel(folder: Path) -> MarketData:
         timestamps=timestamps,
         tickers=tickers,
         features=torch.from_numpy(features.reshape(t, n, len(names))),
-        tradable=torch.from_numpy(np.ascontiguousarray(tradable, dtype=bool)),
+        tradable=torch.from_numpy(tradable.reshape(t, n)),
         feature_names=names,
         interval=meta["interval"],
         benchmark=benchmark,

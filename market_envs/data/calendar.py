@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from market_envs.data.panel import EXCHANGE_TZ
+from market_envs.data.panel import EXCHANGE_TZ, DataError
 from market_envs.errors import ConfigError
 
 CALENDAR_NAME = "XNYS"
@@ -135,3 +135,71 @@ def session_bars(start, end, interval: str = "1min") -> tuple[pd.DatetimeIndex, 
     time_of_day = (offset_min + end_min) / 2.0 / length[session]
     index = pd.DatetimeIndex(stamps, tz="UTC").tz_convert(EXCHANGE_TZ)
     return index, session, time_of_day
+
+
+OUTSIDE_SESSION = ("drop", "refuse")
+"""What to do with a vendor bar outside the regular session: drop it, or refuse the data."""
+
+
+def _session_table(first: pd.Timestamp, last: pd.Timestamp) -> pd.DataFrame:
+    """Sessions with first <= date <= last (naive dates); empty when there is none."""
+    calendar = _calendar(first.year, last.year)
+    schedule = calendar.schedule.loc[first:last, ["open", "close"]]
+    index = pd.DatetimeIndex(schedule.index.tz_localize(None) if schedule.index.tz else schedule.index)
+    return pd.DataFrame(
+        {name: schedule[name].dt.tz_convert(EXCHANGE_TZ).set_axis(index) for name in ("open", "close")}
+    )
+
+
+def to_session_bars(long: pd.DataFrame, interval: str, outside: str = "drop", source: str | None = None) -> tuple[pd.DataFrame, int]:
+    """Vendor bars (tz-aware, any zone: vendors send UTC) on the regular-session grid.
+
+    Timestamps become exchange time (America/New_York, so both daylight-saving
+    changes are the calendar's business, not ours). An intraday bar is kept when it
+    starts inside a regular session (open <= t < close, early closes and holidays
+    from `exchange_calendars`) on the interval's grid from the open; a daily bar is
+    kept when its exchange-time date is a session, and is restamped at that
+    session's open (the panel's rule, see the module docstring).
+
+    :param outside: "drop" the other bars (pre- and after-market, holidays), or
+        "refuse" them with a `DataError` naming the ticker and the timestamp.
+    :returns: (the kept bars, how many were dropped).
+    """
+    if outside not in OUTSIDE_SESSION:
+        raise ConfigError(f"outside_session {outside!r} is not one of {list(OUTSIDE_SESSION)}")
+    where = f"{source}: " if source else ""
+    if len(long) == 0:
+        return long, 0
+    stamps = pd.DatetimeIndex(long["timestamp"]).tz_convert(EXCHANGE_TZ)
+    days = stamps.tz_localize(None).normalize()
+    table = _session_table(days.min(), days.max())
+    opens = pd.DatetimeIndex(table["open"].reindex(days))
+    closes = pd.DatetimeIndex(table["close"].reindex(days))
+    is_session = ~opens.isna()
+    step = bar_minutes(interval)
+    if step is None:
+        inside = is_session
+        stamps = pd.DatetimeIndex(_choose(inside, opens, stamps))
+    else:
+        offset = (stamps - opens) / pd.Timedelta(minutes=1)
+        inside = is_session & (stamps >= opens) & (stamps < closes) & (np.mod(offset, step) == 0)
+    inside = np.asarray(inside, dtype=bool)
+    if not inside.all() and outside == "refuse":
+        first = int(np.argmin(inside))
+        day = days[first]
+        hours = "a weekend or holiday: no session" if not is_session[first] else (
+            f"the session runs {opens[first]:%H:%M}-{closes[first]:%H:%M}"
+            + ("" if step is None or step == 1 else f" in {step}-minute bars from the open")
+        )
+        raise DataError(
+            f"{where}ticker {long['ticker'].iloc[first]} at {stamps[first]}: bar outside the regular session "
+            f"on {day:%Y-%m-%d} ({hours}); set outside_session = \"drop\" to drop such bars"
+        )
+    kept = long.assign(timestamp=stamps)[inside].reset_index(drop=True)
+    return kept, int((~inside).sum())
+
+
+def _choose(mask, yes: pd.DatetimeIndex, no: pd.DatetimeIndex) -> pd.DatetimeIndex:
+    """Element-wise choice between two tz-aware indexes of one zone."""
+    values = np.where(np.asarray(mask, dtype=bool), yes.asi8, no.asi8)
+    return pd.DatetimeIndex(values.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(EXCHANGE_TZ)

@@ -59,19 +59,19 @@ Costs
 The oracle rebalances every bar and its scores change by about sqrt(2/H) of their
 size per bar, so its turnover is large: the stated Sharpe holds at zero cost only.
 `oracle_weights(..., rebalance_every=n)` holds the weights for n bars (a cheaper,
-weaker oracle). `python -m market_envs.data.edge` prints the oracle's Sharpe at
+weaker oracle). `python benchmarks/oracle_costs.py` prints the oracle's Sharpe at
 several cost levels for both.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
 
+from market_envs.data.indicators import trailing_tstat
 from market_envs.errors import ConfigError
 
 KINDS = ("mean_reversion", "momentum", "lead_lag")
@@ -279,28 +279,6 @@ class EdgePlanter:
         intra[:, self.layout.edge] += planted
 
 
-def trailing_tstat(log_returns: torch.Tensor, window: int) -> torch.Tensor:
-    """``sum(r) / sqrt(sum(r^2))`` of rows t-window+1 .. t of `log_returns` [T, N], float64.
-
-    Row 0 of `log_returns` is the unknown return of the first bar, so rows t < window
-    are 0; so is a window without movement (e.g. gap-filled bars). Cumulative sums
-    over time. The statistic the planted rule ranks, and the env's ``ret_tstat``
-    feature.
-    """
-    r = log_returns.double()
-    out = torch.zeros_like(r)
-    if window >= r.shape[0]:
-        return out
-    zero = torch.zeros_like(r[:1])
-    sum1 = torch.cat([zero, torch.cumsum(r, 0)])  # row j: returns of rows < j
-    sum2 = torch.cat([zero, torch.cumsum(r * r, 0)])
-    window_sum = sum1[window + 1 :] - sum1[1:-window]  # row t >= window: rows t-window+1 .. t
-    window_sq = sum2[window + 1 :] - sum2[1:-window]
-    flat = window_sq <= 1e-10 * sum2[-1:]  # no movement, up to the cumulative sums' rounding
-    out[window:] = torch.where(flat, 0.0, window_sum / window_sq.clamp_min(1e-300).sqrt())
-    return out
-
-
 def signal_scores(log_returns: torch.Tensor, layout: EdgeLayout, horizon: int) -> torch.Tensor:
     """The rank scores s_t [T, K] from log returns [T, N] (row t uses rows <= t).
 
@@ -375,56 +353,3 @@ def portfolio_returns(weights: torch.Tensor, close: torch.Tensor, cost: float = 
     previous = torch.cat([torch.zeros_like(weights[:1]), weights[:-2]]).double()
     turnover = (weights[:-1].double() - previous).abs().sum(dim=1)
     return gross - cost * turnover
-
-
-def daily_sharpe(bar_returns: torch.Tensor, timestamps) -> float:
-    """Annualised Sharpe of bar returns compounded to daily returns (252 days a year).
-
-    `bar_returns[j]` is the return earned over bar j+1 of `timestamps`.
-    """
-    import pandas as pd
-
-    days = pd.Index(timestamps[1:].date)
-    codes = torch.as_tensor(pd.factorize(days)[0], device=bar_returns.device)
-    growth = torch.zeros(int(codes.max()) + 1, dtype=torch.float64, device=bar_returns.device)
-    growth.index_add_(0, codes, torch.log1p(bar_returns.double()))
-    daily = torch.expm1(growth)
-    std = daily.std()
-    return float(daily.mean() / std * math.sqrt(252.0)) if std > 0 else float("nan")
-
-
-def _main() -> None:  # pragma: no cover - a report, exercised by hand
-    parser = argparse.ArgumentParser(description="Oracle Sharpe of the planted edge, by cost level.")
-    parser.add_argument("--tickers", type=int, default=100)
-    parser.add_argument("--start", default="2023-01-03")
-    parser.add_argument("--end", default="2024-01-01")
-    parser.add_argument("--interval", default="1min", help='bar interval: "1min", "Nmin", "Nh" or "1D"')
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--strength", type=float, nargs="+", default=None)
-    parser.add_argument("--kind", nargs="+", default=["mean_reversion"])
-    parser.add_argument("--horizon", type=int, default=30)
-    parser.add_argument("--costs-bp", type=float, nargs="+", default=[0.0, 0.1, 1.0, 10.0])
-    parser.add_argument("--rebalance", type=int, nargs="+", default=[1, 30, 390])
-    parser.add_argument("--long-only", action="store_true", help="the long-only oracle (no short selling)")
-    args = parser.parse_args()
-    # run as a script this file is `__main__`: use the package's own classes
-    from market_envs.data.edge import EdgeSpec, daily_sharpe, oracle_weights, portfolio_returns
-    from market_envs.data.synthetic import synthetic
-
-    torch.set_num_threads(1)
-    strengths = args.strength or [EdgeSpec().strength_sharpe]
-    side = "long-only" if args.long_only else "dollar-neutral"
-    print(f"{args.tickers} tickers {args.start}..{args.end} ({args.interval}), kind {args.kind}, horizon {args.horizon}, {side} oracle")
-    print("target  seed  rebalance  " + "  ".join(f"SR@{c:g}bp" for c in args.costs_bp))
-    for strength in strengths:
-        spec = EdgeSpec(kind=tuple(args.kind), strength_sharpe=strength, horizon=args.horizon)
-        for seed in args.seeds:
-            data = synthetic(args.tickers, args.start, args.end, seed=seed, interval=args.interval, edge=spec)
-            for every in args.rebalance:
-                w = oracle_weights(data, spec, rebalance_every=every, long_only=args.long_only)
-                row = [daily_sharpe(portfolio_returns(w, data.close, c / 1e4), data.timestamps) for c in args.costs_bp]
-                print(f"{strength:6.1f}  {seed:4d}  {every:9d}  " + "  ".join(f"{v:8.2f}" for v in row))
-
-
-if __name__ == "__main__":
-    _main()

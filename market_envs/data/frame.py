@@ -177,7 +177,9 @@ def _grid_start(close: pd.DataFrame, where: str) -> pd.Timestamp:
     return start
 
 
-def _align_benchmark(benchmark, timestamps: pd.DatetimeIndex, where: str) -> np.ndarray:
+def align_benchmark(benchmark, timestamps: pd.DatetimeIndex, where: str) -> np.ndarray:
+    """The benchmark close (a Series with tz-aware index, or a frame with timestamp and
+    close) on `timestamps`, each bar taking the last value at or before it."""
     if isinstance(benchmark, pd.DataFrame):
         bench = match_columns(benchmark, ("timestamp", "close"), source=where.rstrip(": ") or None)
         series = pd.Series(
@@ -217,8 +219,8 @@ def _pivot(long: pd.DataFrame, order: list[str]) -> dict[str, pd.DataFrame]:
     """Wide [T, N] frames of each price column over the sorted union of timestamps.
 
     NaN where a ticker has no bar. One scatter per column into a preallocated array
-    (order checks have already refused duplicate (ticker, timestamp) rows), which is
-    an order of magnitude faster than pandas' pivot on millions of rows.
+    (order checks have already refused duplicate (ticker, timestamp) rows), rather
+    than pandas' pivot, which goes through a MultiIndex and sorts the rows again.
     """
     codes, uniques = pd.factorize(long["timestamp"])
     grid = pd.DatetimeIndex(uniques)
@@ -263,7 +265,11 @@ def unadjusted_splits(close: pd.DataFrame) -> list[tuple[str, pd.Timestamp, floa
 
 
 def _warn_unadjusted_splits(close: pd.DataFrame, where: str) -> None:
-    found = unadjusted_splits(close)
+    warn_unadjusted_splits(unadjusted_splits(close), where)
+
+
+def warn_unadjusted_splits(found: list[tuple[str, pd.Timestamp, float]], where: str) -> None:
+    """One warning listing the moves `unadjusted_splits` found (none: no warning)."""
     if found:
         shown = "; ".join(f"{ticker} on {stamp.date()} (x{ratio:.2f})" for ticker, stamp, ratio in found[:5])
         more = f" and {len(found) - 5} more" if len(found) > 5 else ""
@@ -284,6 +290,7 @@ def from_frame(
     benchmark_name: str | None = None,
     source: str | None = None,
     assume_tz: str | None = None,
+    ragged: bool = False,
 ) -> MarketData:
     """Build a validated `MarketData` panel from a long OHLCV DataFrame.
 
@@ -297,6 +304,12 @@ def from_frame(
     :param benchmark_name: the benchmark's label (e.g. "QQQ").
     :param source: the file or provider, named in every error message.
     :param assume_tz: time zone for naive timestamps; without it they are refused.
+    :param ragged: let tickers begin late (years of vendor data: listings, index
+        entries). The grid then starts at the first bar of any ticker, and before a
+        ticker's first bar it holds that bar's open as a flat line with zero volume,
+        untradable (the env's observation is relative to the previous close, so the
+        flat line shows as zero returns, not as a future price level). Without it the
+        grid starts where every ticker has begun.
     """
     where = _where(source)
     if frame is None or len(frame) == 0:
@@ -318,27 +331,14 @@ def from_frame(
         order = sorted(present)
 
     wide = _pivot(long, order)
-    start = _grid_start(wide["close"], where)
-    wide = {column: w.loc[start:] for column, w in wide.items()}
+    if not ragged:
+        start = _grid_start(wide["close"], where)
+        wide = {column: w.loc[start:] for column, w in wide.items()}
     _warn_unadjusted_splits(wide["close"], where)
-    observed = wide["close"].notna()
-    close = wide["close"].ffill()
-    filled = {
-        "open": wide["open"].fillna(close),
-        "high": wide["high"].fillna(close),
-        "low": wide["low"].fillna(close),
-        "close": close,
-        "volume": wide["volume"].fillna(0.0),
-    }
-    indicators = compute_indicators(filled["high"], filled["low"], filled["close"])
-    columns = [filled[c] if c in filled else indicators[c] for c in FEATURE_NAMES]
-    features = np.stack([c.to_numpy(dtype=np.float32) for c in columns], axis=-1)
-
-    tradable = observed.to_numpy().copy()
-    tradable[: min(WARMUP_BARS, len(tradable))] = False
-    timestamps = pd.DatetimeIndex(close.index)
+    features, tradable = panel_columns(wide, ragged)
+    timestamps = pd.DatetimeIndex(wide["close"].index)
     bench = None if benchmark is None else torch.from_numpy(
-        _align_benchmark(benchmark, timestamps, where).astype(np.float32)
+        align_benchmark(benchmark, timestamps, where).astype(np.float32)
     )
     return MarketData(
         timestamps=timestamps,
@@ -351,6 +351,37 @@ def from_frame(
         name=name,
         meta={"missing_columns": list(missing)} if missing else {},
     )
+
+
+def panel_columns(wide: dict[str, pd.DataFrame], ragged: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Features float32 [T, N, F] and the tradable mask [T, N] from wide OHLCV frames
+    (NaN where a ticker has no bar): gaps filled forward from the past, indicators
+    computed causally, warm-up rows masked; see `from_frame` for `ragged`.
+
+    Every step works column by column, so a panel assembled one ticker at a time
+    (`stream.stream_panel`) is the same as one built at once.
+    """
+    observed = wide["close"].notna()
+    close = wide["close"].ffill()
+    if ragged:  # only the bars before a ticker's first are still NaN: its first open
+        close = close.fillna(wide["open"].bfill())
+    filled = {
+        "open": wide["open"].fillna(close),
+        "high": wide["high"].fillna(close),
+        "low": wide["low"].fillna(close),
+        "close": close,
+        "volume": wide["volume"].fillna(0.0),
+    }
+    indicators = compute_indicators(filled["high"], filled["low"], filled["close"])
+    columns = [filled[c] if c in filled else indicators[c] for c in FEATURE_NAMES]
+    features = np.stack([c.to_numpy(dtype=np.float32) for c in columns], axis=-1)
+    tradable = observed.to_numpy().copy()
+    tradable[: min(WARMUP_BARS, len(tradable))] = False
+    if ragged:  # a late ticker's indicators warm up over its own first bars
+        first = np.argmax(observed.to_numpy(), axis=0)
+        rows = np.arange(len(tradable))[:, None]
+        tradable &= ~((rows >= first) & (rows < first + WARMUP_BARS))
+    return features, tradable
 
 
 REQUIRED_COLUMNS = ("timestamp", "ticker", "close")

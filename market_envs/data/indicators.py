@@ -12,12 +12,17 @@ Definitions (as stockstats, which FinRL uses, defines them):
 - cci_30: (TP - SMA(TP, 30)) / (0.015 x mean absolute deviation of TP over 30), TP = (H+L+C)/3
 - dx_30: Wilder's directional movement index over 30 bars
 - close_30_sma, close_60_sma: simple moving averages of the close
+
+`trailing_tstat` is this project's own: the t-statistic of the last `window` log
+returns, the env's ``ret_tstat_{w}`` observation feature and the statistic the
+synthetic market's planted edge ranks (`market_envs.data.edge`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import torch
 
 from market_envs.data.panel import INDICATOR_NAMES
 
@@ -106,4 +111,26 @@ def compute_indicators(
         "close_60_sma": _sma(close, 60),
     }
     assert tuple(out) == INDICATOR_NAMES
+    return out
+
+
+def trailing_tstat(log_returns: torch.Tensor, window: int) -> torch.Tensor:
+    """``sum(r) / sqrt(sum(r^2))`` of rows t-window+1 .. t of `log_returns` [T, N], float64.
+
+    Row 0 of `log_returns` is the unknown return of the first bar, so rows t < window
+    are 0; so is a window without movement (e.g. gap-filled bars). Cumulative sums
+    over time. The statistic the planted rule ranks, and the env's ``ret_tstat``
+    feature.
+    """
+    r = log_returns.double()
+    out = torch.zeros_like(r)
+    if window >= r.shape[0]:
+        return out
+    zero = torch.zeros_like(r[:1])
+    sum1 = torch.cat([zero, torch.cumsum(r, 0)])  # row j: returns of rows < j
+    sum2 = torch.cat([zero, torch.cumsum(r * r, 0)])
+    window_sum = sum1[window + 1 :] - sum1[1:-window]  # row t >= window: rows t-window+1 .. t
+    window_sq = sum2[window + 1 :] - sum2[1:-window]
+    flat = window_sq <= 1e-10 * sum2[-1:]  # no movement, up to the cumulative sums' rounding
+    out[window:] = torch.where(flat, 0.0, window_sum / window_sq.clamp_min(1e-300).sqrt())
     return out

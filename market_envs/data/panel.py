@@ -241,7 +241,11 @@ class MarketData:
         mask = self.tradable.unsqueeze(-1).to(self.features.dtype)
         count = mask.sum(dim=(0, 1)).clamp_min(1.0)
         mean = (self.features * mask).sum(dim=(0, 1)) / count
-        var = (((self.features - mean) ** 2) * mask).sum(dim=(0, 1)) / count
+        # one panel-sized temporary at a time, squared and masked in place (a panel of
+        # years of minute bars is gigabytes)
+        centred = self.features - mean
+        var = centred.square_().mul_(mask).sum(dim=(0, 1)) / count
+        del centred
         return mean, var.sqrt().clamp_min(1e-8)
 
     def normalized_features(self) -> torch.Tensor:
@@ -316,4 +320,5 @@ class MarketData:
             "median_total_return": float(torch.quantile((last / first - 1.0).double(), 0.5)),
             "memory_mb": round(self.features.numel() * self.features.element_size() / 2**20, 1),
             **({"missing_columns": ",".join(self.meta["missing_columns"])} if self.meta.get("missing_columns") else {}),
+            **({"membership_changes": int(self.meta["membership"]["changes"])} if self.meta.get("membership") else {}),
         }

@@ -5,14 +5,15 @@ dates and benchmark. The schema (see datasets/README.md for the full description
 
     name = "nasdaq100-minute"          # defaults to the file name
     description = "..."
-    source = "yahoo"                   # synthetic | files | yahoo
+    source = "yahoo"                   # synthetic | files | yahoo | alpaca | polygon
     interval = "1min"
     start = "today-29d"                # ISO date/time, or "today", "today-Nd"
     end = "today"                      # exclusive
     train_end = "today-10d"            # train [start, train_end)
     val_end = "today-5d"               # validation [train_end, val_end), test [val_end, end)
     benchmark = "QQQ"                  # optional
-    tickers = ["AAPL", ...]            # the universe (yahoo, files); optional for files
+    tickers = ["AAPL", ...]            # the universe (yahoo, files, alpaca, polygon); optional for files
+    membership = "members.csv"         # or a point-in-time universe: ticker, from, to (see membership.py)
 
     [universe]                         # optional documentation of the universe
     name = "NASDAQ-100"
@@ -34,9 +35,11 @@ validates it, fits normalisation on the training period only, sets `meta`
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
+import warnings
 import tomllib
 from collections.abc import Callable
 from typing import Any
@@ -50,7 +53,7 @@ from market_envs.data.cache import DataCache, cache_key
 from market_envs.data.panel import EXCHANGE_TZ, MarketData
 from market_envs.errors import ConfigError
 
-SOURCES = ("synthetic", "files", "yahoo")
+SOURCES = ("synthetic", "files", "yahoo", "alpaca", "polygon")
 ENV_RECIPES = "PODRACER_RECIPES_PATH"
 _RELATIVE = re.compile(r"^today\s*(?:([+-])\s*(\d+)\s*d)?$")
 
@@ -111,7 +114,7 @@ class Recipe:
 
     :param name: the data set's name (file stem unless set).
     :param description: one paragraph for humans.
-    :param source: "synthetic", "files" or "yahoo".
+    :param source: "synthetic", "files", "yahoo", "alpaca" or "polygon".
     :param interval: bar length ("1min", "5min", "1D").
     :param start: first day, ISO or relative ("today-29d").
     :param end: end, exclusive.
@@ -119,8 +122,11 @@ class Recipe:
     :param val_end: end of validation, start of the test period.
     :param benchmark: benchmark symbol (e.g. "QQQ"); None for the source's default.
     :param tickers: the universe, in order; None lets the source decide.
+    :param membership: a membership file (ticker, from, to; relative to the recipe
+        file): the universe is every ticker that was a member in the window, each
+        tradable only while a member. Excludes `tickers`.
     :param universe: documentation of the universe (name, as_of, note).
-    :param options: the source's own table (`[synthetic]`, `[files]`, `[yahoo]`).
+    :param options: the source's own table (`[synthetic]`, `[files]`, `[yahoo]`, `[alpaca]`, `[polygon]`).
     :param path: the file the recipe came from, None if built in code.
     """
 
@@ -134,6 +140,7 @@ class Recipe:
     description: str = ""
     benchmark: str | None = None
     tickers: tuple[str, ...] | None = None
+    membership: str | None = None
     universe: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     path: Path | None = None
@@ -145,6 +152,10 @@ class Recipe:
         if self.tickers is not None and len(set(self.tickers)) != len(self.tickers):
             dupes = sorted({t for t in self.tickers if self.tickers.count(t) > 1})
             raise ConfigError(f"{where}: tickers listed twice: {dupes}")
+        if self.membership is not None and self.tickers is not None:
+            raise ConfigError(f"{where}: give tickers or a membership file, not both (the file names the universe)")
+        if self.membership is not None and self.source == "synthetic":
+            raise ConfigError(f"{where}: a membership file needs real tickers; source 'synthetic' has none")
 
     @property
     def top_level_keys(self) -> tuple[str, ...]:
@@ -185,11 +196,22 @@ class Recipe:
         out["path"] = None if self.path is None else str(self.path)
         return out
 
+    def membership_path(self) -> Path:
+        """The membership file, relative paths read from the recipe's folder."""
+        path = Path(str(self.membership)).expanduser()
+        if not path.is_absolute() and self.path is not None:
+            path = self.path.parent / path
+        if not path.is_file():
+            raise ConfigError(f"recipe {self.name!r}: membership file {path} does not exist")
+        return path
+
     def key(self) -> str:
         """The cache key of the resolved recipe: everything that changes the panel."""
         payload = {k: v for k, v in self.to_dict().items() if k not in ("description", "path", "universe")}
         if self.source == "files":
             payload["files"] = _files_fingerprint(self)
+        if self.membership is not None:
+            payload["membership"] = hashlib.sha256(self.membership_path().read_bytes()).hexdigest()
         return cache_key({"kind": "panel", **payload})
 
 
@@ -199,10 +221,12 @@ def _source_option_names(source: str) -> tuple[str, ...]:
         "synthetic": ("n_tickers", "seed", "edge", "model"),
         "files": ("path", "assume_tz"),
         "yahoo": ("drop_missing",),
+        "alpaca": ("feed", "outside_session", "drop_missing", "url", "retries", "backoff_s"),
+        "polygon": ("outside_session", "drop_missing", "url", "retries", "backoff_s"),
     }[source]
 
 
-_TOP_LEVEL = {"name", "description", "source", "interval", "start", "end", "train_end", "val_end", "benchmark", "tickers"}
+_TOP_LEVEL = {"name", "description", "source", "interval", "start", "end", "train_end", "val_end", "benchmark", "tickers", "membership"}
 
 
 def parse_recipe(text: str, path: Path | None = None) -> Recipe:
@@ -247,6 +271,7 @@ def parse_recipe(text: str, path: Path | None = None) -> Recipe:
         val_end=raw["val_end"],
         benchmark=raw.get("benchmark"),
         tickers=None if tickers is None else tuple(str(t) for t in tickers),
+        membership=None if raw.get("membership") is None else str(raw["membership"]),
         universe=universe,
         options=dict(raw.get(str(source), {})),
         path=path,
@@ -311,7 +336,7 @@ def _build_files(recipe: Recipe, **_) -> MarketData:
     )
 
 
-def _build_yahoo(recipe: Recipe, *, store: DataCache | None, download, progress) -> MarketData:
+def _build_yahoo(recipe: Recipe, *, store: DataCache | None, download, progress, **_) -> MarketData:
     from market_envs.data.yahoo import yahoo
 
     if not recipe.tickers:
@@ -330,7 +355,60 @@ def _build_yahoo(recipe: Recipe, *, store: DataCache | None, download, progress)
     )
 
 
-_BUILDERS = {"synthetic": _build_synthetic, "files": _build_files, "yahoo": _build_yahoo}
+VENDOR_SOURCES = ("alpaca", "polygon")
+
+
+def vendor_for(recipe: Recipe):
+    """The recipe's vendor client (alpaca or polygon); its keys are checked here, before
+    anything is printed or fetched."""
+    from market_envs.data.vendors import Backoff
+
+    options = recipe.options
+    try:
+        retries, base_s = int(options.get("retries", 5)), float(options.get("backoff_s", 1.0))
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"recipe {recipe.name!r}: [{recipe.source}] retries must be an integer and backoff_s a number of seconds"
+        ) from None
+    backoff = Backoff(retries=retries, base_s=base_s)
+    if recipe.source == "alpaca":
+        from market_envs.data.alpaca import AlpacaBars
+
+        return AlpacaBars(recipe.interval, feed=str(options.get("feed", "sip")), url=options.get("url"), backoff=backoff)
+    from market_envs.data.polygon import PolygonBars
+
+    return PolygonBars(recipe.interval, url=options.get("url"), backoff=backoff)
+
+
+def _build_vendor(recipe: Recipe, *, store: DataCache | None, progress, bar=None, vendor=None, **_) -> MarketData:
+    """alpaca or polygon: chunked, cached, resumable downloads (see `vendors.vendor_panel`)."""
+    from market_envs.data.vendors import vendor_panel
+
+    if not recipe.tickers:
+        raise ConfigError(f"recipe {recipe.name!r}: source {recipe.source!r} needs a tickers list")
+    return vendor_panel(
+        vendor or vendor_for(recipe),
+        list(recipe.tickers),
+        recipe.start,
+        recipe.end,
+        interval=recipe.interval,
+        benchmark=recipe.benchmark,
+        store=store,
+        outside_session=str(recipe.options.get("outside_session", "drop")),
+        drop_missing=bool(recipe.options.get("drop_missing", False)),
+        name=recipe.name,
+        bar=bar,
+        progress=progress,
+    )
+
+
+_BUILDERS = {
+    "synthetic": _build_synthetic,
+    "files": _build_files,
+    "yahoo": _build_yahoo,
+    "alpaca": _build_vendor,
+    "polygon": _build_vendor,
+}
 
 
 def build(
@@ -339,13 +417,33 @@ def build(
     store: DataCache | None = None,
     download: Callable | None = None,
     progress: Progress | None = None,
+    bar=None,
 ) -> MarketData:
     """Build a resolved recipe's panel from its source (no panel cache), split-checked,
-    with training-period normalisation and `meta` set."""
+    with training-period normalisation and `meta` set.
+
+    :param bar: a `chunks.DownloadBar` shown while a vendor (alpaca, polygon) downloads.
+    """
+    key_recipe, members = recipe, None
+    if recipe.membership is not None:
+        from market_envs.data.membership import members_in_window, read_membership
+
+        members = read_membership(recipe.membership_path())
+        universe = members_in_window(members, recipe.start, recipe.end)
+        if not universe:
+            raise ConfigError(f"recipe {recipe.name!r}: no ticker of {recipe.membership_path()} was a member in {recipe.start} .. {recipe.end}")
+        recipe = replace(recipe, tickers=tuple(universe), membership=None)
+    extra = {"vendor": vendor_for(recipe)} if recipe.source in VENDOR_SOURCES else {}  # keys checked first
+    if members is None:
+        _warn_survivorship(recipe)
     if progress:
         progress(f"building {recipe.name!r} from {recipe.source} ({recipe.start} .. {recipe.end}, {recipe.interval})")
-    data = _BUILDERS[recipe.source](recipe, store=store, download=download, progress=progress)
+    data = _BUILDERS[recipe.source](recipe, store=store, download=download, progress=progress, bar=bar, **extra)
     data = data.slice(recipe.start, recipe.end)
+    if members is not None:
+        from market_envs.data.membership import apply_membership
+
+        data = apply_membership(data, members, recipe.start, recipe.end, source=Path(str(key_recipe.membership)).name)
     train, _, _ = data.split(recipe.train_end, recipe.val_end)  # raises if a period is empty
     meta = {
         **data.meta,
@@ -353,7 +451,7 @@ def build(
         "val_end": recipe.val_end,
         "recipe": recipe.name,
         "source": recipe.source,
-        "recipe_key": recipe.key(),
+        "recipe_key": key_recipe.key(),
     }
     return replace(data, name=recipe.name, meta=meta, feature_mean=train.feature_mean, feature_std=train.feature_std)
 
@@ -367,6 +465,7 @@ def load(
     download: Callable | None = None,
     progress: Progress | None = None,
     device: str = "cpu",
+    bar=None,
     **overrides,
 ) -> MarketData:
     """The panel of a recipe (by name or path): from the cache, else built and cached.
@@ -378,6 +477,7 @@ def load(
     :param download: the yahoo download function (tests inject recorded responses).
     :param progress: called with one line per step, for the CLI.
     :param device: where the returned tensors live.
+    :param bar: a `chunks.DownloadBar` shown while a vendor (alpaca, polygon) downloads.
     :param overrides: recipe keys (start, end, train_end, val_end, tickers, ...) or
         source options (n_tickers, seed, path, drop_missing, ...) to replace.
     """
@@ -388,12 +488,30 @@ def load(
         if progress:
             progress(f"cache hit: {store.panel_dir(key)}")
         return store.load_panel(key, device)
-    data = build(resolved, store=store, download=download, progress=progress)
+    data = build(resolved, store=store, download=download, progress=progress, bar=bar)
     if store is not None:
         folder = store.save_panel(key, data, extra={"recipe": resolved.to_dict()})
         if progress:
             progress(f"cached: {folder}")
     return data.to(device)
+
+
+def _warn_survivorship(recipe: Recipe) -> None:
+    """Warn when a fixed ticker list is applied to a window more than a year from its date."""
+    from market_envs.data.membership import SURVIVORSHIP_DAYS, survivorship_gap
+
+    as_of = recipe.universe.get("as_of")
+    if as_of is None or recipe.tickers is None or recipe.source == "synthetic":
+        return
+    gap = survivorship_gap(as_of, recipe.start, recipe.end)
+    if gap > SURVIVORSHIP_DAYS:
+        warnings.warn(
+            f"recipe {recipe.name!r}: survivorship bias: its tickers are the universe as of {as_of}, and the "
+            f"window {recipe.start} .. {recipe.end} reaches {gap} days ({gap / 365.25:.1f} years) from that date; "
+            "firms that joined or left in between are wrong. Name a point-in-time membership file (membership = ...)",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def cached_panel_info(recipe: str | Path | Recipe, data_dir: str | Path | None = None, **overrides) -> tuple[Recipe, str, dict | None]:

@@ -31,9 +31,7 @@ tickers and bars; the GARCH update loops over sessions.
 
 from __future__ import annotations
 
-import argparse
 import math
-import time
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -312,7 +310,7 @@ def synthetic(
         raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     model = as_market_model(model)
     spec = as_edge_spec(edge)
-    frame, benchmark, layout = _generate(n_tickers, start, end, seed, interval, spec, model)
+    frame, benchmark, layout = generate_frame(n_tickers, start, end, seed, interval, spec, model)
     data = from_frame(frame, benchmark, name=name, benchmark_name=BENCHMARK_NAME, source="synthetic")
     meta = {"source": "synthetic", "seed": seed, "n_tickers": n_tickers}
     if spec is not None:
@@ -323,8 +321,10 @@ def synthetic(
     return data
 
 
-def _generate(n, start, end, seed, interval, spec, model):
-    """The long OHLCV frame, the benchmark series and the edge layout (or None)."""
+def generate_frame(n, start, end, seed, interval, spec, model):
+    """The raw market before validation: the long OHLCV frame, the benchmark series and
+    the edge layout (None without an edge). `synthetic` passes the frame through
+    `from_frame`; `benchmarks/synthetic_build.py` times the two steps apart."""
     step = bar_minutes(interval)
     stamps, session, time_of_day = session_bars(start, end, interval)
     t = len(stamps)
@@ -402,34 +402,3 @@ def _index(stamps, log_close, tick) -> pd.Series:
     """The cap-weighted index of the tickers (fixed shares), 100 at the start."""
     value = np.exp(log_close) @ tick.shares
     return pd.Series(100.0 * value / float(tick.price @ tick.shares), index=stamps, name=BENCHMARK_NAME)
-
-
-def _main() -> None:  # pragma: no cover - a timing report
-    parser = argparse.ArgumentParser(description="Time the synthetic market build.")
-    parser.add_argument("--tickers", type=int, default=100)
-    parser.add_argument("--start", default="2023-01-03")
-    parser.add_argument("--end", default="2024-01-01")
-    parser.add_argument("--edge", action="store_true", help="plant the default EdgeSpec")
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
-    spec = EdgeSpec() if args.edge else None
-    total, generate, validate = [], [], []
-    for _ in range(args.repeat):
-        began = time.perf_counter()
-        frame, benchmark, _ = _generate(args.tickers, args.start, args.end, 0, "1min", spec, MarketModel())
-        generated = time.perf_counter()
-        data = from_frame(frame, benchmark, name="synthetic", benchmark_name=BENCHMARK_NAME, source="synthetic")
-        done = time.perf_counter()
-        total.append(done - began)
-        generate.append(generated - began)
-        validate.append(done - generated)
-    print(data)
-    for label, times in (("build", total), ("  generate", generate), ("  from_frame", validate)):
-        print(f"{label} (s): {[round(s, 2) for s in times]}, median {float(np.median(times)):.2f}")
-
-
-if __name__ == "__main__":
-    _main()

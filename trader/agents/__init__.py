@@ -2,7 +2,8 @@
 
 Each algorithm module defines a module-level ``SPEC = AlgoSpec(name, config_cls,
 agent_cls, runner_cls)`` (see ``trader.agents.base``). Plugging in an algorithm is one
-entry in ``_SPEC_MODULES`` (name -> module path) plus its name in ``ALGOS``; modules
+entry in ``SPEC_MODULES`` (name -> module path) plus its name in ``ALGOS``
+(``trader.names``, light, so the CLI lists the names without importing torch); modules
 are imported lazily, so an algorithm whose module is absent fails with a clear
 ``UserError`` only when it is asked for.
 """
@@ -17,23 +18,23 @@ import torch
 from trader.agents.base import Agent, AlgoSpec, Runner
 from trader.rundir import config_from_dict
 from trader.errors import UserError
+from trader.names import ALGOS
 
-ALGOS = ("ppo", "sac", "td3")
-
-_SPEC_MODULES: dict[str, str] = {
+SPEC_MODULES: dict[str, str] = {
     "ppo": "trader.agents.ppo",
     "sac": "trader.agents.sac",
     "td3": "trader.agents.td3",
 }
+"""The registry: algorithm name -> the module that defines its ``SPEC``."""
 
-__all__ = ["ALGOS", "Agent", "AlgoSpec", "Runner", "get_spec", "make_agent", "make_config"]
+__all__ = ["ALGOS", "SPEC_MODULES", "Agent", "AlgoSpec", "Runner", "get_spec", "make_agent", "make_config"]
 
 
 def get_spec(algo: str) -> AlgoSpec:
     """The ``AlgoSpec`` of ``algo``; unknown or missing algorithms raise ``UserError``."""
-    if algo not in _SPEC_MODULES:
+    if algo not in SPEC_MODULES:
         raise UserError(f"unknown algo '{algo}'; choose one of {', '.join(ALGOS)}")
-    module_name = _SPEC_MODULES[algo]
+    module_name = SPEC_MODULES[algo]
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:

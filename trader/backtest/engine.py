@@ -31,6 +31,7 @@ from torch import Tensor
 from market_envs.data import DataError, MarketData
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader import metrics, rundir
+from trader.backtest.evidence import strategy_evidence
 from trader.backtest.periods import load_dataset, require_bars, select_period
 from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
 from trader.backtest.strategies import (
@@ -45,10 +46,8 @@ from trader.backtest.strategies import (
     PolicyPopulation,
 )
 from trader.errors import CheckpointError, ConfigError, UserError
+from trader.names import BASELINES
 from trader.rundir import config_from_dict
-
-BASELINES = ("benchmark", "equal_weight", "equal_weight_daily", "oracle")
-"""Names of the built-in baseline strategies ("oracle": data sets with a planted edge only)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -67,7 +66,8 @@ class BacktestConfig:
     :param tear_sheet: draw pyfolio's returns tear sheet of each agent (against the benchmark)
         when writing to a run directory.
     :param compile: run the envs' step kernel through ``torch.compile``: a one-off
-        compile of tens of seconds, then faster bars; worth it for long periods.
+        compile, then faster bars; worth it for long periods (benchmarks/RESULTS.md,
+        "Backtest speed").
     :param policy_env: trading rules of policies given as agents or callables
         (action mode, max_shares, features, ...); checkpoints whose sidecar holds
         an ``env_config`` use theirs. Cash, costs and the deterministic
@@ -150,6 +150,8 @@ def run_backtest(
     config: BacktestConfig | None = None,
     run_dir: str | os.PathLike[str] | None = None,
     device: torch.device | str = "cpu",
+    trials: Mapping[str, Any] | None = None,
+    selection: dict[str, Any] | None = None,
 ) -> BacktestResult:
     """Backtest policies and baselines over one period, all through the batched env.
 
@@ -171,7 +173,11 @@ def run_backtest(
     :param run_dir: when given, write `backtests/<strategy>.parquet`, report.json,
         report.md, the tear sheet and dataset.json (`MarketData.describe`) there.
     :param device: where the envs and policies run ("cpu", "cuda", ...).
-    :return: the `BacktestResult` (``.metrics``, ``.series``, ...).
+    :param trials: strategy name -> the `trader.backtest.evidence.Trials` it was
+        selected from: its evidence then carries the deflated Sharpe ratio.
+    :param selection: the run's selection statistics (`evidence.selection_evidence`),
+        carried into the report as they are.
+    :return: the `BacktestResult` (``.metrics``, ``.series``, ``.evidence``, ...).
     """
     config = config or BacktestConfig()
     device = torch.device(device)
@@ -185,6 +191,7 @@ def run_backtest(
     groups = _build_groups(panel, policies or {}, chosen, config, device, oracle)
     records = _simulate(groups, panel.timestamps, config.record_positions, device)
     result = _assemble(panel, period_name, groups, records, config)
+    result = replace(result, evidence=strategy_evidence(result.daily_returns, trials), selection=selection)
     if run_dir is not None:
         from trader.backtest.report import write_report
 

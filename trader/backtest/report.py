@@ -75,15 +75,59 @@ def table_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def plain_table(result: BacktestResult) -> str:
-    """The metrics table as aligned plain text (for pipes and logs)."""
-    header, rows = table_rows(result)
+EVIDENCE_HEADER = ["Strategy", "Sharpe", "95% interval", "PSR", "Trials", "DSR", "DSR vs 0-Sharpe trials", "Verdict"]
+
+
+def evidence_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the evidence table (in the metrics table's order): the
+    Sharpe ratio's 95% interval (stationary bootstrap), PSR, the trials a selected
+    strategy was chosen from, its DSR (V[SR] from the trials' Sharpe ratios, Bailey and
+    López de Prado) and its DSR against as many zero-Sharpe trials, and the verdict
+    (docs/reading-results.md)."""
+    labels = result.labels()
+    rows = []
+    for name in result.metrics.index:
+        row = result.evidence.get(str(name))
+        if row is None:
+            continue
+        interval = row.get("interval_bootstrap")
+        rows.append([labels.get(name, name), _ratio(row.get("sharpe")),
+                     "n/a" if interval is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]",
+                     _ratio(row.get("psr")), "-" if row.get("n_trials") is None else str(row["n_trials"]),
+                     *((_ratio(row.get("dsr")), _ratio(row.get("dsr_null"))) if row.get("n_trials") is not None else ("-", "-")),
+                     row["sentence"]])  # fmt: skip
+    return list(EVIDENCE_HEADER), rows
+
+
+def selection_lines(result: BacktestResult) -> list[str]:
+    """The selection's sentences: the validation winner after all trials, PBO, SPA."""
+    from trader.backtest.evidence import sentences
+
+    return sentences({}, result.selection, result.labels()) if result.selection else []
+
+
+def _ratio(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def aligned(header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
+    """Rows as aligned plain text (for pipes and logs): columns in ``left`` to the left."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def plain_table(result: BacktestResult) -> str:
+    """The metrics table, then the evidence table and the selection's sentences, as aligned plain text."""
+    text = aligned(*table_rows(result))
+    header, rows = evidence_rows(result)
+    if rows:
+        text += "\n\n" + aligned(header, rows, left=(0, len(header) - 1))
+    lines = selection_lines(result)
+    return text + ("\n\n" + "\n".join(lines) if lines else "")
 
 
 def context_lines(result: BacktestResult) -> list[str]:
@@ -111,6 +155,20 @@ def markdown_report(result: BacktestResult) -> str:
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     lines.extend("| " + " | ".join(r) + " |" for r in rows)
     lines.extend(["", f"Best by Sharpe ratio: {result.labels()[result.best]}.", ""])
+    header, rows = evidence_rows(result)
+    if rows:
+        lines.extend(["## Is the edge real?", "",
+                      "Sharpe ratio with its 95% interval (stationary bootstrap), PSR (probability that the "
+                      "true Sharpe is above 0), and for a strategy selected among trials its deflated Sharpe "
+                      "ratio (DSR); on the test period the DSR is conservative. How to read them: "
+                      "docs/reading-results.md.", ""])  # fmt: skip
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
+        lines.extend("| " + " | ".join(r) + " |" for r in rows)
+        lines.append("")
+    selection = selection_lines(result)
+    if selection:
+        lines.extend(["The selection, on the validation period:", "", *(f"- {text}" for text in selection), ""])
     trained = [s for s in result.strategies.values() if s.training]
     if trained:
         lines.extend(["Baseline libraries, as trained:", ""])
@@ -153,6 +211,8 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
             str(name): {column: _json_number(value) for column, value in row.items()}
             for name, row in result.metrics.iterrows()
         },
+        "evidence": result.evidence,
+        "selection": result.selection,
     }
 
 

@@ -76,6 +76,10 @@ class BacktestResult:
     :param files: what was written where (empty when nothing was written).
     :param missing_columns: source columns the data lacked (close-only data), filled
         from the close; orders then fill at the next bar's close.
+    :param evidence: strategy name -> `trader.stats.strategy_evidence` of its daily
+        returns (interval, PSR, and the DSR of a strategy selected among trials).
+    :param selection: the run's selection on its validation period
+        (`trader.backtest.evidence.selection_evidence`), or None.
     """
 
     metrics: pd.DataFrame
@@ -90,6 +94,8 @@ class BacktestResult:
     config: dict[str, Any]
     files: dict[str, Path] = field(default_factory=dict)
     missing_columns: tuple[str, ...] = ()
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    selection: dict[str, Any] | None = None
 
     @property
     def best(self) -> str:

@@ -156,8 +156,37 @@ def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None,
     data = load_dataset(recipe)
     strategies = trading_in(strategies, select_period(data, period)[0].timestamps[0])
     config = config or backtest_config(contents)
+    trials = contents_trials(contents)
+    selection = run_selection(data, trials, config, device) if period != "validation" else None
     return run_backtest(data, strategies, baselines=baselines, period=period, config=config,
-                        run_dir=run_dir, device=device)  # fmt: skip
+                        run_dir=run_dir, device=device, trials=trials, selection=selection)  # fmt: skip
+
+
+def contents_trials(contents: RunContents) -> dict[str, Any]:
+    """Strategy name -> the trials it was selected from (`trader.backtest.evidence.run_trials`)."""
+    from trader.backtest.evidence import run_trials
+
+    best = contents.checkpoints.get("best")
+    best_pod = best.parent.parent.name if contents.kind == "tournament" and best is not None else None
+    return run_trials(contents.run_dir, contents.kind, best_pod, contents.baselines)
+
+
+def run_selection(data: Any, trials: dict[str, Any], config: Any, device: str) -> dict[str, Any] | None:
+    """The selection statistics of the run's own trials (``best``'s), on the validation
+    period: the yardsticks (equal-weight, the benchmark) are backtested there for SPA."""
+    from dataclasses import replace
+
+    from trader.backtest.engine import run_backtest
+    from trader.backtest.evidence import selection_evidence
+
+    chosen = trials.get("best")
+    if chosen is None or chosen.returns is None:
+        return None
+    yardsticks = [b for b in ("equal_weight", "benchmark") if b != "benchmark" or data.benchmark is not None]
+    plain = replace(config, tear_sheet=False)
+    validation = run_backtest(data, {}, baselines=yardsticks, period="validation", config=plain, device=device)
+    daily = validation.daily_returns
+    return selection_evidence(chosen, {name: daily[name] for name in yardsticks if name in daily.columns})
 
 
 def trading_in(strategies: dict[str, Any], start: Any) -> dict[str, Any]:

@@ -30,6 +30,13 @@ class Budget:
         """How learners are compared: "equal env steps" or "equal wall-clock"."""
         return "equal env steps" if self.steps is not None else "equal wall-clock"
 
+    def __str__(self) -> str:
+        """The budget for people: "equal env steps: 100,000 steps", "equal wall-clock: 180 s"."""
+        if self.steps is not None:
+            return f"{self.terms}: {self.steps:,} steps"
+        shown = f"{self.seconds:,.0f}" if self.seconds >= 10 else f"{self.seconds:.2g}"
+        return f"{self.terms}: {shown} s"
+
     def split(self, parts: int) -> Budget:
         """This budget shared equally by `parts` learners (FinRL's windows x learners)."""
         if self.steps is not None:

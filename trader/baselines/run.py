@@ -185,7 +185,7 @@ def _train_one(library: str, algo: str, seed: int, data: Any, recipe: str, rules
     name = folder_name(library, algo, seed)
     staged = staging(root, name)
     started = time.perf_counter()
-    say(f"[{name}] training ({budget.terms}: {budget.steps or budget.seconds} {'steps' if budget.steps else 's'})")
+    say(f"[{name}] training ({budget})")
     common = {
         "library": library, "algo": algo, "seed": seed, "dataset": recipe,
         "env_config": config_to_dict(rules), "budget": budget.as_dict(),

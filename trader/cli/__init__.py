@@ -8,6 +8,7 @@ command with exit code 2 and a one-line message, never a traceback.
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -24,7 +25,7 @@ app = typer.Typer(
 
 @app.callback(invoke_without_command=True)
 def _root(
-    version: bool = typer.Option(False, "--version", help="Print the library version and exit."),
+    version: Annotated[bool, typer.Option("--version", help="Print the library version and exit.")] = False,
 ) -> None:
     """podracer-trader: market data, training, tournaments, backtests and the dashboard."""
     if version:

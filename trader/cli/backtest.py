@@ -14,15 +14,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from trader.backtest import BASELINES, run_backtest
-from trader.backtest.runs import RunContents, backtest_config, read_run, run_strategies, trading_in
-from trader.backtest.report import context_lines, plain_table, report_dict, table_rows
 from trader.cli import app
 from trader.errors import CheckpointError, UserError
+from trader.names import BASELINES
+
+if TYPE_CHECKING:
+    from trader.backtest.runs import RunContents
 
 
 def _strategies(contents: RunContents, requested: str | None, device: str) -> tuple[dict[str, Any], list[str] | None]:
@@ -30,6 +31,8 @@ def _strategies(contents: RunContents, requested: str | None, device: str) -> tu
     None: every one that applies to the data, as `run_backtest` decides), or those
     named in `requested` (names of the run's strategies, built-in baselines, or
     checkpoint paths)."""
+    from trader.backtest.runs import run_strategies
+
     found = run_strategies(contents, device)
     if requested is None:
         return found, None
@@ -51,6 +54,9 @@ def _strategies(contents: RunContents, requested: str | None, device: str) -> tu
 
 
 def print_result_table(result, output: str) -> None:
+    """A `BacktestResult`'s metrics: JSON, a rich table in a terminal, plain text otherwise."""
+    from trader.backtest.report import context_lines, evidence_rows, plain_table, report_dict, selection_lines, table_rows
+
     if output == "json":
         print(json.dumps(report_dict(result), indent=2))
         return
@@ -65,6 +71,16 @@ def print_result_table(result, output: str) -> None:
         for row in rows:
             table.add_row(*row)
         Console().print(table)
+        header, rows = evidence_rows(result)
+        if rows:
+            evidence = Table(title="Is the edge real? (docs/reading-results.md)")
+            for i, column in enumerate(header):
+                evidence.add_column(column, justify="left" if i in (0, len(header) - 1) else "right")
+            for row in rows:
+                evidence.add_row(*row)
+            Console().print(evidence)
+        for line in selection_lines(result):
+            Console().print(line)
         return
     print("\n".join(context_lines(result)))
     print()
@@ -86,14 +102,16 @@ def backtest(
     """Backtest a run's checkpoints beside the benchmark and equal-weight baselines."""
     if output not in ("table", "json"):
         raise UserError(f"--output must be table or json, got {output!r}")
+    from trader.backtest import run_backtest
+    from trader.backtest.periods import load_dataset, select_period
+    from trader.backtest.runs import backtest_config, read_run, trading_in
+
     contents = read_run(run_dir)
     recipe = dataset or contents.dataset
     if not recipe:
         raise UserError(f"no data set given: pass --dataset RECIPE ({run_dir} records none in config.toml or tournament.toml)")
     policies, baselines = _strategies(contents, strategies, device)
     config = backtest_config(contents, initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet)
-    from trader.backtest.periods import load_dataset, select_period
-
     data = load_dataset(recipe)
     policies = trading_in(policies, select_period(data, period)[0].timestamps[0])
     result = run_backtest(data, policies, baselines=baselines, period=period, config=config, run_dir=run_dir, device=device)

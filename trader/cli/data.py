@@ -12,6 +12,7 @@ raises `DataError`, which the CLI shell turns into exit code 2 and one line.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -57,12 +58,13 @@ def list_command() -> None:
 
 @data_app.command("build")
 def build_command(
-    recipe: str = typer.Argument(..., help="Recipe name (see `trader data list`) or path to a TOML file."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
-    refresh: bool = typer.Option(False, "--refresh", help="Rebuild even if the panel is cached."),
-    overrides: list[str] = typer.Option([], "--set", help="Override a recipe key: --set seed=3 (repeatable)."),
+    recipe: Annotated[str, typer.Argument(help="Recipe name (see `trader data list`) or path to a TOML file.")],
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help=DATA_DIR_HELP)] = None,
+    refresh: Annotated[bool, typer.Option("--refresh", help="Rebuild even if the panel is cached.")] = False,
+    overrides: Annotated[list[str], typer.Option("--set", help="Override a recipe key: --set seed=3 (repeatable).")] = [],
 ) -> None:
     """Fetch or generate a data set, validate it, cache it and print its summary."""
+    from market_envs.data.chunks import DownloadBar
     from market_envs.data.recipes import load, parse_overrides
 
     console = _console()
@@ -72,7 +74,9 @@ def build_command(
             console.log(line)
             status.update(line)
 
-        data = load(recipe, data_dir=data_dir, refresh=refresh, progress=progress, **parse_overrides(overrides))
+        data = load(
+            recipe, data_dir=data_dir, refresh=refresh, progress=progress, bar=DownloadBar(console), **parse_overrides(overrides)
+        )
     summary = data.summary()
     summary["train_end"] = data.meta.get("train_end")
     summary["val_end"] = data.meta.get("val_end")
@@ -83,9 +87,9 @@ def build_command(
 
 @data_app.command("info")
 def info_command(
-    recipe: str = typer.Argument(..., help="Recipe name or path to a TOML file."),
-    data_dir: Path | None = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
-    overrides: list[str] = typer.Option([], "--set", help="Override a recipe key (as for build)."),
+    recipe: Annotated[str, typer.Argument(help="Recipe name or path to a TOML file.")],
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help=DATA_DIR_HELP)] = None,
+    overrides: Annotated[list[str], typer.Option("--set", help="Override a recipe key (as for build).")] = [],
 ) -> None:
     """Show a recipe and, if it is built, its cached panel (never downloads or builds)."""
     from market_envs.data.cache import DataCache
@@ -108,10 +112,10 @@ def info_command(
 
 @data_app.command("validate")
 def validate_command(
-    path: Path = typer.Argument(..., help="A CSV/Parquet file or a folder of them (long or one file per ticker)."),
-    assume_tz: str | None = typer.Option(None, "--assume-tz", help="Time zone of naive timestamps, e.g. America/New_York."),
-    benchmark: str | None = typer.Option(None, "--benchmark", help="Ticker in the files to use as benchmark."),
-    tickers: str | None = typer.Option(None, "--tickers", help="Comma-separated tickers that must be present."),
+    path: Annotated[Path, typer.Argument(help="A CSV/Parquet file or a folder of them (long or one file per ticker).")],
+    assume_tz: Annotated[str | None, typer.Option("--assume-tz", help="Time zone of naive timestamps, e.g. America/New_York.")] = None,
+    benchmark: Annotated[str | None, typer.Option("--benchmark", help="Ticker in the files to use as benchmark.")] = None,
+    tickers: Annotated[str | None, typer.Option("--tickers", help="Comma-separated tickers that must be present.")] = None,
 ) -> None:
     """Check files the way the files provider reads them; print the panel's summary."""
     from market_envs.data.files import read_files

@@ -9,27 +9,27 @@ import typer
 
 from trader.cli import app
 from trader.cli.backtest import print_result_table
-from trader.demo import DEFAULT_COST, DEFAULT_RECIPE, POD_STEPS
 from trader.errors import UserError
+from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE
 
 
 @app.command("demo")
 def demo(
-    recipe: Annotated[str, typer.Option("--dataset", help="Data set recipe (name or path).")] = DEFAULT_RECIPE,
+    recipe: Annotated[str, typer.Option("--dataset", help="Data set recipe (name or path).")] = DEMO_RECIPE,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory, new or empty (default: runs/demo, else runs/demo-2, ...).")] = None,
     minutes: Annotated[float, typer.Option("--minutes", help="The tournament's wall-clock budget; SB3 PPO gets what the tournament took.")] = 3.0,
     workers: Annotated[int, typer.Option("--workers", help="Local dask worker processes.")] = 2,
     pods: Annotated[int | None, typer.Option("--pods", help="Also stop the tournament after this many pods.")] = None,
-    pod_steps: Annotated[int, typer.Option("--pod-steps", help="Transitions per tournament pod.")] = POD_STEPS,
-    cost: Annotated[float, typer.Option("--cost", help="Costs per side (5e-4: 5 bp).")] = DEFAULT_COST,
+    pod_steps: Annotated[int, typer.Option("--pod-steps", help="Transitions per tournament pod.")] = DEMO_POD_STEPS,
+    cost: Annotated[float, typer.Option("--cost", help="Costs per side (5e-4: 5 bp).")] = DEMO_COST,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the tournament and the baseline.")] = 0,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
-    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a tear sheet per agent (about 10 s each).")] = True,
+    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a tear sheet per agent (pyfolio; seconds each).")] = True,
 ) -> None:
     """Build a data set, run a small tournament, train an SB3 baseline, backtest them all."""
     from rich.console import Console
 
-    from trader.cli.tournament import _progress, progress_line
+    from trader.cli.tournament import pods_progress, progress_line
     from trader.demo import run_demo
 
     if not minutes > 0:
@@ -40,7 +40,7 @@ def demo(
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"{run_dir} is not empty: give another --run-dir or remove it (the demo never overwrites a run)")
     console = Console(stderr=True)
-    with _progress(console) as bar:
+    with pods_progress(console) as bar:
         task = bar.add_task("pods", total=None, line="")
 
         def show(state) -> None:

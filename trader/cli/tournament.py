@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from trader.agents import ALGOS
 from trader.cli import app
 from trader.errors import UserError
+from trader.names import ALGOS
 
 
 @app.command("tournament")
@@ -42,7 +42,7 @@ def tournament_command(
     num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments per pod (default 64).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Tournament seed (default 0).")] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu or cuda (implied by --gpus).")] = None,
-    compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help="torch.compile the pods' env steps and networks: each worker compiles once; market validations take about half the time.")] = None,
+    compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help="torch.compile the pods' env steps and networks: each worker compiles once, then steps faster (benchmarks/RESULTS.md, validation pass).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
     preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges (trader.presets); --config keys go on top.")] = None,
@@ -107,7 +107,7 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
     console = Console(stderr=True)
     console.print(f"[bold]tournament[/bold] {settings.env}: {', '.join(settings.algos)}, population "
                   f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {settings.run_dir}")  # fmt: skip
-    with _progress(console) as bar:
+    with pods_progress(console) as bar:
         task = bar.add_task("pods", total=settings.pods, line="preparing the data ...")
 
         def show(state) -> None:
@@ -141,7 +141,8 @@ def _saved_pods(run_dir: Path) -> int | None:
     return read_toml(run_dir / TOURNAMENT).get("pods")
 
 
-def _progress(console: Console) -> Progress:
+def pods_progress(console: Console) -> Progress:
+    """The live bar of a tournament (`trader tournament`, `trader demo`): pods done, `progress_line`."""
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),

@@ -7,44 +7,37 @@ bar (steps, samples/s, last validation score) and the run directory at the end.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from trader.agents import ALGOS, make_config
-from trader.rundir import config_to_dict
 from trader.cli import app
 from trader.errors import UserError
+from trader.names import ALGOS
 
 
 @app.command("train")
 def train_command(
-    algo: str = typer.Option(..., "--algo", help=f"Algorithm: {', '.join(ALGOS)}."),
-    env: str | None = typer.Option(None, "--env", help="Gymnasium env id, e.g. Pendulum-v1."),
-    dataset: str | None = typer.Option(
-        None, "--dataset", help="Data set recipe (name or path): trains on the market env."
-    ),
-    steps: int = typer.Option(100_000, "--steps", help="Environment transitions to collect."),
-    run_dir: Path = typer.Option(Path("runs/train"), "--run-dir", help="Run directory."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the agent and the envs."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
-    num_envs: int = typer.Option(8, "--num-envs", help="Sub-environments of the training env."),
-    eval_every: int = typer.Option(
-        10_000, "--eval-every", help="Transitions between validations (0: only at the end)."
-    ),
-    eval_episodes: int = typer.Option(5, "--eval-episodes", help="Gymnasium validation episodes."),
-    config: Path | None = typer.Option(
-        None, "--config", help="TOML file of algo config keys (or a run's config.toml)."
-    ),
-    compile: bool = typer.Option(False, "--compile", help="Use torch.compile (opt-in)."),
-    preset: str | None = typer.Option(
-        None, "--preset", help="market: the env rules and algo config that learn the planted edges (trader.presets)."
-    ),
-    cost: float = typer.Option(0.0005, "--cost", help="With --preset market: costs per side (5e-4: 5 bp)."),
+    algo: Annotated[str, typer.Option("--algo", help=f"Algorithm: {', '.join(ALGOS)}.")],
+    env: Annotated[str | None, typer.Option("--env", help="Gymnasium env id, e.g. Pendulum-v1.")] = None,
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe (name or path): trains on the market env.")] = None,
+    steps: Annotated[int, typer.Option("--steps", help="Environment transitions to collect.")] = 100_000,
+    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run directory.")] = Path("runs/train"),
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the agent and the envs.")] = 0,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+    num_envs: Annotated[int, typer.Option("--num-envs", help="Sub-environments of the training env.")] = 8,
+    eval_every: Annotated[int, typer.Option("--eval-every", help="Transitions between validations (0: only at the end).")] = 10_000,
+    eval_episodes: Annotated[int, typer.Option("--eval-episodes", help="Gymnasium validation episodes.")] = 5,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file of algo config keys (or a run's config.toml).")] = None,
+    compile: Annotated[bool, typer.Option("--compile", help="Use torch.compile (opt-in).")] = False,
+    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges (trader.presets).")] = None,
+    cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 0.0005,
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
+    from trader.agents import make_config
+    from trader.rundir import config_to_dict
     from trader.train import train
 
     if (env is None) == (dataset is None):
@@ -61,7 +54,7 @@ def train_command(
         overrides["total_steps"] = steps  # the schedule runs over this run's --steps
     algo_config = make_config(algo, overrides)
     console = Console(stderr=True)
-    console.print(f"[bold]{algo}[/bold] on {env or dataset}, seed {seed}, {steps} steps, {device}")
+    console.print(f"[bold]{algo}[/bold] on {env or dataset}, seed {seed}, {steps:,} steps, {device}")
     console.print(config_to_dict(algo_config))
     with _progress(console) as progress:
         task = progress.add_task("train", total=steps, rate="-", score="-")
@@ -80,7 +73,7 @@ def train_command(
         )  # fmt: skip
     best = "-" if result.best_score is None else f"{result.best_score:.4g}"
     console.print(
-        f"done: {result.steps} steps in {result.wall_time:.1f}s, best validation score {best}; "
+        f"done: {result.steps:,} steps in {result.wall_time:,.1f} s, best validation score {best}; "
         f"run directory {result.run_dir}"
     )
 

@@ -1,0 +1,154 @@
+"""The significance view's figures: is the edge real? Plain data in, a Plotly figure out.
+
+Like `dashboards.figures`, plain functions with no Streamlit and no file reading, so
+each is tested on its own and the page only arranges them. They draw what
+`trader.stats` computes (the numbers are defined there, never here):
+
+- `interval_figure`: each strategy's annualised Sharpe ratio with its intervals as
+  error bars, from `trader.stats.strategy_evidence` dicts (as report.json holds them);
+- `trial_sharpe_figure`: the tournament's trial Sharpe ratios beside the expected
+  maximum of as many edge-free trials (`trader.stats.expected_max_sharpe`);
+- `pbo_figure`: the histogram of CSCV's logits (`trader.stats.pbo_cscv`), with PBO the
+  share at or left of 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from trader import metrics, stats
+
+LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}}
+
+INTERVALS = {"interval_analytic": "analytic (Lo/Mertens)", "interval_bootstrap": "stationary bootstrap"}
+"""The interval keys of a `strategy_evidence` dict and the legend name of each."""
+
+
+def _number(value: object) -> float:
+    """A JSON number, or NaN for None (a statistic `trader.stats` could not give)."""
+    return math.nan if value is None else float(value)  # type: ignore[arg-type]
+
+
+def _shown(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f}"
+
+
+def interval_frame(evidence: Mapping[str, Mapping[str, object]]) -> pd.DataFrame:
+    """One row per strategy: Sharpe, both intervals' ends, PSR, DSR and the sentence.
+
+    :param evidence: strategy name -> its `trader.stats.strategy_evidence` dict.
+    :return: columns ``sharpe``, ``<key>_low`` / ``<key>_high`` for each of
+        `INTERVALS`, ``psr``, ``dsr``, ``sentence``; NaN where the dict holds None.
+    """
+    rows = {}
+    for name, entry in evidence.items():
+        row = {"sharpe": _number(entry.get("sharpe"))}
+        for key in INTERVALS:
+            low, high = entry.get(key) or (None, None)  # type: ignore[misc]
+            row[f"{key}_low"], row[f"{key}_high"] = _number(low), _number(high)
+        row["psr"], row["dsr"] = _number(entry.get("psr")), _number(entry.get("dsr"))
+        row["sentence"] = str(entry.get("sentence", ""))
+        rows[name] = row
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index.name = "strategy"
+    return frame
+
+
+def interval_figure(evidence: Mapping[str, Mapping[str, object]]) -> go.Figure:
+    """Each strategy's annualised Sharpe ratio with both intervals as horizontal error bars.
+
+    A strategy whose interval could not be computed is drawn without a bar; one
+    without a Sharpe ratio is not drawn (its sentence says why, in the hover).
+    """
+    frame = interval_frame(evidence)
+    names = [str(name) for name in frame.index]
+    hover = [f"PSR {_shown(row.psr)}, DSR {_shown(row.dsr)}: {row.sentence}" for row in frame.itertuples()]
+    traces = []
+    for offset, (key, label) in zip((-0.12, 0.12), INTERVALS.items()):
+        traces.append(
+            go.Scatter(
+                x=frame["sharpe"], y=np.arange(len(frame)) + offset, name=label, mode="markers",
+                error_x={"type": "data", "symmetric": False, "array": frame[f"{key}_high"] - frame["sharpe"],
+                         "arrayminus": frame["sharpe"] - frame[f"{key}_low"]},
+                text=hover, hovertemplate="%{x:.2f}  %{text}<extra>" + label + "</extra>",
+            )
+        )  # fmt: skip
+    figure = go.Figure(traces)
+    figure.add_vline(x=0.0, line_dash="dot", line_color="grey")
+    confidence = next((entry.get("confidence") for entry in evidence.values() if entry.get("confidence")), 0.95)
+    figure.update_layout(title=f"Sharpe ratio with its {100 * float(confidence):g}% intervals", **LAYOUT)
+    figure.update_xaxes(title="Sharpe ratio (annualised)")
+    figure.update_yaxes(tickvals=list(range(len(names))), ticktext=names, autorange="reversed")
+    return figure
+
+
+def null_expected_max(trial_sharpes: Sequence[float], n_trials: int | None = None) -> float:
+    """Expected best annualised Sharpe of ``n_trials`` edge-free trials with the trials' spread.
+
+    `trader.stats.expected_max_sharpe` on the variance of the (annualised) trial
+    Sharpe ratios, de-annualised and annualised back; ``n_trials`` defaults to the
+    number of finite trial Sharpe ratios. NaN for fewer than 2 of them.
+    """
+    sharpes = np.asarray(trial_sharpes, dtype=float)
+    sharpes = sharpes[np.isfinite(sharpes)]
+    if len(sharpes) < 2:
+        return math.nan
+    days = metrics.TRADING_DAYS_PER_YEAR
+    variance = float(np.var(sharpes, ddof=1)) / days
+    return stats.expected_max_sharpe(n_trials or len(sharpes), variance) * math.sqrt(days)
+
+
+def trial_sharpe_figure(
+    trial_sharpes: Sequence[float],
+    labels: Sequence[str] | None = None,
+    n_trials: int | None = None,
+    selected: Mapping[str, float] | None = None,
+) -> go.Figure:
+    """The trials' Sharpe ratios, best first, beside what the best of as many null trials shows.
+
+    :param trial_sharpes: each trial's annualised Sharpe ratio on the selection period.
+    :param labels: a name per trial (pod id) for the hover; default the trial's index.
+    :param n_trials: trials run (default: those given); sets the expected maximum.
+    :param selected: name -> Sharpe of the selected strategies (best pod, ensemble),
+        drawn as horizontal lines.
+    """
+    sharpes = np.asarray(trial_sharpes, dtype=float)
+    names = np.asarray([str(i) for i in range(len(sharpes))] if labels is None else [str(x) for x in labels])
+    order = np.argsort(-np.nan_to_num(sharpes, nan=-np.inf), kind="stable")
+    figure = go.Figure(
+        go.Scatter(x=np.arange(1, len(sharpes) + 1), y=sharpes[order], text=names[order], mode="markers",
+                   name="trials", hovertemplate="%{text}: %{y:.2f}<extra></extra>")  # fmt: skip
+    )
+    expected = null_expected_max(sharpes, n_trials)
+    count = n_trials or int(np.isfinite(sharpes).sum())
+    if math.isfinite(expected):
+        figure.add_hline(y=expected, line_dash="dash", line_color="firebrick",
+                         annotation_text=f"expected best of {count} edge-free trials: {expected:.2f}")  # fmt: skip
+    for name, value in (selected or {}).items():
+        figure.add_hline(y=value, line_dash="dot", annotation_text=f"{name}: {value:.2f}", annotation_position="bottom right")
+    figure.update_layout(title="Trial Sharpe ratios against luck", **LAYOUT)
+    figure.update_xaxes(title="trial, by rank")
+    figure.update_yaxes(title="Sharpe ratio (annualised)")
+    return figure
+
+
+def pbo_figure(logits: Sequence[float], pbo: float | None = None) -> go.Figure:
+    """Histogram of CSCV's logits; PBO is the share at or left of the line at 0.
+
+    :param logits: `trader.stats.PBOResult.logits` (or report.json's list).
+    :param pbo: the PBO to print; default the share of logits <= 0, its definition.
+    """
+    values = np.asarray(logits, dtype=float)
+    share = float(np.mean(values <= 0)) if pbo is None and len(values) else pbo
+    figure = go.Figure(go.Histogram(x=values, nbinsx=40, name="logits"))
+    figure.add_vline(x=0.0, line_dash="dash", line_color="firebrick")
+    title = "Probability of backtest overfitting" + ("" if share is None else f": PBO = {share:.2f}")
+    figure.update_layout(title=title, showlegend=False, **LAYOUT)
+    figure.update_xaxes(title="logit of the in-sample winner's out-of-sample rank (left of 0: below the median)")
+    figure.update_yaxes(title="splits")
+    return figure

@@ -1,0 +1,141 @@
+"""Point-in-time universes: who was in the index when, and the tradable mask it implies.
+
+A **membership file** (CSV) lists, one row per stay in the index:
+
+    ticker,from,to
+    AAPL,1985-01-01,
+    SIRI,2013-12-23,2021-12-20
+    ZM,2020-04-30,2022-12-19
+
+`from` is the first day of membership and `to` the first day *out* (exclusive, like
+every range here); an empty `to` means still a member. A ticker may come back (one
+row per stay); stays of one ticker may not overlap.
+
+With such a file a recipe's universe is every ticker that was a member at some time
+in the window (so the panel holds the firms that left, not only the survivors), and
+a ticker is tradable only on days it was a member: masked untradable before it joined
+and after it left (`apply_membership`). Its prices stay in the panel, so the
+observation never changes shape. The env never trades an untradable stock, so a
+position held when a ticker leaves stays as it is until the ticker comes back
+(the env has no forced sale).
+
+Without a membership file, `survivorship_gap` tells how far a window lies from the
+date its ticker list was taken (`[universe] as_of`), and recipes warn beyond a year.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from market_envs.data.panel import EXCHANGE_TZ, DataError, MarketData
+
+SURVIVORSHIP_DAYS = 365
+"""Beyond this distance between a window and its list's as_of date, recipes warn."""
+
+
+def read_membership(path: str | Path) -> pd.DataFrame:
+    """A membership file as a frame: ticker (str), from, to (naive dates; `to` NaT if open).
+
+    Refuses a missing file or column, an unreadable date, `to` not after `from` and
+    overlapping stays of one ticker, naming the file and the row.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"membership file {path}: no such file")
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError, pd.errors.EmptyDataError) as err:
+        raise DataError(f"membership file {path}: unreadable ({err})") from None
+    table.columns = [str(c).strip().lower() for c in table.columns]
+    missing = [c for c in ("ticker", "from", "to") if c not in table.columns]
+    if missing:
+        raise DataError(f"membership file {path}: missing column(s) {missing}; expected ticker, from, to")
+    if len(table) == 0:
+        raise DataError(f"membership file {path}: no rows")
+    out = pd.DataFrame({"ticker": table["ticker"].str.strip().str.upper()})
+    for column in ("from", "to"):
+        text = table[column].str.strip()
+        parsed = pd.to_datetime(text.where(text != ""), errors="coerce", format="ISO8601")
+        bad = parsed.isna() & (text != "") | (column == "from") & (text == "")
+        if bad.any():
+            row = int(np.argmax(bad.to_numpy()))
+            raise DataError(f"membership file {path}, row {row + 2} ({out['ticker'].iloc[row]}): {column} {text.iloc[row]!r} is not a date")
+        out[column] = parsed.dt.normalize()
+    backwards = out["to"].notna() & (out["to"] <= out["from"])
+    if backwards.any():
+        row = int(np.argmax(backwards.to_numpy()))
+        raise DataError(f"membership file {path}, row {row + 2} ({out['ticker'].iloc[row]}): to must be after from")
+    _refuse_overlaps(out, path)
+    return out
+
+
+def _refuse_overlaps(table: pd.DataFrame, path: Path) -> None:
+    ordered = table.assign(row=np.arange(len(table)) + 2).sort_values(["ticker", "from"], kind="stable")
+    previous_to = ordered.groupby("ticker")["to"].shift(1)
+    previous_open = ordered.groupby("ticker")["to"].transform(lambda s: s.isna().shift(1, fill_value=False))
+    overlap = ordered["ticker"].duplicated() & ((previous_to > ordered["from"]) | previous_open)
+    if overlap.any():
+        row = ordered[overlap].iloc[0]
+        raise DataError(f"membership file {path}, row {row['row']} ({row['ticker']}): this stay overlaps an earlier one")
+
+
+def _day(value) -> pd.Timestamp:
+    stamp = pd.Timestamp(value)
+    return (stamp.tz_convert(EXCHANGE_TZ).tz_localize(None) if stamp.tzinfo else stamp).normalize()
+
+
+def members_in_window(membership: pd.DataFrame, start, end) -> list[str]:
+    """Every ticker that was a member on some day of [start, end), in the file's order."""
+    lo, hi = _day(start), _day(end)
+    overlaps = (membership["from"] < hi) & (membership["to"].isna() | (membership["to"] > lo))
+    return list(dict.fromkeys(membership.loc[overlaps, "ticker"]))
+
+
+def membership_changes(membership: pd.DataFrame, start, end) -> dict:
+    """Joins and departures strictly inside the window: {"joined": [...], "left": [...]}
+    (a ticker's stay that starts after `start`, or ends before `end`)."""
+    lo, hi = _day(start), _day(end)
+    joined = membership[(membership["from"] > lo) & (membership["from"] < hi)]
+    left = membership[membership["to"].notna() & (membership["to"] > lo) & (membership["to"] < hi)]
+    return {"joined": sorted(joined["ticker"]), "left": sorted(left["ticker"])}
+
+
+def membership_mask(membership: pd.DataFrame, timestamps: pd.DatetimeIndex, tickers) -> np.ndarray:
+    """bool [T, N]: True where the bar's exchange-time date is within one of the ticker's stays."""
+    local = timestamps.tz_convert(EXCHANGE_TZ).tz_localize(None) if timestamps.tz else timestamps
+    days = local.normalize().as_unit("ns").asi8
+    mask = np.zeros((len(timestamps), len(tickers)), dtype=bool)
+    far = np.iinfo(np.int64).max
+    for j, ticker in enumerate(tickers):  # one vectorised test per ticker, at build time only
+        stays = membership[membership["ticker"] == ticker]
+        starts = pd.DatetimeIndex(stays["from"]).as_unit("ns").asi8
+        ends = pd.DatetimeIndex(stays["to"]).as_unit("ns")
+        for lo, hi in zip(starts, ends):
+            end = far if pd.isna(hi) else hi.value
+            mask[:, j] |= (days >= lo) & (days < end)
+    return mask
+
+
+def apply_membership(data: MarketData, membership: pd.DataFrame, start, end, source: str = "membership") -> MarketData:
+    """The panel with non-members masked untradable, and `meta["membership"]` set
+    (file, members in the window, joined and left in it, `changes` their count)."""
+    mask = torch.from_numpy(membership_mask(membership, data.timestamps, data.tickers)).to(data.tradable.device)
+    changes = membership_changes(membership, start, end)
+    record = {
+        "file": source,
+        "members": len(members_in_window(membership, start, end)),
+        "changes": len(changes["joined"]) + len(changes["left"]),
+        **changes,
+    }
+    return replace(data, tradable=data.tradable & mask, meta={**data.meta, "membership": record})
+
+
+def survivorship_gap(as_of, start, end) -> int:
+    """Days between a ticker list's as_of date and the farthest day of [start, end)."""
+    day, lo, hi = _day(as_of), _day(start), _day(end) - pd.Timedelta(days=1)
+    return int(max(abs((day - lo).days), abs((day - hi).days)))

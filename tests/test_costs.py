@@ -1,0 +1,339 @@
+"""The cost and fill model (market_envs.costs): known answers per term, causality of the
+tables, validation, named models and the config's round trips."""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import tomli_w
+import torch
+from market_fixtures import random_walk_frame
+
+from market_envs.costs import (
+    COST_MODELS,
+    CostModel,
+    abdi_ranaldo_half_spread,
+    bars_per_day,
+    cost_model,
+    impact_coefficient,
+)
+from market_envs.data import from_frame
+from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.errors import ConfigError
+from trader.rundir import config_from_dict, config_to_dict
+
+# ------------------------------------------------------------------ a bar of known volume and volatility
+
+K = 9  # the order is decided at bar K - 1 and fills at bar K
+DELTA = 0.001  # each close sits at its bar's high, 2 x DELTA (in log) above its low: half-spread DELTA
+VOLUME = 10_000.0  # volume of every bar before K
+FILL_VOLUME = 8_000.0  # volume of bar K
+
+
+def known_panel(n_bars: int = 12):
+    """One ticker whose closes alternate 100, 101, 100, ... on one day; open = high = close."""
+    stamps = pd.date_range("2024-01-02 09:30", periods=n_bars, freq="1min", tz="America/New_York")
+    close = np.array([100.0 if k % 2 == 0 else 101.0 for k in range(n_bars)])
+    volume = np.full(n_bars, VOLUME)
+    volume[K] = FILL_VOLUME
+    frame = pd.DataFrame({"timestamp": stamps, "ticker": "AAA", "open": close, "high": close,
+                          "low": close * math.exp(-2 * DELTA), "close": close, "volume": volume})  # fmt: skip
+    data = from_frame(frame, name="known")
+    data = replace(data, tradable=torch.ones_like(data.tradable))
+    return data.with_normalization(*data.fit_normalization())
+
+
+def step_to_fill(data, config: EnvConfig, action: float):
+    """Zero actions until bar K - 1, then `action`; returns the info of the fill at bar K."""
+    env = StockTradingVecEnv(data, 1, "cpu", config)
+    env.reset()
+    for _ in range(K - 1):
+        env.step(torch.zeros(1, 1))
+    return env.step(torch.tensor([[action]]))[4]
+
+
+def test_one_order_against_a_known_bar_pays_each_term_as_computed_by_hand():
+    data = known_panel()
+    costs = CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
+                      spread_model="high_low", spread_window=50, impact_eta=0.7, impact_window_days=1,
+                      participation=0.05)  # fmt: skip
+    config = EnvConfig(random_start=False, max_shares=1000, buy_cost=0.001, costs=costs)
+    info = step_to_fill(data, config, 0.6)  # an order of 600 shares
+
+    price = 101.0 if K % 2 else 100.0  # the open of bar K
+    cap = 0.05 * FILL_VOLUME  # 400 shares fill, 200 do not
+    filled = 400.0
+    value = filled * price
+    commission = 0.001 * value + 0.005 * filled  # between the minimum 1 and the cap 1% x value
+    # Abdi-Ranaldo: c - eta = DELTA every bar; the closes' moves +-log(1.01) cancel over the
+    # K - 1 = 8 pairs before bar K, so S^2 = 4 DELTA^2 and the half-spread is DELTA
+    spread = DELTA * value
+    # square-root law: 390-minute days do not matter here, this data has B = 12 bars a day
+    bars = 12
+    sigma_day = math.log(1.01) * math.sqrt(bars)  # every past return is +-log(1.01)
+    adv = VOLUME * bars
+    impact = 0.7 * sigma_day * math.sqrt(filled / adv) * value
+
+    assert cap == filled
+    assert info["holdings"].item() == filled
+    assert info["unfilled_shares"].item() == 200.0
+    assert info["unfilled_value"].item() == pytest.approx(200.0 * price, rel=1e-12)
+    assert info["ordered_value"].item() == pytest.approx(600.0 * price, rel=1e-12)
+    assert info["cost_commission"].item() == pytest.approx(commission, rel=1e-12)
+    assert info["cost_spread"].item() == pytest.approx(spread, rel=1e-5)  # the panel stores float32 lows
+    assert info["cost_impact"].item() == pytest.approx(impact, rel=1e-6)
+    assert info["cost_borrow"].item() == 0.0
+    parts = sum(info[key].item() for key in ("cost_commission", "cost_spread", "cost_impact", "cost_borrow"))
+    assert info["costs"].item() == pytest.approx(parts, rel=1e-12)
+    assert info["costs"].item() == pytest.approx(commission + spread + impact, rel=1e-5)
+    assert info["cash"].item() == pytest.approx(1_000_000.0 - value - parts, rel=1e-12)
+
+
+def test_the_minimum_and_the_cap_of_the_commission():
+    data = known_panel()
+    config = EnvConfig(random_start=False, max_shares=1000, buy_cost=0.0,
+                       costs=CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01))  # fmt: skip
+    price = 101.0 if K % 2 else 100.0
+    assert step_to_fill(data, config, 0.0105)["cost_commission"].item() == 1.0  # 10 shares: 0.05 < 1
+    capped = replace(config, costs=replace(config.costs, commission_per_share=5.0))  # 50 > 1% of 10 shares
+    assert step_to_fill(data, capped, 0.0105)["cost_commission"].item() == pytest.approx(0.01 * 10 * price)
+
+
+def test_a_sale_never_pays_more_commission_than_its_proceeds():
+    data = known_panel()
+    config = EnvConfig(random_start=False, max_shares=1000, costs=CostModel(commission_min=500.0))
+    env = StockTradingVecEnv(data, 1, "cpu", config)
+    env.reset()
+    env.step(torch.tensor([[0.002]]))  # buy 2 shares (commission 500)
+    _, _, _, _, info = env.step(torch.tensor([[-1.0]]))  # sell them for about 200
+    proceeds = 2.0 * data.open[2, 0].item()
+    assert info["cost_commission"].item() == pytest.approx(proceeds)
+    assert info["cash"].item() >= 0.0
+
+
+def test_a_bar_without_volume_fills_nothing():
+    data = known_panel()
+    volume_index = data.feature_names.index("volume")
+    features = data.features.clone()
+    features[K, 0, volume_index] = 0.0
+    silent = replace(data, features=features)
+    config = EnvConfig(random_start=False, max_shares=1000, costs=CostModel(participation=1.0))
+    info = step_to_fill(silent, config, 0.6)
+    assert info["holdings"].item() == 0.0 and info["unfilled_shares"].item() == 600.0
+    assert info["costs"].item() == 0.0 and info["cash"].item() == 1_000_000.0
+
+
+def daily_panel():
+    frame = random_walk_frame(2, 40, seed=1, freq="1D")
+    data = from_frame(frame, name="daily")
+    data = replace(data, tradable=torch.ones_like(data.tradable))
+    return data.with_normalization(*data.fit_normalization())
+
+
+def test_one_day_of_shorting_costs_notional_times_rate_over_252():
+    data = daily_panel()
+    config = EnvConfig(random_start=False, short_selling=True, buy_cost=0.0, sell_cost=0.0,
+                       costs=CostModel(borrow_rate=0.05))  # fmt: skip
+    env = StockTradingVecEnv(data, 1, "cpu", config)
+    assert env.bars_per_day == 1
+    env.reset()
+    _, _, _, _, info = env.step(torch.tensor([[-0.5, 0.0]]))  # short 50 shares at bar 1's open, hold a day
+    notional = 50.0 * data.close[1, 0].item()
+    assert info["cost_borrow"].item() == pytest.approx(notional * 0.05 / 252, rel=1e-12)
+    assert info["costs"].item() == pytest.approx(notional * 0.05 / 252, rel=1e-12)
+    _, _, _, _, info = env.step(torch.tensor([[0.5, 0.0]]))  # bought back at bar 2's open: no more fee
+    assert info["cost_borrow"].item() == 0.0 and info["holdings"][0, 0].item() == 0.0
+
+
+def test_intraday_bars_accrue_their_fraction_of_a_day():
+    frame = random_walk_frame(1, 2 * 30, seed=2, freq="1min")
+    frame["timestamp"] = frame["timestamp"] + pd.to_timedelta(np.repeat([0, 1], 30), unit="D")  # two sessions of 30
+    data = from_frame(frame, name="two-days")
+    data = replace(data, tradable=torch.ones_like(data.tradable))
+    data = data.with_normalization(*data.fit_normalization())
+    config = EnvConfig(random_start=False, short_selling=True, costs=CostModel(borrow_rate=0.05))
+    env = StockTradingVecEnv(data, 1, "cpu", config)
+    assert env.bars_per_day == 30
+    env.reset()
+    _, _, _, _, info = env.step(torch.tensor([[-1.0]]))
+    notional = 100.0 * data.close[1, 0].item()
+    assert info["cost_borrow"].item() == pytest.approx(notional * 0.05 / (252 * 30), rel=1e-12)
+
+
+def test_bars_per_day_counts_sessions():
+    minutes = pd.date_range("2024-01-02 09:30", periods=390 * 3, freq="1min", tz="America/New_York")
+    days = minutes[:390].append(minutes[:390] + pd.Timedelta(days=1)).append(minutes[:200] + pd.Timedelta(days=2))
+    assert bars_per_day(days) == 390
+    assert bars_per_day(pd.date_range("2024-01-02", periods=20, freq="1D", tz="America/New_York")) == 1
+
+
+# ------------------------------------------------------------------ causal tables
+
+
+def test_cost_tables_read_only_earlier_bars():
+    frame = random_walk_frame(3, 80, seed=5)
+    data = from_frame(frame)
+    k = 50
+    high, low, close, volume = (data.feature(n).double() for n in ("high", "low", "close", "volume"))
+    changed = [x.clone() for x in (high, low, close, volume)]
+    for x in changed:
+        x[k:] *= 1.5  # bar k and later
+    spread = abdi_ranaldo_half_spread(high, low, close, 20)
+    impact = impact_coefficient(close, volume, 30, 1.0)
+    assert torch.equal(spread[: k + 1], abdi_ranaldo_half_spread(changed[0], changed[1], changed[2], 20)[: k + 1])
+    assert torch.equal(impact[: k + 1], impact_coefficient(changed[2], changed[3], 30, 1.0)[: k + 1])
+    assert (spread[:2] == 0).all() and (impact[:2] == 0).all()  # no complete past pair / return yet
+    assert (spread[10:] > 0).any() and (impact[10:] > 0).all()
+
+
+def test_impact_coefficient_matches_a_loop():
+    frame = random_walk_frame(2, 60, seed=6)
+    data = from_frame(frame)
+    close, volume = data.close.double().numpy(), data.volume.double().numpy()
+    table = impact_coefficient(data.close, data.volume, 15, 0.5).numpy()
+    for k in (3, 15, 16, 59):
+        for i in range(2):
+            rows = range(max(k - 15, 0), k)
+            returns = [math.log(close[r, i] / close[r - 1, i]) ** 2 for r in rows if r >= 1]
+            expected = 0.5 * math.sqrt(np.mean(returns)) / math.sqrt(np.mean([volume[r, i] for r in rows]))
+            assert table[k, i] == pytest.approx(expected, rel=1e-10)
+
+
+# ------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize(
+    "values, key",
+    [
+        ({"commission_per_share": -0.01}, "commission_per_share"),
+        ({"commission_min": -1.0}, "commission_min"),
+        ({"spread_bps": -2.0}, "spread_bps"),
+        ({"impact_eta": -0.5}, "impact_eta"),
+        ({"borrow_rate": -0.01}, "borrow_rate"),
+        ({"borrow_rate": float("nan")}, "borrow_rate"),
+        ({"participation": 0.0}, "participation"),
+        ({"participation": 1.5}, "participation"),
+        ({"participation": -0.1}, "participation"),
+        ({"commission_max_rate": 0.0}, "commission_max_rate"),
+        ({"spread_model": "roll"}, "spread_model"),
+        ({"spread_model": "per_ticker"}, "spread_model='per_ticker' needs spread_bps_per_ticker"),
+        ({"spread_bps_per_ticker": (1.0, -1.0), "spread_model": "per_ticker"}, "spread_bps_per_ticker"),
+        ({"spread_window": 0}, "spread_window"),
+        ({"impact_window_days": 2.5}, "impact_window_days"),
+    ],
+)
+def test_bad_cost_values_raise_one_line_naming_the_key(values, key):
+    with pytest.raises(ConfigError, match=f"EnvConfig.costs.{key}") as err:
+        CostModel(**values)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["buy_cost", "sell_cost"])
+def test_negative_commission_rates_are_refused(key):
+    with pytest.raises(ConfigError, match=f"EnvConfig.{key}"):
+        EnvConfig(**{key: -0.001})
+
+
+def test_volume_and_high_low_terms_refuse_close_only_data():
+    closes = from_frame(random_walk_frame(2, 60, seed=4)[["timestamp", "ticker", "close"]], name="closes")
+    for costs, key in ((CostModel(participation=0.1), "participation"), (CostModel(impact_eta=1.0), "impact_eta"),
+                       (CostModel(spread_model="high_low"), "spread_model")):  # fmt: skip
+        with pytest.raises(ConfigError, match=f"EnvConfig.costs.{key}.*closes") as err:
+            StockTradingVecEnv(closes, 1, "cpu", EnvConfig(costs=costs))
+        assert "\n" not in str(err.value)
+    StockTradingVecEnv(closes, 1, "cpu", EnvConfig(costs=CostModel(spread_bps=3.0, borrow_rate=0.01)))  # these need no volume
+
+
+def test_per_ticker_spreads_must_name_every_ticker_and_leverage_needs_a_short_weights_book():
+    data = known_panel()
+    with pytest.raises(ConfigError, match="spread_bps_per_ticker has 2 values.*1 tickers"):
+        StockTradingVecEnv(data, 1, "cpu", EnvConfig(costs=CostModel(spread_model="per_ticker", spread_bps_per_ticker=(1, 2))))
+    with pytest.raises(ConfigError, match="max_leverage"):
+        EnvConfig(max_leverage=2.0)
+    with pytest.raises(ConfigError, match="max_leverage"):
+        EnvConfig(action_mode="weights", short_selling=True, max_leverage=0.0)
+
+
+def test_gross_leverage_reaches_the_limit():
+    data = daily_panel()
+    config = EnvConfig(action_mode="weights", short_selling=True, max_leverage=3.0, random_start=False,
+                       buy_cost=0.0, sell_cost=0.0)  # fmt: skip
+    env = StockTradingVecEnv(data, 1, "cpu", config)
+    env.reset()
+    _, _, _, _, info = env.step(torch.tensor([[1.0, -1.0]]))  # gross 2 <= 3: the weights as they are
+    price = data.open[1].double()
+    np.testing.assert_allclose((info["holdings"][0] * price).numpy(), [1_000_000.0, -1_000_000.0], rtol=1e-9)
+    env = StockTradingVecEnv(data, 1, "cpu", replace(config, max_leverage=1.5))
+    env.reset()
+    _, _, _, _, info = env.step(torch.tensor([[1.0, -1.0]]))  # gross 2 > 1.5: scaled to 1.5
+    gross = (info["holdings"][0] * price).abs().sum().item()
+    assert gross == pytest.approx(1.5 * 1_000_000.0, rel=1e-9)
+
+
+# ------------------------------------------------------------------ named models
+
+
+def test_named_cost_models():
+    assert set(COST_MODELS) >= {"zero", "flat", "retail", "institutional"}
+    assert cost_model("flat").apply(EnvConfig()) == EnvConfig()  # flat is today's default
+    zero = cost_model("zero").apply(EnvConfig())
+    assert zero.buy_cost == zero.sell_cost == 0.0 and zero.costs == CostModel()
+    retail = cost_model("retail").apply(EnvConfig(action_mode="weights"))
+    assert retail.action_mode == "weights" and retail.costs.commission_min == 1.0
+    for named in COST_MODELS.values():
+        assert named.sources, named.name
+    with pytest.raises(ConfigError, match="unknown cost model 'cheap'; known: zero, flat, retail, institutional"):
+        cost_model("cheap")
+
+
+def test_named_models_run_on_data_with_volume():
+    data = known_panel()
+    for name in COST_MODELS:
+        env = StockTradingVecEnv(data, 2, "cpu", cost_model(name).apply(EnvConfig(episode_length=5)))
+        env.reset(seed=0)
+        _, _, _, _, info = env.step(torch.ones(2, 1))
+        assert (info["costs"] >= 0).all()
+
+
+# ------------------------------------------------------------------ round trips
+
+
+EVERY = CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01, spread_model="per_ticker",
+                  spread_bps_per_ticker=(1.0, 2.5), impact_eta=0.8, impact_window_days=5, participation=0.1,
+                  borrow_rate=0.003)  # fmt: skip
+
+
+def _drop_none(value):
+    """What a TOML writer keeps (TOML has no null; trader.train drops None the same way)."""
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def test_env_config_with_costs_round_trips_through_dict_json_and_toml():
+    config = EnvConfig(action_mode="weights", short_selling=True, max_leverage=2.0, costs=EVERY)
+    values = config_to_dict(config)
+    assert isinstance(values["costs"], dict) and values["costs"]["spread_bps_per_ticker"] == [1.0, 2.5]
+    assert config_from_dict(EnvConfig, values) == config
+    assert config_from_dict(EnvConfig, json.loads(json.dumps(values))) == config
+    assert config_from_dict(EnvConfig, tomllib.loads(tomli_w.dumps(_drop_none(values)))) == config
+    default = EnvConfig()
+    assert config_from_dict(EnvConfig, tomllib.loads(tomli_w.dumps(_drop_none(config_to_dict(default))))) == default
+    assert EnvConfig(**json.loads(json.dumps(values))) == config  # a sidecar read by keyword arguments
+    assert len({config, config_from_dict(EnvConfig, values)}) == 1  # hashable: ensembles compare rule sets
+
+
+def test_old_files_without_cost_keys_load_as_the_flat_rate_env():
+    old = {"action_mode": "shares", "buy_cost": 0.001, "sell_cost": 0.001, "max_shares": 100}
+    config = config_from_dict(EnvConfig, old)
+    assert config.costs == CostModel() and config.max_leverage == 1.0
+    partial = config_from_dict(EnvConfig, {"costs": {"borrow_rate": 0.01}})
+    assert partial.costs == CostModel(borrow_rate=0.01)
+    with pytest.raises(ConfigError, match="unknown .*key.*borow_rate"):
+        config_from_dict(EnvConfig, {"costs": {"borow_rate": 0.01}})

@@ -1,0 +1,210 @@
+"""Point-in-time universes: the membership file, its tradable mask (known answer on a
+tiny panel), the recipe that names it, the env that never trades a non-member, and
+the survivorship warning without one."""
+
+from __future__ import annotations
+
+import textwrap
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from market_envs import EnvConfig, StockTradingVecEnv
+from market_envs.data import DataError, from_frame, load, write_files
+from market_envs.data.membership import (
+    apply_membership,
+    members_in_window,
+    membership_changes,
+    read_membership,
+    survivorship_gap,
+)
+from market_fixtures import random_walk_frame
+
+MEMBERS = """\
+ticker,from,to
+T000,2020-01-01,
+T001,2023-06-01,2024-01-05
+T002,2024-01-06,
+T003,2019-01-01,2023-01-01
+"""
+# the panel: hourly bars of T000..T002 from 2024-01-02 00:00 to 2024-01-09 23:00 (8 days)
+START, END = "2024-01-02", "2024-01-10"
+
+
+def write(folder: Path, text: str = MEMBERS) -> Path:
+    path = folder / "members.csv"
+    path.write_text(text)
+    return path
+
+
+def tiny_panel():
+    frame = random_walk_frame(3, 24 * 8, seed=4, start="2024-01-02 00:00", freq="1h")
+    return frame, from_frame(frame, name="tiny")
+
+
+def test_window_members_and_changes(tmp_path):
+    members = read_membership(write(tmp_path))
+    assert members_in_window(members, START, END) == ["T000", "T001", "T002"]  # T003 left in 2023
+    assert membership_changes(members, START, END) == {"joined": ["T002"], "left": ["T001"]}
+    assert members_in_window(members, "2024-01-06", END) == ["T000", "T002"]  # T001's `to` is exclusive
+
+
+def test_mask_known_answer(tmp_path):
+    _, data = tiny_panel()
+    masked = apply_membership(data, read_membership(write(tmp_path)), START, END, source="members.csv")
+    day = data.timestamps.tz_localize(None).normalize()
+    expected = data.tradable.numpy().copy()
+    expected[:, 1] &= np.asarray(day < pd.Timestamp("2024-01-05"))  # T001 out from 2024-01-05
+    expected[:, 2] &= np.asarray(day >= pd.Timestamp("2024-01-06"))  # T002 in from 2024-01-06
+    np.testing.assert_array_equal(masked.tradable.numpy(), expected)
+    assert expected[:, 1].any() and expected[:, 2].any() and not expected[:, 2][day < pd.Timestamp("2024-01-06")].any()
+    assert torch.equal(masked.features, data.features)  # prices stay: the observation keeps its shape
+    assert masked.meta["membership"] == {"file": "members.csv", "members": 3, "changes": 2, "joined": ["T002"], "left": ["T001"]}
+    assert masked.summary()["membership_changes"] == 2 and masked.describe()["membership_changes"] == 2
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("ticker,from\nA,2020-01-01\n", "missing column(s) ['to']"),
+        ("ticker,from,to\nA,2020-13-01,\n", "row 2 (A): from '2020-13-01' is not a date"),
+        ("ticker,from,to\nA,,2020-01-01\n", "row 2 (A): from '' is not a date"),
+        ("ticker,from,to\nA,2020-01-01,2019-01-01\n", "row 2 (A): to must be after from"),
+        ("ticker,from,to\nA,2020-01-01,2021-01-01\nB,2020-01-01,\nA,2020-06-01,\n", "row 4 (A): this stay overlaps"),
+        ("ticker,from,to\nA,2020-01-01,\nA,2021-06-01,\n", "row 3 (A): this stay overlaps"),
+    ],
+)
+def test_bad_membership_files_are_refused(tmp_path, text, words):
+    with pytest.raises(DataError) as err:
+        read_membership(write(tmp_path, text))
+    assert words in str(err.value) and "members.csv" in str(err.value)
+
+
+def test_a_ticker_may_come_back(tmp_path):
+    members = read_membership(write(tmp_path, "ticker,from,to\nA,2020-01-01,2021-01-01\nA,2022-01-01,\n"))
+    assert membership_changes(members, "2019-01-01", "2023-01-01") == {"joined": ["A", "A"], "left": ["A"]}
+
+
+def membership_recipe(folder: Path, frame: pd.DataFrame) -> Path:
+    write_files(from_frame(frame, name="bars"), folder / "bars")
+    write(folder)
+    recipe = folder / "pit.toml"
+    recipe.write_text(
+        textwrap.dedent(
+            f"""\
+            source = "files"
+            interval = "1h"
+            start = "{START}"
+            end = "{END}"
+            train_end = "2024-01-06"
+            val_end = "2024-01-08"
+            membership = "members.csv"
+
+            [files]
+            path = "bars"
+            """
+        )
+    )
+    return recipe
+
+
+def test_a_recipe_with_a_membership_file(tmp_path):
+    frame, _ = tiny_panel()
+    recipe = membership_recipe(tmp_path, frame)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no survivorship warning with a membership file
+        data = load(recipe, data_dir=tmp_path / "data")
+    assert data.tickers == ("T000", "T001", "T002")
+    assert data.meta["membership"]["changes"] == 2
+    again = load(recipe, data_dir=tmp_path / "data")  # from the cache, mask and record included
+    assert torch.equal(again.tradable, data.tradable) and again.meta["membership"] == data.meta["membership"]
+    day = data.timestamps.tz_localize(None).normalize()
+    assert not data.tradable[np.asarray(day >= pd.Timestamp("2024-01-05")), 1].any()
+
+
+def test_tickers_and_a_membership_file_exclude_each_other(tmp_path):
+    from market_envs.errors import ConfigError
+
+    frame, _ = tiny_panel()
+    with pytest.raises(ConfigError, match="tickers or a membership file, not both"):
+        load(membership_recipe(tmp_path, frame), cache=False, tickers=["T000"])
+
+
+def test_the_env_never_trades_a_non_member(tmp_path):
+    _, data = tiny_panel()
+    data = apply_membership(replace(data, tradable=torch.ones_like(data.tradable)), read_membership(write(tmp_path)), START, END)
+    member = data.tradable
+    env = StockTradingVecEnv(data, 4, "cpu", EnvConfig(random_start=False, buy_cost=0.0, sell_cost=0.0))
+    env.reset(seed=0)
+    generator = torch.Generator().manual_seed(1)
+    traded = torch.zeros(3, dtype=torch.bool)
+    for _ in range(data.num_bars - 1):
+        before, t = env.holdings.clone(), env.t.clone()
+        actions = torch.rand((4, 3), generator=generator) * 2 - 1
+        _, _, _, _, info = env.step(actions)
+        outside = ~member[t + 1]
+        assert torch.equal(info["holdings"][outside], before[outside])
+        traded |= (info["holdings"] != before).any(0)
+    assert traded.all()  # every ticker was traded while a member
+    day = data.timestamps.tz_localize(None).normalize()
+    assert not member[np.asarray(day < pd.Timestamp("2024-01-06")), 2].any()
+
+
+def test_survivorship_warning_names_the_gap(tmp_path):
+    assert survivorship_gap("2024-12-23", "2016-01-04", "2021-05-26") == 3276
+    assert survivorship_gap("2020-01-01", "2019-06-01", "2020-06-01") == 214
+    frame, _ = tiny_panel()
+    write_files(from_frame(frame, name="bars"), tmp_path / "bars")
+    recipe = tmp_path / "fixed.toml"
+    recipe.write_text(
+        textwrap.dedent(
+            f"""\
+            source = "files"
+            interval = "1h"
+            start = "{START}"
+            end = "{END}"
+            train_end = "2024-01-06"
+            val_end = "2024-01-08"
+            tickers = ["T000", "T001", "T002"]
+
+            [universe]
+            as_of = "2022-06-30"
+
+            [files]
+            path = "bars"
+            """
+        )
+    )
+    with pytest.warns(UserWarning, match=r"survivorship bias: .*as of 2022-06-30.*reaches 558 days \(1\.5 years\)"):
+        load(recipe, cache=False)
+    recipe.write_text(recipe.read_text().replace("2022-06-30", "2023-06-30"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load(recipe, cache=False)
+
+
+def test_a_ticker_that_lists_late_is_a_flat_untradable_line_until_its_first_bar():
+    from market_envs.data.indicators import WARMUP_BARS
+
+    frame, _ = tiny_panel()
+    first = pd.Timestamp("2024-01-05 10:00", tz="America/New_York")
+    late = frame[(frame["ticker"] != "T002") | (frame["timestamp"] >= first)]
+    strict = from_frame(late)
+    assert strict.start == first  # without ragged the grid starts where every ticker has begun
+    data = from_frame(late, ragged=True)
+    assert data.start == frame["timestamp"].min() and data.num_bars == 24 * 8
+    before = np.asarray(data.timestamps < first)
+    opening = late[(late["ticker"] == "T002")].iloc[0]
+    j = data.tickers.index("T002")
+    for name in ("open", "high", "low", "close"):
+        assert (data.feature(name)[before, j] == np.float32(opening["open"])).all()
+    assert (data.volume[before, j] == 0).all() and not data.tradable[before, j].any()
+    k = int(before.sum())
+    assert not data.tradable[k : k + WARMUP_BARS, j].any() and data.tradable[k + WARMUP_BARS :, j].all()
+    assert data.tradable[WARMUP_BARS:, 0].all()
+    assert torch.isfinite(data.features).all()

@@ -1,0 +1,68 @@
+"""The shipped vendor recipes: the seed paper's NASDAQ-100 experiment on Alpaca, its
+daily twin and its Polygon variant; without keys they stop at once with one line."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from market_envs.data import load
+from market_envs.data.recipes import find_recipe
+from trader.cli import main
+from vendor_server import END, KEY_ID, SECRET, START, VendorServer, served_bars
+
+RECIPES = {
+    "nasdaq100-minute-alpaca": ("alpaca", "1min"),
+    "nasdaq100-daily-alpaca": ("alpaca", "1D"),
+    "nasdaq100-minute-polygon": ("polygon", "1min"),
+}
+KEY_VARIABLES = ("APCA_API_KEY_ID", "APCA_API_SECRET_KEY", "MASSIVE_API_KEY", "POLYGON_API_KEY")
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_the_paper_split_universe_and_benchmark(name):
+    recipe = find_recipe(name).resolved()
+    assert (recipe.source, recipe.interval) == RECIPES[name]
+    # train 2016-01-04 .. 2019-05-24, validation .. 2020-05-25, test .. 2021-05-26, ends included
+    assert (recipe.start, recipe.train_end, recipe.val_end, recipe.end) == ("2016-01-04", "2019-05-25", "2020-05-26", "2021-05-27")
+    assert recipe.benchmark == "QQQ" and len(recipe.tickers) == 101 and "QQQ" not in recipe.tickers
+    assert recipe.universe["as_of"] == "2024-12-23" and "Survivorship bias" in recipe.universe["note"]
+    assert recipe.options["drop_missing"] is True and recipe.options["outside_session"] == "drop"
+
+
+@pytest.mark.parametrize("name, variables", [
+    ("nasdaq100-minute-alpaca", "APCA_API_KEY_ID and APCA_API_SECRET_KEY"),
+    ("nasdaq100-daily-alpaca", "APCA_API_KEY_ID and APCA_API_SECRET_KEY"),
+    ("nasdaq100-minute-polygon", "MASSIVE_API_KEY (or POLYGON_API_KEY)"),
+])
+def test_without_keys_the_build_stops_with_one_line(name, variables, monkeypatch, tmp_path, capsys):
+    for variable in KEY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    assert main(["data", "build", name, "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and variables in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_shipped_alpaca_recipe_builds_from_the_server(monkeypatch, tmp_path):
+    """The recipe as shipped, cut to the served tickers and days and pointed at the server."""
+    monkeypatch.setenv("APCA_API_KEY_ID", KEY_ID)
+    monkeypatch.setenv("APCA_API_SECRET_KEY", SECRET)
+    with VendorServer(served_bars(), page_size=10_000).running() as server:
+        with pytest.warns(UserWarning, match=r"survivorship bias: .*as of 2024-12-23"):
+            data = load(
+                "nasdaq100-minute-alpaca", data_dir=tmp_path, url=server.url, tickers=["AAA", "BBB"],
+                start=START, end=END, train_end="2020-11-03", val_end="2021-03-13",
+            )  # fmt: skip
+    assert data.name == "nasdaq100-minute-alpaca" and data.tickers == ("AAA", "BBB") and data.benchmark_name == "QQQ"
+    assert data.meta["provider"] == "alpaca" and data.start == pd.Timestamp("2020-10-30 09:30", tz="America/New_York")
+    assert all(q["feed"] == "sip" and q["adjustment"] == "all" for _, q in server.requests)
+
+
+def test_bad_retry_options_are_one_line(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("APCA_API_KEY_ID", KEY_ID)
+    monkeypatch.setenv("APCA_API_SECRET_KEY", SECRET)
+    assert main(["data", "build", "nasdaq100-daily-alpaca", "--data-dir", str(tmp_path), "--set", "retries=\"many\""]) == 2
+    assert "retries must be an integer" in capsys.readouterr().err
+    assert main(["data", "build", "nasdaq100-daily-alpaca", "--data-dir", str(tmp_path), "--set", "backoff_s=-1"]) == 2
+    assert "back-off needs retries >= 0" in capsys.readouterr().err

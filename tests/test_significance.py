@@ -1,0 +1,73 @@
+"""dashboards.significance: the figures draw exactly what trader.stats computes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dashboards import significance
+from trader import metrics, stats
+
+
+def _evidence() -> dict[str, dict]:
+    rng = np.random.default_rng(0)
+    trials = rng.normal(0.0, 1.0, 14)
+    return {
+        "best pod": stats.strategy_evidence(rng.normal(0.001, 0.01, 400), n_trials=14, trial_sharpes=trials, reps=100),
+        "equal-weight": stats.strategy_evidence(rng.normal(0.0004, 0.01, 400), reps=100),
+        "short": stats.strategy_evidence(rng.normal(0.0, 0.01, 20), reps=100),
+    }
+
+
+def test_the_interval_figure_draws_the_evidence_bars() -> None:
+    evidence = _evidence()
+    figure = significance.interval_figure(evidence)
+    assert len(figure.data) == 2
+    for trace, key in zip(figure.data, significance.INTERVALS):
+        for row, name in enumerate(["best pod", "equal-weight"]):
+            sharpe = evidence[name]["sharpe"]
+            low, high = evidence[name][key]
+            assert trace.x[row] == sharpe
+            assert trace.error_x.array[row] == pytest.approx(high - sharpe)
+            assert trace.error_x.arrayminus[row] == pytest.approx(sharpe - low)
+        assert math.isnan(trace.x[2]) and math.isnan(trace.error_x.array[2])  # "short": no number, no bar
+    assert list(figure.layout.yaxis.ticktext) == ["best pod", "equal-weight", "short"]
+    assert "95%" in figure.layout.title.text
+
+
+def test_the_interval_frame_keeps_the_sentences_and_nans() -> None:
+    evidence = _evidence()
+    frame = significance.interval_frame(evidence)
+    assert frame.loc["best pod", "dsr"] == evidence["best pod"]["dsr"]
+    assert math.isnan(frame.loc["equal-weight", "dsr"])
+    assert frame.loc["short", "sentence"].startswith("no evidence: only 20 daily returns")
+
+
+def test_the_trial_figure_sorts_the_trials_and_marks_the_null_maximum() -> None:
+    sharpes = [0.4, -1.2, 2.0, 0.1, float("nan")]
+    figure = significance.trial_sharpe_figure(sharpes, labels=["a", "b", "c", "d", "e"], selected={"best": 2.0})
+    points = figure.data[0]
+    assert list(points.y[:4]) == [2.0, 0.4, 0.1, -1.2] and math.isnan(points.y[4])
+    assert list(points.text) == ["c", "a", "d", "b", "e"]
+    finite = np.array([0.4, -1.2, 2.0, 0.1])
+    days = metrics.TRADING_DAYS_PER_YEAR
+    expected = stats.expected_max_sharpe(4, float(np.var(finite, ddof=1)) / days) * math.sqrt(days)
+    lines = [shape.y0 for shape in figure.layout.shapes]
+    assert lines == pytest.approx([expected, 2.0])
+    assert significance.null_expected_max(finite, n_trials=40) > expected  # more trials, more luck
+
+
+def test_the_trial_figure_without_enough_trials_draws_no_null_line() -> None:
+    assert significance.trial_sharpe_figure([1.0]).layout.shapes == ()
+    assert math.isnan(significance.null_expected_max([1.0, float("nan")]))
+
+
+def test_the_pbo_figure_is_the_logit_histogram_of_cscv() -> None:
+    result = stats.pbo_cscv(np.random.default_rng(1).normal(0, 0.01, (10, 300)), n_blocks=8)
+    figure = significance.pbo_figure(result.logits)
+    assert np.array_equal(figure.data[0].x, result.logits)
+    assert figure.layout.shapes[0].x0 == 0.0
+    assert figure.layout.title.text.endswith(f"PBO = {result.pbo:.2f}")
+    assert significance.pbo_figure([], None).layout.title.text == "Probability of backtest overfitting"
