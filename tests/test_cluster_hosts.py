@@ -26,7 +26,8 @@ import pandas as pd
 import pytest
 
 from netns_hosts import HostLab, lab_available, leftovers, wait_until
-from test_tournament_cluster import TINY_RECIPE, check_consistent, tiny_config
+from market_fixtures import write_tiny_recipe
+from test_tournament_cluster import check_consistent, tiny_config
 from tournament import cluster, run
 from tournament.certs import make_certificates
 from tournament.cluster import TlsFiles
@@ -46,8 +47,7 @@ pytestmark = pytest.mark.skipif(lab_available() is not None, reason=lab_availabl
 def setup(tmp_path_factory):
     """(root folder, recipe, our certificates, another authority's)."""
     root = tmp_path_factory.mktemp("hosts")
-    recipe = root / "tiny.toml"
-    recipe.write_text(TINY_RECIPE)
+    recipe = write_tiny_recipe(root)
     return root, recipe, make_certificates(root / "ours"), make_certificates(root / "theirs")
 
 

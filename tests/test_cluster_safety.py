@@ -177,7 +177,7 @@ def web_server(tmp_path: Path):
 
 def test_a_web_server_is_one_error_within_the_connect_timeout(web_server: int) -> None:
     start = time.monotonic()
-    with pytest.raises(UserError, match=f"no dask scheduler answered at tcp://127.0.0.1:{web_server} within 2 s"):
+    with pytest.raises(UserError, match=f"cannot reach the dask scheduler at tcp://127.0.0.1:{web_server}: no answer within 2 s"):
         cluster.connect(scheduler=f"tcp://127.0.0.1:{web_server}", timeout=2.0)
     assert time.monotonic() - start < 4.0
 
@@ -202,7 +202,7 @@ def test_cli_exits_2_with_one_line_against_a_server_that_speaks_first(speaks_fir
 
 @pytest.mark.slow
 def test_cli_exits_2_with_one_line_against_a_web_server(web_server: int, tmp_path: Path) -> None:
-    _assert_cli_fails_fast(web_server, "no dask scheduler answered", tmp_path / "run", cluster.CONNECT_TIMEOUT + 2.0)
+    _assert_cli_fails_fast(web_server, "no answer within 10 s", tmp_path / "run", cluster.CONNECT_TIMEOUT + 2.0)
 
 
 def test_nothing_listening_is_one_error() -> None:
@@ -210,7 +210,7 @@ def test_nothing_listening_is_one_error() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # free again once closed
     start = time.monotonic()
-    with pytest.raises(UserError, match="cannot reach the dask scheduler|no dask scheduler answered"):
+    with pytest.raises(UserError, match="cannot reach the dask scheduler"):
         cluster.connect(scheduler=f"tcp://127.0.0.1:{port}", timeout=2.0)
     assert time.monotonic() - start < 4.0
 

@@ -21,14 +21,13 @@ from tournament.orchestrator import TournamentState
 from tournament.pod import PodSpec, committed_result, pod_dir, train_pod
 from trader import rundir
 from test_rundir import assert_every_file_is_documented
-from test_tournament_cluster import TINY_ALGOS, TINY_RECIPE, tiny_config
+from market_fixtures import write_tiny_recipe
+from test_tournament_cluster import TINY_ALGOS, tiny_config
 
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("idempotent") / "tiny.toml"
-    path.write_text(TINY_RECIPE)
-    return path
+    return write_tiny_recipe(tmp_path_factory.mktemp("idempotent"))
 
 
 def spec_for(recipe: Path, pod_id: str = "p0000") -> PodSpec:

@@ -132,7 +132,7 @@ def probe_scheduler(address: str, sec: Any = None, timeout: float = CONNECT_TIME
     try:
         reply = asyncio.run(asyncio.wait_for(identity(), timeout))
     except (TimeoutError, asyncio.TimeoutError):
-        raise UserError(f"no dask scheduler answered at {address} within {timeout:g} s") from None
+        raise UserError(f"cannot reach the dask scheduler at {address}: no answer within {timeout:g} s") from None
     except OSError as err:
         raise UserError(f"cannot reach the dask scheduler at {address}: {_one_line(err)}") from None
     except Exception as err:  # noqa: BLE001 - foreign bytes read as dask frames fail in many ways
@@ -147,11 +147,14 @@ def _one_line(err: BaseException) -> str:
 
 
 def connect(workers: int = 2, scheduler: str | None = None, gpus: str | None = None, pods_per_gpu: int = 1,
-            *, tls: TlsFiles = TlsFiles(), insecure: bool = False, timeout: float = CONNECT_TIMEOUT):  # fmt: skip
-    """A dask `Client` on the cluster the arguments describe (see the module docstring)."""
+            *, tls: TlsFiles = TlsFiles(), insecure: bool = False, timeout: float | str | None = None):  # fmt: skip
+    """A dask `Client` on the cluster the arguments describe (see the module docstring);
+    ``timeout`` (seconds, or dask's "10s") bounds joining a scheduler, `CONNECT_TIMEOUT` by default."""
+    from dask.utils import parse_timedelta
     from distributed import Client
 
     if scheduler:
+        timeout = float(parse_timedelta(CONNECT_TIMEOUT if timeout is None else timeout, default="seconds"))
         scheme = check_scheduler(scheduler, insecure, tls)
         if scheme in PLAIN_SCHEMES and not is_loopback(split_address(scheduler)[1]):
             warnings.warn(f"--insecure: joining {scheduler} over plain {scheme}://, unencrypted and unauthenticated; "
