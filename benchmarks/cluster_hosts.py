@@ -12,8 +12,11 @@ Both arrangements run the same `dask scheduler` and two `dask worker` processes
 Each arrangement runs ``--pods`` fresh PPO pods (``fresh_probability=1``: every pod
 does the same work) after its workers have imported torch and loaded the data set,
 so the figure is the steady state, not the start-up. Pods per hour count from the
-first submission to the last result. The arrangements alternate (``--rounds``
-times loopback then hosts) and the ratio hosts / loopback is of the medians.
+first submission to the last result. ``busy`` is the share of the two workers' time
+spent inside pods (the pods' own clocks summed over 2 x the wall-clock): what the
+scheduler, TLS and the network cost shows there, apart from how fast a pod trains
+on a machine that others load. The arrangements alternate (``--rounds`` times
+loopback then hosts); the ratios hosts / loopback are of the medians.
 Needs root and iproute2.
 
     OMP_NUM_THREADS=1 python benchmarks/cluster_hosts.py                  # ~8 min on 2 cores
@@ -91,6 +94,7 @@ def tournament(address: str, tls: TlsFiles, args: argparse.Namespace, run_dir: P
     pods = result.pods
     return {"pods": int((pods["status"] == "finished").sum()), "wall_s": result.seconds,
             "pods_per_hour": 3600.0 * len(pods) / result.seconds, "median_pod_s": float(pods["seconds"].median()),
+            "busy": float(pods["seconds"].sum()) / (2 * result.seconds),
             "workers": sorted(set(pods["worker"])), "load_before": load}  # fmt: skip
 
 
@@ -171,17 +175,20 @@ def main() -> None:
                     row = hosts_round(args, run_dir, logs, certs)
                 rows.append({"round": round_, **row})
                 print(json.dumps(rows[-1]), flush=True)
-    median = {a: statistics.median(r["pods_per_hour"] for r in rows if r["arrangement"] == a) for a in ("loopback", "hosts")}
+    arrangements = ("loopback", "hosts")
+    median = {a: statistics.median(r["pods_per_hour"] for r in rows if r["arrangement"] == a) for a in arrangements}
+    busy = {a: statistics.median(r["busy"] for r in rows if r["arrangement"] == a) for a in arrangements}
     print(f"\n{args.pods} fresh PPO pods of {args.pod_steps:,} steps ({args.num_envs} envs) on {args.dataset}, "
           f"2 workers; {platform.machine()}, {os.cpu_count()} cores\n")  # fmt: skip
-    print("| round | arrangement | pods/h | wall s | median pod s | load before |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print("| round | arrangement | pods/h | wall s | median pod s | busy | load before |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for row in rows:
         print(f"| {row['round']} | {row['arrangement']} | {row['pods_per_hour']:.1f} | {row['wall_s']:.0f} | "
-              f"{row['median_pod_s']:.1f} | {row['load_before']:.2f} |")  # fmt: skip
-    print(f"\nhosts / loopback (medians): {median['hosts'] / median['loopback']:.1%}")
+              f"{row['median_pod_s']:.1f} | {row['busy']:.1%} | {row['load_before']:.2f} |")  # fmt: skip
+    print(f"\nhosts / loopback (medians): pods/h {median['hosts'] / median['loopback']:.1%}, "
+          f"busy {busy['hosts'] / busy['loopback']:.1%}")  # fmt: skip
     if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows, "median": median}, indent=1))
+        Path(args.out).write_text(json.dumps({"rows": rows, "median": median, "busy": busy}, indent=1))
 
 
 if __name__ == "__main__":
