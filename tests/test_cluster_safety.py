@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -185,6 +186,16 @@ def test_a_web_server_is_one_error_within_the_connect_timeout(web_server: int) -
 def test_a_server_that_speaks_first_is_one_error_not_a_memory_error(speaks_first: _SpeaksFirst) -> None:
     with pytest.raises(UserError, match="does not speak dask's protocol"):
         cluster.connect(scheduler=f"tcp://127.0.0.1:{speaks_first.port}", timeout=2.0)
+
+
+def test_the_probe_works_from_inside_a_running_event_loop(speaks_first: _SpeaksFirst) -> None:
+    """As in a notebook, where a loop is running in the caller's thread."""
+
+    async def inside() -> None:
+        with pytest.raises(UserError, match="does not speak dask's protocol"):
+            cluster.probe_scheduler(f"tcp://127.0.0.1:{speaks_first.port}", timeout=2.0)
+
+    asyncio.run(inside())
 
 
 def _assert_cli_fails_fast(port: int, says: str, run_dir: Path, limit: float) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,8 +130,12 @@ def probe_scheduler(address: str, sec: Any = None, timeout: float = CONNECT_TIME
         finally:
             comm.abort()
 
+    def ask() -> Any:  # in a thread of its own: the caller may be inside an event loop (Jupyter)
+        return asyncio.run(asyncio.wait_for(identity(), timeout))
+
     try:
-        reply = asyncio.run(asyncio.wait_for(identity(), timeout))
+        with ThreadPoolExecutor(1, thread_name_prefix="probe-scheduler") as pool:
+            reply = pool.submit(ask).result()
     except (TimeoutError, asyncio.TimeoutError):
         raise UserError(f"cannot reach the dask scheduler at {address}: no answer within {timeout:g} s") from None
     except OSError as err:
