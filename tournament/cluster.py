@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -139,7 +140,7 @@ def probe_scheduler(address: str, sec: Any = None, timeout: float = CONNECT_TIME
     except (TimeoutError, asyncio.TimeoutError):
         raise UserError(f"cannot reach the dask scheduler at {address}: no answer within {timeout:g} s") from None
     except OSError as err:
-        raise UserError(f"cannot reach the dask scheduler at {address}: {_one_line(err)}") from None
+        raise UserError(f"cannot reach the dask scheduler at {address}: {_why(err, address)}") from None
     except Exception as err:  # noqa: BLE001 - foreign bytes read as dask frames fail in many ways
         raise UserError(f"{address} does not speak dask's protocol ({type(err).__name__}); is it a dask scheduler?") from None
     if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
@@ -149,6 +150,16 @@ def probe_scheduler(address: str, sec: Any = None, timeout: float = CONNECT_TIME
 def _one_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return text[0] if text else type(err).__name__
+
+
+def _why(err: OSError, address: str) -> str:
+    """A connection error in a line, with the likely cause of a refused handshake."""
+    text = re.sub(r"^in <[^>]*>: ", "", _one_line(err))  # dask prefixes the comm's repr
+    if "SSL" in text or "certificate" in text.lower():
+        return f"the TLS handshake failed ({text}); are --tls-ca, --tls-cert and --tls-key from the cluster's own CA?"
+    if split_address(address)[0] in PLAIN_SCHEMES and "reset by peer" in text:
+        return f"{text}; a scheduler that expects TLS resets plain connections: use tls://"
+    return text
 
 
 def connect(workers: int = 2, scheduler: str | None = None, gpus: str | None = None, pods_per_gpu: int = 1,
