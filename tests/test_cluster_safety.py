@@ -261,3 +261,22 @@ def test_the_dashboard_says_it_has_no_login_when_it_listens_beyond_loopback(
     err = capsys.readouterr().err
     where = "port 8501 on any address of this machine" if host == "0.0.0.0" else f"{host}:8501"
     assert ("has no login" in err and where in err and str(tmp_path) in err) is warned, err
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def test_resume_replaces_a_saved_plain_remote_scheduler_before_checking_it(tmp_path: Path) -> None:
+    """A run saved before the TLS rules (scheduler = tcp://10.0.0.5:8786) resumes on the
+    cluster given now; the saved address is never checked, nor joined."""
+    from tournament.orchestrator import resolve_config
+    from trader import rundir
+
+    run_dir = tmp_path / "old"
+    rundir.write_toml(run_dir / rundir.TOURNAMENT, {"env": "Pendulum-v1", "pods": 3, "population": 2,
+                                                    "scheduler": REMOTE, "backtest": False})  # fmt: skip
+    (run_dir / rundir.EVENTS).write_text("")
+    now = TournamentConfig(run_dir=str(run_dir), scheduler="tls://10.0.0.5:8786", tls_ca="ca.pem", tls_cert="c.pem",
+                           tls_key="k.pem", pods=5)  # fmt: skip
+    resumed = resolve_config(now, resume=True)
+    assert (resumed.scheduler, resumed.tls_ca, resumed.pods, resumed.population) == ("tls://10.0.0.5:8786", "ca.pem", 5, 2)

@@ -367,16 +367,16 @@ def _check_fresh(config: TournamentConfig) -> TournamentConfig:
 
 
 def _resume_config(config: TournamentConfig) -> TournamentConfig:
-    """The run directory's own config, with this call's stops and cluster."""
-    from trader.rundir import replace_config
-
+    """The run directory's own config, with this call's stops and cluster (merged before
+    the config is checked: a saved cluster that today's rules refuse, such as plain TCP
+    off loopback, is replaced, not checked)."""
     root = Path(config.run_dir)
     if not (root / CONFIG_FILE).is_file() or not (root / EVENTS_FILE).is_file():
         raise UserError(f"--resume: {root} holds no tournament (no {CONFIG_FILE} and {EVENTS_FILE})")
-    saved = TournamentConfig.from_dict(rundir.read_toml(root / CONFIG_FILE))
     keys = ("pods", "time_budget", "target_score", "workers", "scheduler", "gpus", "pods_per_gpu",
             "tls_ca", "tls_cert", "tls_key", "insecure")
-    return replace_config(saved, run_dir=str(root), **{k: getattr(config, k) for k in keys})
+    saved = rundir.read_toml(root / CONFIG_FILE)
+    return TournamentConfig.from_dict({**saved, "run_dir": str(root), **{k: getattr(config, k) for k in keys}})
 
 
 def _write_config(config: TournamentConfig) -> None:
