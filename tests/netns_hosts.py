@@ -6,7 +6,9 @@ has a default route, so traffic stays on the lab's own addresses. Processes star
 inside a host with `HostLab.start` (``ip netns exec``), each in its own session.
 `HostLab.close` kills every process it started and everything left in its namespaces,
 then deletes the namespaces, the veths and the bridge; it runs even when a test
-fails (use the lab as a context manager). Needs root and iproute2 (`lab_or_skip`).
+fails (use the lab as a context manager). A lab's names carry its creator's process
+id, so a new lab first sweeps away the labs of processes killed before their cleanup
+(`sweep_dead_labs`). Needs root and iproute2 (`lab_available`).
 
 Used by tests/test_cluster_hosts.py and benchmarks/cluster_hosts.py.
 """
@@ -14,6 +16,7 @@ Used by tests/test_cluster_hosts.py and benchmarks/cluster_hosts.py.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -50,7 +53,7 @@ class HostLab:
     """Namespaces as hosts on a private bridge; see the module docstring."""
 
     def __init__(self, logs: Path) -> None:
-        self.tag = f"pr{secrets.token_hex(2)}"  # interface names stay within Linux's 15 characters
+        self.tag = f"p{os.getpid():06x}{secrets.token_hex(1)}"  # names stay within Linux's 15 characters
         self.subnet = _free_subnet()
         self.bridge = f"{self.tag}br"
         self.gateway = f"10.213.{self.subnet}.1"
@@ -59,6 +62,7 @@ class HostLab:
         self._made_bridge = False
 
     def __enter__(self) -> HostLab:
+        sweep_dead_labs()
         try:
             _ip("link", "add", self.bridge, "type", "bridge")
             self._made_bridge = True
@@ -109,12 +113,8 @@ class HostLab:
         host = self.hosts[name]
         for process in host.processes:
             _kill_group(process)
-        listed = _ip("netns", "pids", host.namespace, check=False).stdout.split()
-        for pid in listed:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
+        for pid in _ip("netns", "pids", host.namespace, check=False).stdout.split():
+            _kill_pid(int(pid))
         for process in host.processes:
             try:
                 process.wait(timeout=10)
@@ -136,6 +136,44 @@ class HostLab:
         if self._made_bridge:
             _ip("link", "del", self.bridge, check=False)
             self._made_bridge = False
+
+
+TAG = re.compile(r"\bp([0-9a-f]{6})([0-9a-f]{2})")
+"""A lab's tag: ``p``, the creating process's id in 6 hex digits, 2 random hex digits."""
+
+
+def sweep_dead_labs() -> list[str]:
+    """Delete the namespaces and links of labs whose creating process is gone (a test
+    killed before its ``finally``); return their tags. Labs of live processes stay."""
+    names = _ip("netns", "list", check=False).stdout.split() + [
+        line.split(":")[1].strip().split("@")[0] for line in _ip("-o", "link", "show", check=False).stdout.splitlines()
+    ]  # fmt: skip
+    dead = sorted({m.group(0) for n in names if (m := TAG.match(n)) and not _alive(int(m.group(1), 16))})
+    for tag in dead:
+        for name in names:
+            if name.startswith(tag):
+                for pid in _ip("netns", "pids", name, check=False).stdout.split():
+                    _kill_pid(int(pid))
+                _ip("netns", "del", name, check=False)
+                _ip("link", "del", name, check=False)
+    return dead
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_pid(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _free_subnet() -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from netns_hosts import HostLab, lab_available, leftovers, wait_until
+from netns_hosts import HostLab, lab_available, leftovers, sweep_dead_labs, wait_until
 from market_fixtures import write_tiny_recipe
 from test_tournament_cluster import check_consistent, tiny_config
 from tournament import cluster, run
@@ -127,6 +127,24 @@ def assert_strangers_refused(address: str, ours, theirs, sched_host: str) -> Non
         cluster.connect(scheduler=f"tcp://{sched_host}:{PORT}")
     with pytest.warns(cluster.InsecureClusterWarning), pytest.raises(UserError):
         cluster.connect(scheduler=f"tcp://{sched_host}:{PORT}", insecure=True, timeout=3.0)
+
+
+def test_a_lab_whose_process_died_is_swept_and_a_live_one_kept(tmp_path: Path) -> None:
+    """A test killed before its cleanup leaves its namespaces; the next lab removes them."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    dead = f"p{int(gone):06x}ee"
+    subprocess.run(["ip", "netns", "add", f"{dead}-w1"], check=True, timeout=30)
+    subprocess.run(["ip", "link", "add", f"{dead}v0r", "type", "veth", "peer", "name", f"{dead}v0h"], check=True, timeout=30)
+    try:
+        with HostLab(tmp_path) as lab:
+            lab.add_host("w1")
+            assert leftovers(dead) == []  # swept when the lab opened
+            assert sweep_dead_labs() == [] and len(leftovers(lab.tag)) >= 2  # a live lab is left alone
+    finally:
+        subprocess.run(["ip", "netns", "del", f"{dead}-w1"], capture_output=True, timeout=30)
+        subprocess.run(["ip", "link", "del", f"{dead}v0r"], capture_output=True, timeout=30)
+    assert leftovers(lab.tag) == []
 
 
 def test_a_tls_tournament_runs_pods_on_two_namespace_hosts_and_refuses_strangers(setup, tmp_path: Path) -> None:
