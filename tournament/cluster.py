@@ -79,7 +79,8 @@ def check_scheduler(address: str, insecure: bool = False, tls: TlsFiles = TlsFil
     scheme, an unknown scheme. Connects to nothing."""
     scheme, host, _ = split_address(address)
     if scheme not in PLAIN_SCHEMES + ENCRYPTED_SCHEMES:
-        raise ConfigError(f"scheduler address {address!r}: unknown scheme {scheme!r}; use tls:// (or tcp:// on loopback)")
+        raise ConfigError(f"scheduler address {address!r}: unknown scheme {scheme!r}; "
+                          "use tls:// (or tcp:// on loopback)")
     if scheme in PLAIN_SCHEMES and tls.given:
         raise ConfigError(f"--tls-ca/--tls-cert/--tls-key need a tls:// scheduler address, got {address!r}")
     if scheme in PLAIN_SCHEMES and not is_loopback(host) and not insecure:
@@ -106,7 +107,8 @@ def security(address: str, tls: TlsFiles = TlsFiles()) -> Any:
     found = {"--tls-ca": sec.tls_ca_file, "--tls-cert": sec.tls_client_cert, "--tls-key": sec.tls_client_key}
     missing = [flag for flag, path in found.items() if not path]
     if missing:
-        raise UserError(f"{address} needs {', '.join(missing)} (or distributed.comm.tls.* in dask's config); {TLS_HINT}")
+        raise UserError(f"{address} needs {', '.join(missing)} (or distributed.comm.tls.* in dask's config); "
+                        f"{TLS_HINT}")
     for flag, path in found.items():
         if not os.path.isfile(path):
             raise UserError(f"{flag} {path}: no such file")
@@ -142,7 +144,8 @@ def probe_scheduler(address: str, sec: Any = None, timeout: float = CONNECT_TIME
     except OSError as err:
         raise UserError(f"cannot reach the dask scheduler at {address}: {_why(err, address)}") from None
     except Exception as err:  # noqa: BLE001 - foreign bytes read as dask frames fail in many ways
-        raise UserError(f"{address} does not speak dask's protocol ({type(err).__name__}); is it a dask scheduler?") from None
+        raise UserError(f"{address} does not speak dask's protocol ({type(err).__name__}); "
+                        "is it a dask scheduler?") from None
     if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
         raise UserError(f"{address} answered, but not as a dask scheduler; is it a dask scheduler?")
 
@@ -180,7 +183,8 @@ def connect(workers: int = 2, scheduler: str | None = None, gpus: str | None = N
         try:
             return Client(scheduler, timeout=timeout, security=sec)
         except (OSError, TimeoutError) as err:
-            raise UserError(f"cannot reach the dask scheduler at {scheduler} within {timeout:g} s: {_one_line(err)}") from err
+            raise UserError(f"cannot reach the dask scheduler at {scheduler} within {timeout:g} s: "
+                            f"{_one_line(err)}") from err
     if gpus:
         return Client(_cuda_cluster(gpus, pods_per_gpu))
     from distributed import LocalCluster
