@@ -506,71 +506,79 @@ def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard
     else:
         unfilled_value = unfilled_shares = torch.zeros_like(state.cash)
 
-    # sells settle first: proceeds less commission, half-spread and impact
-    sold = sells * price
-    sold_value = sold.sum(-1)
-    spread_rate, impact_rate = _slippage(sells, market)
-    sell_spread = sold * spread_rate if spread_rate is not None else None
-    sell_impact = sold * impact_rate if impact_rate is not None else None
-    if rules.per_order_commission or spread_rate is not None or impact_rate is not None:
-        # a sale never pays more commission than is left of its proceeds
-        fee = _order_commission(sells, sold, rules.sell_cost, rules) if rules.per_order_commission else sold * rules.sell_cost
-        left = sold
-        left = left - sell_spread if sell_spread is not None else left
-        left = left - sell_impact if sell_impact is not None else left
-        sell_commission = torch.minimum(fee, left).sum(-1)
-    else:  # today's flat rate, below 1: never more than the proceeds
-        sell_commission = sold_value * rules.sell_cost
-    sell_spread = sell_spread.sum(-1) if sell_spread is not None else None
-    sell_impact = sell_impact.sum(-1) if sell_impact is not None else None
-    cash = state.cash + sold_value - sell_commission
-    cash = cash - sell_spread if sell_spread is not None else cash
-    cash = cash - sell_impact if sell_impact is not None else cash
-    holdings = holdings - sells
-
-    # then buys; when the whole bill exceeds the cash, all buys shrink by one factor
+    # sells settle first, then the buys shrink by one factor when their whole bill exceeds the cash
+    cash, sold_value, sell_commission, sell_spread, sell_impact = _settle_sells(sells, price, state.cash, market, rules)
     buys, wanted = _buys_within_cash(buys, price, cash, market, rules)
-    bought = buys * price
-    bought_value = bought.sum(-1)
-    spread_rate, impact_rate = _slippage(buys, market)
-    if rules.per_order_commission:
-        buy_commission = _order_commission(buys, bought, rules.buy_cost, rules).sum(-1)
-    else:
-        buy_commission = bought_value * rules.buy_cost
-    zero = torch.zeros_like(cash)
-    buy_spread = (bought * spread_rate).sum(-1) if spread_rate is not None else zero
-    buy_impact = (bought * impact_rate).sum(-1) if impact_rate is not None else zero
-    spent = bought_value + buy_commission
-    if spread_rate is not None:
-        spent = spent + buy_spread
-    if impact_rate is not None:
-        spent = spent + buy_impact
-    # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
-    cash = torch.maximum(cash - spent, cash.clamp_max(0.0))
+    cash, bought_value, buy_commission, buy_spread, buy_impact = _pay_buys(buys, price, cash, market, rules)
     return _Fill(
         cash=cash,
-        holdings=holdings + buys,
+        holdings=holdings - sells + buys,
         traded=sold_value + bought_value,
         commission=sell_commission + buy_commission,
-        spread=buy_spread + sell_spread if sell_spread is not None else buy_spread,
-        impact=buy_impact + sell_impact if sell_impact is not None else buy_impact,
+        spread=sell_spread + buy_spread,
+        impact=sell_impact + buy_impact,
         ordered=sold_value + wanted + unfilled_value,
         unfilled_value=unfilled_value,
         unfilled_shares=unfilled_shares,
     )
 
 
+def _settle_sells(sells: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules):
+    """Cash after the sales (their proceeds less commission, half-spread and impact), the value
+    sold and the three costs, each [E] (a term that is off costs a 0 tensor)."""
+    sold = sells * price
+    sold_value = sold.sum(-1)
+    spread_rate, impact_rate = _slippage(sells, market)
+    zero = torch.zeros_like(cash)
+    if not (rules.per_order_commission or spread_rate is not None or impact_rate is not None):
+        commission = sold_value * rules.sell_cost  # today's flat rate, below 1: never more than the proceeds
+        return cash + sold_value - commission, sold_value, commission, zero, zero
+    fee = _order_commission(sells, sold, rules.sell_cost, rules) if rules.per_order_commission else sold * rules.sell_cost
+    left = sold  # a sale never pays more commission than is left of its proceeds
+    spread = impact = zero
+    if spread_rate is not None:
+        spread_paid = sold * spread_rate
+        left, spread = left - spread_paid, spread_paid.sum(-1)
+    if impact_rate is not None:
+        impact_paid = sold * impact_rate
+        left, impact = left - impact_paid, impact_paid.sum(-1)
+    commission = torch.minimum(fee, left).sum(-1)
+    return cash + sold_value - commission - spread - impact, sold_value, commission, spread, impact
+
+
+def _pay_buys(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules):
+    """Cash after paying the (scaled) buys and their costs, the value bought and the three
+    costs, each [E]."""
+    bought = buys * price
+    bought_value = bought.sum(-1)
+    spread_rate, impact_rate = _slippage(buys, market)
+    if rules.per_order_commission:
+        commission = _order_commission(buys, bought, rules.buy_cost, rules).sum(-1)
+    else:
+        commission = bought_value * rules.buy_cost
+    zero = torch.zeros_like(cash)
+    spread = (bought * spread_rate).sum(-1) if spread_rate is not None else zero
+    impact = (bought * impact_rate).sum(-1) if impact_rate is not None else zero
+    spent = bought_value + commission
+    if spread_rate is not None:
+        spent = spent + spread
+    if impact_rate is not None:
+        spent = spent + impact
+    # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
+    return torch.maximum(cash - spent, cash.clamp_max(0.0)), bought_value, commission, spread, impact
+
+
 def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules) -> tuple[Tensor, Tensor]:
     """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
 
     The bill of the full orders (s = 1) is computed exactly. When it exceeds the cash,
-    s solves ``M + s x L = cash`` (0 when the cash does not cover M), with M the
+    s solves ``M + s x L = cash`` (0 when the cash does not cover M, or is a debt), with M the
     minimum commissions of the orders and L their value times (1 + rate + half-spread
     + impact of the full order) plus the fee per share: an upper bound of the bill at
     s, since impact per share only falls as an order shrinks and each order's
     commission is at most its minimum plus its linear part. So the scaled bill never
     exceeds the cash, whatever the order of the stocks. Shares mode then rounds down.
-    Returns the buys and whether any spread or impact term is charged.
+    Returns the buys and the value of the full orders, [E].
     """
     value = buys * price
     spread_rate, impact_rate = _slippage(buys, market)
@@ -580,7 +588,7 @@ def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market
     wanted = value.sum(-1)
     if slippage is None and not rules.per_order_commission:  # today's flat rate: exact and linear
         needed = wanted * (1.0 + rules.buy_cost)
-        scale = torch.where(needed > cash, cash / needed.clamp_min(1e-300), torch.ones_like(cash))
+        scale = torch.where(needed > cash, cash.clamp_min(0.0) / needed.clamp_min(1e-300), torch.ones_like(cash))
     else:
         price_paid = value if slippage is None else value * (1.0 + slippage)
         linear = price_paid + value * rules.buy_cost
@@ -590,7 +598,7 @@ def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market
             minimum = (buys > 0).to(value.dtype).sum(-1) * rules.commission_min
             room = (cash - minimum).clamp_min(0.0)
         else:
-            needed, room = linear.sum(-1), cash
+            needed, room = linear.sum(-1), cash.clamp_min(0.0)
         scale = torch.where(needed > cash, room / linear.sum(-1).clamp_min(1e-300), torch.ones_like(cash))
     buys = buys * scale.unsqueeze(-1)
     if not rules.weights_mode:

@@ -129,8 +129,8 @@ def test_a_bar_without_volume_fills_nothing():
     assert info["costs"].item() == 0.0 and info["cash"].item() == 1_000_000.0
 
 
-def daily_panel():
-    frame = random_walk_frame(2, 40, seed=1, freq="1D")
+def daily_panel(n_tickers: int = 2):
+    frame = random_walk_frame(n_tickers, 40, seed=1, freq="1D")
     data = from_frame(frame, name="daily")
     data = replace(data, tradable=torch.ones_like(data.tradable))
     return data.with_normalization(*data.fit_normalization())
@@ -337,3 +337,24 @@ def test_old_files_without_cost_keys_load_as_the_flat_rate_env():
     assert partial.costs == CostModel(borrow_rate=0.01)
     with pytest.raises(ConfigError, match="unknown .*key.*borow_rate"):
         config_from_dict(EnvConfig, {"costs": {"borow_rate": 0.01}})
+
+
+@pytest.mark.parametrize("spread_bps", [0.0, 3.0])
+def test_a_borrow_fee_the_cash_cannot_pay_is_a_debt_that_buys_nothing(spread_bps):
+    """Long 1.5 and short 0.5 of the value leaves no cash: the fee makes it negative, then
+    no buy fills until sales repay it, and nothing else goes wrong."""
+    data = daily_panel(3)
+    config = EnvConfig(action_mode="weights", short_selling=True, max_leverage=2.0, random_start=False,
+                       buy_cost=0.0, sell_cost=0.0, costs=CostModel(borrow_rate=0.5, spread_bps=spread_bps))  # fmt: skip
+    env = StockTradingVecEnv(data, 1, "cpu", config)
+    env.reset()
+    _, _, _, _, info = env.step(torch.tensor([[0.9, 0.6, -0.5]]))  # gross 2: cash V + 0.5 V - 1.5 V = 0
+    assert info["cash"].item() < 0 and info["cost_borrow"].item() > 0
+    debt, held = info["cash"].item(), info["holdings"].clone()
+    # targets 1.0 / 0.7 / -0.3: every order is a buy (more long, less short); the debt pays for none
+    _, _, _, _, info = env.step(torch.tensor([[1.0, 0.7, -0.3]]))
+    assert torch.equal(info["holdings"], held)
+    assert info["costs"].item() == info["cost_borrow"].item() > 0
+    assert info["cash"].item() == pytest.approx(debt - info["cost_borrow"].item(), rel=1e-12)
+    marked = info["cash"] + (info["holdings"] * data.close[info["t"]].double()).sum(-1)
+    torch.testing.assert_close(info["value"], marked, rtol=1e-12, atol=1e-9)
