@@ -12,7 +12,7 @@ export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
 # docs/configuration.md is generated from the config dataclasses.
-.PHONY: docs demo test test-all test-browser screenshots chromium dashboard bench rllib clean-venv
+.PHONY: docs demo test test-all test-browser screenshots chromium iproute2 dashboard bench rllib clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,11 +30,21 @@ demo: $(VENV)/.installed-dev
 docs: $(VENV)/.installed-dev
 	$(PY) -m trader.config_reference
 
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev iproute2
 	$(PY) -m pytest -q
 
-test-all: $(VENV)/.installed-dev
+test-all: $(VENV)/.installed-dev iproute2
 	$(PY) -m pytest -q -m ""
+
+# iproute2 (`ip netns`, veth, bridge) for the multi-host tests (tests/test_cluster_hosts.py,
+# which also need root): Debian's package, installed with apt-get where it is missing and
+# we are root or have sudo. Elsewhere nothing is installed and those tests skip.
+iproute2:
+	@if command -v ip >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && { [ "$$(id -u)" = 0 ] || command -v sudo >/dev/null; }; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q iproute2; \
+	else echo "iproute2: ip is missing and cannot be installed here; the namespace tests will skip" >&2; fi
 
 # Headless Chromium for the browser tests and the screenshots: Debian's packages,
 # installed with apt-get where it is available (as root, or through sudo).

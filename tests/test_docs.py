@@ -63,7 +63,7 @@ def _subcommand(line: str) -> list[str]:
     return names
 
 
-GROUPS = ("data",)
+GROUPS = ("data", "cluster")
 """`trader` subcommands that are groups of their own subcommands."""
 
 

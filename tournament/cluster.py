@@ -1,14 +1,26 @@
-"""The dask cluster a tournament runs on: one function, `connect`, returning a `Client`.
+"""The dask cluster a tournament runs on: `connect` returns a `Client`.
 
 - Default: `distributed.LocalCluster` with ``workers`` worker *processes*, one thread
-  each (torch keeps one thread per process, see `tournament.pod`); its nannies restart
-  a worker that dies, and dask runs the lost task again.
-- ``scheduler="tcp://host:8786"``: join a running cluster (workers started with
-  ``dask worker ADDRESS``, anywhere that sees the run directory at the same path);
-  the workers present at each moment are used, see `tournament.orchestrator`.
+  each (torch keeps one thread per process, see `tournament.pod`), its scheduler and
+  workers listening on loopback only; its nannies restart a worker that dies, and
+  dask runs the lost task again.
+- ``scheduler="tls://host:8786"``: join a running cluster over mutual TLS (workers
+  started with ``dask worker ADDRESS --tls-...``, anywhere that sees the run
+  directory at the same path); the workers present at each moment are used, see
+  `tournament.orchestrator`. The certificates come from `TlsFiles` or dask's own
+  configuration (``distributed.comm.tls.*``); encryption is always required.
+- ``scheduler="tcp://127.0.0.1:8786"``: plain TCP, on loopback only. Dask sends
+  pickled functions between client, scheduler and workers, so whoever reaches a
+  plain-TCP scheduler runs code on every worker: an address off loopback is refused
+  (`check_scheduler`) unless ``insecure``, and every such run warns.
 - ``gpus="all"`` or ``"0,1"``: `dask_cuda.LocalCUDACluster`, one worker per GPU
   (``pods_per_gpu`` threads each). dask-cuda pins its own dask, so it lives in the
   ``gpu`` extra (``pip install 'podracer-trader[gpu]'``); nothing else needs it.
+
+Before the `Client` is made, `probe_scheduler` asks the address for its identity
+under a hard deadline: something else listening there (a web server, a server that
+speaks first) is one `UserError` within the connect timeout, not a hang or a
+traceback from dask reading foreign bytes as a frame length.
 
 Dask's own rules that matter here: a task whose worker died is retried on another
 worker, and after ``distributed.scheduler.allowed-failures`` deaths (3 by default)
@@ -17,34 +29,159 @@ it ends in `distributed.KilledWorker`, which the orchestrator records as a faile
 
 from __future__ import annotations
 
-
 import logging
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any
 
-from trader.errors import UserError
+from trader.addresses import is_loopback, split_address
+from trader.errors import ConfigError, UserError
 
-CONNECT_TIMEOUT = "10s"
-"""How long joining a scheduler may take before the address counts as unreachable."""
+CONNECT_TIMEOUT = 10.0
+"""Seconds joining a scheduler may take before the address counts as unreachable."""
+
+LOOPBACK_HOST = "127.0.0.1"
+"""Where the local cluster's scheduler and workers listen."""
+
+PLAIN_SCHEMES = ("tcp", "ws", "ucx")
+ENCRYPTED_SCHEMES = ("tls", "wss")
+TLS_HINT = ("use TLS: tls://HOST:PORT with --tls-ca, --tls-cert and --tls-key "
+            "(`trader cluster certs DIR` makes them; see docs/scaling.md)")  # fmt: skip
 
 
-def connect(workers: int = 2, scheduler: str | None = None, gpus: str | None = None,
-            pods_per_gpu: int = 1):  # fmt: skip
+class InsecureClusterWarning(UserWarning):
+    """A tournament joined a scheduler off loopback over plain TCP (``insecure``)."""
+
+
+warnings.simplefilter("always", InsecureClusterWarning)  # every run says it, not only the first
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The client's side of mutual TLS: PEM files of the cluster's CA, the client's
+    certificate and its key. All None: dask's configuration supplies them."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return any((self.ca, self.cert, self.key))
+
+
+def check_scheduler(address: str, insecure: bool = False, tls: TlsFiles = TlsFiles()) -> str:
+    """The address's scheme, or `ConfigError` when joining it would be unsafe or
+    inconsistent: plain TCP off loopback without ``insecure``, TLS files with a plain
+    scheme, an unknown scheme. Connects to nothing."""
+    scheme, host, _ = split_address(address)
+    if scheme not in PLAIN_SCHEMES + ENCRYPTED_SCHEMES:
+        raise ConfigError(f"scheduler address {address!r}: unknown scheme {scheme!r}; use tls:// (or tcp:// on loopback)")
+    if scheme in PLAIN_SCHEMES and tls.given:
+        raise ConfigError(f"--tls-ca/--tls-cert/--tls-key need a tls:// scheduler address, got {address!r}")
+    if scheme in PLAIN_SCHEMES and not is_loopback(host) and not insecure:
+        raise ConfigError(
+            f"refusing plain {scheme}:// to {address}: anyone who can reach that port can run code on every "
+            f"worker; {TLS_HINT}, or pass --insecure on a network you trust"
+        )
+    return scheme
+
+
+def security(address: str, tls: TlsFiles = TlsFiles()) -> Any:
+    """A `distributed.security.Security` with encryption required for a tls:// or
+    wss:// address (None for a plain one): ``tls``'s files, or dask's configuration
+    (``distributed.comm.tls.ca-file`` and ``distributed.comm.tls.client.cert/key``)."""
+    scheme, _, _ = split_address(address)
+    if scheme not in ENCRYPTED_SCHEMES:
+        return None
+    from distributed.security import Security
+
+    if tls.given and not all((tls.ca, tls.cert, tls.key)):
+        raise UserError("give --tls-ca, --tls-cert and --tls-key together")
+    files = {"tls_ca_file": tls.ca, "tls_client_cert": tls.cert, "tls_client_key": tls.key}
+    sec = Security(require_encryption=True, **({k: str(v) for k, v in files.items()} if tls.given else {}))
+    found = {"--tls-ca": sec.tls_ca_file, "--tls-cert": sec.tls_client_cert, "--tls-key": sec.tls_client_key}
+    missing = [flag for flag, path in found.items() if not path]
+    if missing:
+        raise UserError(f"{address} needs {', '.join(missing)} (or distributed.comm.tls.* in dask's config); {TLS_HINT}")
+    for flag, path in found.items():
+        if not os.path.isfile(path):
+            raise UserError(f"{flag} {path}: no such file")
+    return sec
+
+
+def probe_scheduler(address: str, sec: Any = None, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Ask ``address`` for its identity within ``timeout`` seconds; `UserError` unless a
+    dask scheduler answers (nothing listens, a TLS handshake fails, something else
+    speaks there)."""
+    import asyncio
+
+    from distributed.comm import connect as comm_connect
+
+    args = sec.get_connection_args("client") if sec is not None else {}
+
+    async def identity() -> Any:
+        comm = await comm_connect(address, timeout=timeout, **args)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        reply = asyncio.run(asyncio.wait_for(identity(), timeout))
+    except (TimeoutError, asyncio.TimeoutError):
+        raise UserError(f"no dask scheduler answered at {address} within {timeout:g} s") from None
+    except OSError as err:
+        raise UserError(f"cannot reach the dask scheduler at {address}: {_one_line(err)}") from None
+    except Exception as err:  # noqa: BLE001 - foreign bytes read as dask frames fail in many ways
+        raise UserError(f"{address} does not speak dask's protocol ({type(err).__name__}); is it a dask scheduler?") from None
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        raise UserError(f"{address} answered, but not as a dask scheduler; is it a dask scheduler?")
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def connect(workers: int = 2, scheduler: str | None = None, gpus: str | None = None, pods_per_gpu: int = 1,
+            *, tls: TlsFiles = TlsFiles(), insecure: bool = False, timeout: float = CONNECT_TIMEOUT):  # fmt: skip
     """A dask `Client` on the cluster the arguments describe (see the module docstring)."""
     from distributed import Client
 
     if scheduler:
+        scheme = check_scheduler(scheduler, insecure, tls)
+        if scheme in PLAIN_SCHEMES and not is_loopback(split_address(scheduler)[1]):
+            warnings.warn(f"--insecure: joining {scheduler} over plain {scheme}://, unencrypted and unauthenticated; "
+                          f"anyone who can reach it can run code on every worker", InsecureClusterWarning, stacklevel=2)  # fmt: skip
+        sec = security(scheduler, tls)
+        probe_scheduler(scheduler, sec, timeout)
         try:
-            return Client(scheduler, timeout=CONNECT_TIMEOUT)
+            return Client(scheduler, timeout=timeout, security=sec)
         except (OSError, TimeoutError) as err:
-            raise UserError(f"cannot reach the dask scheduler at {scheduler} within {CONNECT_TIMEOUT}: {err}") from err
+            raise UserError(f"cannot reach the dask scheduler at {scheduler} within {timeout:g} s: {_one_line(err)}") from err
     if gpus:
         return Client(_cuda_cluster(gpus, pods_per_gpu))
     from distributed import LocalCluster
 
     if workers < 1:
         raise UserError(f"workers must be >= 1, got {workers}")
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host=LOOPBACK_HOST,
                            dashboard_address=None, silence_logs=logging.ERROR)  # fmt: skip
     return Client(cluster)
+
+
+def connect_for(config: Any):
+    """`connect` with a `TournamentConfig`'s cluster keys."""
+    return connect(config.workers, config.scheduler, config.gpus, config.pods_per_gpu,
+                   tls=tls_files(config), insecure=config.insecure)  # fmt: skip
+
+
+def tls_files(config: Any) -> TlsFiles:
+    """A `TournamentConfig`'s TLS files."""
+    return TlsFiles(config.tls_ca, config.tls_cert, config.tls_key)
 
 
 def _cuda_cluster(gpus: str, pods_per_gpu: int):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tournament.cluster import TlsFiles, check_scheduler
 from trader.agents import ALGOS, make_config
 from trader.rundir import config_from_dict, config_to_dict
 from trader.errors import ConfigError
@@ -60,7 +61,17 @@ class TournamentConfig:
     workers: int = 2
     """Local worker processes (one thread each) when neither scheduler nor gpus is set."""
     scheduler: str | None = None
-    """Address of a running dask scheduler to join instead of a local cluster."""
+    """Address of a running dask scheduler to join instead of a local cluster:
+    ``tls://HOST:PORT``, or ``tcp://`` on loopback (see `tournament.cluster`)."""
+    tls_ca: str | None = None
+    """PEM file of the cluster's certificate authority (with a tls:// scheduler)."""
+    tls_cert: str | None = None
+    """PEM file of this client's certificate, signed by that authority."""
+    tls_key: str | None = None
+    """PEM file of this client's private key."""
+    insecure: bool = False
+    """Allow a plain tcp:// scheduler off loopback (unencrypted, unauthenticated: anyone
+    who reaches it runs code on every worker); every run that uses it warns."""
     gpus: str | None = None
     """"all" or "0,1": a dask-cuda LocalCUDACluster, one worker per GPU."""
     pods_per_gpu: int = 1
@@ -128,6 +139,10 @@ class TournamentConfig:
             raise ConfigError(f"mutation_scale must be > 0, got {self.mutation_scale}")
         if self.scheduler and self.gpus:
             raise ConfigError("give either scheduler or gpus, not both")
+        if self.scheduler:
+            check_scheduler(self.scheduler, self.insecure, TlsFiles(self.tls_ca, self.tls_cert, self.tls_key))
+        elif any((self.tls_ca, self.tls_cert, self.tls_key)):
+            raise ConfigError("tls_ca, tls_cert and tls_key need a tls:// scheduler")
         extra = sorted(set(self.algo_configs) - set(ALGOS))
         if extra:
             raise ConfigError(f"algo_configs names unknown algorithm(s) {extra}")

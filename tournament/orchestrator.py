@@ -20,6 +20,10 @@ State and files (all in the run directory, see docs/contracts.md):
 
 A pod whose worker dies is run again by dask; its result is recorded once, when its
 future resolves. After dask's ``allowed-failures`` the pod is recorded as failed.
+Dask runs a task at least once, not exactly once: two runs of one pod commit its
+folder once (`tournament.pod.train_pod`, the first to finish wins, the other returns
+the winner's result) and `TournamentState.ended` records a pod's first result only.
+When the loop stops, the staged folders of pods whose worker was killed are removed.
 """
 
 from __future__ import annotations
@@ -119,10 +123,15 @@ class TournamentState:
         self.cancelled.discard(spec.pod_id)
         self.write_pods()
 
-    def ended(self, result: PodResult) -> None:
+    def ended(self, result: PodResult) -> bool:
+        """Record a pod's result; False (and nothing recorded) when the pod has one
+        already: a pod that ran twice is recorded once."""
+        if result.pod_id in self.results:
+            return False
         self.log.append(result.status, pod_id=result.pod_id, result=result.to_dict())
         self._apply(result, log=True)
         self.write_snapshots()
+        return True
 
     def _apply(self, result: PodResult, log: bool) -> None:
         self.results[result.pod_id] = result
@@ -231,7 +240,7 @@ def run(
     config = resolve_config(config, resume)
     env = _prepare_env(config.env)
     own_client = client is None
-    client = cluster.connect(config.workers, config.scheduler, config.gpus, config.pods_per_gpu) if own_client else client
+    client = cluster.connect_for(config) if own_client else client
     start = time.monotonic()
     try:
         state = TournamentState.replay(config) if resume else TournamentState(config)
@@ -244,6 +253,7 @@ def run(
     finally:
         if own_client:
             cluster.close(client)
+    rundir.remove_staged(state.root / rundir.PODS_DIR)
     gather_trials(state)
     backtest = _final_backtest(config, state) if config.backtest and not resolve_env(env).is_gym else None
     return TournamentResult(Path(config.run_dir), state.board, pods_frame(state.specs, state.results, state.cancelled),
@@ -364,7 +374,8 @@ def _resume_config(config: TournamentConfig) -> TournamentConfig:
     if not (root / CONFIG_FILE).is_file() or not (root / EVENTS_FILE).is_file():
         raise UserError(f"--resume: {root} holds no tournament (no {CONFIG_FILE} and {EVENTS_FILE})")
     saved = TournamentConfig.from_dict(rundir.read_toml(root / CONFIG_FILE))
-    keys = ("pods", "time_budget", "target_score", "workers", "scheduler", "gpus", "pods_per_gpu")
+    keys = ("pods", "time_budget", "target_score", "workers", "scheduler", "gpus", "pods_per_gpu",
+            "tls_ca", "tls_cert", "tls_key", "insecure")
     return replace_config(saved, run_dir=str(root), **{k: getattr(config, k) for k in keys})
 
 

@@ -17,6 +17,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import socket
 import time
 import traceback
@@ -130,14 +131,52 @@ def train_pod(spec: PodSpec, run_dir: str) -> PodResult:
 
     An error inside training is a failed pod (recorded, never raised): the tournament
     goes on. A worker that dies is dask's business: the task is run again elsewhere.
+
+    At-least-once made safe: the pod trains into a staged folder of its own and commits
+    it with `trader.rundir.commit_folder_once`, so of several runs of one spec (dask
+    may run a task twice) the first to finish is the pod, whole, and every other run
+    returns that run's `PodResult` (its ``pod.json``) without touching its files. A run
+    that starts after a copy is committed returns it at once.
     """
+    final = pod_dir(run_dir, spec.pod_id)
+    done = committed_result(final)
+    if done is not None:
+        return done
+    staged = rundir.stage_folder(final, unique=True)
+    try:
+        result = _train_into(spec, run_dir, staged)
+        rundir.write_json(staged / rundir.POD_RESULT, {"format_version": rundir.POD_RESULT_VERSION, **result.to_dict()})
+        if rundir.commit_folder_once(staged, final):
+            return result
+        done = committed_result(final)
+        if done is not None:
+            return done
+        rundir.commit_folder(staged, final)  # a folder from before pod.json existed: not a finished copy
+        return result
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def committed_result(folder: Path) -> PodResult | None:
+    """The `PodResult` of a committed pod folder (None when there is none yet)."""
+    path = folder / rundir.POD_RESULT
+    if not path.is_file():
+        return None
+    values = rundir.read_json(path, version=rundir.POD_RESULT_VERSION)
+    values.pop("format_version")
+    return PodResult.from_dict(values)
+
+
+def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
+    """Train ``spec`` into ``out`` (a staged folder); paths in the result point at the
+    pod's final folder."""
     import torch
 
     from trader.train import train
 
     torch.set_num_threads(1)  # one torch thread per worker process
     start = time.time()
-    out = pod_dir(run_dir, spec.pod_id)
+    final = pod_dir(run_dir, spec.pod_id)
     init_from = None if spec.parent_checkpoint is None else Path(run_dir) / spec.parent_checkpoint
     try:
         result = train(
@@ -154,12 +193,12 @@ def train_pod(spec: PodSpec, run_dir: str) -> PodResult:
                          device=spec.device, error=line)  # fmt: skip
     history = _score_history(result.metrics)
     end = time.time()
-    checkpoint = out / "checkpoints" / "best"
-    if result.best_score is None or not checkpoint.with_suffix(".json").is_file():
+    if result.best_score is None or not (out / "checkpoints" / "best.json").is_file():
         return PodResult(spec.pod_id, "failed", steps=result.steps, start=start, end=end,
                          seconds=end - start, worker=_worker_name(), device=spec.device,
                          error="the pod has no validation score (no evaluator ran)")  # fmt: skip
     score = float(result.best_score)
+    checkpoint = final / "checkpoints" / "best"
     return PodResult(
         spec.pod_id, "finished", score=score if math.isfinite(score) else math.nan, score_history=history,
         steps=result.steps, seconds=end - start, start=start, end=end, worker=_worker_name(),

@@ -11,8 +11,9 @@ fields and points here.
 - **Writes, whole or not at all.** `write_text`, `write_json`, `write_toml`,
   `write_parquet` and `write_atomic` write under a temporary name in the same folder,
   flush it to disk, then rename it into place; `stage_folder` and `commit_folder` do
-  the same for a folder. A reader (or a killed writer) never leaves or sees half a
-  file.
+  the same for a folder, and `commit_folder_once` commits only where no folder is yet
+  (the first of several writers wins). A reader (or a killed writer) never leaves or
+  sees half a file.
 - **Logs.** `append_json_line` appends one synced line to ``events.jsonl``;
   `read_json_lines` reads the complete ones back.
 - **Reads that name the file.** `read_text`, `read_json`, `read_toml` and
@@ -28,6 +29,7 @@ Torch-free on purpose: the dashboard imports it to read runs.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -60,11 +62,13 @@ REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 BACKTESTS_DIR = "backtests"
 ERROR = "error.txt"
+POD_RESULT = "pod.json"
 TRIALS = "trials.parquet"
 
 LEADERBOARD_VERSION = 1
 CHECKPOINT_VERSION = 1
 BASELINE_VERSION = 1
+POD_RESULT_VERSION = 1
 
 SERIES_COLUMNS = ("value", "return", "cash", "turnover", "traded_value", "costs")
 """Per-bar columns of ``backtests/<strategy>.parquet`` besides ``timestamp`` and
@@ -105,6 +109,8 @@ FILES: tuple[RunFile, ...] = (
     RunFile(LEADERBOARD, "json", "tournament.leaderboard", "trader backtest (best, ensemble), the dashboard", LEADERBOARD_VERSION),
     RunFile(PODS, "parquet", "tournament.orchestrator", "the dashboard"),
     RunFile(f"{PODS_DIR}/*/{ERROR}", "text", "tournament.pod", "a person reading a failed pod"),
+    RunFile(f"{PODS_DIR}/*/{POD_RESULT}", "json", "tournament.pod",
+            "tournament.pod (a second run of the pod returns it instead of training again)", POD_RESULT_VERSION),
     RunFile(f"{BASELINES_DIR}/*/{BASELINE_SIDECAR}", "json", "trader.baselines.folder", "trader backtest, the dashboard", BASELINE_VERSION),
     RunFile(f"{BASELINES_DIR}/*/*.zip", "zip", "trader.baselines (SB3's model files)", "trader backtest"),
     RunFile(f"{BASELINES_DIR}/*/policy.safetensors", "safetensors", "trader.baselines.rllib_worker", "trader backtest"),
@@ -142,7 +148,7 @@ def file_kind(relative: str | os.PathLike[str]) -> RunFile | None:
 
     A tournament pod's files (``pods/<id>/...``) are matched as a training run's."""
     parts = Path(relative).parts
-    if len(parts) > 2 and parts[0] == PODS_DIR and Path(*parts[2:]).as_posix() != ERROR:
+    if len(parts) > 2 and parts[0] == PODS_DIR and Path(*parts[2:]).as_posix() not in (ERROR, POD_RESULT):
         parts = parts[2:]
     path = Path(*parts)
     return next((f for f in FILES if path.match(f.pattern) and len(path.parts) == len(Path(f.pattern).parts)), None)
@@ -204,14 +210,47 @@ def write_parquet(path: str | os.PathLike[str], table: Any) -> Path:
     return write_atomic(path, lambda tmp: table.to_parquet(tmp, index=False))
 
 
-def stage_folder(final: str | os.PathLike[str]) -> Path:
+def stage_folder(final: str | os.PathLike[str], *, unique: bool = False) -> Path:
     """A fresh, empty temporary folder beside ``final`` (``.tmp-<name>``) to fill
-    before `commit_folder` moves it into place. A leftover of a killed writer is removed."""
+    before `commit_folder` moves it into place. A leftover of a killed writer is removed.
+
+    ``unique``: a name of its own (``.tmp-<name>-<random>``) for each of several writers
+    that may fill a folder for ``final`` at once (`commit_folder_once`); nothing is
+    removed (`remove_staged` clears leftovers once no writer can be running)."""
     final = Path(final)
+    if unique:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
     staged = final.parent / f".tmp-{final.name}"
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
     return staged
+
+
+def commit_folder_once(staged: Path, final: str | os.PathLike[str]) -> bool:
+    """Move a complete staged folder to ``final`` unless ``final`` already holds a
+    folder with files; True when this one was moved. The loser's staged folder is removed.
+
+    One ``rename``: POSIX renames a folder onto an absent or empty one and refuses a
+    non-empty one, atomically, so of writers racing for ``final`` exactly one wins, and
+    a writer killed mid-commit leaves either its whole folder at ``final`` or none."""
+    try:
+        os.rename(staged, final)
+    except OSError as err:
+        if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        shutil.rmtree(staged, ignore_errors=True)
+        return False
+    return True
+
+
+def remove_staged(parent: str | os.PathLike[str]) -> list[Path]:
+    """Remove the staged folders (``.tmp-*``) that killed writers left in ``parent``;
+    return them. Call it only when no writer can still be filling one."""
+    gone = [path for path in Path(parent).glob(".tmp-*") if path.is_dir()]
+    for path in gone:
+        shutil.rmtree(path, ignore_errors=True)
+    return gone
 
 
 def commit_folder(staged: Path, final: str | os.PathLike[str]) -> Path:

@@ -45,6 +45,7 @@ def _register_commands() -> None:
     from trader.cli import tournament  # noqa: F401
     from trader.cli import dashboard  # noqa: F401
     from trader.cli import baselines  # noqa: F401
+    from trader.cli import cluster  # noqa: F401
 
 
 _register_commands()

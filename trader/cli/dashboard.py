@@ -26,6 +26,17 @@ def streamlit_command(runs_dir: Path, port: int, host: str) -> list[str]:
     ]  # fmt: skip
 
 
+def exposure_notice(host: str, port: int, runs_dir: Path) -> str | None:
+    """The warning printed when the dashboard listens beyond loopback (None on loopback)."""
+    from trader.addresses import is_loopback
+
+    if is_loopback(host):
+        return None
+    where = f"port {port} on any address of this machine" if host in ("0.0.0.0", "::") else f"{host}:{port}"
+    return (f"warning: the dashboard has no login: anyone who can reach {where} sees every run in "
+            f"{runs_dir.resolve()} (use --host 127.0.0.1 and an SSH tunnel to keep it private)")  # fmt: skip
+
+
 @app.command("dashboard")
 def dashboard(
     runs_dir: Annotated[Path, typer.Argument(help="Folder of run directories (training runs, backtests, tournaments).")] = Path("runs"),
@@ -39,6 +50,9 @@ def dashboard(
         raise UserError(f"--port must be in 1..65535, got {port}")
     if not APP.exists():
         raise UserError(f"the dashboard app is missing at {APP}: reinstall podracer-trader from a checkout")
+    notice = exposure_notice(host, port, runs_dir)
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
     env = {**os.environ, "PODRACER_RUNS_DIR": str(runs_dir.resolve())}
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     print(f"dashboard on {runs_dir}: http://{shown}:{port}  (Ctrl+C stops it)", flush=True)

@@ -33,7 +33,11 @@ def tournament_command(
     time_budget: Annotated[str | None, typer.Option("--time-budget", help="Wall-clock budget: 90s, 30m, 2h.")] = None,
     target_score: Annotated[float | None, typer.Option("--target-score", help="Stop at this validation score.")] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="Local worker processes (default 2).")] = None,
-    scheduler: Annotated[str | None, typer.Option("--scheduler", help="Join the dask scheduler at ADDRESS.")] = None,
+    scheduler: Annotated[str | None, typer.Option("--scheduler", help="Join the dask scheduler at ADDRESS: tls://HOST:PORT (tcp:// on loopback only, unless --insecure).")] = None,
+    tls_ca: Annotated[Path | None, typer.Option("--tls-ca", help="With a tls:// scheduler: the cluster's CA certificate (PEM).")] = None,
+    tls_cert: Annotated[Path | None, typer.Option("--tls-cert", help="With a tls:// scheduler: this client's certificate (PEM).")] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="With a tls:// scheduler: this client's private key (PEM).")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Allow a plain tcp:// scheduler off loopback: anyone who reaches it runs code on every worker.")] = False,
     gpus: Annotated[str | None, typer.Option("--gpus", help="all or 0,1: one dask-cuda worker per GPU.")] = None,
     num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments per pod (default 64).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Tournament seed (default 0).")] = None,
@@ -56,6 +60,7 @@ def tournament_command(
         "env": dataset or env, "population": population, "pod_steps": pod_steps, "pods": pods,
         "target_score": target_score, "workers": workers, "scheduler": scheduler, "gpus": gpus,
         "num_envs": num_envs, "seed": seed, "device": device, "compile": compile,
+        "tls_ca": _path(tls_ca), "tls_cert": _path(tls_cert), "tls_key": _path(tls_key), "insecure": insecure or None,
         "algos": _algos(algos) if algos is not None else None,
         "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
     }  # fmt: skip
@@ -81,7 +86,7 @@ def tournament_command(
 
     settings = resolve_config(TournamentConfig.from_dict(values), resume)
 
-    client = cluster.connect(settings.workers, settings.scheduler, settings.gpus, settings.pods_per_gpu)
+    client = cluster.connect_for(settings)
     try:
         result = _run_with_progress(settings, resume, client)
     finally:
@@ -116,6 +121,10 @@ def progress_line(state: Any) -> str:
     best = "-" if state.best_score is None else f"{state.best_score:.4g} ({state.best_algo})"
     return (f"{state.in_flight} in flight, {state.failed} failed, {state.workers} workers, "
             f"best {best}, {state.pods_per_hour:,.0f} pods/h")  # fmt: skip
+
+
+def _path(path: Path | None) -> str | None:
+    return None if path is None else str(path.resolve())
 
 
 def _algos(text: str) -> tuple[str, ...]:
