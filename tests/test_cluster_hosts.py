@@ -26,7 +26,8 @@ import pandas as pd
 import pytest
 
 from netns_hosts import HostLab, lab_available, leftovers, wait_until
-from test_tournament_cluster import TINY_RECIPE, check_consistent, tiny_config
+from market_fixtures import TINY_RECIPE
+from test_tournament_cluster import check_consistent, tiny_config
 from tournament import cluster, run
 from tournament.certs import make_certificates
 from tournament.cluster import TlsFiles

@@ -21,7 +21,8 @@ from tournament.orchestrator import TournamentState
 from tournament.pod import PodSpec, committed_result, pod_dir, train_pod
 from trader import rundir
 from test_rundir import assert_every_file_is_documented
-from test_tournament_cluster import TINY_ALGOS, TINY_RECIPE, tiny_config
+from market_fixtures import TINY_RECIPE
+from test_tournament_cluster import TINY_ALGOS, tiny_config
 
 
 @pytest.fixture(scope="module")
