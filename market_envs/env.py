@@ -558,13 +558,13 @@ def _pay_buys(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules:
     zero = torch.zeros_like(cash)
     spread = (bought * spread_rate).sum(-1) if spread_rate is not None else zero
     impact = (bought * impact_rate).sum(-1) if impact_rate is not None else zero
-    spent = bought_value + commission
+    left = cash - bought_value - commission
     if spread_rate is not None:
-        spent = spent + spread
+        left = left - spread
     if impact_rate is not None:
-        spent = spent + impact
+        left = left - impact
     # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
-    return torch.maximum(cash - spent, cash.clamp_max(0.0)), bought_value, commission, spread, impact
+    return torch.maximum(left, cash.clamp_max(0.0)), bought_value, commission, spread, impact
 
 
 def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules) -> tuple[Tensor, Tensor]:
