@@ -198,13 +198,6 @@ class EnvConfig:
             raise ConfigError(
                 f"EnvConfig.costs must be a CostModel or a table of its keys, got {type(self.costs).__name__}"
             )
-        if isinstance(self.max_leverage, bool) or not (math.isfinite(self.max_leverage) and self.max_leverage > 0):
-            raise ConfigError(f"EnvConfig.max_leverage must be a positive number, got {self.max_leverage!r}")
-        if self.max_leverage != 1.0 and not (self.action_mode == "weights" and self.short_selling):
-            raise ConfigError(
-                f"EnvConfig.max_leverage={self.max_leverage} needs action_mode='weights' with short_selling=True "
-                "(there is no margin loan: a long-only book cannot exceed 1)"
-            )
         if not (math.isfinite(self.initial_cash) and self.initial_cash > 0):
             raise ConfigError(f"EnvConfig.initial_cash must be a positive number, got {self.initial_cash}")
         if self.action_mode not in ACTION_MODES:
@@ -245,6 +238,13 @@ class EnvConfig:
             raise ConfigError(f"EnvConfig.feature_clip must be positive, got {self.feature_clip}")
         if self.market_neutral and not (self.action_mode == "weights" and self.short_selling):
             raise ConfigError("EnvConfig.market_neutral needs action_mode='weights' with short_selling=True")
+        if isinstance(self.max_leverage, bool) or not (math.isfinite(self.max_leverage) and self.max_leverage > 0):
+            raise ConfigError(f"EnvConfig.max_leverage must be a positive number, got {self.max_leverage!r}")
+        if self.max_leverage != 1.0 and not (self.action_mode == "weights" and self.short_selling):
+            raise ConfigError(
+                f"EnvConfig.max_leverage={self.max_leverage} needs action_mode='weights' with short_selling=True "
+                "(there is no margin loan: a long-only book cannot exceed 1)"
+            )
 
 
 def _check_costs_against_data(costs: CostModel, data: MarketData) -> None:
