@@ -235,7 +235,8 @@ def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
         f"{args.features}; alternating runs, median of {args.repeats} x ~{args.seconds:g} s"
     )
     print(header, flush=True)
-    rows = ["| device | N | E | kernel | costs | flat env-steps/s | with costs env-steps/s | time ratio (target <= 1.3) |",
+    rows = ["| device | N | E | kernel | costs | flat env-steps/s | with costs env-steps/s "
+            "| time ratio (target <= 1.3) |",
             "|---|---:|---:|---|---|---:|---:|---:|"]
     for n in [int(x) for x in args.tickers.split(",")]:
         data = benchmark_panel(n, args.bars)
@@ -247,8 +248,9 @@ def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
                     runs = [step_runner(data.to(device), num_envs, device, c, kernel == "compiled") for c in configs]
                     times = alternating_times(runs, args.seconds, args.repeats, sync)
                     for name, cost_time in zip(variants, times[1:]):
-                        rows.append(f"| {device.type} | {n} | {num_envs} | {kernel} | {name} | {num_envs / times[0]:,.0f} | "
-                                    f"{num_envs / cost_time:,.0f} | {cost_time / times[0]:.2f} |")  # fmt: skip
+                        rows.append(f"| {device.type} | {n} | {num_envs} | {kernel} | {name} | "
+                                    f"{num_envs / times[0]:,.0f} | {num_envs / cost_time:,.0f} | "
+                                    f"{cost_time / times[0]:.2f} |")  # fmt: skip
                         print(rows[-1], flush=True)
     table = "\n".join(rows)
     print("\n" + header + "\n\n" + table)

@@ -196,13 +196,8 @@ class EnvConfig:
         if isinstance(self.costs, Mapping):
             object.__setattr__(self, "costs", CostModel.from_mapping(self.costs))
         if not isinstance(self.costs, CostModel):
-            raise ConfigError(f"EnvConfig.costs must be a CostModel or a table of its keys, got {type(self.costs).__name__}")
-        if isinstance(self.max_leverage, bool) or not (math.isfinite(self.max_leverage) and self.max_leverage > 0):
-            raise ConfigError(f"EnvConfig.max_leverage must be a positive number, got {self.max_leverage!r}")
-        if self.max_leverage != 1.0 and not (self.action_mode == "weights" and self.short_selling):
             raise ConfigError(
-                f"EnvConfig.max_leverage={self.max_leverage} needs action_mode='weights' with short_selling=True "
-                "(there is no margin loan: a long-only book cannot exceed 1)"
+                f"EnvConfig.costs must be a CostModel or a table of its keys, got {type(self.costs).__name__}"
             )
         if not (math.isfinite(self.initial_cash) and self.initial_cash > 0):
             raise ConfigError(f"EnvConfig.initial_cash must be a positive number, got {self.initial_cash}")
@@ -244,6 +239,13 @@ class EnvConfig:
             raise ConfigError(f"EnvConfig.feature_clip must be positive, got {self.feature_clip}")
         if self.market_neutral and not (self.action_mode == "weights" and self.short_selling):
             raise ConfigError("EnvConfig.market_neutral needs action_mode='weights' with short_selling=True")
+        if isinstance(self.max_leverage, bool) or not (math.isfinite(self.max_leverage) and self.max_leverage > 0):
+            raise ConfigError(f"EnvConfig.max_leverage must be a positive number, got {self.max_leverage!r}")
+        if self.max_leverage != 1.0 and not (self.action_mode == "weights" and self.short_selling):
+            raise ConfigError(
+                f"EnvConfig.max_leverage={self.max_leverage} needs action_mode='weights' with short_selling=True "
+                "(there is no margin loan: a long-only book cannot exceed 1)"
+            )
 
 
 def _check_costs_against_data(costs: CostModel, data: MarketData) -> None:
@@ -487,7 +489,9 @@ def _order_commission(shares: Tensor, value: Tensor, rate: float, rules: _Rules)
     return fee
 
 
-def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules) -> _Fill:
+def _fill(
+    state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules
+) -> _Fill:
     """Settle sells then buys at `price`, charging every cost term; see the module docstring."""
     holdings = state.holdings
     sells, buys = _orders(actions, holdings, price, state.cash, rules)
@@ -506,9 +510,11 @@ def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard
     else:
         unfilled_value = unfilled_shares = torch.zeros_like(state.cash)
 
-    # sells settle first, then the buys shrink by one factor when their whole bill exceeds the cash
-    cash, sold_value, sell_commission, sell_spread, sell_impact = _settle_sells(sells, price, state.cash, market, rules)
-    buys, wanted = _buys_within_cash(buys, price, cash, market, rules)
+    # sells settle first, then the buys shrink by one factor when their whole bill exceeds the cash;
+    # a stock is sold or bought, never both, so one evaluation of the rates serves both sides
+    rates = _slippage(sells + buys, market) if market.impact is not None else (market.half_spread, None)
+    cash, sold_value, sell_commission, sell_spread, sell_impact = _settle_sells(sells, price, state.cash, rates, rules)
+    buys, wanted = _buys_within_cash(buys, price, cash, rates, rules)
     cash, bought_value, buy_commission, buy_spread, buy_impact = _pay_buys(buys, price, cash, market, rules)
     return _Fill(
         cash=cash,
@@ -523,17 +529,23 @@ def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard
     )
 
 
-def _settle_sells(sells: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules):
+def _settle_sells(
+    sells: Tensor, price: Tensor, cash: Tensor, rates: tuple[Tensor | None, Tensor | None], rules: _Rules
+):
     """Cash after the sales (their proceeds less commission, half-spread and impact), the value
-    sold and the three costs, each [E] (a term that is off costs a 0 tensor)."""
+    sold and the three costs, each [E] (a term that is off costs a 0 tensor). `rates`: the
+    `_slippage` of the orders."""
     sold = sells * price
     sold_value = sold.sum(-1)
-    spread_rate, impact_rate = _slippage(sells, market)
+    spread_rate, impact_rate = rates
     zero = torch.zeros_like(cash)
     if not (rules.per_order_commission or spread_rate is not None or impact_rate is not None):
         commission = sold_value * rules.sell_cost  # today's flat rate, below 1: never more than the proceeds
         return cash + sold_value - commission, sold_value, commission, zero, zero
-    fee = _order_commission(sells, sold, rules.sell_cost, rules) if rules.per_order_commission else sold * rules.sell_cost
+    if rules.per_order_commission:
+        fee = _order_commission(sells, sold, rules.sell_cost, rules)
+    else:
+        fee = sold * rules.sell_cost
     left = sold  # a sale never pays more commission than is left of its proceeds
     spread = impact = zero
     if spread_rate is not None:
@@ -559,16 +571,18 @@ def _pay_buys(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules:
     zero = torch.zeros_like(cash)
     spread = (bought * spread_rate).sum(-1) if spread_rate is not None else zero
     impact = (bought * impact_rate).sum(-1) if impact_rate is not None else zero
-    spent = bought_value + commission
+    left = cash - bought_value - commission
     if spread_rate is not None:
-        spent = spent + spread
+        left = left - spread
     if impact_rate is not None:
-        spent = spent + impact
+        left = left - impact
     # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
-    return torch.maximum(cash - spent, cash.clamp_max(0.0)), bought_value, commission, spread, impact
+    return torch.maximum(left, cash.clamp_max(0.0)), bought_value, commission, spread, impact
 
 
-def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules) -> tuple[Tensor, Tensor]:
+def _buys_within_cash(
+    buys: Tensor, price: Tensor, cash: Tensor, rates: tuple[Tensor | None, Tensor | None], rules: _Rules
+) -> tuple[Tensor, Tensor]:
     """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
 
     The bill of the full orders (s = 1) is computed exactly. When it exceeds the cash,
@@ -578,10 +592,11 @@ def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market
     s, since impact per share only falls as an order shrinks and each order's
     commission is at most its minimum plus its linear part. So the scaled bill never
     exceeds the cash, whatever the order of the stocks. Shares mode then rounds down.
-    Returns the buys and the value of the full orders, [E].
+    `rates`: the `_slippage` of the full orders. Returns the buys and the value of the full
+    orders, [E].
     """
     value = buys * price
-    spread_rate, impact_rate = _slippage(buys, market)
+    spread_rate, impact_rate = rates
     slippage = spread_rate
     if impact_rate is not None:
         slippage = impact_rate if slippage is None else slippage + impact_rate
@@ -879,7 +894,8 @@ class StockTradingVecEnv:
                 data.feature("high"), data.feature("low"), data.close, costs.spread_window
             ).clamp_max(1.0).float().contiguous()
         elif costs.has_spread:
-            bps = costs.spread_bps_per_ticker if costs.spread_model == "per_ticker" else (costs.spread_bps,) * self.num_stocks
+            per_ticker = costs.spread_model == "per_ticker"
+            bps = costs.spread_bps_per_ticker if per_ticker else (costs.spread_bps,) * self.num_stocks
             half_spread = torch.tensor([bps], dtype=torch.float64, device=self.device) * 1e-4
         impact = None
         if costs.impact_eta > 0:
