@@ -1,46 +1,73 @@
 """Time to build and cache a data set recipe, and to load it back from the cache.
 
-Builds the recipe (default: the embedded default `synthetic-minute`, 100 tickers x
+Default: builds the recipe (the embedded default `synthetic-minute`, 100 tickers x
 about a year of minute bars x 13 features) into a fresh temporary data directory,
-then loads it from the cache `--loads` times and reports the median. Prints the
-machine, the panel's shape, the cache entry's size and the timings.
+then loads it from the cache `--loads` times and reports the median.
+
+`--vendor-scale`: the scale of issue 31 (years of vendor minute bars). Writes a
+synthetic market of `--tickers` tickers plus QQQ over 2016-01-04 .. 2021-01-05
+(1,260 sessions, 489,420 regular-session minutes; with 15 pre-market bars a day and
+about 2% of minutes missing at random) as the alpaca provider's ticker-month chunk
+files (UTC bars, as the vendor sends them), then, each in a fresh process, builds
+the `alpaca` recipe from those files (streaming, no network: the recipe points at a
+closed loopback port) and loads the cached panel. Reports wall-clock times and each
+process's peak resident memory against the finished panel's size.
 
     python benchmarks/data_build.py                       # the default recipe
     python benchmarks/data_build.py --set n_tickers=10    # a smaller variant
+    python benchmarks/data_build.py --vendor-scale        # 101 tickers x 489k bars
+    python benchmarks/data_build.py --vendor-scale --tickers 10 --end 2017-01-03   # quick
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from market_envs.data import load  # noqa: E402
 from market_envs.data.cache import DataCache  # noqa: E402
 from market_envs.data.recipes import parse_overrides  # noqa: E402
 
+VENDOR_START, VENDOR_END = "2016-01-04", "2021-01-05"
+DUMMY_KEYS = {"APCA_API_KEY_ID": "benchmark-key-id", "APCA_API_SECRET_KEY": "benchmark-secret"}
+CLOSED_PORT_URL = "http://127.0.0.1:9"  # the discard port: nothing answers, so any fetch fails
+
 
 def _folder_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("recipe", nargs="?", default="synthetic-minute", help="recipe name or path")
-    parser.add_argument("--loads", type=int, default=5, help="cache loads to time (median reported)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], help="KEY=VALUE override")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    overrides = parse_overrides(args.overrides)
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
 
+
+def _current_rss_mib() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def machine_line() -> str:
+    return f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, torch threads 1"
+
+
+# ------------------------------------------------------------ the default recipe
+def recipe_benchmark(args) -> None:
+    overrides = parse_overrides(args.overrides)
     with tempfile.TemporaryDirectory(prefix="podracer-bench-") as root:
         start = time.perf_counter()
         data = load(args.recipe, data_dir=root, **overrides)
@@ -55,12 +82,135 @@ def main() -> None:
         entry_mb = _folder_mb(entry)
 
     t, n, f = data.features.shape
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, torch threads 1")
+    print(machine_line())
     print(f"recipe: {args.recipe} {overrides or ''}  panel: {t} bars x {n} tickers x {f} features "
           f"({data.features.numel() * 4 / 2**20:.0f} MiB float32), cache entry {entry_mb:.0f} MiB")
     print(f"build + validate + cache: {build_s:8.2f} s")
     print(f"load from cache (median of {args.loads}): {statistics.median(loads):8.2f} s "
           f"(min {min(loads):.2f}, max {max(loads):.2f})")
+
+
+# ------------------------------------------------------------ vendor scale
+def vendor_recipe(folder: Path, tickers: list[str], end: str) -> Path:
+    days = pd.date_range(VENDOR_START, end, periods=5)
+    path = folder / "vendor-scale.toml"
+    path.write_text(
+        f'source = "alpaca"\ninterval = "1min"\nstart = "{VENDOR_START}"\nend = "{end}"\n'
+        f'train_end = "{days[2]:%Y-%m-%d}"\nval_end = "{days[3]:%Y-%m-%d}"\nbenchmark = "QQQ"\n'
+        f"tickers = {json.dumps(tickers)}\n\n[alpaca]\nurl = \"{CLOSED_PORT_URL}\"\nretries = 0\n"
+    )
+    return path
+
+
+def write_vendor_files(root: Path, tickers: list[str], end: str, seed: int = 0) -> tuple[int, int]:
+    """Every ticker-month chunk of `tickers` as the alpaca provider caches it; (files, bars)."""
+    from market_envs.data.alpaca import AlpacaBars
+    from market_envs.data.calendar import sessions
+    from market_envs.data.chunks import chunk_key, month_chunks
+
+    os.environ.update(DUMMY_KEYS)
+    vendor = AlpacaBars("1min", url=CLOSED_PORT_URL)
+    store = DataCache(root)
+    table = sessions(VENDOR_START, end)
+    length = ((table["close"] - table["open"]) / pd.Timedelta(minutes=1)).to_numpy().astype(int)
+    pre = 15
+    minutes = np.concatenate([np.arange(-pre, n) for n in length])
+    day = np.repeat(np.arange(len(table)), length + pre)
+    opens = table["open"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+    stamps = pd.DatetimeIndex(opens[day] + minutes.astype("timedelta64[m]")).tz_localize("UTC")
+    rng = np.random.default_rng(seed)
+    files = bars = 0
+    for i, ticker in enumerate(tickers):  # one ticker at a time, as a vendor serves them
+        keep = rng.random(len(stamps)) > 0.02
+        keep[0] = True
+        ts = stamps[keep]
+        close = 50.0 * np.exp(np.cumsum(rng.normal(0, 0.0008, len(ts))) + 0.1 * i)
+        open_ = close * np.exp(rng.normal(0, 0.0003, len(ts)))
+        frame = pd.DataFrame({
+            "timestamp": ts, "ticker": ticker, "open": open_, "high": np.maximum(open_, close) * 1.0005,
+            "low": np.minimum(open_, close) * 0.9995, "close": close, "volume": rng.integers(100, 10_000, len(ts)).astype(float),
+        })  # fmt: skip
+        local = pd.DatetimeIndex(frame["timestamp"]).tz_convert("America/New_York")
+        for chunk in month_chunks(ticker, VENDOR_START, end):
+            part = frame[(local >= chunk.start) & (local < chunk.end)].reset_index(drop=True)
+            store.save_frame(vendor.name, chunk_key(vendor, chunk), part)
+            files += 1
+        bars += len(frame)
+    return files, bars
+
+
+def child(mode: str, data_dir: str, recipe: str) -> None:
+    """One build or load in this fresh process; prints a JSON line of figures."""
+    os.environ.update(DUMMY_KEYS)
+    torch.set_num_threads(1)
+    import warnings
+
+    warnings.simplefilter("ignore")  # the synthetic walks may look like a split now and then
+    baseline = _current_rss_mib()
+    times, data = [], None
+    for _ in range(1 if mode == "build" else 3):
+        data = None  # drop the previous load before the next one
+        start = time.perf_counter()
+        data = load(recipe, data_dir=data_dir, refresh=(mode == "build"))
+        times.append(time.perf_counter() - start)
+    panel = (data.features.numel() * data.features.element_size() + data.tradable.numel()) / 2**20
+    print(json.dumps({
+        "mode": mode, "seconds": times, "baseline_rss_mib": baseline, "peak_rss_mib": _peak_rss_mib(),
+        "panel_mib": panel, "shape": list(data.features.shape), "tradable": float(data.tradable.float().mean()),
+    }))  # fmt: skip
+
+
+def vendor_benchmark(args) -> None:
+    tickers = [f"T{i:03d}" for i in range(args.tickers)]
+    with tempfile.TemporaryDirectory(prefix="podracer-vendor-bench-") as root:
+        recipe = vendor_recipe(Path(root), tickers, args.end)
+        start = time.perf_counter()
+        files, bars = write_vendor_files(Path(root) / "data", [*tickers, "QQQ"], args.end)
+        write_s = time.perf_counter() - start
+        results = {}
+        for mode in ("build", "load"):
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", mode, str(Path(root) / "data"), str(recipe)],
+                capture_output=True, text=True, check=False,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])},
+            )  # fmt: skip
+            if out.returncode != 0:
+                raise SystemExit(f"{mode} failed:\n{out.stderr[-3000:]}")
+            results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+        downloads_mb = _folder_mb(Path(root) / "data" / "downloads")
+        panel_mb = _folder_mb(Path(root) / "data" / "panels")
+    build, loaded = results["build"], results["load"]
+    t, n, f = build["shape"]
+    panel = build["panel_mib"]
+    print(machine_line())
+    print(f"vendor-shaped files: {files} ticker-month chunks, {bars:,} bars ({len(tickers)} tickers + QQQ), "
+          f"{downloads_mb:.0f} MiB on disk, written in {write_s:.1f} s")
+    print(f"panel: {t:,} bars x {n} tickers x {f} features, {panel:.0f} MiB in memory (features + mask), "
+          f"cache entry {panel_mb:.0f} MiB, tradable {build['tradable']:.3f}")
+    for name, r in (("build (stream, validate, cache)", build), ("load from cache", loaded)):
+        above = r["peak_rss_mib"] - r["baseline_rss_mib"]
+        print(f"{name}: {statistics.median(r['seconds']):8.1f} s (runs {', '.join(f'{s:.1f}' for s in r['seconds'])}); "
+              f"peak RSS {r['peak_rss_mib']:.0f} MiB = {r['peak_rss_mib'] / panel:.2f}x the panel; "
+              f"above the process's {r['baseline_rss_mib']:.0f} MiB after imports: {above:.0f} MiB = {above / panel:.2f}x")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(*sys.argv[2:5])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("recipe", nargs="?", default="synthetic-minute", help="recipe name or path")
+    parser.add_argument("--loads", type=int, default=5, help="cache loads to time (median reported)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], help="KEY=VALUE override")
+    parser.add_argument("--vendor-scale", action="store_true", help="vendor-shaped files at issue 31's scale")
+    parser.add_argument("--tickers", type=int, default=101, help="--vendor-scale: tickers besides QQQ")
+    parser.add_argument("--end", default=VENDOR_END, help="--vendor-scale: end of the window (exclusive)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.vendor_scale:
+        vendor_benchmark(args)
+    else:
+        recipe_benchmark(args)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -68,6 +69,14 @@ EVERY_COST = CostModel(
     impact_eta=1.0, impact_window_days=1,
     participation=0.1, borrow_rate=0.005,
 )  # fmt: skip
+SINGLE_TERMS = {
+    "commission": CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01),
+    "spread": CostModel(spread_model="high_low", spread_window=390),
+    "impact": CostModel(impact_eta=1.0, impact_window_days=1),
+    "participation": CostModel(participation=0.1),
+    "borrow": CostModel(borrow_rate=0.005),
+}
+"""--per-term: each term of EVERY_COST alone."""
 
 
 def cpu_name() -> str:
@@ -98,6 +107,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--compare-costs", action="store_true",
                         help="time the step with every cost term on against the flat-rate step (see above)")
     parser.add_argument("--mode", choices=["shares", "weights"], default="shares", help="--compare-costs: action mode")
+    parser.add_argument("--per-term", action="store_true", help="--compare-costs: also time each term alone")
     return parser.parse_args(argv)
 
 
@@ -218,26 +228,30 @@ def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
     kernels = [k.strip() for k in args.kernels.split(",")]
     flat = EnvConfig(episode_length=EPISODE, features=FEATURE_SETS[args.features], short_selling=True,
                      action_mode=args.mode)  # fmt: skip
-    costly = EnvConfig(**{**flat.__dict__, "costs": EVERY_COST})
+    variants = {"every term": EVERY_COST, **(SINGLE_TERMS if args.per_term else {})}
     header = (
-        f"env step, every cost term vs flat rate: torch {torch.__version__}; {cpu_name()} ({os.cpu_count()} cores, "
+        f"env step, cost terms vs flat rate: torch {torch.__version__}; {cpu_name()} ({os.cpu_count()} cores, "
         f"torch threads {torch.get_num_threads()}); {args.bars} bars, {args.mode} mode, short selling, features "
         f"{args.features}; alternating runs, median of {args.repeats} x ~{args.seconds:g} s"
     )
     print(header, flush=True)
-    rows = ["| device | N | E | kernel | flat env-steps/s | every-cost env-steps/s | time ratio (target <= 1.3) |",
-            "|---|---:|---:|---|---:|---:|---:|"]
+    rows = ["| device | N | E | kernel | costs | flat env-steps/s | with costs env-steps/s "
+            "| time ratio (target <= 1.3) |",
+            "|---|---:|---:|---|---|---:|---:|---:|"]
     for n in [int(x) for x in args.tickers.split(",")]:
         data = benchmark_panel(n, args.bars)
         for device in devices:
             sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
             for num_envs in env_counts:
                 for kernel in kernels:
-                    runs = [step_runner(data.to(device), num_envs, device, c, kernel == "compiled") for c in (flat, costly)]
-                    flat_time, cost_time = alternating_times(runs, args.seconds, args.repeats, sync)
-                    rows.append(f"| {device.type} | {n} | {num_envs} | {kernel} | {num_envs / flat_time:,.0f} | "
-                                f"{num_envs / cost_time:,.0f} | {cost_time / flat_time:.2f} |")  # fmt: skip
-                    print(rows[-1], flush=True)
+                    configs = [flat] + [replace(flat, costs=costs) for costs in variants.values()]
+                    runs = [step_runner(data.to(device), num_envs, device, c, kernel == "compiled") for c in configs]
+                    times = alternating_times(runs, args.seconds, args.repeats, sync)
+                    for name, cost_time in zip(variants, times[1:]):
+                        rows.append(f"| {device.type} | {n} | {num_envs} | {kernel} | {name} | "
+                                    f"{num_envs / times[0]:,.0f} | {num_envs / cost_time:,.0f} | "
+                                    f"{cost_time / times[0]:.2f} |")  # fmt: skip
+                        print(rows[-1], flush=True)
     table = "\n".join(rows)
     print("\n" + header + "\n\n" + table)
     if args.out is not None:

@@ -2,6 +2,8 @@
 
 - `StockTradingVecEnv` and its `EnvConfig`: E trading sub-environments over N stocks,
   all state on one device (see `market_envs.env`).
+- `CostModel` and `cost_model`: the env's cost and fill terms and the named cost
+  models (see `market_envs.costs`).
 - `GymStockTradingEnv`: one sub-environment behind gymnasium's single-env API (numpy
   in and out), for Stable-Baselines3 and other libraries.
 - `GymVecEnv`: gymnasium envs (Pendulum, MuJoCo Ant/Humanoid) behind the same
@@ -17,6 +19,8 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
+    "CostModel": "market_envs.costs",
+    "cost_model": "market_envs.costs",
     "EnvConfig": "market_envs.env",
     "StockTradingVecEnv": "market_envs.env",
     "GymStockTradingEnv": "market_envs.gym_adapter",
@@ -24,7 +28,7 @@ _LAZY = {
     "data": "market_envs.data",
 }
 
-__all__ = ["EnvConfig", "GymStockTradingEnv", "GymVecEnv", "StockTradingVecEnv", "data"]
+__all__ = ["CostModel", "EnvConfig", "GymStockTradingEnv", "GymVecEnv", "StockTradingVecEnv", "cost_model", "data"]
 
 
 def __getattr__(name: str):

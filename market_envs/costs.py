@@ -137,13 +137,16 @@ class CostModel:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ConfigError(f"unknown EnvConfig.costs key(s): {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+            raise ConfigError(
+                f"unknown EnvConfig.costs key(s): {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}"
+            )
         return cls(**dict(values))
 
     @property
     def needs_volume(self) -> tuple[str, ...]:
         """The keys set here that read the data's volume."""
-        return tuple(k for k, on in (("impact_eta", self.impact_eta > 0), ("participation", self.participation is not None)) if on)
+        terms = (("impact_eta", self.impact_eta > 0), ("participation", self.participation is not None))
+        return tuple(key for key, on in terms if on)
 
     @property
     def per_order_commission(self) -> bool:

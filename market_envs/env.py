@@ -196,13 +196,8 @@ class EnvConfig:
         if isinstance(self.costs, Mapping):
             object.__setattr__(self, "costs", CostModel.from_mapping(self.costs))
         if not isinstance(self.costs, CostModel):
-            raise ConfigError(f"EnvConfig.costs must be a CostModel or a table of its keys, got {type(self.costs).__name__}")
-        if isinstance(self.max_leverage, bool) or not (math.isfinite(self.max_leverage) and self.max_leverage > 0):
-            raise ConfigError(f"EnvConfig.max_leverage must be a positive number, got {self.max_leverage!r}")
-        if self.max_leverage != 1.0 and not (self.action_mode == "weights" and self.short_selling):
             raise ConfigError(
-                f"EnvConfig.max_leverage={self.max_leverage} needs action_mode='weights' with short_selling=True "
-                "(there is no margin loan: a long-only book cannot exceed 1)"
+                f"EnvConfig.costs must be a CostModel or a table of its keys, got {type(self.costs).__name__}"
             )
         if not (math.isfinite(self.initial_cash) and self.initial_cash > 0):
             raise ConfigError(f"EnvConfig.initial_cash must be a positive number, got {self.initial_cash}")
@@ -244,6 +239,13 @@ class EnvConfig:
             raise ConfigError(f"EnvConfig.feature_clip must be positive, got {self.feature_clip}")
         if self.market_neutral and not (self.action_mode == "weights" and self.short_selling):
             raise ConfigError("EnvConfig.market_neutral needs action_mode='weights' with short_selling=True")
+        if isinstance(self.max_leverage, bool) or not (math.isfinite(self.max_leverage) and self.max_leverage > 0):
+            raise ConfigError(f"EnvConfig.max_leverage must be a positive number, got {self.max_leverage!r}")
+        if self.max_leverage != 1.0 and not (self.action_mode == "weights" and self.short_selling):
+            raise ConfigError(
+                f"EnvConfig.max_leverage={self.max_leverage} needs action_mode='weights' with short_selling=True "
+                "(there is no margin loan: a long-only book cannot exceed 1)"
+            )
 
 
 def _check_costs_against_data(costs: CostModel, data: MarketData) -> None:
@@ -487,7 +489,9 @@ def _order_commission(shares: Tensor, value: Tensor, rate: float, rules: _Rules)
     return fee
 
 
-def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules) -> _Fill:
+def _fill(
+    state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules
+) -> _Fill:
     """Settle sells then buys at `price`, charging every cost term; see the module docstring."""
     holdings = state.holdings
     sells, buys = _orders(actions, holdings, price, state.cash, rules)
@@ -506,81 +510,100 @@ def _fill(state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard
     else:
         unfilled_value = unfilled_shares = torch.zeros_like(state.cash)
 
-    # sells settle first: proceeds less commission, half-spread and impact
-    sold = sells * price
-    sold_value = sold.sum(-1)
-    spread_rate, impact_rate = _slippage(sells, market)
-    sell_spread = sold * spread_rate if spread_rate is not None else None
-    sell_impact = sold * impact_rate if impact_rate is not None else None
-    if rules.per_order_commission or spread_rate is not None or impact_rate is not None:
-        # a sale never pays more commission than is left of its proceeds
-        fee = _order_commission(sells, sold, rules.sell_cost, rules) if rules.per_order_commission else sold * rules.sell_cost
-        left = sold
-        left = left - sell_spread if sell_spread is not None else left
-        left = left - sell_impact if sell_impact is not None else left
-        sell_commission = torch.minimum(fee, left).sum(-1)
-    else:  # today's flat rate, below 1: never more than the proceeds
-        sell_commission = sold_value * rules.sell_cost
-    sell_spread = sell_spread.sum(-1) if sell_spread is not None else None
-    sell_impact = sell_impact.sum(-1) if sell_impact is not None else None
-    cash = state.cash + sold_value - sell_commission
-    cash = cash - sell_spread if sell_spread is not None else cash
-    cash = cash - sell_impact if sell_impact is not None else cash
-    holdings = holdings - sells
-
-    # then buys; when the whole bill exceeds the cash, all buys shrink by one factor
-    buys, wanted = _buys_within_cash(buys, price, cash, market, rules)
-    bought = buys * price
-    bought_value = bought.sum(-1)
-    spread_rate, impact_rate = _slippage(buys, market)
-    if rules.per_order_commission:
-        buy_commission = _order_commission(buys, bought, rules.buy_cost, rules).sum(-1)
-    else:
-        buy_commission = bought_value * rules.buy_cost
-    zero = torch.zeros_like(cash)
-    buy_spread = (bought * spread_rate).sum(-1) if spread_rate is not None else zero
-    buy_impact = (bought * impact_rate).sum(-1) if impact_rate is not None else zero
-    spent = bought_value + buy_commission
-    if spread_rate is not None:
-        spent = spent + buy_spread
-    if impact_rate is not None:
-        spent = spent + buy_impact
-    # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
-    cash = torch.maximum(cash - spent, cash.clamp_max(0.0))
+    # sells settle first, then the buys shrink by one factor when their whole bill exceeds the cash;
+    # a stock is sold or bought, never both, so one evaluation of the rates serves both sides
+    rates = _slippage(sells + buys, market) if market.impact is not None else (market.half_spread, None)
+    cash, sold_value, sell_commission, sell_spread, sell_impact = _settle_sells(sells, price, state.cash, rates, rules)
+    buys, wanted = _buys_within_cash(buys, price, cash, rates, rules)
+    cash, bought_value, buy_commission, buy_spread, buy_impact = _pay_buys(buys, price, cash, market, rules)
     return _Fill(
         cash=cash,
-        holdings=holdings + buys,
+        holdings=holdings - sells + buys,
         traded=sold_value + bought_value,
         commission=sell_commission + buy_commission,
-        spread=buy_spread + sell_spread if sell_spread is not None else buy_spread,
-        impact=buy_impact + sell_impact if sell_impact is not None else buy_impact,
+        spread=sell_spread + buy_spread,
+        impact=sell_impact + buy_impact,
         ordered=sold_value + wanted + unfilled_value,
         unfilled_value=unfilled_value,
         unfilled_shares=unfilled_shares,
     )
 
 
-def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules) -> tuple[Tensor, Tensor]:
+def _settle_sells(
+    sells: Tensor, price: Tensor, cash: Tensor, rates: tuple[Tensor | None, Tensor | None], rules: _Rules
+):
+    """Cash after the sales (their proceeds less commission, half-spread and impact), the value
+    sold and the three costs, each [E] (a term that is off costs a 0 tensor). `rates`: the
+    `_slippage` of the orders."""
+    sold = sells * price
+    sold_value = sold.sum(-1)
+    spread_rate, impact_rate = rates
+    zero = torch.zeros_like(cash)
+    if not (rules.per_order_commission or spread_rate is not None or impact_rate is not None):
+        commission = sold_value * rules.sell_cost  # today's flat rate, below 1: never more than the proceeds
+        return cash + sold_value - commission, sold_value, commission, zero, zero
+    if rules.per_order_commission:
+        fee = _order_commission(sells, sold, rules.sell_cost, rules)
+    else:
+        fee = sold * rules.sell_cost
+    left = sold  # a sale never pays more commission than is left of its proceeds
+    spread = impact = zero
+    if spread_rate is not None:
+        spread_paid = sold * spread_rate
+        left, spread = left - spread_paid, spread_paid.sum(-1)
+    if impact_rate is not None:
+        impact_paid = sold * impact_rate
+        left, impact = left - impact_paid, impact_paid.sum(-1)
+    commission = torch.minimum(fee, left).sum(-1)
+    return cash + sold_value - commission - spread - impact, sold_value, commission, spread, impact
+
+
+def _pay_buys(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules):
+    """Cash after paying the (scaled) buys and their costs, the value bought and the three
+    costs, each [E]."""
+    bought = buys * price
+    bought_value = bought.sum(-1)
+    spread_rate, impact_rate = _slippage(buys, market)
+    if rules.per_order_commission:
+        commission = _order_commission(buys, bought, rules.buy_cost, rules).sum(-1)
+    else:
+        commission = bought_value * rules.buy_cost
+    zero = torch.zeros_like(cash)
+    spread = (bought * spread_rate).sum(-1) if spread_rate is not None else zero
+    impact = (bought * impact_rate).sum(-1) if impact_rate is not None else zero
+    left = cash - bought_value - commission
+    if spread_rate is not None:
+        left = left - spread
+    if impact_rate is not None:
+        left = left - impact
+    # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
+    return torch.maximum(left, cash.clamp_max(0.0)), bought_value, commission, spread, impact
+
+
+def _buys_within_cash(
+    buys: Tensor, price: Tensor, cash: Tensor, rates: tuple[Tensor | None, Tensor | None], rules: _Rules
+) -> tuple[Tensor, Tensor]:
     """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
 
     The bill of the full orders (s = 1) is computed exactly. When it exceeds the cash,
-    s solves ``M + s x L = cash`` (0 when the cash does not cover M), with M the
+    s solves ``M + s x L = cash`` (0 when the cash does not cover M, or is a debt), with M the
     minimum commissions of the orders and L their value times (1 + rate + half-spread
     + impact of the full order) plus the fee per share: an upper bound of the bill at
     s, since impact per share only falls as an order shrinks and each order's
     commission is at most its minimum plus its linear part. So the scaled bill never
     exceeds the cash, whatever the order of the stocks. Shares mode then rounds down.
-    Returns the buys and whether any spread or impact term is charged.
+    `rates`: the `_slippage` of the full orders. Returns the buys and the value of the full
+    orders, [E].
     """
     value = buys * price
-    spread_rate, impact_rate = _slippage(buys, market)
+    spread_rate, impact_rate = rates
     slippage = spread_rate
     if impact_rate is not None:
         slippage = impact_rate if slippage is None else slippage + impact_rate
     wanted = value.sum(-1)
     if slippage is None and not rules.per_order_commission:  # today's flat rate: exact and linear
         needed = wanted * (1.0 + rules.buy_cost)
-        scale = torch.where(needed > cash, cash / needed.clamp_min(1e-300), torch.ones_like(cash))
+        scale = torch.where(needed > cash, cash.clamp_min(0.0) / needed.clamp_min(1e-300), torch.ones_like(cash))
     else:
         price_paid = value if slippage is None else value * (1.0 + slippage)
         linear = price_paid + value * rules.buy_cost
@@ -590,7 +613,7 @@ def _buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, market: _Market
             minimum = (buys > 0).to(value.dtype).sum(-1) * rules.commission_min
             room = (cash - minimum).clamp_min(0.0)
         else:
-            needed, room = linear.sum(-1), cash
+            needed, room = linear.sum(-1), cash.clamp_min(0.0)
         scale = torch.where(needed > cash, room / linear.sum(-1).clamp_min(1e-300), torch.ones_like(cash))
     buys = buys * scale.unsqueeze(-1)
     if not rules.weights_mode:
@@ -871,7 +894,8 @@ class StockTradingVecEnv:
                 data.feature("high"), data.feature("low"), data.close, costs.spread_window
             ).clamp_max(1.0).float().contiguous()
         elif costs.has_spread:
-            bps = costs.spread_bps_per_ticker if costs.spread_model == "per_ticker" else (costs.spread_bps,) * self.num_stocks
+            per_ticker = costs.spread_model == "per_ticker"
+            bps = costs.spread_bps_per_ticker if per_ticker else (costs.spread_bps,) * self.num_stocks
             half_spread = torch.tensor([bps], dtype=torch.float64, device=self.device) * 1e-4
         impact = None
         if costs.impact_eta > 0:

@@ -112,7 +112,8 @@ def test_cli_refuses_plain_tcp_off_loopback_inside_an_empty_namespace(tmp_path: 
 
     insecure = _cli(["tournament", str(tmp_path / "run"), "--scheduler", REMOTE, "--pods", "1", "--insecure"], prefix)
     assert "--insecure: joining tcp://10.0.0.5:8786 over plain tcp://" in insecure.stderr  # the warning, every run
-    assert insecure.returncode == 2 and "cannot reach the dask scheduler" in insecure.stderr, insecure.stderr
+    # one line and exit 2 whether the connect fails at once or runs into the timeout, as the kernel answers
+    assert insecure.returncode == 2 and "cannot reach the dask scheduler at tcp://10.0.0.5:8786" in insecure.stderr
     assert "Traceback" not in insecure.stderr
 
 

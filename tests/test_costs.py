@@ -97,8 +97,8 @@ def test_one_order_against_a_known_bar_pays_each_term_as_computed_by_hand():
 
 def test_the_minimum_and_the_cap_of_the_commission():
     data = known_panel()
-    config = EnvConfig(random_start=False, max_shares=1000, buy_cost=0.0,
-                       costs=CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01))  # fmt: skip
+    costs = CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01)
+    config = EnvConfig(random_start=False, max_shares=1000, buy_cost=0.0, costs=costs)
     price = 101.0 if K % 2 else 100.0
     assert step_to_fill(data, config, 0.0105)["cost_commission"].item() == 1.0  # 10 shares: 0.05 < 1
     capped = replace(config, costs=replace(config.costs, commission_per_share=5.0))  # 50 > 1% of 10 shares
@@ -129,8 +129,8 @@ def test_a_bar_without_volume_fills_nothing():
     assert info["costs"].item() == 0.0 and info["cash"].item() == 1_000_000.0
 
 
-def daily_panel():
-    frame = random_walk_frame(2, 40, seed=1, freq="1D")
+def daily_panel(n_tickers: int = 2):
+    frame = random_walk_frame(n_tickers, 40, seed=1, freq="1D")
     data = from_frame(frame, name="daily")
     data = replace(data, tradable=torch.ones_like(data.tradable))
     return data.with_normalization(*data.fit_normalization())
@@ -247,13 +247,15 @@ def test_volume_and_high_low_terms_refuse_close_only_data():
         with pytest.raises(ConfigError, match=f"EnvConfig.costs.{key}.*closes") as err:
             StockTradingVecEnv(closes, 1, "cpu", EnvConfig(costs=costs))
         assert "\n" not in str(err.value)
-    StockTradingVecEnv(closes, 1, "cpu", EnvConfig(costs=CostModel(spread_bps=3.0, borrow_rate=0.01)))  # these need no volume
+    # a fixed spread and the borrow fee need no volume
+    StockTradingVecEnv(closes, 1, "cpu", EnvConfig(costs=CostModel(spread_bps=3.0, borrow_rate=0.01)))
 
 
 def test_per_ticker_spreads_must_name_every_ticker_and_leverage_needs_a_short_weights_book():
     data = known_panel()
     with pytest.raises(ConfigError, match="spread_bps_per_ticker has 2 values.*1 tickers"):
-        StockTradingVecEnv(data, 1, "cpu", EnvConfig(costs=CostModel(spread_model="per_ticker", spread_bps_per_ticker=(1, 2))))
+        per_ticker = CostModel(spread_model="per_ticker", spread_bps_per_ticker=(1, 2))
+        StockTradingVecEnv(data, 1, "cpu", EnvConfig(costs=per_ticker))
     with pytest.raises(ConfigError, match="max_leverage"):
         EnvConfig(max_leverage=2.0)
     with pytest.raises(ConfigError, match="max_leverage"):
@@ -337,3 +339,25 @@ def test_old_files_without_cost_keys_load_as_the_flat_rate_env():
     assert partial.costs == CostModel(borrow_rate=0.01)
     with pytest.raises(ConfigError, match="unknown .*key.*borow_rate"):
         config_from_dict(EnvConfig, {"costs": {"borow_rate": 0.01}})
+
+
+@pytest.mark.parametrize("spread_bps", [0.0, 3.0])
+def test_a_borrow_fee_the_cash_cannot_pay_is_a_debt_that_buys_nothing(spread_bps):
+    """Long 1.5 and short 0.5 of the value leaves no cash: the fee makes it negative, then
+    no buy fills until sales repay it, and nothing else goes wrong."""
+    data = daily_panel(3)
+    costs = CostModel(borrow_rate=0.5, spread_bps=spread_bps)
+    config = EnvConfig(action_mode="weights", short_selling=True, max_leverage=2.0, random_start=False,
+                       buy_cost=0.0, sell_cost=0.0, costs=costs)  # fmt: skip
+    env = StockTradingVecEnv(data, 1, "cpu", config)
+    env.reset()
+    _, _, _, _, info = env.step(torch.tensor([[0.9, 0.6, -0.5]]))  # gross 2: cash V + 0.5 V - 1.5 V = 0
+    assert info["cash"].item() < 0 and info["cost_borrow"].item() > 0
+    debt, held = info["cash"].item(), info["holdings"].clone()
+    # targets 1.0 / 0.7 / -0.3: every order is a buy (more long, less short); the debt pays for none
+    _, _, _, _, info = env.step(torch.tensor([[1.0, 0.7, -0.3]]))
+    assert torch.equal(info["holdings"], held)
+    assert info["costs"].item() == info["cost_borrow"].item() > 0
+    assert info["cash"].item() == pytest.approx(debt - info["cost_borrow"].item(), rel=1e-12)
+    marked = info["cash"] + (info["holdings"] * data.close[info["t"]].double()).sum(-1)
+    torch.testing.assert_close(info["value"], marked, rtol=1e-12, atol=1e-9)

@@ -132,7 +132,9 @@ def test_equals_reference_with_every_cost_term(mode, short_selling):
     assert scaled  # the cash limit bound
 
 
-@pytest.mark.parametrize("spread", [CostModel(spread_bps=7.5), CostModel(spread_model="per_ticker", spread_bps_per_ticker=(1, 20, 0, 3.5))])
+@pytest.mark.parametrize(
+    "spread", [CostModel(spread_bps=7.5), CostModel(spread_model="per_ticker", spread_bps_per_ticker=(1, 20, 0, 3.5))]
+)
 def test_equals_reference_with_fixed_and_per_ticker_spreads(spread):
     config = EnvConfig(action_mode="weights", costs=spread, initial_cash=30_000.0, episode_length=20)
     run_against_reference(PANEL, 3, config, steps=25, seed=5)
@@ -533,7 +535,9 @@ def _assert_same_trajectory(left, right):
 @pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
 @pytest.mark.parametrize("mode", ["shares", "weights"])
 def test_compiled_step_equals_eager(mode, costs):
-    config = EnvConfig(action_mode=mode, episode_length=6, initial_cash=30_000.0, costs=costs, short_selling=costs != CostModel())
+    config = EnvConfig(
+        action_mode=mode, episode_length=6, initial_cash=30_000.0, costs=costs, short_selling=costs != CostModel()
+    )
     actions = random_actions(10, 4, PANEL.num_tickers, seed=4)
     eager = _trajectory(StockTradingVecEnv(PANEL, 4, "cpu", config), actions)
     compiled = _trajectory(StockTradingVecEnv(PANEL, 4, "cpu", config, compile=True), actions)

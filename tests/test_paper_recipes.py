@@ -66,3 +66,13 @@ def test_bad_retry_options_are_one_line(monkeypatch, tmp_path, capsys):
     assert "retries must be an integer" in capsys.readouterr().err
     assert main(["data", "build", "nasdaq100-daily-alpaca", "--data-dir", str(tmp_path), "--set", "backoff_s=-1"]) == 2
     assert "back-off needs retries >= 0" in capsys.readouterr().err
+
+
+def test_the_demo_on_the_paper_recipe_without_keys_exits_2(monkeypatch, tmp_path, capsys):
+    for variable in KEY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
+    assert main(["demo", "--dataset", "nasdaq100-minute-alpaca", "--run-dir", str(tmp_path / "run")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "APCA_API_KEY_ID and APCA_API_SECRET_KEY" in errors[0]
+    assert not (tmp_path / "data").exists() or list((tmp_path / "data").rglob("*.parquet")) == []
