@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from vendor_server import (
     expected_regular,
     one_error_line,
     served_bars,
+    write_vendor_recipe,
 )
 
 @pytest.fixture
@@ -58,28 +58,7 @@ def keys(monkeypatch):
 
 
 def write_recipe(folder: Path, url: str, tickers=("AAA", "BBB"), interval="1min", **options) -> Path:
-    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in options.items())
-    path = folder / "alpaca-test.toml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            source = "alpaca"
-            interval = "{interval}"
-            start = "{START}"
-            end = "{END}"
-            train_end = "2020-11-03"
-            val_end = "2021-03-13"
-            benchmark = "QQQ"
-            tickers = {json.dumps(list(tickers))}
-
-            [alpaca]
-            url = "{url}"
-            backoff_s = 0.01
-            """
-        )
-        + extra
-    )
-    return path
+    return write_vendor_recipe(folder, "alpaca", url, tickers, interval, **options)
 
 
 def test_panel_equals_the_servers_regular_session_bars(server, keys, tmp_path):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from vendor_server import (
     expected_regular,
     one_error_line,
     served_bars,
+    write_vendor_recipe,
 )
 
 REQUESTS = 8 + 7 + 8  # AAA, BBB, QQQ: 6 months each; November (but BBB's) and March in two pages
@@ -48,28 +48,7 @@ def key(monkeypatch):
 
 
 def write_recipe(folder: Path, url: str, tickers=("AAA", "BBB"), interval="1min", **options) -> Path:
-    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in options.items())
-    path = folder / "polygon-test.toml"
-    path.write_text(
-        textwrap.dedent(
-            f"""\
-            source = "polygon"
-            interval = "{interval}"
-            start = "{START}"
-            end = "{END}"
-            train_end = "2020-11-03"
-            val_end = "2021-03-13"
-            benchmark = "QQQ"
-            tickers = {json.dumps(list(tickers))}
-
-            [polygon]
-            url = "{url}"
-            backoff_s = 0.01
-            """
-        )
-        + extra
-    )
-    return path
+    return write_vendor_recipe(folder, "polygon", url, tickers, interval, **options)
 
 
 def build(recipe: Path, data_dir: Path) -> int:

@@ -77,6 +77,20 @@ MISSING = ("BBB", "2020-11-02")  # BBB has no bar that day
 SESSION_BARS = 390 * 4 + 210
 
 
+def write_vendor_recipe(folder: Path, vendor: str, url: str, tickers=("AAA", "BBB"), interval="1min",
+                        **options) -> Path:  # fmt: skip
+    """A recipe of source ``vendor`` ("alpaca" or "polygon") over the served window,
+    pointed at the test server's ``url``, with fast back-off; ``options`` add top-level keys."""
+    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in options.items())
+    path = Path(folder) / f"{vendor}-test.toml"
+    path.write_text(
+        f'source = "{vendor}"\ninterval = "{interval}"\nstart = "{START}"\nend = "{END}"\n'
+        f'train_end = "2020-11-03"\nval_end = "2021-03-13"\nbenchmark = "QQQ"\n'
+        f"tickers = {json.dumps(list(tickers))}\n\n[{vendor}]\nurl = \"{url}\"\nbackoff_s = 0.01\n" + extra
+    )
+    return path
+
+
 def served_bars() -> dict[str, pd.DataFrame]:
     """What the server holds: regular, pre/after-market and holiday bars, in UTC."""
     out = {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -336,20 +337,27 @@ def from_frame(
         wide = {column: w.loc[start:] for column, w in wide.items()}
     _warn_unadjusted_splits(wide["close"], where)
     features, tradable = panel_columns(wide, ragged)
-    timestamps = pd.DatetimeIndex(wide["close"].index)
-    bench = None if benchmark is None else torch.from_numpy(
-        align_benchmark(benchmark, timestamps, where).astype(np.float32)
-    )
+    meta = {"missing_columns": list(missing)} if missing else {}
+    return assemble_panel(pd.DatetimeIndex(wide["close"].index), order, features, tradable, benchmark,
+                          benchmark_name, name, where, meta)  # fmt: skip
+
+
+def assemble_panel(timestamps: pd.DatetimeIndex, tickers: Any, features: np.ndarray, tradable: np.ndarray,
+                   benchmark: Any, benchmark_name: str | None, name: str, where: str,
+                   meta: dict | None = None) -> MarketData:  # fmt: skip
+    """The `MarketData` of finished [T, N, F] features and [T, N] tradable arrays, with the
+    benchmark aligned to ``timestamps`` (`from_frame` and the streaming vendor build end here)."""
+    bench = None if benchmark is None else torch.from_numpy(align_benchmark(benchmark, timestamps, where).astype(np.float32))
     return MarketData(
         timestamps=timestamps,
-        tickers=tuple(order),
+        tickers=tuple(tickers),
         features=torch.from_numpy(features),
         tradable=torch.from_numpy(tradable),
         interval=infer_interval(timestamps),
         benchmark=bench,
         benchmark_name=benchmark_name if benchmark is not None else None,
         name=name,
-        meta={"missing_columns": list(missing)} if missing else {},
+        meta=meta or {},
     )
 
 

@@ -19,9 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
-import torch
 
-from market_envs.data.frame import align_benchmark, infer_interval, panel_columns, unadjusted_splits, validate_order, warn_unadjusted_splits
+from market_envs.data.frame import assemble_panel, panel_columns, unadjusted_splits, validate_order, warn_unadjusted_splits
 from market_envs.data.panel import EXCHANGE_TZ, FEATURE_NAMES, PRICE_COLUMNS, DataError, MarketData
 
 BarsOf = Callable[[str], pd.DataFrame]
@@ -74,17 +73,7 @@ def stream_panel(
         splits += unadjusted_splits(wide["close"])
         features[:, j : j + 1, :], tradable[:, j : j + 1] = panel_columns(wide, ragged)
     warn_unadjusted_splits(splits, where)
-    bench = None if benchmark is None else torch.from_numpy(align_benchmark(benchmark, grid, where).astype(np.float32))
-    return MarketData(
-        timestamps=grid,
-        tickers=tuple(tickers),
-        features=torch.from_numpy(features),
-        tradable=torch.from_numpy(tradable),
-        interval=infer_interval(grid),
-        benchmark=bench,
-        benchmark_name=benchmark_name if benchmark is not None else None,
-        name=name,
-    )
+    return assemble_panel(grid, tickers, features, tradable, benchmark, benchmark_name, name, where)
 
 
 def _ticker_columns(bars: pd.DataFrame, ticker: str, grid: pd.DatetimeIndex, stamps: np.ndarray, where: str) -> dict[str, pd.DataFrame]:
