@@ -90,6 +90,8 @@ class CostModel:
     :param participation: the most of a bar's volume one order may fill, in (0, 1]; None: no cap. Needs data
         with volume.
     :param borrow_rate: annual fee on the short notional (0.005 = 0.5% a year), accrued every bar.
+    :param spread_scale: multiplies the ``"high_low"`` model's estimated half-spreads (the other
+        models scale their basis points); `scaled` sets it for backtests at a multiple of the costs.
     """
 
     commission_per_share: float = 0.0
@@ -103,9 +105,10 @@ class CostModel:
     impact_window_days: int = 20
     participation: float | None = None
     borrow_rate: float = 0.0
+    spread_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        for key in ("commission_per_share", "commission_min", "spread_bps", "impact_eta", "borrow_rate"):
+        for key in ("commission_per_share", "commission_min", "spread_bps", "impact_eta", "borrow_rate", "spread_scale"):
             _non_negative(key, getattr(self, key))
         if self.commission_max_rate is not None and not (0.0 < self.commission_max_rate <= 1.0):
             raise ConfigError(
@@ -157,6 +160,39 @@ class CostModel:
     def has_spread(self) -> bool:
         return self.spread_model != "fixed" or self.spread_bps > 0
 
+    def scaled(self, multiple: float) -> CostModel:
+        """This model with every charge times `multiple` (>= 0): the fee per share, the minimum
+        and the cap of the commission, the half-spread, the impact's eta and the borrow rate.
+
+        The participation cap is a fill rule, not a charge, and stays as it is; a
+        half-spread is kept below the whole price (10000 bps)."""
+        k = _multiple(multiple)
+        cap = None if self.commission_max_rate is None or k == 0 else min(1.0, self.commission_max_rate * k)
+        below_price = 1e4 * (1.0 - 1e-12)
+        return replace(
+            self,
+            commission_per_share=self.commission_per_share * k,
+            commission_min=self.commission_min * k,
+            commission_max_rate=cap,
+            spread_bps=min(self.spread_bps * k, below_price),
+            spread_bps_per_ticker=tuple(min(bps * k, below_price) for bps in self.spread_bps_per_ticker),
+            spread_scale=self.spread_scale * k,
+            impact_eta=self.impact_eta * k,
+            borrow_rate=self.borrow_rate * k,
+        )
+
+    def without_volume(self) -> CostModel:
+        """This model for a close-only series (a benchmark): the terms that read volume, high
+        or low (impact, participation cap, the ``"high_low"`` spread) left out."""
+        spread = {"spread_model": "fixed", "spread_bps": 0.0} if self.spread_model == "high_low" else {}
+        return replace(self, impact_eta=0.0, participation=None, **spread)
+
+
+def _multiple(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"a cost multiple must be a finite number >= 0, got {value!r}")
+    return float(value)
+
 
 def _non_negative(key: str, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
@@ -176,9 +212,56 @@ class NamedCosts:
     costs: CostModel = field(default_factory=CostModel)
     sources: str = ""
 
+    def __post_init__(self) -> None:
+        for key in ("buy_cost", "sell_cost"):
+            rate = getattr(self, key)
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (0.0 <= rate < 1.0):
+                raise ConfigError(f"EnvConfig.{key} must be in [0, 1), got {rate!r}")
+        if isinstance(self.costs, Mapping):
+            object.__setattr__(self, "costs", CostModel.from_mapping(self.costs))
+
     def apply(self, config: EnvConfig) -> EnvConfig:
         """`config` with this model's commission rates and cost terms (its other rules kept)."""
         return replace(config, buy_cost=self.buy_cost, sell_cost=self.sell_cost, costs=self.costs)
+
+    def with_overrides(self, values: Mapping[str, Any]) -> NamedCosts:
+        """This model with some keys replaced: ``buy_cost``, ``sell_cost`` or any `CostModel` key
+        (``--cost-set participation=0.05``). Unknown keys and bad values raise `ConfigError`."""
+        if not values:
+            return self
+        rates = {k: v for k, v in values.items() if k in ("buy_cost", "sell_cost")}
+        terms = {k: v for k, v in values.items() if k not in rates}
+        costs = CostModel.from_mapping({**self.as_dict()["costs"], **terms})
+        changed = ", ".join(f"{k}={v!r}" for k, v in values.items())
+        return replace(self, name=f"{self.name} ({changed})", costs=costs, **rates)
+
+    def scaled(self, multiple: float) -> NamedCosts:
+        """This model with every charge times `multiple`: the commission rates and `CostModel.scaled`."""
+        k = _multiple(multiple)
+        return replace(self, name=f"{self.name} x {k:g}", buy_cost=min(self.buy_cost * k, 1.0 - 1e-12),
+                       sell_cost=min(self.sell_cost * k, 1.0 - 1e-12), costs=self.costs.scaled(k))  # fmt: skip
+
+    @property
+    def charges_nothing(self) -> bool:
+        """Whether no trade and no position ever pays anything under this model."""
+        c = self.costs
+        spread = c.has_spread and (c.spread_scale > 0 if c.spread_model == "high_low" else
+                                   c.spread_bps > 0 or any(b > 0 for b in c.spread_bps_per_ticker))
+        return not (self.buy_cost or self.sell_cost or c.commission_per_share or c.commission_min or spread
+                    or c.impact_eta or c.borrow_rate)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON- and TOML-able form: name, rates, the `CostModel` keys (lists for tuples), sources."""
+        from dataclasses import asdict
+
+        terms = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.costs).items()}
+        return {"name": self.name, "buy_cost": self.buy_cost, "sell_cost": self.sell_cost, "costs": terms,
+                "sources": self.sources}  # fmt: skip
+
+    @classmethod
+    def from_config(cls, config: EnvConfig, name: str = "custom") -> NamedCosts:
+        """The cost part of an env config (its rates and `CostModel`) as a model named `name`."""
+        return cls(name, float(config.buy_cost), float(config.sell_cost), config.costs)
 
 
 COST_MODELS: dict[str, NamedCosts] = {
@@ -232,6 +315,23 @@ def cost_model(name: str) -> NamedCosts:
         return COST_MODELS[name]
     except (KeyError, TypeError):
         raise ConfigError(f"unknown cost model {name!r}; known: {', '.join(COST_MODELS)}") from None
+
+
+def check_costs_for_data(costs: CostModel, data: Any) -> None:
+    """Refuse, with one `ConfigError`, cost terms that need columns `data` (a `MarketData`) lacks
+    (close-only data), or a per-ticker list of the wrong length. The env checks this when it is
+    built; a command that builds its envs later (on dask workers) calls it first."""
+    unavailable = set(data.unavailable_features)
+    lacking = [key for key in costs.needs_volume if "volume" in unavailable]
+    if lacking:
+        raise ConfigError(f"EnvConfig.costs.{lacking[0]} needs volume, which data set {data.name!r} lacks "
+                          f"(close-only data: {', '.join(data.meta.get('missing_columns', ()))} missing)")  # fmt: skip
+    if costs.spread_model == "high_low" and {"high", "low"} & unavailable:
+        raise ConfigError(f"EnvConfig.costs.spread_model='high_low' needs high and low prices, which data set "
+                          f"{data.name!r} lacks; use 'fixed' or 'per_ticker'")  # fmt: skip
+    if costs.spread_model == "per_ticker" and len(costs.spread_bps_per_ticker) != data.num_tickers:
+        raise ConfigError(f"EnvConfig.costs.spread_bps_per_ticker has {len(costs.spread_bps_per_ticker)} values; "
+                          f"data set {data.name!r} has {data.num_tickers} tickers")  # fmt: skip
 
 
 # --------------------------------------------------------------------- causal tables

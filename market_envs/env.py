@@ -104,7 +104,14 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from market_envs.costs import TRADING_DAYS, CostModel, abdi_ranaldo_half_spread, bars_per_day, impact_coefficient
+from market_envs.costs import (
+    TRADING_DAYS,
+    CostModel,
+    abdi_ranaldo_half_spread,
+    bars_per_day,
+    check_costs_for_data,
+    impact_coefficient,
+)
 from market_envs.data.indicators import trailing_tstat
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
@@ -246,21 +253,6 @@ class EnvConfig:
                 f"EnvConfig.max_leverage={self.max_leverage} needs action_mode='weights' with short_selling=True "
                 "(there is no margin loan: a long-only book cannot exceed 1)"
             )
-
-
-def _check_costs_against_data(costs: CostModel, data: MarketData) -> None:
-    """The cost terms that need columns the data lacks, or a per-ticker list of the wrong length."""
-    unavailable = set(data.unavailable_features)
-    lacking = [key for key in costs.needs_volume if "volume" in unavailable]
-    if lacking:
-        raise ConfigError(f"EnvConfig.costs.{lacking[0]} needs volume, which data set {data.name!r} lacks "
-                          f"(close-only data: {', '.join(data.meta.get('missing_columns', ()))} missing)")  # fmt: skip
-    if costs.spread_model == "high_low" and {"high", "low"} & unavailable:
-        raise ConfigError(f"EnvConfig.costs.spread_model='high_low' needs high and low prices, which data set "
-                          f"{data.name!r} lacks; use 'fixed' or 'per_ticker'")  # fmt: skip
-    if costs.spread_model == "per_ticker" and len(costs.spread_bps_per_ticker) != data.num_tickers:
-        raise ConfigError(f"EnvConfig.costs.spread_bps_per_ticker has {len(costs.spread_bps_per_ticker)} values; "
-                          f"data set {data.name!r} has {data.num_tickers} tickers")  # fmt: skip
 
 
 class _Tables(NamedTuple):
@@ -800,7 +792,7 @@ class StockTradingVecEnv:
         if lacking:
             raise ConfigError(f"EnvConfig.features: {lacking} need columns that data set {data.name!r} lacks "
                               f"({', '.join(data.meta['missing_columns'])})")  # fmt: skip
-        _check_costs_against_data(config.costs, data)
+        check_costs_for_data(config.costs, data)
 
         self.config = config
         self.num_envs = int(num_envs)
@@ -892,7 +884,7 @@ class StockTradingVecEnv:
         if costs.spread_model == "high_low":
             half_spread = abdi_ranaldo_half_spread(
                 data.feature("high"), data.feature("low"), data.close, costs.spread_window
-            ).clamp_max(1.0).float().contiguous()
+            ).mul(costs.spread_scale).clamp_max(1.0).float().contiguous()
         elif costs.has_spread:
             per_ticker = costs.spread_model == "per_ticker"
             bps = costs.spread_bps_per_ticker if per_ticker else (costs.spread_bps,) * self.num_stocks

@@ -213,7 +213,7 @@ class ReferenceEnv:
             products.append(4.0 * (c - mid) * (c - mid_next))
         if not products:
             return 0.0
-        half_spread = min(1.0, 0.5 * math.sqrt(max(sum(products) / len(products), 0.0)))
+        half_spread = min(1.0, costs.spread_scale * 0.5 * math.sqrt(max(sum(products) / len(products), 0.0)))
         return float(np.float32(half_spread))  # the env keeps its estimates in float32, as the prices
 
     def impact_rate(self, bar: int, stock: int, shares: float) -> float:

@@ -18,8 +18,10 @@ from market_fixtures import random_walk_frame
 from market_envs.costs import (
     COST_MODELS,
     CostModel,
+    NamedCosts,
     abdi_ranaldo_half_spread,
     bars_per_day,
+    check_costs_for_data,
     cost_model,
     impact_coefficient,
 )
@@ -361,3 +363,58 @@ def test_a_borrow_fee_the_cash_cannot_pay_is_a_debt_that_buys_nothing(spread_bps
     assert info["cash"].item() == pytest.approx(debt - info["cost_borrow"].item(), rel=1e-12)
     marked = info["cash"] + (info["holdings"] * data.close[info["t"]].double()).sum(-1)
     torch.testing.assert_close(info["value"], marked, rtol=1e-12, atol=1e-9)
+
+
+# ------------------------------------------------------------------ scaling, overrides (breakeven, --costs)
+
+
+def test_a_scaled_model_charges_every_term_k_times_for_the_same_fill():
+    """One fill of known size: every part of the cost at k x the model is k x the part at 1 x."""
+    named = NamedCosts("every", 0.001, 0.002, CostModel(commission_per_share=0.005, commission_min=1.0,
+                       commission_max_rate=0.01, spread_model="high_low", spread_window=50, impact_eta=0.7,
+                       impact_window_days=1))  # fmt: skip
+    data = known_panel()
+    base = step_to_fill(data, named.apply(EnvConfig(initial_cash=1e7)), 0.5)
+    assert base["cost_spread"].item() > 0 and base["cost_impact"].item() > 0
+    for k in (0.0, 0.5, 3.0):
+        info = step_to_fill(data, named.scaled(k).apply(EnvConfig(initial_cash=1e7)), 0.5)
+        assert info["holdings"].equal(base["holdings"])  # the same fill
+        for part in ("cost_commission", "cost_spread", "cost_impact", "costs"):
+            assert info[part].item() == pytest.approx(k * base[part].item(), rel=1e-6, abs=1e-9), (k, part)
+
+
+def test_scaled_keeps_the_fill_rules_and_the_bounds():
+    model = CostModel(commission_max_rate=0.2, spread_bps=3000.0, participation=0.1, borrow_rate=0.01)
+    big = model.scaled(8.0)
+    assert big.participation == 0.1 and big.commission_max_rate == 1.0 and big.spread_bps < 1e4
+    assert big.borrow_rate == pytest.approx(0.08)
+    assert model.scaled(0.0).commission_max_rate is None and model.scaled(1.0) == model
+    for bad in (-1.0, float("nan"), True):
+        with pytest.raises(ConfigError, match="cost multiple"):
+            model.scaled(bad)
+
+
+def test_named_costs_refuse_bad_rates_and_take_overrides():
+    with pytest.raises(ConfigError, match=r"EnvConfig.buy_cost must be in \[0, 1\)"):
+        NamedCosts("x", -0.001, 0.0)
+    institutional = cost_model("institutional")
+    tighter = institutional.with_overrides({"participation": 0.05, "sell_cost": 0.0002})
+    assert tighter.costs.participation == 0.05 and tighter.sell_cost == 0.0002
+    assert tighter.costs.impact_eta == institutional.costs.impact_eta and "participation=0.05" in tighter.name
+    with pytest.raises(ConfigError, match="participation must be in"):
+        institutional.with_overrides({"participation": 1.5})
+    with pytest.raises(ConfigError, match="unknown EnvConfig.costs key"):
+        institutional.with_overrides({"partcipation": 0.5})
+    assert cost_model("zero").charges_nothing and not cost_model("flat").charges_nothing
+    assert not cost_model("institutional").charges_nothing and cost_model("retail").scaled(0).charges_nothing
+    assert NamedCosts.from_config(cost_model("retail").apply(EnvConfig())).costs == cost_model("retail").costs
+
+
+def test_without_volume_drops_the_terms_a_close_only_series_cannot_feed():
+    closes = from_frame(random_walk_frame(2, 60, seed=4)[["timestamp", "ticker", "close"]], name="closes")
+    costs = cost_model("institutional").costs
+    with pytest.raises(ConfigError, match="needs volume"):
+        check_costs_for_data(costs, closes)
+    light = costs.without_volume()
+    check_costs_for_data(light, closes)
+    assert light.borrow_rate == costs.borrow_rate and light.commission_min == costs.commission_min
