@@ -10,8 +10,18 @@ training rules), the equal-weight baselines (whole shares, see
 `trader.backtest.strategies`) and the benchmark (a one-ticker panel) form up to a
 few groups, all stepped together bar by bar. The loop runs over time only.
 
-Per-bar records (value, cash, traded value, costs, holdings) stay on the env's
-device in preallocated tensors and come to the host once, at the end.
+Per-bar records (value, cash, traded value, costs and their parts, ordered and
+unfilled value, holdings) stay on the env's device in preallocated tensors and come
+to the host once, at the end.
+
+Every strategy trades under the backtest's one cost model (`BacktestConfig`'s rates
+and `CostModel`), whatever rules a checkpoint was trained under; the benchmark, a
+close-only series, leaves out the terms that need volume, high or low.
+
+Breakeven cost (``BacktestConfig.cost_multiples``): the same strategies are run at
+several multiples of the cost model (`CostModel.scaled`) in the same pass: one more
+set of groups per multiple, stepped in the same time loop. Each strategy's Sharpe
+ratio against the multiple is interpolated to its zero crossing (`breakeven`).
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from market_envs.costs import CostModel, NamedCosts
 from market_envs.data import DataError, MarketData
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader import metrics, rundir
@@ -51,6 +62,10 @@ from trader.rundir import config_from_dict
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
+BREAKEVEN_MULTIPLES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+"""The multiples of the cost model that `trader backtest` and the demo run to find each
+strategy's breakeven cost."""
+
 
 @dataclass(frozen=True)
 class BacktestConfig:
@@ -70,8 +85,16 @@ class BacktestConfig:
         "Backtest speed").
     :param policy_env: trading rules of policies given as agents or callables
         (action mode, max_shares, features, ...); checkpoints whose sidecar holds
-        an ``env_config`` use theirs. Cash, costs and the deterministic
-        full-period mode are always the backtest's.
+        an ``env_config`` use theirs. Cash, costs (rates and `CostModel`) and the
+        deterministic full-period mode are always the backtest's.
+    :param costs: every cost and fill term beyond the rates (`market_envs.costs.CostModel`), for
+        every strategy: policies (a checkpoint's own terms are replaced), baselines and the
+        benchmark (which leaves out the terms that need volume, high or low). A dict is read
+        by `CostModel.from_mapping`.
+    :param cost_model: the name of the model the rates and terms came from (`market_envs.costs.COST_MODELS`,
+        a run's), for the report; None: "custom".
+    :param cost_multiples: multiples of the cost model to run beside the backtest, in the same pass,
+        for each strategy's breakeven cost (`BREAKEVEN_MULTIPLES`); () runs none. 1 is the backtest itself.
     """
 
     initial_cash: float = 1_000_000.0
@@ -82,8 +105,21 @@ class BacktestConfig:
     tear_sheet: bool = True
     compile: bool = False
     policy_env: EnvConfig = field(default_factory=EnvConfig)
+    costs: CostModel = field(default_factory=CostModel)
+    cost_model: str | None = None
+    cost_multiples: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        if isinstance(self.costs, Mapping):
+            object.__setattr__(self, "costs", CostModel.from_mapping(self.costs))
+        if not isinstance(self.costs, CostModel):
+            raise ConfigError(f"BacktestConfig.costs must be a CostModel, got {type(self.costs).__name__}")
+        multiples = self.cost_multiples
+        if isinstance(multiples, (str, int, float)) or any(
+            isinstance(k, bool) or not isinstance(k, (int, float)) or not (k >= 0 and np.isfinite(k)) for k in multiples
+        ):
+            raise ConfigError(f"BacktestConfig.cost_multiples must be numbers >= 0, got {multiples!r}")
+        object.__setattr__(self, "cost_multiples", tuple(sorted({float(k) for k in multiples})))
         if self.record_positions not in ("bar", "day"):
             raise ConfigError(f"BacktestConfig.record_positions must be 'bar' or 'day', got {self.record_positions!r}")
         if not isinstance(self.policy_env, EnvConfig):
@@ -92,15 +128,40 @@ class BacktestConfig:
         self.env_config(EnvConfig())
 
     def env_config(self, rules: EnvConfig) -> EnvConfig:
-        """`rules` with this backtest's cash and costs, in the deterministic full-period mode."""
+        """`rules` with this backtest's cash and costs (rates and `CostModel`), in the
+        deterministic full-period mode."""
         return replace(
             rules,
             initial_cash=float(self.initial_cash),
             buy_cost=float(self.buy_cost),
             sell_cost=float(self.sell_cost),
+            costs=self.costs,
             random_start=False,
             episode_length=None,
         )
+
+    @property
+    def named_costs(self) -> NamedCosts:
+        """The cost model in force: rates, terms and name."""
+        return NamedCosts(self.cost_model or "custom", float(self.buy_cost), float(self.sell_cost), self.costs)
+
+    def with_costs(self, named: NamedCosts) -> BacktestConfig:
+        """This config under the cost model `named` (its rates, terms and name)."""
+        return replace(self, buy_cost=named.buy_cost, sell_cost=named.sell_cost, costs=named.costs,
+                       cost_model=named.name)  # fmt: skip
+
+    def at_multiple(self, multiple: float) -> BacktestConfig:
+        """This config with every charge of its cost model times `multiple` (no breakeven runs of its own)."""
+        scaled = self.named_costs.scaled(multiple)
+        return replace(self.with_costs(scaled), cost_model=self.cost_model, cost_multiples=())
+
+    @property
+    def breakeven_multiples(self) -> tuple[float, ...]:
+        """The multiples run for the breakeven cost, 1 included; () when none are asked for or
+        the model charges nothing (no multiple of nothing crosses anything)."""
+        if not self.cost_multiples or self.named_costs.charges_nothing:
+            return ()
+        return tuple(sorted({*self.cost_multiples, 1.0}))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form; ``policy_env`` as the rules in force (the backtest's cash, costs and mode)."""
@@ -108,6 +169,9 @@ class BacktestConfig:
         values.pop("compile")  # how fast it ran, not what it traded
         rules = asdict(self.env_config(self.policy_env))
         values["policy_env"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in rules.items()}
+        values["costs"] = values["policy_env"]["costs"] = self.named_costs.as_dict()["costs"]
+        values["cost_model"] = self.cost_model
+        values["cost_multiples"] = list(self.cost_multiples)
         return values
 
 
@@ -188,9 +252,20 @@ def run_backtest(
     require_bars(panel)
     chosen = _resolve_baselines(panel, baselines)
     oracle = oracle_schedule(data, panel) if "oracle" in chosen else None
-    groups = _build_groups(panel, policies or {}, chosen, config, device, oracle)
-    records = _simulate(groups, panel.timestamps, config.record_positions, device)
-    result = _assemble(panel, period_name, groups, records, config)
+    loaded: dict[str, Any] = {}
+    groups = _build_groups(panel, policies or {}, chosen, config, device, oracle, loaded)
+    multiples = [k for k in config.breakeven_multiples if k != 1.0]
+    scaled = [_build_groups(panel, policies or {}, chosen, config.at_multiple(k), device, oracle, loaded)
+              for k in multiples]  # fmt: skip
+    records = _simulate(groups + [g for more in scaled for g in more], panel.timestamps, config.record_positions,
+                        device, positions_of=len(groups))  # fmt: skip
+    result = _assemble(panel, period_name, groups, records[: len(groups)], config)
+    if multiples:
+        curves, offset = {1.0: result.metrics["sharpe_ratio"]}, len(groups)
+        for k, more in zip(multiples, scaled):
+            curves[k] = _sharpe_ratios(panel, more, records[offset : offset + len(more)], config)
+            offset += len(more)
+        result = replace(result, breakeven=breakeven_table(curves, list(result.strategies)))
     result = replace(result, evidence=strategy_evidence(result.daily_returns, trials), selection=selection)
     if run_dir is not None:
         from trader.backtest.report import write_report
@@ -242,11 +317,15 @@ def _build_groups(
     config: BacktestConfig,
     device: torch.device,
     oracle: ActionSchedule | None = None,
+    loaded: dict[str, Any] | None = None,
 ) -> list[_Group]:
     """Strategies grouped by (panel, trading rules), each group with its env built.
 
     `oracle` is the "oracle" baseline's schedule (`oracle_schedule`) when it is asked for.
+    `loaded` keeps the checkpoints loaded by an earlier call (the groups of each cost
+    multiple are built by one call each; a checkpoint is read once).
     """
+    loaded = {} if loaded is None else loaded
     _check_names(policies, baselines)
     groups: dict[tuple[str, EnvConfig], _Group] = {}
 
@@ -278,17 +357,22 @@ def _build_groups(
             add(group("stocks", data, config.env_config(config.policy_env)),
                 PolicyDecider(source.policy, name, data.num_tickers), infos)
             continue
-        policy, rules, info, dims = _load_policy(name, source, data, config, device)
-        add(group("stocks", data, rules), PolicyDecider(policy, name, data.num_tickers), [info], dims)
+        if name not in loaded:
+            loaded[name] = _load_policy(name, source, data, config, device)
+        policy, rules, info, dims = loaded[name]
+        add(group("stocks", data, config.env_config(rules)), PolicyDecider(policy, name, data.num_tickers), [info], dims)
 
     baseline_rules = config.env_config(EnvConfig(action_mode="shares", max_shares=BASELINE_MAX_SHARES, features=("close",)))
+    benchmark_rules = replace(baseline_rules, costs=config.costs.without_volume())
     equal = torch.full((data.num_tickers,), 1.0 / data.num_tickers, dtype=torch.float64)
     for name in baselines:
         if name == "benchmark":
-            target = group("benchmark", benchmark_panel(data), baseline_rules)
+            target = group("benchmark", benchmark_panel(data), benchmark_rules)
             decide = BuyAndHold(torch.ones(1, dtype=torch.float64), config.buy_cost)
+            dropped = "" if benchmark_rules.costs == config.costs else (
+                "; a close-only series: the cost terms that need volume, high or low are left out")
             info = StrategyInfo(name, f"{data.benchmark_name or 'Benchmark'} buy-and-hold", "baseline",
-                                "benchmark close, target weight 1, bought once")
+                                "benchmark close, target weight 1, bought once" + dropped)
         elif name == "oracle":
             target = group("stocks", data, config.env_config(EnvConfig(action_mode="weights", short_selling=True,
                                                                        features=("close",))))  # fmt: skip
@@ -441,15 +525,18 @@ def benchmark_panel(data: MarketData) -> MarketData:
 # --------------------------------------------------------------------- simulation
 
 
+RECORDED = ("value", "cash", "traded", "costs", "cost_commission", "cost_spread", "cost_impact", "cost_borrow",
+            "ordered_value", "unfilled_value", "unfilled_shares")
+"""What is recorded per bar and strategy: the env's ``info`` entries of the same names
+(``traded``: value traded, the turnover times the value at the previous close)."""
+
+
 @dataclass
 class _Records:
-    """Per-bar records of one group, on the device until `to_host`."""
+    """Per-bar records of one group, on the device until `_assemble` brings them over."""
 
-    value: Tensor  # float64 [T, E]
-    cash: Tensor  # float64 [T, E]
-    traded: Tensor  # float64 [T, E]
-    costs: Tensor  # float64 [T, E]
-    positions: Tensor  # float64 [R, E, N]
+    bars: Tensor  # float64 [len(RECORDED), T, E]
+    positions: Tensor | None  # float64 [R, E, N]; None where positions are not kept (cost-multiple runs)
 
 
 def _session_flags(timestamps: pd.DatetimeIndex) -> tuple[list[bool], np.ndarray]:
@@ -461,14 +548,18 @@ def _session_flags(timestamps: pd.DatetimeIndex) -> tuple[list[bool], np.ndarray
 
 
 def _simulate(
-    groups: list[_Group], timestamps: pd.DatetimeIndex, record_positions: str, device: torch.device
+    groups: list[_Group], timestamps: pd.DatetimeIndex, record_positions: str, device: torch.device,
+    positions_of: int | None = None,
 ) -> list[_Records]:
-    """Step every group's env from the first bar to the last; return the records."""
+    """Step every group's env from the first bar to the last; return the records.
+
+    Positions are kept for the first `positions_of` groups (None: all)."""
     num_bars = len(timestamps)
     new_day_next, session_ends = _session_flags(timestamps)
     recorded = np.arange(num_bars) if record_positions == "bar" else session_ends
     slot_of = {int(t): k for k, t in enumerate(recorded)}
-    records = [_start(g, num_bars, len(recorded), device) for g in groups]
+    keep = len(groups) if positions_of is None else positions_of
+    records = [_start(g, num_bars, len(recorded) if k < keep else None, device) for k, g in enumerate(groups)]
     observations = [obs for _, obs in records]
     ruined = [torch.zeros(g.env.num_envs, dtype=torch.bool, device=device) for g in groups]
     for t in range(num_bars - 1):
@@ -478,18 +569,16 @@ def _simulate(
     return [rec for rec, _ in records]
 
 
-def _start(group: _Group, num_bars: int, num_slots: int, device: torch.device) -> tuple[_Records, Tensor]:
+def _start(group: _Group, num_bars: int, num_slots: int | None, device: torch.device) -> tuple[_Records, Tensor]:
     """Reset the group's env, allocate its records, record bar 0 (all cash)."""
     env = group.env
     obs, _ = env.reset()
     e, n = env.num_envs, env.num_stocks
-
-    def zeros(*shape: int) -> Tensor:
-        return torch.zeros(shape, dtype=torch.float64, device=device)
-
-    records = _Records(zeros(num_bars, e), zeros(num_bars, e), zeros(num_bars, e), zeros(num_bars, e), zeros(num_slots, e, n))
-    records.value[0] = env.value
-    records.cash[0] = env.cash
+    bars = torch.zeros((len(RECORDED), num_bars, e), dtype=torch.float64, device=device)
+    positions = None if num_slots is None else torch.zeros((num_slots, e, n), dtype=torch.float64, device=device)
+    records = _Records(bars, positions)
+    records.bars[RECORDED.index("value"), 0] = env.value
+    records.bars[RECORDED.index("cash"), 0] = env.cash
     group.close = env.data.close.double()
     return records, obs
 
@@ -511,12 +600,10 @@ def _advance(group: _Group, obs: Tensor, records: _Records, ruined: Tensor, t: i
     obs, _, terminated, _, info = env.step(actions)
     ruined = ruined | terminated
     keep = ~ruined
-    records.value[t + 1] = torch.where(keep, info["value"], torch.zeros_like(info["value"]))
-    records.cash[t + 1] = torch.where(keep, info["cash"], torch.zeros_like(info["cash"]))
-    traded = info["turnover"] * value.abs().clamp_min(1e-9)
-    records.traded[t + 1] = torch.where(keep, traded, torch.zeros_like(traded))
-    records.costs[t + 1] = torch.where(keep, info["costs"], torch.zeros_like(info["costs"]))
-    if slot is not None:
+    info["traded"] = info["turnover"] * value.abs().clamp_min(1e-9)
+    row = torch.stack([info[key].to(torch.float64) for key in RECORDED])  # [len(RECORDED), E]
+    records.bars[:, t + 1] = torch.where(keep, row, torch.zeros_like(row))
+    if slot is not None and records.positions is not None:
         records.positions[slot] = torch.where(keep.unsqueeze(-1), info["holdings"], torch.zeros_like(info["holdings"]))
     return obs, ruined
 
@@ -532,14 +619,15 @@ def _assemble(
     _, session_ends = _session_flags(timestamps)
     recorded = timestamps if config.record_positions == "bar" else timestamps[session_ends]
     series, positions, strategies = {}, {}, {}
+    cost_totals = {}
     for g, rec in zip(groups, records):
-        host = {k: getattr(rec, k).cpu().numpy() for k in ("value", "cash", "traded", "costs", "positions")}
+        host = dict(zip(RECORDED, rec.bars.cpu().numpy()))
+        host_positions = rec.positions.cpu().numpy()
         for member in g.members:
             r = member.row
             value = host["value"][:, r]
             previous = np.concatenate([[config.initial_cash], value[:-1]])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                returns = np.where(previous > 0, value / previous - 1.0, 0.0)
+            returns = _simple_returns(value, config.initial_cash)
             frame = pd.DataFrame(
                 {
                     "value": value,
@@ -551,9 +639,10 @@ def _assemble(
                 },
                 index=pd.DatetimeIndex(timestamps, name="timestamp"),
             )
+            cost_totals[member.info.name] = cost_breakdown({key: float(host[key][:, r].sum()) for key in RECORDED[2:]})
             name = member.info.name
             series[name] = frame
-            positions[name] = pd.DataFrame(host["positions"][:, r, :], index=pd.DatetimeIndex(recorded, name="timestamp"),
+            positions[name] = pd.DataFrame(host_positions[:, r, :], index=pd.DatetimeIndex(recorded, name="timestamp"),
                                            columns=list(g.data.tickers))
             strategies[name] = member.info
     order = [name for name in _given_order(groups) if name in series]
@@ -576,7 +665,91 @@ def _assemble(
                           int(pd.Index(timestamps.date).nunique())),
         config=config.as_dict(),
         missing_columns=tuple(data.meta.get("missing_columns", ())),
+        costs={name: cost_totals[name] for name in order},
+        cost_model=config.named_costs.as_dict(),
     )
+
+
+def _simple_returns(value: np.ndarray, initial_cash: float) -> np.ndarray:
+    """Bar returns of a value series that starts from `initial_cash` (0 after ruin)."""
+    previous = np.concatenate([[initial_cash], value[:-1]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(previous > 0, value / previous - 1.0, 0.0)
+
+
+def _sharpe_ratios(data: MarketData, groups: list[_Group], records: list[_Records], config: BacktestConfig) -> pd.Series:
+    """Each strategy's Sharpe ratio (as in the metrics table) from the value records of `groups`."""
+    returns = {}
+    for g, rec in zip(groups, records):
+        values = rec.bars[RECORDED.index("value")].cpu().numpy()
+        for member in g.members:
+            returns[member.info.name] = _simple_returns(values[:, member.row], config.initial_cash)
+    table = metrics.summary(pd.DataFrame(returns), timestamps=data.timestamps, risk_free=config.risk_free)
+    return table["sharpe_ratio"]
+
+
+COST_PARTS = ("commission", "spread", "impact", "borrow")
+"""The parts of a strategy's costs, as the env records them (``info["cost_<part>"]``)."""
+
+
+def cost_breakdown(totals: Mapping[str, float]) -> dict[str, float | None]:
+    """A strategy's costs over the period, from the sums of its per-bar records.
+
+    Totals in the data's currency (``costs`` and ``cost_<part>`` for each of
+    `COST_PARTS`), the value traded, ordered and left unfilled by the participation cap,
+    each cost in basis points of the value traded (``<part>_bps``, ``costs_bps``; None
+    without trades) and ``unfilled_share``: the unfilled value over the value ordered
+    (None without orders)."""
+    traded, ordered = totals["traded"], totals["ordered_value"]
+    out: dict[str, float | None] = {
+        "costs": totals["costs"],
+        **{f"cost_{part}": totals[f"cost_{part}"] for part in COST_PARTS},
+        "traded_value": traded,
+        "ordered_value": ordered,
+        "unfilled_value": totals["unfilled_value"],
+        "unfilled_shares": totals["unfilled_shares"],
+    }
+    out["costs_bps"] = 1e4 * totals["costs"] / traded if traded > 0 else None
+    for part in COST_PARTS:
+        out[f"{part}_bps"] = 1e4 * totals[f"cost_{part}"] / traded if traded > 0 else None
+    out["unfilled_share"] = totals["unfilled_value"] / ordered if ordered > 0 else None
+    return out
+
+
+def breakeven(multiples: Sequence[float], sharpes: Sequence[float]) -> dict[str, Any]:
+    """The multiple of the cost model at which a strategy's Sharpe ratio reaches 0.
+
+    `sharpes[i]` is the Sharpe ratio at ``multiples[i]`` (increasing). The curve is
+    interpolated linearly between the points, and the breakeven is its first zero
+    crossing from above. Returns ``multiples``, ``sharpe`` (None for NaN), ``multiple``
+    (the crossing, or None), ``status`` and ``text`` (multiples without a Sharpe ratio
+    beyond the first are skipped):
+
+    - "crossed": the Sharpe ratio is > 0 at the first multiple and <= 0 at a later one;
+    - "above": still > 0 at the largest multiple ("above 8x");
+    - "below": <= 0 already at the smallest ("below 0 even at no cost" when that is 0);
+    - "undefined": no Sharpe ratio at the smallest multiple (no returns to rate).
+    """
+    points = sorted(zip((float(k) for k in multiples), (float(s) for s in sharpes)))
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    out: dict[str, Any] = {"multiples": xs, "sharpe": [y if np.isfinite(y) else None for y in ys], "multiple": None}
+    lowest = "no cost" if xs[0] == 0 else f"{xs[0]:g}x the costs"
+    if not np.isfinite(ys[0]):
+        return {**out, "status": "undefined", "text": "n/a (no Sharpe ratio)"}
+    if ys[0] <= 0:
+        return {**out, "status": "below", "text": f"below 0 even at {lowest}"}
+    rated = [(k, s) for k, s in points if np.isfinite(s)]  # a multiple without a Sharpe ratio is skipped
+    for (a, sa), (b, sb) in zip(rated, rated[1:]):
+        if sb <= 0:
+            crossing = a + (b - a) * sa / (sa - sb)
+            return {**out, "multiple": crossing, "status": "crossed", "text": f"{crossing:.2f}x"}
+    return {**out, "status": "above", "text": f"above {rated[-1][0]:g}x"}
+
+
+def breakeven_table(curves: Mapping[float, pd.Series], names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Strategy name -> `breakeven` of its Sharpe ratios at each multiple (`curves`: multiple -> Sharpe by name)."""
+    multiples = sorted(curves)
+    return {name: breakeven(multiples, [float(curves[k].get(name, np.nan)) for k in multiples]) for name in names}
 
 
 def _given_order(groups: list[_Group]) -> list[str]:

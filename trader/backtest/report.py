@@ -6,8 +6,10 @@ Layout written under the run directory:
   turnover, traded_value, costs, and `positions` (shares per ticker as a
   fixed-size list in the order of the file's `tickers` metadata and of
   report.json; null on bars where positions were not recorded);
-- `report.json`: period, costs, data set, strategies, the metrics table;
-- `report.md`: the same as a Markdown table, one row per strategy by Sharpe;
+- `report.json`: period, costs, data set, strategies, the metrics table; the cost
+  model in force (``cost_model``), each strategy's costs broken down (``costs``) and
+  its breakeven cost (``breakeven``, when multiples of the cost model were run);
+- `report.md`: the same as Markdown tables, one row per strategy by Sharpe;
 - `tearsheet_<strategy>.png`: pyfolio-reloaded's returns tear sheet of each agent
   (policies and library baselines, the best `MAX_TEAR_SHEETS` by Sharpe), against the
   benchmark's daily returns when there is one;
@@ -120,9 +122,67 @@ def aligned(header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
 
+COST_HEADER = ["Strategy", "Costs", "bp traded", "Commission", "Spread", "Impact", "Borrow", "Unfilled", "Breakeven"]
+
+
+def cost_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the cost table (in the metrics table's order): total costs in the
+    data's currency and in basis points of the value traded, each part in bp of the value
+    traded, the unfilled share of the orders and the breakeven cost (a multiple of the
+    cost model; "-" when no multiples were run)."""
+    labels = result.labels()
+    rows = []
+    for name in result.metrics.index:
+        row = result.costs.get(str(name))
+        if row is None:
+            continue
+        edge = result.breakeven.get(str(name))
+        rows.append([labels.get(name, name), f"{row['costs']:,.0f}", _bps(row["costs_bps"]),
+                     *(_bps(row[f"{part}_bps"]) for part in ("commission", "spread", "impact", "borrow")),
+                     "n/a" if row["unfilled_share"] is None else f"{100 * row['unfilled_share']:.1f}%",
+                     edge["text"] if edge else "-"])  # fmt: skip
+    return list(COST_HEADER), rows
+
+
+def _bps(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def cost_model_line(model: dict[str, Any]) -> str:
+    """The cost model in force, in words: its name, commission, half-spread, impact, cap and borrow fee."""
+    if not model:
+        return "costs: not recorded"
+    terms = model["costs"]
+    commission = f"{100 * model['buy_cost']:.2f}% per buy, {100 * model['sell_cost']:.2f}% per sell"
+    if terms["commission_per_share"] or terms["commission_min"] or terms["commission_max_rate"] is not None:
+        commission += f" + {terms['commission_per_share']:g} a share, at least {terms['commission_min']:g}"
+        if terms["commission_max_rate"] is not None:
+            commission += f", at most {100 * terms['commission_max_rate']:g}% of the order"
+    parts = [f"commission {commission}"]
+    if terms["spread_model"] == "high_low":
+        scale = "" if terms["spread_scale"] == 1 else f" x {terms['spread_scale']:g}"
+        parts.append(f"half-spread estimated from high and low (Abdi-Ranaldo, {terms['spread_window']} bars){scale}")
+    elif terms["spread_model"] == "per_ticker":
+        parts.append("half-spread per ticker")
+    elif terms["spread_bps"]:
+        parts.append(f"half-spread {terms['spread_bps']:g} bp")
+    if terms["impact_eta"]:
+        parts.append(f"square-root impact, eta {terms['impact_eta']:g} ({terms['impact_window_days']} days)")
+    if terms["participation"] is not None:
+        parts.append(f"at most {100 * terms['participation']:g}% of a bar's volume fills")
+    if terms["borrow_rate"]:
+        parts.append(f"borrow {100 * terms['borrow_rate']:g}% a year")
+    return f"cost model {model['name']}: " + "; ".join(parts)
+
+
 def plain_table(result: BacktestResult) -> str:
-    """The metrics table, then the evidence table and the selection's sentences, as aligned plain text."""
+    """The metrics table, then the cost table, the evidence table and the selection's sentences,
+    as aligned plain text."""
     text = aligned(*table_rows(result))
+    header, rows = cost_rows(result)
+    if rows:
+        text += "\n\nCosts (bp of the value traded) and the breakeven cost (a multiple of the cost model):\n"
+        text += aligned(header, rows)
     header, rows = evidence_rows(result)
     if rows:
         text += "\n\n" + aligned(header, rows, left=(0, len(header) - 1))
@@ -138,8 +198,7 @@ def context_lines(result: BacktestResult) -> list[str]:
     return [
         f"Data set: {result.dataset} ({len(result.tickers)} tickers{benchmark})",
         f"Period: {period.name}, {period.start} .. {period.end} ({period.days} trading days, {period.bars} bars)",
-        f"Start capital: ${config['initial_cash']:,.0f}; costs: {100 * config['buy_cost']:.2f}% per buy, "
-        f"{100 * config['sell_cost']:.2f}% per sell",
+        f"Start capital: ${config['initial_cash']:,.0f}; {cost_model_line(result.cost_model)}",
         f"Orders decided at a bar fill at the next bar's {fill_price(result.missing_columns)}; "
         "metrics from daily returns, 252 days a year.",
         *([f"The data has no {', '.join(result.missing_columns)}: filled from the close (volume 0); "
@@ -155,6 +214,19 @@ def markdown_report(result: BacktestResult) -> str:
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     lines.extend("| " + " | ".join(r) + " |" for r in rows)
     lines.extend(["", f"Best by Sharpe ratio: {result.labels()[result.best]}.", ""])
+    header, rows = cost_rows(result)
+    if rows:
+        lines.extend(["## Costs", "",
+                      "Every strategy trades under the same cost model. Costs over the period in the data's "
+                      "currency and in basis points (bp) of the value traded, per part; the share of the value "
+                      "ordered that the participation cap left unfilled; the breakeven cost: the multiple of "
+                      "the cost model at which the Sharpe ratio reaches 0 (interpolated between the multiples "
+                      "run" + (f": {', '.join(f'{k:g}' for k in _multiples(result))}" if result.breakeven else "") + ").",
+                      ""])  # fmt: skip
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+        lines.extend("| " + " | ".join(r) + " |" for r in rows)
+        lines.append("")
     header, rows = evidence_rows(result)
     if rows:
         lines.extend(["## Is the edge real?", "",
@@ -185,6 +257,10 @@ def training_line(training: dict[str, Any]) -> str:
             f"{seconds:,.0f} s ({rate:,.0f} samples/s); {training.get('trained_with') or training.get('library', '?')}")
 
 
+def _multiples(result: BacktestResult) -> list[float]:
+    return next(iter(result.breakeven.values()))["multiples"] if result.breakeven else []
+
+
 def _json_number(value: Any) -> Any:
     """NaN and infinities as null (strict JSON), other numbers as floats."""
     value = float(value)
@@ -213,6 +289,11 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
         },
         "evidence": result.evidence,
         "selection": result.selection,
+        "cost_model": result.cost_model,
+        "costs": {name: {k: None if v is None else _json_number(v) for k, v in row.items()}
+                  for name, row in result.costs.items()},
+        "breakeven": {name: {**row, "multiple": None if row["multiple"] is None else _json_number(row["multiple"])}
+                      for name, row in result.breakeven.items()},
     }
 
 

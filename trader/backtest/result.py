@@ -80,6 +80,14 @@ class BacktestResult:
         returns (interval, PSR, and the DSR of a strategy selected among trials).
     :param selection: the run's selection on its validation period
         (`trader.backtest.evidence.selection_evidence`), or None.
+    :param costs: strategy name -> its costs over the period (`trader.backtest.engine.cost_breakdown`):
+        totals of commission, spread, impact and borrow, each in bp of the value traded, and the
+        unfilled share of its orders.
+    :param cost_model: the cost model every strategy traded under (`NamedCosts.as_dict`: name,
+        rates, `CostModel` terms, sources).
+    :param breakeven: strategy name -> its breakeven cost (`trader.backtest.engine.breakeven`: the
+        Sharpe ratio at each multiple of the cost model and the multiple where it reaches 0);
+        empty when no multiples were run (`BacktestConfig.cost_multiples`).
     """
 
     metrics: pd.DataFrame
@@ -96,6 +104,9 @@ class BacktestResult:
     missing_columns: tuple[str, ...] = ()
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     selection: dict[str, Any] | None = None
+    costs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cost_model: dict[str, Any] = field(default_factory=dict)
+    breakeven: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def best(self) -> str:

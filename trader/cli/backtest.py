@@ -55,7 +55,9 @@ def _strategies(contents: RunContents, requested: str | None, device: str) -> tu
 
 def print_result_table(result, output: str) -> None:
     """A `BacktestResult`'s metrics: JSON, a rich table in a terminal, plain text otherwise."""
-    from trader.backtest.report import context_lines, evidence_rows, plain_table, report_dict, selection_lines, table_rows
+    from trader.backtest.report import (
+        context_lines, cost_rows, evidence_rows, plain_table, report_dict, selection_lines, table_rows,
+    )  # fmt: skip
 
     if output == "json":
         print(json.dumps(report_dict(result), indent=2))
@@ -71,6 +73,14 @@ def print_result_table(result, output: str) -> None:
         for row in rows:
             table.add_row(*row)
         Console().print(table)
+        header, rows = cost_rows(result)
+        if rows:
+            costs = Table(title="Costs (bp of the value traded) and the breakeven cost (a multiple of the cost model)")
+            for i, column in enumerate(header):
+                costs.add_column(column, justify="left" if i == 0 else "right")
+            for row in rows:
+                costs.add_row(*row)
+            Console().print(costs)
         header, rows = evidence_rows(result)
         if rows:
             evidence = Table(title="Is the edge real? (docs/reading-results.md)")
