@@ -214,19 +214,6 @@ def markdown_report(result: BacktestResult) -> str:
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     lines.extend("| " + " | ".join(r) + " |" for r in rows)
     lines.extend(["", f"Best by Sharpe ratio: {result.labels()[result.best]}.", ""])
-    header, rows = cost_rows(result)
-    if rows:
-        lines.extend(["## Costs", "",
-                      "Every strategy trades under the same cost model. Costs over the period in the data's "
-                      "currency and in basis points (bp) of the value traded, per part; the share of the value "
-                      "ordered that the participation cap left unfilled; the breakeven cost: the multiple of "
-                      "the cost model at which the Sharpe ratio reaches 0 (interpolated between the multiples "
-                      "run" + (f": {', '.join(f'{k:g}' for k in _multiples(result))}" if result.breakeven else "") + ").",
-                      ""])  # fmt: skip
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
-        lines.extend("| " + " | ".join(r) + " |" for r in rows)
-        lines.append("")
     header, rows = evidence_rows(result)
     if rows:
         lines.extend(["## Is the edge real?", "",
@@ -241,6 +228,16 @@ def markdown_report(result: BacktestResult) -> str:
     selection = selection_lines(result)
     if selection:
         lines.extend(["The selection, on the validation period:", "", *(f"- {text}" for text in selection), ""])
+    header, rows = cost_rows(result)
+    if rows:
+        lines.extend(["## Costs", "",
+                      "Every strategy trades under the same cost model. Costs over the period in the data's "
+                      "currency and in basis points (bp) of the value traded, per part; the share of the value "
+                      "ordered that the participation cap left unfilled; " + _breakeven_sentence(result), ""])  # fmt: skip
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+        lines.extend("| " + " | ".join(r) + " |" for r in rows)
+        lines.append("")
     trained = [s for s in result.strategies.values() if s.training]
     if trained:
         lines.extend(["Baseline libraries, as trained:", ""])
@@ -257,8 +254,12 @@ def training_line(training: dict[str, Any]) -> str:
             f"{seconds:,.0f} s ({rate:,.0f} samples/s); {training.get('trained_with') or training.get('library', '?')}")
 
 
-def _multiples(result: BacktestResult) -> list[float]:
-    return next(iter(result.breakeven.values()))["multiples"] if result.breakeven else []
+def _breakeven_sentence(result: BacktestResult) -> str:
+    if not result.breakeven:
+        return "the breakeven cost was not computed (no multiples of the cost model were run, or it charges nothing)."
+    multiples = next(iter(result.breakeven.values()))["multiples"]
+    return ("the breakeven cost: the multiple of the cost model at which the Sharpe ratio reaches 0, interpolated "
+            f"between the backtests at {', '.join(f'{k:g}' for k in multiples)} x the costs (run in one pass).")
 
 
 def _json_number(value: Any) -> Any:
