@@ -230,8 +230,16 @@ class NamedCosts:
         if not values:
             return self
         rates = {k: v for k, v in values.items() if k in ("buy_cost", "sell_cost")}
+        for key, rate in rates.items():
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+                raise ConfigError(f"EnvConfig.{key} must be in [0, 1), got {rate!r}")
         terms = {k: v for k, v in values.items() if k not in rates}
-        costs = CostModel.from_mapping({**self.as_dict()["costs"], **terms})
+        try:
+            costs = CostModel.from_mapping({**self.as_dict()["costs"], **terms})
+        except (TypeError, ValueError) as err:  # a string where a number belongs
+            if isinstance(err, ConfigError):
+                raise
+            raise ConfigError(f"EnvConfig.costs: bad value in {terms!r}: {err}") from None
         changed = ", ".join(f"{k}={v!r}" for k, v in values.items())
         return replace(self, name=f"{self.name} ({changed})", costs=costs, **rates)
 

@@ -118,19 +118,30 @@ def run_strategies(contents: RunContents, device: str = "cpu") -> dict[str, Any]
 
 
 def backtest_config(contents: RunContents, *, initial_cash: float | None = None, cost: float | None = None,
-                    tear_sheet: bool = True) -> Any:  # fmt: skip
-    """The run's capital, costs and env rules (when it records them), unless overridden."""
-    from trader.backtest.engine import BacktestConfig
+                    tear_sheet: bool = True, costs: Any = None, breakeven: bool = False) -> Any:  # fmt: skip
+    """The run's capital, costs and env rules (when it records them), unless overridden.
+
+    :param cost: one commission rate per side instead of the run's (its other cost terms kept).
+    :param costs: a `market_envs.costs.NamedCosts` every strategy trades under instead of the run's model.
+    :param breakeven: also run the multiples of the cost model (`BREAKEVEN_MULTIPLES`) for each
+        strategy's breakeven cost.
+    """
+    from market_envs.costs import NamedCosts
+    from trader.backtest.engine import BREAKEVEN_MULTIPLES, BacktestConfig
 
     rules = contents.env_config or EnvConfig()
-    buy, sell = (rules.buy_cost, rules.sell_cost) if cost is None else (cost, cost)
-    return BacktestConfig(
+    named = NamedCosts.from_config(rules, "the run's" if contents.env_config is not None else "flat")
+    if costs is not None:
+        named = costs
+    elif cost is not None:
+        named = NamedCosts(f"{named.name}, {cost:g} per side", cost, cost, named.costs)
+    config = BacktestConfig(
         initial_cash=rules.initial_cash if initial_cash is None else initial_cash,
-        buy_cost=buy,
-        sell_cost=sell,
         tear_sheet=tear_sheet,
         policy_env=rules,
+        cost_multiples=BREAKEVEN_MULTIPLES if breakeven else (),
     )
+    return config.with_costs(named)
 
 
 def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None, period: str = "test",

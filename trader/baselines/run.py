@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from market_envs.costs import check_costs_for_data
 from market_envs.env import EnvConfig
 from trader.rundir import config_to_dict
 from trader.baselines import finrl
@@ -82,6 +83,7 @@ def baselines(
     device: str = "cpu",
     backtest: bool = True,
     tear_sheet: bool = True,
+    costs: Any = None,
     progress: ProgressFn | None = None,
 ) -> BaselinesResult:
     """Train each (library, algorithm, seed) on the run's data and rules; backtest them all.
@@ -105,6 +107,8 @@ def baselines(
     :param device: where the envs and SB3's networks run.
     :param backtest: backtest everything in the run directory on the test period.
     :param tear_sheet: draw the pyfolio tear sheet in that backtest.
+    :param costs: a `market_envs.costs.NamedCosts` the baselines train under and every strategy
+        is backtested under, instead of the rules' own (None: the rules' own, as the run's agents).
     :param progress: called with one line of text per validation and per baseline.
     """
     budget = Budget(steps=steps if steps is not None or time_budget is not None else 100_000, seconds=time_budget)
@@ -117,7 +121,10 @@ def baselines(
     if not recipe:
         raise UserError(f"no data set: {root} records none (config.toml or tournament.toml); pass --dataset RECIPE")
     rules = _rules(env_config) if env_config is not None else contents.env_config or EnvConfig()
+    if costs is not None:
+        rules = costs.apply(rules)
     data = _load(recipe)
+    check_costs_for_data(rules.costs, data)  # before any training: a cap on close-only data is bad input
     say = progress or (lambda line: None)
     outcomes = []
     for library, algo, seed in jobs:
@@ -129,7 +136,11 @@ def baselines(
         from trader.backtest.runs import backtest_config, backtest_run
 
         say("backtesting every strategy of the run directory on the test period")
-        config = backtest_config(contents, tear_sheet=tear_sheet)
+        from market_envs.costs import NamedCosts
+
+        # the baselines' model: the one they trained under, which is the run's unless `costs` replaced it
+        named = costs if costs is not None else NamedCosts.from_config(rules, "the run's")
+        config = backtest_config(contents, tear_sheet=tear_sheet, costs=named)
         report = backtest_run(root, dataset=recipe, config=config, device=device)
     return BaselinesResult(outcomes, budget, report)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from trader.cli import app
+from trader.cli.options import CostSetOption, CostsOption, resolve_costs
 from trader.errors import CheckpointError, UserError
 from trader.names import BASELINES
 
@@ -105,13 +106,19 @@ def backtest(
     strategies: Annotated[str | None, typer.Option("--strategies", help=f"Comma-separated checkpoint names and baselines ({', '.join(BASELINES)}); default: all.")] = None,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
     initial_cash: Annotated[float | None, typer.Option("--initial-cash", help="Starting capital of every strategy; default: the run's.")] = None,
-    cost: Annotated[float | None, typer.Option("--cost", help="Cost rate per side (0.001 = 0.1%); default: the run's (0.1% when it records none).")] = None,
+    cost: Annotated[float | None, typer.Option("--cost", help="Commission rate per side (0.001 = 0.1%); default: the run's (0.1% when it records none).")] = None,
+    costs: CostsOption = None,
+    cost_set: CostSetOption = [],
+    breakeven: Annotated[bool, typer.Option("--breakeven/--no-breakeven", help="Also backtest at 0, 0.5, 2, 4 and 8 x the costs, in the same pass, for each strategy's breakeven cost.")] = True,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
     tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent, against the benchmark.")] = True,
 ) -> None:
     """Backtest a run's checkpoints beside the benchmark and equal-weight baselines."""
     if output not in ("table", "json"):
         raise UserError(f"--output must be table or json, got {output!r}")
+    named = resolve_costs(costs, cost_set)
+    if named is not None and cost is not None:
+        raise UserError("give --cost RATE or --costs MODEL, not both (--cost-set buy_cost=... sets a model's rate)")
     from trader.backtest import run_backtest
     from trader.backtest.periods import load_dataset, select_period
     from trader.backtest.runs import backtest_config, read_run, trading_in
@@ -121,7 +128,8 @@ def backtest(
     if not recipe:
         raise UserError(f"no data set given: pass --dataset RECIPE ({run_dir} records none in config.toml or tournament.toml)")
     policies, baselines = _strategies(contents, strategies, device)
-    config = backtest_config(contents, initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet)
+    config = backtest_config(contents, initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet, costs=named,
+                             breakeven=breakeven)  # fmt: skip
     data = load_dataset(recipe)
     policies = trading_in(policies, select_period(data, period)[0].timestamps[0])
     result = run_backtest(data, policies, baselines=baselines, period=period, config=config, run_dir=run_dir, device=device)

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from trader.cli import app
+from trader.cli.options import CostSetOption, CostsOption, resolve_costs
 from trader.errors import UserError
 
 
@@ -43,6 +44,8 @@ def baselines_command(
     backtest: Annotated[bool, typer.Option("--backtest/--no-backtest", help="Backtest the run directory on the test period afterwards.")] = True,
     tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent in the backtest.")] = True,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
+    costs: CostsOption = None,
+    cost_set: CostSetOption = [],
 ) -> None:
     """Train baseline libraries on a run's data and rules; backtest them beside the run."""
     from trader.baselines import baselines
@@ -55,10 +58,11 @@ def baselines_command(
     if num_envs < 1 or eval_every < 0:
         raise UserError("--num-envs must be at least 1 and --eval-every at least 0")
     seconds = parse_duration(time_budget, "--time-budget") if time_budget is not None else None
+    named = resolve_costs(costs, cost_set)
     result = baselines(
         run_dir, _names(libraries, "--libraries"), _names(algos, "--algos"), steps=steps, time_budget=seconds,
         seeds=seeds, dataset=dataset, preset=preset, num_envs=num_envs, eval_every=eval_every, windows=windows,
-        device=device, backtest=backtest, tear_sheet=tear_sheet, progress=lambda line: print(line, file=sys.stderr, flush=True),
+        device=device, backtest=backtest, tear_sheet=tear_sheet, costs=named, progress=lambda line: print(line, file=sys.stderr, flush=True),
     )  # fmt: skip
     if result.report is not None:
         from trader.cli.backtest import print_result_table

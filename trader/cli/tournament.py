@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from trader.cli import app
+from trader.cli.options import CostSetOption, CostsOption, resolve_costs
 from trader.errors import UserError
 from trader.names import ALGOS
 
@@ -47,6 +48,8 @@ def tournament_command(
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
     preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges (trader.presets); --config keys go on top.")] = None,
     cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 5e-4,
+    costs: CostsOption = None,
+    cost_set: CostSetOption = [],
 ) -> None:
     """Train a population of pods on dask, rank them, breed new ones; backtest the best."""
     from tournament import TournamentConfig
@@ -76,6 +79,9 @@ def tournament_command(
             steps=values.get("pod_steps", defaults.pod_steps), num_envs=values.get("num_envs", defaults.num_envs),
             env_config=values.get("env_config"), algo_configs=values.get("algo_configs"),
         )  # fmt: skip
+    named = resolve_costs(costs, cost_set)
+    if named is not None:
+        _apply_costs(values, named)
     values["run_dir"] = str(run_dir)
     if resume and not (run_dir / "tournament.toml").is_file():
         raise UserError(f"--resume: {run_dir} holds no tournament (no tournament.toml and events.jsonl)")
@@ -121,6 +127,23 @@ def progress_line(state: Any) -> str:
     best = "-" if state.best_score is None else f"{state.best_score:.4g} ({state.best_algo})"
     return (f"{state.in_flight} in flight, {state.failed} failed, {state.workers} workers, "
             f"best {best}, {state.pods_per_hour:,.0f} pods/h")  # fmt: skip
+
+
+def _apply_costs(values: dict[str, Any], named: Any) -> None:
+    """Put the cost model into the tournament's env rules; refuse, before any pod runs, a model
+    the data cannot feed (a participation cap or impact on close-only data)."""
+    from market_envs.costs import check_costs_for_data
+    from tournament import TournamentConfig
+    from trader.cli.train import with_cost_model
+    from trader.environments import resolve_env
+
+    env = resolve_env(values.get("env", TournamentConfig().env))
+    if env.is_gym:
+        raise UserError("--costs applies to market data sets (--dataset), not to gymnasium envs")
+    values["env_config"] = with_cost_model(values.get("env_config"), named)
+    from market_envs.data import load
+
+    check_costs_for_data(named.costs, load(env.value))
 
 
 def _path(path: Path | None) -> str | None:

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from trader.cli import app
+from trader.cli.options import CostSetOption, CostsOption, resolve_costs
 from trader.errors import UserError
 from trader.names import ALGOS
 
@@ -34,6 +35,8 @@ def train_command(
     compile: Annotated[bool, typer.Option("--compile", help="Use torch.compile (opt-in).")] = False,
     preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges (trader.presets).")] = None,
     cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 0.0005,
+    costs: CostsOption = None,
+    cost_set: CostSetOption = [],
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader.agents import make_config
@@ -50,6 +53,11 @@ def train_command(
         env_config, configs = apply_preset(preset, dataset, cost, [algo], steps=steps, num_envs=num_envs,
                                            algo_configs={algo: overrides})  # fmt: skip
         overrides = configs[algo]
+    named = resolve_costs(costs, cost_set)
+    if named is not None:
+        if dataset is None:
+            raise UserError("--costs applies to market data sets (--dataset), not to gymnasium envs")
+        env_config = with_cost_model(env_config, named)
     if algo == "ppo" and overrides.get("anneal_lr") and overrides.get("total_steps") is None:
         overrides["total_steps"] = steps  # the schedule runs over this run's --steps
     algo_config = make_config(algo, overrides)
@@ -99,3 +107,10 @@ def _read_config(path: Path) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise UserError(f"config file {path}: 'algo_config' must be a table")
     return table
+
+
+def with_cost_model(env_config: dict[str, Any] | None, named: Any) -> dict[str, Any]:
+    """Env rules (a dict of `EnvConfig` keys, or None for the defaults) under the cost model `named`:
+    its commission rates and `CostModel` replace the rules' own (``--costs`` over ``--preset``'s ``--cost``)."""
+    terms = named.as_dict()
+    return {**(env_config or {}), "buy_cost": named.buy_cost, "sell_cost": named.sell_cost, "costs": terms["costs"]}

@@ -1,0 +1,166 @@
+"""`--costs MODEL` (and `--cost-set KEY=VALUE`) on `trader train`, `tournament`, `backtest` and
+`baselines`: the model reaches the rules, and bad input is one line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from golden.case import session_panel
+from market_fixtures import random_walk_frame, write_tiny_recipe
+
+import trader.backtest.periods as periods
+import trader.train as train_module
+from market_envs.costs import cost_model
+from market_envs.data import from_frame
+from trader.cli import main
+from trader.errors import UserError
+
+
+def _close_only_panel():
+    """Closes only (no open, high, low, volume), split into train / validation / test."""
+    frame = random_walk_frame(2, 120, seed=3)[["timestamp", "ticker", "close"]]
+    data = from_frame(frame, name="closes")
+    stamps = data.timestamps
+    return replace(data, meta={**data.meta, "train_end": stamps[60], "val_end": stamps[90]})
+
+
+@pytest.fixture
+def toy_data(monkeypatch):
+    """The recipe names 'toy' (OHLCV) and 'closes' (close-only) load in-process panels."""
+    panels = {"toy": session_panel(n_tickers=3, n_days=8, bars_per_day=10, seed=14), "closes": _close_only_panel()}
+
+    def load(recipe: str):
+        if recipe not in panels:
+            raise UserError(f"unknown data set recipe {recipe!r}")
+        return panels[recipe]
+
+    monkeypatch.setattr(periods, "load_dataset", load)
+    monkeypatch.setattr(train_module, "_load_dataset", load)
+    return panels
+
+
+BAD = [
+    (["--costs", "cheap"], "unknown cost model 'cheap'; known: zero, flat, retail, institutional"),
+    (["--costs", "retail", "--cost-set", "buy_cost=-0.001"], "EnvConfig.buy_cost must be in [0, 1)"),
+    (["--costs", "retail", "--cost-set", "commission_per_share=-0.01"], "commission_per_share must be a finite number >= 0"),
+    (["--costs", "institutional", "--cost-set", "participation=1.5"], "participation must be in (0, 1]"),
+    (["--costs", "institutional", "--cost-set", "participation=0"], "participation must be in (0, 1]"),
+    (["--costs", "retail", "--cost-set", "participation"], "--cost-set expects KEY=VALUE"),
+    (["--costs", "retail", "--cost-set", "borow_rate=0.01"], "unknown EnvConfig.costs key(s): borow_rate"),
+    (["--cost-set", "participation=0.5"], "--cost-set needs --costs MODEL"),
+]
+CLOSE_ONLY = (["--costs", "retail", "--cost-set", "impact_eta=0", "--cost-set", "participation=0.1"], "EnvConfig.costs.participation needs volume")
+
+
+def _exits_2(argv: list[str], message: str, capsys) -> None:
+    assert main(argv) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # (train prints its config first)
+    assert last.startswith("error: ") and message in last, last
+
+
+# ------------------------------------------------------------------ trader backtest
+
+
+def test_backtest_costs_every_strategy_under_the_model_and_prints_the_breakdown(tmp_path: Path, toy_data, capsys) -> None:
+    run_dir = tmp_path / "run"
+    code = main(["backtest", str(run_dir), "--dataset", "toy", "--no-tear-sheet", "--costs", "retail",
+                 "--cost-set", "participation=0.5"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Breakeven" in out and "Commission" in out and "cost model retail (participation=0.5)" in out
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["cost_model"]["name"] == "retail (participation=0.5)"
+    assert report["cost_model"]["costs"]["participation"] == 0.5 and report["cost_model"]["costs"]["commission_min"] == 1.0
+    assert set(report["costs"]) == set(report["order"]) == set(report["breakeven"])
+    for name, row in report["breakeven"].items():
+        assert row["multiples"] == [0.0, 0.5, 1.0, 2.0, 4.0, 8.0] and row["status"] in ("crossed", "above", "below"), name
+        assert report["costs"][name]["costs"] > 0
+    assert "## Costs" in (run_dir / "report.md").read_text()
+
+
+def test_backtest_without_costs_keeps_the_runs_model_and_no_breakeven_on_request(tmp_path: Path, toy_data, capsys) -> None:
+    run_dir = tmp_path / "run"
+    rules = {"buy_cost": 0.0002, "sell_cost": 0.0002, "costs": {"spread_bps": 1.0}}
+    run_dir.mkdir()
+    (run_dir / "config.toml").write_text(f'[env]\ndataset = "toy"\n[env.env_config]\nbuy_cost = 0.0002\n'
+                                         f'sell_cost = 0.0002\n[env.env_config.costs]\nspread_bps = 1.0\n')  # fmt: skip
+    assert main(["backtest", str(run_dir), "--no-tear-sheet", "--no-breakeven", "--output", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["cost_model"]["name"] == "the run's" and report["breakeven"] == {}
+    assert report["cost_model"]["buy_cost"] == rules["buy_cost"] and report["cost_model"]["costs"]["spread_bps"] == 1.0
+
+
+@pytest.mark.parametrize(("args", "message"), [*BAD, (["--costs", "retail", "--cost", "0.001"], "not both")])
+def test_backtest_bad_costs_exit_2(args, message, tmp_path: Path, toy_data, capsys) -> None:
+    _exits_2(["backtest", str(tmp_path / "run"), "--dataset", "toy", "--no-tear-sheet", *args], message, capsys)
+
+
+def test_backtest_refuses_a_cap_on_close_only_data(tmp_path: Path, toy_data, capsys) -> None:
+    args, message = CLOSE_ONLY
+    _exits_2(["backtest", str(tmp_path / "run"), "--dataset", "closes", "--period", "all", "--no-tear-sheet", *args],
+             message, capsys)  # fmt: skip
+
+
+# ------------------------------------------------------------------ trader train
+
+
+def test_train_under_a_named_model_records_it(tmp_path: Path) -> None:
+    recipe = write_tiny_recipe(tmp_path)
+    run_dir = tmp_path / "run"
+    code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--costs", "institutional", "--steps", "64",
+                 "--num-envs", "2", "--eval-every", "0", "--run-dir", str(run_dir), "--config", str(_tiny_ppo(tmp_path))])  # fmt: skip
+    assert code == 0
+    rules = tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"]
+    institutional = cost_model("institutional")
+    assert rules["buy_cost"] == institutional.buy_cost and rules["costs"]["participation"] == 0.1
+    assert rules["costs"]["spread_model"] == "high_low" and rules["costs"]["impact_eta"] == 1.0
+
+
+def _tiny_ppo(folder: Path) -> Path:
+    path = folder / "ppo.toml"
+    path.write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n")
+    return path
+
+
+@pytest.mark.parametrize(("args", "message"), [*BAD, CLOSE_ONLY])
+def test_train_bad_costs_exit_2(args, message, tmp_path: Path, toy_data, capsys) -> None:
+    dataset = "closes" if args is CLOSE_ONLY[0] else "toy"
+    _exits_2(["train", "--algo", "ppo", "--dataset", dataset, "--steps", "16", "--run-dir", str(tmp_path / "run"), *args],
+             message, capsys)  # fmt: skip
+
+
+def test_train_costs_need_a_market(tmp_path: Path, capsys) -> None:
+    _exits_2(["train", "--algo", "ppo", "--env", "Pendulum-v1", "--costs", "retail", "--run-dir", str(tmp_path)],
+             "--costs applies to market data sets", capsys)  # fmt: skip
+
+
+# ------------------------------------------------------------------ trader tournament, trader baselines
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_tournament_bad_costs_exit_2(args, message, tmp_path: Path, capsys) -> None:
+    recipe = write_tiny_recipe(tmp_path)
+    _exits_2(["tournament", str(tmp_path / "run"), "--dataset", str(recipe), *args], message, capsys)
+
+
+def test_tournament_refuses_a_cap_on_close_only_data_before_any_pod(tmp_path: Path, monkeypatch, capsys) -> None:
+    import market_envs.data as data_module
+
+    monkeypatch.setattr(data_module, "load", lambda recipe, **kw: _close_only_panel())
+    args, message = CLOSE_ONLY
+    _exits_2(["tournament", str(tmp_path / "run"), "--dataset", "closes", *args], message, capsys)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [*BAD[:2], CLOSE_ONLY])
+def test_baselines_bad_costs_exit_2_before_training(args, message, tmp_path: Path, monkeypatch, capsys) -> None:
+    pytest.importorskip("stable_baselines3")
+    import trader.baselines.run as baselines_run
+
+    monkeypatch.setattr(baselines_run, "_load", lambda recipe: _close_only_panel())
+    _exits_2(["baselines", str(tmp_path / "run"), "--dataset", "closes", "--steps", "16", *args], message, capsys)
+    assert not (tmp_path / "run" / "baselines").exists()
