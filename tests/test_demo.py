@@ -64,6 +64,10 @@ def test_the_demo_runs_tournament_baseline_and_backtest_into_one_run_dir(tmp_pat
     assert report["config"]["buy_cost"] == report["config"]["sell_cost"] == pytest.approx(5e-4)
     saved = json.loads((run_dir / "baselines" / "sb3-ppo-s0" / "baseline.json").read_text())
     assert saved["env_config"]["buy_cost"] == pytest.approx(5e-4) and saved["env_config"]["action_mode"] == "weights"
+    # The cost breakdown and the breakeven cost, printed and in report.json, for every strategy.
+    assert "Breakeven" in out and "Commission" in out
+    assert set(report["costs"]) == set(report["breakeven"]) == rows
+    assert report["breakeven"]["oracle"]["multiples"] == [0.0, 0.5, 1.0, 2.0, 4.0, 8.0]
 
 
 def test_the_demo_never_writes_into_a_run_that_exists(tmp_path: Path, capsys) -> None:

@@ -9,8 +9,10 @@
    the tournament took (`trader.baselines`; one process, where the tournament had two).
 4. Backtest everything in the run directory on the held-out test period: the
    tournament's best pod and top-3 ensemble, the SB3 baseline, the benchmark,
-   equal-weight and (on planted-edge data) the oracle (`trader.backtest.runs`);
-   print the table and the command that opens the dashboard on the run.
+   equal-weight and (on planted-edge data) the oracle (`trader.backtest.runs`), with
+   each strategy's costs broken down and its breakeven cost (backtests at several
+   multiples of the cost model in the same pass); print the tables and the command
+   that opens the dashboard on the run.
 
 Every stage trains and scores through the library's own entry points, with the
 rules and configs of `trader.presets`; the run directory is an ordinary tournament
@@ -112,7 +114,8 @@ def run_demo(
                             eval_every=10_000, device=device, backtest=False, progress=log)  # fmt: skip
     log("backtesting every strategy on the test period ...")
     contents = read_run(run_dir)
-    result = backtest_run(run_dir, config=backtest_config(contents, tear_sheet=tear_sheet), device=device)
+    config = backtest_config(contents, tear_sheet=tear_sheet, breakeven=True)  # the cost breakdown and breakeven
+    result = backtest_run(run_dir, config=config, device=device)
     return DemoResult(summary=summary, tournament=outcome, baselines=trained, backtest=result)
 
 
