@@ -10,13 +10,16 @@ synthetic market of `--tickers` tickers plus QQQ over 2016-01-04 .. 2021-01-05
 about 2% of minutes missing at random) as the alpaca provider's ticker-month chunk
 files (UTC bars, as the vendor sends them), then, each in a fresh process, builds
 the `alpaca` recipe from those files (streaming, no network: the recipe points at a
-closed loopback port) and loads the cached panel. Reports wall-clock times and each
-process's peak resident memory against the finished panel's size.
+closed loopback port), loads the cached panel, and builds the env
+(`StockTradingVecEnv`, default rules and features) on the loaded panel. Reports
+wall-clock times, each process's peak resident memory against the finished panel's
+size, and the env's observation table.
 
     python benchmarks/data_build.py                       # the default recipe
     python benchmarks/data_build.py --set n_tickers=10    # a smaller variant
     python benchmarks/data_build.py --vendor-scale        # 101 tickers x 489k bars
     python benchmarks/data_build.py --vendor-scale --tickers 10 --end 2017-01-03   # quick
+    python benchmarks/data_build.py --vendor-scale --modes build env --end 2017-01-03   # no load timing
 """
 
 from __future__ import annotations
@@ -160,6 +163,31 @@ def child(mode: str, data_dir: str, recipe: str) -> None:
     }))  # fmt: skip
 
 
+def env_child(data_dir: str, recipe: str) -> None:
+    """Load the cached panel, then build the env on all of it; prints a JSON line of figures."""
+    os.environ.update(DUMMY_KEYS)
+    torch.set_num_threads(1)
+    import warnings
+
+    from market_envs import EnvConfig, StockTradingVecEnv
+
+    warnings.simplefilter("ignore")
+    data = load(recipe, data_dir=data_dir)
+    loaded = _peak_rss_mib()
+    start = time.perf_counter()
+    env = StockTradingVecEnv(data, num_envs=64, device="cpu", config=EnvConfig())
+    seconds = time.perf_counter() - start
+    env.reset(seed=0)
+    env.step(torch.zeros((64, env.act_dim)))
+    table = env._tables.obs
+    panel = (data.features.numel() * data.features.element_size() + data.tradable.numel()) / 2**20
+    print(json.dumps({
+        "mode": "env", "seconds": [seconds], "baseline_rss_mib": loaded, "peak_rss_mib": _peak_rss_mib(),
+        "panel_mib": panel, "obs_table_mib": table.numel() * table.element_size() / 2**20,
+        "obs_dtype": str(table.dtype), "obs_dim": env.obs_dim, "shape": list(data.features.shape),
+    }))  # fmt: skip
+
+
 def vendor_benchmark(args) -> None:
     tickers = [f"T{i:03d}" for i in range(args.tickers)]
     with tempfile.TemporaryDirectory(prefix="podracer-vendor-bench-") as root:
@@ -168,7 +196,7 @@ def vendor_benchmark(args) -> None:
         files, bars = write_vendor_files(Path(root) / "data", [*tickers, "QQQ"], args.end)
         write_s = time.perf_counter() - start
         results = {}
-        for mode in ("build", "load"):
+        for mode in args.modes:
             out = subprocess.run(
                 [sys.executable, __file__, "--child", mode, str(Path(root) / "data"), str(recipe)],
                 capture_output=True, text=True, check=False,
@@ -179,24 +207,31 @@ def vendor_benchmark(args) -> None:
             results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
         downloads_mb = _folder_mb(Path(root) / "data" / "downloads")
         panel_mb = _folder_mb(Path(root) / "data" / "panels")
-    build, loaded = results["build"], results["load"]
-    t, n, f = build["shape"]
-    panel = build["panel_mib"]
+    first = next(iter(results.values()))
+    t, n, f = first["shape"]
+    panel = first["panel_mib"]
     print(machine_line())
     print(f"vendor-shaped files: {files} ticker-month chunks, {bars:,} bars ({len(tickers)} tickers + QQQ), "
           f"{downloads_mb:.0f} MiB on disk, written in {write_s:.1f} s")
     print(f"panel: {t:,} bars x {n} tickers x {f} features, {panel:.0f} MiB in memory (features + mask), "
-          f"cache entry {panel_mb:.0f} MiB, tradable {build['tradable']:.3f}")
-    for name, r in (("build (stream, validate, cache)", build), ("load from cache", loaded)):
+          f"cache entry {panel_mb:.0f} MiB" + (f", tradable {results['build']['tradable']:.3f}" if "build" in results else ""))
+    names = {"build": "build (stream, validate, cache)", "load": "load from cache", "env": "env on the loaded panel"}
+    for mode, r in results.items():
         above = r["peak_rss_mib"] - r["baseline_rss_mib"]
-        print(f"{name}: {statistics.median(r['seconds']):8.1f} s (runs {', '.join(f'{s:.1f}' for s in r['seconds'])}); "
+        after = "after imports" if mode != "env" else "after loading the panel"
+        print(f"{names[mode]}: {statistics.median(r['seconds']):8.1f} s (runs {', '.join(f'{s:.1f}' for s in r['seconds'])}); "
               f"peak RSS {r['peak_rss_mib']:.0f} MiB = {r['peak_rss_mib'] / panel:.2f}x the panel; "
-              f"above the process's {r['baseline_rss_mib']:.0f} MiB after imports: {above:.0f} MiB = {above / panel:.2f}x")
+              f"above the process's {r['baseline_rss_mib']:.0f} MiB {after}: {above:.0f} MiB = {above / panel:.2f}x")
+        if mode == "env":
+            print(f"env observation table: {r['obs_table_mib']:.0f} MiB ({r['obs_dtype']}, {t:,} bars x {r['obs_dim']} columns)")
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(*sys.argv[2:5])
+        if sys.argv[2] == "env":
+            env_child(*sys.argv[3:5])
+        else:
+            child(*sys.argv[2:5])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("recipe", nargs="?", default="synthetic-minute", help="recipe name or path")
@@ -205,6 +240,8 @@ def main() -> None:
     parser.add_argument("--vendor-scale", action="store_true", help="vendor-shaped files at issue 31's scale")
     parser.add_argument("--tickers", type=int, default=101, help="--vendor-scale: tickers besides QQQ")
     parser.add_argument("--end", default=VENDOR_END, help="--vendor-scale: end of the window (exclusive)")
+    parser.add_argument("--modes", nargs="+", choices=("build", "load", "env"), default=["build", "load", "env"],
+                        help="--vendor-scale: the fresh processes to run, in order (load and env read the panel that build cached)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.vendor_scale:
