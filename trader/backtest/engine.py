@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from market_envs.data import DataError, MarketData
+from market_envs.data.membership import period_membership
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader import metrics, rundir
 from trader.backtest.evidence import strategy_evidence
@@ -576,6 +577,7 @@ def _assemble(
                           int(pd.Index(timestamps.date).nunique())),
         config=config.as_dict(),
         missing_columns=tuple(data.meta.get("missing_columns", ())),
+        membership=period_membership(data.meta.get("membership"), timestamps[0], timestamps[-1]),
     )
 
 

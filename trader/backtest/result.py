@@ -80,6 +80,9 @@ class BacktestResult:
         returns (interval, PSR, and the DSR of a strategy selected among trials).
     :param selection: the run's selection on its validation period
         (`trader.backtest.evidence.selection_evidence`), or None.
+    :param membership: the point-in-time universe of a panel built from a membership
+        file (`market_envs.data.membership.period_membership`: members and changes
+        over the data set's window, and the changes this period saw), or None.
     """
 
     metrics: pd.DataFrame
@@ -96,6 +99,7 @@ class BacktestResult:
     missing_columns: tuple[str, ...] = ()
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     selection: dict[str, Any] | None = None
+    membership: dict[str, Any] | None = None
 
     @property
     def best(self) -> str:
