@@ -20,6 +20,10 @@ size, and the env's observation table.
     python benchmarks/data_build.py --vendor-scale        # 101 tickers x 489k bars
     python benchmarks/data_build.py --vendor-scale --tickers 10 --end 2017-01-03   # quick
     python benchmarks/data_build.py --vendor-scale --modes build env --end 2017-01-03   # no load timing
+    python benchmarks/data_build.py nasdaq100-minute-alpaca --download-estimate   # a real download, estimated
+
+`--download-estimate` fetches nothing: it counts a vendor recipe's chunks and pages
+and turns them into requests, minutes at Alpaca's free rate limit and disk.
 """
 
 from __future__ import annotations
@@ -226,6 +230,54 @@ def vendor_benchmark(args) -> None:
             print(f"env observation table: {r['obs_table_mib']:.0f} MiB ({r['obs_dtype']}, {t:,} bars x {r['obs_dim']} columns)")
 
 
+# ------------------------------------------------------------ a real download, estimated
+ALPACA_PAGE_BARS = 10_000
+"""Bars per page of alpaca-py's `get_stock_bars` (its `page_size`, the API's maximum `limit`)."""
+ALPACA_FREE_REQUESTS_PER_MINUTE = 200
+"""The free plan's documented rate limit (docs.alpaca.markets/docs/api-rate-limits)."""
+EXTENDED_MINUTES = 16 * 60
+"""Minutes from 04:00 to 20:00, the extended-hours day Alpaca's SIP bars cover."""
+
+
+def download_estimate(args) -> None:
+    """Requests, time and disk of a vendor recipe's download, estimated from its chunks.
+
+    Counts the recipe's ticker-month chunks (`chunks.month_chunks`) and each month's
+    regular-session bars (`calendar.sessions`); a chunk takes one request per started
+    page of 10,000 bars. Low: a bar in every regular minute and none outside; high: a
+    bar in every minute of the extended day (daily bars: one a session, both). Time: the requests at the free
+    plan's 200 a minute (the floor: requests run one after another, so each one's own
+    latency adds to it). Disk: the bytes a bar took in the vendor-scale benchmark.
+    """
+    import math
+
+    from market_envs.data.calendar import bar_minutes, sessions
+    from market_envs.data.chunks import month_chunks
+    from market_envs.data.recipes import find_recipe
+
+    recipe = find_recipe(args.recipe).resolved()
+    symbols = len(recipe.tickers or ()) + (1 if recipe.benchmark else 0)
+    table = sessions(recipe.start, recipe.end)
+    regular = ((table["close"] - table["open"]) / pd.Timedelta(minutes=1)).groupby(table.index.to_period("M")).sum()
+    days = table.groupby(table.index.to_period("M")).size()
+    months = month_chunks("any", recipe.start, recipe.end, now=pd.Timestamp("2100-01-01", tz="America/New_York"))
+    minutes = bar_minutes(recipe.interval)
+    if minutes is None:  # daily bars: one a session
+        regular, extended = days, days
+    else:
+        regular, extended = regular // minutes, days * (EXTENDED_MINUTES // minutes)
+    low_pages = sum(math.ceil(bars / ALPACA_PAGE_BARS) for bars in regular)
+    high_pages = sum(math.ceil(bars / ALPACA_PAGE_BARS) for bars in extended)
+    low_bars, high_bars = symbols * regular.sum(), symbols * extended.sum()
+    print(f"recipe: {recipe.name} ({recipe.source}, {recipe.interval}, {recipe.start} .. {recipe.end}): "
+          f"{symbols} symbols x {len(months)} months = {symbols * len(months):,} ticker-month chunks")
+    for name, pages, bars in (("low", low_pages, low_bars), ("high", high_pages, high_bars)):
+        requests = symbols * pages
+        print(f"{name}: {bars:,.0f} bars, {requests:,} requests = {requests / ALPACA_FREE_REQUESTS_PER_MINUTE:.0f} min "
+              f"at {ALPACA_FREE_REQUESTS_PER_MINUTE} a minute; downloads about {bars * args.bytes_per_bar / 2**30:.1f} GiB "
+              f"at {args.bytes_per_bar:.1f} bytes a bar")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         if sys.argv[2] == "env":
@@ -240,11 +292,17 @@ def main() -> None:
     parser.add_argument("--vendor-scale", action="store_true", help="vendor-shaped files at issue 31's scale")
     parser.add_argument("--tickers", type=int, default=101, help="--vendor-scale: tickers besides QQQ")
     parser.add_argument("--end", default=VENDOR_END, help="--vendor-scale: end of the window (exclusive)")
+    parser.add_argument("--download-estimate", action="store_true",
+                        help="estimate the requests, time and disk of RECIPE's download from Alpaca (no download)")
+    parser.add_argument("--bytes-per-bar", type=float, default=2549 * 2**20 / 50_812_999,
+                        help="--download-estimate: cache bytes per bar (default: the vendor-scale run in RESULTS.md)")
     parser.add_argument("--modes", nargs="+", choices=("build", "load", "env"), default=["build", "load", "env"],
                         help="--vendor-scale: the fresh processes to run, in order (load and env read the panel that build cached)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    if args.vendor_scale:
+    if args.download_estimate:
+        download_estimate(args)
+    elif args.vendor_scale:
         vendor_benchmark(args)
     else:
         recipe_benchmark(args)
