@@ -145,6 +145,16 @@ def test_the_current_month_is_fetched_on_every_build(server, keys, tmp_path):
     assert len(list((tmp_path / "data" / "downloads" / "alpaca").glob("*.parquet"))) == 5
 
 
+def test_the_feed_is_a_recipe_key_and_part_of_each_chunks_key(server, keys, tmp_path):
+    load(write_recipe(tmp_path, server.url), data_dir=tmp_path / "data")
+    sip = server.count()
+    data = load(write_recipe(tmp_path, server.url, feed="iex"), data_dir=tmp_path / "data")
+    iex = [q for _, q in server.requests[sip:]]
+    assert len(iex) == sip and all(q["feed"] == "iex" and q["adjustment"] == "all" for q in iex)  # no SIP chunk reused
+    assert data.num_bars == SESSION_BARS
+    assert len(list((tmp_path / "data" / "downloads" / "alpaca").glob("*.parquet"))) == 2 * 18
+
+
 def test_a_429_is_waited_out(server, keys, tmp_path):
     server.throttle = 2
     data = load(write_recipe(tmp_path, server.url), data_dir=tmp_path / "data")
@@ -238,6 +248,24 @@ def test_keys_never_reach_a_run_directory(server, keys, tmp_path, monkeypatch, c
     out = capsys.readouterr()
     texts = [out.out, out.err, caplog.text] + [f.read_bytes().decode("latin-1") for f in files]
     for text in texts:
+        assert KEY_ID not in text and SECRET not in text
+
+
+@pytest.mark.slow
+def test_the_demo_runs_on_a_vendor_recipe_and_its_run_holds_no_key(server, keys, tmp_path, monkeypatch, capsys):
+    """`trader demo` (what `make demo DATASET=...` runs) on the alpaca provider's panel: a
+    tournament on two dask worker processes, the SB3 baseline and the backtest."""
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))  # the workers read the panel the demo built
+    run = tmp_path / "runs" / "demo"
+    code = main(["demo", "--dataset", str(write_recipe(tmp_path, server.url)), "--run-dir", str(run), "--minutes", "5",
+                 "--pods", "2", "--workers", "2", "--pod-steps", "512", "--no-tear-sheet"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    report = json.loads((run / "report.json").read_text())
+    assert report["period"]["name"] == "test" and {"best", "sb3-ppo-s0", "benchmark", "equal_weight"} <= set(report["metrics"])
+    assert report["benchmark"] == "QQQ" and report["tickers"] == ["AAA", "BBB"]
+    assert server.count() == 23  # downloaded once, by the demo; the workers read the cache
+    for text in [out.out, out.err] + [f.read_bytes().decode("latin-1") for f in cache_files(run)]:
         assert KEY_ID not in text and SECRET not in text
 
 
