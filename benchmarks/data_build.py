@@ -297,7 +297,7 @@ def main() -> None:
     parser.add_argument("--bytes-per-bar", type=float, default=2549 * 2**20 / 50_812_999,
                         help="--download-estimate: cache bytes per bar (default: the vendor-scale run in RESULTS.md)")
     parser.add_argument("--modes", nargs="+", choices=("build", "load", "env"), default=["build", "load", "env"],
-                        help="--vendor-scale: the fresh processes to run, in order (load and env read the panel that build cached)")
+                        help="--vendor-scale: fresh processes to run, in order (load and env read build's panel)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.download_estimate:

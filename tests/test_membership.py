@@ -67,7 +67,10 @@ def test_mask_known_answer(tmp_path):
     assert torch.equal(masked.features, data.features)  # prices stay: the observation keeps its shape
     assert masked.meta["membership"] == {
         "file": "members.csv", "members": 3, "changes": 2, "joined": ["T002"], "left": ["T001"],
-        "events": [{"date": "2024-01-05", "ticker": "T001", "change": "left"}, {"date": "2024-01-06", "ticker": "T002", "change": "joined"}],
+        "events": [
+            {"date": "2024-01-05", "ticker": "T001", "change": "left"},
+            {"date": "2024-01-06", "ticker": "T002", "change": "joined"},
+        ],
     }  # fmt: skip
     assert masked.summary()["membership_changes"] == 2 and masked.describe()["membership_changes"] == 2
 
@@ -226,7 +229,8 @@ def test_the_backtest_never_trades_a_non_member_and_its_report_counts_the_change
     from trader.backtest import BacktestConfig, run_backtest
 
     _, data = tiny_panel()  # every bar tradable but for membership, so that T001 is bought before it leaves
-    data = replace(data, tradable=torch.ones_like(data.tradable), meta={**data.meta, "train_end": "2024-01-06", "val_end": "2024-01-08"})
+    split = {"train_end": "2024-01-06", "val_end": "2024-01-08"}
+    data = replace(data, tradable=torch.ones_like(data.tradable), meta={**data.meta, **split})
     data = apply_membership(data, read_membership(write(tmp_path)), START, END, source="members.csv")
     config = BacktestConfig(tear_sheet=False, buy_cost=0.0, sell_cost=0.0)
     result = run_backtest(data, baselines=["equal_weight_daily"], period=period, config=config, run_dir=tmp_path / "run")
