@@ -10,13 +10,20 @@ synthetic market of `--tickers` tickers plus QQQ over 2016-01-04 .. 2021-01-05
 about 2% of minutes missing at random) as the alpaca provider's ticker-month chunk
 files (UTC bars, as the vendor sends them), then, each in a fresh process, builds
 the `alpaca` recipe from those files (streaming, no network: the recipe points at a
-closed loopback port) and loads the cached panel. Reports wall-clock times and each
-process's peak resident memory against the finished panel's size.
+closed loopback port), loads the cached panel, and builds the env
+(`StockTradingVecEnv`, default rules and features) on the loaded panel. Reports
+wall-clock times, each process's peak resident memory against the finished panel's
+size, and the env's observation table.
 
     python benchmarks/data_build.py                       # the default recipe
     python benchmarks/data_build.py --set n_tickers=10    # a smaller variant
     python benchmarks/data_build.py --vendor-scale        # 101 tickers x 489k bars
     python benchmarks/data_build.py --vendor-scale --tickers 10 --end 2017-01-03   # quick
+    python benchmarks/data_build.py --vendor-scale --modes build env --end 2017-01-03   # no load timing
+    python benchmarks/data_build.py nasdaq100-minute-alpaca --download-estimate   # a real download, estimated
+
+`--download-estimate` fetches nothing: it counts a vendor recipe's chunks and pages
+and turns them into requests, minutes at Alpaca's free rate limit and disk.
 """
 
 from __future__ import annotations
@@ -160,6 +167,31 @@ def child(mode: str, data_dir: str, recipe: str) -> None:
     }))  # fmt: skip
 
 
+def env_child(data_dir: str, recipe: str) -> None:
+    """Load the cached panel, then build the env on all of it; prints a JSON line of figures."""
+    os.environ.update(DUMMY_KEYS)
+    torch.set_num_threads(1)
+    import warnings
+
+    from market_envs import EnvConfig, StockTradingVecEnv
+
+    warnings.simplefilter("ignore")
+    data = load(recipe, data_dir=data_dir)
+    loaded = _peak_rss_mib()
+    start = time.perf_counter()
+    env = StockTradingVecEnv(data, num_envs=64, device="cpu", config=EnvConfig())
+    seconds = time.perf_counter() - start
+    env.reset(seed=0)
+    env.step(torch.zeros((64, env.act_dim)))
+    table = env._tables.obs
+    panel = (data.features.numel() * data.features.element_size() + data.tradable.numel()) / 2**20
+    print(json.dumps({
+        "mode": "env", "seconds": [seconds], "baseline_rss_mib": loaded, "peak_rss_mib": _peak_rss_mib(),
+        "panel_mib": panel, "obs_table_mib": table.numel() * table.element_size() / 2**20,
+        "obs_dtype": str(table.dtype), "obs_dim": env.obs_dim, "shape": list(data.features.shape),
+    }))  # fmt: skip
+
+
 def vendor_benchmark(args) -> None:
     tickers = [f"T{i:03d}" for i in range(args.tickers)]
     with tempfile.TemporaryDirectory(prefix="podracer-vendor-bench-") as root:
@@ -168,7 +200,7 @@ def vendor_benchmark(args) -> None:
         files, bars = write_vendor_files(Path(root) / "data", [*tickers, "QQQ"], args.end)
         write_s = time.perf_counter() - start
         results = {}
-        for mode in ("build", "load"):
+        for mode in args.modes:
             out = subprocess.run(
                 [sys.executable, __file__, "--child", mode, str(Path(root) / "data"), str(recipe)],
                 capture_output=True, text=True, check=False,
@@ -179,24 +211,79 @@ def vendor_benchmark(args) -> None:
             results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
         downloads_mb = _folder_mb(Path(root) / "data" / "downloads")
         panel_mb = _folder_mb(Path(root) / "data" / "panels")
-    build, loaded = results["build"], results["load"]
-    t, n, f = build["shape"]
-    panel = build["panel_mib"]
+    first = next(iter(results.values()))
+    t, n, f = first["shape"]
+    panel = first["panel_mib"]
     print(machine_line())
     print(f"vendor-shaped files: {files} ticker-month chunks, {bars:,} bars ({len(tickers)} tickers + QQQ), "
           f"{downloads_mb:.0f} MiB on disk, written in {write_s:.1f} s")
     print(f"panel: {t:,} bars x {n} tickers x {f} features, {panel:.0f} MiB in memory (features + mask), "
-          f"cache entry {panel_mb:.0f} MiB, tradable {build['tradable']:.3f}")
-    for name, r in (("build (stream, validate, cache)", build), ("load from cache", loaded)):
+          f"cache entry {panel_mb:.0f} MiB" + (f", tradable {results['build']['tradable']:.3f}" if "build" in results else ""))
+    names = {"build": "build (stream, validate, cache)", "load": "load from cache", "env": "env on the loaded panel"}
+    for mode, r in results.items():
         above = r["peak_rss_mib"] - r["baseline_rss_mib"]
-        print(f"{name}: {statistics.median(r['seconds']):8.1f} s (runs {', '.join(f'{s:.1f}' for s in r['seconds'])}); "
+        after = "after imports" if mode != "env" else "after loading the panel"
+        print(f"{names[mode]}: {statistics.median(r['seconds']):8.1f} s (runs {', '.join(f'{s:.1f}' for s in r['seconds'])}); "
               f"peak RSS {r['peak_rss_mib']:.0f} MiB = {r['peak_rss_mib'] / panel:.2f}x the panel; "
-              f"above the process's {r['baseline_rss_mib']:.0f} MiB after imports: {above:.0f} MiB = {above / panel:.2f}x")
+              f"above the process's {r['baseline_rss_mib']:.0f} MiB {after}: {above:.0f} MiB = {above / panel:.2f}x")
+        if mode == "env":
+            print(f"env observation table: {r['obs_table_mib']:.0f} MiB ({r['obs_dtype']}, {t:,} bars x {r['obs_dim']} columns)")
+
+
+# ------------------------------------------------------------ a real download, estimated
+ALPACA_PAGE_BARS = 10_000
+"""Bars per page of alpaca-py's `get_stock_bars` (its `page_size`, the API's maximum `limit`)."""
+ALPACA_FREE_REQUESTS_PER_MINUTE = 200
+"""The free plan's documented rate limit (docs.alpaca.markets/docs/api-rate-limits)."""
+EXTENDED_MINUTES = 16 * 60
+"""Minutes from 04:00 to 20:00, the extended-hours day Alpaca's SIP bars cover."""
+
+
+def download_estimate(args) -> None:
+    """Requests, time and disk of a vendor recipe's download, estimated from its chunks.
+
+    Counts the recipe's ticker-month chunks (`chunks.month_chunks`) and each month's
+    regular-session bars (`calendar.sessions`); a chunk takes one request per started
+    page of 10,000 bars. Low: a bar in every regular minute and none outside; high: a
+    bar in every minute of the extended day (daily bars: one a session, both). Time: the requests at the free
+    plan's 200 a minute (the floor: requests run one after another, so each one's own
+    latency adds to it). Disk: the bytes a bar took in the vendor-scale benchmark.
+    """
+    import math
+
+    from market_envs.data.calendar import bar_minutes, sessions
+    from market_envs.data.chunks import month_chunks
+    from market_envs.data.recipes import find_recipe
+
+    recipe = find_recipe(args.recipe).resolved()
+    symbols = len(recipe.tickers or ()) + (1 if recipe.benchmark else 0)
+    table = sessions(recipe.start, recipe.end)
+    regular = ((table["close"] - table["open"]) / pd.Timedelta(minutes=1)).groupby(table.index.to_period("M")).sum()
+    days = table.groupby(table.index.to_period("M")).size()
+    months = month_chunks("any", recipe.start, recipe.end, now=pd.Timestamp("2100-01-01", tz="America/New_York"))
+    minutes = bar_minutes(recipe.interval)
+    if minutes is None:  # daily bars: one a session
+        regular, extended = days, days
+    else:
+        regular, extended = regular // minutes, days * (EXTENDED_MINUTES // minutes)
+    low_pages = sum(math.ceil(bars / ALPACA_PAGE_BARS) for bars in regular)
+    high_pages = sum(math.ceil(bars / ALPACA_PAGE_BARS) for bars in extended)
+    low_bars, high_bars = symbols * regular.sum(), symbols * extended.sum()
+    print(f"recipe: {recipe.name} ({recipe.source}, {recipe.interval}, {recipe.start} .. {recipe.end}): "
+          f"{symbols} symbols x {len(months)} months = {symbols * len(months):,} ticker-month chunks")
+    for name, pages, bars in (("low", low_pages, low_bars), ("high", high_pages, high_bars)):
+        requests = symbols * pages
+        print(f"{name}: {bars:,.0f} bars, {requests:,} requests = {requests / ALPACA_FREE_REQUESTS_PER_MINUTE:.0f} min "
+              f"at {ALPACA_FREE_REQUESTS_PER_MINUTE} a minute; downloads about {bars * args.bytes_per_bar / 2**30:.1f} GiB "
+              f"at {args.bytes_per_bar:.1f} bytes a bar")
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(*sys.argv[2:5])
+        if sys.argv[2] == "env":
+            env_child(*sys.argv[3:5])
+        else:
+            child(*sys.argv[2:5])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("recipe", nargs="?", default="synthetic-minute", help="recipe name or path")
@@ -205,9 +292,17 @@ def main() -> None:
     parser.add_argument("--vendor-scale", action="store_true", help="vendor-shaped files at issue 31's scale")
     parser.add_argument("--tickers", type=int, default=101, help="--vendor-scale: tickers besides QQQ")
     parser.add_argument("--end", default=VENDOR_END, help="--vendor-scale: end of the window (exclusive)")
+    parser.add_argument("--download-estimate", action="store_true",
+                        help="estimate the requests, time and disk of RECIPE's download from Alpaca (no download)")
+    parser.add_argument("--bytes-per-bar", type=float, default=2549 * 2**20 / 50_812_999,
+                        help="--download-estimate: cache bytes per bar (default: the vendor-scale run in RESULTS.md)")
+    parser.add_argument("--modes", nargs="+", choices=("build", "load", "env"), default=["build", "load", "env"],
+                        help="--vendor-scale: fresh processes to run, in order (load and env read build's panel)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    if args.vendor_scale:
+    if args.download_estimate:
+        download_estimate(args)
+    elif args.vendor_scale:
         vendor_benchmark(args)
     else:
         recipe_benchmark(args)

@@ -306,10 +306,14 @@ class _Rules:
 # --------------------------------------------------------------------- precompute
 
 
-def normalized_feature_table(data: MarketData, names: tuple[str, ...], clip: float) -> Tensor:
+def normalized_feature_table(data: MarketData, names: tuple[str, ...], clip: float, out: Tensor | None = None) -> Tensor:
     """The observed features of every bar, normalised as the module docstring says.
 
-    Returns float32 [T, N, len(names)] on the data's device.
+    Returns float32 [T, N, len(names)] on the data's device: `out` when given (a
+    float32 [T, N, len(names)] tensor or view, such as the env's observation table),
+    else a new tensor. Each feature is computed in float64 and written into its
+    column before the next one starts, so the work space is a few [T, N] float64
+    temporaries, never a float64 copy of the whole table.
     """
     stats = (data.feature_mean, data.feature_std)
     if stats[0] is None or stats[1] is None:
@@ -321,12 +325,13 @@ def normalized_feature_table(data: MarketData, names: tuple[str, ...], clip: flo
             UserWarning, stacklevel=3,
         )  # fmt: skip
         stats = data.fit_normalization()
+    if out is None:
+        out = torch.empty((data.num_bars, data.num_tickers, len(names)), dtype=torch.float32, device=data.device)
     mean, std = stats
     mean, std = mean.double(), std.double()
     close = data.close.double()
     prev_close = torch.cat([close[:1], close[:-1]], dim=0)
-    columns = []
-    for name in names:  # loops over the few feature names, once, at construction
+    for k, name in enumerate(names):  # loops over the few feature names, once, at construction
         index = data.feature_names.index(name)
         x = data.features[:, :, index].double()
         if name in PRICE_LIKE_FEATURES:
@@ -335,10 +340,9 @@ def normalized_feature_table(data: MarketData, names: tuple[str, ...], clip: flo
             column = torch.log1p(x.clamp_min(0.0)) - torch.log1p(mean[index].clamp_min(0.0))
         else:
             column = (x - mean[index]) / std[index]
-        columns.append(column)
-    table = torch.stack(columns, dim=-1)
-    table = torch.nan_to_num(table, nan=0.0, posinf=clip, neginf=-clip).clamp(-clip, clip)
-    return table.float()
+        del x
+        out[:, :, k] = torch.nan_to_num(column, nan=0.0, posinf=clip, neginf=-clip).clamp_(-clip, clip)
+    return out
 
 
 def return_tstat_table(close: Tensor, windows: tuple[int, ...], clip: float) -> Tensor:
@@ -363,19 +367,22 @@ def default_features(data: MarketData) -> tuple[str, ...]:
     return tuple(name for name in data.feature_names if name not in unavailable)
 
 
-def observed_feature_table(data: MarketData, config: EnvConfig) -> Tensor:
+def observed_feature_table(data: MarketData, config: EnvConfig, out: Tensor | None = None) -> Tensor:
     """Every feature the env observes per stock, in observation order: float32 [T, N, F].
 
     The panel features (`normalized_feature_table` of ``config.features``) followed by
-    the ``ret_tstat_{w}`` features of ``config.return_windows``.
+    the ``ret_tstat_{w}`` features of ``config.return_windows``, written into `out`
+    when given (float32 [T, N, F]; the env passes a view of its observation table).
     """
     names = config.features if config.features is not None else default_features(data)
-    parts = []
+    if out is None:
+        width = len(names) + len(config.return_windows)
+        out = torch.empty((data.num_bars, data.num_tickers, width), dtype=torch.float32, device=data.device)
     if names:
-        parts.append(normalized_feature_table(data, names, config.feature_clip))
+        normalized_feature_table(data, names, config.feature_clip, out=out[:, :, : len(names)])
     if config.return_windows:
-        parts.append(return_tstat_table(data.close, config.return_windows, config.feature_clip))
-    return torch.cat(parts, dim=-1)
+        out[:, :, len(names) :] = return_tstat_table(data.close, config.return_windows, config.feature_clip)
+    return out
 
 
 def turbulence_index(close: Tensor, window: int, chunk: int = 256) -> Tensor:
@@ -860,9 +867,9 @@ class StockTradingVecEnv:
     # ------------------------------------------------------------------ set-up
     def _build_tables(self) -> _Tables:
         data, n = self.data, self.num_stocks
-        features = observed_feature_table(data, self.config)
         obs = torch.zeros((self.num_bars, self.obs_dim), dtype=torch.float32, device=self.device)
-        obs[:, 1 + n :] = features.reshape(self.num_bars, -1)
+        # the features are written straight into the table: no second [T, N, F] copy at construction
+        observed_feature_table(data, self.config, out=obs[:, 1 + n :].view(self.num_bars, n, -1))
         if self.config.turbulence_threshold is None:
             guard = torch.zeros(self.num_bars, dtype=torch.bool, device=self.device)
         else:

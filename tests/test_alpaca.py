@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -144,6 +145,16 @@ def test_the_current_month_is_fetched_on_every_build(server, keys, tmp_path):
     assert len(list((tmp_path / "data" / "downloads" / "alpaca").glob("*.parquet"))) == 5
 
 
+def test_the_feed_is_a_recipe_key_and_part_of_each_chunks_key(server, keys, tmp_path):
+    load(write_recipe(tmp_path, server.url), data_dir=tmp_path / "data")
+    sip = server.count()
+    data = load(write_recipe(tmp_path, server.url, feed="iex"), data_dir=tmp_path / "data")
+    iex = [q for _, q in server.requests[sip:]]
+    assert len(iex) == sip and all(q["feed"] == "iex" and q["adjustment"] == "all" for q in iex)  # no SIP chunk reused
+    assert data.num_bars == SESSION_BARS
+    assert len(list((tmp_path / "data" / "downloads" / "alpaca").glob("*.parquet"))) == 2 * 18
+
+
 def test_a_429_is_waited_out(server, keys, tmp_path):
     server.throttle = 2
     data = load(write_recipe(tmp_path, server.url), data_dir=tmp_path / "data")
@@ -208,6 +219,53 @@ def test_keys_are_never_written_or_logged(server, keys, tmp_path, capsys, caplog
     texts += [f.read_bytes().decode("latin-1") for f in cache_files(tmp_path / "data")]
     assert len(texts) > 10
     for text in texts:
+        assert KEY_ID not in text and SECRET not in text
+
+
+def test_data_build_shows_tickers_chunks_rows_and_an_eta(server, keys, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "200")  # the bar's whole line (rich drops columns on a narrow console)
+    assert main(["data", "build", str(write_recipe(tmp_path, server.url)), "--data-dir", str(tmp_path / "data")]) == 0
+    err = capsys.readouterr().err
+    bar = [line for line in err.splitlines() if line.startswith("alpaca: downloading")]
+    rows = sum(len(frame) for frame in served_bars().values())  # every served bar, before the session filter
+    assert len(bar) == 1 and f"18/18 chunks [3/3] tickers, {rows:,} rows, 18 fetched" in bar[0]
+    assert re.search(r"ETA \d+:\d\d:\d\d$", bar[0].rstrip())
+
+
+def test_keys_never_reach_a_run_directory(server, keys, tmp_path, monkeypatch, capsys, caplog):
+    """Train on the vendor's panel and backtest the run: no file of the run directory,
+    no line printed or logged holds a key."""
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
+    recipe, run = write_recipe(tmp_path, server.url), tmp_path / "run"
+    tiny = tmp_path / "ppo.toml"
+    tiny.write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [16]\n")
+    assert main(["train", "--algo", "ppo", "--dataset", str(recipe), "--steps", "32", "--num-envs", "2",
+                 "--eval-every", "0", "--config", str(tiny), "--run-dir", str(run)]) == 0  # fmt: skip
+    assert main(["backtest", str(run), "--no-tear-sheet"]) == 0
+    files = cache_files(run)
+    assert {"config.toml", "report.json", "report.md", "dataset.json"} <= {f.name for f in files}
+    out = capsys.readouterr()
+    texts = [out.out, out.err, caplog.text] + [f.read_bytes().decode("latin-1") for f in files]
+    for text in texts:
+        assert KEY_ID not in text and SECRET not in text
+
+
+@pytest.mark.slow
+def test_the_demo_runs_on_a_vendor_recipe_and_its_run_holds_no_key(server, keys, tmp_path, monkeypatch, capsys):
+    """`trader demo` (what `make demo DATASET=...` runs) on the alpaca provider's panel: a
+    tournament on two dask worker processes, the SB3 baseline and the backtest."""
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))  # the workers read the panel the demo built
+    run = tmp_path / "runs" / "demo"
+    code = main(["demo", "--dataset", str(write_recipe(tmp_path, server.url)), "--run-dir", str(run), "--minutes", "5",
+                 "--pods", "2", "--workers", "2", "--pod-steps", "512", "--no-tear-sheet"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    report = json.loads((run / "report.json").read_text())
+    assert report["period"]["name"] == "test" and {"best", "sb3-ppo-s0", "benchmark", "equal_weight"} <= set(report["metrics"])
+    assert report["benchmark"] == "QQQ" and report["tickers"] == ["AAA", "BBB"]
+    assert server.count() == 23  # downloaded once, by the demo; the workers read the cache
+    for text in [out.out, out.err] + [f.read_bytes().decode("latin-1") for f in cache_files(run)]:
         assert KEY_ID not in text and SECRET not in text
 
 

@@ -1,9 +1,10 @@
 """Point-in-time universes: the membership file, its tradable mask (known answer on a
-tiny panel), the recipe that names it, the env that never trades a non-member, and
-the survivorship warning without one."""
+tiny panel), the recipe that names it, the env and the backtest that never trade a
+non-member, the report that counts the changes, and the survivorship warning without one."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 import warnings
 from dataclasses import replace
@@ -64,7 +65,13 @@ def test_mask_known_answer(tmp_path):
     np.testing.assert_array_equal(masked.tradable.numpy(), expected)
     assert expected[:, 1].any() and expected[:, 2].any() and not expected[:, 2][day < pd.Timestamp("2024-01-06")].any()
     assert torch.equal(masked.features, data.features)  # prices stay: the observation keeps its shape
-    assert masked.meta["membership"] == {"file": "members.csv", "members": 3, "changes": 2, "joined": ["T002"], "left": ["T001"]}
+    assert masked.meta["membership"] == {
+        "file": "members.csv", "members": 3, "changes": 2, "joined": ["T002"], "left": ["T001"],
+        "events": [
+            {"date": "2024-01-05", "ticker": "T001", "change": "left"},
+            {"date": "2024-01-06", "ticker": "T002", "change": "joined"},
+        ],
+    }  # fmt: skip
     assert masked.summary()["membership_changes"] == 2 and masked.describe()["membership_changes"] == 2
 
 
@@ -208,3 +215,50 @@ def test_a_ticker_that_lists_late_is_a_flat_untradable_line_until_its_first_bar(
     assert not data.tradable[k : k + WARMUP_BARS, j].any() and data.tradable[k + WARMUP_BARS :, j].all()
     assert data.tradable[WARMUP_BARS:, 0].all()
     assert torch.isfinite(data.features).all()
+
+
+@pytest.mark.parametrize(
+    "period, changes, joined, left",
+    [
+        ("all", 2, ["T002"], ["T001"]),  # T001 out from 2024-01-05, T002 in from 2024-01-06
+        ("2024-01-05:2024-01-09", 1, ["T002"], []),  # T001 left on the period's first day: out all along
+        ("validation", 0, [], []),  # 2024-01-06 .. 2024-01-07: T002 joined on its first day
+    ],
+)
+def test_the_backtest_never_trades_a_non_member_and_its_report_counts_the_changes(tmp_path, period, changes, joined, left):
+    from trader.backtest import BacktestConfig, run_backtest
+
+    _, data = tiny_panel()  # every bar tradable but for membership, so that T001 is bought before it leaves
+    split = {"train_end": "2024-01-06", "val_end": "2024-01-08"}
+    data = replace(data, tradable=torch.ones_like(data.tradable), meta={**data.meta, **split})
+    data = apply_membership(data, read_membership(write(tmp_path)), START, END, source="members.csv")
+    config = BacktestConfig(tear_sheet=False, buy_cost=0.0, sell_cost=0.0)
+    result = run_backtest(data, baselines=["equal_weight_daily"], period=period, config=config, run_dir=tmp_path / "run")
+    # through the env: daily rebalancing wants every ticker, but holds a non-member's line still
+    held = result.positions["equal_weight_daily"]
+    day = held.index.tz_localize(None).normalize()
+    t001, t002 = held["T001"].to_numpy(), held["T002"].to_numpy()
+    out = np.asarray(day >= pd.Timestamp("2024-01-05"))
+    if out.any():
+        assert (t001[out] == t001[out][0]).all()  # frozen once T001 left
+    assert (t002[np.asarray(day < pd.Timestamp("2024-01-06"))] == 0).all()  # never bought before it joined
+    if period == "all":
+        assert (t001[~out] > 0).any() and (t002 > 0).any() and len(set(t001[~out])) > 1  # traded while members
+    # and the report says how many members changed, over the window and in the period
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    window = {"file": "members.csv", "members": 3, "changes": 2, "joined": ["T002"], "left": ["T001"]}
+    assert report["membership"] == {**window, "period": {"changes": changes, "joined": joined, "left": left}}
+    markdown = (tmp_path / "run" / "report.md").read_text()
+    assert "Point-in-time universe (members.csv): 3 tickers were members in the data set's window; " \
+           "membership changes in it: 2 (joined T002; left T001)." in markdown
+    names = "; ".join(f"{kind} {', '.join(who)}" for kind, who in (("joined", joined), ("left", left)) if who)
+    assert f"Membership changes in this period: {changes}" + (f" ({names})" if names else "") + "\n" in markdown
+
+
+def test_a_report_without_a_membership_file_says_nothing_of_it(tmp_path):
+    from trader.backtest import BacktestConfig, run_backtest
+
+    _, data = tiny_panel()
+    run_backtest(data, baselines=["equal_weight"], config=BacktestConfig(tear_sheet=False), run_dir=tmp_path / "run")
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["membership"] is None
+    assert "Universe" not in (tmp_path / "run" / "report.md").read_text()

@@ -3,6 +3,12 @@ daily twin and its Polygon variant; without keys they stop at once with one line
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -73,6 +79,30 @@ def test_the_demo_on_the_paper_recipe_without_keys_exits_2(monkeypatch, tmp_path
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
     assert main(["demo", "--dataset", "nasdaq100-minute-alpaca", "--run-dir", str(tmp_path / "run")]) == 2
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "APCA_API_KEY_ID and APCA_API_SECRET_KEY" in errors[0]
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1  # the one line, and no progress bar before it
+    assert out.err.startswith("error: alpaca: set APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment")
     assert not (tmp_path / "data").exists() or list((tmp_path / "data").rglob("*.parquet")) == []
+    assert not (tmp_path / "run").exists()
+
+
+def test_make_demo_on_the_paper_recipe_without_keys_exits_2_with_one_line(tmp_path):
+    """`make demo DATASET=nasdaq100-minute-alpaca` as a user types it, on this venv's `trader`
+    (`-o` keeps make from reinstalling the venv), in a folder of its own."""
+    venv = Path(sys.executable).parent.parent
+    make, trader = shutil.which("make"), venv / "bin" / "trader"
+    if make is None or not trader.is_file():
+        pytest.skip("needs make and the venv's trader script (make test installs both)")
+    root = Path(__file__).parents[1]
+    env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+    env.update(PODRACER_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=os.pathsep.join([str(root), env.get("PYTHONPATH", "")]))
+    done = subprocess.run(
+        [make, "-s", "-f", str(root / "Makefile"), "-o", f"{venv}/.installed-dev", "demo", f"VENV={venv}",
+         "DATASET=nasdaq100-minute-alpaca"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    ours = [line for line in done.stderr.splitlines() if not line.startswith("make: ***")]  # make adds its own
+    assert done.returncode == 2 and done.stdout == "" and len(ours) == 1, done.stderr
+    assert ours[0].startswith("error: alpaca: set APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment")
+    assert "demo] Error 2" in done.stderr  # make's note of the command's exit status 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no run directory, no data

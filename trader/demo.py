@@ -66,6 +66,7 @@ def run_demo(
     client: Any = None,
     log=print,
     on_progress=None,
+    data_bar=None,
 ) -> DemoResult:
     """Data, a tournament, an SB3 baseline and the test-period backtest, into `run_dir`.
 
@@ -87,13 +88,15 @@ def run_demo(
         `LocalCluster` of ``workers`` processes, closed at the end).
     :param log: where progress lines go.
     :param on_progress: called with the tournament's `Progress` after every change.
+    :param data_bar: a `market_envs.data.chunks.DownloadBar` shown while a vendor
+        (alpaca, polygon) downloads the data set.
     """
     from tournament import TournamentConfig, run
     from trader.backtest.runs import backtest_config, backtest_run, read_run
     from trader.baselines import baselines
 
     run_dir = Path(run_dir)
-    data = load(recipe, progress=log)
+    data = load(recipe, progress=log, bar=data_bar)
     summary = data.summary()
     log("data set: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
     rules, algo_configs = apply_preset("market", recipe, cost, algos, steps=pod_steps, num_envs=num_envs)

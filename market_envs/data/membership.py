@@ -99,10 +99,49 @@ def members_in_window(membership: pd.DataFrame, start, end) -> list[str]:
 def membership_changes(membership: pd.DataFrame, start, end) -> dict:
     """Joins and departures strictly inside the window: {"joined": [...], "left": [...]}
     (a ticker's stay that starts after `start`, or ends before `end`)."""
+    events = membership_events(membership, start, end)
+    return {
+        "joined": sorted(e["ticker"] for e in events if e["change"] == "joined"),
+        "left": sorted(e["ticker"] for e in events if e["change"] == "left"),
+    }
+
+
+def membership_events(membership: pd.DataFrame, start, end) -> list[dict]:
+    """The joins and departures of `membership_changes` as dated events, by date then
+    ticker: [{"date": "YYYY-MM-DD", "ticker": ..., "change": "joined" | "left"}, ...]
+    (a departure's date is its first day out)."""
     lo, hi = _day(start), _day(end)
     joined = membership[(membership["from"] > lo) & (membership["from"] < hi)]
     left = membership[membership["to"].notna() & (membership["to"] > lo) & (membership["to"] < hi)]
-    return {"joined": sorted(joined["ticker"]), "left": sorted(left["ticker"])}
+    events = [{"date": f"{d:%Y-%m-%d}", "ticker": t, "change": "joined"} for t, d in zip(joined["ticker"], joined["from"])]
+    events += [{"date": f"{d:%Y-%m-%d}", "ticker": t, "change": "left"} for t, d in zip(left["ticker"], left["to"])]
+    return sorted(events, key=lambda e: (e["date"], e["ticker"], e["change"]))
+
+
+def changes_between(record: dict, start, end) -> dict | None:
+    """The membership changes of a panel's record (`apply_membership`) seen by a period
+    whose first and last bars fall on the days of `start` and `end` (exchange time):
+    events dated after the first day, up to the last (a ticker that joined on the first
+    day was a member all along): {"changes": k, "joined": [...], "left": [...]}.
+    None for a record without dated events (panels cached before they were kept)."""
+    if "events" not in record:
+        return None
+    lo, hi = _day(start), _day(end)
+    inside = [e for e in record["events"] if lo < pd.Timestamp(e["date"]) <= hi]
+    joined = sorted(e["ticker"] for e in inside if e["change"] == "joined")
+    left = sorted(e["ticker"] for e in inside if e["change"] == "left")
+    return {"changes": len(inside), "joined": joined, "left": left}
+
+
+def period_membership(record: dict | None, first, last) -> dict | None:
+    """What a report says about a point-in-time universe: the panel's record (file,
+    members, changes, joined, left over the data set's window) and `period`, the
+    changes its period (first .. last bar) saw (`changes_between`; None when the
+    record has no dated events). None for a panel without a membership file."""
+    if not record:
+        return None
+    kept = {key: record[key] for key in ("file", "members", "changes", "joined", "left") if key in record}
+    return {**kept, "period": changes_between(record, first, last)}
 
 
 def membership_mask(membership: pd.DataFrame, timestamps: pd.DatetimeIndex, tickers) -> np.ndarray:
@@ -123,7 +162,8 @@ def membership_mask(membership: pd.DataFrame, timestamps: pd.DatetimeIndex, tick
 
 def apply_membership(data: MarketData, membership: pd.DataFrame, start, end, source: str = "membership") -> MarketData:
     """The panel with non-members masked untradable, and `meta["membership"]` set
-    (file, members in the window, joined and left in it, `changes` their count)."""
+    (file, members in the window, joined and left in it, `changes` their count, and
+    `events`: each change with its date, `membership_events`)."""
     mask = torch.from_numpy(membership_mask(membership, data.timestamps, data.tickers)).to(data.tradable.device)
     changes = membership_changes(membership, start, end)
     record = {
@@ -131,6 +171,7 @@ def apply_membership(data: MarketData, membership: pd.DataFrame, start, end, sou
         "members": len(members_in_window(membership, start, end)),
         "changes": len(changes["joined"]) + len(changes["left"]),
         **changes,
+        "events": membership_events(membership, start, end),
     }
     return replace(data, tradable=data.tradable & mask, meta={**data.meta, "membership": record})
 

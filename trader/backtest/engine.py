@@ -40,6 +40,7 @@ from torch import Tensor
 
 from market_envs.costs import CostModel, NamedCosts
 from market_envs.data import DataError, MarketData
+from market_envs.data.membership import period_membership
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader import metrics, rundir
 from trader.backtest.evidence import strategy_evidence
@@ -667,6 +668,7 @@ def _assemble(
         missing_columns=tuple(data.meta.get("missing_columns", ())),
         costs={name: cost_totals[name] for name in order},
         cost_model=config.named_costs.as_dict(),
+        membership=period_membership(data.meta.get("membership"), timestamps[0], timestamps[-1]),
     )
 
 

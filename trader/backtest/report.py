@@ -238,12 +238,38 @@ def markdown_report(result: BacktestResult) -> str:
         lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
         lines.extend("| " + " | ".join(r) + " |" for r in rows)
         lines.append("")
+    lines.extend(membership_section(result))
     trained = [s for s in result.strategies.values() if s.training]
     if trained:
         lines.extend(["Baseline libraries, as trained:", ""])
         lines.extend(f"- {s.label}: {training_line(s.training)}" for s in trained)
         lines.append("")
     return "\n".join(lines)
+
+
+def membership_lines(membership: dict[str, Any] | None) -> list[str]:
+    """A point-in-time universe in words: how many members changed over the data set's
+    window and in the period (`BacktestResult.membership`); none without one."""
+    if not membership:
+        return []
+
+    def changes(part: dict[str, Any]) -> str:
+        names = [f"{kind} {', '.join(part[kind])}" for kind in ("joined", "left") if part.get(kind)]
+        return f"{part['changes']}" + (f" ({'; '.join(names)})" if names else "")
+
+    period = membership.get("period")
+    return [
+        f"Point-in-time universe ({membership['file']}): {membership['members']} tickers were members in the data "
+        f"set's window; membership changes in it: {changes(membership)}. A ticker is traded only while it is a member.",
+        "Membership changes in this period: " + (changes(period) if period is not None else
+                                                  "not known (the cached panel predates dated membership events; rebuild it)"),
+    ]  # fmt: skip
+
+
+def membership_section(result: BacktestResult) -> list[str]:
+    """report.md's universe section: `membership_lines` as a list, or nothing."""
+    lines = membership_lines(result.membership)
+    return ["## Universe", "", *(f"- {text}" for text in lines), ""] if lines else []
 
 
 def training_line(training: dict[str, Any]) -> str:
@@ -295,6 +321,7 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
                   for name, row in result.costs.items()},
         "breakeven": {name: {**row, "multiple": None if row["multiple"] is None else _json_number(row["multiple"])}
                       for name, row in result.breakeven.items()},
+        "membership": result.membership,
     }
 
 

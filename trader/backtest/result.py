@@ -88,6 +88,9 @@ class BacktestResult:
     :param breakeven: strategy name -> its breakeven cost (`trader.backtest.engine.breakeven`: the
         Sharpe ratio at each multiple of the cost model and the multiple where it reaches 0);
         empty when no multiples were run (`BacktestConfig.cost_multiples`).
+    :param membership: the point-in-time universe of a panel built from a membership
+        file (`market_envs.data.membership.period_membership`: members and changes
+        over the data set's window, and the changes this period saw), or None.
     """
 
     metrics: pd.DataFrame
@@ -107,6 +110,7 @@ class BacktestResult:
     costs: dict[str, dict[str, Any]] = field(default_factory=dict)
     cost_model: dict[str, Any] = field(default_factory=dict)
     breakeven: dict[str, dict[str, Any]] = field(default_factory=dict)
+    membership: dict[str, Any] | None = None
 
     @property
     def best(self) -> str:

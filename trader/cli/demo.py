@@ -29,6 +29,7 @@ def demo(
     """Build a data set, run a small tournament, train an SB3 baseline, backtest them all."""
     from rich.console import Console
 
+    from market_envs.data.chunks import DownloadBar
     from trader.cli.tournament import pods_progress, progress_line
     from trader.demo import run_demo
 
@@ -40,15 +41,21 @@ def demo(
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"{run_dir} is not empty: give another --run-dir or remove it (the demo never overwrites a run)")
     console = Console(stderr=True)
-    with pods_progress(console) as bar:
-        task = bar.add_task("pods", total=None, line="")
+    bar = pods_progress(console)
+    task = bar.add_task("pods", total=None, line="")
 
-        def show(state) -> None:
-            bar.update(task, completed=state.done + state.failed, line=progress_line(state))
+    def show(state) -> None:
+        if not bar.live.is_started:  # drawn from the tournament's first news: a data set that
+            bar.start()  # cannot be built (a missing key) stops the demo with its one line alone
+        bar.update(task, completed=state.done + state.failed, line=progress_line(state))
 
+    try:
         result = run_demo(recipe, run_dir, tournament_seconds=60 * minutes, pods=pods, workers=workers,
                           pod_steps=pod_steps, cost=cost, seed=seed, device=device, tear_sheet=tear_sheet,
-                          log=console.print, on_progress=show)  # fmt: skip
+                          log=console.print, on_progress=show, data_bar=DownloadBar(console))  # fmt: skip
+    finally:
+        if bar.live.is_started:
+            bar.stop()
     print()
     print_result_table(result.backtest, "table")
     runs = run_dir.parent
