@@ -7,7 +7,8 @@ each is tested on its own and the page only arranges them. They draw what
 - `interval_figure`: each strategy's annualised Sharpe ratio with its intervals as
   error bars, from `trader.stats.strategy_evidence` dicts (as report.json holds them);
 - `trial_sharpe_figure`: the tournament's trial Sharpe ratios beside the expected
-  maximum of as many edge-free trials (`trader.stats.expected_max_sharpe`);
+  maximum of as many edge-free trials (`trader.stats.expected_max_sharpe`, as the
+  report's selection holds it);
 - `pbo_figure`: the histogram of CSCV's logits (`trader.stats.pbo_cscv`), with PBO the
   share at or left of 0.
 """
@@ -21,7 +22,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from trader import metrics, stats
+from trader import stats
 
 LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}}
 
@@ -43,7 +44,7 @@ def interval_frame(evidence: Mapping[str, Mapping[str, object]]) -> pd.DataFrame
 
     :param evidence: strategy name -> its `trader.stats.strategy_evidence` dict.
     :return: columns ``sharpe``, ``<key>_low`` / ``<key>_high`` for each of
-        `INTERVALS`, ``psr``, ``dsr``, ``sentence``; NaN where the dict holds None.
+        `INTERVALS`, ``psr``, ``dsr_null``, ``dsr``, ``sentence``; NaN where the dict holds None.
     """
     rows = {}
     for name, entry in evidence.items():
@@ -51,7 +52,7 @@ def interval_frame(evidence: Mapping[str, Mapping[str, object]]) -> pd.DataFrame
         for key in INTERVALS:
             low, high = entry.get(key) or (None, None)  # type: ignore[misc]
             row[f"{key}_low"], row[f"{key}_high"] = _number(low), _number(high)
-        row["psr"], row["dsr"] = _number(entry.get("psr")), _number(entry.get("dsr"))
+        row["psr"], row["dsr_null"], row["dsr"] = (_number(entry.get(key)) for key in ("psr", "dsr_null", "dsr"))
         row["sentence"] = str(entry.get("sentence", ""))
         rows[name] = row
     frame = pd.DataFrame.from_dict(rows, orient="index")
@@ -67,7 +68,7 @@ def interval_figure(evidence: Mapping[str, Mapping[str, object]]) -> go.Figure:
     """
     frame = interval_frame(evidence)
     names = [str(name) for name in frame.index]
-    hover = [f"PSR {_shown(row.psr)}, DSR {_shown(row.dsr)}: {row.sentence}" for row in frame.itertuples()]
+    hover = [f"PSR {_shown(row.psr)}, DSR {_shown(row.dsr_null)}: {row.sentence}" for row in frame.itertuples()]
     traces = []
     for offset, (key, label) in zip((-0.12, 0.12), INTERVALS.items()):
         traces.append(
@@ -87,33 +88,19 @@ def interval_figure(evidence: Mapping[str, Mapping[str, object]]) -> go.Figure:
     return figure
 
 
-def null_expected_max(trial_sharpes: Sequence[float], n_trials: int | None = None) -> float:
-    """Expected best annualised Sharpe of ``n_trials`` edge-free trials with the trials' spread.
-
-    `trader.stats.expected_max_sharpe` on the variance of the (annualised) trial
-    Sharpe ratios, de-annualised and annualised back; ``n_trials`` defaults to the
-    number of finite trial Sharpe ratios. NaN for fewer than 2 of them.
-    """
-    sharpes = np.asarray(trial_sharpes, dtype=float)
-    sharpes = sharpes[np.isfinite(sharpes)]
-    if len(sharpes) < 2:
-        return math.nan
-    days = metrics.TRADING_DAYS_PER_YEAR
-    variance = float(np.var(sharpes, ddof=1)) / days
-    return stats.expected_max_sharpe(n_trials or len(sharpes), variance) * math.sqrt(days)
-
-
 def trial_sharpe_figure(
     trial_sharpes: Sequence[float],
     labels: Sequence[str] | None = None,
-    n_trials: int | None = None,
+    luck: Mapping[str, float | None] | None = None,
     selected: Mapping[str, float] | None = None,
 ) -> go.Figure:
     """The trials' Sharpe ratios, best first, beside what the best of as many null trials shows.
 
     :param trial_sharpes: each trial's annualised Sharpe ratio on the selection period.
     :param labels: a name per trial (pod id) for the hover; default the trial's index.
-    :param n_trials: trials run (default: those given); sets the expected maximum.
+    :param luck: label -> an expected best annualised Sharpe of edge-free trials, as the
+        report's selection holds it (``expected_max_sharpe_null``, ``expected_max_sharpe``),
+        drawn as dashed lines; None and NaN values are left out.
     :param selected: name -> Sharpe of the selected strategies (best pod, ensemble),
         drawn as horizontal lines.
     """
@@ -124,11 +111,9 @@ def trial_sharpe_figure(
         go.Scatter(x=np.arange(1, len(sharpes) + 1), y=sharpes[order], text=names[order], mode="markers",
                    name="trials", hovertemplate="%{text}: %{y:.2f}<extra></extra>")  # fmt: skip
     )
-    expected = null_expected_max(sharpes, n_trials)
-    count = n_trials or int(np.isfinite(sharpes).sum())
-    if math.isfinite(expected):
-        figure.add_hline(y=expected, line_dash="dash", line_color="firebrick",
-                         annotation_text=f"expected best of {count} edge-free trials: {expected:.2f}")  # fmt: skip
+    for (label, value), color in zip((luck or {}).items(), ("firebrick", "darkorange")):
+        if value is not None and math.isfinite(value):
+            figure.add_hline(y=value, line_dash="dash", line_color=color, annotation_text=f"{label}: {value:.2f}")
     for name, value in (selected or {}).items():
         figure.add_hline(y=value, line_dash="dot", annotation_text=f"{name}: {value:.2f}", annotation_position="bottom right")
     figure.update_layout(title="Trial Sharpe ratios against luck", **LAYOUT)

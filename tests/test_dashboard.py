@@ -303,7 +303,13 @@ def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_tr
         assert table.loc[labels[name], "sentence"] == report["evidence"][name]["sentence"]
     assert report["selection"]["n_trials"] == len(pd.read_parquet(built / "tour" / "trials.parquet"))
     assert any(f"({report['selection']['n_trials']} trials)" in h.value for h in at.subheader)
-    assert len(at.get("plotly_chart")) == 2  # the intervals and the trials (too few days for PBO's blocks)
+    charts = at.get("plotly_chart")
+    assert len(charts) == 2  # the intervals and the trials (too few days for PBO's blocks)
+    winner = report["selection"]["winner"]
+    drawn = [shape["y0"] for shape in json.loads(charts[1].proto.spec)["layout"].get("shapes", [])]
+    expected = [winner[key] for key in ("expected_max_sharpe_null", "expected_max_sharpe") if winner.get(key) is not None]
+    # report.json's lines only, never recomputed: the tiny run's 2 validation days give none
+    assert drawn == pytest.approx(expected)
 
 
 def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> None:

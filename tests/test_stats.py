@@ -198,17 +198,23 @@ def test_one_trial_means_no_deflation_and_too_few_trial_sharpes_are_refused() ->
 
 
 @pytest.mark.parametrize(
-    ("psr", "dsr", "expected"),
+    ("psr", "dsr", "dsr_null", "expected"),
     [
-        (0.99, 0.97, "above zero at 95% after 14 trials"),
-        (0.99, 0.62, "above zero at 95%, but not after 14 trials (DSR 0.62)"),
-        (0.99, None, "above zero at 95%"),
-        (0.60, 0.10, "not distinguishable from zero"),
-        (0.01, 0.00, "below zero at 95%"),
+        (0.99, 0.97, None, "above zero at 95% after 14 trials (DSR 0.97)"),
+        (0.99, 0.62, None, "above zero at 95%, but not after 14 trials (DSR 0.62)"),
+        (0.99, 0.12, 0.99, "above zero at 95% after 14 trials (DSR 0.99 against 14 zero-Sharpe trials; "
+                           "0.12 from the trials' own spread)"),
+        (0.99, 0.97, 0.62, "above zero at 95%, but not after 14 trials (DSR 0.62 against 14 zero-Sharpe trials; "
+                           "0.97 from the trials' own spread)"),
+        (0.99, None, None, "above zero at 95%"),
+        (0.60, 0.10, 0.20, "not distinguishable from zero"),
+        (0.01, 0.00, 0.00, "below zero at 95%"),
     ],
 )
-def test_the_verdict_sentences(psr, dsr, expected) -> None:
-    evidence = {"confidence": 0.95, "psr": psr, "dsr": dsr, "n_trials": 14 if dsr is not None else None, "reasons": {}}
+def test_the_verdict_sentences(psr, dsr, dsr_null, expected) -> None:
+    """The trial count's judgement follows dsr_null when it is there, else dsr."""
+    evidence = {"confidence": 0.95, "psr": psr, "dsr": dsr, "dsr_null": dsr_null,
+                "n_trials": 14 if dsr is not None else None, "reasons": {}}  # fmt: skip
     assert stats.verdict(evidence) == expected
 
 

@@ -669,28 +669,42 @@ def _json_ready(evidence: dict[str, Any], reasons: dict[str, str]) -> dict[str, 
 def verdict(evidence: dict[str, Any]) -> str:
     """The plain sentence a report prints for one strategy's `strategy_evidence`.
 
-    "above zero at 95% after 14 trials" (DSR >= confidence); "above zero at 95%, but
-    not after 14 trials (DSR 0.62; against 14 zero-Sharpe trials DSR 0.99)"; "above zero at 95%" (PSR, no trial count);
-    "below zero at 95%" (PSR <= 1 - confidence); otherwise "not distinguishable
-    from zero"; "no evidence: <reason>" when the PSR cannot be computed.
+    "above zero at 95% after 14 trials (DSR 0.99 against 14 zero-Sharpe trials; 0.12
+    from the trials' own spread)" when the deflated Sharpe is at least the confidence;
+    "above zero at 95%, but not after 14 trials (...)" when it is not; "above zero at
+    95%" (PSR, no trial count); "below zero at 95%" (PSR <= 1 - confidence); otherwise
+    "not distinguishable from zero"; "no evidence: <reason>" when the PSR cannot be
+    computed.
+
+    The trial count's judgement follows ``dsr_null`` (the best of N zero-Sharpe
+    trials) when the evidence has it, else ``dsr``: on tournaments,
+    benchmarks/significance.py finds that both keep false discoveries down on an
+    edge-free market, and that only ``dsr_null`` finds a planted edge, because the
+    spread of learning pods' Sharpe ratios is skill as much as luck
+    (docs/reading-results.md).
     """
     level = f"{100 * evidence['confidence']:g}%"
     psr, dsr, trials = evidence.get("psr"), evidence.get("dsr"), evidence.get("n_trials")
     if psr is None or (isinstance(psr, float) and math.isnan(psr)):
         reason = evidence.get("reasons", {}).get("psr", "the PSR could not be computed")
         return f"no evidence: {reason}"
-    has_dsr = dsr is not None and not (isinstance(dsr, float) and math.isnan(dsr))
     if psr >= evidence["confidence"]:
-        if not has_dsr:
+        if not _is_number(dsr):
             return f"above zero at {level}"
         null = evidence.get("dsr_null")
-        against_luck = "" if null is None else f"; against {trials} zero-Sharpe trials DSR {null:.2f}"
-        if dsr >= evidence["confidence"]:
-            return f"above zero at {level} after {trials} trials"
-        return f"above zero at {level}, but not after {trials} trials (DSR {dsr:.2f}{against_luck})"
+        deflated = null if _is_number(null) else dsr
+        detail = (f"DSR {null:.2f} against {trials} zero-Sharpe trials; {dsr:.2f} from the trials' own spread"
+                  if _is_number(null) else f"DSR {dsr:.2f}")  # fmt: skip
+        if deflated >= evidence["confidence"]:
+            return f"above zero at {level} after {trials} trials ({detail})"
+        return f"above zero at {level}, but not after {trials} trials ({detail})"
     if psr <= 1.0 - evidence["confidence"]:
         return f"below zero at {level}"
     return "not distinguishable from zero"
+
+
+def _is_number(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def spa_verdict(result: SPAResult, benchmark: str, alpha: float = 0.05) -> str:

@@ -39,7 +39,8 @@ if selection:
     st.subheader(f"The selection, on the validation period ({selection['n_trials']} trials)")
     winner = selection.get("winner")
     if winner is not None:
-        st.markdown(f"- the winner's validation Sharpe {winner.get('sharpe')}: {winner['sentence']}")
+        sharpe = winner.get("sharpe")
+        st.markdown(f"- the winner's validation Sharpe {'n/a' if sharpe is None else f'{sharpe:.2f}'}: {winner['sentence']}")
     for spa in selection.get("spa", {}).values():
         st.markdown(f"- {spa['sentence']}")
     if "pbo" in selection:
@@ -53,8 +54,11 @@ if selection:
         else:
             names = (keys["pod_id"] + "@" + keys["step"].astype(str)) if "pod_id" in keys else keys["step"].astype(str)
             chosen = {"winner": winner["sharpe"]} if winner is not None and winner.get("sharpe") is not None else None
+            count = selection["n_trials"]
+            luck = {f"expected best of {count} zero-Sharpe trials": (winner or {}).get("expected_max_sharpe_null"),
+                    f"with the trials' own spread": (winner or {}).get("expected_max_sharpe")}
             left.plotly_chart(significance.trial_sharpe_figure(keys["score"].to_numpy(), labels=list(names),
-                                                               n_trials=selection["n_trials"], selected=chosen),
+                                                               luck=luck, selected=chosen),
                               key="trials")  # fmt: skip
     logits = (selection.get("pbo") or {}).get("logits") or []
     if logits:

@@ -127,9 +127,7 @@ def sentences(evidence: Mapping[str, Mapping[str, Any]], selection: Mapping[str,
         winner = selection.get("winner")
         if winner is not None:
             lines.append(f"Selection on validation ({selection['n_trials']} trials): the winner's validation "
-                         f"Sharpe {_number(winner['sharpe'])}, DSR {_number(winner['dsr'])} (against "
-                         f"{selection['n_trials']} zero-Sharpe trials {_number(winner.get('dsr_null'))}): "
-                         f"{winner['sentence']}")  # fmt: skip
+                         f"Sharpe {_number(winner['sharpe'])}: {winner['sentence']}")  # fmt: skip
         if "pbo" in selection:
             lines.append(selection["pbo"]["sentence"])
         lines.extend(spa["sentence"] for spa in selection.get("spa", {}).values())

@@ -77,15 +77,15 @@ def table_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-EVIDENCE_HEADER = ["Strategy", "Sharpe", "95% interval", "PSR", "Trials", "DSR", "DSR vs 0-Sharpe trials", "Verdict"]
+EVIDENCE_HEADER = ["Strategy", "Sharpe", "95% interval", "PSR", "Trials", "DSR (0-Sharpe trials)", "DSR (trials' spread)", "Verdict"]
 
 
 def evidence_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the evidence table (in the metrics table's order): the
     Sharpe ratio's 95% interval (stationary bootstrap), PSR, the trials a selected
-    strategy was chosen from, its DSR (V[SR] from the trials' Sharpe ratios, Bailey and
-    López de Prado) and its DSR against as many zero-Sharpe trials, and the verdict
-    (docs/reading-results.md)."""
+    strategy was chosen from, its DSR against as many zero-Sharpe trials (the one the
+    verdict follows) and its DSR with V[SR] from the trials' own Sharpe ratios (Bailey
+    and López de Prado), and the verdict (docs/reading-results.md)."""
     labels = result.labels()
     rows = []
     for name in result.metrics.index:
@@ -96,7 +96,7 @@ def evidence_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
         rows.append([labels.get(name, name), _ratio(row.get("sharpe")),
                      "n/a" if interval is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]",
                      _ratio(row.get("psr")), "-" if row.get("n_trials") is None else str(row["n_trials"]),
-                     *((_ratio(row.get("dsr")), _ratio(row.get("dsr_null"))) if row.get("n_trials") is not None else ("-", "-")),
+                     *((_ratio(row.get("dsr_null")), _ratio(row.get("dsr"))) if row.get("n_trials") is not None else ("-", "-")),
                      row["sentence"]])  # fmt: skip
     return list(EVIDENCE_HEADER), rows
 
