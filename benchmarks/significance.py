@@ -1,6 +1,6 @@
 """Does the deflated Sharpe ratio tell a real edge from the best of many tries? (issue 29)
 
-Per seed and per market, a tournament (``--minutes`` on ``--workers`` local workers,
+Per seed and per market, a tournament (``--pods`` pods on ``--workers`` local workers,
 the market preset's rules and configs, as `trader tournament --preset market` runs
 it), then its report (`trader.backtest.runs.backtest_run`: the test period, with the
 selection judged on validation from the tournament's own trials.parquet). Read off
@@ -18,8 +18,8 @@ Targets (issue 29): on the edge-free twin, the winner's DSR above 0.95 in at mos
 from the trials' own Sharpe ratios, as Bailey and López de Prado estimate it) and
 ``dsr_null`` (against as many zero-Sharpe trials: `trader.stats.null_sharpe_variance`).
 
-    OMP_NUM_THREADS=1 python benchmarks/significance.py                       # 10 seeds x 2 markets x 3 min
-    OMP_NUM_THREADS=1 python benchmarks/significance.py --seeds 2 --minutes 1 # a smoke run
+    OMP_NUM_THREADS=1 python benchmarks/significance.py                     # 10 seeds x 2 markets x 16 pods
+    OMP_NUM_THREADS=1 python benchmarks/significance.py --seeds 1 --pods 4  # a smoke run
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def one_tournament(recipe: Path, seed: int, args: argparse.Namespace, run_dir: P
                                             num_envs=args.num_envs)  # fmt: skip
     config = TournamentConfig(run_dir=str(run_dir), env=str(recipe), algos=ALGOS, algo_configs=algo_configs,
                               env_config=env_config, pod_steps=args.pod_steps, num_envs=args.num_envs,
-                              population=4, pods=None, time_budget=60.0 * args.minutes, workers=args.workers,
+                              population=4, pods=args.pods, time_budget=None, workers=args.workers,
                               seed=seed, backtest=False)  # fmt: skip
     outcome = run(config)
     result = backtest_run(run_dir)
@@ -102,10 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tickers", type=int, default=30)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--minutes", type=float, default=3.0, help="wall-clock of each tournament")
+    parser.add_argument("--pods", type=int, default=16, help="pods per tournament (a pod budget, not a wall-clock "
+                        "one, so that a busy machine changes the run time, not the result)")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--pod-steps", type=int, default=65_536)
-    parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--pod-steps", type=int, default=16_384)
+    parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--cost", type=float, default=0.0005)
     parser.add_argument("--markets", default="null,edge", help="which of null, edge")
     parser.add_argument("--out", type=Path, default=None, help="write the per-seed rows as JSON here")
