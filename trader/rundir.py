@@ -70,7 +70,7 @@ CHECKPOINT_VERSION = 1
 BASELINE_VERSION = 1
 POD_RESULT_VERSION = 1
 
-SERIES_COLUMNS = ("value", "return", "cash", "turnover", "traded_value", "costs")
+SERIES_COLUMNS = ("value", "return", "cash", "gross_value", "turnover", "traded_value", "costs")
 """Per-bar columns of ``backtests/<strategy>.parquet`` besides ``timestamp`` and
 ``positions`` (`trader.backtest.BacktestResult.series` holds the same columns)."""
 
