@@ -308,7 +308,8 @@ def test_the_breakeven_figure_draws_each_curve_and_marks_the_crossing() -> None:
     assert list(marks[0].text) == ["1.50x"]
     assert [shape.y0 for shape in figure.layout.shapes] == [0.0]  # the line at Sharpe 0
     table = costs.breakeven_frame(curves)
-    assert table.loc["edge", "breakeven multiple"] == pytest.approx(1.5) and np.isnan(table.loc["never", "breakeven multiple"])
+    assert table.loc["edge", "breakeven multiple"] == pytest.approx(1.5)
+    assert np.isnan(table.loc["never", "breakeven multiple"])
     assert table["breakeven cost"].tolist() == ["1.50x", "above 4x"]
 
 

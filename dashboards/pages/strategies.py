@@ -99,11 +99,14 @@ right.plotly_chart(figures.line_figure(figures.wide(daily, "turnover"), "Daily t
                                        percent=True), key="turnover")  # fmt: skip
 
 st.subheader("Costs")
+st.caption("report.json's own numbers, over the report's whole period (the date range above does not apply): each "
+           "part in bp of the value traded, and the Sharpe ratio at each multiple of the cost model.")  # fmt: skip
 cost_rows, curves = [], {}
 for run_name, (run, report) in reports.items():
     prefix = f"{run_name}: " if several else ""
     if "costs" not in report:
-        st.info(f"{prefix}no costs recorded in report.json (written by an older version): run `trader backtest` on it again.")
+        st.info(f"{prefix}no costs recorded in report.json (written by an older version): "
+                "run `trader backtest` on it again.")  # fmt: skip
         continue
     model = report.get("cost_model") or {}
     sources = f" Sources: {model['sources']}" if model.get("sources") else ""
