@@ -50,7 +50,9 @@ def daily_frame(series: pd.DataFrame) -> pd.DataFrame:
     over the session (`trader.metrics.daily_returns`), ``traded_value`` and
     ``costs`` summed, ``turnover`` = traded value over the closing value (as
     `trader.metrics.summary` defines daily turnover), ``exposure`` = 1 - cash / value
-    (the invested share of the portfolio, net of shorts).
+    (the invested share of the portfolio, net of shorts) and, where the series records
+    ``gross_value`` (sum of |shares| x close), ``gross_exposure`` = gross value / value
+    (longs and shorts alike), both at the session's last bar.
     """
     dates = session_dates(pd.DatetimeIndex(series.index))
     grouped = series.groupby(dates)
@@ -66,6 +68,9 @@ def daily_frame(series: pd.DataFrame) -> pd.DataFrame:
     daily["turnover"] = metrics.turnover(daily["traded_value"].to_numpy(), daily["value"].to_numpy())
     with np.errstate(divide="ignore", invalid="ignore"):
         daily["exposure"] = np.where(daily["value"] != 0, 1.0 - daily["cash"] / daily["value"], np.nan)
+        if "gross_value" in series.columns:
+            gross = grouped["gross_value"].last()
+            daily["gross_exposure"] = np.where(daily["value"] != 0, gross / daily["value"], np.nan)
     daily.index.name = "date"
     return daily
 
@@ -242,6 +247,26 @@ def line_figure(frame: pd.DataFrame, title: str, y_title: str, percent: bool = F
     """One line per column (exposure, turnover, ...)."""
     figure = go.Figure([go.Scatter(x=frame.index, y=frame[c], name=str(c), mode="lines") for c in frame.columns])
     return _styled(figure, title, y_title, percent=percent)
+
+
+def exposure_figure(net: pd.DataFrame, gross: pd.DataFrame) -> go.Figure:
+    """Net exposure (solid) and gross exposure (dashed, same colour) of each strategy.
+
+    `net` and `gross` are date x strategy (`daily_frame`'s ``exposure`` and
+    ``gross_exposure``); a strategy missing from `gross` (a series written before
+    ``gross_value`` was recorded) draws its net line only.
+    """
+    colors = px.colors.qualitative.Plotly
+    traces = []
+    for k, name in enumerate(net.columns):
+        color = colors[k % len(colors)]
+        traces.append(go.Scatter(x=net.index, y=net[name], name=f"{name}: net", mode="lines", line_color=color,
+                                 legendgroup=str(name)))  # fmt: skip
+        if name in gross.columns:
+            traces.append(go.Scatter(x=gross.index, y=gross[name], name=f"{name}: gross", mode="lines",
+                                     line={"color": color, "dash": "dash"}, legendgroup=str(name)))  # fmt: skip
+    return _styled(go.Figure(traces), "Exposure: net (longs - shorts) and gross (longs + shorts), of value",
+                   "share of value", percent=True)  # fmt: skip
 
 
 # --------------------------------------------------------------------- tournament

@@ -30,8 +30,11 @@ from trader import rundir
 from trader.rundir import MARKERS, RunFileError, read_json, read_parquet
 from trader.rundir import require_keys as require
 
-SERIES_COLUMNS = ("timestamp", *rundir.SERIES_COLUMNS)
-"""The columns of ``backtests/<strategy>.parquet`` the dashboard reads (not positions)."""
+SERIES_OPTIONAL = ("gross_value",)
+"""Series columns that files written by older versions lack; read where present."""
+
+SERIES_COLUMNS = ("timestamp", *(c for c in rundir.SERIES_COLUMNS if c not in SERIES_OPTIONAL))
+"""The columns of ``backtests/<strategy>.parquet`` the dashboard needs (not positions)."""
 
 
 @dataclass(frozen=True)
@@ -102,9 +105,10 @@ def load_report(run: Path) -> dict[str, Any]:
 
 
 def load_series(run: Path, series_file: str) -> pd.DataFrame:
-    """One strategy's bar series (``backtests/<name>.parquet``) indexed by timestamp, without positions."""
+    """One strategy's bar series (``backtests/<name>.parquet``) indexed by timestamp, without
+    positions; ``gross_value`` only where the file has it."""
     path = run / series_file
-    frame = read_parquet(path, SERIES_COLUMNS)
+    frame = read_parquet(path, SERIES_COLUMNS, optional=SERIES_OPTIONAL)
     return frame.set_index("timestamp")
 
 

@@ -159,7 +159,7 @@ def test_outputs_written_to_run_dir(tmp_path: Path) -> None:
     result = run_backtest(data, {"spy": SpyPolicy()}, config=BacktestConfig(record_positions="day"), run_dir=tmp_path)
     for name in result.series:
         frame, positions = read_series(tmp_path / "backtests" / f"{name}.parquet")
-        assert list(frame.columns) == ["value", "return", "cash", "turnover", "traded_value", "costs"]
+        assert list(frame.columns) == ["value", "return", "cash", "gross_value", "turnover", "traded_value", "costs"]
         pd.testing.assert_frame_equal(frame, result.series[name], check_freq=False)
         assert len(positions) == 4  # one row per session close
         np.testing.assert_array_equal(positions.to_numpy(), result.positions[name].to_numpy())
@@ -351,6 +351,27 @@ def test_action_schedule_row_t_is_the_decision_at_bar_t() -> None:
     assert np.flatnonzero(traded).tolist() == [6]
     held = result.positions["plan"].to_numpy()
     assert (held[:6] == 0).all() and held[6:, 1].min() > 0 and (held[:, [0, 2]] == 0).all()
+
+
+def test_gross_value_is_the_positions_at_the_close_longs_and_shorts_alike() -> None:
+    """``gross_value`` = sum |shares| x close at every bar: value - cash for a long-only book,
+    and about the whole value for a dollar-neutral book of weights +-0.25, whose net (value - cash) is about 0."""
+    from market_envs.env import EnvConfig
+
+    data = session_panel(n_tickers=4, n_days=2, bars_per_day=10, seed=8, benchmark=False)
+    actions = torch.tensor([[0.25, 0.25, -0.25, -0.25]]).expand(data.num_bars, 4)
+    rules = EnvConfig(action_mode="weights", short_selling=True, features=("close",))
+    config = replace(QUIET, buy_cost=0.0, sell_cost=0.0, policy_env=rules)
+    result = run_backtest(data, {"neutral": ActionSchedule(actions)}, baselines=["equal_weight"], config=config)
+    close = data.close.double().numpy()
+    for name in ("neutral", "equal_weight"):
+        frame, held = result.series[name], result.positions[name].to_numpy()
+        np.testing.assert_allclose(frame["gross_value"].to_numpy(), (np.abs(held) * close).sum(1), rtol=1e-12)
+    long_only = result.series["equal_weight"]
+    np.testing.assert_allclose(long_only["gross_value"], long_only["value"] - long_only["cash"], rtol=1e-9)
+    neutral = result.series["neutral"].iloc[1:]
+    assert (neutral["gross_value"] / neutral["value"]).to_numpy() == pytest.approx(1.0, abs=0.01)
+    assert np.abs((neutral["value"] - neutral["cash"]) / neutral["value"]).max() < 0.01
 
 
 def test_action_schedule_of_the_wrong_length_is_refused() -> None:

@@ -173,6 +173,15 @@ def test_daily_frame_keeps_the_last_value_and_compounds_the_day() -> None:
     assert daily["exposure"].tolist() == pytest.approx([0.75, 0.75])
 
 
+def test_daily_exposure_is_net_and_gross_at_the_sessions_last_bar() -> None:
+    bars = bar_series([100, 110, 99, 120], ["2023-01-03 09:31", "2023-01-03 16:00", "2023-01-04 09:31", "2023-01-04 16:00"])
+    bars["gross_value"] = [0.0, 165.0, 10.0, 60.0]  # e.g. 110 long + 55 short against cash 27.5 on the first day
+    daily = figures.daily_frame(bars)
+    assert daily["exposure"].tolist() == pytest.approx([0.75, 0.75])
+    assert daily["gross_exposure"].tolist() == pytest.approx([1.5, 0.5])
+    assert "gross_exposure" not in figures.daily_frame(bars.drop(columns="gross_value"))  # an older series: net only
+
+
 def test_drawdowns_and_monthly_returns_known_answers() -> None:
     values = pd.DataFrame({"a": [1.0, 2.0, 1.0, 3.0]})
     assert figures.drawdowns(values)["a"].tolist() == [0.0, 0.0, -0.5, 0.0]
@@ -263,13 +272,54 @@ def test_a_shorter_range_is_summary_over_that_range(built: Path) -> None:
     pd.testing.assert_frame_equal(shown, expected.loc[shown.index])
 
 
+# --------------------------------------------------------------------- costs: the report's numbers
+
+
+def test_cost_table_and_bars_are_report_json_numbers(built: Path) -> None:
+    from dashboards import costs
+
+    report = report_of(built / "ppo")
+    table = costs.cost_frame(report["costs"])
+    assert list(table.index) == list(report["costs"])
+    for name, row in table.iterrows():
+        for key in costs.COLUMNS:
+            value = report["costs"][name][key]
+            assert row[key] == value or (value is None and np.isnan(row[key]))
+    figure = costs.cost_figure(table)
+    assert [trace.name for trace in figure.data] == list(costs.PARTS.values())
+    for trace, part in zip(figure.data, costs.PARTS):
+        assert list(trace.x) == list(table.index)
+        np.testing.assert_array_equal(np.asarray(trace.y, dtype=float), table[f"{part}_bps"].to_numpy())
+    assert figure.layout.barmode == "relative"  # stacked
+
+
+def test_the_breakeven_figure_draws_each_curve_and_marks_the_crossing() -> None:
+    from dashboards import costs
+    from trader.backtest.engine import breakeven
+
+    curves = {"edge": breakeven([0.0, 1.0, 2.0, 4.0], [1.0, 0.5, -0.5, -1.0]),
+              "never": breakeven([0.0, 1.0, 2.0, 4.0], [2.0, 1.5, 1.0, 0.5])}  # fmt: skip
+    figure = costs.breakeven_figure(curves)
+    lines = [trace for trace in figure.data if trace.mode == "lines+markers"]
+    assert [trace.name for trace in lines] == ["edge: 1.50x", "never: above 4x"]
+    assert list(lines[0].x) == [0.0, 1.0, 2.0, 4.0] and list(lines[0].y) == [1.0, 0.5, -0.5, -1.0]
+    marks = [trace for trace in figure.data if trace.mode == "markers+text"]
+    assert len(marks) == 1 and list(marks[0].x) == [pytest.approx(1.5)] and list(marks[0].y) == [0.0]
+    assert list(marks[0].text) == ["1.50x"]
+    assert [shape.y0 for shape in figure.layout.shapes] == [0.0]  # the line at Sharpe 0
+    table = costs.breakeven_frame(curves)
+    assert table.loc["edge", "breakeven multiple"] == pytest.approx(1.5)
+    assert np.isnan(table.loc["never", "breakeven multiple"])
+    assert table["breakeven cost"].tolist() == ["1.50x", "above 4x"]
+
+
 # --------------------------------------------------------------------- pages under AppTest
 
 
 def test_every_page_renders_without_exceptions(built: Path) -> None:
     at = app_test(built).run()
     assert not at.exception
-    assert at.dataframe and len(at.get("plotly_chart")) == 7
+    assert at.dataframe and len(at.get("plotly_chart")) == 9
     for page in ("significance", "tournament", "training", "data"):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, page
@@ -310,6 +360,105 @@ def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_tr
     expected = [winner[key] for key in ("expected_max_sharpe_null", "expected_max_sharpe") if winner.get(key) is not None]
     # report.json's lines only, never recomputed: the tiny run's 2 validation days give none
     assert drawn == pytest.approx(expected)
+
+
+def _decoded(value):
+    """Plotly's JSON with its typed arrays ({"dtype", "bdata"[, "shape"]}) turned back into lists."""
+    import base64
+
+    if isinstance(value, dict) and "bdata" in value and "dtype" in value:
+        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        return (array.reshape([int(n) for n in str(shape).split(",")]) if shape else array).tolist()
+    if isinstance(value, dict):
+        return {k: _decoded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decoded(v) for v in value]
+    return value
+
+
+def chart(at, key: str):
+    """The Plotly figure the page drew in its chart with widget key `key`."""
+    import plotly.graph_objects as go
+
+    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    assert len(found) == 1, key
+    return go.Figure(_decoded(json.loads(found[0].proto.spec)))
+
+
+def test_the_costs_section_shows_report_json_costs_and_breakeven(built: Path) -> None:
+    at = app_test(built).run()
+    assert not at.exception
+    report = report_of(built / "ppo")
+    shown = [name for name in report["order"]]
+    bars = chart(at, "costs").data
+    assert [trace.name for trace in bars] == ["commission", "spread", "impact", "borrow"]
+    for trace in bars:
+        assert list(trace.x) == shown
+        assert list(trace.y) == [report["costs"][name][f"{trace.name}_bps"] for name in shown]
+    lines = [t for t in chart(at, "breakeven").data if t.mode == "lines+markers"]
+    assert [t.name for t in lines] == [f"{name}: {report['breakeven'][name]['text']}" for name in shown]
+    for trace, name in zip(lines, shown):
+        assert list(trace.x) == report["breakeven"][name]["multiples"]
+        assert list(trace.y) == report["breakeven"][name]["sharpe"]
+    table = next(d.value for d in at.dataframe if "unfilled share" in d.value.columns)
+    assert list(table.index) == shown
+    for name in shown:
+        assert table.loc[name, "unfilled share"] == report["costs"][name]["unfilled_share"]
+        assert table.loc[name, "total (bp)"] == report["costs"][name]["costs_bps"]
+        assert table.loc[name, "breakeven cost"] == report["breakeven"][name]["text"]
+    # the tournament's final backtest ran no multiples: its costs, and one line saying why no breakeven
+    at.multiselect(key="runs").set_value(["tour"]).run()
+    assert not at.exception and chart(at, "costs").data
+    assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("-breakeven")]
+    assert any("no breakeven cost" in c.value for c in at.caption)
+
+
+def test_an_older_run_says_it_has_no_costs_and_draws_net_exposure_only(runs_copy: Path) -> None:
+    import pyarrow.parquet as pq
+
+    run = runs_copy / "ppo"
+    report = report_of(run)
+    for key in ("costs", "cost_model", "breakeven"):
+        del report[key]
+    (run / "report.json").write_text(json.dumps(report))
+    for path in (run / "backtests").glob("*.parquet"):
+        table = pq.read_table(path)
+        pq.write_table(table.drop(["gross_value"]), path)
+    at = app_test(runs_copy).run()
+    assert not at.exception
+    assert [m for m in messages(at) if "no costs recorded" in m] == [
+        "no costs recorded in report.json (written by an older version): run `trader backtest` on it again."]
+    assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith(("-costs", "-breakeven"))]
+    names = [trace.name for trace in chart(at, "exposure").data]
+    assert names == [f"{name}: net" for name in report["order"]]
+    assert any("Net exposure only" in c.value for c in at.caption)
+
+
+def test_a_dollar_neutral_book_shows_gross_exposure_while_net_is_zero(tmp_path: Path) -> None:
+    """A constructed long-short book (weights +-0.25 on four stocks, rebalanced every bar):
+    net exposure about 0, gross about 1, each the backtest's own per-bar records."""
+    import torch
+    from golden.case import session_panel
+
+    from market_envs.env import EnvConfig
+    from trader.backtest import ActionSchedule, BacktestConfig, run_backtest
+
+    data = session_panel(n_tickers=4, n_days=3, bars_per_day=10, seed=8, benchmark=False)
+    actions = torch.tensor([[0.25, -0.25, 0.25, -0.25]]).expand(data.num_bars, 4)
+    rules = EnvConfig(action_mode="weights", short_selling=True, features=("close",))
+    config = BacktestConfig(tear_sheet=False, buy_cost=0.0, sell_cost=0.0, policy_env=rules)
+    result = run_backtest(data, {"neutral": ActionSchedule(actions)}, baselines=[], config=config,
+                          run_dir=tmp_path / "runs" / "neutral")  # fmt: skip
+    at = app_test(tmp_path / "runs").run()
+    assert not at.exception
+    traces = {trace.name: trace for trace in chart(at, "exposure").data}
+    assert set(traces) == {"neutral: net", "neutral: gross"}
+    net, gross = np.asarray(traces["neutral: net"].y), np.asarray(traces["neutral: gross"].y)
+    assert len(net) == 3 and np.abs(net).max() < 0.01 and gross.min() > 0.98
+    last = result.series["neutral"].iloc[-1]
+    assert gross[-1] == pytest.approx(last["gross_value"] / last["value"], rel=1e-12)
+    assert net[-1] == pytest.approx(1.0 - last["cash"] / last["value"], rel=1e-12, abs=1e-15)
 
 
 def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> None:

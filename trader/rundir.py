@@ -70,7 +70,7 @@ CHECKPOINT_VERSION = 1
 BASELINE_VERSION = 1
 POD_RESULT_VERSION = 1
 
-SERIES_COLUMNS = ("value", "return", "cash", "turnover", "traded_value", "costs")
+SERIES_COLUMNS = ("value", "return", "cash", "gross_value", "turnover", "traded_value", "costs")
 """Per-bar columns of ``backtests/<strategy>.parquet`` besides ``timestamp`` and
 ``positions`` (`trader.backtest.BacktestResult.series` holds the same columns)."""
 
@@ -338,14 +338,21 @@ def read_toml(path: str | os.PathLike[str], *, missing_ok: bool = False) -> dict
         raise RunFileError(f"{path}: not valid TOML ({err})") from None
 
 
-def read_parquet(path: str | os.PathLike[str], columns: tuple[str, ...] | None = None) -> Any:
-    """A Parquet file (optionally some columns) as a pandas DataFrame, or `RunFileError` naming it."""
+def read_parquet(path: str | os.PathLike[str], columns: tuple[str, ...] | None = None,
+                 optional: tuple[str, ...] = ()) -> Any:  # fmt: skip
+    """A Parquet file (optionally some columns) as a pandas DataFrame, or `RunFileError` naming it.
+
+    ``optional``: more columns, read where the file has them (a column added to a file
+    after older runs were written)."""
     import pyarrow.parquet as pq
 
     path = Path(path)
     if not path.exists():
         raise RunFileError(f"{path}: not found")
     try:
+        if columns and optional:
+            present = set(pq.read_schema(path).names)
+            columns = (*columns, *(c for c in optional if c in present))
         return pq.read_table(path, columns=list(columns) if columns else None).to_pandas()
     except Exception as err:  # pyarrow raises several types for truncated or foreign files
         raise RunFileError(f"{path}: not a readable Parquet file ({type(err).__name__}: {err})") from None

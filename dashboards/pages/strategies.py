@@ -1,12 +1,13 @@
 """Strategies: equity, drawdown, rolling Sharpe, monthly returns, distribution,
-exposure and turnover, and the metrics table of the selected runs' backtests."""
+exposure (net and gross) and turnover, the metrics table of the selected runs'
+backtests, and their costs: the breakdown and the breakeven cost, as report.json holds them."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from dashboards import figures, state
+from dashboards import costs, figures, state
 
 st.title("Strategies")
 runs = [run for run in state.all_runs() if run.has_report]
@@ -90,7 +91,47 @@ heat = left.selectbox("Monthly returns of", list(daily), key="heatmap_strategy")
 left.plotly_chart(figures.monthly_heatmap(returns[heat].dropna(), heat), key="monthly")
 right.plotly_chart(figures.return_distribution_figure(returns), key="distribution")
 left, right = st.columns(2)
-left.plotly_chart(figures.line_figure(figures.wide(daily, "exposure"), "Net exposure (1 - cash / value)", "invested",
-                                      percent=True), key="exposure")  # fmt: skip
+gross = figures.wide({label: frame for label, frame in daily.items() if "gross_exposure" in frame}, "gross_exposure")
+left.plotly_chart(figures.exposure_figure(figures.wide(daily, "exposure"), gross), key="exposure")
+if len(gross.columns) < len(daily):
+    left.caption("Net exposure only for series written before gross value was recorded: run `trader backtest` again.")
 right.plotly_chart(figures.line_figure(figures.wide(daily, "turnover"), "Daily turnover (traded / value)", "turnover",
                                        percent=True), key="turnover")  # fmt: skip
+
+st.subheader("Costs")
+st.caption("report.json's own numbers, over the report's whole period (the date range above does not apply): each "
+           "part in bp of the value traded, and the Sharpe ratio at each multiple of the cost model.")  # fmt: skip
+cost_rows, curves = [], {}
+for run_name, (run, report) in reports.items():
+    prefix = f"{run_name}: " if several else ""
+    if "costs" not in report:
+        st.info(f"{prefix}no costs recorded in report.json (written by an older version): "
+                "run `trader backtest` on it again.")  # fmt: skip
+        continue
+    model = report.get("cost_model") or {}
+    sources = f" Sources: {model['sources']}" if model.get("sources") else ""
+    st.caption(f"{prefix}cost model {model.get('name', 'custom')!r}: commission {model.get('buy_cost')} of the value "
+               f"bought, {model.get('sell_cost')} of the value sold, and the terms below.{sources}")  # fmt: skip
+    with st.expander(f"{prefix}cost model terms (`CostModel`)"):
+        st.json(model.get("costs") or {})
+    shown = [name for name in report["order"] if name in picked]
+    table = costs.cost_frame({name: report["costs"][name] for name in shown if name in report["costs"]})
+    table.index = [prefix + name for name in table.index]
+    cost_rows.append(table)
+    breakeven = report.get("breakeven") or {}
+    if not breakeven:
+        st.caption(f"{prefix}no breakeven cost: no multiples of the cost model were run (`--no-breakeven`, or a "
+                   "model that charges nothing).")  # fmt: skip
+    curves.update({prefix + name: breakeven[name] for name in shown if name in breakeven})
+if cost_rows:
+    table = pd.concat(cost_rows)
+    table.index.name = "strategy"
+    left, right = st.columns(2)
+    left.plotly_chart(costs.cost_figure(table), key="costs")
+    if curves:
+        right.plotly_chart(costs.breakeven_figure(curves), key="breakeven")
+    shown = costs.display_costs(table)
+    if curves:
+        shown = shown.join(costs.breakeven_frame(curves)[["breakeven cost"]])
+    st.dataframe(shown, key="costs_table", width="stretch",
+                 column_config={"unfilled share": st.column_config.NumberColumn("unfilled share", format="percent")})

@@ -526,10 +526,15 @@ def benchmark_panel(data: MarketData) -> MarketData:
 # --------------------------------------------------------------------- simulation
 
 
-RECORDED = ("value", "cash", "traded", "costs", "cost_commission", "cost_spread", "cost_impact", "cost_borrow",
-            "ordered_value", "unfilled_value", "unfilled_shares")
+RECORDED = ("value", "cash", "gross_value", "traded", "costs", "cost_commission", "cost_spread", "cost_impact",
+            "cost_borrow", "ordered_value", "unfilled_value", "unfilled_shares")
 """What is recorded per bar and strategy: the env's ``info`` entries of the same names
-(``traded``: value traded, the turnover times the value at the previous close)."""
+(``gross_value``: the positions' gross market value at the bar's close, sum of
+|shares| x close, longs and shorts alike; ``traded``: value traded, the turnover times
+the value at the previous close)."""
+
+TOTALLED = RECORDED[3:]
+"""The records summed over the period for `cost_breakdown`."""
 
 
 @dataclass
@@ -602,6 +607,7 @@ def _advance(group: _Group, obs: Tensor, records: _Records, ruined: Tensor, t: i
     ruined = ruined | terminated
     keep = ~ruined
     info["traded"] = info["turnover"] * value.abs().clamp_min(1e-9)
+    info["gross_value"] = (info["holdings"].abs() * group.close[t + 1]).sum(-1)
     row = torch.stack([info[key].to(torch.float64) for key in RECORDED])  # [len(RECORDED), E]
     records.bars[:, t + 1] = torch.where(keep, row, torch.zeros_like(row))
     if slot is not None and records.positions is not None:
@@ -634,13 +640,14 @@ def _assemble(
                     "value": value,
                     "return": returns,
                     "cash": host["cash"][:, r],
+                    "gross_value": host["gross_value"][:, r],
                     "turnover": metrics.turnover(host["traded"][:, r], previous),
                     "traded_value": host["traded"][:, r],
                     "costs": host["costs"][:, r],
                 },
                 index=pd.DatetimeIndex(timestamps, name="timestamp"),
             )
-            cost_totals[member.info.name] = cost_breakdown({key: float(host[key][:, r].sum()) for key in RECORDED[2:]})
+            cost_totals[member.info.name] = cost_breakdown({key: float(host[key][:, r].sum()) for key in TOTALLED})
             name = member.info.name
             series[name] = frame
             positions[name] = pd.DataFrame(host_positions[:, r, :], index=pd.DatetimeIndex(recorded, name="timestamp"),

@@ -61,7 +61,8 @@ class BacktestResult:
         ratio, best first; columns from `trader.metrics.summary` (daily figures).
     :param series: strategy name -> DataFrame indexed by bar timestamp with
         `SERIES_COLUMNS`: value (after the bar's fills, marked at its close),
-        simple return, cash, turnover (traded value / value), traded value, costs.
+        simple return, cash, gross value (sum of |shares| x close), turnover (traded
+        value / value), traded value, costs.
     :param positions: strategy name -> shares held per ticker (columns), one row
         per recorded bar (every bar, or each session's last bar; see
         `BacktestConfig.record_positions`). The benchmark strategy holds the
