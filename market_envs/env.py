@@ -672,8 +672,7 @@ def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tenso
 
 
 def _row(table: Tensor | None, t: Tensor) -> Tensor | None:
-    """Rows `t` of a per-bar cost table, [E, N] in the table's dtype (the arithmetic that reads a
-    float32 row widens it exactly); a [1, N] table is the same every bar."""
+    """Rows `t` of a per-bar cost table, [E, N]; a [1, N] table is the same every bar."""
     if table is None or table.shape[0] == 1:
         return table
     return table.index_select(0, t)
