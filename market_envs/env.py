@@ -515,13 +515,17 @@ def _fill(
     )
 
 
-def _fill_with_costs(state: _State, sells: Tensor, buys: Tensor, price: Tensor, market: _Market, rules: _Rules) -> _Fill:
+def _fill_with_costs(
+    state: _State, sells: Tensor, buys: Tensor, price: Tensor, market: _Market, rules: _Rules
+) -> _Fill:
     """`_fill` with the terms of `CostModel`: the participation cap, then the sales, then the buys
     within the cash (`_buys_within_cash`).
 
-    Written for few [E, N] temporaries: in eager mode on the CPU a fresh one costs several
-    times an in-place pass over it (its pages fault in on first write), so the arithmetic
-    works in place on tensors made in this step (torch.compile fuses it either way).
+    Written for few passes over [E, N] memory in eager mode, where each operation is one: the
+    rates of the sales and of the full buys are one tensor, sums of products are matrix
+    products (`_dot`), and the arithmetic works in place on tensors made in this step (an
+    operation that fills a fresh [E, N] tensor costs several times one that works in place;
+    benchmarks/RESULTS.md, "Costs in the env step"). torch.compile fuses it either way.
     """
     zero = torch.zeros_like(state.cash)
     unfilled_value = unfilled_shares = zero
