@@ -32,7 +32,7 @@ a replay of the same policies through the backtest's env (`StockTradingVecEnv`, 
 holds on a seed when its costly-trained agent trades less and nets more (Sharpe and
 return) than its flat-trained one.
 
-    OMP_NUM_THREADS=1 python benchmarks/learning_costs.py                 # ~15 min of one core
+    OMP_NUM_THREADS=1 python benchmarks/learning_costs.py                 # ~7 min of one core
     OMP_NUM_THREADS=1 python benchmarks/learning_costs.py --quick         # a smoke run, ~2 min
 """
 
@@ -72,7 +72,7 @@ COSTLY = CostModel(
 )  # fmt: skip
 FLAT_RATE = HALF_SPREAD_BPS * 1e-4
 """The flat rate per side: the costly model's half-spread, without its size-dependent terms."""
-STEPS = 327_680
+STEPS = 163_840
 NUM_ENVS = 256
 TERMS = ("cost_commission", "cost_spread", "cost_impact", "cost_borrow")
 
