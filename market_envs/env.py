@@ -84,7 +84,9 @@ the accounting into a few loops (one pass over memory where eager makes one per
 operation) and, with fewer temporaries, avoids most of the page faults that glibc's
 malloc causes for large eager temporaries: on the CPU at large E prefer
 ``compile=True``. ``benchmarks/env_throughput.py`` measures both (benchmarks/RESULTS.md,
-"Env throughput").
+"Env throughput"). The terms of `CostModel` take their own path (`_fill_with_costs`),
+which costs more per step than the flat rate; ``env_throughput.py --compare-costs``
+measures how much (benchmarks/RESULTS.md, "Costs in the env step").
 """
 
 from __future__ import annotations
