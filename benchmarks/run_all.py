@@ -23,6 +23,7 @@ ORDER = (
     "pendulum_learning",
     "sac_time_to_score",
     "learning_check",
+    "learning_costs",
     "network_speed",
     "tournament_scaling",
     "tournament_value",

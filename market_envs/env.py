@@ -84,7 +84,9 @@ the accounting into a few loops (one pass over memory where eager makes one per
 operation) and, with fewer temporaries, avoids most of the page faults that glibc's
 malloc causes for large eager temporaries: on the CPU at large E prefer
 ``compile=True``. ``benchmarks/env_throughput.py`` measures both (benchmarks/RESULTS.md,
-"Env throughput").
+"Env throughput"). The terms of `CostModel` take their own path (`_fill_with_costs`),
+which costs more per step than the flat rate; ``env_throughput.py --compare-costs``
+measures how much (benchmarks/RESULTS.md, "Costs in the env step").
 """
 
 from __future__ import annotations
@@ -263,11 +265,13 @@ class _Tables(NamedTuple):
     tradable: Tensor  # bool [T, N]
     obs: Tensor  # float32 [T, obs_dim]; columns [0, 1+N) are zero, filled per step
     guard: Tensor  # bool [T], turbulence guard on (all False when disabled)
-    # the cost terms' tables (None: term off); [T, N] in float32, as the prices, which halves
-    # what a step reads (widened to float64 exactly in the step)
+    # the cost terms' tables (None: term off), [T, N] float64 so that a step reads its rows as
+    # they are (an eager step would widen float32 rows with a copy each); the estimates are
+    # rounded to float32 first, the precision of the prices they come from
     half_spread: Tensor | None  # half-spread fraction of fills at each bar; [1, N] float64 when fixed
     impact: Tensor | None  # impact fraction per sqrt(share) of fills at each bar
-    volume: Tensor | None  # volume of each bar, for the participation cap
+    fill_cap: Tensor | None  # float64: the most shares that fill at each bar (participation x volume,
+    # whole shares in shares mode), computed once so that a step reads it as it is
 
 
 class _State(NamedTuple):
@@ -300,7 +304,8 @@ class _Rules:
     commission_min: float = 0.0
     commission_max_rate: float = 0.0  # 0: no cap
     borrow_per_bar: float = 0.0  # the annual borrow rate x the bar's fraction of a year
-    participation: float = 1.0  # of a bar's volume, when the cap is on
+    has_costs: bool = False  # any term of CostModel on: the fill takes `_fill_with_costs`
+    fused: bool = False  # the kernel runs under torch.compile (see `_dot`)
 
 
 # --------------------------------------------------------------------- precompute
@@ -442,9 +447,9 @@ def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rule
 class _Market(NamedTuple):
     """What the cost terms read at the fill bar, one row per sub-environment (None: term off)."""
 
-    half_spread: Tensor | None  # [E, N] or [1, N]
+    half_spread: Tensor | None  # [E, N], or [1, N] when the same every bar
     impact: Tensor | None  # [E, N]
-    fill_cap: Tensor | None  # [E, N], the most shares an order fills
+    fill_cap: Tensor | None  # [E, N] float64, the most shares an order fills
 
 
 class _Fill(NamedTuple):
@@ -459,33 +464,14 @@ class _Fill(NamedTuple):
     unfilled_shares: Tensor  # [E]
 
 
-def _slippage(shares: Tensor, market: _Market) -> tuple[Tensor | None, Tensor | None]:
-    """Half-spread and impact of orders of `shares`, as fractions of the price (None: off).
+class _Side(NamedTuple):
+    """The orders of one side (sales, or purchases) and what they cost, each [E]."""
 
-    Their sum is at most 1: impact is cut to ``1 - half_spread`` (a sale at a price >= 0).
-    """
-    spread, impact = market.half_spread, None
-    if market.impact is not None:
-        # sqrt of an exact 0 takes a slow path on x86 CPUs (several times the cost of the
-        # whole term); 1e-300 changes no square root of a real order and no cost (value 0)
-        impact = market.impact * torch.sqrt(shares.clamp_min(1e-300))
-        impact = torch.minimum(impact, 1.0 - spread) if spread is not None else impact.clamp_max(1.0)
-    return spread, impact
-
-
-def _order_commission(shares: Tensor, value: Tensor, rate: float, rules: _Rules) -> Tensor:
-    """Commission per order [E, N]: rate x value + fee x shares, at least the minimum and at
-    most the cap (when set); 0 for an order that does not fill."""
-    fee = value * rate
-    if rules.commission_per_share > 0:
-        fee = fee + shares * rules.commission_per_share
-    if rules.commission_min > 0:
-        fee = fee.clamp_min(rules.commission_min)
-    if rules.commission_min > 0 or rules.commission_max_rate > 0:
-        # the cap, and 0 for no order (value 0): one minimum instead of a slower torch.where
-        cap = rules.commission_max_rate if rules.commission_max_rate > 0 else 1e300
-        fee = torch.minimum(fee, value * cap)
-    return fee
+    value: Tensor  # at the fill price
+    commission: Tensor
+    slipped: Tensor  # half-spread + impact
+    spread: Tensor  # the half-spread's part of `slipped` (0 where not asked for)
+    impact: Tensor  # the impact's part
 
 
 def _fill(
@@ -499,88 +485,162 @@ def _fill(
     buys = torch.where(guard, torch.zeros_like(buys), buys)
     sells = torch.where(tradable, sells, torch.zeros_like(sells))
     buys = torch.where(tradable, buys, torch.zeros_like(buys))
-    if market.fill_cap is not None:
-        ordered_shares = sells + buys  # a stock is bought or sold, never both
-        sells = torch.minimum(sells, market.fill_cap)
-        buys = torch.minimum(buys, market.fill_cap)
-        unfilled = ordered_shares - sells - buys
-        unfilled_value = (unfilled * price).sum(-1)
-        unfilled_shares = unfilled.sum(-1)
-    else:
-        unfilled_value = unfilled_shares = torch.zeros_like(state.cash)
+    if rules.has_costs:
+        return _fill_with_costs(state, sells, buys, price, market, rules)
 
-    # sells settle first, then the buys shrink by one factor when their whole bill exceeds the cash;
-    # a stock is sold or bought, never both, so one evaluation of the rates serves both sides
-    rates = _slippage(sells + buys, market) if market.impact is not None else (market.half_spread, None)
-    cash, sold_value, sell_commission, sell_spread, sell_impact = _settle_sells(sells, price, state.cash, rates, rules)
-    buys, wanted = _buys_within_cash(buys, price, cash, rates, rules)
-    cash, bought_value, buy_commission, buy_spread, buy_impact = _pay_buys(buys, price, cash, market, rules)
+    # the flat rate per side: exact and linear, so the cash limit is one division
+    sold_value = (sells * price).sum(-1)
+    sell_commission = sold_value * rules.sell_cost  # the rate is below 1: never more than the proceeds
+    cash = state.cash + sold_value - sell_commission
+    wanted = (buys * price).sum(-1)
+    needed = wanted * (1.0 + rules.buy_cost)
+    scale = torch.where(needed > cash, cash.clamp_min(0.0) / needed.clamp_min(1e-300), torch.ones_like(cash))
+    buys = buys * scale.unsqueeze(-1)
+    if not rules.weights_mode:
+        buys = torch.floor(buys)
+    bought_value = (buys * price).sum(-1)
+    buy_commission = bought_value * rules.buy_cost
+    left = cash - bought_value - buy_commission
+    zero = torch.zeros_like(cash)
     return _Fill(
-        cash=cash,
+        # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
+        cash=torch.maximum(left, cash.clamp_max(0.0)),
         holdings=holdings - sells + buys,
         traded=sold_value + bought_value,
         commission=sell_commission + buy_commission,
-        spread=sell_spread + buy_spread,
-        impact=sell_impact + buy_impact,
-        ordered=sold_value + wanted + unfilled_value,
+        spread=zero,
+        impact=zero,
+        ordered=sold_value + wanted,
+        unfilled_value=zero,
+        unfilled_shares=zero,
+    )
+
+
+def _fill_with_costs(
+    state: _State, sells: Tensor, buys: Tensor, price: Tensor, market: _Market, rules: _Rules
+) -> _Fill:
+    """`_fill` with the terms of `CostModel`: the participation cap, then the sales, then the buys
+    within the cash (`_buys_within_cash`).
+
+    Written for few passes over [E, N] memory in eager mode, where each operation is one: the
+    rates of the sales and of the full buys are one tensor, sums of products are matrix
+    products (`_dot`), and the arithmetic works in place on tensors made in this step (an
+    operation that fills a fresh [E, N] tensor costs several times one that works in place;
+    benchmarks/RESULTS.md, "Costs in the env step"). torch.compile fuses it either way.
+    """
+    zero = torch.zeros_like(state.cash)
+    unfilled_value = unfilled_shares = zero
+    orders = sells + buys  # a stock is bought or sold, never both
+    if market.fill_cap is not None:
+        sells = sells.clamp_max_(market.fill_cap)
+        buys = buys.clamp_max_(market.fill_cap)
+        filled = sells + buys
+        unfilled = orders.sub_(filled)
+        unfilled_shares = unfilled.sum(-1)
+        unfilled_value = _dot(unfilled, price, rules)
+        orders = filled
+    # one side per stock, so one evaluation of the rates serves the sales and the full buys
+    rate = _slippage(orders, market, in_place=True)
+    sale = _side_costs(sells, price, rate, market, rules.sell_cost, rules, sale=True)
+    cash = state.cash + sale.value - sale.commission - sale.slipped
+    bought, wanted = _buys_within_cash(buys, price, cash, rate, market, rules)
+    if market.impact is not None:  # impact per share falls with the order: the rate of the bought shares
+        rate = _slippage(bought, market)
+    buy = _side_costs(bought, price, rate, market, rules.buy_cost, rules, sale=False)
+    left = cash - buy.value - buy.commission - buy.slipped
+    return _Fill(
+        # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
+        cash=torch.maximum(left, cash.clamp_max(0.0)),
+        holdings=state.holdings - sells + bought,
+        traded=sale.value + buy.value,
+        commission=sale.commission + buy.commission,
+        spread=sale.spread + buy.spread,
+        impact=sale.impact + buy.impact,
+        ordered=sale.value + wanted + unfilled_value,
         unfilled_value=unfilled_value,
         unfilled_shares=unfilled_shares,
     )
 
 
-def _settle_sells(
-    sells: Tensor, price: Tensor, cash: Tensor, rates: tuple[Tensor | None, Tensor | None], rules: _Rules
-):
-    """Cash after the sales (their proceeds less commission, half-spread and impact), the value
-    sold and the three costs, each [E] (a term that is off costs a 0 tensor). `rates`: the
-    `_slippage` of the orders."""
-    sold = sells * price
-    sold_value = sold.sum(-1)
-    spread_rate, impact_rate = rates
-    zero = torch.zeros_like(cash)
-    if not (rules.per_order_commission or spread_rate is not None or impact_rate is not None):
-        commission = sold_value * rules.sell_cost  # today's flat rate, below 1: never more than the proceeds
-        return cash + sold_value - commission, sold_value, commission, zero, zero
-    if rules.per_order_commission:
-        fee = _order_commission(sells, sold, rules.sell_cost, rules)
-    else:
-        fee = sold * rules.sell_cost
-    left = sold  # a sale never pays more commission than is left of its proceeds
-    spread = impact = zero
-    if spread_rate is not None:
-        spread_paid = sold * spread_rate
-        left, spread = left - spread_paid, spread_paid.sum(-1)
-    if impact_rate is not None:
-        impact_paid = sold * impact_rate
-        left, impact = left - impact_paid, impact_paid.sum(-1)
-    commission = torch.minimum(fee, left).sum(-1)
-    return cash + sold_value - commission - spread - impact, sold_value, commission, spread, impact
+def _dot(a: Tensor, b: Tensor, rules: _Rules) -> Tensor:
+    """``(a x b).sum(-1)``, [E], for `a` [E, N] and `b` [E, N] or [1, N] (both float64).
+
+    Eager: a matrix product, one pass without an [E, N] temporary; compiled: the plain
+    expression, which inductor fuses into the loop that produces `a`.
+    """
+    if rules.fused:
+        return (a * b).sum(-1)
+    if b.shape[0] == 1:
+        return a @ b[0]
+    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).reshape(-1)
 
 
-def _pay_buys(buys: Tensor, price: Tensor, cash: Tensor, market: _Market, rules: _Rules):
-    """Cash after paying the (scaled) buys and their costs, the value bought and the three
-    costs, each [E]."""
-    bought = buys * price
-    bought_value = bought.sum(-1)
-    spread_rate, impact_rate = _slippage(buys, market)
-    if rules.per_order_commission:
-        commission = _order_commission(buys, bought, rules.buy_cost, rules).sum(-1)
-    else:
-        commission = bought_value * rules.buy_cost
-    zero = torch.zeros_like(cash)
-    spread = (bought * spread_rate).sum(-1) if spread_rate is not None else zero
-    impact = (bought * impact_rate).sum(-1) if impact_rate is not None else zero
-    left = cash - bought_value - commission
-    if spread_rate is not None:
-        left = left - spread
-    if impact_rate is not None:
-        left = left - impact
-    # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
-    return torch.maximum(left, cash.clamp_max(0.0)), bought_value, commission, spread, impact
+def _slippage(shares: Tensor, market: _Market, in_place: bool = False) -> Tensor | None:
+    """Half-spread plus impact of orders of `shares`, a fraction of the price (None: both off).
+
+    At most 1, ``min(half_spread + impact, 1)``: impact is cut to ``1 - half_spread`` (a sale
+    at a price >= 0). [E, N], or the [1, N] half-spread when it is fixed and impact is off.
+    `in_place`: the rate overwrites `shares` (which the caller no longer needs).
+    """
+    if market.impact is None:
+        return market.half_spread
+    # sqrt of an exact 0 takes a slow path on x86 CPUs (several times the cost of the
+    # whole term); 1e-300 changes no square root of a real order and no cost (value 0)
+    rate = shares.clamp_min_(1e-300) if in_place else shares.clamp_min(1e-300)
+    rate = rate.sqrt_().mul_(market.impact)
+    if market.half_spread is not None:
+        rate = rate.add_(market.half_spread)
+    return rate.clamp_max_(1.0)
+
+
+def _side_costs(
+    shares: Tensor, price: Tensor, rate: Tensor | None, market: _Market, commission_rate: float, rules: _Rules,
+    sale: bool, split: bool = True,
+) -> _Side:
+    """The value of orders of `shares` (>= 0, one side) and their costs; `rate`: their `_slippage`.
+
+    The commission per order: ``commission_rate x value + fee per share x shares``, at least the
+    minimum, at most the cap (when set), 0 for no order; a sale's at most what is left of its
+    proceeds after half-spread and impact. `split`: also split the slippage into its half-spread
+    and impact parts (the info entries); otherwise both are 0.
+    """
+    value = shares * price
+    total = value.sum(-1)
+    zero = torch.zeros_like(total)
+    slipped = spread = impact = zero
+    if rate is not None:
+        slipped = _dot(value, rate, rules)
+        if split and market.impact is None:
+            spread = slipped
+        elif split and market.half_spread is None:
+            impact = slipped
+        elif split:  # rounding can leave a tiny negative difference where impact is 0
+            spread = _dot(value, market.half_spread, rules)
+            impact = (slipped - spread).clamp_min(0.0)
+    if not (rules.per_order_commission or (sale and rate is not None)):
+        # the rate alone: below 1, so a sale never pays more than its proceeds
+        return _Side(total, total * commission_rate, slipped, spread, impact)
+    fee = value * commission_rate
+    if rules.commission_per_share > 0:
+        fee = fee.add_(shares, alpha=rules.commission_per_share)
+    if rules.commission_min > 0:
+        fee = fee.clamp_min_(rules.commission_min)
+    # the most an order pays, a fraction of its value: the cap (when set) and, for a sale, what is
+    # left of its proceeds; a fraction of the value also makes the fee 0 for no order (value 0)
+    most: Tensor | float | None = None
+    if rules.commission_min > 0 or rules.commission_max_rate > 0:
+        most = rules.commission_max_rate if rules.commission_max_rate > 0 else 1e300
+    if sale and rate is not None:
+        most = torch.rsub(rate, 1.0) if most is None else torch.rsub(rate, 1.0).clamp_max_(most)
+    elif sale:
+        most = 1.0 if most is None else min(most, 1.0)
+    if most is not None:
+        fee = fee.clamp_max_(value.mul_(most))  # value is not read again
+    return _Side(total, fee.sum(-1), slipped, spread, impact)
 
 
 def _buys_within_cash(
-    buys: Tensor, price: Tensor, cash: Tensor, rates: tuple[Tensor | None, Tensor | None], rules: _Rules
+    buys: Tensor, price: Tensor, cash: Tensor, rate: Tensor | None, market: _Market, rules: _Rules
 ) -> tuple[Tensor, Tensor]:
     """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
 
@@ -591,33 +651,22 @@ def _buys_within_cash(
     s, since impact per share only falls as an order shrinks and each order's
     commission is at most its minimum plus its linear part. So the scaled bill never
     exceeds the cash, whatever the order of the stocks. Shares mode then rounds down.
-    `rates`: the `_slippage` of the full orders. Returns the buys and the value of the full
+    `rate`: the `_slippage` of the full orders. Returns the buys and the value of the full
     orders, [E].
     """
-    value = buys * price
-    spread_rate, impact_rate = rates
-    slippage = spread_rate
-    if impact_rate is not None:
-        slippage = impact_rate if slippage is None else slippage + impact_rate
-    wanted = value.sum(-1)
-    if slippage is None and not rules.per_order_commission:  # today's flat rate: exact and linear
-        needed = wanted * (1.0 + rules.buy_cost)
-        scale = torch.where(needed > cash, cash.clamp_min(0.0) / needed.clamp_min(1e-300), torch.ones_like(cash))
-    else:
-        price_paid = value if slippage is None else value * (1.0 + slippage)
-        linear = price_paid + value * rules.buy_cost
-        if rules.per_order_commission:
-            linear = linear + buys * rules.commission_per_share
-            needed = (price_paid + _order_commission(buys, value, rules.buy_cost, rules)).sum(-1)
-            minimum = (buys > 0).to(value.dtype).sum(-1) * rules.commission_min
-            room = (cash - minimum).clamp_min(0.0)
-        else:
-            needed, room = linear.sum(-1), cash.clamp_min(0.0)
-        scale = torch.where(needed > cash, room / linear.sum(-1).clamp_min(1e-300), torch.ones_like(cash))
-    buys = buys * scale.unsqueeze(-1)
+    full = _side_costs(buys, price, rate, market, rules.buy_cost, rules, sale=False, split=False)
+    needed = full.value + full.slipped + full.commission
+    linear = full.value * (1.0 + rules.buy_cost) + full.slipped
+    room = cash.clamp_min(0.0)
+    if rules.commission_per_share > 0:
+        linear = linear + buys.sum(-1) * rules.commission_per_share
+    if rules.commission_min > 0:
+        room = (cash - (buys > 0).sum(-1) * rules.commission_min).clamp_min(0.0)
+    scale = torch.where(needed > cash, room / linear.clamp_min(1e-300), torch.ones_like(cash))
+    buys = buys.mul_(scale.unsqueeze(-1))
     if not rules.weights_mode:
-        buys = torch.floor(buys)
-    return buys, wanted
+        buys = buys.floor_()
+    return buys, full.value
 
 
 def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tensor, rules: _Rules) -> Tensor:
@@ -628,18 +677,10 @@ def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tenso
 
 
 def _row(table: Tensor | None, t: Tensor) -> Tensor | None:
-    """Rows `t` of a per-bar cost table, float64 [E, N]; a [1, N] table is the same every bar."""
+    """Rows `t` of a per-bar cost table, [E, N]; a [1, N] table is the same every bar."""
     if table is None or table.shape[0] == 1:
         return table
-    return table.index_select(0, t).double()
-
-
-def _fill_cap(volume: Tensor | None, t: Tensor, rules: _Rules) -> Tensor | None:
-    """The participation cap of fills at bars `t`: participation x volume (whole shares in shares mode)."""
-    if volume is None:
-        return None
-    cap = volume.index_select(0, t).double() * rules.participation
-    return cap if rules.weights_mode else torch.floor(cap)
+    return table.index_select(0, t)
 
 
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
@@ -658,14 +699,14 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     market = _Market(
         half_spread=_row(tables.half_spread, t1),
         impact=_row(tables.impact, t1),
-        fill_cap=_fill_cap(tables.volume, t1, rules),
+        fill_cap=_row(tables.fill_cap, t1),
     )
     fill = _fill(state, actions, price, tradable, guard, market, rules)
     holdings = fill.holdings
 
     close = tables.close.index_select(0, t1).double()
     if rules.borrow_per_bar > 0:  # the bar's borrow fee on the short notional at the close
-        borrow = ((-holdings).clamp_min(0.0) * close).sum(-1) * rules.borrow_per_bar
+        borrow = _dot(holdings.clamp_max(0.0), close, rules) * -rules.borrow_per_bar
         cash = fill.cash - borrow
     else:
         borrow = torch.zeros_like(fill.cash)
@@ -834,7 +875,9 @@ class StockTradingVecEnv:
             commission_min=float(costs.commission_min),
             commission_max_rate=float(costs.commission_max_rate or 0.0),
             borrow_per_bar=float(costs.borrow_rate) / (TRADING_DAYS * self.bars_per_day),
-            participation=float(costs.participation or 1.0),
+            has_costs=costs.per_order_commission or costs.has_spread or costs.impact_eta > 0
+            or costs.participation is not None,
+            fused=bool(compile),
         )
         kernel = functools.partial(_step_kernel, rules=self._rules)
         self._kernel = torch.compile(kernel, dynamic=False) if compile else kernel
@@ -891,7 +934,7 @@ class StockTradingVecEnv:
         if costs.spread_model == "high_low":
             half_spread = abdi_ranaldo_half_spread(
                 data.feature("high"), data.feature("low"), data.close, costs.spread_window
-            ).mul(costs.spread_scale).clamp_max(1.0).float().contiguous()
+            ).mul(costs.spread_scale).clamp_max(1.0).float().double().contiguous()
         elif costs.has_spread:
             per_ticker = costs.spread_model == "per_ticker"
             bps = costs.spread_bps_per_ticker if per_ticker else (costs.spread_bps,) * self.num_stocks
@@ -899,9 +942,14 @@ class StockTradingVecEnv:
         impact = None
         if costs.impact_eta > 0:
             window = costs.impact_window_days * self.bars_per_day
-            impact = impact_coefficient(data.close, data.volume, window, costs.impact_eta).float().contiguous()
-        volume = data.volume.clamp_min(0.0).contiguous() if costs.participation is not None else None
-        return {"half_spread": half_spread, "impact": impact, "volume": volume}
+            impact = impact_coefficient(data.close, data.volume, window, costs.impact_eta).float().double().contiguous()
+        fill_cap = None
+        if costs.participation is not None:
+            fill_cap = data.volume.double().clamp_min(0.0) * costs.participation
+            if self.config.action_mode == "shares":
+                fill_cap = torch.floor(fill_cap)
+            fill_cap = fill_cap.contiguous()
+        return {"half_spread": half_spread, "impact": impact, "fill_cap": fill_cap}
 
     # ------------------------------------------------------------------ state views
     def _require_reset(self) -> _State:
