@@ -109,6 +109,10 @@ class TournamentConfig:
     (their run directories, metrics and sidecars stay)."""
     backtest: bool = True
     """Backtest the best pod and the ensemble on the test period at the end (market envs)."""
+    periods: dict[str, list[str]] = field(default_factory=dict)
+    """Explicit train / validation / test bounds (``[first, last]`` bar timestamps each)
+    replacing the data set's split dates, for every pod and the final backtest: a
+    walk-forward fold's windows (`trader.walkforward`). Empty: the split dates."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "algos", tuple(self.algos))
@@ -143,6 +147,8 @@ class TournamentConfig:
             check_scheduler(self.scheduler, self.insecure, TlsFiles(self.tls_ca, self.tls_cert, self.tls_key))
         elif any((self.tls_ca, self.tls_cert, self.tls_key)):
             raise ConfigError("tls_ca, tls_cert and tls_key need a tls:// scheduler")
+        if self.periods and sorted(self.periods) != ["test", "train", "validation"]:
+            raise ConfigError(f"periods needs train, validation and test, got {sorted(self.periods)}")
         extra = sorted(set(self.algo_configs) - set(ALGOS))
         if extra:
             raise ConfigError(f"algo_configs names unknown algorithm(s) {extra}")

@@ -98,7 +98,7 @@ class PodGenerator:
         common = dict(
             pod_id=pod_id(index), index=index, algo=algo, env=self.env, env_config=dict(cfg.env_config),
             steps=cfg.pod_steps, seed=seed, num_envs=cfg.num_envs, eval_every=cfg.eval_every,
-            device=cfg.pod_device, compile=cfg.compile,
+            device=cfg.pod_device, compile=cfg.compile, periods=dict(cfg.periods) or None,
         )  # fmt: skip
         if parent is None:
             config = config_to_dict(make_config(algo, cfg.base_config(algo)))

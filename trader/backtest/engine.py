@@ -111,6 +111,38 @@ class BacktestConfig:
         return values
 
 
+@dataclass(frozen=True)
+class Book:
+    """An account a strategy starts a backtest from, instead of all cash: how a
+    walk-forward fold's policy takes over the previous fold's positions (and pays for
+    the trades of the switch like any other).
+
+    :param cash: cash, in the data's currency.
+    :param holdings: shares per ticker of the backtest's panel, in its order.
+    :param value: the book's value at its last mark (the previous period's last
+        close): the base of the first bar's return, so a record stitched from several
+        backtests compounds without a break.
+    """
+
+    cash: float
+    holdings: tuple[float, ...]
+    value: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cash": float(self.cash), "holdings": [float(h) for h in self.holdings], "value": float(self.value)}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Book:
+        return cls(float(values["cash"]), tuple(float(h) for h in values["holdings"]), float(values["value"]))
+
+    @classmethod
+    def final(cls, result: BacktestResult, name: str) -> Book:
+        """Strategy ``name``'s book at the last bar of ``result`` (positions recorded per bar or per day)."""
+        series, positions = result.series[name], result.positions[name]
+        return cls(float(series["cash"].iloc[-1]), tuple(float(h) for h in positions.iloc[-1]),
+                   float(series["value"].iloc[-1]))  # fmt: skip
+
+
 @dataclass
 class _Member:
     """One strategy: its description, decision rule and row in its group's env."""
@@ -118,6 +150,7 @@ class _Member:
     info: StrategyInfo
     row: int
     dims: tuple[int, int] | None = None  # a checkpoint's (obs_dim, act_dim), checked against the env
+    book: Book | None = None  # where it starts (None: all cash)
 
 
 @dataclass
@@ -152,6 +185,7 @@ def run_backtest(
     device: torch.device | str = "cpu",
     trials: Mapping[str, Any] | None = None,
     selection: dict[str, Any] | None = None,
+    initial_books: Mapping[str, Book] | None = None,
 ) -> BacktestResult:
     """Backtest policies and baselines over one period, all through the batched env.
 
@@ -177,6 +211,8 @@ def run_backtest(
         selected from: its evidence then carries the deflated Sharpe ratio.
     :param selection: the run's selection statistics (`evidence.selection_evidence`),
         carried into the report as they are.
+    :param initial_books: strategy name -> the `Book` it starts from instead of
+        ``initial_cash`` in cash (a policy or a baseline on the stocks' panel).
     :return: the `BacktestResult` (``.metrics``, ``.series``, ``.evidence``, ...).
     """
     config = config or BacktestConfig()
@@ -189,6 +225,7 @@ def run_backtest(
     chosen = _resolve_baselines(panel, baselines)
     oracle = oracle_schedule(data, panel) if "oracle" in chosen else None
     groups = _build_groups(panel, policies or {}, chosen, config, device, oracle)
+    _place_books(groups, initial_books or {}, panel)
     records = _simulate(groups, panel.timestamps, config.record_positions, device)
     result = _assemble(panel, period_name, groups, records, config)
     result = replace(result, evidence=strategy_evidence(result.daily_returns, trials), selection=selection)
@@ -318,6 +355,18 @@ def _build_groups(
     if not groups:
         raise UserError("nothing to backtest: no policy and no baseline given")
     return list(groups.values())
+
+
+def _place_books(groups: list[_Group], books: Mapping[str, Book], data: MarketData) -> None:
+    """Give each member its starting `Book`; a book for no strategy, or of another width, is an error."""
+    members = {m.info.name: (g, m) for g in groups for m in g.members}
+    for name, book in books.items():
+        if name not in members:
+            raise UserError(f"initial book for {name!r}, which is not a strategy of this backtest")
+        group, member = members[name]
+        if group.data is not data or len(book.holdings) != data.num_tickers:
+            raise UserError(f"initial book of {name!r} holds {len(book.holdings)} tickers; the backtest trades {data.num_tickers}")
+        member.book = book
 
 
 def _check_schedule(name: str, schedule: ActionSchedule, data: MarketData) -> None:
@@ -479,10 +528,18 @@ def _simulate(
 
 
 def _start(group: _Group, num_bars: int, num_slots: int, device: torch.device) -> tuple[_Records, Tensor]:
-    """Reset the group's env, allocate its records, record bar 0 (all cash)."""
+    """Reset the group's env (members with a `Book` start from it), allocate its
+    records, record bar 0 (all cash, or the book marked at its close)."""
     env = group.env
-    obs, _ = env.reset()
     e, n = env.num_envs, env.num_stocks
+    books = [m.book for m in group.members]
+    if any(b is not None for b in books):
+        cash = [env.config.initial_cash if b is None else b.cash for b in books]
+        holdings = [[0.0] * n if b is None else list(b.holdings) for b in books]
+        obs, _ = env.reset(options={"cash": torch.tensor(cash, dtype=torch.float64),
+                                    "holdings": torch.tensor(holdings, dtype=torch.float64).reshape(e, n)})  # fmt: skip
+    else:
+        obs, _ = env.reset()
 
     def zeros(*shape: int) -> Tensor:
         return torch.zeros(shape, dtype=torch.float64, device=device)
@@ -537,7 +594,8 @@ def _assemble(
         for member in g.members:
             r = member.row
             value = host["value"][:, r]
-            previous = np.concatenate([[config.initial_cash], value[:-1]])
+            start = config.initial_cash if member.book is None else member.book.value
+            previous = np.concatenate([[start], value[:-1]])
             with np.errstate(divide="ignore", invalid="ignore"):
                 returns = np.where(previous > 0, value / previous - 1.0, 0.0)
             frame = pd.DataFrame(

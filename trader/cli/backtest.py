@@ -103,7 +103,7 @@ def backtest(
     if output not in ("table", "json"):
         raise UserError(f"--output must be table or json, got {output!r}")
     from trader.backtest import run_backtest
-    from trader.backtest.periods import load_dataset, select_period
+    from trader.backtest.periods import select_period
     from trader.backtest.runs import backtest_config, read_run, trading_in
 
     contents = read_run(run_dir)
@@ -112,7 +112,7 @@ def backtest(
         raise UserError(f"no data set given: pass --dataset RECIPE ({run_dir} records none in config.toml or tournament.toml)")
     policies, baselines = _strategies(contents, strategies, device)
     config = backtest_config(contents, initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet)
-    data = load_dataset(recipe)
+    data = contents.data(recipe)
     policies = trading_in(policies, select_period(data, period)[0].timestamps[0])
     result = run_backtest(data, policies, baselines=baselines, period=period, config=config, run_dir=run_dir, device=device)
     print_result_table(result, output)
