@@ -10,6 +10,7 @@ orchestrator all act on the `EnvName`, never on the string.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,11 +63,12 @@ def load_market(recipe: str, periods: Mapping[str, Any] | None = None) -> Any:
     from market_envs.data.recipes import find_recipe
 
     key = find_recipe(recipe).resolved().key()  # a recipe file changed on disk is a new data set
-    return _load_panel(recipe, key).with_periods(periods)
+    return _load_panel(recipe, key, os.environ.get("PODRACER_DATA_DIR")).with_periods(periods)
 
 
 @functools.lru_cache(maxsize=4)
-def _load_panel(recipe: str, key: str) -> Any:
+def _load_panel(recipe: str, key: str, data_dir: str | None) -> Any:
+    """``data_dir`` (the cache's place) is part of the key: another cache is another load."""
     from market_envs.data import load
 
     return load(recipe)

@@ -263,7 +263,12 @@ class MarketData:
         """The bars of one explicit period, both bounds included."""
         first, last = self.meta["periods"][which]
         tz = str(self.timestamps.tz)
-        return self.slice(first, _as_timestamp(last, tz) + pd.Timedelta(1, "ns"))
+        lo = int(self.timestamps.searchsorted(_as_timestamp(first, tz), "left"))
+        hi = int(self.timestamps.searchsorted(_as_timestamp(last, tz), "right"))
+        if hi <= lo:
+            raise DataError(f"{which} period {first} .. {last} holds no bar of {self.name!r} "
+                            f"(data spans {self.start} .. {self.end})")  # fmt: skip
+        return self.take(slice(lo, hi))
 
     def _period_bars(self) -> dict[str, MarketData]:
         """Each period's bars, without normalisation statistics (for descriptions)."""
