@@ -207,3 +207,39 @@ def test_a_book_of_the_wrong_width_is_refused() -> None:
     with pytest.raises(UserError, match="holds 2 tickers"):
         run_backtest(data, {"hold": ActionSchedule(torch.zeros(10, 3))}, baselines=[],
                      config=BacktestConfig(tear_sheet=False), initial_books={"hold": Book(0.0, (1.0, 1.0), 1.0)})  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_the_cli_resumes_a_finished_walk_forward_and_prints_the_report(tmp_path, recipe, uninterrupted, capsys) -> None:
+    from trader.cli import main
+
+    config = tmp_path / "ppo.toml"
+    config.write_text("num_steps = 64\nnum_minibatches = 2\nupdate_epochs = 1\n")
+    code = main(["walkforward", str(uninterrupted.run_dir), "--dataset", str(recipe), "--train", "6m", "--validation", "2m",
+                 "--test", "2m", "--learner", "ppo", "--seed", "3", "--steps", "256", "--num-envs", "2",
+                 "--eval-every", "128", "--config", str(config)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.err.count("finished before, kept") == 4
+    assert "| fold | train | validation | test |" in captured.out
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--test", "6x"], "--test must be a positive calendar length"),
+        (["--test", "2m", "--learner", "a2c"], "--learner must be one of"),
+        (["--test", "2m", "--learner", "ppo", "--pods", "3"], "apply to --learner tournament"),
+        (["--test", "2m", "--step", "1m"], "would overlap"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, recipe, flags, message, capsys) -> None:
+    from trader.cli import main
+
+    code = main(["walkforward", str(tmp_path / "run"), "--dataset", str(recipe), "--train", "6m", "--validation", "2m", *flags])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2
+    assert len(errors) == 1 and message in errors[0], errors
+    assert not (tmp_path / "run" / rundir.WF_CONFIG).exists()  # nothing claimed: the corrected call starts afresh

@@ -162,11 +162,11 @@ def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkF
 
     say = on_progress or (lambda line: None)
     root = Path(config.run_dir)
-    _claim(root, config)
     data = load_market(config.dataset)
     plan = make_folds(data.timestamps, config.folds)
     if not consecutive(plan):
         raise UserError("--step is longer than --test: the test windows leave gaps, and the stitched record needs them consecutive")
+    _claim(root, config)  # only once the folds fit the data
     records: list[dict[str, Any]] = []
     with _cluster(config) as client:
         for fold in plan:
