@@ -243,3 +243,39 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, recipe, flags, message, 
     assert code == 2
     assert len(errors) == 1 and message in errors[0], errors
     assert not (tmp_path / "run" / rundir.WF_CONFIG).exists()  # nothing claimed: the corrected call starts afresh
+
+
+# --------------------------------------------------------------------------- the tournament learner
+
+TOURNAMENT = {"algos": ["ppo", "td3"], "pods": 2, "pod_steps": 128, "num_envs": 2, "population": 2, "workers": 1,
+              "algo_configs": {"ppo": SMALL_PPO, "td3": {"learning_starts": 64, "batch_size": 32}}}  # fmt: skip
+"""Two pods per fold on one worker process: a tournament that is a pure function of its seed."""
+
+
+@pytest.mark.slow
+def test_a_tournament_walk_forward_killed_in_fold_2_resumes_to_the_same_record(tmp_path, recipe, monkeypatch) -> None:
+    import trader.backtest.runs as runs
+
+    def run(root: Path):
+        return walk_forward(root, str(recipe), FOLDS, "tournament", seed=1, tournament=TOURNAMENT)
+
+    whole = run(tmp_path / "whole")
+    for record in whole.folds:  # every pod trained and validated on its fold's windows
+        folder = fold_dir(whole.run_dir, record["fold"])
+        assert rundir.read_toml(folder / rundir.TOURNAMENT)["periods"] == record["windows"]
+        for pod in (folder / rundir.PODS_DIR).iterdir():
+            assert rundir.read_toml(pod / rundir.CONFIG)["env"]["periods"] == record["windows"]
+    real = runs.backtest_run
+
+    def dies_in_fold_2(run_dir, **kwargs):
+        if Path(run_dir).name == "1":
+            raise RuntimeError("killed")
+        return real(run_dir, **kwargs)
+
+    monkeypatch.setattr(runs, "backtest_run", dies_in_fold_2)
+    with pytest.raises(RuntimeError, match="killed"):
+        run(tmp_path / "killed")
+    monkeypatch.setattr(runs, "backtest_run", real)
+    resumed = run(tmp_path / "killed")
+    pd.testing.assert_frame_equal(resumed.stitched, whole.stitched)
+    assert [r["algo"] for r in resumed.folds] == [r["algo"] for r in whole.folds]
