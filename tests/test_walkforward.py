@@ -81,7 +81,7 @@ def test_each_fold_is_a_run_directory_on_its_own_windows(uninterrupted) -> None:
 
     assert_every_file_is_documented(root)
     summary = json.loads((root / rundir.WF_REPORT_JSON).read_text())
-    assert summary["stitched"]["n_trials"] == sum(r["trials"] for r in summary["folds"]) == 8
+    assert summary["stitched"]["n_trials"] == {"ppo": sum(r["trials"] for r in summary["folds"])} == {"ppo": 8}
     assert set(summary["stitched"]["metrics"]) == {"ppo", "benchmark", "equal_weight"} - {"benchmark"} | (
         {"benchmark"} if "benchmark" in summary["stitched"]["metrics"] else set())
     assert "dsr" in summary["stitched"]["evidence"]["ppo"]
@@ -97,10 +97,10 @@ def test_the_stitched_record_carries_the_book_across_folds(uninterrupted, recipe
     for record in uninterrupted.folds:
         series, _ = read_series(fold_dir(root, record["fold"]) / rundir.BACKTESTS_DIR / "best.parquet")
         if previous is None:
-            assert record["start_book"] is None and series["value"].iloc[0] == pytest.approx(1_000_000.0)
+            assert record["start_books"] is None and series["value"].iloc[0] == pytest.approx(1_000_000.0)
         else:
-            book = previous["book"]
-            assert record["start_book"] == book
+            book = previous["books"]["best"]
+            assert record["start_books"] == previous["books"]
             first = series.index[0]
             marked = book["cash"] + float(np.dot(book["holdings"], closes.loc[first].to_numpy()))
             assert series["value"].iloc[0] == pytest.approx(marked, rel=1e-7)  # no reset to initial cash
@@ -233,6 +233,8 @@ def test_the_cli_resumes_a_finished_walk_forward_and_prints_the_report(tmp_path,
         (["--test", "2m", "--learner", "a2c"], "--learner must be one of"),
         (["--test", "2m", "--learner", "ppo", "--pods", "3"], "apply to --learner tournament"),
         (["--test", "2m", "--step", "1m"], "would overlap"),
+        (["--test", "2m", "--learner", "ppo", "--baselines", "sb3,zipline"], "unknown library"),
+        (["--test", "2m", "--learner", "ppo", "--baselines", "sb3", "--baseline-algos", "dqn"], "unknown algorithm"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, recipe, flags, message, capsys) -> None:
@@ -279,3 +281,32 @@ def test_a_tournament_walk_forward_killed_in_fold_2_resumes_to_the_same_record(t
     resumed = run(tmp_path / "killed")
     pd.testing.assert_frame_equal(resumed.stitched, whole.stitched)
     assert [r["algo"] for r in resumed.folds] == [r["algo"] for r in whole.folds]
+
+
+# --------------------------------------------------------------------------- baselines per fold
+
+
+@pytest.mark.slow
+def test_baselines_walk_forward_on_the_same_folds_and_carry_their_own_books(tmp_path, recipe) -> None:
+    result = run_ppo(tmp_path / "run", recipe, baselines=("sb3", "finrl"), baseline_steps=256)
+    names = ("sb3-ppo-s3", "finrl-ensemble-s3")
+    previous = None
+    for record in result.folds:
+        folder = fold_dir(result.run_dir, record["fold"])
+        windows = {k: [str(pd.Timestamp(b)) for b in v] for k, v in record["windows"].items()}
+        for name in names:
+            sidecar = rundir.read_json(folder / rundir.BASELINES_DIR / name / rundir.BASELINE_SIDECAR)
+            assert sidecar["status"] == "finished" and sidecar["steps"] <= 256 + 64
+            assert sidecar["periods"] == {k: windows[k] for k in ("train", "validation")}
+            series, _ = read_series(folder / rundir.BACKTESTS_DIR / f"{name}.parquet")
+            assert str(series.index[0]) == windows["test"][0] and str(series.index[-1]) == windows["test"][1]
+            if previous is not None:
+                assert record["start_books"][name] == previous["books"][name]
+                assert series["return"].iloc[0] == pytest.approx(series["value"].iloc[0] / previous["books"][name]["value"] - 1.0)
+        trades = [w["trade"] for w in rundir.read_json(folder / rundir.BASELINES_DIR / names[1] / rundir.BASELINE_SIDECAR)["windows"]]
+        assert trades[0][0] == windows["test"][0]  # FinRL's windows cut the fold's test window, not the data's
+        previous = record
+    stitched = result.stitched
+    assert set(stitched["strategy"]) == {"ppo", *names, "equal_weight"}
+    assert result.summary["stitched"]["n_trials"]["sb3-ppo-s3"] >= 4
+    assert "sb3-ppo-s3 test Sharpe" in (result.run_dir / rundir.WF_REPORT_MD).read_text()

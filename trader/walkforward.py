@@ -53,6 +53,9 @@ LEARNERS = ("tournament", "ppo", "sac", "td3")
 SELECTED = "best"
 """The strategy of each fold's run directory that walks forward (its validation winner)."""
 YARDSTICKS = ("benchmark", "equal_weight")
+BASELINE_LIBRARIES = ("sb3", "sb3-dummy", "finrl")
+"""The baseline libraries a walk-forward trains per fold (`trader.baselines.LIBRARIES`
+but RLlib, which runs in an environment of its own)."""
 
 Progress = Callable[[str], None]
 """Called with one line per step (fold started, fold finished, stitching)."""
@@ -88,6 +91,14 @@ class WalkForwardConfig:
     tournament: dict[str, Any] = field(default_factory=dict)
     """Tournament learner: `TournamentConfig` keys (pods, pod_steps, population,
     workers, algos, algo_configs, time_budget, ...) for every fold."""
+    baselines: tuple[str, ...] = ()
+    """Baseline libraries trained per fold beside the learner (`trader.baselines`:
+    "sb3", "sb3-dummy", "finrl"), on the fold's windows, rules and budget."""
+    baseline_algos: tuple[str, ...] = ("ppo",)
+    """SB3 algorithms of the ``sb3`` libraries."""
+    baseline_steps: int | None = None
+    """Env steps of each baseline per fold; None: the learner's (``steps``, or a
+    tournament's ``pods x pod_steps``)."""
 
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
@@ -96,12 +107,40 @@ class WalkForwardConfig:
             object.__setattr__(self, "folds", config_from_dict(FoldSpec, self.folds))
         if self.steps < 1 or self.num_envs < 1 or self.eval_every < 0:
             raise ConfigError("steps and num_envs must be >= 1, eval_every >= 0")
+        object.__setattr__(self, "baselines", tuple(self.baselines))
+        object.__setattr__(self, "baseline_algos", tuple(self.baseline_algos))
+        if "rllib" in self.baselines:
+            raise UserError("--baselines: rllib runs in its own environment and is not walked forward; use sb3, sb3-dummy or finrl")
+        unknown = [name for name in self.baselines if name not in BASELINE_LIBRARIES]
+        if unknown:
+            raise UserError(f"--baselines: unknown library {unknown}; choose from {', '.join(BASELINE_LIBRARIES)}")
+        if self.baselines:
+            from trader.baselines.sb3 import ALGOS as SB3_ALGOS
+
+            bad = [a for a in self.baseline_algos if a not in SB3_ALGOS]
+            if bad or not self.baseline_algos:
+                raise UserError(f"--baseline-algos: unknown algorithm {bad or '(none)'}; SB3 baselines take {', '.join(SB3_ALGOS)}")
+        if self.baseline_steps is not None and self.baseline_steps < 1:
+            raise UserError(f"--baseline-steps must be >= 1, got {self.baseline_steps}")
         reserved = sorted({"run_dir", "env", "env_config", "seed", "periods", "backtest"} & set(self.tournament))
         if reserved:
             raise ConfigError(f"tournament keys {reserved} are set by the walk-forward for each fold")
 
     def to_dict(self) -> dict[str, Any]:
         return {**config_to_dict(self), "folds": self.folds.to_dict()}
+
+    def baseline_budget(self) -> int:
+        """Env steps of each baseline per fold: the learner's own budget unless set."""
+        if self.baseline_steps is not None:
+            return int(self.baseline_steps)
+        if self.learner != "tournament":
+            return int(self.steps)
+        from tournament import TournamentConfig
+
+        values = {**config_to_dict(TournamentConfig()), **self.tournament}
+        if values.get("pods") is None:
+            raise UserError("a tournament stopped by time has no step budget to give the baselines: set baseline_steps")
+        return int(values["pods"]) * int(values["pod_steps"])
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> WalkForwardConfig:
@@ -135,6 +174,9 @@ def walk_forward(
     algo_config: Mapping[str, Any] | None = None,
     env_config: Mapping[str, Any] | None = None,
     tournament: Mapping[str, Any] | None = None,
+    baselines: tuple[str, ...] = (),
+    baseline_algos: tuple[str, ...] = ("ppo",),
+    baseline_steps: int | None = None,
     on_progress: Progress | None = None,
 ) -> WalkForwardResult:
     """Walk ``learner`` forward over ``dataset`` (see the module docstring); resumes a
@@ -145,6 +187,9 @@ def walk_forward(
     :param steps, num_envs, eval_every, algo_config: a single learner's budget and config per fold.
     :param tournament: `TournamentConfig` keys per fold (the tournament learner's budget).
     :param env_config: `EnvConfig` overrides for every fold.
+    :param baselines: baseline libraries ("sb3", "sb3-dummy", "finrl") trained and
+        tested per fold beside the learner, under the same windows, rules and budget
+        (``baseline_steps``, default the learner's), stitched like it.
     """
     from trader.environments import resolve_env
 
@@ -152,7 +197,8 @@ def walk_forward(
     if name.is_gym:
         raise UserError(f"walk-forward needs a market data set, not the gymnasium env {dataset!r}")
     config = WalkForwardConfig(str(run_dir), name.value, folds, learner, seed, device, steps, num_envs, eval_every,
-                               dict(algo_config or {}), dict(env_config or {}), dict(tournament or {}))  # fmt: skip
+                               dict(algo_config or {}), dict(env_config or {}), dict(tournament or {}),
+                               tuple(baselines), tuple(baseline_algos), baseline_steps)  # fmt: skip
     return run(config, on_progress)
 
 
@@ -172,8 +218,8 @@ def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkF
         for fold in plan:
             record = read_fold(root, fold.index)
             if record is None:
-                book = None if not records else records[-1]["book"]
-                record = _run_fold(config, data, fold, book, client, say, len(plan))
+                books = None if not records else records[-1]["books"]
+                record = _run_fold(config, data, fold, books, client, say, len(plan))
             else:
                 say(f"fold {fold.index + 1}/{len(plan)}: finished before, kept")
             records.append(record)
@@ -218,7 +264,7 @@ def read_fold(root: str | os.PathLike[str], k: int) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- one fold
 
 
-def _run_fold(config: WalkForwardConfig, data: Any, fold: Fold, book: dict[str, Any] | None, client: Any,
+def _run_fold(config: WalkForwardConfig, data: Any, fold: Fold, start_books: dict[str, Any] | None, client: Any,
               say: Progress, total: int) -> dict[str, Any]:  # fmt: skip
     """Train, select and test one fold into a fresh ``folds/<k>/``; write its marker last."""
     from trader.backtest.engine import Book
@@ -232,13 +278,14 @@ def _run_fold(config: WalkForwardConfig, data: Any, fold: Fold, book: dict[str, 
     say(f"fold {fold.index + 1}/{total}: {config.learner} on train {periods['train'][0][:10]} .. "
         f"{periods['train'][1][:10]}, test {test[0][:10]} .. {test[1][:10]}")  # fmt: skip
     winner = _train_fold(config, fold.index, periods, folder, client)
+    names = [SELECTED, *_train_baselines(config, folder, say)]
     contents = read_run(folder)
     yardsticks = [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None]
-    books = {SELECTED: Book.from_dict(book)} if book is not None else None
-    result = backtest_run(folder, dataset=config.dataset, names=[SELECTED], baselines=yardsticks,
+    books = {name: Book.from_dict(b) for name, b in (start_books or {}).items() if name in names}
+    result = backtest_run(folder, dataset=config.dataset, names=names, baselines=yardsticks,
                           config=backtest_config(contents, tear_sheet=False), device=config.device,
                           initial_books=books)  # fmt: skip
-    trials = contents_trials(contents).get(SELECTED)
+    trials = contents_trials(contents)
     sharpe = result.metrics["sharpe_ratio"]
     record = {
         "format_version": rundir.WF_FOLD_VERSION,
@@ -250,9 +297,11 @@ def _run_fold(config: WalkForwardConfig, data: Any, fold: Fold, book: dict[str, 
         **winner,
         "test_sharpe": _float(sharpe.get(SELECTED)),
         **{f"{y}_test_sharpe": _float(sharpe.get(y)) for y in yardsticks},
-        "trial_sharpes": [] if trials is None else [_float(s) for s in trials.sharpes],
-        "start_book": book,
-        "book": Book.final(result, SELECTED).to_dict(),
+        "baselines": {name: {"test_sharpe": _float(sharpe.get(name)), "validation_sharpe": _best(trials.get(name))}
+                      for name in names[1:]},
+        "trial_sharpes": {name: [] if name not in trials else [_float(s) for s in trials[name].sharpes] for name in names},
+        "start_books": start_books,
+        "books": {name: Book.final(result, name).to_dict() for name in names},
     }
     rundir.write_json(folder / rundir.WF_FOLD, record)  # the marker: last
     say(f"fold {fold.index + 1}/{total}: done; winner {record['algo']}, validation Sharpe "
@@ -281,6 +330,27 @@ def _train_fold(config: WalkForwardConfig, k: int, periods: dict[str, list[str]]
     values = rundir.read_toml(folder / rundir.CONFIG)
     return {"algo": config.learner, "hyperparameters": values.get("algo_config", {}),
             "validation_sharpe": _float(result.best_score)}  # fmt: skip
+
+
+def _train_baselines(config: WalkForwardConfig, folder: Path, say: Progress) -> list[str]:
+    """The baselines of one fold, trained into ``folder/baselines/`` on the fold's
+    windows and rules (`trader.baselines`); the names of those that finished. Their seed
+    is the walk-forward's in every fold, so each keeps one name across the folds."""
+    if not config.baselines:
+        return []
+    from trader.baselines import baselines
+
+    result = baselines(folder, config.baselines, config.baseline_algos, steps=config.baseline_budget(),
+                       seeds=[config.seed], dataset=config.dataset, device=config.device, backtest=False,
+                       progress=lambda line: say(f"  {line}"))  # fmt: skip
+    return [o.name for o in result.outcomes if o.status == "finished"]
+
+
+def _best(trials: Any) -> float | None:
+    """The best validation score among a baseline's trials (the one it kept)."""
+    if trials is None or not np.isfinite(trials.sharpes).any():
+        return None
+    return _float(np.nanmax(trials.sharpes))
 
 
 def _tournament_config(config: WalkForwardConfig, k: int, periods: dict[str, list[str]], folder: Path) -> Any:
@@ -319,28 +389,21 @@ class _cluster:
 
 def _stitch(config: WalkForwardConfig, data: Any, plan: list[Fold], records: list[dict[str, Any]]
             ) -> tuple[pd.DataFrame, dict[str, Any]]:  # fmt: skip
-    """The learner's test series end to end, the yardsticks over the same span, and the summary."""
-    from dataclasses import replace
-
+    """Each walked strategy's test series end to end (the learner's ``best`` under the
+    learner's name, and every baseline tested in every fold), the yardsticks over the
+    same span, and the summary."""
     from trader import metrics
     from trader.backtest.engine import run_backtest
     from trader.backtest.evidence import Trials, strategy_evidence
-    from trader.backtest.report import read_series
     from trader.backtest.runs import backtest_config, read_run
 
-    parts = []
-    for fold in plan:
-        series, _ = read_series(fold_dir(config.run_dir, fold.index) / rundir.BACKTESTS_DIR / f"{SELECTED}.parquet")
-        parts.append(series.assign(fold=fold.index))
-    learner = pd.concat(parts)
     span = data.take(slice(plan[0].test[0], plan[-1].test[1]))
-    if not learner.index.equals(span.timestamps):
-        raise UserError("the folds' test series do not cover the stitched span bar for bar")
+    walked = [n for n in records[0]["books"] if all(n in r["books"] for r in records)]
+    frames = {(config.learner if n == SELECTED else n): _walked_series(config, plan, n, span) for n in walked}
+    fold_of = np.concatenate([np.full(f.test[1] - f.test[0], f.index) for f in plan])
     yardsticks = [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None]
-    rules = replace(backtest_config(read_run(fold_dir(config.run_dir, 0)), tear_sheet=False))
+    rules = backtest_config(read_run(fold_dir(config.run_dir, 0)), tear_sheet=False)
     whole = run_backtest(span, {}, baselines=yardsticks, config=rules, device=config.device)
-    fold_of = learner["fold"].to_numpy()
-    frames = {config.learner: learner.drop(columns="fold")}
     frames.update({y: whole.series[y] for y in yardsticks})
     long = pd.concat([frame.assign(strategy=name, fold=fold_of).rename_axis("timestamp").reset_index()
                       for name, frame in frames.items()], ignore_index=True)  # fmt: skip
@@ -350,21 +413,36 @@ def _stitch(config: WalkForwardConfig, data: Any, plan: list[Fold], records: lis
     values = pd.DataFrame({name: frame["value"] for name, frame in frames.items()})
     table = metrics.summary(returns, timestamps=span.timestamps, traded_value=traded, portfolio_value=values)
     daily = metrics.daily_returns(returns, span.timestamps)
-    trial_sharpes = np.array([s if s is not None else np.nan for r in records for s in r["trial_sharpes"]], dtype=float)
-    trials = {config.learner: Trials(trial_sharpes)} if len(trial_sharpes) else {}
+    trials = {}
+    for name in walked:  # every fold's trials count against the stitched record
+        sharpes = np.array([np.nan if s is None else s for r in records for s in r["trial_sharpes"].get(name, [])], dtype=float)
+        if len(sharpes):
+            trials[config.learner if name == SELECTED else name] = Trials(sharpes)
     evidence = strategy_evidence(daily, trials, seed=config.seed)
-    summary = _summary(config, records, table, evidence, span, len(trial_sharpes))
+    summary = _summary(config, records, table, evidence, span, {name: t.count for name, t in trials.items()})
     return long, summary
 
 
+def _walked_series(config: WalkForwardConfig, plan: list[Fold], name: str, span: Any) -> pd.DataFrame:
+    """Strategy ``name``'s test series of every fold, end to end over ``span``."""
+    from trader.backtest.report import read_series
+
+    parts = [read_series(fold_dir(config.run_dir, f.index) / rundir.BACKTESTS_DIR / f"{name}.parquet")[0] for f in plan]
+    series = pd.concat(parts)
+    if not series.index.equals(span.timestamps):
+        raise UserError(f"the folds' test series of {name!r} do not cover the stitched span bar for bar")
+    return series
+
+
 def _summary(config: WalkForwardConfig, records: list[dict[str, Any]], table: pd.DataFrame,
-             evidence: dict[str, Any], span: Any, n_trials: int) -> dict[str, Any]:  # fmt: skip
+             evidence: dict[str, Any], span: Any, n_trials: dict[str, int]) -> dict[str, Any]:  # fmt: skip
     """``walkforward.json``: the config, the per-fold table, the stitched metrics and evidence."""
     reference = "benchmark" if "benchmark_test_sharpe" in records[0] else "equal_weight"
     beaten = [r["test_sharpe"] is not None and r[f"{reference}_test_sharpe"] is not None
               and r["test_sharpe"] > r[f"{reference}_test_sharpe"] for r in records]  # fmt: skip
-    rows = [{k: v for k, v in r.items() if k not in ("format_version", "book", "start_book", "trial_sharpes")}
-            | {"trials": len(r["trial_sharpes"])} for r in records]  # fmt: skip
+    hidden = ("format_version", "books", "start_books", "trial_sharpes")
+    rows = [{k: v for k, v in r.items() if k not in hidden} | {"trials": len(r["trial_sharpes"][SELECTED])}
+            for r in records]  # fmt: skip
     return {
         "format_version": rundir.WF_REPORT_VERSION,
         "config": config.to_dict(),
@@ -385,17 +463,20 @@ def markdown(summary: Mapping[str, Any]) -> str:
     cfg, stitched = summary["config"], summary["stitched"]
     reference = stitched["reference"]
     spec = cfg["folds"]
+    baselines = list(summary["folds"][0]["baselines"])
     lines = [
         f"# Walk-forward: {cfg['learner']} on {Path(cfg['dataset']).stem}", "",
         f"Folds: train {spec['train']}, validation {spec['validation']}, test {spec['test']}, step {spec['step']}, "
         f"{'expanding' if spec['expanding'] else 'rolling'}, embargo {spec['embargo']} bars; seed {cfg['seed']}.", "",
-        f"| fold | train | validation | test | winner | validation Sharpe | test Sharpe | {reference} test Sharpe |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| fold | train | validation | test | winner | validation Sharpe | test Sharpe | {reference} test Sharpe |"
+        + "".join(f" {name} test Sharpe |" for name in baselines),
+        "|---|---|---|---|---|---|---|---|" + "---|" * len(baselines),
     ]  # fmt: skip
     for row in summary["folds"]:
         w = row["windows"]
         cells = [str(row["fold"]), *(f"{w[n][0][:10]} .. {w[n][1][:10]}" for n in WINDOWS), row["algo"],
-                 _text(row["validation_sharpe"]), _text(row["test_sharpe"]), _text(row[f"{reference}_test_sharpe"])]  # fmt: skip
+                 _text(row["validation_sharpe"]), _text(row["test_sharpe"]), _text(row[f"{reference}_test_sharpe"]),
+                 *(_text(row["baselines"].get(name, {}).get("test_sharpe")) for name in baselines)]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", f"## The stitched out-of-sample record ({stitched['start'][:10]} .. {stitched['end'][:10]}, "
               f"{stitched['days']} days)", "",
@@ -405,7 +486,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
                      f"{_text(row.get('sharpe_ratio'))} | {_text(row.get('sortino_ratio'))} | {_text(row.get('max_drawdown'))} |")  # fmt: skip
     share = stitched["share_of_folds_beating_reference"]
     lines += ["", f"The learner's test Sharpe beat the {reference}'s in {share:.0%} of the folds.",
-              f"Trials counted for the deflated Sharpe ratio: {stitched['n_trials']} (every validation pass of every fold).", ""]  # fmt: skip
+              "Trials counted for each deflated Sharpe ratio (every validation pass of every fold): "
+              + ", ".join(f"{name} {count}" for name, count in stitched["n_trials"].items()) + ".", ""]  # fmt: skip
     lines += [f"- {name}: {row['sentence']}" for name, row in stitched["evidence"].items()]
     return "\n".join(lines) + "\n"
 

@@ -41,6 +41,9 @@ def walkforward_command(
     pods: Annotated[int | None, typer.Option("--pods", help="tournament: pod budget per fold.")] = None,
     time_budget: Annotated[str | None, typer.Option("--time-budget", help="tournament: wall-clock budget per fold: 90s, 30m, 2h.")] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="tournament: local worker processes.")] = None,
+    baselines: Annotated[str | None, typer.Option("--baselines", help="Baseline libraries per fold, on the same folds, rules and budget: sb3, sb3-dummy, finrl (comma-separated).")] = None,
+    baseline_algos: Annotated[str, typer.Option("--baseline-algos", help="SB3 algorithms of the sb3 baselines (comma-separated).")] = "ppo",
+    baseline_steps: Annotated[int | None, typer.Option("--baseline-steps", help="Env steps of each baseline per fold (default: the learner's: --steps, or --pods x --pod-steps).")] = None,
     preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges (trader.presets).")] = None,
     cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 5e-4,
 ) -> None:
@@ -68,11 +71,18 @@ def walkforward_command(
                   f"test {test}{', expanding' if expanding else ''}, embargo {embargo}; run directory {run_dir}")  # fmt: skip
     result = walk_forward(run_dir, dataset, folds, learner, seed=seed, device=device, steps=steps,
                           num_envs=num_envs or 8, eval_every=eval_every, algo_config=algo_config,
-                          env_config=env_config, tournament=tournament, on_progress=console.print)  # fmt: skip
+                          env_config=env_config, tournament=tournament, baselines=_names(baselines),
+                          baseline_algos=_names(baseline_algos), baseline_steps=baseline_steps,
+                          on_progress=console.print)  # fmt: skip
     from trader import rundir
 
     print((result.run_dir / rundir.WF_REPORT_MD).read_text(encoding="utf-8"))
     print(f"wrote {result.run_dir / rundir.WF_REPORT_MD}, {rundir.WF_REPORT_JSON}, {rundir.WF_STITCHED} and folds/")
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    """A comma-separated list as a tuple of names (empty for None)."""
+    return () if text is None else tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def _tournament_keys(algos: str | None, population: int | None, pod_steps: int | None, pods: int | None,
