@@ -310,3 +310,35 @@ def test_baselines_walk_forward_on_the_same_folds_and_carry_their_own_books(tmp_
     assert set(stitched["strategy"]) == {"ppo", *names, "equal_weight"}
     assert result.summary["stitched"]["n_trials"]["sb3-ppo-s3"] >= 4
     assert "sb3-ppo-s3 test Sharpe" in (result.run_dir / rundir.WF_REPORT_MD).read_text()
+
+
+# --------------------------------------------------------------------------- warm start
+
+
+def test_a_warm_started_single_learner_continues_the_previous_folds_best(tmp_path, recipe) -> None:
+    two_folds = FoldSpec("10m", "2m", "2m")
+    result = walk_forward(tmp_path / "run", str(recipe), two_folds, "ppo", seed=3, algo_config=SMALL_PPO,
+                          warm_start=True, **BUDGET)  # fmt: skip
+    assert len(result.folds) == 2
+    assert "init_from" not in rundir.read_toml(fold_dir(result.run_dir, 0) / rundir.CONFIG)
+    config = rundir.read_toml(fold_dir(result.run_dir, 1) / rundir.CONFIG)
+    assert Path(config["init_from"]) == fold_dir(result.run_dir, 0) / rundir.CHECKPOINTS / "best"
+
+
+@pytest.mark.slow
+def test_a_warm_started_tournament_breeds_from_the_previous_folds_leaderboard(tmp_path, recipe) -> None:
+    two_folds = FoldSpec("10m", "2m", "2m")
+    settings = {**TOURNAMENT, "fresh_probability": 0.0}
+    result = walk_forward(tmp_path / "run", str(recipe), two_folds, "tournament", seed=1, tournament=settings,
+                          warm_start=True)  # fmt: skip
+    first = rundir.read_json(fold_dir(result.run_dir, 0) / rundir.LEADERBOARD)["entries"]
+    pods = pd.read_parquet(fold_dir(result.run_dir, 1) / rundir.PODS)
+    assert pods["parent_id"].iloc[0].startswith("0/")  # an empty board: the parent comes from fold 0's
+    assert pods["parent_id"].notna().all() and (pods["generation"] >= 1).all()
+    for pod_id, parent in zip(pods["pod_id"], pods["parent_id"]):
+        if not parent.startswith("0/"):
+            continue  # bred from this fold's own board, once it had an entry of the algorithm
+        assert parent.split("/")[1] in {e["pod_id"] for e in first}
+        init = rundir.read_toml(fold_dir(result.run_dir, 1) / rundir.PODS_DIR / pod_id / rundir.CONFIG)["init_from"]
+        assert Path(init).resolve() == (fold_dir(result.run_dir, 0) / rundir.PODS_DIR / parent.split("/")[1]
+                                        / rundir.CHECKPOINTS / "best").resolve()  # fmt: skip

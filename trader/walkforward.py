@@ -37,7 +37,7 @@ import math
 import os
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,10 @@ class WalkForwardConfig:
     baseline_steps: int | None = None
     """Env steps of each baseline per fold; None: the learner's (``steps``, or a
     tournament's ``pods x pod_steps``)."""
+    warm_start: bool = False
+    """Fold k+1 continues from fold k (continual training) instead of starting fresh:
+    a single learner from fold k's ``best`` checkpoint (`trader.train`'s ``init_from``),
+    a tournament's breeding pods from fold k's leaderboard (`TournamentConfig.warm_start`)."""
 
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
@@ -122,7 +126,7 @@ class WalkForwardConfig:
                 raise UserError(f"--baseline-algos: unknown algorithm {bad or '(none)'}; SB3 baselines take {', '.join(SB3_ALGOS)}")
         if self.baseline_steps is not None and self.baseline_steps < 1:
             raise UserError(f"--baseline-steps must be >= 1, got {self.baseline_steps}")
-        reserved = sorted({"run_dir", "env", "env_config", "seed", "periods", "backtest"} & set(self.tournament))
+        reserved = sorted({"run_dir", "env", "env_config", "seed", "periods", "backtest", "warm_start"} & set(self.tournament))
         if reserved:
             raise ConfigError(f"tournament keys {reserved} are set by the walk-forward for each fold")
 
@@ -177,6 +181,7 @@ def walk_forward(
     baselines: tuple[str, ...] = (),
     baseline_algos: tuple[str, ...] = ("ppo",),
     baseline_steps: int | None = None,
+    warm_start: bool = False,
     on_progress: Progress | None = None,
 ) -> WalkForwardResult:
     """Walk ``learner`` forward over ``dataset`` (see the module docstring); resumes a
@@ -190,6 +195,7 @@ def walk_forward(
     :param baselines: baseline libraries ("sb3", "sb3-dummy", "finrl") trained and
         tested per fold beside the learner, under the same windows, rules and budget
         (``baseline_steps``, default the learner's), stitched like it.
+    :param warm_start: fold k+1 continues from fold k's result (`WalkForwardConfig.warm_start`).
     """
     from trader.environments import resolve_env
 
@@ -198,7 +204,7 @@ def walk_forward(
         raise UserError(f"walk-forward needs a market data set, not the gymnasium env {dataset!r}")
     config = WalkForwardConfig(str(run_dir), name.value, folds, learner, seed, device, steps, num_envs, eval_every,
                                dict(algo_config or {}), dict(env_config or {}), dict(tournament or {}),
-                               tuple(baselines), tuple(baseline_algos), baseline_steps)  # fmt: skip
+                               tuple(baselines), tuple(baseline_algos), baseline_steps, warm_start)  # fmt: skip
     return run(config, on_progress)
 
 
@@ -316,7 +322,10 @@ def _train_fold(config: WalkForwardConfig, k: int, periods: dict[str, list[str]]
     if config.learner == "tournament":
         from tournament import run as run_tournament
 
-        result = run_tournament(_tournament_config(config, k, periods, folder), client=client)
+        settings = _tournament_config(config, k, periods, folder)
+        if config.warm_start and k > 0:
+            settings = replace(settings, warm_start=str(fold_dir(config.run_dir, k - 1)))
+        result = run_tournament(settings, client=client)
         best = result.leaderboard.best()
         if best is None:
             raise UserError(f"fold {k}: no pod of the tournament finished (see {folder / rundir.PODS})")
@@ -324,9 +333,10 @@ def _train_fold(config: WalkForwardConfig, k: int, periods: dict[str, list[str]]
                 "validation_sharpe": _float(best.score)}  # fmt: skip
     from trader.train import train
 
+    previous = fold_dir(config.run_dir, k - 1) / rundir.CHECKPOINTS / "best" if config.warm_start and k > 0 else None
     result = train(config.learner, config.dataset, dict(config.algo_config), folder, steps=config.steps,
                    seed=config.seed + k, device=config.device, num_envs=config.num_envs, eval_every=config.eval_every,
-                   env_config=dict(config.env_config) or None, periods=periods)  # fmt: skip
+                   env_config=dict(config.env_config) or None, periods=periods, init_from=previous)  # fmt: skip
     values = rundir.read_toml(folder / rundir.CONFIG)
     return {"algo": config.learner, "hyperparameters": values.get("algo_config", {}),
             "validation_sharpe": _float(result.best_score)}  # fmt: skip

@@ -44,6 +44,7 @@ def walkforward_command(
     baselines: Annotated[str | None, typer.Option("--baselines", help="Baseline libraries per fold, on the same folds, rules and budget: sb3, sb3-dummy, finrl (comma-separated).")] = None,
     baseline_algos: Annotated[str, typer.Option("--baseline-algos", help="SB3 algorithms of the sb3 baselines (comma-separated).")] = "ppo",
     baseline_steps: Annotated[int | None, typer.Option("--baseline-steps", help="Env steps of each baseline per fold (default: the learner's: --steps, or --pods x --pod-steps).")] = None,
+    warm_start: Annotated[bool, typer.Option("--warm-start", help="Fold k+1 continues from fold k: a single learner from its best checkpoint, a tournament's pods from its leaderboard (default: a fresh start per fold).")] = False,
     preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges (trader.presets).")] = None,
     cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 5e-4,
 ) -> None:
@@ -73,7 +74,7 @@ def walkforward_command(
                           num_envs=num_envs or 8, eval_every=eval_every, algo_config=algo_config,
                           env_config=env_config, tournament=tournament, baselines=_names(baselines),
                           baseline_algos=_names(baseline_algos), baseline_steps=baseline_steps,
-                          on_progress=console.print)  # fmt: skip
+                          warm_start=warm_start, on_progress=console.print)  # fmt: skip
     from trader import rundir
 
     print((result.run_dir / rundir.WF_REPORT_MD).read_text(encoding="utf-8"))
