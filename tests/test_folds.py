@@ -61,6 +61,15 @@ def test_month_and_year_lengths_on_business_days() -> None:
     assert consecutive(folds)
 
 
+def test_a_last_window_that_misses_only_closed_days_is_whole() -> None:
+    stamps = pd.bdate_range("2014-01-02", "2023-12-29", tz="America/New_York")  # ends on a Friday
+    folds = make_folds(stamps, FoldSpec("3y", "1y", "1y"))
+    assert [stamps[f.test[0]].year for f in folds] == [2018, 2019, 2020, 2021, 2022, 2023]
+    assert stamps[folds[-1].test[1] - 1].date() == pd.Timestamp("2023-12-29").date()
+    # a window that ends two sessions after the data is not whole
+    assert len(make_folds(stamps[:-2], FoldSpec("3y", "1y", "1y"))) == 5
+
+
 def test_periods_are_inclusive_timestamps() -> None:
     stamps = days(30)
     periods = make_folds(stamps, FoldSpec("10d", "5d", "5d"))[1].periods(stamps)

@@ -9,7 +9,9 @@ out in calendar time from the first session of the data (its midnight, exchange 
   (rolling) or from the first session (``expanding``) to ``base + train``; its
   validation window covers the next ``validation``; its test window the next ``test``;
 - a fold exists when its whole test window lies inside the data (a shorter last window
-  is left out, not tested on a stub);
+  is left out, not tested on a stub); a window whose calendar end falls after the
+  data's last day by days without an exchange session only (a weekend, New Year's
+  Day) is whole: yearly windows anchored on 2 January test the data's last year;
 - ``embargo`` bars are purged from the end of the training window and from the end of
   the validation window (López de Prado's purged cross-validation): a label or an
   indicator that looks a few bars ahead cannot carry the next window into this one.
@@ -114,7 +116,7 @@ def make_folds(timestamps: Any, spec: FoldSpec) -> list[Fold]:
         train_end = base + offsets["train"]
         val_end = train_end + offsets["validation"]
         test_end = val_end + offsets["test"]
-        if test_end > data_end:
+        if test_end > data_end and not _closed_days_only(data_end, test_end):
             break
         start = anchor if spec.expanding else base
         cut = [int(timestamps.searchsorted(b, "left")) for b in (start, train_end, val_end, test_end)]
@@ -140,6 +142,21 @@ def _check(fold: Fold, timestamps: Any, spec: FoldSpec) -> None:
                 f"fold {fold.index}: the {name} window {where} holds {max(hi - lo, 0)} bar(s){purged}; "
                 f"it needs at least {MIN_BARS} (lengthen --{name} or shorten --embargo)"
             )
+
+
+def _closed_days_only(start: Any, end: Any) -> bool:
+    """No exchange session lies in [start, end) (a weekend, a holiday): data that ends
+    before ``end`` misses nothing there. Stretches longer than a week never qualify."""
+    from market_envs.data.calendar import sessions
+    from market_envs.errors import ConfigError
+
+    if end - start > _one_day() * 7 or start.year < 1990:
+        return False
+    try:
+        sessions(start, end)
+    except ConfigError:  # the range holds no session
+        return True
+    return False
 
 
 def consecutive(folds: list[Fold]) -> bool:
