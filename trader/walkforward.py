@@ -220,12 +220,12 @@ def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkF
         raise UserError("--step is longer than --test: the test windows leave gaps, and the stitched record needs them consecutive")
     _claim(root, config)  # only once the folds fit the data
     records: list[dict[str, Any]] = []
-    with _cluster(config) as client:
+    with _Cluster(config) as clients:
         for fold in plan:
             record = read_fold(root, fold.index)
             if record is None:
                 books = None if not records else records[-1]["books"]
-                record = _run_fold(config, data, fold, books, client, say, len(plan))
+                record = _run_fold(config, data, fold, books, clients.get(), say, len(plan))
             else:
                 say(f"fold {fold.index + 1}/{len(plan)}: finished before, kept")
             records.append(record)
@@ -241,8 +241,8 @@ def _claim(root: Path, config: WalkForwardConfig) -> None:
     """Write the config, or check that the run directory's is the same (a resume)."""
     path = root / rundir.WF_CONFIG
     if path.is_file():
-        saved = rundir.read_toml(path)
-        wanted = rundir.toml_ready(config.to_dict())
+        saved = {k: v for k, v in rundir.read_toml(path).items() if k != "run_dir"}  # the same folder, by any path
+        wanted = {k: v for k, v in rundir.toml_ready(config.to_dict()).items() if k != "run_dir"}
         if saved != wanted:
             changed = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
             raise UserError(f"{root} holds a walk-forward with another config (differs in {', '.join(changed)}); "
@@ -372,18 +372,22 @@ def _tournament_config(config: WalkForwardConfig, k: int, periods: dict[str, lis
     })  # fmt: skip
 
 
-class _cluster:
-    """One dask client for every fold of a tournament learner (None for a single learner)."""
+class _Cluster:
+    """One dask client for every fold of a tournament learner, started when the first
+    fold needs it (never for a single learner, nor when every fold is finished)."""
 
     def __init__(self, config: WalkForwardConfig) -> None:
         self.config = config
         self.client = None
 
-    def __enter__(self) -> Any:
-        if self.config.learner == "tournament":
+    def __enter__(self) -> _Cluster:
+        return self
+
+    def get(self) -> Any:
+        if self.client is None and self.config.learner == "tournament":
             from tournament import cluster
 
-            probe = _tournament_config(self.config, 0, {}, Path(self.config.run_dir) / rundir.WF_FOLDS_DIR / "0")
+            probe = _tournament_config(self.config, 0, {}, fold_dir(self.config.run_dir, 0))
             self.client = cluster.connect_for(probe)
         return self.client
 
