@@ -74,7 +74,8 @@ def walkforward_command(
                           num_envs=num_envs or 8, eval_every=eval_every, algo_config=algo_config,
                           env_config=env_config, tournament=tournament, baselines=_names(baselines),
                           baseline_algos=_names(baseline_algos), baseline_steps=baseline_steps,
-                          warm_start=warm_start, on_progress=console.print)  # fmt: skip
+                          warm_start=warm_start,
+                          on_progress=lambda line: console.print(line, markup=False, highlight=False))  # fmt: skip
     from trader import rundir
 
     print((result.run_dir / rundir.WF_REPORT_MD).read_text(encoding="utf-8"))
