@@ -342,3 +342,25 @@ def test_a_warm_started_tournament_breeds_from_the_previous_folds_leaderboard(tm
         init = rundir.read_toml(fold_dir(result.run_dir, 1) / rundir.PODS_DIR / pod_id / rundir.CONFIG)["init_from"]
         assert Path(init).resolve() == (fold_dir(result.run_dir, 0) / rundir.PODS_DIR / parent.split("/")[1]
                                         / rundir.CHECKPOINTS / "best").resolve()  # fmt: skip
+
+
+# --------------------------------------------------------------------------- explicit periods
+
+
+def test_explicit_periods_are_views_with_statistics_of_their_own_training_window() -> None:
+    from market_fixtures import random_panel
+
+    data = random_panel(n_tickers=3, n_bars=60, seed=4)
+    stamps = data.timestamps
+    periods = {"train": [stamps[10], stamps[29]], "validation": [stamps[32], stamps[39]], "test": [stamps[40], stamps[49]]}
+    fold = data.with_periods(periods)
+    assert fold.features.data_ptr() == data.features.data_ptr()  # nothing copied
+    train, validation, test = (fold.period(name) for name in ("train", "validation", "test"))
+    assert (train.num_bars, validation.num_bars, test.num_bars) == (20, 8, 10)
+    assert test.timestamps[0] == stamps[40] and test.timestamps[-1] == stamps[49]
+    assert test.features.untyped_storage().data_ptr() == data.features.untyped_storage().data_ptr()
+    mean, std = data.take(slice(10, 30)).fit_normalization()
+    for part in (train, validation, test, fold):
+        assert torch.equal(part.feature_mean, mean) and torch.equal(part.feature_std, std)
+    assert fold.describe()["periods"]["validation"]["bars"] == 8
+    assert data.with_periods(None) is data
