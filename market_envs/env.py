@@ -1002,16 +1002,41 @@ class StockTradingVecEnv:
 
         :param seed: reseeds the env's own ``torch.Generator`` (random starts); the
             same seed gives the same starts and, with the same actions, the same run.
-        :param options: unused; accepted for gymnasium compatibility.
+        :param options: None, or a starting book instead of all cash: ``{"cash": [E],
+            "holdings": [E, N]}`` (float tensors; shares per stock), marked at each start
+            bar's close. A walk-forward fold's policy takes over the previous fold's book
+            this way. Episodes that end later restart from ``initial_cash`` as usual.
         :returns: obs float32 [E, obs_dim] and info with ``t`` [E] (the start bars).
         """
         if seed is not None:
             self._generator.manual_seed(int(seed))
         start, end = self._draw_starts()
+        if options and ("cash" in options or "holdings" in options):
+            return self._reset_from_book(start, end, options)
         cash = torch.full((self.num_envs,), float(self.config.initial_cash), dtype=torch.float64, device=self.device)
         holdings = torch.zeros((self.num_envs, self.num_stocks), dtype=torch.float64, device=self.device)
         self._state = _State(t=start, end=end, cash=cash, holdings=holdings, value=cash.clone())
         account = _fresh_account(self._tables.obs[:1, : 1 + self.num_stocks]).expand(self.num_envs, -1)
+        return _observe(self._tables, start, account, self._obs_buffers.take()), {"t": start}
+
+    def _reset_from_book(self, start: Tensor, end: Tensor, book: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
+        """`reset` with a starting book (cash [E], holdings [E, N]); see `reset`."""
+        shapes = {"cash": (self.num_envs,), "holdings": (self.num_envs, self.num_stocks)}
+        if set(book) - set(shapes) or len(book) != 2:
+            raise UserError(f"StockTradingVecEnv.reset: options must hold exactly 'cash' and 'holdings', got {sorted(book)}")
+        values = {}
+        for key, shape in shapes.items():
+            value = torch.as_tensor(book[key], dtype=torch.float64, device=self.device)
+            if tuple(value.shape) != shape:
+                raise UserError(f"StockTradingVecEnv.reset: options[{key!r}] must have shape {shape}, got {tuple(value.shape)}")
+            values[key] = value.clone()
+        cash, holdings = values["cash"], values["holdings"]
+        if not self.config.short_selling and bool((holdings < 0).any()):
+            raise UserError("StockTradingVecEnv.reset: a starting book holds negative shares but short selling is off")
+        close = self._tables.close.index_select(0, start).double()
+        value = cash + (holdings * close).sum(dim=-1)
+        self._state = _State(t=start, end=end, cash=cash, holdings=holdings, value=value)
+        account = _account_columns(cash, holdings, value, close, self._rules)
         return _observe(self._tables, start, account, self._obs_buffers.take()), {"t": start}
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:

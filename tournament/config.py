@@ -5,11 +5,12 @@ into ``RUN_DIR/tournament.toml``; `trader tournament --config FILE` reads the sa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tournament.cluster import TlsFiles, check_scheduler
 from trader.agents import ALGOS, make_config
-from trader.rundir import config_from_dict, config_to_dict
+from trader.rundir import LEADERBOARD, config_from_dict, config_to_dict
 from trader.errors import ConfigError
 
 DEFAULT_ALGO_CONFIGS: dict[str, dict[str, Any]] = {
@@ -109,6 +110,14 @@ class TournamentConfig:
     (their run directories, metrics and sidecars stay)."""
     backtest: bool = True
     """Backtest the best pod and the ensemble on the test period at the end (market envs)."""
+    warm_start: str | None = None
+    """A finished tournament's run directory (a walk-forward's previous fold): pods
+    that would breed but find no parent of their algorithm on this leaderboard continue
+    one of that tournament's leaderboard entries instead (`tournament.generator`)."""
+    periods: dict[str, list[str]] = field(default_factory=dict)
+    """Explicit train / validation / test bounds (``[first, last]`` bar timestamps each)
+    replacing the data set's split dates, for every pod and the final backtest: a
+    walk-forward fold's windows (`trader.walkforward`). Empty: the split dates."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "algos", tuple(self.algos))
@@ -143,6 +152,10 @@ class TournamentConfig:
             check_scheduler(self.scheduler, self.insecure, TlsFiles(self.tls_ca, self.tls_cert, self.tls_key))
         elif any((self.tls_ca, self.tls_cert, self.tls_key)):
             raise ConfigError("tls_ca, tls_cert and tls_key need a tls:// scheduler")
+        if self.warm_start is not None and not (Path(self.warm_start) / LEADERBOARD).is_file():
+            raise ConfigError(f"warm_start {self.warm_start}: no finished tournament there (no leaderboard.json)")
+        if self.periods and sorted(self.periods) != ["test", "train", "validation"]:
+            raise ConfigError(f"periods needs train, validation and test, got {sorted(self.periods)}")
         extra = sorted(set(self.algo_configs) - set(ALGOS))
         if extra:
             raise ConfigError(f"algo_configs names unknown algorithm(s) {extra}")

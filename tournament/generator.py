@@ -19,12 +19,20 @@ others finish in):
    bound. The child starts from the parent's best checkpoint.
 4. **Fresh**: with probability ``fresh_probability``, or when the leaderboard holds no
    entry of the algorithm, the pod is a fresh agent of the base config instead.
+5. **Warm start** (``warm_start``: a finished tournament's run directory, e.g. the
+   previous walk-forward fold's): a pod that is not fresh but finds no entry of its
+   algorithm on this leaderboard draws its parent, as in 2, from that tournament's
+   leaderboard instead, and continues training it (continual learning). Its
+   ``parent_id`` is ``<that run directory's name>/<pod id>``; this tournament's own
+   ranking still rests on its own validation scores only.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +42,7 @@ from tournament.leaderboard import Entry, Leaderboard
 from tournament.pod import PodSpec
 from trader.agents import get_spec, make_config
 from trader.agents.base import Bound
+from trader import rundir
 from trader.rundir import config_to_dict
 
 
@@ -86,6 +95,8 @@ class PodGenerator:
         self.config = config
         self.env = env
         """The env as pods see it (a recipe resolved to an absolute path, or a gym id)."""
+        self.warm = None if config.warm_start is None else Leaderboard.load(Path(config.warm_start) / rundir.LEADERBOARD)
+        """The warm-start tournament's leaderboard (None without ``warm_start``)."""
 
     def next_spec(self, index: int, board: Leaderboard) -> PodSpec:
         cfg = self.config
@@ -95,10 +106,13 @@ class PodGenerator:
         algo = cfg.algos[int(rng.choice(len(cfg.algos), p=cfg.mix))]
         fresh = rng.random() < cfg.fresh_probability
         parent = None if fresh else select_parent(board, algo, cfg.top_fraction, rng)
+        warm = parent is None and not fresh and self.warm is not None
+        if warm:
+            parent = select_parent(self.warm, algo, cfg.top_fraction, rng)
         common = dict(
             pod_id=pod_id(index), index=index, algo=algo, env=self.env, env_config=dict(cfg.env_config),
             steps=cfg.pod_steps, seed=seed, num_envs=cfg.num_envs, eval_every=cfg.eval_every,
-            device=cfg.pod_device, compile=cfg.compile,
+            device=cfg.pod_device, compile=cfg.compile, periods=dict(cfg.periods) or None,
         )  # fmt: skip
         if parent is None:
             config = config_to_dict(make_config(algo, cfg.base_config(algo)))
@@ -106,5 +120,13 @@ class PodGenerator:
         bounds = get_spec(algo).mutation_bounds
         child = perturb(parent.hyperparameters, bounds, cfg.mutation_scale, rng)
         config = config_to_dict(make_config(algo, child))  # validated by the algo's config
+        if warm:
+            return PodSpec(algo_config=config, generation=parent.generation + 1, parent_checkpoint=self._warm_path(parent),
+                           parent_id=f"{Path(cfg.warm_start).name}/{parent.pod_id}", **common)  # fmt: skip
         return PodSpec(algo_config=config, generation=parent.generation + 1, parent_id=parent.pod_id,
                        parent_checkpoint=parent.checkpoint, **common)  # fmt: skip
+
+    def _warm_path(self, parent: Entry) -> str:
+        """A warm-start parent's checkpoint, relative to this run directory (as pods take it)."""
+        target = Path(self.config.warm_start).resolve() / parent.checkpoint
+        return os.path.relpath(target, Path(self.config.run_dir).resolve())

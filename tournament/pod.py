@@ -13,7 +13,6 @@ possibly perturbed, config and its own seed.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trader import rundir
-from trader.environments import resolve_env
+from trader.environments import load_market, resolve_env
 
 POD_DIR = rundir.PODS_DIR
 """Pods live in ``RUN_DIR/pods/<pod_id>/``, each a `trader.train` run directory."""
@@ -66,6 +65,9 @@ class PodSpec:
     """The pod whose checkpoint this one continues from, or None."""
     parent_checkpoint: str | None = None
     """The parent's checkpoint, relative to the run directory (e.g. pods/p0003/checkpoints/best)."""
+    periods: dict[str, list[str]] | None = None
+    """Explicit train / validation / test bounds replacing the data set's split dates
+    (`TournamentConfig.periods`, a walk-forward fold's windows); None: the split dates."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,7 +182,7 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
     init_from = None if spec.parent_checkpoint is None else Path(run_dir) / spec.parent_checkpoint
     try:
         result = train(
-            spec.algo, _environment(spec.env), spec.algo_config, out, steps=spec.steps,
+            spec.algo, _environment(spec.env, spec.periods), spec.algo_config, out, steps=spec.steps,
             seed=spec.seed, device=spec.device, num_envs=spec.num_envs,
             eval_every=spec.eval_every, env_config=spec.env_config or None, init_from=init_from,
             compile=spec.compile,
@@ -206,18 +208,11 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
     )  # fmt: skip
 
 
-def _environment(env: str) -> Any:
-    """A gymnasium id as is; a recipe as its `MarketData`, loaded once per process."""
+def _environment(env: str, periods: dict[str, list[str]] | None = None) -> Any:
+    """A gymnasium id as is; a recipe as its `MarketData`, loaded once per process and
+    cut to the pod's periods (a view)."""
     name = resolve_env(env)
-    return name.value if name.is_gym else load_market(name.value)
-
-
-@functools.lru_cache(maxsize=4)
-def load_market(recipe: str) -> Any:
-    """The data set from the Parquet cache, once per worker process (memoised)."""
-    from market_envs.data import load
-
-    return load(recipe)
+    return name.value if name.is_gym else load_market(name.value, periods)
 
 
 def _score_history(metrics: Any) -> list[tuple[float, float]]:

@@ -9,9 +9,12 @@ orchestrator all act on the `EnvName`, never on the string.
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 EnvKind = Literal["gymnasium", "recipe", "recipe_file"]
 
@@ -51,4 +54,32 @@ def resolve_env(name: str | EnvName) -> EnvName:
     return EnvName("recipe", name)
 
 
-__all__ = ["EnvName", "resolve_env"]
+def load_market(recipe: str, periods: Mapping[str, Any] | None = None) -> Any:
+    """The `MarketData` of a recipe (name or path), loaded once per process and kept
+    (the Parquet cache is read on the first call only), cut to explicit ``periods``
+    when given (`MarketData.with_periods`: a walk-forward fold's windows, a view of the
+    same tensors). Every stage that trains or scores on a recipe loads it here, so a
+    fold's periods apply alike in `trader.train`, a tournament's pods and the backtest."""
+    from market_envs.data.recipes import find_recipe
+
+    key = find_recipe(recipe).resolved().key()  # a recipe file changed on disk is a new data set
+    return _load_panel(recipe, key, os.environ.get("PODRACER_DATA_DIR")).with_periods(periods)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_panel(recipe: str, key: str, data_dir: str | None) -> Any:
+    """``data_dir`` (the cache's place) is part of the key: another cache is another load."""
+    from market_envs.data import load
+
+    return load(recipe)
+
+
+def run_periods(values: Any) -> dict[str, list[str]] | None:
+    """The explicit periods a run file records (``periods`` of config.toml's ``[env]``
+    or of tournament.toml), or None when it records none (the recipe's split dates)."""
+    if not isinstance(values, Mapping) or not values.get("periods"):
+        return None
+    return {str(name): [str(b) for b in bounds] for name, bounds in dict(values["periods"]).items()}
+
+
+__all__ = ["EnvName", "load_market", "resolve_env", "run_periods"]

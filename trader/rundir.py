@@ -64,11 +64,19 @@ BACKTESTS_DIR = "backtests"
 ERROR = "error.txt"
 POD_RESULT = "pod.json"
 TRIALS = "trials.parquet"
+WF_CONFIG = "walkforward.toml"
+WF_FOLDS_DIR = "folds"
+WF_FOLD = "fold.json"
+WF_STITCHED = "stitched.parquet"
+WF_REPORT_JSON = "walkforward.json"
+WF_REPORT_MD = "walkforward.md"
 
 LEADERBOARD_VERSION = 1
 CHECKPOINT_VERSION = 1
 BASELINE_VERSION = 1
 POD_RESULT_VERSION = 1
+WF_FOLD_VERSION = 1
+WF_REPORT_VERSION = 1
 
 SERIES_COLUMNS = ("value", "return", "cash", "gross_value", "turnover", "traded_value", "costs")
 """Per-bar columns of ``backtests/<strategy>.parquet`` besides ``timestamp`` and
@@ -120,9 +128,17 @@ FILES: tuple[RunFile, ...] = (
     RunFile(REPORT_MD, "markdown", "trader.backtest.report", "a person"),
     RunFile(f"{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
     RunFile("tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
+    RunFile(WF_CONFIG, "toml", "trader.walkforward", "trader walkforward (a resume must match it)"),
+    RunFile(f"{WF_FOLDS_DIR}/*/{WF_FOLD}", "json", "trader.walkforward",
+            "trader.walkforward (the marker of a finished fold; the next fold's starting book)", WF_FOLD_VERSION),
+    RunFile(WF_STITCHED, "parquet", "trader.walkforward", "the dashboard (stitched equity)"),
+    RunFile(WF_REPORT_JSON, "json", "trader.walkforward", "the dashboard, benchmarks/", WF_REPORT_VERSION),
+    RunFile(WF_REPORT_MD, "markdown", "trader.walkforward", "a person"),
 )
 """Every file a stage writes into a run directory. A training run's files also stand
-under ``pods/<id>/`` of a tournament (each pod is a training run)."""
+under ``pods/<id>/`` of a tournament (each pod is a training run), and a training run's
+or a tournament's (with its test backtest's report) under ``folds/<k>/`` of a
+walk-forward (each fold is such a run)."""
 
 
 def files_table() -> str:
@@ -146,8 +162,11 @@ def is_temporary(path: str | os.PathLike[str]) -> bool:
 def file_kind(relative: str | os.PathLike[str]) -> RunFile | None:
     """The `FILES` entry a path inside a run directory belongs to (None: not a run file).
 
-    A tournament pod's files (``pods/<id>/...``) are matched as a training run's."""
+    A tournament pod's files (``pods/<id>/...``) are matched as a training run's, and a
+    walk-forward fold's (``folds/<k>/...``, but its ``fold.json``) as a run's."""
     parts = Path(relative).parts
+    if len(parts) > 2 and parts[0] == WF_FOLDS_DIR and Path(*parts[2:]).as_posix() != WF_FOLD:
+        parts = parts[2:]
     if len(parts) > 2 and parts[0] == PODS_DIR and Path(*parts[2:]).as_posix() not in (ERROR, POD_RESULT):
         parts = parts[2:]
     path = Path(*parts)

@@ -55,7 +55,7 @@ from trader import rundir
 from trader.agents.base import seeded
 from trader.agents.checkpoint import RNG_KEY, load_checkpoint, restore_agent, save_checkpoint
 from trader.agents.evaluator import Evaluator, mean_return_score, return_and_sharpe_score
-from trader.environments import resolve_env
+from trader.environments import load_market, resolve_env
 from trader.errors import CheckpointError, ConfigError, UserError
 from trader.rundir import config_from_dict, config_to_dict
 
@@ -115,6 +115,7 @@ def train(
     on_iteration: ProgressFn | None = None,
     init_from: str | os.PathLike[str] | None = None,
     time_budget: float | None = None,
+    periods: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train one agent and write the run directory (see the module docstring).
 
@@ -137,6 +138,9 @@ def train(
         dims to continue from (see the module docstring).
     :param time_budget: stop after the first iteration that ends past this many
         seconds of training, even before ``steps`` (then validate once more).
+    :param periods: market envs: explicit train / validation / test bounds that replace
+        the data set's split dates (`MarketData.with_periods`; a walk-forward fold's
+        windows); recorded in config.toml, so the backtest finds them again.
     """
     if steps <= 0 or num_envs <= 0 or eval_every < 0 or eval_episodes <= 0:
         raise ConfigError("train: steps, num_envs and eval_episodes must be > 0, eval_every >= 0")
@@ -148,7 +152,7 @@ def train(
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"device {device} requested but CUDA is not available")
     with seeded(seed):
-        envs = build_envs(env, num_envs, device, seed, eval_env, eval_episodes, env_config, compile)
+        envs = build_envs(env, num_envs, device, seed, eval_env, eval_episodes, env_config, compile, periods)
     agent = spec.agent_cls(envs.train.obs_dim, envs.train.act_dim, algo_config, device, seed)
     if init_from is not None:
         continue_from(agent, init_from, seed)
@@ -256,18 +260,21 @@ def build_envs(
     eval_episodes: int = 5,
     env_config: Any = None,
     compile: bool = False,
+    periods: dict[str, Any] | None = None,
 ) -> BuiltEnvs:
     """Training env + evaluator for a gymnasium id, a recipe, a panel or a built env."""
     if isinstance(env, str):
         name = resolve_env(env)
         if name.is_gym:
-            if env_config is not None:
-                raise ConfigError("env_config applies to market envs only, not to gymnasium ids")
+            if env_config is not None or periods:
+                raise ConfigError("env_config and periods apply to market envs only, not to gymnasium ids")
             return _gym_envs(name.value, num_envs, device, seed, eval_episodes)
-        return _market_envs(_load_dataset(name.value), num_envs, device, env_config, compile,
+        return _market_envs(load_market(name.value, periods), num_envs, device, env_config, compile,
                             recipe=name.value if name.kind == "recipe_file" else None)
     if _is_market_data(env):
-        return _market_envs(env, num_envs, device, env_config, compile)
+        return _market_envs(env.with_periods(periods), num_envs, device, env_config, compile)
+    if periods:
+        raise ConfigError("periods apply to market envs only (a recipe or a MarketData)")
     for attribute in ("num_envs", "obs_dim", "act_dim", "reset", "step"):
         if not hasattr(env, attribute):
             raise ConfigError(
@@ -320,6 +327,9 @@ def _market_envs(
         "env_config": config_to_dict(cfg),
     }
     description = {"kind": "market", "dataset": recipe or data.name, "env_config": config_to_dict(cfg)}
+    if "periods" in data.meta:
+        description["periods"] = data.meta["periods"]
+        window["periods"] = data.meta["periods"]
     return BuiltEnvs(train_env, evaluator, description, window, data.describe())
 
 
@@ -346,12 +356,6 @@ def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", 
     score = return_and_sharpe_score("value", trade_metrics.DAILY, score_by="sharpe", timestamps=data.timestamps[1:],
                                     initial_value=rules.initial_cash)  # fmt: skip
     return Evaluator(validation, score, max_steps=data.num_bars + 1, record_info_keys=("value",))
-
-
-def _load_dataset(recipe: str) -> Any:
-    from market_envs.data import load
-
-    return load(recipe)
 
 
 # --------------------------------------------------------------------------- configs

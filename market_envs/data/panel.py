@@ -39,6 +39,7 @@ INDICATOR_NAMES = (
     "close_60_sma",
 )
 FEATURE_NAMES = PRICE_COLUMNS + INDICATOR_NAMES
+PERIODS = ("train", "validation", "test")
 
 
 class DataError(UserError):
@@ -220,17 +221,66 @@ class MarketData:
         """"open" (the next bar's open) or "close" when the data has no open prices."""
         return fill_price(self.meta.get("missing_columns", ()))
 
-    def period(self, which: str) -> MarketData:
-        """"train", "validation" or "test" by the split dates in `meta` (set by recipes).
+    def with_periods(self, periods) -> MarketData:
+        """The same panel (tensors shared, nothing copied) whose `period` reads explicit
+        bounds instead of the recipe's split dates: a walk-forward fold's windows.
 
-        `meta["train_end"]` and `meta["val_end"]` bound the three periods as in `split`.
+        :param periods: "train", "validation" and "test" -> ``[first, last]`` bar
+            timestamps (ISO strings or timestamps, both included), as
+            `trader.folds.Fold.periods` gives them; an empty mapping or None keeps the
+            split dates.
+
+        The panel's normalisation statistics are refitted on the new training period
+        alone, so nothing after it (a recipe's later training period) leaks into them.
         """
-        if "train_end" not in self.meta or "val_end" not in self.meta:
-            raise DataError(f"data set {self.name!r} has no split dates (meta train_end/val_end)")
-        parts = dict(zip(("train", "validation", "test"), self.split(self.meta["train_end"], self.meta["val_end"])))
-        if which not in parts:
-            raise DataError(f"unknown period {which!r}; expected one of {list(parts)}")
-        return parts[which]
+        if not periods:
+            return self
+        missing = [name for name in PERIODS if name not in periods]
+        if missing:
+            raise DataError(f"explicit periods need {list(PERIODS)}; missing {missing}")
+        bounds = {name: [str(bound) for bound in periods[name]] for name in PERIODS}
+        for name, pair in bounds.items():
+            if len(pair) != 2:
+                raise DataError(f"period {name!r} must be [first, last], got {pair}")
+        bounded = replace(self, meta={**self.meta, "periods": bounds})
+        mean, std = bounded._bounded("train").fit_normalization()
+        return replace(bounded, feature_mean=mean, feature_std=std)
+
+    def period(self, which: str) -> MarketData:
+        """"train", "validation" or "test": the explicit bounds of `with_periods` when
+        the panel carries them (`meta["periods"]`), else the split dates in `meta` (set
+        by recipes), as in `split`. Normalisation statistics are fitted on the training
+        period only and carried by every period."""
+        if which not in PERIODS:
+            raise DataError(f"unknown period {which!r}; expected one of {list(PERIODS)}")
+        if "periods" not in self.meta:
+            if "train_end" not in self.meta or "val_end" not in self.meta:
+                raise DataError(f"data set {self.name!r} has no split dates (meta train_end/val_end)")
+            return dict(zip(PERIODS, self.split(self.meta["train_end"], self.meta["val_end"])))[which]
+        return self._bounded(which)  # carries the training window's statistics (`with_periods`)
+
+    def _bounded(self, which: str) -> MarketData:
+        """The bars of one explicit period, both bounds included."""
+        first, last = self.meta["periods"][which]
+        tz = str(self.timestamps.tz)
+        lo = int(self.timestamps.searchsorted(_as_timestamp(first, tz), "left"))
+        hi = int(self.timestamps.searchsorted(_as_timestamp(last, tz), "right"))
+        if hi <= lo:
+            raise DataError(f"{which} period {first} .. {last} holds no bar of {self.name!r} "
+                            f"(data spans {self.start} .. {self.end})")  # fmt: skip
+        return self.take(slice(lo, hi))
+
+    def _period_bars(self) -> dict[str, MarketData]:
+        """Each period's bars, without normalisation statistics (for descriptions)."""
+        if "periods" in self.meta:
+            return {name: self._bounded(name) for name in PERIODS}
+        train_end, val_end = self.meta["train_end"], self.meta["val_end"]
+        return dict(zip(PERIODS, (self.slice(None, train_end), self.slice(train_end, val_end), self.slice(val_end, None))))
+
+    @property
+    def has_periods(self) -> bool:
+        """The panel knows its train / validation / test periods (explicit or split dates)."""
+        return "periods" in self.meta or ("train_end" in self.meta and "val_end" in self.meta)
 
     def fit_normalization(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-feature mean and std over the tradable bars of this panel.
@@ -281,16 +331,16 @@ class MarketData:
         )
 
     def describe(self) -> dict:
-        """`summary` plus the tickers and, when the panel has split dates, each period.
+        """`summary` plus the tickers and, when the panel has periods (split dates or
+        explicit bounds), each period.
 
         Written as ``dataset.json`` into run directories (docs/contracts.md), where the
         dashboard's data page reads it without loading the panel.
         """
         card = {**self.summary(), "tickers": [str(t) for t in self.tickers]}
-        if "train_end" in self.meta and "val_end" in self.meta:
+        if self.has_periods:
             card["periods"] = {}
-            parts = self.split(self.meta["train_end"], self.meta["val_end"])
-            for name, part in zip(("train", "validation", "test"), parts, strict=True):
+            for name, part in self._period_bars().items():
                 card["periods"][name] = {
                     "start": str(part.start),
                     "end": str(part.end),

@@ -4,7 +4,7 @@
 `trader.metrics.summary`, so every table in the project agrees.
 """
 
-from trader.backtest.engine import BASELINES, BacktestConfig, benchmark_panel, run_backtest
+from trader.backtest.engine import BASELINES, BacktestConfig, Book, benchmark_panel, run_backtest
 from trader.backtest.report import read_series, write_report
 from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
 from trader.backtest.strategies import ActionSchedule, ExternalPolicy, PolicyPopulation
@@ -14,6 +14,7 @@ __all__ = [
     "BASELINES",
     "BacktestConfig",
     "BacktestResult",
+    "Book",
     "ExternalPolicy",
     "PeriodInfo",
     "PolicyPopulation",

@@ -176,6 +176,38 @@ class BacktestConfig:
         return values
 
 
+@dataclass(frozen=True)
+class Book:
+    """An account a strategy starts a backtest from, instead of all cash: how a
+    walk-forward fold's policy takes over the previous fold's positions (and pays for
+    the trades of the switch like any other).
+
+    :param cash: cash, in the data's currency.
+    :param holdings: shares per ticker of the backtest's panel, in its order.
+    :param value: the book's value at its last mark (the previous period's last
+        close): the base of the first bar's return, so a record stitched from several
+        backtests compounds without a break.
+    """
+
+    cash: float
+    holdings: tuple[float, ...]
+    value: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cash": float(self.cash), "holdings": [float(h) for h in self.holdings], "value": float(self.value)}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Book:
+        return cls(float(values["cash"]), tuple(float(h) for h in values["holdings"]), float(values["value"]))
+
+    @classmethod
+    def final(cls, result: BacktestResult, name: str) -> Book:
+        """Strategy ``name``'s book at the last bar of ``result`` (positions recorded per bar or per day)."""
+        series, positions = result.series[name], result.positions[name]
+        return cls(float(series["cash"].iloc[-1]), tuple(float(h) for h in positions.iloc[-1]),
+                   float(series["value"].iloc[-1]))  # fmt: skip
+
+
 @dataclass
 class _Member:
     """One strategy: its description, decision rule and row in its group's env."""
@@ -183,6 +215,7 @@ class _Member:
     info: StrategyInfo
     row: int
     dims: tuple[int, int] | None = None  # a checkpoint's (obs_dim, act_dim), checked against the env
+    book: Book | None = None  # where it starts (None: all cash)
 
 
 @dataclass
@@ -217,6 +250,7 @@ def run_backtest(
     device: torch.device | str = "cpu",
     trials: Mapping[str, Any] | None = None,
     selection: dict[str, Any] | None = None,
+    initial_books: Mapping[str, Book] | None = None,
 ) -> BacktestResult:
     """Backtest policies and baselines over one period, all through the batched env.
 
@@ -242,6 +276,8 @@ def run_backtest(
         selected from: its evidence then carries the deflated Sharpe ratio.
     :param selection: the run's selection statistics (`evidence.selection_evidence`),
         carried into the report as they are.
+    :param initial_books: strategy name -> the `Book` it starts from instead of
+        ``initial_cash`` in cash (a policy or a baseline on the stocks' panel).
     :return: the `BacktestResult` (``.metrics``, ``.series``, ``.evidence``, ...).
     """
     config = config or BacktestConfig()
@@ -258,6 +294,8 @@ def run_backtest(
     multiples = [k for k in config.breakeven_multiples if k != 1.0]
     scaled = [_build_groups(panel, policies or {}, chosen, config.at_multiple(k), device, oracle, loaded)
               for k in multiples]  # fmt: skip
+    for built in (groups, *scaled):
+        _place_books(built, initial_books or {}, panel)
     records = _simulate(groups + [g for more in scaled for g in more], panel.timestamps, config.record_positions,
                         device, positions_of=len(groups))  # fmt: skip
     result = _assemble(panel, period_name, groups, records[: len(groups)], config)
@@ -403,6 +441,18 @@ def _build_groups(
     if not groups:
         raise UserError("nothing to backtest: no policy and no baseline given")
     return list(groups.values())
+
+
+def _place_books(groups: list[_Group], books: Mapping[str, Book], data: MarketData) -> None:
+    """Give each member its starting `Book`; a book for no strategy, or of another width, is an error."""
+    members = {m.info.name: (g, m) for g in groups for m in g.members}
+    for name, book in books.items():
+        if name not in members:
+            raise UserError(f"initial book for {name!r}, which is not a strategy of this backtest")
+        group, member = members[name]
+        if group.data is not data or len(book.holdings) != data.num_tickers:
+            raise UserError(f"initial book of {name!r} holds {len(book.holdings)} tickers; the backtest trades {data.num_tickers}")
+        member.book = book
 
 
 def _check_schedule(name: str, schedule: ActionSchedule, data: MarketData) -> None:
@@ -576,10 +626,18 @@ def _simulate(
 
 
 def _start(group: _Group, num_bars: int, num_slots: int | None, device: torch.device) -> tuple[_Records, Tensor]:
-    """Reset the group's env, allocate its records, record bar 0 (all cash)."""
+    """Reset the group's env (members with a `Book` start from it), allocate its
+    records, record bar 0 (all cash, or the book marked at its close)."""
     env = group.env
-    obs, _ = env.reset()
     e, n = env.num_envs, env.num_stocks
+    books = [m.book for m in group.members]
+    if any(b is not None for b in books):
+        cash = [env.config.initial_cash if b is None else b.cash for b in books]
+        holdings = [[0.0] * n if b is None else list(b.holdings) for b in books]
+        obs, _ = env.reset(options={"cash": torch.tensor(cash, dtype=torch.float64),
+                                    "holdings": torch.tensor(holdings, dtype=torch.float64).reshape(e, n)})  # fmt: skip
+    else:
+        obs, _ = env.reset()
     bars = torch.zeros((len(RECORDED), num_bars, e), dtype=torch.float64, device=device)
     positions = None if num_slots is None else torch.zeros((num_slots, e, n), dtype=torch.float64, device=device)
     records = _Records(bars, positions)
@@ -633,8 +691,9 @@ def _assemble(
         for member in g.members:
             r = member.row
             value = host["value"][:, r]
-            previous = np.concatenate([[config.initial_cash], value[:-1]])
-            returns = _simple_returns(value, config.initial_cash)
+            start = _starting_value(member, config)
+            previous = np.concatenate([[start], value[:-1]])
+            returns = _simple_returns(value, start)
             frame = pd.DataFrame(
                 {
                     "value": value,
@@ -679,9 +738,14 @@ def _assemble(
     )
 
 
-def _simple_returns(value: np.ndarray, initial_cash: float) -> np.ndarray:
-    """Bar returns of a value series that starts from `initial_cash` (0 after ruin)."""
-    previous = np.concatenate([[initial_cash], value[:-1]])
+def _starting_value(member: _Member, config: BacktestConfig) -> float:
+    """The value a strategy starts the period with: its `Book`'s, else the initial cash."""
+    return config.initial_cash if member.book is None else member.book.value
+
+
+def _simple_returns(value: np.ndarray, start: float) -> np.ndarray:
+    """Bar returns of a value series that starts from `start` (0 after ruin)."""
+    previous = np.concatenate([[start], value[:-1]])
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(previous > 0, value / previous - 1.0, 0.0)
 
@@ -692,7 +756,7 @@ def _sharpe_ratios(data: MarketData, groups: list[_Group], records: list[_Record
     for g, rec in zip(groups, records):
         values = rec.bars[RECORDED.index("value")].cpu().numpy()
         for member in g.members:
-            returns[member.info.name] = _simple_returns(values[:, member.row], config.initial_cash)
+            returns[member.info.name] = _simple_returns(values[:, member.row], _starting_value(member, config))
     table = metrics.summary(pd.DataFrame(returns), timestamps=data.timestamps, risk_free=config.risk_free)
     return table["sharpe_ratio"]
 

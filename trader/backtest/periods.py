@@ -12,12 +12,11 @@ NAMED_PERIODS = ("test", "validation", "train")
 
 
 def load_dataset(recipe: str) -> MarketData:
-    """The full panel of a data set recipe (by name or path), through `market_envs.data.load`."""
-    try:
-        from market_envs.data import load
-    except ImportError as err:  # the recipe loader ships with the data layer
-        raise UserError(f"cannot load data set {recipe!r}: market_envs.data.load is not available ({err})") from err
-    return load(recipe)
+    """The full panel of a data set recipe (by name or path), through `market_envs.data.load`,
+    once per process (`trader.environments.load_market`)."""
+    from trader.environments import load_market
+
+    return load_market(recipe)
 
 
 def select_period(data: MarketData, period: str | None) -> tuple[MarketData, str]:

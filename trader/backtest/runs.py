@@ -23,6 +23,7 @@ from typing import Any
 from market_envs.env import EnvConfig
 from trader import rundir
 from trader.backtest.engine import recorded_rules
+from trader.environments import run_periods
 from trader.errors import UserError
 
 
@@ -43,6 +44,16 @@ class RunContents:
     """A tournament's top-k checkpoints (the ``ensemble`` strategy), best first."""
     baselines: list[Path] = field(default_factory=list)
     """``baselines/<name>/`` folders with a ``baseline.json`` sidecar."""
+    periods: dict[str, list[str]] | None = None
+    """Explicit train / validation / test bounds the run trained under (a walk-forward
+    fold's windows), replacing the data set's split dates; None: the split dates."""
+
+    def data(self, recipe: str) -> Any:
+        """The data set ``recipe`` as the run saw it: loaded once per process
+        (`trader.backtest.periods.load_dataset`), cut to the run's own periods (a view)."""
+        from trader.backtest import periods
+
+        return periods.load_dataset(recipe).with_periods(self.periods)
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> RunContents:
@@ -59,7 +70,7 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunContents:
         dataset = config.get("dataset") or env.get("dataset")
         rules = recorded_rules(env["env_config"], str(root / rundir.CONFIG)) if "env_config" in env else None
         contents = RunContents(root, "train", dataset if isinstance(dataset, str) else None, rules,
-                               checkpoints=_checkpoints(root))  # fmt: skip
+                               checkpoints=_checkpoints(root), periods=run_periods(env))  # fmt: skip
     contents.baselines = baseline_folders(root)
     if contents.kind == "train" and not contents.checkpoints and not (root / rundir.CONFIG).is_file():
         contents.kind = "baselines"
@@ -80,7 +91,7 @@ def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
     k = int(config.get("ensemble_k", 3))
     checkpoints = {"best": paths[0]} if paths else {}
     return RunContents(root, "tournament", env if isinstance(env, str) else None, rules,
-                       checkpoints=checkpoints, ensemble=paths[:k])  # fmt: skip
+                       checkpoints=checkpoints, ensemble=paths[:k], periods=run_periods(config))  # fmt: skip
 
 
 def _checkpoints(root: Path) -> dict[str, Path]:
@@ -146,16 +157,18 @@ def backtest_config(contents: RunContents, *, initial_cash: float | None = None,
 
 def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None, period: str = "test",
                  names: list[str] | None = None, baselines: list[str] | None = None, config: Any = None,
-                 device: str = "cpu") -> Any:  # fmt: skip
+                 device: str = "cpu", initial_books: dict[str, Any] | None = None) -> Any:  # fmt: skip
     """Backtest a run directory's strategies (`run_strategies`) beside the built-in
     baselines and write the report into it; returns the `BacktestResult`.
 
     :param names: only these strategies of the run (None: all of them).
     :param baselines: built-in baselines (None: every one that applies).
     :param config: a `BacktestConfig`; default `backtest_config(contents)`.
+    :param initial_books: strategy name -> the `trader.backtest.engine.Book` it starts
+        from (`run_backtest`); default: all cash.
     """
     from trader.backtest.engine import run_backtest
-    from trader.backtest.periods import load_dataset, select_period
+    from trader.backtest.periods import select_period
 
     contents = read_run(run_dir)
     recipe = dataset or contents.dataset
@@ -164,13 +177,13 @@ def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None,
     strategies = run_strategies(contents, device)
     if names is not None:
         strategies = {name: strategies[name] for name in names}
-    data = load_dataset(recipe)
+    data = contents.data(recipe)
     strategies = trading_in(strategies, select_period(data, period)[0].timestamps[0])
     config = config or backtest_config(contents)
     trials = contents_trials(contents)
     selection = run_selection(data, trials, config, device) if period != "validation" else None
-    return run_backtest(data, strategies, baselines=baselines, period=period, config=config,
-                        run_dir=run_dir, device=device, trials=trials, selection=selection)  # fmt: skip
+    return run_backtest(data, strategies, baselines=baselines, period=period, config=config, run_dir=run_dir,
+                        device=device, trials=trials, selection=selection, initial_books=initial_books)  # fmt: skip
 
 
 def contents_trials(contents: RunContents) -> dict[str, Any]:

@@ -123,7 +123,7 @@ def baselines(
     rules = _rules(env_config) if env_config is not None else contents.env_config or EnvConfig()
     if costs is not None:
         rules = costs.apply(rules)
-    data = _load(recipe)
+    data = _load(recipe, contents)
     check_costs_for_data(rules.costs, data)  # before any training: a cap on close-only data is bad input
     say = progress or (lambda line: None)
     outcomes = []
@@ -182,10 +182,10 @@ def _rules(values: EnvConfig | dict[str, Any]) -> EnvConfig:
     return values if isinstance(values, EnvConfig) else config_from_dict(EnvConfig, values)
 
 
-def _load(recipe: str) -> Any:
-    from market_envs.data import load
-
-    data = load(recipe)
+def _load(recipe: str, contents: Any) -> Any:
+    """The data set as the run saw it: its own periods (a walk-forward fold's) when it
+    records some, else the recipe's split dates."""
+    data = contents.data(recipe)
     data.period("train")  # a data set without split dates: one clear DataError now
     return data
 
@@ -288,9 +288,10 @@ def _train_finrl(library: str, algo: str, seed: int, data: Any, rules: EnvConfig
     from trader.baselines.sb3 import SB3Policy, fit, hyperparameters, load_model, make_model, sb3_version
     from trader.train import market_evaluator
 
-    train = data.period("train")
-    full = data.with_normalization(train.feature_mean, train.feature_std)  # every window sees the run's features
-    plan = finrl.rolling_windows(full, data.meta["val_end"], windows)
+    train, test = data.period("train"), data.period("test")
+    upto = data.take(slice(0, int(data.timestamps.searchsorted(test.end, "right"))))  # nothing after the test period
+    full = upto.with_normalization(train.feature_mean, train.feature_std)  # every window sees the run's features
+    plan = finrl.rolling_windows(full, test.start, windows)
     share = budget.split(len(plan) * len(finrl.LEARNERS))
     spent = {"steps": 0, "seconds": 0.0}
 

@@ -120,7 +120,7 @@ def backtest(
     if named is not None and cost is not None:
         raise UserError("give --cost RATE or --costs MODEL, not both (--cost-set buy_cost=... sets a model's rate)")
     from trader.backtest import run_backtest
-    from trader.backtest.periods import load_dataset, select_period
+    from trader.backtest.periods import select_period
     from trader.backtest.runs import backtest_config, read_run, trading_in
 
     contents = read_run(run_dir)
@@ -130,7 +130,7 @@ def backtest(
     policies, baselines = _strategies(contents, strategies, device)
     config = backtest_config(contents, initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet, costs=named,
                              breakeven=breakeven)  # fmt: skip
-    data = load_dataset(recipe)
+    data = contents.data(recipe)
     policies = trading_in(policies, select_period(data, period)[0].timestamps[0])
     result = run_backtest(data, policies, baselines=baselines, period=period, config=config, run_dir=run_dir, device=device)
     print_result_table(result, output)

@@ -64,7 +64,7 @@ def tournament_command(
         "target_score": target_score, "workers": workers, "scheduler": scheduler, "gpus": gpus,
         "num_envs": num_envs, "seed": seed, "device": device, "compile": compile,
         "tls_ca": _path(tls_ca), "tls_cert": _path(tls_cert), "tls_key": _path(tls_key), "insecure": insecure or None,
-        "algos": _algos(algos) if algos is not None else None,
+        "algos": parse_algos(algos) if algos is not None else None,
         "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
     }  # fmt: skip
     values.update({key: value for key, value in flags.items() if value is not None})
@@ -150,7 +150,7 @@ def _path(path: Path | None) -> str | None:
     return None if path is None else str(path.resolve())
 
 
-def _algos(text: str) -> tuple[str, ...]:
+def parse_algos(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     unknown = [name for name in names if name not in ALGOS]
     if unknown or not names:

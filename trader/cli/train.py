@@ -45,7 +45,7 @@ def train_command(
 
     if (env is None) == (dataset is None):
         raise UserError("give exactly one of --env NAME or --dataset RECIPE")
-    overrides = _read_config(config) if config is not None else {}
+    overrides = read_algo_config(config) if config is not None else {}
     env_config = None
     if preset is not None:
         from trader.presets import apply_preset
@@ -98,7 +98,7 @@ def _progress(console: Console) -> Progress:
     )
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def read_algo_config(path: Path) -> dict[str, Any]:
     """Algo config keys from a TOML file; a run's config.toml gives its ``algo_config``."""
     from trader.rundir import read_toml
 

@@ -1,0 +1,125 @@
+"""`trader walkforward RUN_DIR --dataset NAME`: retrain per fold, trade the next window, stitch.
+
+A thin layer over `trader.walkforward.walk_forward`: the fold lengths, the learner and
+its budget per fold (the flags of `trader train` for a single learner, those of
+`trader tournament` for the tournament); one line per fold as it starts and ends; the
+report at the end. Run it again on the same RUN_DIR with the same flags to resume.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from trader.cli import app
+from trader.errors import UserError
+
+
+@app.command("walkforward")
+def walkforward_command(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (created; the same one with the same flags resumes).")],
+    dataset: Annotated[str, typer.Option("--dataset", help="Data set recipe (name or path).")],
+    train: Annotated[str, typer.Option("--train", help="Training window per fold: 5y, 18m (months), 2w, 10d.")],
+    validation: Annotated[str, typer.Option("--validation", help="Validation window per fold (the fold's selection).")],
+    test: Annotated[str, typer.Option("--test", help="Test window per fold (traded once).")],
+    step: Annotated[str | None, typer.Option("--step", help="How far each fold moves on (default: --test; the stitched record needs it equal).")] = None,
+    expanding: Annotated[bool, typer.Option("--expanding", help="Training windows all start at the first session.")] = False,
+    embargo: Annotated[int, typer.Option("--embargo", help="Bars purged between train | validation and validation | test.")] = 0,
+    learner: Annotated[str, typer.Option("--learner", help="tournament, ppo, sac or td3.")] = "tournament",
+    seed: Annotated[int, typer.Option("--seed", help="Fold k runs with seed + k.")] = 0,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+    steps: Annotated[int, typer.Option("--steps", help="ppo/sac/td3: transitions per fold.")] = 100_000,
+    num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments of each training env (default 8; a tournament's pods: 64).")] = None,
+    eval_every: Annotated[int, typer.Option("--eval-every", help="ppo/sac/td3: transitions between validations (0: only at the end).")] = 10_000,
+    config: Annotated[Path | None, typer.Option("--config", help="ppo/sac/td3: TOML file of algo config keys (or a run's config.toml).")] = None,
+    algos: Annotated[str | None, typer.Option("--algos", help="tournament: comma-separated algorithms.")] = None,
+    population: Annotated[int | None, typer.Option("--population", help="tournament: leaderboard size.")] = None,
+    pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="tournament: transitions per pod.")] = None,
+    pods: Annotated[int | None, typer.Option("--pods", help="tournament: pod budget per fold.")] = None,
+    time_budget: Annotated[str | None, typer.Option("--time-budget", help="tournament: wall-clock budget per fold: 90s, 30m, 2h.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", help="tournament: local worker processes.")] = None,
+    baselines: Annotated[str | None, typer.Option("--baselines", help="Baseline libraries per fold, on the same folds, rules and budget: sb3, sb3-dummy, finrl (comma-separated).")] = None,
+    baseline_algos: Annotated[str, typer.Option("--baseline-algos", help="SB3 algorithms of the sb3 baselines (comma-separated).")] = "ppo",
+    baseline_steps: Annotated[int | None, typer.Option("--baseline-steps", help="Env steps of each baseline per fold (default: the learner's: --steps, or --pods x --pod-steps).")] = None,
+    warm_start: Annotated[bool, typer.Option("--warm-start", help="Fold k+1 continues from fold k: a single learner from its best checkpoint, a tournament's pods from its leaderboard (default: a fresh start per fold).")] = False,
+    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges (trader.presets).")] = None,
+    cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 5e-4,
+) -> None:
+    """Walk a learner forward: per fold train, select on validation, test; stitch the test windows."""
+    from trader.folds import FoldSpec
+    from trader.walkforward import LEARNERS, walk_forward
+
+    if learner not in LEARNERS:
+        raise UserError(f"--learner must be one of {', '.join(LEARNERS)}, got {learner!r}")
+    folds = FoldSpec(train, validation, test, step, expanding, embargo)
+    single = learner != "tournament"
+    if not single and config is not None:
+        raise UserError("--config sets a single learner's algo config; a tournament takes --algos and --preset")
+    if single and any(v is not None for v in (algos, population, pod_steps, pods, time_budget, workers)):
+        raise UserError("--algos, --population, --pod-steps, --pods, --time-budget and --workers apply to --learner tournament")
+    algo_config = _read_config(config) if config is not None else {}
+    tournament = {} if single else _tournament_keys(algos, population, pod_steps, pods, time_budget, workers, num_envs)
+    env_config: dict[str, Any] = {}
+    if preset is not None:
+        env_config, algo_config, tournament = _preset(preset, dataset, cost, learner, algo_config, tournament, steps, num_envs)
+    if learner == "ppo" and algo_config.get("anneal_lr") and algo_config.get("total_steps") is None:
+        algo_config["total_steps"] = steps  # the schedule runs over one fold's --steps
+    console = Console(stderr=True)
+    console.print(f"[bold]walk-forward[/bold] {learner} on {dataset}: train {train}, validation {validation}, "
+                  f"test {test}{', expanding' if expanding else ''}, embargo {embargo}; run directory {run_dir}")  # fmt: skip
+    result = walk_forward(run_dir, dataset, folds, learner, seed=seed, device=device, steps=steps,
+                          num_envs=num_envs or 8, eval_every=eval_every, algo_config=algo_config,
+                          env_config=env_config, tournament=tournament, baselines=_names(baselines),
+                          baseline_algos=_names(baseline_algos), baseline_steps=baseline_steps,
+                          warm_start=warm_start,
+                          on_progress=lambda line: console.print(line, markup=False, highlight=False))  # fmt: skip
+    from trader import rundir
+
+    print((result.run_dir / rundir.WF_REPORT_MD).read_text(encoding="utf-8"))
+    print(f"wrote {result.run_dir / rundir.WF_REPORT_MD}, {rundir.WF_REPORT_JSON}, {rundir.WF_STITCHED} and folds/")
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    """A comma-separated list as a tuple of names (empty for None)."""
+    return () if text is None else tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _tournament_keys(algos: str | None, population: int | None, pod_steps: int | None, pods: int | None,
+                     time_budget: str | None, workers: int | None, num_envs: int | None) -> dict[str, Any]:  # fmt: skip
+    from trader.cli.tournament import parse_algos
+    from trader.durations import parse_duration
+
+    keys = {"algos": parse_algos(algos) if algos is not None else None, "population": population,
+            "pod_steps": pod_steps, "pods": pods, "workers": workers, "num_envs": num_envs,
+            "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None}  # fmt: skip
+    keys = {k: v for k, v in keys.items() if v is not None}
+    if "time_budget" in keys and pods is None:
+        keys["pods"] = None  # a time budget alone replaces the default pod budget
+    return keys
+
+
+def _preset(name: str, dataset: str, cost: float, learner: str, algo_config: dict[str, Any],
+            tournament: dict[str, Any], steps: int, num_envs: int | None) -> tuple[dict, dict, dict]:  # fmt: skip
+    """The preset's env rules and algo configs, under the keys given."""
+    from trader.presets import apply_preset
+
+    if learner != "tournament":
+        env_config, configs = apply_preset(name, dataset, cost, [learner], steps=steps, num_envs=num_envs or 8,
+                                           algo_configs={learner: algo_config})  # fmt: skip
+        return env_config, configs[learner], tournament
+    from tournament import TournamentConfig
+
+    defaults = TournamentConfig()
+    algos = tournament.get("algos", defaults.algos)
+    env_config, configs = apply_preset(name, dataset, cost, algos, steps=tournament.get("pod_steps", defaults.pod_steps),
+                                       num_envs=tournament.get("num_envs", defaults.num_envs))  # fmt: skip
+    return env_config, algo_config, {**tournament, "algo_configs": configs}
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    from trader.cli.train import read_algo_config
+
+    return read_algo_config(path)
