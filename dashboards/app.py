@@ -20,6 +20,7 @@ PAGES = [
     st.Page(str(HERE / "pages" / "strategies.py"), title="Strategies", default=True),
     st.Page(str(HERE / "pages" / "significance.py"), title="Is the edge real?"),
     st.Page(str(HERE / "pages" / "tournament.py"), title="Tournament"),
+    st.Page(str(HERE / "pages" / "walkforward.py"), title="Walk-forward"),
     st.Page(str(HERE / "pages" / "training.py"), title="Training"),
     st.Page(str(HERE / "pages" / "data.py"), title="Data"),
 ]

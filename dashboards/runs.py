@@ -10,6 +10,9 @@ A run directory is recognised by any of its files:
 - a backtest: ``report.json`` and ``backtests/<strategy>.parquet`` (`trader backtest`);
 - a tournament: ``tournament.toml``, ``leaderboard.json``, ``pods.parquet`` and
   ``pods/<pod_id>/`` (each pod a training run);
+- a walk-forward: ``walkforward.toml`` (`trader.walkforward`); each of its folds
+  (``folds/<k>/``, a training or tournament run with its test backtest) is listed
+  too, as ``<walk-forward>/folds/<k>``, at any depth the walk-forward is found;
 - ``dataset.json``: the data set's card (`MarketData.describe`).
 
 A file that is missing, half-written or corrupt raises `RunFileError` with one line
@@ -35,6 +38,12 @@ SERIES_OPTIONAL = ("gross_value",)
 
 SERIES_COLUMNS = ("timestamp", *(c for c in rundir.SERIES_COLUMNS if c not in SERIES_OPTIONAL))
 """The columns of ``backtests/<strategy>.parquet`` the dashboard needs (not positions)."""
+STITCHED_COLUMNS = ("timestamp", "strategy", "fold", *SERIES_COLUMNS[1:])
+"""The columns of a walk-forward's ``stitched.parquet`` the dashboard reads."""
+WALKFORWARD_MARKERS = (*MARKERS, rundir.WF_CONFIG)
+"""The files that make a folder a run: `trader.rundir.MARKERS` and a walk-forward's config."""
+SKIPPED = ("pods", "backtests", "checkpoints", "baselines", rundir.WF_FOLDS_DIR)
+"""Folders inside a run that are never runs of their own listing."""
 
 
 @dataclass(frozen=True)
@@ -57,11 +66,16 @@ class RunDir:
     def has_tournament(self) -> bool:
         return (self.path / rundir.TOURNAMENT).exists() or (self.path / rundir.LEADERBOARD).exists()
 
+    @property
+    def has_walkforward(self) -> bool:
+        return (self.path / rundir.WF_CONFIG).exists()
+
 
 def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
     """Run directories in `runs_dir` (itself, its children and grandchildren), by name.
 
-    A tournament's pods (``pods/<id>``) belong to their tournament and are not listed.
+    A tournament's pods (``pods/<id>``) belong to their tournament and are not listed;
+    a walk-forward's folds are listed after it, in fold order, whatever their depth.
     """
     root = Path(runs_dir)
     if not root.is_dir():
@@ -70,12 +84,23 @@ def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
     candidates += [q for p in candidates[1:] if p.name != "pods" for q in sorted(p.iterdir()) if q.is_dir()]
     runs = []
     for path in candidates:
-        if path.name in ("pods", "backtests", "checkpoints", "baselines") or path.parent.name == "pods":
-            continue
-        if any((path / marker).exists() for marker in MARKERS):
+        if path != root and (path.name in SKIPPED or path.parent.name in ("pods", rundir.WF_FOLDS_DIR)):
+            continue  # pods belong to their tournament, folds are listed with their walk-forward
+        if any((path / marker).exists() for marker in WALKFORWARD_MARKERS):
             name = root.name if path == root else str(path.relative_to(root))
             runs.append(RunDir(name, path))
+            runs += walkforward_folds(RunDir(name, path))
     return runs
+
+
+def walkforward_folds(walk: RunDir) -> list[RunDir]:
+    """The run directories of a walk-forward's folds (``folds/<k>/`` holding a run), by fold."""
+    folder = walk.path / rundir.WF_FOLDS_DIR
+    if not walk.has_walkforward or not folder.is_dir():
+        return []
+    folds = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    return [RunDir(f"{walk.name}/{rundir.WF_FOLDS_DIR}/{p.name}", p) for p in folds
+            if any((p / marker).exists() for marker in MARKERS)]  # fmt: skip
 
 
 def modified(path: Path) -> float:
@@ -143,6 +168,40 @@ def load_pods(run: Path) -> pd.DataFrame:
         if column not in frame.columns:
             raise RunFileError(f"{path}: no {column!r} column")
     return frame
+
+
+# --------------------------------------------------------------------- walk-forwards
+
+
+def load_walkforward(run: Path) -> dict[str, Any]:
+    """``walkforward.json`` (`trader.walkforward`), checked for the keys the page uses."""
+    path = run / rundir.WF_REPORT_JSON
+    summary = read_json(path, version=rundir.WF_REPORT_VERSION)
+    require(summary, ("config", "folds", "stitched"), path)
+    require(summary["stitched"], ("metrics", "evidence", "reference"), path)
+    for row in summary["folds"]:
+        require(row, ("fold", "windows", "algo", "validation_sharpe", "test_sharpe"), path)
+    return summary
+
+
+def load_finished_folds(run: Path) -> list[dict[str, Any]]:
+    """Each finished fold's ``fold.json`` (``folds/<k>/fold.json``), by fold: what a
+    walk-forward still running (no ``walkforward.json`` yet) has to show."""
+    folder = run / rundir.WF_FOLDS_DIR
+    if not folder.is_dir():
+        return []
+    folds = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    records = []
+    for path in (p / rundir.WF_FOLD for p in folds if (p / rundir.WF_FOLD).is_file()):
+        record = read_json(path, version=rundir.WF_FOLD_VERSION)
+        require(record, ("fold", "windows", "algo", "validation_sharpe", "test_sharpe"), path)
+        records.append(record)
+    return records
+
+
+def load_stitched(run: Path) -> pd.DataFrame:
+    """``stitched.parquet``: the stitched record, one row per (bar, strategy)."""
+    return read_parquet(run / rundir.WF_STITCHED, STITCHED_COLUMNS)
 
 
 def load_dataset_card(run: Path) -> dict[str, Any]:

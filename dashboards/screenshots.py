@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-PAGES = {"strategies": "", "significance": "significance", "tournament": "tournament", "training": "training", "data": "data"}
+PAGES = {"strategies": "", "significance": "significance", "tournament": "tournament", "walkforward": "walkforward",
+         "training": "training", "data": "data"}
 """Page name -> URL path (st.navigation derives it from the page file's name; the default page is /)."""
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")

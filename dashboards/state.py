@@ -57,6 +57,8 @@ LOADERS = {
     "pods": lambda folder, name: runs.load_pods(folder),
     "dataset_card": lambda folder, name: runs.load_dataset_card(folder),
     "trials": lambda folder, name: rundir.read_trials(folder / name),
+    "walkforward": lambda folder, name: runs.load_walkforward(folder),
+    "stitched": lambda folder, name: runs.load_stitched(folder),
 }
 """Loader name -> function of (run folder, file name), as `_cached` calls it."""
 
@@ -92,9 +94,24 @@ def trials(run: RunDir) -> tuple[pd.DataFrame, pd.DataFrame]:
     return _load("trials", run.path, rundir.TRIALS)
 
 
+def walkforward(run: RunDir) -> dict[str, Any]:
+    """``walkforward.json`` of a finished walk-forward."""
+    return _load("walkforward", run.path, rundir.WF_REPORT_JSON)
+
+
+def stitched(run: RunDir) -> pd.DataFrame:
+    """``stitched.parquet`` of a finished walk-forward."""
+    return _load("stitched", run.path, rundir.WF_STITCHED)
+
+
+def finished_folds(run: RunDir) -> list[dict[str, Any]]:
+    """The ``fold.json`` of each finished fold (read afresh: a running walk-forward adds them)."""
+    return runs.load_finished_folds(run.path)
+
+
 def dataset_card(run: RunDir) -> dict[str, Any]:
     return _load("dataset_card", run.path, rundir.DATASET)
 
 
 __all__ = ["RunFileError", "all_runs", "runs_dir", "problem", "report", "series", "daily", "training",
-           "leaderboard", "pods", "dataset_card"]  # fmt: skip
+           "leaderboard", "pods", "dataset_card", "walkforward", "stitched", "finished_folds"]  # fmt: skip

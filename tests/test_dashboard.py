@@ -140,7 +140,7 @@ import os, sys
 os.environ["PODRACER_RUNS_DIR"] = {str(built)!r}
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({str(APP)!r}, default_timeout=60).run()
-for page in ("tournament", "training", "data"):
+for page in ("tournament", "walkforward", "training", "data"):
     at.switch_page(f"pages/{{page}}.py").run()
     assert not at.exception, at.exception
 print("torch" in sys.modules)
@@ -571,3 +571,106 @@ def test_every_page_draws_in_headless_chromium(built: Path, tmp_path: Path) -> N
         assert not shot.exceptions, (shot.page, shot.exceptions)
         assert not shot.warnings, (shot.page, shot.warnings)
         assert shot.path.stat().st_size > 20_000  # a drawn page, not a blank one
+
+
+# --------------------------------------------------------------------- walk-forward
+
+
+@pytest.fixture(scope="module")
+def walked(tmp_path_factory) -> Path:
+    """A runs folder holding ``wf``: a real PPO walk-forward of four folds, on the
+    walk-forward tests' daily recipe and budget."""
+    from test_walkforward import BUDGET, FOLDS, SMALL_PPO, daily_frame, write_daily_recipe
+
+    from trader.walkforward import walk_forward
+
+    root = tmp_path_factory.mktemp("walked")
+    os.environ["PODRACER_DATA_DIR"] = str(root / "data")
+    recipe = write_daily_recipe(root / "recipe", daily_frame())
+    walk_forward(root / "runs" / "wf", str(recipe), FOLDS, "ppo", seed=3, algo_config=SMALL_PPO, **BUDGET)
+    return root / "runs"
+
+
+def test_find_runs_lists_a_walk_forward_and_its_folds_at_any_depth(walked: Path) -> None:
+    found = [run.name for run in runs.find_runs(walked)]
+    assert found == ["wf", "wf/folds/0", "wf/folds/1", "wf/folds/2", "wf/folds/3"]
+    assert [run.name for run in runs.find_runs(walked / "wf")] == found  # the walk-forward given as runs folder
+    listed = {run.name: run for run in runs.find_runs(walked)}
+    assert listed["wf"].has_walkforward and not listed["wf"].has_report
+    assert listed["wf/folds/2"].has_report and listed["wf/folds/2"].has_training and not listed["wf/folds/2"].has_walkforward
+
+
+def test_the_walk_forward_views_draw_walkforward_json_and_stitched_parquet(walked: Path) -> None:
+    from dashboards import walkforward as views
+
+    summary = json.loads((walked / "wf" / "walkforward.json").read_text())
+    figure = views.timeline_figure(views.window_frame(summary["folds"]))
+    for trace in figure.data:  # each bar runs from the window's first bar to its last
+        starts = pd.to_datetime(list(trace.base))
+        ends = starts + pd.to_timedelta(np.asarray(trace.x, dtype=float), unit="ms")
+        expected = [[pd.Timestamp(t).tz_localize(None) for t in row["windows"][trace.name]] for row in summary["folds"]]
+        assert [[s, e] for s, e in zip(starts, ends)] == expected
+        assert list(trace.y) == [f"fold {row['fold']}" for row in summary["folds"]]
+    stitched = pd.read_parquet(walked / "wf" / "stitched.parquet")
+    values = views.stitched_values(stitched)  # daily bars: every bar is its session's last
+    assert list(values.columns) == list(dict.fromkeys(stitched["strategy"])) and "ppo" in values.columns
+    for name in values.columns:
+        assert values[name].to_numpy().tolist() == stitched.loc[stitched["strategy"] == name, "value"].tolist()
+    starts = views.fold_starts(stitched)
+    assert [s.strftime("%Y-%m-%d") for s in starts] == [row["windows"]["test"][0][:10] for row in summary["folds"]]
+    winners = views.winners_frame(summary["folds"])
+    assert list(winners.index) == [0, 1, 2, 3] and "pod" not in winners.columns
+    for row in summary["folds"]:
+        assert winners.loc[row["fold"], "test Sharpe"] == row["test_sharpe"]
+        assert winners.loc[row["fold"], "validation Sharpe"] == row["validation_sharpe"]
+        assert winners.loc[row["fold"], "equal_weight test Sharpe"] == row["equal_weight_test_sharpe"]
+        assert json.loads(winners.loc[row["fold"], "hyperparameters"]) == row["hyperparameters"]
+    table = views.stitched_metrics(summary["stitched"])
+    assert table.loc["ppo", metrics.METRIC_LABELS["sharpe_ratio"]] == summary["stitched"]["metrics"]["ppo"]["sharpe_ratio"]
+
+
+def plotted(values) -> list:
+    """A trace's values as the chart's JSON holds them (Plotly packs number arrays as base64)."""
+    import base64
+
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
+    return list(values)
+
+
+def test_the_walk_forward_page_shows_the_librarys_numbers(walked: Path) -> None:
+    at = app_test(walked).run()
+    at.switch_page("pages/walkforward.py").run()
+    assert not at.exception and not at.warning
+    summary = json.loads((walked / "wf" / "walkforward.json").read_text())
+    charts = at.get("plotly_chart")
+    assert len(charts) == 3  # the timeline, the stitched equity, the intervals
+    equity = json.loads(charts[1].proto.spec)["data"]
+    stitched = pd.read_parquet(walked / "wf" / "stitched.parquet")
+    for trace in equity:
+        assert plotted(trace["y"]) == stitched.loc[stitched["strategy"] == trace["name"], "value"].tolist()
+    assert sorted(t["name"] for t in equity) == sorted(set(stitched["strategy"]))
+    winners = at.dataframe[0].value
+    assert winners["test Sharpe"].tolist() == [row["test_sharpe"] for row in summary["folds"]]
+    assert winners["winner"].tolist() == ["ppo"] * 4
+    table = at.dataframe[1].value
+    assert table.loc["ppo", metrics.METRIC_LABELS["sharpe_ratio"]] == summary["stitched"]["metrics"]["ppo"]["sharpe_ratio"]
+    shown = " ".join(m.value for m in at.markdown)
+    for name, evidence in summary["stitched"]["evidence"].items():
+        assert f"{name}: {evidence['sentence']}" in shown
+    # a walk-forward still running: its finished folds, nothing stitched
+    partial = walked.parent / "partial"
+    shutil.copytree(walked / "wf", partial / "wf")
+    for name in ("walkforward.json", "walkforward.md", "stitched.parquet"):
+        (partial / "wf" / name).unlink()
+    shutil.rmtree(partial / "wf" / "folds" / "3")
+    at = app_test(partial).run()
+    at.switch_page("pages/walkforward.py").run()
+    assert not at.exception and any("3 fold(s) done" in m for m in messages(at))
+    assert len(at.get("plotly_chart")) == 1 and at.dataframe[0].value.index.tolist() == [0, 1, 2]
+
+
+def test_an_empty_runs_folder_says_so_on_the_walk_forward_page(tmp_path: Path) -> None:
+    at = app_test(tmp_path).run()
+    at.switch_page("pages/walkforward.py").run()
+    assert not at.exception and any("No walk-forward in" in m for m in messages(at))
