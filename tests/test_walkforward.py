@@ -364,3 +364,25 @@ def test_explicit_periods_are_views_with_statistics_of_their_own_training_window
         assert torch.equal(part.feature_mean, mean) and torch.equal(part.feature_std, std)
     assert fold.describe()["periods"]["validation"]["bars"] == 8
     assert data.with_periods(None) is data
+
+
+def test_env_reset_from_a_book_marks_it_and_shows_it_in_the_observation() -> None:
+    from market_envs.env import EnvConfig, StockTradingVecEnv
+    from market_fixtures import random_panel
+
+    data = random_panel(n_tickers=3, n_bars=20, seed=6)
+    env = StockTradingVecEnv(data, 2, "cpu", EnvConfig(random_start=False, episode_length=None))
+    cash = torch.tensor([5000.0, 1_000_000.0], dtype=torch.float64)
+    holdings = torch.tensor([[10.0, 0.0, 20.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    obs, info = env.reset(options={"cash": cash, "holdings": holdings})
+    close = data.close[0].double()
+    value = cash + (holdings * close).sum(-1)
+    assert torch.allclose(env.value, value) and torch.equal(env.holdings, holdings)
+    assert torch.allclose(obs[:, 0].double(), cash / value, atol=1e-6)  # the account columns show the book
+    assert torch.allclose(obs[:, 1:4].double(), holdings * close / value.unsqueeze(-1), atol=1e-6)
+    plain, _ = StockTradingVecEnv(data, 2, "cpu", EnvConfig(random_start=False, episode_length=None)).reset()
+    assert torch.equal(obs[1], plain[1])  # an all-cash book is the usual start
+    with pytest.raises(UserError, match="negative shares"):
+        env.reset(options={"cash": cash, "holdings": -holdings})
+    with pytest.raises(UserError, match="shape"):
+        env.reset(options={"cash": cash, "holdings": holdings[:, :2]})
