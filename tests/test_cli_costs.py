@@ -39,7 +39,7 @@ def toy_data(monkeypatch):
         return panels[recipe]
 
     monkeypatch.setattr(periods, "load_dataset", load)
-    monkeypatch.setattr(train_module, "_load_dataset", load)
+    monkeypatch.setattr(train_module, "load_market", lambda recipe, periods=None: load(recipe).with_periods(periods))
     return panels
 
 
@@ -161,6 +161,6 @@ def test_baselines_bad_costs_exit_2_before_training(args, message, tmp_path: Pat
     pytest.importorskip("stable_baselines3")
     import trader.baselines.run as baselines_run
 
-    monkeypatch.setattr(baselines_run, "_load", lambda recipe: _close_only_panel())
+    monkeypatch.setattr(baselines_run, "_load", lambda recipe, contents: _close_only_panel())
     _exits_2(["baselines", str(tmp_path / "run"), "--dataset", "closes", "--steps", "16", *args], message, capsys)
     assert not (tmp_path / "run" / "baselines").exists()
