@@ -65,37 +65,35 @@ def print_result_table(result, output: str) -> None:
         return
     if sys.stdout.isatty():
         from rich.console import Console
-        from rich.table import Table
 
-        header, rows = table_rows(result)
-        table = Table(title="Backtest", caption="\n".join(context_lines(result)))
-        for i, column in enumerate(header):
-            table.add_column(column, justify="left" if i == 0 else "right")
-        for row in rows:
-            table.add_row(*row)
-        Console().print(table)
+        console = Console()
+        console.print(_rich_table("Backtest", *table_rows(result), caption="\n".join(context_lines(result))))
         header, rows = cost_rows(result)
         if rows:
-            costs = Table(title="Costs (bp of the value traded) and the breakeven cost (a multiple of the cost model)")
-            for i, column in enumerate(header):
-                costs.add_column(column, justify="left" if i == 0 else "right")
-            for row in rows:
-                costs.add_row(*row)
-            Console().print(costs)
+            console.print(_rich_table("Costs (bp of the value traded) and the breakeven cost (a multiple of the cost model)",
+                                      header, rows))  # fmt: skip
         header, rows = evidence_rows(result)
         if rows:
-            evidence = Table(title="Is the edge real? (docs/reading-results.md)")
-            for i, column in enumerate(header):
-                evidence.add_column(column, justify="left" if i in (0, len(header) - 1) else "right")
-            for row in rows:
-                evidence.add_row(*row)
-            Console().print(evidence)
+            console.print(_rich_table("Is the edge real? (docs/reading-results.md)", header, rows,
+                                      left=(0, len(header) - 1)))  # fmt: skip
         for line in selection_lines(result):
-            Console().print(line)
+            console.print(line)
         return
     print("\n".join(context_lines(result)))
     print()
     print(plain_table(result))
+
+
+def _rich_table(title: str, header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,), caption: str | None = None):
+    """A rich `Table` of ``rows``: the columns in ``left`` aligned left, the others right."""
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption)
+    for i, column in enumerate(header):
+        table.add_column(column, justify="left" if i in left else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 @app.command("backtest")
