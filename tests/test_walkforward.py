@@ -3,6 +3,8 @@ record that carries the book across fold boundaries, and a resume that changes n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import json
 from pathlib import Path
 
@@ -141,7 +143,9 @@ def test_scrambling_prices_after_a_folds_test_end_leaves_its_trades_identical(tm
 # --------------------------------------------------------------------------- resume
 
 
-def test_a_walk_forward_killed_in_fold_2_resumes_to_the_same_record(tmp_path, recipe, uninterrupted, monkeypatch) -> None:
+def kill_in_fold_2(monkeypatch) -> Callable:
+    """Make the walk-forward die in fold 2's test backtest (after its training), as a
+    killed process would; returns the real `backtest_run` to restore."""
     import trader.backtest.runs as runs
 
     real = runs.backtest_run
@@ -152,6 +156,13 @@ def test_a_walk_forward_killed_in_fold_2_resumes_to_the_same_record(tmp_path, re
         return real(run_dir, **kwargs)
 
     monkeypatch.setattr(runs, "backtest_run", dies_in_fold_2)
+    return real
+
+
+def test_a_walk_forward_killed_in_fold_2_resumes_to_the_same_record(tmp_path, recipe, uninterrupted, monkeypatch) -> None:
+    import trader.backtest.runs as runs
+
+    real = kill_in_fold_2(monkeypatch)
     with pytest.raises(RuntimeError, match="killed"):
         run_ppo(tmp_path / "run", recipe)
     root = tmp_path / "run"
@@ -267,14 +278,7 @@ def test_a_tournament_walk_forward_killed_in_fold_2_resumes_to_the_same_record(t
         assert rundir.read_toml(folder / rundir.TOURNAMENT)["periods"] == record["windows"]
         for pod in (folder / rundir.PODS_DIR).iterdir():
             assert rundir.read_toml(pod / rundir.CONFIG)["env"]["periods"] == record["windows"]
-    real = runs.backtest_run
-
-    def dies_in_fold_2(run_dir, **kwargs):
-        if Path(run_dir).name == "1":
-            raise RuntimeError("killed")
-        return real(run_dir, **kwargs)
-
-    monkeypatch.setattr(runs, "backtest_run", dies_in_fold_2)
+    real = kill_in_fold_2(monkeypatch)
     with pytest.raises(RuntimeError, match="killed"):
         run(tmp_path / "killed")
     monkeypatch.setattr(runs, "backtest_run", real)
