@@ -86,6 +86,9 @@ def test_the_demo_on_the_paper_recipe_without_keys_exits_2(monkeypatch, tmp_path
     assert not (tmp_path / "run").exists()
 
 
+MAKE_VARIABLES = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+
+
 def test_make_demo_on_the_paper_recipe_without_keys_exits_2_with_one_line(tmp_path):
     """`make demo DATASET=nasdaq100-minute-alpaca` as a user types it, on this venv's `trader`
     (`-o` keeps make from reinstalling the venv), in a folder of its own."""
@@ -94,7 +97,9 @@ def test_make_demo_on_the_paper_recipe_without_keys_exits_2_with_one_line(tmp_pa
     if make is None or not trader.is_file():
         pytest.skip("needs make and the venv's trader script (make test installs both)")
     root = Path(__file__).parents[1]
-    env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+    # Under `make test` make's own variables (MAKELEVEL, MAKEFLAGS) would make this a sub-make,
+    # whose notes read "make[1]: ***"; a user's shell has none of them.
+    env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES and k not in MAKE_VARIABLES}
     env.update(PODRACER_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=os.pathsep.join([str(root), env.get("PYTHONPATH", "")]))
     done = subprocess.run(
         [make, "-s", "-f", str(root / "Makefile"), "-o", f"{venv}/.installed-dev", "demo", f"VENV={venv}",
