@@ -35,7 +35,8 @@ the fill bar's own volume, as a broker's fill would (zipline's volume-share slip
 does the same): an order never depends on it, only how much of it fills.
 
 Named cost models (`cost_model`, `COST_MODELS`) bundle the commission rates with a
-`CostModel` and say which published figures they rest on.
+`CostModel` and say which published figures they rest on; `described` names any rates
+and terms by the named model they equal or come nearest to.
 """
 
 from __future__ import annotations
@@ -240,8 +241,7 @@ class NamedCosts:
             if isinstance(err, ConfigError):
                 raise
             raise ConfigError(f"EnvConfig.costs: bad value in {terms!r}: {err}") from None
-        changed = ", ".join(f"{k}={v!r}" for k, v in values.items())
-        return replace(self, name=f"{self.name} ({changed})", costs=costs, **rates)
+        return replace(self, name=_overridden(self.name, values), costs=costs, **rates)
 
     def scaled(self, multiple: float) -> NamedCosts:
         """This model with every charge times `multiple`: the commission rates and `CostModel.scaled`."""
@@ -267,9 +267,18 @@ class NamedCosts:
                 "sources": self.sources}  # fmt: skip
 
     @classmethod
-    def from_config(cls, config: EnvConfig, name: str = "custom") -> NamedCosts:
-        """The cost part of an env config (its rates and `CostModel`) as a model named `name`."""
+    def from_config(cls, config: EnvConfig, name: str | None = None) -> NamedCosts:
+        """The cost part of an env config (its rates and `CostModel`) as a model named `name`
+        (None: named by what it charges, `described`)."""
+        if name is None:
+            return described(float(config.buy_cost), float(config.sell_cost), config.costs)
         return cls(name, float(config.buy_cost), float(config.sell_cost), config.costs)
+
+
+def _overridden(name: str, values: Mapping[str, Any]) -> str:
+    """A model's name with the keys set over it: ``retail (participation=0.05)``."""
+    changed = ", ".join(f"{k}={v!r}" for k, v in values.items())
+    return f"{name} ({changed})"
 
 
 COST_MODELS: dict[str, NamedCosts] = {
@@ -315,6 +324,37 @@ COST_MODELS: dict[str, NamedCosts] = {
         "(2002). Needs data with high, low and volume.",
     ),
 }  # fmt: skip
+
+
+def described(buy_cost: float, sell_cost: float, costs: CostModel) -> NamedCosts:
+    """Commission rates and cost terms as a model whose name says what they charge.
+
+    - The named model (`COST_MODELS`) they equal, with its sources: ``institutional``.
+    - Rates alone (every `CostModel` term off): ``flat 0.05% per side`` (or ``flat 0.05% per
+      buy, 0.1% per sell``).
+    - Otherwise the named model from which the fewest keys differ (ties: a model that charges
+      something, then the order of `COST_MODELS`), with those keys in the form of
+      `NamedCosts.with_overrides`: ``retail (spread_bps=1.0)``, which is the name
+      ``--costs retail --cost-set spread_bps=1.0`` gives the same model.
+    """
+    values = {"buy_cost": buy_cost, "sell_cost": sell_cost, **_terms(costs)}
+    differences = []
+    for rank, model in enumerate(COST_MODELS.values()):
+        known = {"buy_cost": model.buy_cost, "sell_cost": model.sell_cost, **_terms(model.costs)}
+        changed = {k: v for k, v in values.items() if v != known[k]}
+        if not changed:
+            return model
+        differences.append(((len(changed), model.charges_nothing, rank), model, changed))
+    if costs == CostModel():
+        rates = (f"{100 * buy_cost:.4g}% per side" if buy_cost == sell_cost
+                 else f"{100 * buy_cost:.4g}% per buy, {100 * sell_cost:.4g}% per sell")  # fmt: skip
+        return NamedCosts(f"flat {rates}", buy_cost, sell_cost, costs, "A commission rate per side, nothing else.")
+    _, nearest, changed = min(differences, key=lambda row: row[0])
+    return NamedCosts(_overridden(nearest.name, changed), buy_cost, sell_cost, costs, nearest.sources)
+
+
+def _terms(costs: CostModel) -> dict[str, Any]:
+    return {f.name: getattr(costs, f.name) for f in fields(costs)}
 
 
 def cost_model(name: str) -> NamedCosts:

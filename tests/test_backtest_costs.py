@@ -50,7 +50,7 @@ def test_every_strategy_trades_under_the_backtests_cost_model() -> None:
     own_terms = run_backtest(data, {"s": schedule}, baselines=["equal_weight"],
                              config=replace(QUIET, policy_env=retail_rules))  # fmt: skip
     np.testing.assert_array_equal(plain.series["s"]["value"], own_terms.series["s"]["value"])
-    assert own_terms.costs["s"]["cost_spread"] == 0.0 and own_terms.cost_model["name"] == "custom"
+    assert own_terms.costs["s"]["cost_spread"] == 0.0 and own_terms.cost_model["name"] == "flat"
     retail = replace(QUIET, policy_env=SHARES).with_costs(cost_model("retail"))
     charged = run_backtest(data, {"s": schedule}, baselines=["equal_weight", "benchmark"], config=retail)
     for name in ("s", "equal_weight"):

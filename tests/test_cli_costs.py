@@ -82,7 +82,7 @@ def test_backtest_costs_every_strategy_under_the_model_and_prints_the_breakdown(
     assert "## Costs" in (run_dir / "report.md").read_text()
 
 
-def test_backtest_without_costs_keeps_the_runs_model_and_no_breakeven_on_request(tmp_path: Path, toy_data, capsys) -> None:
+def test_backtest_without_costs_keeps_the_runs_model_names_it_and_no_breakeven_on_request(tmp_path: Path, toy_data, capsys) -> None:
     run_dir = tmp_path / "run"
     rules = {"buy_cost": 0.0002, "sell_cost": 0.0002, "costs": {"spread_bps": 1.0}}
     run_dir.mkdir()
@@ -90,7 +90,8 @@ def test_backtest_without_costs_keeps_the_runs_model_and_no_breakeven_on_request
                                          f'sell_cost = 0.0002\n[env.env_config.costs]\nspread_bps = 1.0\n')  # fmt: skip
     assert main(["backtest", str(run_dir), "--no-tear-sheet", "--no-breakeven", "--output", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["cost_model"]["name"] == "the run's" and report["breakeven"] == {}
+    assert report["cost_model"]["name"] == "flat (buy_cost=0.0002, sell_cost=0.0002, spread_bps=1.0)"
+    assert report["breakeven"] == {}
     assert report["cost_model"]["buy_cost"] == rules["buy_cost"] and report["cost_model"]["costs"]["spread_bps"] == 1.0
 
 
@@ -164,3 +165,101 @@ def test_baselines_bad_costs_exit_2_before_training(args, message, tmp_path: Pat
     monkeypatch.setattr(baselines_run, "_load", lambda recipe, contents: _close_only_panel())
     _exits_2(["baselines", str(tmp_path / "run"), "--dataset", "closes", "--steps", "16", *args], message, capsys)
     assert not (tmp_path / "run" / "baselines").exists()
+
+
+# ------------------------------------------------------------------ a tournament under a named model, end to end
+
+TINY_POOL = """algos = ["ppo", "td3"]
+population = 2
+[algo_configs.ppo]
+num_steps = 16
+update_epochs = 1
+num_minibatches = 2
+hidden_sizes = [8]
+[algo_configs.td3]
+hidden_sizes = [8]
+learning_starts = 32
+batch_size = 16
+"""
+
+
+@pytest.fixture
+def in_process_cluster(monkeypatch):
+    """`trader tournament` on a dask cluster of one worker thread in this process (no worker
+    process to start: the orchestrator, the pods and the final backtest are the real ones)."""
+    distributed = pytest.importorskip("distributed")
+    from tournament import cluster
+
+    def connect_for(config):
+        return distributed.Client(distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                                           dashboard_address=None, silence_logs=40))  # fmt: skip
+
+    monkeypatch.setattr(cluster, "connect_for", connect_for)
+
+
+@pytest.mark.slow
+def test_a_tournament_and_its_backtest_trade_under_one_named_model(tmp_path: Path, in_process_cluster, capsys) -> None:
+    """`trader tournament --costs institutional --cost-set participation=0.05`, then `trader backtest RUN_DIR`:
+    every pod trained under the model, both reports name it, charge its terms, and trade every
+    strategy under it."""
+    from trader.rundir import read_toml
+
+    recipe = write_tiny_recipe(tmp_path)
+    (tmp_path / "pool.toml").write_text(TINY_POOL)
+    run_dir = tmp_path / "run"
+    model = cost_model("institutional").with_overrides({"participation": 0.05})
+    code = main(["tournament", str(run_dir), "--dataset", str(recipe), "--costs", "institutional",
+                 "--cost-set", "participation=0.05", "--pods", "2", "--pod-steps", "64", "--num-envs", "2",
+                 "--config", str(tmp_path / "pool.toml")])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    expected = {"buy_cost": model.buy_cost, "sell_cost": model.sell_cost, "costs": model.as_dict()["costs"]}
+    pods = sorted((run_dir / "pods").iterdir())
+    assert len(pods) == 2
+    for pod in pods:  # each pod's own record of the rules it trained under
+        rules = read_toml(pod / "config.toml")["env"]["env_config"]
+        assert {key: rules[key] for key in expected} == expected, pod.name
+    tournament_report = json.loads((run_dir / "report.json").read_text())
+    capsys.readouterr()
+    assert main(["backtest", str(run_dir), "--no-tear-sheet"]) == 0
+    assert "cost model institutional (participation=0.05):" in capsys.readouterr().out
+    backtest_report = json.loads((run_dir / "report.json").read_text())
+    for report in (tournament_report, backtest_report):
+        assert report["cost_model"]["name"] == model.name == "institutional (participation=0.05)"
+        assert report["cost_model"]["costs"] == expected["costs"] == report["config"]["policy_env"]["costs"]
+        assert set(report["costs"]) == {"best", "ensemble", "benchmark", "equal_weight", "equal_weight_daily"}
+        _charged_under(report, model, run_dir)
+
+
+def test_a_backtest_of_a_tournament_names_the_model_its_rules_record(tmp_path: Path, toy_data, capsys) -> None:
+    """The fast check of the test above: a tournament's tournament.toml holding a named model's
+    rules (as `trader tournament --costs` writes them) is backtested and reported under that name."""
+    from trader.cli.train import with_cost_model
+    from trader.rundir import write_toml
+
+    model = cost_model("institutional").with_overrides({"participation": 0.05})
+    run_dir = tmp_path / "run"
+    write_toml(run_dir / "tournament.toml", {"env": "toy", "env_config": with_cost_model(None, model)})
+    assert main(["backtest", str(run_dir), "--no-tear-sheet", "--no-breakeven"]) == 0
+    assert "cost model institutional (participation=0.05):" in capsys.readouterr().out
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["cost_model"]["name"] == model.name and report["cost_model"]["sources"] == model.sources
+    assert report["cost_model"]["costs"] == model.as_dict()["costs"] == report["config"]["policy_env"]["costs"]
+
+
+def _charged_under(report: dict, model, run_dir: Path) -> None:
+    """Every strategy paid the model's terms: its commission (at least the minimum per order it
+    filled, at most the cap), a half-spread and impact on the stocks (the benchmark, a close-only
+    series, pays no spread estimated from high and low nor impact), and no borrow without shorts."""
+    import pandas as pd
+
+    terms = model.costs
+    for name, row in report["costs"].items():
+        assert row["traded_value"] > 0 and row["cost_commission"] > 0, name
+        assert row["cost_commission"] <= terms.commission_max_rate * row["traded_value"] + 1e-9, name
+        assert row["cost_borrow"] == 0.0, name
+        stocks = name != "benchmark"
+        assert (row["cost_spread"] > 0 and row["cost_impact"] > 0) == stocks, (name, row)
+        series = pd.read_parquet(run_dir / "backtests" / f"{name}.parquet")
+        trading = series["traded_value"] > 0
+        paid = series.loc[trading, "costs"]
+        assert (paid >= terms.commission_min - 1e-9).all(), name  # each bar that traded paid at least one minimum

@@ -23,12 +23,14 @@ from market_envs.costs import (
     bars_per_day,
     check_costs_for_data,
     cost_model,
+    described,
     impact_coefficient,
 )
 from market_envs.data import from_frame
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from market_envs.errors import ConfigError
-from trader.rundir import config_from_dict, config_to_dict
+from trader.backtest.engine import recorded_rules
+from trader.rundir import config_from_dict, config_to_dict, toml_ready
 
 # ------------------------------------------------------------------ a bar of known volume and volatility
 
@@ -408,6 +410,23 @@ def test_named_costs_refuse_bad_rates_and_take_overrides():
     assert cost_model("zero").charges_nothing and not cost_model("flat").charges_nothing
     assert not cost_model("institutional").charges_nothing and cost_model("retail").scaled(0).charges_nothing
     assert NamedCosts.from_config(cost_model("retail").apply(EnvConfig())).costs == cost_model("retail").costs
+
+
+def test_described_names_rates_and_terms_by_the_model_they_equal_or_come_nearest_to():
+    institutional = cost_model("institutional")
+    for name in COST_MODELS:  # a run's rules, read back from its config, name the model they came from
+        rules = tomllib.loads(tomli_w.dumps(toml_ready({"env_config": config_to_dict(cost_model(name).apply(EnvConfig()))})))
+        assert NamedCosts.from_config(recorded_rules(rules["env_config"], "config.toml")) == cost_model(name)
+    assert described(0.0005, 0.0005, CostModel()).name == "flat 0.05% per side"
+    assert described(0.0005, 0.001, CostModel()).name == "flat 0.05% per buy, 0.1% per sell"
+    # a model with keys set over it is named as --costs MODEL --cost-set KEY=VALUE names it
+    tighter = institutional.with_overrides({"participation": 0.05})
+    assert described(tighter.buy_cost, tighter.sell_cost, tighter.costs).name == tighter.name
+    assert tighter.name == "institutional (participation=0.05)"
+    spread = described(0.0002, 0.0002, CostModel(spread_bps=1.0))  # as near to zero as to flat: the one that charges
+    assert spread.name == "flat (buy_cost=0.0002, sell_cost=0.0002, spread_bps=1.0)"
+    assert spread.costs == CostModel(spread_bps=1.0) and spread.buy_cost == 0.0002
+    assert NamedCosts.from_config(EnvConfig(), "mine").name == "mine"
 
 
 def test_without_volume_drops_the_terms_a_close_only_series_cannot_feed():

@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from market_envs.costs import CostModel, NamedCosts
+from market_envs.costs import CostModel, NamedCosts, described
 from market_envs.data import DataError, MarketData
 from market_envs.data.membership import period_membership
 from market_envs.env import EnvConfig, StockTradingVecEnv
@@ -93,7 +93,7 @@ class BacktestConfig:
         benchmark (which leaves out the terms that need volume, high or low). A dict is read
         by `CostModel.from_mapping`.
     :param cost_model: the name of the model the rates and terms came from (`market_envs.costs.COST_MODELS`,
-        a run's), for the report; None: "custom".
+        a run's), for the report; None: named by what it charges (`market_envs.costs.described`).
     :param cost_multiples: multiples of the cost model to run beside the backtest, in the same pass,
         for each strategy's breakeven cost (`BREAKEVEN_MULTIPLES`); () runs none. 1 is the backtest itself.
     """
@@ -143,8 +143,11 @@ class BacktestConfig:
 
     @property
     def named_costs(self) -> NamedCosts:
-        """The cost model in force: rates, terms and name."""
-        return NamedCosts(self.cost_model or "custom", float(self.buy_cost), float(self.sell_cost), self.costs)
+        """The cost model in force: rates, terms, name (without `cost_model`, named by what it
+        charges) and the sources of the named model it equals or comes nearest to
+        (`market_envs.costs.described`)."""
+        found = described(float(self.buy_cost), float(self.sell_cost), self.costs)
+        return found if self.cost_model is None else replace(found, name=self.cost_model)
 
     def with_costs(self, named: NamedCosts) -> BacktestConfig:
         """This config under the cost model `named` (its rates, terms and name)."""

@@ -137,15 +137,15 @@ def backtest_config(contents: RunContents, *, initial_cash: float | None = None,
     :param breakeven: also run the multiples of the cost model (`BREAKEVEN_MULTIPLES`) for each
         strategy's breakeven cost.
     """
-    from market_envs.costs import NamedCosts
+    from market_envs.costs import NamedCosts, described
     from trader.backtest.engine import BREAKEVEN_MULTIPLES, BacktestConfig
 
     rules = contents.env_config or EnvConfig()
-    named = NamedCosts.from_config(rules, "the run's" if contents.env_config is not None else "flat")
+    named = NamedCosts.from_config(rules)  # named by what it charges: "institutional", "flat 0.05% per side"
     if costs is not None:
         named = costs
     elif cost is not None:
-        named = NamedCosts(f"{named.name}, {cost:g} per side", cost, cost, named.costs)
+        named = described(cost, cost, named.costs)
     config = BacktestConfig(
         initial_cash=rules.initial_cash if initial_cash is None else initial_cash,
         tear_sheet=tear_sheet,

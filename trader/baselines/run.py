@@ -139,7 +139,7 @@ def baselines(
         from market_envs.costs import NamedCosts
 
         # the baselines' model: the one they trained under, which is the run's unless `costs` replaced it
-        named = costs if costs is not None else NamedCosts.from_config(rules, "the run's")
+        named = costs if costs is not None else NamedCosts.from_config(rules)
         config = backtest_config(contents, tear_sheet=tear_sheet, costs=named)
         report = backtest_run(root, dataset=recipe, config=config, device=device)
     return BaselinesResult(outcomes, budget, report)
