@@ -488,16 +488,10 @@ def _fill(
     if rules.has_costs:
         return _fill_with_costs(state, sells, buys, price, market, rules)
 
-    # the flat rate per side: exact and linear, so the cash limit is one division
     sold_value = (sells * price).sum(-1)
     sell_commission = sold_value * rules.sell_cost  # the rate is below 1: never more than the proceeds
     cash = state.cash + sold_value - sell_commission
-    wanted = (buys * price).sum(-1)
-    needed = wanted * (1.0 + rules.buy_cost)
-    scale = torch.where(needed > cash, cash.clamp_min(0.0) / needed.clamp_min(1e-300), torch.ones_like(cash))
-    buys = buys * scale.unsqueeze(-1)
-    if not rules.weights_mode:
-        buys = torch.floor(buys)
+    buys, wanted = _flat_buys_within_cash(buys, price, cash, rules)
     bought_value = (buys * price).sum(-1)
     buy_commission = bought_value * rules.buy_cost
     left = cash - bought_value - buy_commission
@@ -514,6 +508,18 @@ def _fill(
         unfilled_value=zero,
         unfilled_shares=zero,
     )
+
+
+def _flat_buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, rules: _Rules) -> tuple[Tensor, Tensor]:
+    """`_buys_within_cash` at the flat rate per side: exact and linear, so the cash limit is one
+    division. Returns the buys and the value of the full orders, [E]."""
+    wanted = (buys * price).sum(-1)
+    needed = wanted * (1.0 + rules.buy_cost)
+    scale = torch.where(needed > cash, cash.clamp_min(0.0) / needed.clamp_min(1e-300), torch.ones_like(cash))
+    buys = buys * scale.unsqueeze(-1)
+    if not rules.weights_mode:
+        buys = torch.floor(buys)
+    return buys, wanted
 
 
 def _fill_with_costs(
@@ -1038,6 +1044,33 @@ class StockTradingVecEnv:
         self._state = _State(t=start, end=end, cash=cash, holdings=holdings, value=value)
         account = _account_columns(cash, holdings, value, close, self._rules)
         return _observe(self._tables, start, account, self._obs_buffers.take()), {"t": start}
+
+    def buys_within_cash(self, buys: Tensor, cash: Tensor, price: Tensor, t: int) -> Tensor:
+        """The part of the purchases `buys` that a step at bar `t` would fill within the cash.
+
+        `buys` are orders in shares, [B, N] (>= 0), for any B accounts holding `cash`
+        [B], priced at `price` [N] or [B, N] (the fill's open is not known at bar t: the
+        caller's estimate, such as bar t's close). As the step cuts purchases
+        (`_buys_within_cash`), every order is cut by one common factor so that its whole
+        bill (the commission with its minimum and fee per share, half-spread and impact,
+        from bar t+1's rows of the cost tables, which read bars <= t only) fits the cash,
+        and whole shares in shares mode are rounded down. The participation cap and the
+        tradable mask, which cut orders but charge nothing, are left out. Returns
+        float64 [B, N].
+
+        A strategy that sizes its purchases with it sends none that the cash cannot pay
+        at its estimated price (`trader.backtest.strategies.BuyAndHold`).
+        """
+        rules, tables = self._rules, self._tables
+        buys = buys.to(torch.float64).clone()
+        price = price.to(torch.float64).expand_as(buys)
+        cash = cash.to(torch.float64)
+        if not rules.has_costs:
+            return _flat_buys_within_cash(buys, price, cash, rules)[0]
+        row = torch.tensor([t + 1], device=buys.device)
+        market = _Market(half_spread=_row(tables.half_spread, row), impact=_row(tables.impact, row), fill_cap=None)
+        rate = _slippage(buys.clone(), market, in_place=True)
+        return _buys_within_cash(buys, price, cash, rate, market, rules)[0]
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Advance every sub-environment by one bar.

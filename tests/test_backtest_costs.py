@@ -197,3 +197,56 @@ def test_no_breakeven_under_a_model_that_charges_nothing() -> None:
     result = run_backtest(data, baselines=["equal_weight"], config=free)
     assert result.breakeven == {} and result.costs["equal_weight"]["costs"] == 0.0
     assert report_dict(result)["breakeven"] == {}
+
+
+# ------------------------------------------------------------------ the baselines under a participation cap
+
+
+def test_buy_and_hold_tops_up_what_the_cap_left_unfilled_until_it_holds_its_target() -> None:
+    """A cap of one bar's volume (1000 shares) fills the one-time target over several bars: the
+    holdings grow by min(cap, what is missing) each bar up to the target that the same strategy
+    holds without a cap, and from then on it never trades (nor ever sells)."""
+    data = session_panel(n_tickers=3, n_days=3, bars_per_day=20, seed=34)  # no open dearer than the cash allows
+    cap = 1000.0
+    assert (data.volume == cap).all()  # the panel's volume: 1000 shares a bar
+    capped = run_backtest(data, baselines=["equal_weight"], config=replace(QUIET, costs=CostModel(participation=1.0)))
+    free = run_backtest(data, baselines=["equal_weight"], config=QUIET)
+    target = np.floor(1e6 / 3 / (data.close[0].double().numpy() * 1.001))
+    np.testing.assert_array_equal(free.positions["equal_weight"].to_numpy()[-1], target)
+    held = capped.positions["equal_weight"].to_numpy()
+    np.testing.assert_array_equal(held[-1], target)
+    bought = np.diff(held, axis=0)
+    np.testing.assert_array_equal(bought, np.minimum(cap, target - held[:-1]))  # never sells, fills all it may
+    traded = np.flatnonzero(capped.series["equal_weight"]["traded_value"].to_numpy() > 0)
+    last = int(np.ceil(target.max() / cap))  # the bar its last share fills
+    assert last >= 3 and list(traded) == list(range(1, last + 1))  # several bars, then never again
+    assert capped.costs["equal_weight"]["unfilled_value"] > 0
+
+
+def test_the_cash_rule_strategies_size_with_is_the_steps_own() -> None:
+    """`StockTradingVecEnv.buys_within_cash` at the fill's price gives the purchases a step fills
+    (retail: a commission minimum and a fee per share, half-spread, impact), including the ones it cuts."""
+    from market_envs.env import StockTradingVecEnv
+
+    data = session_panel(n_tickers=3, n_days=3, bars_per_day=20, seed=32)
+    rules = cost_model("retail").apply(replace(SHARES, max_shares=10_000, random_start=False, episode_length=None))
+    env = StockTradingVecEnv(data, num_envs=4, config=rules)
+    env.reset()
+    for t in range(25):  # into the second session: the impact and spread tables are on
+        env.step(torch.zeros((4, 3)))
+    orders = torch.tensor([[10.0, 0.0, 3.0], [4000.0, 900.0, 2500.0], [1.0, 1.0, 1.0], [9000.0, 9000.0, 9000.0]])
+    cash = env.cash.clone()
+    wanted = env.buys_within_cash(orders, cash, data.open[t + 2].double(), t + 1)
+    assert (wanted[:3] == orders[:3]).all() and (wanted[3] < orders[3]).all()  # the last is more than the cash
+    env.step((orders + 0.5) / 10_000)
+    np.testing.assert_array_equal(env.holdings.numpy(), wanted.numpy())
+
+
+def test_buy_and_hold_sends_no_order_its_cash_cannot_pay() -> None:
+    """Cash for one share at the first close but not for its commission minimum (retail: USD 1):
+    the target is no share, so no order is sent, bar after bar (before, the share was ordered at
+    every bar, and the env cut it whenever the price had not fallen)."""
+    data = session_panel(n_tickers=1, n_days=3, bars_per_day=20, seed=33)
+    config = replace(QUIET, initial_cash=float(data.close[0]) + 0.5).with_costs(cost_model("retail"))
+    result = run_backtest(data, baselines=["equal_weight"], config=config)
+    assert result.costs["equal_weight"]["ordered_value"] == 0.0 and result.costs["equal_weight"]["costs"] == 0.0

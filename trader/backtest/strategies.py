@@ -41,6 +41,9 @@ class Account:
     :param cash: float64 [E_s] cash after the fills up to bar t.
     :param holdings: float64 [E_s, N] shares held.
     :param value: float64 [E_s] portfolio value at bar t's close.
+    :param within_cash: ``buys -> buys``: of purchases in shares [E_s, N] (>= 0) at bar
+        t's close, the part that these accounts' cash pays for under the env's cost model
+        (`StockTradingVecEnv.buys_within_cash`).
     """
 
     t: int
@@ -49,6 +52,7 @@ class Account:
     cash: Tensor
     holdings: Tensor
     value: Tensor
+    within_cash: Callable[[Tensor], Tensor]
 
 
 Decide = Callable[[Tensor, Account], Tensor]
@@ -61,31 +65,36 @@ def shares_to_actions(shares: Tensor, max_shares: int) -> Tensor:
 
 
 class BuyAndHold:
-    """Buy a fixed-weight portfolio once with the starting capital, then never trade.
+    """Buy a fixed-weight portfolio once with the starting capital, then hold it.
 
-    Each stock is bought with ``weight x starting value`` in whole shares (costs
-    included), at the first bar it fills; a stock whose fill did not happen (not
-    tradable at the next bar) is ordered again at the next decision. Nothing is
-    ever sold or rebalanced.
+    At its first decision it sets its target in whole shares: ``weight x starting
+    value`` of each stock at that close, the commission rate kept aside, cut so that
+    the whole bill under the env's cost model fits the cash (`Account.within_cash`); a
+    stock the account already holds (a starting book) keeps its holdings as target.
+    At every decision it orders what is not held yet of the target, as much as the
+    cash pays for: the part of an order that the participation cap left unfilled, or
+    that the tradable mask or a dearer open kept out, is ordered again, bar after bar,
+    until the target is held. Then it never trades again; it never sells.
 
     :param weights: float64 [N] target weights (summing to at most 1).
-    :param buy_cost: the env's buy cost rate, kept aside so that cash covers it.
+    :param buy_cost: the env's buy cost rate per side, kept aside so that cash covers it
+        (the other terms of the cost model are `Account.within_cash`'s).
     """
 
     def __init__(self, weights: Tensor, buy_cost: float) -> None:
         self.weights = weights
         self.buy_cost = buy_cost
-        self._budget: Tensor | None = None
-        self._bought: Tensor | None = None
+        self._target: Tensor | None = None
 
     def __call__(self, obs: Tensor, account: Account) -> Tensor:
-        if self._budget is None or account.t == 0:
-            self._budget = account.value.unsqueeze(-1) * self.weights.to(account.value.device)
-            self._bought = torch.zeros_like(account.holdings, dtype=torch.bool)
-        self._bought = self._bought | (account.holdings > 0)
-        target = torch.floor(self._budget / (account.close * (1.0 + self.buy_cost)))
-        orders = torch.where(self._bought, torch.zeros_like(target), target)
-        return shares_to_actions(orders, BASELINE_MAX_SHARES)
+        if self._target is None or account.t == 0:
+            budget = account.value.unsqueeze(-1) * self.weights.to(account.value.device)
+            wanted = torch.floor(budget / (account.close * (1.0 + self.buy_cost)))
+            held = account.holdings > 0
+            affordable = account.within_cash(torch.where(held, torch.zeros_like(wanted), wanted))
+            self._target = torch.where(held, account.holdings, affordable)
+        missing = (self._target - account.holdings).clamp_min(0.0)
+        return shares_to_actions(account.within_cash(missing), BASELINE_MAX_SHARES)
 
 
 class DailyRebalance:
@@ -93,11 +102,13 @@ class DailyRebalance:
 
     At the first bar and at the last bar of each session the strategy orders the
     whole-share difference between its holdings and ``weight x value`` (at that
-    close, a cost buffer kept in cash); the order fills at the next session's open.
-    Between rebalances it does not trade.
+    close, the commission rate kept aside in cash); the order fills at the next
+    session's open, where the env cuts the purchases to the cash when the other cost
+    terms need more. Between rebalances it does not trade: what a participation cap
+    left unfilled is part of the difference that the next rebalance orders anew.
 
     :param weights: float64 [N] target weights (summing to at most 1).
-    :param buy_cost: the env's buy cost rate, kept aside in cash.
+    :param buy_cost: the env's buy cost rate per side, kept aside in cash.
     """
 
     def __init__(self, weights: Tensor, buy_cost: float) -> None:
