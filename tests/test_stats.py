@@ -222,6 +222,10 @@ def test_the_spa_and_pbo_sentences() -> None:
     result = stats.SPAResult(0.031, 0.02, 0.04, n_trials=14, days=500, block_length=3, reps=1000)
     assert stats.spa_verdict(result, "equal-weight") == "beats equal-weight: p = 0.03 (SPA, 14 trials)"
     assert stats.spa_verdict(stats.SPAResult(0.41, 0.3, 0.5, 14, 500, 3, 1000), "QQQ").startswith("does not beat QQQ")
+    labelled = stats.spa_json(result, "equal_weight", label="Equal-weight buy-and-hold")
+    assert labelled["benchmark"] == "equal_weight"  # the key, for programs; the label, for people
+    assert labelled["sentence"] == "beats Equal-weight buy-and-hold: p = 0.03 (SPA, 14 trials)"
+    assert stats.spa_json(result, "equal_weight")["sentence"].startswith("beats equal_weight:")
     pbo = stats.pbo_cscv(np.random.default_rng(15).normal(0, 0.01, (5, 200)), n_blocks=4)
     assert stats.pbo_verdict(pbo).startswith(f"PBO {pbo.pbo:.2f}: the in-sample winner of 5 trials")
     payload = stats.pbo_json(pbo)

@@ -103,5 +103,8 @@ def test_the_report_deflates_the_selected_snapshot_by_its_trials_and_judges_the_
     assert chosen["n_trials"] == len(keys) and chosen["pbo"]["n_trials"] == len(keys)
     assert chosen["winner"]["sharpe"] == pytest.approx(keys["score"][trials["best"].winner], rel=0.05)
     assert set(chosen["spa"]) == {"equal_weight"} and 0 <= chosen["spa"]["equal_weight"]["pvalue_consistent"] <= 1
+    spa = chosen["spa"]["equal_weight"]  # the key stays; the sentence names the strategy as the report does
+    assert spa["benchmark"] == "equal_weight" and "beat Equal-weight buy-and-hold: p = " in spa["sentence"]
     markdown = (tmp_path / "a" / "report.md").read_text()
     assert f"Selection on validation ({len(keys)} trials)" in markdown and "(SPA," in markdown
+    assert "equal_weight" not in markdown.split("Selection on validation")[1]

@@ -738,8 +738,12 @@ def pbo_json(result: PBOResult) -> dict[str, Any]:
     }
 
 
-def spa_json(result: SPAResult, benchmark: str, alpha: float = 0.05) -> dict[str, Any]:
-    """An `SPAResult` as a JSON-ready dict (None with a reason instead of NaN)."""
+def spa_json(result: SPAResult, benchmark: str, alpha: float = 0.05, label: str | None = None) -> dict[str, Any]:
+    """An `SPAResult` as a JSON-ready dict (None with a reason instead of NaN).
+
+    :param benchmark: the benchmark's key (``"equal_weight"``), kept as ``benchmark``.
+    :param label: its name for people (``"Equal-weight buy-and-hold"``), in the sentence;
+        None: the key."""
     nan_free = {key: (None if result.reason else getattr(result, key)) for key in ("consistent", "lower", "upper")}
     return {
         **{f"pvalue_{key}": value for key, value in nan_free.items()},
@@ -749,5 +753,5 @@ def spa_json(result: SPAResult, benchmark: str, alpha: float = 0.05) -> dict[str
         "block_length": result.block_length,
         "reps": result.reps,
         "reason": result.reason,
-        "sentence": spa_verdict(result, benchmark, alpha),
+        "sentence": spa_verdict(result, benchmark if label is None else label, alpha),
     }

@@ -99,10 +99,14 @@ def strategy_evidence(daily_returns: pd.DataFrame, trials: Mapping[str, Trials] 
     return out
 
 
-def selection_evidence(trials: Trials, yardsticks: Mapping[str, pd.Series], seed: int = 0) -> dict[str, Any]:
+def selection_evidence(trials: Trials, yardsticks: Mapping[str, pd.Series], seed: int = 0,
+                       labels: Mapping[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     """The run's selection on its validation period: the winner's evidence after all
     trials, PBO by CSCV, and SPA against each yardstick (e.g. equal-weight, the
-    benchmark: their daily validation returns, indexed by date)."""
+    benchmark: their daily validation returns, indexed by date), keyed by the
+    yardstick's name and named in its sentence by its label (`labels`, name -> label;
+    the name where it has none)."""
+    labels = labels or {}
     out: dict[str, Any] = {"n_trials": trials.count}
     if trials.returns is None:
         return out
@@ -115,7 +119,7 @@ def selection_evidence(trials: Trials, yardsticks: Mapping[str, pd.Series], seed
     out["spa"] = {}
     for name, series in yardsticks.items():
         aligned = pd.Series(series).reindex(days).to_numpy(dtype=float)
-        out["spa"][name] = stats.spa_json(stats.spa_test(aligned, matrix, seed=seed), name)
+        out["spa"][name] = stats.spa_json(stats.spa_test(aligned, matrix, seed=seed), name, label=labels.get(name))
     return out
 
 

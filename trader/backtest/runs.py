@@ -210,7 +210,8 @@ def run_selection(data: Any, trials: dict[str, Any], config: Any, device: str) -
     plain = replace(config, tear_sheet=False)
     validation = run_backtest(data, {}, baselines=yardsticks, period="validation", config=plain, device=device)
     daily = validation.daily_returns
-    return selection_evidence(chosen, {name: daily[name] for name in yardsticks if name in daily.columns})
+    return selection_evidence(chosen, {name: daily[name] for name in yardsticks if name in daily.columns},
+                              labels=validation.labels())  # fmt: skip
 
 
 def trading_in(strategies: dict[str, Any], start: Any) -> dict[str, Any]:
