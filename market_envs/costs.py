@@ -30,7 +30,8 @@ to one order of q shares of one stock filled at the open p of bar k:
   sessions of minute bars).
 
 Everything the tables need from the data (half-spreads, volatility, volume) comes
-from bars strictly before the fill bar, except the participation cap, which reads
+from bars strictly before the fill bar (for a period cut from a longer panel, its
+earlier bars too: `MarketData.lookback`), except the participation cap, which reads
 the fill bar's own volume, as a broker's fill would (zipline's volume-share slippage
 does the same): an order never depends on it, only how much of it fills.
 

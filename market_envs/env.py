@@ -934,13 +934,27 @@ class StockTradingVecEnv:
         )
 
     def _cost_tables(self) -> dict[str, Tensor | None]:
-        """The per-bar tables of `CostModel`'s terms (None for a term that is off)."""
+        """The per-bar tables of `CostModel`'s terms (None for a term that is off).
+
+        The trailing estimates (the high-low half-spread, the impact's volatility and
+        volume) also read the bars before the panel's first (`MarketData.lookback`, a
+        period's earlier bars), so that the first bars of a validation or test period are
+        charged like the others, not as if nothing had traded before them."""
         data, costs = self.data, self.config.costs
+        windows = [costs.spread_window + 1] if costs.spread_model == "high_low" else []
+        if costs.impact_eta > 0:
+            windows.append(costs.impact_window_days * self.bars_per_day + 1)
+        features, earlier = data.features_with_lookback(max(windows, default=0))
+
+        def column(name: str) -> Tensor:
+            data.feature(name)  # a missing feature raises the panel's own error
+            return features[:, :, data.feature_names.index(name)]
+
         half_spread = None
         if costs.spread_model == "high_low":
             half_spread = abdi_ranaldo_half_spread(
-                data.feature("high"), data.feature("low"), data.close, costs.spread_window
-            ).mul(costs.spread_scale).clamp_max(1.0).float().double().contiguous()
+                column("high"), column("low"), column("close"), costs.spread_window
+            )[earlier:].mul(costs.spread_scale).clamp_max(1.0).float().double().contiguous()
         elif costs.has_spread:
             per_ticker = costs.spread_model == "per_ticker"
             bps = costs.spread_bps_per_ticker if per_ticker else (costs.spread_bps,) * self.num_stocks
@@ -948,7 +962,8 @@ class StockTradingVecEnv:
         impact = None
         if costs.impact_eta > 0:
             window = costs.impact_window_days * self.bars_per_day
-            impact = impact_coefficient(data.close, data.volume, window, costs.impact_eta).float().double().contiguous()
+            impact = impact_coefficient(column("close"), column("volume"), window, costs.impact_eta)[earlier:]
+            impact = impact.float().double().contiguous()
         fill_cap = None
         if costs.participation is not None:
             fill_cap = data.volume.double().clamp_min(0.0) * costs.participation

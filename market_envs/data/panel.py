@@ -74,6 +74,11 @@ class MarketData:
     :param feature_mean: per-feature mean [F] fitted on the training period only.
     :param feature_std: per-feature standard deviation [F], same period.
     :param name: the data set (recipe) name, for reports and checkpoints.
+    :param lookback: float32 [H, N, F]: the features of the H bars before the first, when
+        this panel was cut from a longer one (`take`, `slice`, `period`: a view of it, no
+        copy); None: no earlier bar is known. Only estimates that need a past read it
+        (the env's cost tables: `features_with_lookback`); no agent observes it. `to` leaves
+        it on its device.
     """
 
     timestamps: pd.DatetimeIndex
@@ -88,6 +93,7 @@ class MarketData:
     feature_std: torch.Tensor | None = None
     name: str = "unnamed"
     meta: dict = field(default_factory=dict)
+    lookback: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         t, n = len(self.timestamps), len(self.tickers)
@@ -102,6 +108,9 @@ class MarketData:
             raise DataError(f"benchmark has shape {tuple(self.benchmark.shape)}, expected ({t},)")
         if self.timestamps.tz is None:
             raise DataError("timestamps have no time zone; MarketData needs exchange time")
+        if self.lookback is not None and self.lookback.shape[1:] != self.features.shape[1:]:
+            raise DataError(f"lookback has shape {tuple(self.lookback.shape)}, expected (bars, {n}, "
+                            f"{len(self.feature_names)}) like the features")  # fmt: skip
 
     # ----------------------------------------------------------------- views
     @property
@@ -154,7 +163,8 @@ class MarketData:
 
     # ------------------------------------------------------------ transforms
     def to(self, device: torch.device | str) -> MarketData:
-        """The same panel with every tensor on `device`."""
+        """The same panel with every tensor on `device` (but `lookback`, which stays where it
+        is: `features_with_lookback` moves only the bars it is asked for)."""
         device = torch.device(device)
 
         def move(x):
@@ -170,14 +180,27 @@ class MarketData:
         )
 
     def take(self, index: slice) -> MarketData:
-        """Bars `index` (a slice over the time axis) as a new panel."""
+        """Bars `index` (a slice over the time axis, step 1) as a new panel; the bars before
+        it become its `lookback`."""
+        first = index.indices(self.num_bars)[0]
+        lookback = self.features[:first]
+        if self.lookback is not None:
+            lookback = torch.cat([self.lookback, lookback]) if first > 0 else self.lookback
         return replace(
             self,
             timestamps=self.timestamps[index],
             features=self.features[index],
             tradable=self.tradable[index],
             benchmark=None if self.benchmark is None else self.benchmark[index],
+            lookback=lookback if len(lookback) else None,
         )
+
+    def features_with_lookback(self, bars: int) -> tuple[torch.Tensor, int]:
+        """The features [h + T, N, F] with up to `bars` bars of `lookback` before them, and h."""
+        if self.lookback is None or bars <= 0:
+            return self.features, 0
+        earlier = self.lookback[-bars:].to(self.features.device)
+        return torch.cat([earlier, self.features]), len(earlier)
 
     def slice(self, start=None, end=None) -> MarketData:
         """Bars with `start <= timestamp < end`; either bound may be None.
