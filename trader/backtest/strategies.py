@@ -85,6 +85,7 @@ class BuyAndHold:
         self.weights = weights
         self.buy_cost = buy_cost
         self._target: Tensor | None = None
+        self._hold: Tensor | None = None  # the no-order actions, once every target is held
 
     def __call__(self, obs: Tensor, account: Account) -> Tensor:
         if self._target is None or account.t == 0:
@@ -93,7 +94,13 @@ class BuyAndHold:
             held = account.holdings > 0
             affordable = account.within_cash(torch.where(held, torch.zeros_like(wanted), wanted))
             self._target = torch.where(held, account.holdings, affordable)
+            self._hold = None
+        if self._hold is not None:
+            return self._hold
         missing = (self._target - account.holdings).clamp_min(0.0)
+        if not bool(missing.any()):  # one host sync a bar until the target is held, none after
+            self._hold = torch.zeros(missing.shape, dtype=torch.float32, device=missing.device)
+            return self._hold
         return shares_to_actions(account.within_cash(missing), BASELINE_MAX_SHARES)
 
 
