@@ -55,6 +55,7 @@ from market_envs.costs import SQRT_LAW_ETA, CostModel
 from market_envs.data import MarketData, load
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader.agents import Agent
+from trader.agents.checkpoint import load_agent
 from trader.backtest import BacktestConfig, run_backtest
 from trader.presets import REWARD_SCALE, edge_rules, market_algo_config
 from trader.train import train
@@ -86,11 +87,18 @@ def rules(data: MarketData, costly: bool) -> EnvConfig:
 
 
 def train_ppo(train_data: MarketData, env_rules: EnvConfig, steps: int, num_envs: int, seed: int,
-              run_dir: Path) -> tuple[Agent, float]:  # fmt: skip
-    """PPO trained by `trader.train` on a built env of the training period (no validation pass)."""
+              run_dir: Path, init_log_std: float | None = None) -> tuple[Agent, float]:  # fmt: skip
+    """PPO trained by `trader.train` on a built env of the training period (no validation pass);
+    `init_log_std` replaces the preset's initial exploration noise (both variants get the same).
+    An agent already trained into `run_dir` (its final checkpoint) is loaded instead."""
+    final = run_dir / "checkpoints" / "final"
+    if final.with_suffix(".json").is_file():  # trained by an earlier run into the same --runs folder
+        return load_agent(final), 0.0
     torch.manual_seed(seed)  # the env's start generator is drawn from the global RNG
     env = StockTradingVecEnv(train_data, num_envs, "cpu", env_rules)
     config = market_algo_config("ppo", steps=steps, num_envs=num_envs)
+    if init_log_std is not None:
+        config["init_log_std"] = init_log_std
     result = train("ppo", env, config, run_dir, steps=steps, seed=seed, eval_every=0)
     return result.agent, result.wall_time
 
@@ -120,8 +128,8 @@ def replay_costs(data: MarketData, agents: dict[str, Agent], env_rules: EnvConfi
 
 def seed_rows(validation: MarketData, agents: dict[str, Agent], costly_rules: EnvConfig) -> dict[str, dict[str, float]]:
     """Backtest every agent under `COSTLY`; its metrics with the replay's cost breakdown."""
-    config = BacktestConfig(initial_cash=CAPITAL, buy_cost=0.0, sell_cost=0.0, policy_env=costly_rules,
-                            record_positions="day", tear_sheet=False)  # fmt: skip
+    config = BacktestConfig(initial_cash=CAPITAL, buy_cost=0.0, sell_cost=0.0, costs=COSTLY, cost_model="costly",
+                            policy_env=costly_rules, record_positions="day", tear_sheet=False)  # fmt: skip
     result = run_backtest(validation, agents, baselines=[], config=config)
     replay = replay_costs(validation, agents, config.env_config(costly_rules))
     days = result.period.days
@@ -139,6 +147,8 @@ def seed_rows(validation: MarketData, agents: dict[str, Agent], costly_rules: En
             "costs_bp": float(series["costs"].sum()) / CAPITAL * 1e4,
             "unfilled_share": parts["unfilled_value"] / parts["ordered_value"] if parts["ordered_value"] > 0 else 0.0,
         }
+    if not any(row["costs_bp"] > 0 for row in rows.values()):
+        raise SystemExit("the backtest charged no costs: it did not run under the costly model")
     return rows
 
 
@@ -176,10 +186,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1")
     parser.add_argument("--steps", type=int, default=STEPS, help="PPO env transitions per agent")
     parser.add_argument("--num-envs", type=int, default=NUM_ENVS, help="PPO training sub-environments")
+    parser.add_argument("--init-log-std", type=float, default=None,
+                        help="PPO's initial log standard deviation of the actions (default: the preset's)")
     parser.add_argument("--days", type=int, default=None,
                         help="backtest only the first DAYS sessions of the validation period")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 seeds, 8,192 steps, 2 validation days")
     parser.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
+    parser.add_argument("--runs", type=Path, default=None,
+                        help="keep each agent's training run here (VARIANT-SEED); one already there is reused, not retrained")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.steps, args.num_envs, args.days = 2, 8_192, 64, 2
@@ -196,7 +210,8 @@ def main(argv: list[str]) -> int:
         validation = validation.slice(None, dates[args.days])  # the first DAYS sessions (training statistics kept)
     costly_rules = rules(full, costly=True)
     header = (f"learning under costs: {DATASET}, train {train_data.num_bars} bars, validation {validation.num_bars} bars; "
-              f"PPO {args.steps} steps x {args.num_envs} envs per agent; capital {CAPITAL:,.0f}; costly: half-spread "
+              f"PPO {args.steps} steps x {args.num_envs} envs per agent, initial log-std "
+              f"{args.init_log_std if args.init_log_std is not None else market_algo_config('ppo', steps=1, num_envs=1)['init_log_std']:g}; capital {CAPITAL:,.0f}; costly: half-spread "
               f"{HALF_SPREAD_BPS:g} bp, impact eta {SQRT_LAW_ETA:g} over {IMPACT_DAYS} days, participation "
               f"{PARTICIPATION:g}; flat: {FLAT_RATE * 1e4:g} bp per side; {platform.platform()}, torch "
               f"{torch.__version__}, load {os.getloadavg()[0]:.1f}")  # fmt: skip
@@ -204,14 +219,15 @@ def main(argv: list[str]) -> int:
     results: dict[int, dict[str, dict[str, float]]] = {}
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        runs = args.runs if args.runs is not None else Path(tmp)
         for seed in range(args.seeds):
             agents = {}
             for variant in ("costly", "flat"):
                 agent, took = train_ppo(train_data, rules(full, costly=variant == "costly"), args.steps, args.num_envs,
-                                        seed, Path(tmp) / f"{variant}-{seed}")  # fmt: skip
+                                        seed, runs / f"{variant}-{seed}", args.init_log_std)  # fmt: skip
                 agents[variant] = agent
                 seconds[f"{variant}-{seed}"] = took
-                print(f"  trained {variant} seed {seed}: {took:.0f} s", flush=True)
+                print(f"  trained {variant} seed {seed}: {took:.0f} s" if took else f"  reused {variant} seed {seed}", flush=True)
             start = time.perf_counter()
             results[seed] = seed_rows(validation, agents, costly_rules)
             print(f"  backtested seed {seed}: {time.perf_counter() - start:.0f} s", flush=True)
