@@ -539,11 +539,13 @@ def _fill_with_costs(
         unfilled_shares = unfilled.sum(-1)
         unfilled_value = _dot(unfilled, price, rules)
         orders = filled
-    # one side per stock, so one evaluation of the rates serves the sales and the full buys
+    # one side per stock, so one evaluation of the rates and of the commission before its caps
+    # serves the sales and the full buys
+    fee = _commission_before_caps(sells, buys, orders, price, rules)
     rate = _slippage(orders, market, in_place=True)
-    sale = _side_costs(sells, price, rate, market, rules.sell_cost, rules, sale=True)
+    sale = _side_costs(sells, price, rate, market, rules.sell_cost, rules, sale=True, fee=fee)
     cash = state.cash + sale.value - sale.commission - sale.slipped
-    bought, wanted = _buys_within_cash(buys, price, cash, rate, market, rules)
+    bought, wanted = _buys_within_cash(buys, price, cash, rate, fee, market, rules)
     if market.impact is not None:  # impact per share falls with the order: the rate of the bought shares
         rate = _slippage(bought, market)
     buy = _side_costs(bought, price, rate, market, rules.buy_cost, rules, sale=False)
@@ -587,22 +589,44 @@ def _slippage(shares: Tensor, market: _Market, in_place: bool = False) -> Tensor
     # sqrt of an exact 0 takes a slow path on x86 CPUs (several times the cost of the
     # whole term); 1e-300 changes no square root of a real order and no cost (value 0)
     rate = shares.clamp_min_(1e-300) if in_place else shares.clamp_min(1e-300)
-    rate = rate.sqrt_().mul_(market.impact)
-    if market.half_spread is not None:
-        rate = rate.add_(market.half_spread)
+    rate = rate.sqrt_()
+    if market.half_spread is None:
+        rate = rate.mul_(market.impact)
+    else:  # one pass for half-spread + impact x sqrt(shares), written over the square roots
+        rate = torch.addcmul(market.half_spread, rate, market.impact, out=rate)
     return rate.clamp_max_(1.0)
+
+
+def _commission_before_caps(sells: Tensor, buys: Tensor, orders: Tensor, price: Tensor, rules: _Rules) -> Tensor | None:
+    """Each order's commission before its caps, [E, N], both sides at once (a stock is sold or
+    bought, never both): ``rate x value + fee per share x shares``, at least the minimum (also where
+    there is no order: the caps of `_side_costs` make that 0). None when the commission is the rate
+    alone (`_side_costs` then needs no per-order commission for the buys)."""
+    if not rules.per_order_commission:
+        return None
+    if rules.sell_cost == rules.buy_cost:
+        fee = (orders * price).mul_(rules.sell_cost)
+    else:
+        fee = (sells * price).mul_(rules.sell_cost).addcmul_(buys, price, value=rules.buy_cost)
+    if rules.commission_per_share > 0:
+        fee = fee.add_(orders, alpha=rules.commission_per_share)
+    if rules.commission_min > 0:
+        fee = fee.clamp_min_(rules.commission_min)
+    return fee
 
 
 def _side_costs(
     shares: Tensor, price: Tensor, rate: Tensor | None, market: _Market, commission_rate: float, rules: _Rules,
-    sale: bool, split: bool = True,
+    sale: bool, split: bool = True, fee: Tensor | None = None,
 ) -> _Side:
     """The value of orders of `shares` (>= 0, one side) and their costs; `rate`: their `_slippage`.
 
     The commission per order: ``commission_rate x value + fee per share x shares``, at least the
     minimum, at most the cap (when set), 0 for no order; a sale's at most what is left of its
-    proceeds after half-spread and impact. `split`: also split the slippage into its half-spread
-    and impact parts (the info entries); otherwise both are 0.
+    proceeds after half-spread and impact. `fee`: that commission before the cap and the 0 for no
+    order (`_commission_before_caps`), computed once for both sides; it is read, not changed.
+    `split`: also split the slippage into its half-spread and impact parts (the info entries);
+    otherwise both are 0.
     """
     value = shares * price
     total = value.sum(-1)
@@ -620,27 +644,30 @@ def _side_costs(
     if not (rules.per_order_commission or (sale and rate is not None)):
         # the rate alone: below 1, so a sale never pays more than its proceeds
         return _Side(total, total * commission_rate, slipped, spread, impact)
-    fee = value * commission_rate
-    if rules.commission_per_share > 0:
-        fee = fee.add_(shares, alpha=rules.commission_per_share)
-    if rules.commission_min > 0:
-        fee = fee.clamp_min_(rules.commission_min)
+    shared = fee is not None
+    if fee is None:
+        fee = value * commission_rate
+        if rules.commission_per_share > 0:
+            fee = fee.add_(shares, alpha=rules.commission_per_share)
+        if rules.commission_min > 0:
+            fee = fee.clamp_min_(rules.commission_min)
     # the most an order pays, a fraction of its value: the cap (when set) and, for a sale, what is
-    # left of its proceeds; a fraction of the value also makes the fee 0 for no order (value 0)
+    # left of its proceeds; a fraction of the value also makes the fee 0 for no order (value 0),
+    # and for the other side's stocks in a `fee` of both sides
     most: Tensor | float | None = None
-    if rules.commission_min > 0 or rules.commission_max_rate > 0:
+    if rules.commission_min > 0 or rules.commission_max_rate > 0 or shared:
         most = rules.commission_max_rate if rules.commission_max_rate > 0 else 1e300
     if sale and rate is not None:
         most = torch.rsub(rate, 1.0) if most is None else torch.rsub(rate, 1.0).clamp_max_(most)
     elif sale:
         most = 1.0 if most is None else min(most, 1.0)
     if most is not None:
-        fee = fee.clamp_max_(value.mul_(most))  # value is not read again
+        fee = value.mul_(most).clamp_max_(fee)  # value is not read again; `fee` stays as it was
     return _Side(total, fee.sum(-1), slipped, spread, impact)
 
 
 def _buys_within_cash(
-    buys: Tensor, price: Tensor, cash: Tensor, rate: Tensor | None, market: _Market, rules: _Rules
+    buys: Tensor, price: Tensor, cash: Tensor, rate: Tensor | None, fee: Tensor | None, market: _Market, rules: _Rules
 ) -> tuple[Tensor, Tensor]:
     """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
 
@@ -651,17 +678,18 @@ def _buys_within_cash(
     s, since impact per share only falls as an order shrinks and each order's
     commission is at most its minimum plus its linear part. So the scaled bill never
     exceeds the cash, whatever the order of the stocks. Shares mode then rounds down.
-    `rate`: the `_slippage` of the full orders. Returns the buys and the value of the full
-    orders, [E].
+    `rate`: the `_slippage` of the full orders, `fee` their `_commission_before_caps`. Returns the
+    buys and the value of the full orders, [E].
     """
-    full = _side_costs(buys, price, rate, market, rules.buy_cost, rules, sale=False, split=False)
+    full = _side_costs(buys, price, rate, market, rules.buy_cost, rules, sale=False, split=False, fee=fee)
     needed = full.value + full.slipped + full.commission
     linear = full.value * (1.0 + rules.buy_cost) + full.slipped
     room = cash.clamp_min(0.0)
     if rules.commission_per_share > 0:
         linear = linear + buys.sum(-1) * rules.commission_per_share
     if rules.commission_min > 0:
-        room = (cash - (buys > 0).sum(-1) * rules.commission_min).clamp_min(0.0)
+        orders = torch.sign(buys).sum(-1)  # buys >= 0: the count of orders, in one pass
+        room = (cash - orders * rules.commission_min).clamp_min(0.0)
     scale = torch.where(needed > cash, room / linear.clamp_min(1e-300), torch.ones_like(cash))
     buys = buys.mul_(scale.unsqueeze(-1))
     if not rules.weights_mode:
