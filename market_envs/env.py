@@ -823,6 +823,20 @@ def _observe(tables: _Tables, t: Tensor, account: Tensor, out: Tensor) -> Tensor
     return out
 
 
+def _compile_options(device: torch.device) -> dict[str, Any] | None:
+    """Inductor's options for the step kernel: on a CPU with AVX-512, 256-bit vectors (AVX2).
+
+    With AVX-512 inductor vectorises float64 in pairs of 512-bit registers, 16 lanes, and the
+    step's rows of N stocks (N = 30: one full vector and a masked tail of 14) with their many
+    row sums ran markedly slower that way than with AVX2's 8 lanes, flat rate and costs alike
+    (benchmarks/RESULTS.md, "Costs in the env step", third pass). Other CPUs keep inductor's
+    own choice, and CUDA is untouched.
+    """
+    if device.type == "cpu" and torch.backends.cpu.get_cpu_capability() == "AVX512":
+        return {"cpp.simdlen": 256}
+    return None
+
+
 # --------------------------------------------------------------------- the env
 
 
@@ -908,7 +922,7 @@ class StockTradingVecEnv:
             fused=bool(compile),
         )
         kernel = functools.partial(_step_kernel, rules=self._rules)
-        self._kernel = torch.compile(kernel, dynamic=False) if compile else kernel
+        self._kernel = torch.compile(kernel, dynamic=False, options=_compile_options(self.device)) if compile else kernel
         self.compiled = bool(compile)
 
         last_bar = self.num_bars - 1
