@@ -84,7 +84,8 @@ the accounting into a few loops (one pass over memory where eager makes one per
 operation) and, with fewer temporaries, avoids most of the page faults that glibc's
 malloc causes for large eager temporaries: on the CPU at large E prefer
 ``compile=True``. ``benchmarks/env_throughput.py`` measures both (benchmarks/RESULTS.md,
-"Env throughput"). The terms of `CostModel` take their own path (`_fill_with_costs`),
+"Env throughput"). The terms of `CostModel` take their own path (`_fill_with_costs`
+eager, `_fill_with_costs_fused` under torch.compile: the same rules, arranged for each),
 which costs more per step than the flat rate; ``env_throughput.py --compare-costs``
 measures how much (benchmarks/RESULTS.md, "Costs in the env step").
 """
@@ -486,7 +487,8 @@ def _fill(
     sells = torch.where(tradable, sells, torch.zeros_like(sells))
     buys = torch.where(tradable, buys, torch.zeros_like(buys))
     if rules.has_costs:
-        return _fill_with_costs(state, sells, buys, price, market, rules)
+        fill_with_costs = _fill_with_costs_fused if rules.fused else _fill_with_costs
+        return fill_with_costs(state, sells, buys, price, market, rules)
 
     # the flat rate per side: exact and linear, so the cash limit is one division
     sold_value = (sells * price).sum(-1)
@@ -526,7 +528,8 @@ def _fill_with_costs(
     rates of the sales and of the full buys are one tensor, sums of products are matrix
     products (`_dot`), and the arithmetic works in place on tensors made in this step (an
     operation that fills a fresh [E, N] tensor costs several times one that works in place;
-    benchmarks/RESULTS.md, "Costs in the env step"). torch.compile fuses it either way.
+    benchmarks/RESULTS.md, "Costs in the env step"). Under torch.compile the kernel takes
+    `_fill_with_costs_fused` instead.
     """
     zero = torch.zeros_like(state.cash)
     unfilled_value = unfilled_shares = zero
@@ -619,12 +622,8 @@ def _side_costs(
     shares: Tensor, price: Tensor, rate: Tensor | None, market: _Market, commission_rate: float, rules: _Rules,
     sale: bool, split: bool = True, fee: Tensor | None = None,
 ) -> _Side:
-    """The value of orders of `shares` (>= 0, one side) and their costs; `rate`: their `_slippage`.
-
-    The commission per order: ``commission_rate x value + fee per share x shares``, at least the
-    minimum, at most the cap (when set), 0 for no order; a sale's at most what is left of its
-    proceeds after half-spread and impact. `fee`: that commission before the cap and the 0 for no
-    order (`_commission_before_caps`), computed once for both sides; it is read, not changed.
+    """The value of orders of `shares` (>= 0, one side) and their costs; `rate`: their `_slippage`,
+    `fee`: their `_commission_before_caps` when computed for both sides (see `_order_commission`).
     `split`: also split the slippage into its half-spread and impact parts (the info entries);
     otherwise both are 0.
     """
@@ -641,9 +640,26 @@ def _side_costs(
         elif split:  # rounding can leave a tiny negative difference where impact is 0
             spread = _dot(value, market.half_spread, rules)
             impact = (slipped - spread).clamp_min(0.0)
+    commission = _order_commission(shares, value, rate, commission_rate, rules, sale, fee, value_dead=True)
+    commission = total * commission_rate if commission is None else commission.sum(-1)
+    return _Side(total, commission, slipped, spread, impact)
+
+
+def _order_commission(
+    shares: Tensor, value: Tensor, rate: Tensor | None, commission_rate: float, rules: _Rules, sale: bool,
+    fee: Tensor | None = None, value_dead: bool = False,
+) -> Tensor | None:
+    """The commission of each order of `shares` (one side) worth `value`, [E, N]; None when it is
+    the rate alone, ``commission_rate x value`` (linear: the caller sums the values instead).
+
+    ``commission_rate x value + fee per share x shares``, at least the minimum, at most the cap
+    (when set), 0 for no order; a sale's at most what is left of its proceeds after half-spread
+    and impact (`rate`). `fee`: the commission before the caps (`_commission_before_caps`),
+    computed once for both sides; it is read, not changed. `value_dead`: `value` may be
+    overwritten (the caller does not read it again).
+    """
     if not (rules.per_order_commission or (sale and rate is not None)):
-        # the rate alone: below 1, so a sale never pays more than its proceeds
-        return _Side(total, total * commission_rate, slipped, spread, impact)
+        return None  # the rate alone: below 1, so a sale never pays more than its proceeds
     shared = fee is not None
     if fee is None:
         fee = value * commission_rate
@@ -661,9 +677,10 @@ def _side_costs(
         most = torch.rsub(rate, 1.0) if most is None else torch.rsub(rate, 1.0).clamp_max_(most)
     elif sale:
         most = 1.0 if most is None else min(most, 1.0)
-    if most is not None:
-        fee = value.mul_(most).clamp_max_(fee)  # value is not read again; `fee` stays as it was
-    return _Side(total, fee.sum(-1), slipped, spread, impact)
+    if most is None:
+        return fee
+    most_paid = value.mul_(most) if value_dead else value * most
+    return most_paid.clamp_max_(fee)
 
 
 def _buys_within_cash(
@@ -684,17 +701,94 @@ def _buys_within_cash(
     full = _side_costs(buys, price, rate, market, rules.buy_cost, rules, sale=False, split=False, fee=fee)
     needed = full.value + full.slipped + full.commission
     linear = full.value * (1.0 + rules.buy_cost) + full.slipped
-    room = cash.clamp_min(0.0)
     if rules.commission_per_share > 0:
         linear = linear + buys.sum(-1) * rules.commission_per_share
-    if rules.commission_min > 0:
-        orders = torch.sign(buys).sum(-1)  # buys >= 0: the count of orders, in one pass
-        room = (cash - orders * rules.commission_min).clamp_min(0.0)
-    scale = torch.where(needed > cash, room / linear.clamp_min(1e-300), torch.ones_like(cash))
+    count = torch.sign(buys).sum(-1) if rules.commission_min > 0 else None  # buys >= 0: one pass
+    scale = _cash_scale(needed, linear, count, cash, rules)
     buys = buys.mul_(scale.unsqueeze(-1))
     if not rules.weights_mode:
         buys = buys.floor_()
     return buys, full.value
+
+
+def _cash_scale(needed: Tensor, linear: Tensor, count: Tensor | None, cash: Tensor, rules: _Rules) -> Tensor:
+    """The common factor s of the buys, [E]: 1 when their bill `needed` fits `cash`, else
+    ``(cash - M) / L`` (at least 0) with L the `linear` bound and M the minimum commission
+    times the `count` of orders (see `_buys_within_cash`)."""
+    room = cash if count is None else cash - count * rules.commission_min
+    return torch.where(needed > cash, room.clamp_min(0.0) / linear.clamp_min(1e-300), torch.ones_like(cash))
+
+
+def _fill_with_costs_fused(
+    state: _State, sells: Tensor, buys: Tensor, price: Tensor, market: _Market, rules: _Rules
+) -> _Fill:
+    """`_fill_with_costs` for torch.compile: the same rules and the same arithmetic per order,
+    arranged for inductor, which makes one fused loop over the stocks of each row with one
+    accumulator per row sum (and spills them to memory when there are many).
+
+    So every row sum that the cash limit needs is one sum of its terms (the sales' net
+    proceeds, the full buys' bill and its linear bound) instead of a sum per term, and the
+    info entries of the sales (value, commission, half-spread, impact) are summed together with
+    those of the bought shares, in the loop that rounds them; the rates of the sales and of the
+    bought shares are one evaluation on the final orders (a stock is sold or bought, never
+    both). Eager mode keeps `_fill_with_costs`, which makes fewer passes over memory instead.
+    """
+    zero = torch.zeros_like(state.cash)
+    unfilled_value = unfilled_shares = zero
+    orders = sells + buys  # a stock is bought or sold, never both
+    if market.fill_cap is not None:
+        sells = torch.minimum(sells, market.fill_cap)
+        buys = torch.minimum(buys, market.fill_cap)
+        unfilled = orders - (sells + buys)
+        unfilled_shares = unfilled.sum(-1)
+        unfilled_value = (unfilled * price).sum(-1)
+        orders = sells + buys
+    fee = _commission_before_caps(sells, buys, orders, price, rules)
+    rate = _slippage(orders, market)
+    slip: Tensor | float = 0.0 if rate is None else rate
+    sold, wanted = sells * price, buys * price
+    sale_fee = _order_commission(sells, sold, rate, rules.sell_cost, rules, sale=True, fee=fee)
+    sale_fee = sold * rules.sell_cost if sale_fee is None else sale_fee
+    buy_fee = _order_commission(buys, wanted, rate, rules.buy_cost, rules, sale=False, fee=fee)
+    buy_fee = wanted * rules.buy_cost if buy_fee is None else buy_fee
+    cash = state.cash + (sold - sold * slip - sale_fee).sum(-1)
+    needed = (wanted + wanted * slip + buy_fee).sum(-1)
+    linear = wanted * (1.0 + rules.buy_cost) + wanted * slip
+    if rules.commission_per_share > 0:
+        linear = linear + buys * rules.commission_per_share
+    count = (buys > 0).sum(-1) if rules.commission_min > 0 else None
+    bought = buys * _cash_scale(needed, linear.sum(-1), count, cash, rules).unsqueeze(-1)
+    if not rules.weights_mode:
+        bought = torch.floor(bought)
+    if market.impact is not None:  # impact per share falls with the order: the rate of the bought shares
+        rate = slip = _slippage(sells + bought, market)
+    value = (sells + bought) * price
+    bought_value = bought * price
+    buy_fee = _order_commission(bought, bought_value, rate, rules.buy_cost, rules, sale=False)
+    buy_fee = bought_value * rules.buy_cost if buy_fee is None else buy_fee
+    left = cash - (bought_value + bought_value * slip + buy_fee).sum(-1)
+    slipped = spread = impact = zero
+    if rate is not None:
+        slipped = (value * rate).sum(-1)
+        if market.impact is None:
+            spread = slipped
+        elif market.half_spread is None:
+            impact = slipped
+        else:  # rounding can leave a tiny negative difference where impact is 0
+            spread = (value * market.half_spread).sum(-1)
+            impact = (slipped - spread).clamp_min(0.0)
+    return _Fill(
+        # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
+        cash=torch.maximum(left, cash.clamp_max(0.0)),
+        holdings=state.holdings - sells + bought,
+        traded=value.sum(-1),
+        commission=(sale_fee + buy_fee).sum(-1),
+        spread=spread,
+        impact=impact,
+        ordered=(orders * price).sum(-1) + unfilled_value,
+        unfilled_value=unfilled_value,
+        unfilled_shares=unfilled_shares,
+    )
 
 
 def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tensor, rules: _Rules) -> Tensor:
