@@ -600,7 +600,9 @@ def _slippage(shares: Tensor, market: _Market, in_place: bool = False) -> Tensor
     return rate.clamp_max_(1.0)
 
 
-def _commission_before_caps(sells: Tensor, buys: Tensor, orders: Tensor, price: Tensor, rules: _Rules) -> Tensor | None:
+def _commission_before_caps(
+    sells: Tensor, buys: Tensor, orders: Tensor, price: Tensor, rules: _Rules
+) -> Tensor | None:
     """Each order's commission before its caps, [E, N], both sides at once (a stock is sold or
     bought, never both): ``rate x value + fee per share x shares``, at least the minimum (also where
     there is no order: the caps of `_side_costs` make that 0). None when the commission is the rate
@@ -684,7 +686,8 @@ def _order_commission(
 
 
 def _buys_within_cash(
-    buys: Tensor, price: Tensor, cash: Tensor, rate: Tensor | None, fee: Tensor | None, market: _Market, rules: _Rules
+    buys: Tensor, price: Tensor, cash: Tensor, rate: Tensor | None, fee: Tensor | None, market: _Market,
+    rules: _Rules,
 ) -> tuple[Tensor, Tensor]:
     """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
 
@@ -1016,7 +1019,8 @@ class StockTradingVecEnv:
             fused=bool(compile),
         )
         kernel = functools.partial(_step_kernel, rules=self._rules)
-        self._kernel = torch.compile(kernel, dynamic=False, options=_compile_options(self.device)) if compile else kernel
+        options = _compile_options(self.device)
+        self._kernel = torch.compile(kernel, dynamic=False, options=options) if compile else kernel
         self.compiled = bool(compile)
 
         last_bar = self.num_bars - 1
