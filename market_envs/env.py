@@ -84,7 +84,8 @@ the accounting into a few loops (one pass over memory where eager makes one per
 operation) and, with fewer temporaries, avoids most of the page faults that glibc's
 malloc causes for large eager temporaries: on the CPU at large E prefer
 ``compile=True``. ``benchmarks/env_throughput.py`` measures both (benchmarks/RESULTS.md,
-"Env throughput"). The terms of `CostModel` take their own path (`_fill_with_costs`),
+"Env throughput"). The terms of `CostModel` take their own path (`_fill_with_costs`
+eager, `_fill_with_costs_fused` under torch.compile: the same rules, arranged for each),
 which costs more per step than the flat rate; ``env_throughput.py --compare-costs``
 measures how much (benchmarks/RESULTS.md, "Costs in the env step").
 """
@@ -486,7 +487,8 @@ def _fill(
     sells = torch.where(tradable, sells, torch.zeros_like(sells))
     buys = torch.where(tradable, buys, torch.zeros_like(buys))
     if rules.has_costs:
-        return _fill_with_costs(state, sells, buys, price, market, rules)
+        fill_with_costs = _fill_with_costs_fused if rules.fused else _fill_with_costs
+        return fill_with_costs(state, sells, buys, price, market, rules)
 
     sold_value = (sells * price).sum(-1)
     sell_commission = sold_value * rules.sell_cost  # the rate is below 1: never more than the proceeds
@@ -532,7 +534,8 @@ def _fill_with_costs(
     rates of the sales and of the full buys are one tensor, sums of products are matrix
     products (`_dot`), and the arithmetic works in place on tensors made in this step (an
     operation that fills a fresh [E, N] tensor costs several times one that works in place;
-    benchmarks/RESULTS.md, "Costs in the env step"). torch.compile fuses it either way.
+    benchmarks/RESULTS.md, "Costs in the env step"). Under torch.compile the kernel takes
+    `_fill_with_costs_fused` instead.
     """
     zero = torch.zeros_like(state.cash)
     unfilled_value = unfilled_shares = zero
@@ -545,11 +548,13 @@ def _fill_with_costs(
         unfilled_shares = unfilled.sum(-1)
         unfilled_value = _dot(unfilled, price, rules)
         orders = filled
-    # one side per stock, so one evaluation of the rates serves the sales and the full buys
+    # one side per stock, so one evaluation of the rates and of the commission before its caps
+    # serves the sales and the full buys
+    fee = _commission_before_caps(sells, buys, orders, price, rules)
     rate = _slippage(orders, market, in_place=True)
-    sale = _side_costs(sells, price, rate, market, rules.sell_cost, rules, sale=True)
+    sale = _side_costs(sells, price, rate, market, rules.sell_cost, rules, sale=True, fee=fee)
     cash = state.cash + sale.value - sale.commission - sale.slipped
-    bought, wanted = _buys_within_cash(buys, price, cash, rate, market, rules)
+    bought, wanted = _buys_within_cash(buys, price, cash, rate, fee, market, rules)
     if market.impact is not None:  # impact per share falls with the order: the rate of the bought shares
         rate = _slippage(bought, market)
     buy = _side_costs(bought, price, rate, market, rules.buy_cost, rules, sale=False)
@@ -593,22 +598,42 @@ def _slippage(shares: Tensor, market: _Market, in_place: bool = False) -> Tensor
     # sqrt of an exact 0 takes a slow path on x86 CPUs (several times the cost of the
     # whole term); 1e-300 changes no square root of a real order and no cost (value 0)
     rate = shares.clamp_min_(1e-300) if in_place else shares.clamp_min(1e-300)
-    rate = rate.sqrt_().mul_(market.impact)
-    if market.half_spread is not None:
-        rate = rate.add_(market.half_spread)
+    rate = rate.sqrt_()
+    if market.half_spread is None:
+        rate = rate.mul_(market.impact)
+    else:  # one pass for half-spread + impact x sqrt(shares), written over the square roots
+        rate = torch.addcmul(market.half_spread, rate, market.impact, out=rate)
     return rate.clamp_max_(1.0)
+
+
+def _commission_before_caps(
+    sells: Tensor, buys: Tensor, orders: Tensor, price: Tensor, rules: _Rules
+) -> Tensor | None:
+    """Each order's commission before its caps, [E, N], both sides at once (a stock is sold or
+    bought, never both): ``rate x value + fee per share x shares``, at least the minimum (also where
+    there is no order: the caps of `_side_costs` make that 0). None when the commission is the rate
+    alone (`_side_costs` then needs no per-order commission for the buys)."""
+    if not rules.per_order_commission:
+        return None
+    if rules.sell_cost == rules.buy_cost:
+        fee = (orders * price).mul_(rules.sell_cost)
+    else:
+        fee = (sells * price).mul_(rules.sell_cost).addcmul_(buys, price, value=rules.buy_cost)
+    if rules.commission_per_share > 0:
+        fee = fee.add_(orders, alpha=rules.commission_per_share)
+    if rules.commission_min > 0:
+        fee = fee.clamp_min_(rules.commission_min)
+    return fee
 
 
 def _side_costs(
     shares: Tensor, price: Tensor, rate: Tensor | None, market: _Market, commission_rate: float, rules: _Rules,
-    sale: bool, split: bool = True,
+    sale: bool, split: bool = True, fee: Tensor | None = None,
 ) -> _Side:
-    """The value of orders of `shares` (>= 0, one side) and their costs; `rate`: their `_slippage`.
-
-    The commission per order: ``commission_rate x value + fee per share x shares``, at least the
-    minimum, at most the cap (when set), 0 for no order; a sale's at most what is left of its
-    proceeds after half-spread and impact. `split`: also split the slippage into its half-spread
-    and impact parts (the info entries); otherwise both are 0.
+    """The value of orders of `shares` (>= 0, one side) and their costs; `rate`: their `_slippage`,
+    `fee`: their `_commission_before_caps` when computed for both sides (see `_order_commission`).
+    `split`: also split the slippage into its half-spread and impact parts (the info entries);
+    otherwise both are 0.
     """
     value = shares * price
     total = value.sum(-1)
@@ -623,30 +648,52 @@ def _side_costs(
         elif split:  # rounding can leave a tiny negative difference where impact is 0
             spread = _dot(value, market.half_spread, rules)
             impact = (slipped - spread).clamp_min(0.0)
+    commission = _order_commission(shares, value, rate, commission_rate, rules, sale, fee, value_dead=True)
+    commission = total * commission_rate if commission is None else commission.sum(-1)
+    return _Side(total, commission, slipped, spread, impact)
+
+
+def _order_commission(
+    shares: Tensor, value: Tensor, rate: Tensor | None, commission_rate: float, rules: _Rules, sale: bool,
+    fee: Tensor | None = None, value_dead: bool = False,
+) -> Tensor | None:
+    """The commission of each order of `shares` (one side) worth `value`, [E, N]; None when it is
+    the rate alone, ``commission_rate x value`` (linear: the caller sums the values instead).
+
+    ``commission_rate x value + fee per share x shares``, at least the minimum, at most the cap
+    (when set), 0 for no order; a sale's at most what is left of its proceeds after half-spread
+    and impact (`rate`). `fee`: the commission before the caps (`_commission_before_caps`),
+    computed once for both sides; it is read, not changed. `value_dead`: `value` may be
+    overwritten (the caller does not read it again).
+    """
     if not (rules.per_order_commission or (sale and rate is not None)):
-        # the rate alone: below 1, so a sale never pays more than its proceeds
-        return _Side(total, total * commission_rate, slipped, spread, impact)
-    fee = value * commission_rate
-    if rules.commission_per_share > 0:
-        fee = fee.add_(shares, alpha=rules.commission_per_share)
-    if rules.commission_min > 0:
-        fee = fee.clamp_min_(rules.commission_min)
+        return None  # the rate alone: below 1, so a sale never pays more than its proceeds
+    shared = fee is not None
+    if fee is None:
+        fee = value * commission_rate
+        if rules.commission_per_share > 0:
+            fee = fee.add_(shares, alpha=rules.commission_per_share)
+        if rules.commission_min > 0:
+            fee = fee.clamp_min_(rules.commission_min)
     # the most an order pays, a fraction of its value: the cap (when set) and, for a sale, what is
-    # left of its proceeds; a fraction of the value also makes the fee 0 for no order (value 0)
+    # left of its proceeds; a fraction of the value also makes the fee 0 for no order (value 0),
+    # and for the other side's stocks in a `fee` of both sides
     most: Tensor | float | None = None
-    if rules.commission_min > 0 or rules.commission_max_rate > 0:
+    if rules.commission_min > 0 or rules.commission_max_rate > 0 or shared:
         most = rules.commission_max_rate if rules.commission_max_rate > 0 else 1e300
     if sale and rate is not None:
         most = torch.rsub(rate, 1.0) if most is None else torch.rsub(rate, 1.0).clamp_max_(most)
     elif sale:
         most = 1.0 if most is None else min(most, 1.0)
-    if most is not None:
-        fee = fee.clamp_max_(value.mul_(most))  # value is not read again
-    return _Side(total, fee.sum(-1), slipped, spread, impact)
+    if most is None:
+        return fee
+    most_paid = value.mul_(most) if value_dead else value * most
+    return most_paid.clamp_max_(fee)
 
 
 def _buys_within_cash(
-    buys: Tensor, price: Tensor, cash: Tensor, rate: Tensor | None, market: _Market, rules: _Rules
+    buys: Tensor, price: Tensor, cash: Tensor, rate: Tensor | None, fee: Tensor | None, market: _Market,
+    rules: _Rules,
 ) -> tuple[Tensor, Tensor]:
     """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
 
@@ -657,22 +704,100 @@ def _buys_within_cash(
     s, since impact per share only falls as an order shrinks and each order's
     commission is at most its minimum plus its linear part. So the scaled bill never
     exceeds the cash, whatever the order of the stocks. Shares mode then rounds down.
-    `rate`: the `_slippage` of the full orders. Returns the buys and the value of the full
-    orders, [E].
+    `rate`: the `_slippage` of the full orders, `fee` their `_commission_before_caps`. Returns the
+    buys and the value of the full orders, [E].
     """
-    full = _side_costs(buys, price, rate, market, rules.buy_cost, rules, sale=False, split=False)
+    full = _side_costs(buys, price, rate, market, rules.buy_cost, rules, sale=False, split=False, fee=fee)
     needed = full.value + full.slipped + full.commission
     linear = full.value * (1.0 + rules.buy_cost) + full.slipped
-    room = cash.clamp_min(0.0)
     if rules.commission_per_share > 0:
         linear = linear + buys.sum(-1) * rules.commission_per_share
-    if rules.commission_min > 0:
-        room = (cash - (buys > 0).sum(-1) * rules.commission_min).clamp_min(0.0)
-    scale = torch.where(needed > cash, room / linear.clamp_min(1e-300), torch.ones_like(cash))
+    count = torch.sign(buys).sum(-1) if rules.commission_min > 0 else None  # buys >= 0: one pass
+    scale = _cash_scale(needed, linear, count, cash, rules)
     buys = buys.mul_(scale.unsqueeze(-1))
     if not rules.weights_mode:
         buys = buys.floor_()
     return buys, full.value
+
+
+def _cash_scale(needed: Tensor, linear: Tensor, count: Tensor | None, cash: Tensor, rules: _Rules) -> Tensor:
+    """The common factor s of the buys, [E]: 1 when their bill `needed` fits `cash`, else
+    ``(cash - M) / L`` (at least 0) with L the `linear` bound and M the minimum commission
+    times the `count` of orders (see `_buys_within_cash`)."""
+    room = cash if count is None else cash - count * rules.commission_min
+    return torch.where(needed > cash, room.clamp_min(0.0) / linear.clamp_min(1e-300), torch.ones_like(cash))
+
+
+def _fill_with_costs_fused(
+    state: _State, sells: Tensor, buys: Tensor, price: Tensor, market: _Market, rules: _Rules
+) -> _Fill:
+    """`_fill_with_costs` for torch.compile: the same rules and the same arithmetic per order,
+    arranged for inductor, which makes one fused loop over the stocks of each row with one
+    accumulator per row sum (and spills them to memory when there are many).
+
+    So every row sum that the cash limit needs is one sum of its terms (the sales' net
+    proceeds, the full buys' bill and its linear bound) instead of a sum per term, and the
+    info entries of the sales (value, commission, half-spread, impact) are summed together with
+    those of the bought shares, in the loop that rounds them; the rates of the sales and of the
+    bought shares are one evaluation on the final orders (a stock is sold or bought, never
+    both). Eager mode keeps `_fill_with_costs`, which makes fewer passes over memory instead.
+    """
+    zero = torch.zeros_like(state.cash)
+    unfilled_value = unfilled_shares = zero
+    orders = sells + buys  # a stock is bought or sold, never both
+    if market.fill_cap is not None:
+        sells = torch.minimum(sells, market.fill_cap)
+        buys = torch.minimum(buys, market.fill_cap)
+        unfilled = orders - (sells + buys)
+        unfilled_shares = unfilled.sum(-1)
+        unfilled_value = (unfilled * price).sum(-1)
+        orders = sells + buys
+    fee = _commission_before_caps(sells, buys, orders, price, rules)
+    rate = _slippage(orders, market)
+    slip: Tensor | float = 0.0 if rate is None else rate
+    sold, wanted = sells * price, buys * price
+    sale_fee = _order_commission(sells, sold, rate, rules.sell_cost, rules, sale=True, fee=fee)
+    sale_fee = sold * rules.sell_cost if sale_fee is None else sale_fee
+    buy_fee = _order_commission(buys, wanted, rate, rules.buy_cost, rules, sale=False, fee=fee)
+    buy_fee = wanted * rules.buy_cost if buy_fee is None else buy_fee
+    cash = state.cash + (sold - sold * slip - sale_fee).sum(-1)
+    needed = (wanted + wanted * slip + buy_fee).sum(-1)
+    linear = wanted * (1.0 + rules.buy_cost) + wanted * slip
+    if rules.commission_per_share > 0:
+        linear = linear + buys * rules.commission_per_share
+    count = (buys > 0).sum(-1) if rules.commission_min > 0 else None
+    bought = buys * _cash_scale(needed, linear.sum(-1), count, cash, rules).unsqueeze(-1)
+    if not rules.weights_mode:
+        bought = torch.floor(bought)
+    if market.impact is not None:  # impact per share falls with the order: the rate of the bought shares
+        rate = slip = _slippage(sells + bought, market)
+    value = (sells + bought) * price
+    bought_value = bought * price
+    buy_fee = _order_commission(bought, bought_value, rate, rules.buy_cost, rules, sale=False)
+    buy_fee = bought_value * rules.buy_cost if buy_fee is None else buy_fee
+    left = cash - (bought_value + bought_value * slip + buy_fee).sum(-1)
+    slipped = spread = impact = zero
+    if rate is not None:
+        slipped = (value * rate).sum(-1)
+        if market.impact is None:
+            spread = slipped
+        elif market.half_spread is None:
+            impact = slipped
+        else:  # rounding can leave a tiny negative difference where impact is 0
+            spread = (value * market.half_spread).sum(-1)
+            impact = (slipped - spread).clamp_min(0.0)
+    return _Fill(
+        # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
+        cash=torch.maximum(left, cash.clamp_max(0.0)),
+        holdings=state.holdings - sells + bought,
+        traded=value.sum(-1),
+        commission=(sale_fee + buy_fee).sum(-1),
+        spread=spread,
+        impact=impact,
+        ordered=(orders * price).sum(-1) + unfilled_value,
+        unfilled_value=unfilled_value,
+        unfilled_shares=unfilled_shares,
+    )
 
 
 def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tensor, rules: _Rules) -> Tensor:
@@ -801,6 +926,20 @@ def _observe(tables: _Tables, t: Tensor, account: Tensor, out: Tensor) -> Tensor
     return out
 
 
+def _compile_options(device: torch.device) -> dict[str, Any] | None:
+    """Inductor's options for the step kernel: on a CPU with AVX-512, 256-bit vectors (AVX2).
+
+    With AVX-512 inductor vectorises float64 in pairs of 512-bit registers, 16 lanes, and the
+    step's rows of N stocks (N = 30: one full vector and a masked tail of 14) with their many
+    row sums ran markedly slower that way than with AVX2's 8 lanes, flat rate and costs alike
+    (benchmarks/RESULTS.md, "Costs in the env step", third pass). Other CPUs keep inductor's
+    own choice, and CUDA is untouched.
+    """
+    if device.type == "cpu" and torch.backends.cpu.get_cpu_capability() == "AVX512":
+        return {"cpp.simdlen": 256}
+    return None
+
+
 # --------------------------------------------------------------------- the env
 
 
@@ -886,7 +1025,8 @@ class StockTradingVecEnv:
             fused=bool(compile),
         )
         kernel = functools.partial(_step_kernel, rules=self._rules)
-        self._kernel = torch.compile(kernel, dynamic=False) if compile else kernel
+        options = _compile_options(self.device)
+        self._kernel = torch.compile(kernel, dynamic=False, options=options) if compile else kernel
         self.compiled = bool(compile)
 
         last_bar = self.num_bars - 1

@@ -53,22 +53,23 @@ def known_panel(n_bars: int = 12):
     return data.with_normalization(*data.fit_normalization())
 
 
-def step_to_fill(data, config: EnvConfig, action: float):
+def step_to_fill(data, config: EnvConfig, action: float, compile: bool = False):
     """Zero actions until bar K - 1, then `action`; returns the info of the fill at bar K."""
-    env = StockTradingVecEnv(data, 1, "cpu", config)
+    env = StockTradingVecEnv(data, 1, "cpu", config, compile=compile)
     env.reset()
     for _ in range(K - 1):
         env.step(torch.zeros(1, 1))
     return env.step(torch.tensor([[action]]))[4]
 
 
-def test_one_order_against_a_known_bar_pays_each_term_as_computed_by_hand():
+@pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])  # two arrangements of the fill
+def test_one_order_against_a_known_bar_pays_each_term_as_computed_by_hand(compile):
     data = known_panel()
     costs = CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
                       spread_model="high_low", spread_window=50, impact_eta=0.7, impact_window_days=1,
                       participation=0.05)  # fmt: skip
     config = EnvConfig(random_start=False, max_shares=1000, buy_cost=0.001, costs=costs)
-    info = step_to_fill(data, config, 0.6)  # an order of 600 shares
+    info = step_to_fill(data, config, 0.6, compile)  # an order of 600 shares
 
     price = 101.0 if K % 2 else 100.0  # the open of bar K
     cap = 0.05 * FILL_VOLUME  # 400 shares fill, 200 do not
@@ -109,14 +110,15 @@ def test_the_minimum_and_the_cap_of_the_commission():
     assert step_to_fill(data, capped, 0.0105)["cost_commission"].item() == pytest.approx(0.01 * 10 * price)
 
 
-def test_a_sale_never_pays_more_commission_than_its_proceeds():
+@pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
+def test_a_sale_never_pays_more_commission_than_its_proceeds(compile):
     data = known_panel()
-    config = EnvConfig(random_start=False, max_shares=1000, costs=CostModel(commission_min=500.0))
-    env = StockTradingVecEnv(data, 1, "cpu", config)
+    config = EnvConfig(random_start=False, max_shares=1000, costs=CostModel(commission_min=500.0, spread_bps=10.0))
+    env = StockTradingVecEnv(data, 1, "cpu", config, compile=compile)
     env.reset()
     env.step(torch.tensor([[0.002]]))  # buy 2 shares (commission 500)
     _, _, _, _, info = env.step(torch.tensor([[-1.0]]))  # sell them for about 200
-    proceeds = 2.0 * data.open[2, 0].item()
+    proceeds = 2.0 * data.open[2, 0].item() * (1.0 - 10.0 * 1e-4)  # after the half-spread
     assert info["cost_commission"].item() == pytest.approx(proceeds)
     assert info["cash"].item() >= 0.0
 

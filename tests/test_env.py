@@ -544,6 +544,35 @@ def test_compiled_step_equals_eager(mode, costs):
     _assert_same_trajectory(eager, compiled)
 
 
+@pytest.mark.parametrize(
+    ("mode", "costs"),
+    [pytest.param("shares", EVERY_COST, id="every-shares"),
+     pytest.param("weights", EVERY_COST, id="every-weights"),
+     # the other branches of the fused fill, one compilation each (slow: run with -m slow)
+     pytest.param("shares", CostModel(commission_per_share=0.005), id="per-share", marks=pytest.mark.slow),
+     pytest.param("weights", CostModel(spread_bps=20.0, participation=0.05), id="spread-cap", marks=pytest.mark.slow),
+     pytest.param("shares", CostModel(impact_eta=3.0, commission_min=2.0), id="impact-minimum",
+                  marks=pytest.mark.slow)],
+)  # fmt: skip
+def test_compiled_costly_step_equals_eager_to_accounting_precision_where_cash_binds(mode, costs):
+    """torch.compile runs its own arrangement of the costly fill (fewer row sums); it must keep every
+    float64 entry of the eager step, which equals the reference env, to accounting precision."""
+    config = EnvConfig(action_mode=mode, episode_length=8, initial_cash=4_000.0, costs=costs,
+                       buy_cost=0.001, sell_cost=0.002)  # fmt: skip
+    actions = random_actions(14, 6, PANEL.num_tickers, seed=21)
+    envs = [StockTradingVecEnv(PANEL, 6, "cpu", config, compile=compiled) for compiled in (False, True)]
+    for env in envs:
+        env.reset(seed=21)
+    scaled = False
+    for a in actions:
+        cash = envs[0].cash.clone()
+        (_, _, _, _, eager), (_, _, _, _, compiled) = (env.step(a) for env in envs)
+        for key in ("value", "cash", "holdings", "turnover", *COST_KEYS):
+            torch.testing.assert_close(compiled[key], eager[key], rtol=1e-9, atol=1e-6, msg=key)
+        scaled |= bool((eager["cash"] < 0.02 * cash).any())
+    assert scaled  # the cash limit bound, so the scaled buys' costs were compared too
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("mode", ["shares", "weights"])
