@@ -814,6 +814,13 @@ def _row(table: Tensor | None, t: Tensor) -> Tensor | None:
     return table.index_select(0, t)
 
 
+def _bar_row(table: Tensor | None, t: int) -> Tensor | None:
+    """Row `t` of a per-bar cost table as [1, N] (a view: no index tensor to copy to the device)."""
+    if table is None or table.shape[0] == 1:
+        return table
+    return table[t : t + 1]
+
+
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
     """The accounting of one step of every sub-environment; pure function of tensors.
 
@@ -1222,10 +1229,11 @@ class StockTradingVecEnv:
         cash = cash.to(torch.float64)
         if not rules.has_costs:
             return _flat_buys_within_cash(buys, price, cash, rules)[0]
-        row = torch.tensor([t + 1], device=buys.device)
-        market = _Market(half_spread=_row(tables.half_spread, row), impact=_row(tables.impact, row), fill_cap=None)
+        market = _Market(half_spread=_bar_row(tables.half_spread, t + 1), impact=_bar_row(tables.impact, t + 1),
+                         fill_cap=None)  # fmt: skip
+        fee = _commission_before_caps(torch.zeros_like(buys), buys, buys, price, rules)
         rate = _slippage(buys.clone(), market, in_place=True)
-        return _buys_within_cash(buys, price, cash, rate, market, rules)[0]
+        return _buys_within_cash(buys, price, cash, rate, fee, market, rules)[0]
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Advance every sub-environment by one bar.
