@@ -34,6 +34,11 @@ return) than its flat-trained one.
 
     OMP_NUM_THREADS=1 python benchmarks/learning_costs.py                 # ~7 min of one core
     OMP_NUM_THREADS=1 python benchmarks/learning_costs.py --quick         # a smoke run, ~2 min
+    OMP_NUM_THREADS=1 python benchmarks/learning_costs.py --steps 327680 --init-log-std -3 --runs RUNS
+
+``--init-log-std`` sets both variants' initial exploration noise (RESULTS "Learning under
+costs", third run, says why it decides the outcome); ``--runs`` keeps the trained agents
+and reuses them on the next run into the same folder.
 """
 
 from __future__ import annotations
