@@ -75,7 +75,8 @@ class MarketData:
     :param feature_std: per-feature standard deviation [F], same period.
     :param name: the data set (recipe) name, for reports and checkpoints.
     :param lookback: float32 [H, N, F]: the features of the H bars before the first, when
-        this panel was cut from a longer one (`take`, `slice`, `period`: a view of it, no
+        this panel was cut from a longer one (`take`, `slice`, `period`: a view of the longer
+        panel's features; a cut of a cut joins its parent's lookback to the bars before it, a
         copy); None: no earlier bar is known. Only estimates that need a past read it
         (the env's cost tables: `features_with_lookback`); no agent observes it. `to` leaves
         it on its device.

@@ -651,11 +651,6 @@ def _start(group: _Group, num_bars: int, num_slots: int | None, device: torch.de
     return records, obs
 
 
-def _within_cash(env: StockTradingVecEnv, cash: Tensor, close: Tensor, t: int, buys: Tensor) -> Tensor:
-    """`Account.within_cash`: the purchases the cash pays for, priced at bar t's close."""
-    return env.buys_within_cash(buys, cash, close, t)
-
-
 def _advance(group: _Group, obs: Tensor, records: _Records, ruined: Tensor, t: int, new_day_next: bool, slot: int | None):
     """Decide at bar t for every member, step the env once, record bar t+1."""
     env = group.env
@@ -667,7 +662,7 @@ def _advance(group: _Group, obs: Tensor, records: _Records, ruined: Tensor, t: i
             cash=cash[caller.start : caller.stop],
             holdings=holdings[caller.start : caller.stop],
             value=value[caller.start : caller.stop],
-            within_cash=functools.partial(_within_cash, env, cash[caller.start : caller.stop], close, t),
+            within_cash=functools.partial(env.buys_within_cash, cash=cash[caller.start : caller.stop], price=close, t=t),
         )).to(torch.float32)
         for caller in group.callers
     ])
