@@ -227,6 +227,7 @@ def test_a_tournament_and_its_backtest_trade_under_one_named_model(tmp_path: Pat
         assert report["cost_model"]["name"] == model.name == "institutional (participation=0.05)"
         assert report["cost_model"]["costs"] == expected["costs"] == report["config"]["policy_env"]["costs"]
         assert set(report["costs"]) == {"best", "ensemble", "benchmark", "equal_weight", "equal_weight_daily"}
+        assert set(report["breakeven"]) == set(report["costs"])  # both ran the cost multiples
         _charged_under(report, model, run_dir)
 
 

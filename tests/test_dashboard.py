@@ -407,8 +407,21 @@ def test_the_costs_section_shows_report_json_costs_and_breakeven(built: Path) ->
         assert table.loc[name, "unfilled share"] == report["costs"][name]["unfilled_share"]
         assert table.loc[name, "total (bp)"] == report["costs"][name]["costs_bps"]
         assert table.loc[name, "breakeven cost"] == report["breakeven"][name]["text"]
-    # the tournament's final backtest ran no multiples: its costs, and one line saying why no breakeven
+    # the tournament's own final backtest reports every strategy's breakeven, as `trader backtest` does
+    tour = report_of(built / "tour")
+    assert set(tour["breakeven"]) == set(tour["costs"]) == set(tour["order"])
     at.multiselect(key="runs").set_value(["tour"]).run()
+    assert not at.exception and chart(at, "costs").data
+    lines = [t for t in chart(at, "breakeven").data if t.mode == "lines+markers"]
+    assert [t.name for t in lines] == [f"{name}: {tour['breakeven'][name]['text']}" for name in tour["order"]]
+
+
+def test_a_backtest_without_cost_multiples_shows_its_costs_and_says_why_no_breakeven(runs_copy: Path) -> None:
+    run = runs_copy / "ppo"
+    report = report_of(run)
+    report["breakeven"] = {}  # as `trader backtest --no-breakeven` writes it
+    (run / "report.json").write_text(json.dumps(report))
+    at = app_test(runs_copy).run()
     assert not at.exception and chart(at, "costs").data
     assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("-breakeven")]
     assert any("no breakeven cost" in c.value for c in at.caption)

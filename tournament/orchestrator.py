@@ -417,13 +417,14 @@ def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
     """Best pod and top-k ensemble on the test period, beside the baselines (built-in, and
     any baseline library's models already in RUN_DIR/baselines); report in RUN_DIR.
 
-    The same reader as `trader backtest RUN_DIR` (`trader.backtest.runs`), so both
-    write the same rows."""
-    from trader.backtest.runs import backtest_run
+    The same reader and defaults as `trader backtest RUN_DIR` (`trader.backtest.runs`), so
+    both write the same rows: the cost breakdown and each strategy's breakeven cost included."""
+    from trader.backtest.runs import backtest_config, backtest_run, read_run
 
     if not state.board.top(config.ensemble_k):
         return None
-    return backtest_run(config.run_dir, dataset=_prepare_env(config.env), device=config.pod_device)
+    rules = backtest_config(read_run(config.run_dir), breakeven=True)
+    return backtest_run(config.run_dir, dataset=_prepare_env(config.env), config=rules, device=config.pod_device)
 
 
 __all__ = ["Progress", "TournamentResult", "TournamentState", "pods_frame", "resolve_config", "run"]
