@@ -233,7 +233,8 @@ def markdown_report(result: BacktestResult) -> str:
         lines.extend(["## Costs", "",
                       "Every strategy trades under the same cost model. Costs over the period in the data's "
                       "currency and in basis points (bp) of the value traded, per part; the share of the value "
-                      "ordered that the participation cap left unfilled; " + _breakeven_sentence(result), ""])  # fmt: skip
+                      "ordered that the participation cap left unfilled, over every bar's orders (a remainder "
+                      "ordered again on the next bar counts again); " + _breakeven_sentence(result), ""])  # fmt: skip
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
         lines.extend("| " + " | ".join(r) + " |" for r in rows)
