@@ -1,0 +1,233 @@
+"""Would another memory layout make the compiled step's fill with costs cheaper? (issue 30)
+
+Under torch.compile on the CPU, `market_envs.env`'s fill with every cost term spends much of
+its time finishing row sums: the step's tensors are [E, N] (a row of N stocks per
+sub-environment), inductor vectorises along the row and ends each of a row's many float64
+sums lane by lane. This script times a stand-in of the fill in three layouts, flat rate
+and with costs, so that the idea "lay the stocks out as the outer dimension" can be judged
+before the env's state is rewritten for it:
+
+- ``rows [E, N]``: the env's layout;
+- ``stocks [N, E]``: stock-major, every row sum a vertical sum across sub-environments;
+- ``blocked [E/8, N, 8]``: 8 sub-environments interleaved, a row sum a vertical sum over N
+  with 8 lanes of envs, no lane-by-lane end.
+
+Each layout is timed twice: with its inputs already laid out (the best case: a state and
+tables stored that way, a bar's rows taken once outside the timing) and with the prices and
+the cost rows gathered per sub-environment from [T, N] tables by its bar, as the env must
+(each sub-environment is at its own bar), and the actions arriving [E, N] from the policy.
+
+The stand-in (`fill`) keeps what sets the fill's cost: the same passes (the participation
+cap, the commission with a minimum and a cap, half-spread + square-root impact, the cash
+limit of the buys decided from the full orders' exact bill and its linear bound, rounding,
+the bought shares' costs) and the same 14 row sums, against the flat rate's 4
+(`flat_fill`). It is not the env's rule set in every detail; the env's own kernels are
+timed by `env_throughput.py --compare-costs`.
+
+    OMP_NUM_THREADS=1 python benchmarks/fill_layouts.py --envs 4096 --tickers 30,100
+
+and where the rows layout's time goes, by instruction (Linux `perf`):
+
+    perf record -o /tmp/fill.perf python benchmarks/fill_layouts.py --layouts rows --tickers 30 --calls 3000 --repeats 1
+    perf report -i /tmp/fill.perf --stdio --sort dso,sym | head     # the compiled kernels, each its own .so
+    perf annotate -i /tmp/fill.perf --stdio --dsos KERNEL.so kernel > /tmp/kernel.txt
+    python benchmarks/fill_layouts.py --lane-share /tmp/kernel.txt
+
+``--lane-share`` sums the samples on the instructions that finish a float64 row sum lane
+by lane (ATen's generic `vec_reduce_all`: lanes extracted, stored to the stack and added
+one at a time, as its SIMD versions exist for float only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+BARS = 2000
+LANES = 8  # the blocked layout's sub-environments per block: 8 float64 lanes, inductor's vector width here
+
+
+def flat_fill(axis: int) -> Callable[..., tuple[Tensor, ...]]:
+    """The flat rate's fill; row sums over `axis` (the stocks' axis of the layout)."""
+
+    def fill(holdings, price, actions, half_spread, impact, cap, cash):
+        rows, per_env = (lambda x: x.sum(axis)), (lambda x: x.unsqueeze(axis))
+        delta = torch.trunc(actions * 100.0)
+        sells = torch.minimum((-delta).clamp_min(0.0), holdings + 100.0).clamp_min(0.0)
+        buys = delta.clamp_min(0.0)
+        sold = rows(sells * price)
+        cash = cash + sold * 0.999
+        wanted = rows(buys * price)
+        scale = torch.where(wanted * 1.001 > cash, cash.clamp_min(0.0) / (wanted * 1.001).clamp_min(1e-300),
+                            torch.ones_like(cash))  # fmt: skip
+        bought = torch.floor(buys * per_env(scale))
+        bought_value = rows(bought * price)
+        holdings = holdings - sells + bought
+        return holdings, cash - bought_value * 1.001 + rows(holdings * price), sold + bought_value, sold + wanted
+
+    return fill
+
+
+def fill(axis: int) -> Callable[..., tuple[Tensor, ...]]:
+    """The stand-in of the fill with every cost term (see the module docstring)."""
+
+    def costly(holdings, price, actions, half_spread, impact, cap, cash):
+        rows, per_env = (lambda x: x.sum(axis)), (lambda x: x.unsqueeze(axis))
+        delta = torch.trunc(actions * 100.0)
+        sells = torch.minimum((-delta).clamp_min(0.0), holdings + 100.0).clamp_min(0.0)
+        buys = delta.clamp_min(0.0)
+        orders = sells + buys
+        sells, buys = torch.minimum(sells, cap), torch.minimum(buys, cap)
+        unfilled = orders - (sells + buys)
+        unfilled_shares, unfilled_value = rows(unfilled), rows(unfilled * price)
+        orders = sells + buys
+        fee = (orders * price * 0.001 + orders * 0.005).clamp_min(1.0)
+        rate = (half_spread + impact * orders.clamp_min(1e-300).sqrt()).clamp_max(1.0)
+        sold, wanted = sells * price, buys * price
+        sale_fee = torch.minimum(sold * torch.minimum(1.0 - rate, torch.full_like(rate, 0.01)), fee)
+        buy_fee = torch.minimum(wanted * 0.01, fee)
+        cash = cash + rows(sold - sold * rate - sale_fee)
+        needed = rows(wanted + wanted * rate + buy_fee)
+        linear = rows(wanted * 1.001 + wanted * rate + buys * 0.005)
+        count = rows((buys > 0).double())
+        scale = torch.where(needed > cash, (cash - count).clamp_min(0.0) / linear.clamp_min(1e-300),
+                            torch.ones_like(cash))  # fmt: skip
+        bought = torch.floor(buys * per_env(scale))
+        rate = (half_spread + impact * (sells + bought).clamp_min(1e-300).sqrt()).clamp_max(1.0)
+        value, bought_value = (sells + bought) * price, bought * price
+        buy_fee = torch.minimum(bought_value * 0.01, (bought_value * 0.001 + bought * 0.005).clamp_min(1.0))
+        left = cash - rows(bought_value + bought_value * rate + buy_fee)
+        holdings = holdings - sells + bought
+        borrow = rows(holdings.clamp_max(0.0) * price) * 1e-5
+        return (holdings, left - borrow + rows(holdings * price), rows(value), rows(sale_fee + buy_fee),
+                rows(value * rate), rows(value * half_spread), rows(orders * price) + unfilled_value,
+                unfilled_shares, unfilled_value)  # fmt: skip
+
+    return costly
+
+
+def inputs(num_envs: int, n: int) -> dict[str, Tensor]:
+    g = torch.Generator().manual_seed(0)
+
+    def uniform(shape, scale=1.0, low=0.0, dtype=torch.float64):
+        return torch.rand(shape, generator=g, dtype=dtype) * scale + low
+
+    return {
+        "price": uniform((BARS, n), 100.0, 1.0), "half_spread": uniform((BARS, n), 1e-4),
+        "impact": uniform((BARS, n), 1e-3), "cap": uniform((BARS, n), 1000.0),
+        "t": torch.randint(0, BARS, (num_envs,), generator=g), "holdings": uniform((num_envs, n), 50.0),
+        "actions": uniform((num_envs, n), 2.0, -1.0, torch.float32), "cash": torch.full((num_envs,), 1e6, dtype=torch.float64),
+    }  # fmt: skip
+
+
+TABLES = ("price", "half_spread", "impact", "cap")
+
+
+def as_step(kernel: Callable, layout: str, gathered: bool, x: dict[str, Tensor]) -> tuple[Callable, tuple]:
+    """The kernel as a step function of (holdings, actions, t, cash), its tables read per env by bar."""
+    num_envs, n = x["holdings"].shape
+    blocks = num_envs // LANES
+
+    def arrange(rows: Tensor) -> Tensor:  # [E, N] -> the layout
+        if layout == "stocks":
+            return rows.t()
+        if layout == "blocked":
+            return rows.view(blocks, LANES, n).permute(0, 2, 1)
+        return rows
+
+    def arrange_cash(cash: Tensor) -> Tensor:
+        return cash.view(blocks, LANES) if layout == "blocked" else cash
+
+    if gathered:  # the state stored in the layout; tables gathered by bar; actions [E, N]
+        def step(holdings, actions, t, cash):
+            price, half_spread, impact, cap = (arrange(x[name].index_select(0, t)) for name in TABLES)
+            return kernel(holdings, price, arrange(actions.double()), half_spread, impact, cap, arrange_cash(cash))
+
+        state = arrange(x["holdings"]).contiguous()
+    else:  # best case: every input already in the layout (a bar's rows taken once, outside the timing)
+        rows = {name: arrange(x[name].index_select(0, x["t"])).contiguous() for name in TABLES}
+        ready = arrange(x["actions"].double()).contiguous()
+
+        def step(holdings, actions, t, cash):
+            return kernel(holdings, rows["price"], ready, rows["half_spread"], rows["impact"], rows["cap"], arrange_cash(cash))
+
+        state = arrange(x["holdings"]).contiguous()
+    torch._dynamo.reset()  # each case its own compilation (one `step` code object serves them all)
+    return torch.compile(step), (state, x["actions"], x["t"], x["cash"])
+
+
+def milliseconds(step: Callable, args: tuple, repeats: int, calls: int) -> float:
+    for _ in range(5):  # compile and warm up
+        step(*args)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            step(*args)
+        times.append((time.perf_counter() - start) / calls)
+    return statistics.median(times) * 1e3
+
+
+LANE_BY_LANE = ("vextractf64x2", "valignq", "vmovhpd", "vaddsd", "vunpckhpd", "vpermpd", "vshufpd")
+
+
+def lane_share(annotated: str) -> tuple[float, float]:
+    """(all samples, samples on lane-by-lane ends of row sums), in percent of a `perf annotate
+    --stdio` listing of one kernel: the lane moves of `LANE_BY_LANE` and scalar stores to the stack."""
+    total = lanes = 0.0
+    for line in annotated.splitlines():
+        match = re.match(r"\s*([0-9.]+)\s*:\s*[0-9a-f]+:\s*(\S+)\s*(.*)", line)
+        if not match:
+            continue
+        share, op, operands = float(match.group(1)), match.group(2), match.group(3)
+        total += share
+        if op in LANE_BY_LANE or (op == "vmovsd" and "(%rbp)" in operands):
+            lanes += share
+    return total, lanes
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", default="4096", help="comma-separated E (multiples of 8)")
+    parser.add_argument("--tickers", default="30,100", help="comma-separated N")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--layouts", default="rows,stocks,blocked", help="comma-separated layouts to time")
+    parser.add_argument("--lane-share", type=Path, help="a `perf annotate --stdio` listing: print its lane-by-lane share")
+    args = parser.parse_args(argv)
+    if args.lane_share is not None:
+        total, lanes = lane_share(args.lane_share.read_text())
+        print(f"{lanes:.1f}% of {total:.1f}% of the kernel's samples finish row sums lane by lane")
+        return 0
+    if torch.backends.cpu.get_cpu_capability() == "AVX512":
+        torch._inductor.config.cpp.simdlen = 256  # as the env compiles its step (market_envs.env._compile_options)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; median ms per call of {args.repeats} x {args.calls}")
+    print("| N | E | layout | inputs | flat ms | with costs ms | ratio |\n|---:|---:|---|---|---:|---:|---:|")
+    layouts = args.layouts.split(",")
+    cases = [(layout, gathered) for layout in ("rows", "stocks", "blocked") if layout in layouts for gathered in (False, True)]
+    for n in (int(v) for v in args.tickers.split(",")):
+        for num_envs in (int(v) for v in args.envs.split(",")):
+            x = inputs(num_envs, n)
+            for layout, gathered in cases:
+                axis = 0 if layout == "stocks" else 1
+                flat_ms = milliseconds(*as_step(flat_fill(axis), layout, gathered, x), args.repeats, args.calls)
+                cost_ms = milliseconds(*as_step(fill(axis), layout, gathered, x), args.repeats, args.calls)
+                source = "gathered by bar" if gathered else "laid out already"
+                print(f"| {n} | {num_envs} | {layout} | {source} | {flat_ms:.3f} | {cost_ms:.3f} | {cost_ms / flat_ms:.2f} |",
+                      flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
