@@ -134,8 +134,10 @@ def inputs(num_envs: int, n: int) -> dict[str, Tensor]:
 TABLES = ("price", "half_spread", "impact", "cap")
 
 
-def as_step(kernel: Callable, layout: str, gathered: bool, x: dict[str, Tensor]) -> tuple[Callable, tuple]:
-    """The kernel as a step function of (holdings, actions, t, cash), its tables read per env by bar."""
+def as_step(kernel: Callable, layout: str, gathered: bool, x: dict[str, Tensor],
+            compile: bool = True) -> tuple[Callable, tuple]:  # fmt: skip
+    """The kernel as a step function of (holdings, actions, t, cash), its tables read per env by
+    bar, and its arguments; torch.compile'd unless `compile` is False."""
     num_envs, n = x["holdings"].shape
     blocks = num_envs // LANES
 
@@ -163,8 +165,11 @@ def as_step(kernel: Callable, layout: str, gathered: bool, x: dict[str, Tensor])
             return kernel(holdings, rows["price"], ready, rows["half_spread"], rows["impact"], rows["cap"], arrange_cash(cash))
 
         state = arrange(x["holdings"]).contiguous()
+    arguments = (state, x["actions"], x["t"], x["cash"])
+    if not compile:
+        return step, arguments
     torch._dynamo.reset()  # each case its own compilation (one `step` code object serves them all)
-    return torch.compile(step), (state, x["actions"], x["t"], x["cash"])
+    return torch.compile(step), arguments
 
 
 def milliseconds(step: Callable, args: tuple, repeats: int, calls: int) -> float:
