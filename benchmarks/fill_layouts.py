@@ -58,14 +58,18 @@ BARS = 2000
 LANES = 8  # the blocked layout's sub-environments per block: 8 float64 lanes, inductor's vector width here
 
 
+def orders(actions: Tensor, holdings: Tensor) -> tuple[Tensor, Tensor]:
+    """Sells and buys in shares (both >= 0) of actions in [-1, 1], at most 100 shares short."""
+    delta = torch.trunc(actions * 100.0)
+    return torch.minimum((-delta).clamp_min(0.0), holdings + 100.0).clamp_min(0.0), delta.clamp_min(0.0)
+
+
 def flat_fill(axis: int) -> Callable[..., tuple[Tensor, ...]]:
     """The flat rate's fill; row sums over `axis` (the stocks' axis of the layout)."""
 
     def fill(holdings, price, actions, half_spread, impact, cap, cash):
         rows, per_env = (lambda x: x.sum(axis)), (lambda x: x.unsqueeze(axis))
-        delta = torch.trunc(actions * 100.0)
-        sells = torch.minimum((-delta).clamp_min(0.0), holdings + 100.0).clamp_min(0.0)
-        buys = delta.clamp_min(0.0)
+        sells, buys = orders(actions, holdings)
         sold = rows(sells * price)
         cash = cash + sold * 0.999
         wanted = rows(buys * price)
@@ -84,16 +88,14 @@ def fill(axis: int) -> Callable[..., tuple[Tensor, ...]]:
 
     def costly(holdings, price, actions, half_spread, impact, cap, cash):
         rows, per_env = (lambda x: x.sum(axis)), (lambda x: x.unsqueeze(axis))
-        delta = torch.trunc(actions * 100.0)
-        sells = torch.minimum((-delta).clamp_min(0.0), holdings + 100.0).clamp_min(0.0)
-        buys = delta.clamp_min(0.0)
-        orders = sells + buys
+        sells, buys = orders(actions, holdings)
+        ordered = sells + buys
         sells, buys = torch.minimum(sells, cap), torch.minimum(buys, cap)
-        unfilled = orders - (sells + buys)
+        unfilled = ordered - (sells + buys)
         unfilled_shares, unfilled_value = rows(unfilled), rows(unfilled * price)
-        orders = sells + buys
-        fee = (orders * price * 0.001 + orders * 0.005).clamp_min(1.0)
-        rate = (half_spread + impact * orders.clamp_min(1e-300).sqrt()).clamp_max(1.0)
+        filled = sells + buys
+        fee = (filled * price * 0.001 + filled * 0.005).clamp_min(1.0)
+        rate = (half_spread + impact * filled.clamp_min(1e-300).sqrt()).clamp_max(1.0)
         sold, wanted = sells * price, buys * price
         sale_fee = torch.minimum(sold * torch.minimum(1.0 - rate, torch.full_like(rate, 0.01)), fee)
         buy_fee = torch.minimum(wanted * 0.01, fee)
@@ -111,7 +113,7 @@ def fill(axis: int) -> Callable[..., tuple[Tensor, ...]]:
         holdings = holdings - sells + bought
         borrow = rows(holdings.clamp_max(0.0) * price) * 1e-5
         return (holdings, left - borrow + rows(holdings * price), rows(value), rows(sale_fee + buy_fee),
-                rows(value * rate), rows(value * half_spread), rows(orders * price) + unfilled_value,
+                rows(value * rate), rows(value * half_spread), rows(filled * price) + unfilled_value,
                 unfilled_shares, unfilled_value)  # fmt: skip
 
     return costly
