@@ -46,7 +46,10 @@ def benchmark_panel(n_tickers: int, n_bars: int, seed: int = 0) -> MarketData:
             "volume": rng.integers(100, 10_000, close.size).astype(float),
         }
     )
-    return from_frame(frame, name=f"bench-{n_tickers}x{n_bars}")
+    data = from_frame(frame, name=f"bench-{n_tickers}x{n_bars}")
+    # the statistics the env would fit on the panel itself anyway, attached so that it does not
+    # warn of look-ahead: a speed benchmark has no validation period to look into
+    return data.with_normalization(*data.fit_normalization())
 
 
 def finrl_frame(data: MarketData) -> pd.DataFrame:
