@@ -41,10 +41,14 @@ one at a time, as its SIMD versions exist for float only).
 from __future__ import annotations
 
 import argparse
+import ctypes
+import functools
 import os
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -204,6 +208,65 @@ def lane_share(annotated: str) -> tuple[float, float]:
     return total, lanes
 
 
+NATIVE_SOURCE = Path(__file__).with_name("fill_native.c")
+NATIVE_FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
+                "-shared", "-fPIC")  # fmt: skip
+"""-ffp-contract=off: no fused multiply-adds, so each product rounds as torch's does. -fno-math-errno
+(sqrt need not set errno) and -fno-trapping-math (floating-point exceptions need not be raised where
+the source raises them) change no result; without them gcc leaves the loops of square roots, floors
+and conditional selects scalar or half-vectorised (2x to 3.5x slower here)."""
+
+
+def native_kernels(build_dir: Path) -> dict[str, Callable]:
+    """`flat_fill` and `fill` of the rows layout, gathered by bar, from fill_native.c built with the
+    system's C compiler: step functions of (holdings, actions, t, cash) as `as_step` makes, over
+    the tables of an `inputs` dict given as their first argument."""
+    library = build_dir / "fill_native.so"
+    subprocess.run([os.environ.get("CC", "cc"), *NATIVE_FLAGS, "-o", str(library), str(NATIVE_SOURCE), "-lm"],
+                   check=True)  # fmt: skip
+    native = ctypes.CDLL(str(library))
+    pointer = ctypes.c_void_p
+
+    def call(function, width: int, x: dict[str, Tensor], holdings, actions, t, cash, tables):
+        num_envs, n = holdings.shape
+        holdings_out = torch.empty_like(holdings)
+        out = torch.empty((num_envs, width), dtype=torch.float64)
+        arguments = [holdings, x["price"], actions, *(x[name] for name in tables), t, cash, holdings_out, out]
+        function(ctypes.c_int64(num_envs), ctypes.c_int64(n), *(pointer(a.data_ptr()) for a in arguments))
+        return (holdings_out, *out.unbind(1))
+
+    def flat(x, holdings, actions, t, cash):
+        return call(native.flat_fill, 4, x, holdings, actions, t, cash, ())[:4]
+
+    def costly(x, holdings, actions, t, cash):
+        return call(native.costly_fill, 8, x, holdings, actions, t, cash, TABLES[1:])
+
+    return {"flat": flat, "costly": costly}
+
+
+def native_table(args: argparse.Namespace) -> None:
+    """--native: the rows layout, gathered by bar, in torch (eager and compiled) and by hand in C."""
+    print("| N | E | flat eager ms | flat compiled ms | flat C ms | with costs eager ms | with costs compiled ms "
+          "| with costs C ms | C with costs / compiled flat | C with costs / eager flat |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as build_dir:
+        kernels = native_kernels(Path(build_dir))
+        for n in (int(v) for v in args.tickers.split(",")):
+            for num_envs in (int(v) for v in args.envs.split(",")):
+                x = inputs(num_envs, n)
+                times = {}
+                for name, kernel in (("flat", flat_fill(1)), ("costly", fill(1))):
+                    for compiled in (False, True):
+                        step, arguments = as_step(kernel, "rows", True, x, compile=compiled)
+                        times[name, compiled] = milliseconds(step, arguments, args.repeats, args.calls)
+                    native = functools.partial(kernels[name], x)
+                    times[name, "C"] = milliseconds(native, arguments, args.repeats, args.calls)
+                print(f"| {n} | {num_envs} | {times['flat', False]:.3f} | {times['flat', True]:.3f} | "
+                      f"{times['flat', 'C']:.3f} | {times['costly', False]:.3f} | {times['costly', True]:.3f} | "
+                      f"{times['costly', 'C']:.3f} | {times['costly', 'C'] / times['flat', True]:.2f} | "
+                      f"{times['costly', 'C'] / times['flat', False]:.2f} |", flush=True)  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default="4096", help="comma-separated E (multiples of 8)")
@@ -212,6 +275,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--layouts", default="rows,stocks,blocked", help="comma-separated layouts to time")
     parser.add_argument("--lane-share", type=Path, help="a `perf annotate --stdio` listing: print its lane-by-lane share")
+    parser.add_argument("--native", action="store_true",
+                        help="time the rows layout by hand in C (fill_native.c) beside torch, eager and compiled")
     args = parser.parse_args(argv)
     if args.lane_share is not None:
         total, lanes = lane_share(args.lane_share.read_text())
@@ -220,6 +285,9 @@ def main(argv: list[str]) -> int:
     if torch.backends.cpu.get_cpu_capability() == "AVX512":
         torch._inductor.config.cpp.simdlen = 256  # as the env compiles its step (market_envs.env._compile_options)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; median ms per call of {args.repeats} x {args.calls}")
+    if args.native:
+        native_table(args)
+        return 0
     print("| N | E | layout | inputs | flat ms | with costs ms | ratio |\n|---:|---:|---|---|---:|---:|---:|")
     layouts = args.layouts.split(",")
     cases = [(layout, gathered) for layout in ("rows", "stocks", "blocked") if layout in layouts for gathered in (False, True)]

@@ -4,6 +4,7 @@ perf summary counts what it says."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -53,6 +54,21 @@ def test_every_layout_computes_the_same_fill(flat: bool) -> None:
                 torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-9)
     bought = reference[0] - x["holdings"]
     assert (bought > 0).any() and (bought < 0).any()  # the fill traded both ways
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on this machine")
+@pytest.mark.parametrize("flat", [False, True])
+def test_the_stand_in_written_in_c_computes_the_same_fill(flat: bool, tmp_path: Path) -> None:
+    fl = _fill_layouts()
+    num_envs, n = 24, 7
+    x = fl.inputs(num_envs, n)
+    x["cash"][::4] = 2_000.0  # the cash limit binds there
+    step, arguments = fl.as_step(fl.flat_fill(1) if flat else fl.fill(1), "rows", True, x, compile=False)
+    expected = step(*arguments)
+    got = fl.native_kernels(tmp_path)["flat" if flat else "costly"](x, *arguments)
+    assert len(got) == len(expected)
+    for value, reference in zip(got, expected, strict=True):
+        torch.testing.assert_close(value, reference, rtol=1e-12, atol=1e-9)
 
 
 def test_lane_share_sums_the_lane_by_lane_instructions_of_a_listing() -> None:
