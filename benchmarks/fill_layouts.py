@@ -46,7 +46,6 @@ import functools
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +56,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
+
+from market_envs.native import build  # noqa: E402
 
 BARS = 2000
 LANES = 8  # the blocked layout's sub-environments per block: 8 float64 lanes, inductor's vector width here
@@ -209,22 +210,13 @@ def lane_share(annotated: str) -> tuple[float, float]:
 
 
 NATIVE_SOURCE = Path(__file__).with_name("fill_native.c")
-NATIVE_FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
-                "-shared", "-fPIC")  # fmt: skip
-"""-ffp-contract=off: no fused multiply-adds, so each product rounds as torch's does. -fno-math-errno
-(sqrt need not set errno) and -fno-trapping-math (floating-point exceptions need not be raised where
-the source raises them) change no result; without them gcc leaves the loops of square roots, floors
-and conditional selects scalar or half-vectorised (2x to 3.5x slower here)."""
 
 
 def native_kernels(build_dir: Path) -> dict[str, Callable]:
     """`flat_fill` and `fill` of the rows layout, gathered by bar, from fill_native.c built with the
     system's C compiler: step functions of (holdings, actions, t, cash) as `as_step` makes, over
     the tables of an `inputs` dict given as their first argument."""
-    library = build_dir / "fill_native.so"
-    subprocess.run([os.environ.get("CC", "cc"), *NATIVE_FLAGS, "-o", str(library), str(NATIVE_SOURCE), "-lm"],
-                   check=True)  # fmt: skip
-    native = ctypes.CDLL(str(library))
+    native = ctypes.CDLL(str(build(build_dir, NATIVE_SOURCE)))  # with the env's flags
     pointer = ctypes.c_void_p
 
     def call(function, width: int, x: dict[str, Tensor], holdings, actions, t, cash, tables):

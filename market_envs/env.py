@@ -84,10 +84,12 @@ the accounting into a few loops (one pass over memory where eager makes one per
 operation) and, with fewer temporaries, avoids most of the page faults that glibc's
 malloc causes for large eager temporaries: on the CPU at large E prefer
 ``compile=True``. ``benchmarks/env_throughput.py`` measures both (benchmarks/RESULTS.md,
-"Env throughput"). The terms of `CostModel` take their own path (`_fill_with_costs`
-eager, `_fill_with_costs_fused` under torch.compile: the same rules, arranged for each),
-which costs more per step than the flat rate; ``env_throughput.py --compare-costs``
-measures how much (benchmarks/RESULTS.md, "Costs in the env step").
+"Env throughput"). The terms of `CostModel` take their own path: on the CPU the kernel
+of `market_envs.native` (C, built once per machine; eager and compiled alike), elsewhere
+`_fill_with_costs` eager and `_fill_with_costs_fused` under torch.compile (the same rules,
+arranged for each; tests/test_native_fill.py holds all three equal).
+``env_throughput.py --compare-costs`` measures what they cost against the flat rate
+(benchmarks/RESULTS.md, "Costs in the env step").
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ import math
 import sys
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -115,6 +117,7 @@ from market_envs.costs import (
     check_costs_for_data,
     impact_coefficient,
 )
+from market_envs import native
 from market_envs.data.indicators import trailing_tstat
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
@@ -307,6 +310,7 @@ class _Rules:
     borrow_per_bar: float = 0.0  # the annual borrow rate x the bar's fraction of a year
     has_costs: bool = False  # any term of CostModel on: the fill takes `_fill_with_costs`
     fused: bool = False  # the kernel runs under torch.compile (see `_dot`)
+    native: bool = False  # the cost terms take `market_envs.native` (the CPU, where it could be built)
 
 
 # --------------------------------------------------------------------- precompute
@@ -446,11 +450,16 @@ def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rule
 
 
 class _Market(NamedTuple):
-    """What the cost terms read at the fill bar, one row per sub-environment (None: term off)."""
+    """What the cost terms read at the fill bar, one row per sub-environment (None: term off).
+
+    With `bars` (the native kernel, which reads the tables in place) the three are the
+    [T, N] tables of `_Tables` instead, and sub-environment e reads their row ``bars[e]``.
+    """
 
     half_spread: Tensor | None  # [E, N], or [1, N] when the same every bar
     impact: Tensor | None  # [E, N]
     fill_cap: Tensor | None  # [E, N] float64, the most shares an order fills
+    bars: Tensor | None = None  # int64 [E]: the fill bars, when the fields above are tables
 
 
 class _Fill(NamedTuple):
@@ -487,7 +496,10 @@ def _fill(
     sells = torch.where(tradable, sells, torch.zeros_like(sells))
     buys = torch.where(tradable, buys, torch.zeros_like(buys))
     if rules.has_costs:
-        fill_with_costs = _fill_with_costs_fused if rules.fused else _fill_with_costs
+        if rules.native:
+            fill_with_costs = _fill_with_costs_native
+        else:
+            fill_with_costs = _fill_with_costs_fused if rules.fused else _fill_with_costs
         return fill_with_costs(state, sells, buys, price, market, rules)
 
     sold_value = (sells * price).sum(-1)
@@ -535,7 +547,7 @@ def _fill_with_costs(
     products (`_dot`), and the arithmetic works in place on tensors made in this step (an
     operation that fills a fresh [E, N] tensor costs several times one that works in place;
     benchmarks/RESULTS.md, "Costs in the env step"). Under torch.compile the kernel takes
-    `_fill_with_costs_fused` instead.
+    `_fill_with_costs_fused` instead, and on the CPU both give way to `_fill_with_costs_native`.
     """
     zero = torch.zeros_like(state.cash)
     unfilled_value = unfilled_shares = zero
@@ -571,6 +583,20 @@ def _fill_with_costs(
         unfilled_value=unfilled_value,
         unfilled_shares=unfilled_shares,
     )
+
+
+def _fill_with_costs_native(
+    state: _State, sells: Tensor, buys: Tensor, price: Tensor, market: _Market, rules: _Rules
+) -> _Fill:
+    """`_fill_with_costs` by the CPU kernel of `market_envs.native` (an operator under torch.compile),
+    which reads the market tables in place at `market.bars`."""
+    fill = native.fill_with_costs_op if rules.fused else native.fill_with_costs
+    holdings, sums = fill(
+        sells, buys, price, state.holdings, state.cash, market.bars, market.half_spread, market.impact, market.fill_cap,
+        rules.buy_cost, rules.sell_cost, rules.commission_per_share, rules.commission_min, rules.commission_max_rate,
+        rules.per_order_commission, rules.weights_mode,
+    )  # fmt: skip
+    return _Fill(holdings=holdings, **dict(zip(native.OUTPUTS, sums.unbind(0), strict=True)))
 
 
 def _dot(a: Tensor, b: Tensor, rules: _Rules) -> Tensor:
@@ -834,11 +860,10 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     guard = tables.guard.index_select(0, state.t)
     actions = actions.to(price.dtype).clamp(-1.0, 1.0)
     actions = torch.where(actions == actions, actions, torch.zeros_like(actions))  # NaN -> 0, vectorises
-    market = _Market(
-        half_spread=_row(tables.half_spread, t1),
-        impact=_row(tables.impact, t1),
-        fill_cap=_row(tables.fill_cap, t1),
-    )
+    if rules.native:
+        market = _Market(tables.half_spread, tables.impact, tables.fill_cap, bars=t1)
+    else:
+        market = _Market(_row(tables.half_spread, t1), _row(tables.impact, t1), _row(tables.fill_cap, t1))
     fill = _fill(state, actions, price, tradable, guard, market, rules)
     holdings = fill.holdings
 
@@ -1031,6 +1056,8 @@ class StockTradingVecEnv:
             or costs.participation is not None,
             fused=bool(compile),
         )
+        if self._rules.has_costs and self.device.type == "cpu":
+            self._rules = replace(self._rules, native=native.available())
         kernel = functools.partial(_step_kernel, rules=self._rules)
         options = _compile_options(self.device)
         self._kernel = torch.compile(kernel, dynamic=False, options=options) if compile else kernel

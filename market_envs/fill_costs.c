@@ -1,0 +1,199 @@
+/* The fill with the terms of CostModel, by hand for the CPU (market_envs/native.py builds it).
+
+   The same rules as `_fill_with_costs` in market_envs/env.py, which stays the kernel on CUDA
+   and wherever this one cannot be built; tests/test_native_fill.py holds the two equal on
+   random orders with each combination of terms, and the env's reference tests hold this one
+   to tests/reference_env.py. Written by hand for speed: the rules need about 14 sums per
+   sub-environment, and this kernel takes each row in two passes over its N stocks with one
+   register per sum (benchmarks/RESULTS.md, "Costs in the env step", fifth pass).
+
+   Per row e: pass 1 caps the orders at the participation limit, prices the sales and the
+   full buys (commission, half-spread, impact) and sums their bills; the cash limit then
+   gives the buys' common scale; pass 2 (`buy_pass`) prices the bought shares and writes the
+   holdings.
+
+   The market tables (half-spread, impact, fill cap) are [T, N] and read in place at each
+   sub-environment's fill bar `bars[e]`; a pointer may be NULL (term off), and a table's row
+   stride is 0 for a [1, N] row that every bar shares, N otherwise. Every other array is
+   [E, N] or [E], float64, contiguous. `out` is [8, E]: cash after the fill, value traded,
+   commission, half-spread, impact, value ordered, value and shares left unfilled by the cap.
+
+   Which terms are on is a constant of each of the 32 versions of `fill_rows` that
+   `fill_with_costs` chooses from: gcc vectorised the loops with branches on run-time flags
+   about 5x slower. The commission's fee per share, minimum and cap need no branch: at 0
+   (the cap: 1e300) they leave every result as it was. */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+static inline double max_d(double a, double b) { return a > b ? a : b; }
+static inline double min_d(double a, double b) { return a < b ? a : b; }
+
+typedef struct {
+    double value, slipped, spread, commission;
+} sums_t;
+
+/* Pass 2 of one row: the bought shares (`buys` x `scale`, rounded down in shares mode), their
+   costs, and the new holdings in `next`. `rescaled`: the buys were cut, so their impact is
+   computed again; else (scale 1, the full orders) `rates` of pass 1 serve, exactly. */
+static inline __attribute__((always_inline)) sums_t buy_pass(
+    int64_t n, double scale, const double *buys, const double *sells, const double *rates, const double *price,
+    const double *hs, const double *imp, const double *held, double *next, double buy_cost, double per_share,
+    double minimum, double cap_rate, const int spread_on, const int impact_on, const int per_order,
+    const int weights_mode, const int rescaled) {
+    double value_bought = 0.0, slipped = 0.0, spread = 0.0, commission = 0.0;
+#pragma omp simd reduction(+ : value_bought, slipped, spread, commission)
+    for (int64_t j = 0; j < n; j++) {
+        double bought = weights_mode ? buys[j] * scale : floor(buys[j] * scale);
+        double p = price[j], rate = rates[j];
+        if (impact_on && rescaled) { /* impact per share falls with the order: the rate of the bought shares */
+            rate = sqrt(max_d(bought, 1e-300));
+            rate = min_d(spread_on ? hs[j] + rate * imp[j] : rate * imp[j], 1.0);
+        }
+        double value = bought * p; /* 0 for a sale: its rate does not matter */
+        value_bought += value;
+        if (spread_on || impact_on) slipped += value * rate;
+        if (spread_on && impact_on) spread += value * hs[j];
+        if (per_order) commission += min_d(value * cap_rate, max_d(value * buy_cost + bought * per_share, minimum));
+        next[j] = held[j] - sells[j] + bought;
+    }
+    return (sums_t){value_bought, slipped, spread, commission};
+}
+
+/* The rows with the terms on that the constants say; see the header. */
+static inline __attribute__((always_inline)) void fill_rows(
+    int64_t num_envs, int64_t n, const double *sells_in, const double *buys_in, const double *price_rows,
+    const double *holdings, const double *cash_in, const int64_t *bars, const double *half_spread_rows,
+    int64_t half_spread_stride, const double *impact_rows, int64_t impact_stride, const double *cap_rows,
+    int64_t cap_stride, double buy_cost,
+    double sell_cost, double per_share, double minimum, double max_rate, double *holdings_out, double *out,
+    double *sells, double *buys, double *rates, const int spread_on, const int impact_on, const int cap_on, const int per_order,
+    const int weights_mode) {
+    const int has_rate = spread_on || impact_on;
+    /* the most an order pays in commission, a fraction of its value (`_order_commission`): the
+       cap when set (1e300: none); a sale also at most what is left of its proceeds */
+    const double cap_rate = max_rate > 0.0 ? max_rate : 1e300;
+    for (int64_t e = 0; e < num_envs; e++) {
+        const double *price = price_rows + e * n, *held = holdings + e * n;
+        if (e + 1 < num_envs) { /* the next row's tables sit at a bar the hardware cannot guess */
+            const int64_t next_bar = bars[e + 1];
+            for (int64_t k = 0; k < n; k += 8) {
+                if (spread_on) __builtin_prefetch(half_spread_rows + next_bar * half_spread_stride + k);
+                if (impact_on) __builtin_prefetch(impact_rows + next_bar * impact_stride + k);
+                if (cap_on) __builtin_prefetch(cap_rows + next_bar * cap_stride + k);
+            }
+        }
+        const int64_t bar = bars[e];
+        const double *hs = half_spread_rows + bar * half_spread_stride, *imp = impact_rows + bar * impact_stride;
+        const double *cap = cap_rows + bar * cap_stride;
+        double unfilled_shares = 0.0, unfilled_value = 0.0;
+        double sold = 0.0, sale_slipped = 0.0, sale_spread = 0.0, sale_commission = 0.0;
+        double wanted = 0.0, buy_slipped = 0.0, buy_commission = 0.0, bought_shares = 0.0, count = 0.0;
+#pragma omp simd reduction(+ : unfilled_shares, unfilled_value, sold, sale_slipped, sale_spread, sale_commission, \
+                               wanted, buy_slipped, buy_commission, bought_shares, count)
+        for (int64_t j = 0; j < n; j++) { /* pass 1: the capped orders, the sales, the full buys */
+            double s = sells_in[e * n + j], b = buys_in[e * n + j], p = price[j];
+            double orders = s + b; /* a stock is sold or bought, never both */
+            if (cap_on) {
+                s = min_d(s, cap[j]);
+                b = min_d(b, cap[j]);
+                double filled = s + b, unfilled = orders - filled;
+                unfilled_shares += unfilled;
+                unfilled_value += unfilled * p;
+                orders = filled;
+            }
+            sells[j] = s;
+            buys[j] = b;
+            /* each order's commission before its caps (`_commission_before_caps`); one side is 0 */
+            double fee = 0.0;
+            if (per_order) fee = max_d(s * p * sell_cost + b * p * buy_cost + orders * per_share, minimum);
+            double rate = 0.0; /* `_slippage` of the order */
+            if (impact_on) {
+                rate = sqrt(max_d(orders, 1e-300));
+                rate = min_d(spread_on ? hs[j] + rate * imp[j] : rate * imp[j], 1.0);
+            } else if (spread_on) {
+                rate = hs[j];
+            }
+            rates[j] = rate;
+            double value = s * p; /* the sale */
+            sold += value;
+            if (has_rate) sale_slipped += value * rate;
+            if (spread_on && impact_on) sale_spread += value * hs[j];
+            if (per_order || has_rate) { /* else the rate alone, linear: summed below */
+                double sale_fee = per_order ? fee : value * sell_cost;
+                double most = min_d(per_order ? cap_rate : 1e300, has_rate ? 1.0 - rate : 1.0);
+                sale_commission += min_d(value * most, sale_fee);
+            }
+            double want = b * p; /* the full buy */
+            wanted += want;
+            if (has_rate) buy_slipped += want * rate;
+            if (per_order) buy_commission += min_d(want * cap_rate, fee);
+            bought_shares += b;
+            count += b > 0.0 ? 1.0 : 0.0;
+        }
+        if (!(per_order || has_rate)) sale_commission = sold * sell_cost;
+        if (!per_order) buy_commission = wanted * buy_cost;
+        double cash = cash_in[e] + sold - sale_commission - sale_slipped;
+        /* the buys' common scale within the cash (`_buys_within_cash`, `_cash_scale`) */
+        double needed = wanted + buy_slipped + buy_commission;
+        double linear = wanted * (1.0 + buy_cost) + buy_slipped + bought_shares * per_share;
+        double room = cash - count * minimum;
+        double scale = needed > cash ? max_d(room, 0.0) / max_d(linear, 1e-300) : 1.0;
+
+        /* when the cash does not bind, the bought shares are the full buys, at the rates of pass 1 */
+        sums_t bought = scale != 1.0
+            ? buy_pass(n, scale, buys, sells, rates, price, hs, imp, held, holdings_out + e * n, buy_cost, per_share,
+                       minimum, cap_rate, spread_on, impact_on, per_order, weights_mode, 1)
+            : buy_pass(n, scale, buys, sells, rates, price, hs, imp, held, holdings_out + e * n, buy_cost, per_share,
+                       minimum, cap_rate, spread_on, impact_on, per_order, weights_mode, 0);
+        double value_bought = bought.value, slipped = bought.slipped, spread = bought.spread;
+        double commission = bought.commission;
+        if (!per_order) commission = value_bought * buy_cost;
+        double left = cash - value_bought - commission - slipped;
+        /* the split of the slippage into its half-spread and impact parts, per side (`_side_costs`) */
+        double spread_paid = 0.0, impact_paid = 0.0;
+        if (!impact_on) {
+            spread_paid = sale_slipped + slipped;
+        } else if (!spread_on) {
+            impact_paid = sale_slipped + slipped;
+        } else {
+            spread_paid = sale_spread + spread;
+            impact_paid = max_d(sale_slipped - sale_spread, 0.0) + max_d(slipped - spread, 0.0);
+        }
+        /* the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0 */
+        out[0 * num_envs + e] = max_d(left, min_d(cash, 0.0));
+        out[1 * num_envs + e] = sold + value_bought;
+        out[2 * num_envs + e] = sale_commission + commission;
+        out[3 * num_envs + e] = spread_paid;
+        out[4 * num_envs + e] = impact_paid;
+        out[5 * num_envs + e] = sold + wanted + unfilled_value;
+        out[6 * num_envs + e] = unfilled_value;
+        out[7 * num_envs + e] = unfilled_shares;
+    }
+}
+
+void fill_with_costs(int64_t num_envs, int64_t n, const double *sells_in, const double *buys_in,
+                     const double *price_rows, const double *holdings, const double *cash_in,
+                     const int64_t *bars, const double *half_spread_rows, int64_t half_spread_stride, const double *impact_rows,
+                     int64_t impact_stride, const double *cap_rows, int64_t cap_stride, double buy_cost,
+                     double sell_cost, double per_share, double minimum, double max_rate, int64_t per_order,
+                     int64_t weights_mode, double *holdings_out, double *out) {
+    double *sells = malloc(3 * (size_t)n * sizeof(double)); /* and the buys, and their rates */
+    if (sells == NULL) abort();
+    const int flags = (half_spread_rows != NULL) | (impact_rows != NULL) << 1 | (cap_rows != NULL) << 2
+                      | (per_order != 0) << 3 | (weights_mode != 0) << 4;
+#define FILL_ROWS(F)                                                                                        \
+    case F:                                                                                                 \
+        fill_rows(num_envs, n, sells_in, buys_in, price_rows, holdings, cash_in, bars, half_spread_rows,          \
+                  half_spread_stride, impact_rows, impact_stride, cap_rows, cap_stride, buy_cost, sell_cost, \
+                  per_share, minimum, max_rate, holdings_out, out, sells, sells + n, sells + 2 * n, (F) & 1, (F) >> 1 & 1, \
+                  (F) >> 2 & 1, (F) >> 3 & 1, (F) >> 4 & 1);                                                \
+        break;
+#define FILL_ROWS_4(F) FILL_ROWS(F) FILL_ROWS(F + 1) FILL_ROWS(F + 2) FILL_ROWS(F + 3)
+    switch (flags) {
+        FILL_ROWS_4(0) FILL_ROWS_4(4) FILL_ROWS_4(8) FILL_ROWS_4(12)
+        FILL_ROWS_4(16) FILL_ROWS_4(20) FILL_ROWS_4(24) FILL_ROWS_4(28)
+    }
+    free(sells);
+}
