@@ -36,6 +36,12 @@ and where the rows layout's time goes, by instruction (Linux `perf`):
 ``--lane-share`` sums the samples on the instructions that finish a float64 row sum lane
 by lane (ATen's generic `vec_reduce_all`: lanes extracted, stored to the stack and added
 one at a time, as its SIMD versions exist for float only).
+
+``--native`` times the rows layout's stand-ins written by hand in C (`fill_native.c`, built
+by `market_envs.native.build` with the env's flags) beside torch eager and compiled: the
+measurement that led to the env's own C kernel (`market_envs/fill_costs.c`).
+
+    OMP_NUM_THREADS=1 python benchmarks/fill_layouts.py --native --envs 1024,4096 --tickers 30,100
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ import math
 import sys
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -109,6 +109,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
+from market_envs import native
 from market_envs.costs import (
     TRADING_DAYS,
     CostModel,
@@ -117,7 +118,6 @@ from market_envs.costs import (
     check_costs_for_data,
     impact_coefficient,
 )
-from market_envs import native
 from market_envs.data.indicators import trailing_tstat
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
@@ -1035,6 +1035,8 @@ class StockTradingVecEnv:
         """Bars in a typical session of the data (1 for daily bars): a bar is 1 / (252 x this) of a year."""
         self._tables = self._build_tables()
         costs = config.costs
+        has_costs = (costs.per_order_commission or costs.has_spread or costs.impact_eta > 0
+                     or costs.participation is not None)  # fmt: skip
         self._rules = _Rules(
             weights_mode=config.action_mode == "weights",
             max_shares=float(config.max_shares),
@@ -1052,12 +1054,10 @@ class StockTradingVecEnv:
             commission_min=float(costs.commission_min),
             commission_max_rate=float(costs.commission_max_rate or 0.0),
             borrow_per_bar=float(costs.borrow_rate) / (TRADING_DAYS * self.bars_per_day),
-            has_costs=costs.per_order_commission or costs.has_spread or costs.impact_eta > 0
-            or costs.participation is not None,
+            has_costs=has_costs,
             fused=bool(compile),
+            native=has_costs and self.device.type == "cpu" and native.available(),
         )
-        if self._rules.has_costs and self.device.type == "cpu":
-            self._rules = replace(self._rules, native=native.available())
         kernel = functools.partial(_step_kernel, rules=self._rules)
         options = _compile_options(self.device)
         self._kernel = torch.compile(kernel, dynamic=False, options=options) if compile else kernel
