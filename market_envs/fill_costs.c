@@ -35,23 +35,24 @@ typedef struct {
 } sums_t;
 
 /* Pass 2 of one row: the bought shares (`buys` x `scale`, rounded down in shares mode), their
-   costs, and the new holdings in `next`. `rescaled`: the buys were cut, so their impact is
-   computed again; else (scale 1, the full orders) `rates` of pass 1 serve, exactly. */
+   costs, and the new holdings in `next`. */
 static inline __attribute__((always_inline)) sums_t buy_pass(
-    int64_t n, double scale, const double *buys, const double *sells, const double *rates, const double *price,
+    int64_t n, double scale, const double *buys, const double *sells, const double *price,
     const double *hs, const double *imp, const double *held, double *next, double buy_cost, double per_share,
     double minimum, double cap_rate, const int spread_on, const int impact_on, const int per_order,
-    const int weights_mode, const int rescaled) {
+    const int weights_mode) {
     double value_bought = 0.0, slipped = 0.0, spread = 0.0, commission = 0.0;
 #pragma omp simd reduction(+ : value_bought, slipped, spread, commission)
     for (int64_t j = 0; j < n; j++) {
         double bought = weights_mode ? buys[j] * scale : floor(buys[j] * scale);
-        double p = price[j], rate = rates[j];
-        if (impact_on && rescaled) { /* impact per share falls with the order: the rate of the bought shares */
+        double p = price[j], rate = 0.0;
+        if (impact_on) { /* impact per share falls with the order: the rate of the bought shares */
             rate = sqrt(max_d(bought, 1e-300));
             rate = min_d(spread_on ? hs[j] + rate * imp[j] : rate * imp[j], 1.0);
+        } else if (spread_on) {
+            rate = hs[j];
         }
-        double value = bought * p; /* 0 for a sale: its rate does not matter */
+        double value = bought * p;
         value_bought += value;
         if (spread_on || impact_on) slipped += value * rate;
         if (spread_on && impact_on) spread += value * hs[j];
@@ -68,7 +69,7 @@ static inline __attribute__((always_inline)) void fill_rows(
     int64_t half_spread_stride, const double *impact_rows, int64_t impact_stride, const double *cap_rows,
     int64_t cap_stride, double buy_cost,
     double sell_cost, double per_share, double minimum, double max_rate, double *holdings_out, double *out,
-    double *sells, double *buys, double *rates, const int spread_on, const int impact_on, const int cap_on, const int per_order,
+    double *sells, double *buys, const int spread_on, const int impact_on, const int cap_on, const int per_order,
     const int weights_mode) {
     const int has_rate = spread_on || impact_on;
     /* the most an order pays in commission, a fraction of its value (`_order_commission`): the
@@ -115,7 +116,6 @@ static inline __attribute__((always_inline)) void fill_rows(
             } else if (spread_on) {
                 rate = hs[j];
             }
-            rates[j] = rate;
             double value = s * p; /* the sale */
             sold += value;
             if (has_rate) sale_slipped += value * rate;
@@ -141,12 +141,8 @@ static inline __attribute__((always_inline)) void fill_rows(
         double room = cash - count * minimum;
         double scale = needed > cash ? max_d(room, 0.0) / max_d(linear, 1e-300) : 1.0;
 
-        /* when the cash does not bind, the bought shares are the full buys, at the rates of pass 1 */
-        sums_t bought = scale != 1.0
-            ? buy_pass(n, scale, buys, sells, rates, price, hs, imp, held, holdings_out + e * n, buy_cost, per_share,
-                       minimum, cap_rate, spread_on, impact_on, per_order, weights_mode, 1)
-            : buy_pass(n, scale, buys, sells, rates, price, hs, imp, held, holdings_out + e * n, buy_cost, per_share,
-                       minimum, cap_rate, spread_on, impact_on, per_order, weights_mode, 0);
+        sums_t bought = buy_pass(n, scale, buys, sells, price, hs, imp, held, holdings_out + e * n, buy_cost,
+                                 per_share, minimum, cap_rate, spread_on, impact_on, per_order, weights_mode);
         double value_bought = bought.value, slipped = bought.slipped, spread = bought.spread;
         double commission = bought.commission;
         if (!per_order) commission = value_bought * buy_cost;
@@ -179,7 +175,7 @@ void fill_with_costs(int64_t num_envs, int64_t n, const double *sells_in, const 
                      int64_t impact_stride, const double *cap_rows, int64_t cap_stride, double buy_cost,
                      double sell_cost, double per_share, double minimum, double max_rate, int64_t per_order,
                      int64_t weights_mode, double *holdings_out, double *out) {
-    double *sells = malloc(3 * (size_t)n * sizeof(double)); /* and the buys, and their rates */
+    double *sells = malloc(2 * (size_t)n * sizeof(double)); /* and the buys */
     if (sells == NULL) abort();
     const int flags = (half_spread_rows != NULL) | (impact_rows != NULL) << 1 | (cap_rows != NULL) << 2
                       | (per_order != 0) << 3 | (weights_mode != 0) << 4;
@@ -187,7 +183,7 @@ void fill_with_costs(int64_t num_envs, int64_t n, const double *sells_in, const 
     case F:                                                                                                 \
         fill_rows(num_envs, n, sells_in, buys_in, price_rows, holdings, cash_in, bars, half_spread_rows,          \
                   half_spread_stride, impact_rows, impact_stride, cap_rows, cap_stride, buy_cost, sell_cost, \
-                  per_share, minimum, max_rate, holdings_out, out, sells, sells + n, sells + 2 * n, (F) & 1, (F) >> 1 & 1, \
+                  per_share, minimum, max_rate, holdings_out, out, sells, sells + n, (F) & 1, (F) >> 1 & 1, \
                   (F) >> 2 & 1, (F) >> 3 & 1, (F) >> 4 & 1);                                                \
         break;
 #define FILL_ROWS_4(F) FILL_ROWS(F) FILL_ROWS(F + 1) FILL_ROWS(F + 2) FILL_ROWS(F + 3)
