@@ -119,6 +119,7 @@ from market_envs.costs import (
     impact_coefficient,
 )
 from market_envs.data.indicators import trailing_tstat
+from market_envs.devices import resolve_device
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
 
@@ -1021,7 +1022,7 @@ class StockTradingVecEnv:
 
         self.config = config
         self.num_envs = int(num_envs)
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.data = data.to(self.device)
         self.tickers = self.data.tickers
         self.feature_names = names + tuple(f"ret_tstat_{w}" for w in config.return_windows)

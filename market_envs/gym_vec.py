@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from market_envs.devices import resolve_device
 from market_envs.errors import ConfigError, UserError
 
 
@@ -64,7 +65,7 @@ class GymVecEnv:
             )
         self.env_id = env_id
         self.num_envs = int(num_envs)
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.seed = int(seed)
         self.vectorization = vectorization
         self.vector_env = _make_vec(env_id, self.num_envs, vectorization, env_kwargs)

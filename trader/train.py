@@ -50,6 +50,7 @@ import pandas as pd
 import torch
 
 import trader
+from market_envs.devices import resolve_device
 from trader.agents import Agent, get_spec
 from trader import rundir
 from trader.agents.base import seeded
@@ -148,7 +149,7 @@ def train(
         raise ConfigError(f"train: time_budget must be > 0 seconds, got {time_budget}")
     spec = get_spec(algo)
     algo_config = _resolve_config(spec.config_cls, config)
-    device = torch.device(device)
+    device = resolve_device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"device {device} requested but CUDA is not available")
     with seeded(seed):

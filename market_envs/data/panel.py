@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from market_envs.devices import resolve_device
 from market_envs.errors import UserError
 
 EXCHANGE_TZ = "America/New_York"
@@ -166,7 +167,7 @@ class MarketData:
     def to(self, device: torch.device | str) -> MarketData:
         """The same panel with every tensor on `device` (but `lookback`, which stays where it
         is: `features_with_lookback` moves only the bars it is asked for)."""
-        device = torch.device(device)
+        device = resolve_device(device)
 
         def move(x):
             return None if x is None else x.to(device)

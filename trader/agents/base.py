@@ -40,6 +40,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor, nn
 
+from market_envs.devices import resolve_device
 from trader.agents.normalizer import ObsNormalizer
 from trader.errors import CheckpointError, ConfigError
 from trader.rundir import config_to_dict
@@ -161,7 +162,7 @@ class Agent(ABC):
         self.obs_dim = int(obs_dim)
         self.act_dim = int(act_dim)
         self.config = config
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.seed = int(seed)
         self.generator = make_generator(self.device, self.seed)
         self.normalizer = ObsNormalizer(

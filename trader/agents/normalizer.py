@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from market_envs.devices import resolve_device
 from trader.errors import ConfigError
 
 _STATE_KEYS = ("mean", "var", "count")
@@ -50,7 +51,7 @@ class ObsNormalizer:
         if clip <= 0:
             raise ConfigError(f"ObsNormalizer: clip must be positive, got {clip}")
         self.dim = dim
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.clip = float(clip)
         self.eps = float(eps)
         self.enabled = enabled
@@ -125,7 +126,7 @@ class ObsNormalizer:
 
     def to(self, device: torch.device | str) -> ObsNormalizer:
         """Move the statistics to `device` (in place); return self."""
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.mean = self.mean.to(self.device)
         self.var = self.var.to(self.device)
         self.count = self.count.to(self.device)

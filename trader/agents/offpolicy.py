@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from market_envs.devices import resolve_device
 from trader.agents.base import Agent, Bound, Runner
 from trader.agents.networks import (
     PerStockPolicyHead,
@@ -329,7 +330,7 @@ class OffPolicyRunner(Runner):
         super().__init__(agent, env)
         self.agent: OffPolicyAgent = agent
         self.config: OffPolicyConfig = agent.config
-        self.device = torch.device(env.device)
+        self.device = resolve_device(env.device)
         if self.device != agent.device:
             raise ConfigError(f"the agent is on {agent.device} but the env is on {self.device}")
         self.num_envs = int(env.num_envs)

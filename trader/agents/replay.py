@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from market_envs.devices import resolve_device
 from trader.errors import ConfigError
 
 
@@ -117,7 +118,7 @@ class ReplayBuffer:
         self.num_envs = int(num_envs)
         self.obs_dim = int(obs_dim)
         self.act_dim = int(act_dim)
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.slots = -(-int(capacity) // self.num_envs)  # ceil division
         self.capacity = self.slots * self.num_envs
         shape = (self.slots, self.num_envs)

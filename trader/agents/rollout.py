@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from market_envs.devices import resolve_device
 from trader.errors import ConfigError
 
 
@@ -114,7 +115,7 @@ class RolloutStorage:
             )
         self.num_steps = num_steps
         self.num_envs = num_envs
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         shape = (num_steps, num_envs)
 
         def zeros(*extra: int, dtype: torch.dtype = torch.float32) -> Tensor:

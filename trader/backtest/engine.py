@@ -42,6 +42,7 @@ from torch import Tensor
 from market_envs.costs import CostModel, NamedCosts, described
 from market_envs.data import DataError, MarketData
 from market_envs.data.membership import period_membership
+from market_envs.devices import resolve_device
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader import metrics, rundir
 from trader.backtest.evidence import strategy_evidence
@@ -285,7 +286,7 @@ def run_backtest(
     :return: the `BacktestResult` (``.metrics``, ``.series``, ``.evidence``, ...).
     """
     config = config or BacktestConfig()
-    device = torch.device(device)
+    device = resolve_device(device)
     if isinstance(data, (str, os.PathLike)):
         data = load_dataset(str(data))
         period = "test" if period is None else period
