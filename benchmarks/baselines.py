@@ -266,7 +266,7 @@ def main(argv: list[str]) -> int:
     from trader.backtest.runs import backtest_run
 
     for s in seeds:
-        backtest_run(root / f"s{s}", dataset=args.dataset)
+        backtest_run(root / f"s{s}", dataset=args.dataset, overwrite=True)
     frame = collect(root, args.dataset, seeds, learners)
     frame.to_csv(root / "results.csv", index=False)
     text = "\n".join([table(frame, args.seconds, args.jobs), "", *verdict(frame), "",

@@ -234,12 +234,12 @@ def test_a_tournament_and_its_backtest_trade_under_one_named_model(tmp_path: Pat
 def test_a_backtest_of_a_tournament_names_the_model_its_rules_record(tmp_path: Path, toy_data, capsys) -> None:
     """The fast check of the test above: a tournament's tournament.toml holding a named model's
     rules (as `trader tournament --costs` writes them) is backtested and reported under that name."""
-    from trader.cli.train import with_cost_model
+    from trader.cli.options import with_costs
     from trader.rundir import write_toml
 
     model = cost_model("institutional").with_overrides({"participation": 0.05})
     run_dir = tmp_path / "run"
-    write_toml(run_dir / "tournament.toml", {"env": "toy", "env_config": with_cost_model(None, model)})
+    write_toml(run_dir / "tournament.toml", {"env": "toy", "env_config": with_costs(None, None, model)})
     assert main(["backtest", str(run_dir), "--no-tear-sheet", "--no-breakeven"]) == 0
     assert "cost model institutional (participation=0.05):" in capsys.readouterr().out
     report = json.loads((run_dir / "report.json").read_text())

@@ -61,6 +61,7 @@ BASELINE_SIDECAR = "baseline.json"
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 BACKTESTS_DIR = "backtests"
+REPORTS_DIR = "reports"
 ERROR = "error.txt"
 POD_RESULT = "pod.json"
 TRIALS = "trials.parquet"
@@ -128,6 +129,12 @@ FILES: tuple[RunFile, ...] = (
     RunFile(REPORT_MD, "markdown", "trader.backtest.report", "a person"),
     RunFile(f"{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
     RunFile("tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/{REPORT_JSON}", "json", "trader.backtest.report",
+            "the dashboard (`trader.rundir.reports` lists them)"),
+    RunFile(f"{REPORTS_DIR}/*/{REPORT_MD}", "markdown", "trader.backtest.report", "a person"),
+    RunFile(f"{REPORTS_DIR}/*/{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/{DATASET}", "json", "trader.backtest.report", "the dashboard (data set panel)"),
     RunFile(WF_CONFIG, "toml", "trader.walkforward", "trader walkforward (a resume must match it)"),
     RunFile(f"{WF_FOLDS_DIR}/*/{WF_FOLD}", "json", "trader.walkforward",
             "trader.walkforward (the marker of a finished fold; the next fold's starting book)", WF_FOLD_VERSION),
@@ -175,6 +182,116 @@ def file_kind(relative: str | os.PathLike[str]) -> RunFile | None:
 
 class RunFileError(UserError):
     """A run file that is missing, half-written, corrupt or not in its documented format."""
+
+
+# ------------------------------------------------------------------------ claiming a run directory
+
+
+def run_entries(root: str | os.PathLike[str]) -> list[str]:
+    """What ``root`` holds at its top level, sorted, folders with a trailing ``/``; a
+    killed writer's temporaries are left out ([] when ``root`` is missing)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(p.name + ("/" if p.is_dir() and not p.is_symlink() else "")
+                  for p in root.iterdir() if not is_temporary(p))  # fmt: skip
+
+
+def foreign_files(root: str | os.PathLike[str]) -> list[str]:
+    """Paths under ``root`` (relative, sorted) that no stage of this library writes:
+    files outside `FILES`, and links (never followed). A killed writer's temporaries
+    are the library's own."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if any(is_temporary(part) for part in relative.parts):
+            continue
+        if path.is_symlink() or (path.is_file() and file_kind(relative) is None):
+            found.append(relative.as_posix())
+        elif not path.is_dir() and not path.is_file():
+            found.append(relative.as_posix())  # a socket, a fifo: not ours
+    return found
+
+
+def check_new_run(root: str | os.PathLike[str], *, remedy: str, overwrite: bool = False, what: str = "a run") -> None:
+    """The one check of every command that starts a run in ``root`` (`trader train`,
+    `tournament`, `walkforward`, `demo`): one `UserError` line, before any work, when
+    ``root`` is a file or already holds something, naming the folder and ``remedy``
+    (the option that resumes, replaces or writes elsewhere); ``what``: what it holds, in
+    the message ("a run", "a tournament").
+
+    With ``overwrite`` a folder that holds only files the library writes passes (the
+    caller then calls `clear_run` once its inputs are checked); a file no stage writes
+    is refused, named: the library never deletes what it did not create."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise UserError(f"{root} is a file, not a run directory")
+    held = run_entries(root)
+    if not held:
+        return
+    if not overwrite:
+        listing = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+        raise UserError(f"{root} holds {what} already ({listing}): {remedy}")
+    foreign = foreign_files(root)
+    if foreign:
+        listing = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(f"--overwrite: {root} holds files that no run writes ({listing}); "
+                        "remove them yourself, or choose another run directory")  # fmt: skip
+
+
+def clear_run(root: str | os.PathLike[str]) -> None:
+    """Remove every file of the run in ``root`` (``--overwrite``: the new run replaces
+    the old one whole: no stale report, series, checkpoint or baseline is left beside
+    it). Refuses, removing nothing, when ``root`` holds a file no stage writes
+    (`check_new_run`)."""
+    root = Path(root)
+    check_new_run(root, remedy="", overwrite=True)
+    for path in root.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+# ------------------------------------------------------------------------ reports
+
+
+@dataclass(frozen=True)
+class Report:
+    """One backtest report of a run: the run's own, or one of ``reports/<name>/``."""
+
+    name: str
+    """"" for the run's own report; else the folder's name (what differs from the run's
+    own backtest: ``validation``, ``costs-retail``, ``strategies-oracle``, ...)."""
+    path: Path
+    """The folder holding its ``report.json``, ``report.md``, ``backtests/`` and tear sheets
+    (the run directory itself for the run's own)."""
+
+    @property
+    def own(self) -> bool:
+        """The run backtested as it was configured (its test period, strategies, data and costs)."""
+        return self.name == ""
+
+
+def reports(run_dir: str | os.PathLike[str]) -> list[Report]:
+    """Every backtest report of a run directory that has a ``report.json``: the run's own
+    first (when there is one), then ``reports/<name>/`` by name."""
+    root = Path(run_dir)
+    found = [Report("", root)] if (root / REPORT_JSON).is_file() else []
+    folder = root / REPORTS_DIR
+    if folder.is_dir():
+        found += [Report(p.name, p) for p in sorted(folder.iterdir())
+                  if p.is_dir() and not is_temporary(p) and (p / REPORT_JSON).is_file()]  # fmt: skip
+    return found
+
+
+def report_folder(run_dir: str | os.PathLike[str], name: str) -> Path:
+    """Where report ``name`` of a run lives: the run directory for "" (its own report),
+    else ``RUN_DIR/reports/<name>/``."""
+    return Path(run_dir) if name == "" else Path(run_dir) / REPORTS_DIR / name
 
 
 # ------------------------------------------------------------------------ writes

@@ -50,6 +50,7 @@ import pandas as pd
 import torch
 
 import trader
+from market_envs.costs import NamedCosts
 from market_envs.devices import resolve_device
 from trader.agents import Agent, get_spec
 from trader import rundir
@@ -117,6 +118,10 @@ def train(
     init_from: str | os.PathLike[str] | None = None,
     time_budget: float | None = None,
     periods: dict[str, Any] | None = None,
+    preset: str | None = None,
+    dataset_periods: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    on_start: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:
     """Train one agent and write the run directory (see the module docstring).
 
@@ -142,11 +147,26 @@ def train(
     :param periods: market envs: explicit train / validation / test bounds that replace
         the data set's split dates (`MarketData.with_periods`; a walk-forward fold's
         windows); recorded in config.toml, so the backtest finds them again.
+    :param preset: the preset (`trader.presets.PRESETS`) the caller built ``config`` and
+        ``env_config`` with, recorded in config.toml (the rules and config themselves are
+        recorded whole, so a rerun needs no preset).
+    :param dataset_periods: market envs: the data set's train / validation / test
+        periods as config.toml records them (``[env.dataset_periods]``); a data set
+        whose periods differ now is refused (a rerun of a run on a changed data set).
+    :param overwrite: replace a run already in ``run_dir`` whole (every file the library
+        wrote there is removed once the inputs are checked); without it such a
+        ``run_dir`` is refused (`trader.rundir.check_new_run`).
+    :param on_start: called once the inputs are checked and config.toml is written,
+        before the first iteration, with config.toml's values (the CLI prints them).
     """
-    if steps <= 0 or num_envs <= 0 or eval_every < 0 or eval_episodes <= 0:
-        raise ConfigError("train: steps, num_envs and eval_episodes must be > 0, eval_every >= 0")
+    for name, value, low in (("steps", steps, 1), ("num_envs", num_envs, 1), ("eval_every", eval_every, 0),
+                             ("eval_episodes", eval_episodes, 1)):  # fmt: skip
+        if value < low:
+            raise ConfigError(f"train: {name} must be >= {low}, got {value}")
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"train: time_budget must be > 0 seconds, got {time_budget}")
+    root = Path(run_dir)
+    rundir.check_new_run(root, remedy="pass --overwrite to replace it, or another --run-dir", overwrite=overwrite)
     spec = get_spec(algo)
     algo_config = _resolve_config(spec.config_cls, config)
     device = resolve_device(device)
@@ -160,25 +180,31 @@ def train(
     if compile:
         agent.compile()
     runner = spec.runner_cls(agent, envs.train)
-    root = Path(run_dir)
-    (root / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    if dataset_periods is not None:
+        check_dataset_periods(envs.description.get("dataset_periods"), dataset_periods, envs.description)
     resolved = {
         "library_version": trader.__version__,
         "algo": algo,
+        "preset": preset,
         "seed": seed,
         "steps": steps,
         "device": str(device),
         "num_envs": int(envs.train.num_envs),
         "eval_every": eval_every,
         "compile": compile,
+        "time_budget": time_budget,
+        "init_from": None if init_from is None else str(init_from),
         "env": envs.description,
         "algo_config": config_to_dict(algo_config),
     }
-    if init_from is not None:
-        resolved["init_from"] = str(init_from)
+    if overwrite:
+        rundir.clear_run(root)
+    (root / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
     rundir.write_toml(root / rundir.CONFIG, resolved)
     if envs.dataset_card is not None:
         rundir.write_json(root / rundir.DATASET, envs.dataset_card)
+    if on_start is not None:
+        on_start(rundir.read_toml(root / rundir.CONFIG))
     rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget)
     frame = pd.DataFrame(rows)
     rundir.write_parquet(root / rundir.METRICS, frame)
@@ -327,11 +353,41 @@ def _market_envs(
         "tickers": list(data.tickers),
         "env_config": config_to_dict(cfg),
     }
-    description = {"kind": "market", "dataset": recipe or data.name, "env_config": config_to_dict(cfg)}
+    card = data.describe()
+    description = {"kind": "market", "dataset": recipe or data.name, "env_config": config_to_dict(cfg),
+                   "cost_model": NamedCosts.from_config(cfg).name,
+                   "dataset_periods": {name: [part["start"], part["end"]] for name, part in card.get("periods", {}).items()}}  # fmt: skip
     if "periods" in data.meta:
         description["periods"] = data.meta["periods"]
         window["periods"] = data.meta["periods"]
-    return BuiltEnvs(train_env, evaluator, description, window, data.describe())
+    return BuiltEnvs(train_env, evaluator, description, window, card)
+
+
+def check_dataset_periods(found: Any, recorded: Any, description: dict[str, Any]) -> None:
+    """A rerun's data set must have the periods its run recorded (``[env.dataset_periods]``
+    of config.toml): otherwise the data set changed since, and the rerun would not reproduce."""
+    if found != recorded:
+        raise UserError(f"data set {description.get('dataset')!r} has other periods than the run recorded "
+                        f"(now {found}, recorded {recorded}): it changed since the run")  # fmt: skip
+
+
+def rerun_arguments(values: dict[str, Any]) -> dict[str, Any]:
+    """`train`'s arguments from a run's config.toml (as `train` writes it): the same call
+    trains the same run again, bit for bit on one worker (same library version, device
+    and data). Keys of older config.toml files that are missing take `train`'s defaults."""
+    env = values.get("env")
+    if not isinstance(env, dict) or env.get("kind") not in ("market", "gymnasium"):
+        raise ConfigError(f"config.toml: [env] must describe a market data set or a gymnasium env, got {env!r}")
+    arguments: dict[str, Any] = {"algo": values.get("algo"), "config": values.get("algo_config") or {}}
+    if env["kind"] == "market":
+        arguments.update(env=env["dataset"], env_config=env.get("env_config"), periods=env.get("periods"),
+                         dataset_periods=env.get("dataset_periods"))  # fmt: skip
+    else:
+        arguments.update(env=env["id"], eval_episodes=env.get("eval_episodes", 5))
+    for key in ("steps", "seed", "device", "num_envs", "eval_every", "compile", "time_budget", "init_from", "preset"):
+        if values.get(key) is not None:
+            arguments[key] = values[key]
+    return arguments
 
 
 def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", compile: bool = False) -> Evaluator:

@@ -46,6 +46,7 @@ def baselines_command(
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Train again a baseline that RUN_DIR/baselines/ holds finished (replaced when the new one finishes).")] = False,
 ) -> None:
     """Train baseline libraries on a run's data and rules; backtest them beside the run."""
     from trader.baselines import baselines
@@ -62,14 +63,16 @@ def baselines_command(
     result = baselines(
         run_dir, _names(libraries, "--libraries"), _names(algos, "--algos"), steps=steps, time_budget=seconds,
         seeds=seeds, dataset=dataset, preset=preset, num_envs=num_envs, eval_every=eval_every, windows=windows,
-        device=device, backtest=backtest, tear_sheet=tear_sheet, costs=named, progress=lambda line: print(line, file=sys.stderr, flush=True),
+        device=device, backtest=backtest, tear_sheet=tear_sheet, costs=named, overwrite=overwrite,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
     )  # fmt: skip
     if result.report is not None:
         from trader.cli.backtest import print_result_table
 
         print_result_table(result.report, output)
         if output == "table":
-            print(f"\nBudget: {result.budget.terms}. Wrote {run_dir / 'baselines'}/ and {run_dir / 'report.md'}")
+            report = Path(result.report.files["report.md"])
+            print(f"\nBudget: {result.budget.terms}. Wrote {run_dir / 'baselines'}/ and {report}")
     failed = [o for o in result.outcomes if o.status == "failed"]
     for outcome in failed:
         print(f"failed: {outcome.name}: {outcome.error} (details in {outcome.folder / 'baseline.json'})", file=sys.stderr)
