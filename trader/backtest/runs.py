@@ -407,7 +407,7 @@ def report_name(contents: RunContents, *, dataset: str | None, period: str | Non
         parts.append(f"risk-free-{config.risk_free:g}")
     if _rules(config) != _rules(configured):
         parts.append("rules-given")
-    name = "_".join(re.sub(r"[^A-Za-z0-9.+=-]+", "-", part).strip("-.") for part in parts) or "backtest"
+    name = "_".join(re.sub(r"[^A-Za-z0-9_.+=-]+", "-", part).strip("-.") for part in parts) or "backtest"
     if len(name) > 120:  # many strategies: keep the start readable, the whole unique
         name = f"{name[:100]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
     return name

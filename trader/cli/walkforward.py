@@ -79,14 +79,20 @@ def walkforward_command(
     if learner == "ppo" and algo_config.get("anneal_lr") and algo_config.get("total_steps") is None:
         algo_config["total_steps"] = steps  # the schedule runs over one fold's --steps
     console = Console(stderr=True)
-    console.print(f"[bold]walk-forward[/bold] {learner} on {dataset}: train {train}, validation {validation}, "
-                  f"test {test}{', expanding' if expanding else ''}, embargo {embargo}; run directory {run_dir}")  # fmt: skip
+    header = [f"[bold]walk-forward[/bold] {learner} on {dataset}: train {train}, validation {validation}, "
+              f"test {test}{', expanding' if expanding else ''}, embargo {embargo}; run directory {run_dir}"]  # fmt: skip
+
+    def say(line: str) -> None:  # the header with the first news: the folds fit and the folder is claimed
+        while header:
+            console.print(header.pop())
+        console.print(line, markup=False, highlight=False)
+
     result = walk_forward(run_dir, dataset, folds, learner, seed=seed, device=device, steps=steps,
                           num_envs=num_envs or 8, eval_every=eval_every, algo_config=algo_config,
                           env_config=env_config, tournament=tournament, baselines=_names(baselines),
                           baseline_algos=_names(baseline_algos or "ppo"), baseline_steps=baseline_steps,
                           warm_start=warm_start,
-                          on_progress=lambda line: console.print(line, markup=False, highlight=False))  # fmt: skip
+                          on_progress=say)  # fmt: skip
     from trader import rundir
 
     print((result.run_dir / rundir.WF_REPORT_MD).read_text(encoding="utf-8"))
