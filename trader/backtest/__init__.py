@@ -27,4 +27,6 @@ __all__ = [
 
 from trader._callable import make_callable  # noqa: E402
 
-make_callable(__name__, run_backtest)  # `trader.backtest(...)` calls `run_backtest`
+from trader.backtest.runs import backtest  # noqa: E402
+
+make_callable(__name__, backtest)  # `trader.backtest(...)` calls `runs.backtest`: `run_backtest`, under a run's rules with run_dir
