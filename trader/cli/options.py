@@ -8,13 +8,14 @@ Light to import (`market_envs.costs` needs no torch), so `trader --help` stays f
 
 from __future__ import annotations
 
+import re
 import tomllib
 from typing import Annotated, Any
 
 import typer
 
 from market_envs.costs import COST_MODELS, NamedCosts, cost_model
-from trader.errors import UserError
+from trader.errors import ConfigError, UserError
 
 CostsOption = Annotated[str | None, typer.Option(
     "--costs", metavar="MODEL",
@@ -47,7 +48,18 @@ def resolve_costs(name: str | None, settings: list[str] | None = None) -> NamedC
             values[key.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
         except tomllib.TOMLDecodeError:
             raise UserError(f"--cost-set {key.strip()}: {text!r} is not a number, a string or a list") from None
-    return cost_model(name).with_overrides(values)
+    model = cost_model(name)
+    try:
+        return model.with_overrides(values)
+    except ConfigError as err:  # named in the user's words: the keys they typed, not EnvConfig's fields
+        raise UserError(f"--cost-set: {in_cost_set_words(str(err))}") from None
+
+
+def in_cost_set_words(message: str) -> str:
+    """A cost model's error as ``--cost-set`` names its keys (``buy_cost``, ``participation``),
+    without the config classes they live in (``EnvConfig.buy_cost``, ``EnvConfig.costs.participation``)."""
+    message = re.sub(r"\bEnvConfig\.costs\b(?!\.) ?", "", message)
+    return re.sub(r"\bEnvConfig(?:\.costs)?\.(?=\w)", "", message).lstrip(": ")
 
 
 def cost_rate(value: float | None, option: str = "--cost") -> float | None:

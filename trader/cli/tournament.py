@@ -60,6 +60,16 @@ def tournament_command(
     values: dict[str, Any] = read_toml(config) if config is not None else {}
     if dataset is not None and env is not None:
         raise UserError("give --dataset or --env, not both")
+    if workers is not None and (scheduler is not None or gpus is not None):
+        raise UserError("--workers sets the local cluster's processes; with --scheduler or --gpus the cluster has its own")
+    if insecure and scheduler is None:
+        raise UserError("--insecure applies with --scheduler tcp://HOST:PORT (a plain address off loopback)")
+    if device is not None and gpus is not None:
+        raise UserError("--gpus runs the pods on cuda; drop --device")
+    if any(f is not None for f in (tls_ca, tls_cert, tls_key)) and (scheduler or "").split("://")[0] not in ("tls", "wss"):
+        raise UserError("--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler")
+    if env is not None and preset is not None:
+        raise UserError("--preset applies to market data sets (--dataset), not to gymnasium envs")
     flags = {
         "env": dataset or env, "population": population, "pod_steps": pod_steps, "pods": pods,
         "target_score": target_score, "workers": workers, "scheduler": scheduler, "gpus": gpus,

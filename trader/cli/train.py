@@ -111,7 +111,8 @@ def train_command(
         result = train(algo_name, env_name, run_dir=run_dir, overwrite=overwrite, on_start=start, on_iteration=report,
                        **arguments)  # fmt: skip
     finally:
-        progress.stop()
+        if progress.live.is_started:
+            progress.stop()
     best = "-" if result.best_score is None else f"{result.best_score:.4g}"
     console.print(
         f"done: {result.steps:,} steps in {result.wall_time:,.1f} s, best validation score {best}; "

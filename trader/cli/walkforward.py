@@ -67,6 +67,8 @@ def walkforward_command(
                         "pods take --pod-steps and validate once, at their end")  # fmt: skip
     if baselines is None and (baseline_algos is not None or baseline_steps is not None):
         raise UserError("--baseline-algos and --baseline-steps apply with --baselines LIBRARIES")
+    if baseline_algos is not None and not {"sb3", "sb3-dummy"} & set(_names(baselines)):
+        raise UserError("--baseline-algos applies to the sb3 and sb3-dummy baselines (finrl has its own learners)")
     cost = cost_rate(cost)
     steps, eval_every = 100_000 if steps is None else steps, 10_000 if eval_every is None else eval_every
     algo_config = _read_config(config) if config is not None else {}
