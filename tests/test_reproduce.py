@@ -119,6 +119,9 @@ def test_the_readme_python_tour_prints_the_numbers_of_its_cli_column(tour_edge: 
     assert_same_weights(python_run, cli_run)
     assert result.cost_model["buy_cost"] == 0.0005  # the run's rules, not the backtest's default 0.1%
     assert Path(result.files["report.json"]).parent == python_run / "reports" / "strategies-ppo"
+    own = trader.backtest(run_dir=python_run)  # the table's row: the run's own strategies, its own report
+    assert Path(own.files["report.json"]) == python_run / "report.json"
+    assert own.metrics.loc["best"].equals(result.metrics.loc["ppo"])
     rows = {"ppo": "best", "oracle": "oracle", "equal_weight": "equal_weight", "equal_weight_daily": "equal_weight_daily"}
     assert set(rows.values()) <= set(report["metrics"]) and set(rows) <= set(result.metrics.index)
     for ours, theirs in rows.items():

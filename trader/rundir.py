@@ -19,6 +19,12 @@ fields and points here.
 - **Reads that name the file.** `read_text`, `read_json`, `read_toml` and
   `read_parquet` turn a missing, half-written or corrupt file into one
   `RunFileError` naming the file and what is wrong.
+- **Claiming a folder.** `check_new_run` is the one check every command that starts a
+  run calls: a folder that holds anything is refused with one line naming the option
+  that resumes or writes elsewhere; `clear_run` (``--overwrite``) removes a run whole,
+  and never a file that no stage writes (`foreign_files`).
+- **Reports.** A run's own backtest report lies at its top; any other in
+  ``reports/<name>/``; `reports` lists them (`trader.backtest.runs` decides which).
 - **The config codec.** `config_to_dict` / `config_from_dict` turn a frozen
   dataclass config into a JSON/TOML-able dict and back (nested dataclasses
   included); `toml_ready` makes such a dict writable as TOML.
