@@ -60,8 +60,8 @@ def train_command(
         arguments["config"] = read_algo_config(config)
     if algo is not None and arguments.get("algo") not in (None, algo):
         raise UserError(f"--algo {algo}: {config} is a {arguments['algo']} run, whose algo config does not fit {algo}")
-    if env is not None or dataset is not None:  # a flag's env replaces the run's, with its rules
-        for key in ("env_config", "periods", "dataset_periods", "eval_episodes"):
+    if env is not None or dataset is not None:  # a flag's env replaces the run's: its periods go, its rules stay
+        for key in ("periods", "dataset_periods", "eval_episodes", *(("env_config",) if env is not None else ())):
             arguments.pop(key, None)
         arguments["env"] = env or dataset
     flags = {"algo": algo, "steps": steps, "seed": seed, "device": device, "num_envs": num_envs,
