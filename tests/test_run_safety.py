@@ -150,6 +150,12 @@ def test_another_period_or_strategy_writes_a_report_of_its_own(run: Path, capsys
         assert (run / "reports" / "validation" / entry["series"]).is_file()
     refused(["backtest", str(run), "--period", "validation", "--no-tear-sheet", "--no-breakeven"], run, capsys,
             str(run / "reports" / "validation"), "--overwrite")  # fmt: skip
+    from dashboards.runs import find_runs, load_report, load_series
+
+    assert [r.name for r in find_runs(run)] == ["run"] and [r.name for r in find_runs(run.parent)] == ["run"]
+    for report in rundir.reports(run):  # what the dashboard reads of each, from its folder
+        entries = load_report(report.path)["strategies"]
+        assert all(len(load_series(report.path, e["series"])) > 0 for e in entries), report.name
 
 
 def test_an_overwritten_report_keeps_no_series_of_a_strategy_it_lost(run: Path, capsys) -> None:
