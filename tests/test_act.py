@@ -117,3 +117,23 @@ def test_a_bad_book_or_a_missing_run_exits_2_with_one_line(backtested, tmp_path:
         assert cli(["act", str(run_dir), "--book", str(path)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--book" in err
+
+
+def test_the_env_resets_at_a_chosen_bar_and_refuses_one_outside_the_data() -> None:
+    import torch
+
+    from market_envs.env import StockTradingVecEnv
+    from market_envs.errors import UserError
+    from market_fixtures import random_panel
+
+    panel = random_panel(3, 50, seed=1)
+    env = StockTradingVecEnv(panel, num_envs=4, config=EnvConfig(random_start=True, episode_length=10))
+    _, info = env.reset(seed=0, options={"start": 7})
+    assert info["t"].tolist() == [7] * 4 and env.episode_end.tolist() == [17] * 4
+    book = {"cash": torch.full((4,), 5.0), "holdings": torch.ones(4, 3), "start": 45}
+    _, info = env.reset(options=book)
+    assert info["t"].tolist() == [45] * 4 and env.episode_end.tolist() == [49] * 4  # clamped at the last bar
+    assert torch.equal(env.holdings, torch.ones(4, 3, dtype=torch.float64))
+    for bad in (50, -1, 2.5, True):
+        with pytest.raises(UserError, match="options\\['start'\\]"):
+            env.reset(options={"start": bad})
