@@ -390,6 +390,15 @@ VALIDATION_SCORE = "val_score"
 on a gymnasium env)."""
 
 
+def selection_table(selection: Mapping[str, object]) -> pd.DataFrame:
+    """A tournament's candidates (``selection.json``): validation score, PSR, whether the
+    pod cleared the membership bar, and its weight in the ensemble (0: not a member)."""
+    weights = dict(zip(selection["members"], selection["weights"]))
+    rows = [{"pod": c["pod_id"], "validation score": c["score"], "PSR": c["psr"], "qualified": c["qualified"],
+             "ensemble weight": weights.get(c["pod_id"], 0.0)} for c in selection["candidates"]]  # fmt: skip
+    return pd.DataFrame(rows).set_index("pod") if rows else pd.DataFrame()
+
+
 def throughput_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Per run: env steps, seconds, median samples per second, and the best validation
     score, the score that chose the run's best checkpoint (`VALIDATION_SCORE`)."""

@@ -229,6 +229,18 @@ def test_tournament_tables_come_from_its_files(built: Path) -> None:
         assert figure.data
 
 
+def test_the_tournament_page_states_the_result_and_each_candidates_evidence(built: Path) -> None:
+    selection = runs.load_selection(built / "tour")
+    at = app_test(built).run()
+    at.switch_page("pages/tournament.py").run()
+    assert not at.exception
+    assert selection["sentence"] in [i.value for i in at.info]
+    table = next(d.value for d in at.dataframe if "qualified" in d.value.columns)
+    assert table.index.tolist() == [c["pod_id"] for c in selection["candidates"]]
+    assert table["qualified"].tolist() == [c["qualified"] for c in selection["candidates"]]
+    assert table["ensemble weight"].sum() == pytest.approx(1.0 if selection["members"] else 0.0)
+
+
 def test_the_split_draws_across_a_daylight_saving_change() -> None:
     card = {"periods": {
         "train": {"start": "2023-01-03 09:30:00-05:00", "end": "2023-08-31 15:59:00-04:00", "bars": 10},
@@ -485,7 +497,8 @@ def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> N
     assert not at.exception
     index = list(at.dataframe[0].value.index)
     assert any(i.startswith("ppo: ") for i in index) and any(i.startswith("tour: ") for i in index)
-    assert "tour: best" in index and "tour: ensemble" in index
+    formed = bool(json.loads((built / "tour" / "selection.json").read_text())["members"])
+    assert "tour: best" in index and ("tour: ensemble" in index) == formed  # no ensemble row unless one was formed
     strategies(at).set_value(["best"]).run()
     assert list(at.dataframe[0].value.index) == ["ppo: best", "tour: best"]
 

@@ -25,6 +25,16 @@ if board is not None:
     st.dataframe(figures.leaderboard_table(board), key="leaderboard", hide_index=True, width="stretch")
 
 try:
+    chosen = state.selection(run)
+except state.RunFileError as err:
+    state.problem(err)
+    chosen = None
+if chosen is not None:
+    st.subheader("Result")
+    st.info(chosen["sentence"])
+    st.dataframe(figures.selection_table(chosen), key="selection", width="stretch")
+
+try:
     pods = state.pods(run)
 except state.RunFileError as err:
     state.problem(err)
