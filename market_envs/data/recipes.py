@@ -436,6 +436,8 @@ def build(
     extra = {"vendor": vendor_for(recipe)} if recipe.source in VENDOR_SOURCES else {}  # keys checked first
     if members is None:
         _warn_survivorship(recipe)
+    else:
+        _warn_uncovered(key_recipe, members)
     if progress:
         progress(f"building {recipe.name!r} from {recipe.source} ({recipe.start} .. {recipe.end}, {recipe.interval})")
     data = _BUILDERS[recipe.source](recipe, store=store, download=download, progress=progress, bar=bar, **extra)
@@ -509,6 +511,22 @@ def _warn_survivorship(recipe: Recipe) -> None:
             f"recipe {recipe.name!r}: survivorship bias: its tickers are the universe as of {as_of}, and the "
             f"window {recipe.start} .. {recipe.end} reaches {gap} days ({gap / 365.25:.1f} years) from that date; "
             "firms that joined or left in between are wrong. Name a point-in-time membership file (membership = ...)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _warn_uncovered(recipe: Recipe, members: Any) -> None:
+    """Warn when the window reaches past the dates the membership file covers."""
+    from market_envs.data.membership import SURVIVORSHIP_DAYS, uncovered_days
+
+    days = uncovered_days(members, recipe.start, recipe.end)
+    if days > SURVIVORSHIP_DAYS:
+        first, last = (f"{day:%Y-%m-%d}" for day in members.attrs["covers"])
+        warnings.warn(
+            f"recipe {recipe.name!r}: survivorship bias: its membership file covers {first} .. {last}, and "
+            f"{days} days ({days / 365.25:.1f} years) of the window {recipe.start} .. {recipe.end} lie outside; "
+            "there the members of the nearest covered day stand in for the index",
             UserWarning,
             stacklevel=3,
         )
