@@ -36,33 +36,18 @@ import argparse
 import datetime
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: the package beside it
+from market_envs.data.membership import Rename, read_renames  # noqa: E402
 
 SOURCE_URL = "https://github.com/jmccarrell/n100tickers"
 LICENCE = "MIT (Copyright (c) 2021 - 2025 Jeff McCarrell)"
 HERE = Path(__file__).resolve().parent
 
 
-@dataclass(frozen=True)
-class Rename:
-    """A ticker change of one company, recorded by the source as out-and-in on one day."""
-
-    old: str
-    new: str
-    date: str
-    """The first day under the new symbol (YYYY-MM-DD)."""
-
-
-def read_renames(path: Path) -> list[Rename]:
-    """``nasdaq100-renames.csv``: ticker (the new symbol), old_symbol, until (first day as ``ticker``)."""
-    rows = [line.split(",") for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
-    header, *body = rows
-    if [h.strip() for h in header] != ["ticker", "old_symbol", "until"]:
-        raise SystemExit(f"{path}: expected the columns ticker,old_symbol,until; got {header}")
-    return [Rename(old.strip(), new.strip(), until.strip()) for new, old, until in body]
 
 
 def year_files(source: Path) -> dict[int, Path]:
@@ -124,14 +109,15 @@ def apply_renames(rows: list[tuple[str, str, str]], renames: list[Rename]) -> li
     on it) as one stay under the new symbol; a rename the stays do not show is an error."""
     rows = list(rows)
     for rename in renames:
-        old = [r for r in rows if r[0] == rename.old and r[2] == rename.date]
-        new = [r for r in rows if r[0] == rename.new and r[1] == rename.date]
+        date = f"{rename.until:%Y-%m-%d}"
+        old = [r for r in rows if r[0] == rename.old and r[2] == date]
+        new = [r for r in rows if r[0] == rename.ticker and r[1] == date]
         if len(old) != 1 or len(new) != 1:
-            raise SystemExit(f"rename {rename.old} -> {rename.new} on {rename.date}: the source has no stay of "
-                             f"{rename.old} ending and of {rename.new} starting that day")
+            raise SystemExit(f"rename {rename.old} -> {rename.ticker} on {date}: the source has no stay of "
+                             f"{rename.old} ending and of {rename.ticker} starting that day")
         rows.remove(old[0])
         rows.remove(new[0])
-        rows.append((rename.new, old[0][1], new[0][2]))
+        rows.append((rename.ticker, old[0][1], new[0][2]))
     return sorted(rows, key=lambda row: (row[0], row[1]))
 
 

@@ -20,7 +20,14 @@ import torch
 
 from market_envs import EnvConfig, StockTradingVecEnv
 from market_envs.data import from_frame
-from market_envs.data.membership import apply_membership, members_in_window, read_membership, uncovered_days
+from market_envs.data.membership import (
+    apply_membership,
+    members_in_window,
+    read_membership,
+    read_renames,
+    symbol_segments,
+    uncovered_days,
+)
 from market_envs.data.recipes import find_recipe
 from market_fixtures import random_walk_frame
 
@@ -81,7 +88,7 @@ def test_renamed_tickers_resolve_to_one_stay_and_the_renames_table_names_the_old
     assert stays["FB"].empty and stays["CTRP"].empty
     assert len(stays["META"]) == 1 and stays["META"]["from"].iloc[0] == pd.Timestamp("2015-01-01")
     assert pd.isna(stays["META"]["to"].iloc[0])  # a member from 2015 on, across the rename of 2022-06-09
-    renames = {(r.old, r.new, r.date) for r in converter().read_renames(DATASETS / "nasdaq100-renames.csv")}
+    renames = {(r.old, r.ticker, f"{r.until:%Y-%m-%d}") for r in read_renames(DATASETS / "nasdaq100-renames.csv")}
     assert renames == {("FB", "META", "2022-06-09"), ("CTRP", "TCOM", "2019-11-05")}
 
 

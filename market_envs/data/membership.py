@@ -25,7 +25,7 @@ date its ticker list was taken (`[universe] as_of`), and recipes warn beyond a y
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +98,57 @@ def uncovered_days(membership: pd.DataFrame, start, end) -> int:
     before = max(0, (min(hi, first - pd.Timedelta(days=1)) - lo).days + 1) if lo < first else 0
     after = max(0, (hi - max(lo, last + pd.Timedelta(days=1))).days + 1) if hi > last else 0
     return before + after
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A firm's ticker change: it trades as ``ticker`` from ``until`` on, as ``old`` before."""
+
+    ticker: str
+    old: str
+    until: pd.Timestamp
+
+
+def read_renames(path: str | Path) -> list[Rename]:
+    """A renames file (CSV, ``#`` comments): ticker, old_symbol, until (the first day as ``ticker``).
+
+    A membership file names each firm by one symbol (the later one); a vendor that lists
+    securities under the symbol they had on each day (Polygon) is asked for the old
+    symbol before ``until`` (`symbol_segments`). Refuses a missing file or column or an
+    unreadable date, naming the file and the row.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"renames file {path}: no such file")
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, comment="#")
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.EmptyDataError) as err:
+        raise DataError(f"renames file {path}: unreadable ({err})") from None
+    if [str(c).strip().lower() for c in table.columns] != ["ticker", "old_symbol", "until"]:
+        raise DataError(f"renames file {path}: expected the columns ticker, old_symbol, until; got {list(table.columns)}")
+    out = []
+    for row, (ticker, old, until) in enumerate(table.itertuples(index=False), start=2):
+        day = pd.to_datetime(until.strip(), errors="coerce", format="ISO8601")
+        if pd.isna(day):
+            raise DataError(f"renames file {path}, row {row} ({ticker}): until {until!r} is not a date")
+        out.append(Rename(ticker.strip().upper(), old.strip().upper(), day.normalize()))
+    return out
+
+
+def symbol_segments(ticker: str, start: pd.Timestamp, end: pd.Timestamp, renames: list[Rename]) -> list[tuple[str, pd.Timestamp, pd.Timestamp]]:
+    """[(symbol, lo, hi)] covering [start, end): the symbol a point-in-time vendor lists
+    ``ticker`` under in each part of the window (one segment without a rename in it).
+    ``until`` is a day in exchange time; ``start`` and ``end`` may carry a time zone."""
+    cuts = sorted((r.until, r.old) for r in renames if r.ticker == ticker)
+    segments, lo = [], start
+    for until, old in cuts:
+        day = until.tz_localize(EXCHANGE_TZ) if start.tzinfo is not None else until
+        if lo < day:
+            segments.append((old, lo, min(day, end)))
+            lo = max(lo, day)
+        if lo >= end:
+            return segments
+    return segments + [(ticker, lo, end)]
 
 
 def _refuse_overlaps(table: pd.DataFrame, path: Path) -> None:

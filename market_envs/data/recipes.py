@@ -198,11 +198,16 @@ class Recipe:
 
     def membership_path(self) -> Path:
         """The membership file, relative paths read from the recipe's folder."""
-        path = Path(str(self.membership)).expanduser()
+        return self.file_path(self.membership, "membership file")
+
+    def file_path(self, value: Any, what: str) -> Path:
+        """A file the recipe names (a membership or renames file): relative paths are read
+        from the recipe's folder; a missing file is one `ConfigError` naming it."""
+        path = Path(str(value)).expanduser()
         if not path.is_absolute() and self.path is not None:
             path = self.path.parent / path
         if not path.is_file():
-            raise ConfigError(f"recipe {self.name!r}: membership file {path} does not exist")
+            raise ConfigError(f"recipe {self.name!r}: {what} {path} does not exist")
         return path
 
     def key(self) -> str:
@@ -212,6 +217,8 @@ class Recipe:
             payload["files"] = _files_fingerprint(self)
         if self.membership is not None:
             payload["membership"] = hashlib.sha256(self.membership_path().read_bytes()).hexdigest()
+        if self.options.get("renames"):
+            payload["renames"] = hashlib.sha256(self.file_path(self.options["renames"], "renames file").read_bytes()).hexdigest()
         return cache_key({"kind": "panel", **payload})
 
 
@@ -222,7 +229,7 @@ def _source_option_names(source: str) -> tuple[str, ...]:
         "files": ("path", "assume_tz"),
         "yahoo": ("drop_missing",),
         "alpaca": ("feed", "outside_session", "drop_missing", "url", "retries", "backoff_s"),
-        "polygon": ("outside_session", "drop_missing", "url", "retries", "backoff_s"),
+        "polygon": ("outside_session", "drop_missing", "url", "retries", "backoff_s", "renames"),
     }[source]
 
 
@@ -375,9 +382,11 @@ def vendor_for(recipe: Recipe):
         from market_envs.data.alpaca import AlpacaBars
 
         return AlpacaBars(recipe.interval, feed=str(options.get("feed", "sip")), url=options.get("url"), backoff=backoff)
+    from market_envs.data.membership import read_renames
     from market_envs.data.polygon import PolygonBars
 
-    return PolygonBars(recipe.interval, url=options.get("url"), backoff=backoff)
+    renames = read_renames(recipe.file_path(options["renames"], "renames file")) if options.get("renames") else None
+    return PolygonBars(recipe.interval, url=options.get("url"), backoff=backoff, renames=renames)
 
 
 def _build_vendor(recipe: Recipe, *, store: DataCache | None, progress, bar=None, vendor=None, **_) -> MarketData:
