@@ -36,7 +36,8 @@ OPTIONS: dict[str, dict[str, str]] = {
     "tournament": {
         "run_dir": ACTS, "--dataset": ACTS, "--env": ACTS, "--config": ACTS, "--resume": ACTS,
         **{o: "with --resume: refused unless it repeats the saved value" for o in
-           ("--algos", "--population", "--pod-steps", "--num-envs", "--seed", "--compile")},
+           ("--algos", "--population", "--pod-steps", "--num-envs", "--seed", "--compile", "--search",
+            "--ensemble-weighting")},
         "--pods": ACTS, "--time-budget": ACTS, "--target-score": ACTS,
         "--workers": "refused with --scheduler or --gpus", "--scheduler": ACTS, "--tls-ca": "needs a tls:// --scheduler",
         "--tls-cert": "needs a tls:// --scheduler", "--tls-key": "needs a tls:// --scheduler",
@@ -45,6 +46,7 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--costs": "refused with --env", "--cost-set": "refused without --costs",
     },
     "dashboard": {"runs_dir": ACTS, "--port": ACTS, "--host": ACTS},
+    "act": {o: ACTS for o in ("run_dir", "--at", "--book", "--strategy", "--period", "--dataset", "--output", "--device")},
     "baselines": {
         "run_dir": ACTS, "--libraries": ACTS, "--steps": ACTS, "--time-budget": ACTS, "--seeds": ACTS,
         "--dataset": ACTS, "--device": ACTS, "--backtest": ACTS, "--costs": ACTS, "--cost-set": "refused without --costs",
