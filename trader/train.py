@@ -117,6 +117,7 @@ def train(
     init_from: str | os.PathLike[str] | None = None,
     time_budget: float | None = None,
     periods: dict[str, Any] | None = None,
+    snapshot_every: float | None = None,
 ) -> TrainResult:
     """Train one agent and write the run directory (see the module docstring).
 
@@ -142,9 +143,14 @@ def train(
     :param periods: market envs: explicit train / validation / test bounds that replace
         the data set's split dates (`MarketData.with_periods`; a walk-forward fold's
         windows); recorded in config.toml, so the backtest finds them again.
+    :param snapshot_every: also checkpoint the agent as it is whenever another this many
+        seconds of training have passed, into ``snapshots/s<seconds>`` (a learning curve
+        against wall-clock: `trader.experiment`'s Figure 7). None: no snapshots.
     """
     if steps <= 0 or num_envs <= 0 or eval_every < 0 or eval_episodes <= 0:
         raise ConfigError("train: steps, num_envs and eval_episodes must be > 0, eval_every >= 0")
+    if snapshot_every is not None and not snapshot_every > 0:
+        raise ConfigError(f"train: snapshot_every must be > 0 seconds, got {snapshot_every}")
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"train: time_budget must be > 0 seconds, got {time_budget}")
     spec = get_spec(algo)
@@ -179,7 +185,7 @@ def train(
     rundir.write_toml(root / rundir.CONFIG, resolved)
     if envs.dataset_card is not None:
         rundir.write_json(root / rundir.DATASET, envs.dataset_card)
-    rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget)
+    rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget, snapshot_every)
     frame = pd.DataFrame(rows)
     rundir.write_parquet(root / rundir.METRICS, frame)
     save_checkpoint(agent, root / rundir.CHECKPOINTS / "final", data_window=envs.data_window,
@@ -201,12 +207,15 @@ def _loop(
     on_iteration: ProgressFn | None,
     root: Path,
     time_budget: float | None = None,
+    snapshot_every: float | None = None,
 ) -> list[dict[str, float]]:
-    """Iterate the runner; evaluate every ``eval_every`` transitions and at the end."""
+    """Iterate the runner; evaluate every ``eval_every`` transitions and at the end;
+    snapshot every ``snapshot_every`` seconds."""
     rows: list[dict[str, float]] = []
     done_steps, last_eval = 0, 0
     start = time.perf_counter()
     deadline = math.inf if time_budget is None else start + time_budget
+    next_snapshot = math.inf if snapshot_every is None else snapshot_every
     while done_steps < steps and time.perf_counter() < deadline:
         tick = time.perf_counter()
         metrics = runner.iteration()
@@ -224,9 +233,24 @@ def _loop(
             row["wall_time"] = time.perf_counter() - start
             rundir.write_parquet(root / rundir.METRICS, pd.DataFrame(rows + [row]))
         rows.append(row)
+        if row["wall_time"] >= next_snapshot:  # one snapshot, named by the latest mark it passed
+            mark = snapshot_every * math.floor(row["wall_time"] / snapshot_every)
+            save_checkpoint(runner.agent, root / rundir.SNAPSHOTS / snapshot_name(mark), data_window=envs.data_window,
+                            info={"step": done_steps, "seconds": row["wall_time"]})  # fmt: skip
+            next_snapshot = mark + snapshot_every
         if on_iteration is not None:
             on_iteration(row)
     return rows
+
+
+def snapshot_name(seconds: float) -> str:
+    """A snapshot's checkpoint name: ``ms`` and the mark in whole milliseconds (sortable)."""
+    return f"ms{round(1000 * seconds):010d}"
+
+
+def snapshot_seconds(name: str) -> float:
+    """The mark of a snapshot named by `snapshot_name`, in seconds."""
+    return int(name.removeprefix("ms")) / 1000.0
 
 
 def continue_from(agent: Agent, path: str | os.PathLike[str], seed: int) -> None:
