@@ -69,6 +69,12 @@ OPTIONS: dict[str, dict[str, str]] = {
     "data info": {"recipe": ACTS, "--data-dir": ACTS, "--set": ACTS},
     "data validate": {"path": ACTS, "--assume-tz": ACTS, "--benchmark": ACTS, "--tickers": ACTS},
     "cluster certs": {"folder": ACTS, "--hosts": ACTS, "--days": ACTS},
+    "experiment podracer": {
+        **{o: ACTS for o in ("run_dir", "--dataset", "--pod-steps", "--workers", "--years", "--commission", "--costs",
+                             "--libraries", "--snapshot-every", "--seed", "--device")},
+        "--minutes": "refused with --pods (tests/test_experiment.py)", "--pods": "refused with --minutes",
+        "--tickers": "synthetic data sets only: refused otherwise (tests/test_experiment.py)",
+    },
 }  # fmt: skip
 """Every command's options, each with where it acts (the refusals are tested below)."""
 

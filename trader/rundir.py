@@ -56,6 +56,7 @@ from trader.errors import ConfigError, UserError
 CONFIG = "config.toml"
 METRICS = "metrics.parquet"
 CHECKPOINTS = "checkpoints"
+SNAPSHOTS = "snapshots"
 DATASET = "dataset.json"
 TOURNAMENT = "tournament.toml"
 EVENTS = "events.jsonl"
@@ -78,6 +79,12 @@ WF_FOLD = "fold.json"
 WF_STITCHED = "stitched.parquet"
 WF_REPORT_JSON = "walkforward.json"
 WF_REPORT_MD = "walkforward.md"
+EXPERIMENT = "experiment.toml"
+EXPERIMENT_DATASET = "dataset.toml"
+EXPERIMENT_JSON = "experiment.json"
+EXPERIMENT_TABLE = "table2.md"
+EXPERIMENT_FIGURE = "figure7.parquet"
+EXPERIMENT_PLOT = "figure7.png"
 
 LEADERBOARD_VERSION = 1
 CHECKPOINT_VERSION = 1
@@ -86,6 +93,7 @@ POD_RESULT_VERSION = 1
 WF_FOLD_VERSION = 1
 WF_REPORT_VERSION = 1
 SELECTION_VERSION = 1
+EXPERIMENT_VERSION = 1
 
 SERIES_COLUMNS = ("value", "return", "cash", "gross_value", "turnover", "traded_value", "costs")
 """Per-bar columns of ``backtests/<strategy>.parquet`` besides ``timestamp`` and
@@ -118,6 +126,10 @@ FILES: tuple[RunFile, ...] = (
             "trader backtest, the tournament (children, the ensemble), init_from", CHECKPOINT_VERSION),
     RunFile(f"{CHECKPOINTS}/*.json", "json", "trader.agents.checkpoint",
             "trader backtest, the tournament, init_from", CHECKPOINT_VERSION),
+    RunFile(f"{SNAPSHOTS}/*.safetensors", "safetensors", "trader.agents.checkpoint (trader.train's snapshot_every)",
+            "trader.experiment (Figure 7: test return against training wall-clock)", CHECKPOINT_VERSION),
+    RunFile(f"{SNAPSHOTS}/*.json", "json", "trader.agents.checkpoint (trader.train's snapshot_every)",
+            "trader.experiment", CHECKPOINT_VERSION),
     RunFile(DATASET, "json", "trader.train, trader.backtest.report", "the dashboard (data set panel)"),
     RunFile(TRIALS, "parquet", "trader.train; tournament.orchestrator (every pod's, gathered)",
             "the report's selection statistics (trader.backtest.runs), the dashboard"),
@@ -151,6 +163,12 @@ FILES: tuple[RunFile, ...] = (
     RunFile(WF_STITCHED, "parquet", "trader.walkforward", "the dashboard (stitched equity)"),
     RunFile(WF_REPORT_JSON, "json", "trader.walkforward", "the dashboard, benchmarks/", WF_REPORT_VERSION),
     RunFile(WF_REPORT_MD, "markdown", "trader.walkforward", "a person"),
+    RunFile(EXPERIMENT, "toml", "trader.experiment", "trader experiment podracer (a resume must match it)"),
+    RunFile(EXPERIMENT_DATASET, "toml", "trader.experiment", "every learner of the experiment (its data set recipe)"),
+    RunFile(EXPERIMENT_JSON, "json", "trader.experiment", "a person, benchmarks/", EXPERIMENT_VERSION),
+    RunFile(EXPERIMENT_TABLE, "markdown", "trader.experiment", "a person"),
+    RunFile(EXPERIMENT_FIGURE, "parquet", "trader.experiment", "a person (Figure 7's points)"),
+    RunFile(EXPERIMENT_PLOT, "png", "trader.experiment", "a person"),
 )
 """Every file a stage writes into a run directory. A training run's files also stand
 under ``pods/<id>/`` of a tournament (each pod is a training run), and a training run's

@@ -122,6 +122,7 @@ def train(
     dataset_periods: dict[str, Any] | None = None,
     overwrite: bool = False,
     on_start: Callable[[dict[str, Any]], None] | None = None,
+    snapshot_every: float | None = None,
 ) -> TrainResult:
     """Train one agent and write the run directory (see the module docstring).
 
@@ -158,11 +159,16 @@ def train(
         ``run_dir`` is refused (`trader.rundir.check_new_run`).
     :param on_start: called once the inputs are checked and config.toml is written,
         before the first iteration, with config.toml's values (the CLI prints them).
+    :param snapshot_every: also checkpoint the agent as it is whenever another this many
+        seconds of training have passed, into ``snapshots/ms<milliseconds>`` (a learning
+        curve against wall-clock: `trader.experiment`'s Figure 7). None: no snapshots.
     """
     for name, value, low in (("steps", steps, 1), ("num_envs", num_envs, 1), ("eval_every", eval_every, 0),
                              ("eval_episodes", eval_episodes, 1)):  # fmt: skip
         if value < low:
             raise ConfigError(f"train: {name} must be >= {low}, got {value}")
+    if snapshot_every is not None and not snapshot_every > 0:
+        raise ConfigError(f"train: snapshot_every must be > 0 seconds, got {snapshot_every}")
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"train: time_budget must be > 0 seconds, got {time_budget}")
     root = Path(run_dir)
@@ -205,7 +211,7 @@ def train(
         rundir.write_json(root / rundir.DATASET, envs.dataset_card)
     if on_start is not None:
         on_start(rundir.read_toml(root / rundir.CONFIG))
-    rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget)
+    rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget, snapshot_every)
     frame = pd.DataFrame(rows)
     rundir.write_parquet(root / rundir.METRICS, frame)
     save_checkpoint(agent, root / rundir.CHECKPOINTS / "final", data_window=envs.data_window,
@@ -227,12 +233,15 @@ def _loop(
     on_iteration: ProgressFn | None,
     root: Path,
     time_budget: float | None = None,
+    snapshot_every: float | None = None,
 ) -> list[dict[str, float]]:
-    """Iterate the runner; evaluate every ``eval_every`` transitions and at the end."""
+    """Iterate the runner; evaluate every ``eval_every`` transitions and at the end;
+    snapshot every ``snapshot_every`` seconds."""
     rows: list[dict[str, float]] = []
     done_steps, last_eval = 0, 0
     start = time.perf_counter()
     deadline = math.inf if time_budget is None else start + time_budget
+    next_snapshot = math.inf if snapshot_every is None else snapshot_every
     while done_steps < steps and time.perf_counter() < deadline:
         tick = time.perf_counter()
         metrics = runner.iteration()
@@ -250,9 +259,24 @@ def _loop(
             row["wall_time"] = time.perf_counter() - start
             rundir.write_parquet(root / rundir.METRICS, pd.DataFrame(rows + [row]))
         rows.append(row)
+        if row["wall_time"] >= next_snapshot:  # one snapshot, named by the latest mark it passed
+            mark = snapshot_every * math.floor(row["wall_time"] / snapshot_every)
+            save_checkpoint(runner.agent, root / rundir.SNAPSHOTS / snapshot_name(mark), data_window=envs.data_window,
+                            info={"step": done_steps, "seconds": row["wall_time"]})  # fmt: skip
+            next_snapshot = mark + snapshot_every
         if on_iteration is not None:
             on_iteration(row)
     return rows
+
+
+def snapshot_name(seconds: float) -> str:
+    """A snapshot's checkpoint name: ``ms`` and the mark in whole milliseconds (sortable)."""
+    return f"ms{round(1000 * seconds):010d}"
+
+
+def snapshot_seconds(name: str) -> float:
+    """The mark of a snapshot named by `snapshot_name`, in seconds."""
+    return int(name.removeprefix("ms")) / 1000.0
 
 
 def continue_from(agent: Agent, path: str | os.PathLike[str], seed: int) -> None:
