@@ -94,6 +94,18 @@ def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
     return runs
 
 
+def report_views(found: list[RunDir]) -> list[RunDir]:
+    """Every backtest report of the runs `found` lists, as a folder a page reads like a run:
+    a run's own report under the run's name, then each of its other reports
+    (``reports/<name>/``: another period, strategies, costs or data; `trader.rundir.reports`)
+    as ``<run>/reports/<name>``."""
+    views = []
+    for run in found:
+        for report in rundir.reports(run.path):
+            views.append(run if report.own else RunDir(f"{run.name}/{rundir.REPORTS_DIR}/{report.name}", report.path))
+    return views
+
+
 def walkforward_folds(walk: RunDir) -> list[RunDir]:
     """The run directories of a walk-forward's folds (``folds/<k>/`` holding a run), by fold."""
     folder = walk.path / rundir.WF_FOLDS_DIR
