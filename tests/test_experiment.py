@@ -116,19 +116,19 @@ def test_a_data_set_without_a_benchmark_is_refused(tmp_path: Path, capsys, monke
 
 
 def test_a_run_directory_with_other_settings_or_other_files_is_refused(tmp_path: Path, capsys):
-    from trader.experiment import _claim
+    from trader.experiment import claim
 
     root = tmp_path / "run"
     config = ExperimentConfig(run_dir=str(root), dataset="synthetic-minute", pods=2)
-    assert ExperimentConfig.from_dict(rundir.read_toml(_claim(config, root) and root / "experiment.toml")) == config
-    assert _claim(config, root) == config  # the same settings resume
+    assert ExperimentConfig.from_dict(rundir.read_toml(claim(config, root) and root / "experiment.toml")) == config
+    assert claim(config, root) == config  # the same settings resume
     with pytest.raises(UserError, match="other settings \\(pods\\)"):
-        _claim(ExperimentConfig(run_dir=str(root), dataset="synthetic-minute", pods=3), root)
+        claim(ExperimentConfig(run_dir=str(root), dataset="synthetic-minute", pods=3), root)
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match="holds something already \\(notes.txt\\): give another run directory"):
-        _claim(config, other)
+        claim(config, other)
     assert (other / "notes.txt").read_text() == "mine"
 
 

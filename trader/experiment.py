@@ -188,7 +188,7 @@ def run_experiment(config: ExperimentConfig, on_progress: Progress | None = None
     say = on_progress or (lambda line: None)
     root = Path(config.run_dir)
     chosen = experiment_recipe(config)  # bad input is refused before the run directory is touched
-    config = _claim(config, root)
+    config = claim(config, root)
     recipe = root / DATASET_RECIPE
     data = _write_dataset(chosen, recipe, config.dataset)
     rules, algo_configs = _rules(config, str(recipe))
@@ -208,7 +208,7 @@ def run_experiment(config: ExperimentConfig, on_progress: Progress | None = None
 # --------------------------------------------------------------------------- set-up
 
 
-def _claim(config: ExperimentConfig, root: Path) -> ExperimentConfig:
+def claim(config: ExperimentConfig, root: Path) -> ExperimentConfig:
     """Write ``experiment.toml`` into a new run directory, or check that a resumed one
     holds the same config (a different one is refused: its stages would not fit)."""
     path = root / EXPERIMENT
@@ -545,5 +545,5 @@ def _plot(figure: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["ExperimentConfig", "ExperimentResult", "best_pods_over_time", "experiment_dates", "learner_labels",
+__all__ = ["ExperimentConfig", "ExperimentResult", "best_pods_over_time", "claim", "experiment_dates", "learner_labels",
            "run_experiment", "table2", "table_markdown"]  # fmt: skip
