@@ -47,7 +47,7 @@ from torch.utils._pytree import tree_map
 from market_envs.env import StockTradingVecEnv, _compile_options, _step_kernel, within_cash
 from market_envs.errors import UserError
 
-DEFAULT_CHUNK = 16
+DEFAULT_CHUNK = 8
 """Bars per call. Compile time grows with it and the time per bar falls (on the CPU,
 N=30, one sub-environment: about 63 us a bar at 1, 24 at 8, 19 at 32)."""
 
@@ -98,7 +98,7 @@ class CallableProgram:
 
 
 def _at(prepared: Any, k: int) -> Any:
-    return tree_map(lambda x: x[k], prepared)
+    return tree_map(lambda x: None if x is None else x[k], prepared)
 
 
 def _chunk(state, obs, params, tables, new_start, new_end, *, program, rules, steps: int, record: tuple[str, ...],
