@@ -101,19 +101,21 @@ def _at(prepared: Any, k: int) -> Any:
     return tree_map(lambda x: None if x is None else x[k], prepared)
 
 
-def _chunk(state, obs, params, tables, new_start, new_end, *, program, rules, steps: int, record: tuple[str, ...],
-           width: int):  # fmt: skip
+def _chunk(state, obs, params, tables, first, new_start, new_end, *, program, rules, steps: int,
+           record: tuple[str, ...], width: int):  # fmt: skip
     """``steps`` bars of (decide, `_step_kernel`, observe); returns the state, the last
-    observation and the recorded ``info`` entries, each stacked [steps, ...]."""
-    last = tables.obs.shape[0] - 1
-    bars = (state.t[:1] + torch.arange(steps, device=state.t.device)).clamp_max(last)
-    prepared = program.prepare(params, tables.obs.index_select(0, bars))
+    observation and the recorded ``info`` entries, each stacked [steps, ...].
+
+    `tables` holds the ``steps + 1`` bars from `first` (an int64 [1] tensor) on and the state's
+    bars count from `first` (`Rollout.run` cuts and shifts them), so the compiled graph's
+    shapes do not depend on the period's length: one compilation serves every period."""
+    prepared = program.prepare(params, tables.obs[:steps])
     rows: dict[str, list[Tensor]] = {key: [] for key in record}
     for k in range(steps):
         t = state.t
         close = tables.close.index_select(0, t[:1])[0].double()
         cash_limit = functools.partial(_within_cash, price=close, t1=t[:1] + 1, tables=tables, rules=rules)
-        bar = _bar(t, obs, state, close, cash_limit)
+        bar = _bar(t + first, obs, state, close, cash_limit)
         actions = program.decide(params, _at(prepared, k), bar)
         before = state
         state, reward, terminated, truncated, info, _, account = _step_kernel(
@@ -125,6 +127,13 @@ def _chunk(state, obs, params, tables, new_start, new_end, *, program, rules, st
         for key in record:
             rows[key].append(info[key])
     return state, obs, {key: torch.stack(values) for key, values in rows.items()}
+
+
+def _cut(tables: Any, bars: Tensor, num_bars: int) -> Any:
+    """The rows `bars` of every per-bar table (a [1, N] table, the same every bar, stays)."""
+    return tables._replace(**{name: table.index_select(0, bars)
+                              for name, table in tables._asdict().items()
+                              if table is not None and table.shape[0] == num_bars})  # fmt: skip
 
 
 def _bar(t: Tensor, obs: Tensor, state: Any, close: Tensor, cash_limit: Callable) -> Bar:
@@ -210,11 +219,18 @@ class Rollout:
         if obs is None:
             obs, _ = env.reset()
         state = env._require_reset()
-        new_start, new_end = env._draw_starts()  # all 0 and the last bar in this mode
-        steps = env.num_bars - 1
+        new_start = torch.zeros_like(state.t)  # the autoreset episode after the last bar is dropped
+        steps, last = env.num_bars - 1, env.num_bars - 1
+        offsets = torch.arange(self.chunk + 1, device=env.device)
         collected: dict[str, list[Tensor]] = {key: [] for key in self.record}
         for first in range(0, steps, self.chunk):
-            state, obs, rows = self._run_chunk(state, obs, params, env._tables, new_start, new_end)
+            # the chunk's bars first .. first + chunk (its fills read one bar ahead), the last
+            # bar repeated past the end; bar indices relative to `first`
+            tables = _cut(env._tables, (offsets + first).clamp_max(last), env.num_bars)
+            relative = state._replace(t=state.t - first, end=state.end - first)
+            start = torch.full((1,), first, dtype=torch.int64, device=env.device)
+            relative, obs, rows = self._run_chunk(relative, obs, params, tables, start, new_start, relative.end)
+            state = relative._replace(t=relative.t + first, end=relative.end + first)
             real = min(self.chunk, steps - first)
             if real < self.chunk:
                 rows = {key: value[:real] for key, value in rows.items()}
