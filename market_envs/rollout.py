@@ -52,9 +52,19 @@ DEFAULT_CHUNK = 8
 N=30, one sub-environment: about 63 us a bar at 1, 24 at 8, 19 at 32)."""
 
 
+class PerBar:
+    """A program's param with one row per bar of the period, [T, ...]: a pass hands the program
+    only the rows of each chunk's bars (so the compiled graph does not depend on T), and the
+    program reads row ``bar.step``."""
+
+    def __init__(self, table: Tensor) -> None:
+        self.table = table
+
+
 class Bar(NamedTuple):
     """What a program may read when it decides at bar ``t`` (rows of its sub-environments)."""
 
+    step: int  # the bar's row in the chunk: row ``step`` of a `PerBar` param is bar t's
     t: Tensor  # int64 [E], the bar of the observation (the same for every row)
     obs: Tensor  # float32 [E, obs_dim]
     cash: Tensor  # float64 [E]
@@ -115,7 +125,7 @@ def _chunk(state, obs, params, tables, first, new_start, new_end, *, program, ru
         t = state.t
         close = tables.close.index_select(0, t[:1])[0].double()
         cash_limit = functools.partial(_within_cash, price=close, t1=t[:1] + 1, tables=tables, rules=rules)
-        bar = _bar(t + first, obs, state, close, cash_limit)
+        bar = Bar(k, t + first, obs, state.cash, state.holdings, state.value, close, cash_limit)
         actions = program.decide(params, _at(prepared, k), bar)
         before = state
         state, reward, terminated, truncated, info, _, account = _step_kernel(
@@ -134,10 +144,6 @@ def _cut(tables: Any, bars: Tensor, num_bars: int) -> Any:
     return tables._replace(**{name: table.index_select(0, bars)
                               for name, table in tables._asdict().items()
                               if table is not None and table.shape[0] == num_bars})  # fmt: skip
-
-
-def _bar(t: Tensor, obs: Tensor, state: Any, close: Tensor, cash_limit: Callable) -> Bar:
-    return Bar(t, obs, state.cash, state.holdings, state.value, close, cash_limit)
 
 
 def _within_cash(buys: Tensor, cash: Tensor, *, price: Tensor, t1: Tensor, tables: Any, rules: Any) -> Tensor:
@@ -226,10 +232,13 @@ class Rollout:
         for first in range(0, steps, self.chunk):
             # the chunk's bars first .. first + chunk (its fills read one bar ahead), the last
             # bar repeated past the end; bar indices relative to `first`
-            tables = _cut(env._tables, (offsets + first).clamp_max(last), env.num_bars)
+            bars = (offsets + first).clamp_max(last)
+            tables = _cut(env._tables, bars, env.num_bars)
             relative = state._replace(t=state.t - first, end=state.end - first)
             start = torch.full((1,), first, dtype=torch.int64, device=env.device)
-            relative, obs, rows = self._run_chunk(relative, obs, params, tables, start, new_start, relative.end)
+            cut = tree_map(lambda x: x.table.index_select(0, bars) if isinstance(x, PerBar) else x, params,
+                           is_leaf=lambda x: isinstance(x, PerBar))  # fmt: skip
+            relative, obs, rows = self._run_chunk(relative, obs, cut, tables, start, new_start, relative.end)
             state = relative._replace(t=relative.t + first, end=relative.end + first)
             real = min(self.chunk, steps - first)
             if real < self.chunk:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from market_envs.rollout import Bar, CallableProgram, Program
+from market_envs.rollout import Bar, CallableProgram, PerBar, Program
 from trader.errors import UserError
 
 BASELINE_MAX_SHARES = 1_000_000_000
@@ -156,7 +156,7 @@ class DailyRebalance:
         """The same orders as a program, at the first bar and each session's last."""
         rebalance_bars = session_ends.clone()
         rebalance_bars[0] = True
-        return _DailyRebalanceProgram(self.buy_cost), (self.weights.to(first.value.device), rebalance_bars)
+        return _DailyRebalanceProgram(self.buy_cost), (self.weights.to(first.value.device), PerBar(rebalance_bars))
 
 
 def _rebalance(weights: Tensor, buy_cost: float, account: Account | Bar) -> Tensor:
@@ -176,7 +176,7 @@ class _DailyRebalanceProgram:
     def decide(self, params: Any, prepared: Any, bar: Bar) -> Tensor:
         weights, rebalance_bars = params
         orders = _rebalance(weights, self.buy_cost, bar)
-        return torch.where(rebalance_bars.index_select(0, bar.t[:1]).unsqueeze(-1), orders, torch.zeros_like(orders))
+        return torch.where(rebalance_bars[bar.step], orders, torch.zeros_like(orders))
 
 
 class ActionSchedule:
@@ -198,7 +198,7 @@ class ActionSchedule:
 
     def program(self, obs: Tensor, first: Account, session_ends: Tensor) -> Compiled:
         """Row t of the schedule at bar t, as a program."""
-        return _ScheduleProgram(), (self.actions.to(first.value.device),)
+        return _ScheduleProgram(), (PerBar(self.actions.to(first.value.device)),)
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ class _ScheduleProgram:
         return None
 
     def decide(self, params: Any, prepared: Any, bar: Bar) -> Tensor:
-        return params[0].index_select(0, bar.t[:1]).expand(bar.obs.shape[0], -1)
+        return params[0][bar.step].expand(bar.obs.shape[0], -1)
 
 
 class PolicyDecider:
