@@ -10,10 +10,12 @@ observe), compiled once, so the fixed cost is paid once per chunk of bars.
 
 The decision is a `Program`, a pure function of tensors:
 
-- ``prepare(params, rows)``, once per chunk: from the observation-table rows of the
-  chunk's bars (the market features, which no decision changes; the account columns
-  are 0), whatever the decisions can compute ahead, e.g. a network's first layer
-  applied to the features of every bar of the chunk in one matrix product;
+- ``prepare(params, rows)``, once per block of ``block`` bars (several chunks), outside the
+  compiled chunk: from the observation-table rows of the block's bars (the market
+  features, which no decision changes; the account columns are 0), whatever the
+  decisions can compute ahead, e.g. a network's first layer applied to the features of
+  every bar of the block in one matrix product (a large one: 64 policies' first layers
+  are read once per block instead of once per bar);
 - ``decide(params, prepared, bar)``, every bar: actions [E, N] from this bar's slice of
   ``prepared`` and the `Bar` (observation, account, closes).
 
@@ -46,6 +48,10 @@ from torch.utils._pytree import tree_map
 
 from market_envs.env import StockTradingVecEnv, _compile_options, _step_kernel, within_cash
 from market_envs.errors import UserError
+
+DEFAULT_BLOCK = 256
+"""Bars per `Program.prepare` call (its product with the features is then a matrix of 256
+rows, fast on a CPU, where 8 rows read the weights nearly as often as 1)."""
 
 DEFAULT_CHUNK = 8
 """Bars per call. Compile time grows with it and the time per bar falls (on the CPU,
@@ -111,15 +117,15 @@ def _at(prepared: Any, k: int) -> Any:
     return tree_map(lambda x: None if x is None else x[k], prepared)
 
 
-def _chunk(state, obs, params, tables, first, new_start, new_end, *, program, rules, steps: int,
+def _chunk(state, obs, params, prepared, tables, first, new_start, new_end, *, program, rules, steps: int,
            record: tuple[str, ...], width: int):  # fmt: skip
     """``steps`` bars of (decide, `_step_kernel`, observe); returns the state, the last
-    observation and the recorded ``info`` entries, each stacked [steps, ...].
+    observation and the recorded ``info`` entries, each stacked [steps, ...]. `prepared`:
+    the program's `prepare` of these bars.
 
     `tables` holds the ``steps + 1`` bars from `first` (an int64 [1] tensor) on and the state's
     bars count from `first` (`Rollout.run` cuts and shifts them), so the compiled graph's
     shapes do not depend on the period's length: one compilation serves every period."""
-    prepared = program.prepare(params, tables.obs[:steps])
     rows: dict[str, list[Tensor]] = {key: [] for key in record}
     for k in range(steps):
         t = state.t
@@ -180,12 +186,13 @@ class Rollout:
     :param program: the decisions (`Program`).
     :param record: the ``info`` entries to record per bar (`RECORDABLE`).
     :param chunk: bars per call (`DEFAULT_CHUNK`).
+    :param block: bars per `Program.prepare` call, a multiple of ``chunk`` (`DEFAULT_BLOCK`).
     :param compile: run the chunk through ``torch.compile`` (default: as the env's step).
         Uncompiled, the chunk runs the same operations eagerly (a check, not faster).
     """
 
     def __init__(self, env: StockTradingVecEnv, program: Program, record: Sequence[str] = ("value",),
-                 chunk: int = DEFAULT_CHUNK, compile: bool | None = None) -> None:  # fmt: skip
+                 chunk: int = DEFAULT_CHUNK, compile: bool | None = None, block: int | None = None) -> None:  # fmt: skip
         if env.config.random_start or env.config.episode_length is not None:
             raise UserError("Rollout needs the env's deterministic full-period mode "
                             "(random_start=False, episode_length=None)")  # fmt: skip
@@ -198,6 +205,8 @@ class Rollout:
         self.program = program
         self.record = tuple(record)
         self.chunk = int(chunk)
+        block = DEFAULT_BLOCK if block is None else block
+        self.block = max(self.chunk, int(block) // self.chunk * self.chunk)
         compile = env.compiled if compile is None else compile
         key = (program, env._rules, self.chunk, self.record, 1 + env.num_stocks, env.device, compile)
         if key not in _CHUNKS:
@@ -229,7 +238,12 @@ class Rollout:
         steps, last = env.num_bars - 1, env.num_bars - 1
         offsets = torch.arange(self.chunk + 1, device=env.device)
         collected: dict[str, list[Tensor]] = {key: [] for key in self.record}
+        block_bars = torch.arange(self.block, device=env.device)
         for first in range(0, steps, self.chunk):
+            if first % self.block == 0:  # bars first .. first + block - 1, the last repeated past the end
+                ready = self.program.prepare(params, env._tables.obs.index_select(0, (block_bars + first).clamp_max(last)))
+            at = first % self.block
+            prepared = tree_map(lambda x: None if x is None else x[at : at + self.chunk], ready)
             # the chunk's bars first .. first + chunk (its fills read one bar ahead), the last
             # bar repeated past the end; bar indices relative to `first`
             bars = (offsets + first).clamp_max(last)
@@ -238,7 +252,7 @@ class Rollout:
             start = torch.full((1,), first, dtype=torch.int64, device=env.device)
             cut = tree_map(lambda x: x.table.index_select(0, bars) if isinstance(x, PerBar) else x, params,
                            is_leaf=lambda x: isinstance(x, PerBar))  # fmt: skip
-            relative, obs, rows = self._run_chunk(relative, obs, cut, tables, start, new_start, relative.end)
+            relative, obs, rows = self._run_chunk(relative, obs, cut, prepared, tables, start, new_start, relative.end)
             state = relative._replace(t=relative.t + first, end=relative.end + first)
             real = min(self.chunk, steps - first)
             if real < self.chunk:
