@@ -93,7 +93,6 @@ class BuyAndHold:
         self.weights = weights
         self.buy_cost = buy_cost
         self._target: Tensor | None = None
-        self._hold: Tensor | None = None  # the no-order actions, once every target is held
 
     def __call__(self, obs: Tensor, account: Account) -> Tensor:
         if self._target is None or account.t == 0:
@@ -102,19 +101,14 @@ class BuyAndHold:
             held = account.holdings > 0
             affordable = account.within_cash(torch.where(held, torch.zeros_like(wanted), wanted))
             self._target = torch.where(held, account.holdings, affordable)
-            self._hold = None
-        if self._hold is not None:
-            return self._hold
+        # Where the target is held this is an order of 0 shares; asking the device whether it
+        # is would cost a host sync every bar (a stall of the stream on a GPU).
         missing = (self._target - account.holdings).clamp_min(0.0)
-        if not bool(missing.any()):  # one host sync a bar until the target is held, none after
-            self._hold = torch.zeros(missing.shape, dtype=torch.float32, device=missing.device)
-            return self._hold
         return shares_to_actions(account.within_cash(missing), BASELINE_MAX_SHARES)
 
     def program(self, obs: Tensor, first: Account, session_ends: Tensor) -> Compiled:
         """The same orders as a program: the target set at the first bar (as `__call__` sets it),
-        then every bar what is not held yet of it, within the cash. Where the target is held
-        that is an order of 0 shares, the action `__call__` returns without computing it."""
+        then every bar what is not held yet of it, within the cash."""
         self(obs, first)
         return _BuyAndHoldProgram(), (self._target,)
 
