@@ -163,13 +163,21 @@ process) reuses the compiled function instead of compiling again. Programs and r
 are frozen dataclasses, equal by value."""
 
 
-def _own_code(function: Callable) -> Callable:
-    """`function` with its own copy of its code object. torch.compile keeps the graphs it
-    compiled per code object, at most ``torch._dynamo.config.recompile_limit`` (8) of them,
-    and runs eagerly past that; a backtest with its cost multiples has more groups than
-    that, each with its own rules, so every chunk function gets a code object of its own."""
-    return types.FunctionType(function.__code__.replace(), function.__globals__, function.__name__,
-                              function.__defaults__, function.__closure__)  # fmt: skip
+def _chunk_function(program: Program, rules: Any, steps: int, record: tuple[str, ...], width: int) -> Callable:
+    """`_chunk` with its static arguments bound, as a function with a code object of its own.
+
+    torch.compile keeps the graphs it compiled per code object, at most
+    ``torch._dynamo.config.recompile_limit`` (8) of them, and runs eagerly past that; every
+    ``functools.partial`` it compiles shares one wrapper's code object. A backtest with its
+    cost multiples has more groups than that, each with its own rules, so each chunk
+    function gets a copy of the code of its own."""
+
+    def chunk(state, obs, params, prepared, tables, first, new_start, new_end):
+        return _chunk(state, obs, params, prepared, tables, first, new_start, new_end, program=program, rules=rules,
+                      steps=steps, record=record, width=width)  # fmt: skip
+
+    return types.FunctionType(chunk.__code__.replace(), chunk.__globals__, chunk.__name__, chunk.__defaults__,
+                              chunk.__closure__)  # fmt: skip
 
 
 RECORDABLE = ("value", "cash", "holdings", "turnover", "costs", "cost_commission", "cost_spread", "cost_impact",
@@ -210,8 +218,7 @@ class Rollout:
         compile = env.compiled if compile is None else compile
         key = (program, env._rules, self.chunk, self.record, 1 + env.num_stocks, env.device, compile)
         if key not in _CHUNKS:
-            step = functools.partial(_own_code(_chunk), program=program, rules=env._rules, steps=self.chunk,
-                                     record=self.record, width=1 + env.num_stocks)  # fmt: skip
+            step = _chunk_function(program, env._rules, self.chunk, self.record, 1 + env.num_stocks)
             options = _compile_options(env.device)
             _CHUNKS[key] = torch.compile(step, dynamic=False, options=options) if compile else step
         self._run_chunk = _CHUNKS[key]

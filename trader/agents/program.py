@@ -75,7 +75,8 @@ class PolicyProgram:
         return ((x - params["mean"][..., columns]) / params["std"][..., columns]).clamp(-self.clip, self.clip)
 
     def prepare(self, params: dict[str, Any], rows: Tensor) -> Tensor:
-        """The first layer's product with each bar's features: [K, S, H] (mlp) or [K, S, N, H]."""
+        """mlp: the first layer's product with each bar's features, [K, S, H]; per_stock: each
+        bar's features per stock (normalised), [K, 1 or S, N, F]."""
         chunk, width = rows.shape[0], self.width
         features = rows[:, width:]
         if self.normalize:  # every policy's own statistics: [K, S, NF]
@@ -85,14 +86,9 @@ class PolicyProgram:
             if not self.normalize:  # one matrix product for every policy and bar
                 return (features @ weight.reshape(weight.shape[0], -1)).reshape(chunk, *weight.shape[1:])
             return torch.bmm(features.transpose(0, 1), weight).transpose(0, 1)
-        weight = params["encoder_features"]  # [F, S, H] unnormalised, else [S, F, H]
-        stocks = self.num_stocks
-        if not self.normalize:
-            nets, hidden = weight.shape[1:]
-            out = features.reshape(chunk * stocks, self.num_features) @ weight.reshape(self.num_features, -1)
-            return out.reshape(chunk, stocks, nets, hidden).permute(0, 2, 1, 3)
-        per_stock = features.reshape(chunk, weight.shape[0], stocks, self.num_features)
-        return torch.einsum("ksnf,sfh->ksnh", per_stock, weight)
+        # per stock the features are few (F) and the encoder's output is S x N x H a bar: computed
+        # ahead for a block of bars it would be hundreds of MB, so it is computed per bar
+        return features.reshape(chunk, -1, self.num_stocks, self.num_features)  # [K, 1 or S, N, F]
 
     def decide(self, params: dict[str, Any], prepared: Tensor, bar: Any) -> Tensor:
         """Actions [S, N] of the S policies, row s by policy s."""
@@ -121,7 +117,9 @@ class PolicyProgram:
         activation = self.layers[0]
         weights, biases = params["weights"], params["biases"]  # layers after the encoder
         cash, positions = account[:, :1], account[:, 1:]
-        h = _activate(prepared + positions.unsqueeze(-1) * params["encoder_position"] + params["encoder_bias"],
+        features = prepared.expand(positions.shape[0], -1, -1)  # [S, N, F]
+        encoded = torch.bmm(features, params["encoder_features"])  # [S, N, H]
+        h = _activate(encoded + positions.unsqueeze(-1) * params["encoder_position"] + params["encoder_bias"],
                       activation)  # [S, N, H]  # fmt: skip
         head, width = weights[0], h.shape[-1]  # [S, 2H+1, O]
         context = h.mean(dim=1)  # [S, H]
@@ -186,7 +184,7 @@ def trunk_program(trunks: Sequence[nn.Module], obs_dim: int, act_dim: int, block
         activation = "tanh" if n.activation is torch.tanh else "relu"
         encoder = _stack([net.weights[0][0] for net in nets])  # [S, 1+F, H]
         params = {
-            "encoder_features": features_layout(encoder[:, 1:]),
+            "encoder_features": encoder[:, 1:].contiguous(),  # [S, F, H]
             "encoder_position": encoder[:, :1].contiguous(),  # [S, 1, H]
             "encoder_bias": _stack([net.biases[0][0] for net in nets]),  # [S, 1, H]
             "weights": [_stack([net.weights[i][0] for net in nets]) for i in range(1, len(n.weights))],

@@ -311,6 +311,21 @@ def _modules_program(nets: list[torch.nn.Module]) -> Compiled:
     return trunk_program(nets, first.in_features, out)
 
 
+def agents_population(agents: dict[str, Any]) -> PolicyPopulation:
+    """Agents of one algorithm and architecture as a `PolicyPopulation` (name -> agent): one
+    program that decides every row (`trader.agents.program.agents_program`, the snapshots of a
+    run or the pods of a tournament in one pass) where they have one; bar by bar, each agent
+    decides its row."""
+    from trader.agents.program import agents_program
+
+    members = list(agents.values())
+
+    def each(obs: Tensor) -> Tensor:
+        return torch.cat([agent.act(obs[s : s + 1], deterministic=True) for s, agent in enumerate(members)])
+
+    return PolicyPopulation(each, list(agents), agents_program(members))
+
+
 @dataclass(frozen=True)
 class ExternalPolicy:
     """A policy trained outside podracer-trader's agents (a baseline library's model),
