@@ -7,7 +7,7 @@
 from trader.backtest.engine import BASELINES, BacktestConfig, Book, benchmark_panel, run_backtest
 from trader.backtest.report import read_series, write_report
 from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
-from trader.backtest.strategies import ActionSchedule, ExternalPolicy, PolicyPopulation
+from trader.backtest.strategies import ActionSchedule, ExternalPolicy, PolicyPopulation, agents_population
 
 __all__ = [
     "ActionSchedule",
@@ -18,6 +18,7 @@ __all__ = [
     "ExternalPolicy",
     "PeriodInfo",
     "PolicyPopulation",
+    "agents_population",
     "StrategyInfo",
     "benchmark_panel",
     "read_series",
