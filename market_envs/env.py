@@ -97,8 +97,9 @@ from __future__ import annotations
 import functools
 import math
 import sys
+import types
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -990,6 +991,37 @@ def _compile_options(device: torch.device) -> dict[str, Any] | None:
     return None
 
 
+def own_code(function: Callable) -> Callable:
+    """A copy of `function` (a closure) with a code object of its own.
+
+    torch.compile keeps the graphs it compiled per code object, at most
+    ``torch._dynamo.config.recompile_limit`` (8) of them, and runs the function eagerly past
+    that, silently. A closure made by one ``def`` (or a ``functools.partial`` of one function)
+    shares its code object with every other closure made there: so each compiled kernel gets a
+    copy of its own."""
+    return types.FunctionType(function.__code__.replace(), function.__globals__, function.__name__,
+                              function.__defaults__, function.__closure__)  # fmt: skip
+
+
+_KERNELS: dict[tuple, Callable] = {}
+"""The compiled step kernels built so far, by (rules, device, sub-environments, table shapes): an env
+with the same rules and sizes (a tournament worker's next pod, a backtest's next group) reuses one,
+and each holds a single graph (`own_code`)."""
+
+
+def compiled_step_kernel(rules: _Rules, device: torch.device, key: tuple = ()) -> Callable:
+    """`_step_kernel` with `rules` bound, through torch.compile, shared by equal (`rules`, `device`,
+    `key`): ``key`` names the shapes of the inputs (see `_KERNELS`)."""
+    full_key = (rules, device, *key)
+    if full_key not in _KERNELS:
+
+        def kernel(state, actions, new_start, new_end, tables):
+            return _step_kernel(state, actions, new_start, new_end, tables, rules)
+
+        _KERNELS[full_key] = torch.compile(own_code(kernel), dynamic=False, options=_compile_options(device))
+    return _KERNELS[full_key]
+
+
 # --------------------------------------------------------------------- the env
 
 
@@ -1076,10 +1108,10 @@ class StockTradingVecEnv:
             fused=bool(compile),
             native=has_costs and self.device.type == "cpu" and native.available(),
         )
-        kernel = functools.partial(_step_kernel, rules=self._rules)
-        options = _compile_options(self.device)
-        self._kernel = torch.compile(kernel, dynamic=False, options=options) if compile else kernel
         self.compiled = bool(compile)
+        shapes = (self.num_envs, *(None if t is None else tuple(t.shape) for t in self._tables))
+        self._kernel = (compiled_step_kernel(self._rules, self.device, shapes) if compile
+                        else functools.partial(_step_kernel, rules=self._rules))  # fmt: skip
 
         last_bar = self.num_bars - 1
         if config.episode_length is None:  # run to the end of the data from any start

@@ -38,7 +38,6 @@ account) sum in another order (tests/test_rollout.py states the tolerances).
 from __future__ import annotations
 
 import functools
-import types
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -46,7 +45,7 @@ import torch
 from torch import Tensor
 from torch.utils._pytree import tree_map
 
-from market_envs.env import StockTradingVecEnv, _compile_options, _step_kernel, within_cash
+from market_envs.env import StockTradingVecEnv, _compile_options, _step_kernel, own_code, within_cash
 from market_envs.errors import UserError
 
 DEFAULT_BLOCK = 256
@@ -157,7 +156,8 @@ def _within_cash(buys: Tensor, cash: Tensor, *, price: Tensor, t1: Tensor, table
 
 
 _CHUNKS: dict[tuple, Callable] = {}
-"""The chunk functions built so far, by (program, rules, chunk, record, width, device, compile):
+"""The chunk functions built so far, by (program, rules, chunk, record, width, sub-environments, device,
+compile), each with one graph (`market_envs.env.own_code`):
 a pass with the same program and rules (the next snapshot, the next pod in a worker
 process) reuses the compiled function instead of compiling again. Programs and rules
 are frozen dataclasses, equal by value."""
@@ -176,8 +176,7 @@ def _chunk_function(program: Program, rules: Any, steps: int, record: tuple[str,
         return _chunk(state, obs, params, prepared, tables, first, new_start, new_end, program=program, rules=rules,
                       steps=steps, record=record, width=width)  # fmt: skip
 
-    return types.FunctionType(chunk.__code__.replace(), chunk.__globals__, chunk.__name__, chunk.__defaults__,
-                              chunk.__closure__)  # fmt: skip
+    return own_code(chunk)
 
 
 RECORDABLE = ("value", "cash", "holdings", "turnover", "costs", "cost_commission", "cost_spread", "cost_impact",
@@ -216,7 +215,7 @@ class Rollout:
         block = DEFAULT_BLOCK if block is None else block
         self.block = max(self.chunk, int(block) // self.chunk * self.chunk)
         compile = env.compiled if compile is None else compile
-        key = (program, env._rules, self.chunk, self.record, 1 + env.num_stocks, env.device, compile)
+        key = (program, env._rules, self.chunk, self.record, 1 + env.num_stocks, env.num_envs, env.device, compile)
         if key not in _CHUNKS:
             step = _chunk_function(program, env._rules, self.chunk, self.record, 1 + env.num_stocks)
             options = _compile_options(env.device)

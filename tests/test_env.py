@@ -544,6 +544,28 @@ def test_compiled_step_equals_eager(mode, costs):
     _assert_same_trajectory(eager, compiled)
 
 
+def test_every_compiled_env_keeps_a_compiled_step(monkeypatch):
+    """However many compiled envs a process builds (a tournament worker's pods, a backtest's groups
+    and cost multiples), each steps through a compiled graph: torch.compile keeps at most
+    ``recompile_limit`` graphs per code object and runs the function eagerly past that, and every
+    env used to compile a partial of the one `_step_kernel`. Envs of equal rules and sizes share one
+    compiled kernel. (dynamo's eager backend, a limit of 2 and a fresh kernel cache keep it quick.)"""
+    import torch._dynamo
+
+    import market_envs.env as env_module
+
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda function, **_: compile_(function, backend="eager", dynamic=False))
+    monkeypatch.setattr(env_module, "_KERNELS", {}, raising=False)
+    envs = [StockTradingVecEnv(PANEL, num_envs, "cpu", EnvConfig(buy_cost=cost), compile=True)
+            for num_envs, cost in ((2, 0.001), (3, 0.001), (2, 0.002), (3, 0.003), (2, 0.001))]  # fmt: skip
+    with torch._dynamo.config.patch(recompile_limit=2, fail_on_recompile_limit_hit=True):
+        for env in envs:
+            env.reset(seed=0)
+            env.step(torch.zeros(env.num_envs, PANEL.num_tickers))  # the limit: FailOnRecompileLimitHit
+    assert envs[4]._kernel is envs[0]._kernel and envs[1]._kernel is not envs[0]._kernel
+
+
 @pytest.mark.parametrize(
     ("mode", "costs"),
     [pytest.param("shares", EVERY_COST, id="every-shares"),
