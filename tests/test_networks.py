@@ -12,7 +12,7 @@ import torch
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from tests.market_fixtures import random_panel
 from trader.agents import ALGOS, make_agent, make_config
-from trader.agents.networks import PerStockNet, split_stocks, stock_groups, stock_layout
+from trader.agents.networks import PerStockNet, split_stocks, stock_groups, stock_layout, tanh
 from trader.agents.normalizer import ObsNormalizer
 from trader.errors import ConfigError
 
@@ -60,7 +60,7 @@ def test_stock_layout_rejects_other_envs() -> None:
 
 def reference_forward(net: PerStockNet, obs: torch.Tensor, actions: torch.Tensor | None) -> torch.Tensor:
     """Network k, sample b, stock i computed one at a time, as the module docstring says."""
-    act = torch.tanh if net.activation is torch.tanh else torch.relu
+    act = torch.tanh if net.activation is tanh else torch.relu  # torch's own tanh as the reference
     weights, biases = list(net.weights), list(net.biases)
     out = torch.zeros(net.num_nets, obs.shape[0], net.num_stocks, weights[-1].shape[-1])
     for k in range(net.num_nets):
@@ -83,6 +83,18 @@ def reference_forward(net: PerStockNet, obs: torch.Tensor, actions: torch.Tensor
                         z = act(z)
                 out[k, b, i] = z
     return out
+
+
+def test_the_networks_tanh_is_torchs_to_float32_rounding_with_its_gradient() -> None:
+    x = torch.cat([torch.randn(10_000) * 3, torch.tensor([0.0, 1e-8, -1e-8, 20.0, -20.0, 1e4, -1e4])])
+    x64 = x.double().requires_grad_()
+    torch.tanh(x64).sum().backward()
+    x32 = x.clone().requires_grad_()
+    out = tanh(x32)
+    out.sum().backward()
+    torch.testing.assert_close(out.double(), torch.tanh(x.double()), rtol=0, atol=2.5e-7)
+    torch.testing.assert_close(x32.grad.double(), x64.grad, rtol=0, atol=5e-7)
+    assert float(out.abs().max()) <= 1.0
 
 
 @pytest.mark.parametrize("action_inputs", [False, True])

@@ -122,6 +122,31 @@ def test_agent_policy_gradient_is_zero_when_every_ratio_is_clipped() -> None:
         assert (grad_norm == 0.0) == expect_zero, (ratio, grad_norm)
 
 
+@pytest.mark.parametrize("network", ["mlp", "per_stock"])
+def test_gradients_accumulated_in_pieces_equal_the_one_pass_loss(network: str, monkeypatch) -> None:
+    """`accumulate_gradients` (a CPU minibatch in pieces of at most PASS_ROWS network rows) gives the
+    gradient and the metrics of `losses` in one pass, to float summation order."""
+    import trader.agents.ppo as ppo
+
+    stocks, features = 4, 2
+    obs_dim = 1 + stocks * (1 + features)
+    cfg = PPOConfig(hidden_sizes=(8, 8), network=network, ent_coef=0.01)
+    agents = [PPOAgent(obs_dim, stocks, cfg, seed=3) for _ in range(2)]
+    obs = torch.randn(48, obs_dim, generator=torch.Generator().manual_seed(1))
+    actions, logprob, values = agents[0].explore(obs)
+    batch = RolloutBatch(obs, actions, logprob + 0.3 * torch.randn(48), values, torch.randn(48), values + torch.randn(48))
+    indices = torch.randperm(48)[:37]
+    loss, expected = agents[0].losses(batch, indices)
+    loss.backward()
+    monkeypatch.setattr(ppo, "PASS_ROWS", 10 * (stocks if network == "per_stock" else 1))  # 4 pieces
+    metrics = agents[1].accumulate_gradients(batch, indices)
+    torch.testing.assert_close(metrics, expected, rtol=1e-5, atol=1e-7)
+    for name, (one, pieces) in enumerate(zip(*(agent.modules().values() for agent in agents), strict=True)):
+        for a, b in zip(one.parameters(), pieces.parameters(), strict=True):
+            torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-7, msg=str(name))
+    assert float(metrics[4]) > 0  # some ratios clipped: the clipped rows were compared too
+
+
 def test_gaussian_log_prob_and_entropy_match_torch() -> None:
     mean, log_std = torch.randn(5, 3), torch.randn(3) * 0.3
     actions = torch.randn(5, 3)

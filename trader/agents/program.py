@@ -30,13 +30,14 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from trader.agents.networks import PerStockNet, PerStockPolicyHead
+from trader.agents.networks import PerStockNet, PerStockPolicyHead, tanh
 
 Squash = Literal["clamp", "tanh", "none"]
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
 
 
 def _activate(x: Tensor, name: str) -> Tensor:
+    """A flat MLP's activation (`nn.Tanh`, `nn.ReLU`)."""
     return torch.tanh(x) if name == "tanh" else torch.relu(x)
 
 
@@ -114,19 +115,18 @@ class PolicyProgram:
         return x
 
     def _per_stock(self, params: dict[str, Any], prepared: Tensor, account: Tensor) -> Tensor:
-        activation = self.layers[0]
+        activation = tanh if self.layers[0] == "tanh" else torch.relu  # as `PerStockNet`
         weights, biases = params["weights"], params["biases"]  # layers after the encoder
         cash, positions = account[:, :1], account[:, 1:]
         features = prepared.expand(positions.shape[0], -1, -1)  # [S, N, F]
         encoded = torch.bmm(features, params["encoder_features"])  # [S, N, H]
-        h = _activate(encoded + positions.unsqueeze(-1) * params["encoder_position"] + params["encoder_bias"],
-                      activation)  # [S, N, H]  # fmt: skip
+        h = activation(encoded + positions.unsqueeze(-1) * params["encoder_position"] + params["encoder_bias"])
         head, width = weights[0], h.shape[-1]  # [S, 2H+1, O]
         context = h.mean(dim=1)  # [S, H]
         shared = torch.bmm(context.unsqueeze(1), head[:, width : 2 * width]) + cash.unsqueeze(-1) * head[:, 2 * width :]
         z = torch.bmm(h, head[:, :width]) + (shared + biases[0])  # [S, N, O]
         for weight, bias in zip(weights[1:], biases[1:], strict=True):
-            z = torch.bmm(_activate(z, activation), weight) + bias
+            z = torch.bmm(activation(z), weight) + bias
         return z.transpose(1, 2).reshape(z.shape[0], -1)  # [S, blocks x N], block j = output j
 
 
@@ -181,7 +181,7 @@ def trunk_program(trunks: Sequence[nn.Module], obs_dim: int, act_dim: int, block
         shapes = [tuple(tuple(p.shape) for p in n.parameters()) for n in nets]
         if len(set(shapes)) != 1 or (n := nets[0]).num_stocks != stocks or n.num_features != features:
             return None
-        activation = "tanh" if n.activation is torch.tanh else "relu"
+        activation = "tanh" if n.activation is tanh else "relu"
         encoder = _stack([net.weights[0][0] for net in nets])  # [S, 1+F, H]
         params = {
             "encoder_features": encoder[:, 1:].contiguous(),  # [S, F, H]
