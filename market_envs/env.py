@@ -99,6 +99,7 @@ import math
 import sys
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -1022,6 +1023,28 @@ def compiled_step_kernel(rules: _Rules, device: torch.device, key: tuple = ()) -
     return _KERNELS[full_key]
 
 
+_TABLES: weakref.WeakKeyDictionary[MarketData, dict[tuple, _Tables]] = weakref.WeakKeyDictionary()
+"""The tables built so far, per panel (held weakly: they go with it) and (device, `EnvConfig`)."""
+
+TABLES_PER_PANEL = 4
+"""Tables kept per panel (the oldest goes first): a training and a validation env's, and more."""
+
+
+def _shared_tables(data: MarketData, key: tuple, build: Callable[[], _Tables]) -> _Tables:
+    """The env tables of `data` under `key`, built once per process while `data` lives.
+
+    Building them (the normalised features and return statistics of every bar, the cost terms) is
+    seconds for a year of minute bars; a tournament worker's pods and a backtest's groups build the
+    same ones again and again (benchmarks/RESULTS.md, "Tournament scaling"). Nothing writes into a
+    table after it is built, so envs share them."""
+    built = _TABLES.setdefault(data, {})
+    if key not in built:
+        while len(built) >= TABLES_PER_PANEL:
+            built.pop(next(iter(built)))
+        built[key] = build()
+    return built[key]
+
+
 # --------------------------------------------------------------------- the env
 
 
@@ -1083,7 +1106,7 @@ class StockTradingVecEnv:
 
         self.bars_per_day = bars_per_day(self.data.timestamps)
         """Bars in a typical session of the data (1 for daily bars): a bar is 1 / (252 x this) of a year."""
-        self._tables = self._build_tables()
+        self._tables = _shared_tables(data, (self.device, config), self._build_tables)
         costs = config.costs
         has_costs = (costs.per_order_commission or costs.has_spread or costs.impact_eta > 0
                      or costs.participation is not None)  # fmt: skip

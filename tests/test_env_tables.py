@@ -61,3 +61,30 @@ def test_the_env_table_equals_the_plain_table_bit_for_bit(panel, features, windo
     macd = names.index("macd") if "macd" in names else None
     if macd is not None:
         assert got[3, 1, macd] == 0 and got[4, 2, macd] == 7.0 and got[5, 3, macd] == -7.0 and got[6, 0, macd] == 7.0
+
+
+def test_envs_on_one_panel_and_rules_share_their_tables_built_once():
+    """A tournament worker's pods build the same training and validation envs again: the panel's
+    periods are split once and each (panel, device, rules) builds its tables once, while the panel
+    lives; other rules build their own."""
+    import gc
+    import weakref
+
+    from market_envs.env import _TABLES, TABLES_PER_PANEL
+
+    panel = random_panel(n_tickers=3, n_bars=80, seed=5)
+    panel = replace(panel, meta={**panel.meta, "train_end": panel.timestamps[50], "val_end": panel.timestamps[65]})
+    assert panel.period("train") is panel.period("train")
+    train = panel.period("train")
+    first, second = (StockTradingVecEnv(train, n, "cpu", EnvConfig(return_windows=(5,))) for n in (2, 4))
+    assert first._tables is second._tables
+    other = StockTradingVecEnv(train, 2, "cpu", EnvConfig(return_windows=(6,)))
+    assert other._tables is not first._tables
+    assert not torch.equal(other._tables.obs, first._tables.obs)
+    for window in range(7, 7 + TABLES_PER_PANEL):
+        StockTradingVecEnv(train, 1, "cpu", EnvConfig(return_windows=(window,)))
+    assert len(_TABLES[train]) == TABLES_PER_PANEL  # the oldest went first
+    gone = weakref.ref(train)
+    del panel, train, first, second, other
+    gc.collect()
+    assert gone() is None  # the cache does not keep a panel alive

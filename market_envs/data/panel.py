@@ -7,6 +7,7 @@ it never validates raw input.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -281,8 +282,15 @@ class MarketData:
         if "periods" not in self.meta:
             if "train_end" not in self.meta or "val_end" not in self.meta:
                 raise DataError(f"data set {self.name!r} has no split dates (meta train_end/val_end)")
-            return dict(zip(PERIODS, self.split(self.meta["train_end"], self.meta["val_end"])))[which]
+            return self._split_periods[which]
         return self._bounded(which)  # carries the training window's statistics (`with_periods`)
+
+    @functools.cached_property
+    def _split_periods(self) -> dict[str, MarketData]:
+        """The periods at the split dates of `meta`, split once per panel (fitting the statistics
+        reads every bar of the training period): each `period` call returns the same panel, so the
+        env tables built on it are built once (`market_envs.env`)."""
+        return dict(zip(PERIODS, self.split(self.meta["train_end"], self.meta["val_end"])))
 
     def _bounded(self, which: str) -> MarketData:
         """The bars of one explicit period, both bounds included."""

