@@ -121,13 +121,17 @@ def test_snapshots_in_one_pass_equal_their_passes_one_by_one(traced) -> None:
 
 
 def test_validation_pass_scores_as_before(traced) -> None:
+    """The validation pass, by rollout compiled and eager (in inference mode), scores as the bar-by-bar
+    loop of before."""
     agent = _agent("ppo", "mlp", seed=5)
-    fast = market_evaluator(PANEL, RULES, compile=True)  # compiled: the rollout path
-    slow = market_evaluator(PANEL, RULES, compile=False)
-    assert fast._rollout_episode(agent) is not None and slow._rollout_episode(agent) is None
-    got, want = fast.evaluate(agent), slow.evaluate(agent)
-    assert got["score"] == pytest.approx(want["score"], rel=1e-6)
-    assert got["return"] == pytest.approx(want["return"], abs=1e-7)  # the value, to 1e-7 of the book
+    fast = market_evaluator(PANEL, RULES, compile=True)
+    eager = market_evaluator(PANEL, RULES, compile=False)
+    assert fast._rollout_episode(agent) is not None and eager._rollout_episode(agent) is not None
+    with torch.inference_mode():  # as `run_episodes` runs it
+        want = eager.score_fn(eager._step_episodes(agent))  # bar by bar
+    for got in (fast.evaluate(agent), eager.evaluate(agent)):
+        assert got["score"] == pytest.approx(want["score"], rel=1e-6)
+        assert got["return"] == pytest.approx(want["return"], abs=1e-7)  # the value, to 1e-7 of the book
 
 
 def _series_equal(a, b, rtol: float, atol: float = 1e-9, flows: float | None = None) -> None:

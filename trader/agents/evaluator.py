@@ -14,14 +14,15 @@ that `EpisodeRecord` into metrics, one of which is ``"score"`` (higher is better
 
 The loop is over time only; whether every episode has ended is checked on the host
 once every ``check_every`` steps. A market validation env (`StockTradingVecEnv` in its
-deterministic full-period mode, one sub-environment, compiled) with an agent whose
-deterministic policy is a `trader.agents.program.PolicyProgram` takes
-`market_envs.rollout.Rollout` instead: many bars per compiled call, no host sync, the
-same record (benchmarks/RESULTS.md, "Validation pass").
+deterministic full-period mode, one sub-environment) with an agent whose deterministic
+policy is a `trader.agents.program.PolicyProgram` takes `market_envs.rollout.Rollout`
+instead: many bars per call (compiled with the env's step), no host sync, the same record
+within float rounding (benchmarks/RESULTS.md, "Validation pass").
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -160,7 +161,9 @@ class Evaluator:
     """Scores snapshots on its own env and keeps the best.
 
     :param env: a batched env reserved for evaluation (the validation period for
-        markets); its E sub-environments give E episodes per evaluation.
+        markets); its E sub-environments give E episodes per evaluation. An eager env is
+        stepped in inference mode (its state and buffers become inference tensors): step it
+        through the evaluator only.
     :param score_fn: `EpisodeRecord` -> metrics with ``"score"``.
     :param seed: the env is reset with this seed at every evaluation.
     :param max_steps: an evaluation whose episodes are not all over after this many
@@ -241,14 +244,17 @@ class Evaluator:
         from trader.agents.program import agents_program
 
         env = self.env
-        if not (_full_period_steps(env) and env.compiled and env.num_envs == 1):
+        if not (_full_period_steps(env) and env.num_envs == 1):
             return None
         built = agents_program([agent])
         if built is None:
             return None
         program, params = built
-        obs, _ = env.reset(seed=self.seed)
-        rows = Rollout(env, program, record=("reward", *self.record_info_keys)).run(params, obs)
+        # eager, in inference mode (the chunk's small operations, each spared some overhead): about
+        # 15% less time than bar by bar (benchmarks/RESULTS.md, "Tournament scaling")
+        with torch.inference_mode() if not env.compiled else contextlib.nullcontext():
+            obs, _ = env.reset(seed=self.seed)
+            rows = Rollout(env, program, record=("reward", *self.record_info_keys)).run(params, obs)
         rewards = rows.pop("reward")
         mask = torch.ones_like(rewards, dtype=torch.bool)  # one episode, from the first bar to the last
         return EpisodeRecord(returns=rewards.sum(dim=0), lengths=mask.sum(dim=0), rewards=rewards, mask=mask,
