@@ -120,6 +120,41 @@ def test_snapshots_in_one_pass_equal_their_passes_one_by_one(traced) -> None:
         torch.testing.assert_close(together["value"][:, s], single["value"][:, 0], rtol=1e-12, atol=0.0)
 
 
+@pytest.mark.parametrize(("network", "normalize"), [("mlp", True), ("mlp", False), ("per_stock", False)])
+def test_agents_given_one_by_one_are_stacked_into_one_program(network: str, normalize: bool) -> None:
+    """`stack_params` of agents' programs built one by one is `agents_program` of them all."""
+    from trader.agents.program import stack_params
+
+    agents = [_agent("ppo", network, seed=s) for s in range(3)]
+    if not normalize:
+        for agent in agents:
+            agent.normalizer.enabled = False
+    program, params = agents_program(agents)
+    alone = [agents_program([agent]) for agent in agents]
+    assert all(one == program for one, _ in alone)
+    stacked = stack_params(program, [p for _, p in alone])
+    flat, want = torch.utils._pytree.tree_flatten(stacked)[0], torch.utils._pytree.tree_flatten(params)[0]
+    assert len(flat) == len(want) and all(torch.equal(a, b) for a, b in zip(flat, want, strict=True))
+
+
+def test_a_backtest_decides_agents_of_one_architecture_in_one_program(traced, monkeypatch) -> None:
+    """Agents given as separate strategies (checkpoints of one run, say) are one program in the
+    chunked backtest, and each one's series is its own backtest's."""
+    import trader.backtest.engine as engine
+
+    merged = []
+    stacked = engine._stacked
+    monkeypatch.setattr(engine, "_stacked", lambda parts, params: merged.append(stacked(parts, params)[0]) or
+                        stacked(parts, params))  # fmt: skip
+    agents = {f"a{s}": _agent("ppo", "mlp", seed=s) for s in range(3)}
+    config = BacktestConfig(tear_sheet=False, compile=True, policy_env=RULES)
+    together = run_backtest(PANEL, agents, baselines=[], config=config)
+    assert len(merged[0]) == 1 and merged[0][0][1:] == (0, 3)  # one part deciding rows 0..2
+    for name, agent in agents.items():
+        alone = run_backtest(PANEL, {name: agent}, baselines=[], config=config)
+        np.testing.assert_allclose(together.series[name]["value"], alone.series[name]["value"], rtol=1e-12)
+
+
 def test_validation_pass_scores_as_before(traced) -> None:
     """The validation pass, by rollout compiled and eager (in inference mode), scores as the bar-by-bar
     loop of before."""

@@ -130,6 +130,25 @@ class PolicyProgram:
         return z.transpose(1, 2).reshape(z.shape[0], -1)  # [S, blocks x N], block j = output j
 
 
+def stack_params(program: PolicyProgram, params: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The params of several `PolicyProgram`s equal to `program` (S_1, S_2, ... policies) as one
+    program's, their policies in order: the snapshots of a run, or checkpoints of one architecture,
+    decided in one pass (`trader.backtest`)."""
+
+    def join(key: str, tensors: Sequence[Tensor]) -> Tensor:
+        # an unnormalised flat MLP's features weights are laid out [NF, S, H] (`trunk_program`)
+        along = 1 if key == "first_features" and program.trunk == "mlp" and not program.normalize else 0
+        return torch.cat(list(tensors), dim=along)
+
+    out: dict[str, Any] = {}
+    for key, first in params[0].items():
+        if isinstance(first, list):
+            out[key] = [join(key, [p[key][i] for p in params]) for i in range(len(first))]
+        else:
+            out[key] = join(key, [p[key] for p in params])
+    return out
+
+
 def _stack(tensors: Sequence[Tensor]) -> Tensor:
     return torch.stack([t.detach() for t in tensors]).contiguous()
 

@@ -677,7 +677,27 @@ def _group_program(group: _Group, obs: Tensor, calendar: Tensor, new_day: bool) 
             return None
         parts.append((built[0], caller.start, caller.stop))
         params.append(built[1])
-    return _GroupProgram(tuple(parts)), tuple(params)
+    merged, stacked = _stacked(parts, params)
+    return _GroupProgram(merged), tuple(stacked)
+
+
+def _stacked(parts: list[tuple[Any, int, int]], params: list[Any]) -> tuple[tuple, list[Any]]:
+    """Adjacent parts that are equal `PolicyProgram`s (agents of one algorithm and architecture: the
+    checkpoints of a run, a tournament's pods) as one part deciding all their rows, their params
+    stacked (`trader.agents.program.stack_params`): one program call per bar instead of one each."""
+    from trader.agents.program import PolicyProgram, stack_params
+
+    merged: list[tuple[Any, int, int]] = []
+    groups: list[list[Any]] = []
+    for (program, start, stop), param in zip(parts, params, strict=True):
+        if merged and isinstance(program, PolicyProgram) and merged[-1][0] == program and merged[-1][2] == start:
+            merged[-1] = (program, merged[-1][1], stop)
+            groups[-1].append(param)
+        else:
+            merged.append((program, start, stop))
+            groups.append([param])
+    stacked = [group[0] if len(group) == 1 else stack_params(part[0], group) for part, group in zip(merged, groups)]
+    return tuple(merged), stacked
 
 
 def _run_chunked(group: _Group, built: tuple[_GroupProgram, tuple], obs: Tensor, records: _Records,
