@@ -127,6 +127,12 @@ PRICE_LIKE_FEATURES = frozenset(
     {"open", "high", "low", "close", "boll_ub", "boll_lb", "close_30_sma", "close_60_sma"}
 )
 ACTION_MODES = ("shares", "weights")
+WEIGHTS_MAPS = ("normalized", "linear")
+BAND_SCOPES = ("stock", "book")
+LINEAR_WEIGHT_SCALE = 2.0
+"""``weights_map="linear"``: an action of +-1 asks for this many times ``max_leverage / N`` of the
+value in one stock. 2, so that the planted rules' rank weights (at most sqrt(3) / N of a gross-1
+book, `market_envs.data.edge.score_grid`) lie inside the action box."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,10 @@ class EnvConfig:
         Long only: ``w = clip(a, 0, 1)``, divided by ``sum(w)`` when that exceeds 1;
         the rest ``1 - sum(w)`` stays in cash (so all-zero actions mean all cash).
         With short selling: ``w = a / max(1, sum |a| / max_leverage)`` (gross exposure
-        at most ``max_leverage``).
+        at most ``max_leverage``). That book is the **aim** of the step; with the defaults
+        (``weights_map="normalized"``, ``trade_rate=1``, ``no_trade_band=0``) the book is
+        rebalanced to it in full, today's and FinRL's rule; `weights_map`, `trade_rate` and
+        `no_trade_band` change how the action becomes the aim and how far the book moves.
     :param market_neutral: weights mode with short selling: the actions are first
         demeaned across the stocks, ``a - mean(a)``, so every target portfolio is
         dollar-neutral (no net market exposure), as a cross-sectional strategy is.
@@ -158,6 +167,27 @@ class EnvConfig:
         no margin loan (cash never goes below 0 through a trade), so exposure above 1
         comes from short sales funding longs; above 1 needs ``short_selling=True`` and
         weights mode.
+    :param weights_map: weights mode: how an action becomes the aim portfolio.
+        ``"normalized"`` (today's mapping): the formulas above, which rescale any action
+        with ``sum |a| > max_leverage`` to gross ``max_leverage``, so the aim's size does not
+        depend on the action's (exploration noise of any size becomes a book of full gross).
+        ``"linear"``: ``w = a x LINEAR_WEIGHT_SCALE x max_leverage / N`` (after demeaning when
+        market-neutral; long only ``clip(a, 0, 1)`` instead of ``a``), then divided by
+        ``max(1, sum |w| / max_leverage)``: the aim grows with the action, so small noise
+        is a small book and a policy can learn to shrink it.
+    :param trade_rate: weights mode: the share kappa in [0, 1] of the way from the current
+        book to the aim that each step trades (partial adjustment, Garleanu and Pedersen
+        2013): ``w' = w + kappa x (aim - w)``, weights at the fill price. 1 trades all the
+        way; 0 never trades.
+    :param no_trade_band: weights mode: a no-trade band b >= 0 around the current book,
+        in weight (a fraction of the portfolio value; Davis and Norman 1990). Per stock
+        (``band_scope="stock"``): a stock whose aim is within b of its weight is not
+        traded; one further away is traded **to the band's edge**, ``aim -+ b``, not to
+        the aim. Whole book (``"book"``): no trade while ``sum |aim - w| <= b``; beyond it
+        every stock moves toward its aim until ``sum |aim - w'| = b``. Applied before the
+        rate: ``w' = w + kappa x band(aim - w)``. So each stock's new weight lies between
+        its weight and its aim: nothing is bought or sold past the aim.
+    :param band_scope: ``"stock"`` or ``"book"``, see `no_trade_band`.
     :param reward_scale: reward = change of portfolio value x this (1e-4 as in FinRL).
     :param episode_length: steps per episode; None runs to the end of the data. An
         episode that would pass the last bar is truncated there.
@@ -205,6 +235,10 @@ class EnvConfig:
     return_windows: tuple[int, ...] = ()
     costs: CostModel = CostModel()
     max_leverage: float = 1.0
+    weights_map: Literal["normalized", "linear"] = "normalized"
+    trade_rate: float = 1.0
+    no_trade_band: float = 0.0
+    band_scope: Literal["stock", "book"] = "stock"
 
     def __post_init__(self) -> None:
         if isinstance(self.costs, Mapping):
@@ -260,6 +294,31 @@ class EnvConfig:
                 f"EnvConfig.max_leverage={self.max_leverage} needs action_mode='weights' with short_selling=True "
                 "(there is no margin loan: a long-only book cannot exceed 1)"
             )
+        self._check_aim_rules()
+
+    def _check_aim_rules(self) -> None:
+        """`weights_map`, `trade_rate`, `no_trade_band` and `band_scope`: values and mode."""
+        if self.weights_map not in WEIGHTS_MAPS:
+            raise ConfigError(f"EnvConfig.weights_map must be one of {WEIGHTS_MAPS}, got {self.weights_map!r}")
+        if self.band_scope not in BAND_SCOPES:
+            raise ConfigError(f"EnvConfig.band_scope must be one of {BAND_SCOPES}, got {self.band_scope!r}")
+        rate, band = self.trade_rate, self.no_trade_band
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
+            raise ConfigError(f"EnvConfig.trade_rate must be a number in [0, 1], got {rate!r}")
+        if isinstance(band, bool) or not isinstance(band, (int, float)) or not (math.isfinite(band) and band >= 0):
+            raise ConfigError(f"EnvConfig.no_trade_band must be a number >= 0 (a weight), got {band!r}")
+        object.__setattr__(self, "trade_rate", float(rate))
+        object.__setattr__(self, "no_trade_band", float(band))
+        if self.action_mode == "shares" and not self.rebalances_in_full:
+            raise ConfigError(
+                "EnvConfig: weights_map, trade_rate and no_trade_band move a book of target weights; "
+                "they need action_mode='weights' (shares mode orders shares directly)"
+            )
+
+    @property
+    def rebalances_in_full(self) -> bool:
+        """True for today's mapping: the action is the book, rebalanced in full every step."""
+        return self.weights_map == "normalized" and self.trade_rate == 1.0 and self.no_trade_band == 0.0
 
 
 class _Tables(NamedTuple):
@@ -312,6 +371,10 @@ class _Rules:
     has_costs: bool = False  # any term of CostModel on: the fill takes `_fill_with_costs`
     fused: bool = False  # the kernel runs under torch.compile (see `_dot`)
     native: bool = False  # the cost terms take `market_envs.native` (the CPU, where it could be built)
+    linear_weights: float = 0.0  # weights_map="linear": the aim is the action x this (else 0: "normalized")
+    trade_rate: float = 1.0
+    band: float = 0.0  # the no-trade band, a weight
+    book_band: bool = False  # the band bounds sum |aim - w| (else each |aim_i - w_i|)
 
 
 # --------------------------------------------------------------------- precompute
@@ -424,21 +487,53 @@ def turbulence_index(close: Tensor, window: int, chunk: int = 256) -> Tensor:
 # --------------------------------------------------------------------- step kernel
 
 
+def _aim_weights(actions: Tensor, rules: _Rules) -> Tensor:
+    """Weights mode: the aim portfolio of the actions, [E, N] (`EnvConfig.weights_map`)."""
+    if rules.short_selling:
+        if rules.market_neutral:
+            actions = actions - actions.mean(-1, keepdim=True)
+        if rules.linear_weights:
+            actions = actions * rules.linear_weights
+        gross = actions.abs().sum(-1, keepdim=True)
+        if rules.max_leverage != 1.0:
+            gross = gross / rules.max_leverage
+        return actions / gross.clamp_min(1.0)
+    weights = actions.clamp(0.0, 1.0)
+    if rules.linear_weights:
+        weights = weights * rules.linear_weights
+    return weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
+
+
+def _toward_aim(aim_value: Tensor, held_value: Tensor, value: Tensor, rules: _Rules) -> Tensor:
+    """The value to trade per stock, [E, N] (+ buy, - sell): from the book `held_value` toward
+    the aim `aim_value` ([E, N], at the fill price), through the no-trade band and at the trade
+    rate (`EnvConfig.no_trade_band`, `trade_rate`); `value` [E, 1] is the portfolio's at the fill
+    price, the band's unit."""
+    gap = aim_value - held_value
+    if rules.band > 0:
+        if rules.book_band:  # to the edge of the ball sum |aim - w| <= band
+            distance = gap.abs().sum(-1, keepdim=True)
+            room = value.abs() * rules.band
+            gap = gap * (1.0 - room / distance.clamp_min(1e-300)).clamp_min(0.0)
+        else:  # each stock to the edge of its own band: the part of the gap beyond +-band
+            room = value.abs() * rules.band
+            gap = gap - torch.minimum(torch.maximum(gap, -room), room)
+    if rules.trade_rate != 1.0:
+        gap = gap * rules.trade_rate
+    return gap
+
+
 def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rules: _Rules) -> tuple[Tensor, Tensor]:
     """Requested sells and buys in shares (both >= 0) before cash limits and masks."""
     if rules.weights_mode:
-        if rules.short_selling:
-            if rules.market_neutral:
-                actions = actions - actions.mean(-1, keepdim=True)
-            gross = actions.abs().sum(-1, keepdim=True)
-            if rules.max_leverage != 1.0:
-                gross = gross / rules.max_leverage
-            weights = actions / gross.clamp_min(1.0)
+        weights = _aim_weights(actions, rules)
+        if rules.trade_rate == 1.0 and rules.band == 0.0:  # today's rule: all the way to the aim
+            value_at_fill = cash + (holdings * price).sum(-1)
+            delta = weights * value_at_fill.unsqueeze(-1) / price - holdings
         else:
-            weights = actions.clamp(0.0, 1.0)
-            weights = weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
-        value_at_fill = cash + (holdings * price).sum(-1)
-        delta = weights * value_at_fill.unsqueeze(-1) / price - holdings
+            held = holdings * price
+            value_at_fill = (cash + held.sum(-1)).unsqueeze(-1)
+            delta = _toward_aim(weights * value_at_fill, held, value_at_fill, rules) / price
     else:
         delta = torch.trunc(actions * rules.max_shares)
     sells = (-delta).clamp_min(0.0)
@@ -448,6 +543,47 @@ def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rule
     elif not rules.weights_mode:
         sells = torch.minimum(sells, holdings + rules.max_shares).clamp_min(0.0)
     return sells, buys
+
+
+def _mapping_rules(config: EnvConfig, num_stocks: int) -> dict[str, Any]:
+    """The fields of `_Rules` that map actions to orders (`_orders`), from `config`."""
+    linear = config.weights_map == "linear" and config.action_mode == "weights"
+    return {
+        "weights_mode": config.action_mode == "weights",
+        "max_shares": float(config.max_shares),
+        "short_selling": bool(config.short_selling),
+        "market_neutral": bool(config.market_neutral),
+        "max_leverage": float(config.max_leverage),
+        "linear_weights": LINEAR_WEIGHT_SCALE * float(config.max_leverage) / num_stocks if linear else 0.0,
+        "trade_rate": float(config.trade_rate),
+        "band": float(config.no_trade_band),
+        "book_band": config.band_scope == "book",
+    }
+
+
+def _clean_actions(actions: Tensor, dtype: torch.dtype) -> Tensor:
+    """Actions clipped to [-1, 1], NaN as 0 (no order): checking them would cost a sync."""
+    actions = actions.to(dtype).clamp(-1.0, 1.0)
+    return torch.where(actions == actions, actions, torch.zeros_like(actions))  # NaN -> 0, vectorises
+
+
+def target_holdings(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, config: EnvConfig) -> Tensor:
+    """The shares each account asks to hold after a step of `actions`: the env's own mapping.
+
+    `actions` [B, N] (clipped to [-1, 1], NaN as 0, as `StockTradingVecEnv.step` takes them),
+    `holdings` [B, N] shares, `price` [N] or [B, N] the fill price (or the caller's estimate
+    of it), `cash` [B], `config` the env rules (`EnvConfig`: action mode, weights map, trade
+    rate, no-trade band, short selling, leverage). Returns float64 [B, N]: the holdings plus
+    the orders of `_orders`, before the turbulence guard, the tradable mask, the participation
+    cap and the cash limit, which a step applies next. A live trader (`trader act`) turns a
+    policy's actions into orders with it, by the rules the policy was trained under.
+    """
+    holdings = holdings.to(torch.float64)
+    price = price.to(torch.float64).expand_as(holdings)
+    rules = _Rules(**_mapping_rules(config, holdings.shape[-1]), buy_cost=0.0, sell_cost=0.0, reward_scale=1.0,
+                   initial_cash=float(config.initial_cash), account_low=0.0, account_high=1.0)  # fmt: skip
+    sells, buys = _orders(_clean_actions(actions, torch.float64), holdings, price, cash.to(torch.float64), rules)
+    return holdings - sells + buys
 
 
 class _Market(NamedTuple):
@@ -859,8 +995,7 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     price = tables.open.index_select(0, t1).double()
     tradable = tables.tradable.index_select(0, t1)
     guard = tables.guard.index_select(0, state.t)
-    actions = actions.to(price.dtype).clamp(-1.0, 1.0)
-    actions = torch.where(actions == actions, actions, torch.zeros_like(actions))  # NaN -> 0, vectorises
+    actions = _clean_actions(actions, price.dtype)
     if rules.native:
         market = _Market(tables.half_spread, tables.impact, tables.fill_cap, bars=t1)
     else:
@@ -1039,17 +1174,13 @@ class StockTradingVecEnv:
         has_costs = (costs.per_order_commission or costs.has_spread or costs.impact_eta > 0
                      or costs.participation is not None)  # fmt: skip
         self._rules = _Rules(
-            weights_mode=config.action_mode == "weights",
-            max_shares=float(config.max_shares),
+            **_mapping_rules(config, self.num_stocks),
             buy_cost=float(config.buy_cost),
             sell_cost=float(config.sell_cost),
             reward_scale=float(config.reward_scale),
             initial_cash=float(config.initial_cash),
-            short_selling=bool(config.short_selling),
-            market_neutral=bool(config.market_neutral),
             account_low=-float(config.feature_clip) if config.short_selling else 0.0,
             account_high=float(config.feature_clip) if config.short_selling else 1.0,
-            max_leverage=float(config.max_leverage),
             per_order_commission=costs.per_order_commission,
             commission_per_share=float(costs.commission_per_share),
             commission_min=float(costs.commission_min),
