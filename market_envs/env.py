@@ -336,6 +336,9 @@ class _Tables(NamedTuple):
     impact: Tensor | None  # impact fraction per sqrt(share) of fills at each bar
     fill_cap: Tensor | None  # float64: the most shares that fill at each bar (participation x volume,
     # whole shares in shares mode), computed once so that a step reads it as it is
+    # the trade rate and the no-trade band of each sub-environment, float64 [E, 1] (None: off)
+    trade_rate: Tensor | None = None
+    band: Tensor | None = None
 
 
 class _State(NamedTuple):
@@ -372,8 +375,8 @@ class _Rules:
     fused: bool = False  # the kernel runs under torch.compile (see `_dot`)
     native: bool = False  # the cost terms take `market_envs.native` (the CPU, where it could be built)
     linear_weights: float = 0.0  # weights_map="linear": the aim is the action x this (else 0: "normalized")
-    trade_rate: float = 1.0
-    band: float = 0.0  # the no-trade band, a weight
+    has_rate: bool = False  # a trade rate below 1 (`_Tables.trade_rate`)
+    has_band: bool = False  # a no-trade band (`_Tables.band`)
     book_band: bool = False  # the band bounds sum |aim - w| (else each |aim_i - w_i|)
 
 
@@ -504,36 +507,45 @@ def _aim_weights(actions: Tensor, rules: _Rules) -> Tensor:
     return weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
 
 
-def _toward_aim(aim_value: Tensor, held_value: Tensor, value: Tensor, rules: _Rules) -> Tensor:
+class _Pace(NamedTuple):
+    """How far a step moves the book toward its aim: per sub-environment, float64 [E, 1]."""
+
+    rate: Tensor | None  # the trade rate (None: 1)
+    band: Tensor | None  # the no-trade band, a weight (None: 0)
+
+
+def _toward_aim(aim_value: Tensor, held_value: Tensor, value: Tensor, pace: _Pace, rules: _Rules) -> Tensor:
     """The value to trade per stock, [E, N] (+ buy, - sell): from the book `held_value` toward
     the aim `aim_value` ([E, N], at the fill price), through the no-trade band and at the trade
     rate (`EnvConfig.no_trade_band`, `trade_rate`); `value` [E, 1] is the portfolio's at the fill
     price, the band's unit."""
     gap = aim_value - held_value
-    if rules.band > 0:
+    if pace.band is not None:
+        room = value.abs() * pace.band
         if rules.book_band:  # to the edge of the ball sum |aim - w| <= band
             distance = gap.abs().sum(-1, keepdim=True)
-            room = value.abs() * rules.band
             gap = gap * (1.0 - room / distance.clamp_min(1e-300)).clamp_min(0.0)
         else:  # each stock to the edge of its own band: the part of the gap beyond +-band
-            room = value.abs() * rules.band
             gap = gap - torch.minimum(torch.maximum(gap, -room), room)
-    if rules.trade_rate != 1.0:
-        gap = gap * rules.trade_rate
+    if pace.rate is not None:
+        gap = gap * pace.rate
     return gap
 
 
-def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rules: _Rules) -> tuple[Tensor, Tensor]:
-    """Requested sells and buys in shares (both >= 0) before cash limits and masks."""
+def _orders(
+    actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rules: _Rules, pace: _Pace | None = None
+) -> tuple[Tensor, Tensor]:
+    """Requested sells and buys in shares (both >= 0) before cash limits and masks; `pace`: the trade
+    rate and band (weights mode, when `rules` has either)."""
     if rules.weights_mode:
         weights = _aim_weights(actions, rules)
-        if rules.trade_rate == 1.0 and rules.band == 0.0:  # today's rule: all the way to the aim
+        if pace is None:  # today's rule: all the way to the aim
             value_at_fill = cash + (holdings * price).sum(-1)
             delta = weights * value_at_fill.unsqueeze(-1) / price - holdings
         else:
             held = holdings * price
             value_at_fill = (cash + held.sum(-1)).unsqueeze(-1)
-            delta = _toward_aim(weights * value_at_fill, held, value_at_fill, rules) / price
+            delta = _toward_aim(weights * value_at_fill, held, value_at_fill, pace, rules) / price
     else:
         delta = torch.trunc(actions * rules.max_shares)
     sells = (-delta).clamp_min(0.0)
@@ -555,10 +567,20 @@ def _mapping_rules(config: EnvConfig, num_stocks: int) -> dict[str, Any]:
         "market_neutral": bool(config.market_neutral),
         "max_leverage": float(config.max_leverage),
         "linear_weights": LINEAR_WEIGHT_SCALE * float(config.max_leverage) / num_stocks if linear else 0.0,
-        "trade_rate": float(config.trade_rate),
-        "band": float(config.no_trade_band),
+        "has_rate": config.trade_rate != 1.0,
+        "has_band": config.no_trade_band != 0.0,
         "book_band": config.band_scope == "book",
     }
+
+
+def _pace_of(config: EnvConfig, rules: _Rules, rows: int, device: torch.device) -> _Pace | None:
+    """`config`'s trade rate and band for `rows` accounts, [rows, 1] each (None where off)."""
+    if not (rules.has_rate or rules.has_band):
+        return None
+    def column(x: float) -> Tensor:
+        return torch.full((rows, 1), x, dtype=torch.float64, device=device)
+    return _Pace(column(config.trade_rate) if rules.has_rate else None,
+                 column(config.no_trade_band) if rules.has_band else None)  # fmt: skip
 
 
 def _clean_actions(actions: Tensor, dtype: torch.dtype) -> Tensor:
@@ -582,7 +604,8 @@ def target_holdings(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tens
     price = price.to(torch.float64).expand_as(holdings)
     rules = _Rules(**_mapping_rules(config, holdings.shape[-1]), buy_cost=0.0, sell_cost=0.0, reward_scale=1.0,
                    initial_cash=float(config.initial_cash), account_low=0.0, account_high=1.0)  # fmt: skip
-    sells, buys = _orders(_clean_actions(actions, torch.float64), holdings, price, cash.to(torch.float64), rules)
+    pace = _pace_of(config, rules, holdings.shape[0], holdings.device)
+    sells, buys = _orders(_clean_actions(actions, torch.float64), holdings, price, cash.to(torch.float64), rules, pace)
     return holdings - sells + buys
 
 
@@ -622,11 +645,12 @@ class _Side(NamedTuple):
 
 
 def _fill(
-    state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules
+    state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules,
+    pace: _Pace | None = None,
 ) -> _Fill:
     """Settle sells then buys at `price`, charging every cost term; see the module docstring."""
     holdings = state.holdings
-    sells, buys = _orders(actions, holdings, price, state.cash, rules)
+    sells, buys = _orders(actions, holdings, price, state.cash, rules, pace)
     guard = guard.unsqueeze(-1)
     sells = torch.where(guard, holdings.clamp_min(0.0), sells)
     buys = torch.where(guard, torch.zeros_like(buys), buys)
@@ -1000,7 +1024,8 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
         market = _Market(tables.half_spread, tables.impact, tables.fill_cap, bars=t1)
     else:
         market = _Market(_row(tables.half_spread, t1), _row(tables.impact, t1), _row(tables.fill_cap, t1))
-    fill = _fill(state, actions, price, tradable, guard, market, rules)
+    pace = _Pace(tables.trade_rate, tables.band) if (rules.has_rate or rules.has_band) else None
+    fill = _fill(state, actions, price, tradable, guard, market, rules, pace)
     holdings = fill.holdings
 
     close = tables.close.index_select(0, t1).double()
@@ -1190,6 +1215,9 @@ class StockTradingVecEnv:
             fused=bool(compile),
             native=has_costs and self.device.type == "cpu" and native.available(),
         )
+        pace = _pace_of(config, self._rules, self.num_envs, self.device)
+        if pace is not None:
+            self._tables = self._tables._replace(trade_rate=pace.rate, band=pace.band)
         kernel = functools.partial(_step_kernel, rules=self._rules)
         options = _compile_options(self.device)
         self._kernel = torch.compile(kernel, dynamic=False, options=options) if compile else kernel
@@ -1393,6 +1421,28 @@ class StockTradingVecEnv:
         fee = _commission_before_caps(torch.zeros_like(buys), buys, buys, price, rules)
         rate = _slippage(buys.clone(), market, in_place=True)
         return _buys_within_cash(buys, price, cash, rate, fee, market, rules)[0]
+
+    def set_pace(self, trade_rate: Tensor | None = None, no_trade_band: Tensor | None = None) -> None:
+        """Give each sub-environment its own trade rate and/or no-trade band (float [E] each),
+        instead of the config's one for all: several candidates of a grid step as one batch.
+
+        Only what the config already turns on can vary (a rate below 1, a band above 0: the
+        kernel is built without the others); values are checked as `EnvConfig` checks its own.
+        """
+        for name, given, field, on in (("trade_rate", trade_rate, "trade_rate", self._rules.has_rate),
+                                       ("no_trade_band", no_trade_band, "band", self._rules.has_band)):  # fmt: skip
+            if given is None:
+                continue
+            if not on:
+                raise UserError(f"StockTradingVecEnv.set_pace: {name} varies only when the config sets one "
+                                f"(EnvConfig.{name} {'below 1' if name == 'trade_rate' else 'above 0'})")  # fmt: skip
+            values = torch.as_tensor(given, dtype=torch.float64, device=self.device).reshape(-1, 1)
+            if values.shape[0] != self.num_envs:
+                raise UserError(f"StockTradingVecEnv.set_pace: {name} needs {self.num_envs} values, got {values.shape[0]}")
+            high = 1.0 if name == "trade_rate" else math.inf
+            if not bool(((values >= 0) & (values <= high)).all()):
+                raise UserError(f"StockTradingVecEnv.set_pace: {name} must lie in [0, {high:g}]")
+            self._tables = self._tables._replace(**{field: values.contiguous()})
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Advance every sub-environment by one bar.

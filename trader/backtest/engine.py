@@ -293,11 +293,12 @@ def run_backtest(
     panel, period_name = select_period(data, period)
     require_bars(panel)
     chosen = _resolve_baselines(panel, baselines)
-    oracle = oracle_schedule(data, panel) if "oracle" in chosen else None
+    oracle = oracle_schedule(data, panel) if {"oracle", "oracle_costs"} & set(chosen) else None
+    slow = oracle_under_costs(data, config, device) if "oracle_costs" in chosen else None
     loaded: dict[str, Any] = {}
-    groups = _build_groups(panel, policies or {}, chosen, config, device, oracle, loaded)
+    groups = _build_groups(panel, policies or {}, chosen, config, device, oracle, loaded, slow)
     multiples = [k for k in config.breakeven_multiples if k != 1.0]
-    scaled = [_build_groups(panel, policies or {}, chosen, config.at_multiple(k), device, oracle, loaded)
+    scaled = [_build_groups(panel, policies or {}, chosen, config.at_multiple(k), device, oracle, loaded, slow)
               for k in multiples]  # fmt: skip
     for built in (groups, *scaled):
         _place_books(built, initial_books or {}, panel)
@@ -340,17 +341,79 @@ def oracle_schedule(data: MarketData, panel: MarketData, spec: Any = None) -> Ac
     return ActionSchedule(weights[offset : offset + panel.num_bars])
 
 
+ORACLE_RATES = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005)
+"""The trade rates tried for the oracle under costs (`oracle_under_costs`), with no band."""
+ORACLE_BANDS = (0.1, 0.25, 0.5, 1.0, 2.0)
+"""The no-trade bands per stock tried for the oracle under costs, at rate 1, in units of 1 / N
+(the planted rule's weights are rank scores of size about 1 / N)."""
+
+
+@dataclass(frozen=True)
+class SlowOracle:
+    """The oracle under costs: the rules it trades through and where they were fitted."""
+
+    rules: EnvConfig
+    fitted_on: str  # the period and its Sharpe ratio, for the report
+    sharpe: float
+
+
+_ORACLE_FITS: dict[tuple[Any, ...], SlowOracle] = {}
+
+
+def oracle_rules(rate: float = 1.0, band: float = 0.0) -> EnvConfig:
+    """The env rules of the planted rule's weights: weights mode, short selling, through trade rate
+    `rate` and a no-trade band of `band` per stock (a weight)."""
+    return EnvConfig(action_mode="weights", short_selling=True, features=("close",), trade_rate=rate, no_trade_band=band)
+
+
+def oracle_under_costs(data: MarketData, config: BacktestConfig, device: torch.device) -> SlowOracle:
+    """The planted rule traded through the trade rate or no-trade band (`EnvConfig.trade_rate`,
+    `no_trade_band`) that maximise its net Sharpe ratio on the training period, under `config`'s
+    cost model: every rate of `ORACLE_RATES` without a band, every band of `ORACLE_BANDS` at rate 1.
+
+    The training period is ``data.period("train")`` (the whole panel when `data` has no split, which
+    the report says). The candidates are the rows of one env (`StockTradingVecEnv.set_pace`), stepped
+    once through the training bars, once per process for a given data set, period and cost model (the
+    fit is remembered)."""
+    try:
+        train, where = data.period("train"), "the training period"
+    except DataError:
+        train, where = data, "the backtest period itself (the data has no training period)"
+    costs = config.named_costs
+    key = (data.name, train.start, train.end, train.num_tickers, costs.buy_cost, costs.sell_cost, costs.costs,
+           float(config.initial_cash), device.type)  # fmt: skip
+    if key in _ORACLE_FITS:
+        return _ORACLE_FITS[key]
+    n = train.num_tickers
+    grid = [(rate, 0.0) for rate in ORACLE_RATES] + [(1.0, b / n) for b in ORACLE_BANDS]
+    fit = replace(config, record_positions="day", cost_multiples=())
+    group = _Group(data=train, rules=fit.env_config(oracle_rules(0.5, 1.0 / n)))  # rate and band on: set per row
+    schedule = oracle_schedule(data, train)
+    group.members.extend(_Member(StrategyInfo(f"candidate{k}", "", "baseline", ""), k) for k in range(len(grid)))
+    group.callers.append(_Caller(schedule, 0, len(grid)))
+    group.env = StockTradingVecEnv(train, num_envs=len(grid), device=device, config=group.rules, compile=config.compile)
+    group.env.set_pace(torch.tensor([r for r, _ in grid]), torch.tensor([b for _, b in grid]))
+    records = _simulate([group], train.timestamps, "day", device, positions_of=0)
+    sharpes = _sharpe_ratios(train, [group], records, fit).fillna(-np.inf).to_numpy()
+    best = int(np.argmax(sharpes))
+    chosen = oracle_rules(*grid[best])
+    _ORACLE_FITS[key] = SlowOracle(chosen, f"{where}, {train.start:%Y-%m-%d} .. {train.end:%Y-%m-%d}",
+                                   float(sharpes[best]))  # fmt: skip
+    return _ORACLE_FITS[key]
+
+
 def _resolve_baselines(data: MarketData, baselines: Sequence[str] | None) -> tuple[str, ...]:
     if baselines is None:
         return tuple(b for b in BASELINES if (b != "benchmark" or data.benchmark is not None)
-                     and (b != "oracle" or _has_edge(data)))  # fmt: skip
+                     and (b not in ("oracle", "oracle_costs") or _has_edge(data)))  # fmt: skip
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
         raise UserError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
     if "benchmark" in baselines and data.benchmark is None:
         raise DataError(f"data set {data.name!r} has no benchmark series; drop the 'benchmark' strategy")
-    if "oracle" in baselines and not _has_edge(data):
-        raise DataError(f"data set {data.name!r} has no planted edge; drop the 'oracle' strategy")
+    for oracle in ("oracle", "oracle_costs"):
+        if oracle in baselines and not _has_edge(data):
+            raise DataError(f"data set {data.name!r} has no planted edge; drop the {oracle!r} strategy")
     return tuple(dict.fromkeys(baselines))
 
 
@@ -362,10 +425,12 @@ def _build_groups(
     device: torch.device,
     oracle: ActionSchedule | None = None,
     loaded: dict[str, Any] | None = None,
+    slow: SlowOracle | None = None,
 ) -> list[_Group]:
     """Strategies grouped by (panel, trading rules), each group with its env built.
 
-    `oracle` is the "oracle" baseline's schedule (`oracle_schedule`) when it is asked for.
+    `oracle` is the planted rule's schedule (`oracle_schedule`) when "oracle" or "oracle_costs" is
+    asked for; `slow` the rules of "oracle_costs" (`oracle_under_costs`).
     `loaded` keeps the checkpoints loaded by an earlier call (the groups of each cost
     multiple are built by one call each; a checkpoint is read once).
     """
@@ -418,11 +483,19 @@ def _build_groups(
             info = StrategyInfo(name, f"{data.benchmark_name or 'Benchmark'} buy-and-hold", "baseline",
                                 "benchmark close, target weight 1, bought once" + dropped)
         elif name == "oracle":
-            target = group("stocks", data, config.env_config(EnvConfig(action_mode="weights", short_selling=True,
-                                                                       features=("close",))))  # fmt: skip
+            target = group("stocks", data, config.env_config(oracle_rules()))
             decide = oracle
             info = StrategyInfo(name, "Oracle (the planted rule)", "baseline",
                                 "the planted edge's dollar-neutral target weights, rebalanced every bar")  # fmt: skip
+        elif name == "oracle_costs":
+            target = group("stocks", data, config.env_config(slow.rules))
+            decide = oracle
+            how = (f"trade rate {slow.rules.trade_rate:g}" if slow.rules.no_trade_band == 0
+                   else f"no-trade band {slow.rules.no_trade_band * data.num_tickers:g}/N per stock")  # fmt: skip
+            info = StrategyInfo(name, f"Oracle under costs ({how})", "baseline",
+                                f"the planted edge's dollar-neutral weights as the aim, traded at the {how} that "
+                                f"maximises its net Sharpe ratio ({slow.sharpe:.2f}) on {slow.fitted_on} under this "
+                                f"backtest's cost model")  # fmt: skip
         elif name == "equal_weight":
             target = group("stocks", data, baseline_rules)
             decide = BuyAndHold(equal, config.buy_cost)
