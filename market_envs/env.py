@@ -519,16 +519,16 @@ def _toward_aim(aim_value: Tensor, held_value: Tensor, value: Tensor, pace: _Pac
     the aim `aim_value` ([E, N], at the fill price), through the no-trade band and at the trade
     rate (`EnvConfig.no_trade_band`, `trade_rate`); `value` [E, 1] is the portfolio's at the fill
     price, the band's unit."""
-    gap = aim_value - held_value
+    gap = aim_value.sub_(held_value)  # in place: both are [E, N] tensors of this step (few passes, eager)
     if pace.band is not None:
         room = value.abs() * pace.band
         if rules.book_band:  # to the edge of the ball sum |aim - w| <= band
             distance = gap.abs().sum(-1, keepdim=True)
-            gap = gap * (1.0 - room / distance.clamp_min(1e-300)).clamp_min(0.0)
+            gap = gap.mul_((1.0 - room / distance.clamp_min(1e-300)).clamp_min(0.0))
         else:  # each stock to the edge of its own band: the part of the gap beyond +-band
-            gap = gap - torch.minimum(torch.maximum(gap, -room), room)
+            gap = gap.sub_(torch.clamp(gap, -room, room))
     if pace.rate is not None:
-        gap = gap * pace.rate
+        gap = gap.mul_(pace.rate)
     return gap
 
 
@@ -545,7 +545,7 @@ def _orders(
         else:
             held = holdings * price
             value_at_fill = (cash + held.sum(-1)).unsqueeze(-1)
-            delta = _toward_aim(weights * value_at_fill, held, value_at_fill, pace, rules) / price
+            delta = _toward_aim(weights * value_at_fill, held, value_at_fill, pace, rules).div_(price)
     else:
         delta = torch.trunc(actions * rules.max_shares)
     sells = (-delta).clamp_min(0.0)

@@ -55,7 +55,8 @@ def market_rules(cost: float = 0.0, episode_length: int = 390, features: tuple[s
     )
 
 
-def edge_rules(edge: dict[str, Any] | None, cost: float = 0.0, episode_length: int = 390) -> EnvConfig:
+def edge_rules(edge: dict[str, Any] | None, cost: float = 0.0, episode_length: int = 390,
+               num_stocks: int | None = None) -> EnvConfig:  # fmt: skip
     """`market_rules` for a data set whose meta carries a planted edge (``data.meta["edge"]``):
     the agents observe the return t-statistic over the edge's horizon, and trade
     market-neutral, as the dollar-neutral oracle does: the per-stock network's shared

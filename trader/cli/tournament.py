@@ -17,7 +17,15 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from trader.cli import app
-from trader.cli.options import CostSetOption, CostsOption, resolve_costs
+from trader.cli.options import (
+    CostSetOption,
+    CostsOption,
+    NoTradeBandOption,
+    TradeRateOption,
+    WeightsMapOption,
+    resolve_costs,
+    with_aim_rules,
+)
 from trader.errors import UserError
 from trader.names import ALGOS
 
@@ -50,6 +58,9 @@ def tournament_command(
     cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 5e-4,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
+    trade_rate: TradeRateOption = None,
+    no_trade_band: NoTradeBandOption = None,
+    weights_map: WeightsMapOption = None,
 ) -> None:
     """Train a population of pods on dask, rank them, breed new ones; backtest the best."""
     from tournament import TournamentConfig
@@ -79,6 +90,8 @@ def tournament_command(
             steps=values.get("pod_steps", defaults.pod_steps), num_envs=values.get("num_envs", defaults.num_envs),
             env_config=values.get("env_config"), algo_configs=values.get("algo_configs"),
         )  # fmt: skip
+    if (trade_rate, no_trade_band, weights_map) != (None, None, None):
+        values["env_config"] = with_aim_rules(values.get("env_config"), weights_map, trade_rate, no_trade_band)
     named = resolve_costs(costs, cost_set)
     if named is not None:
         _apply_costs(values, named)

@@ -14,7 +14,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from trader.cli import app
-from trader.cli.options import CostSetOption, CostsOption, resolve_costs
+from trader.cli.options import (
+    CostSetOption,
+    CostsOption,
+    NoTradeBandOption,
+    TradeRateOption,
+    WeightsMapOption,
+    resolve_costs,
+    with_aim_rules,
+)
 from trader.errors import UserError
 from trader.names import ALGOS
 
@@ -37,6 +45,9 @@ def train_command(
     cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 0.0005,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
+    trade_rate: TradeRateOption = None,
+    no_trade_band: NoTradeBandOption = None,
+    weights_map: WeightsMapOption = None,
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader.agents import make_config
@@ -53,6 +64,9 @@ def train_command(
         env_config, configs = apply_preset(preset, dataset, cost, [algo], steps=steps, num_envs=num_envs,
                                            algo_configs={algo: overrides})  # fmt: skip
         overrides = configs[algo]
+    if dataset is None and (trade_rate, no_trade_band, weights_map) != (None, None, None):
+        raise UserError("--trade-rate, --no-trade-band and --weights-map apply to market data sets (--dataset)")
+    env_config = with_aim_rules(env_config, weights_map, trade_rate, no_trade_band)
     named = resolve_costs(costs, cost_set)
     if named is not None:
         if dataset is None:
