@@ -132,7 +132,7 @@ def backtest(data: MarketData, agents: dict[str, Agent], rules: EnvConfig, perio
             "unfilled": costs["unfilled_share"] or 0.0,
             "label": result.strategies[name].label,
         }
-        if name == "ppo-null" or name.startswith("ppo-null"):
+        if name.startswith("ppo-null"):
             rows[name]["daily_returns"] = result.daily_returns[name].to_numpy().tolist()
     return rows
 
@@ -286,35 +286,37 @@ def main(argv: list[str]) -> int:
         for label, turnover in untrained_turnover(full, env_set, algo_set, args.seeds).items():
             print(f"| {label} | {turnover:.2f} |", flush=True)
         return 0
-    results: dict[int, dict[str, Any]] = {}
     seconds: dict[str, float] = {}
+    edge_agents: dict[str, Agent] = {}
+    null_agents: dict[str, Agent] = {}
     with tempfile.TemporaryDirectory() as tmp:
         runs = args.runs if args.runs is not None else Path(tmp)
         for seed in args.seeds:
             jobs = [("ppo-costs", "ppo", full, True)] + ([] if args.no_zero else [("ppo-zero", "ppo", full, False)])
             jobs += [(f"{a}-costs", a, full, True) for a in args.algos if a != "ppo"]
             jobs += [] if args.no_null else [("ppo-null", "ppo", null, True)]
-            agents: dict[str, Agent] = {}
             for name, algo, data, costly in jobs:
                 steps = args.ppo_steps if algo == "ppo" else args.offpolicy_steps
                 agent, took = train_agent(algo, data, training_rules(data, costly, env_set), steps, args.num_envs, seed,
                                           runs / f"{name}-{seed}", algo_set)  # fmt: skip
-                agents[name] = agent
+                (null_agents if name == "ppo-null" else edge_agents)[f"{name}-s{seed}"] = agent
                 seconds[f"{name}-{seed}"] = took
                 print(f"  {'trained' if took else 'reused'} {name} seed {seed}" + (f": {took:.0f} s" if took else ""), flush=True)
-            rules = training_rules(full, True, env_set)
-            edge_agents = {k: v for k, v in agents.items() if k != "ppo-null"}
-            start = time.perf_counter()
-            results[seed] = {period: backtest(full, edge_agents, rules, period, oracles=True)
-                             for period in ("validation", "test")}  # fmt: skip
-            if "ppo-null" in agents:
-                results[seed]["null_test"] = backtest(null, {"ppo-null": agents["ppo-null"]},
-                                                      training_rules(null, True, env_set), "test", oracles=False)  # fmt: skip
-            print(f"  backtested seed {seed}: {time.perf_counter() - start:.0f} s", flush=True)
-            for period in ("validation", "test"):
-                rows = results[seed][period]
-                print("    " + period + ": " + "; ".join(f"{k} {r['sharpe']:.2f} (turnover {r['turnover']:.2f})"
-                                                      for k, r in rows.items()), flush=True)  # fmt: skip
+    # one backtest per period holds every seed's agents (rows of one env) and the two oracles
+    start = time.perf_counter()
+    rows = {period: backtest(full, edge_agents, training_rules(full, True, env_set), period, oracles=True)
+            for period in ("validation", "test")}  # fmt: skip
+    if null_agents:
+        rows["null_test"] = backtest(null, null_agents, training_rules(null, True, env_set), "test", oracles=False)
+    print(f"  backtested: {time.perf_counter() - start:.0f} s", flush=True)
+    results: dict[int, dict[str, Any]] = {}
+    for seed in args.seeds:
+        results[seed] = {}
+        for period, table in rows.items():
+            mine = {name.removesuffix(f"-s{seed}"): row for name, row in table.items() if name.endswith(f"-s{seed}")}
+            results[seed][period] = {**mine, **{k: v for k, v in table.items() if k.startswith("oracle")}}
+            print(f"    seed {seed} {period}: " + "; ".join(f"{k} {r['sharpe']:.2f} (turnover {r['turnover']:.2f})"
+                                                          for k, r in results[seed][period].items()), flush=True)  # fmt: skip
     if args.no_null or args.no_zero:
         text, claims, summary = "", [], {}
         print("\n" + header + "\n" + json.dumps({s: {p: {k: {kk: vv for kk, vv in r.items() if kk != "daily_returns"}

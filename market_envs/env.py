@@ -26,7 +26,10 @@ Timing, for one sub-environment at bar t (all prices from ``data``):
    cover leaves it below 0 (a debt, repaid by the next sales), which needs short
    selling.
 6. The reward is the change of the portfolio value marked at the close, from bar t
-   to bar t+1, times ``reward_scale``.
+   to bar t+1, times ``reward_scale`` (``EnvConfig.reward="value"``, the default). With
+   ``reward="aim"`` (weights mode) it is instead what the step's **aim** portfolio earns
+   over bar t+1, ``value at the fill x sum_i aim_i x (close_i / open_i - 1)``, less every
+   cost paid in the step, times ``reward_scale``: see `EnvConfig.reward`.
 
 ``info`` of a step, every entry [E] in the data's currency unless stated: ``t`` (bar
 t+1), ``value``, ``cash``, ``holdings`` [E, N], ``turnover`` (value traded / value at
@@ -129,6 +132,7 @@ PRICE_LIKE_FEATURES = frozenset(
 ACTION_MODES = ("shares", "weights")
 WEIGHTS_MAPS = ("normalized", "linear")
 BAND_SCOPES = ("stock", "book")
+REWARDS = ("value", "aim")
 LINEAR_WEIGHT_SCALE = 2.0
 """``weights_map="linear"``: an action of +-1 asks for this many times ``max_leverage / N`` of the
 value in one stock. 2, so that the planted rules' rank weights (at most sqrt(3) / N of a gross-1
@@ -189,6 +193,18 @@ class EnvConfig:
         its weight and its aim: nothing is bought or sold past the aim.
     :param band_scope: ``"stock"`` or ``"book"``, see `no_trade_band`.
     :param reward_scale: reward = change of portfolio value x this (1e-4 as in FinRL).
+    :param reward: ``"value"``: the change of the portfolio value (the default; the
+        backtest's measure). ``"aim"`` (weights mode): a training reward that credits each
+        action with its own effect when the book moves toward the aim slowly: the return
+        of bar t+1 (fill to close) on the aim portfolio, at the value at the fill, less the
+        costs paid in the step (all terms, borrow included). Under a trade rate kappa the
+        book is an average of recent aims, so its profit over time is about the aims'
+        profit, lagged: the aim's own return credits an action at once, while the change
+        of value mixes in the positions that earlier actions built (at kappa = 0.05, 95% of
+        the position, and of its noise, is not this action's). With it a discount of 0
+        still values a position that pays its cost now and earns later: an aim away from
+        the book pays ``kappa x cost`` per step while the book converges and earns the
+        aim's return every step it is held.
     :param episode_length: steps per episode; None runs to the end of the data. An
         episode that would pass the last bar is truncated there.
     :param random_start: True: each (re)start draws the first bar uniformly among
@@ -224,6 +240,7 @@ class EnvConfig:
     buy_cost: float = 0.001
     sell_cost: float = 0.001
     reward_scale: float = 1e-4
+    reward: Literal["value", "aim"] = "value"
     episode_length: int | None = None
     random_start: bool = True
     short_selling: bool = False
@@ -259,6 +276,10 @@ class EnvConfig:
                 raise ConfigError(f"EnvConfig.{key} must be in [0, 1), got {rate}")
         if not math.isfinite(self.reward_scale):
             raise ConfigError(f"EnvConfig.reward_scale must be finite, got {self.reward_scale}")
+        if self.reward not in REWARDS:
+            raise ConfigError(f"EnvConfig.reward must be one of {REWARDS}, got {self.reward!r}")
+        if self.reward == "aim" and self.action_mode != "weights":
+            raise ConfigError("EnvConfig.reward='aim' needs action_mode='weights' (it rewards the aim portfolio)")
         length = self.episode_length
         if length is not None and (int(length) != length or length < 1):
             raise ConfigError(f"EnvConfig.episode_length must be a positive integer or None, got {self.episode_length}")
@@ -378,6 +399,7 @@ class _Rules:
     has_rate: bool = False  # a trade rate below 1 (`_Tables.trade_rate`)
     has_band: bool = False  # a no-trade band (`_Tables.band`)
     book_band: bool = False  # the band bounds sum |aim - w| (else each |aim_i - w_i|)
+    aim_reward: bool = False  # EnvConfig.reward == "aim"
 
 
 # --------------------------------------------------------------------- precompute
@@ -1036,7 +1058,13 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
         borrow = torch.zeros_like(fill.cash)
         cash = fill.cash
     value = cash + (holdings * close).sum(-1)
-    reward = ((value - state.value) * rules.reward_scale).float()
+    if rules.aim_reward:  # the aim's return over the bar, at the value at the fill, less the step's costs
+        value_at_fill = state.cash + (state.holdings * price).sum(-1)
+        earned = value_at_fill * (_aim_weights(actions, rules) * (close / price - 1.0)).sum(-1)
+        paid = fill.commission + fill.spread + fill.impact + borrow
+        reward = ((earned - paid) * rules.reward_scale).float()
+    else:
+        reward = ((value - state.value) * rules.reward_scale).float()
     terminated = value <= 0.0
     truncated = (t1 >= state.end) & ~terminated
     done = terminated | truncated
@@ -1204,6 +1232,7 @@ class StockTradingVecEnv:
             sell_cost=float(config.sell_cost),
             reward_scale=float(config.reward_scale),
             initial_cash=float(config.initial_cash),
+            aim_reward=config.reward == "aim",
             account_low=-float(config.feature_clip) if config.short_selling else 0.0,
             account_high=float(config.feature_clip) if config.short_selling else 1.0,
             per_order_commission=costs.per_order_commission,

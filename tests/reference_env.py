@@ -140,6 +140,10 @@ class ReferenceEnv:
         self.t = bar
         self.value = self.portfolio_value(bar)
         reward = (self.value - previous_value) * cfg.reward_scale
+        if cfg.reward == "aim":  # the aim's return over the bar, at the value at the fill, less the costs
+            aim, value_at_fill = self.aim_and_value
+            earned = value_at_fill * sum(aim[i] * (self.close[bar, i] / price[i] - 1.0) for i in range(self.n))
+            reward = (earned - (commission + spread_paid + impact_paid + borrow)) * cfg.reward_scale
         terminated = self.value <= 0.0
         truncated = (not terminated) and self.t >= self.end
         info = {
@@ -177,6 +181,7 @@ class ReferenceEnv:
                 longs = [min(1.0, max(0.0, a)) * scale for a in action]
                 weights = [w / max(1.0, sum(longs)) for w in longs]
             value_at_fill = self.cash + sum(self.holdings[i] * price[i] for i in range(self.n))
+            self.aim_and_value = (weights, value_at_fill)
             if cfg.trade_rate == 1.0 and cfg.no_trade_band == 0.0:  # all the way to the aim
                 delta = [weights[i] * value_at_fill / price[i] - self.holdings[i] for i in range(self.n)]
             else:

@@ -146,6 +146,24 @@ def test_the_trade_rate_moves_that_share_of_the_way_after_the_band(rate):
     torch.testing.assert_close(info["holdings"][0] * price / value, before + rate * beyond, rtol=1e-9, atol=1e-12)
 
 
+def test_the_aim_reward_at_rate_one_is_the_change_of_value_from_the_fill_to_the_close():
+    """reward="aim": with the book rebalanced to the aim in full and nothing charged, the aim's return
+    over the bar is the book's: the value at the close less the value at the fill."""
+    config = EnvConfig(**FREE, reward="aim", reward_scale=1.0, market_neutral=True)
+    env = _start(config, [0.2, -0.1, 0.0, 0.1])
+    value_at_fill = float(env.cash + (env.holdings[0] * PANEL.open[1].double()).sum())
+    _, reward, _, _, info = env.step(torch.tensor([[0.4, -0.3, 0.2, -0.1]]))
+    assert reward.item() == pytest.approx(info["value"].item() - value_at_fill, rel=1e-5, abs=1e-3)
+    slow = _start(replace(config, trade_rate=0.1, weights_map="linear", costs=EVERY_COST), [0.2, -0.1, 0.0, 0.1])
+    _, reward, _, _, info = slow.step(torch.tensor([[0.4, -0.3, 0.2, -0.1]]))
+    aim = torch.tensor([0.4, -0.3, 0.2, -0.1], dtype=torch.float64)
+    aim = (aim - aim.mean()) * 2 / 4
+    earned = value_at_fill * float((aim * (PANEL.close[1].double() / PANEL.open[1].double() - 1)).sum())
+    assert reward.item() == pytest.approx(earned - info["costs"].item(), rel=1e-5, abs=1e-3)
+    with pytest.raises(ConfigError, match="reward='aim' needs action_mode='weights'"):
+        EnvConfig(reward="aim")
+
+
 # ------------------------------------------------------------------ the reference env
 
 
@@ -153,8 +171,9 @@ def test_the_trade_rate_moves_that_share_of_the_way_after_the_band(rate):
 @pytest.mark.parametrize(
     "aim", [dict(weights_map="linear", trade_rate=0.3), dict(no_trade_band=0.02),
             dict(weights_map="linear", trade_rate=0.5, no_trade_band=0.01),
-            dict(trade_rate=0.7, no_trade_band=0.05, band_scope="book")],
-    ids=["linear-rate", "band", "linear-rate-band", "rate-book-band"],
+            dict(trade_rate=0.7, no_trade_band=0.05, band_scope="book"),
+            dict(weights_map="linear", trade_rate=0.2, reward="aim")],
+    ids=["linear-rate", "band", "linear-rate-band", "rate-book-band", "aim-reward"],
 )  # fmt: skip
 def test_equals_reference_with_every_cost_term_and_the_new_action(aim, short_selling):
     config = EnvConfig(

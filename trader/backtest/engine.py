@@ -355,6 +355,7 @@ class SlowOracle:
     rules: EnvConfig
     fitted_on: str  # the period and its Sharpe ratio, for the report
     sharpe: float
+    candidates: tuple[tuple[float, float, float], ...] = ()  # (rate, band, net Sharpe on the fit period) of each
 
 
 _ORACLE_FITS: dict[tuple[Any, ...], SlowOracle] = {}
@@ -398,7 +399,7 @@ def oracle_under_costs(data: MarketData, config: BacktestConfig, device: torch.d
     best = int(np.argmax(sharpes))
     chosen = oracle_rules(*grid[best])
     _ORACLE_FITS[key] = SlowOracle(chosen, f"{where}, {train.start:%Y-%m-%d} .. {train.end:%Y-%m-%d}",
-                                   float(sharpes[best]))  # fmt: skip
+                                   float(sharpes[best]), tuple((r, b, float(x)) for (r, b), x in zip(grid, sharpes)))  # fmt: skip
     return _ORACLE_FITS[key]
 
 

@@ -44,12 +44,13 @@ TABLE_COLUMNS = (
     "annual_return",
     "annual_volatility",
     "sharpe_ratio",
+    "turnover",
     "sortino_ratio",
     "max_drawdown",
     "calmar_ratio",
-    "turnover",
 )
-"""The metrics printed in the terminal and Markdown tables (report.json holds them all)."""
+"""The metrics printed in the terminal and Markdown tables (report.json holds them all); turnover
+beside the Sharpe ratio, since under costs the one is read with the other."""
 
 
 def format_value(metric: str, value: float) -> str:
