@@ -6,7 +6,7 @@ keeps a net Sharpe ratio of about 8 to 10: its recipe says where the figures com
 for each seed:
 
 - **ppo-costs**: PPO trained under `institutional` costs (`market_envs.costs.cost_model`),
-  with the market preset (`trader.presets`: the action that can hold, its discount);
+  with the ``market-costs`` preset (`trader.presets`: the action that can hold and its reward);
 - **ppo-zero**: the same agent (same seed, same rules) trained at zero cost;
 - **sac-costs** / **td3-costs** (``--algos``): SAC or TD3 trained under the model;
 - **ppo-null**: PPO trained under the model on the edge-free twin ``synthetic-minute-costs``.
@@ -62,7 +62,7 @@ from trader import stats
 from trader.agents import Agent, make_agent, make_config
 from trader.agents.checkpoint import load_agent
 from trader.backtest import BacktestConfig, run_backtest
-from trader.presets import REWARD_SCALE, edge_rules, market_algo_config
+from trader.presets import COSTS_TRADE_RATE, HOLDING, REWARD_SCALE, edge_rules, market_algo_config
 from trader.train import train
 
 DATASET = "synthetic-edge-minute-costs"
@@ -85,7 +85,8 @@ MAPPINGS = {
 def training_rules(data: MarketData, costly: bool, env_set: dict[str, Any]) -> EnvConfig:
     """The preset's rules for `data` (with `--env-set`), at `CAPITAL`, rewards in bp of the capital,
     under `MODEL` (`costly`) or at zero cost."""
-    base = replace(edge_rules(data.meta.get("edge"), num_stocks=data.num_tickers), initial_cash=CAPITAL,
+    holding = {**HOLDING, "trade_rate": COSTS_TRADE_RATE}  # the market-costs preset (trader.presets)
+    base = replace(edge_rules(data.meta.get("edge"), **holding), initial_cash=CAPITAL,
                    reward_scale=REWARD_SCALE * 1e6 / CAPITAL)  # fmt: skip
     base = replace(base, **env_set)
     if not costly:

@@ -26,3 +26,28 @@ def test_bad_aim_flags_exit_2_with_one_line(command, flags, fragment, tmp_path, 
     err = capsys.readouterr().err.strip()
     assert fragment in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run" / "config.toml").exists()
+
+
+def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
+    """--preset market-costs: the linear aim, the aim reward and the preset's trade rate, recorded in
+    config.toml; --trade-rate and --no-trade-band go on top; the run's rules read back equal."""
+    import tomllib
+
+    from test_train_cli import TINY_EDGE_RECIPE
+
+    from market_envs.env import EnvConfig
+    from trader.backtest.engine import recorded_rules
+    from trader.presets import COSTS_TRADE_RATE
+
+    recipe = tmp_path / "edge.toml"
+    recipe.write_text(TINY_EDGE_RECIPE)
+    for flags, rate in (([], COSTS_TRADE_RATE), (["--trade-rate", "0.3", "--no-trade-band", "0.01"], 0.3)):
+        run_dir = tmp_path / f"run-{rate}"
+        code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--preset", "market-costs", "--steps", "256",
+                     "--num-envs", "4", "--eval-every", "0", "--run-dir", str(run_dir), *flags])  # fmt: skip
+        assert code == 0
+        rules = tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"]
+        assert (rules["weights_map"], rules["reward"], rules["trade_rate"]) == ("linear", "aim", rate)
+        config = recorded_rules(rules, "config.toml")
+        assert isinstance(config, EnvConfig) and config.trade_rate == rate
+        assert config.no_trade_band == (0.01 if flags else 0.0)

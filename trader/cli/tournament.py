@@ -54,7 +54,7 @@ def tournament_command(
     compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help="torch.compile the pods' env steps and networks: each worker compiles once, then steps faster (benchmarks/RESULTS.md, validation pass).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges (trader.presets); --config keys go on top.")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); --config keys go on top.")] = None,
     cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 5e-4,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],

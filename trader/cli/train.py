@@ -41,7 +41,7 @@ def train_command(
     eval_episodes: Annotated[int, typer.Option("--eval-episodes", help="Gymnasium validation episodes.")] = 5,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of algo config keys (or a run's config.toml).")] = None,
     compile: Annotated[bool, typer.Option("--compile", help="Use torch.compile (opt-in).")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges (trader.presets).")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets).")] = None,
     cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 0.0005,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
