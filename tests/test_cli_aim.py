@@ -48,6 +48,7 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
         assert code == 0
         rules = tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"]
         assert (rules["weights_map"], rules["reward"], rules["trade_rate"]) == ("linear", "aim", rate)
+        assert tomllib.loads((run_dir / "config.toml").read_text())["algo_config"]["init_log_std"] == -2.0
         config = recorded_rules(rules, "config.toml")
         assert isinstance(config, EnvConfig) and config.trade_rate == rate
         assert config.no_trade_band == (0.01 if flags else 0.0)

@@ -46,6 +46,13 @@ the book moves slowly toward it (benchmarks/RESULTS.md, "Learning under costs, w
 that can hold")."""
 
 
+COSTS_PPO = {"init_log_std": -2.0}
+"""The ``market-costs`` preset's PPO beside `market_algo_config`'s: exploration noise of standard
+deviation 0.14 on each stock's action (log-std -2 instead of -0.5). With the linear aim the noise's
+trades cost what its size says; started at -0.5 they cost more than the edge earns and PPO spends its
+budget shrinking them (benchmarks/RESULTS.md, "Learning under costs, with an action that can hold")."""
+
+
 def market_rules(cost: float = 0.0, episode_length: int = 390, features: tuple[str, ...] | None = (),
                  return_windows: tuple[int, ...] = (30,), reward_scale: float = REWARD_SCALE,
                  market_neutral: bool = False, **holding: Any) -> EnvConfig:  # fmt: skip
@@ -206,8 +213,9 @@ def apply_preset(
     rules = config_to_dict(preset_rules(name, dataset, cost))
     given = {algo: dict(values) for algo, values in (algo_configs or {}).items()}
     for algo in algos:
-        given[algo] = {**market_algo_config(algo, steps=steps, num_envs=num_envs), **given.get(algo, {})}
+        extra = COSTS_PPO if (name == "market-costs" and algo == "ppo") else {}
+        given[algo] = {**market_algo_config(algo, steps=steps, num_envs=num_envs), **extra, **given.get(algo, {})}
     return {**rules, **dict(env_config or {})}, given
 
 
-__all__ = ["COSTS_TRADE_RATE", "HOLDING", "PRESETS", "REWARD_SCALE", "apply_preset", "edge_rules", "market_algo_config", "market_rules", "preset_rules"]
+__all__ = ["COSTS_PPO", "COSTS_TRADE_RATE", "HOLDING", "PRESETS", "REWARD_SCALE", "apply_preset", "edge_rules", "market_algo_config", "market_rules", "preset_rules"]
