@@ -177,6 +177,8 @@ def deflated(daily: list[float], trials: int, trial_sharpes: list[float]) -> flo
     `trial_sharpes` (at least the zero-Sharpe null variance)."""
     returns = np.asarray(daily, dtype=float)
     moments = stats.sharpe_moments(returns)
+    if moments.reason is not None:  # too few days, constant returns: no DSR
+        return float("nan")
     spread = np.var(np.asarray(trial_sharpes) / np.sqrt(stats.TRADING_DAYS), ddof=1) if len(trial_sharpes) > 1 else 0.0
     variance = max(float(spread), stats.null_sharpe_variance(moments.days))
     return float(stats.deflated_sharpe_ratio(moments.sharpe, moments.days, trials, variance,
@@ -268,7 +270,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--runs", type=Path, default=None, help="keep (and reuse) each agent's training run here")
     args = parser.parse_args(argv)
     if args.quick:
-        args.seeds, args.ppo_steps, args.offpolicy_steps, args.num_envs = [0, 1], 4_096, 2_048, 16
+        args.seeds, args.ppo_steps, args.offpolicy_steps, args.num_envs = [0, 1], 2_048, 1_024, 8
     return args
 
 
