@@ -265,3 +265,65 @@ def test_the_new_fields_round_trip_through_the_config_codec():
                        no_trade_band=0.003, band_scope="book")  # fmt: skip
     assert config_from_dict(EnvConfig, config_to_dict(config)) == config
     assert np.isclose(config_to_dict(config)["trade_rate"], 0.25)
+
+
+# ------------------------------------------------------------------ every path: compiled, per row, gymnasium
+
+
+def test_compiled_step_equals_eager_with_the_new_action_and_every_cost_term():
+    config = EnvConfig(action_mode="weights", short_selling=True, market_neutral=True, weights_map="linear",
+                       trade_rate=0.3, no_trade_band=0.02, reward="aim", costs=EVERY_COST, initial_cash=30_000.0,
+                       episode_length=6)  # fmt: skip
+    actions = torch.rand(12, 3, 4, generator=torch.Generator().manual_seed(5)) * 2 - 1
+    runs = []
+    for compiled in (False, True):
+        env = StockTradingVecEnv(PANEL, 3, "cpu", config, compile=compiled)
+        env.reset(seed=9)
+        runs.append([env.step(a) for a in actions])
+    for eager, fused in zip(*runs, strict=True):
+        torch.testing.assert_close(fused[1], eager[1], rtol=1e-5, atol=1e-4)  # rewards
+        for key in ("holdings", "cash", "value", "costs"):
+            torch.testing.assert_close(fused[4][key], eager[4][key], rtol=1e-7, atol=1e-6)
+
+
+def test_set_pace_gives_each_row_the_rules_of_its_own_env():
+    """Rows with their own rate and band (`set_pace`, the oracle fit's grid) step as separate envs do."""
+    base = EnvConfig(**FREE, trade_rate=0.5, no_trade_band=0.01, costs=EVERY_COST, initial_cash=30_000.0)
+    pairs = [(0.5, 0.01), (1.0, 0.0), (0.1, 0.05)]
+    batched = StockTradingVecEnv(PANEL, 3, "cpu", base)
+    batched.set_pace(torch.tensor([r for r, _ in pairs]), torch.tensor([b for _, b in pairs]))
+    batched.reset()
+    alone = []
+    for rate, band in pairs:
+        env = StockTradingVecEnv(PANEL, 1, "cpu", replace(base, trade_rate=rate, no_trade_band=band))
+        env.reset()
+        alone.append(env)
+    for a in torch.rand(20, 1, 4, generator=torch.Generator().manual_seed(6)) * 2 - 1:
+        info = batched.step(a.expand(3, -1))[4]
+        for row, env in enumerate(alone):
+            single = env.step(a)[4]
+            torch.testing.assert_close(info["holdings"][row], single["holdings"][0], rtol=1e-7, atol=1e-6)  # rounding: x 1.0
+    with pytest.raises(Exception, match="varies only when the config sets one"):
+        StockTradingVecEnv(PANEL, 3, "cpu", EnvConfig(**FREE, trade_rate=0.5)).set_pace(no_trade_band=torch.zeros(3))
+    with pytest.raises(Exception, match="must lie in"):
+        batched.set_pace(trade_rate=torch.tensor([0.5, 1.5, 0.1]))
+
+
+def test_the_gymnasium_adapter_trades_with_the_new_action():
+    """SB3 trains on `GymStockTradingEnv`: the adapter passes gymnasium's checker with the new rules
+    and its steps are the batched env's."""
+    from gymnasium.utils.env_checker import check_env
+
+    from market_envs import GymStockTradingEnv
+
+    config = EnvConfig(action_mode="weights", short_selling=True, weights_map="linear", trade_rate=0.2,
+                       no_trade_band=0.01, reward="aim", episode_length=20, costs=EVERY_COST)  # fmt: skip
+    env = GymStockTradingEnv(PANEL, config)
+    check_env(env, skip_render_check=True)
+    assert env.vec_env.config == config
+    env.reset(seed=3)
+    held = env.vec_env.holdings.clone()
+    env.step(np.zeros(4, dtype=np.float32))  # the aim is the empty book: trade a share of the way there
+    assert torch.equal(env.vec_env.holdings, held)  # nothing held yet, nothing to unwind
+    env.step(np.ones(4, dtype=np.float32) * np.array([1, -1, 1, -1], dtype=np.float32))
+    assert (env.vec_env.holdings.abs() > 0).any()
