@@ -1,7 +1,7 @@
 """The podracer-trader dashboard: ``trader dashboard [RUNS_DIR]`` or ``streamlit run dashboards/app.py``.
 
 A Streamlit multipage app over run directories (docs/contracts.md): strategies,
-significance (is the edge real?), tournament, training and data. It reads only the runs folder's files
+significance (is the edge real?), tournament, walk-forward, training and data. It reads only the runs folder's files
 (`dashboards.runs`); the figures are plain functions (`dashboards.figures`), the
 pages in ``pages/`` arrange them.
 """

@@ -384,18 +384,33 @@ def learning_curve_figure(frames: Mapping[str, pd.DataFrame], column: str, x: st
     return figure
 
 
+VALIDATION_SCORE = "val_score"
+"""The evaluator's score on each evaluation row of metrics.parquet: the one that picks
+``checkpoints/best`` (the annualised Sharpe ratio on a market, the mean episodic return
+on a gymnasium env)."""
+
+
+def selection_table(selection: Mapping[str, object]) -> pd.DataFrame:
+    """A tournament's candidates (``selection.json``): validation score, PSR, whether the
+    pod cleared the membership bar, and its weight in the ensemble (0: not a member)."""
+    weights = dict(zip(selection["members"], selection["weights"]))
+    rows = [{"pod": c["pod_id"], "validation score": c["score"], "PSR": c["psr"], "qualified": c["qualified"],
+             "ensemble weight": weights.get(c["pod_id"], 0.0)} for c in selection["candidates"]]  # fmt: skip
+    return pd.DataFrame(rows).set_index("pod") if rows else pd.DataFrame()
+
+
 def throughput_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per run: env steps, seconds, median samples per second, best validation score."""
+    """Per run: env steps, seconds, median samples per second, and the best validation
+    score, the score that chose the run's best checkpoint (`VALIDATION_SCORE`)."""
     rows = []
     for name, frame in frames.items():
-        score_columns = [c for c in frame.columns if c.startswith("val_")]
-        best = frame[score_columns[0]].max() if score_columns else math.nan
+        best = frame[VALIDATION_SCORE].max() if VALIDATION_SCORE in frame else math.nan
         rows.append({
             "run": name,
             "steps": int(frame["step"].iloc[-1]) if len(frame) else 0,
             "seconds": float(frame["wall_time"].iloc[-1]) if len(frame) else math.nan,
             "samples/s (median)": float(frame["samples_per_s"].median()) if "samples_per_s" in frame else math.nan,
-            "best validation": float(best),
+            "best validation score": float(best),
         })
     return pd.DataFrame(rows).set_index("run") if rows else pd.DataFrame()
 

@@ -160,6 +160,15 @@ def load_leaderboard(run: Path) -> dict[str, Any]:
     return board
 
 
+def load_selection(run: Path) -> dict[str, Any]:
+    """``selection.json`` of a tournament (`tournament.selection`): the candidates, the
+    ensemble's members and the result, with the sentence that states it."""
+    path = run / rundir.SELECTION
+    values = read_json(path, version=rundir.SELECTION_VERSION)
+    require(values, ("candidates", "members", "weights", "result", "sentence"), path)
+    return values
+
+
 def load_pods(run: Path) -> pd.DataFrame:
     """``pods.parquet`` of a tournament: one row per pod."""
     path = run / rundir.PODS

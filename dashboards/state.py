@@ -55,6 +55,7 @@ LOADERS = {
     "training": lambda folder, name: runs.load_training(folder),
     "leaderboard": lambda folder, name: runs.load_leaderboard(folder),
     "pods": lambda folder, name: runs.load_pods(folder),
+    "selection": lambda folder, name: runs.load_selection(folder),
     "dataset_card": lambda folder, name: runs.load_dataset_card(folder),
     "trials": lambda folder, name: rundir.read_trials(folder / name),
     "walkforward": lambda folder, name: runs.load_walkforward(folder),
@@ -89,6 +90,13 @@ def pods(run: RunDir) -> pd.DataFrame:
     return _load("pods", run.path, rundir.PODS)
 
 
+def selection(run: RunDir) -> dict[str, Any] | None:
+    """A tournament's ``selection.json``; None when it has none (still running, or older)."""
+    if not (run.path / rundir.SELECTION).is_file():
+        return None
+    return _load("selection", run.path, rundir.SELECTION)
+
+
 def trials(run: RunDir) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``trials.parquet``: (trial keys, daily validation returns [trials x days])."""
     return _load("trials", run.path, rundir.TRIALS)
@@ -114,4 +122,4 @@ def dataset_card(run: RunDir) -> dict[str, Any]:
 
 
 __all__ = ["RunFileError", "all_runs", "runs_dir", "problem", "report", "series", "daily", "training",
-           "leaderboard", "pods", "dataset_card", "walkforward", "stitched", "finished_folds"]  # fmt: skip
+           "leaderboard", "pods", "selection", "dataset_card", "walkforward", "stitched", "finished_folds"]  # fmt: skip

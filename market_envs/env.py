@@ -1390,11 +1390,16 @@ class StockTradingVecEnv:
             "holdings": [E, N]}`` (float tensors; shares per stock), marked at each start
             bar's close. A walk-forward fold's policy takes over the previous fold's book
             this way. Episodes that end later restart from ``initial_cash`` as usual.
+            ``"start": t`` (an int) starts every sub-environment at bar t instead
+            (`trader act` decides at a chosen bar this way).
         :returns: obs float32 [E, obs_dim] and info with ``t`` [E] (the start bars).
         """
         if seed is not None:
             self._generator.manual_seed(int(seed))
+        options = dict(options or {})
         start, end = self._draw_starts()
+        if "start" in options:
+            start, end = self._fixed_start(options.pop("start"))
         if options and ("cash" in options or "holdings" in options):
             return self._reset_from_book(start, end, options)
         cash = torch.full((self.num_envs,), float(self.config.initial_cash), dtype=torch.float64, device=self.device)
@@ -1402,6 +1407,13 @@ class StockTradingVecEnv:
         self._state = _State(t=start, end=end, cash=cash, holdings=holdings, value=cash.clone())
         account = _fresh_account(self._tables.obs[:1, : 1 + self.num_stocks]).expand(self.num_envs, -1)
         return _observe(self._tables, start, account, self._obs_buffers.take()), {"t": start}
+
+    def _fixed_start(self, bar: Any) -> tuple[Tensor, Tensor]:
+        """Start and end bars [E] of episodes that all start at ``bar`` (`reset`'s ``"start"``)."""
+        if isinstance(bar, bool) or int(bar) != bar or not 0 <= int(bar) < self.num_bars:
+            raise UserError(f"StockTradingVecEnv.reset: options['start'] must be a bar in 0..{self.num_bars - 1}, got {bar!r}")
+        start = torch.full((self.num_envs,), int(bar), dtype=torch.int64, device=self.device)
+        return start, (start + self._episode_steps).clamp_max(self.num_bars - 1)
 
     def _reset_from_book(self, start: Tensor, end: Tensor, book: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
         """`reset` with a starting book (cash [E], holdings [E, N]); see `reset`."""
@@ -1472,6 +1484,22 @@ class StockTradingVecEnv:
             if not bool(((values >= 0) & (values <= high)).all()):
                 raise UserError(f"StockTradingVecEnv.set_pace: {name} must lie in [0, {high:g}]")
             self._tables = self._tables._replace(**{field: values.contiguous()})
+
+    def requested_orders(self, actions: Tensor, price: Tensor) -> tuple[Tensor, Tensor]:
+        """The orders a step would send for `actions` from the current book, priced at `price`.
+
+        The action mapping of the step (``action_mode``, short selling, leverage, ...), on
+        the current cash and holdings, with `price` [N] or [E, N] standing in for the fill's
+        open (the caller's estimate where that open is not known yet, such as the last
+        close). Returns (sells, buys) in shares, float64 [E, N], both >= 0, before what the
+        fill does next: the tradable mask, the turbulence guard, the participation cap and
+        the cash limit with its costs.
+        """
+        state = self._require_reset()
+        actions = _clean_actions(actions.to(self.device), torch.float64)
+        price = price.to(self.device, torch.float64).expand_as(state.holdings)
+        pace = _Pace(self._tables.trade_rate, self._tables.band) if (self._rules.has_rate or self._rules.has_band) else None
+        return _orders(actions, state.holdings, price, state.cash, self._rules, pace)
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Advance every sub-environment by one bar.

@@ -255,8 +255,11 @@ def test_the_dashboard_says_it_has_no_login_when_it_listens_beyond_loopback(
 ) -> None:  # fmt: skip
     from trader.cli import main
 
+    from trader.cli import dashboard
+
     started = []
-    monkeypatch.setattr(subprocess, "call", lambda command, env: started.append(command) or 0)  # no streamlit
+    monkeypatch.setattr(dashboard, "run_streamlit", lambda command, env: started.append(command) or 0)  # no streamlit
+    monkeypatch.setattr(dashboard, "check_port_free", lambda host, port: None)  # binds nothing, on no address
     assert main(["dashboard", str(tmp_path), "--host", host]) == 0
     assert started and started[0][started[0].index("--server.address") + 1] == host
     err = capsys.readouterr().err

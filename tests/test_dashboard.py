@@ -229,6 +229,18 @@ def test_tournament_tables_come_from_its_files(built: Path) -> None:
         assert figure.data
 
 
+def test_the_tournament_page_states_the_result_and_each_candidates_evidence(built: Path) -> None:
+    selection = runs.load_selection(built / "tour")
+    at = app_test(built).run()
+    at.switch_page("pages/tournament.py").run()
+    assert not at.exception
+    assert selection["sentence"] in [i.value for i in at.info]
+    table = next(d.value for d in at.dataframe if "qualified" in d.value.columns)
+    assert table.index.tolist() == [c["pod_id"] for c in selection["candidates"]]
+    assert table["qualified"].tolist() == [c["qualified"] for c in selection["candidates"]]
+    assert table["ensemble weight"].sum() == pytest.approx(1.0 if selection["members"] else 0.0)
+
+
 def test_the_split_draws_across_a_daylight_saving_change() -> None:
     card = {"periods": {
         "train": {"start": "2023-01-03 09:30:00-05:00", "end": "2023-08-31 15:59:00-04:00", "bars": 10},
@@ -485,7 +497,8 @@ def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> N
     assert not at.exception
     index = list(at.dataframe[0].value.index)
     assert any(i.startswith("ppo: ") for i in index) and any(i.startswith("tour: ") for i in index)
-    assert "tour: best" in index and "tour: ensemble" in index
+    formed = bool(json.loads((built / "tour" / "selection.json").read_text())["members"])
+    assert "tour: best" in index and ("tour: ensemble" in index) == formed  # no ensemble row unless one was formed
     strategies(at).set_value(["best"]).run()
     assert list(at.dataframe[0].value.index) == ["ppo: best", "tour: best"]
 
@@ -542,6 +555,16 @@ def test_a_run_without_a_backtest_shows_on_the_training_page_only(tmp_path: Path
     assert not at.exception and not at.warning
 
 
+def test_the_training_pages_best_validation_is_the_score_that_chose_best_json(built: Path) -> None:
+    at = app_test(built).run()
+    at.switch_page("pages/training.py").run()
+    assert not at.exception
+    table = next(d.value for d in at.dataframe if "best validation score" in d.value.columns)
+    best = json.loads((built / "ppo" / "checkpoints" / "best.json").read_text())["info"]["validation"]
+    assert table.loc["ppo", "best validation score"] == pytest.approx(best["score"], rel=1e-12)
+    assert best["score"] == best["sharpe"]  # a market run's score is its validation Sharpe ratio
+
+
 def test_tournament_pods_join_the_training_page(built: Path) -> None:
     at = app_test(built).run()
     at.switch_page("pages/training.py").run()
@@ -565,6 +588,103 @@ def test_cli_dashboard_runs_the_app_with_streamlit(tmp_path: Path) -> None:
 
     command = streamlit_command(tmp_path, 8765, "127.0.0.1")
     assert CLI_APP == APP and str(APP) in command and "8765" in command
+
+
+def suggested_commands() -> list[tuple[str, str]]:
+    """Every ``trader ...`` command the pages show in backticks: (page, command)."""
+    import re
+
+    found = []
+    for page in sorted((APP.parent / "pages").glob("*.py")) + [APP]:
+        for command in re.findall(r"`(trader [^`]+)`", page.read_text()):
+            found.append((page.name, command))
+    return found
+
+
+def test_every_command_a_page_suggests_parses(tmp_path: Path) -> None:
+    """The hints' commands are real: each parses with the CLI's own parser (placeholders
+    filled in), and a bare ``trader X`` names a command that exists."""
+    import click
+    import typer
+
+    from trader.cli import app
+
+    group = typer.main.get_command(app)
+    commands = suggested_commands()
+    assert len(commands) >= 8
+    fill = {"RUN_DIR": str(tmp_path / "run"), "RUNS_DIR": str(tmp_path)}
+    for page, text in commands:
+        words = [fill.get(word, word) for word in text.split()[1:]]
+        command = group.get_command(click.Context(group), words[0])
+        assert command is not None, f"{page}: `{text}` names no command"
+        if len(words) > 1:
+            command.make_context(words[0], words[1:])  # raises click's UsageError when it does not parse
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_for(condition, seconds: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+def test_cli_dashboard_on_a_busy_port_exits_2_with_one_line_and_prints_no_url(tmp_path: Path, capsys) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli(["dashboard", str(tmp_path), "--port", str(port)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and f"--port {port}" in err and "in use" in err
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_stopping_trader_dashboard_stops_streamlit_and_frees_the_port(tmp_path: Path, stop: str) -> None:
+    """SIGTERM is handled (the child is terminated); SIGKILL cannot be, so the child's
+    parent-death signal stops it. Either way no Streamlit process keeps the port."""
+    import signal
+
+    import psutil
+
+    port = _free_port()
+    command = [sys.executable, "-c", "from trader.cli import entry_point; entry_point()",
+               "dashboard", str(tmp_path), "--port", str(port)]  # fmt: skip
+    parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children: list = []
+    try:
+        assert _wait_for(lambda: _listening(port), 60), "Streamlit did not start listening"
+        children = psutil.Process(parent.pid).children(recursive=True)
+        assert children, "Streamlit runs as a child of trader dashboard"
+        parent.send_signal(getattr(signal, stop))
+        parent.wait(timeout=20)
+        gone, alive = psutil.wait_procs(children, timeout=20)
+        assert not alive and not _listening(port)
+    finally:  # a failing run must not leave its Streamlit behind
+        parent.kill()
+        for child in children:
+            if child.is_running():
+                child.kill()
 
 
 # --------------------------------------------------------------------- a real browser

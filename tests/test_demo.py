@@ -47,13 +47,17 @@ def test_the_demo_runs_tournament_baseline_and_backtest_into_one_run_dir(tmp_pat
     code = main(["demo", "--dataset", str(recipe), "--run-dir", str(run_dir), "--minutes", "5", "--pods", "2",
                  "--workers", "2", "--pod-steps", "1024", "--no-tear-sheet"])
     assert code == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     report = json.loads((run_dir / "report.json").read_text())
     assert report["period"]["name"] == "test"
     rows = set(report["metrics"])
-    assert {"best", "ensemble", "sb3-ppo-s0", "benchmark", "equal_weight", "oracle"} <= rows
-    for name in ("best", "ensemble", "SB3 PPO", "Oracle"):
+    assert {"best", "sb3-ppo-s0", "benchmark", "equal_weight", "oracle"} <= rows
+    for name in ("best", "SB3 PPO", "Oracle"):
         assert name in out
+    # An ensemble row only where pods cleared the membership bar; the result is stated either way.
+    selection = json.loads((run_dir / "selection.json").read_text())
+    assert ("ensemble" in rows) == bool(selection["members"]) == (selection["ensemble_score"] is not None)
+    assert selection["sentence"] in " ".join(err.split()) and selection["sentence"] in report["selection"]["tournament"]["sentence"]
     assert f"trader dashboard {run_dir.parent}" in out
     board = json.loads((run_dir / "leaderboard.json").read_text())
     assert len(board["entries"]) == 2  # the pod budget stopped it, not the 5 minutes

@@ -71,6 +71,7 @@ def test_mask_known_answer(tmp_path):
             {"date": "2024-01-05", "ticker": "T001", "change": "left"},
             {"date": "2024-01-06", "ticker": "T002", "change": "joined"},
         ],
+        "unserved": [], "unserved_share": 0.0,
     }  # fmt: skip
     assert masked.summary()["membership_changes"] == 2 and masked.describe()["membership_changes"] == 2
 
@@ -246,7 +247,8 @@ def test_the_backtest_never_trades_a_non_member_and_its_report_counts_the_change
         assert (t001[~out] > 0).any() and (t002 > 0).any() and len(set(t001[~out])) > 1  # traded while members
     # and the report says how many members changed, over the window and in the period
     report = json.loads((tmp_path / "run" / "report.json").read_text())
-    window = {"file": "members.csv", "members": 3, "changes": 2, "joined": ["T002"], "left": ["T001"]}
+    window = {"file": "members.csv", "members": 3, "changes": 2, "joined": ["T002"], "left": ["T001"],
+              "unserved": [], "unserved_share": 0.0}  # fmt: skip
     assert report["membership"] == {**window, "period": {"changes": changes, "joined": joined, "left": left}}
     markdown = (tmp_path / "run" / "report.md").read_text()
     assert "Point-in-time universe (members.csv): 3 tickers were members in the data set's window; " \

@@ -31,8 +31,8 @@ def test_the_paper_split_universe_and_benchmark(name):
     assert (recipe.source, recipe.interval) == RECIPES[name]
     # train 2016-01-04 .. 2019-05-24, validation .. 2020-05-25, test .. 2021-05-26, ends included
     assert (recipe.start, recipe.train_end, recipe.val_end, recipe.end) == ("2016-01-04", "2019-05-25", "2020-05-26", "2021-05-27")
-    assert recipe.benchmark == "QQQ" and len(recipe.tickers) == 101 and "QQQ" not in recipe.tickers
-    assert recipe.universe["as_of"] == "2024-12-23" and "Survivorship bias" in recipe.universe["note"]
+    assert recipe.benchmark == "QQQ" and recipe.tickers is None  # the universe is the point-in-time file's
+    assert recipe.membership_path().name == "nasdaq100-membership.csv" and "Point in time" in recipe.universe["note"]
     assert recipe.options["drop_missing"] is True and recipe.options["outside_session"] == "drop"
 
 
@@ -54,13 +54,15 @@ def test_the_shipped_alpaca_recipe_builds_from_the_server(monkeypatch, tmp_path)
     """The recipe as shipped, cut to the served tickers and days and pointed at the server."""
     monkeypatch.setenv("APCA_API_KEY_ID", KEY_ID)
     monkeypatch.setenv("APCA_API_SECRET_KEY", SECRET)
+    members = tmp_path / "members.csv"  # the served tickers as the index: AAA all along, BBB from 2021-01-04
+    members.write_text("ticker,from,to\nAAA,2015-01-01,\nBBB,2021-01-04,\n")
     with VendorServer(served_bars(), page_size=10_000).running() as server:
-        with pytest.warns(UserWarning, match=r"survivorship bias: .*as of 2024-12-23"):
-            data = load(
-                "nasdaq100-minute-alpaca", data_dir=tmp_path, url=server.url, tickers=["AAA", "BBB"],
-                start=START, end=END, train_end="2020-11-03", val_end="2021-03-13",
-            )  # fmt: skip
+        data = load(
+            "nasdaq100-minute-alpaca", data_dir=tmp_path, url=server.url, membership=str(members),
+            start=START, end=END, train_end="2020-11-03", val_end="2021-03-13",
+        )  # fmt: skip
     assert data.name == "nasdaq100-minute-alpaca" and data.tickers == ("AAA", "BBB") and data.benchmark_name == "QQQ"
+    assert data.meta["membership"]["joined"] == ["BBB"]
     assert data.meta["provider"] == "alpaca" and data.start == pd.Timestamp("2020-10-30 09:30", tz="America/New_York")
     assert all(q["feed"] == "sip" and q["adjustment"] == "all" for _, q in server.requests)
 

@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from market_envs.data import load
@@ -141,3 +142,24 @@ def test_the_key_is_never_written_or_logged(server, key, tmp_path, capsys, caplo
     texts = [out.out, out.err, caplog.text, recipe.read_text()]
     texts += [f.read_bytes().decode("latin-1") for f in cache_files(tmp_path / "data")]
     assert len(texts) > 10 and not any(POLYGON_KEY in text for text in texts)
+
+
+def test_a_renamed_ticker_is_asked_for_under_each_symbol_and_joined(key, tmp_path):
+    """Polygon lists a security under the symbol it had each day: NEW traded as OLD until
+    2021-03-12 (a renames file says so), so the panel's NEW is OLD's bars before that day
+    and NEW's from it, and both symbols were requested."""
+    served = served_bars()
+    old, new = served["AAA"], served["BBB"]
+    cut = pd.Timestamp("2021-03-12", tz=NY)
+    bars = {"OLD": old, "NEW": new, "QQQ": served["QQQ"]}
+    (tmp_path / "renames.csv").write_text("# a test's rename\nticker,old_symbol,until\nNEW,OLD,2021-03-12\n")
+    with VendorServer(bars, page_size=500).running() as running:
+        with pytest.warns(UserWarning, match="NEW on 2021-03-12"):  # two made-up series: a jump a real rename has not
+            data = load(write_recipe(tmp_path, running.url, tickers=("NEW",), renames="renames.csv"), cache=False)
+        asked = {path.split("/")[4] for path, _ in running.requests if path.startswith("/v2/aggs/ticker/")}
+    assert data.tickers == ("NEW",) and asked == {"OLD", "NEW", "QQQ"}
+    frame = data.to_frame().set_index("timestamp")
+    for source, part in ((old, lambda t: t < cut), (new, lambda t: t >= cut)):
+        want = expected_regular(source).set_index("timestamp")
+        want = want[part(want.index)]
+        np.testing.assert_array_equal(frame.loc[want.index, "close"].to_numpy(), want["close"].to_numpy(np.float32))

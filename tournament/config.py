@@ -13,6 +13,9 @@ from trader.agents import ALGOS, make_config
 from trader.rundir import LEADERBOARD, config_from_dict, config_to_dict
 from trader.errors import ConfigError
 
+SEARCHES = ("pbt", "random")
+"""The generator's modes (`TournamentConfig.search`)."""
+
 DEFAULT_ALGO_CONFIGS: dict[str, dict[str, Any]] = {
     "sac": {"learning_starts": 4096, "updates_per_step": 1 / 64},
     "td3": {"learning_starts": 4096, "updates_per_step": 1 / 64},
@@ -103,7 +106,16 @@ class TournamentConfig:
     """Std of the perturbation of each bounded hyperparameter, as a fraction of its
     range (in log space for log-scaled ones), see `trader.agents.base.Bound`."""
     ensemble_k: int = 3
-    """The final ensemble averages the actions of the top k pods."""
+    """The most pods in the final ensemble: the best-scoring pods whose validation record
+    clears the membership bar (`tournament.selection`), at most this many."""
+    ensemble_weighting: str = "equal"
+    """How the ensemble weights its members: "equal", or "score" (in proportion to their
+    validation Sharpe ratios)."""
+    search: str = "pbt"
+    """How new pods are made: "pbt" (exploit and explore: children of the leaderboard's
+    best, perturbed, plus ``fresh_probability`` fresh pods) or "random" (random search:
+    every pod fresh, each bounded hyperparameter drawn at random from its range; no
+    weights are inherited). See `tournament.generator`."""
     keep_checkpoints: bool = False
     """Keep the weights of every pod; by default those of evicted pods that no
     leaderboard entry descends from and no pod in flight starts from are deleted
@@ -144,6 +156,10 @@ class TournamentConfig:
             raise ConfigError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
         if not 0.0 <= self.fresh_probability <= 1.0:
             raise ConfigError(f"fresh_probability must be in [0, 1], got {self.fresh_probability}")
+        if self.ensemble_weighting not in ("equal", "score"):
+            raise ConfigError(f"ensemble_weighting must be 'equal' or 'score', got {self.ensemble_weighting!r}")
+        if self.search not in SEARCHES:
+            raise ConfigError(f"search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
         if not self.mutation_scale > 0:
             raise ConfigError(f"mutation_scale must be > 0, got {self.mutation_scale}")
         if self.scheduler and self.gpus:

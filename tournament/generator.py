@@ -19,7 +19,12 @@ others finish in):
    bound. The child starts from the parent's best checkpoint.
 4. **Fresh**: with probability ``fresh_probability``, or when the leaderboard holds no
    entry of the algorithm, the pod is a fresh agent of the base config instead.
-5. **Warm start** (``warm_start``: a finished tournament's run directory, e.g. the
+5. **Random search** (``search = "random"``): every pod is fresh, and each bounded
+   hyperparameter of the base config is drawn uniformly from its bound (log-uniformly
+   for log-scaled ones; integers rounded), the others kept as they are, values set
+   outside their bound included. No pod inherits weights: the same budget spent on
+   exploration alone, the control arm that tells what exploitation adds.
+6. **Warm start** (``warm_start``: a finished tournament's run directory, e.g. the
    previous walk-forward fold's): a pod that is not fresh but finds no entry of its
    algorithm on this leaderboard draws its parent, as in 2, from that tournament's
    leaderboard instead, and continues training it (continual learning). Its
@@ -76,6 +81,23 @@ def perturb(values: Mapping[str, Any], bounds: Mapping[str, Bound], scale: float
     return out
 
 
+def sample(values: Mapping[str, Any], bounds: Mapping[str, Bound], rng: np.random.Generator) -> dict[str, Any]:
+    """``values`` with every bounded key drawn afresh from its bound (random search; see
+    the module docstring). A key whose value lies outside its bound is kept, as `perturb` does."""
+    out = dict(values)
+    for key in sorted(bounds):
+        value, bound = out.get(key), bounds[key]
+        if value is None or not bound.low <= float(value) <= bound.high:
+            continue
+        if bound.scale == "log":
+            drawn = math.exp(rng.uniform(math.log(bound.low), math.log(bound.high)))
+        else:
+            drawn = rng.uniform(bound.low, bound.high)
+        drawn = min(max(drawn, bound.low), bound.high)
+        out[key] = int(round(drawn)) if bound.integer else float(drawn)
+    return out
+
+
 def _step(value: float, bound: Bound, scale: float, rng: np.random.Generator) -> float | int:
     if bound.scale == "log":
         low, high = math.log(bound.low), math.log(bound.high)
@@ -104,16 +126,20 @@ class PodGenerator:
         rng = np.random.default_rng(sequence)
         seed = int(sequence.generate_state(1)[0])
         algo = cfg.algos[int(rng.choice(len(cfg.algos), p=cfg.mix))]
-        fresh = rng.random() < cfg.fresh_probability
-        parent = None if fresh else select_parent(board, algo, cfg.top_fraction, rng)
-        warm = parent is None and not fresh and self.warm is not None
-        if warm:
-            parent = select_parent(self.warm, algo, cfg.top_fraction, rng)
         common = dict(
             pod_id=pod_id(index), index=index, algo=algo, env=self.env, env_config=dict(cfg.env_config),
             steps=cfg.pod_steps, seed=seed, num_envs=cfg.num_envs, eval_every=cfg.eval_every,
             device=cfg.pod_device, compile=cfg.compile, periods=dict(cfg.periods) or None,
         )  # fmt: skip
+        if cfg.search == "random":
+            base = config_to_dict(make_config(algo, cfg.base_config(algo)))
+            config = config_to_dict(make_config(algo, sample(base, get_spec(algo).mutation_bounds, rng)))
+            return PodSpec(algo_config=config, **common)
+        fresh = rng.random() < cfg.fresh_probability
+        parent = None if fresh else select_parent(board, algo, cfg.top_fraction, rng)
+        warm = parent is None and not fresh and self.warm is not None
+        if warm:
+            parent = select_parent(self.warm, algo, cfg.top_fraction, rng)
         if parent is None:
             config = config_to_dict(make_config(algo, cfg.base_config(algo)))
             return PodSpec(algo_config=config, **common)

@@ -86,6 +86,8 @@ class TournamentResult:
     (the final backtest excluded)."""
     backtest: Any = None
     """The `BacktestResult` of the best pod, the ensemble and the baselines (market envs)."""
+    selection: Any = None
+    """The `tournament.selection.Selection`: the ensemble's members and the result (market envs)."""
 
 
 class TournamentState:
@@ -255,9 +257,11 @@ def run(
             cluster.close(client)
     rundir.remove_staged(state.root / rundir.PODS_DIR)
     gather_trials(state)
-    backtest = _final_backtest(config, state) if config.backtest and not resolve_env(env).is_gym else None
+    market = not resolve_env(env).is_gym
+    chosen = select_result(config, state, env) if market else None
+    backtest = _final_backtest(config, state) if config.backtest and market else None
     return TournamentResult(Path(config.run_dir), state.board, pods_frame(state.specs, state.results, state.cancelled),
-                            reason, seconds, backtest)  # fmt: skip
+                            reason, seconds, backtest, chosen)  # fmt: skip
 
 
 def _loop(config: TournamentConfig, state: TournamentState, generator: PodGenerator, client: Any,
@@ -411,6 +415,56 @@ def gather_trials(state: TournamentState) -> int:
         return 0
     rundir.write_parquet(state.root / rundir.TRIALS, rundir.trials_frame(pd.concat(keys), daily))
     return len(daily)
+
+
+def select_result(config: TournamentConfig, state: TournamentState, env: str) -> Any:
+    """The tournament's result (`tournament.selection`): the ensemble of the pods that
+    clear the bar, validated as one more trial (appended to ``trials.parquet``), and the
+    better of it and the best pod on validation; written as ``selection.json``. None
+    when no pod finished."""
+    from tournament import selection
+
+    ranked = state.board.ranked()
+    if not ranked:
+        return None
+    found = selection.candidates(state.root, ranked)
+    qualified = selection.members(found, config.ensemble_k)
+    members, weights, ensemble_score = [], [], None
+    if len(qualified) >= 2:
+        members, weights = qualified, selection.member_weights(qualified, config.ensemble_weighting)
+        ensemble_score, daily = _validate_ensemble(config, env, state.root, members, weights)
+        _append_trial(state.root, ensemble_score, daily)
+    chosen = selection.Selection(found, members, weights, config.ensemble_weighting, found[0].score, ensemble_score,
+                                 selection.choose(found[0].score, ensemble_score))  # fmt: skip
+    rundir.write_json(state.root / rundir.SELECTION, chosen.to_dict())
+    state.log.append("selected", result=chosen.result, members=[m.pod_id for m in members],
+                     ensemble_score=chosen.to_dict()["ensemble_score"])  # fmt: skip
+    return chosen
+
+
+def _validate_ensemble(config: TournamentConfig, env: str, root: Path, members: list[Any],
+                       weights: list[float]) -> tuple[float, Any]:  # fmt: skip
+    """(score, daily returns) of the ensemble's pass over the validation period, by the
+    evaluator every pod was scored by, under the members' own env rules."""
+    from trader.agents.ensemble import ensemble_rules, load_ensemble
+    from trader.environments import load_market
+    from trader.train import market_evaluator
+
+    paths = [root / member.checkpoint for member in members]
+    data = load_market(env, config.periods or None).period("validation")
+    evaluator = market_evaluator(data, ensemble_rules(paths), config.pod_device)
+    metrics = evaluator.evaluate(load_ensemble(paths, config.pod_device, weights))
+    return float(metrics["score"]), evaluator.score_fn.daily
+
+
+def _append_trial(root: Path, score: float, daily: Any) -> None:
+    """The ensemble's validation pass as one more row of the tournament's ``trials.parquet``."""
+    path = root / rundir.TRIALS
+    row = rundir.trials_frame(pd.DataFrame({"pod_id": ["ensemble"], "step": [0], "score": [score]}), [daily])
+    if path.is_file():
+        frame = rundir.read_parquet(path)
+        row = pd.concat([frame[frame["pod_id"] != "ensemble"], row], ignore_index=True)
+    rundir.write_parquet(path, row)
 
 
 def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:

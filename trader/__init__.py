@@ -7,6 +7,8 @@ The Python API is the first interface; the `trader` CLI is a thin layer on it:
   (`trader.backtest.run_backtest`);
 - `trader.baselines(run_dir, libraries, algos, ...)`: SB3 and FinRL's ensemble on a
   run's data and rules, backtested beside it (`trader.baselines.baselines`);
+- `trader.act(run_dir, at=..., book=...)`: a run's target weights and orders at one
+  bar, from a given book (`trader.decision.act`);
 - `trader.metrics`: performance metrics as pure functions;
 - `market_envs.data.load(recipe)`: market data sets; `market_envs.StockTradingVecEnv`.
 """
@@ -24,4 +26,8 @@ def __getattr__(name: str):
     """Import the API modules on first use, so `import trader` stays light."""
     if name in _LAZY:
         return importlib.import_module(f"trader.{name}")
+    if name == "act":
+        from trader.decision import act
+
+        return act
     raise AttributeError(f"module 'trader' has no attribute {name!r}")

@@ -8,7 +8,8 @@
 3. Train an SB3 PPO baseline on the same data, rules and periods for the wall-clock
    the tournament took (`trader.baselines`; one process, where the tournament had two).
 4. Backtest everything in the run directory on the held-out test period: the
-   tournament's best pod and top-3 ensemble, the SB3 baseline, the benchmark,
+   tournament's best pod and its ensemble (when at least two pods cleared the
+   membership bar, `tournament.selection`), the SB3 baseline, the benchmark,
    equal-weight and (on planted-edge data) the oracle (`trader.backtest.runs`), with
    each strategy's costs broken down and its breakeven cost (backtests at several
    multiples of the cost model in the same pass); print the tables and the command
@@ -109,6 +110,8 @@ def run_demo(
         f"for {tournament_seconds:.0f} s ...")  # fmt: skip
     outcome = run(config, client=client, on_progress=on_progress)
     log(_tournament_line(outcome))
+    if outcome.selection is not None:
+        log(f"tournament {outcome.selection.sentence()}")
     trained = None
     seconds = outcome.seconds if baseline_seconds is None else baseline_seconds
     if seconds > 0:

@@ -64,6 +64,7 @@ BACKTESTS_DIR = "backtests"
 ERROR = "error.txt"
 POD_RESULT = "pod.json"
 TRIALS = "trials.parquet"
+SELECTION = "selection.json"
 WF_CONFIG = "walkforward.toml"
 WF_FOLDS_DIR = "folds"
 WF_FOLD = "fold.json"
@@ -77,6 +78,7 @@ BASELINE_VERSION = 1
 POD_RESULT_VERSION = 1
 WF_FOLD_VERSION = 1
 WF_REPORT_VERSION = 1
+SELECTION_VERSION = 1
 
 SERIES_COLUMNS = ("value", "return", "cash", "gross_value", "turnover", "traded_value", "costs")
 """Per-bar columns of ``backtests/<strategy>.parquet`` besides ``timestamp`` and
@@ -116,6 +118,8 @@ FILES: tuple[RunFile, ...] = (
     RunFile(EVENTS, "jsonl", "tournament.events", "trader tournament --resume (replay)"),
     RunFile(LEADERBOARD, "json", "tournament.leaderboard", "trader backtest (best, ensemble), the dashboard", LEADERBOARD_VERSION),
     RunFile(PODS, "parquet", "tournament.orchestrator", "the dashboard"),
+    RunFile(SELECTION, "json", "tournament.orchestrator (tournament.selection)",
+            "trader backtest (the ensemble, the result), trader act, the demo, the dashboard", SELECTION_VERSION),
     RunFile(f"{PODS_DIR}/*/{ERROR}", "text", "tournament.pod", "a person reading a failed pod"),
     RunFile(f"{PODS_DIR}/*/{POD_RESULT}", "json", "tournament.pod",
             "tournament.pod (a second run of the pod returns it instead of training again)", POD_RESULT_VERSION),

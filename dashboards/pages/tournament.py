@@ -10,7 +10,7 @@ from dashboards import figures, state
 st.title("Tournament")
 runs = [run for run in state.all_runs() if run.has_tournament]
 if not runs:
-    st.info(f"No tournament in {state.runs_dir()}: start one with `trader tournament --run-dir RUN_DIR`.")
+    st.info(f"No tournament in {state.runs_dir()}: start one with `trader tournament RUN_DIR --dataset synthetic-edge-daily`.")
     st.stop()
 
 run = {r.name: r for r in runs}[st.sidebar.selectbox("Tournament", [r.name for r in runs], key="tournament")]
@@ -23,6 +23,16 @@ except state.RunFileError as err:
 if board is not None:
     st.subheader(f"Leaderboard ({len(board['entries'])} of {board.get('capacity', '?')})")
     st.dataframe(figures.leaderboard_table(board), key="leaderboard", hide_index=True, width="stretch")
+
+try:
+    chosen = state.selection(run)
+except state.RunFileError as err:
+    state.problem(err)
+    chosen = None
+if chosen is not None:
+    st.subheader("Result")
+    st.info(chosen["sentence"])
+    st.dataframe(figures.selection_table(chosen), key="selection", width="stretch")
 
 try:
     pods = state.pods(run)

@@ -16,7 +16,7 @@ from trader import rundir
 st.title("Walk-forward")
 runs = [run for run in state.all_runs() if run.has_walkforward]
 if not runs:
-    st.info(f"No walk-forward in {state.runs_dir()}: start one with `trader walkforward RUN_DIR --dataset NAME`.")
+    st.info(f"No walk-forward in {state.runs_dir()}: start one with `trader walkforward RUN_DIR --dataset synthetic-edge-daily --train 3y --validation 1y --test 1y`.")
     st.stop()
 
 run = {r.name: r for r in runs}[st.sidebar.selectbox("Walk-forward", [r.name for r in runs], key="walkforward_run")]

@@ -25,7 +25,7 @@ date its ticker list was taken (`[universe] as_of`), and recipes warn beyond a y
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,11 @@ SURVIVORSHIP_DAYS = 365
 def read_membership(path: str | Path) -> pd.DataFrame:
     """A membership file as a frame: ticker (str), from, to (naive dates; `to` NaT if open).
 
+    Lines starting with ``#`` are comments (a source, a licence). One of them may state
+    the dates the file is complete for, ``# covers: FROM TO`` (inclusive days): they go
+    into ``frame.attrs["covers"]`` as two timestamps (absent: the file is taken to hold
+    every stay of every time; see `uncovered_days`).
+
     Refuses a missing file or column, an unreadable date, `to` not after `from` and
     overlapping stays of one ticker, naming the file and the row.
     """
@@ -48,8 +53,9 @@ def read_membership(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise DataError(f"membership file {path}: no such file")
     try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, ValueError, pd.errors.EmptyDataError) as err:
+        lines = path.read_text().splitlines()
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, comment="#")
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.EmptyDataError) as err:
         raise DataError(f"membership file {path}: unreadable ({err})") from None
     table.columns = [str(c).strip().lower() for c in table.columns]
     missing = [c for c in ("ticker", "from", "to") if c not in table.columns]
@@ -71,7 +77,78 @@ def read_membership(path: str | Path) -> pd.DataFrame:
         row = int(np.argmax(backwards.to_numpy()))
         raise DataError(f"membership file {path}, row {row + 2} ({out['ticker'].iloc[row]}): to must be after from")
     _refuse_overlaps(out, path)
+    covers = [line.split(":", 1)[1].split() for line in lines if line.startswith("# covers:")]
+    if covers:
+        try:
+            first, last = (pd.Timestamp(day).normalize() for day in covers[0])
+        except (ValueError, TypeError):
+            raise DataError(f"membership file {path}: '# covers:' needs two dates, FROM TO; got {covers[0]}") from None
+        out.attrs["covers"] = (first, last)
     return out
+
+
+def uncovered_days(membership: pd.DataFrame, start, end) -> int:
+    """Days of the window [start, end) outside the dates the file covers (its ``# covers:``
+    line; 0 for a file without one): there the universe is not known, and the file's
+    members of its first (or last) covered day stand in for it."""
+    if "covers" not in membership.attrs:
+        return 0
+    first, last = membership.attrs["covers"]
+    lo, hi = _day(start), _day(end) - pd.Timedelta(days=1)
+    before = max(0, (min(hi, first - pd.Timedelta(days=1)) - lo).days + 1) if lo < first else 0
+    after = max(0, (hi - max(lo, last + pd.Timedelta(days=1))).days + 1) if hi > last else 0
+    return before + after
+
+
+@dataclass(frozen=True)
+class Rename:
+    """A firm's ticker change: it trades as ``ticker`` from ``until`` on, as ``old`` before."""
+
+    ticker: str
+    old: str
+    until: pd.Timestamp
+
+
+def read_renames(path: str | Path) -> list[Rename]:
+    """A renames file (CSV, ``#`` comments): ticker, old_symbol, until (the first day as ``ticker``).
+
+    A membership file names each firm by one symbol (the later one); a vendor that lists
+    securities under the symbol they had on each day (Polygon) is asked for the old
+    symbol before ``until`` (`symbol_segments`). Refuses a missing file or column or an
+    unreadable date, naming the file and the row.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"renames file {path}: no such file")
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, comment="#")
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.EmptyDataError) as err:
+        raise DataError(f"renames file {path}: unreadable ({err})") from None
+    if [str(c).strip().lower() for c in table.columns] != ["ticker", "old_symbol", "until"]:
+        raise DataError(f"renames file {path}: expected the columns ticker, old_symbol, until; got {list(table.columns)}")
+    out = []
+    for row, (ticker, old, until) in enumerate(table.itertuples(index=False), start=2):
+        day = pd.to_datetime(until.strip(), errors="coerce", format="ISO8601")
+        if pd.isna(day):
+            raise DataError(f"renames file {path}, row {row} ({ticker}): until {until!r} is not a date")
+        out.append(Rename(ticker.strip().upper(), old.strip().upper(), day.normalize()))
+    return out
+
+
+def symbol_segments(ticker: str, start: pd.Timestamp, end: pd.Timestamp, renames: list[Rename]) -> list[tuple[str, pd.Timestamp, pd.Timestamp]]:
+    """[(symbol, lo, hi)] covering [start, end): the symbol a point-in-time vendor lists
+    ``ticker`` under in each part of the window (one segment without a rename in it).
+    ``until`` is a day in exchange time; ``start`` and ``end`` may carry a time zone."""
+    cuts = sorted((r.until, r.old) for r in renames if r.ticker == ticker)
+    segments, lo = [], start
+    for until, old in cuts:
+        day = until.tz_localize(EXCHANGE_TZ) if start.tzinfo is not None else until
+        if lo < day:
+            segments.append((old, lo, min(day, end)))
+            lo = max(lo, day)
+        if lo >= end:
+            return segments
+    return segments + [(ticker, lo, end)]
 
 
 def _refuse_overlaps(table: pd.DataFrame, path: Path) -> None:
@@ -140,7 +217,8 @@ def period_membership(record: dict | None, first, last) -> dict | None:
     record has no dated events). None for a panel without a membership file."""
     if not record:
         return None
-    kept = {key: record[key] for key in ("file", "members", "changes", "joined", "left") if key in record}
+    keys = ("file", "members", "changes", "joined", "left", "unserved", "unserved_share")
+    kept = {key: record[key] for key in keys if key in record}
     return {**kept, "period": changes_between(record, first, last)}
 
 
@@ -160,18 +238,36 @@ def membership_mask(membership: pd.DataFrame, timestamps: pd.DatetimeIndex, tick
     return mask
 
 
+def unserved(membership: pd.DataFrame, timestamps: pd.DatetimeIndex, served, start, end) -> tuple[list[str], float]:
+    """Members of the window that the panel lacks (a vendor that does not serve them, or
+    serves them under another symbol), and their share of the window's member-days: days
+    of the panel's sessions on which a ticker was a member, summed over tickers."""
+    universe = members_in_window(membership, start, end)
+    sessions = pd.DatetimeIndex(pd.unique(timestamps.normalize()))
+    if not universe or not len(sessions):
+        return [], 0.0
+    days = membership_mask(membership, sessions, universe).sum(axis=0)
+    missing = [k for k, ticker in enumerate(universe) if ticker not in set(served)]
+    total = int(days.sum())
+    return sorted(universe[k] for k in missing), (float(days[missing].sum()) / total if total else 0.0)
+
+
 def apply_membership(data: MarketData, membership: pd.DataFrame, start, end, source: str = "membership") -> MarketData:
     """The panel with non-members masked untradable, and `meta["membership"]` set
-    (file, members in the window, joined and left in it, `changes` their count, and
-    `events`: each change with its date, `membership_events`)."""
+    (file, members in the window, joined and left in it, `changes` their count,
+    `events`: each change with its date, `membership_events`, and the members the panel
+    lacks with their share of member-days, `unserved`)."""
     mask = torch.from_numpy(membership_mask(membership, data.timestamps, data.tickers)).to(data.tradable.device)
     changes = membership_changes(membership, start, end)
+    missing, share = unserved(membership, data.timestamps, data.tickers, start, end)
     record = {
         "file": source,
         "members": len(members_in_window(membership, start, end)),
         "changes": len(changes["joined"]) + len(changes["left"]),
         **changes,
         "events": membership_events(membership, start, end),
+        "unserved": missing,
+        "unserved_share": share,
     }
     return replace(data, tradable=data.tradable & mask, meta={**data.meta, "membership": record})
 

@@ -18,6 +18,11 @@ waits; then one `DataError` naming the ticker and window. Rejected keys are one
 Polygon stamps bars in Unix milliseconds (UTC) at their start; daily bars at
 midnight New York time. `calendar.to_session_bars` puts them on the exchange's
 sessions.
+
+Renamed tickers: Polygon lists a security under the symbol it had on each day (FB
+until 2022-06-08, META from 2022-06-09). With the ``[polygon] renames`` option (a
+renames file, `market_envs.data.membership.read_renames`) a ticker's window is asked
+for under each symbol it had in it and the parts are joined under the ticker.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import re
 
 import pandas as pd
 
+from market_envs.data.membership import Rename, symbol_segments
 from market_envs.data.panel import DataError
 from market_envs.data.vendors import (
     Backoff,
@@ -50,13 +56,16 @@ class PolygonBars:
     :param interval: "1min", "5min", ... (N dividing 30) or "1D".
     :param url: the API's base URL (default the client's); for a mirror or a test server.
     :param backoff: retry policy for rate limits, server errors and broken connections.
+    :param renames: the renamed tickers (see the module docstring); none by default.
     """
 
     name = "polygon"
 
-    def __init__(self, interval: str = "1min", url: str | None = None, backoff: Backoff | None = None) -> None:
+    def __init__(self, interval: str = "1min", url: str | None = None, backoff: Backoff | None = None,
+                 renames: list[Rename] | None = None) -> None:  # fmt: skip
         self.minutes = vendor_minutes(interval, "polygon")
         self.backoff = backoff or Backoff()
+        self.renames = list(renames or [])
         key = next((os.environ[n].strip() for n in ENV_KEYS if os.environ.get(n, "").strip()), None)
         if key is None:
             raise ConfigError(f"polygon: set {ENV_KEYS[0]} (or {ENV_KEYS[1]}) in the environment to your Polygon/Massive API key")
@@ -69,7 +78,10 @@ class PolygonBars:
         return f"PolygonBars(minutes={self.minutes})"
 
     def request_key(self) -> dict:
-        return {"interval_minutes": self.minutes or "1D", "adjusted": True}
+        key = {"interval_minutes": self.minutes or "1D", "adjusted": True}
+        if self.renames:  # a cached chunk of a renamed ticker depends on them
+            key["renames"] = sorted([r.ticker, r.old, f"{r.until:%Y-%m-%d}"] for r in self.renames)
+        return key
 
     def _aggs_once(self, ticker: str, start: pd.Timestamp, end: pd.Timestamp) -> list:
         """Every page of one request; a retryable failure raises `Retryable`."""
@@ -98,6 +110,12 @@ class PolygonBars:
             raise _refusal(str(err), ticker, start, end) from None
 
     def fetch(self, ticker: str, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
+        """One ticker's bars over [start, end), asked for under each symbol it had (renames)."""
+        parts = [self._fetch_symbol(symbol, lo, hi).assign(ticker=ticker)
+                 for symbol, lo, hi in symbol_segments(ticker, start, end, self.renames)]  # fmt: skip
+        return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+    def _fetch_symbol(self, ticker: str, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
         what = f"polygon: {window_text(ticker, start, end)}"
         aggs = with_backoff(lambda: self._aggs_once(ticker, start, end), self.backoff, what)
         frame = pd.DataFrame(

@@ -198,11 +198,16 @@ class Recipe:
 
     def membership_path(self) -> Path:
         """The membership file, relative paths read from the recipe's folder."""
-        path = Path(str(self.membership)).expanduser()
+        return self.file_path(self.membership, "membership file")
+
+    def file_path(self, value: Any, what: str) -> Path:
+        """A file the recipe names (a membership or renames file): relative paths are read
+        from the recipe's folder; a missing file is one `ConfigError` naming it."""
+        path = Path(str(value)).expanduser()
         if not path.is_absolute() and self.path is not None:
             path = self.path.parent / path
         if not path.is_file():
-            raise ConfigError(f"recipe {self.name!r}: membership file {path} does not exist")
+            raise ConfigError(f"recipe {self.name!r}: {what} {path} does not exist")
         return path
 
     def key(self) -> str:
@@ -212,6 +217,8 @@ class Recipe:
             payload["files"] = _files_fingerprint(self)
         if self.membership is not None:
             payload["membership"] = hashlib.sha256(self.membership_path().read_bytes()).hexdigest()
+        if self.options.get("renames"):
+            payload["renames"] = hashlib.sha256(self.file_path(self.options["renames"], "renames file").read_bytes()).hexdigest()
         return cache_key({"kind": "panel", **payload})
 
 
@@ -222,7 +229,7 @@ def _source_option_names(source: str) -> tuple[str, ...]:
         "files": ("path", "assume_tz"),
         "yahoo": ("drop_missing",),
         "alpaca": ("feed", "outside_session", "drop_missing", "url", "retries", "backoff_s"),
-        "polygon": ("outside_session", "drop_missing", "url", "retries", "backoff_s"),
+        "polygon": ("outside_session", "drop_missing", "url", "retries", "backoff_s", "renames"),
     }[source]
 
 
@@ -375,9 +382,11 @@ def vendor_for(recipe: Recipe):
         from market_envs.data.alpaca import AlpacaBars
 
         return AlpacaBars(recipe.interval, feed=str(options.get("feed", "sip")), url=options.get("url"), backoff=backoff)
+    from market_envs.data.membership import read_renames
     from market_envs.data.polygon import PolygonBars
 
-    return PolygonBars(recipe.interval, url=options.get("url"), backoff=backoff)
+    renames = read_renames(recipe.file_path(options["renames"], "renames file")) if options.get("renames") else None
+    return PolygonBars(recipe.interval, url=options.get("url"), backoff=backoff, renames=renames)
 
 
 def _build_vendor(recipe: Recipe, *, store: DataCache | None, progress, bar=None, vendor=None, **_) -> MarketData:
@@ -436,6 +445,8 @@ def build(
     extra = {"vendor": vendor_for(recipe)} if recipe.source in VENDOR_SOURCES else {}  # keys checked first
     if members is None:
         _warn_survivorship(recipe)
+    else:
+        _warn_uncovered(key_recipe, members)
     if progress:
         progress(f"building {recipe.name!r} from {recipe.source} ({recipe.start} .. {recipe.end}, {recipe.interval})")
     data = _BUILDERS[recipe.source](recipe, store=store, download=download, progress=progress, bar=bar, **extra)
@@ -509,6 +520,22 @@ def _warn_survivorship(recipe: Recipe) -> None:
             f"recipe {recipe.name!r}: survivorship bias: its tickers are the universe as of {as_of}, and the "
             f"window {recipe.start} .. {recipe.end} reaches {gap} days ({gap / 365.25:.1f} years) from that date; "
             "firms that joined or left in between are wrong. Name a point-in-time membership file (membership = ...)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _warn_uncovered(recipe: Recipe, members: Any) -> None:
+    """Warn when the window reaches past the dates the membership file covers."""
+    from market_envs.data.membership import SURVIVORSHIP_DAYS, uncovered_days
+
+    days = uncovered_days(members, recipe.start, recipe.end)
+    if days > SURVIVORSHIP_DAYS:
+        first, last = (f"{day:%Y-%m-%d}" for day in members.attrs["covers"])
+        warnings.warn(
+            f"recipe {recipe.name!r}: survivorship bias: its membership file covers {first} .. {last}, and "
+            f"{days} days ({days / 365.25:.1f} years) of the window {recipe.start} .. {recipe.end} lie outside; "
+            "there the members of the nearest covered day stand in for the index",
             UserWarning,
             stacklevel=3,
         )

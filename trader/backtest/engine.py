@@ -468,7 +468,7 @@ def _build_groups(
                 PolicyDecider(source.policy, name, data.num_tickers), infos)
             continue
         if name not in loaded:
-            loaded[name] = _load_policy(name, source, data, config, device)
+            loaded[name] = load_checkpoint_strategy(name, source, data, config, device)
         policy, rules, info, dims = loaded[name]
         add(group("stocks", data, config.env_config(rules)), PolicyDecider(policy, name, data.num_tickers), [info], dims)
 
@@ -552,7 +552,7 @@ def _check_names(policies: Mapping[str, Any], baselines: tuple[str, ...]) -> Non
             raise UserError(f"strategy name {name!r} is taken by a baseline; rename the policy")
 
 
-def _load_policy(
+def load_checkpoint_strategy(
     name: str, source: Any, data: MarketData, config: BacktestConfig, device: torch.device
 ) -> tuple[Any, EnvConfig, StrategyInfo, tuple[int, int] | None]:
     """The policy object, its env rules, its description and (for checkpoints) its dims."""

@@ -52,6 +52,9 @@ class Trials:
 def run_trials(run_dir: str | Path, kind: str, best_pod: str | None, baselines: list[Path]) -> dict[str, Trials]:
     """Strategy name -> the trials it was selected from, as a run directory records them.
 
+    A tournament's ``best`` and ``ensemble`` share its trials (every pod's validation
+    passes and the ensemble's, `tournament.selection`); each is its own winner among them.
+
     :param kind: "train" or "tournament" (`trader.backtest.runs.RunContents.kind`).
     :param best_pod: a tournament's leaderboard leader (its winner among the trials).
     :param baselines: the run's baseline folders (their sidecars list every validation).
@@ -60,8 +63,11 @@ def run_trials(run_dir: str | Path, kind: str, best_pod: str | None, baselines: 
     found: dict[str, Trials] = {}
     if (root / rundir.TRIALS).is_file():
         keys, returns = rundir.read_trials(root / rundir.TRIALS)
-        trials = Trials(keys["score"].to_numpy(dtype=float), returns, _winner(root, kind, keys, best_pod))
-        found.update({name: trials for name in (("best",) if kind == "train" else SELECTED)})
+        sharpes = keys["score"].to_numpy(dtype=float)
+        found["best"] = Trials(sharpes, returns, _winner(root, kind, keys, best_pod))
+        if kind == "tournament":
+            rows = np.flatnonzero((keys["pod_id"] == "ensemble").to_numpy()) if "pod_id" in keys else []
+            found["ensemble"] = Trials(sharpes, returns, int(rows[0]) if len(rows) else None)
     for folder in baselines:
         sidecar = rundir.read_json(folder / rundir.BASELINE_SIDECAR)
         scores = [row.get("score") for row in sidecar.get("validation") or []]
@@ -127,6 +133,8 @@ def sentences(evidence: Mapping[str, Mapping[str, Any]], selection: Mapping[str,
               labels: Mapping[str, str]) -> list[str]:  # fmt: skip
     """The report's plain sentences: one per strategy, then the selection's."""
     lines = [f"{labels.get(name, name)}: {row['sentence']}" for name, row in evidence.items()]
+    if selection and selection.get("tournament"):
+        lines.append(selection["tournament"]["sentence"])
     if selection:
         winner = selection.get("winner")
         if winner is not None:

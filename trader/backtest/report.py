@@ -260,12 +260,18 @@ def membership_lines(membership: dict[str, Any] | None) -> list[str]:
         return f"{part['changes']}" + (f" ({'; '.join(names)})" if names else "")
 
     period = membership.get("period")
-    return [
+    lines = [
         f"Point-in-time universe ({membership['file']}): {membership['members']} tickers were members in the data "
         f"set's window; membership changes in it: {changes(membership)}. A ticker is traded only while it is a member.",
         "Membership changes in this period: " + (changes(period) if period is not None else
                                                   "not known (the cached panel predates dated membership events; rebuild it)"),
     ]  # fmt: skip
+    if membership.get("unserved"):
+        names = membership["unserved"]
+        lines.append(f"Members the data source does not serve: {len(names)} ({', '.join(names[:10])}"
+                     f"{', ...' if len(names) > 10 else ''}), {100 * membership['unserved_share']:.1f}% of the "
+                     "window's member-days: the universe traded is that much smaller than the index.")  # fmt: skip
+    return lines
 
 
 def membership_section(result: BacktestResult) -> list[str]:

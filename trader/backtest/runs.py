@@ -7,7 +7,8 @@ put the same rows in the report:
 - a training run (`trader.train`): ``config.toml`` names the data set and env rules;
   each checkpoint in ``checkpoints/`` is a strategy (``best``, ``final``);
 - a tournament (`tournament.run`): ``tournament.toml`` names them; the strategies are
-  ``best`` (the leaderboard's first pod) and ``ensemble`` (its top ``ensemble_k``);
+  ``best`` (the leaderboard's first pod) and, when pods cleared the membership bar,
+  ``ensemble`` (the members ``selection.json`` lists, with their weights);
 - either, or a folder holding only baselines: each ``baselines/<name>/`` written by
   `trader.baselines` is a strategy named ``<name>``.
 """
@@ -41,7 +42,12 @@ class RunContents:
     checkpoints: dict[str, Path] = field(default_factory=dict)
     """Strategy name -> checkpoint path (without suffix)."""
     ensemble: list[Path] = field(default_factory=list)
-    """A tournament's top-k checkpoints (the ``ensemble`` strategy), best first."""
+    """A tournament's ensemble members' checkpoints (the ``ensemble`` strategy), best
+    first; empty when none was formed (`tournament.selection`)."""
+    ensemble_weights: list[float] = field(default_factory=list)
+    """The members' weights, in the order of ``ensemble``."""
+    result: str | None = None
+    """A tournament's result, "best" or "ensemble" (``selection.json``); None otherwise."""
     baselines: list[Path] = field(default_factory=list)
     """``baselines/<name>/`` folders with a ``baseline.json`` sidecar."""
     periods: dict[str, list[str]] | None = None
@@ -78,7 +84,7 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunContents:
 
 
 def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
-    """A tournament's best pod and top-k ensemble, from leaderboard.json."""
+    """A tournament's best pod (leaderboard.json) and its ensemble and result (selection.json)."""
     rules = recorded_rules(config.get("env_config") or {}, str(root / rundir.TOURNAMENT))
     env = config.get("env")
     board = root / rundir.LEADERBOARD
@@ -88,10 +94,16 @@ def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
         entries = list(values.get("entries") or [])
     paths = [root / e["checkpoint"] for e in entries if e.get("checkpoint")]
     paths = [p for p in paths if p.with_suffix(".json").is_file()]
-    k = int(config.get("ensemble_k", 3))
     checkpoints = {"best": paths[0]} if paths else {}
-    return RunContents(root, "tournament", env if isinstance(env, str) else None, rules,
-                       checkpoints=checkpoints, ensemble=paths[:k], periods=run_periods(config))  # fmt: skip
+    contents = RunContents(root, "tournament", env if isinstance(env, str) else None, rules,
+                           checkpoints=checkpoints, periods=run_periods(config))  # fmt: skip
+    selected = root / rundir.SELECTION
+    if selected.is_file():
+        values = rundir.read_json(selected, version=rundir.SELECTION_VERSION)
+        contents.ensemble = [root / path for path in values.get("member_checkpoints") or []]
+        contents.ensemble_weights = [float(w) for w in values.get("weights") or []]
+        contents.result = values.get("result")
+    return contents
 
 
 def _checkpoints(root: Path) -> dict[str, Path]:
@@ -117,7 +129,7 @@ def run_strategies(contents: RunContents, device: str = "cpu") -> dict[str, Any]
     if contents.ensemble:
         from trader.agents.ensemble import load_ensemble
 
-        strategies["ensemble"] = load_ensemble(contents.ensemble, device)
+        strategies["ensemble"] = load_ensemble(contents.ensemble, device, contents.ensemble_weights or None)
     if contents.baselines:
         from trader.baselines.folder import load_strategy
 
@@ -181,7 +193,9 @@ def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None,
     strategies = trading_in(strategies, select_period(data, period)[0].timestamps[0])
     config = config or backtest_config(contents)
     trials = contents_trials(contents)
-    selection = run_selection(data, trials, config, device) if period != "validation" else None
+    selection = run_selection(data, trials, config, device, contents.result) if period != "validation" else None
+    if selection is not None and contents.result is not None:
+        selection["tournament"] = tournament_result(contents.run_dir)
     return run_backtest(data, strategies, baselines=baselines, period=period, config=config, run_dir=run_dir,
                         device=device, trials=trials, selection=selection, initial_books=initial_books)  # fmt: skip
 
@@ -195,15 +209,23 @@ def contents_trials(contents: RunContents) -> dict[str, Any]:
     return run_trials(contents.run_dir, contents.kind, best_pod, contents.baselines)
 
 
-def run_selection(data: Any, trials: dict[str, Any], config: Any, device: str) -> dict[str, Any] | None:
-    """The selection statistics of the run's own trials (``best``'s), on the validation
-    period: the yardsticks (equal-weight, the benchmark) are backtested there for SPA."""
+def tournament_result(run_dir: Path) -> dict[str, Any]:
+    """A tournament's result as ``selection.json`` states it: ``{"result", "sentence"}``."""
+    values = rundir.read_json(run_dir / rundir.SELECTION, version=rundir.SELECTION_VERSION)
+    return {"result": values["result"], "sentence": values["sentence"]}
+
+
+def run_selection(data: Any, trials: dict[str, Any], config: Any, device: str,
+                  result: str | None = None) -> dict[str, Any] | None:  # fmt: skip
+    """The selection statistics of the run's own trials, on the validation period, with
+    the run's result as the winner (``best``, or a tournament's ``ensemble`` when that is
+    its result): the yardsticks (equal-weight, the benchmark) are backtested there for SPA."""
     from dataclasses import replace
 
     from trader.backtest.engine import run_backtest
     from trader.backtest.evidence import selection_evidence
 
-    chosen = trials.get("best")
+    chosen = trials.get(result or "best")
     if chosen is None or chosen.returns is None:
         return None
     yardsticks = [b for b in ("equal_weight", "benchmark") if b != "benchmark" or data.benchmark is not None]

@@ -47,6 +47,8 @@ def tournament_command(
     tls_cert: Annotated[Path | None, typer.Option("--tls-cert", help="With a tls:// scheduler: this client's certificate (PEM).")] = None,
     tls_key: Annotated[Path | None, typer.Option("--tls-key", help="With a tls:// scheduler: this client's private key (PEM).")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Allow a plain tcp:// scheduler off loopback: anyone who reaches it runs code on every worker.")] = False,
+    search: Annotated[str | None, typer.Option("--search", help="How new pods are made: pbt (children of the best, perturbed; the default) or random (random search: every pod fresh, hyperparameters drawn in their ranges).")] = None,
+    ensemble_weighting: Annotated[str | None, typer.Option("--ensemble-weighting", help="Weights of the ensemble's members: equal (the default) or score (their validation Sharpe ratios).")] = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="all or 0,1: one dask-cuda worker per GPU.")] = None,
     num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments per pod (default 64).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Tournament seed (default 0).")] = None,
@@ -73,7 +75,8 @@ def tournament_command(
     flags = {
         "env": dataset or env, "population": population, "pod_steps": pod_steps, "pods": pods,
         "target_score": target_score, "workers": workers, "scheduler": scheduler, "gpus": gpus,
-        "num_envs": num_envs, "seed": seed, "device": device, "compile": compile,
+        "num_envs": num_envs, "seed": seed, "device": device, "compile": compile, "search": search,
+        "ensemble_weighting": ensemble_weighting,
         "tls_ca": _path(tls_ca), "tls_cert": _path(tls_cert), "tls_key": _path(tls_key), "insecure": insecure or None,
         "algos": parse_algos(algos) if algos is not None else None,
         "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
@@ -112,6 +115,8 @@ def tournament_command(
         cluster.close(client)
     Console(stderr=True).print(f"stopped ({result.stop_reason}) after {result.seconds:,.0f} s")
     _print_leaderboard(result.leaderboard)
+    if result.selection is not None:
+        print(result.selection.sentence())
     if result.backtest is not None:
         from trader.cli.backtest import print_result_table
 

@@ -1,0 +1,266 @@
+"""The tournament's result: membership by evidence, the ensemble as one more trial, the
+better of best pod and ensemble; random search; what a child inherits.
+
+Known answers on hand-made validation records, then one real tiny tournament whose
+pods' validation records are replaced by records of known strength, so that which
+pods clear the bar is known.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tournament import TournamentConfig
+from tournament.generator import PodGenerator, sample
+from tournament.leaderboard import Entry, Leaderboard
+from tournament.selection import (
+    MEMBERSHIP_PSR,
+    Candidate,
+    candidates,
+    choose,
+    member_weights,
+    members,
+)
+from trader import rundir
+from trader.agents import get_spec, make_agent
+from trader.agents.ensemble import EnsemblePolicy
+from trader.errors import UserError
+
+DAYS = pd.bdate_range("2023-01-02", periods=120)
+DAILY_RECIPE = """
+name = "tiny-daily"
+description = "4 synthetic tickers, daily bars over a year and a half"
+source = "synthetic"
+interval = "1D"
+start = "2022-01-03"
+end = "2023-07-01"
+train_end = "2022-10-01"
+val_end = "2023-01-01"
+
+[synthetic]
+n_tickers = 4
+seed = 1
+"""
+
+
+def record(sharpe: float, seed: int) -> pd.Series:
+    """Daily returns of about the given annualised Sharpe ratio."""
+    rng = np.random.default_rng(seed)
+    daily = rng.normal(sharpe / math.sqrt(252) * 0.01, 0.01, len(DAYS))
+    return pd.Series(daily, index=DAYS)
+
+
+def write_pod(root: Path, pod_id: str, daily: pd.Series, best_step: int = 512) -> None:
+    """A pod folder with a validation record: two passes, the best at ``best_step``."""
+    folder = root / rundir.PODS_DIR / pod_id
+    keys = pd.DataFrame({"step": [256, best_step], "score": [0.0, 1.0]})
+    rundir.write_parquet(folder / rundir.TRIALS, rundir.trials_frame(keys, [daily * 0.0 + 1e-4, daily]))
+    rundir.write_json(folder / rundir.CHECKPOINTS / "best.json", {"info": {"step": best_step}})
+
+
+def entry(pod_id: str, score: float, index: int) -> Entry:
+    return Entry(pod_id, index, "ppo", score, 0, None, {}, f"pods/{pod_id}/checkpoints/best")
+
+
+# --------------------------------------------------------------------------- membership
+
+
+def test_a_pod_below_the_bar_is_never_a_member_even_at_the_top(tmp_path: Path) -> None:
+    strengths = {"p0000": -1.0, "p0001": 5.0, "p0002": 4.0, "p0003": 3.0, "p0004": 0.5}
+    for k, (pod, sharpe) in enumerate(strengths.items()):
+        write_pod(tmp_path, pod, record(sharpe, k))
+    ranked = [entry(p, 9.0 - k, k) for k, p in enumerate(strengths)]  # p0000 ranks first on its score
+    found = candidates(tmp_path, ranked)
+    assert [c.pod_id for c in found] == list(strengths)
+    assert not found[0].qualified and found[0].psr < MEMBERSHIP_PSR
+    chosen = members(found, k=2)
+    assert [c.pod_id for c in chosen] == ["p0001", "p0002"]  # qualified, best first, at most k
+    assert all(c.psr >= MEMBERSHIP_PSR for c in chosen)
+    assert not found[4].qualified  # Sharpe 0.5 over 120 days is not above zero at 95%
+
+
+def test_the_record_is_the_best_snapshots_pass_and_a_pod_without_one_never_qualifies(tmp_path: Path) -> None:
+    write_pod(tmp_path, "p0000", record(6.0, 1), best_step=512)
+    (found,) = candidates(tmp_path, [entry("p0000", 1.0, 0)])
+    pd.testing.assert_series_equal(found.daily, record(6.0, 1), check_names=False, check_freq=False)
+    (missing,) = candidates(tmp_path, [entry("p0009", 1.0, 9)])
+    assert missing.daily is None and math.isnan(missing.psr) and not missing.qualified
+
+
+def test_member_weights_are_equal_or_follow_the_scores_and_sum_to_one() -> None:
+    chosen = [Candidate("a", "", 3.0, 0.99), Candidate("b", "", 1.0, 0.99)]
+    assert member_weights(chosen, "equal") == [0.5, 0.5]
+    assert member_weights(chosen, "score") == pytest.approx([0.75, 0.25])
+    with pytest.raises(ValueError):
+        member_weights(chosen, "rank")
+
+
+def test_the_result_is_the_ensemble_only_when_it_scores_higher_on_validation() -> None:
+    assert choose(2.0, None) == "best"
+    assert choose(2.0, 1.9) == "best"
+    assert choose(2.0, 2.0) == "best"  # a tie keeps the simpler strategy
+    assert choose(2.0, 2.1) == "ensemble"
+    assert choose(2.0, math.nan) == "best"
+
+
+# --------------------------------------------------------------------------- the ensemble's action
+
+
+def test_members_with_opposite_actions_cancel_and_identical_members_act_as_one() -> None:
+    agent = make_agent("td3", 5, 3, {"hidden_sizes": (8,)}, seed=0)
+    obs = torch.randn(4, 5)
+
+    class Negated:
+        obs_dim, act_dim = 5, 3
+
+        def act(self, obs, deterministic=True):
+            return -agent.act(obs, deterministic=True)
+
+    assert torch.equal(EnsemblePolicy([agent, Negated()]).act(obs), torch.zeros(4, 3))
+    assert torch.allclose(EnsemblePolicy([agent, agent], [0.3, 0.7]).act(obs), agent.act(obs, deterministic=True))
+    with pytest.raises(UserError, match="summing to 1"):
+        EnsemblePolicy([agent, agent], [0.5, 0.6])
+
+
+# --------------------------------------------------------------------------- a real tournament
+
+
+@pytest.fixture(scope="module")
+def tiny_tournament(tmp_path_factory):
+    from distributed import Client
+
+    from tournament import run
+
+    root = tmp_path_factory.mktemp("selection")
+    os.environ["PODRACER_DATA_DIR"] = str(root / "data")
+    recipe = root / "daily.toml"  # a validation period long enough for a Sharpe ratio's PSR (60 sessions)
+    recipe.write_text(DAILY_RECIPE)
+    config = TournamentConfig(run_dir=str(root / "tour"), env=str(recipe), algos=("ppo",), pod_steps=256,
+                              num_envs=4, pods=3, population=3, backtest=False,
+                              algo_configs={"ppo": {"num_steps": 32, "update_epochs": 1, "num_minibatches": 2,
+                                                    "hidden_sizes": [8]}})  # fmt: skip
+    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+        result = run(config, client=client)
+    return config, result
+
+
+def test_a_tournament_writes_its_selection_and_a_tiny_one_forms_no_ensemble(tiny_tournament) -> None:
+    config, result = tiny_tournament
+    values = rundir.read_json(Path(config.run_dir) / rundir.SELECTION, version=rundir.SELECTION_VERSION)
+    assert [c["pod_id"] for c in values["candidates"]] == [e.pod_id for e in result.leaderboard.ranked()]
+    assert values["result"] == result.selection.result
+    if not result.selection.has_ensemble:  # untrained pods on a random walk rarely clear the bar
+        assert values["members"] == [] and values["ensemble_score"] is None and values["result"] == "best"
+        assert "no ensemble" in result.selection.sentence()
+
+
+def test_qualified_pods_form_an_ensemble_whose_pass_is_one_more_trial(tiny_tournament, tmp_path: Path) -> None:
+    import shutil
+
+    from tournament.orchestrator import TournamentState, select_result
+    from trader.backtest.runs import backtest_config, backtest_run, read_run
+
+    config, result = tiny_tournament
+    root = tmp_path / "tour"
+    shutil.copytree(config.run_dir, root)
+    config = TournamentConfig.from_dict({**config.to_dict(), "run_dir": str(root)})
+    state = TournamentState.replay(config)
+    ranked = state.board.ranked()
+    days = rundir.read_trials(root / rundir.TRIALS)[1].columns
+    for k, pod in enumerate(ranked):  # the top two get strong records, the third a losing one
+        keys, returns = rundir.read_trials(root / rundir.PODS_DIR / pod.pod_id / rundir.TRIALS)
+        step = rundir.read_json(root / pod.checkpoint.replace("checkpoints/best", "checkpoints/best.json"))["info"]["step"]
+        strong = pd.Series(record(8.0 if k < 2 else -3.0, k).to_numpy()[: len(days)], index=days)
+        daily = [strong if s == step else returns.iloc[i].dropna() for i, s in enumerate(keys["step"])]
+        rundir.write_parquet(root / rundir.PODS_DIR / pod.pod_id / rundir.TRIALS, rundir.trials_frame(keys, daily))
+    from tournament.orchestrator import gather_trials
+
+    pod_trials = gather_trials(state)
+    chosen = select_result(config, state, config.env)
+    assert [m.pod_id for m in chosen.members] == [e.pod_id for e in ranked[:2]]
+    assert chosen.has_ensemble and chosen.weights == [0.5, 0.5]
+    keys, returns = rundir.read_trials(root / rundir.TRIALS)
+    assert len(keys) == pod_trials + 1 and keys["pod_id"].iloc[-1] == "ensemble"
+    assert keys["score"].iloc[-1] == pytest.approx(chosen.ensemble_score)
+    assert chosen.result == choose(ranked[0].score, chosen.ensemble_score)
+    # the backtest reads the ensemble from selection.json, and deflates by every trial, the ensemble's too
+    contents = read_run(root)
+    assert contents.ensemble == [root / m.checkpoint for m in chosen.members] and contents.result == chosen.result
+    report = backtest_run(root, baselines=[], config=backtest_config(contents, tear_sheet=False))
+    assert report.evidence["ensemble"]["n_trials"] == pod_trials + 1 == report.evidence["best"]["n_trials"]
+    # a second selection (a resumed tournament) replaces the ensemble's row, never adds a second
+    gather_trials(state)
+    select_result(config, state, config.env)
+    assert (rundir.read_trials(root / rundir.TRIALS)[0]["pod_id"] == "ensemble").sum() == 1
+
+
+# --------------------------------------------------------------------------- random search
+
+
+def test_random_search_makes_only_fresh_pods_with_hyperparameters_drawn_in_their_bounds(tmp_path: Path) -> None:
+    config = TournamentConfig(run_dir=str(tmp_path), env="Pendulum-v1", algos=("ppo", "td3"), search="random", seed=3)
+    board = Leaderboard(4)
+    board.consider(Entry("p0000", 0, "ppo", 9.0, 0, None, {"learning_rate": 1e-3}, "pods/p0000/checkpoints/best"))
+    generator = PodGenerator(config, "Pendulum-v1")
+    specs = [generator.next_spec(i, board) for i in range(12)]
+    assert all(s.parent_id is None and s.parent_checkpoint is None and s.generation == 0 for s in specs)
+    for spec in specs:
+        for key, bound in get_spec(spec.algo).mutation_bounds.items():
+            if key in spec.algo_config:
+                assert bound.low <= spec.algo_config[key] <= bound.high, key
+    rates = {s.algo_config["learning_rate"] for s in specs if s.algo == "ppo"}
+    assert len(rates) == sum(s.algo == "ppo" for s in specs) > 1  # drawn afresh for every pod
+    again = PodGenerator(config, "Pendulum-v1")
+    assert [again.next_spec(i, board) for i in range(12)] == specs  # a pod is a function of the seed and its index
+
+
+def test_random_search_keeps_a_value_set_outside_its_bound() -> None:
+    bounds = get_spec("ppo").mutation_bounds
+    drawn = sample({"gamma": 0.0, "learning_rate": 3e-4}, bounds, np.random.default_rng(0))
+    assert drawn["gamma"] == 0.0 and drawn["learning_rate"] != 3e-4
+    with pytest.raises(Exception, match="search"):
+        TournamentConfig(search="grid")
+
+
+# --------------------------------------------------------------------------- what a child inherits
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac", "td3"])
+def test_a_child_starts_from_its_parents_weights_normaliser_and_optimiser_but_its_own_rates(algo, tmp_path: Path) -> None:
+    """A child pod (`trader.train`'s ``init_from``, `continue_from`) copies the parent's
+    best snapshot: every network, the optimisers' moments and step counts, the
+    observation normaliser and the extra state (update counters); it keeps its own
+    learning rates (its config's, perhaps perturbed) and its own random stream. The
+    replay buffer of SAC and TD3 is not part of a checkpoint: a child refills its own."""
+    from market_envs.gym_vec import GymVecEnv
+    from trader.agents.checkpoint import RNG_KEY, load_checkpoint, save_checkpoint
+    from trader.train import continue_from
+
+    env = GymVecEnv("Pendulum-v1", 2, "cpu", 0)
+    base = {"hidden_sizes": (8,), "normalize_obs": True}
+    extra = {"num_steps": 16, "num_minibatches": 2, "update_epochs": 1} if algo == "ppo" else {
+        "learning_starts": 32, "batch_size": 16, "iteration_steps": 64}
+    parent = make_agent(algo, env.obs_dim, env.act_dim, {**base, **extra}, seed=1)
+    runner = get_spec(algo).runner_cls(parent, env)
+    for _ in range(3):
+        runner.iteration()
+    save_checkpoint(parent, tmp_path / "best")
+    rate_key = "learning_rate" if algo == "ppo" else "actor_lr"
+    child = make_agent(algo, env.obs_dim, env.act_dim, {**base, **extra, rate_key: 1e-5}, seed=2)
+    continue_from(child, tmp_path / "best", seed=2)
+    saved, _ = load_checkpoint(tmp_path / "best", "cpu")
+    state = child.state_dict()
+    assert set(state) == set(saved) - {RNG_KEY}
+    own_rates = {key for key in saved if key.endswith(".lr")}
+    for key, tensor in saved.items():
+        if key != RNG_KEY and key not in own_rates:
+            assert torch.equal(state[key], tensor), key
+    assert any(k.startswith("norm") for k in saved) and any(".exp_avg" in k for k in saved)  # normaliser, moments
+    assert own_rates and any(float(state[key]) == 1e-5 != float(saved[key]) for key in own_rates)
