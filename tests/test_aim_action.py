@@ -327,3 +327,17 @@ def test_the_gymnasium_adapter_trades_with_the_new_action():
     assert torch.equal(env.vec_env.holdings, held)  # nothing held yet, nothing to unwind
     env.step(np.ones(4, dtype=np.float32) * np.array([1, -1, 1, -1], dtype=np.float32))
     assert (env.vec_env.holdings.abs() > 0).any()
+
+
+def test_requested_orders_of_trader_act_are_the_mapping_with_the_envs_rate_and_band():
+    """`StockTradingVecEnv.requested_orders` (what `trader act` prices at the latest bar) is
+    `target_holdings` less the book: the same mapping, the env's own trade rate and band."""
+    config = EnvConfig(**FREE, weights_map="linear", trade_rate=0.25, no_trade_band=0.01, market_neutral=True)
+    env = _start(config, [0.1, -0.1, 0.05, -0.05])
+    a = torch.tensor([[0.9, -0.6, 0.1, -0.4]])
+    price = PANEL.close[0]
+    sells, buys = env.requested_orders(a, price)
+    target = target_holdings(a, env.holdings, price, env.cash, config)
+    torch.testing.assert_close(env.holdings - sells + buys, target, rtol=1e-12, atol=1e-9)
+    everything = target_holdings(a, env.holdings, price, env.cash, replace(config, trade_rate=1.0, no_trade_band=0.0))
+    assert ((buys - sells).abs() < (everything - env.holdings).abs()).any()  # a quarter of the way, not all of it
