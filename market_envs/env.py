@@ -8,7 +8,13 @@ bars, no ``.item()`` and no host copy.
 
 Timing, for one sub-environment at bar t (all prices from ``data``):
 
-1. The agent sees the observation at bar t, built from data at bars <= t only.
+1. The agent sees the observation at bar t, built from data at bars <= t only. Its
+   action becomes orders in shares (`_orders`; `target_holdings` as a function): in
+   shares mode directly; in weights mode through an **aim** portfolio (`EnvConfig`:
+   ``weights_map``), toward which the book, valued at bar t+1's open, moves through the
+   no-trade band and at the trade rate (``no_trade_band``, ``band_scope``,
+   ``trade_rate``; by default all the way: the book is rebalanced to the aim). Each
+   stock's new weight lies between its weight and its aim.
 2. Its order fills at the **open of bar t+1**, never at a price it has already seen.
    A stock whose bar t+1 is not tradable (``data.tradable``) is not traded.
 3. With a participation cap (``EnvConfig.costs.participation``), at most that

@@ -269,8 +269,11 @@ def run_backtest(
         set's benchmark, run as a one-ticker panel), "equal_weight" (equal-weight
         buy-and-hold), "equal_weight_daily" (equal weight, rebalanced every
         session), "oracle" (a synthetic data set's planted rule, traded as target
-        weights with short selling, every bar: the ceiling). None: all that apply
-        ("benchmark" when the data has one, "oracle" when it has a planted edge).
+        weights with short selling, every bar: the ceiling at zero cost), "oracle_costs"
+        (the same rule through the trade rate or no-trade band best on the training
+        period under this backtest's costs, `oracle_under_costs`: the ceiling under
+        costs). None: all that apply ("benchmark" when the data has one, both oracles
+        when it has a planted edge).
     :param period: "test", "validation", "train", "START:END", or "all". None:
         "test" when `data` is a recipe, the whole panel when it is a `MarketData`.
     :param config: capital, costs and recording (`BacktestConfig`).
