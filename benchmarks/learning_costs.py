@@ -181,8 +181,8 @@ def deflated(daily: list[float], trials: int, trial_sharpes: list[float]) -> flo
         return float("nan")
     spread = np.var(np.asarray(trial_sharpes) / np.sqrt(stats.TRADING_DAYS), ddof=1) if len(trial_sharpes) > 1 else 0.0
     variance = max(float(spread), stats.null_sharpe_variance(moments.days))
-    return float(stats.deflated_sharpe_ratio(moments.sharpe, moments.days, trials, variance,
-                                             moments.skew, moments.kurtosis))  # fmt: skip
+    return float(stats.deflated_sharpe_ratio(moments.sharpe, moments.days, moments.skew, moments.kurtosis,
+                                             trials, variance))  # fmt: skip
 
 
 def parse_sets(items: list[str], nested: bool) -> dict[str, Any]:

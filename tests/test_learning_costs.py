@@ -6,6 +6,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,3 +77,17 @@ def test_untrained_turnover_falls_with_the_noise_under_the_linear_aim(tmp_path, 
     today, linear = "today (normalized, rate 1, no band)", "linear, rate 1, no band"
     assert quiet[linear] < 0.5 * loud[linear]  # the linear aim's noise trades with its size
     assert quiet[today] > 2 * quiet[linear]  # the normalized book rescales small noise up (6 stocks: up to gross 1)
+
+
+def test_the_null_agents_dsr_is_the_psr_above_the_best_of_the_trials():
+    """`deflated`: one trial is the PSR against 0; more trials raise the bar, so the DSR falls."""
+    from trader import stats
+
+    module = _benchmark()
+    rng = np.random.default_rng(0)
+    daily = (rng.standard_normal(63) * 0.01 + 0.002).tolist()
+    moments = stats.sharpe_moments(np.asarray(daily))
+    one = module.deflated(daily, 1, [2.0])
+    assert one == pytest.approx(stats.probabilistic_sharpe_ratio(moments.sharpe, 0.0, moments.days, moments.skew,
+                                                                 moments.kurtosis), rel=1e-9)  # fmt: skip
+    assert module.deflated(daily, 5, [2.0, -1.0, 0.5, 3.0, 1.0]) < one
