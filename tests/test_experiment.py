@@ -122,12 +122,12 @@ def test_a_run_directory_with_other_settings_or_other_files_is_refused(tmp_path:
     config = ExperimentConfig(run_dir=str(root), dataset="synthetic-minute", pods=2)
     assert ExperimentConfig.from_dict(rundir.read_toml(claim(config, root) and root / "experiment.toml")) == config
     assert claim(config, root) == config  # the same settings resume
-    with pytest.raises(UserError, match="other settings \\(pods\\)"):
+    with pytest.raises(UserError, match="an experiment with another config \\(differs in pods\\)"):
         claim(ExperimentConfig(run_dir=str(root), dataset="synthetic-minute", pods=3), root)
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
-    with pytest.raises(UserError, match="holds something already \\(notes.txt\\): give another run directory"):
+    with pytest.raises(UserError, match="holds a run already \\(notes.txt\\): give another run directory"):
         claim(config, other)
     assert (other / "notes.txt").read_text() == "mine"
 

@@ -163,7 +163,8 @@ def test_an_overwritten_report_keeps_no_series_of_a_strategy_it_lost(run: Path, 
     assert main(["backtest", str(run), "--report", "two", "--strategies", "best,final", "--no-tear-sheet", "--no-breakeven"]) == 0
     assert main(["backtest", str(run), "--report", "two", "--strategies", "best", "--no-tear-sheet", "--no-breakeven", "--overwrite"]) == 0
     capsys.readouterr()
-    assert sorted(p.name for p in (run / "reports" / "two" / "backtests").iterdir()) == ["best.parquet"]
+    assert sorted(p.name for p in (run / "reports" / "two" / "backtests").glob("*.parquet")) == ["best.parquet"]
+    assert sorted(p.name for p in (run / "reports" / "two" / "backtests" / "trades").iterdir()) == ["best.parquet"]
 
 
 def test_a_strategy_whose_checkpoint_is_gone_is_an_error_naming_it(run: Path, capsys) -> None:

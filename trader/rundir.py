@@ -275,6 +275,28 @@ def check_new_run(root: str | os.PathLike[str], *, remedy: str, overwrite: bool 
                         "remove them yourself, or choose another run directory")  # fmt: skip
 
 
+def claim_run(root: str | os.PathLike[str], name: str, config: Mapping[str, Any], what: str) -> bool:
+    """Start or resume the run whose config file ``name`` (TOML) is in ``root``: a folder
+    without it must be new (`check_new_run`), and the config is written first; a folder with
+    it resumes only under the same config (``run_dir`` aside: the same folder, by any path),
+    else one `UserError` naming the keys that differ. Returns True for a resume.
+
+    :param what: the run's kind in the messages ("a walk-forward", "an experiment")."""
+    root = Path(root)
+    path = root / name
+    wanted = {k: v for k, v in toml_ready(dict(config)).items() if k != "run_dir"}
+    if path.is_file():
+        saved = {k: v for k, v in read_toml(path).items() if k != "run_dir"}
+        if saved != wanted:
+            changed = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
+            raise UserError(f"{root} holds {what} with another config (differs in {', '.join(changed)}): "
+                            "give the same options to resume it, or another run directory")  # fmt: skip
+        return True
+    check_new_run(root, remedy="give another run directory")
+    write_toml(path, dict(config))
+    return False
+
+
 def clear_run(root: str | os.PathLike[str]) -> None:
     """Remove every file of the run in ``root`` (``--overwrite``: the new run replaces
     the old one whole: no stale report, series, checkpoint or baseline is left beside
