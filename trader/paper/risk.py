@@ -5,8 +5,9 @@
   the prices the orders are sent at. The cuts are listed in the journal.
 - `RiskState`: after every bar, the book's loss since the previous session's last
   close and its fall from the highest value seen. Reaching the daily loss limit or the
-  drawdown limit sets `kill`: the next bar flattens the book, and then `stopped` says
-  why the loop ends. It is rebuilt from the journal on a restart, so a killed loop stays
+  drawdown limit sets `kill`: the next bar flattens the book (and the next, until no
+  position is left: a participation cap or a partial fill may leave some), and then
+  `stopped` says why the loop ends. It is rebuilt from the journal on a restart, so a killed loop stays
   stopped.
 """
 
@@ -69,6 +70,9 @@ class RiskState:
         state = cls(limits)
         for record in records:
             state.update(record)
+        if records:  # what the journal says was decided stands, whatever limits this run was given
+            state.kill = records[-1]["risk"].get("kill")
+            state.stopped = records[-1].get("stop")
         return state
 
     def update(self, record: dict[str, Any], hours: Any = None) -> dict[str, Any]:
@@ -94,7 +98,8 @@ class RiskState:
             "day_start": self.day_start,
         }
         if record["kind"] == "flatten" and self.kill is not None:
-            self.stopped = f"{self.kill}; the book was flattened at {record['fills_at']} and the loop stopped"
+            if not np.any(positions):  # a partial fill (a participation cap) flattens again at the next bar
+                self.stopped = f"{self.kill}; the book was flattened at {record['fills_at']} and the loop stopped"
         elif self.kill is None:
             limit = self.limits
             if limit.daily_loss_limit is not None and entry["day_loss"] >= limit.daily_loss_limit:
