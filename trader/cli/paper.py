@@ -37,6 +37,7 @@ def paper_command(
     fill_timeout: Annotated[float, typer.Option("--fill-timeout", help="Seconds (the broker's clock) to wait for fills before cancelling the rest.")] = 60.0,
     send_window: Annotated[float, typer.Option("--send-window", help="Seconds after the open a bar's orders may still go out.")] = 30.0,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between two looks at the broker's clock or orders.")] = 1.0,
+    backoff: Annotated[float, typer.Option("--backoff", help="alpaca: seconds of the first wait after a 429 or 5xx (doubled, at most 5 retries).")] = 1.0,
     cash_tolerance: Annotated[float, typer.Option("--cash-tolerance", help="Largest difference of cash between the journal and the broker before the loop stops.")] = 0.01,
     dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe, when the run records none.")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
@@ -52,7 +53,7 @@ def paper_command(
     config = PaperConfig(broker=broker, broker_url=broker_url, data_url=data_url, feed=feed, period=period or "test",
                          max_bars=max_bars, dry_run=dry_run, limits=limits, flatten_before_close=flatten_before_close,
                          fill_timeout_s=fill_timeout, send_window_s=send_window, poll_s=poll,
-                         cash_tolerance=cash_tolerance, device=device)  # fmt: skip
+                         backoff_s=backoff, cash_tolerance=cash_tolerance, device=device)  # fmt: skip
     from trader.paper import paper
     from trader.paper.loop import PaperStop
 

@@ -74,11 +74,15 @@ def paper(run_dir: str | os.PathLike[str], config: PaperConfig | None = None, *,
         from trader.paper.alpaca import AlpacaBroker
         from trader.paper.feed import AlpacaFeed
 
-        alpaca = AlpacaBroker(config.broker_url, fill_timeout_s=config.fill_timeout_s, poll_s=config.poll_s)
+        from market_envs.data.vendors import Backoff
+
+        backoff = Backoff(retries=5, base_s=config.backoff_s, cap_s=max(30.0, config.backoff_s))
+        alpaca = AlpacaBroker(config.broker_url, fill_timeout_s=config.fill_timeout_s, poll_s=config.poll_s,
+                              backoff=backoff)  # fmt: skip
         alpaca.check_account()
         feed = AlpacaFeed(strategy.tickers, strategy.data.benchmark_name, strategy.data.interval,
                           (strategy.data.feature_mean, strategy.data.feature_std), strategy.data.feature_names, hours,
-                          history_bars(strategy.rules), url=config.data_url, feed=config.feed)  # fmt: skip
+                          history_bars(strategy.rules), url=config.data_url, feed=config.feed, backoff=backoff)  # fmt: skip
         now = alpaca.clock().now
         panel, _ = feed.panel_at(now)  # the universe and features the data API serves, checked before any write
         book = alpaca.book()

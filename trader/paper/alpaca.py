@@ -132,7 +132,7 @@ class AlpacaBroker:
         """Sells, then buys cut to the cash the sells left; see the module docstring."""
         sells = [OrderReport(o) for o in intent.orders if o.side == "sell"]
         buys = [OrderReport(o) for o in intent.orders if o.side == "buy"]
-        self._send_and_wait(sells, send)
+        self._send_and_wait(sells, send, intent.resumed)
         if buys and send and within_cash is not None:
             cash = self.book().cash
             cut = within_cash({r.order.ticker: r.order.qty for r in buys}, cash)
@@ -141,17 +141,17 @@ class AlpacaBroker:
                 if qty < report.order.qty:
                     report.order = type(report.order)(**{**report.order.as_dict(), "qty": qty})
                     report.message = "cut to the cash left after the sells"
-        self._send_and_wait(buys, send)
+        self._send_and_wait(buys, send, intent.resumed)
         return sells + buys
 
-    def _send_and_wait(self, reports: list[OrderReport], send: bool) -> None:
+    def _send_and_wait(self, reports: list[OrderReport], send: bool, resumed: bool = False) -> None:
         for report in reports:
             order = report.order
             if order.qty * order.price < MIN_ORDER_VALUE or not order.qty > 0:
                 report.status = "skipped"
                 report.message = report.message or f"not sent: under ${MIN_ORDER_VALUE:g} (Alpaca's least order)"
                 continue
-            self._submit(report, send)
+            self._submit(report, send, resumed)
         waiting = [r for r in reports if not r.final]
         if not waiting:
             return
@@ -174,20 +174,22 @@ class AlpacaBroker:
                 break
             time.sleep(self.poll_s)
 
-    def _submit(self, report: OrderReport, send: bool) -> None:
-        """Send the order, or adopt the order its client id already names (a restart)."""
+    def _submit(self, report: OrderReport, send: bool, resumed: bool = False) -> None:
+        """Send the order, or adopt the order its client id already names (a restart: looked up
+        first, so nothing is sent twice; a lost answer: Alpaca's 422 on the repeated id)."""
         from alpaca.common.exceptions import APIError
         from alpaca.trading.enums import OrderSide, TimeInForce
         from alpaca.trading.requests import MarketOrderRequest
 
         order = report.order
-        if not send:
+        if not send or resumed:
             existing = self._by_client_id(order.client_order_id)
-            if existing is None:
-                report.status, report.message = "skipped", "not sent: the bar's send window had passed"
-            else:
+            if existing is not None:
                 self._update(report, existing)
-            return
+                return
+            if not send:
+                report.status, report.message = "skipped", "not sent: the bar's send window had passed"
+                return
         request = MarketOrderRequest(symbol=order.ticker, qty=round(order.qty, 9), client_order_id=order.client_order_id,
                                      side=OrderSide.BUY if order.side == "buy" else OrderSide.SELL,
                                      time_in_force=TimeInForce.DAY)  # fmt: skip

@@ -89,6 +89,8 @@ class PaperConfig:
     :param send_window_s: seconds of the broker's time after the open a bar's orders may
         still go out; a later start skips the bar (the backtest would have filled at the open).
     :param poll_s: seconds of real time between two looks at the broker's clock or orders.
+    :param backoff_s: alpaca: the first wait after a 429 or a 5xx, doubled at each of at most
+        five retries (the data provider's back-off).
     :param cash_tolerance: the largest difference between the cash the journal expects
         and the broker's, in the account's currency, before the loop stops.
     :param share_tolerance: the same for each position, in shares.
@@ -107,6 +109,7 @@ class PaperConfig:
     fill_timeout_s: float = 60.0
     send_window_s: float = 30.0
     poll_s: float = 1.0
+    backoff_s: float = 1.0
     cash_tolerance: float = 0.01
     share_tolerance: float = 1e-6
     device: str = "cpu"
@@ -139,8 +142,10 @@ class PaperConfig:
             value = getattr(self, key)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"{flag} must be a positive number, got {value!r}")
-        if not (isinstance(self.poll_s, (int, float)) and math.isfinite(self.poll_s) and self.poll_s >= 0):
-            raise ConfigError(f"--poll must be a number of seconds >= 0, got {self.poll_s!r}")
+        for key, flag in (("poll_s", "--poll"), ("backoff_s", "--backoff")):
+            value = getattr(self, key)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= 60):
+                raise ConfigError(f"{flag} must be a number of seconds in [0, 60], got {value!r}")
         if not isinstance(self.limits, RiskLimits):
             raise ConfigError(f"PaperConfig.limits must be a RiskLimits, got {type(self.limits).__name__}")
 
@@ -155,5 +160,5 @@ class PaperConfig:
                 "period": self.period if self.broker == "replay" else None, "max_bars": self.max_bars,
                 "dry_run": self.dry_run, "limits": self.limits.as_dict(),
                 "flatten_before_close": self.flatten_before_close, "fill_timeout_s": self.fill_timeout_s,
-                "send_window_s": self.send_window_s, "poll_s": self.poll_s, "cash_tolerance": self.cash_tolerance,
+                "send_window_s": self.send_window_s, "poll_s": self.poll_s, "backoff_s": self.backoff_s, "cash_tolerance": self.cash_tolerance,
                 "share_tolerance": self.share_tolerance}  # fmt: skip

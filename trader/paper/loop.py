@@ -232,7 +232,7 @@ class PaperLoop:
             return panel, (int(t) if t >= 0 else None)
         orders = tuple(Order(**o) for o in pending["orders"])
         action = None if pending["action"] is None else np.asarray(pending["action"], dtype=np.float32)
-        intent = Intent(stamp, action, orders)
+        intent = Intent(stamp, action, orders, resumed=True)
         clock = self.broker.clock()
         send = pending["sent"] and clock.now <= fill_open + pd.Timedelta(seconds=self.config.send_window_s)
         self.progress(f"finishing {stamp} (its orders were going out when the loop stopped)")

@@ -104,11 +104,13 @@ class OrderReport:
 class Intent:
     """The decision behind a bar's orders, for a broker that fills as the env's step does
     (`trader.paper.simulated`): the decision bar, and the policy's action there (None: flatten
-    the book). A real broker receives the orders only."""
+    the book). A real broker receives the orders only; ``resumed`` says they may have been
+    sent before a restart (look each up by its client id before sending it)."""
 
     bar: pd.Timestamp
     action: np.ndarray | None
     orders: tuple[Order, ...] = field(default_factory=tuple)
+    resumed: bool = False
 
 
 class Broker(Protocol):
