@@ -244,3 +244,26 @@ def test_sigterm_stops_after_the_bar_in_hand_and_a_restart_finishes_the_period(r
     resumed = rundir.read_json_lines(path)
     assert len(resumed) == 150
     assert [r["after"] for r in resumed] == [r["after"] for r in journal[:150]]
+
+
+def test_a_tournaments_ensemble_is_the_selected_strategy_when_it_won(replayed) -> None:
+    """`selected_strategy` follows selection.json's result: an ensemble of two copies of the
+    best checkpoint (equal weights) acts as the checkpoint does, under the run's rules."""
+    import torch
+
+    from trader.decision import selected_strategy
+
+    run_dir, _, _, _ = replayed
+    contents = read_run(run_dir)
+    config = backtest_config(contents, tear_sheet=False)
+    data = contents.data(contents.dataset)
+    name, best, rules = selected_strategy(contents, data, config)
+    assert name == "best"
+    contents.result, contents.ensemble, contents.ensemble_weights = "ensemble", [contents.checkpoints["best"]] * 2, [0.5, 0.5]
+    name, ensemble, ensemble_rules = selected_strategy(contents, data, config)
+    assert name == "ensemble" and ensemble_rules == config.env_config(config.policy_env) == rules
+    obs = torch.randn(3, ensemble.obs_dim)
+    torch.testing.assert_close(ensemble.act(obs), best.act(obs, deterministic=True))
+    contents.result, contents.ensemble, contents.checkpoints = None, [], {}
+    with pytest.raises(trader.errors.UserError, match="has no selected strategy"):
+        selected_strategy(contents, data, config)
