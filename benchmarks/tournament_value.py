@@ -102,7 +102,7 @@ def one_seed(seed: int, recipe: Path, args: argparse.Namespace, root: Path) -> d
                    time_budget=seconds, compile=args.compile)  # fmt: skip
     single_seconds = time.perf_counter() - start
     scores = test_sharpes(recipe, {"single": single_dir / "checkpoints" / "best"}, rules)
-    single_report = backtest_run(single_dir, dataset=str(recipe), names=["best"], baselines=[],
+    single_report = backtest_run(single_dir, dataset=str(recipe), strategies=["best"], baselines=[],
                                  config=backtest_config(read_run(single_dir), tear_sheet=False))  # fmt: skip
     evidence["single"] = evidence_of(single_report, "best")
     row = {"seed": seed, **tournament, "single": scores["single"], "equal_weight": scores["equal_weight"],

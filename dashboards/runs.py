@@ -44,8 +44,9 @@ STITCHED_COLUMNS = ("timestamp", "strategy", "fold", *SERIES_COLUMNS[1:])
 """The columns of a walk-forward's ``stitched.parquet`` the dashboard reads."""
 WALKFORWARD_MARKERS = (*MARKERS, rundir.WF_CONFIG)
 """The files that make a folder a run: `trader.rundir.MARKERS` and a walk-forward's config."""
-SKIPPED = ("pods", "backtests", "checkpoints", "baselines", rundir.WF_FOLDS_DIR)
-"""Folders inside a run that are never runs of their own listing."""
+SKIPPED = ("pods", "backtests", "checkpoints", "baselines", rundir.REPORTS_DIR, rundir.WF_FOLDS_DIR)
+"""Folders inside a run that are never runs of their own listing (a run's other
+reports, ``reports/<name>/``, belong to it: `trader.rundir.reports` lists them)."""
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,25 @@ def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
     candidates += [q for p in candidates[1:] if p.name != "pods" for q in sorted(p.iterdir()) if q.is_dir()]
     runs = []
     for path in candidates:
-        if path != root and (path.name in SKIPPED or path.parent.name in ("pods", rundir.WF_FOLDS_DIR)):
+        if path != root and (path.name in SKIPPED or path.parent.name in ("pods", rundir.REPORTS_DIR, rundir.WF_FOLDS_DIR)):
             continue  # pods belong to their tournament, folds are listed with their walk-forward
         if any((path / marker).exists() for marker in WALKFORWARD_MARKERS):
             name = root.name if path == root else str(path.relative_to(root))
             runs.append(RunDir(name, path))
             runs += walkforward_folds(RunDir(name, path))
     return runs
+
+
+def report_views(found: list[RunDir]) -> list[RunDir]:
+    """Every backtest report of the runs `found` lists, as a folder a page reads like a run:
+    a run's own report under the run's name, then each of its other reports
+    (``reports/<name>/``: another period, strategies, costs or data; `trader.rundir.reports`)
+    as ``<run>/reports/<name>``."""
+    views = []
+    for run in found:
+        for report in rundir.reports(run.path):
+            views.append(run if report.own else RunDir(f"{run.name}/{rundir.REPORTS_DIR}/{report.name}", report.path))
+    return views
 
 
 def walkforward_folds(walk: RunDir) -> list[RunDir]:

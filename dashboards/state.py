@@ -33,6 +33,12 @@ def all_runs() -> list[RunDir]:
     return runs.find_runs(runs_dir())
 
 
+def all_reports() -> list[RunDir]:
+    """Every backtest report under the runs folder: each run's own, then its other
+    reports (``<run>/reports/<name>``; `dashboards.runs.report_views`)."""
+    return runs.report_views(all_runs())
+
+
 def problem(message: str | Exception) -> None:
     """Show one line about a file that could not be used; the page goes on."""
     st.warning(str(message), icon="⚠️")
@@ -127,5 +133,5 @@ def dataset_card(run: RunDir) -> dict[str, Any]:
     return _load("dataset_card", run.path, rundir.DATASET)
 
 
-__all__ = ["RunFileError", "all_runs", "runs_dir", "problem", "report", "series", "daily", "training",
+__all__ = ["RunFileError", "all_reports", "all_runs", "runs_dir", "problem", "report", "series", "daily", "training",
            "leaderboard", "pods", "selection", "dataset_card", "walkforward", "stitched", "finished_folds", "paper"]  # fmt: skip

@@ -841,11 +841,28 @@ def _row(table: Tensor | None, t: Tensor) -> Tensor | None:
     return table.index_select(0, t)
 
 
-def _bar_row(table: Tensor | None, t: int) -> Tensor | None:
-    """Row `t` of a per-bar cost table as [1, N] (a view: no index tensor to copy to the device)."""
+def _bar_row(table: Tensor | None, t: int | Tensor) -> Tensor | None:
+    """Row `t` of a per-bar cost table as [1, N]: a view for an int (no index tensor to copy to
+    the device); `t` may also be an int64 [1] tensor (inside `market_envs.rollout`'s chunks)."""
     if table is None or table.shape[0] == 1:
         return table
+    if isinstance(t, Tensor):
+        return table.index_select(0, t)
     return table[t : t + 1]
+
+
+def within_cash(buys: Tensor, cash: Tensor, price: Tensor, t1: int | Tensor, tables: _Tables, rules: _Rules) -> Tensor:
+    """`StockTradingVecEnv.buys_within_cash` for a fill at bar `t1` (an int, or an int64 [1]
+    tensor), as a function of the env's tables and rules."""
+    buys = buys.to(torch.float64).clone()
+    price = price.to(torch.float64).expand_as(buys)
+    cash = cash.to(torch.float64)
+    if not rules.has_costs:
+        return _flat_buys_within_cash(buys, price, cash, rules)[0]
+    market = _Market(half_spread=_bar_row(tables.half_spread, t1), impact=_bar_row(tables.impact, t1), fill_cap=None)
+    fee = _commission_before_caps(torch.zeros_like(buys), buys, buys, price, rules)
+    rate = _slippage(buys.clone(), market, in_place=True)
+    return _buys_within_cash(buys, price, cash, rate, fee, market, rules)[0]
 
 
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
@@ -1263,17 +1280,7 @@ class StockTradingVecEnv:
         A strategy that sizes its purchases with it sends none that the cash cannot pay
         at its estimated price (`trader.backtest.strategies.BuyAndHold`).
         """
-        rules, tables = self._rules, self._tables
-        buys = buys.to(torch.float64).clone()
-        price = price.to(torch.float64).expand_as(buys)
-        cash = cash.to(torch.float64)
-        if not rules.has_costs:
-            return _flat_buys_within_cash(buys, price, cash, rules)[0]
-        market = _Market(half_spread=_bar_row(tables.half_spread, t + 1), impact=_bar_row(tables.impact, t + 1),
-                         fill_cap=None)  # fmt: skip
-        fee = _commission_before_caps(torch.zeros_like(buys), buys, buys, price, rules)
-        rate = _slippage(buys.clone(), market, in_place=True)
-        return _buys_within_cash(buys, price, cash, rate, fee, market, rules)[0]
+        return within_cash(buys, cash, price, t + 1, self._tables, self._rules)
 
     def requested_orders(self, actions: Tensor, price: Tensor) -> tuple[Tensor, Tensor]:
         """The orders a step would send for `actions` from the current book, priced at `price`.

@@ -318,6 +318,10 @@ def test_cli_checkpoint_with_other_tickers_exits_2(tmp_path: Path, cli_data, cap
 
 def test_cli_without_dataset_explains(tmp_path: Path, cli_data, capsys) -> None:
     assert main(["backtest", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "no such run directory" in err and "give --dataset RECIPE" in err and len(err.splitlines()) == 1
+    (tmp_path / "run").mkdir()
+    assert main(["backtest", str(tmp_path / "run")]) == 2
     assert "pass --dataset" in capsys.readouterr().err
 
 

@@ -56,7 +56,7 @@ def replayed(request, tmp_path_factory) -> tuple[Path, pd.DataFrame, pd.DataFram
     root = tmp_path_factory.mktemp(f"paper-{request.param}")
     run_dir = train_run(root, COSTLY if request.param == "costly" else CostModel())
     config = backtest_config(read_run(run_dir), tear_sheet=False)
-    result = backtest_run(run_dir, names=["best"], baselines=[], config=config)
+    result = backtest_run(run_dir, strategies=["best"], baselines=[], config=config)
     first = paper(run_dir, PaperConfig(broker="replay", max_bars=40))
     assert first.bars == 40 and "--max-bars 40" in first.reason
     second = paper(run_dir, PaperConfig(broker="replay"))

@@ -248,8 +248,7 @@ def _claim(root: Path, config: WalkForwardConfig) -> None:
             raise UserError(f"{root} holds a walk-forward with another config (differs in {', '.join(changed)}); "
                             "give the same options to resume it, or another run directory")  # fmt: skip
         return
-    if root.exists() and any(root.iterdir()):
-        raise UserError(f"{root} is not empty and holds no walk-forward; give a new run directory")
+    rundir.check_new_run(root, remedy="give another run directory")
     root.mkdir(parents=True, exist_ok=True)
     rundir.write_toml(path, config.to_dict())
 
@@ -288,9 +287,9 @@ def _run_fold(config: WalkForwardConfig, data: Any, fold: Fold, start_books: dic
     contents = read_run(folder)
     yardsticks = [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None]
     books = {name: Book.from_dict(b) for name, b in (start_books or {}).items() if name in names}
-    result = backtest_run(folder, dataset=config.dataset, names=names, baselines=yardsticks,
+    result = backtest_run(folder, dataset=config.dataset, strategies=names, baselines=yardsticks,
                           config=backtest_config(contents, tear_sheet=False), device=config.device,
-                          initial_books=books)  # fmt: skip
+                          initial_books=books, own=True)  # fmt: skip
     trials = contents_trials(contents)
     sharpe = result.metrics["sharpe_ratio"]
     record = {

@@ -10,7 +10,7 @@ import streamlit as st
 from dashboards import costs, figures, state
 
 st.title("Strategies")
-runs = [run for run in state.all_runs() if run.has_report]
+runs = state.all_reports()  # each run's own report, then its other reports (reports/<name>)
 if not runs:
     st.info(f"No backtest in {state.runs_dir()}: run `trader backtest RUN_DIR` (or `trader tournament`) to write one.")
     st.stop()

@@ -378,7 +378,16 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
     files["report.md"] = rundir.write_text(root / rundir.REPORT_MD, markdown_report(result))
     if dataset_card is not None:
         files["dataset.json"] = rundir.write_json(root / rundir.DATASET, dataset_card)
+    _remove_stale(root, set(files.values()))
     return files
+
+
+def _remove_stale(root: Path, written: set[Path]) -> None:
+    """A report replaces the one before it whole: the series and tear sheets of strategies it
+    no longer has are removed (only files of those two kinds, which only this module writes)."""
+    for path in [*(root / rundir.BACKTESTS_DIR).glob("*.parquet"), *root.glob("tearsheet_*.png")]:
+        if path not in written and not rundir.is_temporary(path):
+            path.unlink(missing_ok=True)
 
 
 MAX_TEAR_SHEETS = 8

@@ -49,6 +49,7 @@ def _register_commands() -> None:
     from trader.cli import walkforward  # noqa: F401
     from trader.cli import act  # noqa: F401
     from trader.cli import paper  # noqa: F401
+    from trader.cli import experiment  # noqa: F401
 
 
 _register_commands()
