@@ -117,6 +117,7 @@ def test_a_replay_decision_never_reads_a_bar_after_it(replayed, tmp_path: Path) 
     from trader.paper.simulated import SimulatedBroker
 
     run_dir, _, _, journal = replayed
+    flat_only(run_dir)
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("paper"))
     strategy = load_strategy(copy)
@@ -137,6 +138,12 @@ def test_a_replay_decision_never_reads_a_bar_after_it(replayed, tmp_path: Path) 
     for original, other in zip(journal[:k], scrambled_journal[:k]):
         assert original["after"] == other["after"] and original["action"] == other["action"]
     assert scrambled_journal[k]["obs_sha256"] == journal[k]["obs_sha256"]
+
+
+def flat_only(run_dir: Path) -> None:
+    """The checks that do not depend on the cost model run on the flat-rate run only."""
+    if "costly" in run_dir.parent.name:
+        pytest.skip("does not depend on the cost model: the flat-rate run is enough")
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
@@ -161,6 +168,7 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
 )
 def test_bad_input_is_one_line_exit_2_and_leaves_the_run_as_it_was(replayed, args, words, capsys) -> None:
     run_dir, _, _, _ = replayed
+    flat_only(run_dir)
     before = _snapshot(run_dir)
     assert cli(["paper", str(run_dir), *args]) == 2
     err = capsys.readouterr().err
@@ -170,6 +178,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_the_run_as_it_was(replayed, arg
 
 def test_a_run_without_a_selected_strategy_is_refused_and_left_as_it_was(replayed, tmp_path: Path, capsys) -> None:
     run_dir, _, _, _ = replayed
+    flat_only(run_dir)
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("paper", "best.*"))
     before = _snapshot(copy)
@@ -181,6 +190,7 @@ def test_a_run_without_a_selected_strategy_is_refused_and_left_as_it_was(replaye
 
 def test_a_restart_under_another_strategy_or_broker_is_refused(replayed, capsys) -> None:
     run_dir, _, _, _ = replayed
+    flat_only(run_dir)
     before = _snapshot(run_dir)
     assert cli(["paper", str(run_dir), "--broker", "alpaca", "--dry-run"]) == 2  # keys unset: refused before the journal
     err = capsys.readouterr().err
@@ -207,6 +217,7 @@ def test_the_kill_switch_flattens_the_book_and_stops(replayed, tmp_path: Path, c
 
 def test_flattening_before_the_close_holds_nothing_overnight(replayed, tmp_path: Path) -> None:
     run_dir, _, _, _ = replayed
+    flat_only(run_dir)
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("paper"))
     result = paper(copy, PaperConfig(flatten_before_close=True, period="2023-01-11 15:30 : 2023-01-12 09:45"))
@@ -220,8 +231,7 @@ def test_flattening_before_the_close_holds_nothing_overnight(replayed, tmp_path:
 
 def test_sigterm_stops_after_the_bar_in_hand_and_a_restart_finishes_the_period(replayed, tmp_path: Path) -> None:
     run_dir, series, positions, journal = replayed
-    if "costly" in run_dir.parent.name:
-        pytest.skip("the signal path does not depend on the cost model: one run is enough")
+    flat_only(run_dir)
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("paper"))
     period = "2023-01-11 09:30 : 2023-01-11 12:00"  # the test period's first 150 bars: the same record
@@ -254,6 +264,7 @@ def test_a_tournaments_ensemble_is_the_selected_strategy_when_it_won(replayed) -
     from trader.decision import selected_strategy
 
     run_dir, _, _, _ = replayed
+    flat_only(run_dir)
     contents = read_run(run_dir)
     config = backtest_config(contents, tear_sheet=False)
     data = contents.data(contents.dataset)
