@@ -156,6 +156,19 @@ def load_series(run: Path, series_file: str) -> pd.DataFrame:
     return frame.set_index("timestamp")
 
 
+def load_trades(run: Path, trades_file: str) -> pd.DataFrame:
+    """One strategy's trade list (``backtests/trades/<name>.parquet``: `trader.backtest.trades`)."""
+    return read_parquet(run / trades_file, ("timestamp", "ticker", "side", "shares", "price", "value",
+                                            "commission", "spread", "impact"))  # fmt: skip
+
+
+def trade_files(report: dict[str, Any]) -> dict[str, str]:
+    """Strategy -> its trade list's path in the report's folder (report.json's ``files``; none
+    for a report written with positions per session, or by an older version)."""
+    files = report.get("files") or {}
+    return {key.removeprefix("trades:"): path for key, path in files.items() if key.startswith("trades:")}
+
+
 # --------------------------------------------------------------------- training and tournaments
 
 

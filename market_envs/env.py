@@ -865,6 +865,45 @@ def within_cash(buys: Tensor, cash: Tensor, price: Tensor, t1: int | Tensor, tab
     return _buys_within_cash(buys, price, cash, rate, fee, market, rules)[0]
 
 
+FILL_PARTS = ("value", "commission", "spread", "impact")
+"""What `fill_costs` gives per stock (beside the fill ``price``): the value traded and each cost term."""
+
+
+def fill_costs(before: Tensor, after: Tensor, bars: Tensor, tables: _Tables, rules: _Rules) -> dict[str, Tensor]:
+    """Each stock's fill that took holdings from `before` to `after` [B, N] at the open of bar
+    ``bars[b]`` [B], valued and charged by the step's own cost functions: ``price`` (the
+    open), ``value`` (shares x open), ``commission``, ``spread``, ``impact``, each float64 [B, N].
+
+    The step charges the shares that fill: the sales, and the buys after the participation
+    cap and the cash limit. A stock is sold or bought in one fill, never both, so its half-spread
+    and impact rate is `_slippage` of its filled shares and its commission `_order_commission`
+    of its side, as in `_fill_with_costs`. Summed over the stocks, the parts equal the step's
+    ``info`` entries (``turnover`` x value, ``cost_commission``, ``cost_spread``,
+    ``cost_impact``; tests/test_trades.py); the borrow fee is the close's, not a fill's.
+    """
+    before, after = before.to(torch.float64), after.to(torch.float64)
+    sold = (before - after).clamp_min(0.0)
+    bought = (after - before).clamp_min(0.0)
+    price = tables.open.index_select(0, bars).double()
+    value = (sold + bought) * price
+    zero = torch.zeros_like(value)
+    if not rules.has_costs:
+        return {"value": value, "commission": sold * price * rules.sell_cost + bought * price * rules.buy_cost,
+                "spread": zero, "impact": zero, "price": price.expand_as(value)}  # fmt: skip
+    market = _Market(_row(tables.half_spread, bars), _row(tables.impact, bars), None)
+    rate = _slippage(sold + bought, market)
+    slipped = zero if rate is None else value * rate
+    spread = zero if market.half_spread is None else value * market.half_spread
+    impact = zero if market.impact is None else (slipped - spread).clamp_min(0.0)
+    commission = []
+    for shares, rate_of_side, sale in ((sold, rules.sell_cost, True), (bought, rules.buy_cost, False)):
+        side_value = shares * price
+        fee = _order_commission(shares, side_value, rate, rate_of_side, rules, sale)
+        commission.append(side_value * rate_of_side if fee is None else fee)
+    return {"value": value, "commission": commission[0] + commission[1], "spread": spread, "impact": impact,
+            "price": price.expand_as(value)}  # fmt: skip
+
+
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
     """The accounting of one step of every sub-environment; pure function of tensors.
 
@@ -1296,6 +1335,11 @@ class StockTradingVecEnv:
         actions = actions.to(self.device, torch.float64).clamp(-1.0, 1.0)
         price = price.to(self.device, torch.float64).expand_as(state.holdings)
         return _orders(actions, state.holdings, price, state.cash, self._rules)
+
+    def fill_costs(self, before: Tensor, after: Tensor, bars: Tensor) -> dict[str, Tensor]:
+        """Each stock's value traded and costs by term of the fills that took holdings from
+        `before` to `after` at the open of `bars` (`fill_costs`; a trade list's rows)."""
+        return fill_costs(before.to(self.device), after.to(self.device), bars.to(self.device), self._tables, self._rules)
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Advance every sub-environment by one bar.

@@ -265,7 +265,9 @@ def test_cli_writes_report_and_prints_table(tmp_path: Path, cli_data, capsys) ->
     assert code == 0
     assert "Equal-weight buy-and-hold" in out and "Sharpe ratio" in out and "Period: test" in out
     assert (run_dir / "report.md").is_file() and (run_dir / "report.json").is_file()
-    assert sorted(p.name for p in (run_dir / "backtests").iterdir()) == [
+    assert sorted(p.name for p in (run_dir / "backtests").glob("*.parquet")) == [
+        "benchmark.parquet", "equal_weight.parquet", "equal_weight_daily.parquet"]
+    assert sorted(p.name for p in (run_dir / "backtests" / "trades").iterdir()) == [  # each one's fills
         "benchmark.parquet", "equal_weight.parquet", "equal_weight_daily.parquet"]
 
 

@@ -372,6 +372,19 @@ def test_a_runs_other_reports_are_listed_beside_its_own_and_show_their_numbers(r
     assert "ppo/reports/validation" in at.sidebar.selectbox(key="significance_run").options
 
 
+def test_the_strategies_page_shows_and_offers_each_trade_list(built: Path) -> None:
+    report = report_of(built / "ppo")
+    at = app_test(built).run()
+    assert not at.exception
+    options = next(w for w in at.selectbox if w.label == "Strategy").options  # keyed on the runs picked
+    assert len(options) == len([k for k in report["files"] if k.startswith("trades:")])
+    shown = next(d.value for d in at.dataframe if "ticker" in d.value.columns)
+    name = report["files"][f"trades:{options[0]}"]
+    written = pd.read_parquet(built / "ppo" / name)
+    assert len(shown) == min(len(written), 1000) and list(shown.columns) == list(written.columns)
+    assert any(b.label.startswith("Download the trade list") for b in at.get("download_button"))
+
+
 def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_trials(built: Path) -> None:
     at = app_test(built).run()
     at.switch_page("pages/significance.py").run()

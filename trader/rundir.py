@@ -68,6 +68,7 @@ BASELINE_SIDECAR = "baseline.json"
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 BACKTESTS_DIR = "backtests"
+TRADES_DIR = f"{BACKTESTS_DIR}/trades"
 REPORTS_DIR = "reports"
 ERROR = "error.txt"
 POD_RESULT = "pod.json"
@@ -155,11 +156,15 @@ FILES: tuple[RunFile, ...] = (
     RunFile(REPORT_JSON, "json", "trader.backtest.report", "the dashboard, benchmarks/"),
     RunFile(REPORT_MD, "markdown", "trader.backtest.report", "a person"),
     RunFile(f"{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{TRADES_DIR}/*.parquet", "parquet", "trader.backtest.report (trader.backtest.trades)",
+            "the dashboard (download), a person"),
     RunFile("tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
     RunFile(f"{REPORTS_DIR}/*/{REPORT_JSON}", "json", "trader.backtest.report",
             "the dashboard (`trader.rundir.reports` lists them)"),
     RunFile(f"{REPORTS_DIR}/*/{REPORT_MD}", "markdown", "trader.backtest.report", "a person"),
     RunFile(f"{REPORTS_DIR}/*/{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/{TRADES_DIR}/*.parquet", "parquet", "trader.backtest.report (trader.backtest.trades)",
+            "the dashboard (download), a person"),
     RunFile(f"{REPORTS_DIR}/*/tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
     RunFile(f"{REPORTS_DIR}/*/{DATASET}", "json", "trader.backtest.report", "the dashboard (data set panel)"),
     RunFile(WF_CONFIG, "toml", "trader.walkforward", "trader walkforward (a resume must match it)"),

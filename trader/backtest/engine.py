@@ -308,6 +308,8 @@ def run_backtest(
     records = _simulate(groups + [g for more in scaled for g in more], panel.timestamps, config.record_positions,
                         device, positions_of=len(groups), chunked=config.compile)  # fmt: skip
     result = _assemble(panel, period_name, groups, records[: len(groups)], config)
+    if config.record_positions == "bar":
+        result = replace(result, trades=_trade_lists(groups, result))
     if multiples:
         curves, offset = {1.0: result.metrics["sharpe_ratio"]}, len(groups)
         for k, more in zip(multiples, scaled):
@@ -628,6 +630,10 @@ def _simulate(
     keep = len(groups) if positions_of is None else positions_of
     records = [_start(g, num_bars, len(recorded) if k < keep else None, device) for k, g in enumerate(groups)]
     observations = [obs for _, obs in records]
+    if 0 in slot_of:  # bar 0's record is the start: all cash, or each member's book
+        for g, (rec, _) in zip(groups, records):
+            if rec.positions is not None:
+                rec.positions[slot_of[0]] = g.env.holdings
     by_bar = list(range(len(groups)))
     if chunked:
         calendar = torch.tensor(new_day_next, dtype=torch.bool, device=device)
@@ -823,6 +829,18 @@ def _assemble(
         cost_model=config.named_costs.as_dict(),
         membership=period_membership(data.meta.get("membership"), timestamps[0], timestamps[-1]),
     )
+
+
+def _trade_lists(groups: list[_Group], result: BacktestResult) -> dict[str, pd.DataFrame]:
+    """Each strategy's fills, from its per-bar positions (`trader.backtest.trades`)."""
+    from trader.backtest.trades import trade_list
+
+    lists = {}
+    for group in groups:
+        for member in group.members:
+            name = member.info.name
+            lists[name] = trade_list(group.env, result.positions[name], result.series[name]["value"].to_numpy())
+    return {name: lists[name] for name in result.series}
 
 
 def _starting_value(member: _Member, config: BacktestConfig) -> float:
