@@ -67,6 +67,7 @@ LOADERS = {
     "trials": lambda folder, name: rundir.read_trials(folder / name),
     "walkforward": lambda folder, name: runs.load_walkforward(folder),
     "stitched": lambda folder, name: runs.load_stitched(folder),
+    "paper": lambda folder, name: runs.load_paper(folder),
 }
 """Loader name -> function of (run folder, file name), as `_cached` calls it."""
 
@@ -129,9 +130,14 @@ def finished_folds(run: RunDir) -> list[dict[str, Any]]:
     return runs.load_finished_folds(run.path)
 
 
+def paper(run: RunDir) -> dict[str, Any]:
+    """``paper/``'s session and journal records (read again when the journal grows)."""
+    return _load("paper", run.path, rundir.PAPER_JOURNAL)
+
+
 def dataset_card(run: RunDir) -> dict[str, Any]:
     return _load("dataset_card", run.path, rundir.DATASET)
 
 
 __all__ = ["RunFileError", "all_reports", "all_runs", "runs_dir", "problem", "report", "series", "trades", "daily", "training",
-           "leaderboard", "pods", "selection", "dataset_card", "walkforward", "stitched", "finished_folds"]  # fmt: skip
+           "leaderboard", "pods", "selection", "dataset_card", "walkforward", "stitched", "finished_folds", "paper"]  # fmt: skip

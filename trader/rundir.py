@@ -80,6 +80,10 @@ WF_FOLD = "fold.json"
 WF_STITCHED = "stitched.parquet"
 WF_REPORT_JSON = "walkforward.json"
 WF_REPORT_MD = "walkforward.md"
+PAPER_DIR = "paper"
+PAPER_SESSION = "paper/session.json"
+PAPER_JOURNAL = "paper/journal.jsonl"
+PAPER_PENDING = "paper/pending.json"
 EXPERIMENT = "experiment.toml"
 EXPERIMENT_DATASET = "dataset.toml"
 EXPERIMENT_JSON = "experiment.json"
@@ -94,6 +98,7 @@ POD_RESULT_VERSION = 1
 WF_FOLD_VERSION = 1
 WF_REPORT_VERSION = 1
 SELECTION_VERSION = 1
+PAPER_VERSION = 1
 EXPERIMENT_VERSION = 1
 
 SERIES_COLUMNS = ("value", "return", "cash", "gross_value", "turnover", "traded_value", "costs")
@@ -168,6 +173,9 @@ FILES: tuple[RunFile, ...] = (
     RunFile(WF_STITCHED, "parquet", "trader.walkforward", "the dashboard (stitched equity)"),
     RunFile(WF_REPORT_JSON, "json", "trader.walkforward", "the dashboard, benchmarks/", WF_REPORT_VERSION),
     RunFile(WF_REPORT_MD, "markdown", "trader.walkforward", "a person"),
+    RunFile(PAPER_SESSION, "json", "trader.paper.journal", "trader paper (a restart must match it), the dashboard", PAPER_VERSION),
+    RunFile(PAPER_JOURNAL, "jsonl", "trader.paper.journal", "trader paper (a restart resumes from it), the dashboard"),
+    RunFile(PAPER_PENDING, "json", "trader.paper.journal", "trader paper (a restart finishes the bar it names)", PAPER_VERSION),
     RunFile(EXPERIMENT, "toml", "trader.experiment", "trader experiment podracer (a resume must match it)"),
     RunFile(EXPERIMENT_DATASET, "toml", "trader.experiment", "every learner of the experiment (its data set recipe)"),
     RunFile(EXPERIMENT_JSON, "json", "trader.experiment", "a person, benchmarks/", EXPERIMENT_VERSION),
@@ -472,6 +480,23 @@ def append_json_line(path: str | os.PathLike[str], values: Mapping[str, Any]) ->
         handle.flush()
         os.fsync(handle.fileno())
     return values
+
+
+def repair_json_lines(path: str | os.PathLike[str]) -> int:
+    """Cut a JSON-lines log back to its last complete line (a crash mid-append leaves a
+    torn tail that the next append would otherwise join); return the bytes removed."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep == len(data):
+        return 0
+    with path.open("r+b") as handle:
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return len(data) - keep
 
 
 # ------------------------------------------------------------------------ reads
