@@ -10,6 +10,19 @@ random too, as their values do not change the work done), one trading year =
 `--mode each` calls them one by one, as separate checkpoints are called. The three
 baselines run beside them, as in every backtest.
 Positions are recorded once per session (`record_positions="day"`). Prints a table.
+
+`--network per_stock`: instead, 64 untrained PPO agents with the market preset's
+per-stock network and rules (target weights, the 30-bar return t-statistic observed),
+as `agents_population` (one program for the 64; bar by bar, each agent in turn, as 64
+checkpoints are run).
+
+`--paths old,new` (default) runs both in one process, the old path first: "old" is the
+bar-by-bar loop with the env step compiled (every backtest before issue 43); "new" runs
+each group many bars per compiled call (`market_envs.rollout`). Both with `--compile`
+(implied by `--paths`), compile time included and also given apart (a first run on one
+session, then the timed run), CPU seconds beside wall seconds, peak RSS growth of each
+path (`ru_maxrss` after it, less before it; the old path runs first), and the largest
+difference of the two paths' final values.
 """
 
 from __future__ import annotations
@@ -66,6 +79,73 @@ def mlp_policy(obs_dim: int, act_dim: int, seed: int) -> torch.nn.Module:
     return net.eval()
 
 
+def per_stock_agents(obs_dim: int, act_dim: int, count: int) -> dict:
+    """`count` untrained PPO agents with the market preset's per-stock network."""
+    from trader.agents import make_agent, make_config
+    from trader.presets import market_algo_config
+
+    config = make_config("ppo", market_algo_config("ppo", steps=1, num_envs=1))
+    return {f"p{k:02d}": make_agent("ppo", obs_dim, act_dim, config, seed=k) for k in range(count)}
+
+
+def run_path(path: str, data: MarketData, policies: dict, config: BacktestConfig, device: str) -> dict:
+    """One timed backtest on `path` ("old": bar by bar, the step compiled; "new": chunked),
+    after a warm-up on the first session (its compilation)."""
+    import resource
+
+    import trader.backtest.engine as engine
+
+    original = engine._group_program
+    if path == "old":  # every group falls back to the bar-by-bar loop
+        engine._group_program = lambda *args, **kwargs: None
+    try:
+        start = time.perf_counter()
+        run_backtest(data.take(slice(0, BARS_PER_SESSION)), policies, period="all", config=config, device=device)
+        warm = time.perf_counter() - start
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        start, cpu = time.perf_counter(), time.process_time()
+        result = run_backtest(data, policies, period="all", config=config, device=device)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    finally:
+        engine._group_program = original
+    return {"path": path, "warm": warm, "seconds": seconds, "cpu": cpu, "peak_mb": peak / 1024, "result": result}
+
+
+def compare_paths(args: argparse.Namespace) -> None:
+    import os
+
+    data = minute_panel(args.days, args.tickers)
+    rules, obs_dim = None, 1 + args.tickers * (1 + len(FEATURE_NAMES))
+    if args.network == "per_stock":
+        from trader.presets import market_rules
+
+        rules = market_rules()
+        obs_dim = 1 + 2 * args.tickers
+        from trader.backtest import agents_population
+
+        policies = {"ppo": agents_population(per_stock_agents(obs_dim, args.tickers, args.policies))}
+    else:
+        nets = {f"p{k:02d}": mlp_policy(obs_dim, args.tickers, k).to(args.device) for k in range(args.policies)}
+        policies = {"mlp": PolicyPopulation.from_modules(nets)}
+    config = BacktestConfig(record_positions="day", tear_sheet=False, compile=True,
+                            **({"policy_env": rules} if rules is not None else {}))  # fmt: skip
+    print(f"{args.days} sessions x {BARS_PER_SESSION} bars = {data.num_bars:,} bars, {args.tickers} tickers, "
+          f"{args.policies} {args.network} policies + baselines; torch {torch.__version__}, 1 thread, {args.device}; "
+          f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
+    print("| path | warm-up s (1 session, compile) | backtest s | CPU s | bars/s | peak RSS growth MB | load after |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    finals = {}
+    for path in args.paths.split(","):
+        row = run_path(path, data, policies, config, args.device)
+        finals[path] = pd.DataFrame({n: s["value"] for n, s in row["result"].series.items()}).iloc[-1]
+        print(f"| {path} | {row['warm']:.1f} | {row['seconds']:.1f} | {row['cpu']:.1f} | "
+              f"{data.num_bars / row['seconds']:,.0f} | {row['peak_mb']:.0f} | {os.getloadavg()[0]:.2f} |", flush=True)  # fmt: skip
+    if len(finals) == 2:
+        old, new = finals.values()
+        print(f"\nfinal values, largest relative difference of the two paths: {float(((new - old) / old).abs().max()):.2e}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=252, help="trading sessions (252 = one year)")
@@ -74,8 +154,13 @@ def main() -> None:
     parser.add_argument("--mode", choices=("population", "each"), default="population")
     parser.add_argument("--compile", action="store_true", help="torch.compile the env step kernel")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
+    parser.add_argument("--paths", default="old,new", help="old, new or both (compiled; '' for the single run below)")
+    parser.add_argument("--network", choices=("mlp", "per_stock"), default="mlp")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.paths:
+        compare_paths(args)
+        return
 
     start = time.perf_counter()
     data = minute_panel(args.days, args.tickers)

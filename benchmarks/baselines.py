@@ -260,13 +260,17 @@ def main(argv: list[str]) -> int:
         tasks = [t for t in tasks if not _done(t)]
     started = time.perf_counter()
     context = multiprocessing.get_context("spawn")
+    # our run claims s<seed>/ (trader.train starts only in a new or empty folder), so the
+    # baselines that go beside it in s<seed>/baselines/ start once it has
+    phases = [[t for t in tasks if t[0] != "baseline"], [t for t in tasks if t[0] == "baseline"]]
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=context) as pool:
-        for name, took in pool.map(run_task, tasks):
-            print(f"{name} finished in {took:.0f} s ({time.perf_counter() - started:.0f} s elapsed)", flush=True)
+        for phase in phases:
+            for name, took in pool.map(run_task, phase):
+                print(f"{name} finished in {took:.0f} s ({time.perf_counter() - started:.0f} s elapsed)", flush=True)
     from trader.backtest.runs import backtest_run
 
     for s in seeds:
-        backtest_run(root / f"s{s}", dataset=args.dataset)
+        backtest_run(root / f"s{s}", dataset=args.dataset, overwrite=True)
     frame = collect(root, args.dataset, seeds, learners)
     frame.to_csv(root / "results.csv", index=False)
     text = "\n".join([table(frame, args.seconds, args.jobs), "", *verdict(frame), "",

@@ -7,8 +7,11 @@ arithmetic. In a tournament pod of benchmarks/tournament_value.py it was the lar
 fixed cost. This script times, in one process:
 
 1. the pass itself (an untrained flat-MLP PPO policy, the learning check's config),
-   eager and compiled (``compile=True``): the first pass (compilation included) and
-   the median of the next ``--repeats``; the scores must be equal;
+   eager, compiled bar by bar (the path before issue 43: one compiled env step and one
+   policy call per bar) and compiled many bars per call (``compile=True`` now:
+   `market_envs.rollout`): the first pass (compilation included) and the median of the
+   next ``--repeats``, wall and CPU; the scores must agree (to 1e-6: the new path splits
+   the policy's first layer, tests/test_rollout.py);
 2. with ``--profile``: cProfile of one more eager pass, the top entries by own time;
 3. with ``--pods N``: N consecutive tournament_value-shaped pods (``trader.train`` of
    ``--pod-steps`` on ``--num-envs`` sub-environments, validated once at the end),
@@ -54,20 +57,27 @@ def evaluator_and_policy(data, rules, args: argparse.Namespace, compile: bool) -
     return evaluator, make_agent("ppo", env.obs_dim, env.act_dim, make_config("ppo", ppo_config(args)), seed=0)
 
 
-def time_passes(data, rules, args: argparse.Namespace, compile: bool) -> tuple[float, float, float]:
-    """(first pass s, median of the next passes s, score) of one evaluator."""
+PATHS = {"eager": (False, False), "compiled, bar by bar": (True, False), "compiled, many bars per call": (True, True)}
+"""Each path's (compile, many bars per call)."""
+
+
+def time_passes(data, rules, args: argparse.Namespace, compile: bool, chunked: bool = True) -> tuple[float, ...]:
+    """(first pass s, median of the next passes s, their median CPU s, score) of one evaluator."""
     evaluator, agent = evaluator_and_policy(data, rules, args, compile)
+    if not chunked:  # the bar-by-bar loop of before
+        evaluator._rollout_episode = lambda agent: None
     start = time.perf_counter()
     score = evaluator.evaluate(agent)["score"]
     first = time.perf_counter() - start
-    times = []
+    times, cpu = [], []
     for _ in range(args.repeats):
-        start = time.perf_counter()
+        start, clock = time.perf_counter(), time.process_time()
         again = evaluator.evaluate(agent)["score"]
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - clock)
         if again != score:
             raise SystemExit(f"validation is not deterministic: {again} != {score}")
-    return first, statistics.median(times), score
+    return first, statistics.median(times), statistics.median(cpu), score
 
 
 def profile_pass(data, rules, args: argparse.Namespace) -> None:
@@ -110,13 +120,13 @@ def main() -> None:
         validation = load(str(recipe)).period("validation")
         print(f"{recipe.stem}: validation period of {validation.num_bars:,} bars x {validation.num_tickers} tickers; "
               f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
-        print("| validation pass | first s (compile included) | median of next s | ms per bar | score |")
-        print("|---|---:|---:|---:|---:|")
-        for compile in (False, True):
-            first, median, score = time_passes(validation, rules, args, compile)
-            name = "compiled" if compile else "eager"
-            print(f"| {name} | {first:.2f} | {median:.2f} | {1000 * median / validation.num_bars:.3f} | {score:.4f} |",
-                  flush=True)  # fmt: skip
+        print("| validation pass | first s (compile included) | median of next s | ms per bar | CPU ms per bar | score | load |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for name, (compile, chunked) in PATHS.items():
+            first, median, cpu, score = time_passes(validation, rules, args, compile, chunked)
+            bars = validation.num_bars
+            print(f"| {name} | {first:.2f} | {median:.2f} | {1000 * median / bars:.3f} | {1000 * cpu / bars:.3f} | "
+                  f"{score:.6f} | {os.getloadavg()[0]:.2f} |", flush=True)  # fmt: skip
         if args.profile:
             profile_pass(validation, rules, args)
         if args.pods:

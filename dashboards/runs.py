@@ -10,6 +10,8 @@ A run directory is recognised by any of its files:
 - a backtest: ``report.json`` and ``backtests/<strategy>.parquet`` (`trader backtest`);
 - a tournament: ``tournament.toml``, ``leaderboard.json``, ``pods.parquet`` and
   ``pods/<pod_id>/`` (each pod a training run);
+- paper trading: ``paper/session.json`` and ``paper/journal.jsonl`` (`trader paper`) in
+  a training run or a tournament;
 - a walk-forward: ``walkforward.toml`` (`trader.walkforward`); each of its folds
   (``folds/<k>/``, a training or tournament run with its test backtest) is listed
   too, as ``<walk-forward>/folds/<k>``, at any depth the walk-forward is found;
@@ -42,8 +44,9 @@ STITCHED_COLUMNS = ("timestamp", "strategy", "fold", *SERIES_COLUMNS[1:])
 """The columns of a walk-forward's ``stitched.parquet`` the dashboard reads."""
 WALKFORWARD_MARKERS = (*MARKERS, rundir.WF_CONFIG)
 """The files that make a folder a run: `trader.rundir.MARKERS` and a walk-forward's config."""
-SKIPPED = ("pods", "backtests", "checkpoints", "baselines", rundir.WF_FOLDS_DIR)
-"""Folders inside a run that are never runs of their own listing."""
+SKIPPED = ("pods", "backtests", "checkpoints", "baselines", rundir.REPORTS_DIR, rundir.WF_FOLDS_DIR)
+"""Folders inside a run that are never runs of their own listing (a run's other
+reports, ``reports/<name>/``, belong to it: `trader.rundir.reports` lists them)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,10 @@ class RunDir:
     def has_walkforward(self) -> bool:
         return (self.path / rundir.WF_CONFIG).exists()
 
+    @property
+    def has_paper(self) -> bool:
+        return (self.path / rundir.PAPER_SESSION).exists()
+
 
 def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
     """Run directories in `runs_dir` (itself, its children and grandchildren), by name.
@@ -84,13 +91,25 @@ def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
     candidates += [q for p in candidates[1:] if p.name != "pods" for q in sorted(p.iterdir()) if q.is_dir()]
     runs = []
     for path in candidates:
-        if path != root and (path.name in SKIPPED or path.parent.name in ("pods", rundir.WF_FOLDS_DIR)):
+        if path != root and (path.name in SKIPPED or path.parent.name in ("pods", rundir.REPORTS_DIR, rundir.WF_FOLDS_DIR)):
             continue  # pods belong to their tournament, folds are listed with their walk-forward
         if any((path / marker).exists() for marker in WALKFORWARD_MARKERS):
             name = root.name if path == root else str(path.relative_to(root))
             runs.append(RunDir(name, path))
             runs += walkforward_folds(RunDir(name, path))
     return runs
+
+
+def report_views(found: list[RunDir]) -> list[RunDir]:
+    """Every backtest report of the runs `found` lists, as a folder a page reads like a run:
+    a run's own report under the run's name, then each of its other reports
+    (``reports/<name>/``: another period, strategies, costs or data; `trader.rundir.reports`)
+    as ``<run>/reports/<name>``."""
+    views = []
+    for run in found:
+        for report in rundir.reports(run.path):
+            views.append(run if report.own else RunDir(f"{run.name}/{rundir.REPORTS_DIR}/{report.name}", report.path))
+    return views
 
 
 def walkforward_folds(walk: RunDir) -> list[RunDir]:
@@ -135,6 +154,19 @@ def load_series(run: Path, series_file: str) -> pd.DataFrame:
     path = run / series_file
     frame = read_parquet(path, SERIES_COLUMNS, optional=SERIES_OPTIONAL)
     return frame.set_index("timestamp")
+
+
+def load_trades(run: Path, trades_file: str) -> pd.DataFrame:
+    """One strategy's trade list (``backtests/trades/<name>.parquet``: `trader.backtest.trades`)."""
+    return read_parquet(run / trades_file, ("timestamp", "ticker", "side", "shares", "price", "value",
+                                            "commission", "spread", "impact"))  # fmt: skip
+
+
+def trade_files(report: dict[str, Any]) -> dict[str, str]:
+    """Strategy -> its trade list's path in the report's folder (report.json's ``files``; none
+    for a report written with positions per session, or by an older version)."""
+    files = report.get("files") or {}
+    return {key.removeprefix("trades:"): path for key, path in files.items() if key.startswith("trades:")}
 
 
 # --------------------------------------------------------------------- training and tournaments
@@ -211,6 +243,24 @@ def load_finished_folds(run: Path) -> list[dict[str, Any]]:
 def load_stitched(run: Path) -> pd.DataFrame:
     """``stitched.parquet``: the stitched record, one row per (bar, strategy)."""
     return read_parquet(run / rundir.WF_STITCHED, STITCHED_COLUMNS)
+
+
+# --------------------------------------------------------------------- paper trading
+
+PAPER_RECORD_KEYS = ("kind", "bar", "fills_at", "orders", "before", "after", "expected", "slippage_bp", "risk")
+"""The keys of a journal record the paper trading page reads."""
+
+
+def load_paper(run: Path) -> dict[str, Any]:
+    """``paper/session.json`` and every complete line of ``paper/journal.jsonl`` (`trader.paper`):
+    ``{"session": ..., "records": [...]}``, checked for the keys the page uses."""
+    path = run / rundir.PAPER_SESSION
+    session = read_json(path, version=rundir.PAPER_VERSION)
+    require(session, ("session", "strategy", "broker", "tickers", "config"), path)
+    records = rundir.read_json_lines(run / rundir.PAPER_JOURNAL)
+    for record in records:
+        require(record, PAPER_RECORD_KEYS, run / rundir.PAPER_JOURNAL)
+    return {"session": session, "records": records}
 
 
 def load_dataset_card(run: Path) -> dict[str, Any]:

@@ -1029,11 +1029,67 @@ def _row(table: Tensor | None, t: Tensor) -> Tensor | None:
     return table.index_select(0, t)
 
 
-def _bar_row(table: Tensor | None, t: int) -> Tensor | None:
-    """Row `t` of a per-bar cost table as [1, N] (a view: no index tensor to copy to the device)."""
+def _bar_row(table: Tensor | None, t: int | Tensor) -> Tensor | None:
+    """Row `t` of a per-bar cost table as [1, N]: a view for an int (no index tensor to copy to
+    the device); `t` may also be an int64 [1] tensor (inside `market_envs.rollout`'s chunks)."""
     if table is None or table.shape[0] == 1:
         return table
+    if isinstance(t, Tensor):
+        return table.index_select(0, t)
     return table[t : t + 1]
+
+
+def within_cash(buys: Tensor, cash: Tensor, price: Tensor, t1: int | Tensor, tables: _Tables, rules: _Rules) -> Tensor:
+    """`StockTradingVecEnv.buys_within_cash` for a fill at bar `t1` (an int, or an int64 [1]
+    tensor), as a function of the env's tables and rules."""
+    buys = buys.to(torch.float64).clone()
+    price = price.to(torch.float64).expand_as(buys)
+    cash = cash.to(torch.float64)
+    if not rules.has_costs:
+        return _flat_buys_within_cash(buys, price, cash, rules)[0]
+    market = _Market(half_spread=_bar_row(tables.half_spread, t1), impact=_bar_row(tables.impact, t1), fill_cap=None)
+    fee = _commission_before_caps(torch.zeros_like(buys), buys, buys, price, rules)
+    rate = _slippage(buys.clone(), market, in_place=True)
+    return _buys_within_cash(buys, price, cash, rate, fee, market, rules)[0]
+
+
+FILL_PARTS = ("value", "commission", "spread", "impact")
+"""What `fill_costs` gives per stock (beside the fill ``price``): the value traded and each cost term."""
+
+
+def fill_costs(before: Tensor, after: Tensor, bars: Tensor, tables: _Tables, rules: _Rules) -> dict[str, Tensor]:
+    """Each stock's fill that took holdings from `before` to `after` [B, N] at the open of bar
+    ``bars[b]`` [B], valued and charged by the step's own cost functions: ``price`` (the
+    open), ``value`` (shares x open), ``commission``, ``spread``, ``impact``, each float64 [B, N].
+
+    The step charges the shares that fill: the sales, and the buys after the participation
+    cap and the cash limit. A stock is sold or bought in one fill, never both, so its half-spread
+    and impact rate is `_slippage` of its filled shares and its commission `_order_commission`
+    of its side, as in `_fill_with_costs`. Summed over the stocks, the parts equal the step's
+    ``info`` entries (``turnover`` x value, ``cost_commission``, ``cost_spread``,
+    ``cost_impact``; tests/test_trades.py); the borrow fee is the close's, not a fill's.
+    """
+    before, after = before.to(torch.float64), after.to(torch.float64)
+    sold = (before - after).clamp_min(0.0)
+    bought = (after - before).clamp_min(0.0)
+    price = tables.open.index_select(0, bars).double()
+    value = (sold + bought) * price
+    zero = torch.zeros_like(value)
+    if not rules.has_costs:
+        return {"value": value, "commission": sold * price * rules.sell_cost + bought * price * rules.buy_cost,
+                "spread": zero, "impact": zero, "price": price.expand_as(value)}  # fmt: skip
+    market = _Market(_row(tables.half_spread, bars), _row(tables.impact, bars), None)
+    rate = _slippage(sold + bought, market)
+    slipped = zero if rate is None else value * rate
+    spread = zero if market.half_spread is None else value * market.half_spread
+    impact = zero if market.impact is None else (slipped - spread).clamp_min(0.0)
+    commission = []
+    for shares, rate_of_side, sale in ((sold, rules.sell_cost, True), (bought, rules.buy_cost, False)):
+        side_value = shares * price
+        fee = _order_commission(shares, side_value, rate, rate_of_side, rules, sale)
+        commission.append(side_value * rate_of_side if fee is None else fee)
+    return {"value": value, "commission": commission[0] + commission[1], "spread": spread, "impact": impact,
+            "price": price.expand_as(value)}  # fmt: skip
 
 
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
@@ -1457,17 +1513,7 @@ class StockTradingVecEnv:
         A strategy that sizes its purchases with it sends none that the cash cannot pay
         at its estimated price (`trader.backtest.strategies.BuyAndHold`).
         """
-        rules, tables = self._rules, self._tables
-        buys = buys.to(torch.float64).clone()
-        price = price.to(torch.float64).expand_as(buys)
-        cash = cash.to(torch.float64)
-        if not rules.has_costs:
-            return _flat_buys_within_cash(buys, price, cash, rules)[0]
-        market = _Market(half_spread=_bar_row(tables.half_spread, t + 1), impact=_bar_row(tables.impact, t + 1),
-                         fill_cap=None)  # fmt: skip
-        fee = _commission_before_caps(torch.zeros_like(buys), buys, buys, price, rules)
-        rate = _slippage(buys.clone(), market, in_place=True)
-        return _buys_within_cash(buys, price, cash, rate, fee, market, rules)[0]
+        return within_cash(buys, cash, price, t + 1, self._tables, self._rules)
 
     def set_pace(self, trade_rate: Tensor | None = None, no_trade_band: Tensor | None = None) -> None:
         """Give each sub-environment its own trade rate and/or no-trade band (float [E] each),
@@ -1506,6 +1552,11 @@ class StockTradingVecEnv:
         price = price.to(self.device, torch.float64).expand_as(state.holdings)
         pace = _Pace(self._tables.trade_rate, self._tables.band) if (self._rules.has_rate or self._rules.has_band) else None
         return _orders(actions, state.holdings, price, state.cash, self._rules, pace)
+
+    def fill_costs(self, before: Tensor, after: Tensor, bars: Tensor) -> dict[str, Tensor]:
+        """Each stock's value traded and costs by term of the fills that took holdings from
+        `before` to `after` at the open of `bars` (`fill_costs`; a trade list's rows)."""
+        return fill_costs(before.to(self.device), after.to(self.device), bars.to(self.device), self._tables, self._rules)
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Advance every sub-environment by one bar.

@@ -40,7 +40,7 @@ def backtested(request, tmp_path_factory) -> tuple[Path, pd.DataFrame, pd.DataFr
     run_dir = root / "run"
     trader.train.train("ppo", str(recipe), TINY_PPO, run_dir, env_config=rules, steps=512, num_envs=8, eval_every=0)
     config = backtest_config(read_run(run_dir), tear_sheet=False)
-    result = backtest_run(run_dir, names=["best"], baselines=[], config=config)
+    result = backtest_run(run_dir, strategies=["best"], baselines=[], config=config)
     return run_dir, result.series["best"], result.positions["best"]
 
 

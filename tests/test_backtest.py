@@ -265,7 +265,9 @@ def test_cli_writes_report_and_prints_table(tmp_path: Path, cli_data, capsys) ->
     assert code == 0
     assert "Equal-weight buy-and-hold" in out and "Sharpe ratio" in out and "Period: test" in out
     assert (run_dir / "report.md").is_file() and (run_dir / "report.json").is_file()
-    assert sorted(p.name for p in (run_dir / "backtests").iterdir()) == [
+    assert sorted(p.name for p in (run_dir / "backtests").glob("*.parquet")) == [
+        "benchmark.parquet", "equal_weight.parquet", "equal_weight_daily.parquet"]
+    assert sorted(p.name for p in (run_dir / "backtests" / "trades").iterdir()) == [  # each one's fills
         "benchmark.parquet", "equal_weight.parquet", "equal_weight_daily.parquet"]
 
 
@@ -317,6 +319,10 @@ def test_cli_checkpoint_with_other_tickers_exits_2(tmp_path: Path, cli_data, cap
 
 
 def test_cli_without_dataset_explains(tmp_path: Path, cli_data, capsys) -> None:
+    assert main(["backtest", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "no such run directory" in err and "give --dataset RECIPE" in err and len(err.splitlines()) == 1
+    (tmp_path / "run").mkdir()
     assert main(["backtest", str(tmp_path / "run")]) == 2
     assert "pass --dataset" in capsys.readouterr().err
 

@@ -267,14 +267,16 @@ def test_the_ensemble_folder_keeps_the_chosen_model_of_each_window(built: Path) 
 
 def test_trader_backtest_finds_the_baselines_again_and_leaves_the_ensemble_out_before_it_trades(built: Path, capsys) -> None:
     before = report_of(built)["metrics"]["sb3-ppo-s0"]["sharpe_ratio"]
-    assert cli(["backtest", str(built), "--output", "json", "--no-tear-sheet"]) == 0
+    assert cli(["backtest", str(built), "--output", "json", "--no-tear-sheet", "--overwrite"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["metrics"]["sb3-ppo-s0"]["sharpe_ratio"] == pytest.approx(before, rel=1e-9, abs=1e-12)
+    own = (built / "report.json").read_bytes()
     with pytest.warns(UserWarning, match="finrl-ensemble-s0 left out"):
         code = cli(["backtest", str(built), "--period", "validation", "--output", "json", "--no-tear-sheet"])
     assert code == 0
     assert "finrl-ensemble-s0" not in json.loads(capsys.readouterr().out)["order"]
-    assert cli(["backtest", str(built), "--output", "json", "--no-tear-sheet"]) == 0  # the test report back in place
+    assert (built / "reports" / "validation" / "report.json").is_file()  # a report of its own
+    assert (built / "report.json").read_bytes() == own  # the run's own report is untouched
 
 
 def test_a_crashing_baseline_is_reported_and_the_others_still_run(built: Path, tmp_path: Path, monkeypatch) -> None:

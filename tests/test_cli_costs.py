@@ -45,12 +45,12 @@ def toy_data(monkeypatch):
 
 BAD = [
     (["--costs", "cheap"], "unknown cost model 'cheap'; known: zero, flat, retail, institutional"),
-    (["--costs", "retail", "--cost-set", "buy_cost=-0.001"], "EnvConfig.buy_cost must be in [0, 1)"),
+    (["--costs", "retail", "--cost-set", "buy_cost=-0.001"], "--cost-set: buy_cost must be in [0, 1)"),
     (["--costs", "retail", "--cost-set", "commission_per_share=-0.01"], "commission_per_share must be a finite number >= 0"),
     (["--costs", "institutional", "--cost-set", "participation=1.5"], "participation must be in (0, 1]"),
     (["--costs", "institutional", "--cost-set", "participation=0"], "participation must be in (0, 1]"),
     (["--costs", "retail", "--cost-set", "participation"], "--cost-set expects KEY=VALUE"),
-    (["--costs", "retail", "--cost-set", "borow_rate=0.01"], "unknown EnvConfig.costs key(s): borow_rate"),
+    (["--costs", "retail", "--cost-set", "borow_rate=0.01"], "--cost-set: unknown key(s): borow_rate"),
     (["--cost-set", "participation=0.5"], "--cost-set needs --costs MODEL"),
 ]
 CLOSE_ONLY = (["--costs", "retail", "--cost-set", "impact_eta=0", "--cost-set", "participation=0.1"], "EnvConfig.costs.participation needs volume")
@@ -220,7 +220,7 @@ def test_a_tournament_and_its_backtest_trade_under_one_named_model(tmp_path: Pat
         assert {key: rules[key] for key in expected} == expected, pod.name
     tournament_report = json.loads((run_dir / "report.json").read_text())
     capsys.readouterr()
-    assert main(["backtest", str(run_dir), "--no-tear-sheet"]) == 0
+    assert main(["backtest", str(run_dir), "--no-tear-sheet", "--overwrite"]) == 0
     assert "cost model institutional (participation=0.05):" in capsys.readouterr().out
     backtest_report = json.loads((run_dir / "report.json").read_text())
     for report in (tournament_report, backtest_report):
@@ -234,12 +234,12 @@ def test_a_tournament_and_its_backtest_trade_under_one_named_model(tmp_path: Pat
 def test_a_backtest_of_a_tournament_names_the_model_its_rules_record(tmp_path: Path, toy_data, capsys) -> None:
     """The fast check of the test above: a tournament's tournament.toml holding a named model's
     rules (as `trader tournament --costs` writes them) is backtested and reported under that name."""
-    from trader.cli.train import with_cost_model
+    from trader.cli.options import with_costs
     from trader.rundir import write_toml
 
     model = cost_model("institutional").with_overrides({"participation": 0.05})
     run_dir = tmp_path / "run"
-    write_toml(run_dir / "tournament.toml", {"env": "toy", "env_config": with_cost_model(None, model)})
+    write_toml(run_dir / "tournament.toml", {"env": "toy", "env_config": with_costs(None, None, model)})
     assert main(["backtest", str(run_dir), "--no-tear-sheet", "--no-breakeven"]) == 0
     assert "cost model institutional (participation=0.05):" in capsys.readouterr().out
     report = json.loads((run_dir / "report.json").read_text())

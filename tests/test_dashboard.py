@@ -352,6 +352,39 @@ def test_the_table_shows_report_json_numbers_and_follows_the_selection(built: Pa
     assert sorted(at.dataframe[0].value.index) == ["best", "equal_weight"]
 
 
+def test_a_runs_other_reports_are_listed_beside_its_own_and_show_their_numbers(runs_copy: Path) -> None:
+    """A validation-period backtest goes to ``reports/validation/``; both pages offer it
+    beside the run's own report, and show its report.json's numbers."""
+    assert cli(["backtest", str(runs_copy / "ppo"), "--period", "validation", "--no-tear-sheet", "--no-breakeven"]) == 0
+    other = runs_copy / "ppo" / "reports" / "validation"
+    report = report_of(other)
+    assert report["period"]["name"] == "validation" and report_of(runs_copy / "ppo")["period"]["name"] == "test"
+    at = app_test(runs_copy).run()
+    runs_widget = at.sidebar.multiselect(key="runs")
+    assert runs_widget.options.index("ppo") < runs_widget.options.index("ppo/reports/validation")
+    runs_widget.set_value(["ppo/reports/validation"]).run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    label = metrics.METRIC_LABELS["sharpe_ratio"]
+    assert {name: table.loc[name, label] for name in report["order"]} == {
+        name: report["metrics"][name]["sharpe_ratio"] for name in report["order"]}
+    at.switch_page("pages/significance.py").run()
+    assert "ppo/reports/validation" in at.sidebar.selectbox(key="significance_run").options
+
+
+def test_the_strategies_page_shows_and_offers_each_trade_list(built: Path) -> None:
+    report = report_of(built / "ppo")
+    at = app_test(built).run()
+    assert not at.exception
+    options = next(w for w in at.selectbox if w.label == "Strategy").options  # keyed on the runs picked
+    assert len(options) == len([k for k in report["files"] if k.startswith("trades:")])
+    shown = next(d.value for d in at.dataframe if "ticker" in d.value.columns)
+    name = report["files"][f"trades:{options[0]}"]
+    written = pd.read_parquet(built / "ppo" / name)
+    assert len(shown) == min(len(written), 1000) and list(shown.columns) == list(written.columns)
+    assert any(b.label.startswith("Download the trade list") for b in at.get("download_button"))
+
+
 def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_trials(built: Path) -> None:
     at = app_test(built).run()
     at.switch_page("pages/significance.py").run()

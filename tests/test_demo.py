@@ -80,7 +80,7 @@ def test_the_demo_never_writes_into_a_run_that_exists(tmp_path: Path, capsys) ->
     (run_dir / "report.json").write_text("{}")
     code = main(["demo", "--run-dir", str(run_dir)])
     assert code == 2
-    assert "not empty" in capsys.readouterr().err
+    assert "holds a run already (report.json): give another --run-dir" in capsys.readouterr().err
     assert (run_dir / "report.json").read_text() == "{}"
 
 

@@ -309,7 +309,7 @@ def test_cli_refuses_to_start_over_a_tournament(tmp_path: Path, capsys) -> None:
     (tmp_path / "run" / "events.jsonl").write_text("")
     assert main(["tournament", str(tmp_path / "run"), "--env", "Pendulum-v1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "holds a tournament already: pass --resume" in err and len(err.splitlines()) == 1
+    assert "holds a tournament already (events.jsonl): pass --resume" in err and len(err.splitlines()) == 1
 
 
 def test_the_market_preset_fills_rules_and_configs_under_the_keys_given(tmp_path: Path) -> None:

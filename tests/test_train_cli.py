@@ -293,7 +293,7 @@ def test_the_market_preset_sets_the_rules_and_the_per_stock_network(tmp_path: Pa
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--env", "Pendulum-v1", "--preset", "market"], "needs --dataset"),
+        (["--env", "Pendulum-v1", "--preset", "market"], "--preset applies to market data sets (--dataset)"),
         (["--env", "Pendulum-v1", "--preset", "fast"], "unknown preset"),
     ],
 )

@@ -362,11 +362,11 @@ def resolve_config(config: TournamentConfig, resume: bool) -> TournamentConfig:
 
 
 def _check_fresh(config: TournamentConfig) -> TournamentConfig:
+    """A new tournament starts in a new or empty folder (`trader.rundir.check_new_run`)."""
     root = Path(config.run_dir)
-    if (root / EVENTS_FILE).exists():
-        raise UserError(f"{root} holds a tournament already: pass --resume to continue it, or another run directory")
-    if root.exists() and not root.is_dir():
-        raise UserError(f"run directory {root} is a file")
+    held = (root / EVENTS_FILE).exists() or (root / CONFIG_FILE).exists()
+    remedy = "pass --resume to continue it, or another run directory" if held else "give another run directory"
+    rundir.check_new_run(root, remedy=remedy, what="a tournament" if held else "a run")
     return config
 
 
@@ -478,7 +478,8 @@ def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
     if not state.board.top(config.ensemble_k):
         return None
     rules = backtest_config(read_run(config.run_dir), breakeven=True)
-    return backtest_run(config.run_dir, dataset=_prepare_env(config.env), config=rules, device=config.pod_device)
+    return backtest_run(config.run_dir, dataset=_prepare_env(config.env), config=rules, device=config.pod_device,
+                        overwrite=True)  # a resumed tournament's leaderboard has changed: its report with it
 
 
 __all__ = ["Progress", "TournamentResult", "TournamentState", "pods_frame", "resolve_config", "run"]

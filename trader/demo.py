@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from market_envs.data import load
+from trader import rundir
 from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE
 from trader.presets import apply_preset
 
@@ -97,6 +98,7 @@ def run_demo(
     from trader.baselines import baselines
 
     run_dir = Path(run_dir)
+    rundir.check_new_run(run_dir, remedy="give another --run-dir (the demo never overwrites a run)")
     data = load(recipe, progress=log, bar=data_bar)
     summary = data.summary()
     log("data set: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))

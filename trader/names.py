@@ -9,7 +9,7 @@ home:
 - `ALGOS`: the algorithms the registry builds (`trader.agents.SPEC_MODULES`);
 - `BASELINES`: the backtest's built-in strategies (`trader.backtest.engine`);
 - `DEMO_RECIPE`, `DEMO_COST`, `DEMO_POD_STEPS`: what `trader demo` runs by default
-  (`trader.demo`).
+  (`trader.demo`); `PRESET_COST`: the rate of ``--preset market`` without ``--cost``.
 
 `tests/test_cli_startup.py` checks that the lists equal what the registries know.
 """
@@ -29,6 +29,10 @@ DEMO_RECIPE = "synthetic-edge-daily"
 DEMO_COST = 0.0005
 """Costs per side, in training, selection and the backtest: 5 bp, what the default
 recipe's edge is built to survive."""
+
+PRESET_COST = 0.0005
+"""The commission rate per side of ``--preset market`` when no ``--cost`` is given (5 bp;
+`trader train`, `trader tournament`, `trader walkforward`)."""
 
 DEMO_POD_STEPS = 16_384
 """Transitions per pod: short enough that a 3-minute tournament on a 2-core machine

@@ -19,6 +19,12 @@ fields and points here.
 - **Reads that name the file.** `read_text`, `read_json`, `read_toml` and
   `read_parquet` turn a missing, half-written or corrupt file into one
   `RunFileError` naming the file and what is wrong.
+- **Claiming a folder.** `check_new_run` is the one check every command that starts a
+  run calls: a folder that holds anything is refused with one line naming the option
+  that resumes or writes elsewhere; `clear_run` (``--overwrite``) removes a run whole,
+  and never a file that no stage writes (`foreign_files`).
+- **Reports.** A run's own backtest report lies at its top; any other in
+  ``reports/<name>/``; `reports` lists them (`trader.backtest.runs` decides which).
 - **The config codec.** `config_to_dict` / `config_from_dict` turn a frozen
   dataclass config into a JSON/TOML-able dict and back (nested dataclasses
   included); `toml_ready` makes such a dict writable as TOML.
@@ -50,6 +56,7 @@ from trader.errors import ConfigError, UserError
 CONFIG = "config.toml"
 METRICS = "metrics.parquet"
 CHECKPOINTS = "checkpoints"
+SNAPSHOTS = "snapshots"
 DATASET = "dataset.json"
 TOURNAMENT = "tournament.toml"
 EVENTS = "events.jsonl"
@@ -61,6 +68,8 @@ BASELINE_SIDECAR = "baseline.json"
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 BACKTESTS_DIR = "backtests"
+TRADES_DIR = f"{BACKTESTS_DIR}/trades"
+REPORTS_DIR = "reports"
 ERROR = "error.txt"
 POD_RESULT = "pod.json"
 TRIALS = "trials.parquet"
@@ -71,6 +80,16 @@ WF_FOLD = "fold.json"
 WF_STITCHED = "stitched.parquet"
 WF_REPORT_JSON = "walkforward.json"
 WF_REPORT_MD = "walkforward.md"
+PAPER_DIR = "paper"
+PAPER_SESSION = "paper/session.json"
+PAPER_JOURNAL = "paper/journal.jsonl"
+PAPER_PENDING = "paper/pending.json"
+EXPERIMENT = "experiment.toml"
+EXPERIMENT_DATASET = "dataset.toml"
+EXPERIMENT_JSON = "experiment.json"
+EXPERIMENT_TABLE = "table2.md"
+EXPERIMENT_FIGURE = "figure7.parquet"
+EXPERIMENT_PLOT = "figure7.png"
 
 LEADERBOARD_VERSION = 1
 CHECKPOINT_VERSION = 1
@@ -79,6 +98,8 @@ POD_RESULT_VERSION = 1
 WF_FOLD_VERSION = 1
 WF_REPORT_VERSION = 1
 SELECTION_VERSION = 1
+PAPER_VERSION = 1
+EXPERIMENT_VERSION = 1
 
 SERIES_COLUMNS = ("value", "return", "cash", "gross_value", "turnover", "traded_value", "costs")
 """Per-bar columns of ``backtests/<strategy>.parquet`` besides ``timestamp`` and
@@ -111,6 +132,10 @@ FILES: tuple[RunFile, ...] = (
             "trader backtest, the tournament (children, the ensemble), init_from", CHECKPOINT_VERSION),
     RunFile(f"{CHECKPOINTS}/*.json", "json", "trader.agents.checkpoint",
             "trader backtest, the tournament, init_from", CHECKPOINT_VERSION),
+    RunFile(f"{SNAPSHOTS}/*.safetensors", "safetensors", "trader.agents.checkpoint (trader.train's snapshot_every)",
+            "trader.experiment (Figure 7: test return against training wall-clock)", CHECKPOINT_VERSION),
+    RunFile(f"{SNAPSHOTS}/*.json", "json", "trader.agents.checkpoint (trader.train's snapshot_every)",
+            "trader.experiment", CHECKPOINT_VERSION),
     RunFile(DATASET, "json", "trader.train, trader.backtest.report", "the dashboard (data set panel)"),
     RunFile(TRIALS, "parquet", "trader.train; tournament.orchestrator (every pod's, gathered)",
             "the report's selection statistics (trader.backtest.runs), the dashboard"),
@@ -131,13 +156,32 @@ FILES: tuple[RunFile, ...] = (
     RunFile(REPORT_JSON, "json", "trader.backtest.report", "the dashboard, benchmarks/"),
     RunFile(REPORT_MD, "markdown", "trader.backtest.report", "a person"),
     RunFile(f"{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{TRADES_DIR}/*.parquet", "parquet", "trader.backtest.report (trader.backtest.trades)",
+            "the dashboard (download), a person"),
     RunFile("tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/{REPORT_JSON}", "json", "trader.backtest.report",
+            "the dashboard (`trader.rundir.reports` lists them)"),
+    RunFile(f"{REPORTS_DIR}/*/{REPORT_MD}", "markdown", "trader.backtest.report", "a person"),
+    RunFile(f"{REPORTS_DIR}/*/{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/{TRADES_DIR}/*.parquet", "parquet", "trader.backtest.report (trader.backtest.trades)",
+            "the dashboard (download), a person"),
+    RunFile(f"{REPORTS_DIR}/*/tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/{DATASET}", "json", "trader.backtest.report", "the dashboard (data set panel)"),
     RunFile(WF_CONFIG, "toml", "trader.walkforward", "trader walkforward (a resume must match it)"),
     RunFile(f"{WF_FOLDS_DIR}/*/{WF_FOLD}", "json", "trader.walkforward",
             "trader.walkforward (the marker of a finished fold; the next fold's starting book)", WF_FOLD_VERSION),
     RunFile(WF_STITCHED, "parquet", "trader.walkforward", "the dashboard (stitched equity)"),
     RunFile(WF_REPORT_JSON, "json", "trader.walkforward", "the dashboard, benchmarks/", WF_REPORT_VERSION),
     RunFile(WF_REPORT_MD, "markdown", "trader.walkforward", "a person"),
+    RunFile(PAPER_SESSION, "json", "trader.paper.journal", "trader paper (a restart must match it), the dashboard", PAPER_VERSION),
+    RunFile(PAPER_JOURNAL, "jsonl", "trader.paper.journal", "trader paper (a restart resumes from it), the dashboard"),
+    RunFile(PAPER_PENDING, "json", "trader.paper.journal", "trader paper (a restart finishes the bar it names)", PAPER_VERSION),
+    RunFile(EXPERIMENT, "toml", "trader.experiment", "trader experiment podracer (a resume must match it)"),
+    RunFile(EXPERIMENT_DATASET, "toml", "trader.experiment", "every learner of the experiment (its data set recipe)"),
+    RunFile(EXPERIMENT_JSON, "json", "trader.experiment", "a person, benchmarks/", EXPERIMENT_VERSION),
+    RunFile(EXPERIMENT_TABLE, "markdown", "trader.experiment", "a person"),
+    RunFile(EXPERIMENT_FIGURE, "parquet", "trader.experiment", "a person (Figure 7's points)"),
+    RunFile(EXPERIMENT_PLOT, "png", "trader.experiment", "a person"),
 )
 """Every file a stage writes into a run directory. A training run's files also stand
 under ``pods/<id>/`` of a tournament (each pod is a training run), and a training run's
@@ -179,6 +223,138 @@ def file_kind(relative: str | os.PathLike[str]) -> RunFile | None:
 
 class RunFileError(UserError):
     """A run file that is missing, half-written, corrupt or not in its documented format."""
+
+
+# ------------------------------------------------------------------------ claiming a run directory
+
+
+def run_entries(root: str | os.PathLike[str]) -> list[str]:
+    """What ``root`` holds at its top level, sorted, folders with a trailing ``/``; a
+    killed writer's temporaries are left out ([] when ``root`` is missing)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(p.name + ("/" if p.is_dir() and not p.is_symlink() else "")
+                  for p in root.iterdir() if not is_temporary(p))  # fmt: skip
+
+
+def foreign_files(root: str | os.PathLike[str]) -> list[str]:
+    """Paths under ``root`` (relative, sorted) that no stage of this library writes:
+    files outside `FILES`, and links (never followed). A killed writer's temporaries
+    are the library's own."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if any(is_temporary(part) for part in relative.parts):
+            continue
+        if path.is_symlink() or (path.is_file() and file_kind(relative) is None):
+            found.append(relative.as_posix())
+        elif not path.is_dir() and not path.is_file():
+            found.append(relative.as_posix())  # a socket, a fifo: not ours
+    return found
+
+
+def check_new_run(root: str | os.PathLike[str], *, remedy: str, overwrite: bool = False, what: str = "a run") -> None:
+    """The one check of every command that starts a run in ``root`` (`trader train`,
+    `tournament`, `walkforward`, `demo`): one `UserError` line, before any work, when
+    ``root`` is a file or already holds something, naming the folder and ``remedy``
+    (the option that resumes, replaces or writes elsewhere); ``what``: what it holds, in
+    the message ("a run", "a tournament").
+
+    With ``overwrite`` a folder that holds only files the library writes passes (the
+    caller then calls `clear_run` once its inputs are checked); a file no stage writes
+    is refused, named: the library never deletes what it did not create."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise UserError(f"{root} is a file, not a run directory")
+    held = run_entries(root)
+    if not held:
+        return
+    if not overwrite:
+        listing = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+        raise UserError(f"{root} holds {what} already ({listing}): {remedy}")
+    foreign = foreign_files(root)
+    if foreign:
+        listing = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(f"--overwrite: {root} holds files that no run writes ({listing}); "
+                        "remove them yourself, or choose another run directory")  # fmt: skip
+
+
+def claim_run(root: str | os.PathLike[str], name: str, config: Mapping[str, Any], what: str) -> bool:
+    """Start or resume the run whose config file ``name`` (TOML) is in ``root``: a folder
+    without it must be new (`check_new_run`), and the config is written first; a folder with
+    it resumes only under the same config (``run_dir`` aside: the same folder, by any path),
+    else one `UserError` naming the keys that differ. Returns True for a resume.
+
+    :param what: the run's kind in the messages ("a walk-forward", "an experiment")."""
+    root = Path(root)
+    path = root / name
+    wanted = {k: v for k, v in toml_ready(dict(config)).items() if k != "run_dir"}
+    if path.is_file():
+        saved = {k: v for k, v in read_toml(path).items() if k != "run_dir"}
+        if saved != wanted:
+            changed = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
+            raise UserError(f"{root} holds {what} with another config (differs in {', '.join(changed)}): "
+                            "give the same options to resume it, or another run directory")  # fmt: skip
+        return True
+    check_new_run(root, remedy="give another run directory")
+    write_toml(path, dict(config))
+    return False
+
+
+def clear_run(root: str | os.PathLike[str]) -> None:
+    """Remove every file of the run in ``root`` (``--overwrite``: the new run replaces
+    the old one whole: no stale report, series, checkpoint or baseline is left beside
+    it). Refuses, removing nothing, when ``root`` holds a file no stage writes
+    (`check_new_run`)."""
+    root = Path(root)
+    check_new_run(root, remedy="", overwrite=True)
+    for path in root.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+# ------------------------------------------------------------------------ reports
+
+
+@dataclass(frozen=True)
+class Report:
+    """One backtest report of a run: the run's own, or one of ``reports/<name>/``."""
+
+    name: str
+    """"" for the run's own report; else the folder's name (what differs from the run's
+    own backtest: ``validation``, ``costs-retail``, ``strategies-oracle``, ...)."""
+    path: Path
+    """The folder holding its ``report.json``, ``report.md``, ``backtests/`` and tear sheets
+    (the run directory itself for the run's own)."""
+
+    @property
+    def own(self) -> bool:
+        """The run backtested as it was configured (its test period, strategies, data and costs)."""
+        return self.name == ""
+
+
+def reports(run_dir: str | os.PathLike[str]) -> list[Report]:
+    """Every backtest report of a run directory that has a ``report.json``: the run's own
+    first (when there is one), then ``reports/<name>/`` by name."""
+    root = Path(run_dir)
+    found = [Report("", root)] if (root / REPORT_JSON).is_file() else []
+    folder = root / REPORTS_DIR
+    if folder.is_dir():
+        found += [Report(p.name, p) for p in sorted(folder.iterdir())
+                  if p.is_dir() and not is_temporary(p) and (p / REPORT_JSON).is_file()]  # fmt: skip
+    return found
+
+
+def report_folder(run_dir: str | os.PathLike[str], name: str) -> Path:
+    """Where report ``name`` of a run lives: the run directory for "" (its own report),
+    else ``RUN_DIR/reports/<name>/``."""
+    return Path(run_dir) if name == "" else Path(run_dir) / REPORTS_DIR / name
 
 
 # ------------------------------------------------------------------------ writes
@@ -304,6 +480,23 @@ def append_json_line(path: str | os.PathLike[str], values: Mapping[str, Any]) ->
         handle.flush()
         os.fsync(handle.fileno())
     return values
+
+
+def repair_json_lines(path: str | os.PathLike[str]) -> int:
+    """Cut a JSON-lines log back to its last complete line (a crash mid-append leaves a
+    torn tail that the next append would otherwise join); return the bytes removed."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep == len(data):
+        return 0
+    with path.open("r+b") as handle:
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return len(data) - keep
 
 
 # ------------------------------------------------------------------------ reads

@@ -50,6 +50,7 @@ import pandas as pd
 import torch
 
 import trader
+from market_envs.costs import NamedCosts
 from market_envs.devices import resolve_device
 from trader.agents import Agent, get_spec
 from trader import rundir
@@ -117,6 +118,11 @@ def train(
     init_from: str | os.PathLike[str] | None = None,
     time_budget: float | None = None,
     periods: dict[str, Any] | None = None,
+    preset: str | None = None,
+    dataset_periods: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    on_start: Callable[[dict[str, Any]], None] | None = None,
+    snapshot_every: float | None = None,
 ) -> TrainResult:
     """Train one agent and write the run directory (see the module docstring).
 
@@ -142,11 +148,31 @@ def train(
     :param periods: market envs: explicit train / validation / test bounds that replace
         the data set's split dates (`MarketData.with_periods`; a walk-forward fold's
         windows); recorded in config.toml, so the backtest finds them again.
+    :param preset: the preset (`trader.presets.PRESETS`) the caller built ``config`` and
+        ``env_config`` with, recorded in config.toml (the rules and config themselves are
+        recorded whole, so a rerun needs no preset).
+    :param dataset_periods: market envs: the data set's train / validation / test
+        periods as config.toml records them (``[env.dataset_periods]``); a data set
+        whose periods differ now is refused (a rerun of a run on a changed data set).
+    :param overwrite: replace a run already in ``run_dir`` whole (every file the library
+        wrote there is removed once the inputs are checked); without it such a
+        ``run_dir`` is refused (`trader.rundir.check_new_run`).
+    :param on_start: called once the inputs are checked and config.toml is written,
+        before the first iteration, with config.toml's values (the CLI prints them).
+    :param snapshot_every: also checkpoint the agent as it is whenever another this many
+        seconds of training have passed, into ``snapshots/ms<milliseconds>`` (a learning
+        curve against wall-clock: `trader.experiment`'s Figure 7). None: no snapshots.
     """
-    if steps <= 0 or num_envs <= 0 or eval_every < 0 or eval_episodes <= 0:
-        raise ConfigError("train: steps, num_envs and eval_episodes must be > 0, eval_every >= 0")
+    for name, value, low in (("steps", steps, 1), ("num_envs", num_envs, 1), ("eval_every", eval_every, 0),
+                             ("eval_episodes", eval_episodes, 1)):  # fmt: skip
+        if value < low:
+            raise ConfigError(f"train: {name} must be >= {low}, got {value}")
+    if snapshot_every is not None and not snapshot_every > 0:
+        raise ConfigError(f"train: snapshot_every must be > 0 seconds, got {snapshot_every}")
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"train: time_budget must be > 0 seconds, got {time_budget}")
+    root = Path(run_dir)
+    rundir.check_new_run(root, remedy="pass --overwrite to replace it, or another --run-dir", overwrite=overwrite)
     spec = get_spec(algo)
     algo_config = _resolve_config(spec.config_cls, config)
     device = resolve_device(device)
@@ -160,26 +186,32 @@ def train(
     if compile:
         agent.compile()
     runner = spec.runner_cls(agent, envs.train)
-    root = Path(run_dir)
-    (root / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    if dataset_periods is not None:
+        check_dataset_periods(envs.description.get("dataset_periods"), dataset_periods, envs.description)
     resolved = {
         "library_version": trader.__version__,
         "algo": algo,
+        "preset": preset,
         "seed": seed,
         "steps": steps,
         "device": str(device),
         "num_envs": int(envs.train.num_envs),
         "eval_every": eval_every,
         "compile": compile,
+        "time_budget": time_budget,
+        "init_from": None if init_from is None else str(init_from),
         "env": envs.description,
         "algo_config": config_to_dict(algo_config),
     }
-    if init_from is not None:
-        resolved["init_from"] = str(init_from)
+    if overwrite:
+        rundir.clear_run(root)
+    (root / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
     rundir.write_toml(root / rundir.CONFIG, resolved)
     if envs.dataset_card is not None:
         rundir.write_json(root / rundir.DATASET, envs.dataset_card)
-    rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget)
+    if on_start is not None:
+        on_start(rundir.read_toml(root / rundir.CONFIG))
+    rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget, snapshot_every)
     frame = pd.DataFrame(rows)
     rundir.write_parquet(root / rundir.METRICS, frame)
     save_checkpoint(agent, root / rundir.CHECKPOINTS / "final", data_window=envs.data_window,
@@ -201,12 +233,15 @@ def _loop(
     on_iteration: ProgressFn | None,
     root: Path,
     time_budget: float | None = None,
+    snapshot_every: float | None = None,
 ) -> list[dict[str, float]]:
-    """Iterate the runner; evaluate every ``eval_every`` transitions and at the end."""
+    """Iterate the runner; evaluate every ``eval_every`` transitions and at the end;
+    snapshot every ``snapshot_every`` seconds."""
     rows: list[dict[str, float]] = []
     done_steps, last_eval = 0, 0
     start = time.perf_counter()
     deadline = math.inf if time_budget is None else start + time_budget
+    next_snapshot = math.inf if snapshot_every is None else snapshot_every
     while done_steps < steps and time.perf_counter() < deadline:
         tick = time.perf_counter()
         metrics = runner.iteration()
@@ -224,9 +259,24 @@ def _loop(
             row["wall_time"] = time.perf_counter() - start
             rundir.write_parquet(root / rundir.METRICS, pd.DataFrame(rows + [row]))
         rows.append(row)
+        if row["wall_time"] >= next_snapshot:  # one snapshot, named by the latest mark it passed
+            mark = snapshot_every * math.floor(row["wall_time"] / snapshot_every)
+            save_checkpoint(runner.agent, root / rundir.SNAPSHOTS / snapshot_name(mark), data_window=envs.data_window,
+                            info={"step": done_steps, "seconds": row["wall_time"]})  # fmt: skip
+            next_snapshot = mark + snapshot_every
         if on_iteration is not None:
             on_iteration(row)
     return rows
+
+
+def snapshot_name(seconds: float) -> str:
+    """A snapshot's checkpoint name: ``ms`` and the mark in whole milliseconds (sortable)."""
+    return f"ms{round(1000 * seconds):010d}"
+
+
+def snapshot_seconds(name: str) -> float:
+    """The mark of a snapshot named by `snapshot_name`, in seconds."""
+    return int(name.removeprefix("ms")) / 1000.0
 
 
 def continue_from(agent: Agent, path: str | os.PathLike[str], seed: int) -> None:
@@ -327,11 +377,41 @@ def _market_envs(
         "tickers": list(data.tickers),
         "env_config": config_to_dict(cfg),
     }
-    description = {"kind": "market", "dataset": recipe or data.name, "env_config": config_to_dict(cfg)}
+    card = data.describe()
+    description = {"kind": "market", "dataset": recipe or data.name, "env_config": config_to_dict(cfg),
+                   "cost_model": NamedCosts.from_config(cfg).name,
+                   "dataset_periods": {name: [part["start"], part["end"]] for name, part in card.get("periods", {}).items()}}  # fmt: skip
     if "periods" in data.meta:
         description["periods"] = data.meta["periods"]
         window["periods"] = data.meta["periods"]
-    return BuiltEnvs(train_env, evaluator, description, window, data.describe())
+    return BuiltEnvs(train_env, evaluator, description, window, card)
+
+
+def check_dataset_periods(found: Any, recorded: Any, description: dict[str, Any]) -> None:
+    """A rerun's data set must have the periods its run recorded (``[env.dataset_periods]``
+    of config.toml): otherwise the data set changed since, and the rerun would not reproduce."""
+    if found != recorded:
+        raise UserError(f"data set {description.get('dataset')!r} has other periods than the run recorded "
+                        f"(now {found}, recorded {recorded}): it changed since the run")  # fmt: skip
+
+
+def rerun_arguments(values: dict[str, Any]) -> dict[str, Any]:
+    """`train`'s arguments from a run's config.toml (as `train` writes it): the same call
+    trains the same run again, bit for bit on one worker (same library version, device
+    and data). Keys of older config.toml files that are missing take `train`'s defaults."""
+    env = values.get("env")
+    if not isinstance(env, dict) or env.get("kind") not in ("market", "gymnasium"):
+        raise ConfigError(f"config.toml: [env] must describe a market data set or a gymnasium env, got {env!r}")
+    arguments: dict[str, Any] = {"algo": values.get("algo"), "config": values.get("algo_config") or {}}
+    if env["kind"] == "market":
+        arguments.update(env=env["dataset"], env_config=env.get("env_config"), periods=env.get("periods"),
+                         dataset_periods=env.get("dataset_periods"))  # fmt: skip
+    else:
+        arguments.update(env=env["id"], eval_episodes=env.get("eval_episodes", 5))
+    for key in ("steps", "seed", "device", "num_envs", "eval_every", "compile", "time_budget", "init_from", "preset"):
+        if values.get(key) is not None:
+            arguments[key] = values[key]
+    return arguments
 
 
 def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", compile: bool = False) -> Evaluator:

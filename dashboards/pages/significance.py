@@ -11,7 +11,7 @@ from dashboards import significance, state
 from trader import rundir
 
 st.title("Is the edge real?")
-runs = [run for run in state.all_runs() if run.has_report]
+runs = state.all_reports()  # each run's own report, then its other reports (reports/<name>)
 if not runs:
     st.info(f"No report.json in {state.runs_dir()}: `trader backtest RUN_DIR` writes one.")
     st.stop()

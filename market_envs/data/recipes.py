@@ -236,6 +236,34 @@ def _source_option_names(source: str) -> tuple[str, ...]:
 _TOP_LEVEL = {"name", "description", "source", "interval", "start", "end", "train_end", "val_end", "benchmark", "tickers", "membership"}
 
 
+def write_recipe(recipe: Recipe, path: str | Path) -> Path:
+    """Write `recipe` as a recipe file that `find_recipe` reads back equal (but its ``path``).
+
+    Files it names (a membership or renames file) are written as absolute paths, so the
+    new file finds them from any folder. Written whole or not at all."""
+    import tomli_w
+
+    path = Path(path)
+    values: dict[str, Any] = {key: getattr(recipe, key) for key in recipe.top_level_keys}
+    if recipe.membership is not None:
+        values["membership"] = str(recipe.membership_path())
+    if values["tickers"] is not None:
+        values["tickers"] = list(values["tickers"])
+    options = dict(recipe.options)
+    if options.get("renames"):
+        options["renames"] = str(recipe.file_path(options["renames"], "renames file"))
+    document = {k: v for k, v in values.items() if v is not None}
+    if recipe.universe:
+        document["universe"] = dict(recipe.universe)
+    if options:
+        document[recipe.source] = options
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(tomli_w.dumps(document))
+    tmp.replace(path)
+    return path
+
+
 def parse_recipe(text: str, path: Path | None = None) -> Recipe:
     """A recipe from TOML text; unknown keys and missing required keys are refused."""
     where = str(path) if path else "recipe"

@@ -13,7 +13,11 @@ that `EpisodeRecord` into metrics, one of which is ``"score"`` (higher is better
   backtest uses), averaged over episodes.
 
 The loop is over time only; whether every episode has ended is checked on the host
-once every ``check_every`` steps.
+once every ``check_every`` steps. A market validation env (`StockTradingVecEnv` in its
+deterministic full-period mode, one sub-environment, compiled) with an agent whose
+deterministic policy is a `trader.agents.program.PolicyProgram` takes
+`market_envs.rollout.Rollout` instead: many bars per compiled call, no host sync, the
+same record (benchmarks/RESULTS.md, "Validation pass").
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from market_envs.env import StockTradingVecEnv
+from market_envs.rollout import Rollout
 from trader import metrics as trade_metrics
 from trader.agents.base import Agent
 from trader.agents.checkpoint import save_checkpoint
@@ -134,6 +140,14 @@ class MarketScore:
         return metrics
 
 
+def _full_period_steps(env: Any) -> int | None:
+    """The steps of a market env's deterministic full-period episode (the first bar to the
+    last, every sub-environment alike), or None for any other env."""
+    if isinstance(env, StockTradingVecEnv) and not env.config.random_start and env.config.episode_length is None:
+        return env.num_bars - 1
+    return None
+
+
 def _mean_of_defined(values: Any) -> float:
     """Mean over the episodes whose figure is defined; NaN (no warning) when none is
     (a Sharpe ratio over a single day, say)."""
@@ -186,22 +200,26 @@ class Evaluator:
     @torch.no_grad()
     def run_episodes(self, agent: Agent) -> EpisodeRecord:
         """Play the first episode of every sub-environment with the deterministic policy."""
+        record = self._rollout_episode(agent)
+        if record is not None:
+            return record
         env = self.env
         obs, _ = env.reset(seed=self.seed)
         running = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
         rewards, masks = [], []
         infos: dict[str, list[Tensor]] = {key: [] for key in self.record_info_keys}
-        for step in range(1, self.max_steps + 1):
+        known = _full_period_steps(env)  # a known length needs no check (no host sync)
+        for step in range(1, (known or self.max_steps) + 1):
             obs, reward, terminated, truncated, info = env.step(agent.act(obs, deterministic=True))
             masks.append(running)
             rewards.append(torch.where(running, reward, 0.0))
             for key in self.record_info_keys:
                 infos[key].append(info[key])
             running = running & ~(terminated | truncated)
-            if step % self.check_every == 0 and not bool(running.any()):
+            if known is None and step % self.check_every == 0 and not bool(running.any()):
                 break
         else:
-            if bool(running.any()):
+            if known is None and bool(running.any()):
                 raise UserError(
                     f"evaluation episodes on {env!r} did not end within {self.max_steps} steps"
                 )
@@ -213,6 +231,24 @@ class Evaluator:
             mask=mask,
             infos={key: torch.stack(values) for key, values in infos.items()},
         )
+
+    def _rollout_episode(self, agent: Agent) -> EpisodeRecord | None:
+        """`run_episodes` by `Rollout` (see the module docstring), or None where it does not apply."""
+        from trader.agents.program import agents_program
+
+        env = self.env
+        if not (_full_period_steps(env) and env.compiled and env.num_envs == 1):
+            return None
+        built = agents_program([agent])
+        if built is None:
+            return None
+        program, params = built
+        obs, _ = env.reset(seed=self.seed)
+        rows = Rollout(env, program, record=("reward", *self.record_info_keys)).run(params, obs)
+        rewards = rows.pop("reward")
+        mask = torch.ones_like(rewards, dtype=torch.bool)  # one episode, from the first bar to the last
+        return EpisodeRecord(returns=rewards.sum(dim=0), lengths=mask.sum(dim=0), rewards=rewards, mask=mask,
+                             infos=rows)  # fmt: skip
 
     def evaluate(self, agent: Agent) -> dict[str, float]:
         """Score ``agent`` now (does not change the best snapshot)."""

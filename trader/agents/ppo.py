@@ -294,6 +294,11 @@ class PPOAgent(Agent):
             return mean.clamp(-1.0, 1.0)
         return self._sample(mean).clamp(-1.0, 1.0)
 
+    def deterministic_trunk(self) -> tuple[nn.Module, int, str]:
+        """What `act(obs, deterministic=True)` runs after normalising: the actor's mean network,
+        one output per action, clipped to [-1, 1] (`trader.agents.program`)."""
+        return self.actor.mean, 1, "clamp"
+
     def compile(self) -> None:
         """Compile the actor and critic forward passes with ``torch.compile``."""
         self._actor_mean = torch.compile(self.actor.forward)

@@ -183,6 +183,11 @@ class SACAgent(OffPolicyAgent):
             return self.actor.deterministic(normed)
         return self.actor.sample(normed, self.generator)[0]
 
+    def deterministic_trunk(self) -> tuple[nn.Module, int, str]:
+        """What `act(obs, deterministic=True)` runs after normalising: the actor's network, a mean
+        and a log-std per action, the mean squashed by tanh (`trader.agents.program`)."""
+        return self.actor.net, 2, "tanh"
+
     def explore(self, obs: Tensor) -> Tensor:
         """SAC explores with its own stochastic policy."""
         return self.act(obs, deterministic=False)

@@ -146,6 +146,11 @@ class TD3Agent(OffPolicyAgent):
             return actions
         return (actions + self._noise(actions, self.config.exploration_noise)).clamp(-1.0, 1.0)
 
+    def deterministic_trunk(self) -> tuple[nn.Module, int, str]:
+        """What `act(obs, deterministic=True)` runs after normalising: the actor's network, one
+        output per action, squashed by tanh (`trader.agents.program`)."""
+        return self.actor.net, 1, "tanh"
+
     def explore(self, obs: Tensor) -> Tensor:
         """TD3 explores with Gaussian noise on its deterministic action."""
         return self.act(obs, deterministic=False)

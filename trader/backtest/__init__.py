@@ -7,7 +7,7 @@
 from trader.backtest.engine import BASELINES, BacktestConfig, Book, benchmark_panel, run_backtest
 from trader.backtest.report import read_series, write_report
 from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
-from trader.backtest.strategies import ActionSchedule, ExternalPolicy, PolicyPopulation
+from trader.backtest.strategies import ActionSchedule, ExternalPolicy, PolicyPopulation, agents_population
 
 __all__ = [
     "ActionSchedule",
@@ -18,6 +18,7 @@ __all__ = [
     "ExternalPolicy",
     "PeriodInfo",
     "PolicyPopulation",
+    "agents_population",
     "StrategyInfo",
     "benchmark_panel",
     "read_series",
@@ -27,4 +28,6 @@ __all__ = [
 
 from trader._callable import make_callable  # noqa: E402
 
-make_callable(__name__, run_backtest)  # `trader.backtest(...)` calls `run_backtest`
+from trader.backtest.runs import backtest  # noqa: E402
+
+make_callable(__name__, backtest)  # `trader.backtest(...)` calls `runs.backtest`: `run_backtest`, under a run's rules with run_dir

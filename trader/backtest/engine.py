@@ -83,9 +83,13 @@ class BacktestConfig:
     :param risk_free: daily risk-free return for Sharpe and Sortino.
     :param tear_sheet: draw pyfolio's returns tear sheet of each agent (against the benchmark)
         when writing to a run directory.
-    :param compile: run the envs' step kernel through ``torch.compile``: a one-off
-        compile, then faster bars; worth it for long periods (benchmarks/RESULTS.md,
-        "Backtest speed").
+    :param compile: run the envs' step through ``torch.compile``, many bars per compiled call
+        (`market_envs.rollout.Rollout`, with the strategies' decisions inside) wherever every
+        strategy of a group has a program (agents, populations of flat MLPs, plain callables,
+        action schedules and the baselines; a baseline library's model runs bar by bar): a
+        one-off compile per group, then far faster bars; worth it for long periods
+        (benchmarks/RESULTS.md, "Backtest speed"). The figures equal the eager path's within
+        float rounding.
     :param policy_env: trading rules of policies given as agents or callables
         (action mode, max_shares, features, ...); checkpoints whose sidecar holds
         an ``env_config`` use theirs. Cash, costs (rates and `CostModel`) and the
@@ -306,8 +310,10 @@ def run_backtest(
     for built in (groups, *scaled):
         _place_books(built, initial_books or {}, panel)
     records = _simulate(groups + [g for more in scaled for g in more], panel.timestamps, config.record_positions,
-                        device, positions_of=len(groups))  # fmt: skip
+                        device, positions_of=len(groups), chunked=config.compile)  # fmt: skip
     result = _assemble(panel, period_name, groups, records[: len(groups)], config)
+    if config.record_positions == "bar":
+        result = replace(result, trades=_trade_lists(groups, result))
     if multiples:
         curves, offset = {1.0: result.metrics["sharpe_ratio"]}, len(groups)
         for k, more in zip(multiples, scaled):
@@ -468,7 +474,7 @@ def _build_groups(
             _check_names(dict.fromkeys(source.names), baselines)
             infos = [StrategyInfo(n, n, "policy", f"row {k} of population {name!r}") for k, n in enumerate(source.names)]
             add(group("stocks", data, config.env_config(config.policy_env)),
-                PolicyDecider(source.policy, name, data.num_tickers), infos)
+                PolicyDecider(source.policy, name, data.num_tickers, source.program), infos)
             continue
         if name not in loaded:
             loaded[name] = load_checkpoint_strategy(name, source, data, config, device)
@@ -687,11 +693,13 @@ def _session_flags(timestamps: pd.DatetimeIndex) -> tuple[list[bool], np.ndarray
 
 def _simulate(
     groups: list[_Group], timestamps: pd.DatetimeIndex, record_positions: str, device: torch.device,
-    positions_of: int | None = None,
+    positions_of: int | None = None, chunked: bool = False,
 ) -> list[_Records]:
     """Step every group's env from the first bar to the last; return the records.
 
-    Positions are kept for the first `positions_of` groups (None: all)."""
+    Positions are kept for the first `positions_of` groups (None: all). `chunked`: a group
+    whose every strategy has a program runs many bars per compiled call (`_run_chunked`);
+    the others, and all without `chunked`, bar by bar (`_advance`)."""
     num_bars = len(timestamps)
     new_day_next, session_ends = _session_flags(timestamps)
     recorded = np.arange(num_bars) if record_positions == "bar" else session_ends
@@ -699,12 +707,91 @@ def _simulate(
     keep = len(groups) if positions_of is None else positions_of
     records = [_start(g, num_bars, len(recorded) if k < keep else None, device) for k, g in enumerate(groups)]
     observations = [obs for _, obs in records]
-    ruined = [torch.zeros(g.env.num_envs, dtype=torch.bool, device=device) for g in groups]
-    for t in range(num_bars - 1):
-        slot = slot_of.get(t + 1)
+    if 0 in slot_of:  # bar 0's record is the start: all cash, or each member's book
+        for g, (rec, _) in zip(groups, records):
+            if rec.positions is not None:
+                rec.positions[slot_of[0]] = g.env.holdings
+    by_bar = list(range(len(groups)))
+    if chunked:
+        calendar = torch.tensor(new_day_next, dtype=torch.bool, device=device)
+        programs = [_group_program(g, observations[k], calendar, new_day_next[0]) for k, g in enumerate(groups)]
         for k, g in enumerate(groups):
+            if programs[k] is not None:
+                _run_chunked(g, programs[k], observations[k], records[k][0], slot_of)
+        by_bar = [k for k in by_bar if programs[k] is None]
+    ruined = [torch.zeros(g.env.num_envs, dtype=torch.bool, device=device) for g in groups]
+    for t in range(num_bars - 1) if by_bar else ():
+        slot = slot_of.get(t + 1)
+        for k in by_bar:
+            g = groups[k]
             observations[k], ruined[k] = _advance(g, observations[k], records[k][0], ruined[k], t, new_day_next[t], slot)
     return [rec for rec, _ in records]
+
+
+@dataclass(frozen=True)
+class _GroupProgram:
+    """The programs of a group's strategies, each deciding its rows [start, stop), as one program."""
+
+    parts: tuple[tuple[Any, int, int], ...]  # (program, start, stop)
+
+    def prepare(self, params: tuple, rows: Tensor) -> tuple:
+        return tuple(program.prepare(p, rows) for (program, _, _), p in zip(self.parts, params))
+
+    def decide(self, params: tuple, prepared: tuple, bar: Any) -> Tensor:
+        return torch.cat([program.decide(p, ready, bar.rows(start, stop)).to(torch.float32)
+                          for (program, start, stop), p, ready in zip(self.parts, params, prepared)])  # fmt: skip
+
+
+def _group_program(group: _Group, obs: Tensor, calendar: Tensor, new_day: bool) -> tuple[_GroupProgram, tuple] | None:
+    """The group's strategies as one program and its params (from the first bar, after the
+    reset), or None when one of them has no program."""
+    if not all(hasattr(caller.decide, "program") for caller in group.callers):
+        return None
+    env = group.env
+    close = group.close[0]
+    parts, params = [], []
+    for caller in group.callers:
+        rows = slice(caller.start, caller.stop)
+        account = Account(t=0, new_day_next=new_day, close=close, cash=env.cash[rows],
+                          holdings=env.holdings[rows], value=env.value[rows],
+                          within_cash=functools.partial(env.buys_within_cash, cash=env.cash[rows], price=close, t=0))  # fmt: skip
+        built = caller.decide.program(obs[rows], account, calendar)
+        if built is None:
+            return None
+        parts.append((built[0], caller.start, caller.stop))
+        params.append(built[1])
+    return _GroupProgram(tuple(parts)), tuple(params)
+
+
+def _run_chunked(group: _Group, built: tuple[_GroupProgram, tuple], obs: Tensor, records: _Records,
+                 slot_of: dict[int, int]) -> None:  # fmt: skip
+    """The group's whole pass by `market_envs.rollout.Rollout` (many bars per compiled call),
+    recorded as `_advance` records it."""
+    from market_envs.rollout import Rollout
+
+    program, params = built
+    env = group.env
+    ruined = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
+    record = ("holdings", "terminated", "previous_value", "turnover",
+              *(key for key in RECORDED if key not in ("traded", "gross_value")))  # fmt: skip
+
+    def keep(first: int, steps: int, rows: dict[str, Tensor]) -> None:
+        nonlocal ruined
+        bars = slice(first + 1, first + 1 + steps)  # step k ends at bar k + 1
+        ruined = torch.cumsum(rows["terminated"].to(torch.int32), dim=0).bool() | ruined  # [steps, E]
+        kept = ~ruined
+        holdings = rows["holdings"]
+        rows["traded"] = rows["turnover"] * rows["previous_value"].abs().clamp_min(1e-9)
+        rows["gross_value"] = (holdings.abs() * group.close[bars].unsqueeze(1)).sum(-1)
+        table = torch.stack([rows[key].to(torch.float64) for key in RECORDED], dim=0)  # [len(RECORDED), steps, E]
+        records.bars[:, bars] = torch.where(kept, table, torch.zeros_like(table))
+        if records.positions is not None:
+            slots = [(k, slot_of[first + 1 + k]) for k in range(steps) if first + 1 + k in slot_of]
+            for k, slot in slots:  # session ends: a few per chunk at most, Python ints (no sync)
+                records.positions[slot] = torch.where(kept[k].unsqueeze(-1), holdings[k], torch.zeros_like(holdings[k]))
+        ruined = ruined[-1]
+
+    Rollout(env, program, record=record).run(params, obs, on_chunk=keep)
 
 
 def _start(group: _Group, num_bars: int, num_slots: int | None, device: torch.device) -> tuple[_Records, Tensor]:
@@ -819,6 +906,18 @@ def _assemble(
         cost_model=config.named_costs.as_dict(),
         membership=period_membership(data.meta.get("membership"), timestamps[0], timestamps[-1]),
     )
+
+
+def _trade_lists(groups: list[_Group], result: BacktestResult) -> dict[str, pd.DataFrame]:
+    """Each strategy's fills, from its per-bar positions (`trader.backtest.trades`)."""
+    from trader.backtest.trades import trade_list
+
+    lists = {}
+    for group in groups:
+        for member in group.members:
+            name = member.info.name
+            lists[name] = trade_list(group.env, result.positions[name], result.series[name]["value"].to_numpy())
+    return {name: lists[name] for name in result.series}
 
 
 def _starting_value(member: _Member, config: BacktestConfig) -> float:

@@ -370,6 +370,8 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
     for name in result.series:
         files[f"series:{name}"] = rundir.write_parquet(root / rundir.BACKTESTS_DIR / f"{name}.parquet",
                                                        series_table(result, name))  # fmt: skip
+    for name, trades in result.trades.items():
+        files[f"trades:{name}"] = rundir.write_parquet(root / rundir.TRADES_DIR / f"{name}.parquet", trades)
     if tear_sheet:
         for name in tear_sheet_strategies(result):
             files[f"tear_sheet:{name}"] = write_tear_sheet(result, name, root / f"tearsheet_{name}.png")
@@ -379,7 +381,17 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
     files["report.md"] = rundir.write_text(root / rundir.REPORT_MD, markdown_report(result))
     if dataset_card is not None:
         files["dataset.json"] = rundir.write_json(root / rundir.DATASET, dataset_card)
+    _remove_stale(root, set(files.values()))
     return files
+
+
+def _remove_stale(root: Path, written: set[Path]) -> None:
+    """A report replaces the one before it whole: the series, trade lists and tear sheets of
+    strategies it no longer has are removed (only files of those kinds, which only this module writes)."""
+    for path in [*(root / rundir.BACKTESTS_DIR).glob("*.parquet"), *(root / rundir.TRADES_DIR).glob("*.parquet"),
+                 *root.glob("tearsheet_*.png")]:  # fmt: skip
+        if path not in written and not rundir.is_temporary(path):
+            path.unlink(missing_ok=True)
 
 
 MAX_TEAR_SHEETS = 8

@@ -11,21 +11,38 @@ put the same rows in the report:
   ``ensemble`` (the members ``selection.json`` lists, with their weights);
 - either, or a folder holding only baselines: each ``baselines/<name>/`` written by
   `trader.baselines` is a strategy named ``<name>``.
+
+Where a report goes (`backtest_run`, `backtest`): the run backtested as it was
+configured (its test period, all its strategies and the built-in baselines, its data
+set, capital and costs) writes the run's **own** report (``report.json``,
+``report.md``, ``backtests/``, tear sheets, at the top of the run directory); any
+other backtest (other strategies, period, costs, capital or data) writes a report of
+its own, ``reports/<name>/``, named by what differs (`report_name`), so the run's own
+result is never replaced by another. A report already there is replaced only with
+``overwrite``, whole (no series of a strategy it no longer has is left beside it).
+A strategy whose files are gone is an error naming the missing file, never a row
+silently left out.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import shutil
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from market_envs.costs import CostModel
 from market_envs.env import EnvConfig
 from trader import rundir
 from trader.backtest.engine import recorded_rules
 from trader.environments import run_periods
-from trader.errors import UserError
+from trader.errors import CheckpointError, UserError
+from trader.names import BASELINES
 
 
 @dataclass
@@ -53,6 +70,12 @@ class RunContents:
     periods: dict[str, list[str]] | None = None
     """Explicit train / validation / test bounds the run trained under (a walk-forward
     fold's windows), replacing the data set's split dates; None: the split dates."""
+
+    @property
+    def records_run(self) -> bool:
+        """The folder records a run (config.toml or tournament.toml): its own backtest is
+        defined (`is_configured`); a folder of baselines only, or a new one, is not."""
+        return (self.run_dir / rundir.CONFIG).is_file() or (self.run_dir / rundir.TOURNAMENT).is_file()
 
     def data(self, recipe: str) -> Any:
         """The data set ``recipe`` as the run saw it: loaded once per process
@@ -93,7 +116,6 @@ def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
         values = rundir.read_json(board, version=rundir.LEADERBOARD_VERSION)
         entries = list(values.get("entries") or [])
     paths = [root / e["checkpoint"] for e in entries if e.get("checkpoint")]
-    paths = [p for p in paths if p.with_suffix(".json").is_file()]
     checkpoints = {"best": paths[0]} if paths else {}
     contents = RunContents(root, "tournament", env if isinstance(env, str) else None, rules,
                            checkpoints=checkpoints, periods=run_periods(config))  # fmt: skip
@@ -122,11 +144,42 @@ def baseline_folders(root: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if (p / rundir.BASELINE_SIDECAR).is_file())
 
 
-def run_strategies(contents: RunContents, device: str = "cpu") -> dict[str, Any]:
-    """Strategy name -> what `run_backtest` takes: checkpoint paths, the tournament's
-    ensemble (an `EnsemblePolicy`), and each finished baseline (an `ExternalPolicy`)."""
-    strategies: dict[str, Any] = dict(contents.checkpoints)
+def expected_checkpoints(contents: RunContents) -> dict[str, Path | list[Path]]:
+    """Strategy name -> checkpoint (path without suffix) that the run must hold: a finished
+    training run's ``final`` and (validated runs) ``best``, every checkpoint found, and a
+    tournament's best pod and ensemble members."""
+    expected = dict(contents.checkpoints)
+    config = rundir.read_toml(contents.run_dir / rundir.CONFIG, missing_ok=True) if contents.kind == "train" else {}
+    if "algo" in config:  # written by trader.train, which saves `final`, and `best` where it validates
+        env = config.get("env") or {}
+        names = ("best", "final") if env.get("kind") in ("market", "gymnasium") else ("final",)
+        expected.update({name: contents.run_dir / rundir.CHECKPOINTS / name for name in names})
     if contents.ensemble:
+        expected["ensemble"] = contents.ensemble
+    return expected
+
+
+def check_checkpoints(contents: RunContents, names: Sequence[str] | None = None) -> None:
+    """A `CheckpointError` naming the first file missing of a strategy the run holds
+    (`expected_checkpoints`; ``names``: only these strategies): a deleted checkpoint is an
+    error, never a row silently left out."""
+    for name, paths in expected_checkpoints(contents).items():
+        if names is not None and name not in names:
+            continue
+        for path, suffix in ((p, s) for p in (paths if isinstance(paths, list) else [paths]) for s in (".json", ".safetensors")):
+            if not path.with_suffix(suffix).is_file():
+                raise CheckpointError(f"{path.with_suffix(suffix)}: not found: the run's strategy {name!r} "
+                                      "cannot be backtested (deleted, or its training did not finish)")  # fmt: skip
+
+
+def run_strategies(contents: RunContents, device: str = "cpu", names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Strategy name -> what `run_backtest` takes: checkpoint paths, the tournament's
+    ensemble (an `EnsemblePolicy`), and each finished baseline (an `ExternalPolicy`).
+    A strategy whose files are gone is a `CheckpointError` naming the file; ``names``:
+    only these of the run's strategies are loaded and checked (None: all)."""
+    check_checkpoints(contents, names)
+    strategies: dict[str, Any] = {k: v for k, v in contents.checkpoints.items() if names is None or k in names}
+    if contents.ensemble and (names is None or "ensemble" in names):
         from trader.agents.ensemble import load_ensemble
 
         strategies["ensemble"] = load_ensemble(contents.ensemble, device, contents.ensemble_weights or None)
@@ -134,6 +187,8 @@ def run_strategies(contents: RunContents, device: str = "cpu") -> dict[str, Any]
         from trader.baselines.folder import load_strategy
 
         for folder in contents.baselines:
+            if names is not None and folder.name not in names:
+                continue
             strategy = load_strategy(folder, device)
             if strategy is not None:  # a baseline that failed to train has no model
                 strategies[folder.name] = strategy
@@ -167,37 +222,243 @@ def backtest_config(contents: RunContents, *, initial_cash: float | None = None,
     return config.with_costs(named)
 
 
-def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None, period: str = "test",
-                 names: list[str] | None = None, baselines: list[str] | None = None, config: Any = None,
-                 device: str = "cpu", initial_books: dict[str, Any] | None = None) -> Any:  # fmt: skip
-    """Backtest a run directory's strategies (`run_strategies`) beside the built-in
-    baselines and write the report into it; returns the `BacktestResult`.
+def select_strategies(contents: RunContents, requested: Sequence[str] | None, device: str = "cpu",
+                      baselines: Sequence[str] | None = None) -> tuple[dict[str, Any], list[str] | None]:  # fmt: skip
+    """The run's strategies and the built-in baselines to backtest.
 
-    :param names: only these strategies of the run (None: all of them).
+    :param requested: None: every strategy of the run (`run_strategies`); else names of
+        the run's strategies, built-in baselines (`trader.names.BASELINES`) or checkpoint
+        paths (a ``.json``/``.safetensors`` file, or a path with ``/``).
+    :param baselines: the built-in baselines; None: every one that applies (without
+        ``requested``), or those named in ``requested``.
+    """
+    found = run_strategies(contents, device, None if requested is None else [n for n in requested if n not in BASELINES])
+    if requested is None:
+        return found, None if baselines is None else list(baselines)
+    policies, chosen = {}, list(baselines or [])
+    for name in requested:
+        if name in BASELINES:
+            chosen.append(name)
+        elif name in found:
+            policies[name] = found[name]
+        elif Path(name).suffix in (".json", ".safetensors") or "/" in name:
+            path = Path(name)
+            if not path.with_suffix(".json").is_file():
+                raise CheckpointError(f"checkpoint not found: {path.with_suffix('.json')}")
+            policies[path.with_suffix("").name] = path.with_suffix("")
+        else:
+            own = [*contents.checkpoints, *(["ensemble"] if contents.ensemble else []), *(f.name for f in contents.baselines)]
+            known = ", ".join([*own, *BASELINES])
+            raise CheckpointError(f"strategy {name!r} not found in {contents.run_dir} (strategies here: {known})")
+    return policies, list(dict.fromkeys(chosen))
+
+
+def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None, period: str = "test",
+                 strategies: Sequence[str] | None = None, baselines: Sequence[str] | None = None,
+                 config: Any = None, device: str = "cpu", initial_books: dict[str, Any] | None = None,
+                 report: str | None = None, own: bool = False, overwrite: bool = False) -> Any:  # fmt: skip
+    """Backtest a run directory's strategies (`select_strategies`) beside the built-in
+    baselines and write the report into it (see the module docstring); returns the
+    `BacktestResult`, whose ``files`` say where the report went.
+
+    :param dataset: a data set recipe; default the run's.
+    :param strategies: only these strategies (`select_strategies`; None: all of the run's).
     :param baselines: built-in baselines (None: every one that applies).
-    :param config: a `BacktestConfig`; default `backtest_config(contents)`.
+    :param config: a `BacktestConfig`; default `backtest_config(contents)`, the run's.
     :param initial_books: strategy name -> the `trader.backtest.engine.Book` it starts
         from (`run_backtest`); default: all cash.
+    :param report: write ``reports/<report>/`` whatever the backtest is; default: the run's
+        own report when the run is backtested as configured, else ``reports/<report_name>/``.
+    :param own: this backtest is the run's own whatever it holds (a walk-forward fold's,
+        whose own backtest is its ``best`` beside the yardsticks).
+    :param overwrite: replace the report already there (whole); without it, refused.
     """
     from trader.backtest.engine import run_backtest
     from trader.backtest.periods import select_period
 
-    contents = read_run(run_dir)
+    root = Path(run_dir)
+    if not root.is_dir() and dataset is None:
+        raise UserError(f"no such run directory: {root} (to backtest the built-in baselines into a new folder, "
+                        "give --dataset RECIPE)")  # fmt: skip
+    contents = read_run(root)
     recipe = dataset or contents.dataset
     if not recipe:
-        raise UserError(f"no data set given: pass --dataset RECIPE ({Path(run_dir)} records none)")
-    strategies = run_strategies(contents, device)
-    if names is not None:
-        strategies = {name: strategies[name] for name in names}
+        raise UserError(f"no data set given: pass --dataset RECIPE ({root} records none in config.toml or tournament.toml)")
+    configured = backtest_config(contents)
+    config = config or configured
+    if report is not None:
+        name = check_report_name(report)
+    elif own or is_configured(contents, dataset=dataset, period=period, strategies=strategies, baselines=baselines,
+                                config=config, configured=configured):  # fmt: skip
+        name = ""
+    else:
+        name = report_name(contents, dataset=dataset, period=period, strategies=strategies, baselines=baselines,
+                           config=config, configured=configured)  # fmt: skip
+    check_report_target(root, name, overwrite)
+    policies, chosen = select_strategies(contents, strategies, device, baselines)
     data = contents.data(recipe)
-    strategies = trading_in(strategies, select_period(data, period)[0].timestamps[0])
-    config = config or backtest_config(contents)
+    policies = trading_in(policies, select_period(data, period)[0].timestamps[0])
     trials = contents_trials(contents)
     selection = run_selection(data, trials, config, device, contents.result) if period != "validation" else None
     if selection is not None and contents.result is not None:
         selection["tournament"] = tournament_result(contents.run_dir)
-    return run_backtest(data, strategies, baselines=baselines, period=period, config=config, run_dir=run_dir,
-                        device=device, trials=trials, selection=selection, initial_books=initial_books)  # fmt: skip
+    return write_into(root, name, lambda folder: run_backtest(
+        data, policies, baselines=chosen, period=period, config=config, run_dir=folder, device=device,
+        trials=trials, selection=selection, initial_books=initial_books))  # fmt: skip
+
+
+def backtest(data: Any = None, policies: Mapping[str, Any] | None = None, *, run_dir: str | os.PathLike[str] | None = None,
+             period: str | None = None, baselines: Sequence[str] | None = None, config: Any = None,
+             device: str = "cpu", report: str | None = None, overwrite: bool = False, **options: Any) -> Any:  # fmt: skip
+    """The Python API's backtest (`trader.backtest(...)`): `run_backtest`, and with
+    ``run_dir``, its report written into that run directory under the run's rules.
+
+    :param data: a `MarketData` or a data set recipe; with ``run_dir`` and no ``data``, the run's.
+    :param policies: strategy name -> checkpoint path, agent, callable, ... (`run_backtest`);
+        with ``run_dir`` and no ``policies``, the run's own strategies (`backtest_run`).
+    :param run_dir: a run directory: ``config`` defaults to the run's capital, costs and env
+        rules (`backtest_config`: as it trained); the report goes into it, as the run's own
+        when the run is backtested as configured, else into ``reports/<name>/``
+        (``report``, or named by what it is: `report_name`). A folder that records no run
+        gets the report itself.
+    :param period: "test" (the default with a recipe or a run), "validation", "train",
+        "START:END" or "all" (the default for a `MarketData` without ``run_dir``).
+    :param report: the name of the report folder (``reports/<report>/``).
+    :param overwrite: replace a report already there (whole); without it, refused.
+    :param options: `run_backtest`'s other keywords (``trials``, ``selection``, ``initial_books``).
+    """
+    from trader.backtest.engine import run_backtest
+
+    if run_dir is None:
+        if report is not None or overwrite:
+            raise UserError("report and overwrite apply with run_dir (the run directory the report goes into)")
+        return run_backtest(data, policies, baselines=baselines, period=period, config=config, device=device, **options)
+    root = Path(run_dir)
+    contents = read_run(root)
+    if contents.records_run and policies is None and (data is None or isinstance(data, str)) and not options:
+        return backtest_run(root, dataset=data, period=period or "test", baselines=baselines, config=config,
+                            device=device, report=report, overwrite=overwrite)  # fmt: skip
+    if data is None:
+        if not contents.dataset:
+            raise UserError(f"no data given, and {root} records no data set")
+        data = contents.data(contents.dataset)
+        period = period or "test"
+    configured = backtest_config(contents)
+    config = config or configured
+    if report is not None:
+        name = check_report_name(report)
+    elif not contents.records_run:
+        name = ""  # a folder that records no run: the report is its own
+    else:
+        given = getattr(data, "name", data)
+        name = report_name(contents, dataset=None if given == contents.dataset else str(given),
+                           period=period or "all", strategies=list(policies or {}), baselines=baselines,
+                           config=config, configured=configured)  # fmt: skip
+    check_report_target(root, name, overwrite)
+    return write_into(root, name, lambda folder: run_backtest(
+        data, policies, baselines=baselines, period=period, config=config, run_dir=folder, device=device, **options))
+
+
+# ------------------------------------------------------------------ where the report goes
+
+_REPORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$")
+
+
+def check_report_name(name: str) -> str:
+    """A report folder's name as given (``--report NAME``): letters, digits, ``_.+=-``."""
+    if not isinstance(name, str) or not _REPORT_NAME.match(name) or len(name) > 120:
+        raise UserError(f"--report {name!r}: a report's name is letters, digits, '_', '.', '+', '=' or '-' "
+                        "(at most 120), starting with a letter or digit")  # fmt: skip
+    return name
+
+
+def _trading_terms(config: Any) -> Any:
+    """What a `BacktestConfig` trades under, without how it is drawn or recorded."""
+    return replace(config, tear_sheet=True, compile=False, cost_multiples=(), cost_model=None, record_positions="bar")
+
+
+def is_configured(contents: RunContents, *, dataset: str | None, period: str | None, strategies: Sequence[str] | None,
+                  baselines: Sequence[str] | None, config: Any, configured: Any) -> bool:  # fmt: skip
+    """Is this backtest the run's as it was configured: the test period, every strategy of
+    the run and every built-in baseline, its own data set, and its capital, costs and rules?
+    (Tear sheets, breakeven runs and recorded positions are how it is drawn, not what it
+    trades.) A folder that records no run has no configuration: all of its backtests are its own."""
+    if not contents.records_run:
+        return True
+    same_data = dataset is None or resolved_recipe(dataset) == resolved_recipe(contents.dataset)
+    return (same_data and period == "test" and strategies is None and baselines is None
+            and _trading_terms(config) == _trading_terms(configured))  # fmt: skip
+
+
+def resolved_recipe(recipe: str | None) -> str | None:
+    """A recipe by the name a run records it (a recipe file by its absolute path)."""
+    if recipe is None:
+        return None
+    from trader.environments import resolve_env
+
+    return resolve_env(recipe).value
+
+
+def report_name(contents: RunContents, *, dataset: str | None, period: str | None, strategies: Sequence[str] | None,
+                baselines: Sequence[str] | None, config: Any, configured: Any) -> str:  # fmt: skip
+    """The folder name of a backtest that is not the run's own, from what differs: the data
+    set (``data-<name>``), the period (``validation``, ``2022-01-01-2022-06-30``), the
+    strategies (``strategies-best+oracle``), the costs (``costs-<model>``), the capital
+    (``cash-<amount>``), the risk-free rate or the rules (``rules-given``); joined by ``_``."""
+    parts = []
+    if dataset is not None and resolved_recipe(dataset) != resolved_recipe(contents.dataset):
+        parts.append(f"data-{Path(dataset).stem}")
+    if period != "test":
+        parts.append("all" if period is None else period)
+    if strategies is not None or baselines is not None:
+        names = [Path(s).with_suffix("").name if "/" in s else s for s in (*(strategies or ()), *(baselines or ()))]
+        parts.append("strategies-" + "+".join(dict.fromkeys(names)))
+    if (config.buy_cost, config.sell_cost, config.costs) != (configured.buy_cost, configured.sell_cost, configured.costs):
+        parts.append(f"costs-{config.named_costs.name}")
+    if config.initial_cash != configured.initial_cash:
+        parts.append(f"cash-{config.initial_cash:g}")
+    if config.risk_free != configured.risk_free:
+        parts.append(f"risk-free-{config.risk_free:g}")
+    if _rules(config) != _rules(configured):
+        parts.append("rules-given")
+    name = "_".join(re.sub(r"[^A-Za-z0-9_.+=-]+", "-", part).strip("-.") for part in parts) or "backtest"
+    if len(name) > 120:  # many strategies: keep the start readable, the whole unique
+        name = f"{name[:100]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+    return name
+
+
+def _rules(config: Any) -> EnvConfig:
+    """The policies' env rules of a `BacktestConfig`, without the cash and costs (the
+    backtest's own, named apart)."""
+    return replace(config.policy_env, buy_cost=0.0, sell_cost=0.0, costs=CostModel(), initial_cash=1.0)
+
+
+def check_report_target(root: Path, name: str, overwrite: bool) -> None:
+    """Refuse, before any work, to replace a report already there without ``overwrite``."""
+    folder = rundir.report_folder(root, name)
+    if overwrite or not (folder / rundir.REPORT_JSON).is_file():
+        return
+    if name == "":
+        raise UserError(f"{root} holds the run's own report already (report.json): pass --overwrite to replace it, "
+                        "or --report NAME to write a report of its own")  # fmt: skip
+    raise UserError(f"{folder} holds a report already: pass --overwrite to replace it, or --report NAME to write another")
+
+
+def write_into(root: Path, name: str, run: Any) -> Any:
+    """Run ``run(folder)`` (a backtest writing its report into ``folder``) for report
+    ``name`` of the run in ``root``: the run's own report in place (`write_report`
+    replaces it whole), a named one staged beside ``reports/<name>/`` and renamed into
+    place when complete. The result's ``files`` name the final paths."""
+    if name == "":
+        return run(root)
+    final = rundir.report_folder(root, name)
+    staged = rundir.stage_folder(final)
+    try:
+        result = run(staged)
+        rundir.commit_folder(staged, final)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)  # gone once committed; a failed backtest's leftovers
+    return replace(result, files={key: final / Path(path).relative_to(staged) for key, path in result.files.items()})
 
 
 def contents_trials(contents: RunContents) -> dict[str, Any]:

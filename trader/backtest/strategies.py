@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from market_envs.rollout import Bar, CallableProgram, PerBar, Program
 from trader.errors import UserError
 
 BASELINE_MAX_SHARES = 1_000_000_000
@@ -57,6 +58,13 @@ class Account:
 
 Decide = Callable[[Tensor, Account], Tensor]
 
+Compiled = tuple[Program, Any] | None
+"""A decider's rule as a `market_envs.rollout.Program` and its params, for a backtest that runs
+many bars per compiled call (``BacktestConfig.compile``). A decider that has one offers
+``program(obs, first, session_ends) -> Compiled``, built from the first bar's observation and
+`Account` and ``session_ends`` (bool [T]: the next bar opens a new date; the calendar); the
+others (a strategy's group then runs bar by bar) have no such method."""
+
 
 def shares_to_actions(shares: Tensor, max_shares: int) -> Tensor:
     """Whole-share orders [E, N] as shares-mode actions that the env truncates back exactly."""
@@ -85,7 +93,6 @@ class BuyAndHold:
         self.weights = weights
         self.buy_cost = buy_cost
         self._target: Tensor | None = None
-        self._hold: Tensor | None = None  # the no-order actions, once every target is held
 
     def __call__(self, obs: Tensor, account: Account) -> Tensor:
         if self._target is None or account.t == 0:
@@ -94,14 +101,26 @@ class BuyAndHold:
             held = account.holdings > 0
             affordable = account.within_cash(torch.where(held, torch.zeros_like(wanted), wanted))
             self._target = torch.where(held, account.holdings, affordable)
-            self._hold = None
-        if self._hold is not None:
-            return self._hold
+        # Where the target is held this is an order of 0 shares; asking the device whether it
+        # is would cost a host sync every bar (a stall of the stream on a GPU).
         missing = (self._target - account.holdings).clamp_min(0.0)
-        if not bool(missing.any()):  # one host sync a bar until the target is held, none after
-            self._hold = torch.zeros(missing.shape, dtype=torch.float32, device=missing.device)
-            return self._hold
         return shares_to_actions(account.within_cash(missing), BASELINE_MAX_SHARES)
+
+    def program(self, obs: Tensor, first: Account, session_ends: Tensor) -> Compiled:
+        """The same orders as a program: the target set at the first bar (as `__call__` sets it),
+        then every bar what is not held yet of it, within the cash."""
+        self(obs, first)
+        return _BuyAndHoldProgram(), (self._target,)
+
+
+@dataclass(frozen=True)
+class _BuyAndHoldProgram:
+    def prepare(self, params: Any, rows: Tensor) -> None:
+        return None
+
+    def decide(self, params: Any, prepared: Any, bar: Bar) -> Tensor:
+        missing = (params[0] - bar.holdings).clamp_min(0.0)
+        return shares_to_actions(bar.within_cash(missing, bar.cash), BASELINE_MAX_SHARES)
 
 
 class DailyRebalance:
@@ -125,9 +144,33 @@ class DailyRebalance:
     def __call__(self, obs: Tensor, account: Account) -> Tensor:
         if not (account.t == 0 or account.new_day_next):
             return torch.zeros(account.holdings.shape, dtype=torch.float32, device=account.holdings.device)
-        budget = account.value.unsqueeze(-1) * self.weights.to(account.value.device)
-        target = torch.floor(budget / (account.close * (1.0 + self.buy_cost)))
-        return shares_to_actions(target - account.holdings, BASELINE_MAX_SHARES)
+        return _rebalance(self.weights.to(account.value.device), self.buy_cost, account)
+
+    def program(self, obs: Tensor, first: Account, session_ends: Tensor) -> Compiled:
+        """The same orders as a program, at the first bar and each session's last."""
+        rebalance_bars = session_ends.clone()
+        rebalance_bars[0] = True
+        return _DailyRebalanceProgram(self.buy_cost), (self.weights.to(first.value.device), PerBar(rebalance_bars))
+
+
+def _rebalance(weights: Tensor, buy_cost: float, account: Account | Bar) -> Tensor:
+    """The whole-share orders from `account`'s holdings to ``weights`` of its value (`DailyRebalance`)."""
+    budget = account.value.unsqueeze(-1) * weights
+    target = torch.floor(budget / (account.close * (1.0 + buy_cost)))
+    return shares_to_actions(target - account.holdings, BASELINE_MAX_SHARES)
+
+
+@dataclass(frozen=True)
+class _DailyRebalanceProgram:
+    buy_cost: float
+
+    def prepare(self, params: Any, rows: Tensor) -> None:
+        return None
+
+    def decide(self, params: Any, prepared: Any, bar: Bar) -> Tensor:
+        weights, rebalance_bars = params
+        orders = _rebalance(weights, self.buy_cost, bar)
+        return torch.where(rebalance_bars[bar.step], orders, torch.zeros_like(orders))
 
 
 class ActionSchedule:
@@ -147,6 +190,19 @@ class ActionSchedule:
     def __call__(self, obs: Tensor, account: Account) -> Tensor:
         return self.actions[account.t].to(obs.device).expand(obs.shape[0], -1)
 
+    def program(self, obs: Tensor, first: Account, session_ends: Tensor) -> Compiled:
+        """Row t of the schedule at bar t, as a program."""
+        return _ScheduleProgram(), (PerBar(self.actions.to(first.value.device)),)
+
+
+@dataclass(frozen=True)
+class _ScheduleProgram:
+    def prepare(self, params: Any, rows: Tensor) -> None:
+        return None
+
+    def decide(self, params: Any, prepared: Any, bar: Bar) -> Tensor:
+        return params[0][bar.step].expand(bar.obs.shape[0], -1)
+
 
 class PolicyDecider:
     """A policy's deterministic actions: an agent's ``act(obs, deterministic=True)``
@@ -155,13 +211,16 @@ class PolicyDecider:
     :param policy: the agent or callable.
     :param name: the strategy's name, for error messages.
     :param act_dim: the env's action dimension, checked on the first call.
+    :param program: the policy as a program, when the caller has it (a `PolicyPopulation`'s).
     """
 
-    def __init__(self, policy: Any, name: str, act_dim: int) -> None:
+    def __init__(self, policy: Any, name: str, act_dim: int, program: Compiled = None) -> None:
         act = getattr(policy, "act", None)
         if act is None and not callable(policy):
             raise UserError(f"strategy {name!r}: a policy must be an agent with act() or a callable, got {type(policy).__name__}")
         self._act = (lambda obs: act(obs, deterministic=True)) if act is not None else policy
+        self._policy = policy
+        self._program = program
         self.name = name
         self.act_dim = act_dim
         self._checked = False
@@ -172,6 +231,22 @@ class PolicyDecider:
         if not self._checked:
             self._check(actions, obs)
         return actions
+
+    def program(self, obs: Tensor, first: Account, session_ends: Tensor) -> Compiled:
+        """The policy as a program: a `PolicyPopulation`'s own, an agent's
+        (`trader.agents.program.agents_program`: the first layer split, its features part
+        computed per chunk of bars), else the callable traced as it is (`CallableProgram`).
+        The first bar's actions are checked as `__call__` checks them."""
+        from trader.agents.program import agents_program
+
+        self(obs, first)
+        if self._program is not None:
+            return self._program
+        if hasattr(self._policy, "deterministic_trunk"):
+            built = agents_program([self._policy])
+            if built is not None:
+                return built
+        return CallableProgram(self._act), ()
 
     def _check(self, actions: Any, obs: Tensor) -> None:
         """Shape and device of the first actions (later calls are trusted: no sync per step)."""
@@ -195,11 +270,13 @@ class PolicyPopulation:
     :param names: one strategy name per row.
     """
 
-    def __init__(self, policy: Callable[[Tensor], Tensor], names: list[str]) -> None:
+    def __init__(self, policy: Callable[[Tensor], Tensor], names: list[str], program: Compiled = None) -> None:
         if not names:
             raise UserError("PolicyPopulation needs at least one name")
         self.policy = policy
         self.names = list(names)
+        self.program = program
+        """The population as a `market_envs.rollout.Program` and its params, when it has one."""
 
     @classmethod
     def from_modules(cls, modules: dict[str, torch.nn.Module]) -> PolicyPopulation:
@@ -219,7 +296,34 @@ class PolicyPopulation:
         def forward(obs: Tensor) -> Tensor:
             return batched(params, buffers, obs)
 
-        return cls(forward, list(modules))
+        return cls(forward, list(modules), _modules_program(nets))
+
+
+def _modules_program(nets: list[torch.nn.Module]) -> Compiled:
+    """Flat MLPs over a market observation as one `trader.agents.program.PolicyProgram` (None
+    for other modules, or an observation that is not the market layout)."""
+    from trader.agents.program import sequential_layers, trunk_program
+
+    first = nets[0][0] if sequential_layers(nets[0]) is not None else None
+    if first is None:
+        return None
+    out = [m for m in nets[0] if isinstance(m, torch.nn.Linear)][-1].out_features
+    return trunk_program(nets, first.in_features, out)
+
+
+def agents_population(agents: dict[str, Any]) -> PolicyPopulation:
+    """Agents of one algorithm and architecture as a `PolicyPopulation` (name -> agent): one
+    program that decides every row (`trader.agents.program.agents_program`, the snapshots of a
+    run or the pods of a tournament in one pass) where they have one; bar by bar, each agent
+    decides its row."""
+    from trader.agents.program import agents_program
+
+    members = list(agents.values())
+
+    def each(obs: Tensor) -> Tensor:
+        return torch.cat([agent.act(obs[s : s + 1], deterministic=True) for s, agent in enumerate(members)])
+
+    return PolicyPopulation(each, list(agents), agents_program(members))
 
 
 @dataclass(frozen=True)

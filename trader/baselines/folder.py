@@ -31,7 +31,7 @@ import pandas as pd
 from market_envs.env import EnvConfig
 from trader import rundir
 from trader.backtest.strategies import ExternalPolicy
-from trader.errors import UserError
+from trader.errors import CheckpointError, UserError
 from trader.rundir import config_from_dict
 
 FORMAT_VERSION = rundir.BASELINE_VERSION
@@ -78,6 +78,10 @@ def load_strategy(folder: Path, device: str = "cpu") -> ExternalPolicy | None:
     models = sidecar.get("models") or []
     if not models:
         raise UserError(f"{folder / SIDECAR} lists no model files")
+    for model in models:
+        if not (folder / model["file"]).is_file():
+            raise CheckpointError(f"{folder / model['file']}: not found: the baseline {folder.name!r} cannot be "
+                                  "backtested (deleted?)")  # fmt: skip
     library = sidecar.get("library")
     if library == "rllib":
         from trader.baselines.rllib import MLPPolicy

@@ -84,6 +84,7 @@ def baselines(
     backtest: bool = True,
     tear_sheet: bool = True,
     costs: Any = None,
+    overwrite: bool = False,
     progress: ProgressFn | None = None,
 ) -> BaselinesResult:
     """Train each (library, algorithm, seed) on the run's data and rules; backtest them all.
@@ -109,6 +110,9 @@ def baselines(
     :param tear_sheet: draw the pyfolio tear sheet in that backtest.
     :param costs: a `market_envs.costs.NamedCosts` the baselines train under and every strategy
         is backtested under, instead of the rules' own (None: the rules' own, as the run's agents).
+    :param overwrite: train again a baseline whose folder holds a finished one (replaced
+        whole once the new one finishes); without it such a baseline is refused before any
+        training. A failed one is always trained again.
     :param progress: called with one line of text per validation and per baseline.
     """
     budget = Budget(steps=steps if steps is not None or time_budget is not None else 100_000, seconds=time_budget)
@@ -123,6 +127,11 @@ def baselines(
     rules = _rules(env_config) if env_config is not None else contents.env_config or EnvConfig()
     if costs is not None:
         rules = costs.apply(rules)
+    check_finished(root, jobs, overwrite=overwrite, backtest=backtest)
+    if backtest:
+        from trader.backtest.runs import check_checkpoints
+
+        check_checkpoints(contents)  # a strategy of the run that is gone: now, not after the training
     data = _load(recipe, contents)
     check_costs_for_data(rules.costs, data)  # before any training: a cap on close-only data is bad input
     say = progress or (lambda line: None)
@@ -141,7 +150,8 @@ def baselines(
         # the baselines' model: the one they trained under, which is the run's unless `costs` replaced it
         named = costs if costs is not None else NamedCosts.from_config(rules)
         config = backtest_config(contents, tear_sheet=tear_sheet, costs=named)
-        report = backtest_run(root, dataset=recipe, config=config, device=device)
+        report = backtest_run(root, dataset=recipe, config=config, device=device,
+                              overwrite=True)  # the run's strategies grew: its report (or the one under `costs`) with them
     return BaselinesResult(outcomes, budget, report)
 
 
@@ -174,6 +184,37 @@ def _jobs(libraries: Sequence[str], algos: Sequence[str], seeds: int | Sequence[
         for algo in dict.fromkeys(chosen):
             jobs.extend((library, algo, seed) for seed in dict.fromkeys(chosen_seeds))
     return jobs
+
+
+def check_finished(root: Path, jobs: list[tuple[str, str, int]], *, overwrite: bool, backtest: bool) -> None:
+    """Refuse, before any training, to replace a finished baseline without ``overwrite``; and
+    ``overwrite`` without the backtest when a report of the run lists the baseline replaced
+    (it would keep the old model's figures)."""
+    from trader.baselines.folder import read_sidecar
+    from trader.rundir import reports
+
+    for library, algo, seed in jobs:
+        name = folder_name(library, algo, seed)
+        folder = root / "baselines" / name
+        if not folder.is_dir() or read_sidecar(folder).get("status") != "finished":
+            continue
+        if not overwrite:
+            raise UserError(f"{folder} holds a finished baseline already: pass --overwrite to train it again "
+                            "(and redo the report with it)")  # fmt: skip
+        if not backtest:
+            listed = [r.path / "report.json" for r in reports(root)
+                      if name in {s.get("name") for s in read_report_strategies(r.path)}]  # fmt: skip
+            if listed:
+                raise UserError(f"--overwrite with --no-backtest would leave {listed[0]} with the old {name}'s "
+                                "figures; drop --no-backtest")  # fmt: skip
+
+
+def read_report_strategies(folder: Path) -> list[dict[str, Any]]:
+    """The ``strategies`` entries of a report's ``report.json``."""
+    from trader.rundir import REPORT_JSON, read_json
+
+    values = read_json(folder / REPORT_JSON)
+    return [s for s in values.get("strategies", []) if isinstance(s, dict)] if isinstance(values, dict) else []
 
 
 def _rules(values: EnvConfig | dict[str, Any]) -> EnvConfig:

@@ -1,12 +1,13 @@
 """`trader backtest RUN_DIR`: backtest a run's strategies and the baselines, write the report.
 
-A thin layer over `trader.backtest.run_backtest`: it finds the run's strategies
-(`trader.backtest.runs`: a training run's checkpoints, a tournament's best pod and
-ensemble, the baseline libraries' models in `RUN_DIR/baselines/`), picks the data
-set (`--dataset`, else the one RUN_DIR records), the capital, costs and env rules
-(the run's, unless given), runs, writes `RUN_DIR/backtests/`, `report.json`,
-`report.md` and the tear sheet, and prints the metrics table (a rich table in a
-terminal, plain text otherwise, or JSON).
+A thin layer over `trader.backtest.runs.backtest_run`, the reader the tournament and
+the demo backtest with: it finds the run's strategies (a training run's checkpoints, a
+tournament's best pod and ensemble, the baseline libraries' models in
+`RUN_DIR/baselines/`), picks the data set (`--dataset`, else the one RUN_DIR records),
+the capital, costs and env rules (the run's, unless given), runs, writes the report
+(the run's own `report.json`, `report.md`, `backtests/` and tear sheets when the run is
+backtested as it was configured, else `RUN_DIR/reports/<name>/`), and prints the
+metrics table (a rich table in a terminal, plain text otherwise, or JSON).
 """
 
 from __future__ import annotations
@@ -14,44 +15,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
 from trader.cli import app
-from trader.cli.options import CostSetOption, CostsOption, resolve_costs
-from trader.errors import CheckpointError, UserError
+from trader.cli.options import CostSetOption, CostsOption, cost_flags
+from trader.errors import UserError
 from trader.names import BASELINES
-
-if TYPE_CHECKING:
-    from trader.backtest.runs import RunContents
-
-
-def _strategies(contents: RunContents, requested: str | None, device: str) -> tuple[dict[str, Any], list[str] | None]:
-    """The run's strategies and the built-in baselines to run: all of them (baselines
-    None: every one that applies to the data, as `run_backtest` decides), or those
-    named in `requested` (names of the run's strategies, built-in baselines, or
-    checkpoint paths)."""
-    from trader.backtest.runs import run_strategies
-
-    found = run_strategies(contents, device)
-    if requested is None:
-        return found, None
-    policies, baselines = {}, []
-    for name in (n.strip() for n in requested.split(",") if n.strip()):
-        if name in BASELINES:
-            baselines.append(name)
-        elif name in found:
-            policies[name] = found[name]
-        elif Path(name).suffix in (".json", ".safetensors") or "/" in name:
-            path = Path(name)
-            if not path.with_suffix(".json").is_file():
-                raise CheckpointError(f"checkpoint not found: {path.with_suffix('.json')}")
-            policies[path.with_suffix("").name] = path.with_suffix("")
-        else:
-            known = ", ".join([*found, *BASELINES])
-            raise CheckpointError(f"strategy {name!r} not found in {contents.run_dir} (strategies here: {known})")
-    return policies, baselines
 
 
 def print_result_table(result, output: str) -> None:
@@ -98,10 +69,10 @@ def _rich_table(title: str, header: list[str], rows: list[list[str]], left: tupl
 
 @app.command("backtest")
 def backtest(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory: checkpoints/ is read, backtests/ and report.* are written.")],
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe (name or path); default: RUN_DIR/config.toml's dataset.")] = None,
+    run_dir: Annotated[Path, typer.Argument(help="Run directory: its strategies are backtested and the report written into it (or a new folder, with --dataset: the built-in baselines).")],
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe (name or path); default: the run's.")] = None,
     period: Annotated[str, typer.Option("--period", help="test, validation, or START:END (dates, END included).")] = "test",
-    strategies: Annotated[str | None, typer.Option("--strategies", help=f"Comma-separated checkpoint names and baselines ({', '.join(BASELINES)}); default: all.")] = None,
+    strategies: Annotated[str | None, typer.Option("--strategies", help=f"Comma-separated: the run's strategies, checkpoint paths and baselines ({', '.join(BASELINES)}); default: all.")] = None,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
     initial_cash: Annotated[float | None, typer.Option("--initial-cash", help="Starting capital of every strategy; default: the run's.")] = None,
     cost: Annotated[float | None, typer.Option("--cost", help="Commission rate per side (0.001 = 0.1%); default: the run's (0.1% when it records none).")] = None,
@@ -110,27 +81,25 @@ def backtest(
     breakeven: Annotated[bool, typer.Option("--breakeven/--no-breakeven", help="Also backtest at 0, 0.5, 2, 4 and 8 x the costs, in the same pass, for each strategy's breakeven cost.")] = True,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
     tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent, against the benchmark.")] = True,
+    report: Annotated[str | None, typer.Option("--report", help="Write the report into RUN_DIR/reports/NAME/ (default: the run's own report when the run is backtested as it was configured, else reports/ named by what differs: period, strategies, costs, capital, data).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the report already there, whole.")] = False,
 ) -> None:
-    """Backtest a run's checkpoints beside the benchmark and equal-weight baselines."""
+    """Backtest a run's strategies beside the built-in baselines; write its report (its own, or one in reports/)."""
     if output not in ("table", "json"):
         raise UserError(f"--output must be table or json, got {output!r}")
-    named = resolve_costs(costs, cost_set)
-    if named is not None and cost is not None:
-        raise UserError("give --cost RATE or --costs MODEL, not both (--cost-set buy_cost=... sets a model's rate)")
-    from trader.backtest import run_backtest
-    from trader.backtest.periods import select_period
-    from trader.backtest.runs import backtest_config, read_run, trading_in
+    cost, named = cost_flags(cost, costs, cost_set)
+    if initial_cash is not None and not initial_cash > 0:
+        raise UserError(f"--initial-cash must be > 0, got {initial_cash}")
+    from trader.backtest.runs import backtest_config, backtest_run, check_report_name, read_run
 
-    contents = read_run(run_dir)
-    recipe = dataset or contents.dataset
-    if not recipe:
-        raise UserError(f"no data set given: pass --dataset RECIPE ({run_dir} records none in config.toml or tournament.toml)")
-    policies, baselines = _strategies(contents, strategies, device)
-    config = backtest_config(contents, initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet, costs=named,
-                             breakeven=breakeven)  # fmt: skip
-    data = contents.data(recipe)
-    policies = trading_in(policies, select_period(data, period)[0].timestamps[0])
-    result = run_backtest(data, policies, baselines=baselines, period=period, config=config, run_dir=run_dir, device=device)
+    if report is not None:
+        check_report_name(report)
+    config = backtest_config(read_run(run_dir), initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet,
+                             costs=named, breakeven=breakeven)  # fmt: skip
+    requested = None if strategies is None else [n.strip() for n in strategies.split(",") if n.strip()]
+    result = backtest_run(run_dir, dataset=dataset, period=period, strategies=requested, config=config, device=device,
+                          report=report, overwrite=overwrite)  # fmt: skip
     print_result_table(result, output)
     if output == "table":
-        print(f"\nwrote {run_dir / 'report.md'}, {run_dir / 'report.json'} and {run_dir / 'backtests'}/")
+        folder = Path(result.files["report.json"]).parent
+        print(f"\nwrote {folder / 'report.md'}, {folder / 'report.json'} and {folder / 'backtests'}/")

@@ -27,25 +27,41 @@ def _names(text: str, option: str) -> list[str]:
     return names
 
 
+APPLIES = {"--algos": ("sb3", "sb3-dummy", "rllib"), "--preset": ("sb3", "sb3-dummy"),
+           "--num-envs": ("sb3", "sb3-dummy", "finrl"), "--eval-every": ("sb3", "sb3-dummy", "rllib"),
+           "--windows": ("finrl",)}  # fmt: skip
+"""The libraries each option acts on (`trader.baselines.run`: FinRL's ensemble has its own
+learners and hyperparameters and validates each once; RLlib steps one env of its own)."""
+
+
+def check_applies(libraries: list[str], **given: object) -> None:
+    """Refuse an option given for libraries none of which it acts on (one line, exit code 2)."""
+    for key, value in given.items():
+        option = "--" + key.replace("_", "-")
+        if value is not None and not set(APPLIES[option]) & set(libraries):
+            raise UserError(f"{option} applies to {', '.join(APPLIES[option])}, not to --libraries {','.join(libraries)}")
+
+
 @app.command("baselines")
 def baselines_command(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (trader train / trader tournament), or a new folder with --dataset.")],
     libraries: Annotated[str, typer.Option("--libraries", help="Comma-separated: sb3 (on our batched env), sb3-dummy (GymStockTradingEnv in DummyVecEnv), finrl (FinRL's ensemble strategy).")] = "sb3",
-    algos: Annotated[str, typer.Option("--algos", help="SB3 algorithms: ppo, sac, td3, a2c, ddpg (finrl uses its own A2C, PPO, DDPG).")] = "ppo",
+    algos: Annotated[str | None, typer.Option("--algos", help="sb3, sb3-dummy: ppo, sac, td3, a2c, ddpg; rllib: ppo, sac (default ppo; finrl uses its own A2C, PPO, DDPG).")] = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Env steps per learner (equal work). Default 100,000 without --time-budget.")] = None,
     time_budget: Annotated[str | None, typer.Option("--time-budget", help="Wall-clock per learner (equal wall-clock), e.g. 90s, 10m, 1h.")] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds 0..K-1 of each baseline.")] = 1,
     dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe; default: the run's.")] = None,
-    preset: Annotated[str, typer.Option("--preset", help="SB3 hyperparameters: sb3 (SB3's defaults) or finrl (FinRL's published ones).")] = "sb3",
-    num_envs: Annotated[int, typer.Option("--num-envs", help="Sub-environments SB3 steps at once.")] = 1,
-    eval_every: Annotated[int, typer.Option("--eval-every", help="Env steps between validations (0: at the end only).")] = 10_000,
-    windows: Annotated[int, typer.Option("--windows", help="FinRL ensemble: trading windows over the test period.")] = 4,
+    preset: Annotated[str | None, typer.Option("--preset", help="sb3, sb3-dummy: SB3's hyperparameters, sb3 (SB3's defaults; the default) or finrl (FinRL's published ones).")] = None,
+    num_envs: Annotated[int | None, typer.Option("--num-envs", help="sb3, sb3-dummy, finrl: sub-environments SB3 steps at once (default 1).")] = None,
+    eval_every: Annotated[int | None, typer.Option("--eval-every", help="sb3, sb3-dummy, rllib: env steps between validations (0: at the end only; default 10,000).")] = None,
+    windows: Annotated[int | None, typer.Option("--windows", help="finrl: trading windows of FinRL's ensemble over the test period (default 4).")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
     backtest: Annotated[bool, typer.Option("--backtest/--no-backtest", help="Backtest the run directory on the test period afterwards.")] = True,
-    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent in the backtest.")] = True,
-    output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
+    tear_sheet: Annotated[bool | None, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent in the backtest (default: yes).")] = None,
+    output: Annotated[str | None, typer.Option("--output", help="The backtest's table: table (the default) or json.")] = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Train again a baseline that RUN_DIR/baselines/ holds finished (replaced when the new one finishes).")] = False,
 ) -> None:
     """Train baseline libraries on a run's data and rules; backtest them beside the run."""
     from trader.baselines import baselines
@@ -53,23 +69,31 @@ def baselines_command(
 
     if steps is not None and time_budget is not None:
         raise UserError("give --steps or --time-budget, not both")
-    if output not in ("table", "json"):
+    if output not in (None, "table", "json"):
         raise UserError(f"--output must be table or json, got {output!r}")
-    if num_envs < 1 or eval_every < 0:
+    if (num_envs is not None and num_envs < 1) or (eval_every is not None and eval_every < 0):
         raise UserError("--num-envs must be at least 1 and --eval-every at least 0")
+    chosen = _names(libraries, "--libraries")
+    check_applies(chosen, algos=algos, preset=preset, num_envs=num_envs, eval_every=eval_every, windows=windows)
+    if not backtest and (tear_sheet is not None or output is not None):
+        raise UserError("--tear-sheet and --output apply to the backtest; drop them or --no-backtest")
+    output = output or "table"
     seconds = parse_duration(time_budget, "--time-budget") if time_budget is not None else None
     named = resolve_costs(costs, cost_set)
     result = baselines(
-        run_dir, _names(libraries, "--libraries"), _names(algos, "--algos"), steps=steps, time_budget=seconds,
-        seeds=seeds, dataset=dataset, preset=preset, num_envs=num_envs, eval_every=eval_every, windows=windows,
-        device=device, backtest=backtest, tear_sheet=tear_sheet, costs=named, progress=lambda line: print(line, file=sys.stderr, flush=True),
+        run_dir, chosen, _names(algos or "ppo", "--algos"), steps=steps, time_budget=seconds, seeds=seeds,
+        dataset=dataset, preset=preset or "sb3", num_envs=1 if num_envs is None else num_envs,
+        eval_every=10_000 if eval_every is None else eval_every, windows=4 if windows is None else windows,
+        device=device, backtest=backtest, tear_sheet=tear_sheet is not False, costs=named, overwrite=overwrite,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
     )  # fmt: skip
     if result.report is not None:
         from trader.cli.backtest import print_result_table
 
         print_result_table(result.report, output)
         if output == "table":
-            print(f"\nBudget: {result.budget.terms}. Wrote {run_dir / 'baselines'}/ and {run_dir / 'report.md'}")
+            report = Path(result.report.files["report.md"])
+            print(f"\nBudget: {result.budget.terms}. Wrote {run_dir / 'baselines'}/ and {report}")
     failed = [o for o in result.outcomes if o.status == "failed"]
     for outcome in failed:
         print(f"failed: {outcome.name}: {outcome.error} (details in {outcome.folder / 'baseline.json'})", file=sys.stderr)

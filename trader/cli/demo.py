@@ -37,9 +37,10 @@ def demo(
         raise UserError(f"--minutes must be > 0, got {minutes}")
     if pod_steps < 1 or workers < 1 or (pods is not None and pods < 1):
         raise UserError(f"--pod-steps, --workers and --pods must be >= 1, got {pod_steps}, {workers} and {pods}")
+    from trader import rundir
+
     run_dir = run_dir if run_dir is not None else free_run_dir(Path("runs/demo"))
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise UserError(f"{run_dir} is not empty: give another --run-dir or remove it (the demo never overwrites a run)")
+    rundir.check_new_run(run_dir, remedy="give another --run-dir (the demo never overwrites a run)")
     console = Console(stderr=True)
     bar = pods_progress(console)
     task = bar.add_task("pods", total=None, line="")
@@ -64,10 +65,12 @@ def demo(
 
 
 def free_run_dir(first: Path) -> Path:
-    """`first` when it is missing or empty, else the first free ``first-2``, ``first-3``, ...:
-    a second `make demo` writes a new run beside the first."""
+    """The demo's default run directory: `first` when it is missing or empty, else the first
+    free ``first-2``, ``first-3``, ...: a second `make demo` writes a new run beside the first."""
+    from trader import rundir
+
     candidate, number = first, 1
-    while candidate.exists() and any(candidate.iterdir()):
+    while rundir.run_entries(candidate) or candidate.is_file():
         number += 1
         candidate = first.with_name(f"{first.name}-{number}")
     return candidate

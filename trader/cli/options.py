@@ -1,19 +1,22 @@
-"""Options that several commands share, declared once: the cost model (``--costs``, ``--cost-set``) and
-the action that can hold (``--trade-rate``, ``--no-trade-band``, ``--weights-map``).
+"""Options that several commands share, declared once: the cost model (``--costs``, ``--cost-set``),
+the commission rate (``--cost``) and the action that can hold (``--trade-rate``, ``--no-trade-band``,
+``--weights-map``).
 
 Light to import (`market_envs.costs` needs no torch), so `trader --help` stays fast.
-`resolve_costs` is the one place a command turns the options into a `NamedCosts`.
+`resolve_costs` is the one place a command turns the options into a `NamedCosts`;
+`cost_flags` checks ``--cost`` beside them, and `with_costs` puts either into env rules.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from typing import Annotated, Any
 
 import typer
 
 from market_envs.costs import COST_MODELS, NamedCosts, cost_model
-from trader.errors import UserError
+from trader.errors import ConfigError, UserError
 
 CostsOption = Annotated[str | None, typer.Option(
     "--costs", metavar="MODEL",
@@ -25,6 +28,67 @@ CostSetOption = Annotated[list[str], typer.Option(
     help="With --costs: override one key of the model (buy_cost, sell_cost or a CostModel key), "
          "e.g. --cost-set participation=0.05 (repeatable).",
 )]  # fmt: skip
+
+
+def resolve_costs(name: str | None, settings: list[str] | None = None) -> NamedCosts | None:
+    """The cost model of ``--costs NAME`` with the ``--cost-set KEY=VALUE`` overrides; None without ``--costs``.
+
+    An unknown name, a malformed or unknown key, or a bad value (a negative rate, a
+    participation cap outside (0, 1]) is one `ConfigError`/`UserError` line (exit code 2)."""
+    settings = list(settings or [])
+    if name is None:
+        if settings:
+            raise UserError("--cost-set needs --costs MODEL (the model whose keys it overrides)")
+        return None
+    values = {}
+    for pair in settings:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--cost-set expects KEY=VALUE, got {pair!r}")
+        try:
+            values[key.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            raise UserError(f"--cost-set {key.strip()}: {text!r} is not a number, a string or a list") from None
+    model = cost_model(name)
+    try:
+        return model.with_overrides(values)
+    except ConfigError as err:  # named in the user's words: the keys they typed, not EnvConfig's fields
+        raise UserError(f"--cost-set: {in_cost_set_words(str(err))}") from None
+
+
+def in_cost_set_words(message: str) -> str:
+    """A cost model's error as ``--cost-set`` names its keys (``buy_cost``, ``participation``),
+    without the config classes they live in (``EnvConfig.buy_cost``, ``EnvConfig.costs.participation``)."""
+    message = re.sub(r"\bEnvConfig\.costs\b(?!\.) ?", "", message)
+    return re.sub(r"\bEnvConfig(?:\.costs)?\.(?=\w)", "", message).lstrip(": ")
+
+
+def cost_rate(value: float | None, option: str = "--cost") -> float | None:
+    """``--cost RATE`` checked: a commission rate per side in [0, 1) (5e-4 is 5 bp); None when not given."""
+    if value is not None and not 0 <= value < 1:
+        raise UserError(f"{option} must be in [0, 1) (a rate per side: 5e-4 is 5 bp), got {value}")
+    return value
+
+
+def cost_flags(cost: float | None, costs: str | None, cost_set: list[str] | None) -> tuple[float | None, NamedCosts | None]:
+    """``--cost RATE`` and ``--costs MODEL`` (with ``--cost-set``), checked: one rate, or
+    one named model, never both (a model's own rate is set with ``--cost-set buy_cost=...``)."""
+    named = resolve_costs(costs, cost_set)
+    if named is not None and cost is not None:
+        raise UserError("give --cost RATE or --costs MODEL, not both (--cost-set buy_cost=... sets a model's rate)")
+    return cost_rate(cost), named
+
+
+def with_costs(env_config: dict[str, Any] | None, cost: float | None, named: NamedCosts | None) -> dict[str, Any] | None:
+    """Env rules (a dict of `EnvConfig` keys, or None for the defaults) under ``--cost RATE``
+    (the commission rate on both sides, the other cost terms kept) or ``--costs MODEL`` (its
+    rates and `CostModel` replace the rules' own); the rules as they are when neither is given."""
+    if named is not None:
+        terms = named.as_dict()
+        return {**(env_config or {}), "buy_cost": named.buy_cost, "sell_cost": named.sell_cost, "costs": terms["costs"]}
+    if cost is not None:
+        return {**(env_config or {}), "buy_cost": cost, "sell_cost": cost}
+    return env_config
 
 
 TradeRateOption = Annotated[float | None, typer.Option(
@@ -67,25 +131,3 @@ def with_aim_rules(env_config: dict[str, Any] | None, weights_map: str | None, t
         raise UserError(f"{flags}: the aim, trade rate and band move a book of target weights; these rules trade "
                         "in shares (add --preset market for weights mode)")  # fmt: skip
     return merged
-
-
-def resolve_costs(name: str | None, settings: list[str] | None = None) -> NamedCosts | None:
-    """The cost model of ``--costs NAME`` with the ``--cost-set KEY=VALUE`` overrides; None without ``--costs``.
-
-    An unknown name, a malformed or unknown key, or a bad value (a negative rate, a
-    participation cap outside (0, 1]) is one `ConfigError`/`UserError` line (exit code 2)."""
-    settings = list(settings or [])
-    if name is None:
-        if settings:
-            raise UserError("--cost-set needs --costs MODEL (the model whose keys it overrides)")
-        return None
-    values = {}
-    for pair in settings:
-        key, sep, text = pair.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"--cost-set expects KEY=VALUE, got {pair!r}")
-        try:
-            values[key.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            raise UserError(f"--cost-set {key.strip()}: {text!r} is not a number, a string or a list") from None
-    return cost_model(name).with_overrides(values)

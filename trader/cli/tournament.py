@@ -23,11 +23,12 @@ from trader.cli.options import (
     NoTradeBandOption,
     TradeRateOption,
     WeightsMapOption,
-    resolve_costs,
+    cost_flags,
     with_aim_rules,
+    with_costs,
 )
 from trader.errors import UserError
-from trader.names import ALGOS
+from trader.names import ALGOS, PRESET_COST
 
 
 @app.command("tournament")
@@ -57,7 +58,7 @@ def tournament_command(
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
     preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); --config keys go on top.")] = None,
-    cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 5e-4,
+    cost: Annotated[float | None, typer.Option("--cost", help="Market envs: commission rate per side (5e-4: 5 bp); default the preset's 5 bp, else the env's 0.1%.")] = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
     trade_rate: TradeRateOption = None,
@@ -69,9 +70,20 @@ def tournament_command(
     from trader.durations import parse_duration
     from trader.rundir import read_toml
 
+    cost, named = cost_flags(cost, costs, cost_set)
     values: dict[str, Any] = read_toml(config) if config is not None else {}
     if dataset is not None and env is not None:
         raise UserError("give --dataset or --env, not both")
+    if workers is not None and (scheduler is not None or gpus is not None):
+        raise UserError("--workers sets the local cluster's processes; with --scheduler or --gpus the cluster has its own")
+    if insecure and scheduler is None:
+        raise UserError("--insecure applies with --scheduler tcp://HOST:PORT (a plain address off loopback)")
+    if device is not None and gpus is not None:
+        raise UserError("--gpus runs the pods on cuda; drop --device")
+    if any(f is not None for f in (tls_ca, tls_cert, tls_key)) and (scheduler or "").split("://")[0] not in ("tls", "wss"):
+        raise UserError("--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler")
+    if env is not None and preset is not None:
+        raise UserError("--preset applies to market data sets (--dataset), not to gymnasium envs")
     flags = {
         "env": dataset or env, "population": population, "pod_steps": pod_steps, "pods": pods,
         "target_score": target_score, "workers": workers, "scheduler": scheduler, "gpus": gpus,
@@ -89,20 +101,22 @@ def tournament_command(
 
         defaults = TournamentConfig()
         values["env_config"], values["algo_configs"] = apply_preset(
-            preset, values.get("env", defaults.env), cost, values.get("algos", defaults.algos),
-            steps=values.get("pod_steps", defaults.pod_steps), num_envs=values.get("num_envs", defaults.num_envs),
-            env_config=values.get("env_config"), algo_configs=values.get("algo_configs"),
+            preset, values.get("env", defaults.env), PRESET_COST if cost is None else cost,
+            values.get("algos", defaults.algos), steps=values.get("pod_steps", defaults.pod_steps),
+            num_envs=values.get("num_envs", defaults.num_envs), env_config=values.get("env_config"),
+            algo_configs=values.get("algo_configs"),
         )  # fmt: skip
+    if cost is not None or named is not None:
+        _apply_costs(values, cost, named)
     if (trade_rate, no_trade_band, weights_map) != (None, None, None):
         values["env_config"] = with_aim_rules(values.get("env_config"), weights_map, trade_rate, no_trade_band)
-    named = resolve_costs(costs, cost_set)
-    if named is not None:
-        _apply_costs(values, named)
     values["run_dir"] = str(run_dir)
-    if resume and not (run_dir / "tournament.toml").is_file():
-        raise UserError(f"--resume: {run_dir} holds no tournament (no tournament.toml and events.jsonl)")
-    if resume and "pods" not in values:
-        values["pods"] = None if "time_budget" in values or "target_score" in values else _saved_pods(run_dir)
+    if resume:
+        if not (run_dir / "tournament.toml").is_file():
+            raise UserError(f"--resume: {run_dir} holds no tournament (no tournament.toml and events.jsonl)")
+        check_resume_options(run_dir, values)
+        if "pods" not in values:
+            values["pods"] = None if "time_budget" in values or "target_score" in values else _saved_pods(run_dir)
     from tournament import cluster
     from tournament.orchestrator import resolve_config
 
@@ -122,6 +136,44 @@ def tournament_command(
 
         print_result_table(result.backtest, "table")
         print(f"\nwrote {run_dir / 'report.md'}, {run_dir / 'report.json'}, leaderboard.json and pods.parquet")
+
+
+RESUME_KEYS = {"pods": "--pods", "time_budget": "--time-budget", "target_score": "--target-score",
+               "workers": "--workers", "scheduler": "--scheduler", "gpus": "--gpus", "tls_ca": "--tls-ca",
+               "tls_cert": "--tls-cert", "tls_key": "--tls-key", "insecure": "--insecure"}  # fmt: skip
+"""What a resumed tournament takes from the command line (`tournament.orchestrator`'s resume
+keeps everything else from its tournament.toml): its stops and its cluster."""
+
+SETTING_OPTIONS = {"env": "--dataset/--env", "algos": "--algos", "population": "--population",
+                   "pod_steps": "--pod-steps", "num_envs": "--num-envs", "seed": "--seed", "device": "--device",
+                   "compile": "--compile", "search": "--search", "ensemble_weighting": "--ensemble-weighting",
+                   "env_config": "--preset/--cost/--costs", "algo_configs": "--preset"}  # fmt: skip
+"""The options that set a tournament's settings (tournament.toml), by the key they set."""
+
+
+def check_resume_options(run_dir: Path, values: dict[str, Any]) -> None:
+    """With ``--resume``, an option that would change the saved tournament (its data set,
+    algorithms, pods' length, rules, ...) is refused with one line naming it, unless it gives
+    the value saved (the first command line repeated with --resume appended); the stops and
+    the cluster (`RESUME_KEYS`) act."""
+    from tournament import TournamentConfig
+    from trader.environments import resolve_env
+    from trader.rundir import json_ready, read_toml, toml_ready
+
+    def plain(config: Any) -> dict[str, Any]:  # as tournament.toml holds it: lists, no None
+        return json_ready(toml_ready(config.to_dict()))
+
+    saved = plain(TournamentConfig.from_dict({**read_toml(run_dir / "tournament.toml"), "run_dir": str(run_dir)}))
+    wanted = plain(TournamentConfig.from_dict(values))
+    if "env" in values:
+        wanted["env"] = resolve_env(wanted["env"]).value
+    for key in sorted(set(values) - set(RESUME_KEYS) - {"run_dir"}):
+        if wanted.get(key) != saved.get(key):
+            option = SETTING_OPTIONS.get(key, f"--config's {key}")
+            shown = wanted.get(key) if key not in ("env_config", "algo_configs") else "other rules"
+            raise UserError(f"--resume: {option} gives {shown!r} where the tournament in {run_dir} has "
+                            f"{saved.get(key)!r} (tournament.toml); a resumed tournament keeps its settings "
+                            f"and takes only {', '.join(sorted(set(RESUME_KEYS.values())))}")  # fmt: skip
 
 
 def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
@@ -147,21 +199,22 @@ def progress_line(state: Any) -> str:
             f"best {best}, {state.pods_per_hour:,.0f} pods/h")  # fmt: skip
 
 
-def _apply_costs(values: dict[str, Any], named: Any) -> None:
-    """Put the cost model into the tournament's env rules; refuse, before any pod runs, a model
-    the data cannot feed (a participation cap or impact on close-only data)."""
+def _apply_costs(values: dict[str, Any], cost: float | None, named: Any) -> None:
+    """Put ``--cost`` or ``--costs`` into the tournament's env rules; refuse, before any pod runs,
+    a gymnasium env, or a model the data cannot feed (a participation cap or impact on close-only data)."""
     from market_envs.costs import check_costs_for_data
     from tournament import TournamentConfig
-    from trader.cli.train import with_cost_model
     from trader.environments import resolve_env
 
     env = resolve_env(values.get("env", TournamentConfig().env))
     if env.is_gym:
-        raise UserError("--costs applies to market data sets (--dataset), not to gymnasium envs")
-    values["env_config"] = with_cost_model(values.get("env_config"), named)
-    from market_envs.data import load
+        raise UserError(f"{'--costs' if named is not None else '--cost'} applies to market data sets (--dataset), "
+                        "not to gymnasium envs")  # fmt: skip
+    values["env_config"] = with_costs(values.get("env_config"), cost, named)
+    if named is not None:
+        from market_envs.data import load
 
-    check_costs_for_data(named.costs, load(env.value))
+        check_costs_for_data(named.costs, load(env.value))
 
 
 def _path(path: Path | None) -> str | None:

@@ -1,7 +1,10 @@
 """`trader train`: train one agent on a gymnasium env or a market data set.
 
-A thin layer over `trader.train.train`; prints the resolved config, shows a progress
-bar (steps, samples/s, last validation score) and the run directory at the end.
+A thin layer over `trader.train.train`: every flag is checked, and the run directory
+claimed, before anything is printed; once `train` has set the run up it prints the
+resolved config, then a progress bar (steps, samples/s, last validation score) and the
+run directory at the end. ``--config RUN/config.toml`` trains a run again from its
+folder (`trader.train.rerun_arguments`), the flags given on top.
 """
 
 from __future__ import annotations
@@ -20,84 +23,135 @@ from trader.cli.options import (
     NoTradeBandOption,
     TradeRateOption,
     WeightsMapOption,
-    resolve_costs,
+    cost_flags,
     with_aim_rules,
+    with_costs,
 )
+from trader.environments import resolve_env
 from trader.errors import UserError
-from trader.names import ALGOS
+from trader.names import ALGOS, PRESET_COST
 
 
 @app.command("train")
 def train_command(
-    algo: Annotated[str, typer.Option("--algo", help=f"Algorithm: {', '.join(ALGOS)}.")],
+    algo: Annotated[str | None, typer.Option("--algo", help=f"Algorithm: {', '.join(ALGOS)} (default: a run config's).")] = None,
     env: Annotated[str | None, typer.Option("--env", help="Gymnasium env id, e.g. Pendulum-v1.")] = None,
     dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe (name or path): trains on the market env.")] = None,
-    steps: Annotated[int, typer.Option("--steps", help="Environment transitions to collect.")] = 100_000,
-    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run directory.")] = Path("runs/train"),
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the agent and the envs.")] = 0,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
-    num_envs: Annotated[int, typer.Option("--num-envs", help="Sub-environments of the training env.")] = 8,
-    eval_every: Annotated[int, typer.Option("--eval-every", help="Transitions between validations (0: only at the end).")] = 10_000,
-    eval_episodes: Annotated[int, typer.Option("--eval-episodes", help="Gymnasium validation episodes.")] = 5,
-    config: Annotated[Path | None, typer.Option("--config", help="TOML file of algo config keys (or a run's config.toml).")] = None,
-    compile: Annotated[bool, typer.Option("--compile", help="Use torch.compile (opt-in).")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets).")] = None,
-    cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 0.0005,
+    steps: Annotated[int | None, typer.Option("--steps", help="Environment transitions to collect (default 100,000).")] = None,
+    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run directory, new or empty (see --overwrite).")] = Path("runs/train"),
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the agent and the envs (default 0).")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N (default cpu).")] = None,
+    num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments of the training env (default 8).")] = None,
+    eval_every: Annotated[int | None, typer.Option("--eval-every", help="Transitions between validations (0: only at the end; default 10,000).")] = None,
+    eval_episodes: Annotated[int | None, typer.Option("--eval-episodes", help="Gymnasium envs: validation episodes (default 5; a market validates on its whole validation period).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file of algo config keys, or a run's config.toml: then the run's every input (data set, env rules, algo config, seed, steps, ...) and the flags given on top; it trains the run again, bit for bit on one worker.")] = None,
+    compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help="Use torch.compile (opt-in).")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); at --cost or 5 bp per side.")] = None,
+    cost: Annotated[float | None, typer.Option("--cost", help="Market envs: commission rate per side (5e-4: 5 bp); default the preset's 5 bp, else the env's 0.1%.")] = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the run already in --run-dir whole (every file a run wrote there is removed first).")] = False,
     trade_rate: TradeRateOption = None,
     no_trade_band: NoTradeBandOption = None,
     weights_map: WeightsMapOption = None,
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
-    from trader.agents import make_config
-    from trader.rundir import config_to_dict
-    from trader.train import train
+    from trader import rundir
+    from trader.train import rerun_arguments, train
 
-    if (env is None) == (dataset is None):
+    cost, named = cost_flags(cost, costs, cost_set)
+    for option, value, low in (("--steps", steps, 1), ("--num-envs", num_envs, 1), ("--eval-every", eval_every, 0),
+                               ("--eval-episodes", eval_episodes, 1)):  # fmt: skip
+        if value is not None and value < low:
+            raise UserError(f"{option} must be >= {low}, got {value}")
+    if env is not None and dataset is not None:
         raise UserError("give exactly one of --env NAME or --dataset RECIPE")
-    overrides = read_algo_config(config) if config is not None else {}
-    env_config = None
+    run = read_run_config(config) if config is not None else {}
+    arguments = rerun_arguments(run) if run else {}
+    if config is not None and not run:
+        arguments["config"] = read_algo_config(config)
+    if algo is not None and arguments.get("algo") not in (None, algo):
+        raise UserError(f"--algo {algo}: {config} is a {arguments['algo']} run, whose algo config does not fit {algo}")
+    if env is not None or dataset is not None:  # a flag's env replaces the run's: its periods go, its rules stay
+        for key in ("periods", "dataset_periods", "eval_episodes", *(("env_config",) if env is not None else ())):
+            arguments.pop(key, None)
+        arguments["env"] = env or dataset
+    flags = {"algo": algo, "steps": steps, "seed": seed, "device": device, "num_envs": num_envs,
+             "eval_every": eval_every, "eval_episodes": eval_episodes, "compile": compile, "preset": preset}  # fmt: skip
+    arguments.update({key: value for key, value in flags.items() if value is not None})
+    if arguments.get("algo") is None:
+        raise UserError("give --algo ALGO (or --config RUN/config.toml, which names it)")
+    if arguments.get("env") is None:
+        raise UserError("give exactly one of --env NAME or --dataset RECIPE (or --config RUN/config.toml)")
     if preset is not None:
-        from trader.presets import apply_preset
+        from trader.presets import PRESETS
 
-        env_config, configs = apply_preset(preset, dataset, cost, [algo], steps=steps, num_envs=num_envs,
-                                           algo_configs={algo: overrides})  # fmt: skip
-        overrides = configs[algo]
-    if dataset is None and (trade_rate, no_trade_band, weights_map) != (None, None, None):
-        raise UserError("--trade-rate, --no-trade-band and --weights-map apply to market data sets (--dataset)")
-    env_config = with_aim_rules(env_config, weights_map, trade_rate, no_trade_band)
-    named = resolve_costs(costs, cost_set)
-    if named is not None:
-        if dataset is None:
-            raise UserError("--costs applies to market data sets (--dataset), not to gymnasium envs")
-        env_config = with_cost_model(env_config, named)
-    if algo == "ppo" and overrides.get("anneal_lr") and overrides.get("total_steps") is None:
-        overrides["total_steps"] = steps  # the schedule runs over this run's --steps
-    algo_config = make_config(algo, overrides)
+        if preset not in PRESETS:
+            raise UserError(f"--preset: unknown preset {preset!r}; choose {', '.join(PRESETS)}")
+    market = not resolve_env(arguments["env"]).is_gym
+    if not market:
+        for option, given in (("--cost", cost is not None), ("--costs", named is not None), ("--preset", preset is not None),
+                              ("--trade-rate", trade_rate is not None), ("--no-trade-band", no_trade_band is not None),
+                              ("--weights-map", weights_map is not None)):  # fmt: skip
+            if given:
+                raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
+    elif eval_episodes is not None:
+        raise UserError("--eval-episodes applies to gymnasium envs; a market validates once on its whole validation period")
+    rundir.check_new_run(run_dir, remedy="pass --overwrite to replace it, or another --run-dir", overwrite=overwrite)
+    _apply_rules(arguments, preset, cost, named)
+    arguments["env_config"] = with_aim_rules(arguments.get("env_config"), weights_map, trade_rate, no_trade_band)
     console = Console(stderr=True)
-    console.print(f"[bold]{algo}[/bold] on {env or dataset}, seed {seed}, {steps:,} steps, {device}")
-    console.print(config_to_dict(algo_config))
-    with _progress(console) as progress:
-        task = progress.add_task("train", total=steps, rate="-", score="-")
+    progress = _progress(console)
+    total = arguments.get("steps", 100_000)
+    task = progress.add_task("train", total=total, rate="-", score="-", start=False)
 
-        def report(row: dict[str, float]) -> None:
-            score = row.get("val_score")
-            fields: dict[str, Any] = {"rate": f"{row['samples_per_s']:,.0f}"}
-            if score is not None:
-                fields["score"] = f"{score:.3g}"
-            progress.update(task, completed=min(int(row["step"]), steps), **fields)
+    def start(resolved: dict[str, Any]) -> None:
+        where = resolved["env"].get("dataset") or resolved["env"].get("id")
+        console.print(f"[bold]{resolved['algo']}[/bold] on {where}, seed {resolved['seed']}, "
+                      f"{resolved['steps']:,} steps, {resolved['device']}")  # fmt: skip
+        console.print({"algo_config": resolved["algo_config"], "env": resolved["env"]})
+        progress.start()
+        progress.start_task(task)
 
-        result = train(
-            algo, env if env is not None else dataset, algo_config, run_dir, steps=steps,
-            seed=seed, device=device, num_envs=num_envs, eval_every=eval_every,
-            eval_episodes=eval_episodes, env_config=env_config, compile=compile, on_iteration=report,
-        )  # fmt: skip
+    def report(row: dict[str, float]) -> None:
+        score = row.get("val_score")
+        fields: dict[str, Any] = {"rate": f"{row['samples_per_s']:,.0f}"}
+        if score is not None:
+            fields["score"] = f"{score:.3g}"
+        progress.update(task, completed=min(int(row["step"]), total), **fields)
+
+    algo_name = arguments.pop("algo")
+    env_name = arguments.pop("env")
+    try:
+        result = train(algo_name, env_name, run_dir=run_dir, overwrite=overwrite, on_start=start, on_iteration=report,
+                       **arguments)  # fmt: skip
+    finally:
+        if progress.live.is_started:
+            progress.stop()
     best = "-" if result.best_score is None else f"{result.best_score:.4g}"
     console.print(
         f"done: {result.steps:,} steps in {result.wall_time:,.1f} s, best validation score {best}; "
         f"run directory {result.run_dir}"
     )
+
+
+def _apply_rules(arguments: dict[str, Any], preset: str | None, cost: float | None, named: Any) -> None:
+    """The env rules and algo config of ``arguments`` under ``--preset`` (its defaults under the
+    keys already there), then ``--cost`` / ``--costs`` (which always act); PPO's annealed
+    learning rate runs over this run's steps."""
+    from trader.presets import apply_preset
+
+    algo = arguments["algo"]
+    overrides = dict(arguments.get("config") or {})
+    if preset is not None:
+        rules, configs = apply_preset(preset, arguments["env"], PRESET_COST if cost is None else cost, [algo],
+                                      steps=arguments.get("steps", 100_000), num_envs=arguments.get("num_envs", 8),
+                                      env_config=arguments.get("env_config"), algo_configs={algo: overrides})  # fmt: skip
+        arguments["env_config"], overrides = rules, configs[algo]
+    arguments["env_config"] = with_costs(arguments.get("env_config"), cost, named)
+    if algo == "ppo" and overrides.get("anneal_lr") and overrides.get("total_steps") is None:
+        overrides["total_steps"] = arguments.get("steps", 100_000)  # the schedule runs over this run's --steps
+    arguments["config"] = overrides
 
 
 def _progress(console: Console) -> Progress:
@@ -112,6 +166,15 @@ def _progress(console: Console) -> Progress:
     )
 
 
+def read_run_config(path: Path) -> dict[str, Any]:
+    """A run's config.toml (as `trader.train` writes it: ``algo``, ``[env]`` and
+    ``[algo_config]``), or {} when ``path`` is a plain file of algo config keys."""
+    from trader.rundir import read_toml
+
+    values = read_toml(path)
+    return values if isinstance(values.get("env"), dict) and "algo" in values else {}
+
+
 def read_algo_config(path: Path) -> dict[str, Any]:
     """Algo config keys from a TOML file; a run's config.toml gives its ``algo_config``."""
     from trader.rundir import read_toml
@@ -121,10 +184,3 @@ def read_algo_config(path: Path) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise UserError(f"config file {path}: 'algo_config' must be a table")
     return table
-
-
-def with_cost_model(env_config: dict[str, Any] | None, named: Any) -> dict[str, Any]:
-    """Env rules (a dict of `EnvConfig` keys, or None for the defaults) under the cost model `named`:
-    its commission rates and `CostModel` replace the rules' own (``--costs`` over ``--preset``'s ``--cost``)."""
-    terms = named.as_dict()
-    return {**(env_config or {}), "buy_cost": named.buy_cost, "sell_cost": named.sell_cost, "costs": terms["costs"]}

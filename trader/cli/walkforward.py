@@ -15,7 +15,9 @@ import typer
 from rich.console import Console
 
 from trader.cli import app
+from trader.cli.options import cost_rate, with_costs
 from trader.errors import UserError
+from trader.names import PRESET_COST
 
 
 @app.command("walkforward")
@@ -31,9 +33,9 @@ def walkforward_command(
     learner: Annotated[str, typer.Option("--learner", help="tournament, ppo, sac or td3.")] = "tournament",
     seed: Annotated[int, typer.Option("--seed", help="Fold k runs with seed + k.")] = 0,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
-    steps: Annotated[int, typer.Option("--steps", help="ppo/sac/td3: transitions per fold.")] = 100_000,
+    steps: Annotated[int | None, typer.Option("--steps", help="ppo/sac/td3: transitions per fold (default 100,000).")] = None,
     num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments of each training env (default 8; a tournament's pods: 64).")] = None,
-    eval_every: Annotated[int, typer.Option("--eval-every", help="ppo/sac/td3: transitions between validations (0: only at the end).")] = 10_000,
+    eval_every: Annotated[int | None, typer.Option("--eval-every", help="ppo/sac/td3: transitions between validations (0: only at the end; default 10,000).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="ppo/sac/td3: TOML file of algo config keys (or a run's config.toml).")] = None,
     algos: Annotated[str | None, typer.Option("--algos", help="tournament: comma-separated algorithms.")] = None,
     population: Annotated[int | None, typer.Option("--population", help="tournament: leaderboard size.")] = None,
@@ -42,11 +44,11 @@ def walkforward_command(
     time_budget: Annotated[str | None, typer.Option("--time-budget", help="tournament: wall-clock budget per fold: 90s, 30m, 2h.")] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="tournament: local worker processes.")] = None,
     baselines: Annotated[str | None, typer.Option("--baselines", help="Baseline libraries per fold, on the same folds, rules and budget: sb3, sb3-dummy, finrl (comma-separated).")] = None,
-    baseline_algos: Annotated[str, typer.Option("--baseline-algos", help="SB3 algorithms of the sb3 baselines (comma-separated).")] = "ppo",
-    baseline_steps: Annotated[int | None, typer.Option("--baseline-steps", help="Env steps of each baseline per fold (default: the learner's: --steps, or --pods x --pod-steps).")] = None,
+    baseline_algos: Annotated[str | None, typer.Option("--baseline-algos", help="With --baselines sb3 or sb3-dummy: their SB3 algorithms (comma-separated; default ppo).")] = None,
+    baseline_steps: Annotated[int | None, typer.Option("--baseline-steps", help="With --baselines: env steps of each baseline per fold (default: the learner's: --steps, or --pods x --pod-steps).")] = None,
     warm_start: Annotated[bool, typer.Option("--warm-start", help="Fold k+1 continues from fold k: a single learner from its best checkpoint, a tournament's pods from its leaderboard (default: a fresh start per fold).")] = False,
     preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets).")] = None,
-    cost: Annotated[float, typer.Option("--cost", help="With --preset market: costs per side (5e-4: 5 bp).")] = 5e-4,
+    cost: Annotated[float | None, typer.Option("--cost", help="Commission rate per side (5e-4: 5 bp); default the preset's 5 bp, else the env's 0.1%.")] = None,
 ) -> None:
     """Walk a learner forward: per fold train, select on validation, test; stitch the test windows."""
     from trader.folds import FoldSpec
@@ -60,22 +62,39 @@ def walkforward_command(
         raise UserError("--config sets a single learner's algo config; a tournament takes --algos and --preset")
     if single and any(v is not None for v in (algos, population, pod_steps, pods, time_budget, workers)):
         raise UserError("--algos, --population, --pod-steps, --pods, --time-budget and --workers apply to --learner tournament")
+    if not single and (steps is not None or eval_every is not None):
+        raise UserError("--steps and --eval-every apply to a single learner (ppo, sac, td3); a tournament's "
+                        "pods take --pod-steps and validate once, at their end")  # fmt: skip
+    if baselines is None and (baseline_algos is not None or baseline_steps is not None):
+        raise UserError("--baseline-algos and --baseline-steps apply with --baselines LIBRARIES")
+    if baseline_algos is not None and not {"sb3", "sb3-dummy"} & set(_names(baselines)):
+        raise UserError("--baseline-algos applies to the sb3 and sb3-dummy baselines (finrl has its own learners)")
+    cost = cost_rate(cost)
+    steps, eval_every = 100_000 if steps is None else steps, 10_000 if eval_every is None else eval_every
     algo_config = _read_config(config) if config is not None else {}
     tournament = {} if single else _tournament_keys(algos, population, pod_steps, pods, time_budget, workers, num_envs)
     env_config: dict[str, Any] = {}
     if preset is not None:
-        env_config, algo_config, tournament = _preset(preset, dataset, cost, learner, algo_config, tournament, steps, num_envs)
+        env_config, algo_config, tournament = _preset(preset, dataset, PRESET_COST if cost is None else cost, learner,
+                                                      algo_config, tournament, steps, num_envs)  # fmt: skip
+    env_config = with_costs(env_config, cost, None) or {}
     if learner == "ppo" and algo_config.get("anneal_lr") and algo_config.get("total_steps") is None:
         algo_config["total_steps"] = steps  # the schedule runs over one fold's --steps
     console = Console(stderr=True)
-    console.print(f"[bold]walk-forward[/bold] {learner} on {dataset}: train {train}, validation {validation}, "
-                  f"test {test}{', expanding' if expanding else ''}, embargo {embargo}; run directory {run_dir}")  # fmt: skip
+    header = [f"[bold]walk-forward[/bold] {learner} on {dataset}: train {train}, validation {validation}, "
+              f"test {test}{', expanding' if expanding else ''}, embargo {embargo}; run directory {run_dir}"]  # fmt: skip
+
+    def say(line: str) -> None:  # the header with the first news: the folds fit and the folder is claimed
+        while header:
+            console.print(header.pop())
+        console.print(line, markup=False, highlight=False)
+
     result = walk_forward(run_dir, dataset, folds, learner, seed=seed, device=device, steps=steps,
                           num_envs=num_envs or 8, eval_every=eval_every, algo_config=algo_config,
                           env_config=env_config, tournament=tournament, baselines=_names(baselines),
-                          baseline_algos=_names(baseline_algos), baseline_steps=baseline_steps,
+                          baseline_algos=_names(baseline_algos or "ppo"), baseline_steps=baseline_steps,
                           warm_start=warm_start,
-                          on_progress=lambda line: console.print(line, markup=False, highlight=False))  # fmt: skip
+                          on_progress=say)  # fmt: skip
     from trader import rundir
 
     print((result.run_dir / rundir.WF_REPORT_MD).read_text(encoding="utf-8"))

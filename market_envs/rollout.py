@@ -1,0 +1,273 @@
+"""Many bars per call: a full-period pass of `StockTradingVecEnv` with the decisions inside.
+
+A validation pass or a backtest steps one env through every bar of a period and
+decides at every bar from what it observes. Bar by bar, with few sub-environments,
+the time is a fixed cost per bar (a call through torch.compile's wrapper, the
+policy's small kernels, the observation gather), not arithmetic
+(benchmarks/RESULTS.md, "Validation pass"). `Rollout` runs ``chunk`` bars per call
+instead: one function holds ``chunk`` copies of (decide, the env's `_step_kernel`,
+observe), compiled once, so the fixed cost is paid once per chunk of bars.
+
+The decision is a `Program`, a pure function of tensors:
+
+- ``prepare(params, rows)``, once per block of ``block`` bars (several chunks), outside the
+  compiled chunk: from the observation-table rows of the block's bars (the market
+  features, which no decision changes; the account columns are 0), whatever the
+  decisions can compute ahead, e.g. a network's first layer applied to the features of
+  every bar of the block in one matrix product (a large one: 64 policies' first layers
+  are read once per block instead of once per bar);
+- ``decide(params, prepared, bar)``, every bar: actions [E, N] from this bar's slice of
+  ``prepared`` and the `Bar` (observation, account, closes).
+
+``params`` are the program's tensors (weights), inputs of the compiled function, so a
+new snapshot of the same network runs without recompiling.
+
+The accounting is the env's `_step_kernel`, the same function `StockTradingVecEnv.step`
+calls, and observations are built as ``step`` builds them; only the deterministic
+full-period mode (``random_start=False``, ``episode_length=None``: every
+sub-environment at the same bar, one episode from the first bar to the last) is
+supported. A chunk that runs past the last bar goes on into the autoreset episode;
+those steps are dropped. Nothing is copied to the host and nothing waits on the
+device inside a pass: the bar of every step is known in advance.
+
+Results equal the bar-by-bar path's within float rounding: the same kernel, traced
+into a larger graph, and programs that split a matrix product in two (features and
+account) sum in another order (tests/test_rollout.py states the tolerances).
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol
+
+import torch
+from torch import Tensor
+from torch.utils._pytree import tree_map
+
+from market_envs.env import StockTradingVecEnv, _compile_options, _step_kernel, within_cash
+from market_envs.errors import UserError
+
+DEFAULT_BLOCK = 256
+"""Bars per `Program.prepare` call (its product with the features is then a matrix of 256
+rows, fast on a CPU, where 8 rows read the weights nearly as often as 1)."""
+
+DEFAULT_CHUNK = 8
+"""Bars per call. Compile time grows with it and the time per bar falls (on the CPU,
+N=30, one sub-environment: about 63 us a bar at 1, 24 at 8, 19 at 32)."""
+
+
+class PerBar:
+    """A program's param with one row per bar of the period, [T, ...]: a pass hands the program
+    only the rows of each chunk's bars (so the compiled graph does not depend on T), and the
+    program reads row ``bar.step``."""
+
+    def __init__(self, table: Tensor) -> None:
+        self.table = table
+
+
+class Bar(NamedTuple):
+    """What a program may read when it decides at bar ``t`` (rows of its sub-environments)."""
+
+    step: int  # the bar's row in the chunk: row ``step`` of a `PerBar` param is bar t's
+    t: Tensor  # int64 [E], the bar of the observation (the same for every row)
+    obs: Tensor  # float32 [E, obs_dim]
+    cash: Tensor  # float64 [E]
+    holdings: Tensor  # float64 [E, N]
+    value: Tensor  # float64 [E], at bar t's close
+    close: Tensor  # float64 [N], closes at bar t
+    within_cash: Callable[[Tensor, Tensor], Tensor]
+    """``(buys [B, N], cash [B]) -> buys``: the part of purchases at bar t's close that the cash
+    pays for under the env's cost model (`StockTradingVecEnv.buys_within_cash`)."""
+
+    def rows(self, start: int, stop: int) -> Bar:
+        """The rows [start, stop) of the per-row fields (a group's strategy of several rows)."""
+        return self._replace(obs=self.obs[start:stop], cash=self.cash[start:stop],
+                             holdings=self.holdings[start:stop], value=self.value[start:stop])  # fmt: skip
+
+
+class Program(Protocol):
+    """A decision rule as pure functions of tensors (see the module docstring)."""
+
+    def prepare(self, params: Any, rows: Tensor) -> Any:
+        """Per chunk: a pytree of tensors whose leading dimension is the chunk's bars."""
+
+    def decide(self, params: Any, prepared: Any, bar: Bar) -> Tensor:
+        """Per bar: float32 actions [E, N]; ``prepared`` is this bar's slice."""
+
+
+class CallableProgram:
+    """A plain ``obs [E, obs_dim] -> actions [E, N]`` callable as a `Program` (nothing prepared).
+
+    The callable is traced into the compiled chunk as it is; its tensors are constants of
+    the graph, so a callable whose weights change needs a new `Rollout`."""
+
+    def __init__(self, policy: Callable[[Tensor], Tensor]) -> None:
+        self.policy = policy
+
+    def prepare(self, params: Any, rows: Tensor) -> None:
+        return None
+
+    def decide(self, params: Any, prepared: Any, bar: Bar) -> Tensor:
+        return self.policy(bar.obs).to(torch.float32)
+
+
+def _at(prepared: Any, k: int) -> Any:
+    return tree_map(lambda x: None if x is None else x[k], prepared)
+
+
+def _chunk(state, obs, params, prepared, tables, first, new_start, new_end, *, program, rules, steps: int,
+           record: tuple[str, ...], width: int):  # fmt: skip
+    """``steps`` bars of (decide, `_step_kernel`, observe); returns the state, the last
+    observation and the recorded ``info`` entries, each stacked [steps, ...]. `prepared`:
+    the program's `prepare` of these bars.
+
+    `tables` holds the ``steps + 1`` bars from `first` (an int64 [1] tensor) on and the state's
+    bars count from `first` (`Rollout.run` cuts and shifts them), so the compiled graph's
+    shapes do not depend on the period's length: one compilation serves every period."""
+    rows: dict[str, list[Tensor]] = {key: [] for key in record}
+    for k in range(steps):
+        t = state.t
+        close = tables.close.index_select(0, t[:1])[0].double()
+        cash_limit = functools.partial(_within_cash, price=close, t1=t[:1] + 1, tables=tables, rules=rules)
+        bar = Bar(k, t + first, obs, state.cash, state.holdings, state.value, close, cash_limit)
+        actions = program.decide(params, _at(prepared, k), bar)
+        before = state
+        state, reward, terminated, truncated, info, _, account = _step_kernel(
+            state, actions, new_start, new_end, tables, rules
+        )
+        info["reward"], info["terminated"], info["truncated"] = reward, terminated, truncated
+        info["previous_value"] = before.value
+        obs = torch.cat([account, tables.obs.index_select(0, state.t)[:, width:]], dim=1)
+        for key in record:
+            rows[key].append(info[key])
+    return state, obs, {key: torch.stack(values) for key, values in rows.items()}
+
+
+def _cut(tables: Any, bars: Tensor, num_bars: int) -> Any:
+    """The rows `bars` of every per-bar table (a [1, N] table, the same every bar, stays)."""
+    return tables._replace(**{name: table.index_select(0, bars)
+                              for name, table in tables._asdict().items()
+                              if table is not None and table.shape[0] == num_bars})  # fmt: skip
+
+
+def _within_cash(buys: Tensor, cash: Tensor, *, price: Tensor, t1: Tensor, tables: Any, rules: Any) -> Tensor:
+    return within_cash(buys, cash, price, t1, tables, rules)
+
+
+_CHUNKS: dict[tuple, Callable] = {}
+"""The chunk functions built so far, by (program, rules, chunk, record, width, device, compile):
+a pass with the same program and rules (the next snapshot, the next pod in a worker
+process) reuses the compiled function instead of compiling again. Programs and rules
+are frozen dataclasses, equal by value."""
+
+
+def _chunk_function(program: Program, rules: Any, steps: int, record: tuple[str, ...], width: int) -> Callable:
+    """`_chunk` with its static arguments bound, as a function with a code object of its own.
+
+    torch.compile keeps the graphs it compiled per code object, at most
+    ``torch._dynamo.config.recompile_limit`` (8) of them, and runs eagerly past that; every
+    ``functools.partial`` it compiles shares one wrapper's code object. A backtest with its
+    cost multiples has more groups than that, each with its own rules, so each chunk
+    function gets a copy of the code of its own."""
+
+    def chunk(state, obs, params, prepared, tables, first, new_start, new_end):
+        return _chunk(state, obs, params, prepared, tables, first, new_start, new_end, program=program, rules=rules,
+                      steps=steps, record=record, width=width)  # fmt: skip
+
+    return types.FunctionType(chunk.__code__.replace(), chunk.__globals__, chunk.__name__, chunk.__defaults__,
+                              chunk.__closure__)  # fmt: skip
+
+
+RECORDABLE = ("value", "cash", "holdings", "turnover", "costs", "cost_commission", "cost_spread", "cost_impact",
+              "cost_borrow", "ordered_value", "unfilled_value", "unfilled_shares", "reward", "terminated",
+              "truncated", "previous_value")  # fmt: skip
+"""The ``info`` entries a `Rollout` can record per bar (those of `StockTradingVecEnv.step`, and
+``reward``, ``terminated``, ``truncated`` and ``previous_value``, the value before the step)."""
+
+
+class Rollout:
+    """Full-period passes of `env` with `program`'s decisions, ``chunk`` bars per call.
+
+    :param env: a `StockTradingVecEnv` in the deterministic full-period mode.
+    :param program: the decisions (`Program`).
+    :param record: the ``info`` entries to record per bar (`RECORDABLE`).
+    :param chunk: bars per call (`DEFAULT_CHUNK`).
+    :param block: bars per `Program.prepare` call, a multiple of ``chunk`` (`DEFAULT_BLOCK`).
+    :param compile: run the chunk through ``torch.compile`` (default: as the env's step).
+        Uncompiled, the chunk runs the same operations eagerly (a check, not faster).
+    """
+
+    def __init__(self, env: StockTradingVecEnv, program: Program, record: Sequence[str] = ("value",),
+                 chunk: int = DEFAULT_CHUNK, compile: bool | None = None, block: int | None = None) -> None:  # fmt: skip
+        if env.config.random_start or env.config.episode_length is not None:
+            raise UserError("Rollout needs the env's deterministic full-period mode "
+                            "(random_start=False, episode_length=None)")  # fmt: skip
+        unknown = sorted(set(record) - set(RECORDABLE))
+        if unknown:
+            raise UserError(f"Rollout cannot record {unknown}; it records {list(RECORDABLE)}")
+        if int(chunk) != chunk or chunk < 1:
+            raise UserError(f"Rollout: chunk must be a positive integer, got {chunk}")
+        self.env = env
+        self.program = program
+        self.record = tuple(record)
+        self.chunk = int(chunk)
+        block = DEFAULT_BLOCK if block is None else block
+        self.block = max(self.chunk, int(block) // self.chunk * self.chunk)
+        compile = env.compiled if compile is None else compile
+        key = (program, env._rules, self.chunk, self.record, 1 + env.num_stocks, env.device, compile)
+        if key not in _CHUNKS:
+            step = _chunk_function(program, env._rules, self.chunk, self.record, 1 + env.num_stocks)
+            options = _compile_options(env.device)
+            _CHUNKS[key] = torch.compile(step, dynamic=False, options=options) if compile else step
+        self._run_chunk = _CHUNKS[key]
+
+    @torch.no_grad()
+    def run(self, params: Any = (), obs: Tensor | None = None,
+            on_chunk: Callable[[int, int, dict[str, Tensor]], None] | None = None) -> dict[str, Tensor]:  # fmt: skip
+        """One pass from the first bar to the last.
+
+        :param params: the program's tensors.
+        :param obs: the first observation when the env was just reset by the caller (from a
+            starting book, say); None resets the env here.
+        :param on_chunk: called after every chunk with ``(first step, steps, rows)``, rows the
+            recorded entries of the chunk's real steps, each [steps, ...]; when given, nothing
+            is collected (the caller keeps what it needs; a year of holdings would not fit).
+        :returns: without `on_chunk`, each recorded entry over the pass, [T - 1, ...] (step k
+            ends at bar k + 1); with it, {}.
+        """
+        env = self.env
+        if obs is None:
+            obs, _ = env.reset()
+        state = env._require_reset()
+        new_start = torch.zeros_like(state.t)  # the autoreset episode after the last bar is dropped
+        steps, last = env.num_bars - 1, env.num_bars - 1
+        offsets = torch.arange(self.chunk + 1, device=env.device)
+        collected: dict[str, list[Tensor]] = {key: [] for key in self.record}
+        block_bars = torch.arange(self.block, device=env.device)
+        for first in range(0, steps, self.chunk):
+            if first % self.block == 0:  # bars first .. first + block - 1, the last repeated past the end
+                ready = self.program.prepare(params, env._tables.obs.index_select(0, (block_bars + first).clamp_max(last)))
+            at = first % self.block
+            prepared = tree_map(lambda x: None if x is None else x[at : at + self.chunk], ready)
+            # the chunk's bars first .. first + chunk (its fills read one bar ahead), the last
+            # bar repeated past the end; bar indices relative to `first`
+            bars = (offsets + first).clamp_max(last)
+            tables = _cut(env._tables, bars, env.num_bars)
+            relative = state._replace(t=state.t - first, end=state.end - first)
+            start = torch.full((1,), first, dtype=torch.int64, device=env.device)
+            cut = tree_map(lambda x: x.table.index_select(0, bars) if isinstance(x, PerBar) else x, params,
+                           is_leaf=lambda x: isinstance(x, PerBar))  # fmt: skip
+            relative, obs, rows = self._run_chunk(relative, obs, cut, prepared, tables, start, new_start, relative.end)
+            state = relative._replace(t=relative.t + first, end=relative.end + first)
+            real = min(self.chunk, steps - first)
+            if real < self.chunk:
+                rows = {key: value[:real] for key, value in rows.items()}
+            if on_chunk is not None:
+                on_chunk(first, real, rows)
+            else:
+                for key, value in rows.items():
+                    collected[key].append(value)
+        env.close()  # the state ran into the next episode: a later use resets first
+        return {} if on_chunk is not None else {key: torch.cat(values) for key, values in collected.items()}

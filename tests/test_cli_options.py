@@ -1,0 +1,265 @@
+"""No option is accepted and ignored: every option of every command is listed below with
+where it acts; in the combinations where it would do nothing it is refused with one
+line and exit code 2, before any work. A new option fails the walk until it is listed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+
+from trader import rundir
+from trader.cli import app, main
+from trader.errors import UserError
+
+ACTS = "acts"
+"""An option that acts in every combination the command accepts."""
+
+OPTIONS: dict[str, dict[str, str]] = {
+    "train": {
+        "--algo": ACTS, "--env": ACTS, "--dataset": ACTS, "--steps": ACTS, "--run-dir": ACTS, "--seed": ACTS,
+        "--device": ACTS, "--num-envs": ACTS, "--eval-every": ACTS, "--config": ACTS, "--compile": ACTS,
+        "--eval-episodes": "gymnasium envs only: refused with --dataset",
+        "--preset": "market only: refused with --env",
+        "--cost": "market only, with or without --preset; refused with --env and with --costs",
+        "--costs": "market only: refused with --env", "--cost-set": "refused without --costs",
+        "--overwrite": ACTS,
+        **{o: "market weights mode only: refused with --env and for rules in shares mode" for o in
+           ("--trade-rate", "--no-trade-band", "--weights-map")},
+    },
+    "backtest": {
+        "run_dir": ACTS, "--dataset": ACTS, "--period": ACTS, "--strategies": ACTS, "--output": ACTS,
+        "--initial-cash": ACTS, "--cost": "refused with --costs", "--costs": ACTS, "--cost-set": "refused without --costs",
+        "--breakeven": ACTS, "--device": ACTS, "--tear-sheet": ACTS, "--report": ACTS, "--overwrite": ACTS,
+    },
+    "demo": {o: ACTS for o in ("--dataset", "--run-dir", "--minutes", "--workers", "--pods", "--pod-steps", "--cost",
+                               "--seed", "--device", "--tear-sheet")},
+    "tournament": {
+        "run_dir": ACTS, "--dataset": ACTS, "--env": ACTS, "--config": ACTS, "--resume": ACTS,
+        **{o: "with --resume: refused unless it repeats the saved value" for o in
+           ("--algos", "--population", "--pod-steps", "--num-envs", "--seed", "--compile", "--search",
+            "--ensemble-weighting")},
+        "--pods": ACTS, "--time-budget": ACTS, "--target-score": ACTS,
+        "--workers": "refused with --scheduler or --gpus", "--scheduler": ACTS, "--tls-ca": "needs a tls:// --scheduler",
+        "--tls-cert": "needs a tls:// --scheduler", "--tls-key": "needs a tls:// --scheduler",
+        "--insecure": "refused without --scheduler", "--gpus": ACTS, "--device": "refused with --gpus",
+        "--preset": "market only: refused with --env", "--cost": "refused with --costs and with --env",
+        "--costs": "refused with --env", "--cost-set": "refused without --costs",
+        **{o: "market weights mode only: refused with --env and for rules in shares mode" for o in
+           ("--trade-rate", "--no-trade-band", "--weights-map")},
+    },
+    "dashboard": {"runs_dir": ACTS, "--port": ACTS, "--host": ACTS},
+    "act": {o: ACTS for o in ("run_dir", "--at", "--book", "--strategy", "--period", "--dataset", "--output", "--device")},
+    "baselines": {
+        "run_dir": ACTS, "--libraries": ACTS, "--steps": ACTS, "--time-budget": ACTS, "--seeds": ACTS,
+        "--dataset": ACTS, "--device": ACTS, "--backtest": ACTS, "--costs": ACTS, "--cost-set": "refused without --costs",
+        "--overwrite": ACTS,
+        "--algos": "sb3, sb3-dummy, rllib only", "--preset": "sb3, sb3-dummy only",
+        "--num-envs": "sb3, sb3-dummy, finrl only", "--eval-every": "sb3, sb3-dummy, rllib only",
+        "--windows": "finrl only", "--tear-sheet": "refused with --no-backtest", "--output": "refused with --no-backtest",
+    },
+    "walkforward": {
+        "run_dir": ACTS, "--dataset": ACTS, "--train": ACTS, "--validation": ACTS, "--test": ACTS, "--step": ACTS,
+        "--expanding": ACTS, "--embargo": ACTS, "--learner": ACTS, "--seed": ACTS, "--device": ACTS,
+        "--num-envs": ACTS, "--warm-start": ACTS, "--preset": ACTS, "--cost": ACTS, "--baselines": ACTS,
+        **{o: "single learner only: refused with --learner tournament" for o in ("--steps", "--eval-every", "--config")},
+        **{o: "--learner tournament only" for o in ("--algos", "--population", "--pod-steps", "--pods",
+                                                    "--time-budget", "--workers")},
+        "--baseline-algos": "with --baselines sb3 or sb3-dummy only", "--baseline-steps": "with --baselines only",
+    },
+    "data list": {},
+    "data build": {"recipe": ACTS, "--data-dir": ACTS, "--refresh": ACTS, "--set": ACTS},
+    "data info": {"recipe": ACTS, "--data-dir": ACTS, "--set": ACTS},
+    "data validate": {"path": ACTS, "--assume-tz": ACTS, "--benchmark": ACTS, "--tickers": ACTS},
+    "cluster certs": {"folder": ACTS, "--hosts": ACTS, "--days": ACTS},
+    "paper": {
+        **{o: ACTS for o in ("run_dir", "--broker", "--max-bars", "--max-order-value", "--max-gross-exposure",
+                             "--daily-loss-limit", "--max-drawdown", "--cash-tolerance", "--dataset", "--device")},
+        "--flatten-before-close": "intraday bars only: refused for daily bars (trader.paper)",
+        "--period": "--broker replay only: refused with alpaca",
+        **{o: "--broker alpaca only: refused with replay" for o in ("--broker-url", "--data-url", "--feed", "--dry-run",
+                                                                    "--fill-timeout", "--send-window", "--poll", "--backoff")},
+    },
+    "experiment podracer": {
+        **{o: ACTS for o in ("run_dir", "--dataset", "--pod-steps", "--workers", "--years", "--commission", "--costs",
+                             "--libraries", "--snapshot-every", "--seed", "--device")},
+        "--minutes": "refused with --pods (tests/test_experiment.py)", "--pods": "refused with --minutes",
+        "--tickers": "synthetic data sets only: refused otherwise (tests/test_experiment.py)",
+    },
+}  # fmt: skip
+"""Every command's options, each with where it acts (the refusals are tested below)."""
+
+
+def commands() -> dict[str, list[str]]:
+    """Every `trader` command (``data build`` for a group's) and its parameters' names."""
+    found = {}
+
+    def walk(node, prefix: str) -> None:
+        if hasattr(node, "commands"):
+            for name, sub in node.commands.items():
+                walk(sub, f"{prefix} {name}".strip())
+        else:
+            found[prefix] = [param.opts[0] if param.opts[0].startswith("-") else param.name for param in node.params]
+
+    walk(typer.main.get_command(app), "")
+    return found
+
+
+def test_every_option_of_every_command_is_accounted_for() -> None:
+    found = commands()
+    assert set(found) == set(OPTIONS), "a command was added or removed: list its options in OPTIONS"
+    for command, params in found.items():
+        assert set(params) == set(OPTIONS[command]), (command, set(params) ^ set(OPTIONS[command]))
+
+
+def exits_2(argv: list[str], capsys, message: str) -> None:
+    assert main(argv) == 2, argv
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, captured
+    assert captured.err.startswith("error: ") and message in captured.err, captured.err
+
+
+TRAIN = ["train", "--algo", "ppo"]
+TOURNAMENT_GYM = ["tournament", "RUN", "--env", "Pendulum-v1"]
+WALK = ["walkforward", "RUN", "--dataset", "synthetic-edge-daily", "--train", "3y", "--validation", "1y", "--test", "1y"]
+
+REFUSED = [
+    # trader train
+    ([*TRAIN, "--dataset", "synthetic-edge-daily", "--eval-episodes", "3"], "--eval-episodes applies to gymnasium envs"),
+    ([*TRAIN, "--env", "Pendulum-v1", "--cost", "0.01"], "--cost applies to market data sets"),
+    ([*TRAIN, "--env", "Pendulum-v1", "--costs", "retail"], "--costs applies to market data sets"),
+    ([*TRAIN, "--env", "Pendulum-v1", "--preset", "market"], "--preset applies to market data sets"),
+    ([*TRAIN, "--dataset", "x", "--cost", "0.01", "--costs", "retail"], "give --cost RATE or --costs MODEL, not both"),
+    ([*TRAIN, "--dataset", "x", "--cost-set", "participation=0.1"], "--cost-set needs --costs MODEL"),
+    # trader backtest
+    (["backtest", "RUN", "--cost", "0.01", "--costs", "retail"], "give --cost RATE or --costs MODEL, not both"),
+    (["backtest", "RUN", "--cost-set", "spread_bps=1"], "--cost-set needs --costs MODEL"),
+    # trader tournament
+    ([*TOURNAMENT_GYM, "--cost", "0.01"], "--cost applies to market data sets"),
+    ([*TOURNAMENT_GYM, "--costs", "retail"], "--costs applies to market data sets"),
+    ([*TOURNAMENT_GYM, "--preset", "market"], "--preset applies to market data sets"),
+    ([*TOURNAMENT_GYM, "--workers", "2", "--scheduler", "tls://127.0.0.1:8786"], "--workers sets the local cluster's"),
+    ([*TOURNAMENT_GYM, "--workers", "2", "--gpus", "all"], "--workers sets the local cluster's"),
+    ([*TOURNAMENT_GYM, "--insecure"], "--insecure applies with --scheduler"),
+    ([*TOURNAMENT_GYM, "--device", "cpu", "--gpus", "all"], "--gpus runs the pods on cuda"),
+    ([*TOURNAMENT_GYM, "--tls-ca", "ca.pem"], "--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler"),
+    # trader baselines
+    (["baselines", "RUN", "--libraries", "finrl", "--algos", "sac"], "--algos applies to sb3, sb3-dummy, rllib"),
+    (["baselines", "RUN", "--libraries", "finrl", "--preset", "finrl"], "--preset applies to sb3, sb3-dummy"),
+    (["baselines", "RUN", "--libraries", "finrl", "--eval-every", "100"], "--eval-every applies to sb3, sb3-dummy, rllib"),
+    (["baselines", "RUN", "--libraries", "rllib", "--num-envs", "4"], "--num-envs applies to sb3, sb3-dummy, finrl"),
+    (["baselines", "RUN", "--libraries", "sb3", "--windows", "2"], "--windows applies to finrl"),
+    (["baselines", "RUN", "--no-backtest", "--no-tear-sheet"], "--tear-sheet and --output apply to the backtest"),
+    (["baselines", "RUN", "--no-backtest", "--output", "json"], "--tear-sheet and --output apply to the backtest"),
+    # trader paper
+    (["paper", "RUN", "--broker", "replay", "--feed", "sip"], "--feed does not apply to --broker replay"),
+    (["paper", "RUN", "--poll", "0", "--fill-timeout", "5"], "--fill-timeout, --poll do not apply to --broker replay"),
+    (["paper", "RUN", "--send-window", "5", "--backoff", "1"], "--send-window, --backoff do not apply to --broker replay"),
+    (["paper", "RUN", "--data-url", "http://127.0.0.1:9"], "--data-url does not apply to --broker replay"),
+    (["paper", "RUN", "--broker", "alpaca", "--period", "test"], "--period does not apply to --broker alpaca"),
+    # trader walkforward
+    ([*WALK, "--learner", "tournament", "--steps", "5000"], "--steps and --eval-every apply to a single learner"),
+    ([*WALK, "--learner", "tournament", "--eval-every", "500"], "--steps and --eval-every apply to a single learner"),
+    ([*WALK, "--learner", "tournament", "--config", "x.toml"], "--config sets a single learner's"),
+    ([*WALK, "--learner", "ppo", "--pods", "3"], "apply to --learner tournament"),
+    ([*WALK, "--baseline-steps", "100"], "apply with --baselines LIBRARIES"),
+    ([*WALK, "--baselines", "finrl", "--baseline-algos", "sac"], "--baseline-algos applies to the sb3"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), REFUSED, ids=[" ".join(a[:1] + a[-2:]) for a, _ in REFUSED])
+def test_an_option_that_would_do_nothing_is_refused(argv: list[str], message: str, tmp_path: Path, capsys) -> None:
+    argv = [str(tmp_path / "run") if a == "RUN" else a for a in argv]
+    exits_2([*argv, *(["--run-dir", str(tmp_path / "run")] if argv[0] == "train" else [])], capsys, message)
+    assert not (tmp_path / "run").exists()  # refused before any work
+
+
+# ------------------------------------------------------------------ the combinations the issue found ignored act now
+
+
+def test_train_cost_without_a_preset_is_the_rate_it_trains_and_reports_at(tmp_path: Path, capsys) -> None:
+    from market_fixtures import write_tiny_recipe
+
+    recipe = write_tiny_recipe(tmp_path)
+    (tmp_path / "ppo.toml").write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n")
+    assert main(["train", "--algo", "ppo", "--dataset", str(recipe), "--cost", "0.01", "--steps", "32", "--num-envs",
+                 "2", "--eval-every", "0", "--config", str(tmp_path / "ppo.toml"), "--run-dir", str(tmp_path / "r")]) == 0  # fmt: skip
+    rules = rundir.read_toml(tmp_path / "r" / "config.toml")["env"]["env_config"]
+    assert rules["buy_cost"] == rules["sell_cost"] == 0.01
+
+
+@pytest.fixture
+def settings_of_tournament(monkeypatch):
+    """`trader tournament` up to its cluster: the resolved `TournamentConfig`, then a stop."""
+    from tournament import cluster
+
+    seen = []
+
+    def connect_for(config):
+        seen.append(config)
+        raise UserError("stopped before the cluster")
+
+    monkeypatch.setattr(cluster, "connect_for", connect_for)
+    return seen
+
+
+def test_tournament_cost_without_a_preset_acts(tmp_path: Path, settings_of_tournament, capsys) -> None:
+    from market_fixtures import write_tiny_recipe
+
+    recipe = write_tiny_recipe(tmp_path)
+    assert main(["tournament", str(tmp_path / "t"), "--dataset", str(recipe), "--cost", "0.01"]) == 2
+    rules = settings_of_tournament[-1].env_config
+    assert rules["buy_cost"] == rules["sell_cost"] == 0.01
+
+
+def test_a_resumed_tournament_takes_its_pods_and_refuses_its_settings(tmp_path: Path, settings_of_tournament, capsys) -> None:
+    run = tmp_path / "t"
+    run.mkdir()
+    rundir.write_toml(run / "tournament.toml", {"run_dir": str(run), "env": "Pendulum-v1", "pod_steps": 5000, "pods": 4})
+    rundir.append_json_line(run / "events.jsonl", {"kind": "started", "time": 0.0})
+    assert main(["tournament", str(run), "--resume", "--pods", "9", "--pod-steps", "5000", "--env", "Pendulum-v1"]) == 2
+    assert capsys.readouterr().err.strip() == "error: stopped before the cluster"
+    assert settings_of_tournament[-1].pods == 9 and settings_of_tournament[-1].pod_steps == 5000
+    exits_2(["tournament", str(run), "--resume", "--pods", "9", "--pod-steps", "8000"], capsys,
+            "--resume: --pod-steps gives 8000 where the tournament")  # fmt: skip
+
+
+def test_walkforward_cost_without_a_preset_acts(tmp_path: Path, monkeypatch) -> None:
+    import trader.walkforward as walkforward
+
+    seen = {}
+
+    def walk_forward(run_dir, dataset, folds, learner, **kwargs):
+        seen.update(kwargs)
+        raise UserError("stopped before the folds")
+
+    monkeypatch.setattr(walkforward, "walk_forward", walk_forward)
+    argv = [a.replace("RUN", str(tmp_path / "w")) for a in WALK]
+    assert main([*argv, "--learner", "ppo", "--cost", "0.002"]) == 2
+    assert seen["env_config"] == {"buy_cost": 0.002, "sell_cost": 0.002}
+
+
+# ------------------------------------------------------------------ errors name the user's words, before any output
+
+WORDS = [
+    ([*TRAIN, "--dataset", "synthetic-edge-daily", "--steps", "-5"], "--steps must be >= 1, got -5"),
+    ([*TRAIN, "--env", "Pendulum-v1", "--num-envs", "0"], "--num-envs must be >= 1, got 0"),
+    ([*TRAIN, "--env", "Pendulum-v1", "--eval-every", "-1"], "--eval-every must be >= 0, got -1"),
+    ([*TRAIN, "--dataset", "synthetic-edge-daily", "--cost", "-0.1"], "--cost must be in [0, 1)"),
+    ([*TRAIN, "--dataset", "no-such-recipe"], "no recipe 'no-such-recipe'"),
+    (["backtest", "RUN", "--cost", "-0.1"], "--cost must be in [0, 1)"),
+    (["backtest", "RUN", "--initial-cash", "0"], "--initial-cash must be > 0"),
+    (["backtest", "RUN"], "no such run directory"),
+    (["tournament", "RUN", "--dataset", "synthetic-edge-daily", "--cost", "-0.1"], "--cost must be in [0, 1)"),
+    ([*WALK, "--learner", "ppo", "--cost", "1.5"], "--cost must be in [0, 1)"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), WORDS, ids=[" ".join(a[:1] + a[-2:]) for a, _ in WORDS])
+def test_an_error_names_the_flag_and_comes_alone(argv: list[str], message: str, tmp_path: Path, capsys) -> None:
+    """One line naming the flag as typed (not ``EnvConfig.buy_cost``), and nothing before it:
+    no configuration dump, no progress bar."""
+    argv = [str(tmp_path / "run") if a == "RUN" else a for a in argv]
+    exits_2([*argv, *(["--run-dir", str(tmp_path / "run")] if argv[0] == "train" else [])], capsys, message)
+    assert not (tmp_path / "run").exists()

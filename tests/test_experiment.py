@@ -1,0 +1,181 @@
+"""`trader experiment podracer`: the paper's split, Figure 7's bookkeeping, Table 2 with the
+paper's rows, bad input, and (slow) the whole experiment on a tiny stand-in, killed and
+resumed, and on a local server that speaks Alpaca's API."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from trader import rundir
+from trader.cli import main
+from trader.errors import UserError
+from trader.experiment import ExperimentConfig, best_pods_over_time, experiment_dates, table_markdown
+
+TINY_DAILY = """
+name = "tiny-daily"
+description = "8 synthetic tickers, daily bars"
+source = "synthetic"
+interval = "1D"
+start = "2019-01-02"
+end = "2023-01-01"
+train_end = "2021-01-01"
+val_end = "2022-01-01"
+
+[synthetic]
+n_tickers = 8
+seed = 2
+"""
+
+
+def test_the_papers_dates_where_the_data_covers_them():
+    assert experiment_dates("2016-01-04", "2021-05-27", None) == {
+        "start": "2016-01-04", "train_end": "2018-05-14", "val_end": "2019-05-13", "end": "2021-05-27",
+    }  # fmt: skip
+    assert experiment_dates("2010-01-04", "2024-01-01", None)["val_end"] == "2019-05-13"  # a longer data set too
+
+
+def test_elsewhere_the_papers_proportions_over_the_window_or_its_last_years():
+    dates = experiment_dates("2020-01-01", "2025-05-26", None)  # 1972 days
+    cuts = [pd.Timestamp(dates[k]) for k in ("start", "train_end", "val_end", "end")]
+    days = (cuts[3] - cuts[0]).days
+    assert (cuts[3] - cuts[2]).days == round(days * 2.04 / 5.40) and (cuts[2] - cuts[1]).days == round(days / 5.40)
+    assert experiment_dates("2014-01-02", "2024-01-01", 2.0)["start"] == "2022-01-01"
+    with pytest.raises(UserError, match="--years 12: the data set holds 10.0 years"):
+        experiment_dates("2014-01-02", "2024-01-01", 12.0)
+    with pytest.raises(UserError, match="too short"):
+        experiment_dates("2024-01-02", "2024-01-10", None)
+
+
+def test_the_best_pod_at_each_mark_is_the_best_that_had_finished_by_then(tmp_path: Path):
+    t0 = 1000.0
+    events = [("started", {}, 0.0), ("entered", {"pod_id": "p0000", "score": 1.0}, 3.0),
+              ("entered", {"pod_id": "p0001", "score": 0.5}, 4.0), ("entered", {"pod_id": "p0002", "score": 2.0}, 7.5),
+              ("stopped", {"reason": "pods"}, 9.0)]  # fmt: skip
+    for kind, values, dt in events:
+        rundir.append_json_line(tmp_path / rundir.EVENTS, {"kind": kind, "time": t0 + dt, **values})
+    best = best_pods_over_time(tmp_path, 2.0)
+    assert best == {4.0: "pods/p0000/checkpoints/best", 6.0: "pods/p0000/checkpoints/best",
+                    8.0: "pods/p0002/checkpoints/best"}  # nothing had finished at 2 s  # fmt: skip
+
+
+def test_table_2_marks_the_papers_rows_and_leaves_what_it_lacks_empty():
+    table = pd.DataFrame(
+        [{"strategy": "Vanilla PPO", "cum_returns_final": 0.1, "annual_return": 0.05, "annual_volatility": 0.2,
+          "max_drawdown": -0.1, "sharpe_ratio": 0.5, "sharpe_low": -0.2, "sharpe_high": 1.1, "psr": 0.8, "dsr": 0.7,
+          "trials": 3},
+         {"strategy": "Tournament (the paper)", "cum_returns_final": 3.62, "annual_return": float("nan"),
+          "annual_volatility": float("nan"), "max_drawdown": float("nan"), "sharpe_ratio": 2.42}]  # fmt: skip
+    ).set_index("strategy")
+    text = table_markdown(table)
+    assert "| Vanilla PPO | 10.00% | 5.00% | 20.00% | -10.00% | 0.50 | [-0.20, 1.10] | 0.80 | 0.70 | 3 |" in text
+    assert "| Tournament (the paper) | 362.00% | - | - | - | 2.42 | - | - | - | - |" in text
+    assert "published Table 2 figures" in text
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--minutes", "1", "--pods", "2"], "not both or neither"),
+        (["--pods", "0"], "--pods must be >= 1"),
+        (["--years", "40", "--pods", "1"], "--years 40: the data set holds"),
+        (["--costs", "nope", "--pods", "1"], "unknown cost model 'nope'"),
+        (["--libraries", "sb3,zipline", "--pods", "1"], "--libraries: unknown ['zipline']"),
+        (["--tickers", "5", "--dataset", "nasdaq100-minute-alpaca", "--pods", "1"], "--tickers sizes a synthetic data set only"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
+    recipe = tmp_path / "tiny.toml"
+    recipe.write_text(TINY_DAILY)
+    dataset = [] if "--dataset" in args else ["--dataset", str(recipe)]
+    assert main(["experiment", "podracer", str(tmp_path / "run"), *dataset, *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err
+    assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
+def test_a_data_set_without_a_benchmark_is_refused(tmp_path: Path, capsys, monkeypatch):
+    from market_envs.data import from_frame, write_files
+    from market_fixtures import random_walk_frame
+
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
+    frame = random_walk_frame(3, 400, seed=1, start="2020-01-02 09:30", freq="1D")
+    write_files(from_frame(frame, name="bars"), tmp_path / "bars")
+    recipe = tmp_path / "files.toml"
+    recipe.write_text('source = "files"\ninterval = "1D"\nstart = "2020-01-02"\nend = "2021-02-05"\n'
+                      'train_end = "2020-08-01"\nval_end = "2020-11-01"\n\n[files]\npath = "bars"\n')  # fmt: skip
+    assert main(["experiment", "podracer", str(tmp_path / "run"), "--dataset", str(recipe), "--pods", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no benchmark" in err
+
+
+def test_a_run_directory_with_other_settings_or_other_files_is_refused(tmp_path: Path, capsys):
+    from trader.experiment import claim
+
+    root = tmp_path / "run"
+    config = ExperimentConfig(run_dir=str(root), dataset="synthetic-minute", pods=2)
+    assert ExperimentConfig.from_dict(rundir.read_toml(claim(config, root) and root / "experiment.toml")) == config
+    assert claim(config, root) == config  # the same settings resume
+    with pytest.raises(UserError, match="an experiment with another config \\(differs in pods\\)"):
+        claim(ExperimentConfig(run_dir=str(root), dataset="synthetic-minute", pods=3), root)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="holds a run already \\(notes.txt\\): give another run directory"):
+        claim(config, other)
+    assert (other / "notes.txt").read_text() == "mine"
+
+
+# --------------------------------------------------------------------------- end to end (slow)
+
+
+def _run(root: Path, recipe: Path) -> int:
+    return main(["experiment", "podracer", str(root), "--dataset", str(recipe), "--pods", "3", "--pod-steps", "2048",
+                 "--workers", "1", "--libraries", "sb3", "--snapshot-every", "0.5", "--seed", "1"])  # fmt: skip
+
+
+def _table(root: Path) -> list[dict]:
+    return json.loads((root / "experiment.json").read_text())["table"]
+
+
+@pytest.mark.slow
+def test_the_experiment_runs_end_to_end_and_a_killed_one_resumes_to_the_same_table(tmp_path: Path, monkeypatch, capsys):
+    import trader.experiment as experiment
+
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
+    recipe = tmp_path / "tiny.toml"
+    recipe.write_text(TINY_DAILY)
+    assert _run(tmp_path / "whole", recipe) == 0
+    out = capsys.readouterr().out
+    whole = _table(tmp_path / "whole")
+    names = [row["strategy"] for row in whole]
+    assert names[-2:] == ["Tournament (the paper)", "Vanilla PPO (the paper)"] and "| Vanilla PPO |" in out
+    assert any(n.startswith("Tournament (") and "paper" not in n for n in names) and "SB3 PPO (seed 1)" in names
+    for name in ("table2.md", "report.md", "figure7.parquet", "figure7.png", "dataset.toml"):
+        assert (tmp_path / "whole" / name).is_file(), name
+    figure = pd.read_parquet(tmp_path / "whole" / "figure7.parquet")
+    assert set(figure["learner"]) == {"tournament", "vanilla PPO"} and figure["seconds"].is_monotonic_increasing is not None
+
+    calls = []
+
+    def killed(*args, **kwargs):  # the libraries' stage is killed: tournament and PPO done, nothing after
+        calls.append(1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiment, "_libraries", killed)
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_experiment(experiment.ExperimentConfig.from_dict(
+            rundir.read_toml(tmp_path / "whole" / experiment.EXPERIMENT) | {"run_dir": str(tmp_path / "resumed")}))
+    assert calls and not (tmp_path / "resumed" / "experiment.json").exists()
+    monkeypatch.undo()
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
+    started = time.monotonic()
+    assert _run(tmp_path / "resumed", recipe) == 0
+    assert _table(tmp_path / "resumed") == whole  # one worker, a fixed seed: the same table
+    assert time.monotonic() - started < 600

@@ -1,0 +1,236 @@
+"""`market_envs.rollout`: many bars per call, held equal to the bar-by-bar path.
+
+The chunked path runs here with ``torch.compile`` replaced by the identity (the same
+Python, traced or not: fast enough for the default suite); `test_compiled_*` (slow) runs
+the real compiler once. What is equal and why:
+
+- strategies traced as they are (the golden case's callables, the baselines, schedules):
+  bit for bit, the same operations on the same numbers;
+- agents and populations of flat MLPs, whose first layer the program splits into the
+  features' product (per block of bars) and the account's (per bar): the actions differ
+  from one product by float32 rounding (a relative 1e-6 at most here) and the book by what
+  that moves: values and cash agree to 1e-7 relative in a pass of one agent and to 1e-6 in
+  a backtest of three random MLPs with short books (cash of 1.8 times the capital), the flows (value traded, costs,
+  positions, differences of large books) to 1e-5 relative, Sharpe ratios to 1e-6.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from golden.case import golden_inputs, golden_report
+from market_fixtures import random_panel
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from market_envs.costs import CostModel
+from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.rollout import Rollout
+from trader.agents import make_agent, make_config
+from trader.agents.program import agents_program
+from trader.backtest import BacktestConfig, PolicyPopulation, run_backtest
+from trader.backtest.report import report_dict
+from trader.train import market_evaluator
+
+GOLDEN = Path(__file__).parent / "golden" / "backtest_report.json"
+EVERY_COST = CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01, spread_model="high_low",
+                       spread_window=20, impact_eta=1.0, impact_window_days=1, participation=0.05, borrow_rate=0.05)  # fmt: skip
+RULES = EnvConfig(action_mode="weights", short_selling=True, costs=EVERY_COST, random_start=False, episode_length=None,
+                  return_windows=(5,), initial_cash=100_000.0)  # fmt: skip
+PANEL = random_panel(n_tickers=5, n_bars=1001, seed=11)
+
+
+@pytest.fixture
+def traced(monkeypatch):
+    """torch.compile as the identity: the chunked path's Python, run eagerly."""
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)
+
+
+def _agent(algo: str, network: str, seed: int = 0):
+    env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
+    hidden = {"hidden_sizes": (16, 16)}
+    agent = make_agent(algo, env.obs_dim, env.act_dim, make_config(algo, {"network": network, **hidden}), seed=seed)
+    obs = torch.randn(64, env.obs_dim) * 3.0
+    agent.normalizer.update(obs)  # statistics of its own, so normalising is not the identity
+    return agent
+
+
+def _by_bar(env: StockTradingVecEnv, agent, keys: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    obs, _ = env.reset()
+    rows: dict[str, list] = {key: [] for key in keys}
+    for _ in range(env.num_bars - 1):
+        obs, _, _, _, info = env.step(agent.act(obs, deterministic=True))
+        for key in keys:
+            rows[key].append(info[key])
+    return {key: torch.stack(values) for key, values in rows.items()}
+
+
+@pytest.mark.parametrize(("algo", "network"), [("ppo", "mlp"), ("ppo", "per_stock"), ("sac", "mlp"),
+                                               ("td3", "per_stock")])  # fmt: skip
+def test_agent_program_acts_as_the_agent(algo: str, network: str) -> None:
+    agent = _agent(algo, network)
+    program, params = agents_program([agent])
+    env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
+    obs = torch.randn(300, env.obs_dim)
+    rows = obs.clone()
+    rows[:, : program.width] = 0.0
+    prepared = program.prepare(params, rows)
+    for k in range(0, 300, 37):
+
+        class Bar:  # the fields a policy program reads
+            pass
+
+        bar = Bar()
+        bar.obs = obs[k : k + 1]
+        got = program.decide(params, prepared[k], bar)
+        want = agent.act(obs[k : k + 1], deterministic=True)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("network", ["mlp", "per_stock"])
+def test_rollout_equals_the_step_by_step_pass_with_every_cost_term(traced, network: str) -> None:
+    """1,000 bars, every cost term on, a trained-looking agent (normalised observations)."""
+    agent = _agent("ppo", network, seed=3)
+    keys = ("value", "cash", "holdings", "costs", "cost_impact", "unfilled_value")
+    env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
+    want = _by_bar(env, agent, keys)
+    program, params = agents_program([agent])
+    got = Rollout(env, program, record=keys, chunk=8, block=64).run(params)
+    assert got["value"].shape == (1000, 1)
+    # float32 actions that differ by rounding trade amounts that differ by about 1e-7 of the
+    # book: values and cash agree to 1e-7 of the 1e5 book, each term of the costs and each
+    # position (in shares, of stocks priced about 100) to about as many units of currency
+    for key in keys:
+        torch.testing.assert_close(got[key], want[key], rtol=1e-7, atol=1e-3, msg=key)
+
+
+def test_snapshots_in_one_pass_equal_their_passes_one_by_one(traced) -> None:
+    """S agents of one architecture stacked: row s of one pass is agent s's own pass."""
+    agents = [_agent("ppo", "mlp", seed=s) for s in range(3)]
+    program, params = agents_program(agents)
+    together = Rollout(StockTradingVecEnv(PANEL, 3, "cpu", RULES), program, record=("value",)).run(params)
+    for s, agent in enumerate(agents):
+        alone, one = agents_program([agent])
+        single = Rollout(StockTradingVecEnv(PANEL, 1, "cpu", RULES), alone, record=("value",)).run(one)
+        torch.testing.assert_close(together["value"][:, s], single["value"][:, 0], rtol=1e-12, atol=0.0)
+
+
+def test_validation_pass_scores_as_before(traced) -> None:
+    agent = _agent("ppo", "mlp", seed=5)
+    fast = market_evaluator(PANEL, RULES, compile=True)  # compiled: the rollout path
+    slow = market_evaluator(PANEL, RULES, compile=False)
+    assert fast._rollout_episode(agent) is not None and slow._rollout_episode(agent) is None
+    got, want = fast.evaluate(agent), slow.evaluate(agent)
+    assert got["score"] == pytest.approx(want["score"], rel=1e-6)
+    assert got["return"] == pytest.approx(want["return"], abs=1e-7)  # the value, to 1e-7 of the book
+
+
+def _series_equal(a, b, rtol: float, atol: float = 1e-9, flows: float | None = None) -> None:
+    """Every series and position of every strategy within `rtol`; the flows (traded value,
+    gross value, costs, positions: differences of large books) within `flows` when given."""
+    assert list(a.series) == list(b.series)
+    for name in a.series:
+        for column in a.series[name].columns:
+            tolerance = rtol if flows is None or column in ("value", "return", "cash") else flows
+            np.testing.assert_allclose(b.series[name][column], a.series[name][column], rtol=tolerance, atol=atol,
+                                       err_msg=f"{name} {column}")  # fmt: skip
+        held = a.positions[name].to_numpy()
+        scale = 0.0 if flows is None else 1e-6 * np.abs(held).max()  # a small position: 1e-6 of the largest
+        np.testing.assert_allclose(b.positions[name].to_numpy(), held, rtol=rtol if flows is None else flows,
+                                   atol=max(atol, scale))  # fmt: skip
+
+
+def test_chunked_backtest_equals_the_golden_report_bit_for_bit(traced) -> None:
+    data, policies = golden_inputs()
+    config = BacktestConfig(tear_sheet=False)
+    eager = run_backtest(data, policies, period="test", config=config)
+    chunked = run_backtest(data, policies, period="test", config=replace(config, compile=True))
+    for name in eager.series:
+        assert eager.series[name].equals(chunked.series[name]), name
+        assert eager.positions[name].equals(chunked.positions[name]), name
+    expected = json.loads(GOLDEN.read_text())
+    actual = json.loads(json.dumps(golden_report(report_dict(chunked))))
+    assert actual["metrics"].keys() == expected["metrics"].keys()
+
+
+def test_chunked_backtest_of_a_random_population_with_every_cost_term(traced) -> None:
+    """A population of random MLPs (split first layer), the baselines and a schedule, 1,000
+    bars, every cost term on, the breakeven multiples too."""
+    env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
+    torch.manual_seed(0)
+    nets = {f"p{k}": torch.nn.Sequential(torch.nn.Linear(env.obs_dim, 16), torch.nn.Tanh(),
+                                         torch.nn.Linear(16, env.act_dim), torch.nn.Tanh()) for k in range(3)}  # fmt: skip
+    population = PolicyPopulation.from_modules(nets)
+    assert population.program is not None
+    config = BacktestConfig(tear_sheet=False, policy_env=RULES, costs=EVERY_COST, cost_multiples=(0.0, 2.0),
+                            record_positions="day")  # fmt: skip
+    eager = run_backtest(PANEL, {"mlp": population}, config=config)
+    chunked = run_backtest(PANEL, {"mlp": population}, config=replace(config, compile=True))
+    _series_equal(eager, chunked, rtol=1e-6, atol=1e-3, flows=1e-5)
+    np.testing.assert_allclose(chunked.metrics["sharpe_ratio"], eager.metrics["sharpe_ratio"], rtol=1e-6)
+    assert chunked.breakeven.keys() == eager.breakeven.keys()
+
+
+class SyncCount(TorchDispatchMode):
+    """Counts host syncs: `aten._local_scalar_dense`, the op behind ``.item()``, ``bool(t)``, ``int(t)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncs = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.syncs += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _syncs(run) -> int:
+    with SyncCount() as counter:
+        run()
+    return counter.syncs
+
+
+@pytest.mark.parametrize("bars", [200])
+def test_no_host_sync_per_bar(traced, bars: int) -> None:
+    """A validation pass and a backtest of 200 and of 400 bars make the same number of host
+    syncs: none per bar (the ones left are per pass: the records' trip to the host)."""
+    agent = _agent("ppo", "mlp")
+    counts = {}
+    for n in (bars, 2 * bars):
+        panel = PANEL.take(slice(0, n + 1))
+        evaluator = market_evaluator(panel, RULES, compile=True)
+        pass_syncs = _syncs(lambda: evaluator.run_episodes(agent))
+        config = BacktestConfig(tear_sheet=False, policy_env=RULES, costs=EVERY_COST, compile=True)
+        backtest_syncs = _syncs(lambda: run_backtest(panel, {"ppo": agent}, baselines=["equal_weight",
+                                                      "equal_weight_daily"], config=config))  # fmt: skip
+        counts[n] = (pass_syncs, backtest_syncs)
+    assert counts[bars][0] == counts[2 * bars][0] == 0
+    assert counts[bars][1] == counts[2 * bars][1]
+
+
+@pytest.mark.slow
+def test_compiled_rollout_equals_the_step_by_step_pass() -> None:
+    agent = _agent("ppo", "per_stock", seed=3)
+    env = StockTradingVecEnv(PANEL, 1, "cpu", RULES, compile=True)
+    want = _by_bar(StockTradingVecEnv(PANEL, 1, "cpu", RULES), agent, ("value",))
+    program, params = agents_program([agent])
+    got = Rollout(env, program, record=("value",)).run(params)
+    torch.testing.assert_close(got["value"], want["value"], rtol=1e-7, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_compiled_backtest_equals_the_golden_report() -> None:
+    data, policies = golden_inputs()
+    config = BacktestConfig(tear_sheet=False)
+    eager = run_backtest(data, policies, period="test", config=config)
+    compiled = run_backtest(data, policies, period="test", config=replace(config, compile=True))
+    _series_equal(eager, compiled, rtol=1e-12)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

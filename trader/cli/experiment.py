@@ -1,0 +1,66 @@
+"""`trader experiment podracer RUN_DIR`: the seed paper's experiment on a data set (`trader.experiment`).
+
+A thin layer over `trader.experiment.run_experiment`: one line per stage, then Table 2
+(ours and the paper's rows) and where Figure 7 went. The same command on the same
+RUN_DIR resumes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from trader.cli import app
+
+experiment_app = typer.Typer(help="Published experiments, run end to end on any data set.", no_args_is_help=True)
+app.add_typer(experiment_app, name="experiment")
+
+STAND_IN = "synthetic-minute"
+"""The data set without vendor keys: today's synthetic minute market (no planted edge)."""
+
+
+@experiment_app.command("podracer")
+def podracer(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (created; the same one with the same flags resumes).")],
+    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe (name or path); default: nasdaq100-minute-alpaca with Alpaca keys in the environment, else the synthetic stand-in.")] = None,
+    minutes: Annotated[float | None, typer.Option("--minutes", help="Wall-clock of each learner (equal wall-clock; default 10).")] = None,
+    pods: Annotated[int | None, typer.Option("--pods", help="Equal work instead: the tournament's pods; every other learner gets pods x pod-steps transitions.")] = None,
+    pod_steps: Annotated[int, typer.Option("--pod-steps", help="Transitions per tournament pod.")] = 50_000,
+    workers: Annotated[int, typer.Option("--workers", help="The tournament's local worker processes.")] = 2,
+    tickers: Annotated[int | None, typer.Option("--tickers", help="A synthetic data set's tickers (a laptop-sized run).")] = None,
+    years: Annotated[float | None, typer.Option("--years", help="Only the data set's last YEARS, split in the paper's proportions.")] = None,
+    commission: Annotated[float, typer.Option("--commission", help="Commission per side (the paper's 0.2%: 0.002).")] = 0.002,
+    costs: Annotated[str | None, typer.Option("--costs", help="Named cost models to backtest under as well, comma-separated (extra Sharpe columns).")] = None,
+    libraries: Annotated[str, typer.Option("--libraries", help="Baseline libraries, comma-separated: sb3, finrl, rllib (RLlib where .venv-rllib exists).")] = "sb3,finrl,rllib",
+    snapshot_every: Annotated[float | None, typer.Option("--snapshot-every", help="Seconds between Figure 7's snapshots (default: a tenth of the budget).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of every learner.")] = 0,
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+) -> None:
+    """The seed paper's Table 2 and Figure 7: a PPO:SAC:TD3 tournament against vanilla PPO, the libraries and QQQ."""
+    from market_envs.costs import cost_model
+    from trader.experiment import ExperimentConfig, run_experiment, table_markdown
+
+    names = tuple(n.strip() for n in costs.split(",") if n.strip()) if costs else ()
+    for name in names:
+        cost_model(name)  # an unknown model is one line before anything runs
+    config = ExperimentConfig(
+        run_dir=str(run_dir), dataset=dataset or default_dataset(), minutes=minutes if minutes is not None or pods is not None else 10.0,
+        pods=pods, pod_steps=pod_steps, workers=workers, tickers=tickers, years=years, cost=commission,
+        extra_costs=names, libraries=tuple(n.strip() for n in libraries.split(",") if n.strip()),
+        snapshot_every=snapshot_every, seed=seed, device=device,
+    )  # fmt: skip
+    console = Console(stderr=True)
+    result = run_experiment(config, on_progress=console.print)
+    print(table_markdown(result.table))
+    print(f"wrote {run_dir / 'table2.md'}, experiment.json, report.md and figure7.png/.parquet into {run_dir}")
+
+
+def default_dataset() -> str:
+    """The paper's data set where Alpaca's keys are set, else the synthetic stand-in."""
+    import os
+
+    keys = ("APCA_API_KEY_ID", "APCA_API_SECRET_KEY")
+    return "nasdaq100-minute-alpaca" if all(os.environ.get(k) for k in keys) else STAND_IN
