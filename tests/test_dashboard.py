@@ -30,6 +30,7 @@ TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_s
 TINY_OFF = {"hidden_sizes": [16], "learning_starts": 256, "iteration_steps": 256, "batch_size": 64}
 
 
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     """A runs folder with ``ppo`` (train + backtest) and ``tour`` (a tournament with its backtest)."""
@@ -726,7 +727,8 @@ def test_stopping_trader_dashboard_stops_streamlit_and_frees_the_port(tmp_path: 
 @pytest.mark.browser
 def test_every_page_draws_in_headless_chromium(built: Path, tmp_path: Path) -> None:
     """`make screenshots`' code path on the tiny runs: every page draws, none shows an exception."""
-    from dashboards import screenshots
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # a developer's tool, outside the package
+    import dashboard_screenshots as screenshots
 
     if screenshots.find_browser() is None:
         pytest.skip("chromium and chromedriver are not installed (make screenshots installs them)")

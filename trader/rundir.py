@@ -312,6 +312,8 @@ def clear_run(root: str | os.PathLike[str]) -> None:
     (`check_new_run`)."""
     root = Path(root)
     check_new_run(root, remedy="", overwrite=True)
+    if not root.is_dir():  # nothing there yet: a new run
+        return
     for path in root.iterdir():
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)

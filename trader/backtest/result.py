@@ -77,7 +77,7 @@ class BacktestResult:
     :param files: what was written where (empty when nothing was written).
     :param missing_columns: source columns the data lacked (close-only data), filled
         from the close; orders then fill at the next bar's close.
-    :param evidence: strategy name -> `trader.stats.strategy_evidence` of its daily
+    :param evidence: strategy name -> `trader.backtest.evidence.series_evidence` of its daily
         returns (interval, PSR, and the DSR of a strategy selected among trials).
     :param selection: the run's selection on its validation period
         (`trader.backtest.evidence.selection_evidence`), or None.
