@@ -617,6 +617,32 @@ def _clean_actions(actions: Tensor, dtype: torch.dtype) -> Tensor:
     return torch.where(actions == actions, actions, torch.zeros_like(actions))  # NaN -> 0, vectorises
 
 
+def _mapping_only(config: EnvConfig, num_stocks: int) -> _Rules:
+    """`_Rules` holding only what maps actions to orders (the rest neutral)."""
+    return _Rules(**_mapping_rules(config, num_stocks), buy_cost=0.0, sell_cost=0.0, reward_scale=1.0,
+                  initial_cash=float(config.initial_cash), account_low=0.0, account_high=1.0)  # fmt: skip
+
+
+def aim_weights(actions: Tensor, config: EnvConfig) -> Tensor:
+    """Weights mode: the aim portfolio of `actions` [B, N] under `config`'s mapping (clipped,
+    NaN as 0, market-neutral, linear or normalized, within the leverage), float64 [B, N]: the
+    book the step moves toward at its trade rate and band."""
+    if config.action_mode != "weights":
+        raise ConfigError("aim_weights: the aim portfolio is a weights-mode idea (action_mode='weights')")
+    return _aim_weights(_clean_actions(actions, torch.float64), _mapping_only(config, actions.shape[-1]))
+
+
+def aim_actions(aim: Tensor, config: EnvConfig) -> Tensor:
+    """Actions whose aim portfolio (`aim_weights`) is `aim` [B, N], for a valid aim: one the
+    mapping can give (within the leverage; long only without short selling; dollar-neutral
+    when market-neutral), such as a weighted mean of other actions' aims. The mapping is
+    ``aim = s x a`` below its gross limit (``s`` the linear scale, 1 when normalized), so the
+    action is ``aim / s``, clipped to [-1, 1] (only rounding is clipped for a valid aim)."""
+    rules = _mapping_only(config, aim.shape[-1])
+    scale = rules.linear_weights or 1.0
+    return (aim.to(torch.float64) / scale).clamp(-1.0, 1.0)
+
+
 def target_holdings(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, config: EnvConfig) -> Tensor:
     """The shares each account asks to hold after a step of `actions`: the env's own mapping.
 
@@ -630,8 +656,7 @@ def target_holdings(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tens
     """
     holdings = holdings.to(torch.float64)
     price = price.to(torch.float64).expand_as(holdings)
-    rules = _Rules(**_mapping_rules(config, holdings.shape[-1]), buy_cost=0.0, sell_cost=0.0, reward_scale=1.0,
-                   initial_cash=float(config.initial_cash), account_low=0.0, account_high=1.0)  # fmt: skip
+    rules = _mapping_only(config, holdings.shape[-1])
     pace = _pace_of(config, rules, holdings.shape[0], holdings.device)
     sells, buys = _orders(_clean_actions(actions, torch.float64), holdings, price, cash.to(torch.float64), rules, pace)
     return holdings - sells + buys
