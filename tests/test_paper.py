@@ -258,9 +258,10 @@ def test_sigterm_stops_after_the_bar_in_hand_and_a_restart_finishes_the_period(r
 
 def test_a_tournaments_ensemble_is_the_selected_strategy_when_it_won(replayed) -> None:
     """`selected_strategy` follows selection.json's result: an ensemble of two copies of the
-    best checkpoint (equal weights) acts as the checkpoint does, under the run's rules."""
+    best checkpoint (equal weights) aims at the checkpoint's book, under the run's rules."""
     import torch
 
+    from market_envs.env import aim_weights
     from trader.decision import selected_strategy
 
     run_dir, _, _, _ = replayed
@@ -274,7 +275,9 @@ def test_a_tournaments_ensemble_is_the_selected_strategy_when_it_won(replayed) -
     name, ensemble, ensemble_rules = selected_strategy(contents, data, config)
     assert name == "ensemble" and ensemble_rules == config.env_config(config.policy_env) == rules
     obs = torch.randn(3, ensemble.obs_dim)
-    torch.testing.assert_close(ensemble.act(obs), best.act(obs, deterministic=True))
+    # the members' books are averaged (portfolio space): the same book, by an action of its own
+    book = aim_weights(ensemble.act(obs), rules)
+    torch.testing.assert_close(book, aim_weights(best.act(obs, deterministic=True), rules))
     contents.result, contents.ensemble, contents.checkpoints = None, [], {}
     with pytest.raises(trader.errors.UserError, match="has no selected strategy"):
         selected_strategy(contents, data, config)
