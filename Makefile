@@ -65,7 +65,7 @@ dashboard: $(VENV)/.installed-dev
 	$(VENV)/bin/trader dashboard $(RUNS)
 
 screenshots: $(VENV)/.installed-dev chromium
-	$(PY) -m dashboards.screenshots $(RUNS) --out docs/img
+	$(PY) tools/dashboard_screenshots.py $(RUNS) --out docs/img
 
 # RLlib baselines (`trader baselines --libraries rllib`): Ray pins its own gymnasium,
 # so RLlib gets an environment of its own with the same torch and this package; the

@@ -184,7 +184,8 @@ def _tournament_rows(run_dir: Path, dataset: str, seed: int) -> list[dict[str, A
     steps = int(pods["steps"].fillna(0).sum())
     seconds = float(pods["end"].max() - pods["start"].min())  # Unix times: first pod's start to last pod's end
     return [_row(dataset, learner, seed, report["metrics"][name], steps, seconds, pods=len(pods))
-            for learner, name in (("tournament", "best"), ("tournament-ensemble", "ensemble"))]
+            for learner, name in (("tournament", "best"), ("tournament-ensemble", "ensemble"))
+            if name in report["metrics"]]  # an ensemble only where pods cleared the bar (tournament.selection)
 
 
 def _effort(run_dir: Path, learner: str, training: dict[str, Any]) -> tuple[int | None, float | None]:

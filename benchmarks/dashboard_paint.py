@@ -78,7 +78,8 @@ def script_times(runs: Path, repeats: int) -> tuple[float, list[float]]:
 
 def browser_times(runs: Path, repeats: int) -> list[float] | None:
     """Seconds from navigation to a fully drawn strategies page in Chromium, cache warm."""
-    from dashboards import screenshots
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # a developer's tool, outside the package
+    import dashboard_screenshots as screenshots
 
     if screenshots.find_browser() is None:
         return None

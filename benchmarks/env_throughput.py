@@ -30,6 +30,14 @@ runs alternate and each figure is the median of ``--repeats`` runs, so a load ch
 on a shared machine hits both alike. The target of issue 30: at most 1.3x the time.
 
     python benchmarks/env_throughput.py --compare-costs --envs 1024,4096 --tickers 30,100 --repeats 7
+
+``--compare-action`` times the step of weights mode with the action that can hold (issue 40:
+``weights_map="linear"``, a trade rate of 0.5 and a no-trade band of 0.2 / N per stock, the
+costliest case: both on) against today's mapping (the action is the book, rebalanced in full),
+at the flat rate and with every cost term, in the same process as above. The target of issue 40:
+at most 1.1x the time, eager and compiled.
+
+    python benchmarks/env_throughput.py --compare-action --envs 1024,4096 --tickers 30,100 --repeats 7
 """
 
 from __future__ import annotations
@@ -108,6 +116,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="time the step with every cost term on against the flat-rate step (see above)")
     parser.add_argument("--mode", choices=["shares", "weights"], default="shares", help="--compare-costs: action mode")
     parser.add_argument("--per-term", action="store_true", help="--compare-costs: also time each term alone")
+    parser.add_argument("--compare-action", action="store_true",
+                        help="time the action that can hold (linear map, trade rate, band) against today's mapping")
     return parser.parse_args(argv)
 
 
@@ -259,6 +269,42 @@ def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
     return 0
 
 
+def compare_action(args: argparse.Namespace, devices: list[torch.device]) -> int:
+    """The table of --compare-action: today's weights mapping vs the action that can hold."""
+    env_counts = [int(x) for x in args.envs.split(",")]
+    kernels = [k.strip() for k in args.kernels.split(",")]
+    header = (
+        f"env step, the action that can hold vs today's mapping: torch {torch.__version__}; {cpu_name()} "
+        f"({os.cpu_count()} cores, torch threads {torch.get_num_threads()}); {args.bars} bars, weights mode, short "
+        f"selling, market-neutral, features {args.features}; alternating runs, median of {args.repeats} x "
+        f"~{args.seconds:g} s; load {os.getloadavg()[0]:.1f}"
+    )
+    print(header, flush=True)
+    rows = ["| device | N | E | kernel | costs | today env-steps/s | new action env-steps/s | time ratio (target <= 1.1) |",
+            "|---|---:|---:|---|---|---:|---:|---:|"]
+    for n in [int(x) for x in args.tickers.split(",")]:
+        data = benchmark_panel(n, args.bars)
+        for device in devices:
+            sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+            for num_envs in env_counts:
+                for kernel in kernels:
+                    for label, costs in (("flat", CostModel()), ("every term", EVERY_COST)):
+                        today = EnvConfig(episode_length=EPISODE, features=FEATURE_SETS[args.features],
+                                          short_selling=True, market_neutral=True, action_mode="weights", costs=costs)
+                        new = replace(today, weights_map="linear", trade_rate=0.5, no_trade_band=0.2 / n)
+                        runs = [step_runner(data.to(device), num_envs, device, c, kernel == "compiled")
+                                for c in (today, new)]  # fmt: skip
+                        before, after = alternating_times(runs, args.seconds, args.repeats, sync)
+                        rows.append(f"| {device.type} | {n} | {num_envs} | {kernel} | {label} | {num_envs / before:,.0f} | "
+                                    f"{num_envs / after:,.0f} | {after / before:.2f} |")  # fmt: skip
+                        print(rows[-1], flush=True)
+    table = "\n".join(rows)
+    print("\n" + header + "\n\n" + table)
+    if args.out is not None:
+        args.out.write_text(f"{header}\n\n{table}\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     torch.set_num_threads(1)
@@ -270,6 +316,8 @@ def main(argv: list[str]) -> int:
         devices.append(torch.device("cuda"))
     if args.compare_costs:
         return compare_costs(args, devices)
+    if args.compare_action:
+        return compare_action(args, devices)
     env_counts = [int(x) for x in args.envs.split(",")]
     ticker_counts = [int(x) for x in args.tickers.split(",")]
     kernels = [k.strip() for k in args.kernels.split(",")]

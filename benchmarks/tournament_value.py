@@ -1,195 +1,210 @@
-"""Tournament value: does a tournament beat one PPO run of the same wall-clock? (issue 10)
+"""Tournament value: does the tournament beat one run, and random search, at equal wall-clock? (issue 42)
 
-Per seed: a tournament of ``--minutes`` on ``--workers`` local workers, and one
-`trader.train` PPO run of the same wall-clock (``time_budget``) in one process, with
-the same PPO config, data and trading rules. Then the tournament's best pod, its
-top-k ensemble and the single run are backtested on the **test** period by
-`trader.backtest` (the same engine, rules and costs). Terms: **equal wall-clock**;
-the tournament uses every worker it is given (2 on this machine), the single run one
-process, as a user would run either.
+Per seed, four arms, each trained for ``--minutes`` of wall-clock on the same data,
+rules (a `trader.presets` preset at ``--cost``, or under a named ``--costs`` model)
+and algorithm configs:
 
-Market: the planted-edge recipe (``--dataset``) with ``--tickers`` and
-``--edge-strength`` overrides written to a recipe file, because at the default
-strength the edge cannot be identified in the training period (issue 11, and
-benchmarks/edge_identifiability.py). Rules and PPO config are those of
-benchmarks/learning_check.py (weights with shorting, cost ``--cost``, agents observe
-the 30-bar return t-statistic, discount 0).
+- **(a) single**: one `trader.train` run of ``--single`` (PPO by default), one process;
+- **(b) random search**: a tournament with ``search="random"`` (every pod fresh, its
+  hyperparameters drawn in their ranges; no exploit), on ``--workers`` processes; its
+  result (`tournament.selection`) is the arm's strategy;
+- **(c) best pod** and **(d) result** of a tournament with ``search="pbt"`` (exploit and
+  explore), on the same workers: (d) is its pod or ensemble, whichever won on validation.
 
-Target (issue 10): the tournament's median test Sharpe above the single run's, and
-the ensemble's spread (interquartile range over seeds) narrower than the single run's.
-With the evidence beside it (issue 29): each side's test-period PSR and DSR (with its
-own trial count: every validation pass of every pod, or of the single run), and each
-selection's winner on validation with its DSRs and PBO.
+Then one backtest of the **test** period holds every arm (and equal weight), each with
+the trials it was selected from, so its DSR counts them. Terms: **equal wall-clock**;
+the tournaments use every worker they are given, the single run one process, as a user
+would run either.
 
-    OMP_NUM_THREADS=1 python benchmarks/tournament_value.py              # 5 seeds x 2 x 3 min, ~45 min
-    python benchmarks/tournament_value.py --seeds 1 --minutes 1          # a smoke run
+Printed: a per-seed table (test Sharpe, max drawdown, DSR of each arm; which strategy
+each tournament's result was), and per arm the median test Sharpe with a bootstrap 95%
+interval of the median, the median DSR and max drawdown; the Wilcoxon signed-rank tests
+of (d) against (a) and (d) against (b), one-sided ("greater") and two-sided; and on how
+many seeds the ensemble's max drawdown was no larger than the best pod's.
+
+Targets (issue 42): on the costly minute market, (d) beats (a) at p < 0.05 over 10 seeds
+and is not worse than (b); on ``synthetic-edge-daily`` (d) is not worse than either.
+
+    OMP_NUM_THREADS=1 python benchmarks/tournament_value.py --dataset synthetic-edge-daily --preset market --cost 0.0005
+    OMP_NUM_THREADS=1 python benchmarks/tournament_value.py --algos td3 --single td3       # where single runs are unstable
+    python benchmarks/tournament_value.py --seeds 2 --minutes 0.5                           # a smoke run
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
 import tempfile
-import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
-import tomli_w
-import torch
+from scipy import stats as scipy_stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from market_envs.data import load
+from tournament import TournamentConfig, run
+from trader.backtest.engine import BacktestConfig, run_backtest
+from trader.backtest.runs import contents_trials, read_run, run_strategies
+from trader.presets import apply_preset
+from trader.rundir import config_from_dict
+from trader.train import train
 
-from learning_check import Budget, algo_overrides, env_rules  # noqa: E402
-
-from market_envs.data.recipes import find_recipe  # noqa: E402
-from tournament import TournamentConfig, run  # noqa: E402
-from trader.rundir import config_to_dict  # noqa: E402
-from trader.backtest import BacktestConfig, run_backtest  # noqa: E402
-from trader.backtest.runs import backtest_config, backtest_run, read_run  # noqa: E402
-from trader.train import train  # noqa: E402
+ARMS = ("single", "random", "best_pod", "result")
 
 
-def edge_recipe(args: argparse.Namespace, folder: Path) -> Path:
-    """The planted-edge recipe with ``--tickers`` and ``--edge-strength``, as a file."""
-    source = find_recipe(args.dataset)
-    values = tomllib.loads(Path(source.path).read_text(encoding="utf-8"))
-    values["name"] = f"{values['name']}-n{args.tickers}-s{args.edge_strength:g}"
-    values["synthetic"]["n_tickers"] = args.tickers
-    values["synthetic"]["edge"]["strength_sharpe"] = args.edge_strength
-    path = folder / f"{values['name']}.toml"
-    path.write_text(tomli_w.dumps(values), encoding="utf-8")
-    return path
+def rules_and_configs(args: argparse.Namespace) -> tuple[dict, dict]:
+    """The preset's env rules at the benchmark's cost (or named cost model), and its algo configs."""
+    rules, configs = apply_preset(args.preset, args.dataset, args.cost, tuple(sorted({*args.algos, args.single})),
+                                  steps=args.pod_steps, num_envs=args.num_envs)  # fmt: skip
+    if args.costs:
+        from market_envs.costs import cost_model
+        from trader.rundir import config_to_dict
+
+        named = cost_model(args.costs)
+        rules = {**rules, **config_to_dict(named.apply(config_from_dict_env(rules)))}
+    return rules, configs
 
 
-def ppo_config(args: argparse.Namespace) -> dict:
-    budget = Budget(steps={"ppo": args.pod_steps}, num_envs={"ppo": args.num_envs})
-    return dict(algo_overrides("ppo", budget, args.network))
+def config_from_dict_env(values: dict):
+    from market_envs.env import EnvConfig
+
+    return config_from_dict(EnvConfig, values)
 
 
-def test_sharpes(recipe: Path, policies: dict, rules) -> dict[str, float]:
-    config = BacktestConfig(buy_cost=rules.buy_cost, sell_cost=rules.sell_cost, policy_env=rules,
-                            record_positions="day", tear_sheet=False)  # fmt: skip
-    result = run_backtest(str(recipe), policies, baselines=["equal_weight"], period="test", config=config)
-    return {name: float(result.metrics.loc[name, "sharpe_ratio"]) for name in result.metrics.index}
-
-
-def one_seed(seed: int, recipe: Path, args: argparse.Namespace, root: Path) -> dict:
-    rules = env_rules(args.cost, args.episode_length)
-    rules_dict = config_to_dict(rules)
+def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, root: Path) -> dict:
     seconds = 60.0 * args.minutes
-    config = TournamentConfig(
-        run_dir=str(root / f"tournament-{seed}"), env=str(recipe), algos=tuple(args.algos.split(",")),
-        algo_configs={"ppo": ppo_config(args)}, env_config=rules_dict, population=args.population,
-        pod_steps=args.pod_steps, num_envs=args.num_envs, pods=None, time_budget=seconds,
-        workers=args.workers, seed=seed, ensemble_k=args.ensemble_k, backtest=True,
-        mutation_scale=args.mutation_scale, fresh_probability=args.fresh_probability,
-        in_flight_per_thread=args.in_flight_per_thread, compile=args.compile,
-    )  # fmt: skip
-    result = run(config)
-    tournament = {name: float(result.backtest.metrics.loc[name, "sharpe_ratio"]) for name in ("best", "ensemble")}
-    evidence = {name: evidence_of(result.backtest, name) for name in ("best", "ensemble")}
-    pods = len(result.pods)
-    single_dir = root / f"single-{seed}"
-    if args.compile:  # compile anew each seed, as each tournament's new workers do (on-disk caches stay)
-        torch.compiler.reset()
-    start = time.perf_counter()
-    single = train("ppo", str(recipe), ppo_config(args), single_dir, steps=10**12, seed=seed,
-                   num_envs=args.num_envs, env_config=rules_dict, eval_every=args.pod_steps,
-                   time_budget=seconds, compile=args.compile)  # fmt: skip
-    single_seconds = time.perf_counter() - start
-    scores = test_sharpes(recipe, {"single": single_dir / "checkpoints" / "best"}, rules)
-    single_report = backtest_run(single_dir, dataset=str(recipe), strategies=["best"], baselines=[],
-                                 config=backtest_config(read_run(single_dir), tear_sheet=False))  # fmt: skip
-    evidence["single"] = evidence_of(single_report, "best")
-    row = {"seed": seed, **tournament, "single": scores["single"], "equal_weight": scores["equal_weight"],
-           "evidence": evidence,
-           "pods": pods, "tournament_s": result.seconds, "single_s": single_seconds, "single_steps": single.steps,
-           "best_validation": result.leaderboard.best().score, "single_validation": single.best_score}  # fmt: skip
+    folders = {}
+    for search in ("random", "pbt"):
+        folder = root / f"{search}-{seed}"
+        run(TournamentConfig(
+            run_dir=str(folder), env=args.dataset, algos=tuple(args.algos), algo_configs=configs, env_config=rules,
+            population=args.population, pod_steps=args.pod_steps, num_envs=args.num_envs, pods=None,
+            time_budget=seconds, workers=args.workers, seed=seed, backtest=False, search=search,
+            top_fraction=args.top_fraction, mutation_scale=args.mutation_scale,
+            fresh_probability=args.fresh_probability, ensemble_k=args.ensemble_k,
+            ensemble_weighting=args.ensemble_weighting,
+        ))  # fmt: skip
+        folders[search] = folder
+    single = root / f"single-{seed}"
+    train(args.single, args.dataset, configs[args.single], single, steps=10**12, seed=seed, num_envs=args.num_envs,
+          env_config=rules, eval_every=args.pod_steps, time_budget=seconds)  # fmt: skip
+    policies, trials, results = {}, {}, {}
+    for arm, folder, pick in (("single", single, "best"), ("random", folders["random"], None),
+                              ("best_pod", folders["pbt"], "best"), ("result", folders["pbt"], None)):  # fmt: skip
+        contents = read_run(folder)
+        chosen = pick or contents.result or "best"
+        if pick is None:
+            results[arm] = chosen
+        found = run_strategies(contents, args.device)
+        if chosen not in found:  # no pod finished in the budget: the arm has no strategy
+            results[arm] = "none (no pod finished)"
+            continue
+        policies[arm] = found[chosen]
+        trials[arm] = contents_trials(contents)[chosen]
+    config = BacktestConfig(initial_cash=rules.get("initial_cash", 1e6), buy_cost=rules["buy_cost"],
+                            sell_cost=rules["sell_cost"], costs=rules.get("costs") or {},
+                            policy_env=config_from_dict_env(rules), tear_sheet=False, record_positions="day")  # fmt: skip
+    result = run_backtest(args.dataset, policies, baselines=["equal_weight"], period="test", config=config,
+                          trials=trials, device=args.device)  # fmt: skip
+    row = {"seed": seed, "results": results, "pods": {s: len(read_run(f).checkpoints) for s, f in folders.items()}}
+    for arm in (*ARMS, "equal_weight"):
+        if arm not in result.metrics.index:
+            row[arm] = {"sharpe": math.nan, "max_drawdown": math.nan, "dsr": None, "trials": None}
+            continue
+        metrics = result.metrics.loc[arm]
+        evidence = result.evidence.get(arm, {})
+        row[arm] = {"sharpe": float(metrics["sharpe_ratio"]), "max_drawdown": float(metrics["max_drawdown"]),
+                    "dsr": evidence.get("dsr_null"), "trials": evidence.get("n_trials")}  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
 
 
-def evidence_of(result, name: str) -> dict:
-    """The test-period PSR and DSRs of strategy ``name``, and its run's selection on
-    validation (the winner's DSRs after every trial, PBO), from the backtest's evidence."""
-    row = result.evidence.get(name, {})
-    selection = result.selection or {}
-    winner = selection.get("winner") or {}
-    return {"psr": row.get("psr"), "dsr": row.get("dsr"), "dsr_null": row.get("dsr_null"), "trials": row.get("n_trials"),
-            "winner_dsr": winner.get("dsr"), "winner_dsr_null": winner.get("dsr_null"),
-            "pbo": (selection.get("pbo") or {}).get("pbo")}  # fmt: skip
+def median_interval(values: list[float], seed: int = 0, reps: int = 10_000) -> tuple[float, float]:
+    """A percentile bootstrap 95% interval of the median."""
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    medians = np.median(data[rng.integers(0, len(data), size=(reps, len(data)))], axis=1)
+    return float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))
 
 
-def evidence_table(rows: list[dict]) -> str:
-    """Per strategy, per seed: trials, test PSR, test DSR and DSR against zero-Sharpe
-    trials, the selection winner's validation DSRs, and PBO (n/a where undefined)."""
-    keys = ("trials", "psr", "dsr", "dsr_null", "winner_dsr", "winner_dsr_null", "pbo")
-    lines = ["| strategy | seed | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
-    for name in ("best", "ensemble", "single"):
-        for row in rows:
-            cells = [row["evidence"][name].get(k) for k in keys]
-            text = ["n/a" if c is None else (str(c) if isinstance(c, int) else f"{c:.2f}") for c in cells]
-            lines.append(f"| {name} | {row['seed']} | " + " | ".join(text) + " |")
+def wilcoxon(a: list[float], b: list[float]) -> tuple[float, float]:
+    """(one-sided p that a > b, two-sided p) of the paired Wilcoxon signed-rank test."""
+    differences = np.asarray(a) - np.asarray(b)
+    if not np.any(differences):
+        return 1.0, 1.0
+    return (float(scipy_stats.wilcoxon(a, b, alternative="greater").pvalue),
+            float(scipy_stats.wilcoxon(a, b).pvalue))  # fmt: skip
+
+
+def report(rows: list[dict], args: argparse.Namespace) -> str:
+    lines = [f"{args.dataset}, preset {args.preset}, cost {args.costs or args.cost}, {args.minutes:g} min per arm per "
+             f"seed, tournaments of {','.join(args.algos)} on {args.workers} workers, single {args.single}; "
+             f"{len(rows)} seeds; load {os.getloadavg()[0]:.2f}", "",
+             "| seed | " + " | ".join(f"{arm} Sharpe" for arm in ARMS) + " | result was | random's result | "
+             + " | ".join(f"{arm} max DD" for arm in ARMS) + " |",
+             "|---:|" + "---:|" * len(ARMS) + "---|---|" + "---:|" * len(ARMS)]  # fmt: skip
+    for row in rows:
+        lines.append(f"| {row['seed']} | " + " | ".join(f"{row[a]['sharpe']:.2f}" for a in ARMS)
+                     + f" | {row['results']['result']} | {row['results']['random']} | "
+                     + " | ".join(f"{100 * row[a]['max_drawdown']:.1f}%" for a in ARMS) + " |")  # fmt: skip
+    lines += ["", "| arm | median test Sharpe | 95% interval (median) | median DSR | median max drawdown |",
+              "|---|---:|---|---:|---:|"]  # fmt: skip
+    for arm in (*ARMS, "equal_weight"):
+        sharpes = [row[arm]["sharpe"] for row in rows]
+        low, high = median_interval(sharpes)
+        dsrs = [row[arm]["dsr"] for row in rows if row[arm]["dsr"] is not None]
+        dsr = f"{statistics.median(dsrs):.2f}" if dsrs else "n/a"
+        drawdown = statistics.median(row[arm]["max_drawdown"] for row in rows)
+        lines.append(f"| {arm} | {statistics.median(sharpes):.2f} | [{low:.2f}, {high:.2f}] | {dsr} | {100 * drawdown:.1f}% |")
+    result = [row["result"]["sharpe"] for row in rows]
+    for other in ("single", "random"):
+        greater, both = wilcoxon(result, [row[other]["sharpe"] for row in rows])
+        lines.append(f"\nWilcoxon, result against {other}: one-sided p (result > {other}) = {greater:.3f}, "
+                     f"two-sided p = {both:.3f}")  # fmt: skip
+    ensembles = [row for row in rows if row["results"]["result"] == "ensemble"]
+    calmer = sum(row["result"]["max_drawdown"] >= row["best_pod"]["max_drawdown"] for row in ensembles)
+    lines.append(f"\nThe result was the ensemble on {len(ensembles)} of {len(rows)} seeds; its max drawdown was no "
+                 f"larger than the best pod's on {calmer} of them.")  # fmt: skip
     return "\n".join(lines)
-
-
-def iqr(values: list[float]) -> float:
-    q75, q25 = np.percentile(values, [75, 25])
-    return float(q75 - q25)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", default="synthetic-edge-minute")
-    parser.add_argument("--tickers", type=int, default=30)
-    parser.add_argument("--edge-strength", type=float, default=100.0)
-    parser.add_argument("--cost", type=float, default=0.0)
-    parser.add_argument("--episode-length", type=int, default=390)
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--minutes", type=float, default=3.0, help="Wall-clock of each side, per seed.")
+    parser.add_argument("--dataset", default="synthetic-edge-daily")
+    parser.add_argument("--preset", default="market")
+    parser.add_argument("--cost", type=float, default=0.0005, help="commission per side")
+    parser.add_argument("--costs", default=None, help="a named cost model (market_envs.costs.COST_MODELS) instead")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--minutes", type=float, default=2.0, help="wall-clock of each arm, per seed")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--algos", default="ppo", help="The tournament's pool (the single run is PPO).")
-    parser.add_argument("--population", type=int, default=4)
-    parser.add_argument("--pod-steps", type=int, default=262_144)
-    parser.add_argument("--num-envs", type=int, default=512)
-    parser.add_argument("--ensemble-k", type=int, default=3)
-    parser.add_argument("--in-flight-per-thread", type=int, default=TournamentConfig.in_flight_per_thread)
-    parser.add_argument("--network", default="mlp", choices=("mlp", "per_stock"), help="PPO's networks, both sides")
+    parser.add_argument("--algos", type=lambda s: tuple(s.split(",")), default=("ppo", "sac", "td3"))
+    parser.add_argument("--single", default="ppo", help="the algorithm of arm (a)")
+    parser.add_argument("--population", type=int, default=8)
+    parser.add_argument("--pod-steps", type=int, default=50_000)
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--top-fraction", type=float, default=TournamentConfig.top_fraction)
     parser.add_argument("--mutation-scale", type=float, default=TournamentConfig.mutation_scale)
     parser.add_argument("--fresh-probability", type=float, default=TournamentConfig.fresh_probability)
-    parser.add_argument("--compile", action="store_true",
-                        help="torch.compile both sides (env steps, validation included; benchmarks/validation_pass.py)")
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--ensemble-k", type=int, default=3)
+    parser.add_argument("--ensemble-weighting", default="equal", choices=("equal", "score"))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", default=None, help="also write the per-seed rows as JSON here")
     args = parser.parse_args()
+    load(args.dataset)  # build once, outside the timings
+    rules, configs = rules_and_configs(args)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tournament-value-") as tmp:
-        recipe = edge_recipe(args, Path(tmp))
-        from market_envs.data import load
-
-        load(str(recipe))  # build once, outside the timings
-        for seed in range(args.seeds):
-            rows.append(one_seed(seed, recipe, args, Path(tmp)))
-    print(f"\n{recipe.stem}, cost {args.cost}, {args.minutes} min per side per seed{', compiled' if args.compile else ''}, tournament "
-          f"{args.algos} on {args.workers} workers, pods of {args.pod_steps:,} x {args.num_envs} envs; "
-          f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
-    walls = [f"{r['tournament_s']:.0f}/{r['single_s']:.0f}" for r in rows]
-    print(f"training wall-clock per seed, tournament/single (s): {', '.join(walls)}\n")
-    print("| strategy | test Sharpe median | IQR over seeds | per seed |")
-    print("|---|---:|---:|---|")
-    for name in ("best", "ensemble", "single", "equal_weight"):
-        values = [row[name] for row in rows]
-        print(f"| {name} | {statistics.median(values):.2f} | {iqr(values):.2f} | {', '.join(f'{v:.2f}' for v in values)} |")
-    print(f"\npods per tournament: {[r['pods'] for r in rows]}; single-run steps: {[r['single_steps'] for r in rows]}")
-    print("\nEvidence (test period: PSR, DSR with the strategy's trials; the selection on validation: the "
-          "winner's DSRs, PBO; best and ensemble share the tournament's trials, the single run has its own "
-          "validation passes):\n")  # fmt: skip
-    print(evidence_table(rows))
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            rows.append(one_seed(seed, args, rules, configs, Path(tmp)))
+    print()
+    print(report(rows, args))
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
+    sys.exit(0 if not any(math.isnan(row["result"]["sharpe"]) for row in rows) else 1)
 
 
 if __name__ == "__main__":

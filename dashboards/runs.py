@@ -10,6 +10,8 @@ A run directory is recognised by any of its files:
 - a backtest: ``report.json`` and ``backtests/<strategy>.parquet`` (`trader backtest`);
 - a tournament: ``tournament.toml``, ``leaderboard.json``, ``pods.parquet`` and
   ``pods/<pod_id>/`` (each pod a training run);
+- paper trading: ``paper/session.json`` and ``paper/journal.jsonl`` (`trader paper`) in
+  a training run or a tournament;
 - a walk-forward: ``walkforward.toml`` (`trader.walkforward`); each of its folds
   (``folds/<k>/``, a training or tournament run with its test backtest) is listed
   too, as ``<walk-forward>/folds/<k>``, at any depth the walk-forward is found;
@@ -70,6 +72,10 @@ class RunDir:
     @property
     def has_walkforward(self) -> bool:
         return (self.path / rundir.WF_CONFIG).exists()
+
+    @property
+    def has_paper(self) -> bool:
+        return (self.path / rundir.PAPER_SESSION).exists()
 
 
 def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
@@ -150,6 +156,19 @@ def load_series(run: Path, series_file: str) -> pd.DataFrame:
     return frame.set_index("timestamp")
 
 
+def load_trades(run: Path, trades_file: str) -> pd.DataFrame:
+    """One strategy's trade list (``backtests/trades/<name>.parquet``: `trader.backtest.trades`)."""
+    return read_parquet(run / trades_file, ("timestamp", "ticker", "side", "shares", "price", "value",
+                                            "commission", "spread", "impact"))  # fmt: skip
+
+
+def trade_files(report: dict[str, Any]) -> dict[str, str]:
+    """Strategy -> its trade list's path in the report's folder (report.json's ``files``; none
+    for a report written with positions per session, or by an older version)."""
+    files = report.get("files") or {}
+    return {key.removeprefix("trades:"): path for key, path in files.items() if key.startswith("trades:")}
+
+
 # --------------------------------------------------------------------- training and tournaments
 
 
@@ -224,6 +243,24 @@ def load_finished_folds(run: Path) -> list[dict[str, Any]]:
 def load_stitched(run: Path) -> pd.DataFrame:
     """``stitched.parquet``: the stitched record, one row per (bar, strategy)."""
     return read_parquet(run / rundir.WF_STITCHED, STITCHED_COLUMNS)
+
+
+# --------------------------------------------------------------------- paper trading
+
+PAPER_RECORD_KEYS = ("kind", "bar", "fills_at", "orders", "before", "after", "expected", "slippage_bp", "risk")
+"""The keys of a journal record the paper trading page reads."""
+
+
+def load_paper(run: Path) -> dict[str, Any]:
+    """``paper/session.json`` and every complete line of ``paper/journal.jsonl`` (`trader.paper`):
+    ``{"session": ..., "records": [...]}``, checked for the keys the page uses."""
+    path = run / rundir.PAPER_SESSION
+    session = read_json(path, version=rundir.PAPER_VERSION)
+    require(session, ("session", "strategy", "broker", "tickers", "config"), path)
+    records = rundir.read_json_lines(run / rundir.PAPER_JOURNAL)
+    for record in records:
+        require(record, PAPER_RECORD_KEYS, run / rundir.PAPER_JOURNAL)
+    return {"session": session, "records": records}
 
 
 def load_dataset_card(run: Path) -> dict[str, Any]:

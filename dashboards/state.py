@@ -57,6 +57,7 @@ def _load(loader: str, folder: Path, name: str) -> Any:
 LOADERS = {
     "report": lambda folder, name: runs.load_report(folder),
     "series": runs.load_series,
+    "trades": runs.load_trades,
     "daily": lambda folder, name: figures.daily_frame(_load("series", folder, name)),
     "training": lambda folder, name: runs.load_training(folder),
     "leaderboard": lambda folder, name: runs.load_leaderboard(folder),
@@ -66,6 +67,7 @@ LOADERS = {
     "trials": lambda folder, name: rundir.read_trials(folder / name),
     "walkforward": lambda folder, name: runs.load_walkforward(folder),
     "stitched": lambda folder, name: runs.load_stitched(folder),
+    "paper": lambda folder, name: runs.load_paper(folder),
 }
 """Loader name -> function of (run folder, file name), as `_cached` calls it."""
 
@@ -77,6 +79,11 @@ def report(run: RunDir) -> dict[str, Any]:
 def series(run: RunDir, series_file: str) -> pd.DataFrame:
     """One strategy's bar series (without positions)."""
     return _load("series", run.path, series_file)
+
+
+def trades(run: RunDir, trades_file: str) -> pd.DataFrame:
+    """One strategy's trade list."""
+    return _load("trades", run.path, trades_file)
 
 
 def daily(run: RunDir, series_file: str) -> pd.DataFrame:
@@ -123,9 +130,14 @@ def finished_folds(run: RunDir) -> list[dict[str, Any]]:
     return runs.load_finished_folds(run.path)
 
 
+def paper(run: RunDir) -> dict[str, Any]:
+    """``paper/``'s session and journal records (read again when the journal grows)."""
+    return _load("paper", run.path, rundir.PAPER_JOURNAL)
+
+
 def dataset_card(run: RunDir) -> dict[str, Any]:
     return _load("dataset_card", run.path, rundir.DATASET)
 
 
-__all__ = ["RunFileError", "all_reports", "all_runs", "runs_dir", "problem", "report", "series", "daily", "training",
-           "leaderboard", "pods", "selection", "dataset_card", "walkforward", "stitched", "finished_folds"]  # fmt: skip
+__all__ = ["RunFileError", "all_reports", "all_runs", "runs_dir", "problem", "report", "series", "trades", "daily", "training",
+           "leaderboard", "pods", "selection", "dataset_card", "walkforward", "stitched", "finished_folds", "paper"]  # fmt: skip

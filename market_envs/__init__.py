@@ -23,12 +23,13 @@ _LAZY = {
     "cost_model": "market_envs.costs",
     "EnvConfig": "market_envs.env",
     "StockTradingVecEnv": "market_envs.env",
+    "target_holdings": "market_envs.env",
     "GymStockTradingEnv": "market_envs.gym_adapter",
     "GymVecEnv": "market_envs.gym_vec",
     "data": "market_envs.data",
 }
 
-__all__ = ["CostModel", "EnvConfig", "GymStockTradingEnv", "GymVecEnv", "StockTradingVecEnv", "cost_model", "data"]
+__all__ = ["CostModel", "EnvConfig", "GymStockTradingEnv", "GymVecEnv", "StockTradingVecEnv", "cost_model", "data", "target_holdings"]
 
 
 def __getattr__(name: str):

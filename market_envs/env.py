@@ -8,7 +8,13 @@ bars, no ``.item()`` and no host copy.
 
 Timing, for one sub-environment at bar t (all prices from ``data``):
 
-1. The agent sees the observation at bar t, built from data at bars <= t only.
+1. The agent sees the observation at bar t, built from data at bars <= t only. Its
+   action becomes orders in shares (`_orders`; `target_holdings` as a function): in
+   shares mode directly; in weights mode through an **aim** portfolio (`EnvConfig`:
+   ``weights_map``), toward which the book, valued at bar t+1's open, moves through the
+   no-trade band and at the trade rate (``no_trade_band``, ``band_scope``,
+   ``trade_rate``; by default all the way: the book is rebalanced to the aim). Each
+   stock's new weight lies between its weight and its aim.
 2. Its order fills at the **open of bar t+1**, never at a price it has already seen.
    A stock whose bar t+1 is not tradable (``data.tradable``) is not traded.
 3. With a participation cap (``EnvConfig.costs.participation``), at most that
@@ -26,7 +32,10 @@ Timing, for one sub-environment at bar t (all prices from ``data``):
    cover leaves it below 0 (a debt, repaid by the next sales), which needs short
    selling.
 6. The reward is the change of the portfolio value marked at the close, from bar t
-   to bar t+1, times ``reward_scale``.
+   to bar t+1, times ``reward_scale`` (``EnvConfig.reward="value"``, the default). With
+   ``reward="aim"`` (weights mode) it is instead what the step's **aim** portfolio earns
+   over bar t+1, ``value at the fill x sum_i aim_i x (close_i / open_i - 1)``, less every
+   cost paid in the step, times ``reward_scale``: see `EnvConfig.reward`.
 
 ``info`` of a step, every entry [E] in the data's currency unless stated: ``t`` (bar
 t+1), ``value``, ``cash``, ``holdings`` [E, N], ``turnover`` (value traded / value at
@@ -129,6 +138,13 @@ PRICE_LIKE_FEATURES = frozenset(
     {"open", "high", "low", "close", "boll_ub", "boll_lb", "close_30_sma", "close_60_sma"}
 )
 ACTION_MODES = ("shares", "weights")
+WEIGHTS_MAPS = ("normalized", "linear")
+BAND_SCOPES = ("stock", "book")
+REWARDS = ("value", "aim")
+LINEAR_WEIGHT_SCALE = 2.0
+"""``weights_map="linear"``: an action of +-1 asks for this many times ``max_leverage / N`` of the
+value in one stock. 2, so that the planted rules' rank weights (at most sqrt(3) / N of a gross-1
+book, `market_envs.data.edge.score_grid`) lie inside the action box."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +160,10 @@ class EnvConfig:
         Long only: ``w = clip(a, 0, 1)``, divided by ``sum(w)`` when that exceeds 1;
         the rest ``1 - sum(w)`` stays in cash (so all-zero actions mean all cash).
         With short selling: ``w = a / max(1, sum |a| / max_leverage)`` (gross exposure
-        at most ``max_leverage``).
+        at most ``max_leverage``). That book is the **aim** of the step; with the defaults
+        (``weights_map="normalized"``, ``trade_rate=1``, ``no_trade_band=0``) the book is
+        rebalanced to it in full, today's and FinRL's rule; `weights_map`, `trade_rate` and
+        `no_trade_band` change how the action becomes the aim and how far the book moves.
     :param market_neutral: weights mode with short selling: the actions are first
         demeaned across the stocks, ``a - mean(a)``, so every target portfolio is
         dollar-neutral (no net market exposure), as a cross-sectional strategy is.
@@ -160,7 +179,40 @@ class EnvConfig:
         no margin loan (cash never goes below 0 through a trade), so exposure above 1
         comes from short sales funding longs; above 1 needs ``short_selling=True`` and
         weights mode.
+    :param weights_map: weights mode: how an action becomes the aim portfolio.
+        ``"normalized"`` (today's mapping): the formulas above, which rescale any action
+        with ``sum |a| > max_leverage`` to gross ``max_leverage``, so the aim's size does not
+        depend on the action's (exploration noise of any size becomes a book of full gross).
+        ``"linear"``: ``w = a x LINEAR_WEIGHT_SCALE x max_leverage / N`` (after demeaning when
+        market-neutral; long only ``clip(a, 0, 1)`` instead of ``a``), then divided by
+        ``max(1, sum |w| / max_leverage)``: the aim grows with the action, so small noise
+        is a small book and a policy can learn to shrink it.
+    :param trade_rate: weights mode: the share kappa in [0, 1] of the way from the current
+        book to the aim that each step trades (partial adjustment, Garleanu and Pedersen
+        2013): ``w' = w + kappa x (aim - w)``, weights at the fill price. 1 trades all the
+        way; 0 never trades.
+    :param no_trade_band: weights mode: a no-trade band b >= 0 around the current book,
+        in weight (a fraction of the portfolio value; Davis and Norman 1990). Per stock
+        (``band_scope="stock"``): a stock whose aim is within b of its weight is not
+        traded; one further away is traded **to the band's edge**, ``aim -+ b``, not to
+        the aim. Whole book (``"book"``): no trade while ``sum |aim - w| <= b``; beyond it
+        every stock moves toward its aim until ``sum |aim - w'| = b``. Applied before the
+        rate: ``w' = w + kappa x band(aim - w)``. So each stock's new weight lies between
+        its weight and its aim: nothing is bought or sold past the aim.
+    :param band_scope: ``"stock"`` or ``"book"``, see `no_trade_band`.
     :param reward_scale: reward = change of portfolio value x this (1e-4 as in FinRL).
+    :param reward: ``"value"``: the change of the portfolio value (the default; the
+        backtest's measure). ``"aim"`` (weights mode): a training reward that credits each
+        action with its own effect when the book moves toward the aim slowly: the return
+        of bar t+1 (fill to close) on the aim portfolio, at the value at the fill, less the
+        costs paid in the step (all terms, borrow included). Under a trade rate kappa the
+        book is an average of recent aims, so its profit over time is about the aims'
+        profit, lagged: the aim's own return credits an action at once, while the change
+        of value mixes in the positions that earlier actions built (at kappa = 0.05, 95% of
+        the position, and of its noise, is not this action's). With it a discount of 0
+        still values a position that pays its cost now and earns later: an aim away from
+        the book pays ``kappa x cost`` per step while the book converges and earns the
+        aim's return every step it is held.
     :param episode_length: steps per episode; None runs to the end of the data. An
         episode that would pass the last bar is truncated there.
     :param random_start: True: each (re)start draws the first bar uniformly among
@@ -196,6 +248,7 @@ class EnvConfig:
     buy_cost: float = 0.001
     sell_cost: float = 0.001
     reward_scale: float = 1e-4
+    reward: Literal["value", "aim"] = "value"
     episode_length: int | None = None
     random_start: bool = True
     short_selling: bool = False
@@ -207,6 +260,10 @@ class EnvConfig:
     return_windows: tuple[int, ...] = ()
     costs: CostModel = CostModel()
     max_leverage: float = 1.0
+    weights_map: Literal["normalized", "linear"] = "normalized"
+    trade_rate: float = 1.0
+    no_trade_band: float = 0.0
+    band_scope: Literal["stock", "book"] = "stock"
 
     def __post_init__(self) -> None:
         if isinstance(self.costs, Mapping):
@@ -227,6 +284,10 @@ class EnvConfig:
                 raise ConfigError(f"EnvConfig.{key} must be in [0, 1), got {rate}")
         if not math.isfinite(self.reward_scale):
             raise ConfigError(f"EnvConfig.reward_scale must be finite, got {self.reward_scale}")
+        if self.reward not in REWARDS:
+            raise ConfigError(f"EnvConfig.reward must be one of {REWARDS}, got {self.reward!r}")
+        if self.reward == "aim" and self.action_mode != "weights":
+            raise ConfigError("EnvConfig.reward='aim' needs action_mode='weights' (it rewards the aim portfolio)")
         length = self.episode_length
         if length is not None and (int(length) != length or length < 1):
             raise ConfigError(f"EnvConfig.episode_length must be a positive integer or None, got {self.episode_length}")
@@ -262,6 +323,31 @@ class EnvConfig:
                 f"EnvConfig.max_leverage={self.max_leverage} needs action_mode='weights' with short_selling=True "
                 "(there is no margin loan: a long-only book cannot exceed 1)"
             )
+        self._check_aim_rules()
+
+    def _check_aim_rules(self) -> None:
+        """`weights_map`, `trade_rate`, `no_trade_band` and `band_scope`: values and mode."""
+        if self.weights_map not in WEIGHTS_MAPS:
+            raise ConfigError(f"EnvConfig.weights_map must be one of {WEIGHTS_MAPS}, got {self.weights_map!r}")
+        if self.band_scope not in BAND_SCOPES:
+            raise ConfigError(f"EnvConfig.band_scope must be one of {BAND_SCOPES}, got {self.band_scope!r}")
+        rate, band = self.trade_rate, self.no_trade_band
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
+            raise ConfigError(f"EnvConfig.trade_rate must be a number in [0, 1], got {rate!r}")
+        if isinstance(band, bool) or not isinstance(band, (int, float)) or not (math.isfinite(band) and band >= 0):
+            raise ConfigError(f"EnvConfig.no_trade_band must be a number >= 0 (a weight), got {band!r}")
+        object.__setattr__(self, "trade_rate", float(rate))
+        object.__setattr__(self, "no_trade_band", float(band))
+        if self.action_mode == "shares" and not self.rebalances_in_full:
+            raise ConfigError(
+                "EnvConfig: weights_map, trade_rate and no_trade_band move a book of target weights; "
+                "they need action_mode='weights' (shares mode orders shares directly)"
+            )
+
+    @property
+    def rebalances_in_full(self) -> bool:
+        """True for today's mapping: the action is the book, rebalanced in full every step."""
+        return self.weights_map == "normalized" and self.trade_rate == 1.0 and self.no_trade_band == 0.0
 
 
 class _Tables(NamedTuple):
@@ -279,6 +365,9 @@ class _Tables(NamedTuple):
     impact: Tensor | None  # impact fraction per sqrt(share) of fills at each bar
     fill_cap: Tensor | None  # float64: the most shares that fill at each bar (participation x volume,
     # whole shares in shares mode), computed once so that a step reads it as it is
+    # the trade rate and the no-trade band of each sub-environment, float64 [E, 1] (None: off)
+    trade_rate: Tensor | None = None
+    band: Tensor | None = None
 
 
 class _State(NamedTuple):
@@ -314,6 +403,11 @@ class _Rules:
     has_costs: bool = False  # any term of CostModel on: the fill takes `_fill_with_costs`
     fused: bool = False  # the kernel runs under torch.compile (see `_dot`)
     native: bool = False  # the cost terms take `market_envs.native` (the CPU, where it could be built)
+    linear_weights: float = 0.0  # weights_map="linear": the aim is the action x this (else 0: "normalized")
+    has_rate: bool = False  # a trade rate below 1 (`_Tables.trade_rate`)
+    has_band: bool = False  # a no-trade band (`_Tables.band`)
+    book_band: bool = False  # the band bounds sum |aim - w| (else each |aim_i - w_i|)
+    aim_reward: bool = False  # EnvConfig.reward == "aim"
 
 
 # --------------------------------------------------------------------- precompute
@@ -426,21 +520,62 @@ def turbulence_index(close: Tensor, window: int, chunk: int = 256) -> Tensor:
 # --------------------------------------------------------------------- step kernel
 
 
-def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rules: _Rules) -> tuple[Tensor, Tensor]:
-    """Requested sells and buys in shares (both >= 0) before cash limits and masks."""
+def _aim_weights(actions: Tensor, rules: _Rules) -> Tensor:
+    """Weights mode: the aim portfolio of the actions, [E, N] (`EnvConfig.weights_map`)."""
+    if rules.short_selling:
+        if rules.market_neutral:
+            actions = actions - actions.mean(-1, keepdim=True)
+        if rules.linear_weights:
+            actions = actions * rules.linear_weights
+        gross = actions.abs().sum(-1, keepdim=True)
+        if rules.max_leverage != 1.0:
+            gross = gross / rules.max_leverage
+        return actions / gross.clamp_min(1.0)
+    weights = actions.clamp(0.0, 1.0)
+    if rules.linear_weights:
+        weights = weights * rules.linear_weights
+    return weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
+
+
+class _Pace(NamedTuple):
+    """How far a step moves the book toward its aim: per sub-environment, float64 [E, 1]."""
+
+    rate: Tensor | None  # the trade rate (None: 1)
+    band: Tensor | None  # the no-trade band, a weight (None: 0)
+
+
+def _toward_aim(aim_value: Tensor, held_value: Tensor, value: Tensor, pace: _Pace, rules: _Rules) -> Tensor:
+    """The value to trade per stock, [E, N] (+ buy, - sell): from the book `held_value` toward
+    the aim `aim_value` ([E, N], at the fill price), through the no-trade band and at the trade
+    rate (`EnvConfig.no_trade_band`, `trade_rate`); `value` [E, 1] is the portfolio's at the fill
+    price, the band's unit."""
+    gap = aim_value.sub_(held_value)  # in place: both are [E, N] tensors of this step (few passes, eager)
+    if pace.band is not None:
+        room = value.abs() * pace.band
+        if rules.book_band:  # to the edge of the ball sum |aim - w| <= band
+            distance = gap.abs().sum(-1, keepdim=True)
+            gap = gap.mul_((1.0 - room / distance.clamp_min(1e-300)).clamp_min(0.0))
+        else:  # each stock to the edge of its own band: the part of the gap beyond +-band
+            gap = gap.sub_(torch.clamp(gap, -room, room))
+    if pace.rate is not None:
+        gap = gap.mul_(pace.rate)
+    return gap
+
+
+def _orders(
+    actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rules: _Rules, pace: _Pace | None = None
+) -> tuple[Tensor, Tensor]:
+    """Requested sells and buys in shares (both >= 0) before cash limits and masks; `pace`: the trade
+    rate and band (weights mode, when `rules` has either)."""
     if rules.weights_mode:
-        if rules.short_selling:
-            if rules.market_neutral:
-                actions = actions - actions.mean(-1, keepdim=True)
-            gross = actions.abs().sum(-1, keepdim=True)
-            if rules.max_leverage != 1.0:
-                gross = gross / rules.max_leverage
-            weights = actions / gross.clamp_min(1.0)
+        weights = _aim_weights(actions, rules)
+        if pace is None:  # today's rule: all the way to the aim
+            value_at_fill = cash + (holdings * price).sum(-1)
+            delta = weights * value_at_fill.unsqueeze(-1) / price - holdings
         else:
-            weights = actions.clamp(0.0, 1.0)
-            weights = weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
-        value_at_fill = cash + (holdings * price).sum(-1)
-        delta = weights * value_at_fill.unsqueeze(-1) / price - holdings
+            held = holdings * price
+            value_at_fill = (cash + held.sum(-1)).unsqueeze(-1)
+            delta = _toward_aim(weights * value_at_fill, held, value_at_fill, pace, rules).div_(price)
     else:
         delta = torch.trunc(actions * rules.max_shares)
     sells = (-delta).clamp_min(0.0)
@@ -450,6 +585,83 @@ def _orders(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rule
     elif not rules.weights_mode:
         sells = torch.minimum(sells, holdings + rules.max_shares).clamp_min(0.0)
     return sells, buys
+
+
+def _mapping_rules(config: EnvConfig, num_stocks: int) -> dict[str, Any]:
+    """The fields of `_Rules` that map actions to orders (`_orders`), from `config`."""
+    linear = config.weights_map == "linear" and config.action_mode == "weights"
+    return {
+        "weights_mode": config.action_mode == "weights",
+        "max_shares": float(config.max_shares),
+        "short_selling": bool(config.short_selling),
+        "market_neutral": bool(config.market_neutral),
+        "max_leverage": float(config.max_leverage),
+        "linear_weights": LINEAR_WEIGHT_SCALE * float(config.max_leverage) / num_stocks if linear else 0.0,
+        "has_rate": config.trade_rate != 1.0,
+        "has_band": config.no_trade_band != 0.0,
+        "book_band": config.band_scope == "book",
+    }
+
+
+def _pace_of(config: EnvConfig, rules: _Rules, rows: int, device: torch.device) -> _Pace | None:
+    """`config`'s trade rate and band for `rows` accounts, [rows, 1] each (None where off)."""
+    if not (rules.has_rate or rules.has_band):
+        return None
+    def column(x: float) -> Tensor:
+        return torch.full((rows, 1), x, dtype=torch.float64, device=device)
+    return _Pace(column(config.trade_rate) if rules.has_rate else None,
+                 column(config.no_trade_band) if rules.has_band else None)  # fmt: skip
+
+
+def _clean_actions(actions: Tensor, dtype: torch.dtype) -> Tensor:
+    """Actions clipped to [-1, 1], NaN as 0 (no order): checking them would cost a sync."""
+    actions = actions.to(dtype).clamp(-1.0, 1.0)
+    return torch.where(actions == actions, actions, torch.zeros_like(actions))  # NaN -> 0, vectorises
+
+
+def _mapping_only(config: EnvConfig, num_stocks: int) -> _Rules:
+    """`_Rules` holding only what maps actions to orders (the rest neutral)."""
+    return _Rules(**_mapping_rules(config, num_stocks), buy_cost=0.0, sell_cost=0.0, reward_scale=1.0,
+                  initial_cash=float(config.initial_cash), account_low=0.0, account_high=1.0)  # fmt: skip
+
+
+def aim_weights(actions: Tensor, config: EnvConfig) -> Tensor:
+    """Weights mode: the aim portfolio of `actions` [B, N] under `config`'s mapping (clipped,
+    NaN as 0, market-neutral, linear or normalized, within the leverage), float64 [B, N]: the
+    book the step moves toward at its trade rate and band."""
+    if config.action_mode != "weights":
+        raise ConfigError("aim_weights: the aim portfolio is a weights-mode idea (action_mode='weights')")
+    return _aim_weights(_clean_actions(actions, torch.float64), _mapping_only(config, actions.shape[-1]))
+
+
+def aim_actions(aim: Tensor, config: EnvConfig) -> Tensor:
+    """Actions whose aim portfolio (`aim_weights`) is `aim` [B, N], for a valid aim: one the
+    mapping can give (within the leverage; long only without short selling; dollar-neutral
+    when market-neutral), such as a weighted mean of other actions' aims. The mapping is
+    ``aim = s x a`` below its gross limit (``s`` the linear scale, 1 when normalized), so the
+    action is ``aim / s``, clipped to [-1, 1] (only rounding is clipped for a valid aim)."""
+    rules = _mapping_only(config, aim.shape[-1])
+    scale = rules.linear_weights or 1.0
+    return (aim.to(torch.float64) / scale).clamp(-1.0, 1.0)
+
+
+def target_holdings(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, config: EnvConfig) -> Tensor:
+    """The shares each account asks to hold after a step of `actions`: the env's own mapping.
+
+    `actions` [B, N] (clipped to [-1, 1], NaN as 0, as `StockTradingVecEnv.step` takes them),
+    `holdings` [B, N] shares, `price` [N] or [B, N] the fill price (or the caller's estimate
+    of it), `cash` [B], `config` the env rules (`EnvConfig`: action mode, weights map, trade
+    rate, no-trade band, short selling, leverage). Returns float64 [B, N]: the holdings plus
+    the orders of `_orders`, before the turbulence guard, the tradable mask, the participation
+    cap and the cash limit, which a step applies next. A live trader (`trader act`) turns a
+    policy's actions into orders with it, by the rules the policy was trained under.
+    """
+    holdings = holdings.to(torch.float64)
+    price = price.to(torch.float64).expand_as(holdings)
+    rules = _mapping_only(config, holdings.shape[-1])
+    pace = _pace_of(config, rules, holdings.shape[0], holdings.device)
+    sells, buys = _orders(_clean_actions(actions, torch.float64), holdings, price, cash.to(torch.float64), rules, pace)
+    return holdings - sells + buys
 
 
 class _Market(NamedTuple):
@@ -488,11 +700,12 @@ class _Side(NamedTuple):
 
 
 def _fill(
-    state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules
+    state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules,
+    pace: _Pace | None = None,
 ) -> _Fill:
     """Settle sells then buys at `price`, charging every cost term; see the module docstring."""
     holdings = state.holdings
-    sells, buys = _orders(actions, holdings, price, state.cash, rules)
+    sells, buys = _orders(actions, holdings, price, state.cash, rules, pace)
     guard = guard.unsqueeze(-1)
     sells = torch.where(guard, holdings.clamp_min(0.0), sells)
     buys = torch.where(guard, torch.zeros_like(buys), buys)
@@ -867,6 +1080,45 @@ def within_cash(buys: Tensor, cash: Tensor, price: Tensor, t1: int | Tensor, tab
     return _buys_within_cash(buys, price, cash, rate, fee, market, rules)[0]
 
 
+FILL_PARTS = ("value", "commission", "spread", "impact")
+"""What `fill_costs` gives per stock (beside the fill ``price``): the value traded and each cost term."""
+
+
+def fill_costs(before: Tensor, after: Tensor, bars: Tensor, tables: _Tables, rules: _Rules) -> dict[str, Tensor]:
+    """Each stock's fill that took holdings from `before` to `after` [B, N] at the open of bar
+    ``bars[b]`` [B], valued and charged by the step's own cost functions: ``price`` (the
+    open), ``value`` (shares x open), ``commission``, ``spread``, ``impact``, each float64 [B, N].
+
+    The step charges the shares that fill: the sales, and the buys after the participation
+    cap and the cash limit. A stock is sold or bought in one fill, never both, so its half-spread
+    and impact rate is `_slippage` of its filled shares and its commission `_order_commission`
+    of its side, as in `_fill_with_costs`. Summed over the stocks, the parts equal the step's
+    ``info`` entries (``turnover`` x value, ``cost_commission``, ``cost_spread``,
+    ``cost_impact``; tests/test_trades.py); the borrow fee is the close's, not a fill's.
+    """
+    before, after = before.to(torch.float64), after.to(torch.float64)
+    sold = (before - after).clamp_min(0.0)
+    bought = (after - before).clamp_min(0.0)
+    price = tables.open.index_select(0, bars).double()
+    value = (sold + bought) * price
+    zero = torch.zeros_like(value)
+    if not rules.has_costs:
+        return {"value": value, "commission": sold * price * rules.sell_cost + bought * price * rules.buy_cost,
+                "spread": zero, "impact": zero, "price": price.expand_as(value)}  # fmt: skip
+    market = _Market(_row(tables.half_spread, bars), _row(tables.impact, bars), None)
+    rate = _slippage(sold + bought, market)
+    slipped = zero if rate is None else value * rate
+    spread = zero if market.half_spread is None else value * market.half_spread
+    impact = zero if market.impact is None else (slipped - spread).clamp_min(0.0)
+    commission = []
+    for shares, rate_of_side, sale in ((sold, rules.sell_cost, True), (bought, rules.buy_cost, False)):
+        side_value = shares * price
+        fee = _order_commission(shares, side_value, rate, rate_of_side, rules, sale)
+        commission.append(side_value * rate_of_side if fee is None else fee)
+    return {"value": value, "commission": commission[0] + commission[1], "spread": spread, "impact": impact,
+            "price": price.expand_as(value)}  # fmt: skip
+
+
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
     """The accounting of one step of every sub-environment; pure function of tensors.
 
@@ -878,13 +1130,13 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     price = tables.open.index_select(0, t1).double()
     tradable = tables.tradable.index_select(0, t1)
     guard = tables.guard.index_select(0, state.t)
-    actions = actions.to(price.dtype).clamp(-1.0, 1.0)
-    actions = torch.where(actions == actions, actions, torch.zeros_like(actions))  # NaN -> 0, vectorises
+    actions = _clean_actions(actions, price.dtype)
     if rules.native:
         market = _Market(tables.half_spread, tables.impact, tables.fill_cap, bars=t1)
     else:
         market = _Market(_row(tables.half_spread, t1), _row(tables.impact, t1), _row(tables.fill_cap, t1))
-    fill = _fill(state, actions, price, tradable, guard, market, rules)
+    pace = _Pace(tables.trade_rate, tables.band) if (rules.has_rate or rules.has_band) else None
+    fill = _fill(state, actions, price, tradable, guard, market, rules, pace)
     holdings = fill.holdings
 
     close = tables.close.index_select(0, t1).double()
@@ -895,7 +1147,13 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
         borrow = torch.zeros_like(fill.cash)
         cash = fill.cash
     value = cash + (holdings * close).sum(-1)
-    reward = ((value - state.value) * rules.reward_scale).float()
+    if rules.aim_reward:  # the aim's return over the bar, at the value at the fill, less the step's costs
+        value_at_fill = state.cash + (state.holdings * price).sum(-1)
+        earned = value_at_fill * (_aim_weights(actions, rules) * (close / price - 1.0)).sum(-1)
+        paid = fill.commission + fill.spread + fill.impact + borrow
+        reward = ((earned - paid) * rules.reward_scale).float()
+    else:
+        reward = ((value - state.value) * rules.reward_scale).float()
     terminated = value <= 0.0
     truncated = (t1 >= state.end) & ~terminated
     done = terminated | truncated
@@ -1111,17 +1369,14 @@ class StockTradingVecEnv:
         has_costs = (costs.per_order_commission or costs.has_spread or costs.impact_eta > 0
                      or costs.participation is not None)  # fmt: skip
         self._rules = _Rules(
-            weights_mode=config.action_mode == "weights",
-            max_shares=float(config.max_shares),
+            **_mapping_rules(config, self.num_stocks),
             buy_cost=float(config.buy_cost),
             sell_cost=float(config.sell_cost),
             reward_scale=float(config.reward_scale),
             initial_cash=float(config.initial_cash),
-            short_selling=bool(config.short_selling),
-            market_neutral=bool(config.market_neutral),
+            aim_reward=config.reward == "aim",
             account_low=-float(config.feature_clip) if config.short_selling else 0.0,
             account_high=float(config.feature_clip) if config.short_selling else 1.0,
-            max_leverage=float(config.max_leverage),
             per_order_commission=costs.per_order_commission,
             commission_per_share=float(costs.commission_per_share),
             commission_min=float(costs.commission_min),
@@ -1131,6 +1386,9 @@ class StockTradingVecEnv:
             fused=bool(compile),
             native=has_costs and self.device.type == "cpu" and native.available(),
         )
+        pace = _pace_of(config, self._rules, self.num_envs, self.device)
+        if pace is not None:
+            self._tables = self._tables._replace(trade_rate=pace.rate, band=pace.band)
         self.compiled = bool(compile)
         shapes = (self.num_envs, *(None if t is None else tuple(t.shape) for t in self._tables))
         self._kernel = (compiled_step_kernel(self._rules, self.device, shapes) if compile
@@ -1337,6 +1595,28 @@ class StockTradingVecEnv:
         """
         return within_cash(buys, cash, price, t + 1, self._tables, self._rules)
 
+    def set_pace(self, trade_rate: Tensor | None = None, no_trade_band: Tensor | None = None) -> None:
+        """Give each sub-environment its own trade rate and/or no-trade band (float [E] each),
+        instead of the config's one for all: several candidates of a grid step as one batch.
+
+        Only what the config already turns on can vary (a rate below 1, a band above 0: the
+        kernel is built without the others); values are checked as `EnvConfig` checks its own.
+        """
+        for name, given, field, on in (("trade_rate", trade_rate, "trade_rate", self._rules.has_rate),
+                                       ("no_trade_band", no_trade_band, "band", self._rules.has_band)):  # fmt: skip
+            if given is None:
+                continue
+            if not on:
+                raise UserError(f"StockTradingVecEnv.set_pace: {name} varies only when the config sets one "
+                                f"(EnvConfig.{name} {'below 1' if name == 'trade_rate' else 'above 0'})")  # fmt: skip
+            values = torch.as_tensor(given, dtype=torch.float64, device=self.device).reshape(-1, 1)
+            if values.shape[0] != self.num_envs:
+                raise UserError(f"StockTradingVecEnv.set_pace: {name} needs {self.num_envs} values, got {values.shape[0]}")
+            high = 1.0 if name == "trade_rate" else math.inf
+            if not bool(((values >= 0) & (values <= high)).all()):
+                raise UserError(f"StockTradingVecEnv.set_pace: {name} must lie in [0, {high:g}]")
+            self._tables = self._tables._replace(**{field: values.contiguous()})
+
     def requested_orders(self, actions: Tensor, price: Tensor) -> tuple[Tensor, Tensor]:
         """The orders a step would send for `actions` from the current book, priced at `price`.
 
@@ -1348,9 +1628,15 @@ class StockTradingVecEnv:
         the cash limit with its costs.
         """
         state = self._require_reset()
-        actions = actions.to(self.device, torch.float64).clamp(-1.0, 1.0)
+        actions = _clean_actions(actions.to(self.device), torch.float64)
         price = price.to(self.device, torch.float64).expand_as(state.holdings)
-        return _orders(actions, state.holdings, price, state.cash, self._rules)
+        pace = _Pace(self._tables.trade_rate, self._tables.band) if (self._rules.has_rate or self._rules.has_band) else None
+        return _orders(actions, state.holdings, price, state.cash, self._rules, pace)
+
+    def fill_costs(self, before: Tensor, after: Tensor, bars: Tensor) -> dict[str, Tensor]:
+        """Each stock's value traded and costs by term of the fills that took holdings from
+        `before` to `after` at the open of `bars` (`fill_costs`; a trade list's rows)."""
+        return fill_costs(before.to(self.device), after.to(self.device), bars.to(self.device), self._tables, self._rules)
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Advance every sub-environment by one bar.

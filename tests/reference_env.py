@@ -140,6 +140,10 @@ class ReferenceEnv:
         self.t = bar
         self.value = self.portfolio_value(bar)
         reward = (self.value - previous_value) * cfg.reward_scale
+        if cfg.reward == "aim":  # the aim's return over the bar, at the value at the fill, less the costs
+            aim, value_at_fill = self.aim_and_value
+            earned = value_at_fill * sum(aim[i] * (self.close[bar, i] / price[i] - 1.0) for i in range(self.n))
+            reward = (earned - (commission + spread_paid + impact_paid + borrow)) * cfg.reward_scale
         terminated = self.value <= 0.0
         truncated = (not terminated) and self.t >= self.end
         info = {
@@ -164,17 +168,33 @@ class ReferenceEnv:
         if cfg.action_mode == "shares":
             delta = [float(math.trunc(a * cfg.max_shares)) for a in action]
         else:
+            # "linear": an action of 1 asks for 2 x max_leverage / N of the value in one stock
+            scale = 2.0 * cfg.max_leverage / self.n if cfg.weights_map == "linear" else 1.0
             if cfg.short_selling:
                 if cfg.market_neutral:
                     mean = sum(action) / len(action)
                     action = [a - mean for a in action]
+                action = [a * scale for a in action]
                 gross = sum(abs(a) for a in action)
                 weights = [a / max(1.0, gross / cfg.max_leverage) for a in action]
             else:
-                longs = [min(1.0, max(0.0, a)) for a in action]
+                longs = [min(1.0, max(0.0, a)) * scale for a in action]
                 weights = [w / max(1.0, sum(longs)) for w in longs]
             value_at_fill = self.cash + sum(self.holdings[i] * price[i] for i in range(self.n))
-            delta = [weights[i] * value_at_fill / price[i] - self.holdings[i] for i in range(self.n)]
+            self.aim_and_value = (weights, value_at_fill)
+            if cfg.trade_rate == 1.0 and cfg.no_trade_band == 0.0:  # all the way to the aim
+                delta = [weights[i] * value_at_fill / price[i] - self.holdings[i] for i in range(self.n)]
+            else:
+                # the aim's value less the book's, through the no-trade band, times the trade rate
+                gaps = [weights[i] * value_at_fill - self.holdings[i] * price[i] for i in range(self.n)]
+                room = abs(value_at_fill) * cfg.no_trade_band
+                if cfg.band_scope == "book":
+                    distance = sum(abs(g) for g in gaps)
+                    keep = max(0.0, 1.0 - room / distance) if distance > 0 else 0.0
+                    gaps = [g * keep for g in gaps]
+                else:
+                    gaps = [math.copysign(max(abs(g) - room, 0.0), g) for g in gaps]
+                delta = [cfg.trade_rate * gaps[i] / price[i] for i in range(self.n)]
         sells, buys = [], []
         for i in range(self.n):
             sell = max(0.0, -delta[i])

@@ -265,7 +265,9 @@ def test_cli_writes_report_and_prints_table(tmp_path: Path, cli_data, capsys) ->
     assert code == 0
     assert "Equal-weight buy-and-hold" in out and "Sharpe ratio" in out and "Period: test" in out
     assert (run_dir / "report.md").is_file() and (run_dir / "report.json").is_file()
-    assert sorted(p.name for p in (run_dir / "backtests").iterdir()) == [
+    assert sorted(p.name for p in (run_dir / "backtests").glob("*.parquet")) == [
+        "benchmark.parquet", "equal_weight.parquet", "equal_weight_daily.parquet"]
+    assert sorted(p.name for p in (run_dir / "backtests" / "trades").iterdir()) == [  # each one's fills
         "benchmark.parquet", "equal_weight.parquet", "equal_weight_daily.parquet"]
 
 
@@ -397,7 +399,7 @@ def test_the_oracle_baseline_trades_the_planted_rule_and_needs_an_edge() -> None
     part = "2023-01-10:2023-01-19"
     free = replace(QUIET, buy_cost=0.0, sell_cost=0.0)  # the rule's edge is stated before costs
     result = run_backtest(data, period=part, config=free)
-    assert set(result.series) == {"benchmark", "equal_weight", "equal_weight_daily", "oracle"}
+    assert set(result.series) == {"benchmark", "equal_weight", "equal_weight_daily", "oracle", "oracle_costs"}
     panel = result.series["oracle"].index
     offset = int(data.timestamps.get_loc(panel[0]))
     rules = EnvConfig(action_mode="weights", short_selling=True, features=("close",))
@@ -408,3 +410,30 @@ def test_the_oracle_baseline_trades_the_planted_rule_and_needs_an_edge() -> None
     plain = session_panel(n_tickers=2, n_days=4, bars_per_day=10, seed=12, benchmark=False)
     with pytest.raises(UserError, match="no planted edge"):
         run_backtest(plain, baselines=["oracle"], config=QUIET)
+
+
+def test_the_oracle_under_costs_trades_the_rule_through_the_rate_or_band_best_on_the_training_period() -> None:
+    """"oracle_costs": the rule's weights as the aim, through the candidate rate or band whose net Sharpe
+    on the training period is the highest; every candidate is the rule traded alone through it."""
+    from market_envs.data import EdgeSpec, synthetic
+    from trader.backtest.engine import ORACLE_BANDS, ORACLE_RATES, oracle_rules, oracle_schedule, oracle_under_costs
+
+    spec = EdgeSpec(kind="mean_reversion", strength_sharpe=40.0, fraction=1.0, horizon=60)
+    data = synthetic(6, "2023-01-03", "2023-02-10", seed=4, edge=spec)
+    data.meta.update(train_end="2023-01-25", val_end="2023-02-03")
+    config = replace(QUIET, buy_cost=0.0005, sell_cost=0.0005)
+    slow = oracle_under_costs(data, config, torch.device("cpu"))
+    train = data.period("train")
+    schedule = ActionSchedule(oracle_schedule(data, train).actions)
+    sharpes = {}
+    for rate, band in [(r, 0.0) for r in ORACLE_RATES] + [(1.0, b / 6) for b in ORACLE_BANDS]:
+        rules = oracle_rules(rate, band)
+        alone = run_backtest(train, {"rule": schedule}, baselines=[], config=replace(config, policy_env=rules))
+        sharpes[(rate, band)] = alone.metrics.loc["rule", "sharpe_ratio"]
+    best = max(sharpes, key=sharpes.get)
+    assert (slow.rules.trade_rate, slow.rules.no_trade_band) == pytest.approx(best)
+    assert slow.sharpe == pytest.approx(sharpes[best], rel=1e-6)  # the fit multiplies by a rate of 1.0: rounding
+    assert slow.sharpe >= sharpes[(1.0, 0.0)]  # the cost-blind rule is one candidate
+    result = run_backtest(data, period="test", config=config)
+    assert result.strategies["oracle_costs"].label.startswith("Oracle under costs (")
+    assert "training period" in result.strategies["oracle_costs"].source

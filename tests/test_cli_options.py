@@ -25,6 +25,8 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--cost": "market only, with or without --preset; refused with --env and with --costs",
         "--costs": "market only: refused with --env", "--cost-set": "refused without --costs",
         "--overwrite": ACTS,
+        **{o: "market weights mode only: refused with --env and for rules in shares mode" for o in
+           ("--trade-rate", "--no-trade-band", "--weights-map")},
     },
     "backtest": {
         "run_dir": ACTS, "--dataset": ACTS, "--period": ACTS, "--strategies": ACTS, "--output": ACTS,
@@ -44,6 +46,8 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--insecure": "refused without --scheduler", "--gpus": ACTS, "--device": "refused with --gpus",
         "--preset": "market only: refused with --env", "--cost": "refused with --costs and with --env",
         "--costs": "refused with --env", "--cost-set": "refused without --costs",
+        **{o: "market weights mode only: refused with --env and for rules in shares mode" for o in
+           ("--trade-rate", "--no-trade-band", "--weights-map")},
     },
     "dashboard": {"runs_dir": ACTS, "--port": ACTS, "--host": ACTS},
     "act": {o: ACTS for o in ("run_dir", "--at", "--book", "--strategy", "--period", "--dataset", "--output", "--device")},
@@ -69,6 +73,14 @@ OPTIONS: dict[str, dict[str, str]] = {
     "data info": {"recipe": ACTS, "--data-dir": ACTS, "--set": ACTS},
     "data validate": {"path": ACTS, "--assume-tz": ACTS, "--benchmark": ACTS, "--tickers": ACTS},
     "cluster certs": {"folder": ACTS, "--hosts": ACTS, "--days": ACTS},
+    "paper": {
+        **{o: ACTS for o in ("run_dir", "--broker", "--max-bars", "--max-order-value", "--max-gross-exposure",
+                             "--daily-loss-limit", "--max-drawdown", "--cash-tolerance", "--dataset", "--device")},
+        "--flatten-before-close": "intraday bars only: refused for daily bars (trader.paper)",
+        "--period": "--broker replay only: refused with alpaca",
+        **{o: "--broker alpaca only: refused with replay" for o in ("--broker-url", "--data-url", "--feed", "--dry-run",
+                                                                    "--fill-timeout", "--send-window", "--poll", "--backoff")},
+    },
     "experiment podracer": {
         **{o: ACTS for o in ("run_dir", "--dataset", "--pod-steps", "--workers", "--years", "--commission", "--costs",
                              "--libraries", "--snapshot-every", "--seed", "--device")},
@@ -140,6 +152,12 @@ REFUSED = [
     (["baselines", "RUN", "--libraries", "sb3", "--windows", "2"], "--windows applies to finrl"),
     (["baselines", "RUN", "--no-backtest", "--no-tear-sheet"], "--tear-sheet and --output apply to the backtest"),
     (["baselines", "RUN", "--no-backtest", "--output", "json"], "--tear-sheet and --output apply to the backtest"),
+    # trader paper
+    (["paper", "RUN", "--broker", "replay", "--feed", "sip"], "--feed does not apply to --broker replay"),
+    (["paper", "RUN", "--poll", "0", "--fill-timeout", "5"], "--fill-timeout, --poll do not apply to --broker replay"),
+    (["paper", "RUN", "--send-window", "5", "--backoff", "1"], "--send-window, --backoff do not apply to --broker replay"),
+    (["paper", "RUN", "--data-url", "http://127.0.0.1:9"], "--data-url does not apply to --broker replay"),
+    (["paper", "RUN", "--broker", "alpaca", "--period", "test"], "--period does not apply to --broker alpaca"),
     # trader walkforward
     ([*WALK, "--learner", "tournament", "--steps", "5000"], "--steps and --eval-every apply to a single learner"),
     ([*WALK, "--learner", "tournament", "--eval-every", "500"], "--steps and --eval-every apply to a single learner"),

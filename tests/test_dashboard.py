@@ -30,6 +30,7 @@ TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_s
 TINY_OFF = {"hidden_sizes": [16], "learning_starts": 256, "iteration_steps": 256, "batch_size": 64}
 
 
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     """A runs folder with ``ppo`` (train + backtest) and ``tour`` (a tournament with its backtest)."""
@@ -370,6 +371,19 @@ def test_a_runs_other_reports_are_listed_beside_its_own_and_show_their_numbers(r
         name: report["metrics"][name]["sharpe_ratio"] for name in report["order"]}
     at.switch_page("pages/significance.py").run()
     assert "ppo/reports/validation" in at.sidebar.selectbox(key="significance_run").options
+
+
+def test_the_strategies_page_shows_and_offers_each_trade_list(built: Path) -> None:
+    report = report_of(built / "ppo")
+    at = app_test(built).run()
+    assert not at.exception
+    options = next(w for w in at.selectbox if w.label == "Strategy").options  # keyed on the runs picked
+    assert len(options) == len([k for k in report["files"] if k.startswith("trades:")])
+    shown = next(d.value for d in at.dataframe if "ticker" in d.value.columns)
+    name = report["files"][f"trades:{options[0]}"]
+    written = pd.read_parquet(built / "ppo" / name)
+    assert len(shown) == min(len(written), 1000) and list(shown.columns) == list(written.columns)
+    assert any(b.label.startswith("Download the trade list") for b in at.get("download_button"))
 
 
 def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_trials(built: Path) -> None:
@@ -713,7 +727,8 @@ def test_stopping_trader_dashboard_stops_streamlit_and_frees_the_port(tmp_path: 
 @pytest.mark.browser
 def test_every_page_draws_in_headless_chromium(built: Path, tmp_path: Path) -> None:
     """`make screenshots`' code path on the tiny runs: every page draws, none shows an exception."""
-    from dashboards import screenshots
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # a developer's tool, outside the package
+    import dashboard_screenshots as screenshots
 
     if screenshots.find_browser() is None:
         pytest.skip("chromium and chromedriver are not installed (make screenshots installs them)")

@@ -618,6 +618,21 @@ def test_cuda_equals_cpu(mode, costs):
     _assert_same_trajectory(left, right)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("pace", [{"trade_rate": 0.3}, {"no_trade_band": 0.02}, {"no_trade_band": 0.05, "band_scope": "book"}],
+                         ids=["rate", "band", "book-band"])  # fmt: skip
+@pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
+def test_cuda_equals_cpu_with_the_action_that_can_hold(pace, costs):
+    """The linear aim, a trade rate or a no-trade band and the aim reward: the same on CUDA."""
+    config = EnvConfig(action_mode="weights", short_selling=True, weights_map="linear", reward="aim", episode_length=6,
+                       initial_cash=30_000.0, random_start=False, costs=costs, **pace)  # fmt: skip
+    actions = random_actions(12, 8, PANEL.num_tickers, seed=9)
+    left = _trajectory(StockTradingVecEnv(PANEL, 8, "cpu", config), actions)
+    right = _trajectory(StockTradingVecEnv(PANEL, 8, "cuda", config), actions)
+    _assert_same_trajectory(left, right)
+
+
 # --------------------------------------------------------------------- return windows
 
 

@@ -122,12 +122,12 @@ def test_a_run_directory_with_other_settings_or_other_files_is_refused(tmp_path:
     config = ExperimentConfig(run_dir=str(root), dataset="synthetic-minute", pods=2)
     assert ExperimentConfig.from_dict(rundir.read_toml(claim(config, root) and root / "experiment.toml")) == config
     assert claim(config, root) == config  # the same settings resume
-    with pytest.raises(UserError, match="other settings \\(pods\\)"):
+    with pytest.raises(UserError, match="an experiment with another config \\(differs in pods\\)"):
         claim(ExperimentConfig(run_dir=str(root), dataset="synthetic-minute", pods=3), root)
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
-    with pytest.raises(UserError, match="holds something already \\(notes.txt\\): give another run directory"):
+    with pytest.raises(UserError, match="holds a run already \\(notes.txt\\): give another run directory"):
         claim(config, other)
     assert (other / "notes.txt").read_text() == "mine"
 
@@ -179,3 +179,34 @@ def test_the_experiment_runs_end_to_end_and_a_killed_one_resumes_to_the_same_tab
     assert _run(tmp_path / "resumed", recipe) == 0
     assert _table(tmp_path / "resumed") == whole  # one worker, a fixed seed: the same table
     assert time.monotonic() - started < 600
+
+
+@pytest.mark.slow
+def test_the_experiment_runs_on_a_local_server_speaking_alpacas_api(tmp_path: Path, monkeypatch, capsys):
+    """The data through the real alpaca-py client, from a loopback server: daily bars of two
+    stocks and QQQ over 190 sessions, at reduced scale (2 pods, SB3 only)."""
+    import exchange_calendars as xcals
+
+    from vendor_server import KEY_ID, SECRET, VendorServer, bars_frame
+
+    monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("APCA_API_KEY_ID", KEY_ID)
+    monkeypatch.setenv("APCA_API_SECRET_KEY", SECRET)
+    sessions = xcals.get_calendar("XNYS").sessions_in_range("2020-06-01", "2021-02-26")
+    minutes = pd.DatetimeIndex([pd.Timestamp(f"{day:%Y-%m-%d} 09:30", tz="America/New_York") + pd.Timedelta(minutes=m)
+                                for day in sessions for m in range(30)]).tz_convert("UTC")  # fmt: skip
+    bars = {ticker: bars_frame(minutes, seed=k, level=50.0 + 40 * k) for k, ticker in enumerate(("AAA", "BBB", "QQQ"))}
+    with VendorServer(bars, page_size=5000).running() as server:
+        recipe = tmp_path / "alpaca.toml"
+        recipe.write_text(f'source = "alpaca"\ninterval = "1D"\nstart = "2020-06-01"\nend = "2021-03-01"\n'
+                          f'train_end = "2020-11-01"\nval_end = "2021-01-01"\nbenchmark = "QQQ"\n'
+                          f'tickers = ["AAA", "BBB"]\n\n[alpaca]\nurl = "{server.url}"\nbackoff_s = 0.01\n')  # fmt: skip
+        code = main(["experiment", "podracer", str(tmp_path / "run"), "--dataset", str(recipe), "--pods", "2",
+                     "--pod-steps", "512", "--workers", "1", "--libraries", "sb3", "--snapshot-every", "0.5"])  # fmt: skip
+        asked = {query.get("symbols") for path, query in server.requests if path.startswith("/v2/stocks/bars")}
+    assert code == 0 and asked == {"AAA", "BBB", "QQQ"}
+    names = [row["strategy"] for row in _table(tmp_path / "run")]
+    assert "QQQ buy-and-hold" in names and "Vanilla PPO" in names and "SB3 PPO (seed 0)" in names
+    dates = experiment_dates("2020-06-01", "2021-03-01", None)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["period"]["name"] == "test" and report["period"]["start"] >= dates["val_end"]

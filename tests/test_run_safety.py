@@ -127,6 +127,13 @@ def test_train_overwrite_leaves_nothing_of_the_old_run(run: Path, recipe: Path, 
     assert rundir.read_toml(run / "config.toml")["seed"] == 3
 
 
+def test_overwrite_of_a_folder_that_does_not_exist_yet_starts_a_new_run(tmp_path: Path, recipe: Path, capsys) -> None:
+    fresh = tmp_path / "fresh"
+    assert main(train_args(recipe, fresh, "--overwrite")) == 0
+    capsys.readouterr()
+    assert (fresh / "config.toml").is_file()
+
+
 def test_overwrite_never_deletes_a_file_it_did_not_write(run: Path, recipe: Path, capsys) -> None:
     (run / "notes.txt").write_text("mine")
     refused(train_args(recipe, run, "--overwrite"), run, capsys, "notes.txt", "no run writes")
@@ -163,7 +170,8 @@ def test_an_overwritten_report_keeps_no_series_of_a_strategy_it_lost(run: Path, 
     assert main(["backtest", str(run), "--report", "two", "--strategies", "best,final", "--no-tear-sheet", "--no-breakeven"]) == 0
     assert main(["backtest", str(run), "--report", "two", "--strategies", "best", "--no-tear-sheet", "--no-breakeven", "--overwrite"]) == 0
     capsys.readouterr()
-    assert sorted(p.name for p in (run / "reports" / "two" / "backtests").iterdir()) == ["best.parquet"]
+    assert sorted(p.name for p in (run / "reports" / "two" / "backtests").glob("*.parquet")) == ["best.parquet"]
+    assert sorted(p.name for p in (run / "reports" / "two" / "backtests" / "trades").iterdir()) == ["best.parquet"]
 
 
 def test_a_strategy_whose_checkpoint_is_gone_is_an_error_naming_it(run: Path, capsys) -> None:

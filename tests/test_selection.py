@@ -31,6 +31,7 @@ from tournament.selection import (
 from trader import rundir
 from trader.agents import get_spec, make_agent
 from trader.agents.ensemble import EnsemblePolicy
+from market_envs.env import EnvConfig, aim_weights
 from trader.errors import UserError
 
 DAYS = pd.bdate_range("2023-01-02", periods=120)
@@ -113,20 +114,54 @@ def test_the_result_is_the_ensemble_only_when_it_scores_higher_on_validation() -
 # --------------------------------------------------------------------------- the ensemble's action
 
 
-def test_members_with_opposite_actions_cancel_and_identical_members_act_as_one() -> None:
+class Fixed:
+    """A member that always asks for the same action."""
+
+    obs_dim, act_dim = 5, 4
+
+    def __init__(self, action: list[float]) -> None:
+        self.action = torch.tensor([action], dtype=torch.float32)
+
+    def act(self, obs, deterministic=True):
+        return self.action.expand(obs.shape[0], -1)
+
+
+SHORTING = [EnvConfig(action_mode="weights", short_selling=True),
+            EnvConfig(action_mode="weights", short_selling=True, weights_map="linear", trade_rate=0.2),
+            EnvConfig(action_mode="weights", short_selling=True, market_neutral=True)]  # fmt: skip
+
+
+@pytest.mark.parametrize("rules", SHORTING, ids=["normalized", "linear-rate", "market-neutral"])
+def test_members_with_opposite_books_give_an_empty_book_and_identical_members_their_own(rules) -> None:
+    obs = torch.randn(3, 5)
+    one, other = Fixed([0.9, -0.3, 0.1, -0.5]), Fixed([-0.9, 0.3, -0.1, 0.5])
+    empty = aim_weights(EnsemblePolicy([one, other], rules=rules).act(obs), rules)
+    torch.testing.assert_close(empty, torch.zeros(3, 4, dtype=torch.float64), atol=1e-7, rtol=0)
+    alone = aim_weights(one.act(obs), rules)
+    same = aim_weights(EnsemblePolicy([one, one], [0.3, 0.7], rules=rules).act(obs), rules)
+    torch.testing.assert_close(same, alone, atol=1e-7, rtol=0)
+    with pytest.raises(UserError, match="summing to 1"):
+        EnsemblePolicy([one, one], [0.5, 0.6], rules=rules)
+
+
+def test_the_ensemble_averages_books_not_actions() -> None:
+    """Under the normalized map an action of gross 4 and one of gross 1 give books of equal
+    gross: the ensemble's book is the mean of the two books, which the mean action is not."""
+    rules = EnvConfig(action_mode="weights", short_selling=True)
+    wide, narrow = Fixed([1.0, 1.0, 1.0, 1.0]), Fixed([1.0, 0.0, 0.0, 0.0])
+    obs = torch.randn(2, 5)
+    books = [aim_weights(member.act(obs), rules) for member in (wide, narrow)]
+    combined = aim_weights(EnsemblePolicy([wide, narrow], rules=rules).act(obs), rules)
+    torch.testing.assert_close(combined, (books[0] + books[1]) / 2, atol=1e-7, rtol=0)  # [0.625, 0.125, ...]
+    by_actions = aim_weights(EnsemblePolicy([wide, narrow]).act(obs), rules)  # the old rule: mean actions
+    assert not torch.allclose(by_actions, combined, atol=1e-3)
+
+
+def test_shares_mode_combines_the_orders() -> None:
     agent = make_agent("td3", 5, 3, {"hidden_sizes": (8,)}, seed=0)
     obs = torch.randn(4, 5)
-
-    class Negated:
-        obs_dim, act_dim = 5, 3
-
-        def act(self, obs, deterministic=True):
-            return -agent.act(obs, deterministic=True)
-
-    assert torch.equal(EnsemblePolicy([agent, Negated()]).act(obs), torch.zeros(4, 3))
-    assert torch.allclose(EnsemblePolicy([agent, agent], [0.3, 0.7]).act(obs), agent.act(obs, deterministic=True))
-    with pytest.raises(UserError, match="summing to 1"):
-        EnsemblePolicy([agent, agent], [0.5, 0.6])
+    mean = EnsemblePolicy([agent, agent], rules=EnvConfig()).act(obs)
+    torch.testing.assert_close(mean, agent.act(obs, deterministic=True))
 
 
 # --------------------------------------------------------------------------- a real tournament

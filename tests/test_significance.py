@@ -9,15 +9,16 @@ import pytest
 
 from dashboards import significance
 from trader import stats
+from trader.backtest.evidence import series_evidence
 
 
 def _evidence() -> dict[str, dict]:
     rng = np.random.default_rng(0)
     trials = rng.normal(0.0, 1.0, 14)
     return {
-        "best pod": stats.strategy_evidence(rng.normal(0.001, 0.01, 400), n_trials=14, trial_sharpes=trials, reps=100),
-        "equal-weight": stats.strategy_evidence(rng.normal(0.0004, 0.01, 400), reps=100),
-        "short": stats.strategy_evidence(rng.normal(0.0, 0.01, 20), reps=100),
+        "best pod": series_evidence(rng.normal(0.001, 0.01, 400), n_trials=14, trial_sharpes=trials, reps=100),
+        "equal-weight": series_evidence(rng.normal(0.0004, 0.01, 400), reps=100),
+        "short": series_evidence(rng.normal(0.0, 0.01, 20), reps=100),
     }
 
 

@@ -18,6 +18,7 @@ from arch.bootstrap import SPA, optimal_block_length
 from scipy import stats as scipy_stats
 
 from trader import metrics, stats
+from trader.backtest.evidence import pbo_json, pbo_verdict, series_evidence, spa_json, spa_verdict, verdict
 from trader.errors import ConfigError
 
 SQRT_YEAR = math.sqrt(metrics.TRADING_DAYS_PER_YEAR)
@@ -165,7 +166,7 @@ def test_intraday_returns_are_compounded_to_daily_first() -> None:
 def test_strategy_evidence_is_json_ready_and_agrees_with_the_parts() -> None:
     returns = _gaussian(12, 500, daily_sharpe=0.08)
     trial_sharpes = np.random.default_rng(13).normal(0.0, 1.0, 14)
-    evidence = stats.strategy_evidence(returns, n_trials=14, trial_sharpes=trial_sharpes, reps=200, seed=3)
+    evidence = series_evidence(returns, n_trials=14, trial_sharpes=trial_sharpes, reps=200, seed=3)
     json.dumps(evidence, allow_nan=False)
     moments = stats.sharpe_moments(returns)
     assert evidence["sharpe"] == pytest.approx(metrics.sharpe_ratio(returns), rel=1e-12)
@@ -182,7 +183,7 @@ def test_strategy_evidence_is_json_ready_and_agrees_with_the_parts() -> None:
 
 
 def test_strategy_evidence_without_trials_gives_none_with_a_reason() -> None:
-    evidence = stats.strategy_evidence(_gaussian(14, 200), reps=50)
+    evidence = series_evidence(_gaussian(14, 200), reps=50)
     json.dumps(evidence, allow_nan=False)
     assert evidence["dsr"] is None and "trial" in evidence["reasons"]["dsr"]
     assert evidence["psr"] is not None
@@ -190,11 +191,11 @@ def test_strategy_evidence_without_trials_gives_none_with_a_reason() -> None:
 
 def test_one_trial_means_no_deflation_and_too_few_trial_sharpes_are_refused() -> None:
     returns = _gaussian(22, 300, daily_sharpe=0.05)
-    single = stats.strategy_evidence(returns, n_trials=1, reps=50)
+    single = series_evidence(returns, n_trials=1, reps=50)
     assert single["dsr"] == single["psr"] and single["expected_max_sharpe"] == 0.0
-    assert "fewer than 2" in stats.strategy_evidence(returns, n_trials=5, trial_sharpes=[1.0], reps=50)["reasons"]["dsr"]
+    assert "fewer than 2" in series_evidence(returns, n_trials=5, trial_sharpes=[1.0], reps=50)["reasons"]["dsr"]
     with pytest.raises(ConfigError, match="n_trials"):
-        stats.strategy_evidence(returns, n_trials=2, trial_sharpes=[1.0, 0.5, 0.2], reps=50)
+        series_evidence(returns, n_trials=2, trial_sharpes=[1.0, 0.5, 0.2], reps=50)
 
 
 @pytest.mark.parametrize(
@@ -215,20 +216,20 @@ def test_the_verdict_sentences(psr, dsr, dsr_null, expected) -> None:
     """The trial count's judgement follows dsr_null when it is there, else dsr."""
     evidence = {"confidence": 0.95, "psr": psr, "dsr": dsr, "dsr_null": dsr_null,
                 "n_trials": 14 if dsr is not None else None, "reasons": {}}  # fmt: skip
-    assert stats.verdict(evidence) == expected
+    assert verdict(evidence) == expected
 
 
 def test_the_spa_and_pbo_sentences() -> None:
     result = stats.SPAResult(0.031, 0.02, 0.04, n_trials=14, days=500, block_length=3, reps=1000)
-    assert stats.spa_verdict(result, "equal-weight") == "beats equal-weight: p = 0.03 (SPA, 14 trials)"
-    assert stats.spa_verdict(stats.SPAResult(0.41, 0.3, 0.5, 14, 500, 3, 1000), "QQQ").startswith("does not beat QQQ")
-    labelled = stats.spa_json(result, "equal_weight", label="Equal-weight buy-and-hold")
+    assert spa_verdict(result, "equal-weight") == "beats equal-weight: p = 0.03 (SPA, 14 trials)"
+    assert spa_verdict(stats.SPAResult(0.41, 0.3, 0.5, 14, 500, 3, 1000), "QQQ").startswith("does not beat QQQ")
+    labelled = spa_json(result, "equal_weight", label="Equal-weight buy-and-hold")
     assert labelled["benchmark"] == "equal_weight"  # the key, for programs; the label, for people
     assert labelled["sentence"] == "beats Equal-weight buy-and-hold: p = 0.03 (SPA, 14 trials)"
-    assert stats.spa_json(result, "equal_weight")["sentence"].startswith("beats equal_weight:")
+    assert spa_json(result, "equal_weight")["sentence"].startswith("beats equal_weight:")
     pbo = stats.pbo_cscv(np.random.default_rng(15).normal(0, 0.01, (5, 200)), n_blocks=4)
-    assert stats.pbo_verdict(pbo).startswith(f"PBO {pbo.pbo:.2f}: the in-sample winner of 5 trials")
-    payload = stats.pbo_json(pbo)
+    assert pbo_verdict(pbo).startswith(f"PBO {pbo.pbo:.2f}: the in-sample winner of 5 trials")
+    payload = pbo_json(pbo)
     json.dumps(payload, allow_nan=False)
     assert len(payload["logits"]) == math.comb(4, 2)
 
@@ -348,7 +349,7 @@ def test_fewer_than_thirty_days_give_nan_with_a_reason() -> None:
     assert math.isnan(stats.sharpe_interval_bootstrap(short).low)
     assert "only 29" in stats.pbo_cscv(np.vstack([short, short + 0.001]), n_blocks=2).reason
     assert "only 29" in stats.spa_test(short, short[None, :] + 0.001).reason
-    evidence = stats.strategy_evidence(short)
+    evidence = series_evidence(short)
     json.dumps(evidence, allow_nan=False)
     assert evidence["sentence"] == "no evidence: only 29 daily returns (at least 30 are needed)"
     assert stats.sharpe_moments(_gaussian(17, 30)).reason is None
@@ -361,7 +362,7 @@ def test_constant_returns_give_nan_with_a_reason() -> None:
     assert "constant" in stats.sharpe_interval_bootstrap(flat).reason
     assert "constant" in stats.pbo_cscv(np.zeros((5, 100))).reason
     assert "constant" in stats.spa_test(flat, np.vstack([flat + 0.001, flat])).reason
-    assert stats.strategy_evidence(np.zeros(100))["psr"] is None
+    assert series_evidence(np.zeros(100))["psr"] is None
 
 
 def test_a_constant_trial_among_others_is_ranked_not_fatal() -> None:
@@ -383,7 +384,7 @@ def test_nan_days_are_dropped_and_infinities_refused() -> None:
     assert "only 0 daily returns" in stats.sharpe_moments(np.full(50, np.nan)).reason
     holed[7] = np.inf
     assert "infinite" in stats.sharpe_moments(holed).reason
-    assert "infinite" in stats.strategy_evidence(holed)["reasons"]["psr"]
+    assert "infinite" in series_evidence(holed)["reasons"]["psr"]
 
 
 def test_bad_block_counts() -> None:
@@ -421,7 +422,7 @@ def test_stats_imports_without_torch() -> None:
 def test_dsr_null_is_the_dsr_against_zero_sharpe_trials() -> None:
     rng = np.random.default_rng(5)
     returns = rng.normal(0.001, 0.01, 300)
-    evidence = stats.strategy_evidence(returns, n_trials=14, trial_sharpes=[0.1, 2.0, -1.5, 3.0], reps=50)
+    evidence = series_evidence(returns, n_trials=14, trial_sharpes=[0.1, 2.0, -1.5, 3.0], reps=50)
     moments = stats.sharpe_moments(returns)
     expected = stats.deflated_sharpe_ratio(moments.sharpe, moments.days, moments.skew, moments.kurtosis, 14,
                                            stats.null_sharpe_variance(moments.days))  # fmt: skip

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tournament.config import TournamentConfig
-from tournament.ensemble import EnsemblePolicy
+from trader.agents.ensemble import EnsemblePolicy
 from tournament.events import EventLog
 from tournament.generator import PodGenerator, perturb, pod_seed_sequence, select_parent
 from tournament.leaderboard import Entry, Leaderboard, lineage

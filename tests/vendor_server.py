@@ -11,6 +11,7 @@ hold a request until released (so a test can kill a build in the middle).
   with headers APCA-API-KEY-ID / APCA-API-SECRET-KEY; answers
   {"bars": {SYM: [{"t", "o", "h", "l", "c", "v", "n", "vw"}]}, "next_page_token": str|null};
   `end` is inclusive; a symbol without bars is absent from "bars".
+- Alpaca's trading API and latest trades: `tests/broker_server.py` adds them (`route`).
 - Polygon/Massive (https://massive.com/docs/rest/stocks/aggregates/custom-bars):
   GET /v2/aggs/ticker/{T}/range/{N}/{minute|day}/{from_ms}/{to_ms}?adjusted=&sort=&limit=
   with "Authorization: Bearer KEY"; answers {"ticker", "results": [{"t" (ms), "o", "h",
@@ -172,9 +173,17 @@ class VendorServer:
             def log_message(self, *args):  # keep pytest output clean
                 pass
 
-            def do_GET(self):
+            def do_POST(self):
+                self.do_GET("POST")
+
+            def do_DELETE(self):
+                self.do_GET("DELETE")
+
+            def do_GET(self, method: str = "GET"):
                 parts = urlsplit(self.path)
                 query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}") if length else {}
                 with server._lock:
                     server.requests.append((parts.path, query))
                     number = len(server.requests)
@@ -191,7 +200,8 @@ class VendorServer:
                     return server._alpaca(self, query, throttled)
                 if parts.path.startswith("/v2/aggs/ticker/"):
                     return server._polygon(self, parts.path, query, throttled)
-                return self._send(404, {"message": "not found"})
+                if server.route(self, method, parts.path, query, body, throttled) is None:
+                    return self._send(404, {"message": "not found"})
 
             def _send(self, status: int, body: dict, headers: dict | None = None):
                 payload = json.dumps(body).encode()
@@ -205,10 +215,19 @@ class VendorServer:
 
         return Handler
 
+    def route(self, handler, method: str, path: str, query: dict, body: dict, throttled: bool):
+        """More endpoints for a subclass (`tests/broker_server.py`); None answers 404."""
+        return None
+
+    def visible(self, frame: pd.DataFrame, minutes: int) -> pd.DataFrame:
+        """The bars a request may see (a subclass with a clock hides bars that have not closed)."""
+        return frame
+
     def _window(self, ticker: str, lo: pd.Timestamp, hi: pd.Timestamp, daily: bool, minutes: int) -> pd.DataFrame:
         frame = self.bars.get(ticker)
         if frame is None:
             return pd.DataFrame(columns=["timestamp", "open", "high", "low", "close", "volume"])
+        frame = self.visible(frame, 1)
         if daily:
             frame = _daily(frame)
         elif minutes > 1:

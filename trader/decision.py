@@ -144,7 +144,7 @@ def _decide(panel: Any, rules: Any, policy: Any, strategy: str, bar: int, cash: 
 
     env = StockTradingVecEnv(panel, num_envs=1, device=device, config=rules)
     holdings = torch.tensor(held.to_numpy(), dtype=torch.float64).unsqueeze(0)
-    obs, _ = env.reset(options={"start": bar, "cash": torch.tensor([cash], dtype=torch.float64), "holdings": holdings})
+    obs = reset_at(env, bar, cash, held.to_numpy())
     with torch.no_grad():
         actions = policy.act(obs, deterministic=True)
     tickers = list(panel.tickers)
@@ -177,6 +177,42 @@ def _decide(panel: Any, rules: Any, policy: Any, strategy: str, bar: int, cash: 
         cash_after=cash_after,
         costs=costs,
     )
+
+
+def reset_at(env: Any, bar: int, cash: float, held: Any) -> torch.Tensor:
+    """Reset a one-sub-environment `StockTradingVecEnv` at ``bar`` holding ``cash`` and the
+    shares ``held`` (one per ticker, the panel's order); returns its observation [1, obs_dim].
+
+    The state equals that of an env which reached ``bar`` with this book (the book is
+    marked at the bar's close), so its next `step` fills as a backtest's step there does
+    (tests/test_act.py). `trader.paper` decides and simulates fills through it too."""
+    holdings = torch.as_tensor(held, dtype=torch.float64, device=env.device).reshape(1, -1)
+    cash_row = torch.tensor([float(cash)], dtype=torch.float64, device=env.device)
+    obs, _ = env.reset(options={"start": int(bar), "cash": cash_row, "holdings": holdings})
+    return obs
+
+
+def selected_strategy(contents: Any, panel: Any, config: Any, device: str = "cpu") -> tuple[str, Any, Any]:
+    """A run's selected strategy as ``(name, policy, rules)``: a tournament's result
+    (``selection.json``: its ``ensemble`` when that won on validation, else ``best``),
+    a training run's ``checkpoints/best``. The rules are those a backtest of it trades
+    under (`trader.backtest.engine`: a checkpoint's own, the run's for an ensemble, with
+    the backtest's cash and costs).
+
+    :raises UserError: the run has no selected strategy (no ``best`` checkpoint, no ensemble).
+    """
+    from trader.backtest.engine import load_checkpoint_strategy
+
+    if contents.result == "ensemble" and contents.ensemble:
+        from trader.agents.ensemble import load_ensemble
+
+        policy = load_ensemble(contents.ensemble, device, contents.ensemble_weights or None)
+        return "ensemble", policy, config.env_config(config.policy_env)
+    if "best" not in contents.checkpoints:
+        raise UserError(f"{contents.run_dir} has no selected strategy: no checkpoints/best (a training run) "
+                        "and no leaderboard entry or ensemble (a tournament)")  # fmt: skip
+    policy, rules, _, _ = load_checkpoint_strategy("best", contents.checkpoints["best"], panel, config, device)
+    return "best", policy, rules
 
 
 def _bar_at(timestamps: pd.DatetimeIndex, at: str | pd.Timestamp | None) -> int:

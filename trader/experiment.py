@@ -211,17 +211,7 @@ def run_experiment(config: ExperimentConfig, on_progress: Progress | None = None
 def claim(config: ExperimentConfig, root: Path) -> ExperimentConfig:
     """Write ``experiment.toml`` into a new run directory, or check that a resumed one
     holds the same config (a different one is refused: its stages would not fit)."""
-    path = root / EXPERIMENT
-    if path.is_file():
-        saved = {k: v for k, v in rundir.read_toml(path).items() if k != "run_dir"}  # the same folder, by any path
-        wanted = {k: v for k, v in rundir.toml_ready(config.to_dict()).items() if k != "run_dir"}
-        if saved != wanted:
-            changed = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
-            raise UserError(f"{root} holds an experiment with other settings ({', '.join(changed)}): "
-                            "run the same command to resume it, or give another run directory")  # fmt: skip
-        return config
-    rundir.check_new_run(root, remedy="give another run directory", what="something")
-    rundir.write_toml(path, config.to_dict())
+    rundir.claim_run(root, EXPERIMENT, config.to_dict(), "an experiment")
     return config
 
 

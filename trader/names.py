@@ -19,8 +19,9 @@ from __future__ import annotations
 ALGOS = ("ppo", "sac", "td3")
 """The algorithms, in the order the CLI lists them; one registry entry each."""
 
-BASELINES = ("benchmark", "equal_weight", "equal_weight_daily", "oracle")
-"""Names of the built-in baseline strategies ("oracle": data sets with a planted edge only)."""
+BASELINES = ("benchmark", "equal_weight", "equal_weight_daily", "oracle", "oracle_costs")
+"""Names of the built-in baseline strategies ("oracle" and "oracle_costs", the planted rule traded
+through the trade rate or no-trade band that suits the cost model: data sets with a planted edge only)."""
 
 DEMO_RECIPE = "synthetic-edge-daily"
 """The demo's data set: a market with a planted edge that survives the demo's costs."""

@@ -30,9 +30,32 @@ default edge per-stock PPO's policy lost the rule's sign, and at 1e-2 the same r
 holds it (benchmarks/RESULTS.md, "Why per-stock PPO lost on the default edge")."""
 
 
+COSTS_TRADE_RATE = 0.02
+"""The ``market-costs`` preset's trade rate: the share of the way to the aim traded each bar. The
+oracle under `institutional` costs picks 0.02 on the training period of
+``synthetic-edge-minute-costs`` (a minute market whose edge has a session's horizon;
+`benchmarks/oracle_under_costs.py`); a market with another horizon wants another rate
+(``--trade-rate``): about 8 / horizon in bars there."""
+
+HOLDING = {"weights_map": "linear", "reward": "aim"}
+"""The ``market-costs`` preset's action and reward beside the trade rate (`EnvConfig`): an aim that
+grows with the action, so a learner can shrink its exploration noise and the turnover it makes
+(the "normalized" book rescales any noise to full gross); and the aim's own return less the
+step's costs as the reward, so that a discount of 0 credits each action with what it earns while
+the book moves slowly toward it (benchmarks/RESULTS.md, "Learning under costs, with an action
+that can hold")."""
+
+
+COSTS_PPO = {"init_log_std": -2.0}
+"""The ``market-costs`` preset's PPO beside `market_algo_config`'s: exploration noise of standard
+deviation 0.14 on each stock's action (log-std -2 instead of -0.5). With the linear aim the noise's
+trades cost what its size says; started at -0.5 they cost more than the edge earns and PPO spends its
+budget shrinking them (benchmarks/RESULTS.md, "Learning under costs, with an action that can hold")."""
+
+
 def market_rules(cost: float = 0.0, episode_length: int = 390, features: tuple[str, ...] | None = (),
                  return_windows: tuple[int, ...] = (30,), reward_scale: float = REWARD_SCALE,
-                 market_neutral: bool = False) -> EnvConfig:  # fmt: skip
+                 market_neutral: bool = False, **holding: Any) -> EnvConfig:  # fmt: skip
     """Trading rules for learning on a market: target weights with short selling (gross
     exposure at most 1), costs `cost` per side, training episodes of `episode_length`
     bars, rewards in basis points.
@@ -41,8 +64,12 @@ def market_rules(cost: float = 0.0, episode_length: int = 390, features: tuple[s
     returns (``EnvConfig.return_windows``), the statistic the planted rules are made of,
     and no other panel feature (``features=()``; None: every one).
     ``market_neutral`` demeans the actions across stocks (no net market exposure).
+    ``holding``: `EnvConfig`'s ``weights_map``, ``trade_rate``, ``no_trade_band``,
+    ``band_scope``, ``reward`` (default: today's mapping, the book rebalanced in full to the
+    action, the change of value as the reward).
     """
     return EnvConfig(
+        **holding,
         action_mode="weights",
         short_selling=True,
         buy_cost=cost,
@@ -55,7 +82,8 @@ def market_rules(cost: float = 0.0, episode_length: int = 390, features: tuple[s
     )
 
 
-def edge_rules(edge: dict[str, Any] | None, cost: float = 0.0, episode_length: int = 390) -> EnvConfig:
+def edge_rules(edge: dict[str, Any] | None, cost: float = 0.0, episode_length: int = 390,
+               **holding: Any) -> EnvConfig:  # fmt: skip
     """`market_rules` for a data set whose meta carries a planted edge (``data.meta["edge"]``):
     the agents observe the return t-statistic over the edge's horizon, and trade
     market-neutral, as the dollar-neutral oracle does: the per-stock network's shared
@@ -63,7 +91,7 @@ def edge_rules(edge: dict[str, Any] | None, cost: float = 0.0, episode_length: i
     market risk that the oracle does not (benchmarks/RESULTS.md, "Why per-stock PPO
     lost on the default edge", compares both). Without an edge: a 30-bar window."""
     window = int(edge["horizon"]) if edge else 30
-    return market_rules(cost, episode_length, return_windows=(window,), market_neutral=True)
+    return market_rules(cost, episode_length, return_windows=(window,), market_neutral=True, **holding)
 
 
 def market_algo_config(algo: str, *, steps: int, num_envs: int, network: str = "per_stock",
@@ -141,13 +169,17 @@ benchmarks/RESULTS.md ("SAC and TD3 on the default edge") has the seeds' Sharpe
 ratios under each setting."""
 
 
-PRESETS = ("market",)
-"""Names accepted by ``--preset`` (`trader train`, `trader tournament`)."""
+PRESETS = ("market", "market-costs")
+"""Names accepted by ``--preset`` (`trader train`, `trader tournament`, `trader walkforward`):
+``market`` rebalances the book to the action every bar (today's mapping, with which the
+zero-cost learning checks were measured); ``market-costs`` trades with the action that can hold
+(`HOLDING`, `COSTS_TRADE_RATE`), for markets where costs decide."""
 
 
 def preset_rules(name: str, dataset: str | None, cost: float) -> EnvConfig:
     """The env rules of preset `name` for a data set recipe: ``"market"`` is
-    `edge_rules` with the recipe's planted edge (if any) and `cost` per side."""
+    `edge_rules` with the recipe's planted edge (if any) and `cost` per side;
+    ``"market-costs"`` the same with `HOLDING` and `COSTS_TRADE_RATE`."""
     from trader.errors import UserError
 
     if name not in PRESETS:
@@ -158,7 +190,8 @@ def preset_rules(name: str, dataset: str | None, cost: float) -> EnvConfig:
         raise UserError(f"--cost must be in [0, 1), got {cost}")
     from market_envs.data import load
 
-    return edge_rules(load(dataset).meta.get("edge"), cost)
+    holding = {**HOLDING, "trade_rate": COSTS_TRADE_RATE} if name == "market-costs" else {}
+    return edge_rules(load(dataset).meta.get("edge"), cost, **holding)
 
 
 def apply_preset(
@@ -183,8 +216,9 @@ def apply_preset(
     rules = config_to_dict(preset_rules(name, dataset, cost))
     given = {algo: dict(values) for algo, values in (algo_configs or {}).items()}
     for algo in algos:
-        given[algo] = {**market_algo_config(algo, steps=steps, num_envs=num_envs), **given.get(algo, {})}
+        extra = COSTS_PPO if (name == "market-costs" and algo == "ppo") else {}
+        given[algo] = {**market_algo_config(algo, steps=steps, num_envs=num_envs), **extra, **given.get(algo, {})}
     return {**rules, **dict(env_config or {})}, given
 
 
-__all__ = ["PRESETS", "REWARD_SCALE", "apply_preset", "edge_rules", "market_algo_config", "market_rules", "preset_rules"]
+__all__ = ["COSTS_PPO", "COSTS_TRADE_RATE", "HOLDING", "PRESETS", "REWARD_SCALE", "apply_preset", "edge_rules", "market_algo_config", "market_rules", "preset_rules"]

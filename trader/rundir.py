@@ -68,6 +68,7 @@ BASELINE_SIDECAR = "baseline.json"
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 BACKTESTS_DIR = "backtests"
+TRADES_DIR = f"{BACKTESTS_DIR}/trades"
 REPORTS_DIR = "reports"
 ERROR = "error.txt"
 POD_RESULT = "pod.json"
@@ -79,6 +80,10 @@ WF_FOLD = "fold.json"
 WF_STITCHED = "stitched.parquet"
 WF_REPORT_JSON = "walkforward.json"
 WF_REPORT_MD = "walkforward.md"
+PAPER_DIR = "paper"
+PAPER_SESSION = "paper/session.json"
+PAPER_JOURNAL = "paper/journal.jsonl"
+PAPER_PENDING = "paper/pending.json"
 EXPERIMENT = "experiment.toml"
 EXPERIMENT_DATASET = "dataset.toml"
 EXPERIMENT_JSON = "experiment.json"
@@ -93,6 +98,7 @@ POD_RESULT_VERSION = 1
 WF_FOLD_VERSION = 1
 WF_REPORT_VERSION = 1
 SELECTION_VERSION = 1
+PAPER_VERSION = 1
 EXPERIMENT_VERSION = 1
 
 SERIES_COLUMNS = ("value", "return", "cash", "gross_value", "turnover", "traded_value", "costs")
@@ -150,11 +156,15 @@ FILES: tuple[RunFile, ...] = (
     RunFile(REPORT_JSON, "json", "trader.backtest.report", "the dashboard, benchmarks/"),
     RunFile(REPORT_MD, "markdown", "trader.backtest.report", "a person"),
     RunFile(f"{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{TRADES_DIR}/*.parquet", "parquet", "trader.backtest.report (trader.backtest.trades)",
+            "the dashboard (download), a person"),
     RunFile("tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
     RunFile(f"{REPORTS_DIR}/*/{REPORT_JSON}", "json", "trader.backtest.report",
             "the dashboard (`trader.rundir.reports` lists them)"),
     RunFile(f"{REPORTS_DIR}/*/{REPORT_MD}", "markdown", "trader.backtest.report", "a person"),
     RunFile(f"{REPORTS_DIR}/*/{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/{TRADES_DIR}/*.parquet", "parquet", "trader.backtest.report (trader.backtest.trades)",
+            "the dashboard (download), a person"),
     RunFile(f"{REPORTS_DIR}/*/tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
     RunFile(f"{REPORTS_DIR}/*/{DATASET}", "json", "trader.backtest.report", "the dashboard (data set panel)"),
     RunFile(WF_CONFIG, "toml", "trader.walkforward", "trader walkforward (a resume must match it)"),
@@ -163,6 +173,9 @@ FILES: tuple[RunFile, ...] = (
     RunFile(WF_STITCHED, "parquet", "trader.walkforward", "the dashboard (stitched equity)"),
     RunFile(WF_REPORT_JSON, "json", "trader.walkforward", "the dashboard, benchmarks/", WF_REPORT_VERSION),
     RunFile(WF_REPORT_MD, "markdown", "trader.walkforward", "a person"),
+    RunFile(PAPER_SESSION, "json", "trader.paper.journal", "trader paper (a restart must match it), the dashboard", PAPER_VERSION),
+    RunFile(PAPER_JOURNAL, "jsonl", "trader.paper.journal", "trader paper (a restart resumes from it), the dashboard"),
+    RunFile(PAPER_PENDING, "json", "trader.paper.journal", "trader paper (a restart finishes the bar it names)", PAPER_VERSION),
     RunFile(EXPERIMENT, "toml", "trader.experiment", "trader experiment podracer (a resume must match it)"),
     RunFile(EXPERIMENT_DATASET, "toml", "trader.experiment", "every learner of the experiment (its data set recipe)"),
     RunFile(EXPERIMENT_JSON, "json", "trader.experiment", "a person, benchmarks/", EXPERIMENT_VERSION),
@@ -270,6 +283,28 @@ def check_new_run(root: str | os.PathLike[str], *, remedy: str, overwrite: bool 
                         "remove them yourself, or choose another run directory")  # fmt: skip
 
 
+def claim_run(root: str | os.PathLike[str], name: str, config: Mapping[str, Any], what: str) -> bool:
+    """Start or resume the run whose config file ``name`` (TOML) is in ``root``: a folder
+    without it must be new (`check_new_run`), and the config is written first; a folder with
+    it resumes only under the same config (``run_dir`` aside: the same folder, by any path),
+    else one `UserError` naming the keys that differ. Returns True for a resume.
+
+    :param what: the run's kind in the messages ("a walk-forward", "an experiment")."""
+    root = Path(root)
+    path = root / name
+    wanted = {k: v for k, v in toml_ready(dict(config)).items() if k != "run_dir"}
+    if path.is_file():
+        saved = {k: v for k, v in read_toml(path).items() if k != "run_dir"}
+        if saved != wanted:
+            changed = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
+            raise UserError(f"{root} holds {what} with another config (differs in {', '.join(changed)}): "
+                            "give the same options to resume it, or another run directory")  # fmt: skip
+        return True
+    check_new_run(root, remedy="give another run directory")
+    write_toml(path, dict(config))
+    return False
+
+
 def clear_run(root: str | os.PathLike[str]) -> None:
     """Remove every file of the run in ``root`` (``--overwrite``: the new run replaces
     the old one whole: no stale report, series, checkpoint or baseline is left beside
@@ -277,6 +312,8 @@ def clear_run(root: str | os.PathLike[str]) -> None:
     (`check_new_run`)."""
     root = Path(root)
     check_new_run(root, remedy="", overwrite=True)
+    if not root.is_dir():  # nothing there yet: a new run
+        return
     for path in root.iterdir():
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
@@ -445,6 +482,23 @@ def append_json_line(path: str | os.PathLike[str], values: Mapping[str, Any]) ->
         handle.flush()
         os.fsync(handle.fileno())
     return values
+
+
+def repair_json_lines(path: str | os.PathLike[str]) -> int:
+    """Cut a JSON-lines log back to its last complete line (a crash mid-append leaves a
+    torn tail that the next append would otherwise join); return the bytes removed."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep == len(data):
+        return 0
+    with path.open("r+b") as handle:
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return len(data) - keep
 
 
 # ------------------------------------------------------------------------ reads

@@ -239,18 +239,7 @@ def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkF
 
 def _claim(root: Path, config: WalkForwardConfig) -> None:
     """Write the config, or check that the run directory's is the same (a resume)."""
-    path = root / rundir.WF_CONFIG
-    if path.is_file():
-        saved = {k: v for k, v in rundir.read_toml(path).items() if k != "run_dir"}  # the same folder, by any path
-        wanted = {k: v for k, v in rundir.toml_ready(config.to_dict()).items() if k != "run_dir"}
-        if saved != wanted:
-            changed = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
-            raise UserError(f"{root} holds a walk-forward with another config (differs in {', '.join(changed)}); "
-                            "give the same options to resume it, or another run directory")  # fmt: skip
-        return
-    rundir.check_new_run(root, remedy="give another run directory")
-    root.mkdir(parents=True, exist_ok=True)
-    rundir.write_toml(path, config.to_dict())
+    rundir.claim_run(root, rundir.WF_CONFIG, config.to_dict(), "a walk-forward")
 
 
 def fold_dir(root: str | os.PathLike[str], k: int) -> Path:

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import costs, figures, state
+from dashboards import runs as runs_module
 
 st.title("Strategies")
 runs = state.all_reports()  # each run's own report, then its other reports (reports/<name>)
@@ -79,6 +80,23 @@ st.caption(
 formats = {label: st.column_config.NumberColumn(label, format=fmt) for label, fmt in figures.column_formats().items()}
 st.dataframe(figures.display_table(table), key="metrics", width="stretch", column_config=formats)
 st.download_button("Download CSV", table.to_csv().encode("utf-8"), file_name="metrics.csv", mime="text/csv")
+
+trade_lists = {(run_name, name): path for run_name, (run, report) in reports.items()
+               for name, path in runs_module.trade_files(report).items() if name in picked}  # fmt: skip
+if trade_lists:
+    with st.expander("Trade lists: every fill, with its price and costs by term"):
+        chosen_list = st.selectbox("Strategy", list(trade_lists), format_func=lambda key: f"{key[0]}: {key[1]}" if several
+                                   else key[1], key="trade_list:" + "|".join(reports))  # fmt: skip
+        try:
+            fills = state.trades(reports[chosen_list[0]][0], trade_lists[chosen_list])
+        except state.RunFileError as err:
+            state.problem(err)
+        else:
+            st.caption(f"{len(fills):,} fills; value {fills['value'].sum():,.0f}, costs "
+                       f"{fills[['commission', 'spread', 'impact']].sum().sum():,.2f} (the report's, but the borrow fee).")
+            st.dataframe(fills.head(1000), key="trades_table", width="stretch")
+            st.download_button("Download the trade list (CSV)", fills.to_csv(index=False).encode("utf-8"),
+                               file_name=f"trades-{chosen_list[1]}.csv", mime="text/csv", key="trades_download")  # fmt: skip
 
 values = figures.wide(daily, "value")
 returns = figures.wide(daily, "return")

@@ -102,21 +102,39 @@ class AlpacaBars:
 
     def _bars_once(self, ticker: str, start: pd.Timestamp, end: pd.Timestamp) -> dict:
         """Every page of one request; a retryable failure raises `Retryable`."""
+        return self._call(lambda: self._client.get_stock_bars(self._request(ticker, start, end)),
+                          f"request for {window_text(ticker, start, end)}")
+
+    def latest_trades(self, tickers: list[str]) -> dict[str, float]:
+        """The price of each ticker's latest trade (`/v2/stocks/trades/latest`, the feed's),
+        with the same back-off; a ticker without one is left out."""
+        from alpaca.data.enums import DataFeed
+        from alpaca.data.requests import StockLatestTradeRequest
+
+        what = f"request for the latest trades of {len(tickers)} ticker(s)"
+        request = StockLatestTradeRequest(symbol_or_symbols=list(tickers), feed=DataFeed(self.feed))
+        raw = with_backoff(lambda: self._call(lambda: self._client.get_stock_latest_trade(request), what),
+                           self.backoff, f"alpaca: {what}") or {}  # fmt: skip
+        return {ticker: float(trade["p"]) for ticker, trade in raw.items() if trade and trade.get("p")}
+
+    def _call(self, request, what: str):
+        """``request()``; a retryable failure raises `Retryable`, refused keys one `ConfigError`,
+        any other refusal one `DataError` (``what``: "request for AAA 2024-01-02 .. ...")."""
         import requests
         from alpaca.common.exceptions import APIError
 
         try:
-            return self._client.get_stock_bars(self._request(ticker, start, end))
+            return request()
         except APIError as err:
-            status, detail = err.status_code or 0, _message(err)
+            status, detail = err.status_code or 0, api_message(err)
             if status in RETRY_STATUS:
                 raise Retryable(status, detail, _reset_hint(err)) from None
             if status in AUTH_STATUS:
                 raise ConfigError(
-                    f"alpaca refused the request for {window_text(ticker, start, end)} (HTTP {status}: {detail}); "
+                    f"alpaca refused the {what} (HTTP {status}: {detail}); "
                     f"check {ENV_KEY_ID} and {ENV_SECRET_KEY} and the account's data subscription"
                 ) from None
-            raise DataError(f"alpaca: request for {window_text(ticker, start, end)} failed (HTTP {status}: {detail})") from None
+            raise DataError(f"alpaca: {what} failed (HTTP {status}: {detail})") from None
         except (requests.ConnectionError, requests.Timeout) as err:
             raise Retryable(0, one_line(type(err).__name__)) from None
 
@@ -130,7 +148,7 @@ class AlpacaBars:
         return frame
 
 
-def _message(err) -> str:
+def api_message(err) -> str:
     """The API's message (JSON `message`, else the body) as one line; never request headers."""
     try:
         return one_line(err.message)

@@ -18,6 +18,14 @@ The model (log returns; every ticker i, bar t of session d):
   each bar opens at the previous close;
 - OHLC: high and low extend beyond open and close by half-normal amounts scaled
   by the bar's volatility, so high >= max(open, close) and low <= min(open, close);
+- fat tails (optional, `tail_df`): the idiosyncratic and sector shocks are Student-t
+  with that many degrees of freedom, scaled to unit variance, instead of normal;
+- bid-ask bounce (optional, `half_spread_bps`): the prices above are mid-quotes; the
+  open and the close are then trades at the bid or the ask (each side with
+  probability 1/2, independently), half a spread away from the mid, and high and low
+  are the ask above the highest mid and the bid below the lowest, so the high-low
+  estimators of the spread (Abdi and Ranaldo 2017, which `market_envs.costs` uses)
+  read it;
 - volume: a per-ticker daily level x a U-shaped profile x exp(kappa |x| + noise),
   so volume is higher at the open and close and when returns are large.
 
@@ -68,6 +76,11 @@ class MarketModel:
     :param volume_kappa: sensitivity of log volume to |standardised return|.
     :param volume_noise: standard deviation of log-volume noise.
     :param price_range: (low, high) range of the starting prices.
+    :param tail_df: None (normal shocks) or the degrees of freedom (> 2) of Student-t
+        idiosyncratic and sector shocks, scaled to unit variance: fat tails.
+    :param half_spread_bps: half the quoted spread, in basis points of the mid: the bid-ask
+        bounce of the open and close trades and the reach of high and low (0: none, every
+        price a mid).
     """
 
     n_sectors: int = 10
@@ -86,8 +99,14 @@ class MarketModel:
     volume_kappa: float = 0.4
     volume_noise: float = 0.3
     price_range: tuple[float, float] = (20.0, 400.0)
+    tail_df: float | None = None
+    half_spread_bps: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.tail_df is not None and not (math.isfinite(self.tail_df) and self.tail_df > 2):
+            raise ConfigError(f"tail_df must be None or a number above 2 (finite variance), got {self.tail_df}")
+        if not (math.isfinite(self.half_spread_bps) and 0 <= self.half_spread_bps < 1000):
+            raise ConfigError(f"half_spread_bps must be in [0, 1000), got {self.half_spread_bps}")
         if self.garch_alpha < 0 or self.garch_beta < 0 or self.garch_alpha + self.garch_beta >= 1:
             raise ConfigError(f"GARCH needs alpha, beta >= 0 and alpha + beta < 1, got {self.garch_alpha}, {self.garch_beta}")
         if not 0 <= self.overnight_share < 1:
@@ -206,8 +225,8 @@ def _shocks(t: int, n: int, tick: _Tickers, model: MarketModel, rng: np.random.G
     bar) and the regime volatility sqrt(beta^2 h + gamma^2 g + delta^2 k) [T, N]."""
     n_sessions = int(session[-1]) + 1
     f = rng.standard_normal((t, 1))
-    e = rng.standard_normal((t, model.n_sectors))
-    u = rng.standard_normal((t, n))
+    e = _unit_shocks(rng, (t, model.n_sectors), model.tail_df)
+    u = _unit_shocks(rng, (t, n), model.tail_df)
     h = _garch(_session_shock(f, session, n_sessions), model)[session]  # [T, 1]
     g = _garch(_session_shock(e, session, n_sessions), model)[session][:, tick.sector]  # [T, N]
     k = _garch(_session_shock(u, session, n_sessions), model)[session]  # [T, N]
@@ -225,6 +244,14 @@ def _shocks(t: int, n: int, tick: _Tickers, model: MarketModel, rng: np.random.G
     )
     regime = np.sqrt(tick.beta**2 * h + tick.gamma**2 * g + tick.delta**2 * k)
     return x, gap, regime
+
+
+def _unit_shocks(rng: np.random.Generator, shape: tuple[int, int], tail_df: float | None) -> np.ndarray:
+    """Unit-variance shocks: standard normal, or Student-t with `tail_df` degrees of freedom scaled
+    by sqrt((df - 2) / df)."""
+    if tail_df is None:
+        return rng.standard_normal(shape)
+    return rng.standard_t(tail_df, shape) * math.sqrt((tail_df - 2.0) / tail_df)
 
 
 def _stochastic_vol(t: int, n: int, step: int, model: MarketModel, rng: np.random.Generator) -> np.ndarray:
@@ -384,6 +411,11 @@ def _assemble(stamps, log_close, intra, bar_vol, share, tick, x, model, rng) -> 
     surprise = model.volume_kappa * (np.abs(x) - math.sqrt(2.0 / math.pi))
     noise = model.volume_noise * rng.standard_normal((t, n)) - 0.5 * model.volume_noise**2
     volume = np.maximum(1.0, np.round(tick.volume * share[:, None] * np.exp(surprise + noise)))
+    if model.half_spread_bps > 0:  # trades at the bid or the ask around the mids above
+        half = math.log1p(model.half_spread_bps * 1e-4)
+        log_open = log_open + half * rng.choice((-1.0, 1.0), size=(t, n))
+        log_close = log_close + half * rng.choice((-1.0, 1.0), size=(t, n))
+        log_high, log_low = log_high + half, log_low - half
     names = np.asarray(_ticker_names(n), dtype=object)
     return pd.DataFrame(
         {

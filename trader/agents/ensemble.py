@@ -1,10 +1,21 @@
-"""An ensemble: several agents acting as one policy (the tournament's top-k pods).
+"""An ensemble: several agents acting as one policy (a tournament's members).
 
-Its action is the mean of the members' deterministic actions. In the env's
-``weights`` mode that is the mean target portfolio; in ``shares`` mode the mean
-order. It has ``act(obs, deterministic=True)`` like an agent, so `trader.backtest`
-takes it wherever it takes a policy; give the backtest the members' env rules
-(`ensemble_rules`) so it trades them as they were trained.
+**Combined in portfolio space.** In the env's ``weights`` mode each member's action goes
+through the env's own mapping to its aim portfolio (`market_envs.env.aim_weights`: the
+linear or normalized map, market neutrality, the leverage), the aims are averaged with
+the members' weights, and the ensemble's action is the one whose aim is that average
+(`market_envs.env.aim_actions`); the env then moves the book toward it at its trade rate
+and within its band, and applies its limits (cash, participation, leverage). Averaging
+the raw actions instead would weight members by the size of their actions under the
+normalized map (an action of gross 4 and one of gross 1 give aims of equal gross), and is
+what the ensemble did before. Under a trade rate, averaging aims equals averaging the
+books each member would move to (the rate is linear); under a no-trade band the band
+applies once, to the averaged aim. In ``shares`` mode the action is an order, and the
+mean order is the combination.
+
+It has ``act(obs, deterministic=True)`` like an agent, so `trader.backtest` takes it
+wherever it takes a policy; give the backtest the members' env rules (`ensemble_rules`)
+so it trades them as they were trained.
 """
 
 from __future__ import annotations
@@ -15,7 +26,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from market_envs.env import EnvConfig
+from market_envs.env import EnvConfig, aim_actions, aim_weights
 from trader.agents.base import Agent
 from trader.rundir import config_from_dict
 from trader.agents.checkpoint import load_policy, read_metadata
@@ -23,12 +34,15 @@ from trader.errors import UserError
 
 
 class EnsemblePolicy:
-    """Weighted mean of the deterministic actions of ``members`` (same obs and action sizes).
+    """The members' deterministic actions combined (see the module docstring).
 
     :param weights: one weight per member, >= 0 and summing to 1; None: equal weights.
+    :param rules: the env rules the members trade under; in weights mode their aims are
+        averaged (portfolio space), else (None, or shares mode) their actions.
     """
 
-    def __init__(self, members: Sequence[Agent], weights: Sequence[float] | None = None) -> None:
+    def __init__(self, members: Sequence[Agent], weights: Sequence[float] | None = None,
+                 rules: EnvConfig | None = None) -> None:  # fmt: skip
         if not members:
             raise UserError("an ensemble needs at least one member")
         dims = {(m.obs_dim, m.act_dim) for m in members}
@@ -39,6 +53,7 @@ class EnsemblePolicy:
             raise UserError(f"ensemble weights must be {len(members)} numbers >= 0 summing to 1, got {weights}")
         self.members = list(members)
         self.weights = weights
+        self.rules = rules if rules is not None and rules.action_mode == "weights" else None
         self._weight_tensors: dict[tuple[torch.device, torch.dtype], Tensor] = {}
         self.obs_dim, self.act_dim = dims.pop()
 
@@ -46,16 +61,21 @@ class EnsemblePolicy:
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor:
         """Weighted mean action [B, act_dim] in [-1, 1]; always deterministic (the members' means)."""
         actions = torch.stack([member.act(obs, deterministic=True) for member in self.members])
+        dtype = actions.dtype
+        if self.rules is not None:  # portfolio space: the members' aims, averaged, back to an action
+            actions = aim_weights(actions.flatten(0, 1), self.rules).view(actions.shape)
         key = (actions.device, actions.dtype)
         if key not in self._weight_tensors:  # made once per device: no host copy per step
             self._weight_tensors[key] = torch.tensor(self.weights, dtype=actions.dtype, device=actions.device)
-        return torch.tensordot(self._weight_tensors[key], actions, dims=1)
+        combined = torch.tensordot(self._weight_tensors[key], actions, dims=1)
+        return (combined if self.rules is None else aim_actions(combined, self.rules)).to(dtype)
 
 
 def load_ensemble(checkpoints: Sequence[str | os.PathLike[str]], device: torch.device | str = "cpu",
                   weights: Sequence[float] | None = None) -> EnsemblePolicy:  # fmt: skip
-    """An `EnsemblePolicy` of the agents saved at ``checkpoints`` (``weights`` as there)."""
-    return EnsemblePolicy([load_policy(path, device) for path in checkpoints], weights)
+    """An `EnsemblePolicy` of the agents saved at ``checkpoints`` (``weights`` as there),
+    combined under the env rules they were trained under (`ensemble_rules`)."""
+    return EnsemblePolicy([load_policy(path, device) for path in checkpoints], weights, ensemble_rules(checkpoints))
 
 
 def ensemble_rules(checkpoints: Sequence[str | os.PathLike[str]]) -> EnvConfig:

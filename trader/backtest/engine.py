@@ -273,8 +273,11 @@ def run_backtest(
         set's benchmark, run as a one-ticker panel), "equal_weight" (equal-weight
         buy-and-hold), "equal_weight_daily" (equal weight, rebalanced every
         session), "oracle" (a synthetic data set's planted rule, traded as target
-        weights with short selling, every bar: the ceiling). None: all that apply
-        ("benchmark" when the data has one, "oracle" when it has a planted edge).
+        weights with short selling, every bar: the ceiling at zero cost), "oracle_costs"
+        (the same rule through the trade rate or no-trade band best on the training
+        period under this backtest's costs, `oracle_under_costs`: the ceiling under
+        costs). None: all that apply ("benchmark" when the data has one, both oracles
+        when it has a planted edge).
     :param period: "test", "validation", "train", "START:END", or "all". None:
         "test" when `data` is a recipe, the whole panel when it is a `MarketData`.
     :param config: capital, costs and recording (`BacktestConfig`).
@@ -297,17 +300,20 @@ def run_backtest(
     panel, period_name = select_period(data, period)
     require_bars(panel)
     chosen = _resolve_baselines(panel, baselines)
-    oracle = oracle_schedule(data, panel) if "oracle" in chosen else None
+    oracle = oracle_schedule(data, panel) if {"oracle", "oracle_costs"} & set(chosen) else None
+    slow = oracle_under_costs(data, config, device) if "oracle_costs" in chosen else None
     loaded: dict[str, Any] = {}
-    groups = _build_groups(panel, policies or {}, chosen, config, device, oracle, loaded)
+    groups = _build_groups(panel, policies or {}, chosen, config, device, oracle, loaded, slow)
     multiples = [k for k in config.breakeven_multiples if k != 1.0]
-    scaled = [_build_groups(panel, policies or {}, chosen, config.at_multiple(k), device, oracle, loaded)
+    scaled = [_build_groups(panel, policies or {}, chosen, config.at_multiple(k), device, oracle, loaded, slow)
               for k in multiples]  # fmt: skip
     for built in (groups, *scaled):
         _place_books(built, initial_books or {}, panel)
     records = _simulate(groups + [g for more in scaled for g in more], panel.timestamps, config.record_positions,
                         device, positions_of=len(groups), chunked=config.compile)  # fmt: skip
     result = _assemble(panel, period_name, groups, records[: len(groups)], config)
+    if config.record_positions == "bar":
+        result = replace(result, trades=_trade_lists(groups, result))
     if multiples:
         curves, offset = {1.0: result.metrics["sharpe_ratio"]}, len(groups)
         for k, more in zip(multiples, scaled):
@@ -344,17 +350,80 @@ def oracle_schedule(data: MarketData, panel: MarketData, spec: Any = None) -> Ac
     return ActionSchedule(weights[offset : offset + panel.num_bars])
 
 
+ORACLE_RATES = (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005)
+"""The trade rates tried for the oracle under costs (`oracle_under_costs`), with no band."""
+ORACLE_BANDS = (0.1, 0.25, 0.5, 1.0, 2.0)
+"""The no-trade bands per stock tried for the oracle under costs, at rate 1, in units of 1 / N
+(the planted rule's weights are rank scores of size about 1 / N)."""
+
+
+@dataclass(frozen=True)
+class SlowOracle:
+    """The oracle under costs: the rules it trades through and where they were fitted."""
+
+    rules: EnvConfig
+    fitted_on: str  # the period and its Sharpe ratio, for the report
+    sharpe: float
+    candidates: tuple[tuple[float, float, float], ...] = ()  # (rate, band, net Sharpe on the fit period) of each
+
+
+_ORACLE_FITS: dict[tuple[Any, ...], SlowOracle] = {}
+
+
+def oracle_rules(rate: float = 1.0, band: float = 0.0) -> EnvConfig:
+    """The env rules of the planted rule's weights: weights mode, short selling, through trade rate
+    `rate` and a no-trade band of `band` per stock (a weight)."""
+    return EnvConfig(action_mode="weights", short_selling=True, features=("close",), trade_rate=rate, no_trade_band=band)
+
+
+def oracle_under_costs(data: MarketData, config: BacktestConfig, device: torch.device) -> SlowOracle:
+    """The planted rule traded through the trade rate or no-trade band (`EnvConfig.trade_rate`,
+    `no_trade_band`) that maximise its net Sharpe ratio on the training period, under `config`'s
+    cost model: every rate of `ORACLE_RATES` without a band, every band of `ORACLE_BANDS` at rate 1.
+
+    The training period is ``data.period("train")`` (the whole panel when `data` has no split, which
+    the report says). The candidates are the rows of one env (`StockTradingVecEnv.set_pace`), stepped
+    once through the training bars, once per process for a given data set, period and cost model (the
+    fit is remembered)."""
+    try:
+        train, where = data.period("train"), "the training period"
+    except DataError:
+        train, where = data, "the backtest period itself (the data has no training period)"
+    costs = config.named_costs
+    key = (data.name, train.start, train.end, train.num_tickers, costs.buy_cost, costs.sell_cost, costs.costs,
+           float(config.initial_cash), device.type)  # fmt: skip
+    if key in _ORACLE_FITS:
+        return _ORACLE_FITS[key]
+    n = train.num_tickers
+    grid = [(rate, 0.0) for rate in ORACLE_RATES] + [(1.0, b / n) for b in ORACLE_BANDS]
+    fit = replace(config, record_positions="day", cost_multiples=())
+    group = _Group(data=train, rules=fit.env_config(oracle_rules(0.5, 1.0 / n)))  # rate and band on: set per row
+    schedule = oracle_schedule(data, train)
+    group.members.extend(_Member(StrategyInfo(f"candidate{k}", "", "baseline", ""), k) for k in range(len(grid)))
+    group.callers.append(_Caller(schedule, 0, len(grid)))
+    group.env = StockTradingVecEnv(train, num_envs=len(grid), device=device, config=group.rules, compile=config.compile)
+    group.env.set_pace(torch.tensor([r for r, _ in grid]), torch.tensor([b for _, b in grid]))
+    records = _simulate([group], train.timestamps, "day", device, positions_of=0)
+    sharpes = _sharpe_ratios(train, [group], records, fit).fillna(-np.inf).to_numpy()
+    best = int(np.argmax(sharpes))
+    chosen = oracle_rules(*grid[best])
+    _ORACLE_FITS[key] = SlowOracle(chosen, f"{where}, {train.start:%Y-%m-%d} .. {train.end:%Y-%m-%d}",
+                                   float(sharpes[best]), tuple((r, b, float(x)) for (r, b), x in zip(grid, sharpes)))  # fmt: skip
+    return _ORACLE_FITS[key]
+
+
 def _resolve_baselines(data: MarketData, baselines: Sequence[str] | None) -> tuple[str, ...]:
     if baselines is None:
         return tuple(b for b in BASELINES if (b != "benchmark" or data.benchmark is not None)
-                     and (b != "oracle" or _has_edge(data)))  # fmt: skip
+                     and (b not in ("oracle", "oracle_costs") or _has_edge(data)))  # fmt: skip
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
         raise UserError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
     if "benchmark" in baselines and data.benchmark is None:
         raise DataError(f"data set {data.name!r} has no benchmark series; drop the 'benchmark' strategy")
-    if "oracle" in baselines and not _has_edge(data):
-        raise DataError(f"data set {data.name!r} has no planted edge; drop the 'oracle' strategy")
+    for oracle in ("oracle", "oracle_costs"):
+        if oracle in baselines and not _has_edge(data):
+            raise DataError(f"data set {data.name!r} has no planted edge; drop the {oracle!r} strategy")
     return tuple(dict.fromkeys(baselines))
 
 
@@ -366,10 +435,12 @@ def _build_groups(
     device: torch.device,
     oracle: ActionSchedule | None = None,
     loaded: dict[str, Any] | None = None,
+    slow: SlowOracle | None = None,
 ) -> list[_Group]:
     """Strategies grouped by (panel, trading rules), each group with its env built.
 
-    `oracle` is the "oracle" baseline's schedule (`oracle_schedule`) when it is asked for.
+    `oracle` is the planted rule's schedule (`oracle_schedule`) when "oracle" or "oracle_costs" is
+    asked for; `slow` the rules of "oracle_costs" (`oracle_under_costs`).
     `loaded` keeps the checkpoints loaded by an earlier call (the groups of each cost
     multiple are built by one call each; a checkpoint is read once).
     """
@@ -422,11 +493,19 @@ def _build_groups(
             info = StrategyInfo(name, f"{data.benchmark_name or 'Benchmark'} buy-and-hold", "baseline",
                                 "benchmark close, target weight 1, bought once" + dropped)
         elif name == "oracle":
-            target = group("stocks", data, config.env_config(EnvConfig(action_mode="weights", short_selling=True,
-                                                                       features=("close",))))  # fmt: skip
+            target = group("stocks", data, config.env_config(oracle_rules()))
             decide = oracle
             info = StrategyInfo(name, "Oracle (the planted rule)", "baseline",
                                 "the planted edge's dollar-neutral target weights, rebalanced every bar")  # fmt: skip
+        elif name == "oracle_costs":
+            target = group("stocks", data, config.env_config(slow.rules))
+            decide = oracle
+            how = (f"trade rate {slow.rules.trade_rate:g}" if slow.rules.no_trade_band == 0
+                   else f"no-trade band {slow.rules.no_trade_band * data.num_tickers:g}/N per stock")  # fmt: skip
+            info = StrategyInfo(name, f"Oracle under costs ({how})", "baseline",
+                                f"the planted edge's dollar-neutral weights as the aim, traded at the {how} that "
+                                f"maximises its net Sharpe ratio ({slow.sharpe:.2f}) on {slow.fitted_on} under this "
+                                f"backtest's cost model")  # fmt: skip
         elif name == "equal_weight":
             target = group("stocks", data, baseline_rules)
             decide = BuyAndHold(equal, config.buy_cost)
@@ -628,6 +707,10 @@ def _simulate(
     keep = len(groups) if positions_of is None else positions_of
     records = [_start(g, num_bars, len(recorded) if k < keep else None, device) for k, g in enumerate(groups)]
     observations = [obs for _, obs in records]
+    if 0 in slot_of:  # bar 0's record is the start: all cash, or each member's book
+        for g, (rec, _) in zip(groups, records):
+            if rec.positions is not None:
+                rec.positions[slot_of[0]] = g.env.holdings
     by_bar = list(range(len(groups)))
     if chunked:
         calendar = torch.tensor(new_day_next, dtype=torch.bool, device=device)
@@ -843,6 +926,18 @@ def _assemble(
         cost_model=config.named_costs.as_dict(),
         membership=period_membership(data.meta.get("membership"), timestamps[0], timestamps[-1]),
     )
+
+
+def _trade_lists(groups: list[_Group], result: BacktestResult) -> dict[str, pd.DataFrame]:
+    """Each strategy's fills, from its per-bar positions (`trader.backtest.trades`)."""
+    from trader.backtest.trades import trade_list
+
+    lists = {}
+    for group in groups:
+        for member in group.members:
+            name = member.info.name
+            lists[name] = trade_list(group.env, result.positions[name], result.series[name]["value"].to_numpy())
+    return {name: lists[name] for name in result.series}
 
 
 def _starting_value(member: _Member, config: BacktestConfig) -> float:

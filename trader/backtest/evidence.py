@@ -1,6 +1,7 @@
 """Is the edge real? The statistics every backtest report carries (docs/reading-results.md).
 
-Two parts, both built on `trader.stats`:
+Two parts, both built on `trader.stats` (numbers only); the JSON and the sentences are
+this module's (`series_evidence`, `verdict`, `pbo_json`, `spa_json`):
 
 - **Per strategy**, on the report's period: the Sharpe ratio's 95% interval
   (stationary bootstrap and analytic), its PSR (probability that the true Sharpe is
@@ -19,6 +20,7 @@ The test period is never read to build a trial: trials come from validation pass
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,20 @@ import numpy as np
 import pandas as pd
 
 from trader import rundir, stats
+from trader.errors import ConfigError
+from trader.stats import (
+    TRADING_DAYS,
+    Moments,
+    PBOResult,
+    SPAResult,
+    expected_max_sharpe,
+    min_track_record_length,
+    null_sharpe_variance,
+    probabilistic_sharpe_ratio,
+    sharpe_interval_analytic,
+    sharpe_interval_bootstrap,
+    sharpe_moments,
+)
 
 SELECTED = ("best", "ensemble")
 """Strategy names of a run directory chosen by validation among its trials."""
@@ -92,13 +108,13 @@ def _winner(root: Path, kind: str, keys: pd.DataFrame, best_pod: str | None) -> 
 
 def strategy_evidence(daily_returns: pd.DataFrame, trials: Mapping[str, Trials] | None = None,
                       seed: int = 0) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Strategy -> `trader.stats.strategy_evidence` of its daily returns on the report's
+    """Strategy -> `series_evidence` of its daily returns on the report's
     period, deflated by its trials when it was selected among some."""
     trials = trials or {}
     out = {}
     for name in daily_returns.columns:
         chosen = trials.get(str(name))
-        out[str(name)] = stats.strategy_evidence(
+        out[str(name)] = series_evidence(
             daily_returns[name].to_numpy(dtype=float), n_trials=None if chosen is None else chosen.count,
             trial_sharpes=None if chosen is None else chosen.sharpes, seed=seed,
         )  # fmt: skip
@@ -119,13 +135,13 @@ def selection_evidence(trials: Trials, yardsticks: Mapping[str, pd.Series], seed
     days = trials.returns.columns
     matrix = trials.returns.to_numpy(dtype=float)
     if trials.winner is not None:
-        out["winner"] = stats.strategy_evidence(matrix[trials.winner], n_trials=trials.count,
+        out["winner"] = series_evidence(matrix[trials.winner], n_trials=trials.count,
                                                 trial_sharpes=trials.sharpes, seed=seed)  # fmt: skip
-    out["pbo"] = stats.pbo_json(stats.pbo_cscv(matrix))
+    out["pbo"] = pbo_json(stats.pbo_cscv(matrix))
     out["spa"] = {}
     for name, series in yardsticks.items():
         aligned = pd.Series(series).reindex(days).to_numpy(dtype=float)
-        out["spa"][name] = stats.spa_json(stats.spa_test(aligned, matrix, seed=seed), name, label=labels.get(name))
+        out["spa"][name] = spa_json(stats.spa_test(aligned, matrix, seed=seed), name, label=labels.get(name))
     return out
 
 
@@ -150,4 +166,216 @@ def _number(value: Any) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-__all__ = ["SELECTED", "Trials", "run_trials", "selection_evidence", "sentences", "strategy_evidence"]
+# --------------------------------------------------------------------------- one series
+
+
+def series_evidence(
+    returns: Any,
+    timestamps: Any = None,
+    *,
+    n_trials: int | None = None,
+    trial_sharpes: Any = None,
+    confidence: float = 0.95,
+    reps: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Everything the report says about one strategy's Sharpe ratio, JSON-ready.
+
+    Keys (annualised Sharpe figures; None where a number cannot be given, with the
+    reason under ``reasons[key]``): ``days``, ``sharpe``, ``skew``, ``kurtosis`` (raw),
+    ``confidence``, ``interval_analytic`` and ``interval_bootstrap`` ([low, high]),
+    ``bootstrap_block_length``, ``psr`` (P[true Sharpe > 0]),
+    ``min_track_record_days`` (days needed for PSR(0) to reach ``confidence``),
+    ``n_trials``, ``expected_max_sharpe`` (annualised, of ``n_trials`` edge-free
+    trials, V[SR_n] from the trials' Sharpe ratios), ``dsr``, ``expected_max_sharpe_null``
+    and ``dsr_null`` (the same against ``n_trials`` zero-Sharpe trials:
+    `null_sharpe_variance`), ``reasons`` and ``sentence`` (`verdict`).
+
+    :param n_trials: trials the strategy was selected from (the DSR needs it and,
+        above 1, ``trial_sharpes``); default len(trial_sharpes). One trial: no
+        selection, the DSR is the PSR.
+    :param trial_sharpes: the trials' annualised Sharpe ratios on the selection
+        period; their variance, de-annualised, is the DSR's V[SR_n].
+
+    The deflation is for the selection: the DSR belongs to the returns the strategy
+    was selected on (validation). On a period that played no part in the choice
+    (test), the PSR is the honest figure and the DSR a conservative one.
+    """
+    moments = sharpe_moments(returns, timestamps)
+    reasons: dict[str, str] = {}
+    analytic = sharpe_interval_analytic(returns, timestamps, confidence)
+    bootstrap = sharpe_interval_bootstrap(returns, timestamps, confidence, reps=reps, seed=seed)
+    evidence: dict[str, Any] = {
+        "days": moments.days,
+        "sharpe": moments.annual_sharpe,
+        "skew": moments.skew,
+        "kurtosis": moments.kurtosis,
+        "confidence": confidence,
+        "interval_analytic": [analytic.low, analytic.high],
+        "interval_bootstrap": [bootstrap.low, bootstrap.high],
+        "bootstrap_block_length": bootstrap.block_length,
+        "psr": math.nan,
+        "min_track_record_days": math.nan,
+        "n_trials": n_trials,
+        "expected_max_sharpe": math.nan,
+        "dsr": math.nan,
+        "expected_max_sharpe_null": math.nan,
+        "dsr_null": math.nan,
+    }
+    if moments.reason is not None:
+        for key in ("sharpe", "skew", "kurtosis", "interval_analytic", "interval_bootstrap",
+                    "bootstrap_block_length", "psr", "min_track_record_days", "expected_max_sharpe", "dsr",
+                    "expected_max_sharpe_null", "dsr_null"):  # fmt: skip
+            reasons[key] = moments.reason
+    else:
+        evidence["psr"] = probabilistic_sharpe_ratio(moments.sharpe, 0.0, moments.days, moments.skew, moments.kurtosis)
+        evidence["min_track_record_days"] = min_track_record_length(
+            moments.sharpe, 0.0, moments.skew, moments.kurtosis, confidence
+        )
+        if math.isinf(evidence["min_track_record_days"]):
+            reasons["min_track_record_days"] = "the Sharpe ratio is not above 0: no track record is long enough"
+        _deflate(evidence, moments, n_trials, trial_sharpes, reasons)
+    ready = _json_ready(evidence, reasons)
+    ready["sentence"] = verdict(ready)
+    return ready
+
+
+def _deflate(evidence: dict[str, Any], moments: Moments, n_trials: int | None, trial_sharpes: Any,
+             reasons: dict[str, str]) -> None:  # fmt: skip
+    """Fill ``n_trials`` and both deflations when the trials are known: ``dsr`` with
+    V[SR_n] estimated from the trials (Bailey and López de Prado), ``dsr_null`` with the
+    sampling variance of a zero-Sharpe trial (`null_sharpe_variance`)."""
+    sharpes = np.array([]) if trial_sharpes is None else np.asarray(trial_sharpes, dtype=float).ravel()
+    sharpes = sharpes[np.isfinite(sharpes)]
+    if n_trials is None and len(sharpes):
+        n_trials = len(sharpes)
+    evidence["n_trials"] = n_trials
+    if n_trials is None:
+        for key in ("expected_max_sharpe", "dsr", "expected_max_sharpe_null", "dsr_null"):
+            reasons[key] = "no trial count given"
+        return
+    if n_trials < len(sharpes):
+        raise ConfigError(f"n_trials ({n_trials}) is fewer than the {len(sharpes)} trial Sharpe ratios given")
+    variances = {"_null": null_sharpe_variance(moments.days)}
+    if n_trials == 1 or len(sharpes) >= 2:
+        variances[""] = float(np.var(sharpes, ddof=1)) / TRADING_DAYS if len(sharpes) > 1 else 0.0
+    else:
+        reasons["expected_max_sharpe"] = reasons["dsr"] = "fewer than 2 finite trial Sharpe ratios: no variance to deflate by"
+    for suffix, variance in variances.items():
+        threshold = expected_max_sharpe(n_trials, variance)
+        evidence[f"expected_max_sharpe{suffix}"] = threshold * math.sqrt(TRADING_DAYS)
+        evidence[f"dsr{suffix}"] = probabilistic_sharpe_ratio(moments.sharpe, threshold, moments.days, moments.skew,
+                                                             moments.kurtosis)  # fmt: skip
+
+
+def _json_ready(evidence: dict[str, Any], reasons: dict[str, str]) -> dict[str, Any]:
+    """NaN and infinities become None (with a reason kept); numpy scalars become floats."""
+
+    def clean(key: str, value: Any) -> Any:
+        if isinstance(value, list):
+            return None if any(clean(key, item) is None for item in value) else [float(item) for item in value]
+        if isinstance(value, (float, np.floating)):
+            if not math.isfinite(value):
+                reasons.setdefault(key, "not a finite number")
+                return None
+            return float(value)
+        return value
+
+    ready = {key: clean(key, value) for key, value in evidence.items()}
+    ready["reasons"] = dict(reasons)
+    return ready
+
+
+def verdict(evidence: dict[str, Any]) -> str:
+    """The plain sentence a report prints for one strategy's `strategy_evidence`.
+
+    "above zero at 95% after 14 trials (DSR 0.99 against 14 zero-Sharpe trials; 0.12
+    from the trials' own spread)" when the deflated Sharpe is at least the confidence;
+    "above zero at 95%, but not after 14 trials (...)" when it is not; "above zero at
+    95%" (PSR, no trial count); "below zero at 95%" (PSR <= 1 - confidence); otherwise
+    "not distinguishable from zero"; "no evidence: <reason>" when the PSR cannot be
+    computed.
+
+    The trial count's judgement follows ``dsr_null`` (the best of N zero-Sharpe
+    trials) when the evidence has it, else ``dsr``: on tournaments,
+    benchmarks/significance.py finds that both keep false discoveries down on an
+    edge-free market, and that only ``dsr_null`` finds a planted edge, because the
+    spread of learning pods' Sharpe ratios is skill as much as luck
+    (docs/reading-results.md).
+    """
+    level = f"{100 * evidence['confidence']:g}%"
+    psr, dsr, trials = evidence.get("psr"), evidence.get("dsr"), evidence.get("n_trials")
+    if psr is None or (isinstance(psr, float) and math.isnan(psr)):
+        reason = evidence.get("reasons", {}).get("psr", "the PSR could not be computed")
+        return f"no evidence: {reason}"
+    if psr >= evidence["confidence"]:
+        if not _is_number(dsr):
+            return f"above zero at {level}"
+        null = evidence.get("dsr_null")
+        deflated = null if _is_number(null) else dsr
+        detail = (f"DSR {null:.2f} against {trials} zero-Sharpe trials; {dsr:.2f} from the trials' own spread"
+                  if _is_number(null) else f"DSR {dsr:.2f}")  # fmt: skip
+        if deflated >= evidence["confidence"]:
+            return f"above zero at {level} after {trials} trials ({detail})"
+        return f"above zero at {level}, but not after {trials} trials ({detail})"
+    if psr <= 1.0 - evidence["confidence"]:
+        return f"below zero at {level}"
+    return "not distinguishable from zero"
+
+
+def _is_number(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def spa_verdict(result: SPAResult, benchmark: str, alpha: float = 0.05) -> str:
+    """ "beats equal-weight: p = 0.03 (SPA)" or "does not beat equal-weight: p = 0.41 (SPA)"."""
+    if result.reason is not None:
+        return f"SPA against {benchmark} not computed: {result.reason}"
+    beats = "beats" if result.consistent < alpha else "does not beat"
+    return f"{beats} {benchmark}: p = {result.consistent:.2f} (SPA, {result.n_trials} trials)"
+
+
+def pbo_verdict(result: PBOResult) -> str:
+    """ "PBO 0.48: the validation winner falls to the median or below out of sample in 48% of splits"."""
+    if result.reason is not None:
+        return f"PBO not computed: {result.reason}"
+    return (
+        f"PBO {result.pbo:.2f}: the in-sample winner of {result.n_trials} trials is at or below the "
+        f"out-of-sample median in {100 * result.pbo:.0f}% of {len(result.logits)} splits"
+    )
+
+
+def pbo_json(result: PBOResult) -> dict[str, Any]:
+    """A `PBOResult` as a JSON-ready dict (None with a reason instead of NaN)."""
+    return {
+        "pbo": None if result.reason else result.pbo,
+        "logits": [float(x) for x in result.logits],
+        "n_blocks": result.n_blocks,
+        "n_trials": result.n_trials,
+        "days": result.days,
+        "reason": result.reason,
+        "sentence": pbo_verdict(result),
+    }
+
+
+def spa_json(result: SPAResult, benchmark: str, alpha: float = 0.05, label: str | None = None) -> dict[str, Any]:
+    """An `SPAResult` as a JSON-ready dict (None with a reason instead of NaN).
+
+    :param benchmark: the benchmark's key (``"equal_weight"``), kept as ``benchmark``.
+    :param label: its name for people (``"Equal-weight buy-and-hold"``), in the sentence;
+        None: the key."""
+    nan_free = {key: (None if result.reason else getattr(result, key)) for key in ("consistent", "lower", "upper")}
+    return {
+        **{f"pvalue_{key}": value for key, value in nan_free.items()},
+        "benchmark": benchmark,
+        "n_trials": result.n_trials,
+        "days": result.days,
+        "block_length": result.block_length,
+        "reps": result.reps,
+        "reason": result.reason,
+        "sentence": spa_verdict(result, benchmark if label is None else label, alpha),
+    }
+
+
+__all__ = ["SELECTED", "Trials", "pbo_json", "run_trials", "selection_evidence", "sentences", "series_evidence",
+           "spa_json", "strategy_evidence", "verdict"]  # fmt: skip

@@ -44,12 +44,13 @@ TABLE_COLUMNS = (
     "annual_return",
     "annual_volatility",
     "sharpe_ratio",
+    "turnover",
     "sortino_ratio",
     "max_drawdown",
     "calmar_ratio",
-    "turnover",
 )
-"""The metrics printed in the terminal and Markdown tables (report.json holds them all)."""
+"""The metrics printed in the terminal and Markdown tables (report.json holds them all); turnover
+beside the Sharpe ratio, since under costs the one is read with the other."""
 
 
 def format_value(metric: str, value: float) -> str:
@@ -369,6 +370,8 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
     for name in result.series:
         files[f"series:{name}"] = rundir.write_parquet(root / rundir.BACKTESTS_DIR / f"{name}.parquet",
                                                        series_table(result, name))  # fmt: skip
+    for name, trades in result.trades.items():
+        files[f"trades:{name}"] = rundir.write_parquet(root / rundir.TRADES_DIR / f"{name}.parquet", trades)
     if tear_sheet:
         for name in tear_sheet_strategies(result):
             files[f"tear_sheet:{name}"] = write_tear_sheet(result, name, root / f"tearsheet_{name}.png")
@@ -383,9 +386,10 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
 
 
 def _remove_stale(root: Path, written: set[Path]) -> None:
-    """A report replaces the one before it whole: the series and tear sheets of strategies it
-    no longer has are removed (only files of those two kinds, which only this module writes)."""
-    for path in [*(root / rundir.BACKTESTS_DIR).glob("*.parquet"), *root.glob("tearsheet_*.png")]:
+    """A report replaces the one before it whole: the series, trade lists and tear sheets of
+    strategies it no longer has are removed (only files of those kinds, which only this module writes)."""
+    for path in [*(root / rundir.BACKTESTS_DIR).glob("*.parquet"), *(root / rundir.TRADES_DIR).glob("*.parquet"),
+                 *root.glob("tearsheet_*.png")]:  # fmt: skip
         if path not in written and not rundir.is_temporary(path):
             path.unlink(missing_ok=True)
 

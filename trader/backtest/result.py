@@ -77,7 +77,7 @@ class BacktestResult:
     :param files: what was written where (empty when nothing was written).
     :param missing_columns: source columns the data lacked (close-only data), filled
         from the close; orders then fill at the next bar's close.
-    :param evidence: strategy name -> `trader.stats.strategy_evidence` of its daily
+    :param evidence: strategy name -> `trader.backtest.evidence.series_evidence` of its daily
         returns (interval, PSR, and the DSR of a strategy selected among trials).
     :param selection: the run's selection on its validation period
         (`trader.backtest.evidence.selection_evidence`), or None.
@@ -92,6 +92,9 @@ class BacktestResult:
     :param membership: the point-in-time universe of a panel built from a membership
         file (`market_envs.data.membership.period_membership`: members and changes
         over the data set's window, and the changes this period saw), or None.
+    :param trades: strategy name -> its trade list (`trader.backtest.trades.trade_list`: one
+        row per fill of one ticker, with its price and costs by term); empty when positions
+        were recorded per session only (``record_positions="day"``).
     """
 
     metrics: pd.DataFrame
@@ -112,6 +115,7 @@ class BacktestResult:
     cost_model: dict[str, Any] = field(default_factory=dict)
     breakeven: dict[str, dict[str, Any]] = field(default_factory=dict)
     membership: dict[str, Any] | None = None
+    trades: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def best(self) -> str:

@@ -48,6 +48,7 @@ def _register_commands() -> None:
     from trader.cli import cluster  # noqa: F401
     from trader.cli import walkforward  # noqa: F401
     from trader.cli import act  # noqa: F401
+    from trader.cli import paper  # noqa: F401
     from trader.cli import experiment  # noqa: F401
 
 
@@ -57,7 +58,9 @@ _register_commands()
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 2 bad input, 1 unexpected failure)."""
     try:
-        app(args=argv, prog_name="trader", standalone_mode=False)
+        code = app(args=argv, prog_name="trader", standalone_mode=False)
+        if isinstance(code, int) and not isinstance(code, bool):  # click returns a command's typer.Exit code
+            return code
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -17,7 +17,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from trader.cli import app
-from trader.cli.options import CostSetOption, CostsOption, cost_flags, with_costs
+from trader.cli.options import (
+    CostSetOption,
+    CostsOption,
+    NoTradeBandOption,
+    TradeRateOption,
+    WeightsMapOption,
+    cost_flags,
+    with_aim_rules,
+    with_costs,
+)
 from trader.errors import UserError
 from trader.names import ALGOS, PRESET_COST
 
@@ -48,10 +57,13 @@ def tournament_command(
     compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help="torch.compile the pods' env steps and networks: each worker compiles once, then steps faster (benchmarks/RESULTS.md, validation pass).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges (trader.presets); --config keys go on top.")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); --config keys go on top.")] = None,
     cost: Annotated[float | None, typer.Option("--cost", help="Market envs: commission rate per side (5e-4: 5 bp); default the preset's 5 bp, else the env's 0.1%.")] = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
+    trade_rate: TradeRateOption = None,
+    no_trade_band: NoTradeBandOption = None,
+    weights_map: WeightsMapOption = None,
 ) -> None:
     """Train a population of pods on dask, rank them, breed new ones; backtest the best."""
     from tournament import TournamentConfig
@@ -96,6 +108,8 @@ def tournament_command(
         )  # fmt: skip
     if cost is not None or named is not None:
         _apply_costs(values, cost, named)
+    if (trade_rate, no_trade_band, weights_map) != (None, None, None):
+        values["env_config"] = with_aim_rules(values.get("env_config"), weights_map, trade_rate, no_trade_band)
     values["run_dir"] = str(run_dir)
     if resume:
         if not (run_dir / "tournament.toml").is_file():

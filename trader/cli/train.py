@@ -17,7 +17,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from trader.cli import app
-from trader.cli.options import CostSetOption, CostsOption, cost_flags, with_costs
+from trader.cli.options import (
+    CostSetOption,
+    CostsOption,
+    NoTradeBandOption,
+    TradeRateOption,
+    WeightsMapOption,
+    cost_flags,
+    with_aim_rules,
+    with_costs,
+)
 from trader.environments import resolve_env
 from trader.errors import UserError
 from trader.names import ALGOS, PRESET_COST
@@ -37,11 +46,14 @@ def train_command(
     eval_episodes: Annotated[int | None, typer.Option("--eval-episodes", help="Gymnasium envs: validation episodes (default 5; a market validates on its whole validation period).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of algo config keys, or a run's config.toml: then the run's every input (data set, env rules, algo config, seed, steps, ...) and the flags given on top; it trains the run again, bit for bit on one worker.")] = None,
     compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help="Use torch.compile (opt-in).")] = None,
-    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges (trader.presets), at --cost or 5 bp per side.")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); at --cost or 5 bp per side.")] = None,
     cost: Annotated[float | None, typer.Option("--cost", help="Market envs: commission rate per side (5e-4: 5 bp); default the preset's 5 bp, else the env's 0.1%.")] = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the run already in --run-dir whole (every file a run wrote there is removed first).")] = False,
+    trade_rate: TradeRateOption = None,
+    no_trade_band: NoTradeBandOption = None,
+    weights_map: WeightsMapOption = None,
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader import rundir
@@ -78,13 +90,16 @@ def train_command(
             raise UserError(f"--preset: unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     market = not resolve_env(arguments["env"]).is_gym
     if not market:
-        for option, given in (("--cost", cost is not None), ("--costs", named is not None), ("--preset", preset is not None)):
+        for option, given in (("--cost", cost is not None), ("--costs", named is not None), ("--preset", preset is not None),
+                              ("--trade-rate", trade_rate is not None), ("--no-trade-band", no_trade_band is not None),
+                              ("--weights-map", weights_map is not None)):  # fmt: skip
             if given:
                 raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
     elif eval_episodes is not None:
         raise UserError("--eval-episodes applies to gymnasium envs; a market validates once on its whole validation period")
     rundir.check_new_run(run_dir, remedy="pass --overwrite to replace it, or another --run-dir", overwrite=overwrite)
     _apply_rules(arguments, preset, cost, named)
+    arguments["env_config"] = with_aim_rules(arguments.get("env_config"), weights_map, trade_rate, no_trade_band)
     console = Console(stderr=True)
     progress = _progress(console)
     total = arguments.get("steps", 100_000)

@@ -47,7 +47,7 @@ def walkforward_command(
     baseline_algos: Annotated[str | None, typer.Option("--baseline-algos", help="With --baselines sb3 or sb3-dummy: their SB3 algorithms (comma-separated; default ppo).")] = None,
     baseline_steps: Annotated[int | None, typer.Option("--baseline-steps", help="With --baselines: env steps of each baseline per fold (default: the learner's: --steps, or --pods x --pod-steps).")] = None,
     warm_start: Annotated[bool, typer.Option("--warm-start", help="Fold k+1 continues from fold k: a single learner from its best checkpoint, a tournament's pods from its leaderboard (default: a fresh start per fold).")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges (trader.presets).")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets).")] = None,
     cost: Annotated[float | None, typer.Option("--cost", help="Commission rate per side (5e-4: 5 bp); default the preset's 5 bp, else the env's 0.1%.")] = None,
 ) -> None:
     """Walk a learner forward: per fold train, select on validation, test; stitch the test windows."""

@@ -1,12 +1,13 @@
 """Screenshots of every dashboard page in a real browser (headless Chromium via Selenium).
 
-    python -m dashboards.screenshots RUNS_DIR [--out docs/img] [--port 8765]
+    python tools/dashboard_screenshots.py RUNS_DIR [--out docs/img] [--port 8765]
 
 Starts the dashboard on localhost (`trader dashboard`'s command), opens each page in
 Debian's ``chromium`` through ``chromedriver``, waits until Streamlit has finished
 running the page and the charts have drawn, and saves ``dashboard-<page>.png``. A page
 that shows a Streamlit exception box is reported (exit status 1). `make screenshots`
-runs it; ``tests/test_dashboard_browser.py`` (marker ``browser``) does the same.
+runs it; ``tests/test_dashboard.py``'s browser test (marker ``browser``) does the same. A
+developer's tool (Selenium), not part of the installed package.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PAGES = {"strategies": "", "significance": "significance", "tournament": "tournament", "walkforward": "walkforward",
+         "paper": "paper",
          "training": "training", "data": "data"}
 """Page name -> URL path (st.navigation derives it from the page file's name; the default page is /)."""
 

@@ -1,0 +1,54 @@
+"""`--trade-rate`, `--no-trade-band`, `--weights-map` on `trader train` and `trader tournament`:
+bad values and the new action in shares mode are one line and exit code 2, before any training."""
+
+from __future__ import annotations
+
+import pytest
+
+from trader.cli import main
+
+
+@pytest.mark.parametrize("command", [["train", "--algo", "ppo", "--run-dir"], ["tournament"]])
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [(["--trade-rate", "1.5"], "--trade-rate must be in [0, 1]"),
+     (["--trade-rate", "-0.2", "--preset", "market"], "--trade-rate must be in [0, 1]"),
+     (["--no-trade-band", "-0.01", "--preset", "market"], "--no-trade-band must be a weight >= 0"),
+     (["--weights-map", "log", "--preset", "market"], "--weights-map must be one of normalized, linear"),
+     (["--trade-rate", "0.5"], "--trade-rate: the aim, trade rate and band move a book of target weights"),
+     (["--no-trade-band", "0.01"], "--no-trade-band: the aim, trade rate and band move a book of target weights")],
+)  # fmt: skip
+def test_bad_aim_flags_exit_2_with_one_line(command, flags, fragment, tmp_path, capsys):
+    args = [*command, str(tmp_path / "run"), "--dataset", "synthetic-edge-daily", *flags]
+    if command[0] == "train":
+        args += ["--steps", "64"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run" / "config.toml").exists()
+
+
+def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
+    """--preset market-costs: the linear aim, the aim reward and the preset's trade rate, recorded in
+    config.toml; --trade-rate and --no-trade-band go on top; the run's rules read back equal."""
+    import tomllib
+
+    from test_train_cli import TINY_EDGE_RECIPE
+
+    from market_envs.env import EnvConfig
+    from trader.backtest.engine import recorded_rules
+    from trader.presets import COSTS_TRADE_RATE
+
+    recipe = tmp_path / "edge.toml"
+    recipe.write_text(TINY_EDGE_RECIPE)
+    for flags, rate in (([], COSTS_TRADE_RATE), (["--trade-rate", "0.3", "--no-trade-band", "0.01"], 0.3)):
+        run_dir = tmp_path / f"run-{rate}"
+        code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--preset", "market-costs", "--steps", "256",
+                     "--num-envs", "4", "--eval-every", "0", "--run-dir", str(run_dir), *flags])  # fmt: skip
+        assert code == 0
+        rules = tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"]
+        assert (rules["weights_map"], rules["reward"], rules["trade_rate"]) == ("linear", "aim", rate)
+        assert tomllib.loads((run_dir / "config.toml").read_text())["algo_config"]["init_log_std"] == -2.0
+        config = recorded_rules(rules, "config.toml")
+        assert isinstance(config, EnvConfig) and config.trade_rate == rate
+        assert config.no_trade_band == (0.01 if flags else 0.0)
