@@ -17,9 +17,10 @@ wall-clock. `run_experiment` runs that protocol with the library's own pieces:
    (its last ``years`` when given) is split in the paper's proportions: the last 37.8%
    of its days are the test period, the 18.5% before them validation, the rest
    training (the paper's 3.4 years of training and 2.0 of backtest).
-2. **Rules.** The market preset's env rules (`trader.presets.apply_preset`) at
-   ``cost`` per side (0.2%) and ``initial_cash`` ($1,000,000): what every learner
-   trains under and every strategy is backtested under.
+2. **Rules.** A preset's env rules (`trader.presets.apply_preset`; by default
+   ``market-costs``, the action that can hold, since the paper's 0.2% per trade is a cost
+   that decides) at ``cost`` per side and ``initial_cash`` ($1,000,000): what every
+   learner trains under and every strategy is backtested under.
 3. **Learners, at equal wall-clock** (``minutes`` each; or equal work: ``pods`` x
    ``pod_steps`` transitions each): the tournament (PPO:SAC:TD3 = 1:1:1, on
    ``workers`` local processes, its result chosen by `tournament.selection`), vanilla
@@ -112,6 +113,9 @@ class ExperimentConfig:
     """Only the data set's last ``years`` (the window is then split in the paper's proportions)."""
     cost: float = 0.002
     """Commission per side (the paper's 0.2%)."""
+    preset: str = "market-costs"
+    """The env rules' preset (`trader.presets.PRESETS`): ``market-costs`` trades toward an aim
+    at a rate and can hold; ``market`` re-targets the whole book every bar."""
     initial_cash: float = 1_000_000.0
     """Capital of every strategy (the paper's $1,000,000)."""
     extra_costs: tuple[str, ...] = ()
@@ -143,6 +147,10 @@ class ExperimentConfig:
             raise UserError(f"--commission must be in [0, 1), got {self.cost}")
         if self.snapshot_every is not None and not self.snapshot_every > 0:
             raise UserError(f"--snapshot-every must be > 0 seconds, got {self.snapshot_every}")
+        from trader.presets import PRESETS
+
+        if self.preset not in PRESETS:
+            raise UserError(f"--preset: unknown preset {self.preset!r}; choose {', '.join(PRESETS)}")
         unknown = [name for name in self.libraries if name not in LIBRARIES]
         if unknown:
             raise UserError(f"--libraries: unknown {unknown}; choose from {', '.join(LIBRARIES)}")
@@ -267,11 +275,11 @@ def experiment_dates(start: str, end: str, years: float | None) -> dict[str, str
 
 
 def _rules(config: ExperimentConfig, recipe: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The market preset's env rules at the experiment's cost and capital, and its algorithm configs."""
+    """The preset's env rules at the experiment's cost and capital, and its algorithm configs."""
     from trader.presets import apply_preset
 
     steps = config.steps or config.pod_steps
-    rules, algo_configs = apply_preset("market", recipe, config.cost, ("ppo", "sac", "td3"), steps=steps,
+    rules, algo_configs = apply_preset(config.preset, recipe, config.cost, ("ppo", "sac", "td3"), steps=steps,
                                        num_envs=POD_ENVS)  # fmt: skip
     return {**rules, "initial_cash": config.initial_cash}, algo_configs
 
