@@ -200,7 +200,7 @@ def test_qualified_pods_form_an_ensemble_whose_pass_is_one_more_trial(tiny_tourn
     import shutil
 
     from tournament.orchestrator import TournamentState, select_result
-    from trader.backtest.runs import backtest_config, backtest_run, read_run
+    from trader.backtesting.runs import backtest_config, backtest_run, read_run
 
     config, result = tiny_tournament
     root = tmp_path / "tour"
@@ -276,7 +276,7 @@ def test_a_child_starts_from_its_parents_weights_normaliser_and_optimiser_but_it
     replay buffer of SAC and TD3 is not part of a checkpoint: a child refills its own."""
     from market_envs.gym_vec import GymVecEnv
     from trader.agents.checkpoint import RNG_KEY, load_checkpoint, save_checkpoint
-    from trader.train import continue_from
+    from trader.training import continue_from
 
     env = GymVecEnv("Pendulum-v1", 2, "cpu", 0)
     base = {"hidden_sizes": (8,), "normalize_obs": True}
@@ -306,7 +306,7 @@ def test_a_child_with_a_perturbed_noise_moves_its_parents_learned_noise_by_the_d
     the parent's shifts the inherited (learned) log-std; everything else is the parent's."""
     from market_envs.gym_vec import GymVecEnv
     from trader.agents.checkpoint import load_checkpoint, save_checkpoint
-    from trader.train import continue_from
+    from trader.training import continue_from
 
     env = GymVecEnv("Pendulum-v1", 2, "cpu", 0)
     config = {"hidden_sizes": (8,), "num_steps": 16, "num_minibatches": 2, "update_epochs": 1, "init_log_std": -1.0}

@@ -27,7 +27,7 @@ wall-clock. `run_experiment` runs that protocol with the library's own pieces:
    PPO (one `trader.train` run, snapshotted every ``snapshot_every`` seconds), and the
    baseline libraries (`trader.baselines`: SB3 PPO, FinRL's ensemble, and RLlib PPO
    where ``.venv-rllib`` exists), each in its own folder of the run directory.
-4. **The backtest** of the test period (`trader.backtest.run_backtest`): every
+4. **The backtest** of the test period (`trader.backtesting.run_backtest`): every
    learner's selected strategy beside the benchmark (QQQ) and equal weight, with the
    evidence (interval, PSR, DSR with each learner's own trials); once more under each
    of ``extra_costs`` (named cost models), whose Sharpe ratios are extra columns.
@@ -316,7 +316,7 @@ def _vanilla_ppo(config: ExperimentConfig, root: Path, recipe: str, rules: dict[
                  algo_config: dict[str, Any], say: Progress) -> Path:  # fmt: skip
     """One PPO run with the preset, in ``RUN_DIR/ppo``, snapshotted for Figure 7; an unfinished
     one (no best checkpoint) is replaced whole (`trader.train`'s ``overwrite``)."""
-    from trader.train import train
+    from trader.training import train
 
     folder = root / "ppo"
     if (folder / rundir.CHECKPOINTS / "best.json").is_file():
@@ -331,7 +331,7 @@ def _vanilla_ppo(config: ExperimentConfig, root: Path, recipe: str, rules: dict[
 def _libraries(config: ExperimentConfig, ppo: Path, say: Progress) -> None:
     """SB3 PPO, FinRL's ensemble and RLlib PPO (where installed) in ``RUN_DIR/ppo/baselines``:
     the vanilla PPO run's data, rules and periods, each at the same budget."""
-    from trader.baselines import baselines
+    from trader.libraries import baselines
 
     for library in config.libraries:
         if library == "rllib" and not _rllib_available():
@@ -346,7 +346,7 @@ def _libraries(config: ExperimentConfig, ppo: Path, say: Progress) -> None:
 
 
 def _rllib_available() -> bool:
-    from trader.baselines.rllib import rllib_python
+    from trader.libraries.rllib import rllib_python
 
     try:
         rllib_python()
@@ -364,8 +364,8 @@ def _backtest(config: ExperimentConfig, root: Path, data: Any, rules: dict[str, 
     under the experiment's costs (report in the run directory) and under each extra cost
     model (their Sharpe ratios, by strategy)."""
     from market_envs.costs import cost_model
-    from trader.backtest.engine import BacktestConfig, run_backtest
-    from trader.backtest.runs import contents_trials, read_run, run_strategies
+    from trader.backtesting.engine import BacktestConfig, run_backtest
+    from trader.backtesting.runs import contents_trials, read_run, run_strategies
 
     policies, trials = {}, {}
     for label, folder, pick in (("tournament", tournament, None), ("ppo", ppo, "best")):
@@ -399,7 +399,7 @@ def _env_config(rules: dict[str, Any]) -> Any:
 
 def learner_labels(tournament: Path) -> dict[str, str]:
     """Table 2's names of our two learners: the tournament with its result, vanilla PPO."""
-    from trader.backtest.runs import read_run
+    from trader.backtesting.runs import read_run
 
     contents = read_run(tournament)
     if contents.result == "ensemble":
@@ -439,8 +439,8 @@ def _figure(config: ExperimentConfig, root: Path, data: Any, rules: dict[str, An
             ppo: Path) -> pd.DataFrame:  # fmt: skip
     """Test-period cumulative return of each snapshot: vanilla PPO's (``ppo/snapshots``) and
     the tournament's best pod at the same marks (`best_pods_over_time`), one backtest."""
-    from trader.backtest.engine import BacktestConfig, run_backtest
-    from trader.train import snapshot_name, snapshot_seconds
+    from trader.backtesting.engine import BacktestConfig, run_backtest
+    from trader.training import snapshot_name, snapshot_seconds
 
     points: dict[str, tuple[str, float]] = {}
     policies: dict[str, Path] = {}

@@ -197,7 +197,7 @@ class Agent(ABC):
 
     def adopt_parent(self, parent_config: Mapping[str, Any]) -> None:
         """After a parent's state is loaded into this agent (a tournament's child, see
-        `trader.train.continue_from`), apply what the child's own config changes in that state;
+        `trader.training.continue_from`), apply what the child's own config changes in that state;
         ``parent_config`` is the parent's config as its checkpoint records it. Nothing by
         default: learning rates are kept by the caller, the rest is read from the config."""
 

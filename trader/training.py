@@ -462,8 +462,3 @@ def _resolve_config(config_cls: type, config: Any) -> Any:
     if not isinstance(config, config_cls):
         raise ConfigError(f"config must be a {config_cls.__name__} or a dict, got {type(config).__name__}")
     return config
-
-
-from trader._callable import make_callable  # noqa: E402
-
-make_callable(__name__, train)  # `trader.train(...)` calls `train`
