@@ -142,9 +142,9 @@ def test_a_run_that_dies_mid_training_never_touches_the_finished_copy(recipe: Pa
         os.rename(tmp_path / "aside", folder)  # the other copy commits while this one trains
         raise KeyboardInterrupt  # a worker killed mid-pod: no result, no cleanup by the pod itself
 
-    monkeypatch.setattr(trader.train, "train", dies_half_way)
+    monkeypatch.setattr(trader.training, "train", dies_half_way)
     with pytest.raises(KeyboardInterrupt):
         train_pod(spec, str(run_dir))
-    monkeypatch.setattr(trader.train, "train", real_train)
+    monkeypatch.setattr(trader.training, "train", real_train)
     assert snapshot(folder) == before and committed_result(folder) == finished
     assert sorted(p.name for p in folder.parent.iterdir()) == [spec.pod_id]
