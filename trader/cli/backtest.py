@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from trader.cli import app
+from trader.cli.root import app
 from trader.cli.options import CostSetOption, CostsOption, cost_flags
 from trader.errors import UserError
 from trader.names import BASELINES

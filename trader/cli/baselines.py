@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from trader.cli import app
+from trader.cli.root import app
 from trader.cli.options import CostSetOption, CostsOption, resolve_costs
 from trader.errors import UserError
 

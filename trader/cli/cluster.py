@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trader.cli import app
+from trader.cli.root import app
 
 cluster_app = typer.Typer(help="Set up a dask cluster for `trader tournament --scheduler`.", no_args_is_help=True)
 app.add_typer(cluster_app, name="cluster")

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trader.cli import app
+from trader.cli.root import app
 
 data_app = typer.Typer(
     help="Market data sets: build (fetch or generate, validate, cache), info, validate.",

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from trader.cli import app
+from trader.cli.root import app
 
 experiment_app = typer.Typer(help="Published experiments, run end to end on any data set.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")

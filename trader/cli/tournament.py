@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from trader.cli import app
+from trader.cli.root import app
 from trader.cli.options import (
     CostSetOption,
     CostsOption,
