@@ -69,7 +69,7 @@ screenshots: $(VENV)/.installed-dev chromium
 
 # RLlib baselines (`trader baselines --libraries rllib`): Ray pins its own gymnasium,
 # so RLlib gets an environment of its own with the same torch and this package; the
-# two exchange files only (trader/baselines/rllib.py).
+# two exchange files only (trader/libraries/rllib.py).
 RLLIB_VENV := .venv-rllib
 RAY_PIN := ray[rllib]==2.60.0
 rllib: $(RLLIB_VENV)/.installed

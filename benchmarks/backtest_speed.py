@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 
 from market_envs.data import FEATURE_NAMES, MarketData
-from trader.backtest import BacktestConfig, PolicyPopulation, run_backtest
+from trader.backtesting import BacktestConfig, PolicyPopulation, run_backtest
 
 BARS_PER_SESSION = 390
 
@@ -93,7 +93,7 @@ def run_path(path: str, data: MarketData, policies: dict, config: BacktestConfig
     after a warm-up on the first session (its compilation)."""
     import resource
 
-    import trader.backtest.engine as engine
+    import trader.backtesting.engine as engine
 
     original = engine._group_program
     if path == "old":  # every group falls back to the bar-by-bar loop
@@ -122,7 +122,7 @@ def compare_paths(args: argparse.Namespace) -> None:
 
         rules = market_rules()
         obs_dim = 1 + 2 * args.tickers
-        from trader.backtest import agents_population
+        from trader.backtesting import agents_population
 
         policies = {"ppo": agents_population(per_stock_agents(obs_dim, args.tickers, args.policies))}
     else:
@@ -175,7 +175,7 @@ def main() -> None:
     run_s = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as scratch:
         start = time.perf_counter()
-        from trader.backtest import write_report
+        from trader.backtesting import write_report
 
         write_report(result, scratch, tear_sheet=False)
         write_s = time.perf_counter() - start

@@ -268,7 +268,7 @@ def main(argv: list[str]) -> int:
         for phase in phases:
             for name, took in pool.map(run_task, phase):
                 print(f"{name} finished in {took:.0f} s ({time.perf_counter() - started:.0f} s elapsed)", flush=True)
-    from trader.backtest.runs import backtest_run
+    from trader.backtesting.runs import backtest_run
 
     for s in seeds:
         backtest_run(root / f"s{s}", dataset=args.dataset, overwrite=True)

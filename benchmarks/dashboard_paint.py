@@ -38,7 +38,7 @@ def build_run(runs: Path) -> Path:
     import torch
 
     from market_envs.data import load
-    from trader.backtest import BacktestConfig, run_backtest
+    from trader.backtesting import BacktestConfig, run_backtest
 
     data = load("synthetic-minute")
     policies = {}

@@ -43,7 +43,7 @@ from learning_check import edge_spec, env_rules, linear_probe, validation_oracle
 from market_envs.data import load
 from market_envs.data.edge import edge_layout
 from market_envs.data.recipes import find_recipe
-from trader.backtest import BacktestConfig, run_backtest
+from trader.backtesting import BacktestConfig, run_backtest
 
 def observations(horizon: int) -> dict[str, tuple]:
     """The probes' observations: the 13 indicators, and the t-statistic the rule ranks."""

@@ -4,7 +4,7 @@ For each data set (default: the recipes ``synthetic-edge-minute``, with a plante
 of known oracle Sharpe, and ``synthetic-minute``, edge-free), each algorithm is
 trained for a fixed number of env transitions on the **training** period, from
 ``--seeds`` seeds, and every trained agent is then scored on the **validation**
-period by the backtest engine (`trader.backtest.run_backtest`), in one backtest per
+period by the backtest engine (`trader.backtesting.run_backtest`), in one backtest per
 data set, beside:
 
 - ``oracle``: the planted rule's target weights (`market_envs.data.edge.oracle_weights`,
@@ -71,8 +71,8 @@ from market_envs.data.recipes import find_recipe
 from market_envs.data.edge import EdgeSpec
 from market_envs.env import EnvConfig, StockTradingVecEnv, observed_feature_table
 from trader.agents import Agent, get_spec, make_agent, make_config
-from trader.backtest import ActionSchedule, BacktestConfig, run_backtest
-from trader.backtest.engine import oracle_schedule
+from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
+from trader.backtesting.engine import oracle_schedule
 from trader.errors import ConfigError
 from trader.presets import REWARD_SCALE, market_algo_config, market_rules
 

@@ -11,7 +11,7 @@ for each seed:
 - **sac-costs** / **td3-costs** (``--algos``): SAC or TD3 trained under the model;
 - **ppo-null**: PPO trained under the model on the edge-free twin ``synthetic-minute-costs``.
 
-Every agent is backtested by `trader.backtest.run_backtest` under `institutional`, on the
+Every agent is backtested by `trader.backtesting.run_backtest` under `institutional`, on the
 validation and on the test period, beside the **oracle** (the planted rule rebalanced
 every bar: cost-blind) and the **oracle under costs** (`oracle_costs`: the rule through the
 trade rate or no-trade band that maximises its net Sharpe on the training period, under the
@@ -61,9 +61,9 @@ from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader import stats
 from trader.agents import Agent, make_agent, make_config
 from trader.agents.checkpoint import load_agent
-from trader.backtest import BacktestConfig, run_backtest
+from trader.backtesting import BacktestConfig, run_backtest
 from trader.presets import COSTS_TRADE_RATE, HOLDING, REWARD_SCALE, edge_rules, market_algo_config
-from trader.train import train
+from trader.training import train
 
 DATASET = "synthetic-edge-minute-costs"
 NULL_DATASET = "synthetic-minute-costs"

@@ -27,8 +27,8 @@ def main() -> int:
     sys.path.insert(0, str(ROOT / "tests"))
     from golden.case import golden_inputs, golden_report
 
-    from trader.backtest import BacktestConfig, run_backtest
-    from trader.backtest.report import report_dict
+    from trader.backtesting import BacktestConfig, run_backtest
+    from trader.backtesting.report import report_dict
 
     data, policies = golden_inputs()
     with tempfile.TemporaryDirectory() as scratch:

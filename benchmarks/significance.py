@@ -2,7 +2,7 @@
 
 Per seed and per market, a tournament (``--pods`` pods on ``--workers`` local workers,
 the market preset's rules and configs, as `trader tournament --preset market` runs
-it), then its report (`trader.backtest.runs.backtest_run`: the test period, with the
+it), then its report (`trader.backtesting.runs.backtest_run`: the test period, with the
 selection judged on validation from the tournament's own trials.parquet). Read off
 report.json's ``selection``: the winner's validation Sharpe, its DSR after every
 trial the tournament ran, PBO (CSCV) and the SPA p-value against equal-weight; and
@@ -35,7 +35,7 @@ import tomli_w
 
 from market_envs.data.recipes import find_recipe
 from tournament import TournamentConfig, run
-from trader.backtest.runs import backtest_run
+from trader.backtesting.runs import backtest_run
 from trader.presets import apply_preset
 
 ALGOS = ("ppo", "sac", "td3")

@@ -34,6 +34,7 @@ Median over the seeds; the load average before each run.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -55,8 +56,8 @@ def oracle_scores(dataset: str, cost: float) -> dict[str, float]:
     from market_envs.data import load
     from market_envs.data.edge import EdgeSpec
     from market_envs.env import EnvConfig
-    from trader.backtest import BacktestConfig, run_backtest
-    from trader.backtest.engine import oracle_schedule
+    from trader.backtesting import BacktestConfig, run_backtest
+    from trader.backtesting.engine import oracle_schedule
     from trader.presets import apply_preset
     from trader.rundir import config_from_dict
 
@@ -74,7 +75,10 @@ def train_one(args: argparse.Namespace) -> dict[str, Any]:
     """One seed's run in this process (the child's job): the validation curve with clocks."""
     import torch
 
-    import trader.train as training
+    try:
+        import trader.training as training
+    except ImportError:  # an older checkout (--old): the module was trader.train
+        training = importlib.import_module("trader.train")
     from trader.presets import apply_preset
 
     torch.set_num_threads(1)

@@ -46,11 +46,11 @@ from scipy import stats as scipy_stats
 
 from market_envs.data import load
 from tournament import TournamentConfig, run
-from trader.backtest.engine import BacktestConfig, run_backtest
-from trader.backtest.runs import contents_trials, read_run, run_strategies
+from trader.backtesting.engine import BacktestConfig, run_backtest
+from trader.backtesting.runs import contents_trials, read_run, run_strategies
 from trader.presets import apply_preset
 from trader.rundir import config_from_dict
-from trader.train import train
+from trader.training import train
 
 ARMS = ("single", "random", "best_pod", "result")
 

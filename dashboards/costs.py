@@ -1,8 +1,8 @@
 """The costs section's tables and figures: report.json's ``costs`` and ``breakeven`` drawn as they are.
 
 Like `dashboards.figures`, plain functions with no Streamlit and no file reading. The
-numbers are the backtest's own (`trader.backtest.engine.cost_breakdown` and
-`trader.backtest.engine.breakeven`, written into report.json); nothing here
+numbers are the backtest's own (`trader.backtesting.engine.cost_breakdown` and
+`trader.backtesting.engine.breakeven`, written into report.json); nothing here
 recomputes them:
 
 - `cost_frame`: per strategy, each part of its costs in bp of the value traded, the
@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
 
 PARTS = {"commission": "commission", "spread": "spread", "impact": "impact", "borrow": "borrow"}
-"""The parts of a strategy's costs (`trader.backtest.engine.COST_PARTS`) and their legend names;
+"""The parts of a strategy's costs (`trader.backtesting.engine.COST_PARTS`) and their legend names;
 report.json holds ``<part>_bps`` for each."""
 
 COLUMNS = {

@@ -137,7 +137,7 @@ def modified(path: Path) -> float:
 
 
 def load_report(run: Path) -> dict[str, Any]:
-    """``report.json`` (`trader.backtest.report.report_dict`), checked for the keys the pages use."""
+    """``report.json`` (`trader.backtesting.report.report_dict`), checked for the keys the pages use."""
     path = run / rundir.REPORT_JSON
     report = read_json(path)
     if not isinstance(report, dict):
@@ -157,7 +157,7 @@ def load_series(run: Path, series_file: str) -> pd.DataFrame:
 
 
 def load_trades(run: Path, trades_file: str) -> pd.DataFrame:
-    """One strategy's trade list (``backtests/trades/<name>.parquet``: `trader.backtest.trades`)."""
+    """One strategy's trade list (``backtests/trades/<name>.parquet``: `trader.backtesting.trades`)."""
     return read_parquet(run / trades_file, ("timestamp", "ticker", "side", "shares", "price", "value",
                                             "commission", "spread", "impact"))  # fmt: skip
 

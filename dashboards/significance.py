@@ -5,7 +5,7 @@ each is tested on its own and the page only arranges them. They draw what
 `trader.stats` computes (the numbers are defined there, never here):
 
 - `interval_figure`: each strategy's annualised Sharpe ratio with its intervals as
-  error bars, from `trader.backtest.evidence.series_evidence` dicts (as report.json holds them);
+  error bars, from `trader.backtesting.evidence.series_evidence` dicts (as report.json holds them);
 - `trial_sharpe_figure`: the tournament's trial Sharpe ratios beside the expected
   maximum of as many edge-free trials (`trader.stats.expected_max_sharpe`, as the
   report's selection holds it);
@@ -42,7 +42,7 @@ def _shown(value: float) -> str:
 def interval_frame(evidence: Mapping[str, Mapping[str, object]]) -> pd.DataFrame:
     """One row per strategy: Sharpe, both intervals' ends, PSR, DSR and the sentence.
 
-    :param evidence: strategy name -> its `trader.backtest.evidence.series_evidence` dict.
+    :param evidence: strategy name -> its `trader.backtesting.evidence.series_evidence` dict.
     :return: columns ``sharpe``, ``<key>_low`` / ``<key>_high`` for each of
         `INTERVALS`, ``psr``, ``dsr_null``, ``dsr``, ``sentence``; NaN where the dict holds None.
     """

@@ -1338,6 +1338,11 @@ def _shared_tables(data: MarketData, key: tuple, build: Callable[[], _Tables]) -
     return built[key]
 
 
+def tables_held(data: MarketData) -> int:
+    """How many envs' tables are held for panel `data` (at most `TABLES_PER_PANEL`)."""
+    return len(_TABLES.get(data, {}))
+
+
 # --------------------------------------------------------------------- the env
 
 
@@ -1630,7 +1635,7 @@ class StockTradingVecEnv:
         float64 [B, N].
 
         A strategy that sizes its purchases with it sends none that the cash cannot pay
-        at its estimated price (`trader.backtest.strategies.BuyAndHold`).
+        at its estimated price (`trader.backtesting.strategies.BuyAndHold`).
         """
         return within_cash(buys, cash, price, t + 1, self._tables, self._rules)
 

@@ -18,8 +18,8 @@ import pytest
 import trader
 from market_envs.costs import CostModel
 from market_envs.env import EnvConfig
-from trader.backtest.engine import Book
-from trader.backtest.runs import backtest_config, backtest_run, read_run
+from trader.backtesting.engine import Book
+from trader.backtesting.runs import backtest_config, backtest_run, read_run
 from trader.cli import main as cli
 
 from market_fixtures import write_tiny_recipe
@@ -38,7 +38,7 @@ def backtested(request, tmp_path_factory) -> tuple[Path, pd.DataFrame, pd.DataFr
     costs = COSTLY if request.param == "costly" else CostModel()
     rules = EnvConfig(action_mode="weights", buy_cost=0.0005, sell_cost=0.0005, costs=costs)
     run_dir = root / "run"
-    trader.train.train("ppo", str(recipe), TINY_PPO, run_dir, env_config=rules, steps=512, num_envs=8, eval_every=0)
+    trader.training.train("ppo", str(recipe), TINY_PPO, run_dir, env_config=rules, steps=512, num_envs=8, eval_every=0)
     config = backtest_config(read_run(run_dir), tear_sheet=False)
     result = backtest_run(run_dir, strategies=["best"], baselines=[], config=config)
     return run_dir, result.series["best"], result.positions["best"]

@@ -12,10 +12,10 @@ import pytest
 import torch
 from golden.case import golden_inputs, golden_report, session_panel
 
-import trader.backtest.periods as periods
+import trader.backtesting.periods as periods
 from trader import metrics
-from trader.backtest import ActionSchedule, BacktestConfig, read_series, run_backtest
-from trader.backtest.report import report_dict
+from trader.backtesting import ActionSchedule, BacktestConfig, read_series, run_backtest
+from trader.backtesting.report import report_dict
 from trader.cli import main
 from trader.errors import CheckpointError, UserError
 
@@ -328,7 +328,7 @@ def test_cli_without_dataset_explains(tmp_path: Path, cli_data, capsys) -> None:
 
 
 def test_policy_population_equals_policies_called_one_by_one() -> None:
-    from trader.backtest import PolicyPopulation
+    from trader.backtesting import PolicyPopulation
 
     data = session_panel(n_tickers=3, n_days=3, bars_per_day=10, seed=15)
     obs_dim = 1 + 3 * (1 + len(data.feature_names))
@@ -347,7 +347,7 @@ def test_policy_population_equals_policies_called_one_by_one() -> None:
 
 def test_action_schedule_row_t_is_the_decision_at_bar_t() -> None:
     """A schedule that buys stock 1 at bar 5 only: the order fills at bar 6, nothing else trades."""
-    from trader.backtest import ActionSchedule
+    from trader.backtesting import ActionSchedule
 
     data = session_panel(n_tickers=3, n_days=2, bars_per_day=10, seed=2, benchmark=False)
     actions = torch.zeros(data.num_bars, 3)
@@ -381,7 +381,7 @@ def test_gross_value_is_the_positions_at_the_close_longs_and_shorts_alike() -> N
 
 
 def test_action_schedule_of_the_wrong_length_is_refused() -> None:
-    from trader.backtest import ActionSchedule
+    from trader.backtesting import ActionSchedule
 
     data = session_panel(n_tickers=3, n_days=2, bars_per_day=10, seed=2, benchmark=False)
     with pytest.raises(UserError, match=r"action schedule has shape \(5, 3\).*\(20, 3\)"):
@@ -416,7 +416,7 @@ def test_the_oracle_under_costs_trades_the_rule_through_the_rate_or_band_best_on
     """"oracle_costs": the rule's weights as the aim, through the candidate rate or band whose net Sharpe
     on the training period is the highest; every candidate is the rule traded alone through it."""
     from market_envs.data import EdgeSpec, synthetic
-    from trader.backtest.engine import ORACLE_BANDS, ORACLE_RATES, oracle_rules, oracle_schedule, oracle_under_costs
+    from trader.backtesting.engine import ORACLE_BANDS, ORACLE_RATES, oracle_rules, oracle_schedule, oracle_under_costs
 
     spec = EdgeSpec(kind="mean_reversion", strength_sharpe=40.0, fraction=1.0, horizon=60)
     data = synthetic(6, "2023-01-03", "2023-02-10", seed=4, edge=spec)

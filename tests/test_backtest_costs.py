@@ -16,9 +16,9 @@ from golden.case import session_panel
 from market_envs.costs import CostModel, NamedCosts, cost_model
 from market_envs.env import EnvConfig
 from trader import metrics
-from trader.backtest import ActionSchedule, BacktestConfig, run_backtest
-from trader.backtest.engine import BREAKEVEN_MULTIPLES, breakeven
-from trader.backtest.report import markdown_report, report_dict
+from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
+from trader.backtesting.engine import BREAKEVEN_MULTIPLES, breakeven
+from trader.backtesting.report import markdown_report, report_dict
 
 QUIET = BacktestConfig(tear_sheet=False)
 SHARES = EnvConfig(action_mode="shares", max_shares=100)

@@ -23,14 +23,14 @@ from market_envs.data import load  # noqa: E402
 from market_envs.env import EnvConfig, StockTradingVecEnv  # noqa: E402
 from market_envs.gym_adapter import GymStockTradingEnv  # noqa: E402
 from trader.rundir import config_from_dict  # noqa: E402
-from trader.backtest import BacktestConfig, run_backtest  # noqa: E402
-from trader.baselines import finrl  # noqa: E402
-from trader.baselines.budget import Budget  # noqa: E402
-from trader.baselines.sb3 import ALGOS, PRESETS, SB3Policy, make_model  # noqa: E402
-from trader.baselines.sb3_env import SB3VecEnv  # noqa: E402
+from trader.backtesting import BacktestConfig, run_backtest  # noqa: E402
+from trader.libraries import finrl  # noqa: E402
+from trader.libraries.budget import Budget  # noqa: E402
+from trader.libraries.sb3 import ALGOS, PRESETS, SB3Policy, make_model  # noqa: E402
+from trader.libraries.sb3_env import SB3VecEnv  # noqa: E402
 from trader.cli import main as cli  # noqa: E402
 from trader.errors import UserError  # noqa: E402
-from trader.train import market_evaluator  # noqa: E402
+from trader.training import market_evaluator  # noqa: E402
 
 from market_fixtures import write_tiny_recipe  # noqa: E402
 
@@ -283,7 +283,7 @@ def test_a_crashing_baseline_is_reported_and_the_others_still_run(built: Path, t
     import shutil
 
     import trader
-    from trader.baselines import sb3
+    from trader.libraries import sb3
 
     run_dir = tmp_path / "run"
     shutil.copytree(built, run_dir)
@@ -329,7 +329,7 @@ def test_a_folder_without_a_data_set_exits_2(tmp_path: Path, capsys) -> None:
 
 
 def _rllib_skip_reason() -> str | None:
-    from trader.baselines.rllib import rllib_python
+    from trader.libraries.rllib import rllib_python
 
     try:
         rllib_python()
@@ -366,7 +366,7 @@ def test_an_exported_rllib_actor_acts_as_its_mlps_mean_squashed(tmp_path: Path, 
     ``act_dim`` outputs (the mean; the rest are log-stds), clipped (PPO) or tanh (SAC)."""
     from safetensors.torch import save_file
 
-    from trader.baselines.rllib import MLPPolicy
+    from trader.libraries.rllib import MLPPolicy
 
     torch.manual_seed(0)
     reference = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 6))

@@ -12,8 +12,8 @@ import pytest
 from golden.case import session_panel
 from market_fixtures import random_walk_frame, write_tiny_recipe
 
-import trader.backtest.periods as periods
-import trader.train as train_module
+import trader.backtesting.periods as periods
+import trader.training as train_module
 from market_envs.costs import cost_model
 from market_envs.data import from_frame
 from trader.cli import main
@@ -160,7 +160,7 @@ def test_tournament_refuses_a_cap_on_close_only_data_before_any_pod(tmp_path: Pa
 @pytest.mark.parametrize(("args", "message"), [*BAD[:2], CLOSE_ONLY])
 def test_baselines_bad_costs_exit_2_before_training(args, message, tmp_path: Path, monkeypatch, capsys) -> None:
     pytest.importorskip("stable_baselines3")
-    import trader.baselines.run as baselines_run
+    import trader.libraries.run as baselines_run
 
     monkeypatch.setattr(baselines_run, "_load", lambda recipe, contents: _close_only_panel())
     _exits_2(["baselines", str(tmp_path / "run"), "--dataset", "closes", "--steps", "16", *args], message, capsys)

@@ -82,7 +82,7 @@ OPTIONS: dict[str, dict[str, str]] = {
                                                                     "--fill-timeout", "--send-window", "--poll", "--backoff")},
     },
     "experiment podracer": {
-        **{o: ACTS for o in ("run_dir", "--dataset", "--pod-steps", "--workers", "--years", "--commission", "--costs",
+        **{o: ACTS for o in ("run_dir", "--dataset", "--pod-steps", "--workers", "--years", "--commission", "--preset", "--costs",
                              "--libraries", "--snapshot-every", "--seed", "--device")},
         "--minutes": "refused with --pods (tests/test_experiment.py)", "--pods": "refused with --minutes",
         "--tickers": "synthetic data sets only: refused otherwise (tests/test_experiment.py)",

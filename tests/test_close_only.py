@@ -70,8 +70,8 @@ def test_an_order_fills_at_the_next_bars_close() -> None:
 
 
 def test_close_only_files_are_read_and_the_report_says_how_orders_fill(tmp_path) -> None:
-    from trader.backtest import run_backtest
-    from trader.backtest.report import context_lines
+    from trader.backtesting import run_backtest
+    from trader.backtesting.report import context_lines
 
     frame = close_only(n_bars=400)
     frame["timestamp"] = frame["timestamp"].astype(str)

@@ -43,7 +43,7 @@ def built(tmp_path_factory) -> Path:
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
     recipe = write_tiny_recipe(root)
     runs_dir = root / "runs"
-    trader.train.train("ppo", str(recipe), TINY_PPO, runs_dir / "ppo", steps=1024, num_envs=8, eval_every=512)
+    trader.training.train("ppo", str(recipe), TINY_PPO, runs_dir / "ppo", steps=1024, num_envs=8, eval_every=512)
     assert cli(["backtest", str(runs_dir / "ppo"), "--dataset", str(recipe), "--no-tear-sheet"]) == 0
     config = TournamentConfig(run_dir=str(runs_dir / "tour"), env=str(recipe), pod_steps=512, num_envs=8, pods=3,
                               population=3, algo_configs={"ppo": TINY_PPO, "sac": TINY_OFF, "td3": TINY_OFF})  # fmt: skip
@@ -308,7 +308,7 @@ def test_cost_table_and_bars_are_report_json_numbers(built: Path) -> None:
 
 def test_the_breakeven_figure_draws_each_curve_and_marks_the_crossing() -> None:
     from dashboards import costs
-    from trader.backtest.engine import breakeven
+    from trader.backtesting.engine import breakeven
 
     curves = {"edge": breakeven([0.0, 1.0, 2.0, 4.0], [1.0, 0.5, -0.5, -1.0]),
               "never": breakeven([0.0, 1.0, 2.0, 4.0], [2.0, 1.5, 1.0, 0.5])}  # fmt: skip
@@ -501,7 +501,7 @@ def test_a_dollar_neutral_book_shows_gross_exposure_while_net_is_zero(tmp_path: 
     from golden.case import session_panel
 
     from market_envs.env import EnvConfig
-    from trader.backtest import ActionSchedule, BacktestConfig, run_backtest
+    from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
 
     data = session_panel(n_tickers=4, n_days=3, bars_per_day=10, seed=8, benchmark=False)
     actions = torch.tensor([[0.25, -0.25, 0.25, -0.25]]).expand(data.num_bars, 4)

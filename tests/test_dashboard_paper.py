@@ -34,7 +34,7 @@ def replayed(tmp_path_factory) -> Path:
     recipe = write_tiny_recipe(root)
     rules = EnvConfig(action_mode="weights", buy_cost=0.0005, sell_cost=0.0005)
     run_dir = root / "runs" / "ppo"
-    trader.train.train("ppo", str(recipe), TINY_PPO, run_dir, env_config=rules, steps=512, num_envs=8, eval_every=0)
+    trader.training.train("ppo", str(recipe), TINY_PPO, run_dir, env_config=rules, steps=512, num_envs=8, eval_every=0)
     limits = RiskLimits(max_order_value=5_000.0, max_drawdown=0.0002)
     try:
         paper(run_dir, PaperConfig(limits=limits, period="2023-01-11 09:30 : 2023-01-11 11:00"))

@@ -215,7 +215,7 @@ def test_the_costly_recipe_oracle_survives_five_basis_points():
     above 2 after 5 bp per side (measured 5.1, 7.2 before costs), while the
     per-bar rule of synthetic-edge-minute loses most of its Sharpe to 1 bp."""
     from market_envs.data import load
-    from trader.backtest import BacktestConfig, run_backtest
+    from trader.backtesting import BacktestConfig, run_backtest
 
     data = load("synthetic-edge-daily")
     sharpe = {}

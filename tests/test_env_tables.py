@@ -70,7 +70,7 @@ def test_envs_on_one_panel_and_rules_share_their_tables_built_once():
     import gc
     import weakref
 
-    from market_envs.env import _TABLES, TABLES_PER_PANEL
+    from market_envs.env import TABLES_PER_PANEL, tables_held
 
     panel = random_panel(n_tickers=3, n_bars=80, seed=5)
     panel = replace(panel, meta={**panel.meta, "train_end": panel.timestamps[50], "val_end": panel.timestamps[65]})
@@ -83,7 +83,7 @@ def test_envs_on_one_panel_and_rules_share_their_tables_built_once():
     assert not torch.equal(other._tables.obs, first._tables.obs)
     for window in range(7, 7 + TABLES_PER_PANEL):
         StockTradingVecEnv(train, 1, "cpu", EnvConfig(return_windows=(window,)))
-    assert len(_TABLES[train]) == TABLES_PER_PANEL  # the oldest went first
+    assert tables_held(train) == TABLES_PER_PANEL  # the oldest went first
     gone = weakref.ref(train)
     del panel, train, first, second, other
     gc.collect()

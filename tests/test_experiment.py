@@ -85,6 +85,7 @@ def test_table_2_marks_the_papers_rows_and_leaves_what_it_lacks_empty():
         (["--pods", "0"], "--pods must be >= 1"),
         (["--years", "40", "--pods", "1"], "--years 40: the data set holds"),
         (["--costs", "nope", "--pods", "1"], "unknown cost model 'nope'"),
+        (["--preset", "fast", "--pods", "1"], "--preset: unknown preset 'fast'"),
         (["--libraries", "sb3,zipline", "--pods", "1"], "--libraries: unknown ['zipline']"),
         (["--tickers", "5", "--dataset", "nasdaq100-minute-alpaca", "--pods", "1"], "--tickers sizes a synthetic data set only"),
     ],
@@ -98,6 +99,22 @@ def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path: Path, capsys, m
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err
     assert not (tmp_path / "run").exists()  # refused before anything is written
+
+
+def test_without_vendor_keys_the_stand_in_is_the_minute_market_where_costs_decide(monkeypatch):
+    """No Alpaca keys: the calibrated minute stand-in, traded under the action that can hold."""
+    from market_envs.data.recipes import find_recipe
+    from trader.cli.experiment import STAND_IN, default_dataset
+
+    for key in ("APCA_API_KEY_ID", "APCA_API_SECRET_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    assert default_dataset() == STAND_IN == "synthetic-edge-minute-costs"
+    recipe = find_recipe(STAND_IN)
+    assert recipe.interval == "1min" and recipe.source == "synthetic"
+    assert ExperimentConfig(run_dir="r", dataset=STAND_IN, pods=1).preset == "market-costs"
+    monkeypatch.setenv("APCA_API_KEY_ID", "k")
+    monkeypatch.setenv("APCA_API_SECRET_KEY", "s")
+    assert default_dataset() == "nasdaq100-minute-alpaca"
 
 
 def test_a_data_set_without_a_benchmark_is_refused(tmp_path: Path, capsys, monkeypatch):

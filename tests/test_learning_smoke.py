@@ -22,7 +22,7 @@ from market_envs.data.edge import EdgeSpec
 from market_envs.data.synthetic import synthetic
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader.agents import get_spec, make_agent, make_config
-from trader.backtest import BacktestConfig, run_backtest
+from trader.backtesting import BacktestConfig, run_backtest
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = EdgeSpec(kind="momentum", strength_sharpe=150.0, count=4, horizon=2, seed=0)

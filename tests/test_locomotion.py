@@ -19,7 +19,7 @@ import torch
 from trader.agents import make_agent
 from trader.agents.checkpoint import load_policy
 from trader.cli import main
-from trader.train import train
+from trader.training import train
 
 TINY = {
     "ppo": {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [32]},

@@ -241,8 +241,8 @@ def test_a_ticker_that_lists_late_is_a_flat_untradable_line_until_its_first_bar(
     ],
 )
 def test_the_backtest_never_trades_a_non_member_and_its_report_counts_the_changes(tmp_path, period, changes, joined, left):
-    from trader.backtest import ActionSchedule, BacktestConfig, run_backtest
-    from trader.backtest.periods import select_period
+    from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
+    from trader.backtesting.periods import select_period
 
     _, data = tiny_panel()  # every bar tradable but for membership, so that T001 is bought before it leaves
     split = {"train_end": "2024-01-06", "val_end": "2024-01-08"}
@@ -282,7 +282,7 @@ def test_the_backtest_never_trades_a_non_member_and_its_report_counts_the_change
 
 
 def test_a_report_without_a_membership_file_says_nothing_of_it(tmp_path):
-    from trader.backtest import BacktestConfig, run_backtest
+    from trader.backtesting import BacktestConfig, run_backtest
 
     _, data = tiny_panel()
     run_backtest(data, baselines=["equal_weight"], config=BacktestConfig(tear_sheet=False), run_dir=tmp_path / "run")

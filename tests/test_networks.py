@@ -163,7 +163,7 @@ def test_shared_normaliser_pools_each_feature_over_the_stocks() -> None:
 @pytest.mark.parametrize("algo", ALGOS)
 def test_per_stock_agents_train_and_restore_from_a_checkpoint(algo: str, tmp_path: Any) -> None:
     from trader.agents.checkpoint import load_policy
-    from trader.train import train
+    from trader.training import train
 
     panel = random_panel(n_tickers=4, n_bars=200)
     panel = replace(panel, meta={"train_end": panel.timestamps[150], "val_end": panel.timestamps[175]})

@@ -27,7 +27,7 @@ import trader
 from market_envs.costs import CostModel
 from market_envs.env import EnvConfig
 from trader import rundir
-from trader.backtest.runs import backtest_config, backtest_run, read_run
+from trader.backtesting.runs import backtest_config, backtest_run, read_run
 from trader.cli import main as cli
 from trader.paper import PaperConfig, RiskLimits, paper
 from trader.paper.loop import PaperStop
@@ -45,7 +45,7 @@ def train_run(root: Path, costs: CostModel = CostModel()) -> Path:
     recipe = write_tiny_recipe(root)
     rules = EnvConfig(action_mode="weights", buy_cost=0.0005, sell_cost=0.0005, costs=costs)
     run_dir = root / "run"
-    trader.train.train("ppo", str(recipe), TINY_PPO, run_dir, env_config=rules, steps=512, num_envs=8, eval_every=0)
+    trader.training.train("ppo", str(recipe), TINY_PPO, run_dir, env_config=rules, steps=512, num_envs=8, eval_every=0)
     return run_dir
 
 
@@ -109,7 +109,7 @@ def test_a_replay_decision_never_reads_a_bar_after_it(replayed, tmp_path: Path) 
 
     import torch
 
-    from trader.backtest.periods import select_period
+    from trader.backtesting.periods import select_period
     from trader.paper.feed import ReplayFeed
     from trader.paper.hours import MarketHours
     from trader.paper.journal import Journal

@@ -57,7 +57,7 @@ def trained(market, tmp_path_factory) -> Path:
                 f'tickers = {list(TICKERS)!r}\n\n[alpaca]\nurl = "{server.url}"\nbackoff_s = 0.01\n'.replace("'", '"')
             )
             rules = EnvConfig(action_mode="weights", buy_cost=0.0005, sell_cost=0.0005)
-            trader.train.train("ppo", str(recipe), TINY_PPO, root / "run", env_config=rules, steps=512, num_envs=8,
+            trader.training.train("ppo", str(recipe), TINY_PPO, root / "run", env_config=rules, steps=512, num_envs=8,
                                eval_every=0)  # fmt: skip
         yield root / "run"
     finally:

@@ -126,7 +126,7 @@ def test_a_pod_run_twice_at_once_is_committed_once_and_enters_the_board_once(rec
 
 
 def test_a_run_that_dies_mid_training_never_touches_the_finished_copy(recipe: Path, tmp_path: Path, monkeypatch) -> None:
-    import trader.train
+    import trader.training
 
     run_dir = tmp_path / "run"
     spec = spec_for(recipe, "p0005")
@@ -134,7 +134,7 @@ def test_a_run_that_dies_mid_training_never_touches_the_finished_copy(recipe: Pa
     folder = pod_dir(run_dir, spec.pod_id)
     before = snapshot(folder)
     os.rename(folder, tmp_path / "aside")  # as if the finished copy's commit had not happened yet
-    real_train = trader.train.train
+    real_train = trader.training.train
 
     def dies_half_way(*args, **kwargs):
         out = Path(args[3])
@@ -142,9 +142,9 @@ def test_a_run_that_dies_mid_training_never_touches_the_finished_copy(recipe: Pa
         os.rename(tmp_path / "aside", folder)  # the other copy commits while this one trains
         raise KeyboardInterrupt  # a worker killed mid-pod: no result, no cleanup by the pod itself
 
-    monkeypatch.setattr(trader.train, "train", dies_half_way)
+    monkeypatch.setattr(trader.training, "train", dies_half_way)
     with pytest.raises(KeyboardInterrupt):
         train_pod(spec, str(run_dir))
-    monkeypatch.setattr(trader.train, "train", real_train)
+    monkeypatch.setattr(trader.training, "train", real_train)
     assert snapshot(folder) == before and committed_result(folder) == finished
     assert sorted(p.name for p in folder.parent.iterdir()) == [spec.pod_id]

@@ -33,9 +33,9 @@ from market_envs.env import EnvConfig, StockTradingVecEnv
 from market_envs.rollout import Rollout
 from trader.agents import make_agent, make_config
 from trader.agents.program import agents_program
-from trader.backtest import BacktestConfig, PolicyPopulation, run_backtest
-from trader.backtest.report import report_dict
-from trader.train import market_evaluator
+from trader.backtesting import BacktestConfig, PolicyPopulation, run_backtest
+from trader.backtesting.report import report_dict
+from trader.training import market_evaluator
 
 GOLDEN = Path(__file__).parent / "golden" / "backtest_report.json"
 EVERY_COST = CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01, spread_model="high_low",
@@ -140,7 +140,7 @@ def test_agents_given_one_by_one_are_stacked_into_one_program(network: str, norm
 def test_a_backtest_decides_agents_of_one_architecture_in_one_program(traced, monkeypatch) -> None:
     """Agents given as separate strategies (checkpoints of one run, say) are one program in the
     chunked backtest, and each one's series is its own backtest's."""
-    import trader.backtest.engine as engine
+    import trader.backtesting.engine as engine
 
     merged = []
     stacked = engine._stacked

@@ -164,7 +164,7 @@ def test_file_kind_matches_pods_and_refuses_strangers() -> None:
     assert rundir.file_kind("checkpoints/best.json").writer == "trader.agents.checkpoint"
     assert rundir.file_kind("pods/p0003/metrics.parquet").writer == "trader.train"
     assert rundir.file_kind("pods/p0003/error.txt").writer == "tournament.pod"
-    assert rundir.file_kind("backtests/best.parquet").writer == "trader.backtest.report"
+    assert rundir.file_kind("backtests/best.parquet").writer == "trader.backtesting.report"
     assert rundir.file_kind("notes.txt") is None
     assert rundir.file_kind("backtests/deeper/best.parquet") is None
 

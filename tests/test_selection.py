@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from tournament import TournamentConfig
-from tournament.generator import PodGenerator, sample
+from tournament.generator import PodGenerator, perturb, sample
 from tournament.leaderboard import Entry, Leaderboard
 from tournament.selection import (
     MEMBERSHIP_PSR,
@@ -200,7 +200,7 @@ def test_qualified_pods_form_an_ensemble_whose_pass_is_one_more_trial(tiny_tourn
     import shutil
 
     from tournament.orchestrator import TournamentState, select_result
-    from trader.backtest.runs import backtest_config, backtest_run, read_run
+    from trader.backtesting.runs import backtest_config, backtest_run, read_run
 
     config, result = tiny_tournament
     root = tmp_path / "tour"
@@ -276,7 +276,7 @@ def test_a_child_starts_from_its_parents_weights_normaliser_and_optimiser_but_it
     replay buffer of SAC and TD3 is not part of a checkpoint: a child refills its own."""
     from market_envs.gym_vec import GymVecEnv
     from trader.agents.checkpoint import RNG_KEY, load_checkpoint, save_checkpoint
-    from trader.train import continue_from
+    from trader.training import continue_from
 
     env = GymVecEnv("Pendulum-v1", 2, "cpu", 0)
     base = {"hidden_sizes": (8,), "normalize_obs": True}
@@ -299,3 +299,43 @@ def test_a_child_starts_from_its_parents_weights_normaliser_and_optimiser_but_it
             assert torch.equal(state[key], tensor), key
     assert any(k.startswith("norm") for k in saved) and any(".exp_avg" in k for k in saved)  # normaliser, moments
     assert own_rates and any(float(state[key]) == 1e-5 != float(saved[key]) for key in own_rates)
+
+
+def test_a_child_with_a_perturbed_noise_moves_its_parents_learned_noise_by_the_difference(tmp_path: Path) -> None:
+    """PPO's exploration noise is bred as a learning rate is: the child's ``init_log_std`` less
+    the parent's shifts the inherited (learned) log-std; everything else is the parent's."""
+    from market_envs.gym_vec import GymVecEnv
+    from trader.agents.checkpoint import load_checkpoint, save_checkpoint
+    from trader.training import continue_from
+
+    env = GymVecEnv("Pendulum-v1", 2, "cpu", 0)
+    config = {"hidden_sizes": (8,), "num_steps": 16, "num_minibatches": 2, "update_epochs": 1, "init_log_std": -1.0}
+    parent = make_agent("ppo", env.obs_dim, env.act_dim, config, seed=1)
+    runner = get_spec("ppo").runner_cls(parent, env)
+    for _ in range(3):
+        runner.iteration()
+    save_checkpoint(parent, tmp_path / "best")
+    learned = parent.actor.log_std.detach().clone()
+    assert not torch.equal(learned, torch.full_like(learned, -1.0))  # the parent learned its noise
+    for child_std, shift in ((-1.0, 0.0), (-1.5, -0.5), (0.0, 1.0)):
+        child = make_agent("ppo", env.obs_dim, env.act_dim, {**config, "init_log_std": child_std}, seed=2)
+        continue_from(child, tmp_path / "best", seed=2)
+        torch.testing.assert_close(child.actor.log_std.detach(), learned + shift, rtol=0, atol=1e-7)
+        saved, _ = load_checkpoint(tmp_path / "best", "cpu")
+        same = [k for k, v in child.state_dict().items() if k in saved and "log_std" not in k and torch.equal(v, saved[k])]
+        weights = [k for k in saved if k.startswith("net.actor") and "log_std" not in k]
+        assert weights and set(weights) <= set(same)
+
+
+def test_mutation_covers_what_decides_learning_under_costs() -> None:
+    """The noise and the reward scale are bred beside today's (the discount is, inside its
+    bound: a preset's discount of 0 is set outside it on purpose and kept)."""
+    for algo, noise in (("ppo", "init_log_std"), ("td3", "exploration_noise")):
+        bounds = get_spec(algo).mutation_bounds
+        assert {noise, "reward_scale", "gamma"} <= set(bounds)
+    assert "reward_scale" in get_spec("sac").mutation_bounds
+    base = {"init_log_std": -2.0, "reward_scale": 1.0, "gamma": 0.0, "learning_rate": 3e-4}
+    moved = [perturb(base, get_spec("ppo").mutation_bounds, 0.2, np.random.default_rng(seed)) for seed in range(20)]
+    assert all(-3.0 <= m["init_log_std"] <= 0.0 and 0.1 <= m["reward_scale"] <= 10.0 for m in moved)
+    assert len({m["init_log_std"] for m in moved}) == 20 and len({m["reward_scale"] for m in moved}) == 20
+    assert all(m["gamma"] == 0.0 for m in moved)

@@ -9,7 +9,7 @@ import pytest
 
 from dashboards import significance
 from trader import stats
-from trader.backtest.evidence import series_evidence
+from trader.backtesting.evidence import series_evidence
 
 
 def _evidence() -> dict[str, dict]:

@@ -18,7 +18,7 @@ from arch.bootstrap import SPA, optimal_block_length
 from scipy import stats as scipy_stats
 
 from trader import metrics, stats
-from trader.backtest.evidence import pbo_json, pbo_verdict, series_evidence, spa_json, spa_verdict, verdict
+from trader.backtesting.evidence import pbo_json, pbo_verdict, series_evidence, spa_json, spa_verdict, verdict
 from trader.errors import ConfigError
 
 SQRT_YEAR = math.sqrt(metrics.TRADING_DAYS_PER_YEAR)

@@ -13,8 +13,8 @@ import torch
 from market_envs.costs import CostModel
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from market_fixtures import random_panel
-from trader.backtest import BacktestConfig, run_backtest
-from trader.backtest.engine import Book
+from trader.backtesting import BacktestConfig, run_backtest
+from trader.backtesting.engine import Book
 
 EVERY_COST = CostModel(
     commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
@@ -55,7 +55,7 @@ def test_a_known_fill_at_the_flat_rate() -> None:
     commission the rate gives; the first fill of a book's strategy is measured from the book."""
     schedule = torch.zeros(PANEL.num_bars, PANEL.num_tickers)
     schedule[5, 2] = 0.1  # shares mode, max 100 shares: an order of 10 shares of T002 decided at bar 5
-    from trader.backtest import ActionSchedule
+    from trader.backtesting import ActionSchedule
 
     config = BacktestConfig(tear_sheet=False, buy_cost=0.001, sell_cost=0.001)
     result = run_backtest(PANEL, {"once": ActionSchedule(schedule)}, baselines=[], config=config)

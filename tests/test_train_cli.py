@@ -15,7 +15,7 @@ from trader.agents.checkpoint import load_policy, read_metadata
 from trader.agents.ppo import PPOConfig
 from trader.cli import main
 from trader.errors import UserError
-from trader.train import train
+from trader.training import train
 
 from market_fixtures import write_tiny_recipe
 
@@ -309,7 +309,7 @@ def test_compile_reaches_the_validation_env(tmp_path: Path) -> None:
     from market_envs.env import EnvConfig
     from market_fixtures import random_panel
 
-    from trader.train import market_evaluator
+    from trader.training import market_evaluator
 
     panel = random_panel(n_tickers=3, n_bars=40, seed=2)
     assert market_evaluator(panel, EnvConfig(), compile=True).env.compiled
@@ -323,7 +323,7 @@ def test_compiled_validation_scores_as_the_eager_one() -> None:
     from market_fixtures import random_panel
 
     from trader.agents import make_agent, make_config
-    from trader.train import market_evaluator
+    from trader.training import market_evaluator
 
     panel = random_panel(n_tickers=3, n_bars=60, seed=2)
     rules = EnvConfig(action_mode="weights", short_selling=True)

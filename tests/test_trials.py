@@ -15,7 +15,7 @@ from market_envs.data import from_frame
 from market_envs.env import EnvConfig
 from market_fixtures import random_walk_frame
 from trader import metrics, rundir
-from trader.train import train
+from trader.training import train
 
 TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]}
 
@@ -80,8 +80,8 @@ def test_trials_frame_aligns_days_and_round_trips(tmp_path: Path) -> None:
 
 
 def test_the_report_deflates_the_selected_snapshot_by_its_trials_and_judges_the_selection(tmp_path: Path) -> None:
-    from trader.backtest.engine import run_backtest
-    from trader.backtest.runs import backtest_config, contents_trials, read_run, run_selection, run_strategies
+    from trader.backtesting.engine import run_backtest
+    from trader.backtesting.runs import backtest_config, contents_trials, read_run, run_selection, run_strategies
 
     panel = daily_panel()
     run(panel, tmp_path / "a")

@@ -15,7 +15,7 @@ import torch
 
 from market_fixtures import random_walk_frame
 from trader import rundir
-from trader.backtest import ActionSchedule, BacktestConfig, Book, read_series, run_backtest
+from trader.backtesting import ActionSchedule, BacktestConfig, Book, read_series, run_backtest
 from trader.errors import UserError
 from trader.folds import FoldSpec
 from trader.walkforward import fold_dir, read_fold, walk_forward
@@ -146,7 +146,7 @@ def test_scrambling_prices_after_a_folds_test_end_leaves_its_trades_identical(tm
 def kill_in_fold_2(monkeypatch) -> Callable:
     """Make the walk-forward die in fold 2's test backtest (after its training), as a
     killed process would; returns the real `backtest_run` to restore."""
-    import trader.backtest.runs as runs
+    import trader.backtesting.runs as runs
 
     real = runs.backtest_run
 
@@ -160,7 +160,7 @@ def kill_in_fold_2(monkeypatch) -> Callable:
 
 
 def test_a_walk_forward_killed_in_fold_2_resumes_to_the_same_record(tmp_path, recipe, uninterrupted, monkeypatch) -> None:
-    import trader.backtest.runs as runs
+    import trader.backtesting.runs as runs
 
     real = kill_in_fold_2(monkeypatch)
     with pytest.raises(RuntimeError, match="killed"):
@@ -267,7 +267,7 @@ TOURNAMENT = {"algos": ["ppo", "td3"], "pods": 2, "pod_steps": 128, "num_envs": 
 
 @pytest.mark.slow
 def test_a_tournament_walk_forward_killed_in_fold_2_resumes_to_the_same_record(tmp_path, recipe, monkeypatch) -> None:
-    import trader.backtest.runs as runs
+    import trader.backtesting.runs as runs
 
     def run(root: Path):
         return walk_forward(root, str(recipe), FOLDS, "tournament", seed=1, tournament=TOURNAMENT)

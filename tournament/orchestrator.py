@@ -448,7 +448,7 @@ def _validate_ensemble(config: TournamentConfig, env: str, root: Path, members: 
     evaluator every pod was scored by, under the members' own env rules."""
     from trader.agents.ensemble import ensemble_rules, load_ensemble
     from trader.environments import load_market
-    from trader.train import market_evaluator
+    from trader.training import market_evaluator
 
     paths = [root / member.checkpoint for member in members]
     data = load_market(env, config.periods or None).period("validation")
@@ -471,9 +471,9 @@ def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
     """Best pod and top-k ensemble on the test period, beside the baselines (built-in, and
     any baseline library's models already in RUN_DIR/baselines); report in RUN_DIR.
 
-    The same reader and defaults as `trader backtest RUN_DIR` (`trader.backtest.runs`), so
+    The same reader and defaults as `trader backtest RUN_DIR` (`trader.backtesting.runs`), so
     both write the same rows: the cost breakdown and each strategy's breakeven cost included."""
-    from trader.backtest.runs import backtest_config, backtest_run, read_run
+    from trader.backtesting.runs import backtest_config, backtest_run, read_run
 
     if not state.board.top(config.ensemble_k):
         return None

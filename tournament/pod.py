@@ -174,7 +174,7 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
     pod's final folder."""
     import torch
 
-    from trader.train import train
+    from trader.training import train
 
     torch.set_num_threads(1)  # one torch thread per worker process
     start = time.time()

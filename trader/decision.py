@@ -4,7 +4,7 @@
 the command line) answers what a quant asks of a trained run before
 trading it: "given what I hold now, what does the agent want, and what must I
 trade?" It uses the run's own rules, read from its folder as `trader backtest` reads
-them (`trader.backtest.runs`): the data set and its period, the checkpoint's env
+them (`trader.backtesting.runs`): the data set and its period, the checkpoint's env
 rules, the run's capital and cost model. Nothing is typed by hand.
 
 - **A bar with a next bar in the data** (``at`` in the past): the decision is filled
@@ -108,7 +108,7 @@ def act(
     :param run_dir: a training run or a tournament (its folder).
     :param at: the bar to decide at: a timestamp (the last bar at or before it) or None
         for the period's latest bar.
-    :param book: what is held: a `trader.backtest.engine.Book`, a mapping ``{"cash": x,
+    :param book: what is held: a `trader.backtesting.engine.Book`, a mapping ``{"cash": x,
         "holdings": {ticker: shares}}`` (tickers left out hold 0), a path to a JSON file
         of that mapping, or None for all cash (the run's capital).
     :param strategy: the run's checkpoint strategy (``best``, ``final``).
@@ -117,9 +117,9 @@ def act(
     :param dataset: the data set, when the run records none.
     :param device: where the env and the policy run.
     """
-    from trader.backtest.engine import load_checkpoint_strategy
-    from trader.backtest.periods import select_period
-    from trader.backtest.runs import backtest_config, read_run
+    from trader.backtesting.engine import load_checkpoint_strategy
+    from trader.backtesting.periods import select_period
+    from trader.backtesting.runs import backtest_config, read_run
 
     if not Path(run_dir).is_dir():
         raise UserError(f"no such run directory: {run_dir}")
@@ -198,12 +198,12 @@ def selected_strategy(contents: Any, panel: Any, config: Any, device: str = "cpu
     """A run's selected strategy as ``(name, policy, rules)``: a tournament's result
     (``selection.json``: its ``ensemble`` when that won on validation, else ``best``),
     a training run's ``checkpoints/best``. The rules are those a backtest of it trades
-    under (`trader.backtest.engine`: a checkpoint's own, the run's for an ensemble, with
+    under (`trader.backtesting.engine`: a checkpoint's own, the run's for an ensemble, with
     the backtest's cash and costs).
 
     :raises UserError: the run has no selected strategy (no ``best`` checkpoint, no ensemble).
     """
-    from trader.backtest.engine import load_checkpoint_strategy
+    from trader.backtesting.engine import load_checkpoint_strategy
 
     if contents.result == "ensemble" and contents.ensemble:
         from trader.agents.ensemble import load_ensemble
@@ -235,7 +235,7 @@ def _bar_at(timestamps: pd.DatetimeIndex, at: str | pd.Timestamp | None) -> int:
 
 def _book(book: Any, tickers: list[str], initial_cash: float) -> tuple[float, pd.Series]:
     """(cash, shares per ticker in the panel's order) of a `Book`, mapping, JSON file or None."""
-    from trader.backtest.engine import Book
+    from trader.backtesting.engine import Book
 
     if book is None:
         return float(initial_cash), pd.Series(0.0, index=list(tickers))

@@ -10,7 +10,7 @@
 4. Backtest everything in the run directory on the held-out test period: the
    tournament's best pod and its ensemble (when at least two pods cleared the
    membership bar, `tournament.selection`), the SB3 baseline, the benchmark,
-   equal-weight and (on planted-edge data) the oracle (`trader.backtest.runs`), with
+   equal-weight and (on planted-edge data) the oracle (`trader.backtesting.runs`), with
    each strategy's costs broken down and its breakeven cost (backtests at several
    multiples of the cost model in the same pass); print the tables and the command
    that opens the dashboard on the run.
@@ -45,7 +45,7 @@ class DemoResult:
     tournament: Any = field(repr=False)
     """The `tournament.TournamentResult`."""
     baselines: Any = field(repr=False)
-    """The `trader.baselines.BaselinesResult` (None when ``baseline_seconds`` is 0)."""
+    """The `trader.libraries.BaselinesResult` (None when ``baseline_seconds`` is 0)."""
     backtest: Any = field(repr=False)
     """The `BacktestResult` of the test period: every strategy of the run directory."""
 
@@ -94,8 +94,8 @@ def run_demo(
         (alpaca, polygon) downloads the data set.
     """
     from tournament import TournamentConfig, run
-    from trader.backtest.runs import backtest_config, backtest_run, read_run
-    from trader.baselines import baselines
+    from trader.backtesting.runs import backtest_config, backtest_run, read_run
+    from trader.libraries import baselines
 
     run_dir = Path(run_dir)
     rundir.check_new_run(run_dir, remedy="give another --run-dir (the demo never overwrites a run)")

@@ -17,16 +17,17 @@ wall-clock. `run_experiment` runs that protocol with the library's own pieces:
    (its last ``years`` when given) is split in the paper's proportions: the last 37.8%
    of its days are the test period, the 18.5% before them validation, the rest
    training (the paper's 3.4 years of training and 2.0 of backtest).
-2. **Rules.** The market preset's env rules (`trader.presets.apply_preset`) at
-   ``cost`` per side (0.2%) and ``initial_cash`` ($1,000,000): what every learner
-   trains under and every strategy is backtested under.
+2. **Rules.** A preset's env rules (`trader.presets.apply_preset`; by default
+   ``market-costs``, the action that can hold, since the paper's 0.2% per trade is a cost
+   that decides) at ``cost`` per side and ``initial_cash`` ($1,000,000): what every
+   learner trains under and every strategy is backtested under.
 3. **Learners, at equal wall-clock** (``minutes`` each; or equal work: ``pods`` x
    ``pod_steps`` transitions each): the tournament (PPO:SAC:TD3 = 1:1:1, on
    ``workers`` local processes, its result chosen by `tournament.selection`), vanilla
    PPO (one `trader.train` run, snapshotted every ``snapshot_every`` seconds), and the
    baseline libraries (`trader.baselines`: SB3 PPO, FinRL's ensemble, and RLlib PPO
    where ``.venv-rllib`` exists), each in its own folder of the run directory.
-4. **The backtest** of the test period (`trader.backtest.run_backtest`): every
+4. **The backtest** of the test period (`trader.backtesting.run_backtest`): every
    learner's selected strategy beside the benchmark (QQQ) and equal weight, with the
    evidence (interval, PSR, DSR with each learner's own trials); once more under each
    of ``extra_costs`` (named cost models), whose Sharpe ratios are extra columns.
@@ -112,6 +113,9 @@ class ExperimentConfig:
     """Only the data set's last ``years`` (the window is then split in the paper's proportions)."""
     cost: float = 0.002
     """Commission per side (the paper's 0.2%)."""
+    preset: str = "market-costs"
+    """The env rules' preset (`trader.presets.PRESETS`): ``market-costs`` trades toward an aim
+    at a rate and can hold; ``market`` re-targets the whole book every bar."""
     initial_cash: float = 1_000_000.0
     """Capital of every strategy (the paper's $1,000,000)."""
     extra_costs: tuple[str, ...] = ()
@@ -143,6 +147,10 @@ class ExperimentConfig:
             raise UserError(f"--commission must be in [0, 1), got {self.cost}")
         if self.snapshot_every is not None and not self.snapshot_every > 0:
             raise UserError(f"--snapshot-every must be > 0 seconds, got {self.snapshot_every}")
+        from trader.presets import PRESETS
+
+        if self.preset not in PRESETS:
+            raise UserError(f"--preset: unknown preset {self.preset!r}; choose {', '.join(PRESETS)}")
         unknown = [name for name in self.libraries if name not in LIBRARIES]
         if unknown:
             raise UserError(f"--libraries: unknown {unknown}; choose from {', '.join(LIBRARIES)}")
@@ -267,11 +275,11 @@ def experiment_dates(start: str, end: str, years: float | None) -> dict[str, str
 
 
 def _rules(config: ExperimentConfig, recipe: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The market preset's env rules at the experiment's cost and capital, and its algorithm configs."""
+    """The preset's env rules at the experiment's cost and capital, and its algorithm configs."""
     from trader.presets import apply_preset
 
     steps = config.steps or config.pod_steps
-    rules, algo_configs = apply_preset("market", recipe, config.cost, ("ppo", "sac", "td3"), steps=steps,
+    rules, algo_configs = apply_preset(config.preset, recipe, config.cost, ("ppo", "sac", "td3"), steps=steps,
                                        num_envs=POD_ENVS)  # fmt: skip
     return {**rules, "initial_cash": config.initial_cash}, algo_configs
 
@@ -308,7 +316,7 @@ def _vanilla_ppo(config: ExperimentConfig, root: Path, recipe: str, rules: dict[
                  algo_config: dict[str, Any], say: Progress) -> Path:  # fmt: skip
     """One PPO run with the preset, in ``RUN_DIR/ppo``, snapshotted for Figure 7; an unfinished
     one (no best checkpoint) is replaced whole (`trader.train`'s ``overwrite``)."""
-    from trader.train import train
+    from trader.training import train
 
     folder = root / "ppo"
     if (folder / rundir.CHECKPOINTS / "best.json").is_file():
@@ -323,7 +331,7 @@ def _vanilla_ppo(config: ExperimentConfig, root: Path, recipe: str, rules: dict[
 def _libraries(config: ExperimentConfig, ppo: Path, say: Progress) -> None:
     """SB3 PPO, FinRL's ensemble and RLlib PPO (where installed) in ``RUN_DIR/ppo/baselines``:
     the vanilla PPO run's data, rules and periods, each at the same budget."""
-    from trader.baselines import baselines
+    from trader.libraries import baselines
 
     for library in config.libraries:
         if library == "rllib" and not _rllib_available():
@@ -338,7 +346,7 @@ def _libraries(config: ExperimentConfig, ppo: Path, say: Progress) -> None:
 
 
 def _rllib_available() -> bool:
-    from trader.baselines.rllib import rllib_python
+    from trader.libraries.rllib import rllib_python
 
     try:
         rllib_python()
@@ -356,8 +364,8 @@ def _backtest(config: ExperimentConfig, root: Path, data: Any, rules: dict[str, 
     under the experiment's costs (report in the run directory) and under each extra cost
     model (their Sharpe ratios, by strategy)."""
     from market_envs.costs import cost_model
-    from trader.backtest.engine import BacktestConfig, run_backtest
-    from trader.backtest.runs import contents_trials, read_run, run_strategies
+    from trader.backtesting.engine import BacktestConfig, run_backtest
+    from trader.backtesting.runs import contents_trials, read_run, run_strategies
 
     policies, trials = {}, {}
     for label, folder, pick in (("tournament", tournament, None), ("ppo", ppo, "best")):
@@ -391,7 +399,7 @@ def _env_config(rules: dict[str, Any]) -> Any:
 
 def learner_labels(tournament: Path) -> dict[str, str]:
     """Table 2's names of our two learners: the tournament with its result, vanilla PPO."""
-    from trader.backtest.runs import read_run
+    from trader.backtesting.runs import read_run
 
     contents = read_run(tournament)
     if contents.result == "ensemble":
@@ -431,8 +439,8 @@ def _figure(config: ExperimentConfig, root: Path, data: Any, rules: dict[str, An
             ppo: Path) -> pd.DataFrame:  # fmt: skip
     """Test-period cumulative return of each snapshot: vanilla PPO's (``ppo/snapshots``) and
     the tournament's best pod at the same marks (`best_pods_over_time`), one backtest."""
-    from trader.backtest.engine import BacktestConfig, run_backtest
-    from trader.train import snapshot_name, snapshot_seconds
+    from trader.backtesting.engine import BacktestConfig, run_backtest
+    from trader.training import snapshot_name, snapshot_seconds
 
     points: dict[str, tuple[str, float]] = {}
     policies: dict[str, Path] = {}

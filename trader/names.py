@@ -7,7 +7,7 @@ imports nothing; the heavy packages import these names from here, so each has on
 home:
 
 - `ALGOS`: the algorithms the registry builds (`trader.agents.SPEC_MODULES`);
-- `BASELINES`: the backtest's built-in strategies (`trader.backtest.engine`);
+- `BASELINES`: the backtest's built-in strategies (`trader.backtesting.engine`);
 - `DEMO_RECIPE`, `DEMO_COST`, `DEMO_POD_STEPS`: what `trader demo` runs by default
   (`trader.demo`); `PRESET_COST`: the rate of ``--preset market`` without ``--cost``.
 

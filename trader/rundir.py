@@ -24,7 +24,7 @@ fields and points here.
   that resumes or writes elsewhere; `clear_run` (``--overwrite``) removes a run whole,
   and never a file that no stage writes (`foreign_files`).
 - **Reports.** A run's own backtest report lies at its top; any other in
-  ``reports/<name>/``; `reports` lists them (`trader.backtest.runs` decides which).
+  ``reports/<name>/``; `reports` lists them (`trader.backtesting.runs` decides which).
 - **The config codec.** `config_to_dict` / `config_from_dict` turn a frozen
   dataclass config into a JSON/TOML-able dict and back (nested dataclasses
   included); `toml_ready` makes such a dict writable as TOML.
@@ -103,7 +103,7 @@ EXPERIMENT_VERSION = 1
 
 SERIES_COLUMNS = ("value", "return", "cash", "gross_value", "turnover", "traded_value", "costs")
 """Per-bar columns of ``backtests/<strategy>.parquet`` besides ``timestamp`` and
-``positions`` (`trader.backtest.BacktestResult.series` holds the same columns)."""
+``positions`` (`trader.backtesting.BacktestResult.series` holds the same columns)."""
 
 MARKERS = (REPORT_JSON, CONFIG, METRICS, TOURNAMENT, LEADERBOARD)
 """Files whose presence makes a folder a run directory (for the dashboard)."""
@@ -136,9 +136,9 @@ FILES: tuple[RunFile, ...] = (
             "trader.experiment (Figure 7: test return against training wall-clock)", CHECKPOINT_VERSION),
     RunFile(f"{SNAPSHOTS}/*.json", "json", "trader.agents.checkpoint (trader.train's snapshot_every)",
             "trader.experiment", CHECKPOINT_VERSION),
-    RunFile(DATASET, "json", "trader.train, trader.backtest.report", "the dashboard (data set panel)"),
+    RunFile(DATASET, "json", "trader.train, trader.backtesting.report", "the dashboard (data set panel)"),
     RunFile(TRIALS, "parquet", "trader.train; tournament.orchestrator (every pod's, gathered)",
-            "the report's selection statistics (trader.backtest.runs), the dashboard"),
+            "the report's selection statistics (trader.backtesting.runs), the dashboard"),
     RunFile(TOURNAMENT, "toml", "tournament.orchestrator", "trader tournament --resume, trader backtest, trader baselines, the dashboard"),
     RunFile(EVENTS, "jsonl", "tournament.events", "trader tournament --resume (replay)"),
     RunFile(LEADERBOARD, "json", "tournament.leaderboard", "trader backtest (best, ensemble), the dashboard", LEADERBOARD_VERSION),
@@ -148,25 +148,25 @@ FILES: tuple[RunFile, ...] = (
     RunFile(f"{PODS_DIR}/*/{ERROR}", "text", "tournament.pod", "a person reading a failed pod"),
     RunFile(f"{PODS_DIR}/*/{POD_RESULT}", "json", "tournament.pod",
             "tournament.pod (a second run of the pod returns it instead of training again)", POD_RESULT_VERSION),
-    RunFile(f"{BASELINES_DIR}/*/{BASELINE_SIDECAR}", "json", "trader.baselines.folder", "trader backtest, the dashboard", BASELINE_VERSION),
+    RunFile(f"{BASELINES_DIR}/*/{BASELINE_SIDECAR}", "json", "trader.libraries.folder", "trader backtest, the dashboard", BASELINE_VERSION),
     RunFile(f"{BASELINES_DIR}/*/*.zip", "zip", "trader.baselines (SB3's model files)", "trader backtest"),
-    RunFile(f"{BASELINES_DIR}/*/policy.safetensors", "safetensors", "trader.baselines.rllib_worker", "trader backtest"),
-    RunFile(f"{BASELINES_DIR}/*/*.json", "json", "trader.baselines.rllib (the RLlib worker's exchange files)", "trader.baselines.rllib"),
-    RunFile(f"{BASELINES_DIR}/*/worker.log", "text", "trader.baselines.rllib", "a person"),
-    RunFile(REPORT_JSON, "json", "trader.backtest.report", "the dashboard, benchmarks/"),
-    RunFile(REPORT_MD, "markdown", "trader.backtest.report", "a person"),
-    RunFile(f"{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
-    RunFile(f"{TRADES_DIR}/*.parquet", "parquet", "trader.backtest.report (trader.backtest.trades)",
+    RunFile(f"{BASELINES_DIR}/*/policy.safetensors", "safetensors", "trader.libraries.rllib_worker", "trader backtest"),
+    RunFile(f"{BASELINES_DIR}/*/*.json", "json", "trader.libraries.rllib (the RLlib worker's exchange files)", "trader.libraries.rllib"),
+    RunFile(f"{BASELINES_DIR}/*/worker.log", "text", "trader.libraries.rllib", "a person"),
+    RunFile(REPORT_JSON, "json", "trader.backtesting.report", "the dashboard, benchmarks/"),
+    RunFile(REPORT_MD, "markdown", "trader.backtesting.report", "a person"),
+    RunFile(f"{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtesting.report", "the dashboard"),
+    RunFile(f"{TRADES_DIR}/*.parquet", "parquet", "trader.backtesting.report (trader.backtesting.trades)",
             "the dashboard (download), a person"),
-    RunFile("tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
-    RunFile(f"{REPORTS_DIR}/*/{REPORT_JSON}", "json", "trader.backtest.report",
+    RunFile("tearsheet_*.png", "png", "trader.backtesting.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/{REPORT_JSON}", "json", "trader.backtesting.report",
             "the dashboard (`trader.rundir.reports` lists them)"),
-    RunFile(f"{REPORTS_DIR}/*/{REPORT_MD}", "markdown", "trader.backtest.report", "a person"),
-    RunFile(f"{REPORTS_DIR}/*/{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtest.report", "the dashboard"),
-    RunFile(f"{REPORTS_DIR}/*/{TRADES_DIR}/*.parquet", "parquet", "trader.backtest.report (trader.backtest.trades)",
+    RunFile(f"{REPORTS_DIR}/*/{REPORT_MD}", "markdown", "trader.backtesting.report", "a person"),
+    RunFile(f"{REPORTS_DIR}/*/{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtesting.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/{TRADES_DIR}/*.parquet", "parquet", "trader.backtesting.report (trader.backtesting.trades)",
             "the dashboard (download), a person"),
-    RunFile(f"{REPORTS_DIR}/*/tearsheet_*.png", "png", "trader.backtest.report", "the dashboard"),
-    RunFile(f"{REPORTS_DIR}/*/{DATASET}", "json", "trader.backtest.report", "the dashboard (data set panel)"),
+    RunFile(f"{REPORTS_DIR}/*/tearsheet_*.png", "png", "trader.backtesting.report", "the dashboard"),
+    RunFile(f"{REPORTS_DIR}/*/{DATASET}", "json", "trader.backtesting.report", "the dashboard (data set panel)"),
     RunFile(WF_CONFIG, "toml", "trader.walkforward", "trader walkforward (a resume must match it)"),
     RunFile(f"{WF_FOLDS_DIR}/*/{WF_FOLD}", "json", "trader.walkforward",
             "trader.walkforward (the marker of a finished fold; the next fold's starting book)", WF_FOLD_VERSION),

@@ -2,7 +2,7 @@
 
 Pure functions, numbers in and numbers out, torch-free (the dashboard imports this
 module); what a report says of them, in JSON and in sentences, is
-`trader.backtest.evidence`'s. Two layers:
+`trader.backtesting.evidence`'s. Two layers:
 
 - **Formulas** on numbers (`probabilistic_sharpe_ratio`, `expected_max_sharpe`,
   `deflated_sharpe_ratio`, `min_track_record_length`, `sharpe_standard_error`):

@@ -10,9 +10,9 @@
    (`MarketData.with_periods`), so training, validation, normalisation statistics and
    every pod see the fold's own windows only;
 2. **tests** the selected policy on the fold's test window through the backtest engine
-   (`trader.backtest.runs.backtest_run`, beside the benchmark and equal-weight; report
+   (`trader.backtesting.runs.backtest_run`, beside the benchmark and equal-weight; report
    in the fold's folder). The policy takes over the previous fold's book (cash and
-   shares, `trader.backtest.Book`) as live trading would, and pays the costs of the
+   shares, `trader.backtesting.Book`) as live trading would, and pays the costs of the
    trades of the switch; fold 0 starts from cash. The book is held without a decision
    over the boundary bar (the last bar of a window makes no decision);
 3. writes ``folds/<k>/fold.json`` last, atomically: the marker of a finished fold, with
@@ -26,7 +26,7 @@ uninterrupted one wherever the learner is deterministic (one worker, CPU).
 Then **the stitched record**: the test windows are consecutive, so the selected
 policies' test series, concatenated, are one out-of-sample record over the whole span;
 the benchmark and equal-weight are backtested once over the same span. Its metrics and
-evidence (`trader.backtest.evidence`: interval, PSR and the deflated Sharpe counting
+evidence (`trader.backtesting.evidence`: interval, PSR and the deflated Sharpe counting
 every trial of every fold) go into ``walkforward.json`` and ``walkforward.md``; each
 strategy's per-bar series into ``stitched.parquet``. docs/contracts.md lists the files.
 """
@@ -54,7 +54,7 @@ SELECTED = "best"
 """The strategy of each fold's run directory that walks forward (its validation winner)."""
 YARDSTICKS = ("benchmark", "equal_weight")
 BASELINE_LIBRARIES = ("sb3", "sb3-dummy", "finrl")
-"""The baseline libraries a walk-forward trains per fold (`trader.baselines.LIBRARIES`
+"""The baseline libraries a walk-forward trains per fold (`trader.libraries.LIBRARIES`
 but RLlib, which runs in an environment of its own)."""
 
 Progress = Callable[[str], None]
@@ -119,7 +119,7 @@ class WalkForwardConfig:
         if unknown:
             raise UserError(f"--baselines: unknown library {unknown}; choose from {', '.join(BASELINE_LIBRARIES)}")
         if self.baselines:
-            from trader.baselines.sb3 import ALGOS as SB3_ALGOS
+            from trader.libraries.sb3 import ALGOS as SB3_ALGOS
 
             bad = [a for a in self.baseline_algos if a not in SB3_ALGOS]
             if bad or not self.baseline_algos:
@@ -261,8 +261,8 @@ def read_fold(root: str | os.PathLike[str], k: int) -> dict[str, Any] | None:
 def _run_fold(config: WalkForwardConfig, data: Any, fold: Fold, start_books: dict[str, Any] | None, client: Any,
               say: Progress, total: int) -> dict[str, Any]:  # fmt: skip
     """Train, select and test one fold into a fresh ``folds/<k>/``; write its marker last."""
-    from trader.backtest.engine import Book
-    from trader.backtest.runs import backtest_config, backtest_run, contents_trials, read_run
+    from trader.backtesting.engine import Book
+    from trader.backtesting.runs import backtest_config, backtest_run, contents_trials, read_run
 
     folder = fold_dir(config.run_dir, fold.index)
     if folder.exists():  # a fold killed half-way: start it again from nothing
@@ -319,7 +319,7 @@ def _train_fold(config: WalkForwardConfig, k: int, periods: dict[str, list[str]]
             raise UserError(f"fold {k}: no pod of the tournament finished (see {folder / rundir.PODS})")
         return {"algo": best.algo, "pod_id": best.pod_id, "hyperparameters": best.hyperparameters,
                 "validation_sharpe": _float(best.score)}  # fmt: skip
-    from trader.train import train
+    from trader.training import train
 
     previous = fold_dir(config.run_dir, k - 1) / rundir.CHECKPOINTS / "best" if config.warm_start and k > 0 else None
     result = train(config.learner, config.dataset, dict(config.algo_config), folder, steps=config.steps,
@@ -336,7 +336,7 @@ def _train_baselines(config: WalkForwardConfig, folder: Path, say: Progress) -> 
     is the walk-forward's in every fold, so each keeps one name across the folds."""
     if not config.baselines:
         return []
-    from trader.baselines import baselines
+    from trader.libraries import baselines
 
     result = baselines(folder, config.baselines, config.baseline_algos, steps=config.baseline_budget(),
                        seeds=[config.seed], dataset=config.dataset, device=config.device, backtest=False,
@@ -395,9 +395,9 @@ def _stitch(config: WalkForwardConfig, data: Any, plan: list[Fold], records: lis
     learner's name, and every baseline tested in every fold), the yardsticks over the
     same span, and the summary."""
     from trader import metrics
-    from trader.backtest.engine import run_backtest
-    from trader.backtest.evidence import Trials, strategy_evidence
-    from trader.backtest.runs import backtest_config, read_run
+    from trader.backtesting.engine import run_backtest
+    from trader.backtesting.evidence import Trials, strategy_evidence
+    from trader.backtesting.runs import backtest_config, read_run
 
     span = data.take(slice(plan[0].test[0], plan[-1].test[1]))
     walked = [n for n in records[0]["books"] if all(n in r["books"] for r in records)]
@@ -427,7 +427,7 @@ def _stitch(config: WalkForwardConfig, data: Any, plan: list[Fold], records: lis
 
 def _walked_series(config: WalkForwardConfig, plan: list[Fold], name: str, span: Any) -> pd.DataFrame:
     """Strategy ``name``'s test series of every fold, end to end over ``span``."""
-    from trader.backtest.report import read_series
+    from trader.backtesting.report import read_series
 
     parts = [read_series(fold_dir(config.run_dir, f.index) / rundir.BACKTESTS_DIR / f"{name}.parquet")[0] for f in plan]
     series = pd.concat(parts)

@@ -1,6 +1,6 @@
 """Is the edge real? Each strategy's Sharpe ratio with its intervals, the trials'
 Sharpe ratios against the best that luck gives, and the PBO's logits: the numbers of
-report.json and trials.parquet as `trader.backtest.evidence` computed them
+report.json and trials.parquet as `trader.backtesting.evidence` computed them
 (docs/reading-results.md)."""
 
 from __future__ import annotations

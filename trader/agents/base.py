@@ -195,6 +195,12 @@ class Agent(ABC):
         if state:
             raise CheckpointError(f"{type(self).__name__} has no extra state, got {sorted(state)}")
 
+    def adopt_parent(self, parent_config: Mapping[str, Any]) -> None:
+        """After a parent's state is loaded into this agent (a tournament's child, see
+        `trader.training.continue_from`), apply what the child's own config changes in that state;
+        ``parent_config`` is the parent's config as its checkpoint records it. Nothing by
+        default: learning rates are kept by the caller, the rest is read from the config."""
+
     # -- derived
     def state_dict(self) -> dict[str, Tensor]:
         """The flat tensor state: networks, optimisers, normaliser and extras (cloned)."""

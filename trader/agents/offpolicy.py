@@ -131,6 +131,7 @@ OFF_POLICY_BOUNDS = {
     "gamma": Bound(0.9, 0.999),
     "tau": Bound(0.001, 0.05, "log"),
     "batch_size": Bound(64, 1024, "log", integer=True),
+    "reward_scale": Bound(0.1, 10.0, "log"),
 }
 """What a tournament may perturb in any off-policy pod (SAC and TD3 add their own)."""
 

@@ -137,6 +137,8 @@ MUTATION_BOUNDS = {
     "clip_coef": Bound(0.1, 0.3),
     "update_epochs": Bound(2, 15, integer=True),
     "num_minibatches": Bound(4, 64, "log", integer=True),
+    "init_log_std": Bound(-3.0, 0.0),
+    "reward_scale": Bound(0.1, 10.0, "log"),
 }
 """What a tournament may perturb in a PPO pod, and within what ranges."""
 
@@ -270,6 +272,15 @@ class PPOAgent(Agent):
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"adam": self.optimizer}
+
+    def adopt_parent(self, parent_config: Mapping[str, Any]) -> None:
+        """The exploration noise is perturbed as a learning rate is: a child whose
+        ``init_log_std`` differs from its parent's moves the inherited log-std by the
+        difference (the parent's learned noise times ``exp(child - parent)``)."""
+        shift = float(self.config.init_log_std) - float(parent_config.get("init_log_std", self.config.init_log_std))
+        if shift:
+            with torch.no_grad():
+                self.actor.log_std.add_(shift)
 
     def extra_state(self) -> dict[str, Tensor]:
         """The transitions learned from (the learning-rate schedule continues from it)."""

@@ -1,6 +1,6 @@
 """`trader backtest RUN_DIR`: backtest a run's strategies and the baselines, write the report.
 
-A thin layer over `trader.backtest.runs.backtest_run`, the reader the tournament and
+A thin layer over `trader.backtesting.runs.backtest_run`, the reader the tournament and
 the demo backtest with: it finds the run's strategies (a training run's checkpoints, a
 tournament's best pod and ensemble, the baseline libraries' models in
 `RUN_DIR/baselines/`), picks the data set (`--dataset`, else the one RUN_DIR records),
@@ -27,7 +27,7 @@ from trader.names import BASELINES
 
 def print_result_table(result, output: str) -> None:
     """A `BacktestResult`'s metrics: JSON, a rich table in a terminal, plain text otherwise."""
-    from trader.backtest.report import (
+    from trader.backtesting.report import (
         context_lines, cost_rows, evidence_rows, plain_table, report_dict, selection_lines, table_rows,
     )  # fmt: skip
 
@@ -90,7 +90,7 @@ def backtest(
     cost, named = cost_flags(cost, costs, cost_set)
     if initial_cash is not None and not initial_cash > 0:
         raise UserError(f"--initial-cash must be > 0, got {initial_cash}")
-    from trader.backtest.runs import backtest_config, backtest_run, check_report_name, read_run
+    from trader.backtesting.runs import backtest_config, backtest_run, check_report_name, read_run
 
     if report is not None:
         check_report_name(report)

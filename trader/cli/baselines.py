@@ -1,6 +1,6 @@
 """`trader baselines RUN_DIR`: SB3 and FinRL's ensemble on the run's data, rules and periods.
 
-A thin layer over `trader.baselines.baselines`: prints one line per validation and
+A thin layer over `trader.libraries.baselines`: prints one line per validation and
 per baseline on stderr while it trains, then the test-period table with every
 strategy of the run directory (its own, the baselines', the built-in ones).
 Exit code 2 on bad input (before any training); 1 when a baseline failed (the
@@ -30,7 +30,7 @@ def _names(text: str, option: str) -> list[str]:
 APPLIES = {"--algos": ("sb3", "sb3-dummy", "rllib"), "--preset": ("sb3", "sb3-dummy"),
            "--num-envs": ("sb3", "sb3-dummy", "finrl"), "--eval-every": ("sb3", "sb3-dummy", "rllib"),
            "--windows": ("finrl",)}  # fmt: skip
-"""The libraries each option acts on (`trader.baselines.run`: FinRL's ensemble has its own
+"""The libraries each option acts on (`trader.libraries.run`: FinRL's ensemble has its own
 learners and hyperparameters and validates each once; RLlib steps one env of its own)."""
 
 
@@ -64,7 +64,7 @@ def baselines_command(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Train again a baseline that RUN_DIR/baselines/ holds finished (replaced when the new one finishes).")] = False,
 ) -> None:
     """Train baseline libraries on a run's data and rules; backtest them beside the run."""
-    from trader.baselines import baselines
+    from trader.libraries import baselines
     from trader.durations import parse_duration
 
     if steps is not None and time_budget is not None:

@@ -18,8 +18,9 @@ from trader.cli import app
 experiment_app = typer.Typer(help="Published experiments, run end to end on any data set.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
 
-STAND_IN = "synthetic-minute"
-"""The data set without vendor keys: today's synthetic minute market (no planted edge)."""
+STAND_IN = "synthetic-edge-minute-costs"
+"""The data set without vendor keys: the calibrated minute market where costs decide (30
+large caps, 2023, a planted edge of a session's horizon; datasets/synthetic-edge-minute-costs.toml)."""
 
 
 @experiment_app.command("podracer")
@@ -33,6 +34,7 @@ def podracer(
     tickers: Annotated[int | None, typer.Option("--tickers", help="A synthetic data set's tickers (a laptop-sized run).")] = None,
     years: Annotated[float | None, typer.Option("--years", help="Only the data set's last YEARS, split in the paper's proportions.")] = None,
     commission: Annotated[float, typer.Option("--commission", help="Commission per side (the paper's 0.2%: 0.002).")] = 0.002,
+    preset: Annotated[str, typer.Option("--preset", help="Env rules: market-costs (an aim traded toward at a rate: the action that can hold) or market (the whole book every bar).")] = "market-costs",
     costs: Annotated[str | None, typer.Option("--costs", help="Named cost models to backtest under as well, comma-separated (extra Sharpe columns).")] = None,
     libraries: Annotated[str, typer.Option("--libraries", help="Baseline libraries, comma-separated: sb3, finrl, rllib (RLlib where .venv-rllib exists).")] = "sb3,finrl,rllib",
     snapshot_every: Annotated[float | None, typer.Option("--snapshot-every", help="Seconds between Figure 7's snapshots (default: a tenth of the budget).")] = None,
@@ -48,7 +50,7 @@ def podracer(
         cost_model(name)  # an unknown model is one line before anything runs
     config = ExperimentConfig(
         run_dir=str(run_dir), dataset=dataset or default_dataset(), minutes=minutes if minutes is not None or pods is not None else 10.0,
-        pods=pods, pod_steps=pod_steps, workers=workers, tickers=tickers, years=years, cost=commission,
+        pods=pods, pod_steps=pod_steps, workers=workers, tickers=tickers, years=years, cost=commission, preset=preset,
         extra_costs=names, libraries=tuple(n.strip() for n in libraries.split(",") if n.strip()),
         snapshot_every=snapshot_every, seed=seed, device=device,
     )  # fmt: skip

@@ -1,10 +1,10 @@
 """`trader train`: train one agent on a gymnasium env or a market data set.
 
-A thin layer over `trader.train.train`: every flag is checked, and the run directory
+A thin layer over `trader.training.train`: every flag is checked, and the run directory
 claimed, before anything is printed; once `train` has set the run up it prints the
 resolved config, then a progress bar (steps, samples/s, last validation score) and the
 run directory at the end. ``--config RUN/config.toml`` trains a run again from its
-folder (`trader.train.rerun_arguments`), the flags given on top.
+folder (`trader.training.rerun_arguments`), the flags given on top.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def train_command(
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader import rundir
-    from trader.train import rerun_arguments, train
+    from trader.training import rerun_arguments, train
 
     cost, named = cost_flags(cost, costs, cost_set)
     for option, value, low in (("--steps", steps, 1), ("--num-envs", num_envs, 1), ("--eval-every", eval_every, 0),

@@ -61,7 +61,7 @@ def paper(run_dir: str | os.PathLike[str], config: PaperConfig | None = None, *,
     journal.check(session)  # a restart under other settings: refused before anything is written
     resume = _resume_book(journal)
     if config.broker == "replay":
-        from trader.backtest.periods import select_period
+        from trader.backtesting.periods import select_period
         from trader.paper.feed import ReplayFeed
 
         panel = select_period(strategy.data, config.period)[0]

@@ -102,7 +102,7 @@ class PaperResult:
 def load_strategy(run_dir: str | Path, dataset: str | None = None, device: str = "cpu") -> Strategy:
     """The run's selected strategy and the rules a backtest of it trades under; one line
     (`UserError`) when the run has none, or names no data set."""
-    from trader.backtest.runs import backtest_config, read_run
+    from trader.backtesting.runs import backtest_config, read_run
     from trader.decision import selected_strategy
 
     root = Path(run_dir)

@@ -4,7 +4,7 @@ backtest them beside the run's own strategies.
 Each baseline sees what the run's agents saw: the run's data set, its train period to
 learn from, its validation period to choose the snapshot (with the evaluator our runs
 use), its env rules (`EnvConfig`: fills, costs, action mode, reward scale). Then one
-backtest of the test period (`trader.backtest.runs.backtest_run`) writes the
+backtest of the test period (`trader.backtesting.runs.backtest_run`) writes the
 report with every strategy of the run directory: its checkpoints or tournament
 pods, every baseline folder, and the built-in baselines.
 """
@@ -23,9 +23,9 @@ from typing import Any
 from market_envs.costs import check_costs_for_data
 from market_envs.env import EnvConfig
 from trader.rundir import config_to_dict
-from trader.baselines import finrl
-from trader.baselines.budget import Budget
-from trader.baselines.folder import commit, folder_name, staging, write_sidecar
+from trader.libraries import finrl
+from trader.libraries.budget import Budget
+from trader.libraries.folder import commit, folder_name, staging, write_sidecar
 from trader.errors import UserError
 
 LIBRARIES = ("sb3", "sb3-dummy", "finrl", "rllib")
@@ -117,7 +117,7 @@ def baselines(
     """
     budget = Budget(steps=steps if steps is not None or time_budget is not None else 100_000, seconds=time_budget)
     jobs = _jobs(libraries, algos, seeds)
-    from trader.backtest.runs import read_run
+    from trader.backtesting.runs import read_run
 
     root = Path(run_dir)
     contents = read_run(root)
@@ -129,7 +129,7 @@ def baselines(
         rules = costs.apply(rules)
     check_finished(root, jobs, overwrite=overwrite, backtest=backtest)
     if backtest:
-        from trader.backtest.runs import check_checkpoints
+        from trader.backtesting.runs import check_checkpoints
 
         check_checkpoints(contents)  # a strategy of the run that is gone: now, not after the training
     data = _load(recipe, contents)
@@ -142,7 +142,7 @@ def baselines(
         outcomes.append(outcome)
     report = None
     if backtest:
-        from trader.backtest.runs import backtest_config, backtest_run
+        from trader.backtesting.runs import backtest_config, backtest_run
 
         say("backtesting every strategy of the run directory on the test period")
         from market_envs.costs import NamedCosts
@@ -157,12 +157,12 @@ def baselines(
 
 def _jobs(libraries: Sequence[str], algos: Sequence[str], seeds: int | Sequence[int]) -> list[tuple[str, str, int]]:
     """(library, algo, seed) for every baseline asked for; bad names fail before any work."""
-    from trader.baselines.sb3 import ALGOS, sb3_version
+    from trader.libraries.sb3 import ALGOS, sb3_version
 
     unknown = [lib for lib in libraries if lib not in LIBRARIES]
     if unknown or not libraries:
         raise UserError(f"unknown library {unknown or '(none)'}; choose from {', '.join(LIBRARIES)}")
-    from trader.baselines import rllib
+    from trader.libraries import rllib
 
     bad = [a for a in algos if a not in ALGOS]
     if bad or not algos:
@@ -190,7 +190,7 @@ def check_finished(root: Path, jobs: list[tuple[str, str, int]], *, overwrite: b
     """Refuse, before any training, to replace a finished baseline without ``overwrite``; and
     ``overwrite`` without the backtest when a report of the run lists the baseline replaced
     (it would keep the old model's figures)."""
-    from trader.baselines.folder import read_sidecar
+    from trader.libraries.folder import read_sidecar
     from trader.rundir import reports
 
     for library, algo, seed in jobs:
@@ -272,8 +272,8 @@ def _validation_line(row: dict[str, Any]) -> str:
 def _train_sb3(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, budget: Budget, folder: Path, *,
                say: ProgressFn, preset: str, num_envs: int, eval_every: int, device: str, **_: Any) -> dict[str, Any]:  # fmt: skip
     """One SB3 model on the train period, its best validation snapshot in ``model.zip``."""
-    from trader.baselines.sb3 import fit, hyperparameters, make_model, sb3_version
-    from trader.train import market_evaluator
+    from trader.libraries.sb3 import fit, hyperparameters, make_model, sb3_version
+    from trader.training import market_evaluator
 
     params = hyperparameters(algo, preset)
     venv = _vec_env(library, data.period("train"), rules, num_envs, device)
@@ -301,8 +301,8 @@ def _train_sb3(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, 
 
 def _train_rllib(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, budget: Budget, folder: Path, *,
                  say: ProgressFn, recipe: str, eval_every: int, **_: Any) -> dict[str, Any]:  # fmt: skip
-    """RLlib in its own environment (`trader.baselines.rllib`); the exported actor in ``policy.safetensors``."""
-    from trader.baselines.rllib import train_rllib
+    """RLlib in its own environment (`trader.libraries.rllib`); the exported actor in ``policy.safetensors``."""
+    from trader.libraries.rllib import train_rllib
 
     return train_rllib(algo, seed, recipe, config_to_dict(rules), budget, folder, eval_every, say)
 
@@ -318,7 +318,7 @@ def _vec_env(library: str, panel: Any, rules: EnvConfig, num_envs: int, device: 
 
         cpu_panel = panel.to("cpu")
         return DummyVecEnv([lambda: GymStockTradingEnv(cpu_panel, rules) for _ in range(num_envs)])
-    from trader.baselines.sb3_env import SB3VecEnv
+    from trader.libraries.sb3_env import SB3VecEnv
 
     return SB3VecEnv(StockTradingVecEnv(panel, num_envs, device, rules))
 
@@ -326,8 +326,8 @@ def _vec_env(library: str, panel: Any, rules: EnvConfig, num_envs: int, device: 
 def _train_finrl(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, budget: Budget, folder: Path, *,
                  say: ProgressFn, num_envs: int, windows: int, device: str, **_: Any) -> dict[str, Any]:  # fmt: skip
     """FinRL's ensemble over the test period: per window, the chosen learner's model file."""
-    from trader.baselines.sb3 import SB3Policy, fit, hyperparameters, load_model, make_model, sb3_version
-    from trader.train import market_evaluator
+    from trader.libraries.sb3 import SB3Policy, fit, hyperparameters, load_model, make_model, sb3_version
+    from trader.training import market_evaluator
 
     train, test = data.period("train"), data.period("test")
     upto = data.take(slice(0, int(data.timestamps.searchsorted(test.end, "right"))))  # nothing after the test period
@@ -357,7 +357,7 @@ def _train_finrl(library: str, algo: str, seed: int, data: Any, rules: EnvConfig
                 (folder / details["file"]).unlink(missing_ok=True)
     return {
         "library_version": sb3_version(),
-        "trained_with": f"stable-baselines3 {sb3_version()} (FinRL's procedure, trader.baselines.finrl)",
+        "trained_with": f"stable-baselines3 {sb3_version()} (FinRL's procedure, trader.libraries.finrl)",
         "label": f"FinRL ensemble (seed {seed})",
         "preset": "finrl-ensemble",
         "hyperparameters": {learner: hyperparameters(learner, "finrl-ensemble") for learner in finrl.LEARNERS},

@@ -1,8 +1,8 @@
 """Train an RLlib baseline; runs inside RLlib's own virtual environment (``make rllib``).
 
 Ray pins its own gymnasium version, so RLlib cannot share the project's environment.
-`trader.baselines.rllib` starts this module with ``.venv-rllib/bin/python -m
-trader.baselines.rllib_worker SPEC.json`` and the two sides exchange files only:
+`trader.libraries.rllib` starts this module with ``.venv-rllib/bin/python -m
+trader.libraries.rllib_worker SPEC.json`` and the two sides exchange files only:
 
 - in: ``SPEC.json`` (algo, seed, data set, env rules, budget, eval_every, hyperparameters, out folder);
 - out, in the out folder: ``policy.safetensors`` + ``policy.json`` (the best
@@ -11,7 +11,7 @@ trader.baselines.rllib_worker SPEC.json`` and the two sides exchange files only:
   writes it) and ``result.json`` (steps, seconds, validation history, selection).
 
 The env is `GymStockTradingEnv` over the data set's training period under the run's
-rules; snapshots are scored by `trader.train.market_evaluator` on the validation
+rules; snapshots are scored by `trader.training.market_evaluator` on the validation
 period, as every other learner is. One line of progress per validation on stdout.
 """
 
@@ -133,10 +133,10 @@ def main(spec_path: str) -> int:
 
     from market_envs.env import EnvConfig
     from trader.rundir import config_from_dict
-    from trader.backtest.periods import load_dataset
-    from trader.baselines.budget import Budget
-    from trader.baselines.selection import Selection
-    from trader.train import market_evaluator
+    from trader.backtesting.periods import load_dataset
+    from trader.libraries.budget import Budget
+    from trader.libraries.selection import Selection
+    from trader.training import market_evaluator
 
     torch.set_num_threads(1)
     spec = rundir.read_json(spec_path)

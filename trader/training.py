@@ -27,7 +27,9 @@ env starts are all seeded from ``seed``.
 Continuing from a checkpoint (``init_from``, how a tournament's child pod inherits its
 parent): the new agent takes the checkpoint's weights, optimiser moments, observation
 normaliser and counters, but keeps its own config's learning rates (a child's may
-have been perturbed). Its random stream continues from the checkpoint's when ``seed``
+have been perturbed), and PPO moves the inherited log-std by its own ``init_log_std``
+less the parent's (`Agent.adopt_parent`: a perturbed exploration noise); every other
+setting (discount, reward scale, clip, epochs, ...) is read from the child's config. Its random stream continues from the checkpoint's when ``seed``
 is the checkpoint's seed, and starts afresh from ``seed`` otherwise. The env is reset
 as in any run, and an off-policy agent's replay buffer starts empty (it is not
 checkpointed) but is filled by the inherited policy, not by random actions. So a run
@@ -297,6 +299,7 @@ def continue_from(agent: Agent, path: str | os.PathLike[str], seed: int) -> None
     for name, optimizer in agent.optimizers().items():
         for group, rate in zip(optimizer.param_groups, rates[name], strict=True):
             group["lr"] = rate
+    agent.adopt_parent(meta["config"])
 
 
 # --------------------------------------------------------------------------- envs
@@ -459,8 +462,3 @@ def _resolve_config(config_cls: type, config: Any) -> Any:
     if not isinstance(config, config_cls):
         raise ConfigError(f"config must be a {config_cls.__name__} or a dict, got {type(config).__name__}")
     return config
-
-
-from trader._callable import make_callable  # noqa: E402
-
-make_callable(__name__, train)  # `trader.train(...)` calls `train`

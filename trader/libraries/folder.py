@@ -30,7 +30,7 @@ import pandas as pd
 
 from market_envs.env import EnvConfig
 from trader import rundir
-from trader.backtest.strategies import ExternalPolicy
+from trader.backtesting.strategies import ExternalPolicy
 from trader.errors import CheckpointError, UserError
 from trader.rundir import config_from_dict
 
@@ -84,11 +84,11 @@ def load_strategy(folder: Path, device: str = "cpu") -> ExternalPolicy | None:
                                   "backtested (deleted?)")  # fmt: skip
     library = sidecar.get("library")
     if library == "rllib":
-        from trader.baselines.rllib import MLPPolicy
+        from trader.libraries.rllib import MLPPolicy
 
         policies = tuple(MLPPolicy(folder / m["file"], device) for m in models)
     elif library in ("sb3", "sb3-dummy", "finrl"):
-        from trader.baselines.sb3 import SB3Policy, load_model
+        from trader.libraries.sb3 import SB3Policy, load_model
 
         policies = tuple(SB3Policy(load_model(m["algo"], folder / m["file"], device)) for m in models)
     else:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from trader.baselines.budget import Budget
+from trader.libraries.budget import Budget
 
 RowFn = Callable[[dict[str, Any]], None]
 

@@ -2,7 +2,7 @@
 
 `fit` trains one SB3 model within a `Budget`, scores a snapshot on the validation
 period every ``eval_every`` env steps and at the end with the evaluator our runs use
-(`trader.train.market_evaluator`: Sharpe ratio of daily returns), and keeps the best
+(`trader.training.market_evaluator`: Sharpe ratio of daily returns), and keeps the best
 snapshot's model file. `SB3Policy` gives a model our ``act(obs, deterministic)``
 signature, so the evaluator and `trader.backtest` run it like one of our agents.
 
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from trader.baselines.budget import Budget
-from trader.baselines.selection import Selection
+from trader.libraries.budget import Budget
+from trader.libraries.selection import Selection
 from trader.errors import ConfigError, UserError
 
 ALGOS = ("ppo", "sac", "td3", "a2c", "ddpg")
@@ -133,7 +133,7 @@ def fit(model: Any, evaluator: Any, budget: Budget, model_path: Path, *, eval_ev
     """Train `model` within `budget`; save the best validation snapshot to `model_path`.
 
     Validation runs every `eval_every` env steps (0: only at the end) and once at the
-    end, as in `trader.train` (`trader.baselines.selection.Selection`).
+    end, as in `trader.train` (`trader.libraries.selection.Selection`).
     """
     from stable_baselines3.common.callbacks import BaseCallback
 

@@ -7,7 +7,7 @@ to the last bar. Each strategy is one sub-environment. Strategies that share the
 env's trading rules (action mode, max_shares, observed features) share one batched
 env; the env's rules are per env, not per sub-environment, so policies (their
 training rules), the equal-weight baselines (whole shares, see
-`trader.backtest.strategies`) and the benchmark (a one-ticker panel) form up to a
+`trader.backtesting.strategies`) and the benchmark (a one-ticker panel) form up to a
 few groups, all stepped together bar by bar. The loop runs over time only.
 
 Per-bar records (value, cash, traded value, costs and their parts, ordered and
@@ -45,10 +45,10 @@ from market_envs.data.membership import period_membership
 from market_envs.devices import resolve_device
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader import metrics, rundir
-from trader.backtest.evidence import strategy_evidence
-from trader.backtest.periods import load_dataset, require_bars, select_period
-from trader.backtest.result import BacktestResult, PeriodInfo, StrategyInfo
-from trader.backtest.strategies import (
+from trader.backtesting.evidence import strategy_evidence
+from trader.backtesting.periods import load_dataset, require_bars, select_period
+from trader.backtesting.result import BacktestResult, PeriodInfo, StrategyInfo
+from trader.backtesting.strategies import (
     BASELINE_MAX_SHARES,
     Account,
     ActionSchedule,
@@ -284,7 +284,7 @@ def run_backtest(
     :param run_dir: when given, write `backtests/<strategy>.parquet`, report.json,
         report.md, the tear sheet and dataset.json (`MarketData.describe`) there.
     :param device: where the envs and policies run ("cpu", "cuda", ...).
-    :param trials: strategy name -> the `trader.backtest.evidence.Trials` it was
+    :param trials: strategy name -> the `trader.backtesting.evidence.Trials` it was
         selected from: its evidence then carries the deflated Sharpe ratio.
     :param selection: the run's selection statistics (`evidence.selection_evidence`),
         carried into the report as they are.
@@ -322,7 +322,7 @@ def run_backtest(
         result = replace(result, breakeven=breakeven_table(curves, list(result.strategies)))
     result = replace(result, evidence=strategy_evidence(result.daily_returns, trials), selection=selection)
     if run_dir is not None:
-        from trader.backtest.report import write_report
+        from trader.backtesting.report import write_report
 
         files = write_report(result, run_dir, tear_sheet=config.tear_sheet, dataset_card=data.describe())
         result = replace(result, files=files)
@@ -929,8 +929,8 @@ def _assemble(
 
 
 def _trade_lists(groups: list[_Group], result: BacktestResult) -> dict[str, pd.DataFrame]:
-    """Each strategy's fills, from its per-bar positions (`trader.backtest.trades`)."""
-    from trader.backtest.trades import trade_list
+    """Each strategy's fills, from its per-bar positions (`trader.backtesting.trades`)."""
+    from trader.backtesting.trades import trade_list
 
     lists = {}
     for group in groups:

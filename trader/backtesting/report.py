@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from market_envs.data.panel import fill_price
 from trader import rundir
-from trader.backtest.result import BacktestResult
+from trader.backtesting.result import BacktestResult
 from trader.rundir import SERIES_COLUMNS
 from trader.metrics import METRIC_LABELS, PERCENT_METRICS
 
@@ -104,7 +104,7 @@ def evidence_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
 
 def selection_lines(result: BacktestResult) -> list[str]:
     """The selection's sentences: the validation winner after all trials, PBO, SPA."""
-    from trader.backtest.evidence import sentences
+    from trader.backtesting.evidence import sentences
 
     return sentences({}, result.selection, result.labels()) if result.selection else []
 

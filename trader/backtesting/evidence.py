@@ -71,7 +71,7 @@ def run_trials(run_dir: str | Path, kind: str, best_pod: str | None, baselines: 
     A tournament's ``best`` and ``ensemble`` share its trials (every pod's validation
     passes and the ensemble's, `tournament.selection`); each is its own winner among them.
 
-    :param kind: "train" or "tournament" (`trader.backtest.runs.RunContents.kind`).
+    :param kind: "train" or "tournament" (`trader.backtesting.runs.RunContents.kind`).
     :param best_pod: a tournament's leaderboard leader (its winner among the trials).
     :param baselines: the run's baseline folders (their sidecars list every validation).
     """

@@ -2,7 +2,7 @@
 
 Ray 2.60 pins gymnasium 1.2.2 while the project runs on a newer one, so RLlib lives
 in ``.venv-rllib`` (built by ``make rllib``: Ray, the same torch, and this package).
-`train_rllib` starts `trader.baselines.rllib_worker` there and reads back what it
+`train_rllib` starts `trader.libraries.rllib_worker` there and reads back what it
 writes into the baseline's folder; the policy comes back as a plain MLP
 (``policy.safetensors`` + ``policy.json``) that `MLPPolicy` runs here without Ray.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from trader import rundir
-from trader.baselines.budget import Budget
+from trader.libraries.budget import Budget
 from trader.errors import UserError
 
 ALGOS = ("ppo", "sac")
@@ -50,7 +50,7 @@ def train_rllib(algo: str, seed: int, dataset: str, env_config: dict[str, Any], 
             "seconds": budget.seconds, "eval_every": eval_every, "out": str(folder.resolve())}  # fmt: skip
     rundir.write_json(folder / "spec.json", spec)
     with open(folder / "worker.log", "w") as log:
-        process = subprocess.Popen([str(python), "-m", "trader.baselines.rllib_worker", str(folder / "spec.json")],
+        process = subprocess.Popen([str(python), "-m", "trader.libraries.rllib_worker", str(folder / "spec.json")],
                                    stdout=subprocess.PIPE, stderr=log, text=True)  # fmt: skip
         for line in process.stdout:
             say(line.rstrip())
@@ -83,7 +83,7 @@ class MLPPolicy:
     def __init__(self, path: Path, device: str = "cpu") -> None:
         from safetensors.torch import load_file
 
-        from trader.baselines.rllib_worker import build_mlp
+        from trader.libraries.rllib_worker import build_mlp
 
         meta = rundir.read_json(path.with_suffix(".json"))
         tensors = load_file(str(path))
@@ -94,6 +94,6 @@ class MLPPolicy:
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        from trader.baselines.rllib_worker import squash
+        from trader.libraries.rllib_worker import squash
 
         return squash(self.net(obs.float())[..., : self.act_dim], self.how)

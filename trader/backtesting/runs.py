@@ -39,7 +39,7 @@ from typing import Any
 from market_envs.costs import CostModel
 from market_envs.env import EnvConfig
 from trader import rundir
-from trader.backtest.engine import recorded_rules
+from trader.backtesting.engine import recorded_rules
 from trader.environments import run_periods
 from trader.errors import CheckpointError, UserError
 from trader.names import BASELINES
@@ -79,8 +79,8 @@ class RunContents:
 
     def data(self, recipe: str) -> Any:
         """The data set ``recipe`` as the run saw it: loaded once per process
-        (`trader.backtest.periods.load_dataset`), cut to the run's own periods (a view)."""
-        from trader.backtest import periods
+        (`trader.backtesting.periods.load_dataset`), cut to the run's own periods (a view)."""
+        from trader.backtesting import periods
 
         return periods.load_dataset(recipe).with_periods(self.periods)
 
@@ -184,7 +184,7 @@ def run_strategies(contents: RunContents, device: str = "cpu", names: Sequence[s
 
         strategies["ensemble"] = load_ensemble(contents.ensemble, device, contents.ensemble_weights or None)
     if contents.baselines:
-        from trader.baselines.folder import load_strategy
+        from trader.libraries.folder import load_strategy
 
         for folder in contents.baselines:
             if names is not None and folder.name not in names:
@@ -205,7 +205,7 @@ def backtest_config(contents: RunContents, *, initial_cash: float | None = None,
         strategy's breakeven cost.
     """
     from market_envs.costs import NamedCosts, described
-    from trader.backtest.engine import BREAKEVEN_MULTIPLES, BacktestConfig
+    from trader.backtesting.engine import BREAKEVEN_MULTIPLES, BacktestConfig
 
     rules = contents.env_config or EnvConfig()
     named = NamedCosts.from_config(rules)  # named by what it charges: "institutional", "flat 0.05% per side"
@@ -265,7 +265,7 @@ def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None,
     :param strategies: only these strategies (`select_strategies`; None: all of the run's).
     :param baselines: built-in baselines (None: every one that applies).
     :param config: a `BacktestConfig`; default `backtest_config(contents)`, the run's.
-    :param initial_books: strategy name -> the `trader.backtest.engine.Book` it starts
+    :param initial_books: strategy name -> the `trader.backtesting.engine.Book` it starts
         from (`run_backtest`); default: all cash.
     :param report: write ``reports/<report>/`` whatever the backtest is; default: the run's
         own report when the run is backtested as configured, else ``reports/<report_name>/``.
@@ -273,8 +273,8 @@ def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None,
         whose own backtest is its ``best`` beside the yardsticks).
     :param overwrite: replace the report already there (whole); without it, refused.
     """
-    from trader.backtest.engine import run_backtest
-    from trader.backtest.periods import select_period
+    from trader.backtesting.engine import run_backtest
+    from trader.backtesting.periods import select_period
 
     root = Path(run_dir)
     if not root.is_dir() and dataset is None:
@@ -327,7 +327,7 @@ def backtest(data: Any = None, policies: Mapping[str, Any] | None = None, *, run
     :param overwrite: replace a report already there (whole); without it, refused.
     :param options: `run_backtest`'s other keywords (``trials``, ``selection``, ``initial_books``).
     """
-    from trader.backtest.engine import run_backtest
+    from trader.backtesting.engine import run_backtest
 
     if run_dir is None:
         if report is not None or overwrite:
@@ -462,8 +462,8 @@ def write_into(root: Path, name: str, run: Any) -> Any:
 
 
 def contents_trials(contents: RunContents) -> dict[str, Any]:
-    """Strategy name -> the trials it was selected from (`trader.backtest.evidence.run_trials`)."""
-    from trader.backtest.evidence import run_trials
+    """Strategy name -> the trials it was selected from (`trader.backtesting.evidence.run_trials`)."""
+    from trader.backtesting.evidence import run_trials
 
     best = contents.checkpoints.get("best")
     best_pod = best.parent.parent.name if contents.kind == "tournament" and best is not None else None
@@ -483,8 +483,8 @@ def run_selection(data: Any, trials: dict[str, Any], config: Any, device: str,
     its result): the yardsticks (equal-weight, the benchmark) are backtested there for SPA."""
     from dataclasses import replace
 
-    from trader.backtest.engine import run_backtest
-    from trader.backtest.evidence import selection_evidence
+    from trader.backtesting.engine import run_backtest
+    from trader.backtesting.evidence import selection_evidence
 
     chosen = trials.get(result or "best")
     if chosen is None or chosen.returns is None:
@@ -500,7 +500,7 @@ def run_selection(data: Any, trials: dict[str, Any], config: Any, device: str,
 def trading_in(strategies: dict[str, Any], start: Any) -> dict[str, Any]:
     """Drop, with a warning, strategies that trade only from a later date (FinRL's
     ensemble trades from the test period on: its windows are trained on earlier data)."""
-    from trader.backtest.strategies import ExternalPolicy
+    from trader.backtesting.strategies import ExternalPolicy
 
     kept = {}
     for name, strategy in strategies.items():

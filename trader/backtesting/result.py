@@ -77,22 +77,22 @@ class BacktestResult:
     :param files: what was written where (empty when nothing was written).
     :param missing_columns: source columns the data lacked (close-only data), filled
         from the close; orders then fill at the next bar's close.
-    :param evidence: strategy name -> `trader.backtest.evidence.series_evidence` of its daily
+    :param evidence: strategy name -> `trader.backtesting.evidence.series_evidence` of its daily
         returns (interval, PSR, and the DSR of a strategy selected among trials).
     :param selection: the run's selection on its validation period
-        (`trader.backtest.evidence.selection_evidence`), or None.
-    :param costs: strategy name -> its costs over the period (`trader.backtest.engine.cost_breakdown`):
+        (`trader.backtesting.evidence.selection_evidence`), or None.
+    :param costs: strategy name -> its costs over the period (`trader.backtesting.engine.cost_breakdown`):
         totals of commission, spread, impact and borrow, each in bp of the value traded, and the
         unfilled share of its orders.
     :param cost_model: the cost model every strategy traded under (`NamedCosts.as_dict`: name,
         rates, `CostModel` terms, sources).
-    :param breakeven: strategy name -> its breakeven cost (`trader.backtest.engine.breakeven`: the
+    :param breakeven: strategy name -> its breakeven cost (`trader.backtesting.engine.breakeven`: the
         Sharpe ratio at each multiple of the cost model and the multiple where it reaches 0);
         empty when no multiples were run (`BacktestConfig.cost_multiples`).
     :param membership: the point-in-time universe of a panel built from a membership
         file (`market_envs.data.membership.period_membership`: members and changes
         over the data set's window, and the changes this period saw), or None.
-    :param trades: strategy name -> its trade list (`trader.backtest.trades.trade_list`: one
+    :param trades: strategy name -> its trade list (`trader.backtesting.trades.trade_list`: one
         row per fill of one ticker, with its price and costs by term); empty when positions
         were recorded per session only (``record_positions="day"``).
     """
