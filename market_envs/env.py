@@ -16,7 +16,10 @@ Timing, for one sub-environment at bar t (all prices from ``data``):
    ``trade_rate``; by default all the way: the book is rebalanced to the aim). Each
    stock's new weight lies between its weight and its aim.
 2. Its order fills at the **open of bar t+1**, never at a price it has already seen.
-   A stock whose bar t+1 is not tradable (``data.tradable``) is not traded.
+   A stock whose bar t+1 is not tradable (``data.tradable``) is not traded, but for
+   a stock that has left a point-in-time index (``data.reducible`` at bar t+1): its
+   position may only shrink, a long sold and a short covered down to zero at most
+   (`toward_zero`).
 3. With a participation cap (``EnvConfig.costs.participation``), at most that
    fraction of bar t+1's volume fills per stock; the rest of the order is dropped.
 4. Sells settle first and their proceeds, less their costs, become cash; then the
@@ -368,6 +371,7 @@ class _Tables(NamedTuple):
     # the trade rate and the no-trade band of each sub-environment, float64 [E, 1] (None: off)
     trade_rate: Tensor | None = None
     band: Tensor | None = None
+    reducible: Tensor | None = None  # bool [T, N]: `MarketData.reducible` (None: the panel has no leaver)
 
 
 class _State(NamedTuple):
@@ -408,6 +412,7 @@ class _Rules:
     has_band: bool = False  # a no-trade band (`_Tables.band`)
     book_band: bool = False  # the band bounds sum |aim - w| (else each |aim_i - w_i|)
     aim_reward: bool = False  # EnvConfig.reward == "aim"
+    leavers: bool = False  # the panel has bars where a position may only shrink (`_Tables.reducible`)
 
 
 # --------------------------------------------------------------------- precompute
@@ -652,8 +657,9 @@ def target_holdings(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tens
     `holdings` [B, N] shares, `price` [N] or [B, N] the fill price (or the caller's estimate
     of it), `cash` [B], `config` the env rules (`EnvConfig`: action mode, weights map, trade
     rate, no-trade band, short selling, leverage). Returns float64 [B, N]: the holdings plus
-    the orders of `_orders`, before the turbulence guard, the tradable mask, the participation
-    cap and the cash limit, which a step applies next. A live trader (`trader act`) turns a
+    the orders of `_orders`, before the turbulence guard, the tradable mask (and the rule for
+    a stock that left the index, `toward_zero`), the participation cap and the cash limit,
+    which a step applies next. A live trader (`trader act`) turns a
     policy's actions into orders with it, by the rules the policy was trained under.
     """
     holdings = holdings.to(torch.float64)
@@ -662,6 +668,34 @@ def target_holdings(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tens
     pace = _pace_of(config, rules, holdings.shape[0], holdings.device)
     sells, buys = _orders(_clean_actions(actions, torch.float64), holdings, price, cash.to(torch.float64), rules, pace)
     return holdings - sells + buys
+
+
+def toward_zero(sells: Tensor, buys: Tensor, holdings: Tensor, where: Tensor) -> tuple[Tensor, Tensor]:
+    """The orders `sells`, `buys` (shares, >= 0) from `holdings`, all [B, N], cut where `where`
+    (bool, broadcast to [B, N]) so that a position may only shrink: a sale at most the long
+    position, a purchase at most the short one; no purchase of a long or of a flat stock, no
+    new or larger short, no turn through zero. The rule for a stock that has left the index
+    (`MarketData.reducible`), in the env's fill (`tradable_orders`) and in the orders a live
+    trader sends (`StockTradingVecEnv.requested_orders`)."""
+    sells = torch.where(where, torch.minimum(sells, holdings.clamp_min(0.0)), sells)
+    buys = torch.where(where, torch.minimum(buys, (-holdings).clamp_min(0.0)), buys)
+    return sells, buys
+
+
+def tradable_orders(
+    sells: Tensor, buys: Tensor, holdings: Tensor, tradable: Tensor, reducible: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """The part of the orders [B, N] that a fill at a bar with the masks `tradable` and `reducible`
+    (rows of `MarketData.tradable` and `.reducible`; None: no such bar) lets through: all of it on
+    a tradable bar, the part that shrinks the position on a reducible one (`toward_zero`), none
+    elsewhere (a bar filled over a gap, a warm-up bar)."""
+    zero = torch.zeros_like(sells)
+    if reducible is None:
+        return torch.where(tradable, sells, zero), torch.where(tradable, buys, zero)
+    shrunk_sells, shrunk_buys = toward_zero(sells, buys, holdings, reducible)
+    sells = torch.where(tradable, sells, torch.where(reducible, shrunk_sells, zero))
+    buys = torch.where(tradable, buys, torch.where(reducible, shrunk_buys, zero))
+    return sells, buys
 
 
 class _Market(NamedTuple):
@@ -701,16 +735,16 @@ class _Side(NamedTuple):
 
 def _fill(
     state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules,
-    pace: _Pace | None = None,
+    pace: _Pace | None = None, reducible: Tensor | None = None,
 ) -> _Fill:
-    """Settle sells then buys at `price`, charging every cost term; see the module docstring."""
+    """Settle sells then buys at `price`, charging every cost term; see the module docstring.
+    `tradable` and `reducible` are the fill bar's rows of the masks (`tradable_orders`)."""
     holdings = state.holdings
     sells, buys = _orders(actions, holdings, price, state.cash, rules, pace)
     guard = guard.unsqueeze(-1)
     sells = torch.where(guard, holdings.clamp_min(0.0), sells)
     buys = torch.where(guard, torch.zeros_like(buys), buys)
-    sells = torch.where(tradable, sells, torch.zeros_like(sells))
-    buys = torch.where(tradable, buys, torch.zeros_like(buys))
+    sells, buys = tradable_orders(sells, buys, holdings, tradable, reducible)
     if rules.has_costs:
         if rules.native:
             fill_with_costs = _fill_with_costs_native
@@ -1129,6 +1163,7 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     t1 = state.t + 1
     price = tables.open.index_select(0, t1).double()
     tradable = tables.tradable.index_select(0, t1)
+    reducible = tables.reducible.index_select(0, t1) if rules.leavers else None
     guard = tables.guard.index_select(0, state.t)
     actions = _clean_actions(actions, price.dtype)
     if rules.native:
@@ -1136,7 +1171,7 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     else:
         market = _Market(_row(tables.half_spread, t1), _row(tables.impact, t1), _row(tables.fill_cap, t1))
     pace = _Pace(tables.trade_rate, tables.band) if (rules.has_rate or rules.has_band) else None
-    fill = _fill(state, actions, price, tradable, guard, market, rules, pace)
+    fill = _fill(state, actions, price, tradable, guard, market, rules, pace, reducible)
     holdings = fill.holdings
 
     close = tables.close.index_select(0, t1).double()
@@ -1370,6 +1405,7 @@ class StockTradingVecEnv:
         self.bars_per_day = bars_per_day(self.data.timestamps)
         """Bars in a typical session of the data (1 for daily bars): a bar is 1 / (252 x this) of a year."""
         self._tables = _shared_tables(data, (self.device, config), self._build_tables)
+        leavers = self._tables.reducible is not None
         costs = config.costs
         has_costs = (costs.per_order_commission or costs.has_spread or costs.impact_eta > 0
                      or costs.participation is not None)  # fmt: skip
@@ -1390,6 +1426,7 @@ class StockTradingVecEnv:
             has_costs=has_costs,
             fused=bool(compile),
             native=has_costs and self.device.type == "cpu" and native.available(),
+            leavers=leavers,
         )
         pace = _pace_of(config, self._rules, self.num_envs, self.device)
         if pace is not None:
@@ -1441,6 +1478,8 @@ class StockTradingVecEnv:
             obs=obs,
             guard=guard,
             **self._cost_tables(),
+            # a panel whose stocks never leave the index (or without membership) keeps the step as it was
+            reducible=data.reducible.contiguous() if data.reducible is not None and bool(data.reducible.any()) else None,
         )
 
     def _cost_tables(self) -> dict[str, Tensor | None]:
@@ -1630,13 +1669,18 @@ class StockTradingVecEnv:
         open (the caller's estimate where that open is not known yet, such as the last
         close). Returns (sells, buys) in shares, float64 [E, N], both >= 0, before what the
         fill does next: the tradable mask, the turbulence guard, the participation cap and
-        the cash limit with its costs.
+        the cash limit with its costs. A stock that is out of the index at the current bar
+        (`MarketData.reducible`; the fill's bar may not be known yet) is only ordered toward
+        zero (`toward_zero`), as the fill would: a live trader never buys a leaver.
         """
         state = self._require_reset()
         actions = _clean_actions(actions.to(self.device), torch.float64)
         price = price.to(self.device, torch.float64).expand_as(state.holdings)
         pace = _Pace(self._tables.trade_rate, self._tables.band) if (self._rules.has_rate or self._rules.has_band) else None
-        return _orders(actions, state.holdings, price, state.cash, self._rules, pace)
+        sells, buys = _orders(actions, state.holdings, price, state.cash, self._rules, pace)
+        if self._rules.leavers:
+            sells, buys = toward_zero(sells, buys, state.holdings, self._tables.reducible.index_select(0, state.t))
+        return sells, buys
 
     def fill_costs(self, before: Tensor, after: Tensor, bars: Tensor) -> dict[str, Tensor]:
         """Each stock's value traded and costs by term of the fills that took holdings from

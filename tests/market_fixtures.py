@@ -107,3 +107,21 @@ def write_tiny_recipe(folder: Path) -> Path:
     path = Path(folder) / "tiny.toml"
     path.write_text(TINY_RECIPE)
     return path
+
+
+def with_leavers(panel: MarketData, seed: int, switches: int = 4, member_first: float = 0.7) -> MarketData:
+    """`panel` under a random point-in-time universe, masked as `apply_membership` masks it:
+    each ticker goes in and out of the index at `switches` random bars (a member at the first
+    bar with probability `member_first`); a non-member is untradable, and its bars with a price
+    (`MarketData.priced`) are `reducible`."""
+    rng = np.random.default_rng(seed)
+    t, n = panel.num_bars, panel.num_tickers
+    member = np.empty((t, n), dtype=bool)
+    for j in range(n):  # a few tickers, once per test panel
+        cuts = np.sort(rng.choice(np.arange(1, t), size=min(switches, t - 1), replace=False))
+        flips = np.zeros(t, dtype=int)
+        flips[cuts] = 1
+        member[:, j] = (np.cumsum(flips) % 2 == 0) == (rng.random() < member_first)
+    member = torch.from_numpy(member)
+    priced = panel.priced
+    return replace(panel, tradable=priced & member, reducible=priced & ~member)

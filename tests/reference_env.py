@@ -24,6 +24,7 @@ class ReferenceEnv:
         self.open = data.open.double().cpu().numpy()
         self.close = data.close.double().cpu().numpy()
         self.tradable = data.tradable.cpu().numpy()
+        self.reducible = None if data.reducible is None else data.reducible.cpu().numpy()
         self.features = data.features.double().cpu().numpy()
         self.feature_names = list(data.feature_names)
         self.observed = list(config.features or data.feature_names)
@@ -68,7 +69,12 @@ class ReferenceEnv:
             sells = [max(h, 0.0) for h in self.holdings]
             buys = [0.0] * self.n
         for i in range(self.n):
-            if not self.tradable[bar, i]:
+            if self.tradable[bar, i]:
+                continue
+            if self.reducible is not None and self.reducible[bar, i]:  # out of the index: only toward zero
+                sells[i] = min(sells[i], max(self.holdings[i], 0.0))
+                buys[i] = min(buys[i], max(-self.holdings[i], 0.0))
+            else:
                 sells[i] = 0.0
                 buys[i] = 0.0
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from market_fixtures import random_panel
+from market_fixtures import random_panel, with_leavers
 from reference_env import ReferenceEnv
 
 from market_envs import EnvConfig, StockTradingVecEnv, native
@@ -39,11 +39,13 @@ def random_actions(steps: int, num_envs: int, n: int, seed: int) -> torch.Tensor
     return torch.where(pick > 0.9, torch.zeros_like(actions), actions)
 
 
-def run_against_reference(data, num_envs: int, config: EnvConfig, steps: int, seed: int) -> int:
+def run_against_reference(data, num_envs: int, config: EnvConfig, steps: int, seed: int, seen: dict | None = None) -> int:
     """Step the batched env and one reference env per sub-env; compare everything.
 
     Returns the number of autoresets seen (the reference is restarted at the start
-    the batched env drew).
+    the batched env drew). `seen`, when given, counts what the leaver rule met (a panel
+    with `MarketData.reducible`): ``longs`` and ``shorts`` held into a reducible bar, and
+    ``shrunk`` positions that a fill there made smaller.
     """
     env = StockTradingVecEnv(data, num_envs, "cpu", config)
     obs, _ = env.reset(seed=seed)
@@ -53,7 +55,13 @@ def run_against_reference(data, num_envs: int, config: EnvConfig, steps: int, se
         np.testing.assert_allclose(obs[e].numpy(), start, rtol=1e-5, atol=1e-5)
     resets = 0
     for k, actions in enumerate(random_actions(steps, num_envs, data.num_tickers, seed)):
+        before = env.holdings.clone()
         obs, reward, terminated, truncated, info = env.step(actions)
+        if seen is not None and data.reducible is not None:
+            out = data.reducible[info["t"]]
+            seen["longs"] = seen.get("longs", 0) + int((out & (before > 0)).sum())
+            seen["shorts"] = seen.get("shorts", 0) + int((out & (before < 0)).sum())
+            seen["shrunk"] = seen.get("shrunk", 0) + int((out & (info["holdings"].abs() < before.abs())).sum())
         for e, ref in enumerate(refs):
             ref_obs, ref_reward, ref_term, ref_trunc, ref_info = ref.step(actions[e].tolist())
             where = f"step {k}, env {e}"
@@ -78,14 +86,34 @@ def run_against_reference(data, num_envs: int, config: EnvConfig, steps: int, se
 # ------------------------------------------------------------------ equivalence
 
 
+@pytest.mark.parametrize("leavers", [False, True], ids=["members", "leavers"])
 @pytest.mark.parametrize("mode", ["shares", "weights"])
 @pytest.mark.parametrize(("num_envs", "n_tickers"), [(1, 1), (3, 4), (6, 7)])
-def test_batched_env_equals_reference(mode, num_envs, n_tickers):
+def test_batched_env_equals_reference(mode, num_envs, n_tickers, leavers):
     data = random_panel(n_tickers=n_tickers, n_bars=70, seed=n_tickers, gap_prob=0.05)
+    if leavers:  # a point-in-time universe: stocks leave (and come back) while held
+        data = with_leavers(data, seed=n_tickers)
     # little cash, so buys are often scaled down by the cash limit
     config = EnvConfig(action_mode=mode, initial_cash=40.0 * 100 * n_tickers / 2, episode_length=15)
-    resets = run_against_reference(data, num_envs, config, steps=35, seed=num_envs)
+    seen: dict = {}
+    resets = run_against_reference(data, num_envs, config, steps=35, seed=num_envs, seen=seen)
     assert resets >= num_envs  # autoresets were exercised
+    if leavers:  # the rule met long positions in leavers, and sold some of them
+        assert seen["longs"] > 0 and seen["shrunk"] > 0, seen
+
+
+@pytest.mark.parametrize("short_selling", [False, True])
+@pytest.mark.parametrize("mode", ["shares", "weights"])
+def test_equals_reference_with_leavers_long_and_short_books(mode, short_selling):
+    """A point-in-time universe on PANEL (gaps too), with short selling on and off: the rule
+    for leavers met long books and, with short selling, short ones, and shrank positions."""
+    data = with_leavers(PANEL, seed=21, switches=6, member_first=0.5)
+    config = EnvConfig(action_mode=mode, short_selling=short_selling, initial_cash=20_000.0, episode_length=25,
+                       buy_cost=0.001, sell_cost=0.002)  # fmt: skip
+    seen: dict = {}
+    run_against_reference(data, 4, config, steps=40, seed=13, seen=seen)
+    assert seen["longs"] > 0 and seen["shrunk"] > 0, seen
+    assert (seen["shorts"] > 0) == short_selling, seen
 
 
 @pytest.mark.parametrize("mode", ["shares", "weights"])
@@ -116,6 +144,9 @@ def test_equals_reference_with_every_cost_term(mode, short_selling):
         features=("close", "rsi_30", "volume"),
     )
     run_against_reference(PANEL, 4, config, steps=40, seed=12)
+    seen: dict = {}  # the same with leavers: the cost terms (the native fill on the CPU) cost what the rule let through
+    run_against_reference(with_leavers(PANEL, seed=22, switches=6), 4, config, steps=40, seed=12, seen=seen)
+    assert seen["shrunk"] > 0, seen
     # every term really acted in that run: each cost, the cap and the cash limit
     env = StockTradingVecEnv(PANEL, 4, "cpu", config)
     env.reset(seed=12)

@@ -1,6 +1,7 @@
 """Point-in-time universes: the membership file, its tradable mask (known answer on a
 tiny panel), the recipe that names it, the env and the backtest that never trade a
-non-member, the report that counts the changes, and the survivorship warning without one."""
+non-member but toward zero (a stock held when it leaves can be sold), the report that
+counts the changes, and the survivorship warning without one."""
 
 from __future__ import annotations
 
@@ -63,6 +64,10 @@ def test_mask_known_answer(tmp_path):
     expected[:, 1] &= np.asarray(day < pd.Timestamp("2024-01-05"))  # T001 out from 2024-01-05
     expected[:, 2] &= np.asarray(day >= pd.Timestamp("2024-01-06"))  # T002 in from 2024-01-06
     np.testing.assert_array_equal(masked.tradable.numpy(), expected)
+    # a non-member's bars with a price are reducible (a position may only shrink), and only those
+    np.testing.assert_array_equal(masked.reducible.numpy(), data.tradable.numpy() & ~expected)
+    assert masked.reducible[:, 1].any() and not masked.reducible[:, 0].any()
+    assert data.reducible is None and torch.equal(masked.priced, data.tradable)
     assert expected[:, 1].any() and expected[:, 2].any() and not expected[:, 2][day < pd.Timestamp("2024-01-06")].any()
     assert torch.equal(masked.features, data.features)  # prices stay: the observation keeps its shape
     assert masked.meta["membership"] == {
@@ -131,6 +136,7 @@ def test_a_recipe_with_a_membership_file(tmp_path):
     assert data.meta["membership"]["changes"] == 2
     again = load(recipe, data_dir=tmp_path / "data")  # from the cache, mask and record included
     assert torch.equal(again.tradable, data.tradable) and again.meta["membership"] == data.meta["membership"]
+    assert data.reducible is not None and torch.equal(again.reducible, data.reducible)
     day = data.timestamps.tz_localize(None).normalize()
     assert not data.tradable[np.asarray(day >= pd.Timestamp("2024-01-05")), 1].any()
 
@@ -143,22 +149,30 @@ def test_tickers_and_a_membership_file_exclude_each_other(tmp_path):
         load(membership_recipe(tmp_path, frame), cache=False, tickers=["T000"])
 
 
-def test_the_env_never_trades_a_non_member(tmp_path):
+@pytest.mark.parametrize("short_selling", [False, True])
+def test_the_env_trades_a_non_member_only_toward_zero(tmp_path, short_selling):
+    """Under random actions, a position in a ticker that is out of the index only shrinks (long
+    and short books), never turns through zero, and a ticker never held while out is never traded."""
     _, data = tiny_panel()
     data = apply_membership(replace(data, tradable=torch.ones_like(data.tradable)), read_membership(write(tmp_path)), START, END)
     member = data.tradable
-    env = StockTradingVecEnv(data, 4, "cpu", EnvConfig(random_start=False, buy_cost=0.0, sell_cost=0.0))
+    config = EnvConfig(random_start=False, buy_cost=0.0, sell_cost=0.0, short_selling=short_selling)
+    env = StockTradingVecEnv(data, 4, "cpu", config)
     env.reset(seed=0)
     generator = torch.Generator().manual_seed(1)
     traded = torch.zeros(3, dtype=torch.bool)
+    shrunk = 0
     for _ in range(data.num_bars - 1):
         before, t = env.holdings.clone(), env.t.clone()
         actions = torch.rand((4, 3), generator=generator) * 2 - 1
         _, _, _, _, info = env.step(actions)
-        outside = ~member[t + 1]
-        assert torch.equal(info["holdings"][outside], before[outside])
+        after, outside = info["holdings"][~member[t + 1]], ~member[t + 1]
+        assert (after.abs() <= before[outside].abs()).all() and (after * before[outside] >= 0).all()
+        assert (after[before[outside] == 0] == 0).all()
+        shrunk += int((after.abs() < before[outside].abs()).sum())
         traded |= (info["holdings"] != before).any(0)
     assert traded.all()  # every ticker was traded while a member
+    assert shrunk > 0  # and positions in T001 were cut after it left
     day = data.timestamps.tz_localize(None).normalize()
     assert not member[np.asarray(day < pd.Timestamp("2024-01-06")), 2].any()
 
@@ -227,24 +241,34 @@ def test_a_ticker_that_lists_late_is_a_flat_untradable_line_until_its_first_bar(
     ],
 )
 def test_the_backtest_never_trades_a_non_member_and_its_report_counts_the_changes(tmp_path, period, changes, joined, left):
-    from trader.backtesting import BacktestConfig, run_backtest
+    from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
+    from trader.backtesting.periods import select_period
 
     _, data = tiny_panel()  # every bar tradable but for membership, so that T001 is bought before it leaves
     split = {"train_end": "2024-01-06", "val_end": "2024-01-08"}
     data = replace(data, tradable=torch.ones_like(data.tradable), meta={**data.meta, **split})
     data = apply_membership(data, read_membership(write(tmp_path)), START, END, source="members.csv")
-    config = BacktestConfig(tear_sheet=False, buy_cost=0.0, sell_cost=0.0)
-    result = run_backtest(data, baselines=["equal_weight_daily"], period=period, config=config, run_dir=tmp_path / "run")
-    # through the env: daily rebalancing wants every ticker, but holds a non-member's line still
-    held = result.positions["equal_weight_daily"]
-    day = held.index.tz_localize(None).normalize()
-    t001, t002 = held["T001"].to_numpy(), held["T002"].to_numpy()
-    out = np.asarray(day >= pd.Timestamp("2024-01-05"))
-    if out.any():
-        assert (t001[out] == t001[out][0]).all()  # frozen once T001 left
-    assert (t002[np.asarray(day < pd.Timestamp("2024-01-06"))] == 0).all()  # never bought before it joined
-    if period == "all":
-        assert (t001[~out] > 0).any() and (t002 > 0).any() and len(set(t001[~out])) > 1  # traded while members
+    config = BacktestConfig(tear_sheet=False, buy_cost=0.0, sell_cost=0.0, policy_env=EnvConfig(action_mode="weights"))
+    # a policy that wants the members of each bar, equally weighted, and nothing else
+    members = ActionSchedule(select_period(data, period)[0].tradable.float())
+    result = run_backtest(data, policies={"members": members}, baselines=["equal_weight_daily"], period=period,
+                          config=config, run_dir=tmp_path / "run")  # fmt: skip
+    for name in ("equal_weight_daily", "members"):  # through the env
+        held = result.positions[name]
+        day = held.index.tz_localize(None).normalize()
+        t001, t002 = held["T001"].to_numpy(), held["T002"].to_numpy()
+        out = np.asarray(day >= pd.Timestamp("2024-01-05"))
+        # from the last bar before T001 left, its position only shrinks (daily rebalancing still
+        # wants it; the env sells, never buys)
+        since = np.abs(t001[max(0, int(np.argmax(out)) - 1) :]) if out.any() else np.zeros(0)
+        assert (np.diff(since) <= 0).all(), name
+        assert (t002[np.asarray(day < pd.Timestamp("2024-01-06"))] == 0).all()  # never bought before it joined
+        if period == "all":
+            assert (t001[~out] > 0).any() and (t002 > 0).any() and len(set(t001[~out])) > 1  # traded while members
+    if period == "all":  # a member's position sold out when it left, by a policy that wants out
+        t001 = result.positions["members"]["T001"].to_numpy()
+        out = np.asarray(result.positions["members"].index.tz_localize(None).normalize() >= pd.Timestamp("2024-01-05"))
+        assert t001[np.argmax(out) - 1] > 0 and (t001[np.argmax(out) + 1 :] == 0).all()
     # and the report says how many members changed, over the window and in the period
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     window = {"file": "members.csv", "members": 3, "changes": 2, "joined": ["T002"], "left": ["T001"],

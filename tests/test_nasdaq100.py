@@ -119,23 +119,42 @@ def test_members_the_panel_lacks_are_counted_by_their_share_of_member_days():
     assert share == pytest.approx(1 - 3 / 309)
 
 
-def test_the_env_never_trades_a_non_member_of_the_shipped_file():
-    """AAL and DXCM around 2020-04-20 under random actions: no order fills for a ticker on a
-    day it is out of the index."""
+@pytest.mark.parametrize("short_selling", [False, True])
+def test_the_env_trades_a_non_member_of_the_shipped_file_only_toward_zero(short_selling):
+    """AAL (out from 2020-04-20) and DXCM (in from then) under random actions: on a day a ticker
+    is out of the index, a position in it only shrinks and never turns through zero, and a
+    ticker not held is not bought; a policy that wants out of AAL when it leaves sells it all."""
     membership = read_membership(SHIPPED)
-    frame = random_walk_frame(2, 4 * 390, seed=5, start="2020-04-16 09:30", freq="1min")
+    frame = random_walk_frame(2, 24 * 6, seed=5, start="2020-04-16 09:30", freq="1h")  # through 2020-04-22
     frame["ticker"] = frame["ticker"].map({"T000": "AAL", "T001": "DXCM"})
     data = from_frame(frame, name="aal")
-    data = apply_membership(replace(data, tradable=torch.ones_like(data.tradable)), membership, "2020-04-16", "2020-04-21")
+    data = apply_membership(replace(data, tradable=torch.ones_like(data.tradable)), membership, "2020-04-16", "2020-04-23")
     member = data.tradable
-    env = StockTradingVecEnv(data, 4, "cpu", EnvConfig(random_start=False, buy_cost=0.0, sell_cost=0.0))
+    day = data.timestamps.tz_localize(None).normalize()
+    left = int(np.argmax(np.asarray(day >= pd.Timestamp("2020-04-20"))))  # AAL's first bar out
+    assert 0 < left < data.num_bars - 1 and member[:left, 0].all() and not member[left:, 0].any()
+    assert data.reducible[left:, 0].all() and not member[:left, 1].any() and member[left:, 1].all()
+    config = EnvConfig(random_start=False, buy_cost=0.0, sell_cost=0.0, short_selling=short_selling)
+    env = StockTradingVecEnv(data, 4, "cpu", config)
     env.reset(seed=0)
     generator = torch.Generator().manual_seed(1)
     for _ in range(data.num_bars - 1):
         before, t = env.holdings.clone(), env.t.clone()
         _, _, _, _, info = env.step(torch.rand((4, 2), generator=generator) * 2 - 1)
         outside = ~member[t + 1]
-        assert torch.equal(info["holdings"][outside], before[outside])
+        after, held = info["holdings"][outside], before[outside]
+        assert (after.abs() <= held.abs()).all() and (after * held >= 0).all() and (after[held == 0] == 0).all()
+    # a policy that holds the members and wants out of a leaver (weights: 1 a member, 0 or -1 not)
+    out = -1.0 if short_selling else 0.0
+    wants = torch.where(member, 1.0, out).float()
+    env = StockTradingVecEnv(data, 1, "cpu", replace(config, action_mode="weights"))
+    env.reset(seed=0)
+    aal = []
+    for t in range(data.num_bars - 1):
+        _, _, _, _, info = env.step(wants[t : t + 1])
+        aal.append(float(info["holdings"][0, 0]))  # after the fill at bar t + 1
+    assert aal[left - 2] > 0  # held the bar before it left; its decision at the last bar in still wants it
+    assert aal[left - 1] > 0 and aal[left] == 0.0 and all(a == 0.0 for a in aal[left:])  # sold at the first chance
 
 
 # --------------------------------------------------------------------------- the converter

@@ -15,7 +15,9 @@ rules, the run's capital and cost model. Nothing is typed by hand.
 - **The latest bar of the data** (``at`` omitted): its next open is not known yet.
   The targets are the env's action mapping priced at the bar's close, and the
   orders are those targets less the book, *before* the fill's limits (masks, cap,
-  cash limit) and with no costs; the decision says it is an estimate.
+  cash limit) and with no costs; the decision says it is an estimate. A stock out of
+  a point-in-time index at the bar is only ordered toward zero, as the fill would
+  (`StockTradingVecEnv.requested_orders`): a position in a leaver is sold, never added to.
 
 The observation is built as a backtest over the same period builds it (features
 from the period's bars up to ``at``), with the book's cash and positions in its

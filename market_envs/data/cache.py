@@ -3,6 +3,7 @@
 Layout under the data directory (`data_dir()`):
 
     panels/<key>/panel.parquet       long panel: timestamp, ticker, features..., tradable
+                                     (and reducible, for a panel with a point-in-time universe)
     panels/<key>/benchmark.parquet   timestamp, close (only when the panel has one)
     panels/<key>/meta.json           tickers, feature names, interval, normalisation, meta
     downloads/<provider>/<key>.parquet   raw provider responses (long OHLCV)
@@ -214,6 +215,7 @@ def _panel_schema(data: MarketData) -> pa.Schema:
         pa.field("ticker", pa.dictionary(pa.int32(), pa.string())),
         *(pa.field(name, pa.float32()) for name in data.feature_names),
         pa.field("tradable", pa.bool_()),
+        *([pa.field("reducible", pa.bool_())] if data.reducible is not None else []),
     ]
     return pa.schema(fields)
 
@@ -224,6 +226,7 @@ def _write_panel(folder: Path, data: MarketData, key: str, extra: dict) -> None:
     t, n, f = data.features.shape
     features = data.features.detach().cpu().numpy()
     tradable = data.tradable.detach().cpu().numpy()
+    reducible = None if data.reducible is None else data.reducible.detach().cpu().numpy()
     names = pa.array(list(data.tickers), pa.string())
     schema = _panel_schema(data)
     step = max(1, ROW_GROUP_ROWS // max(1, n))
@@ -236,6 +239,7 @@ def _write_panel(folder: Path, data: MarketData, key: str, extra: dict) -> None:
                 pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(n, dtype=np.int32), hi - lo)), names),
                 *(pa.array(np.ascontiguousarray(block[:, j])) for j in range(f)),
                 pa.array(tradable[lo:hi].reshape(-1)),
+                *([pa.array(reducible[lo:hi].reshape(-1))] if reducible is not None else []),
             ]
             writer.write_table(pa.Table.from_arrays(columns, schema=schema))
     if data.benchmark is not None:
@@ -281,32 +285,36 @@ def _interleave_into(out: np.ndarray, columns: list[pa.Array], block: int = 1 <<
             out[lo:hi, j] = array[lo:hi]
 
 
-def _read_rows(path: Path, t: int, n: int, names: tuple[str, ...], folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _read_rows(path: Path, t: int, n: int, names: tuple[str, ...],
+               folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:  # fmt: skip
     """The panel file's rows, one row group at a time into preallocated arrays (so a load
     holds the panel and one row group, not the whole table besides): features float32
-    [t x n, F], tradable [t x n], and each bar's timestamp (int64 ns) [t], the order
-    (timestamp-major, ticker-minor) checked on the way."""
+    [t x n, F], tradable [t x n], reducible [t x n] (None for a file without the column:
+    a panel without a point-in-time universe), and each bar's timestamp (int64 ns) [t],
+    the order (timestamp-major, ticker-minor) checked on the way."""
     file = pq.ParquetFile(path, read_dictionary=["ticker"])
     if file.metadata.num_rows != t * n:
         raise DataError(f"{folder}: panel has {file.metadata.num_rows} rows, expected {t} bars x {n} tickers")
+    masks = ["tradable", *(["reducible"] if "reducible" in file.schema_arrow.names else [])]
     features = np.empty((t * n, len(names)), dtype=np.float32)
-    tradable = np.empty(t * n, dtype=bool)
+    flags = {mask: np.empty(t * n, dtype=bool) for mask in masks}
     stamps = np.empty(t * n, dtype=np.int64)
     start = 0
     for group in range(file.num_row_groups):  # loop over row groups, not tickers
-        table = file.read_row_group(group, columns=["timestamp", "ticker", *names, "tradable"])
+        table = file.read_row_group(group, columns=["timestamp", "ticker", *names, *masks])
         rows = slice(start, start + table.num_rows)
         codes = table.column("ticker").combine_chunks().indices.to_numpy()
         if (codes != np.arange(start, rows.stop) % max(1, n)).any():
             raise DataError(f"{folder}: panel rows are not ordered timestamp-major, ticker-minor")
         stamps[rows] = table.column("timestamp").combine_chunks().cast(pa.int64()).to_numpy()
-        tradable[rows] = table.column("tradable").to_numpy()
+        for mask in masks:
+            flags[mask][rows] = table.column(mask).to_numpy()
         _interleave_into(features[rows], [table.column(name).combine_chunks() for name in names])
         start = rows.stop
     by_bar = stamps.reshape(t, n)
     if (by_bar != by_bar[:, :1]).any():
         raise DataError(f"{folder}: panel rows are not ordered timestamp-major, ticker-minor")
-    return features, tradable, by_bar[:, 0].copy()
+    return features, flags["tradable"], flags.get("reducible"), by_bar[:, 0].copy()
 
 
 def _read_panel(folder: Path) -> MarketData:
@@ -316,7 +324,7 @@ def _read_panel(folder: Path) -> MarketData:
         raise DataError(f"{folder}: cache format {meta.get('format_version')}, expected {FORMAT_VERSION}; rebuild it")
     tickers, names = tuple(meta["tickers"]), tuple(meta["feature_names"])
     n, t = len(tickers), int(meta["bars"])
-    features, tradable, stamps = _read_rows(folder / "panel.parquet", t, n, names, folder)
+    features, tradable, reducible, stamps = _read_rows(folder / "panel.parquet", t, n, names, folder)
     timestamps = pd.DatetimeIndex(pd.to_datetime(stamps, utc=True)).tz_convert(meta.get("timezone", EXCHANGE_TZ))
     benchmark = None
     if (folder / "benchmark.parquet").is_file():
@@ -330,6 +338,7 @@ def _read_panel(folder: Path) -> MarketData:
         tickers=tickers,
         features=torch.from_numpy(features.reshape(t, n, len(names))),
         tradable=torch.from_numpy(tradable.reshape(t, n)),
+        reducible=None if reducible is None else torch.from_numpy(reducible.reshape(t, n)),
         feature_names=names,
         interval=meta["interval"],
         benchmark=benchmark,

@@ -151,11 +151,12 @@ def observed_frame(data: MarketData) -> pd.DataFrame:
 
     Filled bars are not data: a reader fills them again, identically, from the past.
     Warm-up rows are all written, since the mask cannot tell a filled warm-up bar from
-    an observed one; their values are the same either way.
+    an observed one; their values are the same either way. A point-in-time universe's
+    bars outside membership are data (`MarketData.priced`) and are written.
     """
     ohlcv = data.features[:, :, : len(PRICE_COLUMNS)].detach().cpu().numpy()
     t, n = data.num_bars, data.num_tickers
-    keep = data.tradable.detach().cpu().numpy().copy()
+    keep = data.priced.detach().cpu().numpy().copy()
     keep[: min(WARMUP_BARS, t)] = True
     rows = keep.reshape(-1)
     frame = pd.DataFrame(ohlcv.reshape(t * n, -1)[rows].astype(np.float64), columns=list(PRICE_COLUMNS))

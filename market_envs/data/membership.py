@@ -15,9 +15,12 @@ With such a file a recipe's universe is every ticker that was a member at some t
 in the window (so the panel holds the firms that left, not only the survivors), and
 a ticker is tradable only on days it was a member: masked untradable before it joined
 and after it left (`apply_membership`). Its prices stay in the panel, so the
-observation never changes shape. The env never trades an untradable stock, so a
-position held when a ticker leaves stays as it is until the ticker comes back
-(the env has no forced sale).
+observation never changes shape. On a bar where a ticker has a price but is not a
+member (`MarketData.reducible`) a position in it may only shrink: the env sells a long
+and covers a short, down to zero at most, and never buys it, sells it short or turns
+a position through zero (`market_envs.env.toward_zero`). So a stock held when it
+leaves the index can be sold (it is not sold by force: the policy decides when), and
+a stock never held while it was out is never traded then.
 
 Without a membership file, `survivorship_gap` tells how far a window lies from the
 date its ticker list was taken (`[universe] as_of`), and recipes warn beyond a year.
@@ -253,10 +256,11 @@ def unserved(membership: pd.DataFrame, timestamps: pd.DatetimeIndex, served, sta
 
 
 def apply_membership(data: MarketData, membership: pd.DataFrame, start, end, source: str = "membership") -> MarketData:
-    """The panel with non-members masked untradable, and `meta["membership"]` set
-    (file, members in the window, joined and left in it, `changes` their count,
-    `events`: each change with its date, `membership_events`, and the members the panel
-    lacks with their share of member-days, `unserved`)."""
+    """The panel with non-members masked untradable, their bars with a price marked
+    `reducible` (a position may only shrink there), and `meta["membership"]` set (file,
+    members in the window, joined and left in it, `changes` their count, `events`: each
+    change with its date, `membership_events`, and the members the panel lacks with
+    their share of member-days, `unserved`)."""
     mask = torch.from_numpy(membership_mask(membership, data.timestamps, data.tickers)).to(data.tradable.device)
     changes = membership_changes(membership, start, end)
     missing, share = unserved(membership, data.timestamps, data.tickers, start, end)
@@ -269,7 +273,8 @@ def apply_membership(data: MarketData, membership: pd.DataFrame, start, end, sou
         "unserved": missing,
         "unserved_share": share,
     }
-    return replace(data, tradable=data.tradable & mask, meta={**data.meta, "membership": record})
+    tradable = data.tradable & mask
+    return replace(data, tradable=tradable, reducible=data.priced & ~tradable, meta={**data.meta, "membership": record})
 
 
 def survivorship_gap(as_of, start, end) -> int:

@@ -67,8 +67,9 @@ class MarketData:
     :param tickers: ticker symbols [N].
     :param features: float32 [T, N, F]; `feature_names` starts with open, high, low,
         close, volume, then the indicators.
-    :param tradable: bool [T, N]; False where a bar was filled forward over a gap or
-        an indicator is still warming up. Untradable stocks are never traded.
+    :param tradable: bool [T, N]; False where a bar was filled forward over a gap, an
+        indicator is still warming up, or (a point-in-time universe) the ticker is not a
+        member. A stock is traded freely only on its tradable bars.
     :param feature_names: names of the last dimension of `features`.
     :param interval: bar length as a pandas offset alias ("1min", "5min", "1D").
     :param benchmark: optional benchmark close [T] (QQQ for the NASDAQ-100).
@@ -82,6 +83,13 @@ class MarketData:
         copy); None: no earlier bar is known. Only estimates that need a past read it
         (the env's cost tables: `features_with_lookback`); no agent observes it. `to` leaves
         it on its device.
+    :param reducible: bool [T, N], or None (the default: a panel without a point-in-time
+        universe): True where a ticker has a price of its own but is not a member of the
+        index (`market_envs.data.membership.apply_membership`; never where `tradable`).
+        On those bars a position in it may only shrink: the env sells a long and covers a
+        short down to zero at most, and never buys it or sells it short
+        (`market_envs.env.toward_zero`), so a stock held when it leaves the index can be
+        sold.
     """
 
     timestamps: pd.DatetimeIndex
@@ -97,6 +105,7 @@ class MarketData:
     name: str = "unnamed"
     meta: dict = field(default_factory=dict)
     lookback: torch.Tensor | None = None
+    reducible: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         t, n = len(self.timestamps), len(self.tickers)
@@ -107,6 +116,8 @@ class MarketData:
             )
         if self.tradable.shape != (t, n):
             raise DataError(f"tradable has shape {tuple(self.tradable.shape)}, expected ({t}, {n})")
+        if self.reducible is not None and self.reducible.shape != (t, n):
+            raise DataError(f"reducible has shape {tuple(self.reducible.shape)}, expected ({t}, {n})")
         if self.benchmark is not None and self.benchmark.shape != (t,):
             raise DataError(f"benchmark has shape {tuple(self.benchmark.shape)}, expected ({t},)")
         if self.timestamps.tz is None:
@@ -149,6 +160,12 @@ class MarketData:
         return self.feature("volume")
 
     @property
+    def priced(self) -> torch.Tensor:
+        """bool [T, N]: the bars where a ticker has a price of its own (not filled over a gap nor
+        warming up), member of the index or not: `tradable`, or `reducible` where it is set."""
+        return self.tradable if self.reducible is None else self.tradable | self.reducible
+
+    @property
     def start(self) -> pd.Timestamp:
         return self.timestamps[0]
 
@@ -177,6 +194,7 @@ class MarketData:
             self,
             features=move(self.features),
             tradable=move(self.tradable),
+            reducible=move(self.reducible),
             benchmark=move(self.benchmark),
             feature_mean=move(self.feature_mean),
             feature_std=move(self.feature_std),
@@ -194,6 +212,7 @@ class MarketData:
             timestamps=self.timestamps[index],
             features=self.features[index],
             tradable=self.tradable[index],
+            reducible=None if self.reducible is None else self.reducible[index],
             benchmark=None if self.benchmark is None else self.benchmark[index],
             lookback=lookback if len(lookback) else None,
         )
@@ -346,13 +365,16 @@ class MarketData:
 
     # ------------------------------------------------------------ conversion
     def to_frame(self) -> pd.DataFrame:
-        """The panel as a long DataFrame: timestamp, ticker, features, tradable."""
+        """The panel as a long DataFrame: timestamp, ticker, features, tradable (and reducible,
+        when the panel has it)."""
         t, n = self.num_bars, self.num_tickers
         values = self.features.detach().cpu().numpy().reshape(t * n, -1)
         frame = pd.DataFrame(values, columns=list(self.feature_names))
         frame.insert(0, "ticker", np.tile(np.asarray(self.tickers, dtype=object), t))
         frame.insert(0, "timestamp", np.repeat(self.timestamps, n))
         frame["tradable"] = self.tradable.detach().cpu().numpy().reshape(-1)
+        if self.reducible is not None:
+            frame["reducible"] = self.reducible.detach().cpu().numpy().reshape(-1)
         return frame
 
     def benchmark_series(self) -> pd.Series | None:

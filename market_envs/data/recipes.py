@@ -124,7 +124,8 @@ class Recipe:
     :param tickers: the universe, in order; None lets the source decide.
     :param membership: a membership file (ticker, from, to; relative to the recipe
         file): the universe is every ticker that was a member in the window, each
-        tradable only while a member. Excludes `tickers`.
+        tradable only while a member (out of the index, a position in it may only
+        shrink). Excludes `tickers`.
     :param universe: documentation of the universe (name, as_of, note).
     :param options: the source's own table (`[synthetic]`, `[files]`, `[yahoo]`, `[alpaca]`, `[polygon]`).
     :param path: the file the recipe came from, None if built in code.
@@ -217,6 +218,8 @@ class Recipe:
             payload["files"] = _files_fingerprint(self)
         if self.membership is not None:
             payload["membership"] = hashlib.sha256(self.membership_path().read_bytes()).hexdigest()
+            # the panel marks its leavers' bars (`MarketData.reducible`); entries cached before it did are not read
+            payload["leavers"] = "reducible"
         if self.options.get("renames"):
             payload["renames"] = hashlib.sha256(self.file_path(self.options["renames"], "renames file").read_bytes()).hexdigest()
         return cache_key({"kind": "panel", **payload})

@@ -15,8 +15,9 @@ Each bar, after it closes (by the broker's clock):
    book (`trader.decision.reset_at`); the policy's deterministic action;
 3. at the next bar's open, the orders: the env's own mapping of the action to shares
    (`StockTradingVecEnv.requested_orders`, at the prices of that open: whole shares or
-   fractions, the cash, leverage and any band or rate of the action mode) and its
-   turbulence guard, less the book; then the risk limits (`trader.paper.risk`);
+   fractions, the cash, leverage and any band or rate of the action mode; a stock out of
+   a point-in-time index at the bar only toward zero, `market_envs.env.toward_zero`) and
+   its turbulence guard, less the book; then the risk limits (`trader.paper.risk`);
 4. the orders go to the broker, sells first, each with a ``client_order_id`` from the
    journal's session, the bar and the ticker; the broker waits for the fills within a
    bound and cancels what is left (`trader.paper.alpaca`), or fills them as the
