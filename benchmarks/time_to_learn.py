@@ -75,10 +75,11 @@ def train_one(args: argparse.Namespace) -> dict[str, Any]:
     """One seed's run in this process (the child's job): the validation curve with clocks."""
     import torch
 
-    try:
-        import trader.training as training
-    except ImportError:  # an older checkout (--old): the module was trader.train
-        training = importlib.import_module("trader.train")
+    import trader
+
+    # an older checkout (--old) has trader/train.py; this one trader/training.py
+    home = Path(trader.__file__).parent
+    training = importlib.import_module("trader.training" if (home / "training.py").is_file() else "trader.train")
     from trader.presets import apply_preset
 
     torch.set_num_threads(1)

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from market_envs.errors import ConfigError
 
@@ -53,7 +53,17 @@ if TYPE_CHECKING:  # torch is imported where the tables are built, not for the c
     import pandas as pd
     from torch import Tensor
 
-    from market_envs.env import EnvConfig
+
+class ChargedRules(Protocol):
+    """What `NamedCosts` reads and sets in an env config (`market_envs.env.EnvConfig`, which
+    imports this module: the config is named by its shape, not imported back)."""
+
+    buy_cost: float
+    sell_cost: float
+    costs: CostModel
+
+
+Rules = TypeVar("Rules", bound=ChargedRules)
 
 SPREAD_MODELS = ("fixed", "per_ticker", "high_low")
 TRADING_DAYS = 252
@@ -222,7 +232,7 @@ class NamedCosts:
         if isinstance(self.costs, Mapping):
             object.__setattr__(self, "costs", CostModel.from_mapping(self.costs))
 
-    def apply(self, config: EnvConfig) -> EnvConfig:
+    def apply(self, config: Rules) -> Rules:
         """`config` with this model's commission rates and cost terms (its other rules kept)."""
         return replace(config, buy_cost=self.buy_cost, sell_cost=self.sell_cost, costs=self.costs)
 
@@ -268,7 +278,7 @@ class NamedCosts:
                 "sources": self.sources}  # fmt: skip
 
     @classmethod
-    def from_config(cls, config: EnvConfig, name: str | None = None) -> NamedCosts:
+    def from_config(cls, config: ChargedRules, name: str | None = None) -> NamedCosts:
         """The cost part of an env config (its rates and `CostModel`) as a model named `name`
         (None: named by what it charges, `described`)."""
         if name is None:

@@ -263,3 +263,17 @@ def test_an_error_names_the_flag_and_comes_alone(argv: list[str], message: str, 
     argv = [str(tmp_path / "run") if a == "RUN" else a for a in argv]
     exits_2([*argv, *(["--run-dir", str(tmp_path / "run")] if argv[0] == "train" else [])], capsys, message)
     assert not (tmp_path / "run").exists()
+
+
+def test_one_list_parser_names_the_option_and_its_choices() -> None:
+    from trader.cli.options import names
+    from trader.errors import UserError
+
+    assert names(None, "--x") == () and names(" a, ,B ,", "--x") == ("a", "B") and names("A,b", "--x", lower=True) == ("a", "b")
+    with pytest.raises(UserError, match=r"^--algos: unknown algorithm\(s\) \['dqn'\]; choose from ppo, sac$"):
+        names("ppo,dqn", "--algos", choices=("ppo", "sac"), what="algorithm")
+    with pytest.raises(UserError, match="^--libraries needs at least one name$"):
+        names(" , ", "--libraries", required=True)
+    commands_text = "".join(path.read_text() for path in (Path(__file__).parents[1] / "trader" / "cli").glob("*.py")
+                            if path.name != "options.py")  # fmt: skip
+    assert 'split(",")' not in commands_text  # every command parses its lists here

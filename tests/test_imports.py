@@ -63,3 +63,123 @@ def test_the_python_apis_calls_are_plain_functions_with_their_signatures_and_doc
     assert (trader.train, trader.backtest, trader.baselines) == (train, backtest, baselines)
     light = "import sys, trader; print(any(m.startswith(('torch', 'trader.training')) for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", light], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+# --------------------------------------------------------------------------- floors
+
+PACKAGES = ("market_envs", "trader", "tournament", "dashboards")
+APPLICATION = ("trader.cli", "trader.walkforward", "trader.demo", "trader.experiment")
+"""The application: the CLI and the experiment protocols, which drive tournaments."""
+
+
+def floor(module: str) -> int:
+    """0 market_envs, 1 the trader core (agents, training, backtesting, metrics, stats, rundir,
+    ...), 2 tournament, 3 the application (`APPLICATION`) and dashboards."""
+    if module.startswith("market_envs"):
+        return 0
+    if module.startswith("tournament"):
+        return 2
+    if module.startswith("dashboards") or any(module == m or module.startswith(m + ".") for m in APPLICATION):
+        return 3
+    return 1
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of `PACKAGES` under `root` by dotted name (a package by its own name)."""
+    found = {}
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """The project modules that `path` imports anywhere in it: at the top, inside functions, or
+    for type checking (``from package import module`` names the module)."""
+
+    def owner(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found |= {m for m in map(owner, names) if m}
+    return found
+
+
+def graph(root: Path = ROOT) -> dict[str, set[str]]:
+    known = modules(root)
+    return {name: imports(path, known) - {name} for name, path in known.items()}
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets if floor(b) > floor(a))
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_floors_only_point_down() -> None:
+    """market_envs -> the trader core -> tournament -> the application and dashboards: no module
+    imports one on a higher floor, not even inside a function or for type checking."""
+    offenders = upward(graph())
+    assert not offenders, "\n".join(offenders)
+
+
+def test_no_two_modules_import_each_other_round_a_circle() -> None:
+    assert circles(graph()) == []
+
+
+def test_the_floor_check_finds_an_import_inside_a_function_and_a_circle(tmp_path: Path) -> None:
+    for name, text in {
+        "market_envs/__init__.py": "",
+        "market_envs/env.py": "def f():\n    from trader.rundir import x\n",
+        "trader/__init__.py": "",
+        "trader/rundir.py": "from trader import stats\n",
+        "trader/stats.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import trader.rundir\n",
+        "trader/walkforward.py": "from tournament import run\n",
+        "tournament/__init__.py": "from market_envs import env\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "dashboards").mkdir()
+    edges = graph(tmp_path)
+    assert upward(edges) == ["market_envs.env -> trader.rundir"]  # the application may drive a tournament
+    assert circles(edges) == [["trader.rundir", "trader.stats"]]

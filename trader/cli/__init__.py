@@ -8,31 +8,11 @@ command with exit code 2 and a one-line message, never a traceback.
 from __future__ import annotations
 
 import sys
-from typing import Annotated
 
 import typer
 
+from trader.cli.root import app
 from trader.errors import UserError
-
-app = typer.Typer(
-    name="trader",
-    help="podracer-trader: market data, training, tournaments, backtests and the dashboard.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-@app.callback(invoke_without_command=True)
-def _root(
-    version: Annotated[bool, typer.Option("--version", help="Print the library version and exit.")] = False,
-) -> None:
-    """podracer-trader: market data, training, tournaments, backtests and the dashboard."""
-    if version:
-        from trader import __version__
-
-        print(f"podracer-trader {__version__}")
-        raise typer.Exit(0)
 
 
 def _register_commands() -> None:

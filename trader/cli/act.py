@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from trader.cli import app
+from trader.cli.root import app
 from trader.errors import UserError
 
 

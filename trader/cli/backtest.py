@@ -19,7 +19,8 @@ from typing import Annotated
 
 import typer
 
-from trader.cli import app
+from trader.cli.options import names
+from trader.cli.root import app
 from trader.cli.options import CostSetOption, CostsOption, cost_flags
 from trader.errors import UserError
 from trader.names import BASELINES
@@ -96,7 +97,7 @@ def backtest(
         check_report_name(report)
     config = backtest_config(read_run(run_dir), initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet,
                              costs=named, breakeven=breakeven)  # fmt: skip
-    requested = None if strategies is None else [n.strip() for n in strategies.split(",") if n.strip()]
+    requested = None if strategies is None else list(names(strategies, "--strategies"))
     result = backtest_run(run_dir, dataset=dataset, period=period, strategies=requested, config=config, device=device,
                           report=report, overwrite=overwrite)  # fmt: skip
     print_result_table(result, output)

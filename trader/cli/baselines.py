@@ -15,16 +15,10 @@ from typing import Annotated
 
 import typer
 
-from trader.cli import app
+from trader.cli.options import names
+from trader.cli.root import app
 from trader.cli.options import CostSetOption, CostsOption, resolve_costs
 from trader.errors import UserError
-
-
-def _names(text: str, option: str) -> list[str]:
-    names = [n.strip().lower() for n in text.split(",") if n.strip()]
-    if not names:
-        raise UserError(f"{option} needs at least one name")
-    return names
 
 
 APPLIES = {"--algos": ("sb3", "sb3-dummy", "rllib"), "--preset": ("sb3", "sb3-dummy"),
@@ -73,7 +67,7 @@ def baselines_command(
         raise UserError(f"--output must be table or json, got {output!r}")
     if (num_envs is not None and num_envs < 1) or (eval_every is not None and eval_every < 0):
         raise UserError("--num-envs must be at least 1 and --eval-every at least 0")
-    chosen = _names(libraries, "--libraries")
+    chosen = list(names(libraries, "--libraries", required=True, lower=True))
     check_applies(chosen, algos=algos, preset=preset, num_envs=num_envs, eval_every=eval_every, windows=windows)
     if not backtest and (tear_sheet is not None or output is not None):
         raise UserError("--tear-sheet and --output apply to the backtest; drop them or --no-backtest")
@@ -81,7 +75,7 @@ def baselines_command(
     seconds = parse_duration(time_budget, "--time-budget") if time_budget is not None else None
     named = resolve_costs(costs, cost_set)
     result = baselines(
-        run_dir, chosen, _names(algos or "ppo", "--algos"), steps=steps, time_budget=seconds, seeds=seeds,
+        run_dir, chosen, list(names(algos or "ppo", "--algos", required=True, lower=True)), steps=steps, time_budget=seconds, seeds=seeds,
         dataset=dataset, preset=preset or "sb3", num_envs=1 if num_envs is None else num_envs,
         eval_every=10_000 if eval_every is None else eval_every, windows=4 if windows is None else windows,
         device=device, backtest=backtest, tear_sheet=tear_sheet is not False, costs=named, overwrite=overwrite,

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from trader.cli import app
+from trader.cli.root import app
 from trader.errors import UserError
 
 APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"

@@ -18,7 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trader.cli import app
+from trader.cli.options import names
+from trader.cli.root import app
 
 data_app = typer.Typer(
     help="Market data sets: build (fetch or generate, validate, cache), info, validate.",
@@ -120,7 +121,7 @@ def validate_command(
     """Check files the way the files provider reads them; print the panel's summary."""
     from market_envs.data.files import read_files
 
-    wanted = None if tickers is None else [t.strip() for t in tickers.split(",") if t.strip()]
+    wanted = None if tickers is None else list(names(tickers, "--tickers"))
     with _console().status(f"validating {path} ..."):
         data = read_files(path, tickers=wanted, assume_tz=assume_tz, benchmark=benchmark)
     Console().print(_summary_table(f"{path}: valid", data.summary()))

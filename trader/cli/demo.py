@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trader.cli import app
+from trader.cli.root import app
 from trader.cli.backtest import print_result_table
 from trader.errors import UserError
 from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE

@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from trader.cli import app
+from trader.cli.options import names
+from trader.cli.root import app
 
 experiment_app = typer.Typer(help="Published experiments, run end to end on any data set.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
@@ -45,13 +46,13 @@ def podracer(
     from market_envs.costs import cost_model
     from trader.experiment import ExperimentConfig, run_experiment, table_markdown
 
-    names = tuple(n.strip() for n in costs.split(",") if n.strip()) if costs else ()
-    for name in names:
+    models = names(costs, "--costs")
+    for name in models:
         cost_model(name)  # an unknown model is one line before anything runs
     config = ExperimentConfig(
         run_dir=str(run_dir), dataset=dataset or default_dataset(), minutes=minutes if minutes is not None or pods is not None else 10.0,
         pods=pods, pod_steps=pod_steps, workers=workers, tickers=tickers, years=years, cost=commission, preset=preset,
-        extra_costs=names, libraries=tuple(n.strip() for n in libraries.split(",") if n.strip()),
+        extra_costs=models, libraries=names(libraries, "--libraries"),
         snapshot_every=snapshot_every, seed=seed, device=device,
     )  # fmt: skip
     console = Console(stderr=True)

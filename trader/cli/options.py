@@ -1,6 +1,6 @@
 """Options that several commands share, declared once: the cost model (``--costs``, ``--cost-set``),
 the commission rate (``--cost``) and the action that can hold (``--trade-rate``, ``--no-trade-band``,
-``--weights-map``).
+``--weights-map``), and comma-separated lists (`names`, the one list parser).
 
 Light to import (`market_envs.costs` needs no torch), so `trader --help` stays fast.
 `resolve_costs` is the one place a command turns the options into a `NamedCosts`;
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -131,3 +132,20 @@ def with_aim_rules(env_config: dict[str, Any] | None, weights_map: str | None, t
         raise UserError(f"{flags}: the aim, trade rate and band move a book of target weights; these rules trade "
                         "in shares (add --preset market for weights mode)")  # fmt: skip
     return merged
+
+
+def names(text: str | None, option: str, *, choices: Sequence[str] | None = None, required: bool = False,
+          lower: bool = False, what: str = "name") -> tuple[str, ...]:  # fmt: skip
+    """The names in a comma-separated option's value, stripped, empty ones dropped; () for None.
+
+    ``lower`` folds them to lower case; with ``choices``, a name outside them is one line that
+    names `option` (``--algos: unknown algorithm(s) ['dqn']; choose from ppo, sac, td3``); with
+    ``required``, so is a list without a name."""
+    found = () if text is None else tuple(part.strip() for part in text.split(",") if part.strip())
+    if lower:
+        found = tuple(name.lower() for name in found)
+    unknown = [name for name in found if choices is not None and name not in choices]
+    if unknown or (required and not found):
+        listed = f"; choose from {', '.join(choices)}" if choices is not None else ""
+        raise UserError(f"{option}: unknown {what}(s) {unknown}{listed}" if unknown else f"{option} needs at least one {what}{listed}")
+    return found

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from trader.cli import app
+from trader.cli.root import app
 
 
 @app.command("paper")

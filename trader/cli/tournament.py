@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from trader.cli import app
+from trader.cli.options import names
+from trader.cli.root import app
 from trader.cli.options import (
     CostSetOption,
     CostsOption,
@@ -222,11 +223,7 @@ def _path(path: Path | None) -> str | None:
 
 
 def parse_algos(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in text.split(",") if name.strip())
-    unknown = [name for name in names if name not in ALGOS]
-    if unknown or not names:
-        raise UserError(f"--algos: unknown algorithm(s) {unknown or '(none)'}; choose from {', '.join(ALGOS)}")
-    return names
+    return names(text, "--algos", choices=ALGOS, required=True, what="algorithm")
 
 
 def _saved_pods(run_dir: Path) -> int | None:

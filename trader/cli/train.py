@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from trader.cli import app
+from trader.cli.root import app
 from trader.cli.options import (
     CostSetOption,
     CostsOption,

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from trader.cli import app
+from trader.cli.options import names
+from trader.cli.root import app
 from trader.cli.options import cost_rate, with_costs
 from trader.errors import UserError
 from trader.names import PRESET_COST
@@ -67,7 +68,7 @@ def walkforward_command(
                         "pods take --pod-steps and validate once, at their end")  # fmt: skip
     if baselines is None and (baseline_algos is not None or baseline_steps is not None):
         raise UserError("--baseline-algos and --baseline-steps apply with --baselines LIBRARIES")
-    if baseline_algos is not None and not {"sb3", "sb3-dummy"} & set(_names(baselines)):
+    if baseline_algos is not None and not {"sb3", "sb3-dummy"} & set(names(baselines, "--baselines")):
         raise UserError("--baseline-algos applies to the sb3 and sb3-dummy baselines (finrl has its own learners)")
     cost = cost_rate(cost)
     steps, eval_every = 100_000 if steps is None else steps, 10_000 if eval_every is None else eval_every
@@ -91,19 +92,14 @@ def walkforward_command(
 
     result = walk_forward(run_dir, dataset, folds, learner, seed=seed, device=device, steps=steps,
                           num_envs=num_envs or 8, eval_every=eval_every, algo_config=algo_config,
-                          env_config=env_config, tournament=tournament, baselines=_names(baselines),
-                          baseline_algos=_names(baseline_algos or "ppo"), baseline_steps=baseline_steps,
+                          env_config=env_config, tournament=tournament, baselines=names(baselines, "--baselines"),
+                          baseline_algos=names(baseline_algos or "ppo", "--baseline-algos"), baseline_steps=baseline_steps,
                           warm_start=warm_start,
                           on_progress=say)  # fmt: skip
     from trader import rundir
 
     print((result.run_dir / rundir.WF_REPORT_MD).read_text(encoding="utf-8"))
     print(f"wrote {result.run_dir / rundir.WF_REPORT_MD}, {rundir.WF_REPORT_JSON}, {rundir.WF_STITCHED} and folds/")
-
-
-def _names(text: str | None) -> tuple[str, ...]:
-    """A comma-separated list as a tuple of names (empty for None)."""
-    return () if text is None else tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def _tournament_keys(algos: str | None, population: int | None, pod_steps: int | None, pods: int | None,
