@@ -1,7 +1,8 @@
 """The podracer-trader dashboard: ``trader dashboard [RUNS_DIR]`` or ``streamlit run dashboards/app.py``.
 
 A Streamlit multipage app over run directories (docs/contracts.md): strategies,
-significance (is the edge real?), tournament, walk-forward, paper trading, training and data. It reads only the runs folder's files
+significance (is the edge real?), tournament, walk-forward, paper trading, the seed
+paper's experiment, training and data. It reads only the runs folder's files
 (`dashboards.runs`); the figures are plain functions (`dashboards.figures`), the
 pages in ``pages/`` arrange them.
 """
@@ -22,6 +23,7 @@ PAGES = [
     st.Page(str(HERE / "pages" / "tournament.py"), title="Tournament"),
     st.Page(str(HERE / "pages" / "walkforward.py"), title="Walk-forward"),
     st.Page(str(HERE / "pages" / "paper.py"), title="Paper trading"),
+    st.Page(str(HERE / "pages" / "experiment.py"), title="The paper's experiment"),
     st.Page(str(HERE / "pages" / "training.py"), title="Training"),
     st.Page(str(HERE / "pages" / "data.py"), title="Data"),
 ]

@@ -15,6 +15,9 @@ A run directory is recognised by any of its files:
 - a walk-forward: ``walkforward.toml`` (`trader.walkforward`); each of its folds
   (``folds/<k>/``, a training or tournament run with its test backtest) is listed
   too, as ``<walk-forward>/folds/<k>``, at any depth the walk-forward is found;
+- the seed paper's experiment: ``experiment.toml`` (`trader.experiment`), then its Table 2
+  (``experiment.json``) and Figure 7 (``figure7.parquet``); its learners' folders
+  (``tournament/``, ``ppo/``) are runs of their own;
 - ``dataset.json``: the data set's card (`MarketData.describe`).
 
 A file that is missing, half-written or corrupt raises `RunFileError` with one line
@@ -32,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from trader import rundir
+from trader.experiment import COLUMNS as EXPERIMENT_COLUMNS
 from trader.rundir import MARKERS, RunFileError, read_json, read_parquet
 from trader.rundir import require_keys as require
 
@@ -42,8 +46,9 @@ SERIES_COLUMNS = ("timestamp", *(c for c in rundir.SERIES_COLUMNS if c not in SE
 """The columns of ``backtests/<strategy>.parquet`` the dashboard needs (not positions)."""
 STITCHED_COLUMNS = ("timestamp", "strategy", "fold", *SERIES_COLUMNS[1:])
 """The columns of a walk-forward's ``stitched.parquet`` the dashboard reads."""
-WALKFORWARD_MARKERS = (*MARKERS, rundir.WF_CONFIG)
-"""The files that make a folder a run: `trader.rundir.MARKERS` and a walk-forward's config."""
+RUN_MARKERS = (*MARKERS, rundir.WF_CONFIG, rundir.EXPERIMENT)
+"""The files that make a folder a run: `trader.rundir.MARKERS`, a walk-forward's config and an
+experiment's (both are written first, so a walk-forward or an experiment still running is listed)."""
 SKIPPED = ("pods", "backtests", "checkpoints", "baselines", rundir.REPORTS_DIR, rundir.WF_FOLDS_DIR)
 """Folders inside a run that are never runs of their own listing (a run's other
 reports, ``reports/<name>/``, belong to it: `trader.rundir.reports` lists them)."""
@@ -77,6 +82,11 @@ class RunDir:
     def has_paper(self) -> bool:
         return (self.path / rundir.PAPER_SESSION).exists()
 
+    @property
+    def has_experiment(self) -> bool:
+        """The seed paper's experiment (`trader experiment podracer`), finished or not."""
+        return (self.path / rundir.EXPERIMENT).exists()
+
 
 def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
     """Run directories in `runs_dir` (itself, its children and grandchildren), by name.
@@ -93,7 +103,7 @@ def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
     for path in candidates:
         if path != root and (path.name in SKIPPED or path.parent.name in ("pods", rundir.REPORTS_DIR, rundir.WF_FOLDS_DIR)):
             continue  # pods belong to their tournament, folds are listed with their walk-forward
-        if any((path / marker).exists() for marker in WALKFORWARD_MARKERS):
+        if any((path / marker).exists() for marker in RUN_MARKERS):
             name = root.name if path == root else str(path.relative_to(root))
             runs.append(RunDir(name, path))
             runs += walkforward_folds(RunDir(name, path))
@@ -243,6 +253,47 @@ def load_finished_folds(run: Path) -> list[dict[str, Any]]:
 def load_stitched(run: Path) -> pd.DataFrame:
     """``stitched.parquet``: the stitched record, one row per (bar, strategy)."""
     return read_parquet(run / rundir.WF_STITCHED, STITCHED_COLUMNS)
+
+
+# --------------------------------------------------------------------- the seed paper's experiment
+
+EXPERIMENT_ROW_KEYS = ("strategy", "source", *EXPERIMENT_COLUMNS)
+"""The keys of a Table 2 row of ``experiment.json`` the page needs (the evidence columns
+are read where a row has them: the paper's rows have none)."""
+FIGURE_COLUMNS = ("learner", "seconds", "cum_return")
+"""The columns of ``figure7.parquet`` (`trader.experiment`)."""
+
+
+def load_experiment(run: Path) -> dict[str, Any]:
+    """``experiment.json`` (`trader.experiment.write_outputs`): the config and Table 2's rows,
+    checked for the keys the page uses."""
+    path = run / rundir.EXPERIMENT_JSON
+    values = read_json(path, version=rundir.EXPERIMENT_VERSION)
+    require(values, ("config", "table"), path)
+    if not isinstance(values["table"], list):
+        raise RunFileError(f"{path}: 'table' is not a list of rows")
+    for row in values["table"]:
+        require(row, EXPERIMENT_ROW_KEYS, path)
+    return values
+
+
+def load_experiment_config(run: Path) -> dict[str, Any]:
+    """``experiment.toml``: the experiment's settings (`trader.experiment.ExperimentConfig`)."""
+    path = run / rundir.EXPERIMENT
+    config = rundir.read_toml(path)
+    require(config, ("dataset", "cost", "preset"), path)
+    return config
+
+
+def load_experiment_dataset(run: Path) -> dict[str, Any]:
+    """The experiment's data set recipe (``dataset.toml``: its window and split); {} until
+    the experiment has written it."""
+    return rundir.read_toml(run / rundir.EXPERIMENT_DATASET, missing_ok=True)
+
+
+def load_experiment_figure(run: Path) -> pd.DataFrame:
+    """``figure7.parquet``: one row per snapshot (learner, training seconds, test-period return)."""
+    return read_parquet(run / rundir.EXPERIMENT_FIGURE, FIGURE_COLUMNS)
 
 
 # --------------------------------------------------------------------- paper trading

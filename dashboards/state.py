@@ -68,6 +68,10 @@ LOADERS = {
     "walkforward": lambda folder, name: runs.load_walkforward(folder),
     "stitched": lambda folder, name: runs.load_stitched(folder),
     "paper": lambda folder, name: runs.load_paper(folder),
+    "experiment": lambda folder, name: runs.load_experiment(folder),
+    "experiment_config": lambda folder, name: runs.load_experiment_config(folder),
+    "experiment_dataset": lambda folder, name: runs.load_experiment_dataset(folder),
+    "experiment_figure": lambda folder, name: runs.load_experiment_figure(folder),
 }
 """Loader name -> function of (run folder, file name), as `_cached` calls it."""
 
@@ -135,9 +139,26 @@ def paper(run: RunDir) -> dict[str, Any]:
     return _load("paper", run.path, rundir.PAPER_JOURNAL)
 
 
+def experiment(run: RunDir) -> dict[str, Any]:
+    """``experiment.json`` of a finished experiment: its config and Table 2's rows."""
+    return _load("experiment", run.path, rundir.EXPERIMENT_JSON)
+
+
+def experiment_settings(run: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An experiment's ``experiment.toml`` and its data set recipe (``dataset.toml``; {} until written)."""
+    return (_load("experiment_config", run.path, rundir.EXPERIMENT),
+            _load("experiment_dataset", run.path, rundir.EXPERIMENT_DATASET))  # fmt: skip
+
+
+def experiment_figure(run: RunDir) -> pd.DataFrame:
+    """``figure7.parquet``: Figure 7's points."""
+    return _load("experiment_figure", run.path, rundir.EXPERIMENT_FIGURE)
+
+
 def dataset_card(run: RunDir) -> dict[str, Any]:
     return _load("dataset_card", run.path, rundir.DATASET)
 
 
 __all__ = ["RunFileError", "all_reports", "all_runs", "runs_dir", "problem", "report", "series", "trades", "daily", "training",
-           "leaderboard", "pods", "selection", "dataset_card", "walkforward", "stitched", "finished_folds", "paper"]  # fmt: skip
+           "leaderboard", "pods", "selection", "dataset_card", "walkforward", "stitched", "finished_folds", "paper",
+           "experiment", "experiment_settings", "experiment_figure"]  # fmt: skip

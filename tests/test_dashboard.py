@@ -141,7 +141,7 @@ import os, sys
 os.environ["PODRACER_RUNS_DIR"] = {str(built)!r}
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({str(APP)!r}, default_timeout=60).run()
-for page in ("tournament", "walkforward", "training", "data"):
+for page in ("tournament", "walkforward", "experiment", "training", "data"):
     at.switch_page(f"pages/{{page}}.py").run()
     assert not at.exception, at.exception
 print("torch" in sys.modules)
@@ -541,7 +541,8 @@ def test_an_empty_runs_folder_says_so_on_every_page(tmp_path: Path) -> None:
     at = app_test(tmp_path).run()
     assert not at.exception and any("No backtest in" in m for m in messages(at))
     for page, text in (("significance", "No report.json in"), ("tournament", "No tournament in"),
-                       ("training", "No training run in"), ("data", "No dataset.json")):  # fmt: skip
+                       ("experiment", "No experiment in"), ("training", "No training run in"),
+                       ("data", "No dataset.json")):  # fmt: skip
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception and any(text in m for m in messages(at)), page
 
@@ -637,7 +638,8 @@ def suggested_commands() -> list[tuple[str, str]]:
 
 def test_every_command_a_page_suggests_parses(tmp_path: Path) -> None:
     """The hints' commands are real: each parses with the CLI's own parser (placeholders
-    filled in), and a bare ``trader X`` names a command that exists."""
+    filled in; a command of a group, ``trader experiment podracer ...``, with its own
+    parser), and a bare ``trader X`` names a command that exists."""
     import click
     import typer
 
@@ -645,12 +647,17 @@ def test_every_command_a_page_suggests_parses(tmp_path: Path) -> None:
 
     group = typer.main.get_command(app)
     commands = suggested_commands()
-    assert len(commands) >= 8
+    assert len(commands) >= 9 and any(page == "experiment.py" for page, _ in commands)
     fill = {"RUN_DIR": str(tmp_path / "run"), "RUNS_DIR": str(tmp_path)}
     for page, text in commands:
         words = [fill.get(word, word) for word in text.split()[1:]]
         command = group.get_command(click.Context(group), words[0])
         assert command is not None, f"{page}: `{text}` names no command"
+        # a group lists commands (typer carries its own click: isinstance(command, click.Group) is False)
+        while hasattr(command, "list_commands") and len(words) > 1 and not words[1].startswith("-"):
+            words = words[1:]
+            command = command.get_command(click.Context(command), words[0])
+            assert command is not None, f"{page}: `{text}` names no command"
         if len(words) > 1:
             command.make_context(words[0], words[1:])  # raises click's UsageError when it does not parse
 

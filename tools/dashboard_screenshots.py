@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PAGES = {"strategies": "", "significance": "significance", "tournament": "tournament", "walkforward": "walkforward",
-         "paper": "paper",
+         "paper": "paper", "experiment": "experiment",
          "training": "training", "data": "data"}
 """Page name -> URL path (st.navigation derives it from the page file's name; the default page is /)."""
 

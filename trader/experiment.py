@@ -209,7 +209,7 @@ def run_experiment(config: ExperimentConfig, on_progress: Progress | None = None
     result, extra = _backtest(config, root, data, rules, tournament, ppo)
     table = table2(result, extra, labels=learner_labels(tournament))
     figure = _figure(config, root, data, rules, tournament, ppo)
-    _write_outputs(root, config, table, figure)
+    write_outputs(root, config, table, figure)
     return ExperimentResult(root, table, figure, result)
 
 
@@ -483,7 +483,9 @@ def best_pods_over_time(tournament: Path, every: float) -> dict[float, str]:
 # --------------------------------------------------------------------------- outputs
 
 
-def _write_outputs(root: Path, config: ExperimentConfig, table: pd.DataFrame, figure: pd.DataFrame) -> None:
+def write_outputs(root: Path, config: ExperimentConfig, table: pd.DataFrame, figure: pd.DataFrame) -> None:
+    """Write Table 2 (``experiment.json``, ``table2.md``) and Figure 7 (``figure7.parquet``, and
+    ``figure7.png`` when it has points) into ``root``, each whole or not at all."""
     rundir.write_json(root / TABLE_JSON, {"format_version": EXPERIMENT_VERSION, "config": config.to_dict(),
                                           "table": _json_rows(table), "paper_rows": PAPER_ROWS})  # fmt: skip
     rundir.write_text(root / TABLE_MD, table_markdown(table))
@@ -544,4 +546,4 @@ def _plot(figure: pd.DataFrame, path: Path) -> None:
 
 
 __all__ = ["ExperimentConfig", "ExperimentResult", "best_pods_over_time", "claim", "experiment_dates", "learner_labels",
-           "run_experiment", "table2", "table_markdown"]  # fmt: skip
+           "run_experiment", "table2", "table_markdown", "write_outputs"]  # fmt: skip

@@ -176,11 +176,12 @@ FILES: tuple[RunFile, ...] = (
     RunFile(PAPER_SESSION, "json", "trader.paper.journal", "trader paper (a restart must match it), the dashboard", PAPER_VERSION),
     RunFile(PAPER_JOURNAL, "jsonl", "trader.paper.journal", "trader paper (a restart resumes from it), the dashboard"),
     RunFile(PAPER_PENDING, "json", "trader.paper.journal", "trader paper (a restart finishes the bar it names)", PAPER_VERSION),
-    RunFile(EXPERIMENT, "toml", "trader.experiment", "trader experiment podracer (a resume must match it)"),
-    RunFile(EXPERIMENT_DATASET, "toml", "trader.experiment", "every learner of the experiment (its data set recipe)"),
-    RunFile(EXPERIMENT_JSON, "json", "trader.experiment", "a person, benchmarks/", EXPERIMENT_VERSION),
+    RunFile(EXPERIMENT, "toml", "trader.experiment", "trader experiment podracer (a resume must match it), the dashboard"),
+    RunFile(EXPERIMENT_DATASET, "toml", "trader.experiment",
+            "every learner of the experiment (its data set recipe), the dashboard (its split)"),
+    RunFile(EXPERIMENT_JSON, "json", "trader.experiment", "a person, benchmarks/, the dashboard", EXPERIMENT_VERSION),
     RunFile(EXPERIMENT_TABLE, "markdown", "trader.experiment", "a person"),
-    RunFile(EXPERIMENT_FIGURE, "parquet", "trader.experiment", "a person (Figure 7's points)"),
+    RunFile(EXPERIMENT_FIGURE, "parquet", "trader.experiment", "a person (Figure 7's points), the dashboard"),
     RunFile(EXPERIMENT_PLOT, "png", "trader.experiment", "a person"),
 )
 """Every file a stage writes into a run directory. A training run's files also stand
