@@ -102,6 +102,24 @@ seed = 1
 minute bars over 8 sessions (train, validation and test periods of a few days)."""
 
 
+TINY_DAILY_RECIPE = """
+name = "tiny-daily"
+description = "8 synthetic tickers, daily bars"
+source = "synthetic"
+interval = "1D"
+start = "2019-01-02"
+end = "2023-01-01"
+train_end = "2021-01-01"
+val_end = "2022-01-01"
+
+[synthetic]
+n_tickers = 8
+seed = 2
+"""
+"""A tiny daily market over four years (train 2019-2020, validation 2021, test 2022): the
+seed paper's experiment runs on it end to end in a test."""
+
+
 def write_tiny_recipe(folder: Path) -> Path:
     """`TINY_RECIPE` as ``folder/tiny.toml``; returns its path (give it as the data set)."""
     path = Path(folder) / "tiny.toml"

@@ -22,25 +22,12 @@ import pytest
 
 from dashboards import experiment as views
 from dashboards import runs
+from market_fixtures import TINY_DAILY_RECIPE
 from trader import rundir
 
 APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
 PAGE = "pages/experiment.py"
 
-TINY_DAILY = """
-name = "tiny-daily"
-description = "8 synthetic tickers, daily bars"
-source = "synthetic"
-interval = "1D"
-start = "2019-01-02"
-end = "2023-01-01"
-train_end = "2021-01-01"
-val_end = "2022-01-01"
-
-[synthetic]
-n_tickers = 8
-seed = 2
-"""
 
 FIGURE = pd.DataFrame({"learner": ["tournament"] * 3 + ["vanilla PPO"] * 2, "seconds": [30.0, 60.0, 90.0, 30.0, 60.0],
                        "cum_return": [0.05, 0.12, 0.18, -0.02, 0.04]})  # fmt: skip
@@ -59,7 +46,7 @@ def experiment_runs(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("dashboard-experiment")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
     recipe = root / "tiny.toml"
-    recipe.write_text(TINY_DAILY)
+    recipe.write_text(TINY_DAILY_RECIPE)
     run_dir = root / "runs" / "paper"
     config = ExperimentConfig(run_dir=str(run_dir), dataset=str(recipe), pods=2, pod_steps=512, years=2.0,
                               extra_costs=("institutional",), libraries=("sb3",))  # fmt: skip

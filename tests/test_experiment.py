@@ -12,25 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from market_fixtures import TINY_DAILY_RECIPE
 from trader import rundir
 from trader.cli import main
 from trader.errors import UserError
 from trader.experiment import ExperimentConfig, best_pods_over_time, experiment_dates, table_markdown
 
-TINY_DAILY = """
-name = "tiny-daily"
-description = "8 synthetic tickers, daily bars"
-source = "synthetic"
-interval = "1D"
-start = "2019-01-02"
-end = "2023-01-01"
-train_end = "2021-01-01"
-val_end = "2022-01-01"
-
-[synthetic]
-n_tickers = 8
-seed = 2
-"""
 
 
 def test_the_papers_dates_where_the_data_covers_them():
@@ -93,7 +80,7 @@ def test_table_2_marks_the_papers_rows_and_leaves_what_it_lacks_empty():
 def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path: Path, capsys, monkeypatch):
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
     recipe = tmp_path / "tiny.toml"
-    recipe.write_text(TINY_DAILY)
+    recipe.write_text(TINY_DAILY_RECIPE)
     dataset = [] if "--dataset" in args else ["--dataset", str(recipe)]
     assert main(["experiment", "podracer", str(tmp_path / "run"), *dataset, *args]) == 2
     err = capsys.readouterr().err
@@ -167,7 +154,7 @@ def test_the_experiment_runs_end_to_end_and_a_killed_one_resumes_to_the_same_tab
 
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
     recipe = tmp_path / "tiny.toml"
-    recipe.write_text(TINY_DAILY)
+    recipe.write_text(TINY_DAILY_RECIPE)
     assert _run(tmp_path / "whole", recipe) == 0
     out = capsys.readouterr().out
     whole = _table(tmp_path / "whole")
