@@ -43,6 +43,7 @@ at most 1.1x the time, eager and compiled.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import statistics
@@ -232,10 +233,37 @@ def alternating_times(runs: list[Callable[[int], None]], seconds: float, repeats
     return [statistics.median(t) for t in times]
 
 
-def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
-    """The table of --compare-costs: flat-rate step vs every cost term on."""
+def ratio_table(args: argparse.Namespace, devices: list[torch.device], header: str, columns: tuple[str, str, str],
+                groups: Callable[[int], list[list[tuple[str, EnvConfig]]]]) -> int:  # fmt: skip
+    """Print (and with ``--out`` write) a table of step rates: for every N, device, E and kernel,
+    each group of ``groups(N)`` ((label, rules) pairs) is timed in alternating runs, and each rules
+    after the group's first get a row: its label, the first's rate, its rate and the time ratio.
+    ``columns`` names the two rates and the ratio."""
     env_counts = [int(x) for x in args.envs.split(",")]
     kernels = [k.strip() for k in args.kernels.split(",")]
+    print(header, flush=True)
+    rows = [f"| device | N | E | kernel | costs | {columns[0]} | {columns[1]} | {columns[2]} |",
+            "|---|---:|---:|---|---|---:|---:|---:|"]
+    for n in [int(x) for x in args.tickers.split(",")]:
+        data = benchmark_panel(n, args.bars)
+        for device in devices:
+            sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+            for num_envs, kernel, group in itertools.product(env_counts, kernels, groups(n)):
+                runs = [step_runner(data.to(device), num_envs, device, rules, kernel == "compiled") for _, rules in group]
+                times = alternating_times(runs, args.seconds, args.repeats, sync)
+                for (label, _), other in zip(group[1:], times[1:]):
+                    rows.append(f"| {device.type} | {n} | {num_envs} | {kernel} | {label} | {num_envs / times[0]:,.0f} | "
+                                f"{num_envs / other:,.0f} | {other / times[0]:.2f} |")  # fmt: skip
+                    print(rows[-1], flush=True)
+    table = "\n".join(rows)
+    print("\n" + header + "\n\n" + table)
+    if args.out is not None:
+        args.out.write_text(f"{header}\n\n{table}\n")
+    return 0
+
+
+def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
+    """The table of --compare-costs: flat-rate step vs every cost term on."""
     flat = EnvConfig(episode_length=EPISODE, features=FEATURE_SETS[args.features], short_selling=True,
                      action_mode=args.mode)  # fmt: skip
     variants = {"every term": EVERY_COST, **(SINGLE_TERMS if args.per_term else {})}
@@ -244,65 +272,30 @@ def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
         f"torch threads {torch.get_num_threads()}); {args.bars} bars, {args.mode} mode, short selling, features "
         f"{args.features}; alternating runs, median of {args.repeats} x ~{args.seconds:g} s"
     )
-    print(header, flush=True)
-    rows = ["| device | N | E | kernel | costs | flat env-steps/s | with costs env-steps/s "
-            "| time ratio (target <= 1.3) |",
-            "|---|---:|---:|---|---|---:|---:|---:|"]
-    for n in [int(x) for x in args.tickers.split(",")]:
-        data = benchmark_panel(n, args.bars)
-        for device in devices:
-            sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-            for num_envs in env_counts:
-                for kernel in kernels:
-                    configs = [flat] + [replace(flat, costs=costs) for costs in variants.values()]
-                    runs = [step_runner(data.to(device), num_envs, device, c, kernel == "compiled") for c in configs]
-                    times = alternating_times(runs, args.seconds, args.repeats, sync)
-                    for name, cost_time in zip(variants, times[1:]):
-                        rows.append(f"| {device.type} | {n} | {num_envs} | {kernel} | {name} | "
-                                    f"{num_envs / times[0]:,.0f} | {num_envs / cost_time:,.0f} | "
-                                    f"{cost_time / times[0]:.2f} |")  # fmt: skip
-                        print(rows[-1], flush=True)
-    table = "\n".join(rows)
-    print("\n" + header + "\n\n" + table)
-    if args.out is not None:
-        args.out.write_text(f"{header}\n\n{table}\n")
-    return 0
+    group = [("flat", flat), *((name, replace(flat, costs=costs)) for name, costs in variants.items())]
+    return ratio_table(args, devices, header, ("flat env-steps/s", "with costs env-steps/s", "time ratio (target <= 1.3)"),
+                       lambda n: [group])  # fmt: skip
 
 
 def compare_action(args: argparse.Namespace, devices: list[torch.device]) -> int:
     """The table of --compare-action: today's weights mapping vs the action that can hold."""
-    env_counts = [int(x) for x in args.envs.split(",")]
-    kernels = [k.strip() for k in args.kernels.split(",")]
     header = (
         f"env step, the action that can hold vs today's mapping: torch {torch.__version__}; {cpu_name()} "
         f"({os.cpu_count()} cores, torch threads {torch.get_num_threads()}); {args.bars} bars, weights mode, short "
         f"selling, market-neutral, features {args.features}; alternating runs, median of {args.repeats} x "
         f"~{args.seconds:g} s; load {os.getloadavg()[0]:.1f}"
     )
-    print(header, flush=True)
-    rows = ["| device | N | E | kernel | costs | today env-steps/s | new action env-steps/s | time ratio (target <= 1.1) |",
-            "|---|---:|---:|---|---|---:|---:|---:|"]
-    for n in [int(x) for x in args.tickers.split(",")]:
-        data = benchmark_panel(n, args.bars)
-        for device in devices:
-            sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-            for num_envs in env_counts:
-                for kernel in kernels:
-                    for label, costs in (("flat", CostModel()), ("every term", EVERY_COST)):
-                        today = EnvConfig(episode_length=EPISODE, features=FEATURE_SETS[args.features],
-                                          short_selling=True, market_neutral=True, action_mode="weights", costs=costs)
-                        new = replace(today, weights_map="linear", trade_rate=0.5, no_trade_band=0.2 / n)
-                        runs = [step_runner(data.to(device), num_envs, device, c, kernel == "compiled")
-                                for c in (today, new)]  # fmt: skip
-                        before, after = alternating_times(runs, args.seconds, args.repeats, sync)
-                        rows.append(f"| {device.type} | {n} | {num_envs} | {kernel} | {label} | {num_envs / before:,.0f} | "
-                                    f"{num_envs / after:,.0f} | {after / before:.2f} |")  # fmt: skip
-                        print(rows[-1], flush=True)
-    table = "\n".join(rows)
-    print("\n" + header + "\n\n" + table)
-    if args.out is not None:
-        args.out.write_text(f"{header}\n\n{table}\n")
-    return 0
+
+    def groups(n: int) -> list[list[tuple[str, EnvConfig]]]:
+        pairs = []
+        for label, costs in (("flat", CostModel()), ("every term", EVERY_COST)):
+            today = EnvConfig(episode_length=EPISODE, features=FEATURE_SETS[args.features], short_selling=True,
+                              market_neutral=True, action_mode="weights", costs=costs)  # fmt: skip
+            pairs.append([(label, today), (label, replace(today, weights_map="linear", trade_rate=0.5, no_trade_band=0.2 / n))])
+        return pairs
+
+    return ratio_table(args, devices, header, ("today env-steps/s", "new action env-steps/s", "time ratio (target <= 1.1)"),
+                       groups)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

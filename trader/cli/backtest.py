@@ -19,9 +19,8 @@ from typing import Annotated
 
 import typer
 
-from trader.cli.options import names
 from trader.cli.root import app
-from trader.cli.options import CostSetOption, CostsOption, cost_flags
+from trader.cli.options import CostSetOption, CostsOption, cost_flags, names
 from trader.errors import UserError
 from trader.names import BASELINES
 

@@ -15,9 +15,8 @@ from typing import Annotated
 
 import typer
 
-from trader.cli.options import names
 from trader.cli.root import app
-from trader.cli.options import CostSetOption, CostsOption, resolve_costs
+from trader.cli.options import CostSetOption, CostsOption, names, resolve_costs
 from trader.errors import UserError
 
 

@@ -16,7 +16,6 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from trader.cli.options import names
 from trader.cli.root import app
 from trader.cli.options import (
     CostSetOption,
@@ -25,6 +24,7 @@ from trader.cli.options import (
     TradeRateOption,
     WeightsMapOption,
     cost_flags,
+    names,
     with_aim_rules,
     with_costs,
 )

@@ -14,9 +14,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from trader.cli.options import names
 from trader.cli.root import app
-from trader.cli.options import cost_rate, with_costs
+from trader.cli.options import cost_rate, names, with_costs
 from trader.errors import UserError
 from trader.names import PRESET_COST
 
