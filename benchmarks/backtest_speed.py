@@ -154,9 +154,13 @@ def main() -> None:
     parser.add_argument("--mode", choices=("population", "each"), default="population")
     parser.add_argument("--compile", action="store_true", help="torch.compile the env step kernel")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
-    parser.add_argument("--paths", default="old,new", help="old, new or both (compiled; '' for the single run below)")
+    parser.add_argument("--paths", default="old,new",
+                        help="comma list of old and new (compiled); '' for the single run below")  # fmt: skip
     parser.add_argument("--network", choices=("mlp", "per_stock"), default="mlp")
     args = parser.parse_args()
+    unknown = set(filter(None, args.paths.split(","))) - {"old", "new"}
+    if unknown:
+        parser.error(f"--paths: unknown path {', '.join(sorted(unknown))} (choose old, new or old,new)")
     torch.set_num_threads(1)
     if args.paths:
         compare_paths(args)

@@ -17,8 +17,8 @@ fixed cost. This script times, in one process:
    ``--pod-steps`` on ``--num-envs`` sub-environments, validated once at the end),
    eager then compiled, as one dask worker process runs them one after the other.
 
-Market: the planted-edge recipe at ``--tickers`` and ``--edge-strength``, as
-benchmarks/tournament_value.py builds it.
+Market: the planted-edge recipe at ``--tickers`` and ``--edge-strength``, written
+by `edge_recipe` below.
 
     OMP_NUM_THREADS=1 python benchmarks/validation_pass.py               # ~2 min
     OMP_NUM_THREADS=1 python benchmarks/validation_pass.py --pods 3      # + 6 pods, ~5 min more
@@ -35,30 +35,53 @@ import statistics
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
+import tomli_w
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from learning_check import env_rules  # noqa: E402
-from tournament_value import edge_recipe, ppo_config  # noqa: E402
+from learning_check import Budget, algo_overrides, env_rules  # noqa: E402
 
 from market_envs.data import load  # noqa: E402
+from market_envs.data.recipes import find_recipe  # noqa: E402
 from trader.agents import make_agent, make_config  # noqa: E402
 from trader.training import market_evaluator, train  # noqa: E402
 
 
+def edge_recipe(args: argparse.Namespace, folder: Path) -> Path:
+    """The planted-edge recipe with ``--tickers`` and ``--edge-strength``, written as a file in ``folder``."""
+    values = tomllib.loads(Path(find_recipe(args.dataset).path).read_text(encoding="utf-8"))
+    values["name"] = f"{values['name']}-n{args.tickers}-s{args.edge_strength:g}"
+    values["synthetic"]["n_tickers"] = args.tickers
+    values["synthetic"]["edge"]["strength_sharpe"] = args.edge_strength
+    path = folder / f"{values['name']}.toml"
+    path.write_text(tomli_w.dumps(values), encoding="utf-8")
+    return path
+
+
+def ppo_config(args: argparse.Namespace) -> dict:
+    """The learning check's PPO config at the pods' steps and envs."""
+    budget = Budget(steps={"ppo": args.pod_steps}, num_envs={"ppo": args.num_envs})
+    return dict(algo_overrides("ppo", budget, args.network))
+
+
 def evaluator_and_policy(data, rules, args: argparse.Namespace, compile: bool) -> tuple[Any, Any]:
     """The validation evaluator and an untrained flat-MLP PPO policy for its env."""
-    evaluator = market_evaluator(data, rules, compile=compile)
+    evaluator = market_evaluator(data, rules, device=args.device, compile=compile)
     env = evaluator.env
-    return evaluator, make_agent("ppo", env.obs_dim, env.act_dim, make_config("ppo", ppo_config(args)), seed=0)
+    config = make_config("ppo", ppo_config(args))
+    return evaluator, make_agent("ppo", env.obs_dim, env.act_dim, config, device=args.device, seed=0)
 
 
 PATHS = {"eager": (False, False), "compiled, bar by bar": (True, False), "compiled, many bars per call": (True, True)}
 """Each path's (compile, many bars per call)."""
+
+PATH_OPTIONS = dict(zip(("eager", "bar-by-bar", "chunked"), PATHS))
+"""``--paths`` names of the rows of PATHS."""
 
 
 def time_passes(data, rules, args: argparse.Namespace, compile: bool, chunked: bool = True) -> tuple[float, ...]:
@@ -112,7 +135,12 @@ def main() -> None:
     parser.add_argument("--pod-steps", type=int, default=262_144)
     parser.add_argument("--num-envs", type=int, default=512)
     parser.add_argument("--network", default="mlp", choices=("mlp", "per_stock"))
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
+    parser.add_argument("--paths", default=",".join(PATH_OPTIONS), help=f"comma list of {', '.join(PATH_OPTIONS)}")
     args = parser.parse_args()
+    unknown = set(args.paths.split(",")) - set(PATH_OPTIONS)
+    if unknown:
+        parser.error(f"--paths: unknown path {', '.join(sorted(unknown))} (choose from {', '.join(PATH_OPTIONS)})")
     torch.set_num_threads(1)
     rules = env_rules(0.0, 390)
     with tempfile.TemporaryDirectory(prefix="validation-pass-") as tmp:
@@ -122,7 +150,8 @@ def main() -> None:
               f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
         print("| validation pass | first s (compile included) | median of next s | ms per bar | CPU ms per bar | score | load |")
         print("|---|---:|---:|---:|---:|---:|---:|")
-        for name, (compile, chunked) in PATHS.items():
+        for name in (PATH_OPTIONS[option] for option in args.paths.split(",")):
+            compile, chunked = PATHS[name]
             first, median, cpu, score = time_passes(validation, rules, args, compile, chunked)
             bars = validation.num_bars
             print(f"| {name} | {first:.2f} | {median:.2f} | {1000 * median / bars:.3f} | {1000 * cpu / bars:.3f} | "
