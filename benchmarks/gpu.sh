@@ -13,7 +13,8 @@ run python benchmarks/env_throughput.py --device cuda --envs 1,1024,16384,65536,
 # Rollouts of 1M rows: with the CPU table's 16k rows, E=65536 would take no step at all.
 run python benchmarks/train_throughput.py --device cuda --no-sb3 --envs 4096,16384,65536 --rollout 1048576 \
     --minibatch-sizes 16384,65536 --updates 2 --out "$OUT/ppo.json"
-run python benchmarks/backtest_speed.py --device cuda --days 5
-run python benchmarks/backtest_speed.py --device cuda --days 5 --compile
+run python benchmarks/validation_pass.py --device cuda --repeats 2 --paths bar-by-bar,chunked
+run python benchmarks/backtest_speed.py --device cuda --days 5 --paths old,new
 run python benchmarks/learning_check.py --device cuda --algos ppo --seeds 1 --null-dataset '' --jobs 1 --out "$OUT/learning.json"
-run python benchmarks/tournament_scaling.py --gpus all --workers 1,8 --pods 8 --pod-steps 8192 --out "$OUT/tournament.json"
+run python benchmarks/tournament_scaling.py --gpus all --workers 1 --pods 4 --pod-steps 8192 --out "$OUT/tournament.json"
+run python benchmarks/tournament_scaling.py --gpus all --workers 4 --pods 8 --pod-steps 8192 --out "$OUT/tournament4.json"
