@@ -374,6 +374,11 @@ class _Tables(NamedTuple):
     reducible: Tensor | None = None  # bool [T, N]: `MarketData.reducible` (None: the panel has no leaver)
 
 
+PER_ENV_TABLES = frozenset({"trade_rate", "band"})
+"""The fields of `_Tables` with one row per sub-environment, [E, 1]; every other table has one
+row per bar, [T, ...] (or one row for every bar, [1, N])."""
+
+
 class _State(NamedTuple):
     """The state of E sub-environments; a step returns a new one."""
 

@@ -45,7 +45,7 @@ import torch
 from torch import Tensor
 from torch.utils._pytree import tree_map
 
-from market_envs.env import StockTradingVecEnv, _compile_options, _step_kernel, own_code, within_cash
+from market_envs.env import PER_ENV_TABLES, StockTradingVecEnv, _compile_options, _step_kernel, own_code, within_cash
 from market_envs.errors import UserError
 
 DEFAULT_BLOCK = 256
@@ -145,10 +145,12 @@ def _chunk(state, obs, params, prepared, tables, first, new_start, new_end, *, p
 
 
 def _cut(tables: Any, bars: Tensor, num_bars: int) -> Any:
-    """The rows `bars` of every per-bar table (a [1, N] table, the same every bar, stays)."""
+    """The rows `bars` of every per-bar table (a [1, N] table, the same every bar, stays; the
+    per-sub-environment tables, `PER_ENV_TABLES`, stay whole even when E equals T)."""
     return tables._replace(**{name: table.index_select(0, bars)
                               for name, table in tables._asdict().items()
-                              if table is not None and table.shape[0] == num_bars})  # fmt: skip
+                              if name not in PER_ENV_TABLES and table is not None
+                              and table.shape[0] == num_bars})  # fmt: skip
 
 
 def _within_cash(buys: Tensor, cash: Tensor, *, price: Tensor, t1: Tensor, tables: Any, rules: Any) -> Tensor:

@@ -273,3 +273,25 @@ def test_compiled_backtest_equals_the_golden_report() -> None:
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_per_env_trade_rates_survive_a_pass_with_as_many_envs_as_bars(traced) -> None:
+    """The chunked pass cuts the per-bar tables to each chunk's bars; a table with one row per
+    sub-environment (each its own trade rate, `set_pace`) stays whole, also when E equals T."""
+    panel = random_panel(n_tickers=3, n_bars=40, seed=5)
+    rules = EnvConfig(action_mode="weights", random_start=False, episode_length=None, return_windows=(5,),
+                      initial_cash=1e5, trade_rate=0.5)  # fmt: skip
+
+    def paced_env() -> StockTradingVecEnv:
+        env = StockTradingVecEnv(panel, panel.num_bars, "cpu", rules)
+        env.set_pace(trade_rate=torch.linspace(0.05, 1.0, panel.num_bars))
+        return env
+
+    env = paced_env()
+    agent = make_agent("ppo", env.obs_dim, env.act_dim, make_config("ppo", {"hidden_sizes": (8,)}), seed=0)
+    want = _by_bar(env, agent, ("value",))["value"]
+    program, params = agents_program([agent] * panel.num_bars)
+    got = Rollout(paced_env(), program, record=("value",), chunk=8, block=16).run(params)["value"]
+    assert got.shape == want.shape == (39, 40)
+    assert len(set(want[-1].tolist())) > 1  # the rates differ, and so do the books
+    torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-4)
