@@ -18,6 +18,10 @@ on a GPU machine (``--gpus all --workers 1,2,4,8,16``: pods per GPU), >= 80% at 
 
     OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py               # ~15 min on 2 cores
     python benchmarks/tournament_scaling.py --workers 1,2 --pods 4 --pod-steps 8192  # quick
+    OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py --workers 1,2 --pods 6 --compile  # pods compiled
+
+With ``--compile`` each worker's first pod compiles (inductor's on-disk cache makes a
+later process's compile shorter), then every validation pass runs many bars per call.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
     config = TournamentConfig(
         run_dir=str(root / f"w{workers}"), env=args.dataset, algos=tuple(args.algos.split(",")),
         pod_steps=args.pod_steps, num_envs=args.num_envs, pods=args.pods, population=args.pods,
-        fresh_probability=1.0, seed=args.seed, backtest=False, keep_checkpoints=False, **cluster,
+        fresh_probability=1.0, seed=args.seed, backtest=False, keep_checkpoints=False, compile=args.compile,
+        **cluster,
     )  # fmt: skip
     load = os.getloadavg()[0]
     result = run(config)
@@ -107,6 +112,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plain", action="store_true", help="Also time PPO pods in plain processes (the ceiling).")
     parser.add_argument("--pin", action="store_true", help="With --plain: pin the two plain processes to cores 0 and 1.")
+    parser.add_argument("--compile", action="store_true",
+                        help="Pods torch.compile their env steps and validation passes (each worker compiles once).")  # fmt: skip
     parser.add_argument("--out", default=None, help="Write the rows as JSON here.")
     args = parser.parse_args()
     from market_envs.data import load
@@ -119,7 +126,8 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
         plain = plain_ceiling(args, Path(tmp)) if args.plain else None
     base = rows[0]["pods_per_hour"] / rows[0]["workers"]
-    print(f"\n{args.pods} pods of {args.pod_steps:,} steps ({args.algos}, {args.num_envs} envs) on {args.dataset}; "
+    print(f"\n{args.pods} pods of {args.pod_steps:,} steps ({args.algos}, {args.num_envs} envs) on {args.dataset}"
+          f"{', compiled' if args.compile else ''}; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}\n")  # fmt: skip
     print("| workers | pods/h | efficiency | wall s | median pod s by algo | load before |")
     print("|---:|---:|---:|---:|---|---:|")

@@ -85,12 +85,12 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
             time_budget=seconds, workers=args.workers, seed=seed, backtest=False, search=search,
             top_fraction=args.top_fraction, mutation_scale=args.mutation_scale,
             fresh_probability=args.fresh_probability, ensemble_k=args.ensemble_k,
-            ensemble_weighting=args.ensemble_weighting,
+            ensemble_weighting=args.ensemble_weighting, compile=args.compile,
         ))  # fmt: skip
         folders[search] = folder
     single = root / f"single-{seed}"
     train(args.single, args.dataset, configs[args.single], single, steps=10**12, seed=seed, num_envs=args.num_envs,
-          env_config=rules, eval_every=args.pod_steps, time_budget=seconds)  # fmt: skip
+          env_config=rules, eval_every=args.pod_steps, time_budget=seconds, compile=args.compile)  # fmt: skip
     policies, trials, results = {}, {}, {}
     for arm, folder, pick in (("single", single, "best"), ("random", folders["random"], None),
                               ("best_pod", folders["pbt"], "best"), ("result", folders["pbt"], None)):  # fmt: skip
@@ -192,6 +192,9 @@ def main() -> None:
     parser.add_argument("--ensemble-k", type=int, default=3)
     parser.add_argument("--ensemble-weighting", default="equal", choices=("equal", "score"))
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+                        help="torch.compile every arm's env steps and validation passes (each process compiles once); "
+                             "eager, a minute market's validation pass takes most of a pod's time")  # fmt: skip
     parser.add_argument("--out", default=None, help="also write the per-seed rows as JSON here")
     args = parser.parse_args()
     load(args.dataset)  # build once, outside the timings
