@@ -45,7 +45,7 @@ def demo(
     from trader import rundir
 
     run_dir = run_dir if run_dir is not None else free_run_dir(Path("runs/demo"))
-    rundir.check_new_run(run_dir, remedy="give another RUN_DIR (the demo never overwrites a run)")
+    rundir.check_new_run(run_dir, remedy="give another run directory (the demo never overwrites a run)")
     console = Console(stderr=True)
     bar = pods_progress(console)
     task = bar.add_task("pods", total=None, line="")

@@ -103,7 +103,7 @@ def train_command(
                 raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
     elif eval_episodes is not None:
         raise UserError("--eval-episodes applies to gymnasium envs; a market validates once on its whole validation period")
-    rundir.check_new_run(run_dir, remedy="pass --overwrite to replace it, or another RUN_DIR", overwrite=overwrite)
+    rundir.check_new_run(run_dir, remedy="pass --overwrite to replace it, or another run directory", overwrite=overwrite)
     _apply_rules(arguments, preset, cost, named)
     arguments["env_config"] = with_aim_rules(arguments.get("env_config"), weights_map, trade_rate, no_trade_band)
     console = Console(stderr=True)
