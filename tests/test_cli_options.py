@@ -211,7 +211,8 @@ def parses(text: str, fill: dict[str, str]) -> None:
 
 
 def readme_commands() -> list[str]:
-    """The ``trader ...`` lines of the README's bash blocks (continuations joined, comments cut)."""
+    """The ``trader ...`` lines of the README's bash blocks (continuations joined, comments cut),
+    and the commands of its tables' cells (the Python API beside the CLI)."""
     import re
 
     text = (Path(__file__).parents[1] / "README.md").read_text()
@@ -221,6 +222,8 @@ def readme_commands() -> list[str]:
             line = line.split(" #")[0].strip()
             if line.startswith("trader "):
                 found.append(line)
+    for row in re.findall(r"^\|.*\|$", text, re.M):
+        found += re.findall(r"`(trader [^`]+)`", row)
     return found
 
 
