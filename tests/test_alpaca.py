@@ -241,7 +241,7 @@ def test_keys_never_reach_a_run_directory(server, keys, tmp_path, monkeypatch, c
     tiny = tmp_path / "ppo.toml"
     tiny.write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [16]\n")
     assert main(["train", "--algo", "ppo", "--dataset", str(recipe), "--steps", "32", "--num-envs", "2",
-                 "--eval-every", "0", "--config", str(tiny), "--run-dir", str(run)]) == 0  # fmt: skip
+                 "--eval-every", "0", "--config", str(tiny), str(run)]) == 0  # fmt: skip
     assert main(["backtest", str(run), "--no-tear-sheet"]) == 0
     files = cache_files(run)
     assert {"config.toml", "report.json", "report.md", "dataset.json"} <= {f.name for f in files}
@@ -257,7 +257,7 @@ def test_the_demo_runs_on_a_vendor_recipe_and_its_run_holds_no_key(server, keys,
     tournament on two dask worker processes, the SB3 baseline and the backtest."""
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))  # the workers read the panel the demo built
     run = tmp_path / "runs" / "demo"
-    code = main(["demo", "--dataset", str(write_recipe(tmp_path, server.url)), "--run-dir", str(run), "--minutes", "5",
+    code = main(["demo", "--dataset", str(write_recipe(tmp_path, server.url)), str(run), "--minutes", "5",
                  "--pods", "2", "--workers", "2", "--pod-steps", "512", "--no-tear-sheet"])  # fmt: skip
     out = capsys.readouterr()
     assert code == 0, out.err

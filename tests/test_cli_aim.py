@@ -8,7 +8,7 @@ import pytest
 from trader.cli import main
 
 
-@pytest.mark.parametrize("command", [["train", "--algo", "ppo", "--run-dir"], ["tournament"]])
+@pytest.mark.parametrize("command", [["train", "--algo", "ppo"], ["tournament"]])
 @pytest.mark.parametrize(
     ("flags", "fragment"),
     [(["--trade-rate", "1.5"], "--trade-rate must be in [0, 1]"),
@@ -44,7 +44,7 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
     for flags, rate in (([], COSTS_TRADE_RATE), (["--trade-rate", "0.3", "--no-trade-band", "0.01"], 0.3)):
         run_dir = tmp_path / f"run-{rate}"
         code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--preset", "market-costs", "--steps", "256",
-                     "--num-envs", "4", "--eval-every", "0", "--run-dir", str(run_dir), *flags])  # fmt: skip
+                     "--num-envs", "4", "--eval-every", "0", str(run_dir), *flags])  # fmt: skip
         assert code == 0
         rules = tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"]
         assert (rules["weights_map"], rules["reward"], rules["trade_rate"]) == ("linear", "aim", rate)

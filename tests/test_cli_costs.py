@@ -95,7 +95,7 @@ def test_backtest_without_costs_keeps_the_runs_model_names_it_and_no_breakeven_o
     assert report["cost_model"]["buy_cost"] == rules["buy_cost"] and report["cost_model"]["costs"]["spread_bps"] == 1.0
 
 
-@pytest.mark.parametrize(("args", "message"), [*BAD, (["--costs", "retail", "--cost", "0.001"], "not both")])
+@pytest.mark.parametrize(("args", "message"), [*BAD, (["--costs", "retail", "--commission", "0.001"], "not both")])
 def test_backtest_bad_costs_exit_2(args, message, tmp_path: Path, toy_data, capsys) -> None:
     _exits_2(["backtest", str(tmp_path / "run"), "--dataset", "toy", "--no-tear-sheet", *args], message, capsys)
 
@@ -113,7 +113,7 @@ def test_train_under_a_named_model_records_it(tmp_path: Path) -> None:
     recipe = write_tiny_recipe(tmp_path)
     run_dir = tmp_path / "run"
     code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--costs", "institutional", "--steps", "64",
-                 "--num-envs", "2", "--eval-every", "0", "--run-dir", str(run_dir), "--config", str(_tiny_ppo(tmp_path))])  # fmt: skip
+                 "--num-envs", "2", "--eval-every", "0", str(run_dir), "--config", str(_tiny_ppo(tmp_path))])  # fmt: skip
     assert code == 0
     rules = tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"]
     institutional = cost_model("institutional")
@@ -130,12 +130,12 @@ def _tiny_ppo(folder: Path) -> Path:
 @pytest.mark.parametrize(("args", "message"), [*BAD, CLOSE_ONLY])
 def test_train_bad_costs_exit_2(args, message, tmp_path: Path, toy_data, capsys) -> None:
     dataset = "closes" if args is CLOSE_ONLY[0] else "toy"
-    _exits_2(["train", "--algo", "ppo", "--dataset", dataset, "--steps", "16", "--run-dir", str(tmp_path / "run"), *args],
+    _exits_2(["train", "--algo", "ppo", "--dataset", dataset, "--steps", "16", str(tmp_path / "run"), *args],
              message, capsys)  # fmt: skip
 
 
 def test_train_costs_need_a_market(tmp_path: Path, capsys) -> None:
-    _exits_2(["train", "--algo", "ppo", "--env", "Pendulum-v1", "--costs", "retail", "--run-dir", str(tmp_path)],
+    _exits_2(["train", "--algo", "ppo", "--env", "Pendulum-v1", "--costs", "retail", str(tmp_path)],
              "--costs applies to market data sets", capsys)  # fmt: skip
 
 

@@ -18,11 +18,11 @@ ACTS = "acts"
 
 OPTIONS: dict[str, dict[str, str]] = {
     "train": {
-        "--algo": ACTS, "--env": ACTS, "--dataset": ACTS, "--steps": ACTS, "--run-dir": ACTS, "--seed": ACTS,
+        "run_dir": ACTS, "--algo": ACTS, "--env": ACTS, "--dataset": ACTS, "--steps": ACTS, "--seed": ACTS,
         "--device": ACTS, "--num-envs": ACTS, "--eval-every": ACTS, "--config": ACTS, "--compile": ACTS,
         "--eval-episodes": "gymnasium envs only: refused with --dataset",
         "--preset": "market only: refused with --env",
-        "--cost": "market only, with or without --preset; refused with --env and with --costs",
+        "--commission": "market only, with or without --preset; refused with --env and with --costs",
         "--costs": "market only: refused with --env", "--cost-set": "refused without --costs",
         "--overwrite": ACTS,
         **{o: "market weights mode only: refused with --env and for rules in shares mode" for o in
@@ -30,10 +30,10 @@ OPTIONS: dict[str, dict[str, str]] = {
     },
     "backtest": {
         "run_dir": ACTS, "--dataset": ACTS, "--period": ACTS, "--strategies": ACTS, "--output": ACTS,
-        "--initial-cash": ACTS, "--cost": "refused with --costs", "--costs": ACTS, "--cost-set": "refused without --costs",
+        "--initial-cash": ACTS, "--commission": "refused with --costs", "--costs": ACTS, "--cost-set": "refused without --costs",
         "--breakeven": ACTS, "--device": ACTS, "--tear-sheet": ACTS, "--report": ACTS, "--overwrite": ACTS,
     },
-    "demo": {o: ACTS for o in ("--dataset", "--run-dir", "--minutes", "--workers", "--pods", "--pod-steps", "--cost",
+    "demo": {o: ACTS for o in ("run_dir", "--dataset", "--minutes", "--workers", "--pods", "--pod-steps", "--commission",
                                "--seed", "--device", "--tear-sheet")},
     "tournament": {
         "run_dir": ACTS, "--dataset": ACTS, "--env": ACTS, "--config": ACTS, "--resume": ACTS,
@@ -44,7 +44,7 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--workers": "refused with --scheduler or --gpus", "--scheduler": ACTS, "--tls-ca": "needs a tls:// --scheduler",
         "--tls-cert": "needs a tls:// --scheduler", "--tls-key": "needs a tls:// --scheduler",
         "--insecure": "refused without --scheduler", "--gpus": ACTS, "--device": "refused with --gpus",
-        "--preset": "market only: refused with --env", "--cost": "refused with --costs and with --env",
+        "--preset": "market only: refused with --env", "--commission": "refused with --costs and with --env",
         "--costs": "refused with --env", "--cost-set": "refused without --costs",
         **{o: "market weights mode only: refused with --env and for rules in shares mode" for o in
            ("--trade-rate", "--no-trade-band", "--weights-map")},
@@ -60,12 +60,20 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--windows": "finrl only", "--tear-sheet": "refused with --no-backtest", "--output": "refused with --no-backtest",
     },
     "walkforward": {
-        "run_dir": ACTS, "--dataset": ACTS, "--train": ACTS, "--validation": ACTS, "--test": ACTS, "--step": ACTS,
-        "--expanding": ACTS, "--embargo": ACTS, "--learner": ACTS, "--seed": ACTS, "--device": ACTS,
-        "--num-envs": ACTS, "--warm-start": ACTS, "--preset": ACTS, "--cost": ACTS, "--baselines": ACTS,
+        "run_dir": ACTS, "--dataset": "required: refused when missing", "--train": ACTS, "--validation": ACTS,
+        "--test": ACTS, "--step": ACTS, "--expanding": ACTS, "--embargo": ACTS, "--learner": ACTS, "--seed": ACTS,
+        "--device": "refused with --gpus", "--num-envs": ACTS, "--compile": ACTS, "--warm-start": ACTS,
+        "--preset": ACTS, "--commission": "refused with --costs", "--costs": ACTS,
+        "--cost-set": "refused without --costs", "--baselines": ACTS,
         **{o: "single learner only: refused with --learner tournament" for o in ("--steps", "--eval-every", "--config")},
         **{o: "--learner tournament only" for o in ("--algos", "--population", "--pod-steps", "--pods",
-                                                    "--time-budget", "--workers")},
+                                                    "--time-budget", "--target-score", "--search",
+                                                    "--ensemble-weighting", "--gpus", "--scheduler")},
+        "--workers": "--learner tournament only; refused with --scheduler or --gpus",
+        **{o: "--learner tournament only, with a tls:// --scheduler" for o in ("--tls-ca", "--tls-cert", "--tls-key")},
+        "--insecure": "--learner tournament only, with --scheduler",
+        **{o: "market weights mode only: refused for rules in shares mode" for o in
+           ("--trade-rate", "--no-trade-band", "--weights-map")},
         "--baseline-algos": "with --baselines sb3 or sb3-dummy only", "--baseline-steps": "with --baselines only",
     },
     "data list": {},
@@ -82,7 +90,7 @@ OPTIONS: dict[str, dict[str, str]] = {
                                                                     "--fill-timeout", "--send-window", "--poll", "--backoff")},
     },
     "experiment podracer": {
-        **{o: ACTS for o in ("run_dir", "--dataset", "--pod-steps", "--workers", "--years", "--commission", "--preset", "--costs",
+        **{o: ACTS for o in ("run_dir", "--dataset", "--pod-steps", "--workers", "--years", "--commission", "--preset", "--extra-costs",
                              "--libraries", "--snapshot-every", "--seed", "--device")},
         "--minutes": "refused with --pods (tests/test_experiment.py)", "--pods": "refused with --minutes",
         "--tickers": "synthetic data sets only: refused otherwise (tests/test_experiment.py)",
@@ -91,8 +99,8 @@ OPTIONS: dict[str, dict[str, str]] = {
 """Every command's options, each with where it acts (the refusals are tested below)."""
 
 
-def commands() -> dict[str, list[str]]:
-    """Every `trader` command (``data build`` for a group's) and its parameters' names."""
+def command_params() -> dict[str, list]:
+    """Every `trader` command (``data build`` for a group's) and its click parameters."""
     found = {}
 
     def walk(node, prefix: str) -> None:
@@ -100,10 +108,16 @@ def commands() -> dict[str, list[str]]:
             for name, sub in node.commands.items():
                 walk(sub, f"{prefix} {name}".strip())
         else:
-            found[prefix] = [param.opts[0] if param.opts[0].startswith("-") else param.name for param in node.params]
+            found[prefix] = list(node.params)
 
     walk(typer.main.get_command(app), "")
     return found
+
+
+def commands() -> dict[str, list[str]]:
+    """Every `trader` command and its parameters' names (an option's first flag, an argument's name)."""
+    return {command: [param.opts[0] if param.opts[0].startswith("-") else param.name for param in params]
+            for command, params in command_params().items()}  # fmt: skip
 
 
 def test_every_option_of_every_command_is_accounted_for() -> None:
@@ -113,6 +127,121 @@ def test_every_option_of_every_command_is_accounted_for() -> None:
         assert set(params) == set(OPTIONS[command]), (command, set(params) ^ set(OPTIONS[command]))
 
 
+# ------------------------------------------------------------------ one grammar: shared options, RUN_DIR first
+
+DIFFERS = {
+    "--algos": "baselines: SB3's algorithms (a2c, ddpg too); tournament, walkforward: the pods' (issue 41 names it)",
+    "--config": "train, walkforward: algo config keys; tournament: tournament keys",
+    "--env": "train: the env trained on; tournament: each pod's",
+    "--eval-every": "one learner's validations; baselines: SB3's (its help names the libraries)",
+    "--steps": "train: the run's; walkforward: per fold; baselines: per learner",
+    "--pods": "tournament: its budget; walkforward: per fold; demo: an extra stop; experiment: equal work",
+    "--pod-steps": "the demo and the experiment have their own defaults (a 3-minute run; the paper's)",
+    "--population": "walkforward: per fold",
+    "--time-budget": "tournament: its own; walkforward: per fold; baselines: per learner",
+    "--preset": "baselines: SB3's hyperparameters, not market rules (issue 41 names it); experiment: market-costs",
+    "--libraries": "experiment podracer runs all three by default",
+    "--minutes": "demo: the tournament's budget; experiment: each learner's",
+    "--output": "baselines: refused with --no-backtest, so its default is None",
+    "--overwrite": "what is replaced: a run, a report, a baseline",
+    "--period": "backtest: traded; act: observed; paper: replayed",
+    "--tear-sheet": "baselines: refused with --no-backtest, so its default is None",
+    "--tickers": "data validate: tickers that must be present; experiment: a synthetic data set's size",
+    "--set": "data info says 'as for build'",
+}
+"""Option names that two commands take with another help or default, and why. A name not here
+that several commands take is one option: the same help and default everywhere."""
+
+
+def shared_declarations() -> dict[str, object]:
+    """`trader.cli.options.SHARED` by flag: each one's typer `OptionInfo`."""
+    from trader.cli.options import SHARED
+
+    declared = {}
+    for alias in SHARED:
+        info = alias.__metadata__[0]
+        declared[info.default.split("/")[0]] = info  # in Annotated, the first flag is the default slot
+    return declared
+
+
+def test_a_shared_option_has_one_help_and_one_default_on_every_command() -> None:
+    declared = shared_declarations()
+    assert {"--dataset", "--device", "--seed", "--num-envs", "--costs", "--commission", "--compile", "--scheduler",
+            "--tls-ca", "--tls-cert", "--tls-key", "--insecure"} <= set(declared)  # fmt: skip
+    seen: dict[str, dict[str, tuple]] = {}
+    for command, params in command_params().items():
+        for param in params:
+            if param.opts[0].startswith("-"):
+                seen.setdefault(param.opts[0], {})[command] = (param.help, repr(param.default), param.opts)
+    for flag, info in declared.items():
+        assert len(seen.get(flag, {})) >= 2, f"{flag} is declared shared but {sorted(seen.get(flag, {}))} take it"
+        for command, (help_text, default, opts) in seen[flag].items():
+            assert help_text == info.help, f"trader {command} {flag}: its own help text, not the shared one"
+            assert default == ("[]" if flag == "--cost-set" else "False" if flag == "--insecure" else "None"), (command, flag)
+    for flag, by_command in seen.items():
+        if len(by_command) > 1 and flag not in DIFFERS:
+            assert len({(h, d) for h, d, _ in by_command.values()}) == 1, f"{flag} differs across {sorted(by_command)}"
+    assert "--cost" not in seen and "--run-dir" not in seen  # the old dialects are gone
+    assert not set(DIFFERS) & set(declared) and set(DIFFERS) <= set(seen)
+
+
+def test_run_dir_is_the_first_argument_of_every_command_on_a_run() -> None:
+    for command, params in command_params().items():
+        names = [param.name for param in params]
+        if "run_dir" in names:
+            assert names[0] == "run_dir" and not params[0].opts[0].startswith("-"), command
+    assert {c for c, params in command_params().items() if params and params[0].name == "run_dir"} >= {
+        "train", "demo", "backtest", "tournament", "walkforward", "baselines", "act", "paper", "experiment podracer"}
+
+
+def parses(text: str, fill: dict[str, str]) -> None:
+    """``trader ...`` parses with the CLI's own parser (a group's command with its own): raises
+    click's UsageError, or fails an assertion, when it does not."""
+    import click
+
+    group = typer.main.get_command(app)
+    words = [fill.get(word, word) for word in text.split()[1:]]
+    command = group.get_command(click.Context(group), words[0])
+    assert command is not None, f"`{text}` names no command"
+    while hasattr(command, "list_commands") and len(words) > 1 and not words[1].startswith("-"):
+        words = words[1:]
+        command = command.get_command(click.Context(command), words[0])
+        assert command is not None, f"`{text}` names no command"
+    command.make_context(words[0], words[1:])
+
+
+def readme_commands() -> list[str]:
+    """The ``trader ...`` lines of the README's bash blocks (continuations joined, comments cut),
+    and the commands of its tables' cells (the Python API beside the CLI)."""
+    import re
+
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #")[0].strip()
+            if line.startswith("trader "):
+                found.append(line)
+    for row in re.findall(r"^\|.*\|$", text, re.M):
+        found += re.findall(r"`(trader [^`]+)`", row)
+    return found
+
+
+def test_every_command_the_readme_shows_parses(tmp_path: Path) -> None:
+    shown = readme_commands()
+    assert len(shown) >= 15 and any(line.startswith("trader train ") for line in shown)
+    for line in shown:
+        parses(line, {"RUN_DIR": str(tmp_path / "run")})
+
+
+def test_the_old_flags_are_refused_by_name(capsys) -> None:
+    """``--run-dir`` and ``--cost`` are gone: click names them, exit code 2, no run started."""
+    assert main(["train", "--run-dir", "runs/x", "--algo", "ppo"]) == 2
+    assert "--run-dir" in capsys.readouterr().err
+    assert main(["backtest", "runs/x", "--cost", "0.001"]) == 2
+    assert "--cost" in capsys.readouterr().err
+
+
 def exits_2(argv: list[str], capsys, message: str) -> None:
     assert main(argv) == 2, argv
     captured = capsys.readouterr()
@@ -120,23 +249,23 @@ def exits_2(argv: list[str], capsys, message: str) -> None:
     assert captured.err.startswith("error: ") and message in captured.err, captured.err
 
 
-TRAIN = ["train", "--algo", "ppo"]
+TRAIN = ["train", "RUN", "--algo", "ppo"]
 TOURNAMENT_GYM = ["tournament", "RUN", "--env", "Pendulum-v1"]
 WALK = ["walkforward", "RUN", "--dataset", "synthetic-edge-daily", "--train", "3y", "--validation", "1y", "--test", "1y"]
 
 REFUSED = [
     # trader train
     ([*TRAIN, "--dataset", "synthetic-edge-daily", "--eval-episodes", "3"], "--eval-episodes applies to gymnasium envs"),
-    ([*TRAIN, "--env", "Pendulum-v1", "--cost", "0.01"], "--cost applies to market data sets"),
+    ([*TRAIN, "--env", "Pendulum-v1", "--commission", "0.01"], "--commission applies to market data sets"),
     ([*TRAIN, "--env", "Pendulum-v1", "--costs", "retail"], "--costs applies to market data sets"),
     ([*TRAIN, "--env", "Pendulum-v1", "--preset", "market"], "--preset applies to market data sets"),
-    ([*TRAIN, "--dataset", "x", "--cost", "0.01", "--costs", "retail"], "give --cost RATE or --costs MODEL, not both"),
+    ([*TRAIN, "--dataset", "x", "--commission", "0.01", "--costs", "retail"], "give --commission RATE or --costs MODEL, not both"),
     ([*TRAIN, "--dataset", "x", "--cost-set", "participation=0.1"], "--cost-set needs --costs MODEL"),
     # trader backtest
-    (["backtest", "RUN", "--cost", "0.01", "--costs", "retail"], "give --cost RATE or --costs MODEL, not both"),
+    (["backtest", "RUN", "--commission", "0.01", "--costs", "retail"], "give --commission RATE or --costs MODEL, not both"),
     (["backtest", "RUN", "--cost-set", "spread_bps=1"], "--cost-set needs --costs MODEL"),
     # trader tournament
-    ([*TOURNAMENT_GYM, "--cost", "0.01"], "--cost applies to market data sets"),
+    ([*TOURNAMENT_GYM, "--commission", "0.01"], "--commission applies to market data sets"),
     ([*TOURNAMENT_GYM, "--costs", "retail"], "--costs applies to market data sets"),
     ([*TOURNAMENT_GYM, "--preset", "market"], "--preset applies to market data sets"),
     ([*TOURNAMENT_GYM, "--workers", "2", "--scheduler", "tls://127.0.0.1:8786"], "--workers sets the local cluster's"),
@@ -162,7 +291,18 @@ REFUSED = [
     ([*WALK, "--learner", "tournament", "--steps", "5000"], "--steps and --eval-every apply to a single learner"),
     ([*WALK, "--learner", "tournament", "--eval-every", "500"], "--steps and --eval-every apply to a single learner"),
     ([*WALK, "--learner", "tournament", "--config", "x.toml"], "--config sets a single learner's"),
-    ([*WALK, "--learner", "ppo", "--pods", "3"], "apply to --learner tournament"),
+    ([*WALK, "--learner", "ppo", "--pods", "3"], "--pods applies to --learner tournament"),
+    ([*WALK, "--learner", "sac", "--scheduler", "tls://127.0.0.1:8786", "--search", "random"],
+     "--search, --scheduler apply to --learner tournament"),
+    ([*WALK, "--learner", "td3", "--insecure", "--target-score", "1"], "--target-score, --insecure apply to --learner"),
+    ([*WALK, "--commission", "0.01", "--costs", "retail"], "give --commission RATE or --costs MODEL, not both"),
+    ([*WALK, "--cost-set", "participation=0.1"], "--cost-set needs --costs MODEL"),
+    ([*WALK, "--workers", "2", "--gpus", "all"], "--workers sets the local cluster's"),
+    ([*WALK, "--device", "cpu", "--gpus", "all"], "--gpus runs the pods on cuda"),
+    ([*WALK, "--tls-key", "key.pem"], "--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler"),
+    ([*WALK, "--insecure"], "--insecure applies with --scheduler"),
+    ([*WALK, "--learner", "ppo", "--trade-rate", "0.5"], "--trade-rate: the aim, trade rate and band move a book"),
+    ([w for w in WALK if w not in ("--dataset", "synthetic-edge-daily")], "give --dataset RECIPE"),
     ([*WALK, "--baseline-steps", "100"], "apply with --baselines LIBRARIES"),
     ([*WALK, "--baselines", "finrl", "--baseline-algos", "sac"], "--baseline-algos applies to the sb3"),
 ]
@@ -171,20 +311,20 @@ REFUSED = [
 @pytest.mark.parametrize(("argv", "message"), REFUSED, ids=[" ".join(a[:1] + a[-2:]) for a, _ in REFUSED])
 def test_an_option_that_would_do_nothing_is_refused(argv: list[str], message: str, tmp_path: Path, capsys) -> None:
     argv = [str(tmp_path / "run") if a == "RUN" else a for a in argv]
-    exits_2([*argv, *(["--run-dir", str(tmp_path / "run")] if argv[0] == "train" else [])], capsys, message)
+    exits_2(argv, capsys, message)
     assert not (tmp_path / "run").exists()  # refused before any work
 
 
 # ------------------------------------------------------------------ the combinations the issue found ignored act now
 
 
-def test_train_cost_without_a_preset_is_the_rate_it_trains_and_reports_at(tmp_path: Path, capsys) -> None:
+def test_train_commission_without_a_preset_is_the_rate_it_trains_and_reports_at(tmp_path: Path, capsys) -> None:
     from market_fixtures import write_tiny_recipe
 
     recipe = write_tiny_recipe(tmp_path)
     (tmp_path / "ppo.toml").write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n")
-    assert main(["train", "--algo", "ppo", "--dataset", str(recipe), "--cost", "0.01", "--steps", "32", "--num-envs",
-                 "2", "--eval-every", "0", "--config", str(tmp_path / "ppo.toml"), "--run-dir", str(tmp_path / "r")]) == 0  # fmt: skip
+    assert main(["train", str(tmp_path / "r"), "--algo", "ppo", "--dataset", str(recipe), "--commission", "0.01", "--steps",
+                 "32", "--num-envs", "2", "--eval-every", "0", "--config", str(tmp_path / "ppo.toml")]) == 0  # fmt: skip
     rules = rundir.read_toml(tmp_path / "r" / "config.toml")["env"]["env_config"]
     assert rules["buy_cost"] == rules["sell_cost"] == 0.01
 
@@ -204,11 +344,11 @@ def settings_of_tournament(monkeypatch):
     return seen
 
 
-def test_tournament_cost_without_a_preset_acts(tmp_path: Path, settings_of_tournament, capsys) -> None:
+def test_tournament_commission_without_a_preset_acts(tmp_path: Path, settings_of_tournament, capsys) -> None:
     from market_fixtures import write_tiny_recipe
 
     recipe = write_tiny_recipe(tmp_path)
-    assert main(["tournament", str(tmp_path / "t"), "--dataset", str(recipe), "--cost", "0.01"]) == 2
+    assert main(["tournament", str(tmp_path / "t"), "--dataset", str(recipe), "--commission", "0.01"]) == 2
     rules = settings_of_tournament[-1].env_config
     assert rules["buy_cost"] == rules["sell_cost"] == 0.01
 
@@ -225,7 +365,9 @@ def test_a_resumed_tournament_takes_its_pods_and_refuses_its_settings(tmp_path: 
             "--resume: --pod-steps gives 8000 where the tournament")  # fmt: skip
 
 
-def test_walkforward_cost_without_a_preset_acts(tmp_path: Path, monkeypatch) -> None:
+@pytest.fixture
+def walk_forward_arguments(monkeypatch):
+    """`trader walkforward` up to `walk_forward`: the keyword arguments it was called with, then a stop."""
     import trader.walkforward as walkforward
 
     seen = {}
@@ -235,9 +377,37 @@ def test_walkforward_cost_without_a_preset_acts(tmp_path: Path, monkeypatch) -> 
         raise UserError("stopped before the folds")
 
     monkeypatch.setattr(walkforward, "walk_forward", walk_forward)
+    return seen
+
+
+def test_walkforward_commission_without_a_preset_acts(tmp_path: Path, walk_forward_arguments) -> None:
     argv = [a.replace("RUN", str(tmp_path / "w")) for a in WALK]
-    assert main([*argv, "--learner", "ppo", "--cost", "0.002"]) == 2
-    assert seen["env_config"] == {"buy_cost": 0.002, "sell_cost": 0.002}
+    assert main([*argv, "--learner", "ppo", "--commission", "0.002"]) == 2
+    assert walk_forward_arguments["env_config"] == {"buy_cost": 0.002, "sell_cost": 0.002}
+
+
+def test_walkforward_passes_its_learners_options_down(tmp_path: Path, walk_forward_arguments, capsys) -> None:
+    """The options of `trader train` and `trader tournament` reach each fold's learner: the cost
+    model and the aim rules into the env rules, --compile into the single learner or each fold's
+    tournament, the cluster and the stops into the tournament's keys."""
+    from market_envs.costs import cost_model
+
+    argv = [a.replace("RUN", str(tmp_path / "w")) for a in WALK]
+    assert main([*argv, "--learner", "ppo", "--costs", "retail", "--cost-set", "participation=0.05", "--compile",
+                 "--preset", "market", "--trade-rate", "0.3", "--seed", "4", "--device", "cpu"]) == 2  # fmt: skip
+    rules, named = walk_forward_arguments["env_config"], cost_model("retail").with_overrides({"participation": 0.05})
+    assert rules["costs"] == named.as_dict()["costs"] and rules["buy_cost"] == named.buy_cost
+    assert rules["trade_rate"] == 0.3 and rules["action_mode"] == "weights"
+    assert walk_forward_arguments["compile"] is True and walk_forward_arguments["seed"] == 4
+    assert walk_forward_arguments["tournament"] == {}
+    ca = tmp_path / "ca.pem"
+    assert main([*argv, "--compile", "--scheduler", "tls://10.0.0.5:8786", "--tls-ca", str(ca), "--target-score", "1.5",
+                 "--search", "random", "--ensemble-weighting", "score", "--num-envs", "16"]) == 2  # fmt: skip
+    assert walk_forward_arguments["compile"] is False  # the single learner's; the tournament's is its key
+    assert walk_forward_arguments["tournament"] == {
+        "compile": True, "scheduler": "tls://10.0.0.5:8786", "tls_ca": str(ca.resolve()), "target_score": 1.5,
+        "pods": None, "search": "random", "ensemble_weighting": "score", "num_envs": 16}  # fmt: skip
+    assert "stopped before the folds" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ errors name the user's words, before any output
@@ -246,13 +416,14 @@ WORDS = [
     ([*TRAIN, "--dataset", "synthetic-edge-daily", "--steps", "-5"], "--steps must be >= 1, got -5"),
     ([*TRAIN, "--env", "Pendulum-v1", "--num-envs", "0"], "--num-envs must be >= 1, got 0"),
     ([*TRAIN, "--env", "Pendulum-v1", "--eval-every", "-1"], "--eval-every must be >= 0, got -1"),
-    ([*TRAIN, "--dataset", "synthetic-edge-daily", "--cost", "-0.1"], "--cost must be in [0, 1)"),
+    ([*TRAIN, "--dataset", "synthetic-edge-daily", "--commission", "-0.1"], "--commission must be in [0, 1)"),
     ([*TRAIN, "--dataset", "no-such-recipe"], "no recipe 'no-such-recipe'"),
-    (["backtest", "RUN", "--cost", "-0.1"], "--cost must be in [0, 1)"),
+    (["backtest", "RUN", "--commission", "-0.1"], "--commission must be in [0, 1)"),
     (["backtest", "RUN", "--initial-cash", "0"], "--initial-cash must be > 0"),
     (["backtest", "RUN"], "no such run directory"),
-    (["tournament", "RUN", "--dataset", "synthetic-edge-daily", "--cost", "-0.1"], "--cost must be in [0, 1)"),
-    ([*WALK, "--learner", "ppo", "--cost", "1.5"], "--cost must be in [0, 1)"),
+    (["tournament", "RUN", "--dataset", "synthetic-edge-daily", "--commission", "-0.1"], "--commission must be in [0, 1)"),
+    ([*WALK, "--learner", "ppo", "--commission", "1.5"], "--commission must be in [0, 1)"),
+    (["demo", "RUN", "--commission", "1"], "--commission must be in [0, 1)"),
 ]
 
 
@@ -261,7 +432,7 @@ def test_an_error_names_the_flag_and_comes_alone(argv: list[str], message: str, 
     """One line naming the flag as typed (not ``EnvConfig.buy_cost``), and nothing before it:
     no configuration dump, no progress bar."""
     argv = [str(tmp_path / "run") if a == "RUN" else a for a in argv]
-    exits_2([*argv, *(["--run-dir", str(tmp_path / "run")] if argv[0] == "train" else [])], capsys, message)
+    exits_2(argv, capsys, message)
     assert not (tmp_path / "run").exists()
 
 

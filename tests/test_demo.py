@@ -44,7 +44,7 @@ def test_the_demo_runs_tournament_baseline_and_backtest_into_one_run_dir(tmp_pat
     recipe = tmp_path / "tiny.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
     run_dir = tmp_path / "runs" / "demo"
-    code = main(["demo", "--dataset", str(recipe), "--run-dir", str(run_dir), "--minutes", "5", "--pods", "2",
+    code = main(["demo", "--dataset", str(recipe), str(run_dir), "--minutes", "5", "--pods", "2",
                  "--workers", "2", "--pod-steps", "1024", "--no-tear-sheet"])
     assert code == 0
     out, err = capsys.readouterr()
@@ -78,9 +78,9 @@ def test_the_demo_never_writes_into_a_run_that_exists(tmp_path: Path, capsys) ->
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "report.json").write_text("{}")
-    code = main(["demo", "--run-dir", str(run_dir)])
+    code = main(["demo", str(run_dir)])
     assert code == 2
-    assert "holds a run already (report.json): give another --run-dir" in capsys.readouterr().err
+    assert "holds a run already (report.json): give another run directory" in capsys.readouterr().err
     assert (run_dir / "report.json").read_text() == "{}"
 
 
@@ -97,12 +97,12 @@ def test_a_second_demo_goes_beside_the_first(tmp_path: Path) -> None:
 
 
 def test_demo_with_a_missing_recipe_exits_2(tmp_path: Path, capsys) -> None:
-    code = main(["demo", "--dataset", str(tmp_path / "absent.toml"), "--run-dir", str(tmp_path / "run")])
+    code = main(["demo", "--dataset", str(tmp_path / "absent.toml"), str(tmp_path / "run")])
     assert code == 2
     assert "absent" in capsys.readouterr().err
 
 
 def test_demo_rejects_a_budget_that_is_not_positive(tmp_path: Path, capsys) -> None:
-    code = main(["demo", "--minutes", "0", "--run-dir", str(tmp_path / "run")])
+    code = main(["demo", "--minutes", "0", str(tmp_path / "run")])
     assert code == 2
     assert "--minutes" in capsys.readouterr().err

@@ -71,7 +71,7 @@ def test_table_2_marks_the_papers_rows_and_leaves_what_it_lacks_empty():
         (["--minutes", "1", "--pods", "2"], "not both or neither"),
         (["--pods", "0"], "--pods must be >= 1"),
         (["--years", "40", "--pods", "1"], "--years 40: the data set holds"),
-        (["--costs", "nope", "--pods", "1"], "unknown cost model 'nope'"),
+        (["--extra-costs", "nope", "--pods", "1"], "unknown cost model 'nope'"),
         (["--preset", "fast", "--pods", "1"], "--preset: unknown preset 'fast'"),
         (["--libraries", "sb3,zipline", "--pods", "1"], "--libraries: unknown ['zipline']"),
         (["--tickers", "5", "--dataset", "nasdaq100-minute-alpaca", "--pods", "1"], "--tickers sizes a synthetic data set only"),

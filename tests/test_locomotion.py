@@ -51,7 +51,7 @@ def test_cli_trains_on_ant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     config = tmp_path / "sac.toml"
     config.write_text('hidden_sizes = [32]\nlearning_starts = 64\niteration_steps = 64\nbatch_size = 32\n')
     code = main(["train", "--algo", "sac", "--env", "Ant-v5", "--steps", "128", "--num-envs", "2",
-                 "--eval-episodes", "1", "--config", str(config), "--run-dir", str(tmp_path / "run")])  # fmt: skip
+                 "--eval-episodes", "1", "--config", str(config), str(tmp_path / "run")])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "run" / "checkpoints" / "best.safetensors").is_file()
 

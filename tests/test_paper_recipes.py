@@ -80,7 +80,7 @@ def test_the_demo_on_the_paper_recipe_without_keys_exits_2(monkeypatch, tmp_path
     for variable in KEY_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
-    assert main(["demo", "--dataset", "nasdaq100-minute-alpaca", "--run-dir", str(tmp_path / "run")]) == 2
+    assert main(["demo", "--dataset", "nasdaq100-minute-alpaca", str(tmp_path / "run")]) == 2
     out = capsys.readouterr()
     assert out.out == "" and out.err.count("\n") == 1  # the one line, and no progress bar before it
     assert out.err.startswith("error: alpaca: set APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment")

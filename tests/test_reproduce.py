@@ -65,7 +65,7 @@ def assert_same_weights(a: Path, b: Path) -> None:
 
 def cli_train(dataset: str, run_dir: Path, *more: str) -> None:
     code = main(["train", "--algo", "ppo", "--dataset", dataset, "--preset", "market", "--steps", str(STEPS),
-                 "--num-envs", str(ENVS), "--eval-every", "512", "--run-dir", str(run_dir), *more])  # fmt: skip
+                 "--num-envs", str(ENVS), "--eval-every", "512", str(run_dir), *more])  # fmt: skip
     assert code == 0
 
 
@@ -80,7 +80,7 @@ def test_config_toml_records_every_input_and_trains_the_same_run_again(tour_edge
     assert rules["action_mode"] == "weights" and rules["market_neutral"] and rules["return_windows"] == [5]
     assert rules["buy_cost"] == rules["sell_cost"] == 0.0005 and env["cost_model"].startswith("flat")
     assert "costs" in rules  # the cost model's every term, off or on
-    assert main(["train", "--config", str(first / "config.toml"), "--run-dir", str(again)]) == 0  # nothing else given
+    assert main(["train", "--config", str(first / "config.toml"), str(again)]) == 0  # nothing else given
     assert_same_weights(first, again)
     assert rundir.read_toml(again / "config.toml") == values
 
@@ -92,7 +92,7 @@ def test_a_rerun_of_a_changed_data_set_is_refused(tour_edge: str, tmp_path: Path
     values["env"]["dataset_periods"]["test"][1] = "2030-01-01 00:00:00-05:00"
     rundir.write_toml(tmp_path / "edited.toml", values)
     capsys.readouterr()
-    assert main(["train", "--config", str(tmp_path / "edited.toml"), "--run-dir", str(tmp_path / "b")]) == 2
+    assert main(["train", "--config", str(tmp_path / "edited.toml"), str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
     assert "has other periods than the run recorded" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "b").exists()

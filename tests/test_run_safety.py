@@ -43,7 +43,7 @@ def finished(recipe: Path) -> Path:
 
 def train_args(recipe: Path, run_dir: Path, *more: str) -> list[str]:
     return ["train", "--algo", "ppo", "--dataset", str(recipe), "--steps", "128", "--num-envs", "2", "--eval-every",
-            "64", "--config", str(recipe.parent / "ppo.toml"), "--run-dir", str(run_dir), *more]  # fmt: skip
+            "64", "--config", str(recipe.parent / "ppo.toml"), str(run_dir), *more]  # fmt: skip
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def refused(argv: list[str], run: Path, capsys, *needles: str) -> str:
 
 
 def test_train_refuses_a_finished_run(run: Path, recipe: Path, capsys) -> None:
-    refused(train_args(recipe, run), run, capsys, str(run), "holds a run already", "--overwrite", "--run-dir")
+    refused(train_args(recipe, run), run, capsys, str(run), "holds a run already", "--overwrite", "another run directory")
     refused(train_args(recipe, run, "--algo", "sac"), run, capsys, "holds a run already")  # nor another algorithm's
 
 
@@ -104,7 +104,7 @@ def test_walkforward_refuses_a_folder_that_holds_a_run(run: Path, recipe: Path, 
 
 
 def test_demo_refuses_a_folder_that_holds_a_run(run: Path, capsys) -> None:
-    refused(["demo", "--run-dir", str(run)], run, capsys, str(run), "holds a run already", "--run-dir")
+    refused(["demo", str(run)], run, capsys, str(run), "holds a run already", "another run directory")
 
 
 def test_a_tournament_resume_refuses_a_setting_it_would_ignore(tmp_path: Path, capsys) -> None:

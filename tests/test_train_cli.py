@@ -105,7 +105,7 @@ def test_cli_trains_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str
     config.write_text('num_steps = 32\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n')
     code = main([
         "train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "64", "--num-envs", "2",
-        "--run-dir", str(tmp_path / "cli"), "--seed", "3", "--config", str(config),
+        str(tmp_path / "cli"), "--seed", "3", "--config", str(config),
         "--eval-episodes", "1",
     ])  # fmt: skip
     assert code == 0, capsys.readouterr().err
@@ -116,7 +116,7 @@ def test_cli_trains_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str
     # a run's own config.toml is accepted as --config
     code = main([
         "train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "64", "--num-envs", "2",
-        "--run-dir", str(tmp_path / "again"), "--config", str(tmp_path / "cli" / "config.toml"),
+        str(tmp_path / "again"), "--config", str(tmp_path / "cli" / "config.toml"),
         "--eval-episodes", "1",
     ])  # fmt: skip
     assert code == 0
@@ -131,7 +131,7 @@ def test_cli_accepts_the_ppo_schedules(tmp_path: Path, capsys: pytest.CaptureFix
     )
     args = ["train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "64", "--num-envs", "2",
             "--eval-episodes", "1"]  # fmt: skip
-    code = main([*args, "--run-dir", str(tmp_path / "run"), "--config", str(config)])
+    code = main([*args, str(tmp_path / "run"), "--config", str(config)])
     assert code == 0, capsys.readouterr().err
     saved = tomllib.loads((tmp_path / "run" / "config.toml").read_text())["algo_config"]
     assert (saved["anneal_lr"], saved["total_steps"], saved["target_kl"]) == (True, 64, 0.5)
@@ -139,7 +139,7 @@ def test_cli_accepts_the_ppo_schedules(tmp_path: Path, capsys: pytest.CaptureFix
     assert metrics["learning_rate"].tolist() == [1e-3, 0.5e-3]  # 32 of 64 transitions per update
     assert set(metrics["epochs_run"]) <= {1.0, 2.0}
     # the run's own config.toml (None fields dropped: TOML has no null) is accepted back
-    again = main([*args, "--run-dir", str(tmp_path / "again"),
+    again = main([*args, str(tmp_path / "again"),
                   "--config", str(tmp_path / "run" / "config.toml")])  # fmt: skip
     assert again == 0
 
@@ -148,7 +148,7 @@ def test_cli_fills_total_steps_for_anneal_lr_from_steps(tmp_path: Path, capsys: 
     config = tmp_path / "ppo.toml"
     config.write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\nanneal_lr = true\n")
     args = ["train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "96", "--num-envs", "2",
-            "--eval-episodes", "1", "--run-dir", str(tmp_path / "run"), "--config", str(config)]  # fmt: skip
+            "--eval-episodes", "1", str(tmp_path / "run"), "--config", str(config)]  # fmt: skip
     assert main(args) == 0, capsys.readouterr().err
     saved = tomllib.loads((tmp_path / "run" / "config.toml").read_text())["algo_config"]
     assert saved["total_steps"] == 96
@@ -168,7 +168,7 @@ def test_cli_fills_total_steps_for_anneal_lr_from_steps(tmp_path: Path, capsys: 
 def test_cli_bad_input_exits_2(
     args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["train", *args, "--steps", "8", "--run-dir", str(tmp_path)])
+    code = main(["train", *args, "--steps", "8", str(tmp_path)])
     assert code == 2
     assert message in capsys.readouterr().err
 
@@ -176,7 +176,7 @@ def test_cli_bad_input_exits_2(
 def test_cli_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "--help"]) == 0
     out = capsys.readouterr().out
-    for option in ("--algo", "--env", "--dataset", "--steps", "--run-dir", "--compile"):
+    for option in ("RUN_DIR", "--algo", "--env", "--dataset", "--steps", "--compile"):
         assert option in out
 
 
@@ -278,8 +278,8 @@ def test_the_market_preset_sets_the_rules_and_the_per_stock_network(tmp_path: Pa
     recipe = tmp_path / "edge.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
     run_dir = tmp_path / "run"
-    code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--preset", "market", "--cost", "0.0002",
-                 "--steps", "256", "--num-envs", "4", "--eval-every", "0", "--run-dir", str(run_dir)])  # fmt: skip
+    code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--preset", "market", "--commission", "0.0002",
+                 "--steps", "256", "--num-envs", "4", "--eval-every", "0", str(run_dir)])  # fmt: skip
     assert code == 0
     saved = tomllib.loads((run_dir / "config.toml").read_text())
     rules = saved["env"]["env_config"]
@@ -298,7 +298,7 @@ def test_the_market_preset_sets_the_rules_and_the_per_stock_network(tmp_path: Pa
     ],
 )
 def test_cli_rejects_a_bad_preset(args: list[str], message: str, tmp_path: Path, capsys) -> None:
-    code = main(["train", "--algo", "ppo", "--run-dir", str(tmp_path / "run"), *args])
+    code = main(["train", "--algo", "ppo", str(tmp_path / "run"), *args])
     assert code == 2
     assert message in capsys.readouterr().err
 

@@ -242,7 +242,7 @@ def test_the_cli_resumes_a_finished_walk_forward_and_prints_the_report(tmp_path,
     [
         (["--test", "6x"], "--test must be a positive calendar length"),
         (["--test", "2m", "--learner", "a2c"], "--learner must be one of"),
-        (["--test", "2m", "--learner", "ppo", "--pods", "3"], "apply to --learner tournament"),
+        (["--test", "2m", "--learner", "ppo", "--pods", "3"], "--pods applies to --learner tournament"),
         (["--test", "2m", "--step", "1m"], "would overlap"),
         (["--test", "2m", "--learner", "ppo", "--baselines", "sb3,zipline"], "unknown library"),
         (["--test", "2m", "--learner", "ppo", "--baselines", "sb3", "--baseline-algos", "dqn"], "unknown algorithm"),

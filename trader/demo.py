@@ -98,7 +98,7 @@ def run_demo(
     from trader.libraries import baselines
 
     run_dir = Path(run_dir)
-    rundir.check_new_run(run_dir, remedy="give another --run-dir (the demo never overwrites a run)")
+    rundir.check_new_run(run_dir, remedy="give another run directory (the demo never overwrites a run)")
     data = load(recipe, progress=log, bar=data_bar)
     summary = data.summary()
     log("data set: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))

@@ -9,7 +9,7 @@ home:
 - `ALGOS`: the algorithms the registry builds (`trader.agents.SPEC_MODULES`);
 - `BASELINES`: the backtest's built-in strategies (`trader.backtesting.engine`);
 - `DEMO_RECIPE`, `DEMO_COST`, `DEMO_POD_STEPS`: what `trader demo` runs by default
-  (`trader.demo`); `PRESET_COST`: the rate of ``--preset market`` without ``--cost``.
+  (`trader.demo`); `PRESET_COST`: the rate of ``--preset market`` without ``--commission``.
 
 `tests/test_cli_startup.py` checks that the lists equal what the registries know.
 """
@@ -31,7 +31,7 @@ DEMO_COST = 0.0005
 recipe's edge is built to survive."""
 
 PRESET_COST = 0.0005
-"""The commission rate per side of ``--preset market`` when no ``--cost`` is given (5 bp;
+"""The commission rate per side of ``--preset market`` when no ``--commission`` is given (5 bp;
 `trader train`, `trader tournament`, `trader walkforward`)."""
 
 DEMO_POD_STEPS = 16_384

@@ -187,7 +187,7 @@ def preset_rules(name: str, dataset: str | None, cost: float) -> EnvConfig:
     if dataset is None:
         raise UserError(f"--preset {name} needs --dataset (it sets the market env's rules)")
     if not 0 <= cost < 1:
-        raise UserError(f"--cost must be in [0, 1), got {cost}")
+        raise UserError(f"--commission must be in [0, 1), got {cost}")
     from market_envs.data import load
 
     holding = {**HOLDING, "trade_rate": COSTS_TRADE_RATE} if name == "market-costs" else {}

@@ -174,7 +174,7 @@ def train(
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"train: time_budget must be > 0 seconds, got {time_budget}")
     root = Path(run_dir)
-    rundir.check_new_run(root, remedy="pass --overwrite to replace it, or another --run-dir", overwrite=overwrite)
+    rundir.check_new_run(root, remedy="pass overwrite=True to replace it, or another run directory", overwrite=overwrite)
     spec = get_spec(algo)
     algo_config = _resolve_config(spec.config_cls, config)
     device = resolve_device(device)

@@ -103,6 +103,9 @@ class WalkForwardConfig:
     """Fold k+1 continues from fold k (continual training) instead of starting fresh:
     a single learner from fold k's ``best`` checkpoint (`trader.train`'s ``init_from``),
     a tournament's breeding pods from fold k's leaderboard (`TournamentConfig.warm_start`)."""
+    compile: bool = False
+    """Single learner: ``torch.compile`` its networks and env step (`trader.train`'s ``compile``;
+    a tournament's is its ``tournament["compile"]``)."""
 
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
@@ -182,6 +185,7 @@ def walk_forward(
     baseline_algos: tuple[str, ...] = ("ppo",),
     baseline_steps: int | None = None,
     warm_start: bool = False,
+    compile: bool = False,
     on_progress: Progress | None = None,
 ) -> WalkForwardResult:
     """Walk ``learner`` forward over ``dataset`` (see the module docstring); resumes a
@@ -196,6 +200,7 @@ def walk_forward(
         tested per fold beside the learner, under the same windows, rules and budget
         (``baseline_steps``, default the learner's), stitched like it.
     :param warm_start: fold k+1 continues from fold k's result (`WalkForwardConfig.warm_start`).
+    :param compile: a single learner's ``torch.compile`` (a tournament's: ``tournament["compile"]``).
     """
     from trader.environments import resolve_env
 
@@ -204,7 +209,7 @@ def walk_forward(
         raise UserError(f"walk-forward needs a market data set, not the gymnasium env {dataset!r}")
     config = WalkForwardConfig(str(run_dir), name.value, folds, learner, seed, device, steps, num_envs, eval_every,
                                dict(algo_config or {}), dict(env_config or {}), dict(tournament or {}),
-                               tuple(baselines), tuple(baseline_algos), baseline_steps, warm_start)  # fmt: skip
+                               tuple(baselines), tuple(baseline_algos), baseline_steps, warm_start, compile)  # fmt: skip
     return run(config, on_progress)
 
 
@@ -324,7 +329,8 @@ def _train_fold(config: WalkForwardConfig, k: int, periods: dict[str, list[str]]
     previous = fold_dir(config.run_dir, k - 1) / rundir.CHECKPOINTS / "best" if config.warm_start and k > 0 else None
     result = train(config.learner, config.dataset, dict(config.algo_config), folder, steps=config.steps,
                    seed=config.seed + k, device=config.device, num_envs=config.num_envs, eval_every=config.eval_every,
-                   env_config=dict(config.env_config) or None, periods=periods, init_from=previous)  # fmt: skip
+                   env_config=dict(config.env_config) or None, periods=periods, init_from=previous,
+                   compile=config.compile)  # fmt: skip
     values = rundir.read_toml(folder / rundir.CONFIG)
     return {"algo": config.learner, "hyperparameters": values.get("algo_config", {}),
             "validation_sharpe": _float(result.best_score)}  # fmt: skip

@@ -19,7 +19,7 @@ if tournaments and st.sidebar.checkbox("Include tournament pods", value=not sour
             if (pod / rundir.METRICS).exists():
                 sources[f"{run.name}/{pod.name}"] = pod
 if not sources:
-    st.info(f"No training run in {state.runs_dir()}: train one with `trader train --algo ppo --dataset synthetic-edge-daily --run-dir RUN_DIR`.")
+    st.info(f"No training run in {state.runs_dir()}: train one with `trader train RUN_DIR --algo ppo --dataset synthetic-edge-daily`.")
     st.stop()
 
 chosen = st.sidebar.multiselect("Runs", list(sources), default=list(sources)[:5], key="training_runs")

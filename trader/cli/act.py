@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from trader.cli.options import DatasetOption, DeviceOption
 from trader.cli.root import app
 from trader.errors import UserError
 
@@ -23,16 +24,16 @@ def act_command(
     book: Annotated[Path | None, typer.Option("--book", help='JSON file {"cash": x, "holdings": {ticker: shares}}; default: all cash (the run\'s capital).')] = None,
     strategy: Annotated[str, typer.Option("--strategy", help="The run's checkpoint that decides (best, final).")] = "best",
     period: Annotated[str, typer.Option("--period", help="Bars the observation is built from: test, validation, train, START:END or all.")] = "test",
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe, when the run records none.")] = None,
+    dataset: DatasetOption = None,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
+    device: DeviceOption = None,
 ) -> None:
     """The selected strategy's target weights and orders for one bar, from a given book."""
     if output not in ("table", "json"):
         raise UserError(f"--output must be table or json, got {output!r}")
     from trader.decision import act
 
-    decision = act(run_dir, at=at, book=book, strategy=strategy, period=period, dataset=dataset, device=device)
+    decision = act(run_dir, at=at, book=book, strategy=strategy, period=period, dataset=dataset, device=device or "cpu")
     if output == "json":
         print(json.dumps(decision.to_dict(), indent=2))
         return

@@ -20,7 +20,15 @@ from typing import Annotated
 import typer
 
 from trader.cli.root import app
-from trader.cli.options import CostSetOption, CostsOption, cost_flags, names
+from trader.cli.options import (
+    CommissionOption,
+    CostSetOption,
+    CostsOption,
+    DatasetOption,
+    DeviceOption,
+    cost_flags,
+    names,
+)
 from trader.errors import UserError
 from trader.names import BASELINES
 
@@ -70,16 +78,16 @@ def _rich_table(title: str, header: list[str], rows: list[list[str]], left: tupl
 @app.command("backtest")
 def backtest(
     run_dir: Annotated[Path, typer.Argument(help="Run directory: its strategies are backtested and the report written into it (or a new folder, with --dataset: the built-in baselines).")],
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe (name or path); default: the run's.")] = None,
+    dataset: DatasetOption = None,
     period: Annotated[str, typer.Option("--period", help="test, validation, or START:END (dates, END included).")] = "test",
     strategies: Annotated[str | None, typer.Option("--strategies", help=f"Comma-separated: the run's strategies, checkpoint paths and baselines ({', '.join(BASELINES)}); default: all.")] = None,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
     initial_cash: Annotated[float | None, typer.Option("--initial-cash", help="Starting capital of every strategy; default: the run's.")] = None,
-    cost: Annotated[float | None, typer.Option("--cost", help="Commission rate per side (0.001 = 0.1%); default: the run's (0.1% when it records none).")] = None,
+    commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
     breakeven: Annotated[bool, typer.Option("--breakeven/--no-breakeven", help="Also backtest at 0, 0.5, 2, 4 and 8 x the costs, in the same pass, for each strategy's breakeven cost.")] = True,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
+    device: DeviceOption = None,
     tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent, against the benchmark.")] = True,
     report: Annotated[str | None, typer.Option("--report", help="Write the report into RUN_DIR/reports/NAME/ (default: the run's own report when the run is backtested as it was configured, else reports/ named by what differs: period, strategies, costs, capital, data).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the report already there, whole.")] = False,
@@ -87,7 +95,7 @@ def backtest(
     """Backtest a run's strategies beside the built-in baselines; write its report (its own, or one in reports/)."""
     if output not in ("table", "json"):
         raise UserError(f"--output must be table or json, got {output!r}")
-    cost, named = cost_flags(cost, costs, cost_set)
+    cost, named = cost_flags(commission, costs, cost_set)
     if initial_cash is not None and not initial_cash > 0:
         raise UserError(f"--initial-cash must be > 0, got {initial_cash}")
     from trader.backtesting.runs import backtest_config, backtest_run, check_report_name, read_run
@@ -97,7 +105,7 @@ def backtest(
     config = backtest_config(read_run(run_dir), initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet,
                              costs=named, breakeven=breakeven)  # fmt: skip
     requested = None if strategies is None else list(names(strategies, "--strategies"))
-    result = backtest_run(run_dir, dataset=dataset, period=period, strategies=requested, config=config, device=device,
+    result = backtest_run(run_dir, dataset=dataset, period=period, strategies=requested, config=config, device=device or "cpu",
                           report=report, overwrite=overwrite)  # fmt: skip
     print_result_table(result, output)
     if output == "table":

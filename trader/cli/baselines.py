@@ -16,7 +16,15 @@ from typing import Annotated
 import typer
 
 from trader.cli.root import app
-from trader.cli.options import CostSetOption, CostsOption, names, resolve_costs
+from trader.cli.options import (
+    CostSetOption,
+    CostsOption,
+    DatasetOption,
+    DeviceOption,
+    NumEnvsOption,
+    names,
+    resolve_costs,
+)
 from trader.errors import UserError
 
 
@@ -43,12 +51,12 @@ def baselines_command(
     steps: Annotated[int | None, typer.Option("--steps", help="Env steps per learner (equal work). Default 100,000 without --time-budget.")] = None,
     time_budget: Annotated[str | None, typer.Option("--time-budget", help="Wall-clock per learner (equal wall-clock), e.g. 90s, 10m, 1h.")] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds 0..K-1 of each baseline.")] = 1,
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe; default: the run's.")] = None,
+    dataset: DatasetOption = None,
     preset: Annotated[str | None, typer.Option("--preset", help="sb3, sb3-dummy: SB3's hyperparameters, sb3 (SB3's defaults; the default) or finrl (FinRL's published ones).")] = None,
-    num_envs: Annotated[int | None, typer.Option("--num-envs", help="sb3, sb3-dummy, finrl: sub-environments SB3 steps at once (default 1).")] = None,
+    num_envs: NumEnvsOption = None,
     eval_every: Annotated[int | None, typer.Option("--eval-every", help="sb3, sb3-dummy, rllib: env steps between validations (0: at the end only; default 10,000).")] = None,
     windows: Annotated[int | None, typer.Option("--windows", help="finrl: trading windows of FinRL's ensemble over the test period (default 4).")] = None,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
+    device: DeviceOption = None,
     backtest: Annotated[bool, typer.Option("--backtest/--no-backtest", help="Backtest the run directory on the test period afterwards.")] = True,
     tear_sheet: Annotated[bool | None, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent in the backtest (default: yes).")] = None,
     output: Annotated[str | None, typer.Option("--output", help="The backtest's table: table (the default) or json.")] = None,
@@ -77,7 +85,7 @@ def baselines_command(
         run_dir, chosen, list(names(algos or "ppo", "--algos", required=True, lower=True)), steps=steps, time_budget=seconds, seeds=seeds,
         dataset=dataset, preset=preset or "sb3", num_envs=1 if num_envs is None else num_envs,
         eval_every=10_000 if eval_every is None else eval_every, windows=4 if windows is None else windows,
-        device=device, backtest=backtest, tear_sheet=tear_sheet is not False, costs=named, overwrite=overwrite,
+        device=device or "cpu", backtest=backtest, tear_sheet=tear_sheet is not False, costs=named, overwrite=overwrite,
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )  # fmt: skip
     if result.report is not None:

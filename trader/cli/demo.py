@@ -9,38 +9,43 @@ import typer
 
 from trader.cli.root import app
 from trader.cli.backtest import print_result_table
+from trader.cli.options import CommissionOption, DatasetOption, DeviceOption, SeedOption, WorkersOption, cost_rate
 from trader.errors import UserError
 from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE
 
 
 @app.command("demo")
 def demo(
-    recipe: Annotated[str, typer.Option("--dataset", help="Data set recipe (name or path).")] = DEMO_RECIPE,
-    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Run directory, new or empty (default: runs/demo, else runs/demo-2, ...).")] = None,
+    run_dir: Annotated[Path | None, typer.Argument(help="Run directory, new or empty (default: runs/demo, else runs/demo-2, ...).", show_default=False)] = None,
+    recipe: DatasetOption = None,
     minutes: Annotated[float, typer.Option("--minutes", help="The tournament's wall-clock budget; SB3 PPO gets what the tournament took.")] = 3.0,
-    workers: Annotated[int, typer.Option("--workers", help="Local dask worker processes.")] = 2,
+    workers: WorkersOption = None,
     pods: Annotated[int | None, typer.Option("--pods", help="Also stop the tournament after this many pods.")] = None,
     pod_steps: Annotated[int, typer.Option("--pod-steps", help="Transitions per tournament pod.")] = DEMO_POD_STEPS,
-    cost: Annotated[float, typer.Option("--cost", help="Costs per side (5e-4: 5 bp).")] = DEMO_COST,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the tournament and the baseline.")] = 0,
-    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    commission: CommissionOption = None,
+    seed: SeedOption = None,
+    device: DeviceOption = None,
     tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a tear sheet per agent (pyfolio; seconds each).")] = True,
 ) -> None:
-    """Build a data set, run a small tournament, train an SB3 baseline, backtest them all."""
+    """Build a data set, run a small tournament, train an SB3 baseline, backtest them all.
+
+    By default on synthetic-edge-daily (DEMO_RECIPE), under the market preset's rules at 5 bp per side."""
     from rich.console import Console
 
     from market_envs.data.chunks import DownloadBar
     from trader.cli.tournament import pods_progress, progress_line
     from trader.demo import run_demo
 
+    cost = cost_rate(commission)
     if not minutes > 0:
         raise UserError(f"--minutes must be > 0, got {minutes}")
+    workers = 2 if workers is None else workers
     if pod_steps < 1 or workers < 1 or (pods is not None and pods < 1):
         raise UserError(f"--pod-steps, --workers and --pods must be >= 1, got {pod_steps}, {workers} and {pods}")
     from trader import rundir
 
     run_dir = run_dir if run_dir is not None else free_run_dir(Path("runs/demo"))
-    rundir.check_new_run(run_dir, remedy="give another --run-dir (the demo never overwrites a run)")
+    rundir.check_new_run(run_dir, remedy="give another run directory (the demo never overwrites a run)")
     console = Console(stderr=True)
     bar = pods_progress(console)
     task = bar.add_task("pods", total=None, line="")
@@ -51,8 +56,9 @@ def demo(
         bar.update(task, completed=state.done + state.failed, line=progress_line(state))
 
     try:
-        result = run_demo(recipe, run_dir, tournament_seconds=60 * minutes, pods=pods, workers=workers,
-                          pod_steps=pod_steps, cost=cost, seed=seed, device=device, tear_sheet=tear_sheet,
+        result = run_demo(recipe or DEMO_RECIPE, run_dir, tournament_seconds=60 * minutes, pods=pods, workers=workers,
+                          pod_steps=pod_steps, cost=DEMO_COST if cost is None else cost, seed=seed or 0,
+                          device=device or "cpu", tear_sheet=tear_sheet,
                           log=console.print, on_progress=show, data_bar=DownloadBar(console))  # fmt: skip
     finally:
         if bar.live.is_started:

@@ -1,10 +1,17 @@
-"""Options that several commands share, declared once: the cost model (``--costs``, ``--cost-set``),
-the commission rate (``--cost``) and the action that can hold (``--trade-rate``, ``--no-trade-band``,
-``--weights-map``), and comma-separated lists (`names`, the one list parser).
+"""Options that several commands share, declared once with one help text and one default each
+(`SHARED`; tests/test_cli_options.py holds every command to them): the data set, the device, the
+seed, the sub-environments, torch.compile, the cost model (``--costs``, ``--cost-set``), the
+commission rate (``--commission``), the action that can hold (``--trade-rate``,
+``--no-trade-band``, ``--weights-map``), the tournament's cluster (``--workers``, ``--gpus``,
+``--scheduler`` and its TLS files), and comma-separated lists (`names`, the one list parser).
+
+Every shared option defaults to "not given" (None, or False for a switch): the value it then
+takes is the rules' own (a run's, a preset's, a learner's), which its help names, and a
+command can tell a flag typed from one left out (``--config`` keys yield only to flags given).
 
 Light to import (`market_envs.costs` needs no torch), so `trader --help` stays fast.
 `resolve_costs` is the one place a command turns the options into a `NamedCosts`;
-`cost_flags` checks ``--cost`` beside them, and `with_costs` puts either into env rules.
+`cost_flags` checks ``--commission`` beside them, and `with_costs` puts either into env rules.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -19,6 +27,34 @@ import typer
 from market_envs.costs import COST_MODELS, NamedCosts, cost_model
 from trader.errors import ConfigError, UserError
 
+DatasetOption = Annotated[str | None, typer.Option(
+    "--dataset", metavar="RECIPE",
+    help="Data set recipe: a name (trader data list) or a recipe file's path. Default: the run's own, for a "
+         "command on a run; else the command's (its description says which).",
+)]  # fmt: skip
+DeviceOption = Annotated[str | None, typer.Option(
+    "--device", help="Where the networks and envs run: cpu, cuda or cuda:N (default cpu).",
+)]  # fmt: skip
+SeedOption = Annotated[int | None, typer.Option(
+    "--seed", help="Seed of every random draw: agents, envs, a tournament's pods; fold k of a walk-forward "
+                   "runs with seed + k (default 0).",
+)]  # fmt: skip
+NumEnvsOption = Annotated[int | None, typer.Option(
+    "--num-envs", help="Sub-environments each learner steps at once. Default: the learner's own: 8 for one "
+                       "agent (trader train), 64 for each tournament pod, 1 for SB3 and FinRL.",
+)]  # fmt: skip
+CompileOption = Annotated[bool | None, typer.Option(
+    "--compile/--no-compile",
+    help="torch.compile the networks and the market env's step: each process compiles once (seconds), then "
+         "steps faster (benchmarks/RESULTS.md, validation pass). Default off.",
+)]  # fmt: skip
+CommissionOption = Annotated[float | None, typer.Option(
+    "--commission", metavar="RATE",
+    help="Market envs: the commission rate per side, a fraction of the value traded (5e-4: 5 bp). Default: "
+         "the rules' own: the run's (backtest), 5 bp under a preset (--preset, trader demo), the paper's 0.2% "
+         "(experiment podracer), else the env's 0.1%. Refused with --costs (--cost-set buy_cost=... sets a "
+         "model's rate).",
+)]  # fmt: skip
 CostsOption = Annotated[str | None, typer.Option(
     "--costs", metavar="MODEL",
     help=f"Named cost model ({', '.join(COST_MODELS)}; README, 'The environment's rules'): commission, "
@@ -29,6 +65,59 @@ CostSetOption = Annotated[list[str], typer.Option(
     help="With --costs: override one key of the model (buy_cost, sell_cost or a CostModel key), "
          "e.g. --cost-set participation=0.05 (repeatable).",
 )]  # fmt: skip
+WorkersOption = Annotated[int | None, typer.Option(
+    "--workers", help="The tournament's local dask worker processes (default 2; a cluster of --scheduler or "
+                      "--gpus has its own).",
+)]  # fmt: skip
+GpusOption = Annotated[str | None, typer.Option(
+    "--gpus", help="The tournament's cluster: all or 0,1: one dask-cuda worker per GPU (the pods run on cuda).",
+)]  # fmt: skip
+SchedulerOption = Annotated[str | None, typer.Option(
+    "--scheduler", metavar="ADDRESS",
+    help="The tournament's cluster: join the dask scheduler at ADDRESS: tls://HOST:PORT (tcp:// on loopback "
+         "only, unless --insecure).",
+)]  # fmt: skip
+TlsCaOption = Annotated[Path | None, typer.Option(
+    "--tls-ca", help="With a tls:// scheduler: the cluster's CA certificate (PEM).",
+)]  # fmt: skip
+TlsCertOption = Annotated[Path | None, typer.Option(
+    "--tls-cert", help="With a tls:// scheduler: this client's certificate (PEM).",
+)]  # fmt: skip
+TlsKeyOption = Annotated[Path | None, typer.Option(
+    "--tls-key", help="With a tls:// scheduler: this client's private key (PEM).",
+)]  # fmt: skip
+InsecureOption = Annotated[bool, typer.Option(
+    "--insecure", help="Allow a plain tcp:// scheduler off loopback: anyone who reaches it runs code on every worker.",
+)]  # fmt: skip
+
+SearchOption = Annotated[str | None, typer.Option(
+    "--search", help="How a tournament makes new pods: pbt (children of the best, perturbed; the default) or "
+                     "random (random search: every pod fresh, hyperparameters drawn in their ranges).",
+)]  # fmt: skip
+EnsembleWeightingOption = Annotated[str | None, typer.Option(
+    "--ensemble-weighting", help="Weights of a tournament ensemble's members: equal (the default) or score "
+                                 "(their validation Sharpe ratios).",
+)]  # fmt: skip
+TargetScoreOption = Annotated[float | None, typer.Option(
+    "--target-score", help="Stop a tournament at this validation score.",
+)]  # fmt: skip
+
+
+def cluster_flags(workers: int | None, scheduler: str | None, gpus: str | None, device: str | None,
+                  tls: tuple[Path | None, Path | None, Path | None], insecure: bool) -> dict[str, Any]:  # fmt: skip
+    """The tournament's cluster options, checked (one `UserError` line for a combination in which one
+    would do nothing), as `TournamentConfig` keys: those given only, the TLS files absolute."""
+    if workers is not None and (scheduler is not None or gpus is not None):
+        raise UserError("--workers sets the local cluster's processes; with --scheduler or --gpus the cluster has its own")
+    if insecure and scheduler is None:
+        raise UserError("--insecure applies with --scheduler tcp://HOST:PORT (a plain address off loopback)")
+    if device is not None and gpus is not None:
+        raise UserError("--gpus runs the pods on cuda; drop --device")
+    if any(f is not None for f in tls) and (scheduler or "").split("://")[0] not in ("tls", "wss"):
+        raise UserError("--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler")
+    keys = {"workers": workers, "scheduler": scheduler, "gpus": gpus, "insecure": insecure or None,
+            **{key: None if path is None else str(path.resolve()) for key, path in zip(("tls_ca", "tls_cert", "tls_key"), tls)}}  # fmt: skip
+    return {key: value for key, value in keys.items() if value is not None}
 
 
 def resolve_costs(name: str | None, settings: list[str] | None = None) -> NamedCosts | None:
@@ -64,24 +153,24 @@ def in_cost_set_words(message: str) -> str:
     return re.sub(r"\bEnvConfig(?:\.costs)?\.(?=\w)", "", message).lstrip(": ")
 
 
-def cost_rate(value: float | None, option: str = "--cost") -> float | None:
-    """``--cost RATE`` checked: a commission rate per side in [0, 1) (5e-4 is 5 bp); None when not given."""
+def cost_rate(value: float | None, option: str = "--commission") -> float | None:
+    """``--commission RATE`` checked: a commission rate per side in [0, 1) (5e-4 is 5 bp); None when not given."""
     if value is not None and not 0 <= value < 1:
         raise UserError(f"{option} must be in [0, 1) (a rate per side: 5e-4 is 5 bp), got {value}")
     return value
 
 
 def cost_flags(cost: float | None, costs: str | None, cost_set: list[str] | None) -> tuple[float | None, NamedCosts | None]:
-    """``--cost RATE`` and ``--costs MODEL`` (with ``--cost-set``), checked: one rate, or
+    """``--commission RATE`` and ``--costs MODEL`` (with ``--cost-set``), checked: one rate, or
     one named model, never both (a model's own rate is set with ``--cost-set buy_cost=...``)."""
     named = resolve_costs(costs, cost_set)
     if named is not None and cost is not None:
-        raise UserError("give --cost RATE or --costs MODEL, not both (--cost-set buy_cost=... sets a model's rate)")
+        raise UserError("give --commission RATE or --costs MODEL, not both (--cost-set buy_cost=... sets a model's rate)")
     return cost_rate(cost), named
 
 
 def with_costs(env_config: dict[str, Any] | None, cost: float | None, named: NamedCosts | None) -> dict[str, Any] | None:
-    """Env rules (a dict of `EnvConfig` keys, or None for the defaults) under ``--cost RATE``
+    """Env rules (a dict of `EnvConfig` keys, or None for the defaults) under ``--commission RATE``
     (the commission rate on both sides, the other cost terms kept) or ``--costs MODEL`` (its
     rates and `CostModel` replace the rules' own); the rules as they are when neither is given."""
     if named is not None:
@@ -149,3 +238,11 @@ def names(text: str | None, option: str, *, choices: Sequence[str] | None = None
         listed = f"; choose from {', '.join(choices)}" if choices is not None else ""
         raise UserError(f"{option}: unknown {what}(s) {unknown}{listed}" if unknown else f"{option} needs at least one {what}{listed}")
     return found
+
+
+SHARED = (DatasetOption, DeviceOption, SeedOption, NumEnvsOption, CompileOption, CommissionOption, CostsOption,
+          CostSetOption, TradeRateOption, NoTradeBandOption, WeightsMapOption, WorkersOption, GpusOption,
+          SchedulerOption, TlsCaOption, TlsCertOption, TlsKeyOption, InsecureOption, SearchOption,
+          EnsembleWeightingOption, TargetScoreOption)  # fmt: skip
+"""The shared options: a command that takes one of these names takes it as declared here (the
+same help, and the default None, or False for ``--insecure``, [] for ``--cost-set``)."""

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from trader.cli.options import DatasetOption, DeviceOption
 from trader.cli.root import app
 
 
@@ -39,8 +40,8 @@ def paper_command(
     poll: Annotated[float | None, typer.Option("--poll", help="alpaca: seconds between two looks at the broker's clock or orders; default 1.")] = None,
     backoff: Annotated[float | None, typer.Option("--backoff", help="alpaca: seconds of the first wait after a 429 or 5xx (doubled, at most 5 retries); default 1.")] = None,
     cash_tolerance: Annotated[float, typer.Option("--cash-tolerance", help="Largest difference of cash between the journal and the broker before the loop stops.")] = 0.01,
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe, when the run records none.")] = None,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:1, ...")] = "cpu",
+    dataset: DatasetOption = None,
+    device: DeviceOption = None,
 ) -> None:
     """Forward-test the run's selected strategy: decide every bar, trade at the next open, journal, reconcile."""
     from trader.paper.config import PaperConfig, RiskLimits
@@ -64,7 +65,7 @@ def paper_command(
                          send_window_s=defaults.send_window_s if send_window is None else send_window,
                          poll_s=defaults.poll_s if poll is None else poll,
                          backoff_s=defaults.backoff_s if backoff is None else backoff,
-                         cash_tolerance=cash_tolerance, device=device)  # fmt: skip
+                         cash_tolerance=cash_tolerance, device=device or defaults.device)  # fmt: skip
     from trader.paper import paper
     from trader.paper.loop import PaperStop
 

@@ -18,11 +18,28 @@ from rich.table import Table
 
 from trader.cli.root import app
 from trader.cli.options import (
+    CommissionOption,
+    CompileOption,
     CostSetOption,
     CostsOption,
+    DatasetOption,
+    DeviceOption,
+    EnsembleWeightingOption,
+    GpusOption,
+    InsecureOption,
     NoTradeBandOption,
+    NumEnvsOption,
+    SchedulerOption,
+    SearchOption,
+    SeedOption,
+    TargetScoreOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
     TradeRateOption,
     WeightsMapOption,
+    WorkersOption,
+    cluster_flags,
     cost_flags,
     names,
     with_aim_rules,
@@ -35,62 +52,56 @@ from trader.names import ALGOS, PRESET_COST
 @app.command("tournament")
 def tournament_command(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (created; with --resume, the one to continue).")],
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe (name or path).")] = None,
+    dataset: DatasetOption = None,
     env: Annotated[str | None, typer.Option("--env", help="Gymnasium env id instead of a data set, e.g. Ant-v5.")] = None,
     algos: Annotated[str | None, typer.Option("--algos", help=f"Comma-separated algorithms ({','.join(ALGOS)}).")] = None,
     population: Annotated[int | None, typer.Option("--population", help="Leaderboard size (default 8).")] = None,
     pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="Transitions per pod (default 50000).")] = None,
     pods: Annotated[int | None, typer.Option("--pods", help="Pod budget (default 12 unless another stop is given).")] = None,
     time_budget: Annotated[str | None, typer.Option("--time-budget", help="Wall-clock budget: 90s, 30m, 2h.")] = None,
-    target_score: Annotated[float | None, typer.Option("--target-score", help="Stop at this validation score.")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", help="Local worker processes (default 2).")] = None,
-    scheduler: Annotated[str | None, typer.Option("--scheduler", help="Join the dask scheduler at ADDRESS: tls://HOST:PORT (tcp:// on loopback only, unless --insecure).")] = None,
-    tls_ca: Annotated[Path | None, typer.Option("--tls-ca", help="With a tls:// scheduler: the cluster's CA certificate (PEM).")] = None,
-    tls_cert: Annotated[Path | None, typer.Option("--tls-cert", help="With a tls:// scheduler: this client's certificate (PEM).")] = None,
-    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="With a tls:// scheduler: this client's private key (PEM).")] = None,
-    insecure: Annotated[bool, typer.Option("--insecure", help="Allow a plain tcp:// scheduler off loopback: anyone who reaches it runs code on every worker.")] = False,
-    search: Annotated[str | None, typer.Option("--search", help="How new pods are made: pbt (children of the best, perturbed; the default) or random (random search: every pod fresh, hyperparameters drawn in their ranges).")] = None,
-    ensemble_weighting: Annotated[str | None, typer.Option("--ensemble-weighting", help="Weights of the ensemble's members: equal (the default) or score (their validation Sharpe ratios).")] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", help="all or 0,1: one dask-cuda worker per GPU.")] = None,
-    num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments per pod (default 64).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Tournament seed (default 0).")] = None,
-    device: Annotated[str | None, typer.Option("--device", help="cpu or cuda (implied by --gpus).")] = None,
-    compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help="torch.compile the pods' env steps and networks: each worker compiles once, then steps faster (benchmarks/RESULTS.md, validation pass).")] = None,
+    target_score: TargetScoreOption = None,
+    workers: WorkersOption = None,
+    scheduler: SchedulerOption = None,
+    tls_ca: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    insecure: InsecureOption = False,
+    search: SearchOption = None,
+    ensemble_weighting: EnsembleWeightingOption = None,
+    gpus: GpusOption = None,
+    num_envs: NumEnvsOption = None,
+    seed: SeedOption = None,
+    device: DeviceOption = None,
+    compile: CompileOption = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
     preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); --config keys go on top.")] = None,
-    cost: Annotated[float | None, typer.Option("--cost", help="Market envs: commission rate per side (5e-4: 5 bp); default the preset's 5 bp, else the env's 0.1%.")] = None,
+    commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
     trade_rate: TradeRateOption = None,
     no_trade_band: NoTradeBandOption = None,
     weights_map: WeightsMapOption = None,
 ) -> None:
-    """Train a population of pods on dask, rank them, breed new ones; backtest the best."""
+    """Train a population of pods on dask, rank them, breed new ones; backtest the best.
+
+    Without --dataset or --env: synthetic-edge-minute (TournamentConfig.env)."""
     from tournament import TournamentConfig
     from trader.durations import parse_duration
     from trader.rundir import read_toml
 
-    cost, named = cost_flags(cost, costs, cost_set)
+    cost, named = cost_flags(commission, costs, cost_set)
     values: dict[str, Any] = read_toml(config) if config is not None else {}
     if dataset is not None and env is not None:
         raise UserError("give --dataset or --env, not both")
-    if workers is not None and (scheduler is not None or gpus is not None):
-        raise UserError("--workers sets the local cluster's processes; with --scheduler or --gpus the cluster has its own")
-    if insecure and scheduler is None:
-        raise UserError("--insecure applies with --scheduler tcp://HOST:PORT (a plain address off loopback)")
-    if device is not None and gpus is not None:
-        raise UserError("--gpus runs the pods on cuda; drop --device")
-    if any(f is not None for f in (tls_ca, tls_cert, tls_key)) and (scheduler or "").split("://")[0] not in ("tls", "wss"):
-        raise UserError("--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler")
+    cluster_keys = cluster_flags(workers, scheduler, gpus, device, (tls_ca, tls_cert, tls_key), insecure)
     if env is not None and preset is not None:
         raise UserError("--preset applies to market data sets (--dataset), not to gymnasium envs")
     flags = {
         "env": dataset or env, "population": population, "pod_steps": pod_steps, "pods": pods,
-        "target_score": target_score, "workers": workers, "scheduler": scheduler, "gpus": gpus,
+        "target_score": target_score, **cluster_keys,
         "num_envs": num_envs, "seed": seed, "device": device, "compile": compile, "search": search,
         "ensemble_weighting": ensemble_weighting,
-        "tls_ca": _path(tls_ca), "tls_cert": _path(tls_cert), "tls_key": _path(tls_key), "insecure": insecure or None,
         "algos": parse_algos(algos) if algos is not None else None,
         "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
     }  # fmt: skip
@@ -148,7 +159,7 @@ keeps everything else from its tournament.toml): its stops and its cluster."""
 SETTING_OPTIONS = {"env": "--dataset/--env", "algos": "--algos", "population": "--population",
                    "pod_steps": "--pod-steps", "num_envs": "--num-envs", "seed": "--seed", "device": "--device",
                    "compile": "--compile", "search": "--search", "ensemble_weighting": "--ensemble-weighting",
-                   "env_config": "--preset/--cost/--costs", "algo_configs": "--preset"}  # fmt: skip
+                   "env_config": "--preset/--commission/--costs", "algo_configs": "--preset"}  # fmt: skip
 """The options that set a tournament's settings (tournament.toml), by the key they set."""
 
 
@@ -201,7 +212,7 @@ def progress_line(state: Any) -> str:
 
 
 def _apply_costs(values: dict[str, Any], cost: float | None, named: Any) -> None:
-    """Put ``--cost`` or ``--costs`` into the tournament's env rules; refuse, before any pod runs,
+    """Put ``--commission`` or ``--costs`` into the tournament's env rules; refuse, before any pod runs,
     a gymnasium env, or a model the data cannot feed (a participation cap or impact on close-only data)."""
     from market_envs.costs import check_costs_for_data
     from tournament import TournamentConfig
@@ -209,17 +220,13 @@ def _apply_costs(values: dict[str, Any], cost: float | None, named: Any) -> None
 
     env = resolve_env(values.get("env", TournamentConfig().env))
     if env.is_gym:
-        raise UserError(f"{'--costs' if named is not None else '--cost'} applies to market data sets (--dataset), "
+        raise UserError(f"{'--costs' if named is not None else '--commission'} applies to market data sets (--dataset), "
                         "not to gymnasium envs")  # fmt: skip
     values["env_config"] = with_costs(values.get("env_config"), cost, named)
     if named is not None:
         from market_envs.data import load
 
         check_costs_for_data(named.costs, load(env.value))
-
-
-def _path(path: Path | None) -> str | None:
-    return None if path is None else str(path.resolve())
 
 
 def parse_algos(text: str) -> tuple[str, ...]:

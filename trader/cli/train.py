@@ -18,9 +18,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from trader.cli.root import app
 from trader.cli.options import (
+    CommissionOption,
+    CompileOption,
     CostSetOption,
     CostsOption,
+    DatasetOption,
+    DeviceOption,
     NoTradeBandOption,
+    NumEnvsOption,
+    SeedOption,
     TradeRateOption,
     WeightsMapOption,
     cost_flags,
@@ -34,23 +40,23 @@ from trader.names import ALGOS, PRESET_COST
 
 @app.command("train")
 def train_command(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory, new or empty (see --overwrite).")],
     algo: Annotated[str | None, typer.Option("--algo", help=f"Algorithm: {', '.join(ALGOS)} (default: a run config's).")] = None,
     env: Annotated[str | None, typer.Option("--env", help="Gymnasium env id, e.g. Pendulum-v1.")] = None,
-    dataset: Annotated[str | None, typer.Option("--dataset", help="Data set recipe (name or path): trains on the market env.")] = None,
+    dataset: DatasetOption = None,
     steps: Annotated[int | None, typer.Option("--steps", help="Environment transitions to collect (default 100,000).")] = None,
-    run_dir: Annotated[Path, typer.Option("--run-dir", help="Run directory, new or empty (see --overwrite).")] = Path("runs/train"),
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the agent and the envs (default 0).")] = None,
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N (default cpu).")] = None,
-    num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments of the training env (default 8).")] = None,
+    seed: SeedOption = None,
+    device: DeviceOption = None,
+    num_envs: NumEnvsOption = None,
     eval_every: Annotated[int | None, typer.Option("--eval-every", help="Transitions between validations (0: only at the end; default 10,000).")] = None,
     eval_episodes: Annotated[int | None, typer.Option("--eval-episodes", help="Gymnasium envs: validation episodes (default 5; a market validates on its whole validation period).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of algo config keys, or a run's config.toml: then the run's every input (data set, env rules, algo config, seed, steps, ...) and the flags given on top; it trains the run again, bit for bit on one worker.")] = None,
-    compile: Annotated[bool | None, typer.Option("--compile/--no-compile", help="Use torch.compile (opt-in).")] = None,
-    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); at --cost or 5 bp per side.")] = None,
-    cost: Annotated[float | None, typer.Option("--cost", help="Market envs: commission rate per side (5e-4: 5 bp); default the preset's 5 bp, else the env's 0.1%.")] = None,
+    compile: CompileOption = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); at --commission or 5 bp per side.")] = None,
+    commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the run already in --run-dir whole (every file a run wrote there is removed first).")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the run already in RUN_DIR whole (every file a run wrote there is removed first).")] = False,
     trade_rate: TradeRateOption = None,
     no_trade_band: NoTradeBandOption = None,
     weights_map: WeightsMapOption = None,
@@ -59,7 +65,7 @@ def train_command(
     from trader import rundir
     from trader.training import rerun_arguments, train
 
-    cost, named = cost_flags(cost, costs, cost_set)
+    cost, named = cost_flags(commission, costs, cost_set)
     for option, value, low in (("--steps", steps, 1), ("--num-envs", num_envs, 1), ("--eval-every", eval_every, 0),
                                ("--eval-episodes", eval_episodes, 1)):  # fmt: skip
         if value is not None and value < low:
@@ -90,14 +96,14 @@ def train_command(
             raise UserError(f"--preset: unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     market = not resolve_env(arguments["env"]).is_gym
     if not market:
-        for option, given in (("--cost", cost is not None), ("--costs", named is not None), ("--preset", preset is not None),
+        for option, given in (("--commission", cost is not None), ("--costs", named is not None), ("--preset", preset is not None),
                               ("--trade-rate", trade_rate is not None), ("--no-trade-band", no_trade_band is not None),
                               ("--weights-map", weights_map is not None)):  # fmt: skip
             if given:
                 raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
     elif eval_episodes is not None:
         raise UserError("--eval-episodes applies to gymnasium envs; a market validates once on its whole validation period")
-    rundir.check_new_run(run_dir, remedy="pass --overwrite to replace it, or another --run-dir", overwrite=overwrite)
+    rundir.check_new_run(run_dir, remedy="pass --overwrite to replace it, or another run directory", overwrite=overwrite)
     _apply_rules(arguments, preset, cost, named)
     arguments["env_config"] = with_aim_rules(arguments.get("env_config"), weights_map, trade_rate, no_trade_band)
     console = Console(stderr=True)
@@ -137,7 +143,7 @@ def train_command(
 
 def _apply_rules(arguments: dict[str, Any], preset: str | None, cost: float | None, named: Any) -> None:
     """The env rules and algo config of ``arguments`` under ``--preset`` (its defaults under the
-    keys already there), then ``--cost`` / ``--costs`` (which always act); PPO's annealed
+    keys already there), then ``--commission`` / ``--costs`` (which always act); PPO's annealed
     learning rate runs over this run's steps."""
     from trader.presets import apply_preset
 

@@ -15,7 +15,34 @@ import typer
 from rich.console import Console
 
 from trader.cli.root import app
-from trader.cli.options import cost_rate, names, with_costs
+from trader.cli.options import (
+    CommissionOption,
+    CompileOption,
+    CostSetOption,
+    CostsOption,
+    DatasetOption,
+    DeviceOption,
+    EnsembleWeightingOption,
+    GpusOption,
+    InsecureOption,
+    NoTradeBandOption,
+    NumEnvsOption,
+    SchedulerOption,
+    SearchOption,
+    SeedOption,
+    TargetScoreOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+    TradeRateOption,
+    WeightsMapOption,
+    WorkersOption,
+    cluster_flags,
+    cost_flags,
+    names,
+    with_aim_rules,
+    with_costs,
+)
 from trader.errors import UserError
 from trader.names import PRESET_COST
 
@@ -23,45 +50,72 @@ from trader.names import PRESET_COST
 @app.command("walkforward")
 def walkforward_command(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (created; the same one with the same flags resumes).")],
-    dataset: Annotated[str, typer.Option("--dataset", help="Data set recipe (name or path).")],
     train: Annotated[str, typer.Option("--train", help="Training window per fold: 5y, 18m (months), 2w, 10d.")],
     validation: Annotated[str, typer.Option("--validation", help="Validation window per fold (the fold's selection).")],
     test: Annotated[str, typer.Option("--test", help="Test window per fold (traded once).")],
+    dataset: DatasetOption = None,
     step: Annotated[str | None, typer.Option("--step", help="How far each fold moves on (default: --test; the stitched record needs it equal).")] = None,
     expanding: Annotated[bool, typer.Option("--expanding", help="Training windows all start at the first session.")] = False,
     embargo: Annotated[int, typer.Option("--embargo", help="Bars purged between train | validation and validation | test.")] = 0,
     learner: Annotated[str, typer.Option("--learner", help="tournament, ppo, sac or td3.")] = "tournament",
-    seed: Annotated[int, typer.Option("--seed", help="Fold k runs with seed + k.")] = 0,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+    seed: SeedOption = None,
+    device: DeviceOption = None,
     steps: Annotated[int | None, typer.Option("--steps", help="ppo/sac/td3: transitions per fold (default 100,000).")] = None,
-    num_envs: Annotated[int | None, typer.Option("--num-envs", help="Sub-environments of each training env (default 8; a tournament's pods: 64).")] = None,
+    num_envs: NumEnvsOption = None,
     eval_every: Annotated[int | None, typer.Option("--eval-every", help="ppo/sac/td3: transitions between validations (0: only at the end; default 10,000).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="ppo/sac/td3: TOML file of algo config keys (or a run's config.toml).")] = None,
+    compile: CompileOption = None,
     algos: Annotated[str | None, typer.Option("--algos", help="tournament: comma-separated algorithms.")] = None,
     population: Annotated[int | None, typer.Option("--population", help="tournament: leaderboard size.")] = None,
     pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="tournament: transitions per pod.")] = None,
     pods: Annotated[int | None, typer.Option("--pods", help="tournament: pod budget per fold.")] = None,
     time_budget: Annotated[str | None, typer.Option("--time-budget", help="tournament: wall-clock budget per fold: 90s, 30m, 2h.")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", help="tournament: local worker processes.")] = None,
+    target_score: TargetScoreOption = None,
+    search: SearchOption = None,
+    ensemble_weighting: EnsembleWeightingOption = None,
+    workers: WorkersOption = None,
+    gpus: GpusOption = None,
+    scheduler: SchedulerOption = None,
+    tls_ca: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    insecure: InsecureOption = False,
     baselines: Annotated[str | None, typer.Option("--baselines", help="Baseline libraries per fold, on the same folds, rules and budget: sb3, sb3-dummy, finrl (comma-separated).")] = None,
     baseline_algos: Annotated[str | None, typer.Option("--baseline-algos", help="With --baselines sb3 or sb3-dummy: their SB3 algorithms (comma-separated; default ppo).")] = None,
     baseline_steps: Annotated[int | None, typer.Option("--baseline-steps", help="With --baselines: env steps of each baseline per fold (default: the learner's: --steps, or --pods x --pod-steps).")] = None,
     warm_start: Annotated[bool, typer.Option("--warm-start", help="Fold k+1 continues from fold k: a single learner from its best checkpoint, a tournament's pods from its leaderboard (default: a fresh start per fold).")] = False,
     preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets).")] = None,
-    cost: Annotated[float | None, typer.Option("--cost", help="Commission rate per side (5e-4: 5 bp); default the preset's 5 bp, else the env's 0.1%.")] = None,
+    commission: CommissionOption = None,
+    costs: CostsOption = None,
+    cost_set: CostSetOption = [],
+    trade_rate: TradeRateOption = None,
+    no_trade_band: NoTradeBandOption = None,
+    weights_map: WeightsMapOption = None,
 ) -> None:
-    """Walk a learner forward: per fold train, select on validation, test; stitch the test windows."""
+    """Walk a learner forward: per fold train, select on validation, test; stitch the test windows.
+
+    --dataset is required (every fold is a window of a market). The learner's options are
+    those of trader train (ppo, sac, td3) and trader tournament, less --env, --eval-episodes
+    (gymnasium envs only) and --resume (the same command resumes)."""
     from trader.folds import FoldSpec
     from trader.walkforward import LEARNERS, walk_forward
 
+    if dataset is None:
+        raise UserError("give --dataset RECIPE: a walk-forward's folds are windows of a market data set")
     if learner not in LEARNERS:
         raise UserError(f"--learner must be one of {', '.join(LEARNERS)}, got {learner!r}")
     folds = FoldSpec(train, validation, test, step, expanding, embargo)
     single = learner != "tournament"
     if not single and config is not None:
         raise UserError("--config sets a single learner's algo config; a tournament takes --algos and --preset")
-    if single and any(v is not None for v in (algos, population, pod_steps, pods, time_budget, workers)):
-        raise UserError("--algos, --population, --pod-steps, --pods, --time-budget and --workers apply to --learner tournament")
+    tournament_only = {"--algos": algos, "--population": population, "--pod-steps": pod_steps, "--pods": pods,
+                       "--time-budget": time_budget, "--target-score": target_score, "--search": search,
+                       "--ensemble-weighting": ensemble_weighting, "--workers": workers, "--gpus": gpus,
+                       "--scheduler": scheduler, "--tls-ca": tls_ca, "--tls-cert": tls_cert, "--tls-key": tls_key,
+                       "--insecure": insecure or None}  # fmt: skip
+    given = [option for option, value in tournament_only.items() if value is not None]
+    if single and given:
+        raise UserError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --learner tournament")
     if not single and (steps is not None or eval_every is not None):
         raise UserError("--steps and --eval-every apply to a single learner (ppo, sac, td3); a tournament's "
                         "pods take --pod-steps and validate once, at their end")  # fmt: skip
@@ -69,17 +123,21 @@ def walkforward_command(
         raise UserError("--baseline-algos and --baseline-steps apply with --baselines LIBRARIES")
     if baseline_algos is not None and not {"sb3", "sb3-dummy"} & set(names(baselines, "--baselines")):
         raise UserError("--baseline-algos applies to the sb3 and sb3-dummy baselines (finrl has its own learners)")
-    cost = cost_rate(cost)
+    cost, named = cost_flags(commission, costs, cost_set)
+    cluster = cluster_flags(workers, scheduler, gpus, device, (tls_ca, tls_cert, tls_key), insecure)
     steps, eval_every = 100_000 if steps is None else steps, 10_000 if eval_every is None else eval_every
     algo_config = _read_config(config) if config is not None else {}
-    tournament = {} if single else _tournament_keys(algos, population, pod_steps, pods, time_budget, workers, num_envs)
+    tournament = {} if single else _tournament_keys(algos, population, pod_steps, pods, time_budget, num_envs,
+                                                    target_score, search, ensemble_weighting, compile, cluster)  # fmt: skip
     env_config: dict[str, Any] = {}
     if preset is not None:
         env_config, algo_config, tournament = _preset(preset, dataset, PRESET_COST if cost is None else cost, learner,
                                                       algo_config, tournament, steps, num_envs)  # fmt: skip
-    env_config = with_costs(env_config, cost, None) or {}
+    env_config = with_costs(env_config, cost, named) or {}
+    env_config = with_aim_rules(env_config or None, weights_map, trade_rate, no_trade_band) or {}
     if learner == "ppo" and algo_config.get("anneal_lr") and algo_config.get("total_steps") is None:
         algo_config["total_steps"] = steps  # the schedule runs over one fold's --steps
+    seed, device = seed or 0, device or "cpu"
     console = Console(stderr=True)
     header = [f"[bold]walk-forward[/bold] {learner} on {dataset}: train {train}, validation {validation}, "
               f"test {test}{', expanding' if expanding else ''}, embargo {embargo}; run directory {run_dir}"]  # fmt: skip
@@ -93,7 +151,7 @@ def walkforward_command(
                           num_envs=num_envs or 8, eval_every=eval_every, algo_config=algo_config,
                           env_config=env_config, tournament=tournament, baselines=names(baselines, "--baselines"),
                           baseline_algos=names(baseline_algos or "ppo", "--baseline-algos"), baseline_steps=baseline_steps,
-                          warm_start=warm_start,
+                          warm_start=warm_start, compile=bool(compile) and single,
                           on_progress=say)  # fmt: skip
     from trader import rundir
 
@@ -102,16 +160,19 @@ def walkforward_command(
 
 
 def _tournament_keys(algos: str | None, population: int | None, pod_steps: int | None, pods: int | None,
-                     time_budget: str | None, workers: int | None, num_envs: int | None) -> dict[str, Any]:  # fmt: skip
+                     time_budget: str | None, num_envs: int | None, target_score: float | None, search: str | None,
+                     ensemble_weighting: str | None, compile: bool | None, cluster: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """Each fold's `TournamentConfig` keys from the tournament's options (those given only)."""
     from trader.cli.tournament import parse_algos
     from trader.durations import parse_duration
 
     keys = {"algos": parse_algos(algos) if algos is not None else None, "population": population,
-            "pod_steps": pod_steps, "pods": pods, "workers": workers, "num_envs": num_envs,
+            "pod_steps": pod_steps, "pods": pods, "num_envs": num_envs, "target_score": target_score,
+            "search": search, "ensemble_weighting": ensemble_weighting, "compile": compile, **cluster,
             "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None}  # fmt: skip
     keys = {k: v for k, v in keys.items() if v is not None}
-    if "time_budget" in keys and pods is None:
-        keys["pods"] = None  # a time budget alone replaces the default pod budget
+    if ("time_budget" in keys or "target_score" in keys) and pods is None:
+        keys["pods"] = None  # a time or score stop given alone replaces the default pod budget
     return keys
 
 
