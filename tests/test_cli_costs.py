@@ -13,6 +13,7 @@ from golden.case import session_panel
 from market_fixtures import random_walk_frame, write_tiny_recipe
 
 import trader.backtesting.periods as periods
+import trader.environments as environments
 import trader.training as train_module
 from market_envs.costs import cost_model
 from market_envs.data import from_frame
@@ -40,6 +41,7 @@ def toy_data(monkeypatch):
 
     monkeypatch.setattr(periods, "load_dataset", load)
     monkeypatch.setattr(train_module, "load_market", lambda recipe, periods=None: load(recipe).with_periods(periods))
+    monkeypatch.setattr(environments, "load_market", lambda recipe, periods=None: load(recipe).with_periods(periods))
     return panels
 
 

@@ -4,11 +4,13 @@ line and exit code 2, before any work. A new option fails the walk until it is l
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import typer
 
+from market_envs.env import EnvConfig
 from trader import rundir
 from trader.cli import app, main
 from trader.errors import UserError
@@ -383,7 +385,9 @@ def walk_forward_arguments(monkeypatch):
 def test_walkforward_commission_without_a_preset_acts(tmp_path: Path, walk_forward_arguments) -> None:
     argv = [a.replace("RUN", str(tmp_path / "w")) for a in WALK]
     assert main([*argv, "--learner", "ppo", "--commission", "0.002"]) == 2
-    assert walk_forward_arguments["env_config"] == {"buy_cost": 0.002, "sell_cost": 0.002}
+    rules = walk_forward_arguments["env_config"]  # an EnvConfig: the rate set on it, the rest the defaults
+    assert (rules.buy_cost, rules.sell_cost) == (0.002, 0.002)
+    assert replace(rules, buy_cost=0.0, sell_cost=0.0) == replace(EnvConfig(), buy_cost=0.0, sell_cost=0.0)
 
 
 def test_walkforward_passes_its_learners_options_down(tmp_path: Path, walk_forward_arguments, capsys) -> None:
@@ -396,8 +400,8 @@ def test_walkforward_passes_its_learners_options_down(tmp_path: Path, walk_forwa
     assert main([*argv, "--learner", "ppo", "--costs", "retail", "--cost-set", "participation=0.05", "--compile",
                  "--preset", "market", "--trade-rate", "0.3", "--seed", "4", "--device", "cpu"]) == 2  # fmt: skip
     rules, named = walk_forward_arguments["env_config"], cost_model("retail").with_overrides({"participation": 0.05})
-    assert rules["costs"] == named.as_dict()["costs"] and rules["buy_cost"] == named.buy_cost
-    assert rules["trade_rate"] == 0.3 and rules["action_mode"] == "weights"
+    assert rules.costs == named.costs and rules.buy_cost == named.buy_cost  # the model as an object, no dict step
+    assert rules.trade_rate == 0.3 and rules.action_mode == "weights"
     assert walk_forward_arguments["compile"] is True and walk_forward_arguments["seed"] == 4
     assert walk_forward_arguments["tournament"] == {}
     ca = tmp_path / "ca.pem"

@@ -78,6 +78,50 @@ class FoldSpec:
 
 
 @dataclass(frozen=True)
+class Windows:
+    """A run's train, validation and test periods as bar positions ``[start, stop)`` of
+    its data set's index: what `MarketData.with_windows` cuts, as it is."""
+
+    train: tuple[int, int]
+    validation: tuple[int, int]
+    test: tuple[int, int]
+
+    def window(self, name: str) -> tuple[int, int]:
+        return {"train": self.train, "validation": self.validation, "test": self.test}[name]
+
+    def as_dict(self) -> dict[str, tuple[int, int]]:
+        """Period name -> ``(start, stop)``, as `MarketData.with_windows` takes them."""
+        return {name: self.window(name) for name in WINDOWS}
+
+    def periods(self, timestamps: Any) -> dict[str, list[str]]:
+        """Each window as ``[first bar, last bar]`` (ISO timestamps, both included): how a
+        run directory records it (config.toml's ``[env.periods]``, fold.json's ``windows``)."""
+        return {name: [timestamps[lo].isoformat(), timestamps[hi - 1].isoformat()]
+                for name, (lo, hi) in self.as_dict().items()}  # fmt: skip
+
+    @classmethod
+    def from_periods(cls, periods: Any, timestamps: Any) -> Windows:
+        """The windows a run file records as ``[first, last]`` bounds (`periods`), found in
+        ``timestamps`` (both bounds included; naive bounds are read in the index's zone)."""
+        import pandas as pd
+
+        missing = [name for name in WINDOWS if name not in periods]
+        if missing:
+            raise UserError(f"periods need {list(WINDOWS)}; missing {missing}")
+        bars = {}
+        for name in WINDOWS:
+            first, last = (pd.Timestamp(str(b)) for b in periods[name])
+            first, last = (t.tz_localize(timestamps.tz) if t.tzinfo is None else t.tz_convert(timestamps.tz)
+                           for t in (first, last))  # fmt: skip
+            lo, hi = int(timestamps.searchsorted(first, "left")), int(timestamps.searchsorted(last, "right"))
+            if hi <= lo:
+                raise UserError(f"{name} period {periods[name][0]} .. {periods[name][1]} holds no bar of the data "
+                                f"({timestamps[0]} .. {timestamps[-1]})")  # fmt: skip
+            bars[name] = (lo, hi)
+        return cls(**bars)
+
+
+@dataclass(frozen=True)
 class Fold:
     """One fold: each window as bar positions ``[start, stop)`` of the data's index."""
 
@@ -89,11 +133,15 @@ class Fold:
     def window(self, name: str) -> tuple[int, int]:
         return {"train": self.train, "validation": self.validation, "test": self.test}[name]
 
+    @property
+    def windows(self) -> Windows:
+        """The fold's windows, as a run takes them (`trader.spec.MarketSpec`)."""
+        return Windows(self.train, self.validation, self.test)
+
     def periods(self, timestamps: Any) -> dict[str, list[str]]:
-        """Each window as ``[first bar, last bar]`` (ISO timestamps, both included): the
-        explicit period bounds a run carries (`MarketData.with_periods`)."""
-        return {name: [timestamps[lo].isoformat(), timestamps[hi - 1].isoformat()]
-                for name, (lo, hi) in ((n, self.window(n)) for n in WINDOWS)}  # fmt: skip
+        """Each window as ``[first bar, last bar]`` (ISO timestamps, both included), as
+        the fold's record (fold.json) and its run directory write it."""
+        return self.windows.periods(timestamps)
 
 
 def make_folds(timestamps: Any, spec: FoldSpec) -> list[Fold]:
@@ -170,4 +218,4 @@ def _one_day() -> Any:
     return pd.Timedelta(days=1)
 
 
-__all__ = ["MIN_BARS", "WINDOWS", "Fold", "FoldSpec", "consecutive", "make_folds"]
+__all__ = ["MIN_BARS", "WINDOWS", "Fold", "FoldSpec", "Windows", "consecutive", "make_folds"]

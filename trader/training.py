@@ -62,6 +62,7 @@ from trader.agents.evaluator import Evaluator, mean_return_score, return_and_sha
 from trader.environments import load_market, resolve_env
 from trader.errors import CheckpointError, ConfigError, UserError
 from trader.rundir import config_from_dict, config_to_dict
+from trader.spec import MarketSpec
 
 ProgressFn = Callable[[dict[str, float]], None]
 """Called after each iteration with that iteration's metrics row."""
@@ -129,7 +130,9 @@ def train(
     """Train one agent and write the run directory (see the module docstring).
 
     :param algo: "ppo", "sac" or "td3".
-    :param env: a gymnasium id, a data set recipe, a `MarketData` or a batched env.
+    :param env: a `trader.spec.MarketSpec` (a market run's data set, windows and rules, as
+        its entry point built them), a gymnasium id, a data set recipe, a `MarketData` or a
+        batched env.
     :param config: the algo config: an instance, a dict of overrides, or None (defaults).
     :param run_dir: where config, metrics and checkpoints go (created if missing).
     :param steps: environment transitions to collect (summed over sub-environments).
@@ -316,7 +319,13 @@ def build_envs(
     compile: bool = False,
     periods: dict[str, Any] | None = None,
 ) -> BuiltEnvs:
-    """Training env + evaluator for a gymnasium id, a recipe, a panel or a built env."""
+    """Training env + evaluator for a market spec, a gymnasium id, a recipe, a panel or a built env."""
+    if isinstance(env, MarketSpec):
+        if env_config is not None or periods:
+            raise ConfigError("a MarketSpec carries the env rules and the windows; give no env_config or periods beside it")
+        name = resolve_env(env.dataset)
+        return _market_envs(env.data(), num_envs, device, env.rules, compile,
+                            recipe=name.value if name.kind == "recipe_file" else None)  # fmt: skip
     if isinstance(env, str):
         name = resolve_env(env)
         if name.is_gym:

@@ -6,9 +6,12 @@
 1. **trains and selects** in ``RUN_DIR/folds/<k>/``, a normal run directory: a
    `trader.train` run (``learner`` "ppo", "sac" or "td3": its ``best`` snapshot is
    chosen on the fold's validation window) or a `tournament.run` (``"tournament"``:
-   the leaderboard's best pod). The fold's windows travel as explicit periods
-   (`MarketData.with_periods`), so training, validation, normalisation statistics and
-   every pod see the fold's own windows only;
+   the leaderboard's best pod). The fold's `trader.spec.MarketSpec` (the data set, the
+   rules built once for every fold, the fold's windows as bar positions) goes to the
+   training run, to the baselines and to the test step as it is: training, validation,
+   normalisation statistics and every baseline see the fold's own windows only, and no
+   step reads them back from the fold's files. (The tournament learner's pods run in
+   other processes and get the windows as the bounds tournament.toml records.)
 2. **tests** the selected policy on the fold's test window through the backtest engine
    (`trader.backtesting.runs.backtest_run`, beside the benchmark and equal-weight; report
    in the fold's folder). The policy takes over the previous fold's book (cash and
@@ -48,6 +51,7 @@ from trader import rundir
 from trader.errors import ConfigError, UserError
 from trader.folds import WINDOWS, Fold, FoldSpec, consecutive, make_folds
 from trader.rundir import config_from_dict, config_to_dict
+from trader.spec import MarketSpec
 
 LEARNERS = ("tournament", "ppo", "sac", "td3")
 SELECTED = "best"
@@ -86,8 +90,9 @@ class WalkForwardConfig:
     """Single learner: transitions between validations (0: once, at the end)."""
     algo_config: dict[str, Any] = field(default_factory=dict)
     """Single learner: algorithm config overrides."""
-    env_config: dict[str, Any] = field(default_factory=dict)
-    """`EnvConfig` overrides (costs, action mode, features), for every fold."""
+    env_config: Any = field(default_factory=dict)
+    """The env rules of every fold: `EnvConfig` overrides (costs, action mode, features) as
+    a dict, or an `EnvConfig` (kept as it is down to each fold's env)."""
     tournament: dict[str, Any] = field(default_factory=dict)
     """Tournament learner: `TournamentConfig` keys (pods, pod_steps, population,
     workers, algos, algo_configs, time_budget, ...) for every fold."""
@@ -195,7 +200,7 @@ def walk_forward(
     :param learner: "tournament", "ppo", "sac" or "td3".
     :param steps, num_envs, eval_every, algo_config: a single learner's budget and config per fold.
     :param tournament: `TournamentConfig` keys per fold (the tournament learner's budget).
-    :param env_config: `EnvConfig` overrides for every fold.
+    :param env_config: `EnvConfig` overrides for every fold, or an `EnvConfig`.
     :param baselines: baseline libraries ("sb3", "sb3-dummy", "finrl") trained and
         tested per fold beside the learner, under the same windows, rules and budget
         (``baseline_steps``, default the learner's), stitched like it.
@@ -207,8 +212,13 @@ def walk_forward(
     name = resolve_env(dataset)
     if name.is_gym:
         raise UserError(f"walk-forward needs a market data set, not the gymnasium env {dataset!r}")
+    from market_envs.env import EnvConfig
+
+    # the rules in full, however given (keys, an EnvConfig or None), so that walkforward.toml
+    # records the same rules for the same run whether the CLI or the Python API started it
+    rules = env_config if isinstance(env_config, EnvConfig) else config_from_dict(EnvConfig, dict(env_config or {}))
     config = WalkForwardConfig(str(run_dir), name.value, folds, learner, seed, device, steps, num_envs, eval_every,
-                               dict(algo_config or {}), dict(env_config or {}), dict(tournament or {}),
+                               dict(algo_config or {}), rules, dict(tournament or {}),
                                tuple(baselines), tuple(baseline_algos), baseline_steps, warm_start, compile)  # fmt: skip
     return run(config, on_progress)
 
@@ -216,9 +226,11 @@ def walk_forward(
 def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkForwardResult:
     """`walk_forward` on a resolved config."""
     from trader.environments import load_market
+    from trader.spec import market_spec
 
     say = on_progress or (lambda line: None)
     root = Path(config.run_dir)
+    spec = market_spec(config.dataset, config.env_config)  # the rules, once for every fold
     data = load_market(config.dataset)
     plan = make_folds(data.timestamps, config.folds)
     if not consecutive(plan):
@@ -230,12 +242,13 @@ def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkF
             record = read_fold(root, fold.index)
             if record is None:
                 books = None if not records else records[-1]["books"]
-                record = _run_fold(config, data, fold, books, clients.get(), say, len(plan))
+                record = _run_fold(config, spec.with_windows(fold.windows), data, fold, books, clients.get(), say,
+                                   len(plan))  # fmt: skip
             else:
                 say(f"fold {fold.index + 1}/{len(plan)}: finished before, kept")
             records.append(record)
     say("stitching the test windows")
-    stitched, summary = _stitch(config, data, plan, records)
+    stitched, summary = _stitch(config, spec, data, plan, records)
     rundir.write_parquet(root / rundir.WF_STITCHED, stitched)
     rundir.write_json(root / rundir.WF_REPORT_JSON, summary)
     rundir.write_text(root / rundir.WF_REPORT_MD, markdown(summary))
@@ -263,9 +276,10 @@ def read_fold(root: str | os.PathLike[str], k: int) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- one fold
 
 
-def _run_fold(config: WalkForwardConfig, data: Any, fold: Fold, start_books: dict[str, Any] | None, client: Any,
-              say: Progress, total: int) -> dict[str, Any]:  # fmt: skip
-    """Train, select and test one fold into a fresh ``folds/<k>/``; write its marker last."""
+def _run_fold(config: WalkForwardConfig, spec: MarketSpec, data: Any, fold: Fold, start_books: dict[str, Any] | None,
+              client: Any, say: Progress, total: int) -> dict[str, Any]:  # fmt: skip
+    """Train, select and test one fold (``spec``: its data set, rules and windows) into a
+    fresh ``folds/<k>/``; write its marker last."""
     from trader.backtesting.engine import Book
     from trader.backtesting.runs import backtest_config, backtest_run, contents_trials, read_run
 
@@ -276,12 +290,12 @@ def _run_fold(config: WalkForwardConfig, data: Any, fold: Fold, start_books: dic
     test = periods["test"]
     say(f"fold {fold.index + 1}/{total}: {config.learner} on train {periods['train'][0][:10]} .. "
         f"{periods['train'][1][:10]}, test {test[0][:10]} .. {test[1][:10]}")  # fmt: skip
-    winner = _train_fold(config, fold.index, periods, folder, client)
-    names = [SELECTED, *_train_baselines(config, folder, say)]
-    contents = read_run(folder)
+    winner = _train_fold(config, fold.index, spec, periods, folder, client)
+    names = [SELECTED, *_train_baselines(config, spec, folder, say)]
+    contents = read_run(folder, spec)  # the strategies the fold made; its data set, rules and windows: the spec's
     yardsticks = [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None]
     books = {name: Book.from_dict(b) for name, b in (start_books or {}).items() if name in names}
-    result = backtest_run(folder, dataset=config.dataset, strategies=names, baselines=yardsticks,
+    result = backtest_run(folder, spec=spec, strategies=names, baselines=yardsticks,
                           config=backtest_config(contents, tear_sheet=False), device=config.device,
                           initial_books=books, own=True)  # fmt: skip
     trials = contents_trials(contents)
@@ -308,10 +322,11 @@ def _run_fold(config: WalkForwardConfig, data: Any, fold: Fold, start_books: dic
     return rundir.read_json(folder / rundir.WF_FOLD)  # as a resumed run reads it: the same floats
 
 
-def _train_fold(config: WalkForwardConfig, k: int, periods: dict[str, list[str]], folder: Path,
+def _train_fold(config: WalkForwardConfig, k: int, spec: MarketSpec, periods: dict[str, list[str]], folder: Path,
                 client: Any) -> dict[str, Any]:  # fmt: skip
-    """Fold k's run directory, trained and selected on its windows; the winner's
-    algorithm, hyperparameters and validation Sharpe."""
+    """Fold k's run directory, trained and selected on its windows (a single learner on
+    ``spec`` itself; a tournament's pods on ``periods``, the windows as tournament.toml
+    records them); the winner's algorithm, hyperparameters and validation Sharpe."""
     if config.learner == "tournament":
         from tournament import run as run_tournament
 
@@ -327,25 +342,23 @@ def _train_fold(config: WalkForwardConfig, k: int, periods: dict[str, list[str]]
     from trader.training import train
 
     previous = fold_dir(config.run_dir, k - 1) / rundir.CHECKPOINTS / "best" if config.warm_start and k > 0 else None
-    result = train(config.learner, config.dataset, dict(config.algo_config), folder, steps=config.steps,
+    result = train(config.learner, spec, dict(config.algo_config), folder, steps=config.steps,
                    seed=config.seed + k, device=config.device, num_envs=config.num_envs, eval_every=config.eval_every,
-                   env_config=dict(config.env_config) or None, periods=periods, init_from=previous,
-                   compile=config.compile)  # fmt: skip
-    values = rundir.read_toml(folder / rundir.CONFIG)
-    return {"algo": config.learner, "hyperparameters": values.get("algo_config", {}),
+                   init_from=previous, compile=config.compile)  # fmt: skip
+    return {"algo": config.learner, "hyperparameters": rundir.toml_ready(config_to_dict(result.agent.config)),  # as config.toml has them
             "validation_sharpe": _float(result.best_score)}  # fmt: skip
 
 
-def _train_baselines(config: WalkForwardConfig, folder: Path, say: Progress) -> list[str]:
-    """The baselines of one fold, trained into ``folder/baselines/`` on the fold's
-    windows and rules (`trader.baselines`); the names of those that finished. Their seed
-    is the walk-forward's in every fold, so each keeps one name across the folds."""
+def _train_baselines(config: WalkForwardConfig, spec: MarketSpec, folder: Path, say: Progress) -> list[str]:
+    """The baselines of one fold, trained into ``folder/baselines/`` on the fold's spec
+    (its windows and rules, `trader.baselines`); the names of those that finished. Their
+    seed is the walk-forward's in every fold, so each keeps one name across the folds."""
     if not config.baselines:
         return []
     from trader.libraries import baselines
 
     result = baselines(folder, config.baselines, config.baseline_algos, steps=config.baseline_budget(),
-                       seeds=[config.seed], dataset=config.dataset, device=config.device, backtest=False,
+                       seeds=[config.seed], spec=spec, device=config.device, backtest=False,
                        progress=lambda line: say(f"  {line}"))  # fmt: skip
     return [o.name for o in result.outcomes if o.status == "finished"]
 
@@ -360,8 +373,9 @@ def _best(trials: Any) -> float | None:
 def _tournament_config(config: WalkForwardConfig, k: int, periods: dict[str, list[str]], folder: Path) -> Any:
     from tournament import TournamentConfig
 
+    rules = config.env_config if isinstance(config.env_config, Mapping) else config_to_dict(config.env_config)
     return TournamentConfig.from_dict({
-        **config.tournament, "run_dir": str(folder), "env": config.dataset, "env_config": dict(config.env_config),
+        **config.tournament, "run_dir": str(folder), "env": config.dataset, "env_config": dict(rules),
         "seed": config.seed + k, "periods": periods, "backtest": False, "device": config.device,
     })  # fmt: skip
 
@@ -395,11 +409,11 @@ class _Cluster:
 # --------------------------------------------------------------------------- the stitched record
 
 
-def _stitch(config: WalkForwardConfig, data: Any, plan: list[Fold], records: list[dict[str, Any]]
+def _stitch(config: WalkForwardConfig, spec: MarketSpec, data: Any, plan: list[Fold], records: list[dict[str, Any]]
             ) -> tuple[pd.DataFrame, dict[str, Any]]:  # fmt: skip
     """Each walked strategy's test series end to end (the learner's ``best`` under the
     learner's name, and every baseline tested in every fold), the yardsticks over the
-    same span, and the summary."""
+    same span (under ``spec``'s rules, every fold's), and the summary."""
     from trader import metrics
     from trader.backtesting.engine import run_backtest
     from trader.backtesting.evidence import Trials, strategy_evidence
@@ -410,7 +424,7 @@ def _stitch(config: WalkForwardConfig, data: Any, plan: list[Fold], records: lis
     frames = {(config.learner if n == SELECTED else n): _walked_series(config, plan, n, span) for n in walked}
     fold_of = np.concatenate([np.full(f.test[1] - f.test[0], f.index) for f in plan])
     yardsticks = [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None]
-    rules = backtest_config(read_run(fold_dir(config.run_dir, 0)), tear_sheet=False)
+    rules = backtest_config(read_run(fold_dir(config.run_dir, 0), spec), tear_sheet=False)
     whole = run_backtest(span, {}, baselines=yardsticks, config=rules, device=config.device)
     frames.update({y: whole.series[y] for y in yardsticks})
     long = pd.concat([frame.assign(strategy=name, fold=fold_of).rename_axis("timestamp").reset_index()

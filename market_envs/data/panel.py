@@ -287,7 +287,37 @@ class MarketData:
         for name, pair in bounds.items():
             if len(pair) != 2:
                 raise DataError(f"period {name!r} must be [first, last], got {pair}")
-        bounded = replace(self, meta={**self.meta, "periods": bounds})
+        meta = {key: value for key, value in self.meta.items() if key != "windows"}
+        return self._refit(replace(self, meta={**meta, "periods": bounds}))
+
+    def with_windows(self, windows) -> MarketData:
+        """The same panel (tensors shared) whose `period` reads bar windows: a walk-forward
+        fold's, as `trader.folds` cut them, used as they are (no timestamp in between).
+
+        :param windows: "train", "validation" and "test" -> ``(start, stop)`` bar positions
+            of this panel's index (stop excluded); None keeps the panel as it is.
+
+        ``meta["periods"]`` records each window's first and last bar (ISO timestamps), what a
+        run directory writes; the statistics are refitted on the training window alone.
+        """
+        if windows is None:
+            return self
+        missing = [name for name in PERIODS if name not in windows]
+        if missing:
+            raise DataError(f"bar windows need {list(PERIODS)}; missing {missing}")
+        bars = {}
+        for name in PERIODS:
+            lo, hi = (int(b) for b in windows[name])
+            if not 0 <= lo < hi <= self.num_bars:
+                raise DataError(f"{name} window [{lo}, {hi}) is not inside the {self.num_bars} bars of {self.name!r}")
+            bars[name] = (lo, hi)
+        periods = {name: [self.timestamps[lo].isoformat(), self.timestamps[hi - 1].isoformat()]
+                   for name, (lo, hi) in bars.items()}  # fmt: skip
+        return self._refit(replace(self, meta={**self.meta, "periods": periods, "windows": bars}))
+
+    @staticmethod
+    def _refit(bounded: MarketData) -> MarketData:
+        """``bounded`` with the normalisation statistics of its own training period."""
         mean, std = bounded._bounded("train").fit_normalization()
         return replace(bounded, feature_mean=mean, feature_std=std)
 
@@ -312,7 +342,10 @@ class MarketData:
         return dict(zip(PERIODS, self.split(self.meta["train_end"], self.meta["val_end"])))
 
     def _bounded(self, which: str) -> MarketData:
-        """The bars of one explicit period, both bounds included."""
+        """The bars of one explicit period: its bar window (`with_windows`), else its
+        bounds (`with_periods`, both included)."""
+        if "windows" in self.meta:
+            return self.take(slice(*self.meta["windows"][which]))
         first, last = self.meta["periods"][which]
         tz = str(self.timestamps.tz)
         lo = int(self.timestamps.searchsorted(_as_timestamp(first, tz), "left"))

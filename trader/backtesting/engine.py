@@ -586,8 +586,11 @@ def _checkpoint_env_rules(meta: Mapping[str, Any], path: Path, default: EnvConfi
     `trader.train` writes it; the checkpoint lies in ``RUN_DIR/checkpoints/``),
     else `default`.
     """
-    places = (meta, meta.get("data_window") or {}, meta.get("info") or {}, _run_config(path).get("env") or {})
+    places = (meta, meta.get("data_window") or {}, meta.get("info") or {})
     recorded = next((p["env_config"] for p in places if isinstance(p, Mapping) and "env_config" in p), None)
+    if recorded is None:  # a sidecar without the rules: config.toml is read only then
+        env = _run_config(path).get("env")
+        recorded = env.get("env_config") if isinstance(env, Mapping) else None
     if recorded is None:
         return default
     return recorded_rules(recorded, f"checkpoint {path}")

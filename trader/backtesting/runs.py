@@ -70,6 +70,12 @@ class RunContents:
     periods: dict[str, list[str]] | None = None
     """Explicit train / validation / test bounds the run trained under (a walk-forward
     fold's windows), replacing the data set's split dates; None: the split dates."""
+    spec: Any = None
+    """The `trader.spec.MarketSpec` the caller handed `read_run` (a walk-forward fold's):
+    then the data set, rules and windows are its own, not read from the files."""
+    trained: tuple[str, ...] = ()
+    """The checkpoints the run's training writes, as its config.toml says (`trader.train`:
+    ``final``, and ``best`` where it validates); () for other runs."""
 
     @property
     def records_run(self) -> bool:
@@ -82,14 +88,23 @@ class RunContents:
         (`trader.backtesting.periods.load_dataset`), cut to the run's own periods (a view)."""
         from trader.backtesting import periods
 
+        if self.spec is not None and self.spec.windows is not None:  # bar windows, as the caller holds them
+            return periods.load_dataset(recipe).with_windows(self.spec.windows.as_dict())
         return periods.load_dataset(recipe).with_periods(self.periods)
 
 
-def read_run(run_dir: str | os.PathLike[str]) -> RunContents:
-    """Everything `trader backtest` and `trader baselines` need from `run_dir`."""
+def read_run(run_dir: str | os.PathLike[str], spec: Any = None) -> RunContents:
+    """Everything `trader backtest` and `trader baselines` need from `run_dir`.
+
+    :param spec: the run's `trader.spec.MarketSpec`, when the caller holds it (a walk-forward
+        fold): its data set, rules and windows are taken as they are, and only the run's
+        strategies (checkpoints, a tournament's leaderboard and selection, baselines) are
+        read from the folder; config.toml and tournament.toml are not read."""
     root = Path(run_dir)
     if root.exists() and not root.is_dir():
         raise UserError(f"RUN_DIR {root} is not a directory")
+    if spec is not None:
+        return _with_spec(root, spec)
     tournament = rundir.read_toml(root / rundir.TOURNAMENT, missing_ok=True)
     if tournament:
         contents = _tournament(root, tournament)
@@ -99,10 +114,34 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunContents:
         dataset = config.get("dataset") or env.get("dataset")
         rules = recorded_rules(env["env_config"], str(root / rundir.CONFIG)) if "env_config" in env else None
         contents = RunContents(root, "train", dataset if isinstance(dataset, str) else None, rules,
-                               checkpoints=_checkpoints(root), periods=run_periods(env))  # fmt: skip
+                               checkpoints=_checkpoints(root), periods=run_periods(env),
+                               trained=_trained(config))  # fmt: skip
     contents.baselines = baseline_folders(root)
     if contents.kind == "train" and not contents.checkpoints and not (root / rundir.CONFIG).is_file():
         contents.kind = "baselines"
+    return contents
+
+
+def _trained(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The checkpoints `trader.train` writes for the run config.toml describes: ``final``, and
+    ``best`` where it validates (a market or gymnasium env); () for a file it did not write."""
+    if "algo" not in config:
+        return ()
+    env = config.get("env") or {}
+    return ("best", "final") if env.get("kind") in ("market", "gymnasium") else ("final",)
+
+
+def _with_spec(root: Path, spec: Any) -> RunContents:
+    """The run in ``root`` on the caller's spec: its strategies from the folder, the rest from ``spec``."""
+    if (root / rundir.TOURNAMENT).is_file():
+        contents = _tournament(root, {"env": spec.dataset})
+    else:
+        trained = ("best", "final") if (root / rundir.CONFIG).is_file() else ()  # a market run of `trader.train`
+        checkpoints = _checkpoints(root)
+        contents = RunContents(root, "train" if checkpoints or trained else "baselines", spec.dataset, None,
+                               checkpoints=checkpoints, trained=trained)  # fmt: skip
+    contents.env_config, contents.spec = spec.rules, spec
+    contents.baselines = baseline_folders(root)
     return contents
 
 
@@ -149,11 +188,8 @@ def expected_checkpoints(contents: RunContents) -> dict[str, Path | list[Path]]:
     training run's ``final`` and (validated runs) ``best``, every checkpoint found, and a
     tournament's best pod and ensemble members."""
     expected = dict(contents.checkpoints)
-    config = rundir.read_toml(contents.run_dir / rundir.CONFIG, missing_ok=True) if contents.kind == "train" else {}
-    if "algo" in config:  # written by trader.train, which saves `final`, and `best` where it validates
-        env = config.get("env") or {}
-        names = ("best", "final") if env.get("kind") in ("market", "gymnasium") else ("final",)
-        expected.update({name: contents.run_dir / rundir.CHECKPOINTS / name for name in names})
+    if contents.kind == "train":  # written by trader.train, which saves `final`, and `best` where it validates
+        expected.update({name: contents.run_dir / rundir.CHECKPOINTS / name for name in contents.trained})
     if contents.ensemble:
         expected["ensemble"] = contents.ensemble
     return expected
@@ -256,7 +292,7 @@ def select_strategies(contents: RunContents, requested: Sequence[str] | None, de
 def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None, period: str = "test",
                  strategies: Sequence[str] | None = None, baselines: Sequence[str] | None = None,
                  config: Any = None, device: str = "cpu", initial_books: dict[str, Any] | None = None,
-                 report: str | None = None, own: bool = False, overwrite: bool = False) -> Any:  # fmt: skip
+                 report: str | None = None, own: bool = False, overwrite: bool = False, spec: Any = None) -> Any:  # fmt: skip
     """Backtest a run directory's strategies (`select_strategies`) beside the built-in
     baselines and write the report into it (see the module docstring); returns the
     `BacktestResult`, whose ``files`` say where the report went.
@@ -272,15 +308,17 @@ def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None,
     :param own: this backtest is the run's own whatever it holds (a walk-forward fold's,
         whose own backtest is its ``best`` beside the yardsticks).
     :param overwrite: replace the report already there (whole); without it, refused.
+    :param spec: the run's `trader.spec.MarketSpec`, held by the caller (a walk-forward fold's):
+        its data set, rules and windows, instead of the run files' (`read_run`).
     """
     from trader.backtesting.engine import run_backtest
     from trader.backtesting.periods import select_period
 
     root = Path(run_dir)
-    if not root.is_dir() and dataset is None:
+    if not root.is_dir() and dataset is None and spec is None:
         raise UserError(f"no such run directory: {root} (to backtest the built-in baselines into a new folder, "
                         "give --dataset RECIPE)")  # fmt: skip
-    contents = read_run(root)
+    contents = read_run(root, spec)
     recipe = dataset or contents.dataset
     if not recipe:
         raise UserError(f"no data set given: pass --dataset RECIPE ({root} records none in config.toml or tournament.toml)")

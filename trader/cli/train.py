@@ -31,7 +31,6 @@ from trader.cli.options import (
     WeightsMapOption,
     cost_flags,
     with_aim_rules,
-    with_costs,
 )
 from trader.environments import resolve_env
 from trader.errors import UserError
@@ -104,8 +103,10 @@ def train_command(
     elif eval_episodes is not None:
         raise UserError("--eval-episodes applies to gymnasium envs; a market validates once on its whole validation period")
     rundir.check_new_run(run_dir, remedy="pass --overwrite to replace it, or another run directory", overwrite=overwrite)
-    _apply_rules(arguments, preset, cost, named)
+    _apply_rules(arguments, preset, cost)
     arguments["env_config"] = with_aim_rules(arguments.get("env_config"), weights_map, trade_rate, no_trade_band)
+    if market:
+        arguments["env"] = _market_spec(arguments, cost, named)
     console = Console(stderr=True)
     progress = _progress(console)
     total = arguments.get("steps", 100_000)
@@ -141,10 +142,20 @@ def train_command(
     )
 
 
-def _apply_rules(arguments: dict[str, Any], preset: str | None, cost: float | None, named: Any) -> None:
+def _market_spec(arguments: dict[str, Any], cost: float | None, named: Any) -> Any:
+    """The run's `trader.spec.MarketSpec`, built once here from ``arguments``' data set, env
+    rules and recorded periods (which it takes out of them), with ``--commission`` / ``--costs``
+    (which always act) set on the rules as objects."""
+    from trader.spec import market_spec
+
+    return market_spec(arguments.pop("env"), arguments.pop("env_config", None), cost=cost, costs=named,
+                       periods=arguments.pop("periods", None))  # fmt: skip
+
+
+def _apply_rules(arguments: dict[str, Any], preset: str | None, cost: float | None) -> None:
     """The env rules and algo config of ``arguments`` under ``--preset`` (its defaults under the
-    keys already there), then ``--commission`` / ``--costs`` (which always act); PPO's annealed
-    learning rate runs over this run's steps."""
+    keys already there, its commission rate ``--commission`` or 5 bp); PPO's annealed learning
+    rate runs over this run's steps."""
     from trader.presets import apply_preset
 
     algo = arguments["algo"]
@@ -154,7 +165,6 @@ def _apply_rules(arguments: dict[str, Any], preset: str | None, cost: float | No
                                       steps=arguments.get("steps", 100_000), num_envs=arguments.get("num_envs", 8),
                                       env_config=arguments.get("env_config"), algo_configs={algo: overrides})  # fmt: skip
         arguments["env_config"], overrides = rules, configs[algo]
-    arguments["env_config"] = with_costs(arguments.get("env_config"), cost, named)
     if algo == "ppo" and overrides.get("anneal_lr") and overrides.get("total_steps") is None:
         overrides["total_steps"] = arguments.get("steps", 100_000)  # the schedule runs over this run's --steps
     arguments["config"] = overrides

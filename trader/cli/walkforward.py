@@ -41,7 +41,6 @@ from trader.cli.options import (
     cost_flags,
     names,
     with_aim_rules,
-    with_costs,
 )
 from trader.errors import UserError
 from trader.names import PRESET_COST
@@ -98,6 +97,7 @@ def walkforward_command(
     those of trader train (ppo, sac, td3) and trader tournament, less --env, --eval-episodes
     (gymnasium envs only) and --resume (the same command resumes)."""
     from trader.folds import FoldSpec
+    from trader.spec import market_spec
     from trader.walkforward import LEARNERS, walk_forward
 
     if dataset is None:
@@ -133,8 +133,8 @@ def walkforward_command(
     if preset is not None:
         env_config, algo_config, tournament = _preset(preset, dataset, PRESET_COST if cost is None else cost, learner,
                                                       algo_config, tournament, steps, num_envs)  # fmt: skip
-    env_config = with_costs(env_config, cost, named) or {}
     env_config = with_aim_rules(env_config or None, weights_map, trade_rate, no_trade_band) or {}
+    rules = market_spec(dataset, env_config, cost=cost, costs=named).rules  # --costs set on the rules as objects
     if learner == "ppo" and algo_config.get("anneal_lr") and algo_config.get("total_steps") is None:
         algo_config["total_steps"] = steps  # the schedule runs over one fold's --steps
     seed, device = seed or 0, device or "cpu"
@@ -149,7 +149,7 @@ def walkforward_command(
 
     result = walk_forward(run_dir, dataset, folds, learner, seed=seed, device=device, steps=steps,
                           num_envs=num_envs or 8, eval_every=eval_every, algo_config=algo_config,
-                          env_config=env_config, tournament=tournament, baselines=names(baselines, "--baselines"),
+                          env_config=rules, tournament=tournament, baselines=names(baselines, "--baselines"),
                           baseline_algos=names(baseline_algos or "ppo", "--baseline-algos"), baseline_steps=baseline_steps,
                           warm_start=warm_start, compile=bool(compile) and single,
                           on_progress=say)  # fmt: skip

@@ -86,6 +86,7 @@ def baselines(
     costs: Any = None,
     overwrite: bool = False,
     progress: ProgressFn | None = None,
+    spec: Any = None,
 ) -> BaselinesResult:
     """Train each (library, algorithm, seed) on the run's data and rules; backtest them all.
 
@@ -114,13 +115,18 @@ def baselines(
         whole once the new one finishes); without it such a baseline is refused before any
         training. A failed one is always trained again.
     :param progress: called with one line of text per validation and per baseline.
+    :param spec: the run's `trader.spec.MarketSpec` when the caller holds it (a walk-forward
+        fold's): the data set, windows and rules as they are, none read from the run's files
+        (``dataset`` and ``env_config`` do not apply beside it).
     """
     budget = Budget(steps=steps if steps is not None or time_budget is not None else 100_000, seconds=time_budget)
     jobs = _jobs(libraries, algos, seeds)
     from trader.backtesting.runs import read_run
 
+    if spec is not None and (dataset is not None or env_config is not None):
+        raise UserError("a spec carries the data set and the env rules: give no dataset or env_config beside it")
     root = Path(run_dir)
-    contents = read_run(root)
+    contents = read_run(root, spec)
     recipe = dataset or contents.dataset
     if not recipe:
         raise UserError(f"no data set: {root} records none (config.toml or tournament.toml); pass --dataset RECIPE")
@@ -150,7 +156,7 @@ def baselines(
         # the baselines' model: the one they trained under, which is the run's unless `costs` replaced it
         named = costs if costs is not None else NamedCosts.from_config(rules)
         config = backtest_config(contents, tear_sheet=tear_sheet, costs=named)
-        report = backtest_run(root, dataset=recipe, config=config, device=device,
+        report = backtest_run(root, dataset=recipe, config=config, device=device, spec=spec,
                               overwrite=True)  # the run's strategies grew: its report (or the one under `costs`) with them
     return BaselinesResult(outcomes, budget, report)
 
