@@ -33,6 +33,7 @@ import subprocess
 import tempfile
 import warnings
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import torch
@@ -209,67 +210,71 @@ def available() -> bool:
     return enabled() and library() is not None
 
 
-_TABLE_BITS = {arg.name: 1 << TERM_FLAGS.index(arg.term) for arg in INTERFACE if arg.kind == "table"}
+def call_source() -> str:
+    """The source of `fill_with_costs`, generated from `INTERFACE` (read it with
+    ``print(market_envs.native.call_source())``).
 
-
-def fill_with_costs(
-    *arguments: Tensor | float | int | None, **named: Tensor | float | int | None
-) -> tuple[Tensor, Tensor]:
-    """The fill of `market_envs.env._fill_with_costs` on CPU float64 tensors, by the C kernel.
-
-    `arguments` are `OPERATOR_ARGS` in order: the orders ``sells``, ``buys`` [E, N], ``price``,
-    ``holdings`` [E, N], ``cash`` [E], the fill bars ``bars`` (int64 [E]); the market tables
-    ``half_spread``, ``impact``, ``fill_cap`` ([T, N], [1, N] or None), read at each
-    sub-environment's bar; the rules ``buy_cost``, ``sell_cost``, ``per_share``, ``minimum``,
-    ``max_rate``; and ``terms`` (`term_flags`). Returns the new holdings [E, N] and the [8, E]
-    rows of `OUTPUTS`. Each may also be given by name. The C call's arguments are laid out by
-    `INTERFACE`."""
-    native = library()
-    if native is None:
-        raise RuntimeError("the native fill is not available (see market_envs.native.library)")
-    if named:
-        try:
-            arguments = (*arguments, *(named.pop(arg.name) for arg in OPERATOR_ARGS[len(arguments) :]))
-        except KeyError as missing:
-            raise TypeError(f"fill_with_costs: argument {missing} missing") from None
-        if named:
-            raise TypeError(f"fill_with_costs: unknown argument(s) {', '.join(named)}")
-    if len(arguments) != len(OPERATOR_ARGS):
-        raise TypeError(f"fill_with_costs takes {len(OPERATOR_ARGS)} arguments, got {len(arguments)}")
-    num_envs, n = arguments[0].shape
-    holdings = arguments[_HOLDINGS]
-    outputs = {"holdings_out": torch.empty((num_envs, n), dtype=holdings.dtype),
-               "out": torch.empty((len(OUTPUTS), num_envs), dtype=torch.float64)}  # fmt: skip
-    alive = []  # the contiguous copies, referenced until the call returns
-    call: list[int | float | None] = []
-    given = iter(arguments)
-    terms = tables = 0
+    Generated rather than written with a loop over the declaration: it runs once per step, and a
+    loop over 19 parameters cost several times the few microseconds of this straight-line code.
+    """
+    names = [arg.name for arg in OPERATOR_ARGS]
+    body = [
+        f"def fill_with_costs({', '.join(names)}):",
+        '    """The fill of `market_envs.env._fill_with_costs` by the C kernel, on CPU tensors: the',
+        "    arguments of `OPERATOR_ARGS`; returns the new holdings [E, N] and the [8, E] rows of",
+        '    `OUTPUTS`. Generated from `INTERFACE` (`call_source`)."""',
+        "    native = library()",
+        "    if native is None:",
+        '        raise RuntimeError("the native fill is not available (see market_envs.native.library)")',
+    ]
+    tables = [arg for arg in INTERFACE if arg.kind == "table"]
+    given = " | ".join(f"({arg.name} is not None) * {1 << TERM_FLAGS.index(arg.term)}" for arg in tables)
+    mask = sum(1 << TERM_FLAGS.index(arg.term) for arg in tables)
+    orders = next(arg.name for arg in INTERFACE if arg.kind == "array")  # [E, N]: the rows and columns
+    body += [
+        f"    if not 0 <= terms < {1 << len(TERM_FLAGS)} or (terms & {mask}) != ({given}):",
+        '        raise ValueError(f"fill_with_costs: terms {terms:#b} do not match the tables given")',
+    ]
+    call = []
     for arg in INTERFACE:
-        kind = arg.kind
-        if kind == "rows" or kind == "columns":
-            call.append(num_envs if kind == "rows" else n)
-        elif kind == "output":
-            call.append(outputs[arg.name].data_ptr())
-        elif kind == "real" or kind == "flags":
-            value = next(given)
-            call.append(value)
-            if kind == "flags":
-                terms = value
+        if arg.kind == "rows":
+            body.append(f"    {arg.name} = {orders}.shape[0]")
+            call.append(arg.name)
+        elif arg.kind == "columns":
+            body.append(f"    {arg.name} = {orders}.shape[1]")
+            call.append(arg.name)
+        elif arg.kind == "array":  # contiguous, and referenced until the call returns
+            body.append(f"    {arg.name} = {arg.name}.contiguous()")
+            call.append(f"{arg.name}.data_ptr()")
+        elif arg.kind == "table":  # None where the term is off; stride 0 for a [1, N] row every bar shares
+            body.append(f"    {arg.name}, {arg.name}_stride = _table({arg.name})")
+            call += [f"None if {arg.name} is None else {arg.name}.data_ptr()", f"{arg.name}_stride"]
+        elif arg.kind == "output":
+            shape = f"{orders}.shape" if arg.name == "holdings_out" else f"(len(OUTPUTS), {orders}.shape[0])"
+            body.append(f"    {arg.name} = torch.empty({shape}, dtype=torch.float64)")
+            call.append(f"{arg.name}.data_ptr()")
         else:
-            x = next(given)
-            if x is None:  # a table of a term that is off
-                call += [None, 0]
-                continue
-            x = x.contiguous()
-            alive.append(x)
-            call.append(x.data_ptr())
-            if kind == "table":  # the row stride: 0 for a [1, N] row that every bar shares
-                call.append(0 if x.shape[0] == 1 else x.shape[1])
-                tables |= _TABLE_BITS[arg.name]
-    if not 0 <= terms < 1 << len(TERM_FLAGS) or terms & sum(_TABLE_BITS.values()) != tables:
-        raise ValueError(f"fill_with_costs: terms {terms:#b} do not match the tables given ({tables:#b})")
-    native.fill_with_costs(*call)
-    return outputs["holdings_out"], outputs["out"]
+            call.append(arg.name)
+    body.append(f"    native.fill_with_costs({', '.join(call)})")
+    body.append(f"    return {', '.join(_OUTPUTS)}")
+    return "\n".join(body) + "\n"
+
+
+def _table(table: Tensor | None) -> tuple[Tensor | None, int]:
+    """A market table made contiguous and its row stride: 0 for a [1, N] row that every bar shares."""
+    if table is None:
+        return None, 0
+    table = table.contiguous()
+    return table, 0 if table.shape[0] == 1 else table.shape[1]
+
+
+def _generated() -> Callable[..., tuple[Tensor, Tensor]]:
+    namespace: dict[str, Callable[..., tuple[Tensor, Tensor]]] = {}
+    exec(compile(call_source(), "<market_envs.native.call_source()>", "exec"), globals(), namespace)
+    return namespace["fill_with_costs"]
+
+
+fill_with_costs = _generated()
 
 
 # `fill_with_costs` as an operator that torch.compile calls from its kernel as it is. Defined with

@@ -221,5 +221,5 @@ def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
     assert torch.equal(holdings, orders) and torch.equal(sums[0], torch.ones(e, dtype=torch.float64))
     with pytest.raises(ValueError, match="do not match the tables"):
         native.fill_with_costs(**arguments, terms=0b1)  # a half-spread without its table
-    with pytest.raises(TypeError, match="unknown argument"):
+    with pytest.raises(TypeError, match="unexpected keyword argument .per_order."):
         native.fill_with_costs(**arguments, terms=0, per_order=True)
