@@ -141,7 +141,7 @@ def extension_kernel(build_dir: Path):
     """`costly_fill` of fill_native.c as a torch C++ operator (load_inline), with the env's flags."""
     from torch.utils.cpp_extension import load_inline
 
-    flags = [f for f in FLAGS if f not in ("-shared", "-fPIC")]
+    flags = [f for f in FLAGS if f not in ("-shared", "-fPIC")] + ["-fpermissive", "-w"]  # C's malloc without casts
     load_inline("fill_alternatives", EXTENSION.replace("SOURCE", str(NATIVE_SOURCE)), extra_cflags=flags,
                 build_directory=str(build_dir), is_python_module=False, verbose=False)  # fmt: skip
     op = torch.ops.fill_alternatives.costly
@@ -165,14 +165,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tickers", default="30", help="comma-separated N")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--build-dir", type=Path, help="keep the builds here (a second run reuses the C++ extension)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if torch.backends.cpu.get_cpu_capability() == "AVX512":
         torch._inductor.config.cpp.simdlen = 256  # as the env compiles its step
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as temporary:
+        scratch = args.build_dir or Path(temporary)
         c, c_build = timed_build(lambda: native_kernels(Path(scratch) / "c")["costly"])
         numba_step, numba_build = timed_build(numba_kernel)
-        (Path(scratch) / "ext").mkdir()
+        (Path(scratch) / "ext").mkdir(parents=True, exist_ok=True)
         extension, extension_build = timed_build(lambda: extension_kernel(Path(scratch) / "ext"))
         print(f"torch {torch.__version__}; load {os.getloadavg()[0]:.1f}; build s: C {c_build:.1f}, "
               f"C++ extension {extension_build:.1f}, numba import {numba_build:.1f} (its compilation is in the "

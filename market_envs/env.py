@@ -1411,7 +1411,6 @@ class StockTradingVecEnv:
         leavers = self._tables.reducible is not None
         costs = config.costs
         terms = costs.terms()
-        weights_mode = config.action_mode == "weights"
         self._rules = _Rules(
             **_mapping_rules(config, self.num_stocks),
             buy_cost=float(config.buy_cost),
@@ -1429,7 +1428,7 @@ class StockTradingVecEnv:
             has_costs=terms.in_fill,
             fused=bool(compile),
             native=terms.in_fill and self.device.type == "cpu" and native.available(),
-            native_terms=native.term_flags(terms, weights_mode),
+            native_terms=native.term_flags(terms, weights_mode=config.action_mode == "weights"),
             leavers=leavers,
         )
         pace = _pace_of(config, self._rules, self.num_envs, self.device)
