@@ -214,8 +214,9 @@ def call_source() -> str:
     """The source of `fill_with_costs`, generated from `INTERFACE` (read it with
     ``print(market_envs.native.call_source())``).
 
-    Generated rather than written with a loop over the declaration: it runs once per step, and a
-    loop over 19 parameters cost several times the few microseconds of this straight-line code.
+    Generated rather than a loop over the declaration at each call: it runs once per step, and
+    the loop measured slower (its first version here, one run on a loaded machine: 173 and 181 us
+    a call against 55 and 118 us for the hand-written call; this code: 43 to 73 against 50 to 70).
     """
     names = [arg.name for arg in OPERATOR_ARGS]
     body = [
