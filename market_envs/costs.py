@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar
 
 from market_envs.errors import ConfigError
 
@@ -78,6 +78,22 @@ and equities; Bouchaud, Bonart, Donier & Gould, "Trades, Quotes and Prices" (CUP
 Thum, Hauptmann & Li, "Direct estimation of equity market impact", Risk 2005, fit a
 3/5 power instead, eta = 0.142 for the temporary part on a participation-rate scale,
 which is not this formula's eta.)"""
+
+
+class Terms(NamedTuple):
+    """The terms of a `CostModel` that are on (`CostModel.terms`); a term that is off costs a
+    step nothing: the env builds no table for it and the kernels take no pass for it."""
+
+    per_order_commission: bool  # a fee per share, a minimum or a cap: the commission is priced per order
+    spread: bool  # a half-spread table (fixed, per ticker or high-low)
+    impact: bool  # the square-root impact table
+    participation: bool  # the cap on the share of a bar's volume that fills
+    borrow: bool  # the fee on the short notional, charged at the close (not in the fill)
+
+    @property
+    def in_fill(self) -> bool:
+        """Whether the fill charges more than the commission rate per side (the fill with costs)."""
+        return self.per_order_commission or self.spread or self.impact or self.participation
 
 
 @dataclass(frozen=True)
@@ -157,20 +173,23 @@ class CostModel:
             )
         return cls(**dict(values))
 
+    def terms(self) -> Terms:
+        """Which terms are on: the one place that decides it, for the env's tables and rules
+        (`market_envs.env`) and for the C kernel's version (`market_envs.native.term_flags`)."""
+        return Terms(
+            per_order_commission=(self.commission_per_share > 0 or self.commission_min > 0
+                                  or self.commission_max_rate is not None),
+            spread=self.spread_model != "fixed" or self.spread_bps > 0,
+            impact=self.impact_eta > 0,
+            participation=self.participation is not None,
+            borrow=self.borrow_rate > 0,
+        )  # fmt: skip
+
     @property
     def needs_volume(self) -> tuple[str, ...]:
         """The keys set here that read the data's volume."""
-        terms = (("impact_eta", self.impact_eta > 0), ("participation", self.participation is not None))
-        return tuple(key for key, on in terms if on)
-
-    @property
-    def per_order_commission(self) -> bool:
-        """Whether the commission has more than its rate (per share, minimum or cap)."""
-        return self.commission_per_share > 0 or self.commission_min > 0 or self.commission_max_rate is not None
-
-    @property
-    def has_spread(self) -> bool:
-        return self.spread_model != "fixed" or self.spread_bps > 0
+        terms = self.terms()
+        return tuple(key for key, on in (("impact_eta", terms.impact), ("participation", terms.participation)) if on)
 
     def scaled(self, multiple: float) -> CostModel:
         """This model with every charge times `multiple` (>= 0): the fee per share, the minimum
@@ -264,7 +283,7 @@ class NamedCosts:
     def charges_nothing(self) -> bool:
         """Whether no trade and no position ever pays anything under this model."""
         c = self.costs
-        spread = c.has_spread and (c.spread_scale > 0 if c.spread_model == "high_low" else
+        spread = c.terms().spread and (c.spread_scale > 0 if c.spread_model == "high_low" else
                                    c.spread_bps > 0 or any(b > 0 for b in c.spread_bps_per_ticker))
         return not (self.buy_cost or self.sell_cost or c.commission_per_share or c.commission_min or spread
                     or c.impact_eta or c.borrow_rate)

@@ -412,6 +412,7 @@ class _Rules:
     has_costs: bool = False  # any term of CostModel on: the fill takes `_fill_with_costs`
     fused: bool = False  # the kernel runs under torch.compile (see `_dot`)
     native: bool = False  # the cost terms take `market_envs.native` (the CPU, where it could be built)
+    native_terms: int = 0  # the C kernel's version: `native.term_flags` of the terms on and the action mode
     linear_weights: float = 0.0  # weights_map="linear": the aim is the action x this (else 0: "normalized")
     has_rate: bool = False  # a trade rate below 1 (`_Tables.trade_rate`)
     has_band: bool = False  # a no-trade band (`_Tables.band`)
@@ -844,12 +845,14 @@ def _fill_with_costs_native(
     state: _State, sells: Tensor, buys: Tensor, price: Tensor, market: _Market, rules: _Rules
 ) -> _Fill:
     """`_fill_with_costs` by the CPU kernel of `market_envs.native` (an operator under torch.compile),
-    which reads the market tables in place at `market.bars`."""
+    which reads the market tables in place at `market.bars`. The arguments are named as
+    `native.INTERFACE` declares them: a name it does not declare is an error."""
     fill = native.fill_with_costs_op if rules.fused else native.fill_with_costs
     holdings, sums = fill(
-        sells, buys, price, state.holdings, state.cash, market.bars, market.half_spread, market.impact, market.fill_cap,
-        rules.buy_cost, rules.sell_cost, rules.commission_per_share, rules.commission_min, rules.commission_max_rate,
-        rules.per_order_commission, rules.weights_mode,
+        sells=sells, buys=buys, price=price, holdings=state.holdings, cash=state.cash, bars=market.bars,
+        half_spread=market.half_spread, impact=market.impact, fill_cap=market.fill_cap, buy_cost=rules.buy_cost,
+        sell_cost=rules.sell_cost, per_share=rules.commission_per_share, minimum=rules.commission_min,
+        max_rate=rules.commission_max_rate, terms=rules.native_terms,
     )  # fmt: skip
     return _Fill(holdings=holdings, **dict(zip(native.OUTPUTS, sums.unbind(0), strict=True)))
 
@@ -1412,8 +1415,7 @@ class StockTradingVecEnv:
         self._tables = _shared_tables(data, (self.device, config), self._build_tables)
         leavers = self._tables.reducible is not None
         costs = config.costs
-        has_costs = (costs.per_order_commission or costs.has_spread or costs.impact_eta > 0
-                     or costs.participation is not None)  # fmt: skip
+        terms = costs.terms()
         self._rules = _Rules(
             **_mapping_rules(config, self.num_stocks),
             buy_cost=float(config.buy_cost),
@@ -1423,14 +1425,15 @@ class StockTradingVecEnv:
             aim_reward=config.reward == "aim",
             account_low=-float(config.feature_clip) if config.short_selling else 0.0,
             account_high=float(config.feature_clip) if config.short_selling else 1.0,
-            per_order_commission=costs.per_order_commission,
+            per_order_commission=terms.per_order_commission,
             commission_per_share=float(costs.commission_per_share),
             commission_min=float(costs.commission_min),
             commission_max_rate=float(costs.commission_max_rate or 0.0),
-            borrow_per_bar=float(costs.borrow_rate) / (TRADING_DAYS * self.bars_per_day),
-            has_costs=has_costs,
+            borrow_per_bar=float(costs.borrow_rate) / (TRADING_DAYS * self.bars_per_day) if terms.borrow else 0.0,
+            has_costs=terms.in_fill,
             fused=bool(compile),
-            native=has_costs and self.device.type == "cpu" and native.available(),
+            native=terms.in_fill and self.device.type == "cpu" and native.available(),
+            native_terms=native.term_flags(terms, weights_mode=config.action_mode == "weights"),
             leavers=leavers,
         )
         pace = _pace_of(config, self._rules, self.num_envs, self.device)
@@ -1495,8 +1498,9 @@ class StockTradingVecEnv:
         period's earlier bars), so that the first bars of a validation or test period are
         charged like the others, not as if nothing had traded before them."""
         data, costs = self.data, self.config.costs
-        windows = [costs.spread_window + 1] if costs.spread_model == "high_low" else []
-        if costs.impact_eta > 0:
+        terms = costs.terms()
+        windows = [costs.spread_window + 1] if terms.spread and costs.spread_model == "high_low" else []
+        if terms.impact:
             windows.append(costs.impact_window_days * self.bars_per_day + 1)
         features, earlier = data.features_with_lookback(max(windows, default=0))
 
@@ -1505,21 +1509,21 @@ class StockTradingVecEnv:
             return features[:, :, data.feature_names.index(name)]
 
         half_spread = None
-        if costs.spread_model == "high_low":
+        if terms.spread and costs.spread_model == "high_low":
             half_spread = abdi_ranaldo_half_spread(
                 column("high"), column("low"), column("close"), costs.spread_window
             )[earlier:].mul(costs.spread_scale).clamp_max(1.0).float().double().contiguous()
-        elif costs.has_spread:
+        elif terms.spread:
             per_ticker = costs.spread_model == "per_ticker"
             bps = costs.spread_bps_per_ticker if per_ticker else (costs.spread_bps,) * self.num_stocks
             half_spread = torch.tensor([bps], dtype=torch.float64, device=self.device) * 1e-4
         impact = None
-        if costs.impact_eta > 0:
+        if terms.impact:
             window = costs.impact_window_days * self.bars_per_day
             impact = impact_coefficient(column("close"), column("volume"), window, costs.impact_eta)[earlier:]
             impact = impact.float().double().contiguous()
         fill_cap = None
-        if costs.participation is not None:
+        if terms.participation:
             fill_cap = data.volume.double().clamp_min(0.0) * costs.participation
             if self.config.action_mode == "shares":
                 fill_cap = torch.floor(fill_cap)

@@ -19,8 +19,8 @@
    commission, half-spread, impact, value ordered, value and shares left unfilled by the cap.
 
    Which terms are on is a constant of each of the 32 versions of `fill_rows` that
-   `fill_with_costs` chooses from: gcc vectorised the loops with branches on run-time flags
-   about 5x slower. The commission's fee per share, minimum and cap need no branch: at 0
+   `fill_with_costs` chooses from by its `terms` bits (from `CostModel.terms`): gcc vectorised
+   the loops with branches on run-time flags about 5x slower. The commission's fee per share, minimum and cap need no branch: at 0
    (the cap: 1e300) they leave every result as it was. */
 
 #include <math.h>
@@ -169,27 +169,40 @@ static inline __attribute__((always_inline)) void fill_rows(
     }
 }
 
-void fill_with_costs(int64_t num_envs, int64_t n, const double *sells_in, const double *buys_in,
-                     const double *price_rows, const double *holdings, const double *cash_in,
-                     const int64_t *bars, const double *half_spread_rows, int64_t half_spread_stride, const double *impact_rows,
-                     int64_t impact_stride, const double *cap_rows, int64_t cap_stride, double buy_cost,
-                     double sell_cost, double per_share, double minimum, double max_rate, int64_t per_order,
-                     int64_t weights_mode, double *holdings_out, double *out) {
-    double *sells = malloc(2 * (size_t)n * sizeof(double)); /* and the buys */
-    if (sells == NULL) abort();
-    const int flags = (half_spread_rows != NULL) | (impact_rows != NULL) << 1 | (cap_rows != NULL) << 2
-                      | (per_order != 0) << 3 | (weights_mode != 0) << 4;
-#define FILL_ROWS(F)                                                                                        \
-    case F:                                                                                                 \
-        fill_rows(num_envs, n, sells_in, buys_in, price_rows, holdings, cash_in, bars, half_spread_rows,          \
-                  half_spread_stride, impact_rows, impact_stride, cap_rows, cap_stride, buy_cost, sell_cost, \
-                  per_share, minimum, max_rate, holdings_out, out, sells, sells + n, (F) & 1, (F) >> 1 & 1, \
-                  (F) >> 2 & 1, (F) >> 3 & 1, (F) >> 4 & 1);                                                \
+/* Bit k of `terms`: which version of `fill_rows` runs. The bits are those of `TERM_FLAGS` in
+   market_envs/native.py, set from `CostModel.terms` (tests/test_native_fill.py holds the two equal);
+   a table's bit is set exactly when its pointer is not NULL. */
+enum {
+    TERM_SPREAD = 1,
+    TERM_IMPACT = 2,
+    TERM_PARTICIPATION = 4,
+    TERM_PER_ORDER_COMMISSION = 8,
+    TERM_WEIGHTS_MODE = 16,
+};
+
+/* The interface is declared once, in market_envs/native.py (`INTERFACE`), which generates the ctypes
+   types, the operator's schema and the call; tests/test_native_fill.py reads this signature and fails
+   when it differs from the declaration. */
+void fill_with_costs(int64_t num_envs, int64_t n, const double *sells, const double *buys, const double *price,
+                     const double *holdings, const double *cash, const int64_t *bars, const double *half_spread,
+                     int64_t half_spread_stride, const double *impact, int64_t impact_stride,
+                     const double *fill_cap, int64_t fill_cap_stride, double buy_cost, double sell_cost,
+                     double per_share, double minimum, double max_rate, int64_t terms, double *holdings_out,
+                     double *out) {
+    double *scratch = malloc(2 * (size_t)n * sizeof(double)); /* the capped sells, then the buys */
+    if (scratch == NULL) abort();
+#define FILL_ROWS(F)                                                                                         \
+    case F:                                                                                                  \
+        fill_rows(num_envs, n, sells, buys, price, holdings, cash, bars, half_spread, half_spread_stride,     \
+                  impact, impact_stride, fill_cap, fill_cap_stride, buy_cost, sell_cost, per_share, minimum,  \
+                  max_rate, holdings_out, out, scratch, scratch + n, ((F) & TERM_SPREAD) != 0,                \
+                  ((F) & TERM_IMPACT) != 0, ((F) & TERM_PARTICIPATION) != 0,                                 \
+                  ((F) & TERM_PER_ORDER_COMMISSION) != 0, ((F) & TERM_WEIGHTS_MODE) != 0);                   \
         break;
 #define FILL_ROWS_4(F) FILL_ROWS(F) FILL_ROWS(F + 1) FILL_ROWS(F + 2) FILL_ROWS(F + 3)
-    switch (flags) {
+    switch (terms) {
         FILL_ROWS_4(0) FILL_ROWS_4(4) FILL_ROWS_4(8) FILL_ROWS_4(12)
         FILL_ROWS_4(16) FILL_ROWS_4(20) FILL_ROWS_4(24) FILL_ROWS_4(28)
     }
-    free(sells);
+    free(scratch);
 }

@@ -459,3 +459,17 @@ def test_without_volume_drops_the_terms_a_close_only_series_cannot_feed():
     light = costs.without_volume()
     check_costs_for_data(light, closes)
     assert light.borrow_rate == costs.borrow_rate and light.commission_min == costs.commission_min
+
+
+def test_terms_say_which_terms_are_on():
+    """`CostModel.terms` is the one place that decides it: the env's tables and the C kernel read it."""
+    from market_envs.costs import Terms, cost_model
+
+    assert CostModel().terms() == Terms(False, False, False, False, False) and not CostModel().terms().in_fill
+    assert cost_model("retail").costs.terms() == Terms(
+        per_order_commission=True, spread=True, impact=True, participation=False, borrow=True)  # fmt: skip
+    assert cost_model("institutional").costs.terms().participation
+    assert CostModel(commission_max_rate=0.01).terms().per_order_commission  # a cap alone prices each order
+    assert CostModel(spread_model="high_low").terms().spread  # estimated, whatever spread_bps says
+    borrow_only = CostModel(borrow_rate=0.01).terms()
+    assert borrow_only.borrow and not borrow_only.in_fill  # charged at the close: the flat fill runs

@@ -1,8 +1,15 @@
 """market_envs.native: the CPU kernel of the fill with costs equals the torch kernels (which CUDA
-runs), both equal the reference env, and a machine that cannot build it falls back to torch."""
+runs), both equal the reference env, its C signature equals the interface declared in Python, and
+a machine that cannot build it falls back to torch.
+
+Where a compiler is expected these tests fail rather than skip: the tests that run the kernel
+skip only where ``MARKET_ENVS_NATIVE=0`` turns it off; with it on, a kernel that cannot be built
+(no ``cc``, a broken ``$CC``) fails them. The tests of the declaration read the C file's text and
+never skip."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import replace
 
@@ -14,7 +21,17 @@ from test_env import COST_KEYS, EVERY_COST, PANEL, random_actions, run_against_r
 from market_envs import EnvConfig, StockTradingVecEnv, native
 from market_envs.costs import CostModel
 
-pytestmark = pytest.mark.skipif(not native.available(), reason="no C compiler: the native kernel cannot be built")
+
+@pytest.fixture
+def native_kernel():
+    """The test runs the C kernel: skipped where MARKET_ENVS_NATIVE=0 turns it off, failed where it
+    is on and cannot be built (a machine without a compiler must say so, not pass in silence)."""
+    if not native.enabled():
+        pytest.skip("MARKET_ENVS_NATIVE=0: the native kernel is turned off")
+    if not native.available():
+        pytest.fail("the native kernel could not be built: install a C compiler ($CC, default cc), or set "
+                    "MARKET_ENVS_NATIVE=0 to run on the torch kernels and skip the tests of the C kernel")  # fmt: skip
+
 
 VOLUME_PANEL = random_panel(n_tickers=6, n_bars=80, seed=3, gap_prob=0.05)
 TERMS = {
@@ -56,7 +73,9 @@ def _steps(config: EnvConfig, use_native: bool, monkeypatch, compile: bool = Fal
 
 @pytest.mark.parametrize("terms", list(TERMS))
 @pytest.mark.parametrize(("mode", "short_selling"), [("shares", False), ("shares", True), ("weights", True)])
-def test_the_native_fill_equals_the_torch_fill_for_each_combination_of_terms(terms, mode, short_selling, monkeypatch):
+def test_the_native_fill_equals_the_torch_fill_for_each_combination_of_terms(
+    terms, mode, short_selling, monkeypatch, native_kernel
+):
     config = EnvConfig(action_mode=mode, short_selling=short_selling, costs=TERMS[terms], initial_cash=3_000.0,
                        episode_length=12, buy_cost=0.001, sell_cost=0.002)  # fmt: skip
     torch_infos = _steps(config, False, monkeypatch)
@@ -69,7 +88,7 @@ def test_the_native_fill_equals_the_torch_fill_for_each_combination_of_terms(ter
     assert traded > 0 and costs > 0  # orders filled and paid
 
 
-def test_the_compiled_step_calls_the_native_fill_and_equals_the_torch_fill(monkeypatch):
+def test_the_compiled_step_calls_the_native_fill_and_equals_the_torch_fill(monkeypatch, native_kernel):
     config = EnvConfig(action_mode="shares", short_selling=True, costs=EVERY_COST, initial_cash=3_000.0,
                        episode_length=12, features=("close",))  # fmt: skip
     expected = _steps(config, False, monkeypatch)
@@ -92,12 +111,12 @@ def test_the_torch_fill_still_equals_the_reference_env(mode, short_selling, torc
     run_against_reference(PANEL, 4, config, steps=40, seed=12)
 
 
-def test_only_the_cpu_with_costs_takes_the_native_fill():
+def test_only_the_cpu_with_costs_takes_the_native_fill(native_kernel):
     assert StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))._rules.native
     assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig())._rules.native  # the flat rate keeps its kernel
 
 
-def test_the_library_is_built_once_per_source_and_reused(tmp_path):
+def test_the_library_is_built_once_per_source_and_reused(tmp_path, native_kernel):
     first = native.build(tmp_path)
     stamp = first.stat().st_mtime_ns
     assert native.build(tmp_path) == first and first.stat().st_mtime_ns == stamp
@@ -130,3 +149,77 @@ def test_market_envs_native_0_turns_it_off(monkeypatch):
     finally:
         monkeypatch.delenv("MARKET_ENVS_NATIVE")
         native.library.cache_clear()
+
+
+# --------------------------------------------------------------------- the interface, declared once
+
+SOURCE_TEXT = native.SOURCE.read_text()
+
+
+def c_signatures(text: str) -> dict[str, list[tuple[str, str]]]:
+    """The exported (not static) functions defined in C source `text`: name -> [(type, name)],
+    types spelled with single spaces and ``*`` after a space (``const double *``)."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)  # comments
+    found = {}
+    for match in re.finditer(r"^(?!static)[A-Za-z_][\w \t*]*?\b(\w+)\s*\(([^)]*)\)\s*\{", text, flags=re.M):
+        parameters = []
+        for parameter in match.group(2).split(","):
+            spelled = " ".join(parameter.replace("*", " * ").split())
+            kind, _, name = spelled.rpartition(" ")
+            parameters.append((kind, name))
+        found[match.group(1)] = parameters
+    return found
+
+
+def test_the_c_signature_equals_the_declared_interface():
+    """Names, types and order of fill_costs.c's one exported function = `native.INTERFACE`."""
+    assert c_signatures(SOURCE_TEXT) == {"fill_with_costs": native.c_parameters()}
+
+
+def test_a_c_signature_that_differs_from_the_declaration_is_seen():
+    swapped = SOURCE_TEXT.replace("double buy_cost, double sell_cost", "double sell_cost, double buy_cost")
+    retyped = SOURCE_TEXT.replace("const int64_t *bars", "const double *bars")
+    assert swapped != SOURCE_TEXT and retyped != SOURCE_TEXT
+    for text in (swapped, retyped):
+        assert c_signatures(text)["fill_with_costs"] != native.c_parameters()
+
+
+def test_the_generated_ctypes_and_schema_follow_the_declaration():
+    parameters = native.c_parameters()
+    assert len(native.argtypes()) == len(parameters) == 22
+    assert [t for t, (c, _) in zip(native.argtypes(), parameters, strict=True) if c.endswith("*")] == [
+        native.ctypes.c_void_p] * 11  # fmt: skip
+    registered = torch.ops.market_envs.fill_with_costs.default._schema
+    assert [a.name for a in registered.arguments] == [a.name for a in native.OPERATOR_ARGS]
+    assert str(registered.arguments[6].type) == "Optional[Tensor]" and str(registered.arguments[-1].type) == "int"
+
+
+def test_the_term_bits_are_the_c_files():
+    bits = dict(re.findall(r"\bTERM_(\w+)\s*=\s*(\d+)", SOURCE_TEXT))
+    assert {name: int(bit) for name, bit in bits.items()} == {
+        name.upper(): 1 << k for k, name in enumerate(native.TERM_FLAGS)}  # fmt: skip
+
+
+def test_the_kernels_version_is_read_from_costmodel_terms():
+    every = native.term_flags(EVERY_COST.terms(), weights_mode=False)
+    assert every == 0b1111  # spread, impact, participation, commission per order (borrow is charged at the close)
+    assert native.term_flags(CostModel().terms(), weights_mode=True) == 0b10000
+    assert native.term_flags(CostModel(spread_bps=1.0).terms(), weights_mode=False) == 0b1
+    assert not CostModel(borrow_rate=0.01).terms().in_fill and CostModel(borrow_rate=0.01).terms().borrow
+    env = StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))
+    assert env._rules.native_terms == every and env._rules.has_costs
+
+
+def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
+    e, n = 2, 3
+    orders = torch.zeros((e, n), dtype=torch.float64)
+    arguments = dict(sells=orders, buys=orders, price=torch.ones((e, n), dtype=torch.float64), holdings=orders,
+                     cash=torch.ones(e, dtype=torch.float64), bars=torch.zeros(e, dtype=torch.int64),
+                     half_spread=None, impact=None, fill_cap=None, buy_cost=0.001, sell_cost=0.001, per_share=0.0,
+                     minimum=0.0, max_rate=0.0)  # fmt: skip
+    holdings, sums = native.fill_with_costs(**arguments, terms=0)
+    assert torch.equal(holdings, orders) and torch.equal(sums[0], torch.ones(e, dtype=torch.float64))
+    with pytest.raises(ValueError, match="do not match the tables"):
+        native.fill_with_costs(**arguments, terms=0b1)  # a half-spread without its table
+    with pytest.raises(TypeError, match="unexpected keyword argument .per_order."):
+        native.fill_with_costs(**arguments, terms=0, per_order=True)
