@@ -39,7 +39,6 @@ from typing import Any
 from market_envs.costs import CostModel
 from market_envs.env import EnvConfig
 from trader import rundir
-from trader.backtesting.engine import recorded_rules
 from trader.environments import run_periods
 from trader.errors import CheckpointError, UserError
 from trader.names import BASELINES
@@ -86,29 +85,29 @@ class RunContents:
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> RunContents:
-    """Everything `trader backtest` and `trader baselines` need from `run_dir`."""
+    """Everything `trader backtest` and `trader baselines` need from `run_dir` (its kind
+    as `trader.rundir.run_kind` decides it: a folder that records neither a training run nor
+    a tournament is read as one of baselines)."""
     root = Path(run_dir)
     if root.exists() and not root.is_dir():
         raise UserError(f"RUN_DIR {root} is not a directory")
-    tournament = rundir.read_toml(root / rundir.TOURNAMENT, missing_ok=True)
-    if tournament:
-        contents = _tournament(root, tournament)
+    kind = rundir.run_kind(root)
+    if kind == "tournament":
+        contents = _tournament(root, rundir.read_toml(root / rundir.TOURNAMENT))
     else:
         config = rundir.read_toml(root / rundir.CONFIG, missing_ok=True)
-        env = config.get("env") if isinstance(config.get("env"), dict) else {}
+        env = rundir.recorded_env(root)
         dataset = config.get("dataset") or env.get("dataset")
-        rules = recorded_rules(env["env_config"], str(root / rundir.CONFIG)) if "env_config" in env else None
-        contents = RunContents(root, "train", dataset if isinstance(dataset, str) else None, rules,
-                               checkpoints=_checkpoints(root), periods=run_periods(env))  # fmt: skip
-    contents.baselines = baseline_folders(root)
-    if contents.kind == "train" and not contents.checkpoints and not (root / rundir.CONFIG).is_file():
-        contents.kind = "baselines"
+        rules = rundir.recorded_rules(env["env_config"], str(root / rundir.CONFIG)) if "env_config" in env else None
+        contents = RunContents(root, "train" if kind == "train" else "baselines", dataset if isinstance(dataset, str) else None,
+                               rules, checkpoints=rundir.checkpoints(root), periods=run_periods(env))  # fmt: skip
+    contents.baselines = rundir.baseline_folders(root)
     return contents
 
 
 def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
     """A tournament's best pod (leaderboard.json) and its ensemble and result (selection.json)."""
-    rules = recorded_rules(config.get("env_config") or {}, str(root / rundir.TOURNAMENT))
+    rules = rundir.recorded_rules(config.get("env_config") or {}, str(root / rundir.TOURNAMENT))
     env = config.get("env")
     board = root / rundir.LEADERBOARD
     entries: list[dict[str, Any]] = []
@@ -128,22 +127,6 @@ def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
     return contents
 
 
-def _checkpoints(root: Path) -> dict[str, Path]:
-    """name -> checkpoint path (without suffix) for every sidecar in RUN_DIR/checkpoints."""
-    folder = root / rundir.CHECKPOINTS
-    if not folder.is_dir():
-        return {}
-    return {p.stem: p.with_suffix("") for p in sorted(folder.glob("*.json"))}
-
-
-def baseline_folders(root: Path) -> list[Path]:
-    """``RUN_DIR/baselines/<name>/`` folders that hold a ``baseline.json``, sorted by name."""
-    folder = root / rundir.BASELINES_DIR
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir() if (p / rundir.BASELINE_SIDECAR).is_file())
-
-
 def expected_checkpoints(contents: RunContents) -> dict[str, Path | list[Path]]:
     """Strategy name -> checkpoint (path without suffix) that the run must hold: a finished
     training run's ``final`` and (validated runs) ``best``, every checkpoint found, and a
@@ -151,7 +134,7 @@ def expected_checkpoints(contents: RunContents) -> dict[str, Path | list[Path]]:
     expected = dict(contents.checkpoints)
     config = rundir.read_toml(contents.run_dir / rundir.CONFIG, missing_ok=True) if contents.kind == "train" else {}
     if "algo" in config:  # written by trader.train, which saves `final`, and `best` where it validates
-        env = config.get("env") or {}
+        env = rundir.recorded_env(contents.run_dir)
         names = ("best", "final") if env.get("kind") in ("market", "gymnasium") else ("final",)
         expected.update({name: contents.run_dir / rundir.CHECKPOINTS / name for name in names})
     if contents.ensemble:

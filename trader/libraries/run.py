@@ -190,13 +190,12 @@ def check_finished(root: Path, jobs: list[tuple[str, str, int]], *, overwrite: b
     """Refuse, before any training, to replace a finished baseline without ``overwrite``; and
     ``overwrite`` without the backtest when a report of the run lists the baseline replaced
     (it would keep the old model's figures)."""
-    from trader.libraries.folder import read_sidecar
-    from trader.rundir import reports
+    from trader.rundir import read_baseline, reports
 
     for library, algo, seed in jobs:
         name = folder_name(library, algo, seed)
         folder = root / "baselines" / name
-        if not folder.is_dir() or read_sidecar(folder).get("status") != "finished":
+        if not folder.is_dir() or read_baseline(folder).get("status") != "finished":
             continue
         if not overwrite:
             raise UserError(f"{folder} holds a finished baseline already: pass --overwrite to train it again "
