@@ -18,7 +18,7 @@ candidate).
    (``ensemble_weighting``), and it trades as `trader.agents.ensemble.EnsemblePolicy`
    combines them.
 3. **Scoring.** The ensemble is validated on the same period by the same evaluator as
-   every pod (`trader.training.market_evaluator`), and that pass is one more trial: it is
+   every pod (`trader.agents.evaluator.market_evaluator`), and that pass is one more trial: it is
    appended to the tournament's ``trials.parquet`` (``pod_id`` "ensemble"), so the
    report's trial count and every DSR include it.
 4. **The result** is whichever of the best pod and the ensemble scores higher on

@@ -272,7 +272,7 @@ def _train_sb3(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, 
                say: ProgressFn, preset: str, num_envs: int, eval_every: int, device: str, **_: Any) -> dict[str, Any]:  # fmt: skip
     """One SB3 model on the train period, its best validation snapshot in ``model.zip``."""
     from trader.libraries.sb3 import fit, hyperparameters, make_model, sb3_version
-    from trader.training import market_evaluator
+    from trader.agents.evaluator import market_evaluator
 
     params = hyperparameters(algo, preset)
     venv = _vec_env(library, data.period("train"), rules, num_envs, device)
@@ -326,7 +326,7 @@ def _train_finrl(library: str, algo: str, seed: int, data: Any, rules: EnvConfig
                  say: ProgressFn, num_envs: int, windows: int, device: str, **_: Any) -> dict[str, Any]:  # fmt: skip
     """FinRL's ensemble over the test period: per window, the chosen learner's model file."""
     from trader.libraries.sb3 import SB3Policy, fit, hyperparameters, load_model, make_model, sb3_version
-    from trader.training import market_evaluator
+    from trader.agents.evaluator import market_evaluator
 
     train, test = data.period("train"), data.period("test")
     upto = data.take(slice(0, int(data.timestamps.searchsorted(test.end, "right"))))  # nothing after the test period
