@@ -2,7 +2,9 @@
 
 One reader for every kind of run directory (docs/contracts.md), so that `trader
 backtest RUN_DIR`, `trader baselines RUN_DIR` and the tournament's final backtest
-put the same rows in the report:
+put the same rows in the report. It gathers what `trader.rundir` reads (the kind,
+`trader.rundir.run_kind`, decided there for the dashboard too; the checkpoints, the
+baseline folders, the recorded rules) into a `RunContents`:
 
 - a training run (`trader.train`): ``config.toml`` names the data set and env rules;
   each checkpoint in ``checkpoints/`` is a strategy (``best``, ``final``);
