@@ -14,7 +14,7 @@ iterations measures, on a fixed probe of training observations:
   stocks: the direction in which the critic pushes the book;
 - ``mean_abs_action`` and ``saturated`` (share of actions with ``|a| > 0.99``);
 - the runner's own metrics of that iteration (critic loss, Q mean, ...);
-- with ``--validate-every K``: the validation Sharpe (`trader.training.market_evaluator`,
+- with ``--validate-every K``: the validation Sharpe (`trader.agents.evaluator.market_evaluator`,
   the score `trader.train` selects checkpoints by) every K-th trace row.
 
     OMP_NUM_THREADS=1 python benchmarks/sign_trace.py --algo td3 --seed 2 --every 16
@@ -40,7 +40,7 @@ from learning_check import FULL, REPLAY_RATIO, Budget, edge_spec, env_rules, par
 from market_envs.data import load  # noqa: E402
 from market_envs.data.edge import edge_layout  # noqa: E402
 from market_envs.env import StockTradingVecEnv  # noqa: E402
-from trader.training import market_evaluator  # noqa: E402
+from trader.agents.evaluator import market_evaluator  # noqa: E402
 
 
 def probe_observations(data: Any, rules: Any, num_envs: int, steps: int, seed: int) -> Tensor:

@@ -1,7 +1,7 @@
 """Validation pass: what one market validation costs, eager against ``torch.compile``.
 
 A market run is validated by one deterministic pass over the whole validation
-period with a single sub-environment (`trader.training.market_evaluator`): one env step
+period with a single sub-environment (`trader.agents.evaluator.market_evaluator`): one env step
 and one policy forward per bar, so its time is the step's fixed overhead, not
 arithmetic. In a tournament pod of benchmarks/tournament_value.py it was the largest
 fixed cost. This script times, in one process:
@@ -49,7 +49,8 @@ from learning_check import Budget, algo_overrides, env_rules  # noqa: E402
 from market_envs.data import load  # noqa: E402
 from market_envs.data.recipes import find_recipe  # noqa: E402
 from trader.agents import make_agent, make_config  # noqa: E402
-from trader.training import market_evaluator, train  # noqa: E402
+from trader.agents.evaluator import market_evaluator  # noqa: E402
+from trader.training import train  # noqa: E402
 
 
 def edge_recipe(args: argparse.Namespace, folder: Path) -> Path:

@@ -20,6 +20,9 @@ A run directory is recognised by any of its files:
   (``tournament/``, ``ppo/``) are runs of their own;
 - ``dataset.json``: the data set's card (`MarketData.describe`).
 
+What a folder records (`RunDir.kind`: a training run, a tournament, a walk-forward, ...)
+is `trader.rundir.run_kind`'s decision, the one the backtest's reader takes too.
+
 A file that is missing, half-written or corrupt raises `RunFileError` with one line
 naming the file and what is wrong; the pages show that line and go on with the other
 runs.
@@ -63,6 +66,12 @@ class RunDir:
     path: Path
 
     @property
+    def kind(self) -> str | None:
+        """What the folder records (`trader.rundir.run_kind`): "train", "tournament",
+        "baselines", "walkforward", "experiment", or None (a folder with a report only)."""
+        return rundir.run_kind(self.path)
+
+    @property
     def has_report(self) -> bool:
         return (self.path / rundir.REPORT_JSON).exists()
 
@@ -72,11 +81,11 @@ class RunDir:
 
     @property
     def has_tournament(self) -> bool:
-        return (self.path / rundir.TOURNAMENT).exists() or (self.path / rundir.LEADERBOARD).exists()
+        return self.kind == "tournament"
 
     @property
     def has_walkforward(self) -> bool:
-        return (self.path / rundir.WF_CONFIG).exists()
+        return self.kind == "walkforward"
 
     @property
     def has_paper(self) -> bool:
@@ -85,7 +94,7 @@ class RunDir:
     @property
     def has_experiment(self) -> bool:
         """The seed paper's experiment (`trader experiment podracer`), finished or not."""
-        return (self.path / rundir.EXPERIMENT).exists()
+        return self.kind == "experiment"
 
 
 def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
@@ -124,11 +133,9 @@ def report_views(found: list[RunDir]) -> list[RunDir]:
 
 def walkforward_folds(walk: RunDir) -> list[RunDir]:
     """The run directories of a walk-forward's folds (``folds/<k>/`` holding a run), by fold."""
-    folder = walk.path / rundir.WF_FOLDS_DIR
-    if not walk.has_walkforward or not folder.is_dir():
+    if not walk.has_walkforward:
         return []
-    folds = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
-    return [RunDir(f"{walk.name}/{rundir.WF_FOLDS_DIR}/{p.name}", p) for p in folds
+    return [RunDir(f"{walk.name}/{rundir.WF_FOLDS_DIR}/{p.name}", p) for p in rundir.fold_folders(walk.path)
             if any((p / marker).exists() for marker in MARKERS)]  # fmt: skip
 
 
@@ -238,15 +245,12 @@ def load_walkforward(run: Path) -> dict[str, Any]:
 def load_finished_folds(run: Path) -> list[dict[str, Any]]:
     """Each finished fold's ``fold.json`` (``folds/<k>/fold.json``), by fold: what a
     walk-forward still running (no ``walkforward.json`` yet) has to show."""
-    folder = run / rundir.WF_FOLDS_DIR
-    if not folder.is_dir():
-        return []
-    folds = sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
     records = []
-    for path in (p / rundir.WF_FOLD for p in folds if (p / rundir.WF_FOLD).is_file()):
-        record = read_json(path, version=rundir.WF_FOLD_VERSION)
-        require(record, ("fold", "windows", "algo", "validation_sharpe", "test_sharpe"), path)
-        records.append(record)
+    for folder in rundir.fold_folders(run):
+        record = rundir.read_fold(run, int(folder.name))
+        if record is not None:
+            require(record, ("fold", "windows", "algo", "validation_sharpe", "test_sharpe"), folder / rundir.WF_FOLD)
+            records.append(record)
     return records
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,6 +266,47 @@ def test_evaluator_scores_first_episodes_and_keeps_the_best(tmp_path: Any) -> No
     best = load_policy(tmp_path / "best")
     obs = torch.randn(4, 3)
     assert torch.equal(best.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+
+
+SCORES = [math.nan, -1.0, 0.5, 0.5, math.nan, 2.0, -math.inf]
+"""Validation scores offered in order: a NaN first, a tie, a NaN after a number."""
+
+
+def test_the_best_snapshot_rule_nan_lowest_first_kept_ties_to_the_earlier() -> None:
+    from trader.agents.evaluator import BestSnapshot, rank_score
+
+    best, kept = BestSnapshot(), []
+    assert best.step is None and best.score == -math.inf
+    for step, score in enumerate(SCORES):
+        kept.append(best.offer(step, {"score": score, "other": step}))
+    assert kept == [True, True, True, False, False, True, False]
+    assert (best.step, best.score, best.metrics) == (5, 2.0, {"score": 2.0, "other": 5})
+    assert [rank_score(s) for s in (None, math.nan, 1.5)] == [-math.inf, -math.inf, 1.5]
+
+
+def test_ours_and_the_baselines_keep_the_same_snapshot() -> None:
+    """`Evaluator.consider` (our agents) and the baselines' `Selection` keep the same
+    step for the same scores, through the one rule."""
+    from trader.agents.evaluator import Evaluator
+    from trader.libraries.budget import Budget
+    from trader.libraries.selection import Selection
+
+    scores = iter(SCORES * 2)
+
+    class Scripted(Evaluator):
+        def evaluate(self, agent: Any) -> dict[str, float]:
+            return {"score": next(scores)}
+
+    ours = Scripted(env=None)
+    agent = _pendulum_agent()
+    theirs = Selection(Scripted(env=None), Budget(steps=100), eval_every=1)
+    saved = []
+    for step in range(len(SCORES)):
+        ours.consider(agent, step)
+    for step in range(len(SCORES)):
+        theirs.validate(agent, step + 1, save=lambda step=step: saved.append(step))
+    assert ours.best_step == 5 and theirs.best_step == 6 and saved == [0, 1, 2, 5]
+    assert ours.best_score == theirs.best_score == 2.0
 
 
 def test_return_and_sharpe_score_uses_portfolio_values() -> None:

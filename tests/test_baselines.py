@@ -30,7 +30,7 @@ from trader.libraries.sb3 import ALGOS, PRESETS, SB3Policy, make_model  # noqa: 
 from trader.libraries.sb3_env import SB3VecEnv  # noqa: E402
 from trader.cli import main as cli  # noqa: E402
 from trader.errors import UserError  # noqa: E402
-from trader.training import market_evaluator  # noqa: E402
+from trader.agents.evaluator import market_evaluator  # noqa: E402
 
 from market_fixtures import write_tiny_recipe  # noqa: E402
 

@@ -36,7 +36,7 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
     from test_train_cli import TINY_EDGE_RECIPE
 
     from market_envs.env import EnvConfig
-    from trader.backtesting.engine import recorded_rules
+    from trader.rundir import recorded_rules
     from trader.presets import COSTS_TRADE_RATE
 
     recipe = tmp_path / "edge.toml"

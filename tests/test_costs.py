@@ -29,7 +29,7 @@ from market_envs.costs import (
 from market_envs.data import from_frame
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from market_envs.errors import ConfigError
-from trader.backtesting.engine import recorded_rules
+from trader.rundir import recorded_rules
 from trader.rundir import config_from_dict, config_to_dict, toml_ready
 
 # ------------------------------------------------------------------ a bar of known volume and volatility

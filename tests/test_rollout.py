@@ -35,7 +35,7 @@ from trader.agents import make_agent, make_config
 from trader.agents.program import agents_program
 from trader.backtesting import BacktestConfig, PolicyPopulation, run_backtest
 from trader.backtesting.report import report_dict
-from trader.training import market_evaluator
+from trader.agents.evaluator import market_evaluator
 
 GOLDEN = Path(__file__).parent / "golden" / "backtest_report.json"
 EVERY_COST = CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01, spread_model="high_low",

@@ -207,3 +207,48 @@ def test_a_log_line_torn_by_a_crash_is_skipped(tmp_path: Path) -> None:
     with log.open("a") as handle:
         handle.write('{"kind": "fin')  # the process died mid-line
     assert [e["kind"] for e in rundir.read_json_lines(log)] == ["finished", "entered"]
+
+
+def test_a_runs_kind_is_decided_once_for_the_backtest_and_the_dashboard(tmp_path: Path) -> None:
+    """`rundir.run_kind` decides what a folder records, by the file its writer puts first;
+    the dashboard's `RunDir` and the backtest's `read_run` take its decision."""
+    from dashboards.runs import RunDir
+
+    def folder(name: str, *files: str) -> Path:
+        for file in files:
+            (tmp_path / name / file).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / file).write_text("")
+        return tmp_path / name
+
+    made = {
+        "train": folder("a", rundir.CONFIG),
+        "tournament": folder("b", rundir.TOURNAMENT, rundir.LEADERBOARD, rundir.CONFIG),
+        "walkforward": folder("c", rundir.WF_CONFIG),
+        "experiment": folder("d", rundir.EXPERIMENT),
+        "baselines": folder("e", f"{rundir.BASELINES_DIR}/sb3-ppo-s0/{rundir.BASELINE_SIDECAR}"),
+        None: folder("f", rundir.REPORT_JSON),
+    }
+    made["train (checkpoints only)"] = folder("g", f"{rundir.CHECKPOINTS}/final.json")
+    for kind, path in made.items():
+        expected = kind.split(" ")[0] if kind else None
+        assert rundir.run_kind(path) == expected, path
+        assert RunDir(path.name, path).kind == expected
+        assert RunDir(path.name, path).has_tournament == (expected == "tournament")
+    assert rundir.run_kind(tmp_path / "missing") is None
+    assert rundir.checkpoints(made["train (checkpoints only)"]) == {"final": made["train (checkpoints only)"] / "checkpoints" / "final"}
+    assert rundir.baseline_folders(made["baselines"]) == [made["baselines"] / "baselines" / "sb3-ppo-s0"]
+
+
+def test_a_folds_record_and_a_best_snapshots_step_are_read_in_one_place(tmp_path: Path) -> None:
+    for k in (2, 0, 10):
+        rundir.fold_dir(tmp_path, k).mkdir(parents=True)
+    (tmp_path / rundir.WF_FOLDS_DIR / "notes").mkdir()
+    rundir.write_json(rundir.fold_dir(tmp_path, 2) / rundir.WF_FOLD, {"format_version": rundir.WF_FOLD_VERSION, "fold": 2})
+    assert [p.name for p in rundir.fold_folders(tmp_path)] == ["0", "2", "10"]
+    assert rundir.read_fold(tmp_path, 0) is None and rundir.read_fold(tmp_path, 2)["fold"] == 2
+    rundir.write_json(rundir.fold_dir(tmp_path, 10) / rundir.WF_FOLD, {"format_version": 99})
+    with pytest.raises(RunFileError, match="format_version 99"):
+        rundir.read_fold(tmp_path, 10)
+    assert rundir.best_step(tmp_path) is None
+    rundir.write_json(tmp_path / rundir.CHECKPOINTS / "best.json", {"info": {"step": 640}})
+    assert rundir.best_step(tmp_path) == 640

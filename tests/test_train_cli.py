@@ -309,7 +309,7 @@ def test_compile_reaches_the_validation_env(tmp_path: Path) -> None:
     from market_envs.env import EnvConfig
     from market_fixtures import random_panel
 
-    from trader.training import market_evaluator
+    from trader.agents.evaluator import market_evaluator
 
     panel = random_panel(n_tickers=3, n_bars=40, seed=2)
     assert market_evaluator(panel, EnvConfig(), compile=True).env.compiled
@@ -323,7 +323,7 @@ def test_compiled_validation_scores_as_the_eager_one() -> None:
     from market_fixtures import random_panel
 
     from trader.agents import make_agent, make_config
-    from trader.training import market_evaluator
+    from trader.agents.evaluator import market_evaluator
 
     panel = random_panel(n_tickers=3, n_bars=60, seed=2)
     rules = EnvConfig(action_mode="weights", short_selling=True)

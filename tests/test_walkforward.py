@@ -18,7 +18,8 @@ from trader import rundir
 from trader.backtesting import ActionSchedule, BacktestConfig, Book, read_series, run_backtest
 from trader.errors import UserError
 from trader.folds import FoldSpec
-from trader.walkforward import fold_dir, read_fold, walk_forward
+from trader.rundir import fold_dir, read_fold
+from trader.walkforward import walk_forward
 
 FOLDS = FoldSpec("6m", "2m", "2m")
 """Four folds on `write_daily_recipe`'s 17 months: tests Sep-Nov 2020, ..., Mar-May 2021."""

@@ -448,7 +448,7 @@ def _validate_ensemble(config: TournamentConfig, env: str, root: Path, members: 
     evaluator every pod was scored by, under the members' own env rules."""
     from trader.agents.ensemble import ensemble_rules, load_ensemble
     from trader.environments import load_market
-    from trader.training import market_evaluator
+    from trader.agents.evaluator import market_evaluator
 
     paths = [root / member.checkpoint for member in members]
     data = load_market(env, config.periods or None).period("validation")

@@ -18,7 +18,7 @@ candidate).
    (``ensemble_weighting``), and it trades as `trader.agents.ensemble.EnsemblePolicy`
    combines them.
 3. **Scoring.** The ensemble is validated on the same period by the same evaluator as
-   every pod (`trader.training.market_evaluator`), and that pass is one more trial: it is
+   every pod (`trader.agents.evaluator.market_evaluator`), and that pass is one more trial: it is
    appended to the tournament's ``trials.parquet`` (``pod_id`` "ensemble"), so the
    report's trial count and every DSR include it.
 4. **The result** is whichever of the best pod and the ensemble scores higher on
@@ -129,11 +129,10 @@ def _candidate(root: Path, entry: Any) -> Candidate:
 def validation_record(pod: Path) -> pd.Series | None:
     """The daily returns of a pod's best validation pass (its ``trials.parquet`` row at
     the step of ``checkpoints/best.json``); None when the pod recorded none."""
-    trials, sidecar = pod / rundir.TRIALS, pod / rundir.CHECKPOINTS / "best.json"
-    if not trials.is_file() or not sidecar.is_file():
+    trials, step = pod / rundir.TRIALS, rundir.best_step(pod)
+    if not trials.is_file() or step is None:
         return None
     keys, returns = rundir.read_trials(trials)
-    step = rundir.read_json(sidecar).get("info", {}).get("step")
     rows = np.flatnonzero((keys["step"] == step).to_numpy())
     return None if not len(rows) else returns.iloc[rows[0]].dropna()
 

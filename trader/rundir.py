@@ -23,6 +23,11 @@ fields and points here.
   run calls: a folder that holds anything is refused with one line naming the option
   that resumes or writes elsewhere; `clear_run` (``--overwrite``) removes a run whole,
   and never a file that no stage writes (`foreign_files`).
+- **Reading a run.** `run_kind` decides what a folder records (a training run, a
+  tournament, baselines only, a walk-forward, an experiment), once for the backtest and
+  the dashboard; `checkpoints`, `best_step`, `baseline_folders`, `read_baseline`,
+  `recorded_env`, `recorded_rules`, `fold_dir`, `fold_folders` and `read_fold` read its
+  parts (`trader.backtesting.runs.read_run` gathers what a backtest needs from them).
 - **Reports.** A run's own backtest report lies at its top; any other in
   ``reports/<name>/``; `reports` lists them (`trader.backtesting.runs` decides which).
 - **The config codec.** `config_to_dict` / `config_from_dict` turn a frozen
@@ -49,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trader.errors import ConfigError, UserError
+from trader.errors import CheckpointError, ConfigError, UserError
 
 # ------------------------------------------------------------------------ file names
 
@@ -358,6 +363,109 @@ def report_folder(run_dir: str | os.PathLike[str], name: str) -> Path:
     """Where report ``name`` of a run lives: the run directory for "" (its own report),
     else ``RUN_DIR/reports/<name>/``."""
     return Path(run_dir) if name == "" else Path(run_dir) / REPORTS_DIR / name
+
+
+# ------------------------------------------------------------------------ reading a run
+
+RUN_KINDS = ("walkforward", "experiment", "tournament", "train", "baselines")
+"""What a folder can record, in the order `run_kind` asks (the first found decides)."""
+
+
+def run_kind(root: str | os.PathLike[str]) -> str | None:
+    """What the folder ``root`` records, by the file its writer puts there first: the one
+    place a run's kind is decided (the backtest's `trader.backtesting.runs.read_run` and the
+    dashboard's `dashboards.runs.RunDir` both ask here).
+
+    "walkforward" (``walkforward.toml``), "experiment" (``experiment.toml``),
+    "tournament" (``tournament.toml``), "train" (``config.toml``, or checkpoints whose
+    config is gone), "baselines" (only ``baselines/<name>/`` folders); None: no run."""
+    root = Path(root)
+    if (root / WF_CONFIG).is_file():
+        return "walkforward"
+    if (root / EXPERIMENT).is_file():
+        return "experiment"
+    if (root / TOURNAMENT).is_file():
+        return "tournament"
+    if (root / CONFIG).is_file() or checkpoints(root):
+        return "train"
+    return "baselines" if baseline_folders(root) else None
+
+
+def recorded_env(root: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``[env]`` table of a training run's ``config.toml`` (its data set, ``env_config``,
+    ``periods`` and ``kind``); {} when the folder holds no config or the config no table."""
+    env = read_toml(Path(root) / CONFIG, missing_ok=True).get("env")
+    return env if isinstance(env, dict) else {}
+
+
+def recorded_rules(values: Any, source: str) -> Any:
+    """The `market_envs.env.EnvConfig` of rules recorded in a run file (a full config, or
+    overrides of the defaults). Keys this version does not know (a file from a newer
+    version) are ignored; values it cannot use are one `CheckpointError` naming ``source``.
+    (The env module, and torch, load on the first call: importing this module stays light.)"""
+    from market_envs.env import EnvConfig
+
+    if not isinstance(values, Mapping):
+        raise CheckpointError(f"{source}: recorded env_config must be a table, got {type(values).__name__}")
+    known = set(EnvConfig.__dataclass_fields__)
+    try:
+        return config_from_dict(EnvConfig, {k: v for k, v in values.items() if k in known})
+    except (ConfigError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{source}: env_config cannot be used: {err}") from err
+
+
+def checkpoints(root: str | os.PathLike[str]) -> dict[str, Path]:
+    """Name -> checkpoint path (without suffix) for every sidecar in ``RUN_DIR/checkpoints/``, by name."""
+    folder = Path(root) / CHECKPOINTS
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p.with_suffix("") for p in sorted(folder.glob("*.json"))}
+
+
+def best_step(root: str | os.PathLike[str]) -> Any:
+    """The training step of a run's (or a pod's) best snapshot (``checkpoints/best.json``'s
+    ``info.step``, as `trader.agents.evaluator.Evaluator.save_best` writes it); None when
+    there is no best snapshot or it records no step."""
+    sidecar = Path(root) / CHECKPOINTS / "best.json"
+    if not sidecar.is_file():
+        return None
+    return read_json(sidecar).get("info", {}).get("step")
+
+
+def baseline_folders(root: str | os.PathLike[str]) -> list[Path]:
+    """``RUN_DIR/baselines/<name>/`` folders that hold a ``baseline.json``, sorted by name."""
+    folder = Path(root) / BASELINES_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if (p / BASELINE_SIDECAR).is_file())
+
+
+def read_baseline(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """A baseline folder's ``baseline.json`` (`trader.libraries.folder` writes it), checked
+    for its format version (`RunFileError` naming it)."""
+    return read_json(Path(folder) / BASELINE_SIDECAR, version=BASELINE_VERSION)
+
+
+def fold_dir(root: str | os.PathLike[str], k: int) -> Path:
+    """A walk-forward's fold ``k``: ``RUN_DIR/folds/<k>/``."""
+    return Path(root) / WF_FOLDS_DIR / str(k)
+
+
+def fold_folders(root: str | os.PathLike[str]) -> list[Path]:
+    """A walk-forward's ``folds/<k>/`` folders (finished or not), by fold."""
+    folder = Path(root) / WF_FOLDS_DIR
+    if not folder.is_dir():
+        return []
+    return sorted((p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+
+
+def read_fold(root: str | os.PathLike[str], k: int) -> dict[str, Any] | None:
+    """Fold k's record (``folds/<k>/fold.json``) when the fold finished (its marker
+    exists), else None."""
+    path = fold_dir(root, k) / WF_FOLD
+    if not path.is_file():
+        return None
+    return read_json(path, version=WF_FOLD_VERSION)
 
 
 # ------------------------------------------------------------------------ writes

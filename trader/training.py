@@ -58,7 +58,7 @@ from trader.agents import Agent, get_spec
 from trader import rundir
 from trader.agents.base import seeded
 from trader.agents.checkpoint import RNG_KEY, load_checkpoint, restore_agent, save_checkpoint
-from trader.agents.evaluator import Evaluator, mean_return_score, return_and_sharpe_score
+from trader.agents.evaluator import Evaluator, market_evaluator, mean_return_score
 from trader.environments import load_market, resolve_env
 from trader.errors import CheckpointError, ConfigError, UserError
 from trader.rundir import config_from_dict, config_to_dict
@@ -424,31 +424,6 @@ def rerun_arguments(values: dict[str, Any]) -> dict[str, Any]:
         if values.get(key) is not None:
             arguments[key] = values[key]
     return arguments
-
-
-def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", compile: bool = False) -> Evaluator:
-    """The validation evaluator of market runs: one deterministic pass over `data`
-    (a `MarketData` period) under the env `rules`, scored by the Sharpe ratio of the
-    daily returns, as every backtest report computes it. Baselines are selected by it
-    too (`trader.baselines`).
-
-    The pass is one env step per bar with a single sub-environment, so its time is the
-    step's fixed overhead times the bars, whatever the number of tickers. ``compile``
-    runs the step kernel through ``torch.compile``: the same scores, and once compiled
-    a shorter pass (benchmarks/RESULTS.md, "Validation pass", measured by
-    benchmarks/validation_pass.py)."""
-    from dataclasses import replace
-
-    from market_envs.env import StockTradingVecEnv
-
-    from trader import metrics as trade_metrics
-
-    rules = replace(rules, random_start=False, episode_length=None)
-    validation = StockTradingVecEnv(data, 1, device, rules, compile=compile)
-    # Step k of the full-period validation env ends at bar k+1.
-    score = return_and_sharpe_score("value", trade_metrics.DAILY, score_by="sharpe", timestamps=data.timestamps[1:],
-                                    initial_value=rules.initial_cash)  # fmt: skip
-    return Evaluator(validation, score, max_steps=data.num_bars + 1, record_info_keys=("value",))
 
 
 # --------------------------------------------------------------------------- configs

@@ -50,7 +50,7 @@ import pandas as pd
 from trader import rundir
 from trader.errors import ConfigError, UserError
 from trader.folds import WINDOWS, Fold, FoldSpec, consecutive, make_folds
-from trader.rundir import config_from_dict, config_to_dict
+from trader.rundir import config_from_dict, config_to_dict, fold_dir, read_fold
 from trader.spec import MarketSpec
 
 LEARNERS = ("tournament", "ppo", "sac", "td3")
@@ -258,19 +258,6 @@ def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkF
 def _claim(root: Path, config: WalkForwardConfig) -> None:
     """Write the config, or check that the run directory's is the same (a resume)."""
     rundir.claim_run(root, rundir.WF_CONFIG, config.to_dict(), "a walk-forward")
-
-
-def fold_dir(root: str | os.PathLike[str], k: int) -> Path:
-    """``RUN_DIR/folds/<k>/``."""
-    return Path(root) / rundir.WF_FOLDS_DIR / str(k)
-
-
-def read_fold(root: str | os.PathLike[str], k: int) -> dict[str, Any] | None:
-    """Fold k's record when the fold finished (its marker exists), else None."""
-    path = fold_dir(root, k) / rundir.WF_FOLD
-    if not path.is_file():
-        return None
-    return rundir.read_json(path, version=rundir.WF_FOLD_VERSION)
 
 
 # --------------------------------------------------------------------------- one fold
@@ -526,4 +513,4 @@ def _text(value: Any) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
 
-__all__ = ["LEARNERS", "WalkForwardConfig", "WalkForwardResult", "fold_dir", "markdown", "read_fold", "run", "walk_forward"]
+__all__ = ["LEARNERS", "WalkForwardConfig", "WalkForwardResult", "markdown", "run", "walk_forward"]

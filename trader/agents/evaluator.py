@@ -12,6 +12,11 @@ that `EpisodeRecord` into metrics, one of which is ``"score"`` (higher is better
   of each episode's portfolio-value series, via `trader.metrics` (the functions the
   backtest uses), averaged over episodes.
 
+Which snapshot is best is decided in one place, `BestSnapshot` (higher score wins, a NaN
+score ranks lowest, the first snapshot is always kept): the evaluator keeps our agents'
+best by it, and `trader.libraries.selection.Selection` the baseline libraries'. The
+validation evaluator of every market run, ours and the baselines', is `market_evaluator`.
+
 The loop is over time only; whether every episode has ended is checked on the host
 once every ``check_every`` steps. A market validation env (`StockTradingVecEnv` in its
 deterministic full-period mode, one sub-environment) with an agent whose deterministic
@@ -25,8 +30,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +146,59 @@ class MarketScore:
         return metrics
 
 
+def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", compile: bool = False) -> Evaluator:
+    """The validation evaluator of market runs: one deterministic pass over `data`
+    (a `MarketData` period) under the env `rules`, scored by the Sharpe ratio of the
+    daily returns, as every backtest report computes it. Baselines are selected by it
+    too (`trader.baselines`), and a tournament's ensemble (`tournament.orchestrator`).
+
+    The pass is one env step per bar with a single sub-environment, so its time is the
+    step's fixed overhead times the bars, whatever the number of tickers. ``compile``
+    runs the step kernel through ``torch.compile``: the same scores, and once compiled
+    a shorter pass (benchmarks/RESULTS.md, "Validation pass", measured by
+    benchmarks/validation_pass.py)."""
+    rules = replace(rules, random_start=False, episode_length=None)
+    validation = StockTradingVecEnv(data, 1, device, rules, compile=compile)
+    # Step k of the full-period validation env ends at bar k+1.
+    score = return_and_sharpe_score("value", trade_metrics.DAILY, score_by="sharpe", timestamps=data.timestamps[1:],
+                                    initial_value=rules.initial_cash)  # fmt: skip
+    return Evaluator(validation, score, max_steps=data.num_bars + 1, record_info_keys=("value",))
+
+
+def rank_score(score: float | None) -> float:
+    """A validation score as snapshots (and FinRL's window learners) are ranked by it:
+    itself, but NaN or None (a Sharpe ratio over fewer than two days) ranks lowest."""
+    return -math.inf if score is None or math.isnan(score) else float(score)
+
+
+@dataclass
+class BestSnapshot:
+    """The best snapshot so far by validation score: the one rule every learner's
+    snapshots are chosen by (ours in `Evaluator.consider`, the baseline libraries' in
+    `trader.libraries.selection.Selection`).
+
+    A higher ``score`` (`rank_score`) wins; an equal one keeps the earlier snapshot; a
+    NaN score ranks lowest, but the first snapshot offered is always kept, so that a
+    best checkpoint exists."""
+
+    step: int | None = None
+    """The training step of the best snapshot (None: none offered yet)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Its validation metrics, ``score`` among them, as measured (NaN kept)."""
+
+    @property
+    def score(self) -> float:
+        """The best snapshot's score as ranked (-inf while none, or for a NaN score)."""
+        return rank_score(self.metrics.get("score"))
+
+    def offer(self, step: int, metrics: Mapping[str, float]) -> bool:
+        """Keep the snapshot at ``step`` scored ``metrics`` if it is the best so far; True when kept."""
+        if self.step is not None and not rank_score(metrics["score"]) > self.score:
+            return False
+        self.step, self.metrics = step, dict(metrics)
+        return True
+
+
 def _full_period_steps(env: Any) -> int | None:
     """The steps of a market env's deterministic full-period episode (the first bar to the
     last, every sub-environment alike), or None for any other env."""
@@ -189,9 +247,8 @@ class Evaluator:
         self.max_steps = max_steps
         self.check_every = check_every
         self.record_info_keys = tuple(record_info_keys)
-        self.best_score = -float("inf")
-        self.best_step: int | None = None
-        self.best_metrics: dict[str, float] = {}
+        self.best = BestSnapshot()
+        """The best snapshot's step and metrics (`BestSnapshot`: the rule that chooses it)."""
         self.best_state: dict[str, Tensor] | None = None
         self.trials: list[tuple[int, float, pd.Series]] = []
         """(step, score, daily returns) of every pass `consider` made, when the score
@@ -199,6 +256,19 @@ class Evaluator:
         of the best snapshot."""
         self._best_agent: Agent | None = None
         self._best_rng: torch.Tensor | None = None
+
+    @property
+    def best_score(self) -> float:
+        """The best snapshot's score (-inf while none, or when its score was NaN)."""
+        return self.best.score
+
+    @property
+    def best_step(self) -> int | None:
+        return self.best.step
+
+    @property
+    def best_metrics(self) -> dict[str, float]:
+        return self.best.metrics
 
     @torch.no_grad()
     def run_episodes(self, agent: Agent) -> EpisodeRecord:
@@ -272,14 +342,8 @@ class Evaluator:
         metrics = self.evaluate(agent)
         if isinstance(self.score_fn, MarketScore) and self.score_fn.daily is not None:
             self.trials.append((step, float(metrics["score"]), self.score_fn.daily))
-        # A NaN score (e.g. a Sharpe ratio over fewer than two days) ranks lowest, but
-        # the first snapshot is always kept so that a best checkpoint exists.
-        score = -math.inf if math.isnan(metrics["score"]) else metrics["score"]
-        improved = self.best_state is None or score > self.best_score
+        improved = self.best.offer(step, metrics)
         if improved:
-            self.best_score = score
-            self.best_step = step
-            self.best_metrics = dict(metrics)
             self.best_state = agent.state_dict()
             self._best_rng = agent.generator.get_state()
             self._best_agent = agent

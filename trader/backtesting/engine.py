@@ -61,7 +61,6 @@ from trader.backtesting.strategies import (
 )
 from trader.errors import CheckpointError, ConfigError, UserError
 from trader.names import BASELINES
-from trader.rundir import config_from_dict
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -589,29 +588,10 @@ def _checkpoint_env_rules(meta: Mapping[str, Any], path: Path, default: EnvConfi
     places = (meta, meta.get("data_window") or {}, meta.get("info") or {})
     recorded = next((p["env_config"] for p in places if isinstance(p, Mapping) and "env_config" in p), None)
     if recorded is None:  # a sidecar without the rules: config.toml is read only then
-        env = _run_config(path).get("env")
-        recorded = env.get("env_config") if isinstance(env, Mapping) else None
+        recorded = rundir.recorded_env(path.parent.parent).get("env_config")
     if recorded is None:
         return default
-    return recorded_rules(recorded, f"checkpoint {path}")
-
-
-def recorded_rules(values: Any, source: str) -> EnvConfig:
-    """The `EnvConfig` of rules recorded in a run file (a full config, or overrides of
-    the defaults). Keys this version does not know (a file from a newer version) are
-    ignored; values it cannot use are one `CheckpointError` naming ``source``."""
-    if not isinstance(values, Mapping):
-        raise CheckpointError(f"{source}: recorded env_config must be a table, got {type(values).__name__}")
-    known = set(EnvConfig.__dataclass_fields__)
-    try:
-        return config_from_dict(EnvConfig, {k: v for k, v in values.items() if k in known})
-    except (ConfigError, TypeError, ValueError) as err:
-        raise CheckpointError(f"{source}: env_config cannot be used: {err}") from err
-
-
-def _run_config(checkpoint: Path) -> dict[str, Any]:
-    """config.toml of the run directory holding `checkpoint`, or {} when there is none."""
-    return rundir.read_toml(checkpoint.parent.parent / rundir.CONFIG, missing_ok=True)
+    return rundir.recorded_rules(recorded, f"checkpoint {path}")
 
 
 def _check_checkpoint_tickers(name: str, meta: Mapping[str, Any], data: MarketData) -> None:

@@ -85,7 +85,7 @@ def run_trials(run_dir: str | Path, kind: str, best_pod: str | None, baselines: 
             rows = np.flatnonzero((keys["pod_id"] == "ensemble").to_numpy()) if "pod_id" in keys else []
             found["ensemble"] = Trials(sharpes, returns, int(rows[0]) if len(rows) else None)
     for folder in baselines:
-        sidecar = rundir.read_json(folder / rundir.BASELINE_SIDECAR)
+        sidecar = rundir.read_baseline(folder)
         scores = [row.get("score") for row in sidecar.get("validation") or []]
         if scores:
             found[folder.name] = Trials(np.array([np.nan if s is None else s for s in scores], dtype=float))
@@ -95,10 +95,9 @@ def run_trials(run_dir: str | Path, kind: str, best_pod: str | None, baselines: 
 def _winner(root: Path, kind: str, keys: pd.DataFrame, best_pod: str | None) -> int | None:
     """The row of the selected pass: the best snapshot's step (of the leader's pod)."""
     folder = root if kind == "train" else (root / rundir.PODS_DIR / best_pod if best_pod else None)
-    sidecar = None if folder is None else folder / rundir.CHECKPOINTS / "best.json"
-    if sidecar is None or not sidecar.is_file():
+    step = None if folder is None else rundir.best_step(folder)
+    if step is None:
         return None
-    step = rundir.read_json(sidecar).get("info", {}).get("step")
     rows = keys["step"] == step
     if "pod_id" in keys.columns:
         rows &= keys["pod_id"] == best_pod

@@ -2,7 +2,9 @@
 
 One reader for every kind of run directory (docs/contracts.md), so that `trader
 backtest RUN_DIR`, `trader baselines RUN_DIR` and the tournament's final backtest
-put the same rows in the report:
+put the same rows in the report. It gathers what `trader.rundir` reads (the kind,
+`trader.rundir.run_kind`, decided there for the dashboard too; the checkpoints, the
+baseline folders, the recorded rules) into a `RunContents`:
 
 - a training run (`trader.train`): ``config.toml`` names the data set and env rules;
   each checkpoint in ``checkpoints/`` is a strategy (``best``, ``final``);
@@ -39,7 +41,6 @@ from typing import Any
 from market_envs.costs import CostModel
 from market_envs.env import EnvConfig
 from trader import rundir
-from trader.backtesting.engine import recorded_rules
 from trader.environments import run_periods
 from trader.errors import CheckpointError, UserError
 from trader.names import BASELINES
@@ -94,7 +95,9 @@ class RunContents:
 
 
 def read_run(run_dir: str | os.PathLike[str], spec: Any = None) -> RunContents:
-    """Everything `trader backtest` and `trader baselines` need from `run_dir`.
+    """Everything `trader backtest` and `trader baselines` need from `run_dir` (its kind
+    as `trader.rundir.run_kind` decides it: a folder that records neither a training run nor
+    a tournament is read as one of baselines).
 
     :param spec: the run's `trader.spec.MarketSpec`, when the caller holds it (a walk-forward
         fold): its data set, rules and windows are taken as they are, and only the run's
@@ -105,20 +108,18 @@ def read_run(run_dir: str | os.PathLike[str], spec: Any = None) -> RunContents:
         raise UserError(f"RUN_DIR {root} is not a directory")
     if spec is not None:
         return _with_spec(root, spec)
-    tournament = rundir.read_toml(root / rundir.TOURNAMENT, missing_ok=True)
-    if tournament:
-        contents = _tournament(root, tournament)
+    kind = rundir.run_kind(root)
+    if kind == "tournament":
+        contents = _tournament(root, rundir.read_toml(root / rundir.TOURNAMENT))
     else:
         config = rundir.read_toml(root / rundir.CONFIG, missing_ok=True)
-        env = config.get("env") if isinstance(config.get("env"), dict) else {}
+        env = rundir.recorded_env(root)
         dataset = config.get("dataset") or env.get("dataset")
-        rules = recorded_rules(env["env_config"], str(root / rundir.CONFIG)) if "env_config" in env else None
-        contents = RunContents(root, "train", dataset if isinstance(dataset, str) else None, rules,
-                               checkpoints=_checkpoints(root), periods=run_periods(env),
+        rules = rundir.recorded_rules(env["env_config"], str(root / rundir.CONFIG)) if "env_config" in env else None
+        contents = RunContents(root, "train" if kind == "train" else "baselines", dataset if isinstance(dataset, str) else None,
+                               rules, checkpoints=rundir.checkpoints(root), periods=run_periods(env),
                                trained=_trained(config))  # fmt: skip
-    contents.baselines = baseline_folders(root)
-    if contents.kind == "train" and not contents.checkpoints and not (root / rundir.CONFIG).is_file():
-        contents.kind = "baselines"
+    contents.baselines = rundir.baseline_folders(root)
     return contents
 
 
@@ -133,21 +134,21 @@ def _trained(config: Mapping[str, Any]) -> tuple[str, ...]:
 
 def _with_spec(root: Path, spec: Any) -> RunContents:
     """The run in ``root`` on the caller's spec: its strategies from the folder, the rest from ``spec``."""
-    if (root / rundir.TOURNAMENT).is_file():
+    if rundir.run_kind(root) == "tournament":
         contents = _tournament(root, {"env": spec.dataset})
     else:
         trained = ("best", "final") if (root / rundir.CONFIG).is_file() else ()  # a market run of `trader.train`
-        checkpoints = _checkpoints(root)
+        checkpoints = rundir.checkpoints(root)
         contents = RunContents(root, "train" if checkpoints or trained else "baselines", spec.dataset, None,
                                checkpoints=checkpoints, trained=trained)  # fmt: skip
     contents.env_config, contents.spec = spec.rules, spec
-    contents.baselines = baseline_folders(root)
+    contents.baselines = rundir.baseline_folders(root)
     return contents
 
 
 def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
     """A tournament's best pod (leaderboard.json) and its ensemble and result (selection.json)."""
-    rules = recorded_rules(config.get("env_config") or {}, str(root / rundir.TOURNAMENT))
+    rules = rundir.recorded_rules(config.get("env_config") or {}, str(root / rundir.TOURNAMENT))
     env = config.get("env")
     board = root / rundir.LEADERBOARD
     entries: list[dict[str, Any]] = []
@@ -165,22 +166,6 @@ def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
         contents.ensemble_weights = [float(w) for w in values.get("weights") or []]
         contents.result = values.get("result")
     return contents
-
-
-def _checkpoints(root: Path) -> dict[str, Path]:
-    """name -> checkpoint path (without suffix) for every sidecar in RUN_DIR/checkpoints."""
-    folder = root / rundir.CHECKPOINTS
-    if not folder.is_dir():
-        return {}
-    return {p.stem: p.with_suffix("") for p in sorted(folder.glob("*.json"))}
-
-
-def baseline_folders(root: Path) -> list[Path]:
-    """``RUN_DIR/baselines/<name>/`` folders that hold a ``baseline.json``, sorted by name."""
-    folder = root / rundir.BASELINES_DIR
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir() if (p / rundir.BASELINE_SIDECAR).is_file())
 
 
 def expected_checkpoints(contents: RunContents) -> dict[str, Path | list[Path]]:

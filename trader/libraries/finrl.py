@@ -24,7 +24,6 @@ test period is often shorter than 63 days).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from market_envs.data import DataError, MarketData
+from trader.agents.evaluator import rank_score
 from trader.errors import ConfigError
 
 LEARNERS = ("a2c", "ppo", "ddpg")
@@ -92,17 +92,13 @@ def _exchange_time(value: Any, tz: Any) -> pd.Timestamp:
 
 
 def pick_learner(scores: dict[str, float], order: Sequence[str] = LEARNERS) -> str:
-    """The learner with the best validation Sharpe; NaN ranks lowest, ties go to the
-    first in `order` (FinRL's A2C, PPO, DDPG)."""
+    """The learner with the best validation Sharpe, ranked as snapshots are
+    (`trader.agents.evaluator.rank_score`: NaN lowest); ties go to the first in `order`
+    (FinRL's A2C, PPO, DDPG)."""
     if not scores:
         raise ConfigError("no learner to pick from")
     ranked = [name for name in order if name in scores] + [name for name in scores if name not in order]
-
-    def key(name: str) -> float:
-        value = scores[name]
-        return -math.inf if value is None or math.isnan(value) else value
-
-    return max(ranked, key=key)  # max keeps the first of equal keys
+    return max(ranked, key=lambda name: rank_score(scores[name]))  # max keeps the first of equal keys
 
 
 FitFn = Callable[[str, MarketData, MarketData, int], tuple[Any, float, dict[str, Any]]]

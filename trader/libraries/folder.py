@@ -58,11 +58,6 @@ def write_sidecar(folder: Path, values: dict[str, Any]) -> Path:
     return rundir.write_json(folder / SIDECAR, {"format_version": FORMAT_VERSION, **values})
 
 
-def read_sidecar(folder: Path) -> dict[str, Any]:
-    """``baseline.json`` of `folder`, checked for its format version (`RunFileError` naming it)."""
-    return rundir.read_json(folder / SIDECAR, version=FORMAT_VERSION)
-
-
 def training_summary(sidecar: dict[str, Any]) -> dict[str, Any]:
     """The part of a sidecar the report carries for the row."""
     keys = ("library", "library_version", "trained_with", "algo", "preset", "seed", "vec_env", "num_envs", "budget", "steps",
@@ -72,7 +67,7 @@ def training_summary(sidecar: dict[str, Any]) -> dict[str, Any]:
 
 def load_strategy(folder: Path, device: str = "cpu") -> ExternalPolicy | None:
     """The baseline in `folder` as a backtest strategy; None when it failed to train."""
-    sidecar = read_sidecar(folder)
+    sidecar = rundir.read_baseline(folder)
     if sidecar.get("status") != "finished":
         return None
     models = sidecar.get("models") or []

@@ -11,7 +11,7 @@ trader.libraries.rllib_worker SPEC.json`` and the two sides exchange files only:
   writes it) and ``result.json`` (steps, seconds, validation history, selection).
 
 The env is `GymStockTradingEnv` over the data set's training period under the run's
-rules; snapshots are scored by `trader.training.market_evaluator` on the validation
+rules; snapshots are scored by `trader.agents.evaluator.market_evaluator` on the validation
 period, as every other learner is. One line of progress per validation on stdout.
 """
 
@@ -136,7 +136,7 @@ def main(spec_path: str) -> int:
     from trader.backtesting.periods import load_dataset
     from trader.libraries.budget import Budget
     from trader.libraries.selection import Selection
-    from trader.training import market_evaluator
+    from trader.agents.evaluator import market_evaluator
 
     torch.set_num_threads(1)
     spec = rundir.read_json(spec_path)

@@ -196,13 +196,12 @@ def check_finished(root: Path, jobs: list[tuple[str, str, int]], *, overwrite: b
     """Refuse, before any training, to replace a finished baseline without ``overwrite``; and
     ``overwrite`` without the backtest when a report of the run lists the baseline replaced
     (it would keep the old model's figures)."""
-    from trader.libraries.folder import read_sidecar
-    from trader.rundir import reports
+    from trader.rundir import read_baseline, reports
 
     for library, algo, seed in jobs:
         name = folder_name(library, algo, seed)
         folder = root / "baselines" / name
-        if not folder.is_dir() or read_sidecar(folder).get("status") != "finished":
+        if not folder.is_dir() or read_baseline(folder).get("status") != "finished":
             continue
         if not overwrite:
             raise UserError(f"{folder} holds a finished baseline already: pass --overwrite to train it again "
@@ -279,7 +278,7 @@ def _train_sb3(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, 
                say: ProgressFn, preset: str, num_envs: int, eval_every: int, device: str, **_: Any) -> dict[str, Any]:  # fmt: skip
     """One SB3 model on the train period, its best validation snapshot in ``model.zip``."""
     from trader.libraries.sb3 import fit, hyperparameters, make_model, sb3_version
-    from trader.training import market_evaluator
+    from trader.agents.evaluator import market_evaluator
 
     params = hyperparameters(algo, preset)
     venv = _vec_env(library, data.period("train"), rules, num_envs, device)
@@ -333,7 +332,7 @@ def _train_finrl(library: str, algo: str, seed: int, data: Any, rules: EnvConfig
                  say: ProgressFn, num_envs: int, windows: int, device: str, **_: Any) -> dict[str, Any]:  # fmt: skip
     """FinRL's ensemble over the test period: per window, the chosen learner's model file."""
     from trader.libraries.sb3 import SB3Policy, fit, hyperparameters, load_model, make_model, sb3_version
-    from trader.training import market_evaluator
+    from trader.agents.evaluator import market_evaluator
 
     train, test = data.period("train"), data.period("test")
     upto = data.take(slice(0, int(data.timestamps.searchsorted(test.end, "right"))))  # nothing after the test period

@@ -2,9 +2,11 @@
 
 Every baseline (SB3 in this process, RLlib in its own environment's worker) is
 scored on the validation period every ``eval_every`` env steps and once at the end,
-with the evaluator our runs use, and keeps its best snapshot: one `Selection` for all
-of them, so they are selected exactly alike. The library saves the snapshot itself
-(the ``save`` callback): SB3's zip, RLlib's exported MLP.
+with the evaluator our runs use (`trader.agents.evaluator.market_evaluator`), and keeps
+its best snapshot by the rule our runs' snapshots are chosen by
+(`trader.agents.evaluator.BestSnapshot`): one `Selection` for all of them, so they are
+selected exactly alike. The library saves the snapshot itself (the ``save`` callback):
+SB3's zip, RLlib's exported MLP.
 """
 
 from __future__ import annotations
@@ -14,30 +16,41 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from trader.agents.evaluator import BestSnapshot
 from trader.libraries.budget import Budget
 
 RowFn = Callable[[dict[str, Any]], None]
 
 
 class Selection:
-    """A learner's budget clock, its validation history and its best snapshot.
-
-    A NaN score (a Sharpe ratio over fewer than two days) ranks lowest, but the first
-    snapshot is always saved so that a model file exists.
-    """
+    """A learner's budget clock, its validation history and its best snapshot
+    (`BestSnapshot`: a NaN score ranks lowest, but the first snapshot is always saved so
+    that a model file exists)."""
 
     def __init__(self, evaluator: Any, budget: Budget, eval_every: int, progress: RowFn | None = None) -> None:
         self.evaluator, self.budget, self.eval_every, self.progress = evaluator, budget, eval_every, progress
         self.start = time.perf_counter()
         self.last_eval = 0
-        self.best_score: float | None = None
-        self.best_step: int | None = None
-        self.best_metrics: dict[str, float] = {}
+        self.best = BestSnapshot()
         self.history: list[dict[str, float]] = []
         """One row per validation: step, seconds, score (and the evaluator's metrics)."""
 
     def restart_clock(self) -> None:
         self.start = time.perf_counter()
+
+    @property
+    def best_score(self) -> float | None:
+        """The best snapshot's validation score; None while none, or when it was NaN."""
+        score = self.best.metrics.get("score")
+        return None if score is None or math.isnan(score) else score
+
+    @property
+    def best_step(self) -> int | None:
+        return self.best.step
+
+    @property
+    def best_metrics(self) -> dict[str, float]:
+        return self.best.metrics
 
     @property
     def seconds(self) -> float:
@@ -60,13 +73,9 @@ class Selection:
             return
         self.last_eval = steps
         metrics = self.evaluator.evaluate(policy)
-        score = metrics["score"]
         row = {"step": float(steps), "seconds": self.seconds, **metrics}
         self.history.append(row)
-        ranked = -math.inf if math.isnan(score) else score
-        if self.best_step is None or ranked > (self.best_score if self.best_score is not None else -math.inf):
-            self.best_score = None if math.isnan(score) else score
-            self.best_step, self.best_metrics = steps, dict(metrics)
+        if self.best.offer(steps, metrics):
             save()
         if self.progress is not None:
             self.progress(row)
