@@ -192,9 +192,9 @@ def main() -> None:
     parser.add_argument("--ensemble-k", type=int, default=3)
     parser.add_argument("--ensemble-weighting", default="equal", choices=("equal", "score"))
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
-                        help="torch.compile every arm's env steps and validation passes (each process compiles once); "
-                             "eager, a minute market's validation pass takes most of a pod's time")  # fmt: skip
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+                        help="torch.compile every arm's env steps, networks and validation passes (RESULTS, 'Pods per "
+                             "hour, compiled': a pod then compiles again, so short pods lose)")  # fmt: skip
     parser.add_argument("--out", default=None, help="also write the per-seed rows as JSON here")
     args = parser.parse_args()
     load(args.dataset)  # build once, outside the timings
