@@ -405,11 +405,11 @@ def test_walkforward_passes_its_learners_options_down(tmp_path: Path, walk_forwa
     assert walk_forward_arguments["compile"] is True and walk_forward_arguments["seed"] == 4
     assert walk_forward_arguments["tournament"] == {}
     ca = tmp_path / "ca.pem"
-    assert main([*argv, "--compile", "--scheduler", "tls://10.0.0.5:8786", "--tls-ca", str(ca), "--target-score", "1.5",
+    assert main([*argv, "--compile", "--scheduler", "tls://127.0.0.1:8786", "--tls-ca", str(ca), "--target-score", "1.5",
                  "--search", "random", "--ensemble-weighting", "score", "--num-envs", "16"]) == 2  # fmt: skip
     assert walk_forward_arguments["compile"] is False  # the single learner's; the tournament's is its key
     assert walk_forward_arguments["tournament"] == {
-        "compile": True, "scheduler": "tls://10.0.0.5:8786", "tls_ca": str(ca.resolve()), "target_score": 1.5,
+        "compile": True, "scheduler": "tls://127.0.0.1:8786", "tls_ca": str(ca.resolve()), "target_score": 1.5,
         "pods": None, "search": "random", "ensemble_weighting": "score", "num_envs": 16}  # fmt: skip
     assert "stopped before the folds" in capsys.readouterr().err
 

@@ -394,7 +394,12 @@ def run_kind(root: str | os.PathLike[str]) -> str | None:
 def recorded_env(root: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``[env]`` table of a training run's ``config.toml`` (its data set, ``env_config``,
     ``periods`` and ``kind``); {} when the folder holds no config or the config no table."""
-    env = read_toml(Path(root) / CONFIG, missing_ok=True).get("env")
+    return env_table(read_toml(Path(root) / CONFIG, missing_ok=True))
+
+
+def env_table(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``[env]`` table of a config.toml already read (`recorded_env` reads it from a folder)."""
+    env = config.get("env")
     return env if isinstance(env, dict) else {}
 
 

@@ -112,8 +112,8 @@ def read_run(run_dir: str | os.PathLike[str], spec: Any = None) -> RunContents:
     if kind == "tournament":
         contents = _tournament(root, rundir.read_toml(root / rundir.TOURNAMENT))
     else:
-        config = rundir.read_toml(root / rundir.CONFIG, missing_ok=True)
-        env = rundir.recorded_env(root)
+        config = rundir.read_toml(root / rundir.CONFIG, missing_ok=True)  # read once: its [env] below
+        env = rundir.env_table(config)
         dataset = config.get("dataset") or env.get("dataset")
         rules = rundir.recorded_rules(env["env_config"], str(root / rundir.CONFIG)) if "env_config" in env else None
         contents = RunContents(root, "train" if kind == "train" else "baselines", dataset if isinstance(dataset, str) else None,
@@ -128,7 +128,7 @@ def _trained(config: Mapping[str, Any]) -> tuple[str, ...]:
     ``best`` where it validates (a market or gymnasium env); () for a file it did not write."""
     if "algo" not in config:
         return ()
-    env = config.get("env") or {}
+    env = rundir.env_table(config)
     return ("best", "final") if env.get("kind") in ("market", "gymnasium") else ("final",)
 
 
