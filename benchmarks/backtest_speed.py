@@ -72,9 +72,12 @@ def mlp_policy(obs_dim: int, act_dim: int, seed: int) -> torch.nn.Module:
     """One small deterministic MLP policy."""
     torch.manual_seed(seed)
     net = torch.nn.Sequential(
-        torch.nn.Linear(obs_dim, 64), torch.nn.Tanh(),
-        torch.nn.Linear(64, 64), torch.nn.Tanh(),
-        torch.nn.Linear(64, act_dim), torch.nn.Tanh(),
+        torch.nn.Linear(obs_dim, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, act_dim),
+        torch.nn.Tanh(),
     )
     return net.eval()
 
@@ -128,22 +131,30 @@ def compare_paths(args: argparse.Namespace) -> None:
     else:
         nets = {f"p{k:02d}": mlp_policy(obs_dim, args.tickers, k).to(args.device) for k in range(args.policies)}
         policies = {"mlp": PolicyPopulation.from_modules(nets)}
-    config = BacktestConfig(record_positions="day", tear_sheet=False, compile=True,
-                            **({"policy_env": rules} if rules is not None else {}))  # fmt: skip
-    print(f"{args.days} sessions x {BARS_PER_SESSION} bars = {data.num_bars:,} bars, {args.tickers} tickers, "
-          f"{args.policies} {args.network} policies + baselines; torch {torch.__version__}, 1 thread, {args.device}; "
-          f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
+    config = BacktestConfig(
+        record_positions="day", tear_sheet=False, compile=True, **({"policy_env": rules} if rules is not None else {})
+    )
+    print(
+        f"{args.days} sessions x {BARS_PER_SESSION} bars = {data.num_bars:,} bars, {args.tickers} tickers, "
+        f"{args.policies} {args.network} policies + baselines; torch {torch.__version__}, 1 thread, {args.device}; "
+        f"load {os.getloadavg()[0]:.2f}\n"
+    )
     print("| path | warm-up s (1 session, compile) | backtest s | CPU s | bars/s | peak RSS growth MB | load after |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     finals = {}
     for path in args.paths.split(","):
         row = run_path(path, data, policies, config, args.device)
         finals[path] = pd.DataFrame({n: s["value"] for n, s in row["result"].series.items()}).iloc[-1]
-        print(f"| {path} | {row['warm']:.1f} | {row['seconds']:.1f} | {row['cpu']:.1f} | "
-              f"{data.num_bars / row['seconds']:,.0f} | {row['peak_mb']:.0f} | {os.getloadavg()[0]:.2f} |", flush=True)  # fmt: skip
+        print(
+            f"| {path} | {row['warm']:.1f} | {row['seconds']:.1f} | {row['cpu']:.1f} | "
+            f"{data.num_bars / row['seconds']:,.0f} | {row['peak_mb']:.0f} | {os.getloadavg()[0]:.2f} |",
+            flush=True,
+        )
     if len(finals) == 2:
         old, new = finals.values()
-        print(f"\nfinal values, largest relative difference of the two paths: {float(((new - old) / old).abs().max()):.2e}")
+        print(
+            f"\nfinal values, largest relative difference of the two paths: {float(((new - old) / old).abs().max()):.2e}"
+        )
 
 
 def main() -> None:
@@ -154,8 +165,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=("population", "each"), default="population")
     parser.add_argument("--compile", action="store_true", help="torch.compile the env step kernel")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
-    parser.add_argument("--paths", default="old,new",
-                        help="comma list of old and new (compiled); '' for the single run below")  # fmt: skip
+    parser.add_argument(
+        "--paths", default="old,new", help="comma list of old and new (compiled); '' for the single run below"
+    )
     parser.add_argument("--network", choices=("mlp", "per_stock"), default="mlp")
     args = parser.parse_args()
     unknown = set(filter(None, args.paths.split(","))) - {"old", "new"}
@@ -187,7 +199,10 @@ def main() -> None:
     bars = data.num_bars
     strategies = len(result.series)
     rows = [
-        ("machine", f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, {args.device}"),
+        (
+            "machine",
+            f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, {args.device}",
+        ),
         ("panel", f"{args.days} sessions x {BARS_PER_SESSION} bars = {bars} bars, {args.tickers} tickers"),
         ("strategies", f"{args.policies} MLP policies ({args.mode}) + {strategies - args.policies} baselines"),
         ("env step kernel", "torch.compile (compile time included below)" if args.compile else "eager"),

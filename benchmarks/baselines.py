@@ -46,14 +46,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pandas as pd  # noqa: E402
 
 LEARNERS = ("ours-ppo", "tournament", "sb3-ppo", "sb3-sac", "sb3-td3", "rllib-ppo", "finrl")
-LABELS = {"ours-ppo": "podracer PPO (per-stock)", "tournament": "podracer tournament, best pod",
-          "tournament-ensemble": "podracer tournament, top-3 ensemble", "sb3-ppo": "SB3 PPO", "sb3-sac": "SB3 SAC",
-          "sb3-td3": "SB3 TD3", "rllib-ppo": "RLlib PPO", "finrl": "FinRL ensemble"}  # fmt: skip
-STRATEGY = {"ours-ppo": "best", "sb3-ppo": "sb3-ppo-s{seed}", "sb3-sac": "sb3-sac-s{seed}", "sb3-td3": "sb3-td3-s{seed}",
-            "rllib-ppo": "rllib-ppo-s{seed}", "finrl": "finrl-ensemble-s{seed}"}  # fmt: skip
+LABELS = {
+    "ours-ppo": "podracer PPO (per-stock)",
+    "tournament": "podracer tournament, best pod",
+    "tournament-ensemble": "podracer tournament, top-3 ensemble",
+    "sb3-ppo": "SB3 PPO",
+    "sb3-sac": "SB3 SAC",
+    "sb3-td3": "SB3 TD3",
+    "rllib-ppo": "RLlib PPO",
+    "finrl": "FinRL ensemble",
+}
+STRATEGY = {
+    "ours-ppo": "best",
+    "sb3-ppo": "sb3-ppo-s{seed}",
+    "sb3-sac": "sb3-sac-s{seed}",
+    "sb3-td3": "sb3-td3-s{seed}",
+    "rllib-ppo": "rllib-ppo-s{seed}",
+    "finrl": "finrl-ensemble-s{seed}",
+}
 """The report row of each learner: ours is its validation-selected checkpoint, as the baselines are."""
-BASELINE = {"sb3-ppo": ("sb3", "ppo"), "sb3-sac": ("sb3", "sac"), "sb3-td3": ("sb3", "td3"),
-            "rllib-ppo": ("rllib", "ppo"), "finrl": ("finrl", "ppo")}
+BASELINE = {
+    "sb3-ppo": ("sb3", "ppo"),
+    "sb3-sac": ("sb3", "sac"),
+    "sb3-td3": ("sb3", "td3"),
+    "rllib-ppo": ("rllib", "ppo"),
+    "finrl": ("finrl", "ppo"),
+}
 """(library, algorithm) of each baseline learner (FinRL's ensemble takes no algorithm)."""
 OURS = ("ours-ppo", "tournament", "tournament-ensemble")
 TOURNAMENT_POD_STEPS = 65_536
@@ -84,12 +102,23 @@ def train_ours(run_dir: Path, dataset: str, seed: int, seconds: float, cost: flo
     from learning_check import FULL, algo_overrides
 
     torch.set_num_threads(1)
-    trader.train("ppo", dataset, algo_overrides("ppo", FULL), run_dir, steps=10**12, seed=seed,
-                 num_envs=FULL.num_envs["ppo"], eval_every=200_000, env_config=rules(cost, window), time_budget=seconds)  # fmt: skip
+    trader.train(
+        "ppo",
+        dataset,
+        algo_overrides("ppo", FULL),
+        run_dir,
+        steps=10**12,
+        seed=seed,
+        num_envs=FULL.num_envs["ppo"],
+        eval_every=200_000,
+        env_config=rules(cost, window),
+        time_budget=seconds,
+    )
 
 
-def train_baseline(run_dir: Path, dataset: str, learner: str, seed: int, seconds: float, eval_every: int,
-                   cost: float, window: int) -> None:  # fmt: skip
+def train_baseline(
+    run_dir: Path, dataset: str, learner: str, seed: int, seconds: float, eval_every: int, cost: float, window: int
+) -> None:
     import torch
 
     import trader
@@ -100,9 +129,19 @@ def train_baseline(run_dir: Path, dataset: str, learner: str, seed: int, seconds
     # off-policy learners and FinRL's ensemble one (SB3's and FinRL's practice);
     # RLlib one env on its local env runner.
     num_envs = 8 if learner == "sb3-ppo" else 1
-    result = trader.baselines(run_dir, [library], [algo], seeds=[seed], time_budget=seconds,
-                              dataset=dataset, env_config=rules(cost, window), num_envs=num_envs, eval_every=eval_every,
-                              backtest=False, progress=print)  # fmt: skip
+    result = trader.baselines(
+        run_dir,
+        [library],
+        [algo],
+        seeds=[seed],
+        time_budget=seconds,
+        dataset=dataset,
+        env_config=rules(cost, window),
+        num_envs=num_envs,
+        eval_every=eval_every,
+        backtest=False,
+        progress=print,
+    )
     failed = [o for o in result.outcomes if o.status != "finished"]
     if failed:
         raise RuntimeError(f"{failed[0].name}: {failed[0].error}")
@@ -118,11 +157,21 @@ def train_tournament(run_dir: Path, dataset: str, seed: int, seconds: float, cos
     from tournament import TournamentConfig, run
 
     config = TournamentConfig(
-        run_dir=str(run_dir), env=dataset, algos=("ppo",), algo_configs={"ppo": dict(algo_overrides("ppo", FULL))},
-        env_config=config_to_dict(rules(cost, window)), population=4, pod_steps=TOURNAMENT_POD_STEPS,
-        num_envs=FULL.num_envs["ppo"], pods=None, time_budget=seconds, workers=1, seed=seed, ensemble_k=3,
+        run_dir=str(run_dir),
+        env=dataset,
+        algos=("ppo",),
+        algo_configs={"ppo": dict(algo_overrides("ppo", FULL))},
+        env_config=config_to_dict(rules(cost, window)),
+        population=4,
+        pod_steps=TOURNAMENT_POD_STEPS,
+        num_envs=FULL.num_envs["ppo"],
+        pods=None,
+        time_budget=seconds,
+        workers=1,
+        seed=seed,
+        ensemble_k=3,
         backtest=True,
-    )  # fmt: skip
+    )
     run(config)
 
 
@@ -165,12 +214,27 @@ def collect(root: Path, dataset: str, seeds: list[int], learners: list[str]) -> 
     return pd.DataFrame(rows)
 
 
-def _row(dataset: str, learner: str, seed: int, metrics: dict[str, Any], steps: int | None, seconds: float | None,
-         **extra: Any) -> dict[str, Any]:  # fmt: skip
+def _row(
+    dataset: str,
+    learner: str,
+    seed: int,
+    metrics: dict[str, Any],
+    steps: int | None,
+    seconds: float | None,
+    **extra: Any,
+) -> dict[str, Any]:
     """One results row: test Sharpe and return from a report's metrics, and the training effort."""
-    return {"dataset": dataset, "learner": learner, "seed": seed, "sharpe": metrics["sharpe_ratio"],
-            "return": metrics["cum_returns_final"], "steps": steps, "seconds": seconds,
-            "samples_per_s": steps / seconds if steps is not None and seconds else None, **extra}  # fmt: skip
+    return {
+        "dataset": dataset,
+        "learner": learner,
+        "seed": seed,
+        "sharpe": metrics["sharpe_ratio"],
+        "return": metrics["cum_returns_final"],
+        "steps": steps,
+        "seconds": seconds,
+        "samples_per_s": steps / seconds if steps is not None and seconds else None,
+        **extra,
+    }
 
 
 def _tournament_rows(run_dir: Path, dataset: str, seed: int) -> list[dict[str, Any]]:
@@ -183,9 +247,11 @@ def _tournament_rows(run_dir: Path, dataset: str, seed: int) -> list[dict[str, A
     pods = pd.read_parquet(run_dir / "pods.parquet")
     steps = int(pods["steps"].fillna(0).sum())
     seconds = float(pods["end"].max() - pods["start"].min())  # Unix times: first pod's start to last pod's end
-    return [_row(dataset, learner, seed, report["metrics"][name], steps, seconds, pods=len(pods))
-            for learner, name in (("tournament", "best"), ("tournament-ensemble", "ensemble"))
-            if name in report["metrics"]]  # an ensemble only where pods cleared the bar (tournament.selection)
+    return [
+        _row(dataset, learner, seed, report["metrics"][name], steps, seconds, pods=len(pods))
+        for learner, name in (("tournament", "best"), ("tournament-ensemble", "ensemble"))
+        if name in report["metrics"]
+    ]  # an ensemble only where pods cleared the bar (tournament.selection)
 
 
 def _effort(run_dir: Path, learner: str, training: dict[str, Any]) -> tuple[int | None, float | None]:
@@ -198,17 +264,22 @@ def _effort(run_dir: Path, learner: str, training: dict[str, Any]) -> tuple[int 
 
 
 def table(frame: pd.DataFrame, seconds: float, jobs: int) -> str:
-    lines = [f"Test-period Sharpe at equal wall-clock ({seconds:.0f} s per learner, {jobs} learners side by side, "
-             f"one torch thread each); median over seeds, every seed in brackets.", "",
-             "| data set | strategy | median Sharpe | per seed | median env steps | median samples/s |",
-             "|---|---|---:|---|---:|---:|"]  # fmt: skip
+    lines = [
+        f"Test-period Sharpe at equal wall-clock ({seconds:.0f} s per learner, {jobs} learners side by side, "
+        f"one torch thread each); median over seeds, every seed in brackets.",
+        "",
+        "| data set | strategy | median Sharpe | per seed | median env steps | median samples/s |",
+        "|---|---|---:|---|---:|---:|",
+    ]
     for (dataset, learner), group in frame.groupby(["dataset", "learner"], sort=False):
         sharpe = [f"{v:.2f}" for v in group["sharpe"]]
         steps = group["steps"].dropna()
         rate = group["samples_per_s"].dropna()
-        lines.append(f"| {dataset} | {LABELS.get(learner, learner)} | {statistics.median(group['sharpe']):.2f} | "
-                     f"{', '.join(sharpe)} | {f'{statistics.median(steps):,.0f}' if len(steps) else ''} | "
-                     f"{f'{statistics.median(rate):,.0f}' if len(rate) else ''} |")  # fmt: skip
+        lines.append(
+            f"| {dataset} | {LABELS.get(learner, learner)} | {statistics.median(group['sharpe']):.2f} | "
+            f"{', '.join(sharpe)} | {f'{statistics.median(steps):,.0f}' if len(steps) else ''} | "
+            f"{f'{statistics.median(rate):,.0f}' if len(rate) else ''} |"
+        )
     return "\n".join(lines)
 
 
@@ -222,8 +293,10 @@ def verdict(frame: pd.DataFrame) -> list[str]:
             theirs = frame[frame.learner == learner].set_index("seed")["sharpe"]
             seeds = ours.index.intersection(theirs.index)
             ahead = int((ours[seeds] > theirs[seeds]).sum())
-            lines.append(f"- {LABELS[mine]} vs {LABELS[learner]}: median {ours[seeds].median():.2f} vs "
-                         f"{theirs[seeds].median():.2f}; ahead on {ahead} of {len(seeds)} seeds")  # fmt: skip
+            lines.append(
+                f"- {LABELS[mine]} vs {LABELS[learner]}: median {ours[seeds].median():.2f} vs "
+                f"{theirs[seeds].median():.2f}; ahead on {ahead} of {len(seeds)} seeds"
+            )
     return lines
 
 
@@ -234,8 +307,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--learners", default=",".join(LEARNERS))
     parser.add_argument("--cost", type=float, default=0.0, help="cost rate per side")
-    parser.add_argument("--return-window", type=int, default=None,
-                        help="bars of the observed return t-statistic (default: the planted rule's horizon, else 30)")
+    parser.add_argument(
+        "--return-window",
+        type=int,
+        default=None,
+        help="bars of the observed return t-statistic (default: the planted rule's horizon, else 30)",
+    )
     parser.add_argument("--sb3-eval-every", type=int, default=50_000, help="SB3 env steps between validations")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default="runs/bench-baselines")
@@ -253,10 +330,15 @@ def main(argv: list[str]) -> int:
     window = args.return_window or return_window(args.dataset)
     tasks = [("ours-ppo", root / f"s{s}", args.dataset, s, args.seconds, args.cost, window) for s in seeds]
     if "tournament" in learners:
-        tasks += [("tournament", root / f"tournament-s{s}", args.dataset, s, args.seconds, args.cost, window)
-                  for s in seeds]  # fmt: skip
-    tasks += [("baseline", root / f"s{s}", args.dataset, x, s, args.seconds, args.sb3_eval_every, args.cost, window)
-              for s in seeds for x in learners if x in BASELINE]  # fmt: skip
+        tasks += [
+            ("tournament", root / f"tournament-s{s}", args.dataset, s, args.seconds, args.cost, window) for s in seeds
+        ]
+    tasks += [
+        ("baseline", root / f"s{s}", args.dataset, x, s, args.seconds, args.sb3_eval_every, args.cost, window)
+        for s in seeds
+        for x in learners
+        if x in BASELINE
+    ]
     if args.resume:
         tasks = [t for t in tasks if not _done(t)]
     started = time.perf_counter()
@@ -274,9 +356,16 @@ def main(argv: list[str]) -> int:
         backtest_run(root / f"s{s}", dataset=args.dataset, overwrite=True)
     frame = collect(root, args.dataset, seeds, learners)
     frame.to_csv(root / "results.csv", index=False)
-    text = "\n".join([table(frame, args.seconds, args.jobs), "", *verdict(frame), "",
-                      f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-                      f"command: python benchmarks/baselines.py {' '.join(argv)}"])  # fmt: skip
+    text = "\n".join(
+        [
+            table(frame, args.seconds, args.jobs),
+            "",
+            *verdict(frame),
+            "",
+            f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+            f"command: python benchmarks/baselines.py {' '.join(argv)}",
+        ]
+    )
     (root / "results.md").write_text(text + "\n")
     print(text)
     return 0

@@ -63,9 +63,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=5, help="fresh runs per command (median reported)")
     args = parser.parse_args(argv)
     trader = trader_command()
-    where = subprocess.run([sys.executable, "-P", "-c", "import trader; print(trader.__file__)"],
-                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    where = subprocess.run(
+        [sys.executable, "-P", "-c", "import trader; print(trader.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     print(f"trader: {' '.join(trader)} (package {Path(where).parent})")
     print()
     print(f"| command | median of {args.runs} | min | max |")
@@ -73,8 +79,10 @@ def main(argv: list[str]) -> int:
     for label, tail in ROWS:
         command = [sys.executable, *tail] if label.startswith("python") else [*trader, *tail]
         seconds = time_run(command, args.runs)
-        print(f"| `{label}` | {statistics.median(seconds):.2f} s | {min(seconds):.2f} s | {max(seconds):.2f} s |",
-              flush=True)  # fmt: skip
+        print(
+            f"| `{label}` | {statistics.median(seconds):.2f} s | {min(seconds):.2f} s | {max(seconds):.2f} s |",
+            flush=True,
+        )
     return 0
 
 

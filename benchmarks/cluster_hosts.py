@@ -55,15 +55,30 @@ def process_env() -> dict[str, str]:
 def scheduler_argv(host: str, port: int, certs: dict[str, Path] | None) -> list[str]:
     argv = [DASK, "scheduler", "--host", host, "--port", str(port), "--no-dashboard"]
     if certs:
-        argv += ["--protocol", "tls", "--tls-ca-file", str(certs["ca"]), "--tls-cert", str(certs["scheduler"]),
-                 "--tls-key", str(certs["scheduler-key"])]  # fmt: skip
+        argv += [
+            "--protocol",
+            "tls",
+            "--tls-ca-file",
+            str(certs["ca"]),
+            "--tls-cert",
+            str(certs["scheduler"]),
+            "--tls-key",
+            str(certs["scheduler-key"]),
+        ]
     return argv
 
 
 def worker_argv(address: str, host: str, name: str, certs: dict[str, Path] | None) -> list[str]:
     argv = [DASK, "worker", address, "--host", host, "--nthreads", "1", "--no-nanny", "--no-dashboard", "--name", name]
     if certs:
-        argv += ["--tls-ca-file", str(certs["ca"]), "--tls-cert", str(certs["worker"]), "--tls-key", str(certs["worker-key"])]
+        argv += [
+            "--tls-ca-file",
+            str(certs["ca"]),
+            "--tls-cert",
+            str(certs["worker"]),
+            "--tls-key",
+            str(certs["worker-key"]),
+        ]
     return argv
 
 
@@ -85,17 +100,34 @@ def warm_up(address: str, tls: TlsFiles, dataset: str) -> None:
 
 
 def tournament(address: str, tls: TlsFiles, args: argparse.Namespace, run_dir: Path) -> dict:
-    config = TournamentConfig(run_dir=str(run_dir), env=args.dataset, algos=("ppo",), pod_steps=args.pod_steps,
-                              num_envs=args.num_envs, pods=args.pods, population=args.pods, fresh_probability=1.0,
-                              seed=args.seed, backtest=False, scheduler=address, tls_ca=tls.ca, tls_cert=tls.cert,
-                              tls_key=tls.key)  # fmt: skip
+    config = TournamentConfig(
+        run_dir=str(run_dir),
+        env=args.dataset,
+        algos=("ppo",),
+        pod_steps=args.pod_steps,
+        num_envs=args.num_envs,
+        pods=args.pods,
+        population=args.pods,
+        fresh_probability=1.0,
+        seed=args.seed,
+        backtest=False,
+        scheduler=address,
+        tls_ca=tls.ca,
+        tls_cert=tls.cert,
+        tls_key=tls.key,
+    )
     load = os.getloadavg()[0]
     result = run(config)
     pods = result.pods
-    return {"pods": int((pods["status"] == "finished").sum()), "wall_s": result.seconds,
-            "pods_per_hour": 3600.0 * len(pods) / result.seconds, "median_pod_s": float(pods["seconds"].median()),
-            "busy": float(pods["seconds"].sum()) / (2 * result.seconds),
-            "workers": sorted(set(pods["worker"])), "load_before": load}  # fmt: skip
+    return {
+        "pods": int((pods["status"] == "finished").sum()),
+        "wall_s": result.seconds,
+        "pods_per_hour": 3600.0 * len(pods) / result.seconds,
+        "median_pod_s": float(pods["seconds"].median()),
+        "busy": float(pods["seconds"].sum()) / (2 * result.seconds),
+        "workers": sorted(set(pods["worker"])),
+        "load_before": load,
+    }
 
 
 def loopback_round(args: argparse.Namespace, run_dir: Path, logs: Path) -> dict:
@@ -106,12 +138,26 @@ def loopback_round(args: argparse.Namespace, run_dir: Path, logs: Path) -> dict:
     processes = []
     try:
         with open(logs / "loopback.log", "ab") as out:
-            processes.append(subprocess.Popen(scheduler_argv("127.0.0.1", port, None), env=process_env(), stdout=out,
-                                              stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
+            processes.append(
+                subprocess.Popen(
+                    scheduler_argv("127.0.0.1", port, None),
+                    env=process_env(),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
             time.sleep(2.0)
             for name in ("w1", "w2"):
-                processes.append(subprocess.Popen(worker_argv(address, "127.0.0.1", name, None), env=process_env(),
-                                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
+                processes.append(
+                    subprocess.Popen(
+                        worker_argv(address, "127.0.0.1", name, None),
+                        env=process_env(),
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
         warm_up(address, TlsFiles(), args.dataset)
         return {"arrangement": "loopback", **tournament(address, TlsFiles(), args, run_dir)}
     finally:
@@ -178,15 +224,21 @@ def main() -> None:
     arrangements = ("loopback", "hosts")
     median = {a: statistics.median(r["pods_per_hour"] for r in rows if r["arrangement"] == a) for a in arrangements}
     busy = {a: statistics.median(r["busy"] for r in rows if r["arrangement"] == a) for a in arrangements}
-    print(f"\n{args.pods} fresh PPO pods of {args.pod_steps:,} steps ({args.num_envs} envs) on {args.dataset}, "
-          f"2 workers; {platform.machine()}, {os.cpu_count()} cores\n")  # fmt: skip
+    print(
+        f"\n{args.pods} fresh PPO pods of {args.pod_steps:,} steps ({args.num_envs} envs) on {args.dataset}, "
+        f"2 workers; {platform.machine()}, {os.cpu_count()} cores\n"
+    )
     print("| round | arrangement | pods/h | wall s | median pod s | busy | load before |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['round']} | {row['arrangement']} | {row['pods_per_hour']:.1f} | {row['wall_s']:.0f} | "
-              f"{row['median_pod_s']:.1f} | {row['busy']:.1%} | {row['load_before']:.2f} |")  # fmt: skip
-    print(f"\nhosts / loopback (medians): pods/h {median['hosts'] / median['loopback']:.1%}, "
-          f"busy {busy['hosts'] / busy['loopback']:.1%}")  # fmt: skip
+        print(
+            f"| {row['round']} | {row['arrangement']} | {row['pods_per_hour']:.1f} | {row['wall_s']:.0f} | "
+            f"{row['median_pod_s']:.1f} | {row['busy']:.1%} | {row['load_before']:.2f} |"
+        )
+    print(
+        f"\nhosts / loopback (medians): pods/h {median['hosts'] / median['loopback']:.1%}, "
+        f"busy {busy['hosts'] / busy['loopback']:.1%}"
+    )
     if args.out:
         Path(args.out).write_text(json.dumps({"rows": rows, "median": median, "busy": busy}, indent=1))
 

@@ -50,9 +50,13 @@ def build_run(runs: Path) -> Path:
 
         policies[f"random_{k:02d}"] = policy
     start = time.perf_counter()
-    run_backtest(data, policies, period="all", config=BacktestConfig(record_positions="day", tear_sheet=False),
-                 run_dir=run_dir)  # fmt: skip
-    print(f"built {run_dir}: {data.num_bars} bars x {STRATEGIES} strategies in {time.perf_counter() - start:.0f} s", flush=True)
+    run_backtest(
+        data, policies, period="all", config=BacktestConfig(record_positions="day", tear_sheet=False), run_dir=run_dir
+    )
+    print(
+        f"built {run_dir}: {data.num_bars} bars x {STRATEGIES} strategies in {time.perf_counter() - start:.0f} s",
+        flush=True,
+    )
     return run_dir
 
 
@@ -109,14 +113,18 @@ def main(argv: list[str] | None = None) -> int:
     paint = browser_times(run_dir.parent, args.repeats)
     print(f"machine: {platform.platform()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     print(f"strategies page, {STRATEGIES} strategies over a year of minute bars:")
-    print(f"  script run (AppTest): cold {cold:.2f} s, warm median {statistics.median(warm):.2f} s "
-          f"(min {min(warm):.2f}, max {max(warm):.2f})")  # fmt: skip
+    print(
+        f"  script run (AppTest): cold {cold:.2f} s, warm median {statistics.median(warm):.2f} s "
+        f"(min {min(warm):.2f}, max {max(warm):.2f})"
+    )
     if paint is None:
         print("  browser first paint: not measured (chromium and chromedriver not installed: make chromium)")
         return 0
     median = statistics.median(paint)
-    print(f"  browser first paint (cache warm): median {median:.2f} s (min {min(paint):.2f}, max {max(paint):.2f}); "
-          f"target < 3 s: {'met' if median < 3.0 else 'NOT met'}")  # fmt: skip
+    print(
+        f"  browser first paint (cache warm): median {median:.2f} s (min {min(paint):.2f}, max {max(paint):.2f}); "
+        f"target < 3 s: {'met' if median < 3.0 else 'NOT met'}"
+    )
     return 0
 
 

@@ -90,11 +90,15 @@ def recipe_benchmark(args) -> None:
 
     t, n, f = data.features.shape
     print(machine_line())
-    print(f"recipe: {args.recipe} {overrides or ''}  panel: {t} bars x {n} tickers x {f} features "
-          f"({data.features.numel() * 4 / 2**20:.0f} MiB float32), cache entry {entry_mb:.0f} MiB")
+    print(
+        f"recipe: {args.recipe} {overrides or ''}  panel: {t} bars x {n} tickers x {f} features "
+        f"({data.features.numel() * 4 / 2**20:.0f} MiB float32), cache entry {entry_mb:.0f} MiB"
+    )
     print(f"build + validate + cache: {build_s:8.2f} s")
-    print(f"load from cache (median of {args.loads}): {statistics.median(loads):8.2f} s "
-          f"(min {min(loads):.2f}, max {max(loads):.2f})")
+    print(
+        f"load from cache (median of {args.loads}): {statistics.median(loads):8.2f} s "
+        f"(min {min(loads):.2f}, max {max(loads):.2f})"
+    )
 
 
 # ------------------------------------------------------------ vendor scale
@@ -104,7 +108,7 @@ def vendor_recipe(folder: Path, tickers: list[str], end: str) -> Path:
     path.write_text(
         f'source = "alpaca"\ninterval = "1min"\nstart = "{VENDOR_START}"\nend = "{end}"\n'
         f'train_end = "{days[2]:%Y-%m-%d}"\nval_end = "{days[3]:%Y-%m-%d}"\nbenchmark = "QQQ"\n'
-        f"tickers = {json.dumps(tickers)}\n\n[alpaca]\nurl = \"{CLOSED_PORT_URL}\"\nretries = 0\n"
+        f'tickers = {json.dumps(tickers)}\n\n[alpaca]\nurl = "{CLOSED_PORT_URL}"\nretries = 0\n'
     )
     return path
 
@@ -133,10 +137,17 @@ def write_vendor_files(root: Path, tickers: list[str], end: str, seed: int = 0) 
         ts = stamps[keep]
         close = 50.0 * np.exp(np.cumsum(rng.normal(0, 0.0008, len(ts))) + 0.1 * i)
         open_ = close * np.exp(rng.normal(0, 0.0003, len(ts)))
-        frame = pd.DataFrame({
-            "timestamp": ts, "ticker": ticker, "open": open_, "high": np.maximum(open_, close) * 1.0005,
-            "low": np.minimum(open_, close) * 0.9995, "close": close, "volume": rng.integers(100, 10_000, len(ts)).astype(float),
-        })  # fmt: skip
+        frame = pd.DataFrame(
+            {
+                "timestamp": ts,
+                "ticker": ticker,
+                "open": open_,
+                "high": np.maximum(open_, close) * 1.0005,
+                "low": np.minimum(open_, close) * 0.9995,
+                "close": close,
+                "volume": rng.integers(100, 10_000, len(ts)).astype(float),
+            }
+        )
         local = pd.DatetimeIndex(frame["timestamp"]).tz_convert("America/New_York")
         for chunk in month_chunks(ticker, VENDOR_START, end):
             part = frame[(local >= chunk.start) & (local < chunk.end)].reset_index(drop=True)
@@ -161,10 +172,19 @@ def child(mode: str, data_dir: str, recipe: str) -> None:
         data = load(recipe, data_dir=data_dir, refresh=(mode == "build"))
         times.append(time.perf_counter() - start)
     panel = (data.features.numel() * data.features.element_size() + data.tradable.numel()) / 2**20
-    print(json.dumps({
-        "mode": mode, "seconds": times, "baseline_rss_mib": baseline, "peak_rss_mib": _peak_rss_mib(),
-        "panel_mib": panel, "shape": list(data.features.shape), "tradable": float(data.tradable.float().mean()),
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "mode": mode,
+                "seconds": times,
+                "baseline_rss_mib": baseline,
+                "peak_rss_mib": _peak_rss_mib(),
+                "panel_mib": panel,
+                "shape": list(data.features.shape),
+                "tradable": float(data.tradable.float().mean()),
+            }
+        )
+    )
 
 
 def env_child(data_dir: str, recipe: str) -> None:
@@ -185,11 +205,21 @@ def env_child(data_dir: str, recipe: str) -> None:
     env.step(torch.zeros((64, env.act_dim)))
     table = env._tables.obs
     panel = (data.features.numel() * data.features.element_size() + data.tradable.numel()) / 2**20
-    print(json.dumps({
-        "mode": "env", "seconds": [seconds], "baseline_rss_mib": loaded, "peak_rss_mib": _peak_rss_mib(),
-        "panel_mib": panel, "obs_table_mib": table.numel() * table.element_size() / 2**20,
-        "obs_dtype": str(table.dtype), "obs_dim": env.obs_dim, "shape": list(data.features.shape),
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "mode": "env",
+                "seconds": [seconds],
+                "baseline_rss_mib": loaded,
+                "peak_rss_mib": _peak_rss_mib(),
+                "panel_mib": panel,
+                "obs_table_mib": table.numel() * table.element_size() / 2**20,
+                "obs_dtype": str(table.dtype),
+                "obs_dim": env.obs_dim,
+                "shape": list(data.features.shape),
+            }
+        )
+    )
 
 
 def vendor_benchmark(args) -> None:
@@ -203,9 +233,16 @@ def vendor_benchmark(args) -> None:
         for mode in args.modes:
             out = subprocess.run(
                 [sys.executable, __file__, "--child", mode, str(Path(root) / "data"), str(recipe)],
-                capture_output=True, text=True, check=False,
-                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])},
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                check=False,
+                env={
+                    **os.environ,
+                    "PYTHONPATH": os.pathsep.join(
+                        [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+                    ),
+                },
+            )
             if out.returncode != 0:
                 raise SystemExit(f"{mode} failed:\n{out.stderr[-3000:]}")
             results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -215,19 +252,28 @@ def vendor_benchmark(args) -> None:
     t, n, f = first["shape"]
     panel = first["panel_mib"]
     print(machine_line())
-    print(f"vendor-shaped files: {files} ticker-month chunks, {bars:,} bars ({len(tickers)} tickers + QQQ), "
-          f"{downloads_mb:.0f} MiB on disk, written in {write_s:.1f} s")
-    print(f"panel: {t:,} bars x {n} tickers x {f} features, {panel:.0f} MiB in memory (features + mask), "
-          f"cache entry {panel_mb:.0f} MiB" + (f", tradable {results['build']['tradable']:.3f}" if "build" in results else ""))
+    print(
+        f"vendor-shaped files: {files} ticker-month chunks, {bars:,} bars ({len(tickers)} tickers + QQQ), "
+        f"{downloads_mb:.0f} MiB on disk, written in {write_s:.1f} s"
+    )
+    print(
+        f"panel: {t:,} bars x {n} tickers x {f} features, {panel:.0f} MiB in memory (features + mask), "
+        f"cache entry {panel_mb:.0f} MiB"
+        + (f", tradable {results['build']['tradable']:.3f}" if "build" in results else "")
+    )
     names = {"build": "build (stream, validate, cache)", "load": "load from cache", "env": "env on the loaded panel"}
     for mode, r in results.items():
         above = r["peak_rss_mib"] - r["baseline_rss_mib"]
         after = "after imports" if mode != "env" else "after loading the panel"
-        print(f"{names[mode]}: {statistics.median(r['seconds']):8.1f} s (runs {', '.join(f'{s:.1f}' for s in r['seconds'])}); "
-              f"peak RSS {r['peak_rss_mib']:.0f} MiB = {r['peak_rss_mib'] / panel:.2f}x the panel; "
-              f"above the process's {r['baseline_rss_mib']:.0f} MiB {after}: {above:.0f} MiB = {above / panel:.2f}x")
+        print(
+            f"{names[mode]}: {statistics.median(r['seconds']):8.1f} s (runs {', '.join(f'{s:.1f}' for s in r['seconds'])}); "
+            f"peak RSS {r['peak_rss_mib']:.0f} MiB = {r['peak_rss_mib'] / panel:.2f}x the panel; "
+            f"above the process's {r['baseline_rss_mib']:.0f} MiB {after}: {above:.0f} MiB = {above / panel:.2f}x"
+        )
         if mode == "env":
-            print(f"env observation table: {r['obs_table_mib']:.0f} MiB ({r['obs_dtype']}, {t:,} bars x {r['obs_dim']} columns)")
+            print(
+                f"env observation table: {r['obs_table_mib']:.0f} MiB ({r['obs_dtype']}, {t:,} bars x {r['obs_dim']} columns)"
+            )
 
 
 # ------------------------------------------------------------ a real download, estimated
@@ -269,13 +315,17 @@ def download_estimate(args) -> None:
     low_pages = sum(math.ceil(bars / ALPACA_PAGE_BARS) for bars in regular)
     high_pages = sum(math.ceil(bars / ALPACA_PAGE_BARS) for bars in extended)
     low_bars, high_bars = symbols * regular.sum(), symbols * extended.sum()
-    print(f"recipe: {recipe.name} ({recipe.source}, {recipe.interval}, {recipe.start} .. {recipe.end}): "
-          f"{symbols} symbols x {len(months)} months = {symbols * len(months):,} ticker-month chunks")
+    print(
+        f"recipe: {recipe.name} ({recipe.source}, {recipe.interval}, {recipe.start} .. {recipe.end}): "
+        f"{symbols} symbols x {len(months)} months = {symbols * len(months):,} ticker-month chunks"
+    )
     for name, pages, bars in (("low", low_pages, low_bars), ("high", high_pages, high_bars)):
         requests = symbols * pages
-        print(f"{name}: {bars:,.0f} bars, {requests:,} requests = {requests / ALPACA_FREE_REQUESTS_PER_MINUTE:.0f} min "
-              f"at {ALPACA_FREE_REQUESTS_PER_MINUTE} a minute; downloads about {bars * args.bytes_per_bar / 2**30:.1f} GiB "
-              f"at {args.bytes_per_bar:.1f} bytes a bar")
+        print(
+            f"{name}: {bars:,.0f} bars, {requests:,} requests = {requests / ALPACA_FREE_REQUESTS_PER_MINUTE:.0f} min "
+            f"at {ALPACA_FREE_REQUESTS_PER_MINUTE} a minute; downloads about {bars * args.bytes_per_bar / 2**30:.1f} GiB "
+            f"at {args.bytes_per_bar:.1f} bytes a bar"
+        )
 
 
 def main() -> None:
@@ -292,12 +342,24 @@ def main() -> None:
     parser.add_argument("--vendor-scale", action="store_true", help="vendor-shaped files at issue 31's scale")
     parser.add_argument("--tickers", type=int, default=101, help="--vendor-scale: tickers besides QQQ")
     parser.add_argument("--end", default=VENDOR_END, help="--vendor-scale: end of the window (exclusive)")
-    parser.add_argument("--download-estimate", action="store_true",
-                        help="estimate the requests, time and disk of RECIPE's download from Alpaca (no download)")
-    parser.add_argument("--bytes-per-bar", type=float, default=2549 * 2**20 / 50_812_999,
-                        help="--download-estimate: cache bytes per bar (default: the vendor-scale run in RESULTS.md)")
-    parser.add_argument("--modes", nargs="+", choices=("build", "load", "env"), default=["build", "load", "env"],
-                        help="--vendor-scale: fresh processes to run, in order (load and env read build's panel)")
+    parser.add_argument(
+        "--download-estimate",
+        action="store_true",
+        help="estimate the requests, time and disk of RECIPE's download from Alpaca (no download)",
+    )
+    parser.add_argument(
+        "--bytes-per-bar",
+        type=float,
+        default=2549 * 2**20 / 50_812_999,
+        help="--download-estimate: cache bytes per bar (default: the vendor-scale run in RESULTS.md)",
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=("build", "load", "env"),
+        default=["build", "load", "env"],
+        help="--vendor-scale: fresh processes to run, in order (load and env read build's panel)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.download_estimate:

@@ -30,9 +30,15 @@ def shares(edge: float, draws: int, trials: int, days: int, seed: int) -> tuple[
     empirical = null = 0
     for row, winner in zip(sharpes, winners, strict=True):
         m = stats.sharpe_moments(winner)
-        empirical += stats.deflated_sharpe_ratio(m.sharpe, m.days, m.skew, m.kurtosis, trials, np.var(row, ddof=1)) > 0.95
-        null += stats.deflated_sharpe_ratio(m.sharpe, m.days, m.skew, m.kurtosis, trials,
-                                            stats.null_sharpe_variance(m.days)) > 0.95  # fmt: skip
+        empirical += (
+            stats.deflated_sharpe_ratio(m.sharpe, m.days, m.skew, m.kurtosis, trials, np.var(row, ddof=1)) > 0.95
+        )
+        null += (
+            stats.deflated_sharpe_ratio(
+                m.sharpe, m.days, m.skew, m.kurtosis, trials, stats.null_sharpe_variance(m.days)
+            )
+            > 0.95
+        )
     return empirical / draws, null / draws
 
 

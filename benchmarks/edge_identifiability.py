@@ -45,6 +45,7 @@ from market_envs.data.edge import edge_layout
 from market_envs.data.recipes import find_recipe
 from trader.backtesting import BacktestConfig, run_backtest
 
+
 def observations(horizon: int) -> dict[str, tuple]:
     """The probes' observations: the 13 indicators, and the t-statistic the rule ranks."""
     return {"indicators": (None, ()), "ret_tstat": ((), (horizon,))}
@@ -65,7 +66,9 @@ def main(argv: list[str]) -> int:
     horizon = int(base_edge.get("horizon", 30))
     tstat = f"ret_tstat_{horizon}"
     print(f"{args.recipe}, {args.tickers} tickers, edge {base_edge}, cost {args.cost} per side")
-    print(f"| strength | oracle | probe(indicators) | probe({tstat}) | x oracle | pooled probe({tstat}) | t/ticker | SNR/sample |")
+    print(
+        f"| strength | oracle | probe(indicators) | probe({tstat}) | x oracle | pooled probe({tstat}) | t/ticker | SNR/sample |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     start = time.perf_counter()
     for strength in (float(s) for s in args.strengths.split(",")):
@@ -78,8 +81,9 @@ def main(argv: list[str]) -> int:
             policies[name] = linear_probe(full, train, validation, rules)
         rules = env_rules(args.cost, 390, (), (horizon,))
         policies["pooled"] = linear_probe(full, train, validation, rules, pooled=True)
-        config = BacktestConfig(buy_cost=args.cost, sell_cost=args.cost, policy_env=rules,
-                                record_positions="day", tear_sheet=False)
+        config = BacktestConfig(
+            buy_cost=args.cost, sell_cost=args.cost, policy_env=rules, record_positions="day", tear_sheet=False
+        )
         sharpe = run_backtest(validation, policies, baselines=[], config=config).metrics["sharpe_ratio"]
         count = edge_layout(spec, full.num_tickers).size
         bars_per_day = train.num_bars / len(set(train.timestamps.date))

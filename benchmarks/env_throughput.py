@@ -73,11 +73,16 @@ from market_envs.costs import CostModel  # noqa: E402
 EPISODE = 256
 FEATURE_SETS = {"finrl": ("close",) + FINRL_INDICATORS, "all": None}
 EVERY_COST = CostModel(
-    commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
-    spread_model="high_low", spread_window=390,
-    impact_eta=1.0, impact_window_days=1,
-    participation=0.1, borrow_rate=0.005,
-)  # fmt: skip
+    commission_per_share=0.005,
+    commission_min=1.0,
+    commission_max_rate=0.01,
+    spread_model="high_low",
+    spread_window=390,
+    impact_eta=1.0,
+    impact_window_days=1,
+    participation=0.1,
+    borrow_rate=0.005,
+)
 SINGLE_TERMS = {
     "commission": CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01),
     "spread": CostModel(spread_model="high_low", spread_window=390),
@@ -101,24 +106,35 @@ def cpu_name() -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                        help="auto: the CPU, and CUDA too when present")
+    parser.add_argument(
+        "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: the CPU, and CUDA too when present"
+    )
     parser.add_argument("--envs", default="1,64,1024,4096,16384", help="comma-separated E values")
     parser.add_argument("--tickers", default="30,100", help="comma-separated N values")
     parser.add_argument("--bars", type=int, default=2000, help="bars in the random-walk panel")
     parser.add_argument("--seconds", type=float, default=1.0, help="length of one timed run")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median)")
     parser.add_argument("--kernels", default="eager,compiled", help="eager and/or compiled")
-    parser.add_argument("--features", choices=sorted(FEATURE_SETS), default="finrl",
-                        help="observed features: finrl = close + FinRL's 8 indicators, the content of "
-                             "the FinRL env's state (default); all = the panel's 13")
+    parser.add_argument(
+        "--features",
+        choices=sorted(FEATURE_SETS),
+        default="finrl",
+        help="observed features: finrl = close + FinRL's 8 indicators, the content of "
+        "the FinRL env's state (default); all = the panel's 13",
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the markdown table here")
-    parser.add_argument("--compare-costs", action="store_true",
-                        help="time the step with every cost term on against the flat-rate step (see above)")
+    parser.add_argument(
+        "--compare-costs",
+        action="store_true",
+        help="time the step with every cost term on against the flat-rate step (see above)",
+    )
     parser.add_argument("--mode", choices=["shares", "weights"], default="shares", help="--compare-costs: action mode")
     parser.add_argument("--per-term", action="store_true", help="--compare-costs: also time each term alone")
-    parser.add_argument("--compare-action", action="store_true",
-                        help="time the action that can hold (linear map, trade rate, band) against today's mapping")
+    parser.add_argument(
+        "--compare-action",
+        action="store_true",
+        help="time the action that can hold (linear map, trade rate, band) against today's mapping",
+    )
     return parser.parse_args(argv)
 
 
@@ -233,8 +249,13 @@ def alternating_times(runs: list[Callable[[int], None]], seconds: float, repeats
     return [statistics.median(t) for t in times]
 
 
-def ratio_table(args: argparse.Namespace, devices: list[torch.device], header: str, columns: tuple[str, str, str],
-                groups: Callable[[int], list[list[tuple[str, EnvConfig]]]]) -> int:  # fmt: skip
+def ratio_table(
+    args: argparse.Namespace,
+    devices: list[torch.device],
+    header: str,
+    columns: tuple[str, str, str],
+    groups: Callable[[int], list[list[tuple[str, EnvConfig]]]],
+) -> int:
     """Print (and with ``--out`` write) a table of step rates: for every N, device, E and kernel,
     each group of ``groups(N)`` ((label, rules) pairs) is timed in alternating runs, and each rules
     after the group's first get a row: its label, the first's rate, its rate and the time ratio.
@@ -242,18 +263,24 @@ def ratio_table(args: argparse.Namespace, devices: list[torch.device], header: s
     env_counts = [int(x) for x in args.envs.split(",")]
     kernels = [k.strip() for k in args.kernels.split(",")]
     print(header, flush=True)
-    rows = [f"| device | N | E | kernel | costs | {columns[0]} | {columns[1]} | {columns[2]} |",
-            "|---|---:|---:|---|---|---:|---:|---:|"]
+    rows = [
+        f"| device | N | E | kernel | costs | {columns[0]} | {columns[1]} | {columns[2]} |",
+        "|---|---:|---:|---|---|---:|---:|---:|",
+    ]
     for n in [int(x) for x in args.tickers.split(",")]:
         data = benchmark_panel(n, args.bars)
         for device in devices:
             sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
             for num_envs, kernel, group in itertools.product(env_counts, kernels, groups(n)):
-                runs = [step_runner(data.to(device), num_envs, device, rules, kernel == "compiled") for _, rules in group]
+                runs = [
+                    step_runner(data.to(device), num_envs, device, rules, kernel == "compiled") for _, rules in group
+                ]
                 times = alternating_times(runs, args.seconds, args.repeats, sync)
                 for (label, _), other in zip(group[1:], times[1:]):
-                    rows.append(f"| {device.type} | {n} | {num_envs} | {kernel} | {label} | {num_envs / times[0]:,.0f} | "
-                                f"{num_envs / other:,.0f} | {other / times[0]:.2f} |")  # fmt: skip
+                    rows.append(
+                        f"| {device.type} | {n} | {num_envs} | {kernel} | {label} | {num_envs / times[0]:,.0f} | "
+                        f"{num_envs / other:,.0f} | {other / times[0]:.2f} |"
+                    )
                     print(rows[-1], flush=True)
     table = "\n".join(rows)
     print("\n" + header + "\n\n" + table)
@@ -264,8 +291,9 @@ def ratio_table(args: argparse.Namespace, devices: list[torch.device], header: s
 
 def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
     """The table of --compare-costs: flat-rate step vs every cost term on."""
-    flat = EnvConfig(episode_length=EPISODE, features=FEATURE_SETS[args.features], short_selling=True,
-                     action_mode=args.mode)  # fmt: skip
+    flat = EnvConfig(
+        episode_length=EPISODE, features=FEATURE_SETS[args.features], short_selling=True, action_mode=args.mode
+    )
     variants = {"every term": EVERY_COST, **(SINGLE_TERMS if args.per_term else {})}
     header = (
         f"env step, cost terms vs flat rate: torch {torch.__version__}; {cpu_name()} ({os.cpu_count()} cores, "
@@ -273,8 +301,13 @@ def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
         f"{args.features}; alternating runs, median of {args.repeats} x ~{args.seconds:g} s"
     )
     group = [("flat", flat), *((name, replace(flat, costs=costs)) for name, costs in variants.items())]
-    return ratio_table(args, devices, header, ("flat env-steps/s", "with costs env-steps/s", "time ratio (target <= 1.3)"),
-                       lambda n: [group])  # fmt: skip
+    return ratio_table(
+        args,
+        devices,
+        header,
+        ("flat env-steps/s", "with costs env-steps/s", "time ratio (target <= 1.3)"),
+        lambda n: [group],
+    )
 
 
 def compare_action(args: argparse.Namespace, devices: list[torch.device]) -> int:
@@ -289,13 +322,22 @@ def compare_action(args: argparse.Namespace, devices: list[torch.device]) -> int
     def groups(n: int) -> list[list[tuple[str, EnvConfig]]]:
         pairs = []
         for label, costs in (("flat", CostModel()), ("every term", EVERY_COST)):
-            today = EnvConfig(episode_length=EPISODE, features=FEATURE_SETS[args.features], short_selling=True,
-                              market_neutral=True, action_mode="weights", costs=costs)  # fmt: skip
-            pairs.append([(label, today), (label, replace(today, weights_map="linear", trade_rate=0.5, no_trade_band=0.2 / n))])
+            today = EnvConfig(
+                episode_length=EPISODE,
+                features=FEATURE_SETS[args.features],
+                short_selling=True,
+                market_neutral=True,
+                action_mode="weights",
+                costs=costs,
+            )
+            pairs.append(
+                [(label, today), (label, replace(today, weights_map="linear", trade_rate=0.5, no_trade_band=0.2 / n))]
+            )
         return pairs
 
-    return ratio_table(args, devices, header, ("today env-steps/s", "new action env-steps/s", "time ratio (target <= 1.1)"),
-                       groups)  # fmt: skip
+    return ratio_table(
+        args, devices, header, ("today env-steps/s", "new action env-steps/s", "time ratio (target <= 1.1)"), groups
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -322,9 +364,11 @@ def main(argv: list[str]) -> int:
         f"{args.bars} bars, features {args.features}, median of {args.repeats} x ~{args.seconds:g} s"
     )
     print(header, flush=True)
-    rows = ["| device | N | E | kernel | env-steps/s (wall) | env-steps/s (CPU time) | x pandas | x numpy "
-            "| x pandas (CPU time) |",
-            "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| device | N | E | kernel | env-steps/s (wall) | env-steps/s (CPU time) | x pandas | x numpy "
+        "| x pandas (CPU time) |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for n in ticker_counts:
         data = benchmark_panel(n, args.bars)
         frame = finrl_frame(data)
@@ -342,8 +386,13 @@ def main(argv: list[str]) -> int:
             for num_envs in env_counts:
                 for kernel in kernels:
                     wall, cpu = vec_env_rate(
-                        data.to(device), num_envs, device, kernel == "compiled", FEATURE_SETS[args.features],
-                        args.seconds, args.repeats,
+                        data.to(device),
+                        num_envs,
+                        device,
+                        kernel == "compiled",
+                        FEATURE_SETS[args.features],
+                        args.seconds,
+                        args.repeats,
                     )
                     on_cpu = device.type == "cpu"
                     rows.append(

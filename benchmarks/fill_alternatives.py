@@ -110,9 +110,18 @@ def numba_kernel():
     def step(x, holdings, actions, t, cash):
         holdings_out = torch.empty_like(holdings)
         out = torch.empty((holdings.shape[0], 8), dtype=torch.float64)
-        costly_fill(holdings.numpy(), x["price"].numpy(), actions.numpy(), x["half_spread"].numpy(),
-                    x["impact"].numpy(), x["cap"].numpy(), t.numpy(), cash.numpy(), holdings_out.numpy(),
-                    out.numpy())  # fmt: skip
+        costly_fill(
+            holdings.numpy(),
+            x["price"].numpy(),
+            actions.numpy(),
+            x["half_spread"].numpy(),
+            x["impact"].numpy(),
+            x["cap"].numpy(),
+            t.numpy(),
+            cash.numpy(),
+            holdings_out.numpy(),
+            out.numpy(),
+        )
         return (holdings_out, *out.unbind(1))
 
     return step
@@ -142,8 +151,14 @@ def extension_kernel(build_dir: Path):
     from torch.utils.cpp_extension import load_inline
 
     flags = [f for f in FLAGS if f not in ("-shared", "-fPIC")] + ["-fpermissive", "-w"]  # C's malloc without casts
-    load_inline("fill_alternatives", EXTENSION.replace("SOURCE", str(NATIVE_SOURCE)), extra_cflags=flags,
-                build_directory=str(build_dir), is_python_module=False, verbose=False)  # fmt: skip
+    load_inline(
+        "fill_alternatives",
+        EXTENSION.replace("SOURCE", str(NATIVE_SOURCE)),
+        extra_cflags=flags,
+        build_directory=str(build_dir),
+        is_python_module=False,
+        verbose=False,
+    )
     op = torch.ops.fill_alternatives.costly
 
     def step(x, holdings, actions, t, cash):
@@ -176,9 +191,11 @@ def main(argv: list[str]) -> int:
         numba_step, numba_build = timed_build(numba_kernel)
         (Path(scratch) / "ext").mkdir(parents=True, exist_ok=True)
         extension, extension_build = timed_build(lambda: extension_kernel(Path(scratch) / "ext"))
-        print(f"torch {torch.__version__}; load {os.getloadavg()[0]:.1f}; build s: C {c_build:.1f}, "
-              f"C++ extension {extension_build:.1f}, numba import {numba_build:.1f} (its compilation is in the "
-              f"first call)")  # fmt: skip
+        print(
+            f"torch {torch.__version__}; load {os.getloadavg()[0]:.1f}; build s: C {c_build:.1f}, "
+            f"C++ extension {extension_build:.1f}, numba import {numba_build:.1f} (its compilation is in the "
+            f"first call)"
+        )
         print("| N | E | torch.compile ms | C (ctypes) ms | numba ms | C++ extension ms | numba first call s |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for n in (int(v) for v in args.tickers.split(",")):
@@ -200,8 +217,11 @@ def main(argv: list[str]) -> int:
                     for want, have in zip(expected, got, strict=True):  # each computes the stand-in
                         torch.testing.assert_close(have, want, rtol=1e-9, atol=1e-6)
                     times[name] = milliseconds(bound, arguments, args.repeats, args.calls)
-                print(f"| {n} | {num_envs} | {times['compile']:.3f} | {times['C']:.3f} | {times['numba']:.3f} | "
-                      f"{times['extension']:.3f} | {first:.1f} |", flush=True)  # fmt: skip
+                print(
+                    f"| {n} | {num_envs} | {times['compile']:.3f} | {times['C']:.3f} | {times['numba']:.3f} | "
+                    f"{times['extension']:.3f} | {first:.1f} |",
+                    flush=True,
+                )
     return 0
 
 

@@ -84,8 +84,9 @@ def flat_fill(axis: int) -> Callable[..., tuple[Tensor, ...]]:
         sold = rows(sells * price)
         cash = cash + sold * 0.999
         wanted = rows(buys * price)
-        scale = torch.where(wanted * 1.001 > cash, cash.clamp_min(0.0) / (wanted * 1.001).clamp_min(1e-300),
-                            torch.ones_like(cash))  # fmt: skip
+        scale = torch.where(
+            wanted * 1.001 > cash, cash.clamp_min(0.0) / (wanted * 1.001).clamp_min(1e-300), torch.ones_like(cash)
+        )
         bought = torch.floor(buys * per_env(scale))
         bought_value = rows(bought * price)
         holdings = holdings - sells + bought
@@ -114,8 +115,9 @@ def fill(axis: int) -> Callable[..., tuple[Tensor, ...]]:
         needed = rows(wanted + wanted * rate + buy_fee)
         linear = rows(wanted * 1.001 + wanted * rate + buys * 0.005)
         count = rows((buys > 0).double())
-        scale = torch.where(needed > cash, (cash - count).clamp_min(0.0) / linear.clamp_min(1e-300),
-                            torch.ones_like(cash))  # fmt: skip
+        scale = torch.where(
+            needed > cash, (cash - count).clamp_min(0.0) / linear.clamp_min(1e-300), torch.ones_like(cash)
+        )
         bought = torch.floor(buys * per_env(scale))
         rate = (half_spread + impact * (sells + bought).clamp_min(1e-300).sqrt()).clamp_max(1.0)
         value, bought_value = (sells + bought) * price, bought * price
@@ -123,9 +125,17 @@ def fill(axis: int) -> Callable[..., tuple[Tensor, ...]]:
         left = cash - rows(bought_value + bought_value * rate + buy_fee)
         holdings = holdings - sells + bought
         borrow = rows(holdings.clamp_max(0.0) * price) * 1e-5
-        return (holdings, left - borrow + rows(holdings * price), rows(value), rows(sale_fee + buy_fee),
-                rows(value * rate), rows(value * half_spread), rows(filled * price) + unfilled_value,
-                unfilled_shares, unfilled_value)  # fmt: skip
+        return (
+            holdings,
+            left - borrow + rows(holdings * price),
+            rows(value),
+            rows(sale_fee + buy_fee),
+            rows(value * rate),
+            rows(value * half_spread),
+            rows(filled * price) + unfilled_value,
+            unfilled_shares,
+            unfilled_value,
+        )
 
     return costly
 
@@ -137,18 +147,23 @@ def inputs(num_envs: int, n: int) -> dict[str, Tensor]:
         return torch.rand(shape, generator=g, dtype=dtype) * scale + low
 
     return {
-        "price": uniform((BARS, n), 100.0, 1.0), "half_spread": uniform((BARS, n), 1e-4),
-        "impact": uniform((BARS, n), 1e-3), "cap": uniform((BARS, n), 1000.0),
-        "t": torch.randint(0, BARS, (num_envs,), generator=g), "holdings": uniform((num_envs, n), 50.0),
-        "actions": uniform((num_envs, n), 2.0, -1.0, torch.float32), "cash": torch.full((num_envs,), 1e6, dtype=torch.float64),
-    }  # fmt: skip
+        "price": uniform((BARS, n), 100.0, 1.0),
+        "half_spread": uniform((BARS, n), 1e-4),
+        "impact": uniform((BARS, n), 1e-3),
+        "cap": uniform((BARS, n), 1000.0),
+        "t": torch.randint(0, BARS, (num_envs,), generator=g),
+        "holdings": uniform((num_envs, n), 50.0),
+        "actions": uniform((num_envs, n), 2.0, -1.0, torch.float32),
+        "cash": torch.full((num_envs,), 1e6, dtype=torch.float64),
+    }
 
 
 TABLES = ("price", "half_spread", "impact", "cap")
 
 
-def as_step(kernel: Callable, layout: str, gathered: bool, x: dict[str, Tensor],
-            compile: bool = True) -> tuple[Callable, tuple]:  # fmt: skip
+def as_step(
+    kernel: Callable, layout: str, gathered: bool, x: dict[str, Tensor], compile: bool = True
+) -> tuple[Callable, tuple]:
     """The kernel as a step function of (holdings, actions, t, cash), its tables read per env by
     bar, and its arguments; torch.compile'd unless `compile` is False."""
     num_envs, n = x["holdings"].shape
@@ -165,6 +180,7 @@ def as_step(kernel: Callable, layout: str, gathered: bool, x: dict[str, Tensor],
         return cash.view(blocks, LANES) if layout == "blocked" else cash
 
     if gathered:  # the state stored in the layout; tables gathered by bar; actions [E, N]
+
         def step(holdings, actions, t, cash):
             price, half_spread, impact, cap = (arrange(x[name].index_select(0, t)) for name in TABLES)
             return kernel(holdings, price, arrange(actions.double()), half_spread, impact, cap, arrange_cash(cash))
@@ -175,7 +191,9 @@ def as_step(kernel: Callable, layout: str, gathered: bool, x: dict[str, Tensor],
         ready = arrange(x["actions"].double()).contiguous()
 
         def step(holdings, actions, t, cash):
-            return kernel(holdings, rows["price"], ready, rows["half_spread"], rows["impact"], rows["cap"], arrange_cash(cash))
+            return kernel(
+                holdings, rows["price"], ready, rows["half_spread"], rows["impact"], rows["cap"], arrange_cash(cash)
+            )
 
         state = arrange(x["holdings"]).contiguous()
     arguments = (state, x["actions"], x["t"], x["cash"])
@@ -244,8 +262,10 @@ def native_kernels(build_dir: Path) -> dict[str, Callable]:
 
 def native_table(args: argparse.Namespace) -> None:
     """--native: the rows layout, gathered by bar, in torch (eager and compiled) and by hand in C."""
-    print("| N | E | flat eager ms | flat compiled ms | flat C ms | with costs eager ms | with costs compiled ms "
-          "| with costs C ms | C with costs / compiled flat | C with costs / eager flat |")
+    print(
+        "| N | E | flat eager ms | flat compiled ms | flat C ms | with costs eager ms | with costs compiled ms "
+        "| with costs C ms | C with costs / compiled flat | C with costs / eager flat |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as build_dir:
         kernels = native_kernels(Path(build_dir))
@@ -259,10 +279,13 @@ def native_table(args: argparse.Namespace) -> None:
                         times[name, compiled] = milliseconds(step, arguments, args.repeats, args.calls)
                     native = functools.partial(kernels[name], x)
                     times[name, "C"] = milliseconds(native, arguments, args.repeats, args.calls)
-                print(f"| {n} | {num_envs} | {times['flat', False]:.3f} | {times['flat', True]:.3f} | "
-                      f"{times['flat', 'C']:.3f} | {times['costly', False]:.3f} | {times['costly', True]:.3f} | "
-                      f"{times['costly', 'C']:.3f} | {times['costly', 'C'] / times['flat', True]:.2f} | "
-                      f"{times['costly', 'C'] / times['flat', False]:.2f} |", flush=True)  # fmt: skip
+                print(
+                    f"| {n} | {num_envs} | {times['flat', False]:.3f} | {times['flat', True]:.3f} | "
+                    f"{times['flat', 'C']:.3f} | {times['costly', False]:.3f} | {times['costly', True]:.3f} | "
+                    f"{times['costly', 'C']:.3f} | {times['costly', 'C'] / times['flat', True]:.2f} | "
+                    f"{times['costly', 'C'] / times['flat', False]:.2f} |",
+                    flush=True,
+                )
 
 
 def main(argv: list[str]) -> int:
@@ -272,9 +295,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--layouts", default="rows,stocks,blocked", help="comma-separated layouts to time")
-    parser.add_argument("--lane-share", type=Path, help="a `perf annotate --stdio` listing: print its lane-by-lane share")
-    parser.add_argument("--native", action="store_true",
-                        help="time the rows layout by hand in C (fill_native.c) beside torch, eager and compiled")
+    parser.add_argument(
+        "--lane-share", type=Path, help="a `perf annotate --stdio` listing: print its lane-by-lane share"
+    )
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="time the rows layout by hand in C (fill_native.c) beside torch, eager and compiled",
+    )
     args = parser.parse_args(argv)
     if args.lane_share is not None:
         total, lanes = lane_share(args.lane_share.read_text())
@@ -282,13 +310,20 @@ def main(argv: list[str]) -> int:
         return 0
     if torch.backends.cpu.get_cpu_capability() == "AVX512":
         torch._inductor.config.cpp.simdlen = 256  # as the env compiles its step (market_envs.env._compile_options)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}; median ms per call of {args.repeats} x {args.calls}")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}; median ms per call of {args.repeats} x {args.calls}"
+    )
     if args.native:
         native_table(args)
         return 0
     print("| N | E | layout | inputs | flat ms | with costs ms | ratio |\n|---:|---:|---|---|---:|---:|---:|")
     layouts = args.layouts.split(",")
-    cases = [(layout, gathered) for layout in ("rows", "stocks", "blocked") if layout in layouts for gathered in (False, True)]
+    cases = [
+        (layout, gathered)
+        for layout in ("rows", "stocks", "blocked")
+        if layout in layouts
+        for gathered in (False, True)
+    ]
     for n in (int(v) for v in args.tickers.split(",")):
         for num_envs in (int(v) for v in args.envs.split(",")):
             x = inputs(num_envs, n)
@@ -297,8 +332,10 @@ def main(argv: list[str]) -> int:
                 flat_ms = milliseconds(*as_step(flat_fill(axis), layout, gathered, x), args.repeats, args.calls)
                 cost_ms = milliseconds(*as_step(fill(axis), layout, gathered, x), args.repeats, args.calls)
                 source = "gathered by bar" if gathered else "laid out already"
-                print(f"| {n} | {num_envs} | {layout} | {source} | {flat_ms:.3f} | {cost_ms:.3f} | {cost_ms / flat_ms:.2f} |",
-                      flush=True)  # fmt: skip
+                print(
+                    f"| {n} | {num_envs} | {layout} | {source} | {flat_ms:.3f} | {cost_ms:.3f} | {cost_ms / flat_ms:.2f} |",
+                    flush=True,
+                )
     return 0
 
 

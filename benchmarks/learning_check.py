@@ -113,15 +113,22 @@ QUICK = Budget(
 def algo_overrides(algo: str, budget: Budget, network: str = "per_stock", replay_ratio: float = 1.0) -> dict[str, Any]:
     """Hyperparameters for the market env: `trader.presets.market_algo_config` (its
     docstring gives the reasons) at this budget."""
-    return market_algo_config(algo, steps=budget.steps[algo], num_envs=budget.num_envs[algo], network=network,
-                              replay_ratio=replay_ratio)
+    return market_algo_config(
+        algo, steps=budget.steps[algo], num_envs=budget.num_envs[algo], network=network, replay_ratio=replay_ratio
+    )
 
 
 # --------------------------------------------------------------------- data
 
 
-def env_rules(cost: float, episode_length: int, features: tuple[str, ...] | None = (), return_windows: tuple[int, ...] = (30,),
-              reward_scale: float = REWARD_SCALE, market_neutral: bool = False) -> EnvConfig:  # fmt: skip
+def env_rules(
+    cost: float,
+    episode_length: int,
+    features: tuple[str, ...] | None = (),
+    return_windows: tuple[int, ...] = (30,),
+    reward_scale: float = REWARD_SCALE,
+    market_neutral: bool = False,
+) -> EnvConfig:
     """Trading rules shared by training, agents, oracle and random policy:
     `trader.presets.market_rules`.
 
@@ -149,8 +156,14 @@ def validation_oracle(full: MarketData, validation: MarketData, spec: EdgeSpec) 
     return oracle_schedule(full, validation, spec)
 
 
-def linear_probe(full: MarketData, train: MarketData, validation: MarketData, rules: EnvConfig, ridge: float = 1.0,
-                 pooled: bool = False) -> ActionSchedule:  # fmt: skip
+def linear_probe(
+    full: MarketData,
+    train: MarketData,
+    validation: MarketData,
+    rules: EnvConfig,
+    ridge: float = 1.0,
+    pooled: bool = False,
+) -> ActionSchedule:
     """A diagnostic, not an agent: how much of the edge the observed features carry.
 
     Per ticker, a ridge regression (fitted on the training period) of the next bar's
@@ -165,7 +178,7 @@ def linear_probe(full: MarketData, train: MarketData, validation: MarketData, ru
     """
     features = observed_feature_table(full, rules).double()  # [T, N, F]
     target = torch.zeros(full.close.shape, dtype=torch.float64)
-    target[:-1] = (full.close[1:].double() / full.open[1:].double() - 1.0)  # row t: bar t+1's open->close
+    target[:-1] = full.close[1:].double() / full.open[1:].double() - 1.0  # row t: bar t+1's open->close
     lo = int(full.timestamps.get_loc(train.timestamps[0]))
     hi = lo + train.num_bars - 1  # the last training row's target lies in the next period
     x = torch.cat([features[lo:hi], torch.ones_like(features[lo:hi, :, :1])], dim=-1).transpose(0, 1)  # [N, T, F+1]
@@ -196,10 +209,18 @@ def random_policy(num_tickers: int, seed: int) -> Callable[[Tensor], Tensor]:
 # --------------------------------------------------------------------- training
 
 
-def train_agent(algo: str, data: MarketData, rules: EnvConfig, budget: Budget, seed: int, device: torch.device,
-                network: str = "per_stock", replay_ratio: float = 1.0, extra: dict[str, Any] | None = None,
-                on_iteration: Callable[[Agent, dict[str, float], int], None] | None = None,
-                ) -> tuple[Agent, float]:  # fmt: skip
+def train_agent(
+    algo: str,
+    data: MarketData,
+    rules: EnvConfig,
+    budget: Budget,
+    seed: int,
+    device: torch.device,
+    network: str = "per_stock",
+    replay_ratio: float = 1.0,
+    extra: dict[str, Any] | None = None,
+    on_iteration: Callable[[Agent, dict[str, float], int], None] | None = None,
+) -> tuple[Agent, float]:
     """Train one agent on `data` for the budget's steps; returns it and the seconds taken.
 
     `extra`: config keys set on top of `algo_overrides` (``--set algo.key=value``);
@@ -250,15 +271,28 @@ def check_dataset(name: str, args: argparse.Namespace, budget: Budget, device: t
     """Train every algorithm from every seed on `name`, backtest all on its validation period."""
     full = load(name, **load_overrides(name, args))
     train, validation = full.period("train"), full.period("validation")
-    rules = env_rules(args.cost, args.episode_length, args.features, args.return_windows, args.reward_scale,
-                      args.market_neutral)  # fmt: skip
-    print(f"{name}: {full.num_tickers} tickers, train {train.num_bars} bars, validation {validation.num_bars} bars", flush=True)
+    rules = env_rules(
+        args.cost, args.episode_length, args.features, args.return_windows, args.reward_scale, args.market_neutral
+    )
+    print(
+        f"{name}: {full.num_tickers} tickers, train {train.num_bars} bars, validation {validation.num_bars} bars",
+        flush=True,
+    )
     policies: dict[str, Any] = {}
     train_seconds: dict[str, float] = {}
     for algo in args.algos:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
-            agent, seconds = train_agent(algo, train, rules, budget, seed, device, args.network, args.replay_ratio,
-                                         {k.split(".", 1)[1]: v for k, v in (args.set or []) if k.split(".", 1)[0] == algo})
+            agent, seconds = train_agent(
+                algo,
+                train,
+                rules,
+                budget,
+                seed,
+                device,
+                args.network,
+                args.replay_ratio,
+                {k.split(".", 1)[1]: v for k, v in (args.set or []) if k.split(".", 1)[0] == algo},
+            )
             policies[f"{algo}-{seed}"] = agent
             train_seconds[f"{algo}-{seed}"] = seconds
             print(f"  trained {algo} seed {seed}: {budget.steps[algo]} steps in {seconds:.0f} s", flush=True)
@@ -268,7 +302,9 @@ def check_dataset(name: str, args: argparse.Namespace, budget: Budget, device: t
     policies["linear_probe"] = linear_probe(full, train, validation, rules)
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         policies[f"random-{seed}"] = random_policy(full.num_tickers, 1000 + seed)
-    config = BacktestConfig(buy_cost=args.cost, sell_cost=args.cost, policy_env=rules, record_positions="day", tear_sheet=False)
+    config = BacktestConfig(
+        buy_cost=args.cost, sell_cost=args.cost, policy_env=rules, record_positions="day", tear_sheet=False
+    )
     yardsticks = ["equal_weight"] + (["benchmark"] if validation.benchmark is not None else [])
     result = run_backtest(validation, policies, baselines=yardsticks, config=config, device=device)
     table = result.metrics
@@ -321,7 +357,12 @@ def report(scores: list[Scores], args: argparse.Namespace) -> tuple[str, list[tu
                 sharpe = median_of(s.rows, algo, "sharpe")
                 fraction = args.target_fraction if args.target_fraction is not None else TARGET_FRACTION[algo]
                 need = fraction * s.oracle_sharpe
-                checks.append((f"{s.dataset}: {algo} Sharpe {sharpe:.2f} >= {fraction} x oracle {s.oracle_sharpe:.2f} = {need:.2f}", sharpe >= need))
+                checks.append(
+                    (
+                        f"{s.dataset}: {algo} Sharpe {sharpe:.2f} >= {fraction} x oracle {s.oracle_sharpe:.2f} = {need:.2f}",
+                        sharpe >= need,
+                    )
+                )
             ppo = median_of(s.rows, "ppo", "cum_return")
             if "ppo" in args.algos:
                 rnd = median_of(s.rows, "random", "cum_return")
@@ -334,7 +375,12 @@ def report(scores: list[Scores], args: argparse.Namespace) -> tuple[str, list[tu
             bound = 2.0 * math.sqrt(252.0 / max(s.days, 1))
             for algo in args.algos:
                 sharpe = median_of(s.rows, algo, "sharpe")
-                checks.append((f"{s.dataset}: {algo} Sharpe {sharpe:.2f} <= 2 standard errors {bound:.2f} (no edge)", sharpe <= bound))
+                checks.append(
+                    (
+                        f"{s.dataset}: {algo} Sharpe {sharpe:.2f} <= 2 standard errors {bound:.2f} (no edge)",
+                        sharpe <= bound,
+                    )
+                )
     return "\n".join(lines), checks
 
 
@@ -345,7 +391,9 @@ def costly_check(s: Scores, algos: tuple[str, ...]) -> tuple[str, bool]:
     sharpe = median_of(s.rows, best, "sharpe")
     floors = {name: s.rows[name]["sharpe"] for name in ("equal_weight", "benchmark") if name in s.rows}
     text = ", ".join(f"{name} {value:.2f}" for name, value in floors.items())
-    return f"{s.dataset}: best ({best}) Sharpe {sharpe:.2f} net of costs > {text}", all(sharpe > v for v in floors.values())
+    return f"{s.dataset}: best ({best}) Sharpe {sharpe:.2f} net of costs > {text}", all(
+        sharpe > v for v in floors.values()
+    )
 
 
 def machine() -> str:
@@ -384,26 +432,67 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--first-seed", type=int, default=0, help="the first seed (to run seeds in separate processes)")
     parser.add_argument("--edge-dataset", default=EDGE_DATASET, help="recipe with a planted edge")
     parser.add_argument("--null-dataset", default=NULL_DATASET, help="edge-free recipe ('' to skip)")
-    parser.add_argument("--override", type=parse_override, action="append", help="recipe override key=value (both data sets), repeatable")
+    parser.add_argument(
+        "--override",
+        type=parse_override,
+        action="append",
+        help="recipe override key=value (both data sets), repeatable",
+    )
     parser.add_argument("--edge-strength", type=float, default=None, help="replace the edge recipe's strength_sharpe")
-    parser.add_argument("--edge-fraction", type=float, default=None, help="replace the edge recipe's fraction of edge tickers")
-    parser.add_argument("--cost", type=float, default=0.0, help="cost rate per side (0: the oracle's frictionless setting)")
-    parser.add_argument("--features", default="", help="panel features to observe, comma-separated ('all': every one; default none)")
-    parser.add_argument("--return-windows", default="30", help="ret_tstat windows to observe, comma-separated ('' for none)")
-    parser.add_argument("--network", default="per_stock", choices=("per_stock", "mlp"), help="the agents' networks (trader.agents.networks)")
-    parser.add_argument("--set", type=parse_override, action="append", help="algo config key, e.g. ppo.learning_rate=1e-3 (repeatable)")
-    parser.add_argument("--market-neutral", action=argparse.BooleanOptionalAction, default=True,
-                        help="EnvConfig.market_neutral: actions demeaned across stocks (default; the oracle is dollar-neutral)")
-    parser.add_argument("--replay-ratio", type=float, default=None, help=f"SAC/TD3 gradient updates per vector env step (default {REPLAY_RATIO:g}; 1 with --quick)")
-    parser.add_argument("--reward-scale", type=float, default=REWARD_SCALE, help="EnvConfig.reward_scale for training (1e-2: basis points)")
+    parser.add_argument(
+        "--edge-fraction", type=float, default=None, help="replace the edge recipe's fraction of edge tickers"
+    )
+    parser.add_argument(
+        "--cost", type=float, default=0.0, help="cost rate per side (0: the oracle's frictionless setting)"
+    )
+    parser.add_argument(
+        "--features", default="", help="panel features to observe, comma-separated ('all': every one; default none)"
+    )
+    parser.add_argument(
+        "--return-windows", default="30", help="ret_tstat windows to observe, comma-separated ('' for none)"
+    )
+    parser.add_argument(
+        "--network",
+        default="per_stock",
+        choices=("per_stock", "mlp"),
+        help="the agents' networks (trader.agents.networks)",
+    )
+    parser.add_argument(
+        "--set", type=parse_override, action="append", help="algo config key, e.g. ppo.learning_rate=1e-3 (repeatable)"
+    )
+    parser.add_argument(
+        "--market-neutral",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="EnvConfig.market_neutral: actions demeaned across stocks (default; the oracle is dollar-neutral)",
+    )
+    parser.add_argument(
+        "--replay-ratio",
+        type=float,
+        default=None,
+        help=f"SAC/TD3 gradient updates per vector env step (default {REPLAY_RATIO:g}; 1 with --quick)",
+    )
+    parser.add_argument(
+        "--reward-scale",
+        type=float,
+        default=REWARD_SCALE,
+        help="EnvConfig.reward_scale for training (1e-2: basis points)",
+    )
     parser.add_argument("--episode-length", type=int, default=390, help="training episode length in bars")
-    parser.add_argument("--target-fraction", type=float, default=None, help="fraction of the oracle's Sharpe to reach (default: issue 11's, 0.5 for PPO, 0.3 for SAC and TD3)")
+    parser.add_argument(
+        "--target-fraction",
+        type=float,
+        default=None,
+        help="fraction of the oracle's Sharpe to reach (default: issue 11's, 0.5 for PPO, 0.3 for SAC and TD3)",
+    )
     parser.add_argument("--ppo-steps", type=int, default=None, help="override PPO's transitions")
     parser.add_argument("--offpolicy-envs", type=int, default=None, help="override SAC's and TD3's sub-environments")
     parser.add_argument("--offpolicy-steps", type=int, default=None, help="override SAC's and TD3's transitions")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, ...")
     parser.add_argument("--jobs", type=int, default=2, help="processes: the data sets side by side")
-    parser.add_argument("--null-only", action="store_true", help="train and score on the edge-free data set only (check 2)")
+    parser.add_argument(
+        "--null-only", action="store_true", help="train and score on the edge-free data set only (check 2)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny budget (a smoke run, not the check)")
     parser.add_argument("--out", default=None, help="also write the scores as JSON here")
     args = parser.parse_args(argv)
@@ -467,16 +556,27 @@ def main(argv: list[str]) -> int:
     scores = run_all(args, budget)
     table, checks = report(scores, args)
     print()
-    print(f"Learning check, validation period, medians of {args.seeds} seeds; machine: {machine()}; "
-          f"total {time.perf_counter() - start:.0f} s")
+    print(
+        f"Learning check, validation period, medians of {args.seeds} seeds; machine: {machine()}; "
+        f"total {time.perf_counter() - start:.0f} s"
+    )
     print(table)
     print()
     for text, passed in checks:
         print(f"[{'PASS' if passed else 'FAIL'}] {text}")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
-            json.dump({"machine": machine(), "budget": asdict(budget), "cost": args.cost,
-                       "scores": [asdict(s) for s in scores], "checks": checks}, handle, indent=2)
+            json.dump(
+                {
+                    "machine": machine(),
+                    "budget": asdict(budget),
+                    "cost": args.cost,
+                    "scores": [asdict(s) for s in scores],
+                    "checks": checks,
+                },
+                handle,
+                indent=2,
+            )
     return 0 if all(passed for _, passed in checks) else 1
 
 

@@ -86,8 +86,9 @@ def training_rules(data: MarketData, costly: bool, env_set: dict[str, Any]) -> E
     """The preset's rules for `data` (with `--env-set`), at `CAPITAL`, rewards in bp of the capital,
     under `MODEL` (`costly`) or at zero cost."""
     holding = {**HOLDING, "trade_rate": COSTS_TRADE_RATE}  # the market-costs preset (trader.presets)
-    base = replace(edge_rules(data.meta.get("edge"), **holding), initial_cash=CAPITAL,
-                   reward_scale=REWARD_SCALE * 1e6 / CAPITAL)  # fmt: skip
+    base = replace(
+        edge_rules(data.meta.get("edge"), **holding), initial_cash=CAPITAL, reward_scale=REWARD_SCALE * 1e6 / CAPITAL
+    )
     base = replace(base, **env_set)
     if not costly:
         return replace(base, buy_cost=0.0, sell_cost=0.0, costs=CostModel())
@@ -99,8 +100,16 @@ def algo_config(algo: str, steps: int, num_envs: int, algo_set: dict[str, dict[s
     return {**market_algo_config(algo, steps=steps, num_envs=num_envs), **algo_set.get(algo, {})}
 
 
-def train_agent(algo: str, data: MarketData, rules: EnvConfig, steps: int, num_envs: int, seed: int, run_dir: Path,
-                algo_set: dict[str, dict[str, Any]]) -> tuple[Agent, float]:  # fmt: skip
+def train_agent(
+    algo: str,
+    data: MarketData,
+    rules: EnvConfig,
+    steps: int,
+    num_envs: int,
+    seed: int,
+    run_dir: Path,
+    algo_set: dict[str, dict[str, Any]],
+) -> tuple[Agent, float]:
     """An agent trained by `trader.train` on the training period (no validation pass); one already
     trained into `run_dir` (its final checkpoint) is loaded instead."""
     final = run_dir / "checkpoints" / "final"
@@ -108,17 +117,21 @@ def train_agent(algo: str, data: MarketData, rules: EnvConfig, steps: int, num_e
         return load_agent(final), 0.0
     torch.manual_seed(seed)  # the env's start generator is drawn from the global RNG
     env = StockTradingVecEnv(data.period("train"), num_envs, "cpu", rules)
-    result = train(algo, env, algo_config(algo, steps, num_envs, algo_set), run_dir, steps=steps, seed=seed, eval_every=0)
+    result = train(
+        algo, env, algo_config(algo, steps, num_envs, algo_set), run_dir, steps=steps, seed=seed, eval_every=0
+    )
     return result.agent, result.wall_time
 
 
-def backtest(data: MarketData, agents: dict[str, Agent], rules: EnvConfig, period: str,
-             oracles: bool) -> dict[str, dict[str, float]]:  # fmt: skip
+def backtest(
+    data: MarketData, agents: dict[str, Agent], rules: EnvConfig, period: str, oracles: bool
+) -> dict[str, dict[str, float]]:
     """Each agent (and the two oracles when `oracles`) under `MODEL` over `period`: net Sharpe, turnover
     per day (x capital), costs in bp of the value traded and of the capital, net return."""
     named = cost_model(MODEL)
-    config = BacktestConfig(initial_cash=CAPITAL, policy_env=rules, record_positions="day",
-                            tear_sheet=False).with_costs(named)  # fmt: skip
+    config = BacktestConfig(
+        initial_cash=CAPITAL, policy_env=rules, record_positions="day", tear_sheet=False
+    ).with_costs(named)
     baselines = ["oracle", "oracle_costs"] if oracles else []
     result = run_backtest(data, agents, baselines=baselines, period=period, config=config)
     rows = {}
@@ -138,7 +151,9 @@ def backtest(data: MarketData, agents: dict[str, Agent], rules: EnvConfig, perio
     return rows
 
 
-def untrained_turnover(data: MarketData, env_set: dict[str, Any], algo_set: dict[str, dict[str, Any]], seeds: list[int], steps: int = 1_560) -> dict[str, float]:
+def untrained_turnover(
+    data: MarketData, env_set: dict[str, Any], algo_set: dict[str, dict[str, Any]], seeds: list[int], steps: int = 1_560
+) -> dict[str, float]:
     """Turnover per day (x capital) of untrained PPO (the preset's network and exploration noise,
     actions sampled) under each mapping of `MAPPINGS`, at zero cost, on the training period."""
     out = {}
@@ -181,8 +196,9 @@ def deflated(daily: list[float], trials: int, trial_sharpes: list[float]) -> flo
         return float("nan")
     spread = np.var(np.asarray(trial_sharpes) / np.sqrt(stats.TRADING_DAYS), ddof=1) if len(trial_sharpes) > 1 else 0.0
     variance = max(float(spread), stats.null_sharpe_variance(moments.days))
-    return float(stats.deflated_sharpe_ratio(moments.sharpe, moments.days, moments.skew, moments.kurtosis,
-                                             trials, variance))  # fmt: skip
+    return float(
+        stats.deflated_sharpe_ratio(moments.sharpe, moments.days, moments.skew, moments.kurtosis, trials, variance)
+    )
 
 
 def parse_sets(items: list[str], nested: bool) -> dict[str, Any]:
@@ -205,51 +221,69 @@ def report(results: dict[int, dict[str, Any]], algos: list[str]) -> tuple[str, l
     """Per-seed markdown tables, the claims per seed and the paired tests."""
     lines = []
     for period in ("validation", "test"):
-        lines += [f"\n**{period}**\n", "| seed | strategy | net Sharpe | x oracle under costs | turnover / day | "
-                  "costs bp of traded | costs bp of capital | net return |", "|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        lines += [
+            f"\n**{period}**\n",
+            "| seed | strategy | net Sharpe | x oracle under costs | turnover / day | "
+            "costs bp of traded | costs bp of capital | net return |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for seed, per in results.items():
             rows = per[period]
             ceiling = rows["oracle_costs"]["sharpe"]
             for name, row in rows.items():
                 share = row["sharpe"] / ceiling if ceiling > 0 else float("nan")
-                lines.append(f"| {seed} | {row['label']} | {row['sharpe']:.2f} | {share:.2f} | {row['turnover']:.3f} | "
-                             f"{row['costs_bps']:.2f} | {row['costs_capital_bps']:.1f} | {row['net_return']:+.2%} |")  # fmt: skip
+                lines.append(
+                    f"| {seed} | {row['label']} | {row['sharpe']:.2f} | {share:.2f} | {row['turnover']:.3f} | "
+                    f"{row['costs_bps']:.2f} | {row['costs_capital_bps']:.1f} | {row['net_return']:+.2%} |"
+                )
     seeds = list(results)
     get = lambda period, name, key: [results[s][period][name][key] for s in seeds]  # noqa: E731
     claims, summary = [], {}
     for period in ("validation", "test"):
-        shares = [a / o if o > 0 else float("nan") for a, o in zip(get(period, "ppo-costs", "sharpe"),
-                                                                   get(period, "oracle_costs", "sharpe"))]  # fmt: skip
+        shares = [
+            a / o if o > 0 else float("nan")
+            for a, o in zip(get(period, "ppo-costs", "sharpe"), get(period, "oracle_costs", "sharpe"))
+        ]
         held = sum(x >= 0.5 for x in shares)
         summary[f"share_{period}"] = shares
-        claims.append(f"ppo-costs >= 0.5x the oracle under costs on {period}: {held} of {len(seeds)} seeds "
-                      f"({', '.join(f'{x:.2f}' for x in shares)}); target 4 of 5: {'met' if held >= 4 else 'NOT met'}")
+        claims.append(
+            f"ppo-costs >= 0.5x the oracle under costs on {period}: {held} of {len(seeds)} seeds "
+            f"({', '.join(f'{x:.2f}' for x in shares)}); target 4 of 5: {'met' if held >= 4 else 'NOT met'}"
+        )
     for period in ("validation", "test"):
         ratio = [a / o for a, o in zip(get(period, "ppo-costs", "turnover"), get(period, "oracle_costs", "turnover"))]
         within = sum(0.5 <= r <= 2.0 for r in ratio)
         summary[f"turnover_ratio_{period}"] = ratio
-        claims.append(f"ppo-costs turnover / oracle under costs' on {period}: {', '.join(f'{r:.2f}' for r in ratio)}; "
-                      f"within 2x on {within} of {len(seeds)} seeds")
+        claims.append(
+            f"ppo-costs turnover / oracle under costs' on {period}: {', '.join(f'{r:.2f}' for r in ratio)}; "
+            f"within 2x on {within} of {len(seeds)} seeds"
+        )
     for period in ("validation", "test"):
         costs, zero = get(period, "ppo-costs", "sharpe"), get(period, "ppo-zero", "sharpe")
         better = sum(c > z for c, z in zip(costs, zero))
         p = wilcoxon_greater(costs, zero)
         summary[f"costs_vs_zero_{period}"] = {"better": better, "wilcoxon_p": p}
-        claims.append(f"ppo-zero does worse than ppo-costs under {MODEL} on {period}: {better} of {len(seeds)} seeds; "
-                      f"Wilcoxon one-sided p = {p:.3f}")
+        claims.append(
+            f"ppo-zero does worse than ppo-costs under {MODEL} on {period}: {better} of {len(seeds)} seeds; "
+            f"Wilcoxon one-sided p = {p:.3f}"
+        )
         for algo in algos:
             if algo == "ppo":
                 continue
             other = get(period, f"{algo}-costs", "sharpe")
-            claims.append(f"{algo}-costs on {period}: Sharpe {', '.join(f'{x:.2f}' for x in other)}; x oracle under "
-                          f"costs {', '.join(f'{x / o:.2f}' for x, o in zip(other, get(period, 'oracle_costs', 'sharpe')))}")
+            claims.append(
+                f"{algo}-costs on {period}: Sharpe {', '.join(f'{x:.2f}' for x in other)}; x oracle under "
+                f"costs {', '.join(f'{x / o:.2f}' for x, o in zip(other, get(period, 'oracle_costs', 'sharpe')))}"
+            )
     null = [results[s]["null_test"]["ppo-null"] for s in seeds]
     sharpes = [row["sharpe"] for row in null]
     dsrs = [deflated(row["daily_returns"], len(seeds), sharpes) for row in null]
     summary["null_dsr"] = dsrs
     significant = sum(d >= 0.95 for d in dsrs)
-    claims.append(f"edge-free twin, ppo-null test Sharpe {', '.join(f'{x:.2f}' for x in sharpes)}; DSR against "
-                  f"{len(seeds)} trials {', '.join(f'{d:.2f}' for d in dsrs)}: {significant} significant at 95%")
+    claims.append(
+        f"edge-free twin, ppo-null test Sharpe {', '.join(f'{x:.2f}' for x in sharpes)}; DSR against "
+        f"{len(seeds)} trials {', '.join(f'{d:.2f}' for d in dsrs)}: {significant} significant at 95%"
+    )
     return "\n".join(lines), claims, summary
 
 
@@ -279,11 +313,13 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(1)
     env_set, algo_set = parse_sets(args.env_set, False), parse_sets(args.algo_set, True)
     full, null = load(DATASET), load(NULL_DATASET)
-    header = (f"learning under costs: {DATASET} ({full.num_tickers} tickers, train {full.period('train').num_bars} bars), "
-              f"model {MODEL}, capital {CAPITAL:,.0f}; PPO {args.ppo_steps:,} steps, off-policy {args.offpolicy_steps:,} "
-              f"steps, {args.num_envs} envs; env-set {env_set}, algo-set {algo_set}; rules "
-              f"{ {k: v for k, v in vars(training_rules(full, True, env_set)).items() if k in ('weights_map', 'trade_rate', 'no_trade_band', 'band_scope')} }; "
-              f"{platform.platform()}, torch {torch.__version__}, load {os.getloadavg()[0]:.1f}")  # fmt: skip
+    header = (
+        f"learning under costs: {DATASET} ({full.num_tickers} tickers, train {full.period('train').num_bars} bars), "
+        f"model {MODEL}, capital {CAPITAL:,.0f}; PPO {args.ppo_steps:,} steps, off-policy {args.offpolicy_steps:,} "
+        f"steps, {args.num_envs} envs; env-set {env_set}, algo-set {algo_set}; rules "
+        f"{ {k: v for k, v in vars(training_rules(full, True, env_set)).items() if k in ('weights_map', 'trade_rate', 'no_trade_band', 'band_scope')} }; "
+        f"{platform.platform()}, torch {torch.__version__}, load {os.getloadavg()[0]:.1f}"
+    )
     print(header, flush=True)
     if args.untrained:
         for label, turnover in untrained_turnover(full, env_set, algo_set, args.seeds).items():
@@ -300,15 +336,28 @@ def main(argv: list[str]) -> int:
             jobs += [] if args.no_null else [("ppo-null", "ppo", null, True)]
             for name, algo, data, costly in jobs:
                 steps = args.ppo_steps if algo == "ppo" else args.offpolicy_steps
-                agent, took = train_agent(algo, data, training_rules(data, costly, env_set), steps, args.num_envs, seed,
-                                          runs / f"{name}-{seed}", algo_set)  # fmt: skip
+                agent, took = train_agent(
+                    algo,
+                    data,
+                    training_rules(data, costly, env_set),
+                    steps,
+                    args.num_envs,
+                    seed,
+                    runs / f"{name}-{seed}",
+                    algo_set,
+                )
                 (null_agents if name == "ppo-null" else edge_agents)[f"{name}-s{seed}"] = agent
                 seconds[f"{name}-{seed}"] = took
-                print(f"  {'trained' if took else 'reused'} {name} seed {seed}" + (f": {took:.0f} s" if took else ""), flush=True)
+                print(
+                    f"  {'trained' if took else 'reused'} {name} seed {seed}" + (f": {took:.0f} s" if took else ""),
+                    flush=True,
+                )
     # one backtest per period holds every seed's agents (rows of one env) and the two oracles
     start = time.perf_counter()
-    rows = {period: backtest(full, edge_agents, training_rules(full, True, env_set), period, oracles=True)
-            for period in ("validation", "test")}  # fmt: skip
+    rows = {
+        period: backtest(full, edge_agents, training_rules(full, True, env_set), period, oracles=True)
+        for period in ("validation", "test")
+    }
     if null_agents:
         rows["null_test"] = backtest(null, null_agents, training_rules(null, True, env_set), "test", oracles=False)
     print(f"  backtested: {time.perf_counter() - start:.0f} s", flush=True)
@@ -318,19 +367,40 @@ def main(argv: list[str]) -> int:
         for period, table in rows.items():
             mine = {name.removesuffix(f"-s{seed}"): row for name, row in table.items() if name.endswith(f"-s{seed}")}
             results[seed][period] = {**mine, **{k: v for k, v in table.items() if k.startswith("oracle")}}
-            print(f"    seed {seed} {period}: " + "; ".join(f"{k} {r['sharpe']:.2f} (turnover {r['turnover']:.2f})"
-                                                          for k, r in results[seed][period].items()), flush=True)  # fmt: skip
+            print(
+                f"    seed {seed} {period}: "
+                + "; ".join(
+                    f"{k} {r['sharpe']:.2f} (turnover {r['turnover']:.2f})" for k, r in results[seed][period].items()
+                ),
+                flush=True,
+            )
     if args.no_null or args.no_zero:
         text, claims, summary = "", [], {}
-        print("\n" + header + "\n" + json.dumps({s: {p: {k: {kk: vv for kk, vv in r.items() if kk != "daily_returns"}
-                                                        for k, r in rows.items()} for p, rows in per.items()}
-                                                for s, per in results.items()}, indent=1))  # fmt: skip
+        print(
+            "\n"
+            + header
+            + "\n"
+            + json.dumps(
+                {
+                    s: {
+                        p: {k: {kk: vv for kk, vv in r.items() if kk != "daily_returns"} for k, r in rows.items()}
+                        for p, rows in per.items()
+                    }
+                    for s, per in results.items()
+                },
+                indent=1,
+            )
+        )
     else:
         text, claims, summary = report(results, args.algos)
         print("\n" + header + "\n" + text + "\n\n" + "\n".join(claims))
     if args.out is not None:
-        args.out.write_text(json.dumps({"header": header, "results": results, "train_seconds": seconds,
-                                        "claims": claims, "summary": summary}, indent=1))  # fmt: skip
+        args.out.write_text(
+            json.dumps(
+                {"header": header, "results": results, "train_seconds": seconds, "claims": claims, "summary": summary},
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -88,6 +88,7 @@ OURS_PPO: dict[str, Any] = {
 }
 """Our PPO on MuJoCo: sub-environments and config overrides."""
 
+
 def evaluator(env_id: str, episodes: int, seed: int = 10_000) -> Evaluator:
     """What `trader.train` validates gymnasium runs with: the first episode of
     ``episodes`` seeded envs, deterministic actions, score = mean return."""
@@ -128,8 +129,7 @@ class SB3:
         env = DummyVecEnv([lambda: gym.make(env_id)])
         env.seed(seed)
         if algo == "sac":
-            self.model = SAC("MlpPolicy", env, learning_starts=10_000, seed=seed,
-                             device="cpu", verbose=0)  # fmt: skip
+            self.model = SAC("MlpPolicy", env, learning_starts=10_000, seed=seed, device="cpu", verbose=0)
         else:
             env = VecNormalize(env, gamma=0.99)
             self.model = PPO("MlpPolicy", env, seed=seed, device="cpu", verbose=0)
@@ -167,8 +167,9 @@ class SB3:
         return torch.as_tensor(np.asarray(actions), dtype=torch.float32)
 
 
-def run_one(learner: str, env_id: str, seed: int, minutes: float, eval_every: float,
-            eval_episodes: int) -> dict[str, Any]:  # fmt: skip
+def run_one(
+    learner: str, env_id: str, seed: int, minutes: float, eval_every: float, eval_episodes: int
+) -> dict[str, Any]:
     """Train ``learner`` for ``minutes`` of training wall-clock; its evaluation curve."""
     torch.set_num_threads(1)
     torch.manual_seed(seed)
@@ -189,10 +190,15 @@ def run_one(learner: str, env_id: str, seed: int, minutes: float, eval_every: fl
         cpu += time.process_time() - start_cpu
         score = scorer.evaluate(agent)["score"]
         curve.append((round(wall, 2), round(cpu, 2), agent.env_steps, round(score, 1)))
-        print(f"  {learner} seed {seed}: {wall:6.0f} s, {agent.env_steps:8,d} steps, "
-              f"return {score:8.1f}", flush=True)  # fmt: skip
-    return {"learner": learner, "env": env_id, "seed": seed, "minutes": minutes,
-            "eval_episodes": eval_episodes, "curve": curve}  # fmt: skip
+        print(f"  {learner} seed {seed}: {wall:6.0f} s, {agent.env_steps:8,d} steps, return {score:8.1f}", flush=True)
+    return {
+        "learner": learner,
+        "env": env_id,
+        "seed": seed,
+        "minutes": minutes,
+        "eval_episodes": eval_episodes,
+        "curve": curve,
+    }
 
 
 def iqm_interval(values: list[float], resamples: int = 2000) -> tuple[float, float, float]:
@@ -213,8 +219,11 @@ def _iqm(values: np.ndarray) -> float:
 
 def table(runs: list[dict[str, Any]], learners: list[str]) -> str:
     """Markdown: per learner the final return per seed, IQM [95% CI], steps and CPU."""
-    lines = ["| learner | return per seed | IQM [95% CI] | env steps (median) | CPU s (median) "
-             "| last 3 scores: mean per seed, IQM |", "|---|---|---:|---:|---:|---|"]  # fmt: skip
+    lines = [
+        "| learner | return per seed | IQM [95% CI] | env steps (median) | CPU s (median) "
+        "| last 3 scores: mean per seed, IQM |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     for learner in learners:
         mine = sorted((r for r in runs if r["learner"] == learner), key=lambda r: r["seed"])
         if not mine:
@@ -223,9 +232,11 @@ def table(runs: list[dict[str, Any]], learners: list[str]) -> str:
         returns = [row[3] for row in finals]
         iqm, low, high = iqm_interval(returns)
         per_seed = ", ".join(f"{value:,.0f}" for value in returns)
-        lines.append(f"| {learner} | {per_seed} | {iqm:,.0f} [{low:,.0f}, {high:,.0f}] | "
-                     f"{int(np.median([row[2] for row in finals])):,} | "
-                     f"{np.median([row[1] for row in finals]):,.0f} | {_last_three(mine)} |")  # fmt: skip
+        lines.append(
+            f"| {learner} | {per_seed} | {iqm:,.0f} [{low:,.0f}, {high:,.0f}] | "
+            f"{int(np.median([row[2] for row in finals])):,} | "
+            f"{np.median([row[1] for row in finals]):,.0f} | {_last_three(mine)} |"
+        )
     return "\n".join(lines)
 
 
@@ -294,15 +305,15 @@ def _latest(curve: list[list[float]], column: int, point: float) -> float:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="Ant-v5", help="gymnasium MuJoCo id (Ant-v5)")
-    parser.add_argument("--learners", nargs="+", default=list(LEARNERS),
-                        choices=LEARNERS + SEARCH)
+    parser.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=LEARNERS + SEARCH)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--minutes", type=float, default=15.0, help="training wall-clock per run")
     parser.add_argument("--eval-every", type=float, default=60.0, help="training seconds between scores")
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one per core)")
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "locomotion",
-                        help="where each run is saved as JSON")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "runs" / "benchmarks" / "locomotion", help="where each run is saved as JSON"
+    )
     parser.add_argument("--force", action="store_true", help="rerun runs saved under --out")
     parser.add_argument("--quick", action="store_true", help="1 seed, 1 minute, eval every 20 s")
     args = parser.parse_args(argv)
@@ -319,11 +330,16 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     jobs = [(learner, seed) for seed in args.seeds for learner in args.learners]
     todo = [job for job in jobs if args.force or not run_file(args, *job).exists()]
-    print(f"{args.env}: {len(todo)} of {len(jobs)} runs to do, {args.minutes:g} min each, "
-          f"{args.jobs} at a time; {machine()}", flush=True)  # fmt: skip
+    print(
+        f"{args.env}: {len(todo)} of {len(jobs)} runs to do, {args.minutes:g} min each, "
+        f"{args.jobs} at a time; {machine()}",
+        flush=True,
+    )
     with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = {job: pool.submit(run_one, job[0], args.env, job[1], args.minutes,
-                                    args.eval_every, args.eval_episodes) for job in todo}  # fmt: skip
+        futures = {
+            job: pool.submit(run_one, job[0], args.env, job[1], args.minutes, args.eval_every, args.eval_episodes)
+            for job in todo
+        }
         for (learner, seed), future in futures.items():
             path = run_file(args, learner, seed)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -333,8 +349,10 @@ def main(argv: list[str]) -> int:
     write_csv(runs, ROOT / "docs" / "img" / f"{stem}.csv")
     plot(runs, args.env, ROOT / "docs" / "img" / f"{stem}.png")
     print()
-    print(f"{args.env}, {args.minutes:g} min of training wall-clock per run, "
-          f"{args.eval_episodes} evaluation episodes; {machine()}")  # fmt: skip
+    print(
+        f"{args.env}, {args.minutes:g} min of training wall-clock per run, "
+        f"{args.eval_episodes} evaluation episodes; {machine()}"
+    )
     print(table(runs, args.learners))
     return 0
 

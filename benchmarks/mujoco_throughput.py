@@ -83,16 +83,21 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     print(f"{machine()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
-    print("| env | E | plain gymnasium (steps/s) | sync (steps/s) | async (steps/s) | async / sync "
-          "| main-process CPU ms per step: sync / async |")
+    print(
+        "| env | E | plain gymnasium (steps/s) | sync (steps/s) | async (steps/s) | async / sync "
+        "| main-process CPU ms per step: sync / async |"
+    )
     print("|---|---:|---:|---:|---:|---:|---|")
     for env_id in args.envs.split(","):
         plain, _ = plain_rate(env_id, args.seconds, args.repeats)
         for num_envs in (int(size) for size in args.sizes.split(",")):
             sync, sync_cpu = vec_rate(env_id, num_envs, "sync", args.seconds, args.repeats)
             asyn, async_cpu = vec_rate(env_id, num_envs, "async", args.seconds, args.repeats)
-            print(f"| {env_id} | {num_envs} | {plain:,.0f} | {sync:,.0f} | {asyn:,.0f} | "
-                  f"{asyn / sync:.2f} | {sync_cpu:.3f} / {async_cpu:.3f} |", flush=True)  # fmt: skip
+            print(
+                f"| {env_id} | {num_envs} | {plain:,.0f} | {sync:,.0f} | {asyn:,.0f} | "
+                f"{asyn / sync:.2f} | {sync_cpu:.3f} / {async_cpu:.3f} |",
+                flush=True,
+            )
     return 0
 
 

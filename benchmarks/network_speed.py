@@ -35,8 +35,14 @@ def measure(network: str, hidden: tuple[int, ...], stocks: int, device: str, rep
     """(seconds per update, seconds per explore call), medians of ``repeats``, and the
     agent's parameter count."""
     obs_dim = 1 + 2 * stocks
-    config = {"network": network, "hidden_sizes": hidden, "num_steps": NUM_STEPS, "update_epochs": 4,
-              "num_minibatches": 8, "normalize_obs": False}  # fmt: skip
+    config = {
+        "network": network,
+        "hidden_sizes": hidden,
+        "num_steps": NUM_STEPS,
+        "update_epochs": 4,
+        "num_minibatches": 8,
+        "normalize_obs": False,
+    }
     agent = make_agent("ppo", obs_dim, stocks, config, device=device)
     rows = NUM_STEPS * NUM_ENVS
     obs = torch.randn(rows, obs_dim, device=device)
@@ -63,14 +69,25 @@ OFFPOLICY_NETWORKS = (("mlp", (256, 256)), ("per_stock", (64, 64)), ("per_stock"
 BATCH = 256
 
 
-def measure_offpolicy(algo: str, network: str, hidden: tuple[int, ...], stocks: int, device: str, repeats: int) -> float:
+def measure_offpolicy(
+    algo: str, network: str, hidden: tuple[int, ...], stocks: int, device: str, repeats: int
+) -> float:
     """Median seconds of one gradient update of `algo` on a random batch of BATCH rows."""
     obs_dim = 1 + 2 * stocks
-    agent = make_agent(algo, obs_dim, stocks, {"network": network, "hidden_sizes": hidden, "batch_size": BATCH,
-                                               "normalize_obs": False}, device=device)  # fmt: skip
-    batch = ReplayBatch(torch.randn(BATCH, obs_dim, device=device), torch.rand(BATCH, stocks, device=device) * 2 - 1,
-                        torch.randn(BATCH, device=device), torch.randn(BATCH, obs_dim, device=device),
-                        torch.zeros(BATCH, device=device))  # fmt: skip
+    agent = make_agent(
+        algo,
+        obs_dim,
+        stocks,
+        {"network": network, "hidden_sizes": hidden, "batch_size": BATCH, "normalize_obs": False},
+        device=device,
+    )
+    batch = ReplayBatch(
+        torch.randn(BATCH, obs_dim, device=device),
+        torch.rand(BATCH, stocks, device=device) * 2 - 1,
+        torch.randn(BATCH, device=device),
+        torch.randn(BATCH, obs_dim, device=device),
+        torch.zeros(BATCH, device=device),
+    )
     agent.update(batch)  # warm-up
     times = []
     for _ in range(repeats * 5):
@@ -89,7 +106,10 @@ def offpolicy_table(stocks_list: list[int], device: str, repeats: int) -> None:
         for algo in ("sac", "td3"):
             for network, hidden in OFFPOLICY_NETWORKS:
                 seconds = measure_offpolicy(algo, network, hidden, stocks, device, repeats)
-                print(f"| {stocks} | {algo} | {network} | {hidden} | {seconds * 1e3:.1f} | {1200 / seconds:,.0f} |", flush=True)
+                print(
+                    f"| {stocks} | {algo} | {network} | {hidden} | {seconds * 1e3:.1f} | {1200 / seconds:,.0f} |",
+                    flush=True,
+                )
 
 
 def main() -> None:
@@ -111,8 +131,11 @@ def main() -> None:
             update, explore, params = measure(network, hidden, stocks, args.device, args.repeats)
             rate = NUM_STEPS * NUM_ENVS / (update + NUM_STEPS * explore)
             flat = flat or rate
-            print(f"| {stocks} | {network} | {hidden} | {params:,} | {update * 1e3:.0f} | {explore * 1e3:.2f} | "
-                  f"{rate:,.0f} | {rate / flat:.2f} |", flush=True)  # fmt: skip
+            print(
+                f"| {stocks} | {network} | {hidden} | {params:,} | {update * 1e3:.0f} | {explore * 1e3:.2f} | "
+                f"{rate:,.0f} | {rate / flat:.2f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

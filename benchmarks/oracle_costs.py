@@ -48,8 +48,10 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(1)
     strengths = args.strength or [EdgeSpec().strength_sharpe]
     side = "long-only" if args.long_only else "dollar-neutral"
-    print(f"{args.tickers} tickers {args.start}..{args.end} ({args.interval}), kind {args.kind}, "
-          f"horizon {args.horizon}, {side} oracle")  # fmt: skip
+    print(
+        f"{args.tickers} tickers {args.start}..{args.end} ({args.interval}), kind {args.kind}, "
+        f"horizon {args.horizon}, {side} oracle"
+    )
     print("target  seed  rebalance  " + "  ".join(f"SR@{c:g}bp" for c in args.costs_bp))
     for strength in strengths:
         spec = EdgeSpec(kind=tuple(args.kind), strength_sharpe=strength, horizon=args.horizon)

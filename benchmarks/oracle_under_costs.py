@@ -33,16 +33,25 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     data = load(args.recipe)
-    print(f"{args.recipe}: {data.num_tickers} tickers, {data.num_bars} bars; capital {args.capital:,.0f}; "
-          f"load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
-    rows = ["| model | period | strategy | net Sharpe | turnover / day | costs bp | commission bp | spread bp | "
-            "impact bp | unfilled |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    print(
+        f"{args.recipe}: {data.num_tickers} tickers, {data.num_bars} bars; capital {args.capital:,.0f}; "
+        f"load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    rows = [
+        "| model | period | strategy | net Sharpe | turnover / day | costs bp | commission bp | spread bp | "
+        "impact bp | unfilled |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name in args.models:
         config = BacktestConfig(initial_cash=args.capital, record_positions="day", tear_sheet=False).with_costs(
-            cost_model(name))
+            cost_model(name)
+        )
         slow = oracle_under_costs(data, config, torch.device("cpu"))
-        fits = ", ".join(f"{'rate ' + format(r, 'g') if b == 0 else 'band ' + format(b * data.num_tickers, 'g') + '/N'}"
-                         f" {x:.2f}" for r, b, x in slow.candidates)  # fmt: skip
+        fits = ", ".join(
+            f"{'rate ' + format(r, 'g') if b == 0 else 'band ' + format(b * data.num_tickers, 'g') + '/N'} {x:.2f}"
+            for r, b, x in slow.candidates
+        )
         print(f"{name}: training-period net Sharpe of each candidate: {fits}", flush=True)
         for period in ("validation", "test"):
             result = run_backtest(data, baselines=["oracle", "oracle_costs"], period=period, config=config)
@@ -50,10 +59,12 @@ def main(argv: list[str]) -> int:
                 c = result.costs[strategy]
                 turnover = float(result.series[strategy]["traded_value"].sum()) / args.capital / result.period.days
                 bp = lambda key: "-" if c[key] is None else f"{c[key]:.2f}"  # noqa: E731
-                rows.append(f"| {name} | {period} | {result.strategies[strategy].label} | "
-                            f"{result.metrics.loc[strategy, 'sharpe_ratio']:.2f} | {turnover:.3f} | {bp('costs_bps')} | "
-                            f"{bp('commission_bps')} | {bp('spread_bps')} | {bp('impact_bps')} | "
-                            f"{'-' if c['unfilled_share'] is None else format(c['unfilled_share'], '.1%')} |")  # fmt: skip
+                rows.append(
+                    f"| {name} | {period} | {result.strategies[strategy].label} | "
+                    f"{result.metrics.loc[strategy, 'sharpe_ratio']:.2f} | {turnover:.3f} | {bp('costs_bps')} | "
+                    f"{bp('commission_bps')} | {bp('spread_bps')} | {bp('impact_bps')} | "
+                    f"{'-' if c['unfilled_share'] is None else format(c['unfilled_share'], '.1%')} |"
+                )
                 print(rows[-1], flush=True)
     print("\n" + "\n".join(rows))
     return 0

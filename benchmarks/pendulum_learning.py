@@ -173,9 +173,7 @@ def run_one(learner_name: str, seed: int, args: argparse.Namespace) -> dict:
     print(
         f"  {learner_name:8s} seed {seed}: score {score:7.1f} at {steps} steps, "
         f"{wall:6.1f} s wall, {cpu:6.1f} s cpu ({result['ms_per_step']:.1f} ms/step); "
-        + ", ".join(
-            f"{k}={v:.1f}" for k, v in result.items() if k.startswith(("steps_to", "wall_to"))
-        ),
+        + ", ".join(f"{k}={v:.1f}" for k, v in result.items() if k.startswith(("steps_to", "wall_to"))),
         flush=True,
     )
     return result
@@ -189,17 +187,14 @@ def table(results: list[dict], learners: list[str]) -> str:
     """Markdown table of medians over seeds, with ratios to SB3 SAC."""
     keys = [f"{kind}_to_{int(-t)}" for t in THRESHOLDS for kind in ("steps", "wall", "cpu")]
     medians = {
-        name: {key: median([r[key] for r in results if r["learner"] == name]) for key in keys}
-        for name in learners
+        name: {key: median([r[key] for r in results if r["learner"] == name]) for key in keys} for name in learners
     }
     rates = ("ms_per_step", "cpu_ms_per_step")
     for name in learners:
         for rate in rates:
             medians[name][rate] = median([r[rate] for r in results if r["learner"] == name])
     unit = {"steps": "steps", "wall": "wall s", "cpu": "cpu s"}
-    head = "| learner | " + " | ".join(
-        f"{unit[k.split('_', 1)[0]]} to -{k.rsplit('_', 1)[1]}" for k in keys
-    )
+    head = "| learner | " + " | ".join(f"{unit[k.split('_', 1)[0]]} to -{k.rsplit('_', 1)[1]}" for k in keys)
     lines = [head + " | ms/step | cpu ms/step |", "|" + "---|" * (len(keys) + 3)]
 
     def fmt(value: float, digits: int) -> str:
@@ -232,9 +227,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=1e-3, help="learning rate of every optimiser")
     parser.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=LEARNERS)
     parser.add_argument("--json", type=Path, default=None, help="also write all runs here")
-    parser.add_argument(
-        "--quick", action="store_true", help="defaults of 1 seed, 2k steps, 500 random steps"
-    )
+    parser.add_argument("--quick", action="store_true", help="defaults of 1 seed, 2k steps, 500 random steps")
     args = parser.parse_args(argv)
     for key, value in (quick if args.quick else full).items():
         if getattr(args, key) is None:

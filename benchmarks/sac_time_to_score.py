@@ -258,8 +258,7 @@ def table(results: list[dict[str, Any]], learners: list[str]) -> str:
     """Markdown table of medians over seeds, and ratios of ``ours:chosen`` to SB3."""
     keys = ("steps_to", "wall_to", "cpu_to", "cpu_ms_per_step")
     medians = {
-        name: {k: statistics.median(r[k] for r in results if r["learner"] == name) for k in keys}
-        for name in learners
+        name: {k: statistics.median(r[k] for r in results if r["learner"] == name) for k in keys} for name in learners
     }
     seeds = {name: sum(r["learner"] == name for r in results) for name in learners}
 
@@ -292,10 +291,7 @@ def describe(name: str) -> str:
     """One line naming a learner's configuration."""
     setup = setup_of(name)
     if setup is None:
-        return (
-            f"{name}: SB3 SAC defaults (256x256, batch 256, lr 3e-4, learning_starts 100, "
-            "1 update/step)"
-        )
+        return f"{name}: SB3 SAC defaults (256x256, batch 256, lr 3e-4, learning_starts 100, 1 update/step)"
     fields = {k: v for k, v in asdict(setup).items() if k != "extra" or v}
     return f"{name}: " + ", ".join(f"{k}={v}" for k, v in fields.items())
 
@@ -320,7 +316,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=500, help="env steps between scores")
     parser.add_argument("--eval-episodes", type=int, default=10, help="episodes per score")
     parser.add_argument(
-        "--learners", nargs="+", default=["ours:chosen", "sb3-default", "sb3-chosen"],
+        "--learners",
+        nargs="+",
+        default=["ours:chosen", "sb3-default", "sb3-chosen"],
         choices=choices,
     )
     parser.add_argument("--json", type=Path, default=None, help="also write all runs here")
@@ -332,8 +330,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         setup = setup_of(name)
         if setup is not None and args.eval_every % setup.num_envs:
             raise ConfigError(
-                f"--eval-every {args.eval_every} is not a multiple of the "
-                f"{setup.num_envs} envs of {name}"
+                f"--eval-every {args.eval_every} is not a multiple of the {setup.num_envs} envs of {name}"
             )
     return args
 

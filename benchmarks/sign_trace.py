@@ -103,8 +103,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--dataset", default="synthetic-edge-minute", help="recipe with a planted edge")
     parser.add_argument("--steps", type=int, default=None, help="transitions (default: the learning check's)")
     parser.add_argument("--every", type=int, default=16, help="iterations between trace rows")
-    parser.add_argument("--validate-every", type=int, default=0, help="validate every K-th trace row (0: only at the end)")
-    parser.add_argument("--set", type=parse_override, action="append", help="algo config key=value on top of the check's (repeatable)")
+    parser.add_argument(
+        "--validate-every", type=int, default=0, help="validate every K-th trace row (0: only at the end)"
+    )
+    parser.add_argument(
+        "--set", type=parse_override, action="append", help="algo config key=value on top of the check's (repeatable)"
+    )
     parser.add_argument("--probe-envs", type=int, default=256, help="probe rows")
     parser.add_argument("--out", default=None, help="also write the trace as CSV")
     return parser.parse_args(argv)
@@ -144,10 +148,21 @@ def main(argv: list[str]) -> int:
         if last or (args.validate_every and (len(rows) + 1) % args.validate_every == 0):
             row["val_sharpe"] = evaluator.evaluate(agent)["sharpe"]
         rows.append(row)
-        print("  " + "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
+        print(
+            "  " + "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True
+        )
 
-    train_agent(args.algo, train, rules, budget, args.seed, torch.device("cpu"), replay_ratio=REPLAY_RATIO,
-                extra=extra, on_iteration=trace)  # fmt: skip
+    train_agent(
+        args.algo,
+        train,
+        rules,
+        budget,
+        args.seed,
+        torch.device("cpu"),
+        replay_ratio=REPLAY_RATIO,
+        extra=extra,
+        on_iteration=trace,
+    )
     frame = pd.DataFrame(rows)
     if args.out:
         frame.to_csv(args.out, index=False)

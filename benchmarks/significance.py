@@ -58,35 +58,63 @@ def recipes(args: argparse.Namespace, folder: Path) -> dict[str, Path]:
 
 def one_tournament(recipe: Path, seed: int, args: argparse.Namespace, run_dir: Path) -> dict:
     """A tournament on ``recipe`` and its report's evidence."""
-    env_config, algo_configs = apply_preset("market", str(recipe), args.cost, ALGOS, steps=args.pod_steps,
-                                            num_envs=args.num_envs)  # fmt: skip
-    config = TournamentConfig(run_dir=str(run_dir), env=str(recipe), algos=ALGOS, algo_configs=algo_configs,
-                              env_config=env_config, pod_steps=args.pod_steps, num_envs=args.num_envs,
-                              population=4, pods=args.pods, time_budget=None, workers=args.workers,
-                              seed=seed, backtest=False)  # fmt: skip
+    env_config, algo_configs = apply_preset(
+        "market", str(recipe), args.cost, ALGOS, steps=args.pod_steps, num_envs=args.num_envs
+    )
+    config = TournamentConfig(
+        run_dir=str(run_dir),
+        env=str(recipe),
+        algos=ALGOS,
+        algo_configs=algo_configs,
+        env_config=env_config,
+        pod_steps=args.pod_steps,
+        num_envs=args.num_envs,
+        population=4,
+        pods=args.pods,
+        time_budget=None,
+        workers=args.workers,
+        seed=seed,
+        backtest=False,
+    )
     outcome = run(config)
     result = backtest_run(run_dir)
     selection = result.selection or {}
     winner = selection.get("winner") or {}
     best = result.evidence.get("best", {})
     return {
-        "seed": seed, "pods": len(outcome.pods), "trials": selection.get("n_trials"),
-        "winner_validation_sharpe": winner.get("sharpe"), "winner_dsr": winner.get("dsr"),
+        "seed": seed,
+        "pods": len(outcome.pods),
+        "trials": selection.get("n_trials"),
+        "winner_validation_sharpe": winner.get("sharpe"),
+        "winner_dsr": winner.get("dsr"),
         "winner_dsr_null": winner.get("dsr_null"),
         "pbo": (selection.get("pbo") or {}).get("pbo"),
         "spa_p_equal_weight": (selection.get("spa", {}).get("equal_weight") or {}).get("pvalue_consistent"),
-        "best_test_sharpe": best.get("sharpe"), "best_test_psr": best.get("psr"),
-    }  # fmt: skip
+        "best_test_sharpe": best.get("sharpe"),
+        "best_test_psr": best.get("psr"),
+    }
 
 
 def table(rows: dict[str, list[dict]], threshold: float) -> str:
     """The Markdown table of RESULTS.md: per market, per seed, and the count above ``threshold``."""
-    lines = ["| market | seed | pods | trials | winner val. Sharpe | winner DSR | winner DSR vs 0-Sharpe | PBO | SPA p (eq.-w.) | best test Sharpe | best test PSR |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| market | seed | pods | trials | winner val. Sharpe | winner DSR | winner DSR vs 0-Sharpe | PBO | SPA p (eq.-w.) | best test Sharpe | best test PSR |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for market, found in rows.items():
         for r in found:
-            cells = [r[k] for k in ("winner_validation_sharpe", "winner_dsr", "winner_dsr_null", "pbo", "spa_p_equal_weight",
-                                    "best_test_sharpe", "best_test_psr")]  # fmt: skip
+            cells = [
+                r[k]
+                for k in (
+                    "winner_validation_sharpe",
+                    "winner_dsr",
+                    "winner_dsr_null",
+                    "pbo",
+                    "spa_p_equal_weight",
+                    "best_test_sharpe",
+                    "best_test_psr",
+                )
+            ]
             text = ["n/a" if c is None else f"{c:.2f}" for c in cells]
             lines.append(f"| {market} | {r['seed']} | {r['pods']} | {r['trials']} | " + " | ".join(text) + " |")
     for market, found in rows.items():
@@ -102,8 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tickers", type=int, default=30)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--pods", type=int, default=16, help="pods per tournament (a pod budget, not a wall-clock "
-                        "one, so that a busy machine changes the run time, not the result)")
+    parser.add_argument(
+        "--pods",
+        type=int,
+        default=16,
+        help="pods per tournament (a pod budget, not a wall-clock "
+        "one, so that a busy machine changes the run time, not the result)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pod-steps", type=int, default=16_384)
     parser.add_argument("--num-envs", type=int, default=64)

@@ -68,7 +68,10 @@ def oracle_scores(dataset: str, cost: float) -> dict[str, float]:
     schedule = oracle_schedule(full, validation, EdgeSpec.from_dict(dict(full.meta["edge"])))
     config = BacktestConfig(buy_cost=cost, sell_cost=cost, policy_env=rules, tear_sheet=False)
     table = run_backtest(validation, {"oracle": schedule}, baselines=[], config=config).metrics
-    return {"sharpe": float(table.loc["oracle", "sharpe_ratio"]), "return": float(table.loc["oracle", "cum_returns_final"])}
+    return {
+        "sharpe": float(table.loc["oracle", "sharpe_ratio"]),
+        "return": float(table.loc["oracle", "cum_returns_final"]),
+    }
 
 
 def train_one(args: argparse.Namespace) -> dict[str, Any]:
@@ -98,16 +101,37 @@ def train_one(args: argparse.Namespace) -> dict[str, Any]:
     def on_iteration(row: dict[str, float]) -> None:
         iteration_s[0] += row["env_steps"] / row["samples_per_s"]
         if "val_sharpe" in row:
-            curve.append({"step": row["step"], "wall_s": row["wall_time"], "cpu_s": time.process_time() - marks["cpu0"],
-                          "sharpe": row["val_sharpe"], "return": row["val_return"]})  # fmt: skip
+            curve.append(
+                {
+                    "step": row["step"],
+                    "wall_s": row["wall_time"],
+                    "cpu_s": time.process_time() - marks["cpu0"],
+                    "sharpe": row["val_sharpe"],
+                    "return": row["val_return"],
+                }
+            )
 
     training._loop = timed_loop
     with tempfile.TemporaryDirectory(prefix="time-to-learn-") as tmp:
-        result = training.train("ppo", args.dataset, configs["ppo"], Path(tmp) / "run", steps=args.steps, seed=args.seed,
-                       num_envs=args.num_envs, eval_every=args.eval_every, env_config=rules, compile=args.compile,
-                       on_iteration=on_iteration)  # fmt: skip
-    return {"curve": curve, "setup_s": marks["setup_s"], "steps": result.steps,
-            "samples_per_s": result.steps / iteration_s[0]}  # fmt: skip
+        result = training.train(
+            "ppo",
+            args.dataset,
+            configs["ppo"],
+            Path(tmp) / "run",
+            steps=args.steps,
+            seed=args.seed,
+            num_envs=args.num_envs,
+            eval_every=args.eval_every,
+            env_config=rules,
+            compile=args.compile,
+            on_iteration=on_iteration,
+        )
+    return {
+        "curve": curve,
+        "setup_s": marks["setup_s"],
+        "steps": result.steps,
+        "samples_per_s": result.steps / iteration_s[0],
+    }
 
 
 def reached(curve: list[dict[str, float]], oracle: dict[str, float], fraction: float) -> dict[str, float] | None:
@@ -120,9 +144,25 @@ def reached(curve: list[dict[str, float]], oracle: dict[str, float], fraction: f
 
 def run_side(side: str, code: Path, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """One seed of one side in a child process (``PYTHONPATH=code``)."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--seed", str(seed), "--steps", str(args.steps),
-               "--num-envs", str(args.num_envs), "--eval-every", str(args.eval_every), "--dataset", args.dataset,
-               "--cost", str(args.cost), "--set-json", json.dumps(dict(args.set or []))]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        "--seed",
+        str(seed),
+        "--steps",
+        str(args.steps),
+        "--num-envs",
+        str(args.num_envs),
+        "--eval-every",
+        str(args.eval_every),
+        "--dataset",
+        args.dataset,
+        "--cost",
+        str(args.cost),
+        "--set-json",
+        json.dumps(dict(args.set or [])),
+    ]
     command += ["--compile"] if args.compile else []
     env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1"}
     load = os.getloadavg()[0]
@@ -134,23 +174,36 @@ def run_side(side: str, code: Path, seed: int, args: argparse.Namespace) -> dict
 
 
 def summary(rows: list[dict[str, Any]], oracle: dict[str, float], fraction: float) -> list[str]:
-    lines = ["| side | seed | reached at step | wall s | CPU s | samples/s | set-up s | last validation Sharpe / return | load before |",
-             "|---|---:|---:|---:|---:|---:|---:|---|---:|"]  # fmt: skip
+    lines = [
+        "| side | seed | reached at step | wall s | CPU s | samples/s | set-up s | last validation Sharpe / return | load before |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
     for row in rows:
         hit = reached(row["curve"], oracle, fraction)
         last = row["curve"][-1]
-        at = (f"{hit['step']:,.0f} | {hit['wall_s']:.1f} | {hit['cpu_s']:.1f}" if hit else
-              f"not reached | >{last['wall_s']:.1f} | >{last['cpu_s']:.1f}")  # fmt: skip
-        lines.append(f"| {row['side']} | {row['seed']} | {at} | {row['samples_per_s']:,.0f} | {row['setup_s']:.1f} | "
-                     f"{last['sharpe']:.2f} / {last['return']:+.1%} | {row['load_before']:.2f} |")  # fmt: skip
-    lines += ["", "| side | median wall s to learn | median CPU s | median samples/s | reached |", "|---|---:|---:|---:|---:|"]
+        at = (
+            f"{hit['step']:,.0f} | {hit['wall_s']:.1f} | {hit['cpu_s']:.1f}"
+            if hit
+            else f"not reached | >{last['wall_s']:.1f} | >{last['cpu_s']:.1f}"
+        )
+        lines.append(
+            f"| {row['side']} | {row['seed']} | {at} | {row['samples_per_s']:,.0f} | {row['setup_s']:.1f} | "
+            f"{last['sharpe']:.2f} / {last['return']:+.1%} | {row['load_before']:.2f} |"
+        )
+    lines += [
+        "",
+        "| side | median wall s to learn | median CPU s | median samples/s | reached |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for side in dict.fromkeys(row["side"] for row in rows):
         mine = [row for row in rows if row["side"] == side]
         hits = [reached(row["curve"], oracle, fraction) for row in mine]
         wall = statistics.median(h["wall_s"] if h else math.inf for h in hits)
         cpu = statistics.median(h["cpu_s"] if h else math.inf for h in hits)
         rate = statistics.median(row["samples_per_s"] for row in mine)
-        lines.append(f"| {side} | {wall:.1f} | {cpu:.1f} | {rate:,.0f} | {sum(h is not None for h in hits)} of {len(mine)} |")
+        lines.append(
+            f"| {side} | {wall:.1f} | {cpu:.1f} | {rate:,.0f} | {sum(h is not None for h in hits)} of {len(mine)} |"
+        )
     return lines
 
 
@@ -164,18 +217,30 @@ def parse_set(text: str) -> tuple[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--old", default=None, help="A checkout of the code before (run with PYTHONPATH=it); none: this code only.")
+    parser.add_argument(
+        "--old", default=None, help="A checkout of the code before (run with PYTHONPATH=it); none: this code only."
+    )
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=300_000, help="At most this many transitions per run.")
     parser.add_argument("--num-envs", type=int, default=512)
-    parser.add_argument("--eval-every", type=int, default=16_384, help="Transitions between validations (one PPO iteration at 512 x 32).")
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=16_384,
+        help="Transitions between validations (one PPO iteration at 512 x 32).",
+    )
     parser.add_argument("--fraction", type=float, default=0.9, help="Of the oracle's Sharpe and return.")
     parser.add_argument("--dataset", default=DATASET)
     parser.add_argument("--cost", type=float, default=PRESET_COST, help="Per side (the preset's 5 bp).")
     parser.add_argument("--compile", action="store_true", help="Both sides with trader.train's compile=True.")
-    parser.add_argument("--set", action="append", type=parse_set, metavar="KEY=VALUE",
-                        help="A PPO config key on top of the preset's, on both sides (repeatable).")
+    parser.add_argument(
+        "--set",
+        action="append",
+        type=parse_set,
+        metavar="KEY=VALUE",
+        help="A PPO config key on top of the preset's, on both sides (repeatable).",
+    )
     parser.add_argument("--out", default=None, help="Write every run's curve as JSON here.")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -188,15 +253,21 @@ def main() -> None:
     sides = [("old", Path(args.old).resolve())] if args.old else []
     sides.append(("new", here))
     oracle = oracle_scores(args.dataset, args.cost)
-    print(f"oracle on {args.dataset}'s validation period at {args.cost:g} per side: Sharpe {oracle['sharpe']:.2f}, "
-          f"return {oracle['return']:+.1%}; learned = both at >= {args.fraction}x", flush=True)  # fmt: skip
+    print(
+        f"oracle on {args.dataset}'s validation period at {args.cost:g} per side: Sharpe {oracle['sharpe']:.2f}, "
+        f"return {oracle['return']:+.1%}; learned = both at >= {args.fraction}x",
+        flush=True,
+    )
     rows = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         for side, code in sides:
             rows.append(run_side(side, code, seed, args))
             hit = reached(rows[-1]["curve"], oracle, args.fraction)
-            print(f"  {side} seed {seed}: " + (f"reached at {hit['wall_s']:.1f} s ({hit['step']:,.0f} steps)" if hit
-                                               else "not reached"), flush=True)  # fmt: skip
+            print(
+                f"  {side} seed {seed}: "
+                + (f"reached at {hit['wall_s']:.1f} s ({hit['step']:,.0f} steps)" if hit else "not reached"),
+                flush=True,
+            )
             if args.out:
                 Path(args.out).write_text(json.dumps({"oracle": oracle, "args": vars(args), "rows": rows}, indent=1))
     print("\n" + "\n".join(summary(rows, oracle, args.fraction)))

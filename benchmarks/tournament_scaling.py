@@ -45,11 +45,20 @@ def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
     ``--gpus`` the pods per GPU (concurrent pods = GPUs x workers)."""
     cluster = {"gpus": args.gpus, "pods_per_gpu": workers} if args.gpus else {"workers": workers}
     config = TournamentConfig(
-        run_dir=str(root / f"w{workers}"), env=args.dataset, algos=tuple(args.algos.split(",")),
-        pod_steps=args.pod_steps, num_envs=args.num_envs, pods=args.pods, population=args.pods,
-        fresh_probability=1.0, seed=args.seed, backtest=False, keep_checkpoints=False, compile=args.compile,
+        run_dir=str(root / f"w{workers}"),
+        env=args.dataset,
+        algos=tuple(args.algos.split(",")),
+        pod_steps=args.pod_steps,
+        num_envs=args.num_envs,
+        pods=args.pods,
+        population=args.pods,
+        fresh_probability=1.0,
+        seed=args.seed,
+        backtest=False,
+        keep_checkpoints=False,
+        compile=args.compile,
         **cluster,
-    )  # fmt: skip
+    )
     load = os.getloadavg()[0]
     result = run(config)
     pods = result.pods
@@ -78,8 +87,9 @@ def plain_pod(index: int, dataset: str, pod_steps: int, num_envs: int, run_dir: 
 
     torch.set_num_threads(1)
     load_market(dataset)
-    config = TournamentConfig(run_dir=run_dir, env=dataset, algos=("ppo",), pod_steps=pod_steps,
-                              num_envs=num_envs, fresh_probability=1.0)  # fmt: skip
+    config = TournamentConfig(
+        run_dir=run_dir, env=dataset, algos=("ppo",), pod_steps=pod_steps, num_envs=num_envs, fresh_probability=1.0
+    )
     spec = PodGenerator(config, dataset).next_spec(index, Leaderboard(1))
     start = time.perf_counter()
     train_pod(spec, run_dir)
@@ -103,7 +113,9 @@ def plain_ceiling(args: argparse.Namespace, root: Path) -> tuple[float, list[flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", default="1,2", help="Comma-separated worker counts (pods per GPU with --gpus).")
-    parser.add_argument("--gpus", default=None, help="all or 0,1: a LocalCUDACluster; --workers then counts pods per GPU.")
+    parser.add_argument(
+        "--gpus", default=None, help="all or 0,1: a LocalCUDACluster; --workers then counts pods per GPU."
+    )
     parser.add_argument("--dataset", default="synthetic-edge-minute")
     parser.add_argument("--algos", default="ppo,sac,td3")
     parser.add_argument("--pods", type=int, default=8)
@@ -111,9 +123,14 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plain", action="store_true", help="Also time PPO pods in plain processes (the ceiling).")
-    parser.add_argument("--pin", action="store_true", help="With --plain: pin the two plain processes to cores 0 and 1.")
-    parser.add_argument("--compile", action="store_true",
-                        help="Pods torch.compile their env steps and validation passes (each worker compiles once).")  # fmt: skip
+    parser.add_argument(
+        "--pin", action="store_true", help="With --plain: pin the two plain processes to cores 0 and 1."
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="Pods torch.compile their env steps and validation passes (each worker compiles once).",
+    )
     parser.add_argument("--out", default=None, help="Write the rows as JSON here.")
     args = parser.parse_args()
     from market_envs.data import load
@@ -126,21 +143,27 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
         plain = plain_ceiling(args, Path(tmp)) if args.plain else None
     base = rows[0]["pods_per_hour"] / rows[0]["workers"]
-    print(f"\n{args.pods} pods of {args.pod_steps:,} steps ({args.algos}, {args.num_envs} envs) on {args.dataset}"
-          f"{', compiled' if args.compile else ''}; "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}\n")  # fmt: skip
+    print(
+        f"\n{args.pods} pods of {args.pod_steps:,} steps ({args.algos}, {args.num_envs} envs) on {args.dataset}"
+        f"{', compiled' if args.compile else ''}; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}\n"
+    )
     print("| workers | pods/h | efficiency | wall s | median pod s by algo | load before |")
     print("|---:|---:|---:|---:|---|---:|")
     for row in rows:
         efficiency = row["pods_per_hour"] / (row["workers"] * base)
         algos = ", ".join(f"{a} {s:.0f}" for a, s in sorted(row["median_pod_s"].items()))
-        print(f"| {row['workers']} | {row['pods_per_hour']:.1f} | {efficiency:.0%} | {row['wall_s']:.0f} | {algos} | "
-              f"{row['load_before']:.2f} |")  # fmt: skip
+        print(
+            f"| {row['workers']} | {row['pods_per_hour']:.1f} | {efficiency:.0%} | {row['wall_s']:.0f} | {algos} | "
+            f"{row['load_before']:.2f} |"
+        )
     if plain is not None:
         alone, pair = plain
-        print(f"\nplain processes{' pinned to one core each' if args.pin else ''}, no dask: one PPO pod alone {alone:.1f} s; two at once "
-              f"{pair[0]:.1f} s and {pair[1]:.1f} s: the machine's own ceiling for 2 workers is "
-              f"{alone / max(pair):.0%} efficiency")  # fmt: skip
+        print(
+            f"\nplain processes{' pinned to one core each' if args.pin else ''}, no dask: one PPO pod alone {alone:.1f} s; two at once "
+            f"{pair[0]:.1f} s and {pair[1]:.1f} s: the machine's own ceiling for 2 workers is "
+            f"{alone / max(pair):.0%} efficiency"
+        )
     if args.out:
         Path(args.out).write_text(json.dumps({"rows": rows, "plain": plain}, indent=1))
 

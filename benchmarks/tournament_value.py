@@ -57,8 +57,14 @@ ARMS = ("single", "random", "best_pod", "result")
 
 def rules_and_configs(args: argparse.Namespace) -> tuple[dict, dict]:
     """The preset's env rules at the benchmark's cost (or named cost model), and its algo configs."""
-    rules, configs = apply_preset(args.preset, args.dataset, args.cost, tuple(sorted({*args.algos, args.single})),
-                                  steps=args.pod_steps, num_envs=args.num_envs)  # fmt: skip
+    rules, configs = apply_preset(
+        args.preset,
+        args.dataset,
+        args.cost,
+        tuple(sorted({*args.algos, args.single})),
+        steps=args.pod_steps,
+        num_envs=args.num_envs,
+    )
     if args.costs:
         from market_envs.costs import cost_model
         from trader.rundir import config_to_dict
@@ -79,21 +85,52 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
     folders = {}
     for search in ("random", "pbt"):
         folder = root / f"{search}-{seed}"
-        run(TournamentConfig(
-            run_dir=str(folder), env=args.dataset, algos=tuple(args.algos), algo_configs=configs, env_config=rules,
-            population=args.population, pod_steps=args.pod_steps, num_envs=args.num_envs, pods=None,
-            time_budget=seconds, workers=args.workers, seed=seed, backtest=False, search=search,
-            top_fraction=args.top_fraction, mutation_scale=args.mutation_scale,
-            fresh_probability=args.fresh_probability, ensemble_k=args.ensemble_k,
-            ensemble_weighting=args.ensemble_weighting, compile=args.compile,
-        ))  # fmt: skip
+        run(
+            TournamentConfig(
+                run_dir=str(folder),
+                env=args.dataset,
+                algos=tuple(args.algos),
+                algo_configs=configs,
+                env_config=rules,
+                population=args.population,
+                pod_steps=args.pod_steps,
+                num_envs=args.num_envs,
+                pods=None,
+                time_budget=seconds,
+                workers=args.workers,
+                seed=seed,
+                backtest=False,
+                search=search,
+                top_fraction=args.top_fraction,
+                mutation_scale=args.mutation_scale,
+                fresh_probability=args.fresh_probability,
+                ensemble_k=args.ensemble_k,
+                ensemble_weighting=args.ensemble_weighting,
+                compile=args.compile,
+            )
+        )
         folders[search] = folder
     single = root / f"single-{seed}"
-    train(args.single, args.dataset, configs[args.single], single, steps=10**12, seed=seed, num_envs=args.num_envs,
-          env_config=rules, eval_every=args.pod_steps, time_budget=seconds, compile=args.compile)  # fmt: skip
+    train(
+        args.single,
+        args.dataset,
+        configs[args.single],
+        single,
+        steps=10**12,
+        seed=seed,
+        num_envs=args.num_envs,
+        env_config=rules,
+        eval_every=args.pod_steps,
+        time_budget=seconds,
+        compile=args.compile,
+    )
     policies, trials, results = {}, {}, {}
-    for arm, folder, pick in (("single", single, "best"), ("random", folders["random"], None),
-                              ("best_pod", folders["pbt"], "best"), ("result", folders["pbt"], None)):  # fmt: skip
+    for arm, folder, pick in (
+        ("single", single, "best"),
+        ("random", folders["random"], None),
+        ("best_pod", folders["pbt"], "best"),
+        ("result", folders["pbt"], None),
+    ):
         contents = read_run(folder)
         chosen = pick or contents.result or "best"
         if pick is None:
@@ -104,11 +141,24 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
             continue
         policies[arm] = found[chosen]
         trials[arm] = contents_trials(contents)[chosen]
-    config = BacktestConfig(initial_cash=rules.get("initial_cash", 1e6), buy_cost=rules["buy_cost"],
-                            sell_cost=rules["sell_cost"], costs=rules.get("costs") or {},
-                            policy_env=config_from_dict_env(rules), tear_sheet=False, record_positions="day")  # fmt: skip
-    result = run_backtest(args.dataset, policies, baselines=["equal_weight"], period="test", config=config,
-                          trials=trials, device=args.device)  # fmt: skip
+    config = BacktestConfig(
+        initial_cash=rules.get("initial_cash", 1e6),
+        buy_cost=rules["buy_cost"],
+        sell_cost=rules["sell_cost"],
+        costs=rules.get("costs") or {},
+        policy_env=config_from_dict_env(rules),
+        tear_sheet=False,
+        record_positions="day",
+    )
+    result = run_backtest(
+        args.dataset,
+        policies,
+        baselines=["equal_weight"],
+        period="test",
+        config=config,
+        trials=trials,
+        device=args.device,
+    )
     row = {"seed": seed, "results": results, "pods": {s: len(read_run(f).checkpoints) for s, f in folders.items()}}
     for arm in (*ARMS, "equal_weight"):
         if arm not in result.metrics.index:
@@ -116,8 +166,12 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
             continue
         metrics = result.metrics.loc[arm]
         evidence = result.evidence.get(arm, {})
-        row[arm] = {"sharpe": float(metrics["sharpe_ratio"]), "max_drawdown": float(metrics["max_drawdown"]),
-                    "dsr": evidence.get("dsr_null"), "trials": evidence.get("n_trials")}  # fmt: skip
+        row[arm] = {
+            "sharpe": float(metrics["sharpe_ratio"]),
+            "max_drawdown": float(metrics["max_drawdown"]),
+            "dsr": evidence.get("dsr_null"),
+            "trials": evidence.get("n_trials"),
+        }
     print(json.dumps(row), flush=True)
     return row
 
@@ -135,39 +189,57 @@ def wilcoxon(a: list[float], b: list[float]) -> tuple[float, float]:
     differences = np.asarray(a) - np.asarray(b)
     if not np.any(differences):
         return 1.0, 1.0
-    return (float(scipy_stats.wilcoxon(a, b, alternative="greater").pvalue),
-            float(scipy_stats.wilcoxon(a, b).pvalue))  # fmt: skip
+    return (float(scipy_stats.wilcoxon(a, b, alternative="greater").pvalue), float(scipy_stats.wilcoxon(a, b).pvalue))
 
 
 def report(rows: list[dict], args: argparse.Namespace) -> str:
-    lines = [f"{args.dataset}, preset {args.preset}, cost {args.costs or args.cost}, {args.minutes:g} min per arm per "
-             f"seed, tournaments of {','.join(args.algos)} on {args.workers} workers, single {args.single}; "
-             f"{len(rows)} seeds; load {os.getloadavg()[0]:.2f}", "",
-             "| seed | " + " | ".join(f"{arm} Sharpe" for arm in ARMS) + " | result was | random's result | "
-             + " | ".join(f"{arm} max DD" for arm in ARMS) + " |",
-             "|---:|" + "---:|" * len(ARMS) + "---|---|" + "---:|" * len(ARMS)]  # fmt: skip
+    lines = [
+        f"{args.dataset}, preset {args.preset}, cost {args.costs or args.cost}, {args.minutes:g} min per arm per "
+        f"seed, tournaments of {','.join(args.algos)} on {args.workers} workers, single {args.single}; "
+        f"{len(rows)} seeds; load {os.getloadavg()[0]:.2f}",
+        "",
+        "| seed | "
+        + " | ".join(f"{arm} Sharpe" for arm in ARMS)
+        + " | result was | random's result | "
+        + " | ".join(f"{arm} max DD" for arm in ARMS)
+        + " |",
+        "|---:|" + "---:|" * len(ARMS) + "---|---|" + "---:|" * len(ARMS),
+    ]
     for row in rows:
-        lines.append(f"| {row['seed']} | " + " | ".join(f"{row[a]['sharpe']:.2f}" for a in ARMS)
-                     + f" | {row['results']['result']} | {row['results']['random']} | "
-                     + " | ".join(f"{100 * row[a]['max_drawdown']:.1f}%" for a in ARMS) + " |")  # fmt: skip
-    lines += ["", "| arm | median test Sharpe | 95% interval (median) | median DSR | median max drawdown |",
-              "|---|---:|---|---:|---:|"]  # fmt: skip
+        lines.append(
+            f"| {row['seed']} | "
+            + " | ".join(f"{row[a]['sharpe']:.2f}" for a in ARMS)
+            + f" | {row['results']['result']} | {row['results']['random']} | "
+            + " | ".join(f"{100 * row[a]['max_drawdown']:.1f}%" for a in ARMS)
+            + " |"
+        )
+    lines += [
+        "",
+        "| arm | median test Sharpe | 95% interval (median) | median DSR | median max drawdown |",
+        "|---|---:|---|---:|---:|",
+    ]
     for arm in (*ARMS, "equal_weight"):
         sharpes = [row[arm]["sharpe"] for row in rows]
         low, high = median_interval(sharpes)
         dsrs = [row[arm]["dsr"] for row in rows if row[arm]["dsr"] is not None]
         dsr = f"{statistics.median(dsrs):.2f}" if dsrs else "n/a"
         drawdown = statistics.median(row[arm]["max_drawdown"] for row in rows)
-        lines.append(f"| {arm} | {statistics.median(sharpes):.2f} | [{low:.2f}, {high:.2f}] | {dsr} | {100 * drawdown:.1f}% |")
+        lines.append(
+            f"| {arm} | {statistics.median(sharpes):.2f} | [{low:.2f}, {high:.2f}] | {dsr} | {100 * drawdown:.1f}% |"
+        )
     result = [row["result"]["sharpe"] for row in rows]
     for other in ("single", "random"):
         greater, both = wilcoxon(result, [row[other]["sharpe"] for row in rows])
-        lines.append(f"\nWilcoxon, result against {other}: one-sided p (result > {other}) = {greater:.3f}, "
-                     f"two-sided p = {both:.3f}")  # fmt: skip
+        lines.append(
+            f"\nWilcoxon, result against {other}: one-sided p (result > {other}) = {greater:.3f}, "
+            f"two-sided p = {both:.3f}"
+        )
     ensembles = [row for row in rows if row["results"]["result"] == "ensemble"]
     calmer = sum(row["result"]["max_drawdown"] >= row["best_pod"]["max_drawdown"] for row in ensembles)
-    lines.append(f"\nThe result was the ensemble on {len(ensembles)} of {len(rows)} seeds; its max drawdown was no "
-                 f"larger than the best pod's on {calmer} of them.")  # fmt: skip
+    lines.append(
+        f"\nThe result was the ensemble on {len(ensembles)} of {len(rows)} seeds; its max drawdown was no "
+        f"larger than the best pod's on {calmer} of them."
+    )
     return "\n".join(lines)
 
 
@@ -192,9 +264,13 @@ def main() -> None:
     parser.add_argument("--ensemble-k", type=int, default=3)
     parser.add_argument("--ensemble-weighting", default="equal", choices=("equal", "score"))
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
-                        help="torch.compile every arm's env steps, networks and validation passes (RESULTS, 'Pods per "
-                             "hour, compiled': a pod then compiles again, so short pods lose)")  # fmt: skip
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="torch.compile every arm's env steps, networks and validation passes (RESULTS, 'Pods per "
+        "hour, compiled': a pod then compiles again, so short pods lose)",
+    )
     parser.add_argument("--out", default=None, help="also write the per-seed rows as JSON here")
     args = parser.parse_args()
     load(args.dataset)  # build once, outside the timings

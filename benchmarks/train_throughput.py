@@ -195,7 +195,9 @@ def measure_ours(data: MarketData, envs: int, work: Work, updates: int, device: 
     return Row("ours", str(device), envs, work.rollout // envs, work, rates, cpu_rates, phases)
 
 
-def grad_step_times(obs_dim: int, act_dim: int, minibatch_size: int, device: torch.device, repeats: int = 5, steps: int = 100) -> dict[str, float]:
+def grad_step_times(
+    obs_dim: int, act_dim: int, minibatch_size: int, device: torch.device, repeats: int = 5, steps: int = 100
+) -> dict[str, float]:
     """Median wall and CPU milliseconds of one PPO minibatch update (loss, backward, clip, Adam).
 
     CPU time (``time.process_time``) is steadier than wall time on a shared machine.
@@ -210,9 +212,17 @@ def grad_step_times(obs_dim: int, act_dim: int, minibatch_size: int, device: tor
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=generator).to(device)
 
-    batch = RolloutBatch(obs=randn(rows, obs_dim), actions=randn(rows, act_dim), logprobs=randn(rows),
-                         values=randn(rows), advantages=randn(rows), returns=randn(rows))  # fmt: skip
-    agent = make_agent("ppo", obs_dim, act_dim, make_config("ppo", ppo_overrides(Work(rows, minibatch_size, 1), 1)), device=device)
+    batch = RolloutBatch(
+        obs=randn(rows, obs_dim),
+        actions=randn(rows, act_dim),
+        logprobs=randn(rows),
+        values=randn(rows),
+        advantages=randn(rows),
+        returns=randn(rows),
+    )
+    agent = make_agent(
+        "ppo", obs_dim, act_dim, make_config("ppo", ppo_overrides(Work(rows, minibatch_size, 1), 1)), device=device
+    )
     step = minibatch_step(batch)
     indices = torch.randperm(rows, generator=generator)[:minibatch_size].to(device)
     for _ in range(10):
@@ -295,7 +305,9 @@ def table(rows: list[Row], info: dict[str, Any]) -> str:
         lines.append(
             f"| {row.learner} | {row.device} | {row.envs} x {row.steps_per_env} | {row.work.rollout} "
             f"| {row.work.minibatch_size} | {row.work.epochs} | {row.work.grad_steps_per_1k_samples:.1f} "
-            f"| {row.median:,.0f} | {ratio:.1f} | {row.cpu_median:,.0f} | {cpu_ratio:.1f} | " + " | ".join(phases) + " |"
+            f"| {row.median:,.0f} | {ratio:.1f} | {row.cpu_median:,.0f} | {cpu_ratio:.1f} | "
+            + " | ".join(phases)
+            + " |"
         )
     return "\n".join(lines)
 
@@ -314,7 +326,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="data and agent seed")
     parser.add_argument("--no-sb3", action="store_true", help="skip SB3 (e.g. on a GPU machine without it)")
     parser.add_argument("--quick", action="store_true", help="tiny run: E in {8, 64}, rollout 512, 1 update")
-    parser.add_argument("--grad-step", action="store_true", help="only time one PPO minibatch update per minibatch size")
+    parser.add_argument(
+        "--grad-step", action="store_true", help="only time one PPO minibatch update per minibatch size"
+    )
     parser.add_argument("--out", default=None, help="also write the rows and the machine as JSON here")
     args = parser.parse_args(argv)
     if args.quick:
@@ -347,8 +361,10 @@ def main(argv: list[str]) -> int:
         obs_dim = 1 + args.n_tickers * 14  # cash + positions + 13 features per stock
         for work in works:
             times = grad_step_times(obs_dim, args.n_tickers, work.minibatch_size, device)
-            print(f"PPO grad step, obs {obs_dim}, minibatch {work.minibatch_size}, {device}: "
-                  f"{times['wall_ms']:.3f} ms wall, {times['cpu_ms']:.3f} ms CPU (median of 5 x 100)")
+            print(
+                f"PPO grad step, obs {obs_dim}, minibatch {work.minibatch_size}, {device}: "
+                f"{times['wall_ms']:.3f} ms wall, {times['cpu_ms']:.3f} ms CPU (median of 5 x 100)"
+            )
         print(f"machine: {json.dumps(machine())}")
         return 0
     info: dict[str, Any] = {"machine": machine(), "n_tickers": args.n_tickers}

@@ -118,9 +118,18 @@ def time_pods(recipe: Path, rules, args: argparse.Namespace, compile: bool, fold
     seconds = []
     for index in range(args.pods):
         start = time.perf_counter()
-        train("ppo", str(recipe), ppo_config(args), folder / f"{'compiled' if compile else 'eager'}-{index}",
-              steps=args.pod_steps, seed=index, num_envs=args.num_envs, eval_every=0,
-              env_config=rules, compile=compile)  # fmt: skip
+        train(
+            "ppo",
+            str(recipe),
+            ppo_config(args),
+            folder / f"{'compiled' if compile else 'eager'}-{index}",
+            steps=args.pod_steps,
+            seed=index,
+            num_envs=args.num_envs,
+            eval_every=0,
+            env_config=rules,
+            compile=compile,
+        )
         seconds.append(time.perf_counter() - start)
     return seconds
 
@@ -147,16 +156,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="validation-pass-") as tmp:
         recipe = edge_recipe(args, Path(tmp))
         validation = load(str(recipe)).period("validation")
-        print(f"{recipe.stem}: validation period of {validation.num_bars:,} bars x {validation.num_tickers} tickers; "
-              f"load {os.getloadavg()[0]:.2f}\n")  # fmt: skip
-        print("| validation pass | first s (compile included) | median of next s | ms per bar | CPU ms per bar | score | load |")
+        print(
+            f"{recipe.stem}: validation period of {validation.num_bars:,} bars x {validation.num_tickers} tickers; "
+            f"load {os.getloadavg()[0]:.2f}\n"
+        )
+        print(
+            "| validation pass | first s (compile included) | median of next s | ms per bar | CPU ms per bar | score | load |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|")
         for name in (PATH_OPTIONS[option] for option in args.paths.split(",")):
             compile, chunked = PATHS[name]
             first, median, cpu, score = time_passes(validation, rules, args, compile, chunked)
             bars = validation.num_bars
-            print(f"| {name} | {first:.2f} | {median:.2f} | {1000 * median / bars:.3f} | {1000 * cpu / bars:.3f} | "
-                  f"{score:.6f} | {os.getloadavg()[0]:.2f} |", flush=True)  # fmt: skip
+            print(
+                f"| {name} | {first:.2f} | {median:.2f} | {1000 * median / bars:.3f} | {1000 * cpu / bars:.3f} | "
+                f"{score:.6f} | {os.getloadavg()[0]:.2f} |",
+                flush=True,
+            )
         if args.profile:
             profile_pass(validation, rules, args)
         if args.pods:

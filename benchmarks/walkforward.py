@@ -47,28 +47,55 @@ ALGOS = ("ppo", "sac", "td3")
 
 def tournament_walk(recipe: Path, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     """The tournament walked forward, SB3 PPO per fold beside it: ``walkforward.json``."""
-    env_config, algo_configs = apply_preset("market", str(recipe), args.cost, ALGOS, steps=args.pod_steps,
-                                            num_envs=args.num_envs)  # fmt: skip
-    tournament = {"algos": list(ALGOS), "algo_configs": algo_configs, "pod_steps": args.pod_steps,
-                  "num_envs": args.num_envs, "population": 4, "pods": args.pods, "time_budget": None,
-                  "workers": args.workers}  # fmt: skip
-    result = walk_forward(run_dir, str(recipe), folds(args), "tournament", seed=args.seed, env_config=env_config,
-                          tournament=tournament, baselines=("sb3",), baseline_algos=("ppo",),
-                          on_progress=lambda line: print(f"  [{recipe.stem} tournament] {line}", flush=True))  # fmt: skip
+    env_config, algo_configs = apply_preset(
+        "market", str(recipe), args.cost, ALGOS, steps=args.pod_steps, num_envs=args.num_envs
+    )
+    tournament = {
+        "algos": list(ALGOS),
+        "algo_configs": algo_configs,
+        "pod_steps": args.pod_steps,
+        "num_envs": args.num_envs,
+        "population": 4,
+        "pods": args.pods,
+        "time_budget": None,
+        "workers": args.workers,
+    }
+    result = walk_forward(
+        run_dir,
+        str(recipe),
+        folds(args),
+        "tournament",
+        seed=args.seed,
+        env_config=env_config,
+        tournament=tournament,
+        baselines=("sb3",),
+        baseline_algos=("ppo",),
+        on_progress=lambda line: print(f"  [{recipe.stem} tournament] {line}", flush=True),
+    )
     return result.summary
 
 
 def ppo_walk(recipe: Path, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     """One PPO run per fold, walked forward: ``walkforward.json``."""
-    env_config, configs = apply_preset("market", str(recipe), args.cost, ["ppo"], steps=args.ppo_steps,
-                                       num_envs=args.num_envs)  # fmt: skip
+    env_config, configs = apply_preset(
+        "market", str(recipe), args.cost, ["ppo"], steps=args.ppo_steps, num_envs=args.num_envs
+    )
     algo_config = configs["ppo"]
     if algo_config.get("anneal_lr") and algo_config.get("total_steps") is None:
         algo_config["total_steps"] = args.ppo_steps  # as `trader walkforward` sets it
-    result = walk_forward(run_dir, str(recipe), folds(args), "ppo", seed=args.seed, steps=args.ppo_steps,
-                          num_envs=args.num_envs, eval_every=args.ppo_steps // 4, algo_config=algo_config,
-                          env_config=env_config,
-                          on_progress=lambda line: print(f"  [{recipe.stem} ppo] {line}", flush=True))  # fmt: skip
+    result = walk_forward(
+        run_dir,
+        str(recipe),
+        folds(args),
+        "ppo",
+        seed=args.seed,
+        steps=args.ppo_steps,
+        num_envs=args.num_envs,
+        eval_every=args.ppo_steps // 4,
+        algo_config=algo_config,
+        env_config=env_config,
+        on_progress=lambda line: print(f"  [{recipe.stem} ppo] {line}", flush=True),
+    )
     return result.summary
 
 
@@ -81,17 +108,29 @@ def rows_of(market: str, tourney: dict[str, Any], ppo: dict[str, Any]) -> dict[s
     sb3 = next(iter(tourney["folds"][0]["baselines"]), None)
     per_fold = []
     for t, p in zip(tourney["folds"], ppo["folds"], strict=True):
-        per_fold.append({"fold": t["fold"], "test": t["windows"]["test"], "winner": t["algo"],
-                         "tournament": t["test_sharpe"], "ppo": p["test_sharpe"],
-                         "sb3": None if sb3 is None else t["baselines"][sb3]["test_sharpe"],
-                         "benchmark": t.get("benchmark_test_sharpe"), "equal_weight": t["equal_weight_test_sharpe"]})  # fmt: skip
+        per_fold.append(
+            {
+                "fold": t["fold"],
+                "test": t["windows"]["test"],
+                "winner": t["algo"],
+                "tournament": t["test_sharpe"],
+                "ppo": p["test_sharpe"],
+                "sb3": None if sb3 is None else t["baselines"][sb3]["test_sharpe"],
+                "benchmark": t.get("benchmark_test_sharpe"),
+                "equal_weight": t["equal_weight_test_sharpe"],
+            }
+        )
     stitched = {}
     for label, report, name in (("tournament", tourney, "tournament"), ("ppo", ppo, "ppo"), ("sb3", tourney, sb3)):
         if name is None:
             continue
         evidence = report["stitched"]["evidence"][name]
-        stitched[label] = {"sharpe": report["stitched"]["metrics"][name]["sharpe_ratio"], "dsr": evidence.get("dsr"),
-                           "dsr_null": evidence.get("dsr_null"), "n_trials": report["stitched"]["n_trials"].get(name)}  # fmt: skip
+        stitched[label] = {
+            "sharpe": report["stitched"]["metrics"][name]["sharpe_ratio"],
+            "dsr": evidence.get("dsr"),
+            "dsr_null": evidence.get("dsr_null"),
+            "n_trials": report["stitched"]["n_trials"].get(name),
+        }
     for yardstick in ("benchmark", "equal_weight"):
         if yardstick in tourney["stitched"]["metrics"]:
             stitched[yardstick] = {"sharpe": tourney["stitched"]["metrics"][yardstick]["sharpe_ratio"]}
@@ -100,18 +139,29 @@ def rows_of(market: str, tourney: dict[str, Any], ppo: dict[str, Any]) -> dict[s
 
 def table(results: list[dict[str, Any]]) -> str:
     """RESULTS.md's tables: test Sharpe per fold, then the stitched record with its DSR."""
-    lines = ["| market | fold | test window | tournament winner | tournament | PPO | SB3 PPO | benchmark | equal-weight |",
-             "|---|---:|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| market | fold | test window | tournament winner | tournament | PPO | SB3 PPO | benchmark | equal-weight |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         for f in r["folds"]:
             cells = [_text(f[k]) for k in ("tournament", "ppo", "sb3", "benchmark", "equal_weight")]
-            lines.append(f"| {r['market']} | {f['fold']} | {f['test'][0][:10]} .. {f['test'][1][:10]} | {f['winner']} | "
-                         + " | ".join(cells) + " |")  # fmt: skip
-    lines += ["", "| market | strategy | stitched Sharpe | DSR | DSR vs 0-Sharpe trials | trials |", "|---|---|---:|---:|---:|---:|"]
+            lines.append(
+                f"| {r['market']} | {f['fold']} | {f['test'][0][:10]} .. {f['test'][1][:10]} | {f['winner']} | "
+                + " | ".join(cells)
+                + " |"
+            )
+    lines += [
+        "",
+        "| market | strategy | stitched Sharpe | DSR | DSR vs 0-Sharpe trials | trials |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for r in results:
         for name, s in r["stitched"].items():
-            lines.append(f"| {r['market']} | {name} | {_text(s['sharpe'])} | {_text(s.get('dsr'))} | "
-                         f"{_text(s.get('dsr_null'))} | {s.get('n_trials', '')} |")  # fmt: skip
+            lines.append(
+                f"| {r['market']} | {name} | {_text(s['sharpe'])} | {_text(s.get('dsr'))} | "
+                f"{_text(s.get('dsr_null'))} | {s.get('n_trials', '')} |"
+            )
     for r in results:
         s = r["stitched"]
         if r["market"] == "edge":
@@ -142,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cost", type=float, default=0.0005)
     parser.add_argument("--markets", default="edge,null", help="which of edge, null")
-    parser.add_argument("--keep", type=Path, default=None, help="keep the run directories here (default: a temp folder)")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep the run directories here (default: a temp folder)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = parser.parse_args(argv)
     results = []

@@ -61,20 +61,28 @@ def display_costs(frame: pd.DataFrame) -> pd.DataFrame:
 def cost_figure(frame: pd.DataFrame) -> go.Figure:
     """Each strategy's costs as stacked bars, one segment per part, in bp of the value traded."""
     figure = go.Figure(
-        [go.Bar(x=[str(name) for name in frame.index], y=frame[f"{part}_bps"], name=label,
-                hovertemplate="%{x}: %{y:.2f} bp<extra>" + label + "</extra>")
-         for part, label in PARTS.items()]  # fmt: skip
+        [
+            go.Bar(
+                x=[str(name) for name in frame.index],
+                y=frame[f"{part}_bps"],
+                name=label,
+                hovertemplate="%{x}: %{y:.2f} bp<extra>" + label + "</extra>",
+            )
+            for part, label in PARTS.items()
+        ]
     )
-    figure.update_layout(title="Costs by part (bp of the value traded)", barmode="relative", yaxis_title="bp",
-                         **LAYOUT)  # fmt: skip
+    figure.update_layout(title="Costs by part (bp of the value traded)", barmode="relative", yaxis_title="bp", **LAYOUT)
     return figure
 
 
 def breakeven_frame(breakeven: Mapping[str, Mapping[str, object]]) -> pd.DataFrame:
     """One row per strategy: its breakeven multiple (NaN where none), status and text, as report.json holds them."""
     rows = {
-        name: {"breakeven multiple": _number(entry.get("multiple")), "status": str(entry.get("status", "")),
-               "breakeven cost": str(entry.get("text", ""))}  # fmt: skip
+        name: {
+            "breakeven multiple": _number(entry.get("multiple")),
+            "status": str(entry.get("status", "")),
+            "breakeven cost": str(entry.get("text", "")),
+        }
         for name, entry in breakeven.items()
     }
     frame = pd.DataFrame.from_dict(rows, orient="index", columns=["breakeven multiple", "status", "breakeven cost"])
@@ -94,18 +102,37 @@ def breakeven_figure(breakeven: Mapping[str, Mapping[str, object]]) -> go.Figure
         multiples = [float(k) for k in entry.get("multiples") or []]  # type: ignore[union-attr]
         sharpe = [_number(s) for s in entry.get("sharpe") or []]  # type: ignore[union-attr]
         text = str(entry.get("text", ""))
-        line = go.Scatter(x=multiples, y=sharpe, name=f"{name}: {text}", mode="lines+markers", legendgroup=str(name),
-                          hovertemplate="%{x:g}x the costs: Sharpe %{y:.2f}<extra>" + str(name) + "</extra>")  # fmt: skip
+        line = go.Scatter(
+            x=multiples,
+            y=sharpe,
+            name=f"{name}: {text}",
+            mode="lines+markers",
+            legendgroup=str(name),
+            hovertemplate="%{x:g}x the costs: Sharpe %{y:.2f}<extra>" + str(name) + "</extra>",
+        )
         figure.add_trace(line)
         crossing = entry.get("multiple")
         if crossing is not None:
-            figure.add_trace(go.Scatter(
-                x=[float(crossing)], y=[0.0], name=f"{name} breakeven", mode="markers+text", legendgroup=str(name),
-                text=[text], textposition="top center", showlegend=False,
-                marker={"symbol": "x", "size": 12, "color": "black"},
-                hovertemplate=f"{name}: breakeven at {text}<extra></extra>",
-            ))  # fmt: skip
+            figure.add_trace(
+                go.Scatter(
+                    x=[float(crossing)],
+                    y=[0.0],
+                    name=f"{name} breakeven",
+                    mode="markers+text",
+                    legendgroup=str(name),
+                    text=[text],
+                    textposition="top center",
+                    showlegend=False,
+                    marker={"symbol": "x", "size": 12, "color": "black"},
+                    hovertemplate=f"{name}: breakeven at {text}<extra></extra>",
+                )
+            )
     figure.add_hline(y=0.0, line_dash="dot", line_color="grey")
-    figure.update_layout(title="Sharpe ratio against the cost multiple", xaxis_title="multiple of the cost model",
-                         yaxis_title="Sharpe (annualised)", hovermode="closest", **LAYOUT)  # fmt: skip
+    figure.update_layout(
+        title="Sharpe ratio against the cost multiple",
+        xaxis_title="multiple of the cost model",
+        yaxis_title="Sharpe (annualised)",
+        hovermode="closest",
+        **LAYOUT,
+    )
     return figure

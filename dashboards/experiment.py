@@ -28,12 +28,20 @@ from trader.metrics import METRIC_LABELS, PERCENT_METRICS
 
 LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}}
 
-EVIDENCE = {"sharpe_low": "Sharpe 95% interval, low", "sharpe_high": "Sharpe 95% interval, high", "psr": "PSR",
-            "dsr": "DSR", "trials": "Trials"}  # fmt: skip
+EVIDENCE = {
+    "sharpe_low": "Sharpe 95% interval, low",
+    "sharpe_high": "Sharpe 95% interval, high",
+    "psr": "PSR",
+    "dsr": "DSR",
+    "trials": "Trials",
+}
 """``experiment.json``'s evidence keys -> the table's labels (as `trader.experiment.table2` names them)."""
 
-SPLIT = (("Training", "start", "train_end"), ("Validation (every learner selects on it)", "train_end", "val_end"),
-         ("Test (Table 2 and Figure 7)", "val_end", "end"))  # fmt: skip
+SPLIT = (
+    ("Training", "start", "train_end"),
+    ("Validation (every learner selects on it)", "train_end", "val_end"),
+    ("Test (Table 2 and Figure 7)", "val_end", "end"),
+)
 """(label, first day's key, the next period's first day's key) in the data set recipe."""
 
 
@@ -73,8 +81,11 @@ def table_formats(frame: pd.DataFrame) -> dict[str, str]:
     """Display format per numeric column of `table_frame` (as ``st.column_config`` takes):
     Table 2's return columns as percentages, trials as a count, the rest to two decimals."""
     percent = {METRIC_LABELS[c] for c in COLUMNS if c in PERCENT_METRICS}
-    return {label: "percent" if label in percent else "%.0f" if label == EVIDENCE["trials"] else "%.2f"
-            for label in frame.columns if label != "Source"}  # fmt: skip
+    return {
+        label: "percent" if label in percent else "%.0f" if label == EVIDENCE["trials"] else "%.2f"
+        for label in frame.columns
+        if label != "Source"
+    }
 
 
 def paper_rows(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -105,10 +116,14 @@ def settings_frame(config: Mapping[str, Any], dataset: Mapping[str, Any]) -> pd.
         ("Capital", f"${float(config.get('initial_cash', math.nan)):,.0f}"),
         ("Extra cost models", ", ".join(config.get("extra_costs") or ()) or "none"),
         ("Baseline libraries", ", ".join(config.get("libraries") or ()) or "none"),
-        ("Figure 7's snapshots", "every {:g} s".format(config["snapshot_every"]) if config.get("snapshot_every")
-         else "every tenth of the wall-clock budget (the default; 60 s at equal work)"),
+        (
+            "Figure 7's snapshots",
+            "every {:g} s".format(config["snapshot_every"])
+            if config.get("snapshot_every")
+            else "every tenth of the wall-clock budget (the default; 60 s at equal work)",
+        ),
         ("Seed, device", f"{config.get('seed', 0)}, {config.get('device', 'cpu')}"),
-    ]  # fmt: skip
+    ]
     return pd.DataFrame(rows, columns=["Setting", "Value"]).set_index("Setting")
 
 
@@ -127,13 +142,32 @@ def figure7(points: pd.DataFrame) -> go.Figure:
     figure = go.Figure()
     for learner, rows in points.groupby("learner", sort=True):
         rows = rows.sort_values("seconds")
-        figure.add_trace(go.Scatter(x=rows["seconds"], y=rows["cum_return"], mode="lines+markers", name=str(learner),
-                                    hovertemplate="%{x:.0f} s: %{y:.2%}<extra>" + str(learner) + "</extra>"))  # fmt: skip
-    figure.update_layout(title="Test-period return of training snapshots (the paper's Figure 7)",
-                         xaxis_title="training wall-clock (s)", yaxis_title="test-period cumulative return", **LAYOUT)  # fmt: skip
+        figure.add_trace(
+            go.Scatter(
+                x=rows["seconds"],
+                y=rows["cum_return"],
+                mode="lines+markers",
+                name=str(learner),
+                hovertemplate="%{x:.0f} s: %{y:.2%}<extra>" + str(learner) + "</extra>",
+            )
+        )
+    figure.update_layout(
+        title="Test-period return of training snapshots (the paper's Figure 7)",
+        xaxis_title="training wall-clock (s)",
+        yaxis_title="test-period cumulative return",
+        **LAYOUT,
+    )
     figure.update_yaxes(tickformat=".0%")
     return figure
 
 
-__all__ = ["budget_text", "extra_cost_columns", "figure7", "paper_rows", "settings_frame", "table_formats", "table_frame",
-           "table_labels"]  # fmt: skip
+__all__ = [
+    "budget_text",
+    "extra_cost_columns",
+    "figure7",
+    "paper_rows",
+    "settings_frame",
+    "table_formats",
+    "table_frame",
+    "table_labels",
+]

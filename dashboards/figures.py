@@ -31,7 +31,11 @@ METRIC_COLUMNS = metrics.METRIC_LABELS
 ALGO_COLORS = {"ppo": "#1f77b4", "sac": "#ff7f0e", "td3": "#2ca02c"}
 """One colour per algorithm on every tournament chart."""
 
-LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}, "hovermode": "x unified"}
+LAYOUT = {
+    "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+    "legend": {"orientation": "h", "y": -0.15},
+    "hovermode": "x unified",
+}
 
 
 # --------------------------------------------------------------------- bar series -> daily
@@ -116,7 +120,9 @@ def period_dates(report: Mapping[str, object]) -> tuple[pd.Timestamp, pd.Timesta
     """First and last session date of a report's period (naive dates)."""
     period = report["period"]
     first, last = (pd.Timestamp(period[key]) for key in ("start", "end"))
-    return (first.tz_localize(None) if first.tz else first).normalize(), (last.tz_localize(None) if last.tz else last).normalize()
+    return (first.tz_localize(None) if first.tz else first).normalize(), (
+        last.tz_localize(None) if last.tz else last
+    ).normalize()
 
 
 def report_metrics(report: Mapping[str, object]) -> pd.DataFrame:
@@ -127,8 +133,9 @@ def report_metrics(report: Mapping[str, object]) -> pd.DataFrame:
     return table
 
 
-def range_metrics(report: Mapping[str, object], series: Mapping[str, pd.DataFrame], start: object = None,
-                  end: object = None) -> pd.DataFrame:  # fmt: skip
+def range_metrics(
+    report: Mapping[str, object], series: Mapping[str, pd.DataFrame], start: object = None, end: object = None
+) -> pd.DataFrame:
     """The metrics of `series`' strategies between the dates `start` and `end`.
 
     Over the report's whole period: report.json's own rows. Over a shorter range: the
@@ -152,8 +159,10 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def column_formats() -> dict[str, str]:
     """Display format per readable column of `display_table` (printf style, as st.column_config takes)."""
-    return {label: ("percent" if key in metrics.PERCENT_METRICS else "%.0f" if key == "days" else "%.2f")
-            for key, label in METRIC_COLUMNS.items()}  # fmt: skip
+    return {
+        label: ("percent" if key in metrics.PERCENT_METRICS else "%.0f" if key == "days" else "%.2f")
+        for key, label in METRIC_COLUMNS.items()
+    }
 
 
 # --------------------------------------------------------------------- strategy figures
@@ -224,9 +233,18 @@ def monthly_heatmap(returns: pd.Series, name: str) -> go.Figure:
     months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
     bound = float(np.nanmax(np.abs(table.to_numpy()))) if table.notna().any().any() else 1.0
     figure = go.Figure(
-        go.Heatmap(z=table.to_numpy(), x=months, y=[str(y) for y in table.index], text=text.to_numpy(),
-                   texttemplate="%{text}", colorscale="RdYlGn", zmid=0.0, zmin=-bound, zmax=bound,
-                   hovertemplate="%{y} %{x}: %{z:.2%}<extra></extra>")  # fmt: skip
+        go.Heatmap(
+            z=table.to_numpy(),
+            x=months,
+            y=[str(y) for y in table.index],
+            text=text.to_numpy(),
+            texttemplate="%{text}",
+            colorscale="RdYlGn",
+            zmid=0.0,
+            zmin=-bound,
+            zmax=bound,
+            hovertemplate="%{y} %{x}: %{z:.2%}<extra></extra>",
+        )
     )
     figure.update_layout(title=f"Monthly returns: {name}", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
     figure.update_yaxes(type="category", autorange="reversed")
@@ -260,13 +278,28 @@ def exposure_figure(net: pd.DataFrame, gross: pd.DataFrame) -> go.Figure:
     traces = []
     for k, name in enumerate(net.columns):
         color = colors[k % len(colors)]
-        traces.append(go.Scatter(x=net.index, y=net[name], name=f"{name}: net", mode="lines", line_color=color,
-                                 legendgroup=str(name)))  # fmt: skip
+        traces.append(
+            go.Scatter(
+                x=net.index, y=net[name], name=f"{name}: net", mode="lines", line_color=color, legendgroup=str(name)
+            )
+        )
         if name in gross.columns:
-            traces.append(go.Scatter(x=gross.index, y=gross[name], name=f"{name}: gross", mode="lines",
-                                     line={"color": color, "dash": "dash"}, legendgroup=str(name)))  # fmt: skip
-    return _styled(go.Figure(traces), "Exposure: net (longs - shorts) and gross (longs + shorts), of value",
-                   "share of value", percent=True)  # fmt: skip
+            traces.append(
+                go.Scatter(
+                    x=gross.index,
+                    y=gross[name],
+                    name=f"{name}: gross",
+                    mode="lines",
+                    line={"color": color, "dash": "dash"},
+                    legendgroup=str(name),
+                )
+            )
+    return _styled(
+        go.Figure(traces),
+        "Exposure: net (longs - shorts) and gross (longs + shorts), of value",
+        "share of value",
+        percent=True,
+    )
 
 
 # --------------------------------------------------------------------- tournament
@@ -276,20 +309,35 @@ def leaderboard_table(board: Mapping[str, object]) -> pd.DataFrame:
     """The leaderboard best first: rank, pod, algorithm, score, lineage, budget, hyperparameters."""
     rows = []
     for rank, entry in enumerate(board.get("entries", []), start=1):
-        rows.append({
-            "rank": rank,
-            "pod": entry.get("pod_id"),
-            "algo": entry.get("algo"),
-            "score": entry.get("score"),
-            "generation": entry.get("generation"),
-            "parent": entry.get("parent_id") or "-",
-            "steps": entry.get("steps"),
-            "seconds": entry.get("seconds"),
-            "worker": entry.get("worker"),
-            "hyperparameters": json.dumps(entry.get("hyperparameters") or {}, sort_keys=True),
-        })
-    return pd.DataFrame(rows, columns=["rank", "pod", "algo", "score", "generation", "parent", "steps", "seconds",
-                                       "worker", "hyperparameters"])  # fmt: skip
+        rows.append(
+            {
+                "rank": rank,
+                "pod": entry.get("pod_id"),
+                "algo": entry.get("algo"),
+                "score": entry.get("score"),
+                "generation": entry.get("generation"),
+                "parent": entry.get("parent_id") or "-",
+                "steps": entry.get("steps"),
+                "seconds": entry.get("seconds"),
+                "worker": entry.get("worker"),
+                "hyperparameters": json.dumps(entry.get("hyperparameters") or {}, sort_keys=True),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "rank",
+            "pod",
+            "algo",
+            "score",
+            "generation",
+            "parent",
+            "steps",
+            "seconds",
+            "worker",
+            "hyperparameters",
+        ],
+    )
 
 
 def best_score_curve(pods: pd.DataFrame) -> pd.DataFrame:
@@ -311,9 +359,17 @@ def best_score_figure(pods: pd.DataFrame) -> go.Figure:
     """Best validation score against wall-clock, one step line per algorithm."""
     curve = best_score_curve(pods)
     figure = go.Figure(
-        [go.Scatter(x=part["minutes"], y=part["best"], name=str(algo), mode="lines+markers", line_shape="hv",
-                    line_color=ALGO_COLORS.get(str(algo)))
-         for algo, part in curve.groupby("algo")]  # fmt: skip
+        [
+            go.Scatter(
+                x=part["minutes"],
+                y=part["best"],
+                name=str(algo),
+                mode="lines+markers",
+                line_shape="hv",
+                line_color=ALGO_COLORS.get(str(algo)),
+            )
+            for algo, part in curve.groupby("algo")
+        ]
     )
     _styled(figure, "Best validation score so far", "validation score")
     figure.update_layout(xaxis_title="minutes since start", hovermode="closest")
@@ -327,8 +383,15 @@ def pod_timeline_figure(pods: pd.DataFrame) -> go.Figure:
     frame["Start"] = pd.to_datetime(frame["start"].astype(float), unit="s")
     frame["Finish"] = pd.to_datetime(frame["end"].astype(float).fillna(now), unit="s")
     frame["worker"] = frame["worker"].fillna("(pending)").astype(str)
-    figure = px.timeline(frame, x_start="Start", x_end="Finish", y="worker", color="algo", color_discrete_map=ALGO_COLORS,
-                         hover_data={"pod_id": True, "status": True, "score": ":.2f"})  # fmt: skip
+    figure = px.timeline(
+        frame,
+        x_start="Start",
+        x_end="Finish",
+        y="worker",
+        color="algo",
+        color_discrete_map=ALGO_COLORS,
+        hover_data={"pod_id": True, "status": True, "score": ":.2f"},
+    )
     figure.update_layout(title="Pods per worker", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
     return figure
 
@@ -337,23 +400,32 @@ def hyperparameter_frame(pods: pd.DataFrame) -> pd.DataFrame:
     """Finished pods with one column per hyperparameter (from the JSON column) and their score."""
     done = pods[pods["score"].notna()].reset_index(drop=True)
     if "hyperparameters" not in done.columns or done.empty:
-        return done[["pod_id", "algo", "score"]] if not done.empty else pd.DataFrame(columns=["pod_id", "algo", "score"])
-    params = pd.DataFrame([json.loads(text) if isinstance(text, str) and text else {} for text in done["hyperparameters"]])
+        return (
+            done[["pod_id", "algo", "score"]] if not done.empty else pd.DataFrame(columns=["pod_id", "algo", "score"])
+        )
+    params = pd.DataFrame(
+        [json.loads(text) if isinstance(text, str) and text else {} for text in done["hyperparameters"]]
+    )
     return pd.concat([done[["pod_id", "algo", "score"]], params], axis=1)
 
 
 def hyperparameter_names(frame: pd.DataFrame) -> list[str]:
     """The numeric hyperparameter columns of `hyperparameter_frame`."""
-    return [c for c in frame.columns if c not in ("pod_id", "algo", "score") and pd.api.types.is_numeric_dtype(frame[c])]
+    return [
+        c for c in frame.columns if c not in ("pod_id", "algo", "score") and pd.api.types.is_numeric_dtype(frame[c])
+    ]
 
 
 def hyperparameter_figure(frame: pd.DataFrame, name: str) -> go.Figure:
     """Validation score against one hyperparameter, coloured by algorithm (log x when it spans decades)."""
     values = frame[name].dropna()
     log_x = bool(len(values) and (values > 0).all() and values.max() / values.min() > 20)
-    figure = px.scatter(frame, x=name, y="score", color="algo", color_discrete_map=ALGO_COLORS, hover_data=["pod_id"],
-                        log_x=log_x)  # fmt: skip
-    figure.update_layout(title=f"Validation score against {name}", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
+    figure = px.scatter(
+        frame, x=name, y="score", color="algo", color_discrete_map=ALGO_COLORS, hover_data=["pod_id"], log_x=log_x
+    )
+    figure.update_layout(
+        title=f"Validation score against {name}", **{k: v for k, v in LAYOUT.items() if k != "hovermode"}
+    )
     return figure
 
 
@@ -377,7 +449,9 @@ def learning_curve_figure(frames: Mapping[str, pd.DataFrame], column: str, x: st
         if column not in frame.columns:
             continue
         rows = frame[[x, column]].dropna()
-        traces.append(go.Scatter(x=rows[x], y=rows[column], name=name, mode="lines+markers" if len(rows) < 50 else "lines"))
+        traces.append(
+            go.Scatter(x=rows[x], y=rows[column], name=name, mode="lines+markers" if len(rows) < 50 else "lines")
+        )
     figure = go.Figure(traces)
     _styled(figure, column, column)
     figure.update_layout(xaxis_title="env steps" if x == "step" else "seconds", hovermode="closest")
@@ -394,8 +468,16 @@ def selection_table(selection: Mapping[str, object]) -> pd.DataFrame:
     """A tournament's candidates (``selection.json``): validation score, PSR, whether the
     pod cleared the membership bar, and its weight in the ensemble (0: not a member)."""
     weights = dict(zip(selection["members"], selection["weights"]))
-    rows = [{"pod": c["pod_id"], "validation score": c["score"], "PSR": c["psr"], "qualified": c["qualified"],
-             "ensemble weight": weights.get(c["pod_id"], 0.0)} for c in selection["candidates"]]  # fmt: skip
+    rows = [
+        {
+            "pod": c["pod_id"],
+            "validation score": c["score"],
+            "PSR": c["psr"],
+            "qualified": c["qualified"],
+            "ensemble weight": weights.get(c["pod_id"], 0.0),
+        }
+        for c in selection["candidates"]
+    ]
     return pd.DataFrame(rows).set_index("pod") if rows else pd.DataFrame()
 
 
@@ -405,13 +487,15 @@ def throughput_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     rows = []
     for name, frame in frames.items():
         best = frame[VALIDATION_SCORE].max() if VALIDATION_SCORE in frame else math.nan
-        rows.append({
-            "run": name,
-            "steps": int(frame["step"].iloc[-1]) if len(frame) else 0,
-            "seconds": float(frame["wall_time"].iloc[-1]) if len(frame) else math.nan,
-            "samples/s (median)": float(frame["samples_per_s"].median()) if "samples_per_s" in frame else math.nan,
-            "best validation score": float(best),
-        })
+        rows.append(
+            {
+                "run": name,
+                "steps": int(frame["step"].iloc[-1]) if len(frame) else 0,
+                "seconds": float(frame["wall_time"].iloc[-1]) if len(frame) else math.nan,
+                "samples/s (median)": float(frame["samples_per_s"].median()) if "samples_per_s" in frame else math.nan,
+                "best validation score": float(best),
+            }
+        )
     return pd.DataFrame(rows).set_index("run") if rows else pd.DataFrame()
 
 
@@ -437,6 +521,8 @@ def periods_figure(card: Mapping[str, object]) -> go.Figure:
     frame = pd.DataFrame(
         [{"period": n, "Start": _wall_clock(v["start"]), "Finish": _wall_clock(v["end"])} for n, v in periods.items()]
     )
-    figure = px.timeline(frame, x_start="Start", x_end="Finish", y="period", color="period") if len(frame) else go.Figure()
+    figure = (
+        px.timeline(frame, x_start="Start", x_end="Finish", y="period", color="period") if len(frame) else go.Figure()
+    )
     figure.update_layout(title="Train / validation / test", showlegend=False, height=220, margin=LAYOUT["margin"])
     return figure

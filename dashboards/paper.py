@@ -50,7 +50,9 @@ def equity_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     index = [_wall_clock(records[0]["bar"])] + [_wall_clock(r["fills_at"]) for r in records]
     paper = [start] + [float(r["after"]["value"]) for r in records]
     growth = np.cumprod([float(r["expected"]["value"]) / float(r["before"]["value"]) for r in records])
-    frame = pd.DataFrame({"paper": paper, "backtest": [start, *(start * growth)]}, index=pd.DatetimeIndex(index, name="time"))
+    frame = pd.DataFrame(
+        {"paper": paper, "backtest": [start, *(start * growth)]}, index=pd.DatetimeIndex(index, name="time")
+    )
     benchmark = [r.get("benchmark") for r in records]
     if all(b is not None for b in benchmark):
         first = float(benchmark[0])
@@ -62,8 +64,12 @@ def equity_frame(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 def equity_figure(frame: pd.DataFrame) -> go.Figure:
     """The columns of `equity_frame` as lines."""
     figure = go.Figure([go.Scatter(x=frame.index, y=frame[c], name=c, mode="lines") for c in frame.columns])
-    figure.update_layout(title="Equity: paper account, the backtest's expectation, the benchmark",
-                         yaxis_title="value", hovermode="x unified", **LAYOUT)  # fmt: skip
+    figure.update_layout(
+        title="Equity: paper account, the backtest's expectation, the benchmark",
+        yaxis_title="value",
+        hovermode="x unified",
+        **LAYOUT,
+    )
     return figure
 
 
@@ -74,17 +80,45 @@ def orders_frame(records: Sequence[Mapping[str, Any]], tickers: Sequence[str]) -
     rows = []
     for record in records:
         for order in record["orders"]:
-            rows.append({"bar": record["bar"], "fills at": record["fills_at"], "kind": record["kind"],
-                         "ticker": order["ticker"], "side": order["side"], "qty": order["qty"],
-                         "filled": order["filled_qty"], "status": order["status"], "price sent at": order["price"],
-                         "fill price": order["filled_avg_price"],
-                         "backtest price": record["expected"]["open"][index[order["ticker"]]],
-                         "slippage (bp)": record["slippage_bp"].get(order["client_order_id"]),
-                         "fees": order.get("fees"), "client order id": order["client_order_id"],
-                         "message": order.get("message")})  # fmt: skip
-    return pd.DataFrame(rows, columns=["bar", "fills at", "kind", "ticker", "side", "qty", "filled", "status",
-                                       "price sent at", "fill price", "backtest price", "slippage (bp)", "fees",
-                                       "client order id", "message"])  # fmt: skip
+            rows.append(
+                {
+                    "bar": record["bar"],
+                    "fills at": record["fills_at"],
+                    "kind": record["kind"],
+                    "ticker": order["ticker"],
+                    "side": order["side"],
+                    "qty": order["qty"],
+                    "filled": order["filled_qty"],
+                    "status": order["status"],
+                    "price sent at": order["price"],
+                    "fill price": order["filled_avg_price"],
+                    "backtest price": record["expected"]["open"][index[order["ticker"]]],
+                    "slippage (bp)": record["slippage_bp"].get(order["client_order_id"]),
+                    "fees": order.get("fees"),
+                    "client order id": order["client_order_id"],
+                    "message": order.get("message"),
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "bar",
+            "fills at",
+            "kind",
+            "ticker",
+            "side",
+            "qty",
+            "filled",
+            "status",
+            "price sent at",
+            "fill price",
+            "backtest price",
+            "slippage (bp)",
+            "fees",
+            "client order id",
+            "message",
+        ],
+    )
 
 
 def slippage_figure(orders: pd.DataFrame) -> go.Figure:
@@ -118,8 +152,12 @@ def risk_figure(records: Sequence[Mapping[str, Any]], limits: Mapping[str, Any])
         figure.add_trace(go.Scatter(x=index, y=[r["risk"][measure] for r in records], name=label, mode="lines"))
         if limits.get(key):
             figure.add_hline(y=limits[key], line_dash="dash", annotation_text=f"{label} limit")
-    figure.update_layout(title="How close the book came to the loss limits", yaxis_title="fraction of value",
-                         yaxis_tickformat=".2%", **LAYOUT)  # fmt: skip
+    figure.update_layout(
+        title="How close the book came to the loss limits",
+        yaxis_title="fraction of value",
+        yaxis_tickformat=".2%",
+        **LAYOUT,
+    )
     return figure
 
 

@@ -110,7 +110,9 @@ def find_runs(runs_dir: str | os.PathLike[str]) -> list[RunDir]:
     candidates += [q for p in candidates[1:] if p.name != "pods" for q in sorted(p.iterdir()) if q.is_dir()]
     runs = []
     for path in candidates:
-        if path != root and (path.name in SKIPPED or path.parent.name in ("pods", rundir.REPORTS_DIR, rundir.WF_FOLDS_DIR)):
+        if path != root and (
+            path.name in SKIPPED or path.parent.name in ("pods", rundir.REPORTS_DIR, rundir.WF_FOLDS_DIR)
+        ):
             continue  # pods belong to their tournament, folds are listed with their walk-forward
         if any((path / marker).exists() for marker in RUN_MARKERS):
             name = root.name if path == root else str(path.relative_to(root))
@@ -135,8 +137,11 @@ def walkforward_folds(walk: RunDir) -> list[RunDir]:
     """The run directories of a walk-forward's folds (``folds/<k>/`` holding a run), by fold."""
     if not walk.has_walkforward:
         return []
-    return [RunDir(f"{walk.name}/{rundir.WF_FOLDS_DIR}/{p.name}", p) for p in rundir.fold_folders(walk.path)
-            if any((p / marker).exists() for marker in MARKERS)]  # fmt: skip
+    return [
+        RunDir(f"{walk.name}/{rundir.WF_FOLDS_DIR}/{p.name}", p)
+        for p in rundir.fold_folders(walk.path)
+        if any((p / marker).exists() for marker in MARKERS)
+    ]
 
 
 def modified(path: Path) -> float:
@@ -175,8 +180,9 @@ def load_series(run: Path, series_file: str) -> pd.DataFrame:
 
 def load_trades(run: Path, trades_file: str) -> pd.DataFrame:
     """One strategy's trade list (``backtests/trades/<name>.parquet``: `trader.backtesting.trades`)."""
-    return read_parquet(run / trades_file, ("timestamp", "ticker", "side", "shares", "price", "value",
-                                            "commission", "spread", "impact"))  # fmt: skip
+    return read_parquet(
+        run / trades_file, ("timestamp", "ticker", "side", "shares", "price", "value", "commission", "spread", "impact")
+    )
 
 
 def trade_files(report: dict[str, Any]) -> dict[str, str]:

@@ -73,12 +73,20 @@ def interval_figure(evidence: Mapping[str, Mapping[str, object]]) -> go.Figure:
     for offset, (key, label) in zip((-0.12, 0.12), INTERVALS.items()):
         traces.append(
             go.Scatter(
-                x=frame["sharpe"], y=np.arange(len(frame)) + offset, name=label, mode="markers",
-                error_x={"type": "data", "symmetric": False, "array": frame[f"{key}_high"] - frame["sharpe"],
-                         "arrayminus": frame["sharpe"] - frame[f"{key}_low"]},
-                text=hover, hovertemplate="%{x:.2f}  %{text}<extra>" + label + "</extra>",
+                x=frame["sharpe"],
+                y=np.arange(len(frame)) + offset,
+                name=label,
+                mode="markers",
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": frame[f"{key}_high"] - frame["sharpe"],
+                    "arrayminus": frame["sharpe"] - frame[f"{key}_low"],
+                },
+                text=hover,
+                hovertemplate="%{x:.2f}  %{text}<extra>" + label + "</extra>",
             )
-        )  # fmt: skip
+        )
     figure = go.Figure(traces)
     figure.add_vline(x=0.0, line_dash="dot", line_color="grey")
     confidence = next((entry.get("confidence") for entry in evidence.values() if entry.get("confidence")), 0.95)
@@ -108,14 +116,22 @@ def trial_sharpe_figure(
     names = np.asarray([str(i) for i in range(len(sharpes))] if labels is None else [str(x) for x in labels])
     order = np.argsort(-np.nan_to_num(sharpes, nan=-np.inf), kind="stable")
     figure = go.Figure(
-        go.Scatter(x=np.arange(1, len(sharpes) + 1), y=sharpes[order], text=names[order], mode="markers",
-                   name="trials", hovertemplate="%{text}: %{y:.2f}<extra></extra>")  # fmt: skip
+        go.Scatter(
+            x=np.arange(1, len(sharpes) + 1),
+            y=sharpes[order],
+            text=names[order],
+            mode="markers",
+            name="trials",
+            hovertemplate="%{text}: %{y:.2f}<extra></extra>",
+        )
     )
     for (label, value), color in zip((luck or {}).items(), ("firebrick", "darkorange")):
         if value is not None and math.isfinite(value):
             figure.add_hline(y=value, line_dash="dash", line_color=color, annotation_text=f"{label}: {value:.2f}")
     for name, value in (selected or {}).items():
-        figure.add_hline(y=value, line_dash="dot", annotation_text=f"{name}: {value:.2f}", annotation_position="bottom right")
+        figure.add_hline(
+            y=value, line_dash="dot", annotation_text=f"{name}: {value:.2f}", annotation_position="bottom right"
+        )
     figure.update_layout(title="Trial Sharpe ratios against luck", **LAYOUT)
     figure.update_xaxes(title="trial, by rank")
     figure.update_yaxes(title="Sharpe ratio (annualised)")

@@ -146,8 +146,10 @@ def experiment(run: RunDir) -> dict[str, Any]:
 
 def experiment_settings(run: RunDir) -> tuple[dict[str, Any], dict[str, Any]]:
     """An experiment's ``experiment.toml`` and its data set recipe (``dataset.toml``; {} until written)."""
-    return (_load("experiment_config", run.path, rundir.EXPERIMENT),
-            _load("experiment_dataset", run.path, rundir.EXPERIMENT_DATASET))  # fmt: skip
+    return (
+        _load("experiment_config", run.path, rundir.EXPERIMENT),
+        _load("experiment_dataset", run.path, rundir.EXPERIMENT_DATASET),
+    )
 
 
 def experiment_figure(run: RunDir) -> pd.DataFrame:
@@ -159,6 +161,26 @@ def dataset_card(run: RunDir) -> dict[str, Any]:
     return _load("dataset_card", run.path, rundir.DATASET)
 
 
-__all__ = ["RunFileError", "all_reports", "all_runs", "runs_dir", "problem", "report", "series", "trades", "daily", "training",
-           "leaderboard", "pods", "selection", "dataset_card", "walkforward", "stitched", "finished_folds", "paper",
-           "experiment", "experiment_settings", "experiment_figure"]  # fmt: skip
+__all__ = [
+    "RunFileError",
+    "all_reports",
+    "all_runs",
+    "runs_dir",
+    "problem",
+    "report",
+    "series",
+    "trades",
+    "daily",
+    "training",
+    "leaderboard",
+    "pods",
+    "selection",
+    "dataset_card",
+    "walkforward",
+    "stitched",
+    "finished_folds",
+    "paper",
+    "experiment",
+    "experiment_settings",
+    "experiment_figure",
+]

@@ -42,9 +42,16 @@ def window_frame(folds: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
     :param folds: ``walkforward.json``'s ``folds`` (or the ``fold.json`` records).
     """
-    rows = [{"fold": int(row["fold"]), "window": name, "start": _wall_clock(row["windows"][name][0]),
-             "end": _wall_clock(row["windows"][name][1])}
-            for row in folds for name in WINDOW_COLORS]  # fmt: skip
+    rows = [
+        {
+            "fold": int(row["fold"]),
+            "window": name,
+            "start": _wall_clock(row["windows"][name][0]),
+            "end": _wall_clock(row["windows"][name][1]),
+        }
+        for row in folds
+        for name in WINDOW_COLORS
+    ]
     return pd.DataFrame(rows, columns=["fold", "window", "start", "end"])
 
 
@@ -62,11 +69,18 @@ def timeline_figure(windows: pd.DataFrame) -> go.Figure:
     for name, color in WINDOW_COLORS.items():
         part = windows[windows["window"] == name]
         length = (part["end"] - part["start"]).dt.total_seconds() * 1000.0
-        traces.append(go.Bar(
-            base=part["start"], x=length, y=[f"fold {k}" for k in part["fold"]], orientation="h", name=name,
-            marker_color=color, customdata=list(zip(part["start"].astype(str), part["end"].astype(str))),
-            hovertemplate="%{y} " + name + ": %{customdata[0]} .. %{customdata[1]}<extra></extra>",
-        ))  # fmt: skip
+        traces.append(
+            go.Bar(
+                base=part["start"],
+                x=length,
+                y=[f"fold {k}" for k in part["fold"]],
+                orientation="h",
+                name=name,
+                marker_color=color,
+                customdata=list(zip(part["start"].astype(str), part["end"].astype(str))),
+                hovertemplate="%{y} " + name + ": %{customdata[0]} .. %{customdata[1]}<extra></extra>",
+            )
+        )
     figure = go.Figure(traces)
     figure.update_layout(title="Folds: train, validation and test windows", barmode="overlay", **LAYOUT)
     figure.update_xaxes(type="date")
@@ -96,8 +110,13 @@ def stitched_equity_figure(values: pd.DataFrame, starts: Sequence[pd.Timestamp] 
     for k, start in enumerate(starts):
         figure.add_vline(x=start, line_dash="dot", line_color="grey")
         figure.add_annotation(x=start, y=1.0, yref="paper", text=f"fold {k}", showarrow=False, xanchor="left")
-    figure.update_layout(title="Stitched out-of-sample equity", yaxis_title="portfolio value", xaxis_title=None,
-                         hovermode="x unified", **LAYOUT)  # fmt: skip
+    figure.update_layout(
+        title="Stitched out-of-sample equity",
+        yaxis_title="portfolio value",
+        xaxis_title=None,
+        hovermode="x unified",
+        **LAYOUT,
+    )
     return figure
 
 
@@ -109,10 +128,15 @@ def winners_frame(folds: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     rows = []
     for row in folds:
         test = row["windows"]["test"]
-        out = {"fold": int(row["fold"]), "test window": f"{str(test[0])[:10]} .. {str(test[1])[:10]}",
-               "winner": row.get("algo"), "pod": row.get("pod_id"),
-               "hyperparameters": json.dumps(row.get("hyperparameters") or {}, sort_keys=True, default=str),
-               "validation Sharpe": row.get("validation_sharpe"), "test Sharpe": row.get("test_sharpe")}  # fmt: skip
+        out = {
+            "fold": int(row["fold"]),
+            "test window": f"{str(test[0])[:10]} .. {str(test[1])[:10]}",
+            "winner": row.get("algo"),
+            "pod": row.get("pod_id"),
+            "hyperparameters": json.dumps(row.get("hyperparameters") or {}, sort_keys=True, default=str),
+            "validation Sharpe": row.get("validation_sharpe"),
+            "test Sharpe": row.get("test_sharpe"),
+        }
         for yardstick in ("benchmark", "equal_weight"):
             if f"{yardstick}_test_sharpe" in row:
                 out[f"{yardstick} test Sharpe"] = row[f"{yardstick}_test_sharpe"]
@@ -135,5 +159,13 @@ def stitched_metrics(stitched: Mapping[str, Any]) -> pd.DataFrame:
     return figures.display_table(table)
 
 
-__all__ = ["WINDOW_COLORS", "stitched_equity_figure", "stitched_metrics", "stitched_values", "fold_starts",
-           "timeline_figure", "winners_frame", "window_frame"]  # fmt: skip
+__all__ = [
+    "WINDOW_COLORS",
+    "stitched_equity_figure",
+    "stitched_metrics",
+    "stitched_values",
+    "fold_starts",
+    "timeline_figure",
+    "winners_frame",
+    "window_frame",
+]

@@ -48,8 +48,6 @@ LICENCE = "MIT (Copyright (c) 2021 - 2025 Jeff McCarrell)"
 HERE = Path(__file__).resolve().parent
 
 
-
-
 def year_files(source: Path) -> dict[int, Path]:
     """Year -> its YAML file, in SOURCE or its ``src/nasdaq_100_ticker_history`` folder."""
     for folder in (source, source / "src" / "nasdaq_100_ticker_history"):
@@ -86,8 +84,10 @@ def stays(source: Path) -> tuple[list[tuple[str, str, str]], str, str]:
             members = set(start)
             open_since = {ticker: first_day for ticker in members}
         elif members != start:
-            raise SystemExit(f"{files[year]}: 1 January's list differs from the changes replayed to it: "
-                             f"missing {sorted(members - start)}, extra {sorted(start - members)}")
+            raise SystemExit(
+                f"{files[year]}: 1 January's list differs from the changes replayed to it: "
+                f"missing {sorted(members - start)}, extra {sorted(start - members)}"
+            )
         for date, removed, added in changes:
             for ticker in removed:
                 if ticker not in members:
@@ -113,8 +113,10 @@ def apply_renames(rows: list[tuple[str, str, str]], renames: list[Rename]) -> li
         old = [r for r in rows if r[0] == rename.old and r[2] == date]
         new = [r for r in rows if r[0] == rename.ticker and r[1] == date]
         if len(old) != 1 or len(new) != 1:
-            raise SystemExit(f"rename {rename.old} -> {rename.ticker} on {date}: the source has no stay of "
-                             f"{rename.old} ending and of {rename.ticker} starting that day")
+            raise SystemExit(
+                f"rename {rename.old} -> {rename.ticker} on {date}: the source has no stay of "
+                f"{rename.old} ending and of {rename.ticker} starting that day"
+            )
         rows.remove(old[0])
         rows.remove(new[0])
         rows.append((rename.ticker, old[0][1], new[0][2]))
@@ -151,10 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("source", type=Path, help=f"a checkout of {SOURCE_URL}")
     parser.add_argument("--out", type=Path, default=HERE / "nasdaq100-membership.csv")
     parser.add_argument("--renames", type=Path, default=HERE / "nasdaq100-renames.csv")
-    parser.add_argument("--commit", default=None, help="the source's commit (default: SOURCE's HEAD, when a git checkout)")
-    parser.add_argument("--covers-to", default=None,
-                        help="the last day the source is complete to (default: the source commit's date; "
-                             "else the day of its last change)")
+    parser.add_argument(
+        "--commit", default=None, help="the source's commit (default: SOURCE's HEAD, when a git checkout)"
+    )
+    parser.add_argument(
+        "--covers-to",
+        default=None,
+        help="the last day the source is complete to (default: the source commit's date; "
+        "else the day of its last change)",
+    )
     args = parser.parse_args(argv)
     rows, first_day, last_change = stays(args.source)
     rows = apply_renames(rows, read_renames(args.renames))

@@ -29,7 +29,16 @@ _LAZY = {
     "data": "market_envs.data",
 }
 
-__all__ = ["CostModel", "EnvConfig", "GymStockTradingEnv", "GymVecEnv", "StockTradingVecEnv", "cost_model", "data", "target_holdings"]
+__all__ = [
+    "CostModel",
+    "EnvConfig",
+    "GymStockTradingEnv",
+    "GymVecEnv",
+    "StockTradingVecEnv",
+    "cost_model",
+    "data",
+    "target_holdings",
+]
 
 
 def __getattr__(name: str):

@@ -136,7 +136,14 @@ class CostModel:
     spread_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        for key in ("commission_per_share", "commission_min", "spread_bps", "impact_eta", "borrow_rate", "spread_scale"):
+        for key in (
+            "commission_per_share",
+            "commission_min",
+            "spread_bps",
+            "impact_eta",
+            "borrow_rate",
+            "spread_scale",
+        ):
             _non_negative(key, getattr(self, key))
         if self.commission_max_rate is not None and not (0.0 < self.commission_max_rate <= 1.0):
             raise ConfigError(
@@ -177,13 +184,14 @@ class CostModel:
         """Which terms are on: the one place that decides it, for the env's tables and rules
         (`market_envs.env`) and for the C kernel's version (`market_envs.native.term_flags`)."""
         return Terms(
-            per_order_commission=(self.commission_per_share > 0 or self.commission_min > 0
-                                  or self.commission_max_rate is not None),
+            per_order_commission=(
+                self.commission_per_share > 0 or self.commission_min > 0 or self.commission_max_rate is not None
+            ),
             spread=self.spread_model != "fixed" or self.spread_bps > 0,
             impact=self.impact_eta > 0,
             participation=self.participation is not None,
             borrow=self.borrow_rate > 0,
-        )  # fmt: skip
+        )
 
     @property
     def needs_volume(self) -> tuple[str, ...]:
@@ -276,25 +284,45 @@ class NamedCosts:
     def scaled(self, multiple: float) -> NamedCosts:
         """This model with every charge times `multiple`: the commission rates and `CostModel.scaled`."""
         k = _multiple(multiple)
-        return replace(self, name=f"{self.name} x {k:g}", buy_cost=min(self.buy_cost * k, 1.0 - 1e-12),
-                       sell_cost=min(self.sell_cost * k, 1.0 - 1e-12), costs=self.costs.scaled(k))  # fmt: skip
+        return replace(
+            self,
+            name=f"{self.name} x {k:g}",
+            buy_cost=min(self.buy_cost * k, 1.0 - 1e-12),
+            sell_cost=min(self.sell_cost * k, 1.0 - 1e-12),
+            costs=self.costs.scaled(k),
+        )
 
     @property
     def charges_nothing(self) -> bool:
         """Whether no trade and no position ever pays anything under this model."""
         c = self.costs
-        spread = c.terms().spread and (c.spread_scale > 0 if c.spread_model == "high_low" else
-                                   c.spread_bps > 0 or any(b > 0 for b in c.spread_bps_per_ticker))
-        return not (self.buy_cost or self.sell_cost or c.commission_per_share or c.commission_min or spread
-                    or c.impact_eta or c.borrow_rate)
+        spread = c.terms().spread and (
+            c.spread_scale > 0
+            if c.spread_model == "high_low"
+            else c.spread_bps > 0 or any(b > 0 for b in c.spread_bps_per_ticker)
+        )
+        return not (
+            self.buy_cost
+            or self.sell_cost
+            or c.commission_per_share
+            or c.commission_min
+            or spread
+            or c.impact_eta
+            or c.borrow_rate
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON- and TOML-able form: name, rates, the `CostModel` keys (lists for tuples), sources."""
         from dataclasses import asdict
 
         terms = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.costs).items()}
-        return {"name": self.name, "buy_cost": self.buy_cost, "sell_cost": self.sell_cost, "costs": terms,
-                "sources": self.sources}  # fmt: skip
+        return {
+            "name": self.name,
+            "buy_cost": self.buy_cost,
+            "sell_cost": self.sell_cost,
+            "costs": terms,
+            "sources": self.sources,
+        }
 
     @classmethod
     def from_config(cls, config: ChargedRules, name: str | None = None) -> NamedCosts:
@@ -314,16 +342,26 @@ def _overridden(name: str, values: Mapping[str, Any]) -> str:
 COST_MODELS: dict[str, NamedCosts] = {
     "zero": NamedCosts("zero", 0.0, 0.0, CostModel(), "No cost at all: a ceiling, for learning checks."),
     "flat": NamedCosts(
-        "flat", 0.001, 0.001, CostModel(),
+        "flat",
+        0.001,
+        0.001,
+        CostModel(),
         "The env's default: 0.1% of the value traded per side, nothing else (FinRL's default rate).",
     ),
     "retail": NamedCosts(
-        "retail", 0.0, 0.0,
+        "retail",
+        0.0,
+        0.0,
         CostModel(
-            commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
-            spread_model="fixed", spread_bps=2.0,
-            impact_eta=SQRT_LAW_ETA, impact_window_days=20,
-            participation=None, borrow_rate=0.005,
+            commission_per_share=0.005,
+            commission_min=1.0,
+            commission_max_rate=0.01,
+            spread_model="fixed",
+            spread_bps=2.0,
+            impact_eta=SQRT_LAW_ETA,
+            impact_window_days=20,
+            participation=None,
+            borrow_rate=0.005,
         ),
         "Commission: Interactive Brokers Pro Fixed pricing for US stocks, USD 0.005 a share, at least USD 1.00 "
         "and at most 1% of the trade value per order (interactivebrokers.com/en/pricing/commissions-stocks.php; "
@@ -335,12 +373,19 @@ COST_MODELS: dict[str, NamedCosts] = {
         "since retail brokers keep part of the lending fee. No participation cap: retail orders are small.",
     ),
     "institutional": NamedCosts(
-        "institutional", 0.0, 0.0,
+        "institutional",
+        0.0,
+        0.0,
         CostModel(
-            commission_per_share=0.001, commission_min=0.35, commission_max_rate=0.01,
-            spread_model="high_low", spread_window=390,
-            impact_eta=SQRT_LAW_ETA, impact_window_days=20,
-            participation=0.1, borrow_rate=0.0025,
+            commission_per_share=0.001,
+            commission_min=0.35,
+            commission_max_rate=0.01,
+            spread_model="high_low",
+            spread_window=390,
+            impact_eta=SQRT_LAW_ETA,
+            impact_window_days=20,
+            participation=0.1,
+            borrow_rate=0.0025,
         ),
         "Commission: Interactive Brokers Pro Tiered pricing for US stocks, its tier for 20-100 million shares a "
         "month, USD 0.0010 a share, at least USD 0.35 and at most 1% of the trade value per order (the tiers: "
@@ -353,7 +398,7 @@ COST_MODELS: dict[str, NamedCosts] = {
         "2.5%). Borrow: 0.25% a year, the value-weighted average fee of general-collateral stocks in D'Avolio "
         "(2002). Needs data with high, low and volume.",
     ),
-}  # fmt: skip
+}
 
 
 def described(buy_cost: float, sell_cost: float, costs: CostModel) -> NamedCosts:
@@ -376,8 +421,11 @@ def described(buy_cost: float, sell_cost: float, costs: CostModel) -> NamedCosts
             return model
         differences.append(((len(changed), model.charges_nothing, rank), model, changed))
     if costs == CostModel():
-        rates = (f"{100 * buy_cost:.4g}% per side" if buy_cost == sell_cost
-                 else f"{100 * buy_cost:.4g}% per buy, {100 * sell_cost:.4g}% per sell")  # fmt: skip
+        rates = (
+            f"{100 * buy_cost:.4g}% per side"
+            if buy_cost == sell_cost
+            else f"{100 * buy_cost:.4g}% per buy, {100 * sell_cost:.4g}% per sell"
+        )
         return NamedCosts(f"flat {rates}", buy_cost, sell_cost, costs, "A commission rate per side, nothing else.")
     _, nearest, changed = min(differences, key=lambda row: row[0])
     return NamedCosts(_overridden(nearest.name, changed), buy_cost, sell_cost, costs, nearest.sources)
@@ -402,14 +450,20 @@ def check_costs_for_data(costs: CostModel, data: Any) -> None:
     unavailable = set(data.unavailable_features)
     lacking = [key for key in costs.needs_volume if "volume" in unavailable]
     if lacking:
-        raise ConfigError(f"EnvConfig.costs.{lacking[0]} needs volume, which data set {data.name!r} lacks "
-                          f"(close-only data: {', '.join(data.meta.get('missing_columns', ()))} missing)")  # fmt: skip
+        raise ConfigError(
+            f"EnvConfig.costs.{lacking[0]} needs volume, which data set {data.name!r} lacks "
+            f"(close-only data: {', '.join(data.meta.get('missing_columns', ()))} missing)"
+        )
     if costs.spread_model == "high_low" and {"high", "low"} & unavailable:
-        raise ConfigError(f"EnvConfig.costs.spread_model='high_low' needs high and low prices, which data set "
-                          f"{data.name!r} lacks; use 'fixed' or 'per_ticker'")  # fmt: skip
+        raise ConfigError(
+            f"EnvConfig.costs.spread_model='high_low' needs high and low prices, which data set "
+            f"{data.name!r} lacks; use 'fixed' or 'per_ticker'"
+        )
     if costs.spread_model == "per_ticker" and len(costs.spread_bps_per_ticker) != data.num_tickers:
-        raise ConfigError(f"EnvConfig.costs.spread_bps_per_ticker has {len(costs.spread_bps_per_ticker)} values; "
-                          f"data set {data.name!r} has {data.num_tickers} tickers")  # fmt: skip
+        raise ConfigError(
+            f"EnvConfig.costs.spread_bps_per_ticker has {len(costs.spread_bps_per_ticker)} values; "
+            f"data set {data.name!r} has {data.num_tickers} tickers"
+        )
 
 
 # --------------------------------------------------------------------- causal tables

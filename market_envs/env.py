@@ -137,9 +137,7 @@ from market_envs.devices import resolve_device
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
 
-PRICE_LIKE_FEATURES = frozenset(
-    {"open", "high", "low", "close", "boll_ub", "boll_lb", "close_30_sma", "close_60_sma"}
-)
+PRICE_LIKE_FEATURES = frozenset({"open", "high", "low", "close", "boll_ub", "boll_lb", "close_30_sma", "close_60_sma"})
 ACTION_MODES = ("shares", "weights")
 WEIGHTS_MAPS = ("normalized", "linear")
 BAND_SCOPES = ("stock", "book")
@@ -300,9 +298,7 @@ class EnvConfig:
             )
         if self.turbulence_window < 2:
             raise ConfigError(f"EnvConfig.turbulence_window must be at least 2, got {self.turbulence_window}")
-        if isinstance(self.return_windows, (str, int)) or any(
-            int(w) != w or w < 2 for w in self.return_windows
-        ):
+        if isinstance(self.return_windows, (str, int)) or any(int(w) != w or w < 2 for w in self.return_windows):
             raise ConfigError(
                 f"EnvConfig.return_windows must be a tuple of integers >= 2 (bars), got {self.return_windows!r}"
             )
@@ -424,7 +420,9 @@ class _Rules:
 # --------------------------------------------------------------------- precompute
 
 
-def normalized_feature_table(data: MarketData, names: tuple[str, ...], clip: float, out: Tensor | None = None) -> Tensor:
+def normalized_feature_table(
+    data: MarketData, names: tuple[str, ...], clip: float, out: Tensor | None = None
+) -> Tensor:
     """The observed features of every bar, normalised as the module docstring says.
 
     Returns float32 [T, N, len(names)] on the data's device: `out` when given (a
@@ -440,8 +438,9 @@ def normalized_feature_table(data: MarketData, names: tuple[str, ...], clip: flo
             f"statistics fitted on the panel itself ({data.start} .. {data.end}); for a validation or "
             f"test period that looks ahead. Cut periods with MarketData.split / period, or load the data "
             f"set by recipe (market_envs.data.load attaches its training statistics).",
-            UserWarning, stacklevel=3,
-        )  # fmt: skip
+            UserWarning,
+            stacklevel=3,
+        )
         stats = data.fit_normalization()
     if out is None:
         out = torch.empty((data.num_bars, data.num_tickers, len(names)), dtype=torch.float32, device=data.device)
@@ -618,10 +617,13 @@ def _pace_of(config: EnvConfig, rules: _Rules, rows: int, device: torch.device) 
     """`config`'s trade rate and band for `rows` accounts, [rows, 1] each (None where off)."""
     if not (rules.has_rate or rules.has_band):
         return None
+
     def column(x: float) -> Tensor:
         return torch.full((rows, 1), x, dtype=torch.float64, device=device)
-    return _Pace(column(config.trade_rate) if rules.has_rate else None,
-                 column(config.no_trade_band) if rules.has_band else None)  # fmt: skip
+
+    return _Pace(
+        column(config.trade_rate) if rules.has_rate else None, column(config.no_trade_band) if rules.has_band else None
+    )
 
 
 def _clean_actions(actions: Tensor, dtype: torch.dtype) -> Tensor:
@@ -632,8 +634,15 @@ def _clean_actions(actions: Tensor, dtype: torch.dtype) -> Tensor:
 
 def _mapping_only(config: EnvConfig, num_stocks: int) -> _Rules:
     """`_Rules` holding only what maps actions to orders (the rest neutral)."""
-    return _Rules(**_mapping_rules(config, num_stocks), buy_cost=0.0, sell_cost=0.0, reward_scale=1.0,
-                  initial_cash=float(config.initial_cash), account_low=0.0, account_high=1.0)  # fmt: skip
+    return _Rules(
+        **_mapping_rules(config, num_stocks),
+        buy_cost=0.0,
+        sell_cost=0.0,
+        reward_scale=1.0,
+        initial_cash=float(config.initial_cash),
+        account_low=0.0,
+        account_high=1.0,
+    )
 
 
 def aim_weights(actions: Tensor, config: EnvConfig) -> Tensor:
@@ -740,8 +749,15 @@ class _Side(NamedTuple):
 
 
 def _fill(
-    state: _State, actions: Tensor, price: Tensor, tradable: Tensor, guard: Tensor, market: _Market, rules: _Rules,
-    pace: _Pace | None = None, reducible: Tensor | None = None,
+    state: _State,
+    actions: Tensor,
+    price: Tensor,
+    tradable: Tensor,
+    guard: Tensor,
+    market: _Market,
+    rules: _Rules,
+    pace: _Pace | None = None,
+    reducible: Tensor | None = None,
 ) -> _Fill:
     """Settle sells then buys at `price`, charging every cost term; see the module docstring.
     `tradable` and `reducible` are the fill bar's rows of the masks (`tradable_orders`)."""
@@ -849,11 +865,22 @@ def _fill_with_costs_native(
     `native.INTERFACE` declares them: a name it does not declare is an error."""
     fill = native.fill_with_costs_op if rules.fused else native.fill_with_costs
     holdings, sums = fill(
-        sells=sells, buys=buys, price=price, holdings=state.holdings, cash=state.cash, bars=market.bars,
-        half_spread=market.half_spread, impact=market.impact, fill_cap=market.fill_cap, buy_cost=rules.buy_cost,
-        sell_cost=rules.sell_cost, per_share=rules.commission_per_share, minimum=rules.commission_min,
-        max_rate=rules.commission_max_rate, terms=rules.native_terms,
-    )  # fmt: skip
+        sells=sells,
+        buys=buys,
+        price=price,
+        holdings=state.holdings,
+        cash=state.cash,
+        bars=market.bars,
+        half_spread=market.half_spread,
+        impact=market.impact,
+        fill_cap=market.fill_cap,
+        buy_cost=rules.buy_cost,
+        sell_cost=rules.sell_cost,
+        per_share=rules.commission_per_share,
+        minimum=rules.commission_min,
+        max_rate=rules.commission_max_rate,
+        terms=rules.native_terms,
+    )
     return _Fill(holdings=holdings, **dict(zip(native.OUTPUTS, sums.unbind(0), strict=True)))
 
 
@@ -890,9 +917,7 @@ def _slippage(shares: Tensor, market: _Market, in_place: bool = False) -> Tensor
     return rate.clamp_max_(1.0)
 
 
-def _commission_before_caps(
-    sells: Tensor, buys: Tensor, orders: Tensor, price: Tensor, rules: _Rules
-) -> Tensor | None:
+def _commission_before_caps(sells: Tensor, buys: Tensor, orders: Tensor, price: Tensor, rules: _Rules) -> Tensor | None:
     """Each order's commission before its caps, [E, N], both sides at once (a stock is sold or
     bought, never both): ``rate x value + fee per share x shares``, at least the minimum (also where
     there is no order: the caps of `_side_costs` make that 0). None when the commission is the rate
@@ -911,8 +936,15 @@ def _commission_before_caps(
 
 
 def _side_costs(
-    shares: Tensor, price: Tensor, rate: Tensor | None, market: _Market, commission_rate: float, rules: _Rules,
-    sale: bool, split: bool = True, fee: Tensor | None = None,
+    shares: Tensor,
+    price: Tensor,
+    rate: Tensor | None,
+    market: _Market,
+    commission_rate: float,
+    rules: _Rules,
+    sale: bool,
+    split: bool = True,
+    fee: Tensor | None = None,
 ) -> _Side:
     """The value of orders of `shares` (>= 0, one side) and their costs; `rate`: their `_slippage`,
     `fee`: their `_commission_before_caps` when computed for both sides (see `_order_commission`).
@@ -938,8 +970,14 @@ def _side_costs(
 
 
 def _order_commission(
-    shares: Tensor, value: Tensor, rate: Tensor | None, commission_rate: float, rules: _Rules, sale: bool,
-    fee: Tensor | None = None, value_dead: bool = False,
+    shares: Tensor,
+    value: Tensor,
+    rate: Tensor | None,
+    commission_rate: float,
+    rules: _Rules,
+    sale: bool,
+    fee: Tensor | None = None,
+    value_dead: bool = False,
 ) -> Tensor | None:
     """The commission of each order of `shares` (one side) worth `value`, [E, N]; None when it is
     the rate alone, ``commission_rate x value`` (linear: the caller sums the values instead).
@@ -976,7 +1014,12 @@ def _order_commission(
 
 
 def _buys_within_cash(
-    buys: Tensor, price: Tensor, cash: Tensor, rate: Tensor | None, fee: Tensor | None, market: _Market,
+    buys: Tensor,
+    price: Tensor,
+    cash: Tensor,
+    rate: Tensor | None,
+    fee: Tensor | None,
+    market: _Market,
     rules: _Rules,
 ) -> tuple[Tensor, Tensor]:
     """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
@@ -1145,8 +1188,13 @@ def fill_costs(before: Tensor, after: Tensor, bars: Tensor, tables: _Tables, rul
     value = (sold + bought) * price
     zero = torch.zeros_like(value)
     if not rules.has_costs:
-        return {"value": value, "commission": sold * price * rules.sell_cost + bought * price * rules.buy_cost,
-                "spread": zero, "impact": zero, "price": price.expand_as(value)}  # fmt: skip
+        return {
+            "value": value,
+            "commission": sold * price * rules.sell_cost + bought * price * rules.buy_cost,
+            "spread": zero,
+            "impact": zero,
+            "price": price.expand_as(value),
+        }
     market = _Market(_row(tables.half_spread, bars), _row(tables.impact, bars), None)
     rate = _slippage(sold + bought, market)
     slipped = zero if rate is None else value * rate
@@ -1157,8 +1205,13 @@ def fill_costs(before: Tensor, after: Tensor, bars: Tensor, tables: _Tables, rul
         side_value = shares * price
         fee = _order_commission(shares, side_value, rate, rate_of_side, rules, sale)
         commission.append(side_value * rate_of_side if fee is None else fee)
-    return {"value": value, "commission": commission[0] + commission[1], "spread": spread, "impact": impact,
-            "price": price.expand_as(value)}  # fmt: skip
+    return {
+        "value": value,
+        "commission": commission[0] + commission[1],
+        "spread": spread,
+        "impact": impact,
+        "price": price.expand_as(value),
+    }
 
 
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
@@ -1301,8 +1354,13 @@ def own_code(function: Callable) -> Callable:
     that, silently. A closure made by one ``def`` (or a ``functools.partial`` of one function)
     shares its code object with every other closure made there: so each compiled kernel gets a
     copy of its own."""
-    return types.FunctionType(function.__code__.replace(), function.__globals__, function.__name__,
-                              function.__defaults__, function.__closure__)  # fmt: skip
+    return types.FunctionType(
+        function.__code__.replace(),
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
 
 
 _KERNELS: dict[tuple, Callable] = {}
@@ -1394,8 +1452,10 @@ class StockTradingVecEnv:
         unavailable = set(data.unavailable_features)
         lacking = [name for name in names if name in unavailable]
         if lacking:
-            raise ConfigError(f"EnvConfig.features: {lacking} need columns that data set {data.name!r} lacks "
-                              f"({', '.join(data.meta['missing_columns'])})")  # fmt: skip
+            raise ConfigError(
+                f"EnvConfig.features: {lacking} need columns that data set {data.name!r} lacks "
+                f"({', '.join(data.meta['missing_columns'])})"
+            )
         check_costs_for_data(config.costs, data)
 
         self.config = config
@@ -1441,8 +1501,11 @@ class StockTradingVecEnv:
             self._tables = self._tables._replace(trade_rate=pace.rate, band=pace.band)
         self.compiled = bool(compile)
         shapes = (self.num_envs, *(None if t is None else tuple(t.shape) for t in self._tables))
-        self._kernel = (compiled_step_kernel(self._rules, self.device, shapes) if compile
-                        else functools.partial(_step_kernel, rules=self._rules))  # fmt: skip
+        self._kernel = (
+            compiled_step_kernel(self._rules, self.device, shapes)
+            if compile
+            else functools.partial(_step_kernel, rules=self._rules)
+        )
 
         last_bar = self.num_bars - 1
         if config.episode_length is None:  # run to the end of the data from any start
@@ -1487,7 +1550,9 @@ class StockTradingVecEnv:
             guard=guard,
             **self._cost_tables(),
             # a panel whose stocks never leave the index (or without membership) keeps the step as it was
-            reducible=data.reducible.contiguous() if data.reducible is not None and bool(data.reducible.any()) else None,
+            reducible=data.reducible.contiguous()
+            if data.reducible is not None and bool(data.reducible.any())
+            else None,
         )
 
     def _cost_tables(self) -> dict[str, Tensor | None]:
@@ -1510,9 +1575,14 @@ class StockTradingVecEnv:
 
         half_spread = None
         if terms.spread and costs.spread_model == "high_low":
-            half_spread = abdi_ranaldo_half_spread(
-                column("high"), column("low"), column("close"), costs.spread_window
-            )[earlier:].mul(costs.spread_scale).clamp_max(1.0).float().double().contiguous()
+            half_spread = (
+                abdi_ranaldo_half_spread(column("high"), column("low"), column("close"), costs.spread_window)[earlier:]
+                .mul(costs.spread_scale)
+                .clamp_max(1.0)
+                .float()
+                .double()
+                .contiguous()
+            )
         elif terms.spread:
             per_ticker = costs.spread_model == "per_ticker"
             bps = costs.spread_bps_per_ticker if per_ticker else (costs.spread_bps,) * self.num_stocks
@@ -1606,7 +1676,9 @@ class StockTradingVecEnv:
     def _fixed_start(self, bar: Any) -> tuple[Tensor, Tensor]:
         """Start and end bars [E] of episodes that all start at ``bar`` (`reset`'s ``"start"``)."""
         if isinstance(bar, bool) or int(bar) != bar or not 0 <= int(bar) < self.num_bars:
-            raise UserError(f"StockTradingVecEnv.reset: options['start'] must be a bar in 0..{self.num_bars - 1}, got {bar!r}")
+            raise UserError(
+                f"StockTradingVecEnv.reset: options['start'] must be a bar in 0..{self.num_bars - 1}, got {bar!r}"
+            )
         start = torch.full((self.num_envs,), int(bar), dtype=torch.int64, device=self.device)
         return start, (start + self._episode_steps).clamp_max(self.num_bars - 1)
 
@@ -1614,12 +1686,16 @@ class StockTradingVecEnv:
         """`reset` with a starting book (cash [E], holdings [E, N]); see `reset`."""
         shapes = {"cash": (self.num_envs,), "holdings": (self.num_envs, self.num_stocks)}
         if set(book) - set(shapes) or len(book) != 2:
-            raise UserError(f"StockTradingVecEnv.reset: options must hold exactly 'cash' and 'holdings', got {sorted(book)}")
+            raise UserError(
+                f"StockTradingVecEnv.reset: options must hold exactly 'cash' and 'holdings', got {sorted(book)}"
+            )
         values = {}
         for key, shape in shapes.items():
             value = torch.as_tensor(book[key], dtype=torch.float64, device=self.device)
             if tuple(value.shape) != shape:
-                raise UserError(f"StockTradingVecEnv.reset: options[{key!r}] must have shape {shape}, got {tuple(value.shape)}")
+                raise UserError(
+                    f"StockTradingVecEnv.reset: options[{key!r}] must have shape {shape}, got {tuple(value.shape)}"
+                )
             values[key] = value.clone()
         cash, holdings = values["cash"], values["holdings"]
         if not self.config.short_selling and bool((holdings < 0).any()):
@@ -1655,16 +1731,22 @@ class StockTradingVecEnv:
         Only what the config already turns on can vary (a rate below 1, a band above 0: the
         kernel is built without the others); values are checked as `EnvConfig` checks its own.
         """
-        for name, given, field, on in (("trade_rate", trade_rate, "trade_rate", self._rules.has_rate),
-                                       ("no_trade_band", no_trade_band, "band", self._rules.has_band)):  # fmt: skip
+        for name, given, field, on in (
+            ("trade_rate", trade_rate, "trade_rate", self._rules.has_rate),
+            ("no_trade_band", no_trade_band, "band", self._rules.has_band),
+        ):
             if given is None:
                 continue
             if not on:
-                raise UserError(f"StockTradingVecEnv.set_pace: {name} varies only when the config sets one "
-                                f"(EnvConfig.{name} {'below 1' if name == 'trade_rate' else 'above 0'})")  # fmt: skip
+                raise UserError(
+                    f"StockTradingVecEnv.set_pace: {name} varies only when the config sets one "
+                    f"(EnvConfig.{name} {'below 1' if name == 'trade_rate' else 'above 0'})"
+                )
             values = torch.as_tensor(given, dtype=torch.float64, device=self.device).reshape(-1, 1)
             if values.shape[0] != self.num_envs:
-                raise UserError(f"StockTradingVecEnv.set_pace: {name} needs {self.num_envs} values, got {values.shape[0]}")
+                raise UserError(
+                    f"StockTradingVecEnv.set_pace: {name} needs {self.num_envs} values, got {values.shape[0]}"
+                )
             high = 1.0 if name == "trade_rate" else math.inf
             if not bool(((values >= 0) & (values <= high)).all()):
                 raise UserError(f"StockTradingVecEnv.set_pace: {name} must lie in [0, {high:g}]")
@@ -1685,7 +1767,11 @@ class StockTradingVecEnv:
         state = self._require_reset()
         actions = _clean_actions(actions.to(self.device), torch.float64)
         price = price.to(self.device, torch.float64).expand_as(state.holdings)
-        pace = _Pace(self._tables.trade_rate, self._tables.band) if (self._rules.has_rate or self._rules.has_band) else None
+        pace = (
+            _Pace(self._tables.trade_rate, self._tables.band)
+            if (self._rules.has_rate or self._rules.has_band)
+            else None
+        )
         sells, buys = _orders(actions, state.holdings, price, state.cash, self._rules, pace)
         if self._rules.leavers:
             sells, buys = toward_zero(sells, buys, state.holdings, self._tables.reducible.index_select(0, state.t))
@@ -1694,7 +1780,9 @@ class StockTradingVecEnv:
     def fill_costs(self, before: Tensor, after: Tensor, bars: Tensor) -> dict[str, Tensor]:
         """Each stock's value traded and costs by term of the fills that took holdings from
         `before` to `after` at the open of `bars` (`fill_costs`; a trade list's rows)."""
-        return fill_costs(before.to(self.device), after.to(self.device), bars.to(self.device), self._tables, self._rules)
+        return fill_costs(
+            before.to(self.device), after.to(self.device), bars.to(self.device), self._tables, self._rules
+        )
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Advance every sub-environment by one bar.

@@ -59,10 +59,7 @@ class GymVecEnv:
         if num_envs <= 0:
             raise ConfigError(f"GymVecEnv: num_envs must be positive, got {num_envs}")
         if vectorization not in VECTORIZATION_MODES:
-            raise ConfigError(
-                f"GymVecEnv: vectorization must be one of {VECTORIZATION_MODES}, "
-                f"got {vectorization!r}"
-            )
+            raise ConfigError(f"GymVecEnv: vectorization must be one of {VECTORIZATION_MODES}, got {vectorization!r}")
         self.env_id = env_id
         self.num_envs = int(num_envs)
         self.device = resolve_device(device)
@@ -79,9 +76,7 @@ class GymVecEnv:
     def _read_spaces(self) -> None:
         """Observation and action spaces, their sizes and the action rescaling."""
         vector_env = self.vector_env
-        self.single_observation_space = _check_box(
-            vector_env.single_observation_space, self.env_id, "observation"
-        )
+        self.single_observation_space = _check_box(vector_env.single_observation_space, self.env_id, "observation")
         self.single_action_space = _check_box(vector_env.single_action_space, self.env_id, "action")
         self.obs_dim = int(self.single_observation_space.shape[0])
         self.act_dim = int(self.single_action_space.shape[0])
@@ -92,9 +87,7 @@ class GymVecEnv:
         self._act_low = low
         self._act_half_range = (high - low) / 2.0
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Tensor, dict[str, Tensor]]:
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
         """Reset every sub-environment; obs float32 [E, obs_dim] on `device`."""
         if seed is None and not self._has_reset:
             seed = self.seed
@@ -102,16 +95,13 @@ class GymVecEnv:
         self._has_reset = True
         return self._to_device(obs), {}
 
-    def step(
-        self, actions: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
+    def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Step every sub-environment with actions [E, act_dim] in [-1, 1] (clipped)."""
         if not self._has_reset:
             raise UserError("GymVecEnv.step called before reset()")
         if tuple(actions.shape) != (self.num_envs, self.act_dim):
             raise ConfigError(
-                f"GymVecEnv.step: actions must have shape ({self.num_envs}, {self.act_dim}), "
-                f"got {tuple(actions.shape)}"
+                f"GymVecEnv.step: actions must have shape ({self.num_envs}, {self.act_dim}), got {tuple(actions.shape)}"
             )
         host_actions = actions.detach().to("cpu", torch.float64).numpy()
         scaled = self._act_low + (np.clip(host_actions, -1.0, 1.0) + 1.0) * self._act_half_range
@@ -157,24 +147,19 @@ DTYPES = {"f": np.float32, "b": np.bool_}
 """Host dtypes by numpy kind: every float becomes float32, flags stay bool."""
 
 
-def _make_vec(
-    env_id: str, num_envs: int, vectorization: str, env_kwargs: dict[str, Any]
-) -> gym.vector.VectorEnv:
+def _make_vec(env_id: str, num_envs: int, vectorization: str, env_kwargs: dict[str, Any]) -> gym.vector.VectorEnv:
     vector_kwargs = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
     try:
-        return gym.make_vec(env_id, num_envs, vectorization_mode=vectorization,
-                            vector_kwargs=vector_kwargs, **env_kwargs)  # fmt: skip
+        return gym.make_vec(
+            env_id, num_envs, vectorization_mode=vectorization, vector_kwargs=vector_kwargs, **env_kwargs
+        )
     except gym.error.Error as err:
         raise UserError(f"cannot make gymnasium env '{env_id}': {err}") from err
 
 
 def _check_box(space: gym.Space, env_id: str, what: str) -> gym.spaces.Box:
     if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-        raise ConfigError(
-            f"GymVecEnv: {env_id} needs a flat Box {what} space, got {space!r}"
-        )
+        raise ConfigError(f"GymVecEnv: {env_id} needs a flat Box {what} space, got {space!r}")
     if what == "observation":
-        return gym.spaces.Box(
-            space.low.astype(np.float32), space.high.astype(np.float32), space.shape, np.float32
-        )
+        return gym.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32), space.shape, np.float32)
     return space

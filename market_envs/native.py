@@ -43,8 +43,16 @@ if TYPE_CHECKING:
     from market_envs.costs import Terms
 
 SOURCE = Path(__file__).with_name("fill_costs.c")
-FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
-         "-shared", "-fPIC")  # fmt: skip
+FLAGS = (
+    "-O3",
+    "-march=native",
+    "-fopenmp-simd",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+    "-fno-trapping-math",
+    "-shared",
+    "-fPIC",
+)
 """-ffp-contract=off: no fused multiply-adds, so each product rounds as torch's does.
 -fno-math-errno (sqrt need not set errno) and -fno-trapping-math (floating-point exceptions need
 not be raised where the source raises them) change no result; without them gcc leaves the loops
@@ -177,8 +185,12 @@ def build(directory: Path | None = None, source: Path = SOURCE) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=directory) as scratch:
         partial = Path(scratch) / library.name
-        subprocess.run([compiler, *FLAGS, "-o", str(partial), str(source), "-lm"], check=True,
-                       capture_output=True, timeout=BUILD_SECONDS)  # fmt: skip
+        subprocess.run(
+            [compiler, *FLAGS, "-o", str(partial), str(source), "-lm"],
+            check=True,
+            capture_output=True,
+            timeout=BUILD_SECONDS,
+        )
         os.replace(partial, library)
     return library
 
@@ -196,8 +208,9 @@ def library() -> ctypes.CDLL | None:
             f"market_envs: the CPU kernel for trading costs could not be built ({error}"
             f"{': ' + detail.decode(errors='replace').strip().splitlines()[0] if detail.strip() else ''}); "
             "the torch kernel is used instead (slower with costs; set MARKET_ENVS_NATIVE=0 to silence this)",
-            RuntimeWarning, stacklevel=2,
-        )  # fmt: skip
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
     native.fill_with_costs.restype = None
     native.fill_with_costs.argtypes = argtypes()

@@ -82,8 +82,12 @@ class Bar(NamedTuple):
 
     def rows(self, start: int, stop: int) -> Bar:
         """The rows [start, stop) of the per-row fields (a group's strategy of several rows)."""
-        return self._replace(obs=self.obs[start:stop], cash=self.cash[start:stop],
-                             holdings=self.holdings[start:stop], value=self.value[start:stop])  # fmt: skip
+        return self._replace(
+            obs=self.obs[start:stop],
+            cash=self.cash[start:stop],
+            holdings=self.holdings[start:stop],
+            value=self.value[start:stop],
+        )
 
 
 class Program(Protocol):
@@ -116,8 +120,22 @@ def _at(prepared: Any, k: int) -> Any:
     return tree_map(lambda x: None if x is None else x[k], prepared)
 
 
-def _chunk(state, obs, params, prepared, tables, first, new_start, new_end, *, program, rules, steps: int,
-           record: tuple[str, ...], width: int):  # fmt: skip
+def _chunk(
+    state,
+    obs,
+    params,
+    prepared,
+    tables,
+    first,
+    new_start,
+    new_end,
+    *,
+    program,
+    rules,
+    steps: int,
+    record: tuple[str, ...],
+    width: int,
+):
     """``steps`` bars of (decide, `_step_kernel`, observe); returns the state, the last
     observation and the recorded ``info`` entries, each stacked [steps, ...]. `prepared`:
     the program's `prepare` of these bars.
@@ -147,10 +165,13 @@ def _chunk(state, obs, params, prepared, tables, first, new_start, new_end, *, p
 def _cut(tables: Any, bars: Tensor, num_bars: int) -> Any:
     """The rows `bars` of every per-bar table (a [1, N] table, the same every bar, stays; the
     per-sub-environment tables, `PER_ENV_TABLES`, stay whole even when E equals T)."""
-    return tables._replace(**{name: table.index_select(0, bars)
-                              for name, table in tables._asdict().items()
-                              if name not in PER_ENV_TABLES and table is not None
-                              and table.shape[0] == num_bars})  # fmt: skip
+    return tables._replace(
+        **{
+            name: table.index_select(0, bars)
+            for name, table in tables._asdict().items()
+            if name not in PER_ENV_TABLES and table is not None and table.shape[0] == num_bars
+        }
+    )
 
 
 def _within_cash(buys: Tensor, cash: Tensor, *, price: Tensor, t1: Tensor, tables: Any, rules: Any) -> Tensor:
@@ -175,15 +196,43 @@ def _chunk_function(program: Program, rules: Any, steps: int, record: tuple[str,
     function gets a copy of the code of its own."""
 
     def chunk(state, obs, params, prepared, tables, first, new_start, new_end):
-        return _chunk(state, obs, params, prepared, tables, first, new_start, new_end, program=program, rules=rules,
-                      steps=steps, record=record, width=width)  # fmt: skip
+        return _chunk(
+            state,
+            obs,
+            params,
+            prepared,
+            tables,
+            first,
+            new_start,
+            new_end,
+            program=program,
+            rules=rules,
+            steps=steps,
+            record=record,
+            width=width,
+        )
 
     return own_code(chunk)
 
 
-RECORDABLE = ("value", "cash", "holdings", "turnover", "costs", "cost_commission", "cost_spread", "cost_impact",
-              "cost_borrow", "ordered_value", "unfilled_value", "unfilled_shares", "reward", "terminated",
-              "truncated", "previous_value")  # fmt: skip
+RECORDABLE = (
+    "value",
+    "cash",
+    "holdings",
+    "turnover",
+    "costs",
+    "cost_commission",
+    "cost_spread",
+    "cost_impact",
+    "cost_borrow",
+    "ordered_value",
+    "unfilled_value",
+    "unfilled_shares",
+    "reward",
+    "terminated",
+    "truncated",
+    "previous_value",
+)
 """The ``info`` entries a `Rollout` can record per bar (those of `StockTradingVecEnv.step`, and
 ``reward``, ``terminated``, ``truncated`` and ``previous_value``, the value before the step)."""
 
@@ -200,11 +249,19 @@ class Rollout:
         Uncompiled, the chunk runs the same operations eagerly (a check, not faster).
     """
 
-    def __init__(self, env: StockTradingVecEnv, program: Program, record: Sequence[str] = ("value",),
-                 chunk: int = DEFAULT_CHUNK, compile: bool | None = None, block: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        env: StockTradingVecEnv,
+        program: Program,
+        record: Sequence[str] = ("value",),
+        chunk: int = DEFAULT_CHUNK,
+        compile: bool | None = None,
+        block: int | None = None,
+    ) -> None:
         if env.config.random_start or env.config.episode_length is not None:
-            raise UserError("Rollout needs the env's deterministic full-period mode "
-                            "(random_start=False, episode_length=None)")  # fmt: skip
+            raise UserError(
+                "Rollout needs the env's deterministic full-period mode (random_start=False, episode_length=None)"
+            )
         unknown = sorted(set(record) - set(RECORDABLE))
         if unknown:
             raise UserError(f"Rollout cannot record {unknown}; it records {list(RECORDABLE)}")
@@ -225,8 +282,12 @@ class Rollout:
         self._run_chunk = _CHUNKS[key]
 
     @torch.no_grad()
-    def run(self, params: Any = (), obs: Tensor | None = None,
-            on_chunk: Callable[[int, int, dict[str, Tensor]], None] | None = None) -> dict[str, Tensor]:  # fmt: skip
+    def run(
+        self,
+        params: Any = (),
+        obs: Tensor | None = None,
+        on_chunk: Callable[[int, int, dict[str, Tensor]], None] | None = None,
+    ) -> dict[str, Tensor]:
         """One pass from the first bar to the last.
 
         :param params: the program's tensors.
@@ -249,7 +310,9 @@ class Rollout:
         block_bars = torch.arange(self.block, device=env.device)
         for first in range(0, steps, self.chunk):
             if first % self.block == 0:  # bars first .. first + block - 1, the last repeated past the end
-                ready = self.program.prepare(params, env._tables.obs.index_select(0, (block_bars + first).clamp_max(last)))
+                ready = self.program.prepare(
+                    params, env._tables.obs.index_select(0, (block_bars + first).clamp_max(last))
+                )
             at = first % self.block
             prepared = tree_map(lambda x: None if x is None else x[at : at + self.chunk], ready)
             # the chunk's bars first .. first + chunk (its fills read one bar ahead), the last
@@ -258,8 +321,11 @@ class Rollout:
             tables = _cut(env._tables, bars, env.num_bars)
             relative = state._replace(t=state.t - first, end=state.end - first)
             start = torch.full((1,), first, dtype=torch.int64, device=env.device)
-            cut = tree_map(lambda x: x.table.index_select(0, bars) if isinstance(x, PerBar) else x, params,
-                           is_leaf=lambda x: isinstance(x, PerBar))  # fmt: skip
+            cut = tree_map(
+                lambda x: x.table.index_select(0, bars) if isinstance(x, PerBar) else x,
+                params,
+                is_leaf=lambda x: isinstance(x, PerBar),
+            )
             relative, obs, rows = self._run_chunk(relative, obs, cut, prepared, tables, start, new_start, relative.end)
             state = relative._replace(t=relative.t + first, end=relative.end + first)
             real = min(self.chunk, steps - first)

@@ -59,16 +59,27 @@ def sessions_by_hand(start: str, end: str, extra: tuple[str, ...] = ()) -> dict[
 def served_market() -> dict[str, pd.DataFrame]:
     """Minute bars (UTC) of every session from the history's start to the paper days' end."""
     days = sessions_by_hand(HISTORY[0], PAPER[1])
-    stamps = pd.DatetimeIndex(np.concatenate([pd.date_range(o, c, freq="1min", inclusive="left").tz_convert("UTC")
-                                              for o, c in days.values()]))  # fmt: skip
-    return {ticker: bars_frame(stamps, seed=10 + i, level=40.0 + 60 * i) for i, ticker in enumerate((*TICKERS, BENCHMARK))}
+    stamps = pd.DatetimeIndex(
+        np.concatenate([pd.date_range(o, c, freq="1min", inclusive="left").tz_convert("UTC") for o, c in days.values()])
+    )
+    return {
+        ticker: bars_frame(stamps, seed=10 + i, level=40.0 + 60 * i) for i, ticker in enumerate((*TICKERS, BENCHMARK))
+    }
 
 
 class BrokerServer(VendorServer):
     """The bars of `bars` and a paper account, on loopback (see the module docstring)."""
 
-    def __init__(self, bars: dict[str, pd.DataFrame], start: str, *, cash: float = 100_000.0, tick_s: float = 2.0,
-                 extra_sessions: tuple[str, ...] = (), account_number: str = "PA3XKTEST01") -> None:  # fmt: skip
+    def __init__(
+        self,
+        bars: dict[str, pd.DataFrame],
+        start: str,
+        *,
+        cash: float = 100_000.0,
+        tick_s: float = 2.0,
+        extra_sessions: tuple[str, ...] = (),
+        account_number: str = "PA3XKTEST01",
+    ) -> None:
         super().__init__(bars, page_size=10_000)
         self.now = pd.Timestamp(start, tz=NY)
         self.tick = pd.Timedelta(seconds=tick_s)
@@ -123,9 +134,19 @@ class BrokerServer(VendorServer):
             if path == "/v2/account":
                 return _reply(handler, 200, self._account())
             if path == "/v2/positions" and method == "GET":
-                return _reply(handler, 200, [{"symbol": s, "qty": repr(q), "side": "long" if q > 0 else "short",
-                                            "market_value": repr(q * self.price(s) if self.session_at(self.now) else 0.0)}
-                                           for s, q in sorted(self.positions.items())])  # fmt: skip
+                return _reply(
+                    handler,
+                    200,
+                    [
+                        {
+                            "symbol": s,
+                            "qty": repr(q),
+                            "side": "long" if q > 0 else "short",
+                            "market_value": repr(q * self.price(s) if self.session_at(self.now) else 0.0),
+                        }
+                        for s, q in sorted(self.positions.items())
+                    ],
+                )
             if path == "/v2/orders" and method == "POST":
                 return self._post_order(handler, body)
             if path == "/v2/orders:by_client_order_id":
@@ -144,8 +165,17 @@ class BrokerServer(VendorServer):
                 return _reply(handler, 200, order)
             if path == "/v2/stocks/trades/latest":
                 symbols = query["symbols"].split(",")
-                return _reply(handler, 200, {"trades": {s: {"t": self.now.isoformat(), "p": self.price(s), "s": 100}
-                                                      for s in symbols if s in self._opens}})  # fmt: skip
+                return _reply(
+                    handler,
+                    200,
+                    {
+                        "trades": {
+                            s: {"t": self.now.isoformat(), "p": self.price(s), "s": 100}
+                            for s in symbols
+                            if s in self._opens
+                        }
+                    },
+                )
         return None
 
     def _clock(self) -> dict:
@@ -159,14 +189,31 @@ class BrokerServer(VendorServer):
         session = self.session_at(self.now)
         upcoming = self.next_open(self.now)
         close = session[1] if session else self.sessions[f"{upcoming:%Y-%m-%d}"][1]
-        return {"timestamp": self.now.isoformat(), "is_open": session is not None, "next_open": upcoming.isoformat(),
-                "next_close": close.isoformat()}  # fmt: skip
+        return {
+            "timestamp": self.now.isoformat(),
+            "is_open": session is not None,
+            "next_open": upcoming.isoformat(),
+            "next_close": close.isoformat(),
+        }
 
     def _account(self) -> dict:
-        equity = self.cash + sum(q * self.price(s) for s, q in self.positions.items()) if self.session_at(self.now) else self.cash
-        return {"id": "acct-1", "account_number": self.account_number, "status": "ACTIVE", "currency": "USD",
-                "cash": repr(self.cash), "equity": repr(equity), "buying_power": repr(max(self.cash, 0.0)),
-                "trading_blocked": False, "account_blocked": False, "pattern_day_trader": False}  # fmt: skip
+        equity = (
+            self.cash + sum(q * self.price(s) for s, q in self.positions.items())
+            if self.session_at(self.now)
+            else self.cash
+        )
+        return {
+            "id": "acct-1",
+            "account_number": self.account_number,
+            "status": "ACTIVE",
+            "currency": "USD",
+            "cash": repr(self.cash),
+            "equity": repr(equity),
+            "buying_power": repr(max(self.cash, 0.0)),
+            "trading_blocked": False,
+            "account_blocked": False,
+            "pattern_day_trader": False,
+        }
 
     def _post_order(self, handler, body: dict):
         client_id, symbol, side = body["client_order_id"], body["symbol"], body["side"]
@@ -178,7 +225,9 @@ class BrokerServer(VendorServer):
             status, message = self.reject[symbol]
             return _reply(handler, status, {"code": status * 100000, "message": message})
         if self.session_at(self.now) is None:
-            return _reply(handler, 422, {"code": 42210000, "message": "market is closed (test server takes no queued order)"})
+            return _reply(
+                handler, 422, {"code": 42210000, "message": "market is closed (test server takes no queued order)"}
+            )
         price = self.price(symbol) * (1 + (1 if side == "buy" else -1) * self.slippage_bp * 1e-4)
         if side == "buy" and qty * price > self.cash + 1e-6:
             return _reply(handler, 403, {"code": 40310000, "message": "insufficient buying power"})
@@ -191,10 +240,19 @@ class BrokerServer(VendorServer):
             self.positions.pop(symbol, None)
         else:
             self.positions[symbol] = held
-        order = {"id": order_id, "client_order_id": client_id, "symbol": symbol, "side": side, "type": "market",
-                 "time_in_force": body.get("time_in_force"), "qty": repr(qty), "filled_qty": repr(filled),
-                 "filled_avg_price": repr(price) if filled else None, "submitted_at": self.now.isoformat(),
-                 "status": "filled" if filled >= qty else "partially_filled"}  # fmt: skip
+        order = {
+            "id": order_id,
+            "client_order_id": client_id,
+            "symbol": symbol,
+            "side": side,
+            "type": "market",
+            "time_in_force": body.get("time_in_force"),
+            "qty": repr(qty),
+            "filled_qty": repr(filled),
+            "filled_avg_price": repr(price) if filled else None,
+            "submitted_at": self.now.isoformat(),
+            "status": "filled" if filled >= qty else "partially_filled",
+        }
         self.orders[order_id] = order
         self.by_client[client_id] = order_id
         if self.hold_order is not None and len(self.orders) == self.hold_order:

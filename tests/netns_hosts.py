@@ -79,8 +79,13 @@ class HostLab:
     def add_host(self, name: str) -> Host:
         """A namespace joined to the bridge, with its own address."""
         index = len(self.hosts)
-        host = Host(name, f"{self.tag}-{name}", f"10.213.{self.subnet}.{10 + index}",
-                    f"{self.tag}v{index}r", f"{self.tag}v{index}h")  # fmt: skip
+        host = Host(
+            name,
+            f"{self.tag}-{name}",
+            f"10.213.{self.subnet}.{10 + index}",
+            f"{self.tag}v{index}r",
+            f"{self.tag}v{index}h",
+        )
         self.hosts[name] = host
         _ip("netns", "add", host.namespace)
         _ip("link", "add", host.veth_root, "type", "veth", "peer", "name", host.veth_host)
@@ -96,8 +101,13 @@ class HostLab:
         """Run ``argv`` inside host ``name``, its output in ``logs/<log>.log``."""
         host = self.hosts[name]
         out = open(self.logs / f"{log}.log", "ab")  # noqa: SIM115 - closed with the process
-        process = subprocess.Popen(["ip", "netns", "exec", host.namespace, *argv], env=env, stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            ["ip", "netns", "exec", host.namespace, *argv],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         out.close()
         host.processes.append(process)
         return process
@@ -147,7 +157,7 @@ def sweep_dead_labs() -> list[str]:
     killed before its ``finally``); return their tags. Labs of live processes stay."""
     names = _ip("netns", "list", check=False).stdout.split() + [
         line.split(":")[1].strip().split("@")[0] for line in _ip("-o", "link", "show", check=False).stdout.splitlines()
-    ]  # fmt: skip
+    ]
     dead = sorted({m.group(0) for n in names if (m := TAG.match(n)) and not _alive(int(m.group(1), 16))})
     for tag in dead:
         for name in names:

@@ -25,8 +25,15 @@ from trader.cli import main as cli
 from market_fixtures import write_tiny_recipe
 
 TINY_PPO = {"num_steps": 32, "update_epochs": 1, "num_minibatches": 2, "hidden_sizes": [16]}
-COSTLY = CostModel(commission_per_share=0.005, commission_min=1.0, spread_model="high_low", spread_window=20,
-                   impact_eta=1.0, impact_window_days=1, participation=0.05)  # fmt: skip
+COSTLY = CostModel(
+    commission_per_share=0.005,
+    commission_min=1.0,
+    spread_model="high_low",
+    spread_window=20,
+    impact_eta=1.0,
+    impact_window_days=1,
+    participation=0.05,
+)
 
 
 @pytest.fixture(scope="module", params=["flat", "costly"])
@@ -45,7 +52,9 @@ def backtested(request, tmp_path_factory) -> tuple[Path, pd.DataFrame, pd.DataFr
 
 
 def book_at(series: pd.DataFrame, positions: pd.DataFrame, t: int) -> Book:
-    return Book(float(series["cash"].iloc[t]), tuple(float(h) for h in positions.iloc[t]), float(series["value"].iloc[t]))
+    return Book(
+        float(series["cash"].iloc[t]), tuple(float(h) for h in positions.iloc[t]), float(series["value"].iloc[t])
+    )
 
 
 def test_a_past_bar_decides_what_the_backtest_traded_to_the_cent(backtested) -> None:
@@ -58,8 +67,12 @@ def test_a_past_bar_decides_what_the_backtest_traded_to_the_cent(backtested) -> 
         paid += decision.costs["spread"] + decision.costs["impact"]
         assert decision.bar == series.index[t] and decision.fills_at == series.index[t + 1] and not decision.estimated
         np.testing.assert_array_equal(decision.shares.to_numpy(), positions.iloc[t + 1].to_numpy())
-        np.testing.assert_array_equal(decision.orders.to_numpy(), (positions.iloc[t + 1] - positions.iloc[t]).to_numpy())
-        assert decision.cash_after == pytest.approx(float(series["cash"].iloc[t + 1]), abs=0.005)  # long only: no borrow fee
+        np.testing.assert_array_equal(
+            decision.orders.to_numpy(), (positions.iloc[t + 1] - positions.iloc[t]).to_numpy()
+        )
+        assert decision.cash_after == pytest.approx(
+            float(series["cash"].iloc[t + 1]), abs=0.005
+        )  # long only: no borrow fee
         assert sum(decision.costs.values()) == pytest.approx(float(series["costs"].iloc[t + 1]), abs=0.005)
     assert len(traded) > 0  # the policy traded, so the orders compared above are not all zero
     assert (paid > 0) == ("costly" in run_dir.parent.name)  # the costly run's spread and impact were compared too

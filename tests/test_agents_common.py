@@ -202,9 +202,7 @@ def test_checkpoint_round_trip_reproduces_actions_exactly(tmp_path: Any) -> None
 
     agent = _trained_ppo()
     window = {"env": "Pendulum-v1"}
-    tensor_path, json_path = save_checkpoint(
-        agent, tmp_path / "ckpt" / "best", data_window=window, info={"step": 16}
-    )
+    tensor_path, json_path = save_checkpoint(agent, tmp_path / "ckpt" / "best", data_window=window, info={"step": 16})
     assert tensor_path.name == "best.safetensors" and json_path.name == "best.json"
     assert sorted(p.name for p in tensor_path.parent.iterdir()) == ["best.json", "best.safetensors"]
     meta = json.loads(json_path.read_text())
@@ -316,9 +314,12 @@ def test_return_and_sharpe_score_uses_portfolio_values() -> None:
     values = torch.tensor([[100.0, 100.0], [110.0, 99.0], [99.0, 98.0], [108.9, 1.0]])
     mask = torch.tensor([[True, True], [True, True], [True, True], [True, False]])
     record = EpisodeRecord(
-        returns=torch.zeros(2), lengths=mask.sum(0), rewards=torch.zeros(4, 2), mask=mask,
+        returns=torch.zeros(2),
+        lengths=mask.sum(0),
+        rewards=torch.zeros(4, 2),
+        mask=mask,
         infos={"portfolio_value": values},
-    )  # fmt: skip
+    )
     out = return_and_sharpe_score()(record)
     first = np.array([0.1, -0.1, 0.1])
     second = np.array([-0.01, 98.0 / 99.0 - 1.0])
@@ -328,7 +329,9 @@ def test_return_and_sharpe_score_uses_portfolio_values() -> None:
     assert out["score"] == out["sharpe"] == pytest.approx(expected_sharpe)
     with_start = return_and_sharpe_score(initial_value=50.0)(record)  # the first step's return counts too
     first, second = np.array([1.0, 0.1, -0.1, 0.1]), np.array([1.0, -0.01, 98.0 / 99.0 - 1.0])
-    assert with_start["return"] == pytest.approx((metrics.cum_returns_final(first) + metrics.cum_returns_final(second)) / 2)
+    assert with_start["return"] == pytest.approx(
+        (metrics.cum_returns_final(first) + metrics.cum_returns_final(second)) / 2
+    )
     with pytest.raises(ConfigError, match="score_by"):
         return_and_sharpe_score(score_by="sortino")
 

@@ -169,18 +169,31 @@ def test_the_aim_reward_at_rate_one_is_the_change_of_value_from_the_fill_to_the_
 
 @pytest.mark.parametrize("short_selling", [False, True])
 @pytest.mark.parametrize(
-    "aim", [dict(weights_map="linear", trade_rate=0.3), dict(no_trade_band=0.02),
-            dict(weights_map="linear", trade_rate=0.5, no_trade_band=0.01),
-            dict(trade_rate=0.7, no_trade_band=0.05, band_scope="book"),
-            dict(weights_map="linear", trade_rate=0.2, reward="aim")],
+    "aim",
+    [
+        dict(weights_map="linear", trade_rate=0.3),
+        dict(no_trade_band=0.02),
+        dict(weights_map="linear", trade_rate=0.5, no_trade_band=0.01),
+        dict(trade_rate=0.7, no_trade_band=0.05, band_scope="book"),
+        dict(weights_map="linear", trade_rate=0.2, reward="aim"),
+    ],
     ids=["linear-rate", "band", "linear-rate-band", "rate-book-band", "aim-reward"],
-)  # fmt: skip
+)
 def test_equals_reference_with_every_cost_term_and_the_new_action(aim, short_selling):
     config = EnvConfig(
-        action_mode="weights", short_selling=short_selling, market_neutral=short_selling, buy_cost=0.001,
-        sell_cost=0.002, costs=EVERY_COST, initial_cash=20_000.0, episode_length=25, turbulence_threshold=6.0,
-        turbulence_window=10, features=("close", "rsi_30", "volume"), **aim,
-    )  # fmt: skip
+        action_mode="weights",
+        short_selling=short_selling,
+        market_neutral=short_selling,
+        buy_cost=0.001,
+        sell_cost=0.002,
+        costs=EVERY_COST,
+        initial_cash=20_000.0,
+        episode_length=25,
+        turbulence_threshold=6.0,
+        turbulence_window=10,
+        features=("close", "rsi_30", "volume"),
+        **aim,
+    )
     run_against_reference(random_panel(n_tickers=4, n_bars=90, seed=7, gap_prob=0.05), 4, config, steps=40, seed=13)
 
 
@@ -200,9 +213,19 @@ def test_equals_reference_with_every_cost_term_and_the_new_action(aim, short_sel
 def test_the_book_moves_between_its_weights_and_its_aim(seed, short_selling, weights_map, rate, band, scope, costly):
     """Every stock's new position lies between its position and its aim (no fill passes the aim),
     and the accounting identities hold, whatever the rate, band and costs."""
-    config = EnvConfig(action_mode="weights", short_selling=short_selling, weights_map=weights_map, trade_rate=rate,
-                       no_trade_band=band, band_scope=scope, buy_cost=0.001, sell_cost=0.001,
-                       costs=EVERY_COST if costly else CostModel(), initial_cash=50_000.0, episode_length=10)  # fmt: skip
+    config = EnvConfig(
+        action_mode="weights",
+        short_selling=short_selling,
+        weights_map=weights_map,
+        trade_rate=rate,
+        no_trade_band=band,
+        band_scope=scope,
+        buy_cost=0.001,
+        sell_cost=0.001,
+        costs=EVERY_COST if costly else CostModel(),
+        initial_cash=50_000.0,
+        episode_length=10,
+    )
     env = StockTradingVecEnv(PANEL, 5, "cpu", config)
     env.reset(seed=seed)
     close, open_ = PANEL.close.double(), PANEL.open.double()
@@ -242,16 +265,18 @@ def test_target_holdings_are_the_envs_own_orders():
 
 @pytest.mark.parametrize(
     ("values", "fragment"),
-    [(dict(action_mode="weights", trade_rate=1.5), "trade_rate must be a number in \\[0, 1\\]"),
-     (dict(action_mode="weights", trade_rate=-0.1), "trade_rate"),
-     (dict(action_mode="weights", no_trade_band=-0.01), "no_trade_band must be a number >= 0"),
-     (dict(action_mode="weights", no_trade_band=float("nan")), "no_trade_band"),
-     (dict(action_mode="weights", weights_map="log"), "weights_map must be one of"),
-     (dict(action_mode="weights", band_scope="sector"), "band_scope must be one of"),
-     (dict(trade_rate=0.5), "need action_mode='weights'"),
-     (dict(no_trade_band=0.01), "need action_mode='weights'"),
-     (dict(weights_map="linear"), "need action_mode='weights'")],
-)  # fmt: skip
+    [
+        (dict(action_mode="weights", trade_rate=1.5), "trade_rate must be a number in \\[0, 1\\]"),
+        (dict(action_mode="weights", trade_rate=-0.1), "trade_rate"),
+        (dict(action_mode="weights", no_trade_band=-0.01), "no_trade_band must be a number >= 0"),
+        (dict(action_mode="weights", no_trade_band=float("nan")), "no_trade_band"),
+        (dict(action_mode="weights", weights_map="log"), "weights_map must be one of"),
+        (dict(action_mode="weights", band_scope="sector"), "band_scope must be one of"),
+        (dict(trade_rate=0.5), "need action_mode='weights'"),
+        (dict(no_trade_band=0.01), "need action_mode='weights'"),
+        (dict(weights_map="linear"), "need action_mode='weights'"),
+    ],
+)
 def test_bad_aim_rules_are_refused_with_one_clear_line(values, fragment):
     with pytest.raises(ConfigError, match=fragment) as caught:
         EnvConfig(**values)
@@ -261,8 +286,14 @@ def test_bad_aim_rules_are_refused_with_one_clear_line(values, fragment):
 def test_the_new_fields_round_trip_through_the_config_codec():
     from trader.rundir import config_from_dict, config_to_dict
 
-    config = EnvConfig(action_mode="weights", short_selling=True, weights_map="linear", trade_rate=0.25,
-                       no_trade_band=0.003, band_scope="book")  # fmt: skip
+    config = EnvConfig(
+        action_mode="weights",
+        short_selling=True,
+        weights_map="linear",
+        trade_rate=0.25,
+        no_trade_band=0.003,
+        band_scope="book",
+    )
     assert config_from_dict(EnvConfig, config_to_dict(config)) == config
     assert np.isclose(config_to_dict(config)["trade_rate"], 0.25)
 
@@ -271,9 +302,18 @@ def test_the_new_fields_round_trip_through_the_config_codec():
 
 
 def test_compiled_step_equals_eager_with_the_new_action_and_every_cost_term():
-    config = EnvConfig(action_mode="weights", short_selling=True, market_neutral=True, weights_map="linear",
-                       trade_rate=0.3, no_trade_band=0.02, reward="aim", costs=EVERY_COST, initial_cash=30_000.0,
-                       episode_length=6)  # fmt: skip
+    config = EnvConfig(
+        action_mode="weights",
+        short_selling=True,
+        market_neutral=True,
+        weights_map="linear",
+        trade_rate=0.3,
+        no_trade_band=0.02,
+        reward="aim",
+        costs=EVERY_COST,
+        initial_cash=30_000.0,
+        episode_length=6,
+    )
     actions = torch.rand(12, 3, 4, generator=torch.Generator().manual_seed(5)) * 2 - 1
     runs = []
     for compiled in (False, True):
@@ -302,7 +342,9 @@ def test_set_pace_gives_each_row_the_rules_of_its_own_env():
         info = batched.step(a.expand(3, -1))[4]
         for row, env in enumerate(alone):
             single = env.step(a)[4]
-            torch.testing.assert_close(info["holdings"][row], single["holdings"][0], rtol=1e-7, atol=1e-6)  # rounding: x 1.0
+            torch.testing.assert_close(
+                info["holdings"][row], single["holdings"][0], rtol=1e-7, atol=1e-6
+            )  # rounding: x 1.0
     with pytest.raises(Exception, match="varies only when the config sets one"):
         StockTradingVecEnv(PANEL, 3, "cpu", EnvConfig(**FREE, trade_rate=0.5)).set_pace(no_trade_band=torch.zeros(3))
     with pytest.raises(Exception, match="must lie in"):
@@ -316,8 +358,16 @@ def test_the_gymnasium_adapter_trades_with_the_new_action():
 
     from market_envs import GymStockTradingEnv
 
-    config = EnvConfig(action_mode="weights", short_selling=True, weights_map="linear", trade_rate=0.2,
-                       no_trade_band=0.01, reward="aim", episode_length=20, costs=EVERY_COST)  # fmt: skip
+    config = EnvConfig(
+        action_mode="weights",
+        short_selling=True,
+        weights_map="linear",
+        trade_rate=0.2,
+        no_trade_band=0.01,
+        reward="aim",
+        episode_length=20,
+        costs=EVERY_COST,
+    )
     env = GymStockTradingEnv(PANEL, config)
     check_env(env, skip_render_check=True)
     assert env.vec_env.config == config

@@ -46,6 +46,7 @@ from vendor_server import (
     write_vendor_recipe,
 )
 
+
 @pytest.fixture
 def server():
     with VendorServer(served_bars(), page_size=500).running() as running:
@@ -105,7 +106,9 @@ def test_daily_bars_are_stamped_at_each_sessions_open(server, keys, tmp_path):
     assert [t.strftime("%Y-%m-%d %H:%M") for t in data.timestamps] == [f"{d} 09:30" for d in DAYS]
     # the server aggregates every bar of a day (pre and after market too), as Alpaca does;
     # the holiday's daily bar is dropped
-    full = served_bars()["AAA"].assign(day=lambda f: pd.DatetimeIndex(f["timestamp"]).tz_convert(NY).strftime("%Y-%m-%d"))
+    full = served_bars()["AAA"].assign(
+        day=lambda f: pd.DatetimeIndex(f["timestamp"]).tz_convert(NY).strftime("%Y-%m-%d")
+    )
     want = full.groupby("day")["close"].last().drop(HOLIDAY)
     np.testing.assert_array_equal(data.close[:, 0].numpy(), want.to_numpy(np.float32))
     assert data.meta["outside_session_bars"] == 3
@@ -240,8 +243,27 @@ def test_keys_never_reach_a_run_directory(server, keys, tmp_path, monkeypatch, c
     recipe, run = write_recipe(tmp_path, server.url), tmp_path / "run"
     tiny = tmp_path / "ppo.toml"
     tiny.write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [16]\n")
-    assert main(["train", "--algo", "ppo", "--dataset", str(recipe), "--steps", "32", "--num-envs", "2",
-                 "--eval-every", "0", "--config", str(tiny), str(run)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "--algo",
+                "ppo",
+                "--dataset",
+                str(recipe),
+                "--steps",
+                "32",
+                "--num-envs",
+                "2",
+                "--eval-every",
+                "0",
+                "--config",
+                str(tiny),
+                str(run),
+            ]
+        )
+        == 0
+    )
     assert main(["backtest", str(run), "--no-tear-sheet"]) == 0
     files = cache_files(run)
     assert {"config.toml", "report.json", "report.md", "dataset.json"} <= {f.name for f in files}
@@ -257,12 +279,29 @@ def test_the_demo_runs_on_a_vendor_recipe_and_its_run_holds_no_key(server, keys,
     tournament on two dask worker processes, the SB3 baseline and the backtest."""
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))  # the workers read the panel the demo built
     run = tmp_path / "runs" / "demo"
-    code = main(["demo", "--dataset", str(write_recipe(tmp_path, server.url)), str(run), "--minutes", "5",
-                 "--pods", "2", "--workers", "2", "--pod-steps", "512", "--no-tear-sheet"])  # fmt: skip
+    code = main(
+        [
+            "demo",
+            "--dataset",
+            str(write_recipe(tmp_path, server.url)),
+            str(run),
+            "--minutes",
+            "5",
+            "--pods",
+            "2",
+            "--workers",
+            "2",
+            "--pod-steps",
+            "512",
+            "--no-tear-sheet",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     report = json.loads((run / "report.json").read_text())
-    assert report["period"]["name"] == "test" and {"best", "sb3-ppo-s0", "benchmark", "equal_weight"} <= set(report["metrics"])
+    assert report["period"]["name"] == "test" and {"best", "sb3-ppo-s0", "benchmark", "equal_weight"} <= set(
+        report["metrics"]
+    )
     assert report["benchmark"] == "QQQ" and report["tickers"] == ["AAA", "BBB"]
     assert server.count() == 23  # downloaded once, by the demo; the workers read the cache
     for text in [out.out, out.err] + [f.read_bytes().decode("latin-1") for f in cache_files(run)]:
@@ -281,7 +320,10 @@ def test_a_killed_build_resumes_without_refetching_finished_chunks(server, keys,
     """A real kill (SIGKILL) of `trader data build` in the middle, then a second build."""
     recipe = write_recipe(tmp_path, server.url)
     server.hold_after = 9  # the 10th request (BBB's November) hangs until the build is killed
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
+    }
     code = "import sys; from trader.cli import main; sys.exit(main(sys.argv[1:]))"
     child = subprocess.Popen(
         [sys.executable, "-c", code, "data", "build", str(recipe), "--data-dir", str(tmp_path / "data")],
@@ -318,6 +360,9 @@ def test_a_stalled_server_is_a_bounded_wait(server, keys):
     server.hold_after = 0  # every request hangs
     vendor = AlpacaBars("1min", url=server.url, backoff=Backoff(retries=1, base_s=0.01), timeout_s=0.3)
     start = time.monotonic()
-    with pytest.raises(DataError, match=r"alpaca: AAA 2020-10-01 \.\. 2020-11-01: still failing \(connection failed: ReadTimeout\) after 2 attempts"):
+    with pytest.raises(
+        DataError,
+        match=r"alpaca: AAA 2020-10-01 \.\. 2020-11-01: still failing \(connection failed: ReadTimeout\) after 2 attempts",
+    ):
         vendor.fetch("AAA", pd.Timestamp("2020-10-01", tz=NY), pd.Timestamp("2020-11-01", tz=NY))
     assert time.monotonic() - start < 5 and server.count() == 2

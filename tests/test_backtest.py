@@ -40,7 +40,9 @@ def test_buy_and_hold_one_stock_is_its_return_less_costs() -> None:
     assert series["costs"].sum() == pytest.approx(shares * open_[1] * 0.001, rel=1e-12)
     # In words: the stock's return from the fill, less the 0.1% buy cost, up to one share of rounding.
     stock_less_costs = close[-1] / open_[1] / 1.001 - 1.0
-    assert result.metrics.loc["equal_weight", "cum_returns_final"] == pytest.approx(stock_less_costs, abs=close[0] / 1e6)
+    assert result.metrics.loc["equal_weight", "cum_returns_final"] == pytest.approx(
+        stock_less_costs, abs=close[0] / 1e6
+    )
 
 
 def test_benchmark_runs_as_one_ticker_panel_filled_at_next_close() -> None:
@@ -123,8 +125,12 @@ def test_decision_at_bar_t_never_uses_a_price_after_t(bar: int, monkeypatch) -> 
         decided[key] = list(actions)
     groups = 3  # policy env, baseline env, benchmark env: stepped in turn at every bar
     for k in range((bar + 1) * groups):
-        assert torch.equal(decided["original"][k], decided["perturbed"][k]), f"order decided at bar {k // groups} changed"
-    assert not runs["original"].series["equal_weight"]["value"].equals(runs["perturbed"].series["equal_weight"]["value"])
+        assert torch.equal(decided["original"][k], decided["perturbed"][k]), (
+            f"order decided at bar {k // groups} changed"
+        )
+    assert (
+        not runs["original"].series["equal_weight"]["value"].equals(runs["perturbed"].series["equal_weight"]["value"])
+    )
     for t in range(bar + 1):
         assert torch.equal(spies["original"].seen[t], spies["perturbed"].seen[t]), f"observation at bar {t} changed"
     for name in runs["original"].series:
@@ -266,9 +272,15 @@ def test_cli_writes_report_and_prints_table(tmp_path: Path, cli_data, capsys) ->
     assert "Equal-weight buy-and-hold" in out and "Sharpe ratio" in out and "Period: test" in out
     assert (run_dir / "report.md").is_file() and (run_dir / "report.json").is_file()
     assert sorted(p.name for p in (run_dir / "backtests").glob("*.parquet")) == [
-        "benchmark.parquet", "equal_weight.parquet", "equal_weight_daily.parquet"]
+        "benchmark.parquet",
+        "equal_weight.parquet",
+        "equal_weight_daily.parquet",
+    ]
     assert sorted(p.name for p in (run_dir / "backtests" / "trades").iterdir()) == [  # each one's fills
-        "benchmark.parquet", "equal_weight.parquet", "equal_weight_daily.parquet"]
+        "benchmark.parquet",
+        "equal_weight.parquet",
+        "equal_weight_daily.parquet",
+    ]
 
 
 def test_cli_json_output_with_checkpoint_and_config_dataset(tmp_path: Path, cli_data, capsys) -> None:
@@ -278,8 +290,19 @@ def test_cli_json_output_with_checkpoint_and_config_dataset(tmp_path: Path, cli_
     run_dir = tmp_path / "run"
     save_checkpoint(make_agent("ppo", 1 + 3 * 14, 3, seed=1), run_dir / "checkpoints" / "best")
     (run_dir / "config.toml").write_text('[env]\ndataset = "toy"\n')
-    code = main(["backtest", str(run_dir), "--strategies", "best,equal_weight", "--output", "json",
-                 "--period", "2024-03-06:2024-03-08", "--no-tear-sheet"])
+    code = main(
+        [
+            "backtest",
+            str(run_dir),
+            "--strategies",
+            "best,equal_weight",
+            "--output",
+            "json",
+            "--period",
+            "2024-03-06:2024-03-08",
+            "--no-tear-sheet",
+        ]
+    )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report["order"]) == {"best", "equal_weight"}
@@ -310,8 +333,11 @@ def test_cli_checkpoint_with_other_tickers_exits_2(tmp_path: Path, cli_data, cap
     from trader.agents.checkpoint import save_checkpoint
 
     run_dir = tmp_path / "run"
-    save_checkpoint(make_agent("ppo", 1 + 5 * 14, 5, seed=0), run_dir / "checkpoints" / "wide",
-                    data_window={"tickers": ["A", "B", "C", "D", "E"]})
+    save_checkpoint(
+        make_agent("ppo", 1 + 5 * 14, 5, seed=0),
+        run_dir / "checkpoints" / "wide",
+        data_window={"tickers": ["A", "B", "C", "D", "E"]},
+    )
     assert main(["backtest", str(run_dir), "--dataset", "toy", "--no-tear-sheet"]) == 2
     err = capsys.readouterr().err
     assert "do not match" in err and "checkpoint 'wide'" in err
@@ -335,14 +361,18 @@ def test_policy_population_equals_policies_called_one_by_one() -> None:
     nets = {}
     for k in range(3):
         torch.manual_seed(k)
-        nets[f"net{k}"] = torch.nn.Sequential(torch.nn.Linear(obs_dim, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3), torch.nn.Tanh())
+        nets[f"net{k}"] = torch.nn.Sequential(
+            torch.nn.Linear(obs_dim, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3), torch.nn.Tanh()
+        )
     one_by_one = run_backtest(data, nets, baselines=[], config=QUIET)
     together = run_backtest(data, {"pop": PolicyPopulation.from_modules(nets)}, baselines=[], config=QUIET)
     assert list(together.series) == list(nets)
     for name in nets:
         pd.testing.assert_frame_equal(one_by_one.series[name], together.series[name], rtol=1e-6)
     with pytest.raises(UserError, match="unique"):
-        run_backtest(data, {"net0": nets["net0"], "pop": PolicyPopulation.from_modules(nets)}, baselines=[], config=QUIET)
+        run_backtest(
+            data, {"net0": nets["net0"], "pop": PolicyPopulation.from_modules(nets)}, baselines=[], config=QUIET
+        )
 
 
 def test_action_schedule_row_t_is_the_decision_at_bar_t() -> None:
@@ -413,7 +443,7 @@ def test_the_oracle_baseline_trades_the_planted_rule_and_needs_an_edge() -> None
 
 
 def test_the_oracle_under_costs_trades_the_rule_through_the_rate_or_band_best_on_the_training_period() -> None:
-    """"oracle_costs": the rule's weights as the aim, through the candidate rate or band whose net Sharpe
+    """ "oracle_costs": the rule's weights as the aim, through the candidate rate or band whose net Sharpe
     on the training period is the highest; every candidate is the rule traded alone through it."""
     from market_envs.data import EdgeSpec, synthetic
     from trader.backtesting.engine import ORACLE_BANDS, ORACLE_RATES, oracle_rules, oracle_schedule, oracle_under_costs

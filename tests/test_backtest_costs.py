@@ -47,8 +47,9 @@ def test_every_strategy_trades_under_the_backtests_cost_model() -> None:
     schedule = _random_schedule(data, 0)
     plain = run_backtest(data, {"s": schedule}, baselines=["equal_weight"], config=replace(QUIET, policy_env=SHARES))
     retail_rules = cost_model("retail").apply(SHARES)
-    own_terms = run_backtest(data, {"s": schedule}, baselines=["equal_weight"],
-                             config=replace(QUIET, policy_env=retail_rules))  # fmt: skip
+    own_terms = run_backtest(
+        data, {"s": schedule}, baselines=["equal_weight"], config=replace(QUIET, policy_env=retail_rules)
+    )
     np.testing.assert_array_equal(plain.series["s"]["value"], own_terms.series["s"]["value"])
     assert own_terms.costs["s"]["cost_spread"] == 0.0 and own_terms.cost_model["name"] == "flat"
     retail = replace(QUIET, policy_env=SHARES).with_costs(cost_model("retail"))
@@ -57,7 +58,10 @@ def test_every_strategy_trades_under_the_backtests_cost_model() -> None:
         assert charged.costs[name]["spread_bps"] == pytest.approx(2.0, rel=1e-9)  # retail: a 2 bp half-spread
     assert charged.costs["s"]["cost_impact"] > 0  # (equal-weight buys at bar 1, before any volatility is known)
     # the benchmark, a close-only series, pays the spread but no impact
-    assert charged.costs["benchmark"]["spread_bps"] == pytest.approx(2.0) and charged.costs["benchmark"]["cost_impact"] == 0
+    assert (
+        charged.costs["benchmark"]["spread_bps"] == pytest.approx(2.0)
+        and charged.costs["benchmark"]["cost_impact"] == 0
+    )
     assert "close-only" in charged.strategies["benchmark"].source
     assert charged.cost_model["name"] == "retail" and charged.config["cost_model"] == "retail"
     assert charged.config["policy_env"]["costs"] == charged.cost_model["costs"]
@@ -94,7 +98,9 @@ def test_the_breakdown_adds_up_and_the_cap_leaves_a_known_share_unfilled() -> No
     data = session_panel(n_tickers=2, n_days=3, bars_per_day=10, seed=23)
     buys = ActionSchedule(torch.ones((data.num_bars, 2)))
     capped = NamedCosts("capped", 0.001, 0.001, CostModel(participation=0.01, spread_bps=1.0, borrow_rate=0.01))
-    result = run_backtest(data, {"buys": buys}, baselines=[], config=replace(QUIET, policy_env=SHARES).with_costs(capped))
+    result = run_backtest(
+        data, {"buys": buys}, baselines=[], config=replace(QUIET, policy_env=SHARES).with_costs(capped)
+    )
     row = result.costs["buys"]
     assert row["unfilled_share"] == pytest.approx(0.9, rel=1e-9)
     assert row["unfilled_shares"] == pytest.approx(90 * 2 * (data.num_bars - 1))
@@ -150,7 +156,9 @@ def test_breakeven_of_a_schedule_whose_fills_do_not_depend_on_the_costs() -> Non
     config = replace(QUIET, policy_env=SHARES, cost_multiples=BREAKEVEN_MULTIPLES).with_costs(named)
     result = run_backtest(data, {"peek": _peeking_schedule(data)}, baselines=[], config=config)
     free = run_backtest(data, {"peek": _peeking_schedule(data)}, baselines=[], config=config.at_multiple(0.0))
-    once = run_backtest(data, {"peek": _peeking_schedule(data)}, baselines=[], config=replace(config, cost_multiples=()))
+    once = run_backtest(
+        data, {"peek": _peeking_schedule(data)}, baselines=[], config=replace(config, cost_multiples=())
+    )
     np.testing.assert_array_equal(free.positions["peek"].to_numpy(), once.positions["peek"].to_numpy())
     row = result.breakeven["peek"]
     assert row["multiples"] == list(BREAKEVEN_MULTIPLES)

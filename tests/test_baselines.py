@@ -53,8 +53,25 @@ def built(tmp_path_factory, recipe: Path) -> Path:
     os.environ["PODRACER_DATA_DIR"] = str(recipe.parent / "data")
     run_dir = recipe.parent / "run"
     trader.train("ppo", str(recipe), TINY_PPO, run_dir, steps=512, num_envs=8, eval_every=256, env_config=RUN_RULES)
-    code = cli(["baselines", str(run_dir), "--libraries", "sb3,finrl", "--algos", "ppo", "--steps", "300",
-                "--eval-every", "150", "--windows", "1", "--no-tear-sheet", "--output", "json"])  # fmt: skip
+    code = cli(
+        [
+            "baselines",
+            str(run_dir),
+            "--libraries",
+            "sb3,finrl",
+            "--algos",
+            "ppo",
+            "--steps",
+            "300",
+            "--eval-every",
+            "150",
+            "--windows",
+            "1",
+            "--no-tear-sheet",
+            "--output",
+            "json",
+        ]
+    )
     assert code == 0
     return run_dir
 
@@ -106,8 +123,11 @@ def test_sb3_trains_on_the_vec_env_under_its_checks(train_panel) -> None:
 
     rules = EnvConfig(episode_length=64)
     venv = VecCheckNan(SB3VecEnv(StockTradingVecEnv(train_panel, 4, "cpu", rules)), raise_exception=True)
-    check_for_correct_spaces(venv, GymStockTradingEnv(train_panel, rules).observation_space,
-                             GymStockTradingEnv(train_panel, rules).action_space)  # fmt: skip
+    check_for_correct_spaces(
+        venv,
+        GymStockTradingEnv(train_panel, rules).observation_space,
+        GymStockTradingEnv(train_panel, rules).action_space,
+    )
     check_env(GymStockTradingEnv(train_panel, rules), warn=False)
     model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
     model.learn(total_timesteps=256)
@@ -200,7 +220,9 @@ def test_the_ensemble_picks_per_window_the_best_validation_sharpe_of_the_backtes
 
     choices = finrl.run_ensemble(data, windows, fit)
     assert all(before for _, _, before in fitted) and len(fitted) == 6
-    config = BacktestConfig(initial_cash=rules.initial_cash, buy_cost=0.0, sell_cost=0.0, tear_sheet=False, policy_env=rules)
+    config = BacktestConfig(
+        initial_cash=rules.initial_cash, buy_cost=0.0, sell_cost=0.0, tear_sheet=False, policy_env=rules
+    )
     for choice in choices:
         validation = data.slice(*choice.window.validation)
         sharpe = run_backtest(validation, stubs, baselines=[], config=config).metrics["sharpe_ratio"]
@@ -243,7 +265,10 @@ def test_the_baselines_saw_the_runs_test_period_costs_and_rules(built: Path, rec
     test = data.period("test")
     assert report["period"]["name"] == "test"
     assert report["period"]["start"] == str(test.start) and report["period"]["end"] == str(test.end)
-    assert report["config"]["buy_cost"] == RUN_RULES["buy_cost"] and report["config"]["sell_cost"] == RUN_RULES["sell_cost"]
+    assert (
+        report["config"]["buy_cost"] == RUN_RULES["buy_cost"]
+        and report["config"]["sell_cost"] == RUN_RULES["sell_cost"]
+    )
     assert report["config"]["initial_cash"] == RUN_RULES["initial_cash"]
     run_rules = json.loads((built / "checkpoints" / "best.json").read_text())["data_window"]["env_config"]
     for name in ("sb3-ppo-s0", "finrl-ensemble-s0"):
@@ -265,7 +290,9 @@ def test_the_ensemble_folder_keeps_the_chosen_model_of_each_window(built: Path) 
     assert sidecar["steps"] == sum(d["steps"] for d in window["learners"].values())
 
 
-def test_trader_backtest_finds_the_baselines_again_and_leaves_the_ensemble_out_before_it_trades(built: Path, capsys) -> None:
+def test_trader_backtest_finds_the_baselines_again_and_leaves_the_ensemble_out_before_it_trades(
+    built: Path, capsys
+) -> None:
     before = report_of(built)["metrics"]["sb3-ppo-s0"]["sharpe_ratio"]
     assert cli(["backtest", str(built), "--output", "json", "--no-tear-sheet", "--overwrite"]) == 0
     again = json.loads(capsys.readouterr().out)
@@ -339,7 +366,9 @@ def _rllib_skip_reason() -> str | None:
 
 
 @pytest.mark.skipif(_rllib_skip_reason() is not None, reason="RLlib is not installed (`make rllib` builds .venv-rllib)")
-def test_a_tiny_rllib_ppo_baseline_trains_in_its_own_environment_and_backtests_here(built: Path, tmp_path: Path) -> None:
+def test_a_tiny_rllib_ppo_baseline_trains_in_its_own_environment_and_backtests_here(
+    built: Path, tmp_path: Path
+) -> None:
     """The worker runs in .venv-rllib, exports the actor only after checking that the
     exported MLP gives RLlib's own actions; this side loads it without Ray."""
     import shutil
@@ -372,8 +401,9 @@ def test_an_exported_rllib_actor_acts_as_its_mlps_mean_squashed(tmp_path: Path, 
     reference = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 6))
     tensors = [reference[0].weight, reference[0].bias, reference[2].weight, reference[2].bias]
     save_file({f"t{k}": t.detach().contiguous() for k, t in enumerate(tensors)}, str(tmp_path / "policy.safetensors"))
-    (tmp_path / "policy.json").write_text(json.dumps({"sizes": [5, 8, 6], "activation": "tanh", "act_dim": 3,
-                                                      "squash": squash}))  # fmt: skip
+    (tmp_path / "policy.json").write_text(
+        json.dumps({"sizes": [5, 8, 6], "activation": "tanh", "act_dim": 3, "squash": squash})
+    )
     obs = 3 * torch.randn(16, 5)
     with torch.no_grad():
         want = expected(reference(obs)[:, :3])

@@ -11,13 +11,15 @@ from trader.cli import main
 @pytest.mark.parametrize("command", [["train", "--algo", "ppo"], ["tournament"]])
 @pytest.mark.parametrize(
     ("flags", "fragment"),
-    [(["--trade-rate", "1.5"], "--trade-rate must be in [0, 1]"),
-     (["--trade-rate", "-0.2", "--preset", "market"], "--trade-rate must be in [0, 1]"),
-     (["--no-trade-band", "-0.01", "--preset", "market"], "--no-trade-band must be a weight >= 0"),
-     (["--weights-map", "log", "--preset", "market"], "--weights-map must be one of normalized, linear"),
-     (["--trade-rate", "0.5"], "--trade-rate: the aim, trade rate and band move a book of target weights"),
-     (["--no-trade-band", "0.01"], "--no-trade-band: the aim, trade rate and band move a book of target weights")],
-)  # fmt: skip
+    [
+        (["--trade-rate", "1.5"], "--trade-rate must be in [0, 1]"),
+        (["--trade-rate", "-0.2", "--preset", "market"], "--trade-rate must be in [0, 1]"),
+        (["--no-trade-band", "-0.01", "--preset", "market"], "--no-trade-band must be a weight >= 0"),
+        (["--weights-map", "log", "--preset", "market"], "--weights-map must be one of normalized, linear"),
+        (["--trade-rate", "0.5"], "--trade-rate: the aim, trade rate and band move a book of target weights"),
+        (["--no-trade-band", "0.01"], "--no-trade-band: the aim, trade rate and band move a book of target weights"),
+    ],
+)
 def test_bad_aim_flags_exit_2_with_one_line(command, flags, fragment, tmp_path, capsys):
     args = [*command, str(tmp_path / "run"), "--dataset", "synthetic-edge-daily", *flags]
     if command[0] == "train":
@@ -43,8 +45,25 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
     recipe.write_text(TINY_EDGE_RECIPE)
     for flags, rate in (([], COSTS_TRADE_RATE), (["--trade-rate", "0.3", "--no-trade-band", "0.01"], 0.3)):
         run_dir = tmp_path / f"run-{rate}"
-        code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--preset", "market-costs", "--steps", "256",
-                     "--num-envs", "4", "--eval-every", "0", str(run_dir), *flags])  # fmt: skip
+        code = main(
+            [
+                "train",
+                "--algo",
+                "ppo",
+                "--dataset",
+                str(recipe),
+                "--preset",
+                "market-costs",
+                "--steps",
+                "256",
+                "--num-envs",
+                "4",
+                "--eval-every",
+                "0",
+                str(run_dir),
+                *flags,
+            ]
+        )
         assert code == 0
         rules = tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"]
         assert (rules["weights_map"], rules["reward"], rules["trade_rate"]) == ("linear", "aim", rate)

@@ -48,14 +48,20 @@ def toy_data(monkeypatch):
 BAD = [
     (["--costs", "cheap"], "unknown cost model 'cheap'; known: zero, flat, retail, institutional"),
     (["--costs", "retail", "--cost-set", "buy_cost=-0.001"], "--cost-set: buy_cost must be in [0, 1)"),
-    (["--costs", "retail", "--cost-set", "commission_per_share=-0.01"], "commission_per_share must be a finite number >= 0"),
+    (
+        ["--costs", "retail", "--cost-set", "commission_per_share=-0.01"],
+        "commission_per_share must be a finite number >= 0",
+    ),
     (["--costs", "institutional", "--cost-set", "participation=1.5"], "participation must be in (0, 1]"),
     (["--costs", "institutional", "--cost-set", "participation=0"], "participation must be in (0, 1]"),
     (["--costs", "retail", "--cost-set", "participation"], "--cost-set expects KEY=VALUE"),
     (["--costs", "retail", "--cost-set", "borow_rate=0.01"], "--cost-set: unknown key(s): borow_rate"),
     (["--cost-set", "participation=0.5"], "--cost-set needs --costs MODEL"),
 ]
-CLOSE_ONLY = (["--costs", "retail", "--cost-set", "impact_eta=0", "--cost-set", "participation=0.1"], "EnvConfig.costs.participation needs volume")
+CLOSE_ONLY = (
+    ["--costs", "retail", "--cost-set", "impact_eta=0", "--cost-set", "participation=0.1"],
+    "EnvConfig.costs.participation needs volume",
+)
 
 
 def _exits_2(argv: list[str], message: str, capsys) -> None:
@@ -67,29 +73,50 @@ def _exits_2(argv: list[str], message: str, capsys) -> None:
 # ------------------------------------------------------------------ trader backtest
 
 
-def test_backtest_costs_every_strategy_under_the_model_and_prints_the_breakdown(tmp_path: Path, toy_data, capsys) -> None:
+def test_backtest_costs_every_strategy_under_the_model_and_prints_the_breakdown(
+    tmp_path: Path, toy_data, capsys
+) -> None:
     run_dir = tmp_path / "run"
-    code = main(["backtest", str(run_dir), "--dataset", "toy", "--no-tear-sheet", "--costs", "retail",
-                 "--cost-set", "participation=0.5"])  # fmt: skip
+    code = main(
+        [
+            "backtest",
+            str(run_dir),
+            "--dataset",
+            "toy",
+            "--no-tear-sheet",
+            "--costs",
+            "retail",
+            "--cost-set",
+            "participation=0.5",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "Breakeven" in out and "Commission" in out and "cost model retail (participation=0.5)" in out
     report = json.loads((run_dir / "report.json").read_text())
     assert report["cost_model"]["name"] == "retail (participation=0.5)"
-    assert report["cost_model"]["costs"]["participation"] == 0.5 and report["cost_model"]["costs"]["commission_min"] == 1.0
+    assert (
+        report["cost_model"]["costs"]["participation"] == 0.5 and report["cost_model"]["costs"]["commission_min"] == 1.0
+    )
     assert set(report["costs"]) == set(report["order"]) == set(report["breakeven"])
     for name, row in report["breakeven"].items():
-        assert row["multiples"] == [0.0, 0.5, 1.0, 2.0, 4.0, 8.0] and row["status"] in ("crossed", "above", "below"), name
+        assert row["multiples"] == [0.0, 0.5, 1.0, 2.0, 4.0, 8.0] and row["status"] in ("crossed", "above", "below"), (
+            name
+        )
         assert report["costs"][name]["costs"] > 0
     assert "## Costs" in (run_dir / "report.md").read_text()
 
 
-def test_backtest_without_costs_keeps_the_runs_model_names_it_and_no_breakeven_on_request(tmp_path: Path, toy_data, capsys) -> None:
+def test_backtest_without_costs_keeps_the_runs_model_names_it_and_no_breakeven_on_request(
+    tmp_path: Path, toy_data, capsys
+) -> None:
     run_dir = tmp_path / "run"
     rules = {"buy_cost": 0.0002, "sell_cost": 0.0002, "costs": {"spread_bps": 1.0}}
     run_dir.mkdir()
-    (run_dir / "config.toml").write_text(f'[env]\ndataset = "toy"\n[env.env_config]\nbuy_cost = 0.0002\n'
-                                         f'sell_cost = 0.0002\n[env.env_config.costs]\nspread_bps = 1.0\n')  # fmt: skip
+    (run_dir / "config.toml").write_text(
+        f'[env]\ndataset = "toy"\n[env.env_config]\nbuy_cost = 0.0002\n'
+        f"sell_cost = 0.0002\n[env.env_config.costs]\nspread_bps = 1.0\n"
+    )
     assert main(["backtest", str(run_dir), "--no-tear-sheet", "--no-breakeven", "--output", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["cost_model"]["name"] == "flat (buy_cost=0.0002, sell_cost=0.0002, spread_bps=1.0)"
@@ -104,8 +131,11 @@ def test_backtest_bad_costs_exit_2(args, message, tmp_path: Path, toy_data, caps
 
 def test_backtest_refuses_a_cap_on_close_only_data(tmp_path: Path, toy_data, capsys) -> None:
     args, message = CLOSE_ONLY
-    _exits_2(["backtest", str(tmp_path / "run"), "--dataset", "closes", "--period", "all", "--no-tear-sheet", *args],
-             message, capsys)  # fmt: skip
+    _exits_2(
+        ["backtest", str(tmp_path / "run"), "--dataset", "closes", "--period", "all", "--no-tear-sheet", *args],
+        message,
+        capsys,
+    )
 
 
 # ------------------------------------------------------------------ trader train
@@ -114,8 +144,26 @@ def test_backtest_refuses_a_cap_on_close_only_data(tmp_path: Path, toy_data, cap
 def test_train_under_a_named_model_records_it(tmp_path: Path) -> None:
     recipe = write_tiny_recipe(tmp_path)
     run_dir = tmp_path / "run"
-    code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--costs", "institutional", "--steps", "64",
-                 "--num-envs", "2", "--eval-every", "0", str(run_dir), "--config", str(_tiny_ppo(tmp_path))])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--algo",
+            "ppo",
+            "--dataset",
+            str(recipe),
+            "--costs",
+            "institutional",
+            "--steps",
+            "64",
+            "--num-envs",
+            "2",
+            "--eval-every",
+            "0",
+            str(run_dir),
+            "--config",
+            str(_tiny_ppo(tmp_path)),
+        ]
+    )
     assert code == 0
     rules = tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"]
     institutional = cost_model("institutional")
@@ -132,13 +180,17 @@ def _tiny_ppo(folder: Path) -> Path:
 @pytest.mark.parametrize(("args", "message"), [*BAD, CLOSE_ONLY])
 def test_train_bad_costs_exit_2(args, message, tmp_path: Path, toy_data, capsys) -> None:
     dataset = "closes" if args is CLOSE_ONLY[0] else "toy"
-    _exits_2(["train", "--algo", "ppo", "--dataset", dataset, "--steps", "16", str(tmp_path / "run"), *args],
-             message, capsys)  # fmt: skip
+    _exits_2(
+        ["train", "--algo", "ppo", "--dataset", dataset, "--steps", "16", str(tmp_path / "run"), *args], message, capsys
+    )
 
 
 def test_train_costs_need_a_market(tmp_path: Path, capsys) -> None:
-    _exits_2(["train", "--algo", "ppo", "--env", "Pendulum-v1", "--costs", "retail", str(tmp_path)],
-             "--costs applies to market data sets", capsys)  # fmt: skip
+    _exits_2(
+        ["train", "--algo", "ppo", "--env", "Pendulum-v1", "--costs", "retail", str(tmp_path)],
+        "--costs applies to market data sets",
+        capsys,
+    )
 
 
 # ------------------------------------------------------------------ trader tournament, trader baselines
@@ -193,8 +245,11 @@ def in_process_cluster(monkeypatch):
     from tournament import cluster
 
     def connect_for(config):
-        return distributed.Client(distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                                           dashboard_address=None, silence_logs=40))  # fmt: skip
+        return distributed.Client(
+            distributed.LocalCluster(
+                n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=40
+            )
+        )
 
     monkeypatch.setattr(cluster, "connect_for", connect_for)
 
@@ -210,9 +265,26 @@ def test_a_tournament_and_its_backtest_trade_under_one_named_model(tmp_path: Pat
     (tmp_path / "pool.toml").write_text(TINY_POOL)
     run_dir = tmp_path / "run"
     model = cost_model("institutional").with_overrides({"participation": 0.05})
-    code = main(["tournament", str(run_dir), "--dataset", str(recipe), "--costs", "institutional",
-                 "--cost-set", "participation=0.05", "--pods", "2", "--pod-steps", "64", "--num-envs", "2",
-                 "--config", str(tmp_path / "pool.toml")])  # fmt: skip
+    code = main(
+        [
+            "tournament",
+            str(run_dir),
+            "--dataset",
+            str(recipe),
+            "--costs",
+            "institutional",
+            "--cost-set",
+            "participation=0.05",
+            "--pods",
+            "2",
+            "--pod-steps",
+            "64",
+            "--num-envs",
+            "2",
+            "--config",
+            str(tmp_path / "pool.toml"),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     expected = {"buy_cost": model.buy_cost, "sell_cost": model.sell_cost, "costs": model.as_dict()["costs"]}
     pods = sorted((run_dir / "pods").iterdir())

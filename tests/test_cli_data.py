@@ -10,7 +10,9 @@ from test_recipes import write_files_recipe
 from trader.cli import main
 
 
-@pytest.mark.parametrize("command", [["data"], ["data", "build"], ["data", "info"], ["data", "validate"], ["data", "list"]])
+@pytest.mark.parametrize(
+    "command", [["data"], ["data", "build"], ["data", "info"], ["data", "validate"], ["data", "list"]]
+)
 def test_help(command, capsys):
     assert main([*command, "--help"]) == 0
     assert "Usage" in capsys.readouterr().out

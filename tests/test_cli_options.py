@@ -20,63 +20,169 @@ ACTS = "acts"
 
 OPTIONS: dict[str, dict[str, str]] = {
     "train": {
-        "run_dir": ACTS, "--algo": ACTS, "--env": ACTS, "--dataset": ACTS, "--steps": ACTS, "--seed": ACTS,
-        "--device": ACTS, "--num-envs": ACTS, "--eval-every": ACTS, "--config": ACTS, "--compile": ACTS,
+        "run_dir": ACTS,
+        "--algo": ACTS,
+        "--env": ACTS,
+        "--dataset": ACTS,
+        "--steps": ACTS,
+        "--seed": ACTS,
+        "--device": ACTS,
+        "--num-envs": ACTS,
+        "--eval-every": ACTS,
+        "--config": ACTS,
+        "--compile": ACTS,
         "--eval-episodes": "gymnasium envs only: refused with --dataset",
         "--preset": "market only: refused with --env",
         "--commission": "market only, with or without --preset; refused with --env and with --costs",
-        "--costs": "market only: refused with --env", "--cost-set": "refused without --costs",
+        "--costs": "market only: refused with --env",
+        "--cost-set": "refused without --costs",
         "--overwrite": ACTS,
-        **{o: "market weights mode only: refused with --env and for rules in shares mode" for o in
-           ("--trade-rate", "--no-trade-band", "--weights-map")},
+        **{
+            o: "market weights mode only: refused with --env and for rules in shares mode"
+            for o in ("--trade-rate", "--no-trade-band", "--weights-map")
+        },
     },
     "backtest": {
-        "run_dir": ACTS, "--dataset": ACTS, "--period": ACTS, "--strategies": ACTS, "--output": ACTS,
-        "--initial-cash": ACTS, "--commission": "refused with --costs", "--costs": ACTS, "--cost-set": "refused without --costs",
-        "--breakeven": ACTS, "--device": ACTS, "--tear-sheet": ACTS, "--report": ACTS, "--overwrite": ACTS,
+        "run_dir": ACTS,
+        "--dataset": ACTS,
+        "--period": ACTS,
+        "--strategies": ACTS,
+        "--output": ACTS,
+        "--initial-cash": ACTS,
+        "--commission": "refused with --costs",
+        "--costs": ACTS,
+        "--cost-set": "refused without --costs",
+        "--breakeven": ACTS,
+        "--device": ACTS,
+        "--tear-sheet": ACTS,
+        "--report": ACTS,
+        "--overwrite": ACTS,
     },
-    "demo": {o: ACTS for o in ("run_dir", "--dataset", "--minutes", "--workers", "--pods", "--pod-steps", "--commission",
-                               "--seed", "--device", "--tear-sheet")},
+    "demo": {
+        o: ACTS
+        for o in (
+            "run_dir",
+            "--dataset",
+            "--minutes",
+            "--workers",
+            "--pods",
+            "--pod-steps",
+            "--commission",
+            "--seed",
+            "--device",
+            "--tear-sheet",
+        )
+    },
     "tournament": {
-        "run_dir": ACTS, "--dataset": ACTS, "--env": ACTS, "--config": ACTS, "--resume": ACTS,
-        **{o: "with --resume: refused unless it repeats the saved value" for o in
-           ("--algos", "--population", "--pod-steps", "--num-envs", "--seed", "--compile", "--search",
-            "--ensemble-weighting")},
-        "--pods": ACTS, "--time-budget": ACTS, "--target-score": ACTS,
-        "--workers": "refused with --scheduler or --gpus", "--scheduler": ACTS, "--tls-ca": "needs a tls:// --scheduler",
-        "--tls-cert": "needs a tls:// --scheduler", "--tls-key": "needs a tls:// --scheduler",
-        "--insecure": "refused without --scheduler", "--gpus": ACTS, "--device": "refused with --gpus",
-        "--preset": "market only: refused with --env", "--commission": "refused with --costs and with --env",
-        "--costs": "refused with --env", "--cost-set": "refused without --costs",
-        **{o: "market weights mode only: refused with --env and for rules in shares mode" for o in
-           ("--trade-rate", "--no-trade-band", "--weights-map")},
+        "run_dir": ACTS,
+        "--dataset": ACTS,
+        "--env": ACTS,
+        "--config": ACTS,
+        "--resume": ACTS,
+        **{
+            o: "with --resume: refused unless it repeats the saved value"
+            for o in (
+                "--algos",
+                "--population",
+                "--pod-steps",
+                "--num-envs",
+                "--seed",
+                "--compile",
+                "--search",
+                "--ensemble-weighting",
+            )
+        },
+        "--pods": ACTS,
+        "--time-budget": ACTS,
+        "--target-score": ACTS,
+        "--workers": "refused with --scheduler or --gpus",
+        "--scheduler": ACTS,
+        "--tls-ca": "needs a tls:// --scheduler",
+        "--tls-cert": "needs a tls:// --scheduler",
+        "--tls-key": "needs a tls:// --scheduler",
+        "--insecure": "refused without --scheduler",
+        "--gpus": ACTS,
+        "--device": "refused with --gpus",
+        "--preset": "market only: refused with --env",
+        "--commission": "refused with --costs and with --env",
+        "--costs": "refused with --env",
+        "--cost-set": "refused without --costs",
+        **{
+            o: "market weights mode only: refused with --env and for rules in shares mode"
+            for o in ("--trade-rate", "--no-trade-band", "--weights-map")
+        },
     },
     "dashboard": {"runs_dir": ACTS, "--port": ACTS, "--host": ACTS},
-    "act": {o: ACTS for o in ("run_dir", "--at", "--book", "--strategy", "--period", "--dataset", "--output", "--device")},
+    "act": {
+        o: ACTS for o in ("run_dir", "--at", "--book", "--strategy", "--period", "--dataset", "--output", "--device")
+    },
     "baselines": {
-        "run_dir": ACTS, "--libraries": ACTS, "--steps": ACTS, "--time-budget": ACTS, "--seeds": ACTS,
-        "--dataset": ACTS, "--device": ACTS, "--backtest": ACTS, "--costs": ACTS, "--cost-set": "refused without --costs",
+        "run_dir": ACTS,
+        "--libraries": ACTS,
+        "--steps": ACTS,
+        "--time-budget": ACTS,
+        "--seeds": ACTS,
+        "--dataset": ACTS,
+        "--device": ACTS,
+        "--backtest": ACTS,
+        "--costs": ACTS,
+        "--cost-set": "refused without --costs",
         "--overwrite": ACTS,
-        "--algos": "sb3, sb3-dummy, rllib only", "--preset": "sb3, sb3-dummy only",
-        "--num-envs": "sb3, sb3-dummy, finrl only", "--eval-every": "sb3, sb3-dummy, rllib only",
-        "--windows": "finrl only", "--tear-sheet": "refused with --no-backtest", "--output": "refused with --no-backtest",
+        "--algos": "sb3, sb3-dummy, rllib only",
+        "--preset": "sb3, sb3-dummy only",
+        "--num-envs": "sb3, sb3-dummy, finrl only",
+        "--eval-every": "sb3, sb3-dummy, rllib only",
+        "--windows": "finrl only",
+        "--tear-sheet": "refused with --no-backtest",
+        "--output": "refused with --no-backtest",
     },
     "walkforward": {
-        "run_dir": ACTS, "--dataset": "required: refused when missing", "--train": ACTS, "--validation": ACTS,
-        "--test": ACTS, "--step": ACTS, "--expanding": ACTS, "--embargo": ACTS, "--learner": ACTS, "--seed": ACTS,
-        "--device": "refused with --gpus", "--num-envs": ACTS, "--compile": ACTS, "--warm-start": ACTS,
-        "--preset": ACTS, "--commission": "refused with --costs", "--costs": ACTS,
-        "--cost-set": "refused without --costs", "--baselines": ACTS,
-        **{o: "single learner only: refused with --learner tournament" for o in ("--steps", "--eval-every", "--config")},
-        **{o: "--learner tournament only" for o in ("--algos", "--population", "--pod-steps", "--pods",
-                                                    "--time-budget", "--target-score", "--search",
-                                                    "--ensemble-weighting", "--gpus", "--scheduler")},
+        "run_dir": ACTS,
+        "--dataset": "required: refused when missing",
+        "--train": ACTS,
+        "--validation": ACTS,
+        "--test": ACTS,
+        "--step": ACTS,
+        "--expanding": ACTS,
+        "--embargo": ACTS,
+        "--learner": ACTS,
+        "--seed": ACTS,
+        "--device": "refused with --gpus",
+        "--num-envs": ACTS,
+        "--compile": ACTS,
+        "--warm-start": ACTS,
+        "--preset": ACTS,
+        "--commission": "refused with --costs",
+        "--costs": ACTS,
+        "--cost-set": "refused without --costs",
+        "--baselines": ACTS,
+        **{
+            o: "single learner only: refused with --learner tournament" for o in ("--steps", "--eval-every", "--config")
+        },
+        **{
+            o: "--learner tournament only"
+            for o in (
+                "--algos",
+                "--population",
+                "--pod-steps",
+                "--pods",
+                "--time-budget",
+                "--target-score",
+                "--search",
+                "--ensemble-weighting",
+                "--gpus",
+                "--scheduler",
+            )
+        },
         "--workers": "--learner tournament only; refused with --scheduler or --gpus",
         **{o: "--learner tournament only, with a tls:// --scheduler" for o in ("--tls-ca", "--tls-cert", "--tls-key")},
         "--insecure": "--learner tournament only, with --scheduler",
-        **{o: "market weights mode only: refused for rules in shares mode" for o in
-           ("--trade-rate", "--no-trade-band", "--weights-map")},
-        "--baseline-algos": "with --baselines sb3 or sb3-dummy only", "--baseline-steps": "with --baselines only",
+        **{
+            o: "market weights mode only: refused for rules in shares mode"
+            for o in ("--trade-rate", "--no-trade-band", "--weights-map")
+        },
+        "--baseline-algos": "with --baselines sb3 or sb3-dummy only",
+        "--baseline-steps": "with --baselines only",
     },
     "data list": {},
     "data build": {"recipe": ACTS, "--data-dir": ACTS, "--refresh": ACTS, "--set": ACTS},
@@ -84,20 +190,60 @@ OPTIONS: dict[str, dict[str, str]] = {
     "data validate": {"path": ACTS, "--assume-tz": ACTS, "--benchmark": ACTS, "--tickers": ACTS},
     "cluster certs": {"folder": ACTS, "--hosts": ACTS, "--days": ACTS},
     "paper": {
-        **{o: ACTS for o in ("run_dir", "--broker", "--max-bars", "--max-order-value", "--max-gross-exposure",
-                             "--daily-loss-limit", "--max-drawdown", "--cash-tolerance", "--dataset", "--device")},
+        **{
+            o: ACTS
+            for o in (
+                "run_dir",
+                "--broker",
+                "--max-bars",
+                "--max-order-value",
+                "--max-gross-exposure",
+                "--daily-loss-limit",
+                "--max-drawdown",
+                "--cash-tolerance",
+                "--dataset",
+                "--device",
+            )
+        },
         "--flatten-before-close": "intraday bars only: refused for daily bars (trader.paper)",
         "--period": "--broker replay only: refused with alpaca",
-        **{o: "--broker alpaca only: refused with replay" for o in ("--broker-url", "--data-url", "--feed", "--dry-run",
-                                                                    "--fill-timeout", "--send-window", "--poll", "--backoff")},
+        **{
+            o: "--broker alpaca only: refused with replay"
+            for o in (
+                "--broker-url",
+                "--data-url",
+                "--feed",
+                "--dry-run",
+                "--fill-timeout",
+                "--send-window",
+                "--poll",
+                "--backoff",
+            )
+        },
     },
     "experiment podracer": {
-        **{o: ACTS for o in ("run_dir", "--dataset", "--pod-steps", "--workers", "--years", "--commission", "--preset", "--extra-costs",
-                             "--libraries", "--snapshot-every", "--seed", "--device")},
-        "--minutes": "refused with --pods (tests/test_experiment.py)", "--pods": "refused with --minutes",
+        **{
+            o: ACTS
+            for o in (
+                "run_dir",
+                "--dataset",
+                "--pod-steps",
+                "--workers",
+                "--years",
+                "--commission",
+                "--preset",
+                "--extra-costs",
+                "--libraries",
+                "--snapshot-every",
+                "--seed",
+                "--device",
+            )
+        },
+        "--minutes": "refused with --pods (tests/test_experiment.py)",
+        "--pods": "refused with --minutes",
         "--tickers": "synthetic data sets only: refused otherwise (tests/test_experiment.py)",
     },
-}  # fmt: skip
+}
 """Every command's options, each with where it acts (the refusals are tested below)."""
 
 
@@ -118,8 +264,10 @@ def command_params() -> dict[str, list]:
 
 def commands() -> dict[str, list[str]]:
     """Every `trader` command and its parameters' names (an option's first flag, an argument's name)."""
-    return {command: [param.opts[0] if param.opts[0].startswith("-") else param.name for param in params]
-            for command, params in command_params().items()}  # fmt: skip
+    return {
+        command: [param.opts[0] if param.opts[0].startswith("-") else param.name for param in params]
+        for command, params in command_params().items()
+    }
 
 
 def test_every_option_of_every_command_is_accounted_for() -> None:
@@ -168,8 +316,20 @@ def shared_declarations() -> dict[str, object]:
 
 def test_a_shared_option_has_one_help_and_one_default_on_every_command() -> None:
     declared = shared_declarations()
-    assert {"--dataset", "--device", "--seed", "--num-envs", "--costs", "--commission", "--compile", "--scheduler",
-            "--tls-ca", "--tls-cert", "--tls-key", "--insecure"} <= set(declared)  # fmt: skip
+    assert {
+        "--dataset",
+        "--device",
+        "--seed",
+        "--num-envs",
+        "--costs",
+        "--commission",
+        "--compile",
+        "--scheduler",
+        "--tls-ca",
+        "--tls-cert",
+        "--tls-key",
+        "--insecure",
+    } <= set(declared)
     seen: dict[str, dict[str, tuple]] = {}
     for command, params in command_params().items():
         for param in params:
@@ -179,7 +339,10 @@ def test_a_shared_option_has_one_help_and_one_default_on_every_command() -> None
         assert len(seen.get(flag, {})) >= 2, f"{flag} is declared shared but {sorted(seen.get(flag, {}))} take it"
         for command, (help_text, default, opts) in seen[flag].items():
             assert help_text == info.help, f"trader {command} {flag}: its own help text, not the shared one"
-            assert default == ("[]" if flag == "--cost-set" else "False" if flag == "--insecure" else "None"), (command, flag)
+            assert default == ("[]" if flag == "--cost-set" else "False" if flag == "--insecure" else "None"), (
+                command,
+                flag,
+            )
     for flag, by_command in seen.items():
         if len(by_command) > 1 and flag not in DIFFERS:
             assert len({(h, d) for h, d, _ in by_command.values()}) == 1, f"{flag} differs across {sorted(by_command)}"
@@ -193,7 +356,16 @@ def test_run_dir_is_the_first_argument_of_every_command_on_a_run() -> None:
         if "run_dir" in names:
             assert names[0] == "run_dir" and not params[0].opts[0].startswith("-"), command
     assert {c for c, params in command_params().items() if params and params[0].name == "run_dir"} >= {
-        "train", "demo", "backtest", "tournament", "walkforward", "baselines", "act", "paper", "experiment podracer"}
+        "train",
+        "demo",
+        "backtest",
+        "tournament",
+        "walkforward",
+        "baselines",
+        "act",
+        "paper",
+        "experiment podracer",
+    }
 
 
 def parses(text: str, fill: dict[str, str]) -> None:
@@ -253,18 +425,38 @@ def exits_2(argv: list[str], capsys, message: str) -> None:
 
 TRAIN = ["train", "RUN", "--algo", "ppo"]
 TOURNAMENT_GYM = ["tournament", "RUN", "--env", "Pendulum-v1"]
-WALK = ["walkforward", "RUN", "--dataset", "synthetic-edge-daily", "--train", "3y", "--validation", "1y", "--test", "1y"]
+WALK = [
+    "walkforward",
+    "RUN",
+    "--dataset",
+    "synthetic-edge-daily",
+    "--train",
+    "3y",
+    "--validation",
+    "1y",
+    "--test",
+    "1y",
+]
 
 REFUSED = [
     # trader train
-    ([*TRAIN, "--dataset", "synthetic-edge-daily", "--eval-episodes", "3"], "--eval-episodes applies to gymnasium envs"),
+    (
+        [*TRAIN, "--dataset", "synthetic-edge-daily", "--eval-episodes", "3"],
+        "--eval-episodes applies to gymnasium envs",
+    ),
     ([*TRAIN, "--env", "Pendulum-v1", "--commission", "0.01"], "--commission applies to market data sets"),
     ([*TRAIN, "--env", "Pendulum-v1", "--costs", "retail"], "--costs applies to market data sets"),
     ([*TRAIN, "--env", "Pendulum-v1", "--preset", "market"], "--preset applies to market data sets"),
-    ([*TRAIN, "--dataset", "x", "--commission", "0.01", "--costs", "retail"], "give --commission RATE or --costs MODEL, not both"),
+    (
+        [*TRAIN, "--dataset", "x", "--commission", "0.01", "--costs", "retail"],
+        "give --commission RATE or --costs MODEL, not both",
+    ),
     ([*TRAIN, "--dataset", "x", "--cost-set", "participation=0.1"], "--cost-set needs --costs MODEL"),
     # trader backtest
-    (["backtest", "RUN", "--commission", "0.01", "--costs", "retail"], "give --commission RATE or --costs MODEL, not both"),
+    (
+        ["backtest", "RUN", "--commission", "0.01", "--costs", "retail"],
+        "give --commission RATE or --costs MODEL, not both",
+    ),
     (["backtest", "RUN", "--cost-set", "spread_bps=1"], "--cost-set needs --costs MODEL"),
     # trader tournament
     ([*TOURNAMENT_GYM, "--commission", "0.01"], "--commission applies to market data sets"),
@@ -278,7 +470,10 @@ REFUSED = [
     # trader baselines
     (["baselines", "RUN", "--libraries", "finrl", "--algos", "sac"], "--algos applies to sb3, sb3-dummy, rllib"),
     (["baselines", "RUN", "--libraries", "finrl", "--preset", "finrl"], "--preset applies to sb3, sb3-dummy"),
-    (["baselines", "RUN", "--libraries", "finrl", "--eval-every", "100"], "--eval-every applies to sb3, sb3-dummy, rllib"),
+    (
+        ["baselines", "RUN", "--libraries", "finrl", "--eval-every", "100"],
+        "--eval-every applies to sb3, sb3-dummy, rllib",
+    ),
     (["baselines", "RUN", "--libraries", "rllib", "--num-envs", "4"], "--num-envs applies to sb3, sb3-dummy, finrl"),
     (["baselines", "RUN", "--libraries", "sb3", "--windows", "2"], "--windows applies to finrl"),
     (["baselines", "RUN", "--no-backtest", "--no-tear-sheet"], "--tear-sheet and --output apply to the backtest"),
@@ -286,7 +481,10 @@ REFUSED = [
     # trader paper
     (["paper", "RUN", "--broker", "replay", "--feed", "sip"], "--feed does not apply to --broker replay"),
     (["paper", "RUN", "--poll", "0", "--fill-timeout", "5"], "--fill-timeout, --poll do not apply to --broker replay"),
-    (["paper", "RUN", "--send-window", "5", "--backoff", "1"], "--send-window, --backoff do not apply to --broker replay"),
+    (
+        ["paper", "RUN", "--send-window", "5", "--backoff", "1"],
+        "--send-window, --backoff do not apply to --broker replay",
+    ),
     (["paper", "RUN", "--data-url", "http://127.0.0.1:9"], "--data-url does not apply to --broker replay"),
     (["paper", "RUN", "--broker", "alpaca", "--period", "test"], "--period does not apply to --broker alpaca"),
     # trader walkforward
@@ -294,8 +492,10 @@ REFUSED = [
     ([*WALK, "--learner", "tournament", "--eval-every", "500"], "--steps and --eval-every apply to a single learner"),
     ([*WALK, "--learner", "tournament", "--config", "x.toml"], "--config sets a single learner's"),
     ([*WALK, "--learner", "ppo", "--pods", "3"], "--pods applies to --learner tournament"),
-    ([*WALK, "--learner", "sac", "--scheduler", "tls://127.0.0.1:8786", "--search", "random"],
-     "--search, --scheduler apply to --learner tournament"),
+    (
+        [*WALK, "--learner", "sac", "--scheduler", "tls://127.0.0.1:8786", "--search", "random"],
+        "--search, --scheduler apply to --learner tournament",
+    ),
     ([*WALK, "--learner", "td3", "--insecure", "--target-score", "1"], "--target-score, --insecure apply to --learner"),
     ([*WALK, "--commission", "0.01", "--costs", "retail"], "give --commission RATE or --costs MODEL, not both"),
     ([*WALK, "--cost-set", "participation=0.1"], "--cost-set needs --costs MODEL"),
@@ -325,8 +525,29 @@ def test_train_commission_without_a_preset_is_the_rate_it_trains_and_reports_at(
 
     recipe = write_tiny_recipe(tmp_path)
     (tmp_path / "ppo.toml").write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n")
-    assert main(["train", str(tmp_path / "r"), "--algo", "ppo", "--dataset", str(recipe), "--commission", "0.01", "--steps",
-                 "32", "--num-envs", "2", "--eval-every", "0", "--config", str(tmp_path / "ppo.toml")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                str(tmp_path / "r"),
+                "--algo",
+                "ppo",
+                "--dataset",
+                str(recipe),
+                "--commission",
+                "0.01",
+                "--steps",
+                "32",
+                "--num-envs",
+                "2",
+                "--eval-every",
+                "0",
+                "--config",
+                str(tmp_path / "ppo.toml"),
+            ]
+        )
+        == 0
+    )
     rules = rundir.read_toml(tmp_path / "r" / "config.toml")["env"]["env_config"]
     assert rules["buy_cost"] == rules["sell_cost"] == 0.01
 
@@ -355,16 +576,23 @@ def test_tournament_commission_without_a_preset_acts(tmp_path: Path, settings_of
     assert rules["buy_cost"] == rules["sell_cost"] == 0.01
 
 
-def test_a_resumed_tournament_takes_its_pods_and_refuses_its_settings(tmp_path: Path, settings_of_tournament, capsys) -> None:
+def test_a_resumed_tournament_takes_its_pods_and_refuses_its_settings(
+    tmp_path: Path, settings_of_tournament, capsys
+) -> None:
     run = tmp_path / "t"
     run.mkdir()
-    rundir.write_toml(run / "tournament.toml", {"run_dir": str(run), "env": "Pendulum-v1", "pod_steps": 5000, "pods": 4})
+    rundir.write_toml(
+        run / "tournament.toml", {"run_dir": str(run), "env": "Pendulum-v1", "pod_steps": 5000, "pods": 4}
+    )
     rundir.append_json_line(run / "events.jsonl", {"kind": "started", "time": 0.0})
     assert main(["tournament", str(run), "--resume", "--pods", "9", "--pod-steps", "5000", "--env", "Pendulum-v1"]) == 2
     assert capsys.readouterr().err.strip() == "error: stopped before the cluster"
     assert settings_of_tournament[-1].pods == 9 and settings_of_tournament[-1].pod_steps == 5000
-    exits_2(["tournament", str(run), "--resume", "--pods", "9", "--pod-steps", "8000"], capsys,
-            "--resume: --pod-steps gives 8000 where the tournament")  # fmt: skip
+    exits_2(
+        ["tournament", str(run), "--resume", "--pods", "9", "--pod-steps", "8000"],
+        capsys,
+        "--resume: --pod-steps gives 8000 where the tournament",
+    )
 
 
 @pytest.fixture
@@ -397,20 +625,67 @@ def test_walkforward_passes_its_learners_options_down(tmp_path: Path, walk_forwa
     from market_envs.costs import cost_model
 
     argv = [a.replace("RUN", str(tmp_path / "w")) for a in WALK]
-    assert main([*argv, "--learner", "ppo", "--costs", "retail", "--cost-set", "participation=0.05", "--compile",
-                 "--preset", "market", "--trade-rate", "0.3", "--seed", "4", "--device", "cpu"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                *argv,
+                "--learner",
+                "ppo",
+                "--costs",
+                "retail",
+                "--cost-set",
+                "participation=0.05",
+                "--compile",
+                "--preset",
+                "market",
+                "--trade-rate",
+                "0.3",
+                "--seed",
+                "4",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 2
+    )
     rules, named = walk_forward_arguments["env_config"], cost_model("retail").with_overrides({"participation": 0.05})
     assert rules.costs == named.costs and rules.buy_cost == named.buy_cost  # the model as an object, no dict step
     assert rules.trade_rate == 0.3 and rules.action_mode == "weights"
     assert walk_forward_arguments["compile"] is True and walk_forward_arguments["seed"] == 4
     assert walk_forward_arguments["tournament"] == {}
     ca = tmp_path / "ca.pem"
-    assert main([*argv, "--compile", "--scheduler", "tls://127.0.0.1:8786", "--tls-ca", str(ca), "--target-score", "1.5",
-                 "--search", "random", "--ensemble-weighting", "score", "--num-envs", "16"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                *argv,
+                "--compile",
+                "--scheduler",
+                "tls://127.0.0.1:8786",
+                "--tls-ca",
+                str(ca),
+                "--target-score",
+                "1.5",
+                "--search",
+                "random",
+                "--ensemble-weighting",
+                "score",
+                "--num-envs",
+                "16",
+            ]
+        )
+        == 2
+    )
     assert walk_forward_arguments["compile"] is False  # the single learner's; the tournament's is its key
     assert walk_forward_arguments["tournament"] == {
-        "compile": True, "scheduler": "tls://127.0.0.1:8786", "tls_ca": str(ca.resolve()), "target_score": 1.5,
-        "pods": None, "search": "random", "ensemble_weighting": "score", "num_envs": 16}  # fmt: skip
+        "compile": True,
+        "scheduler": "tls://127.0.0.1:8786",
+        "tls_ca": str(ca.resolve()),
+        "target_score": 1.5,
+        "pods": None,
+        "search": "random",
+        "ensemble_weighting": "score",
+        "num_envs": 16,
+    }
     assert "stopped before the folds" in capsys.readouterr().err
 
 
@@ -425,7 +700,10 @@ WORDS = [
     (["backtest", "RUN", "--commission", "-0.1"], "--commission must be in [0, 1)"),
     (["backtest", "RUN", "--initial-cash", "0"], "--initial-cash must be > 0"),
     (["backtest", "RUN"], "no such run directory"),
-    (["tournament", "RUN", "--dataset", "synthetic-edge-daily", "--commission", "-0.1"], "--commission must be in [0, 1)"),
+    (
+        ["tournament", "RUN", "--dataset", "synthetic-edge-daily", "--commission", "-0.1"],
+        "--commission must be in [0, 1)",
+    ),
     ([*WALK, "--learner", "ppo", "--commission", "1.5"], "--commission must be in [0, 1)"),
     (["demo", "RUN", "--commission", "1"], "--commission must be in [0, 1)"),
 ]
@@ -444,11 +722,18 @@ def test_one_list_parser_names_the_option_and_its_choices() -> None:
     from trader.cli.options import names
     from trader.errors import UserError
 
-    assert names(None, "--x") == () and names(" a, ,B ,", "--x") == ("a", "B") and names("A,b", "--x", lower=True) == ("a", "b")
+    assert (
+        names(None, "--x") == ()
+        and names(" a, ,B ,", "--x") == ("a", "B")
+        and names("A,b", "--x", lower=True) == ("a", "b")
+    )
     with pytest.raises(UserError, match=r"^--algos: unknown algorithm\(s\) \['dqn'\]; choose from ppo, sac$"):
         names("ppo,dqn", "--algos", choices=("ppo", "sac"), what="algorithm")
     with pytest.raises(UserError, match="^--libraries needs at least one name$"):
         names(" , ", "--libraries", required=True)
-    commands_text = "".join(path.read_text() for path in (Path(__file__).parents[1] / "trader" / "cli").glob("*.py")
-                            if path.name != "options.py")  # fmt: skip
+    commands_text = "".join(
+        path.read_text()
+        for path in (Path(__file__).parents[1] / "trader" / "cli").glob("*.py")
+        if path.name != "options.py"
+    )
     assert 'split(",")' not in commands_text  # every command parses its lists here

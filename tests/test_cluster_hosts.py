@@ -62,15 +62,39 @@ def client_tls(files) -> TlsFiles:
 
 
 def process_env(data_dir: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PODRACER_DATA_DIR": str(data_dir),
-            "DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": "8s"}  # fmt: skip
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "PODRACER_DATA_DIR": str(data_dir),
+        "DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": "8s",
+    }
 
 
 def start_scheduler(lab: HostLab, files, data_dir: Path) -> str:
     host = lab.hosts["sched"]
-    lab.start("sched", [DASK, "scheduler", "--protocol", "tls", "--host", host.address, "--port", str(PORT),
-                        "--no-dashboard", "--tls-ca-file", str(files["ca"]), "--tls-cert", str(files["scheduler"]),
-                        "--tls-key", str(files["scheduler-key"])], process_env(data_dir), "scheduler")  # fmt: skip
+    lab.start(
+        "sched",
+        [
+            DASK,
+            "scheduler",
+            "--protocol",
+            "tls",
+            "--host",
+            host.address,
+            "--port",
+            str(PORT),
+            "--no-dashboard",
+            "--tls-ca-file",
+            str(files["ca"]),
+            "--tls-cert",
+            str(files["scheduler"]),
+            "--tls-key",
+            str(files["scheduler-key"]),
+        ],
+        process_env(data_dir),
+        "scheduler",
+    )
     address = f"tls://{host.address}:{PORT}"
     sec = cluster.security(address, client_tls(files))
 
@@ -87,10 +111,31 @@ def start_scheduler(lab: HostLab, files, data_dir: Path) -> str:
 
 def start_worker(lab: HostLab, name: str, address: str, files, data_dir: Path, *extra: str) -> None:
     host = lab.hosts[name]
-    lab.start(name, [DASK, "worker", address, "--host", host.address, "--nthreads", "1", "--no-nanny",
-                     "--no-dashboard", "--name", name, "--tls-ca-file", str(files["ca"]),
-                     "--tls-cert", str(files["worker"]), "--tls-key", str(files["worker-key"]), *extra],
-              process_env(data_dir), name)  # fmt: skip
+    lab.start(
+        name,
+        [
+            DASK,
+            "worker",
+            address,
+            "--host",
+            host.address,
+            "--nthreads",
+            "1",
+            "--no-nanny",
+            "--no-dashboard",
+            "--name",
+            name,
+            "--tls-ca-file",
+            str(files["ca"]),
+            "--tls-cert",
+            str(files["worker"]),
+            "--tls-key",
+            str(files["worker-key"]),
+            *extra,
+        ],
+        process_env(data_dir),
+        name,
+    )
 
 
 def hosts_of(frame: pd.DataFrame) -> set[str]:
@@ -121,7 +166,9 @@ def assert_strangers_refused(address: str, ours, theirs, sched_host: str) -> Non
         cluster.connect(scheduler=address, tls=client_tls(theirs), timeout=5.0)
     with pytest.raises((OSError, TimeoutError)):  # dask's own client will not even try without a certificate
         asyncio.run(asyncio.wait_for(_identity_over_tls(address, ours["ca"]), 10))
-    with_cert = asyncio.run(asyncio.wait_for(_identity_over_tls(address, ours["ca"], (ours["client"], ours["client-key"])), 10))
+    with_cert = asyncio.run(
+        asyncio.wait_for(_identity_over_tls(address, ours["ca"], (ours["client"], ours["client-key"])), 10)
+    )
     assert with_cert["type"] == "Scheduler"  # the same request with the certificate is answered
     with pytest.raises(ConfigError, match="refusing plain tcp://"):
         cluster.connect(scheduler=f"tcp://{sched_host}:{PORT}")
@@ -131,11 +178,14 @@ def assert_strangers_refused(address: str, ours, theirs, sched_host: str) -> Non
 
 def test_a_lab_whose_process_died_is_swept_and_a_live_one_kept(tmp_path: Path) -> None:
     """A test killed before its cleanup leaves its namespaces; the next lab removes them."""
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True).stdout.strip()  # fmt: skip
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     dead = f"p{int(gone):06x}ee"
     subprocess.run(["ip", "netns", "add", f"{dead}-w1"], check=True, timeout=30)
-    subprocess.run(["ip", "link", "add", f"{dead}v0r", "type", "veth", "peer", "name", f"{dead}v0h"], check=True, timeout=30)
+    subprocess.run(
+        ["ip", "link", "add", f"{dead}v0r", "type", "veth", "peer", "name", f"{dead}v0h"], check=True, timeout=30
+    )
     try:
         with HostLab(tmp_path) as lab:
             lab.add_host("w1")
@@ -162,15 +212,41 @@ def test_a_tls_tournament_runs_pods_on_two_namespace_hosts_and_refuses_strangers
         assert_strangers_refused(address, ours, theirs, lab.hosts["sched"].address)
 
         config = tmp_path / "tiny.toml"
-        config.write_text('backtest = false\n[algo_configs.ppo]\nnum_steps = 32\nupdate_epochs = 2\n'
-                          'num_minibatches = 2\nhidden_sizes = [16]\n')  # fmt: skip
+        config.write_text(
+            "backtest = false\n[algo_configs.ppo]\nnum_steps = 32\nupdate_epochs = 2\n"
+            "num_minibatches = 2\nhidden_sizes = [16]\n"
+        )
         run_dir = tmp_path / "run"
-        args = ["tournament", str(run_dir), "--dataset", str(recipe), "--pods", "2", "--pod-steps", "512", "--num-envs",
-                "8", "--population", "3", "--algos", "ppo", "--config", str(config), "--scheduler", address,
-                "--tls-ca", str(ours["ca"]), "--tls-cert", str(ours["client"]), "--tls-key", str(ours["client-key"])]  # fmt: skip
+        args = [
+            "tournament",
+            str(run_dir),
+            "--dataset",
+            str(recipe),
+            "--pods",
+            "2",
+            "--pod-steps",
+            "512",
+            "--num-envs",
+            "8",
+            "--population",
+            "3",
+            "--algos",
+            "ppo",
+            "--config",
+            str(config),
+            "--scheduler",
+            address,
+            "--tls-ca",
+            str(ours["ca"]),
+            "--tls-cert",
+            str(ours["client"]),
+            "--tls-key",
+            str(ours["client-key"]),
+        ]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PODRACER_DATA_DIR": str(data_dir)}
-        done = subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=240,
-                              env=env, cwd=ROOT)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=240, env=env, cwd=ROOT
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         frame = check_consistent(run_dir, 2)
         assert (frame["status"] == "finished").all()
@@ -206,16 +282,29 @@ def _the_rogue_never_joins(lab: HostLab, watch) -> None:
     wait_until(lambda: rogue.poll() is not None, 60, step=0.5, what="the rogue worker giving up")
     names = {info["name"] for info in watch.scheduler_info()["workers"].values()}
     assert names == {"w1", "w2"}, names
-    rejected = [line for line in lab.log("scheduler").splitlines()
-                if f"tls://{lab.hosts['rogue'].address}:" in line and "SSL" in line]  # fmt: skip
+    rejected = [
+        line
+        for line in lab.log("scheduler").splitlines()
+        if f"tls://{lab.hosts['rogue'].address}:" in line and "SSL" in line
+    ]
     assert rejected, lab.log("scheduler")[-3000:]  # the scheduler refused its handshake
 
 
-def _lose_a_host_and_add_one(lab: HostLab, watch, address: str, ours, data_dir: Path, recipe: Path,
-                             run_dir: Path) -> None:  # fmt: skip
+def _lose_a_host_and_add_one(
+    lab: HostLab, watch, address: str, ours, data_dir: Path, recipe: Path, run_dir: Path
+) -> None:
     pods = 8
-    config = tiny_config(run_dir, recipe, pods=pods, pod_steps=2048, algos=("ppo",), scheduler=address,
-                         tls_ca=str(ours["ca"]), tls_cert=str(ours["client"]), tls_key=str(ours["client-key"]))  # fmt: skip
+    config = tiny_config(
+        run_dir,
+        recipe,
+        pods=pods,
+        pod_steps=2048,
+        algos=("ppo",),
+        scheduler=address,
+        tls_ca=str(ours["ca"]),
+        tls_cert=str(ours["client"]),
+        tls_key=str(ours["client-key"]),
+    )
     outcome: dict[str, object] = {}
 
     def tournament() -> None:

@@ -39,19 +39,27 @@ REMOTE = "tcp://10.0.0.5:8786"
 
 @pytest.mark.parametrize(
     ("address", "expected"),
-    [("tcp://127.0.0.1:8786", ("tcp", "127.0.0.1", "8786")), ("10.0.0.5:8786", ("tcp", "10.0.0.5", "8786")),
-     ("tls://[::1]:8786", ("tls", "::1", "8786")), ("TLS://sched.example:9000", ("tls", "sched.example", "9000"))],
-)  # fmt: skip
+    [
+        ("tcp://127.0.0.1:8786", ("tcp", "127.0.0.1", "8786")),
+        ("10.0.0.5:8786", ("tcp", "10.0.0.5", "8786")),
+        ("tls://[::1]:8786", ("tls", "::1", "8786")),
+        ("TLS://sched.example:9000", ("tls", "sched.example", "9000")),
+    ],
+)
 def test_addresses_split_without_resolving(address: str, expected: tuple[str, str, str]) -> None:
     assert split_address(address) == expected
 
 
 def test_only_loopback_addresses_count_as_loopback() -> None:
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.9.8.7", "::1", "localhost", "LOCALHOST"))
-    assert not any(is_loopback(h) for h in ("10.0.0.5", "0.0.0.0", "192.168.1.2", "::", "sched.example", "localhost.evil"))
+    assert not any(
+        is_loopback(h) for h in ("10.0.0.5", "0.0.0.0", "192.168.1.2", "::", "sched.example", "localhost.evil")
+    )
 
 
-@pytest.mark.parametrize("address", ["tcp://10.0.0.5:8786", "10.0.0.5:8786", "ws://10.0.0.5:8786", "tcp://sched.example:8786"])
+@pytest.mark.parametrize(
+    "address", ["tcp://10.0.0.5:8786", "10.0.0.5:8786", "ws://10.0.0.5:8786", "tcp://sched.example:8786"]
+)
 def test_plain_addresses_off_loopback_are_refused_with_the_tls_hint(address: str) -> None:
     with pytest.raises(ConfigError, match=r"refusing plain .*tls://HOST:PORT.*--insecure"):
         check_scheduler(address)
@@ -94,8 +102,9 @@ def _unshare() -> list[str]:
 
 def _cli(args: list[str], prefix: list[str] = (), timeout: float = 90) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([*prefix, sys.executable, "-c", CLI, *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)  # fmt: skip
+    return subprocess.run(
+        [*prefix, sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
+    )
 
 
 def _error_lines(stderr: str) -> list[str]:
@@ -159,8 +168,12 @@ def web_server(tmp_path: Path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
-                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -179,7 +192,9 @@ def web_server(tmp_path: Path):
 
 def test_a_web_server_is_one_error_within_the_connect_timeout(web_server: int) -> None:
     start = time.monotonic()
-    with pytest.raises(UserError, match=f"cannot reach the dask scheduler at tcp://127.0.0.1:{web_server}: no answer within 2 s"):
+    with pytest.raises(
+        UserError, match=f"cannot reach the dask scheduler at tcp://127.0.0.1:{web_server}: no answer within 2 s"
+    ):
         cluster.connect(scheduler=f"tcp://127.0.0.1:{web_server}", timeout=2.0)
     assert time.monotonic() - start < 4.0
 
@@ -208,7 +223,9 @@ def _assert_cli_fails_fast(port: int, says: str, run_dir: Path, limit: float) ->
     assert time.monotonic() - start < limit + 30  # + the interpreter's start (torch) on a busy 2-core machine
 
 
-def test_cli_exits_2_with_one_line_against_a_server_that_speaks_first(speaks_first: _SpeaksFirst, tmp_path: Path) -> None:
+def test_cli_exits_2_with_one_line_against_a_server_that_speaks_first(
+    speaks_first: _SpeaksFirst, tmp_path: Path
+) -> None:
     _assert_cli_fails_fast(speaks_first.port, "does not speak dask's protocol", tmp_path / "run", 5.0)
 
 
@@ -238,8 +255,12 @@ def test_the_local_cluster_listens_on_loopback_only() -> None:
     try:
         addresses = [client.scheduler.address, *client.scheduler_info()["workers"]]
         pids = [os.getpid(), *client.run(os.getpid).values()]
-        listening = [c.laddr.ip for pid in pids for c in psutil.Process(pid).net_connections("inet")
-                     if c.status == psutil.CONN_LISTEN]  # fmt: skip
+        listening = [
+            c.laddr.ip
+            for pid in pids
+            for c in psutil.Process(pid).net_connections("inet")
+            if c.status == psutil.CONN_LISTEN
+        ]
     finally:
         cluster.close(client)
     assert all(split_address(a)[1] == "127.0.0.1" for a in addresses), addresses
@@ -249,10 +270,12 @@ def test_the_local_cluster_listens_on_loopback_only() -> None:
 # --------------------------------------------------------------------------- the dashboard
 
 
-@pytest.mark.parametrize(("host", "warned"), [("127.0.0.1", False), ("localhost", False), ("0.0.0.0", True), ("10.1.2.3", True)])
+@pytest.mark.parametrize(
+    ("host", "warned"), [("127.0.0.1", False), ("localhost", False), ("0.0.0.0", True), ("10.1.2.3", True)]
+)
 def test_the_dashboard_says_it_has_no_login_when_it_listens_beyond_loopback(
     host: str, warned: bool, tmp_path: Path, monkeypatch, capsys
-) -> None:  # fmt: skip
+) -> None:
     from trader.cli import main
 
     from trader.cli import dashboard
@@ -277,10 +300,23 @@ def test_resume_replaces_a_saved_plain_remote_scheduler_before_checking_it(tmp_p
     from trader import rundir
 
     run_dir = tmp_path / "old"
-    rundir.write_toml(run_dir / rundir.TOURNAMENT, {"env": "Pendulum-v1", "pods": 3, "population": 2,
-                                                    "scheduler": REMOTE, "backtest": False})  # fmt: skip
+    rundir.write_toml(
+        run_dir / rundir.TOURNAMENT,
+        {"env": "Pendulum-v1", "pods": 3, "population": 2, "scheduler": REMOTE, "backtest": False},
+    )
     (run_dir / rundir.EVENTS).write_text("")
-    now = TournamentConfig(run_dir=str(run_dir), scheduler="tls://10.0.0.5:8786", tls_ca="ca.pem", tls_cert="c.pem",
-                           tls_key="k.pem", pods=5)  # fmt: skip
+    now = TournamentConfig(
+        run_dir=str(run_dir),
+        scheduler="tls://10.0.0.5:8786",
+        tls_ca="ca.pem",
+        tls_cert="c.pem",
+        tls_key="k.pem",
+        pods=5,
+    )
     resumed = resolve_config(now, resume=True)
-    assert (resumed.scheduler, resumed.tls_ca, resumed.pods, resumed.population) == ("tls://10.0.0.5:8786", "ca.pem", 5, 2)
+    assert (resumed.scheduler, resumed.tls_ca, resumed.pods, resumed.population) == (
+        "tls://10.0.0.5:8786",
+        "ca.pem",
+        5,
+        2,
+    )

@@ -33,12 +33,25 @@ def tls_cluster(pki):
     """A LocalCluster of one in-process worker, listening on tls://127.0.0.1 only."""
     ours = pki[0]
     sec = distributed.security.Security(
-        tls_ca_file=str(ours["ca"]), tls_scheduler_cert=str(ours["scheduler"]), tls_scheduler_key=str(ours["scheduler-key"]),
-        tls_worker_cert=str(ours["worker"]), tls_worker_key=str(ours["worker-key"]),
-        tls_client_cert=str(ours["client"]), tls_client_key=str(ours["client-key"]), require_encryption=True,
-    )  # fmt: skip
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tls://", host="127.0.0.1",
-                                  security=sec, dashboard_address=None, silence_logs=40) as local:  # fmt: skip
+        tls_ca_file=str(ours["ca"]),
+        tls_scheduler_cert=str(ours["scheduler"]),
+        tls_scheduler_key=str(ours["scheduler-key"]),
+        tls_worker_cert=str(ours["worker"]),
+        tls_worker_key=str(ours["worker-key"]),
+        tls_client_cert=str(ours["client"]),
+        tls_client_key=str(ours["client-key"]),
+        require_encryption=True,
+    )
+    with distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tls://",
+        host="127.0.0.1",
+        security=sec,
+        dashboard_address=None,
+        silence_logs=40,
+    ) as local:
         yield local
 
 
@@ -97,8 +110,11 @@ def test_dask_config_supplies_the_files_when_no_flags_are_given(tls_cluster, pki
     import dask
 
     ours = pki[0]
-    settings = {"distributed.comm.tls.ca-file": str(ours["ca"]), "distributed.comm.tls.client.cert": str(ours["client"]),
-                "distributed.comm.tls.client.key": str(ours["client-key"])}  # fmt: skip
+    settings = {
+        "distributed.comm.tls.ca-file": str(ours["ca"]),
+        "distributed.comm.tls.client.cert": str(ours["client"]),
+        "distributed.comm.tls.client.key": str(ours["client-key"]),
+    }
     with dask.config.set(settings):
         client = cluster.connect(scheduler=tls_cluster.scheduler_address, timeout=5.0)
     try:

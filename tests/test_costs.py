@@ -46,8 +46,17 @@ def known_panel(n_bars: int = 12):
     close = np.array([100.0 if k % 2 == 0 else 101.0 for k in range(n_bars)])
     volume = np.full(n_bars, VOLUME)
     volume[K] = FILL_VOLUME
-    frame = pd.DataFrame({"timestamp": stamps, "ticker": "AAA", "open": close, "high": close,
-                          "low": close * math.exp(-2 * DELTA), "close": close, "volume": volume})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "timestamp": stamps,
+            "ticker": "AAA",
+            "open": close,
+            "high": close,
+            "low": close * math.exp(-2 * DELTA),
+            "close": close,
+            "volume": volume,
+        }
+    )
     data = from_frame(frame, name="known")
     data = replace(data, tradable=torch.ones_like(data.tradable))
     return data.with_normalization(*data.fit_normalization())
@@ -65,9 +74,16 @@ def step_to_fill(data, config: EnvConfig, action: float, compile: bool = False):
 @pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])  # two arrangements of the fill
 def test_one_order_against_a_known_bar_pays_each_term_as_computed_by_hand(compile):
     data = known_panel()
-    costs = CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
-                      spread_model="high_low", spread_window=50, impact_eta=0.7, impact_window_days=1,
-                      participation=0.05)  # fmt: skip
+    costs = CostModel(
+        commission_per_share=0.005,
+        commission_min=1.0,
+        commission_max_rate=0.01,
+        spread_model="high_low",
+        spread_window=50,
+        impact_eta=0.7,
+        impact_window_days=1,
+        participation=0.05,
+    )
     config = EnvConfig(random_start=False, max_shares=1000, buy_cost=0.001, costs=costs)
     info = step_to_fill(data, config, 0.6, compile)  # an order of 600 shares
 
@@ -144,8 +160,9 @@ def daily_panel(n_tickers: int = 2):
 
 def test_one_day_of_shorting_costs_notional_times_rate_over_252():
     data = daily_panel()
-    config = EnvConfig(random_start=False, short_selling=True, buy_cost=0.0, sell_cost=0.0,
-                       costs=CostModel(borrow_rate=0.05))  # fmt: skip
+    config = EnvConfig(
+        random_start=False, short_selling=True, buy_cost=0.0, sell_cost=0.0, costs=CostModel(borrow_rate=0.05)
+    )
     env = StockTradingVecEnv(data, 1, "cpu", config)
     assert env.bars_per_day == 1
     env.reset()
@@ -209,7 +226,9 @@ def test_a_periods_cost_tables_read_the_bars_before_it():
     assert late.lookback.shape == (300, 3, len(data.feature_names)) and data.lookback is None
     part = StockTradingVecEnv(late, num_envs=1, config=rules)._tables
     assert torch.equal(part.half_spread, whole.half_spread[300:]) and torch.equal(part.impact, whole.impact[300:])
-    assert (part.half_spread[0] > 0).any() and (part.impact[0] > 0).all()  # the spread estimate is 0 where its mean is < 0
+    assert (part.half_spread[0] > 0).any() and (
+        part.impact[0] > 0
+    ).all()  # the spread estimate is 0 where its mean is < 0
     # a slice of a slice reads back to the start too; a panel without earlier bars starts blind
     later = late.slice(late.timestamps[50], None)
     assert torch.equal(later.lookback, data.features[:350])
@@ -268,8 +287,11 @@ def test_negative_commission_rates_are_refused(key):
 
 def test_volume_and_high_low_terms_refuse_close_only_data():
     closes = from_frame(random_walk_frame(2, 60, seed=4)[["timestamp", "ticker", "close"]], name="closes")
-    for costs, key in ((CostModel(participation=0.1), "participation"), (CostModel(impact_eta=1.0), "impact_eta"),
-                       (CostModel(spread_model="high_low"), "spread_model")):  # fmt: skip
+    for costs, key in (
+        (CostModel(participation=0.1), "participation"),
+        (CostModel(impact_eta=1.0), "impact_eta"),
+        (CostModel(spread_model="high_low"), "spread_model"),
+    ):
         with pytest.raises(ConfigError, match=f"EnvConfig.costs.{key}.*closes") as err:
             StockTradingVecEnv(closes, 1, "cpu", EnvConfig(costs=costs))
         assert "\n" not in str(err.value)
@@ -290,8 +312,9 @@ def test_per_ticker_spreads_must_name_every_ticker_and_leverage_needs_a_short_we
 
 def test_gross_leverage_reaches_the_limit():
     data = daily_panel()
-    config = EnvConfig(action_mode="weights", short_selling=True, max_leverage=3.0, random_start=False,
-                       buy_cost=0.0, sell_cost=0.0)  # fmt: skip
+    config = EnvConfig(
+        action_mode="weights", short_selling=True, max_leverage=3.0, random_start=False, buy_cost=0.0, sell_cost=0.0
+    )
     env = StockTradingVecEnv(data, 1, "cpu", config)
     env.reset()
     _, _, _, _, info = env.step(torch.tensor([[1.0, -1.0]]))  # gross 2 <= 3: the weights as they are
@@ -332,9 +355,17 @@ def test_named_models_run_on_data_with_volume():
 # ------------------------------------------------------------------ round trips
 
 
-EVERY = CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01, spread_model="per_ticker",
-                  spread_bps_per_ticker=(1.0, 2.5), impact_eta=0.8, impact_window_days=5, participation=0.1,
-                  borrow_rate=0.003)  # fmt: skip
+EVERY = CostModel(
+    commission_per_share=0.005,
+    commission_min=1.0,
+    commission_max_rate=0.01,
+    spread_model="per_ticker",
+    spread_bps_per_ticker=(1.0, 2.5),
+    impact_eta=0.8,
+    impact_window_days=5,
+    participation=0.1,
+    borrow_rate=0.003,
+)
 
 
 def _drop_none(value):
@@ -373,8 +404,15 @@ def test_a_borrow_fee_the_cash_cannot_pay_is_a_debt_that_buys_nothing(spread_bps
     no buy fills until sales repay it, and nothing else goes wrong."""
     data = daily_panel(3)
     costs = CostModel(borrow_rate=0.5, spread_bps=spread_bps)
-    config = EnvConfig(action_mode="weights", short_selling=True, max_leverage=2.0, random_start=False,
-                       buy_cost=0.0, sell_cost=0.0, costs=costs)  # fmt: skip
+    config = EnvConfig(
+        action_mode="weights",
+        short_selling=True,
+        max_leverage=2.0,
+        random_start=False,
+        buy_cost=0.0,
+        sell_cost=0.0,
+        costs=costs,
+    )
     env = StockTradingVecEnv(data, 1, "cpu", config)
     env.reset()
     _, _, _, _, info = env.step(torch.tensor([[0.9, 0.6, -0.5]]))  # gross 2: cash V + 0.5 V - 1.5 V = 0
@@ -394,9 +432,20 @@ def test_a_borrow_fee_the_cash_cannot_pay_is_a_debt_that_buys_nothing(spread_bps
 
 def test_a_scaled_model_charges_every_term_k_times_for_the_same_fill():
     """One fill of known size: every part of the cost at k x the model is k x the part at 1 x."""
-    named = NamedCosts("every", 0.001, 0.002, CostModel(commission_per_share=0.005, commission_min=1.0,
-                       commission_max_rate=0.01, spread_model="high_low", spread_window=50, impact_eta=0.7,
-                       impact_window_days=1))  # fmt: skip
+    named = NamedCosts(
+        "every",
+        0.001,
+        0.002,
+        CostModel(
+            commission_per_share=0.005,
+            commission_min=1.0,
+            commission_max_rate=0.01,
+            spread_model="high_low",
+            spread_window=50,
+            impact_eta=0.7,
+            impact_window_days=1,
+        ),
+    )
     data = known_panel()
     base = step_to_fill(data, named.apply(EnvConfig(initial_cash=1e7, random_start=False)), 0.5)
     assert base["cost_spread"].item() > 0 and base["cost_impact"].item() > 0
@@ -437,7 +486,9 @@ def test_named_costs_refuse_bad_rates_and_take_overrides():
 def test_described_names_rates_and_terms_by_the_model_they_equal_or_come_nearest_to():
     institutional = cost_model("institutional")
     for name in COST_MODELS:  # a run's rules, read back from its config, name the model they came from
-        rules = tomllib.loads(tomli_w.dumps(toml_ready({"env_config": config_to_dict(cost_model(name).apply(EnvConfig()))})))
+        rules = tomllib.loads(
+            tomli_w.dumps(toml_ready({"env_config": config_to_dict(cost_model(name).apply(EnvConfig()))}))
+        )
         assert NamedCosts.from_config(recorded_rules(rules["env_config"], "config.toml")) == cost_model(name)
     assert described(0.0005, 0.0005, CostModel()).name == "flat 0.05% per side"
     assert described(0.0005, 0.001, CostModel()).name == "flat 0.05% per buy, 0.1% per sell"
@@ -467,7 +518,8 @@ def test_terms_say_which_terms_are_on():
 
     assert CostModel().terms() == Terms(False, False, False, False, False) and not CostModel().terms().in_fill
     assert cost_model("retail").costs.terms() == Terms(
-        per_order_commission=True, spread=True, impact=True, participation=False, borrow=True)  # fmt: skip
+        per_order_commission=True, spread=True, impact=True, participation=False, borrow=True
+    )
     assert cost_model("institutional").costs.terms().participation
     assert CostModel(commission_max_rate=0.01).terms().per_order_commission  # a cap alone prices each order
     assert CostModel(spread_model="high_low").terms().spread  # estimated, whatever spread_bps says

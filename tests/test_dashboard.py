@@ -30,7 +30,6 @@ TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_s
 TINY_OFF = {"hidden_sizes": [16], "learning_starts": 256, "iteration_steps": 256, "batch_size": 64}
 
 
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     """A runs folder with ``ppo`` (train + backtest) and ``tour`` (a tournament with its backtest)."""
@@ -45,8 +44,15 @@ def built(tmp_path_factory) -> Path:
     runs_dir = root / "runs"
     trader.training.train("ppo", str(recipe), TINY_PPO, runs_dir / "ppo", steps=1024, num_envs=8, eval_every=512)
     assert cli(["backtest", str(runs_dir / "ppo"), "--dataset", str(recipe), "--no-tear-sheet"]) == 0
-    config = TournamentConfig(run_dir=str(runs_dir / "tour"), env=str(recipe), pod_steps=512, num_envs=8, pods=3,
-                              population=3, algo_configs={"ppo": TINY_PPO, "sac": TINY_OFF, "td3": TINY_OFF})  # fmt: skip
+    config = TournamentConfig(
+        run_dir=str(runs_dir / "tour"),
+        env=str(recipe),
+        pod_steps=512,
+        num_envs=8,
+        pods=3,
+        population=3,
+        algo_configs={"ppo": TINY_PPO, "sac": TINY_OFF, "td3": TINY_OFF},
+    )
     with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
         run(config, client=client)
     return runs_dir
@@ -57,7 +63,6 @@ def test_every_file_a_training_run_a_tournament_and_a_backtest_wrote_is_document
 
     for run in ("ppo", "tour"):
         assert_every_file_is_documented(built / run)
-
 
 
 def test_a_tournament_gathers_every_pods_validation_passes_as_its_trials(built: Path) -> None:
@@ -158,13 +163,24 @@ def bar_series(values: list[float], timestamps: list[str]) -> pd.DataFrame:
     index = pd.DatetimeIndex(pd.to_datetime(timestamps)).tz_localize("America/New_York")
     value = np.array(values)
     previous = np.concatenate([[value[0]], value[:-1]])
-    return pd.DataFrame({"value": value, "return": value / previous - 1.0, "cash": value * 0.25,
-                         "turnover": 0.0, "traded_value": 10.0, "costs": 0.0}, index=index)  # fmt: skip
+    return pd.DataFrame(
+        {
+            "value": value,
+            "return": value / previous - 1.0,
+            "cash": value * 0.25,
+            "turnover": 0.0,
+            "traded_value": 10.0,
+            "costs": 0.0,
+        },
+        index=index,
+    )
 
 
 def test_daily_frame_keeps_the_last_value_and_compounds_the_day() -> None:
-    bars = bar_series([100, 110, 99, 120, 132],
-                      ["2023-01-03 09:31", "2023-01-03 16:00", "2023-01-04 09:31", "2023-01-04 12:00", "2023-01-04 16:00"])
+    bars = bar_series(
+        [100, 110, 99, 120, 132],
+        ["2023-01-03 09:31", "2023-01-03 16:00", "2023-01-04 09:31", "2023-01-04 12:00", "2023-01-04 16:00"],
+    )
     daily = figures.daily_frame(bars)
     assert list(daily.index) == [pd.Timestamp("2023-01-03"), pd.Timestamp("2023-01-04")]
     assert daily["value"].tolist() == [110, 132]
@@ -175,7 +191,9 @@ def test_daily_frame_keeps_the_last_value_and_compounds_the_day() -> None:
 
 
 def test_daily_exposure_is_net_and_gross_at_the_sessions_last_bar() -> None:
-    bars = bar_series([100, 110, 99, 120], ["2023-01-03 09:31", "2023-01-03 16:00", "2023-01-04 09:31", "2023-01-04 16:00"])
+    bars = bar_series(
+        [100, 110, 99, 120], ["2023-01-03 09:31", "2023-01-03 16:00", "2023-01-04 09:31", "2023-01-04 16:00"]
+    )
     bars["gross_value"] = [0.0, 165.0, 10.0, 60.0]  # e.g. 110 long + 55 short against cash 27.5 on the first day
     daily = figures.daily_frame(bars)
     assert daily["exposure"].tolist() == pytest.approx([0.75, 0.75])
@@ -204,12 +222,17 @@ def test_rolling_sharpe_is_the_metric_over_each_window() -> None:
 
 
 def test_best_score_curve_is_the_running_best_per_algorithm() -> None:
-    pods = pd.DataFrame({
-        "pod_id": ["p0", "p1", "p2", "p3", "p4"], "algo": ["ppo", "sac", "ppo", "ppo", "sac"],
-        "start": [0.0, 0.0, 60.0, 120.0, 60.0], "end": [60.0, 60.0, 120.0, 180.0, 240.0],
-        "score": [1.0, 0.5, 0.7, 2.0, np.nan], "status": ["finished"] * 4 + ["failed"],
-        "worker": ["w"] * 5,
-    })  # fmt: skip
+    pods = pd.DataFrame(
+        {
+            "pod_id": ["p0", "p1", "p2", "p3", "p4"],
+            "algo": ["ppo", "sac", "ppo", "ppo", "sac"],
+            "start": [0.0, 0.0, 60.0, 120.0, 60.0],
+            "end": [60.0, 60.0, 120.0, 180.0, 240.0],
+            "score": [1.0, 0.5, 0.7, 2.0, np.nan],
+            "status": ["finished"] * 4 + ["failed"],
+            "worker": ["w"] * 5,
+        }
+    )
     curve = figures.best_score_curve(pods)
     assert curve[curve.algo == "ppo"]["best"].tolist() == [1.0, 1.0, 2.0]
     assert curve[curve.algo == "ppo"]["minutes"].tolist() == [1.0, 2.0, 3.0]
@@ -225,8 +248,11 @@ def test_tournament_tables_come_from_its_files(built: Path) -> None:
     params = figures.hyperparameter_frame(pods)
     assert len(params) == pods["score"].notna().sum()
     assert figures.hyperparameter_names(params)  # learning rate and friends
-    for figure in (figures.best_score_figure(pods), figures.pod_timeline_figure(pods),
-                   figures.hyperparameter_figure(params, figures.hyperparameter_names(params)[0])):  # fmt: skip
+    for figure in (
+        figures.best_score_figure(pods),
+        figures.pod_timeline_figure(pods),
+        figures.hyperparameter_figure(params, figures.hyperparameter_names(params)[0]),
+    ):
         assert figure.data
 
 
@@ -243,10 +269,12 @@ def test_the_tournament_page_states_the_result_and_each_candidates_evidence(buil
 
 
 def test_the_split_draws_across_a_daylight_saving_change() -> None:
-    card = {"periods": {
-        "train": {"start": "2023-01-03 09:30:00-05:00", "end": "2023-08-31 15:59:00-04:00", "bars": 10},
-        "test": {"start": "2023-11-01 09:30:00-04:00", "end": "2023-12-29 15:59:00-05:00", "bars": 5},
-    }}  # fmt: skip
+    card = {
+        "periods": {
+            "train": {"start": "2023-01-03 09:30:00-05:00", "end": "2023-08-31 15:59:00-04:00", "bars": 10},
+            "test": {"start": "2023-11-01 09:30:00-04:00", "end": "2023-12-29 15:59:00-05:00", "bars": 5},
+        }
+    }
     figure = figures.periods_figure(card)
     assert len(figure.data) == 2
     assert list(figures.periods_table(card).index) == ["train", "test"]
@@ -279,9 +307,12 @@ def test_a_shorter_range_is_summary_over_that_range(built: Path) -> None:
     assert (shown["days"] == 1).all()
     one_day = {name: figures.in_range(frame, last, last) for name, frame in series.items()}
     returns = pd.DataFrame({n: f["return"].to_numpy() for n, f in one_day.items()})
-    expected = metrics.summary(returns, timestamps=next(iter(one_day.values())).index,
-                               traded_value=pd.DataFrame({n: f["traded_value"].to_numpy() for n, f in one_day.items()}),
-                               portfolio_value=pd.DataFrame({n: f["value"].to_numpy() for n, f in one_day.items()}))  # fmt: skip
+    expected = metrics.summary(
+        returns,
+        timestamps=next(iter(one_day.values())).index,
+        traded_value=pd.DataFrame({n: f["traded_value"].to_numpy() for n, f in one_day.items()}),
+        portfolio_value=pd.DataFrame({n: f["value"].to_numpy() for n, f in one_day.items()}),
+    )
     pd.testing.assert_frame_equal(shown, expected.loc[shown.index])
 
 
@@ -310,8 +341,10 @@ def test_the_breakeven_figure_draws_each_curve_and_marks_the_crossing() -> None:
     from dashboards import costs
     from trader.backtesting.engine import breakeven
 
-    curves = {"edge": breakeven([0.0, 1.0, 2.0, 4.0], [1.0, 0.5, -0.5, -1.0]),
-              "never": breakeven([0.0, 1.0, 2.0, 4.0], [2.0, 1.5, 1.0, 0.5])}  # fmt: skip
+    curves = {
+        "edge": breakeven([0.0, 1.0, 2.0, 4.0], [1.0, 0.5, -0.5, -1.0]),
+        "never": breakeven([0.0, 1.0, 2.0, 4.0], [2.0, 1.5, 1.0, 0.5]),
+    }
     figure = costs.breakeven_figure(curves)
     lines = [trace for trace in figure.data if trace.mode == "lines+markers"]
     assert [trace.name for trace in lines] == ["edge: 1.50x", "never: above 4x"]
@@ -368,7 +401,8 @@ def test_a_runs_other_reports_are_listed_beside_its_own_and_show_their_numbers(r
     table = at.dataframe[0].value
     label = metrics.METRIC_LABELS["sharpe_ratio"]
     assert {name: table.loc[name, label] for name in report["order"]} == {
-        name: report["metrics"][name]["sharpe_ratio"] for name in report["order"]}
+        name: report["metrics"][name]["sharpe_ratio"] for name in report["order"]
+    }
     at.switch_page("pages/significance.py").run()
     assert "ppo/reports/validation" in at.sidebar.selectbox(key="significance_run").options
 
@@ -403,7 +437,9 @@ def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_tr
     assert len(charts) == 2  # the intervals and the trials (too few days for PBO's blocks)
     winner = report["selection"]["winner"]
     drawn = [shape["y0"] for shape in json.loads(charts[1].proto.spec)["layout"].get("shapes", [])]
-    expected = [winner[key] for key in ("expected_max_sharpe_null", "expected_max_sharpe") if winner.get(key) is not None]
+    expected = [
+        winner[key] for key in ("expected_max_sharpe_null", "expected_max_sharpe") if winner.get(key) is not None
+    ]
     # report.json's lines only, never recomputed: the tiny run's 2 validation days give none
     assert drawn == pytest.approx(expected)
 
@@ -487,7 +523,8 @@ def test_an_older_run_says_it_has_no_costs_and_draws_net_exposure_only(runs_copy
     at = app_test(runs_copy).run()
     assert not at.exception
     assert [m for m in messages(at) if "no costs recorded" in m] == [
-        "no costs recorded in report.json (written by an older version): run `trader backtest` on it again."]
+        "no costs recorded in report.json (written by an older version): run `trader backtest` on it again."
+    ]
     assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith(("-costs", "-breakeven"))]
     names = [trace.name for trace in chart(at, "exposure").data]
     assert names == [f"{name}: net" for name in report["order"]]
@@ -507,8 +544,9 @@ def test_a_dollar_neutral_book_shows_gross_exposure_while_net_is_zero(tmp_path: 
     actions = torch.tensor([[0.25, -0.25, 0.25, -0.25]]).expand(data.num_bars, 4)
     rules = EnvConfig(action_mode="weights", short_selling=True, features=("close",))
     config = BacktestConfig(tear_sheet=False, buy_cost=0.0, sell_cost=0.0, policy_env=rules)
-    result = run_backtest(data, {"neutral": ActionSchedule(actions)}, baselines=[], config=config,
-                          run_dir=tmp_path / "runs" / "neutral")  # fmt: skip
+    result = run_backtest(
+        data, {"neutral": ActionSchedule(actions)}, baselines=[], config=config, run_dir=tmp_path / "runs" / "neutral"
+    )
     at = app_test(tmp_path / "runs").run()
     assert not at.exception
     traces = {trace.name: trace for trace in chart(at, "exposure").data}
@@ -540,9 +578,13 @@ def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> N
 def test_an_empty_runs_folder_says_so_on_every_page(tmp_path: Path) -> None:
     at = app_test(tmp_path).run()
     assert not at.exception and any("No backtest in" in m for m in messages(at))
-    for page, text in (("significance", "No report.json in"), ("tournament", "No tournament in"),
-                       ("experiment", "No experiment in"), ("training", "No training run in"),
-                       ("data", "No dataset.json")):  # fmt: skip
+    for page, text in (
+        ("significance", "No report.json in"),
+        ("tournament", "No tournament in"),
+        ("experiment", "No experiment in"),
+        ("training", "No training run in"),
+        ("data", "No dataset.json"),
+    ):
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception and any(text in m for m in messages(at)), page
 
@@ -709,8 +751,15 @@ def test_stopping_trader_dashboard_stops_streamlit_and_frees_the_port(tmp_path: 
     import psutil
 
     port = _free_port()
-    command = [sys.executable, "-c", "from trader.cli import entry_point; entry_point()",
-               "dashboard", str(tmp_path), "--port", str(port)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        "from trader.cli import entry_point; entry_point()",
+        "dashboard",
+        str(tmp_path),
+        "--port",
+        str(port),
+    ]
     parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     children: list = []
     try:
@@ -772,7 +821,11 @@ def test_find_runs_lists_a_walk_forward_and_its_folds_at_any_depth(walked: Path)
     assert [run.name for run in runs.find_runs(walked / "wf")] == found  # the walk-forward given as runs folder
     listed = {run.name: run for run in runs.find_runs(walked)}
     assert listed["wf"].has_walkforward and not listed["wf"].has_report
-    assert listed["wf/folds/2"].has_report and listed["wf/folds/2"].has_training and not listed["wf/folds/2"].has_walkforward
+    assert (
+        listed["wf/folds/2"].has_report
+        and listed["wf/folds/2"].has_training
+        and not listed["wf/folds/2"].has_walkforward
+    )
 
 
 def test_the_walk_forward_views_draw_walkforward_json_and_stitched_parquet(walked: Path) -> None:
@@ -801,7 +854,9 @@ def test_the_walk_forward_views_draw_walkforward_json_and_stitched_parquet(walke
         assert winners.loc[row["fold"], "equal_weight test Sharpe"] == row["equal_weight_test_sharpe"]
         assert json.loads(winners.loc[row["fold"], "hyperparameters"]) == row["hyperparameters"]
     table = views.stitched_metrics(summary["stitched"])
-    assert table.loc["ppo", metrics.METRIC_LABELS["sharpe_ratio"]] == summary["stitched"]["metrics"]["ppo"]["sharpe_ratio"]
+    assert (
+        table.loc["ppo", metrics.METRIC_LABELS["sharpe_ratio"]] == summary["stitched"]["metrics"]["ppo"]["sharpe_ratio"]
+    )
 
 
 def plotted(values) -> list:
@@ -829,7 +884,9 @@ def test_the_walk_forward_page_shows_the_librarys_numbers(walked: Path) -> None:
     assert winners["test Sharpe"].tolist() == [row["test_sharpe"] for row in summary["folds"]]
     assert winners["winner"].tolist() == ["ppo"] * 4
     table = at.dataframe[1].value
-    assert table.loc["ppo", metrics.METRIC_LABELS["sharpe_ratio"]] == summary["stitched"]["metrics"]["ppo"]["sharpe_ratio"]
+    assert (
+        table.loc["ppo", metrics.METRIC_LABELS["sharpe_ratio"]] == summary["stitched"]["metrics"]["ppo"]["sharpe_ratio"]
+    )
     shown = " ".join(m.value for m in at.markdown)
     for name, evidence in summary["stitched"]["evidence"].items():
         assert f"{name}: {evidence['sentence']}" in shown

@@ -29,8 +29,13 @@ APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
 PAGE = "pages/experiment.py"
 
 
-FIGURE = pd.DataFrame({"learner": ["tournament"] * 3 + ["vanilla PPO"] * 2, "seconds": [30.0, 60.0, 90.0, 30.0, 60.0],
-                       "cum_return": [0.05, 0.12, 0.18, -0.02, 0.04]})  # fmt: skip
+FIGURE = pd.DataFrame(
+    {
+        "learner": ["tournament"] * 3 + ["vanilla PPO"] * 2,
+        "seconds": [30.0, 60.0, 90.0, 30.0, 60.0],
+        "cum_return": [0.05, 0.12, 0.18, -0.02, 0.04],
+    }
+)
 """Figure 7's points: two learners, snapshots every 30 seconds."""
 
 
@@ -48,18 +53,31 @@ def experiment_runs(tmp_path_factory) -> Path:
     recipe = root / "tiny.toml"
     recipe.write_text(TINY_DAILY_RECIPE)
     run_dir = root / "runs" / "paper"
-    config = ExperimentConfig(run_dir=str(run_dir), dataset=str(recipe), pods=2, pod_steps=512, years=2.0,
-                              extra_costs=("institutional",), libraries=("sb3",))  # fmt: skip
+    config = ExperimentConfig(
+        run_dir=str(run_dir),
+        dataset=str(recipe),
+        pods=2,
+        pod_steps=512,
+        years=2.0,
+        extra_costs=("institutional",),
+        libraries=("sb3",),
+    )
     claim(config, run_dir)
     write_recipe(experiment_recipe(config), run_dir / rundir.EXPERIMENT_DATASET)
     data = load(str(run_dir / rundir.EXPERIMENT_DATASET))
-    base = BacktestConfig(initial_cash=config.initial_cash, buy_cost=config.cost, sell_cost=config.cost, tear_sheet=False)
+    base = BacktestConfig(
+        initial_cash=config.initial_cash, buy_cost=config.cost, sell_cost=config.cost, tear_sheet=False
+    )
     trials = {"equal_weight": Trials(sharpes=np.array([0.4, 1.1, -0.3]))}
-    result = run_backtest(data, {}, baselines=["benchmark", "equal_weight"], period="test", config=base, run_dir=run_dir,
-                          trials=trials)  # fmt: skip
+    result = run_backtest(
+        data, {}, baselines=["benchmark", "equal_weight"], period="test", config=base, run_dir=run_dir, trials=trials
+    )
     extra = {"institutional": result.metrics["sharpe_ratio"] - 0.25}
     write_outputs(run_dir, config, table2(result, extra), FIGURE)
-    claim(ExperimentConfig(run_dir=str(root / "runs" / "running"), dataset=str(recipe), minutes=5.0), root / "runs" / "running")
+    claim(
+        ExperimentConfig(run_dir=str(root / "runs" / "running"), dataset=str(recipe), minutes=5.0),
+        root / "runs" / "running",
+    )
     return root / "runs"
 
 
@@ -135,8 +153,14 @@ def test_table_2_is_experiment_json_s_rows_with_the_papers_marked(experiment_run
     labels = views.table_labels(rows)
     assert list(table.index) == [row["strategy"] for row in rows]
     assert list(table.columns) == list(labels.values())
-    assert list(labels.values())[:6] == ["Source", "Cumulative return", "Annual return", "Annual volatility",
-                                         "Max drawdown", "Sharpe ratio"]  # fmt: skip
+    assert list(labels.values())[:6] == [
+        "Source",
+        "Cumulative return",
+        "Annual return",
+        "Annual volatility",
+        "Max drawdown",
+        "Sharpe ratio",
+    ]
     assert {"PSR", "DSR", "Trials", "Sharpe (institutional)"} <= set(table.columns)
     for row, (_, shown) in zip(rows, table.iterrows(), strict=True):
         assert shown["Source"] == row["source"]
@@ -150,7 +174,9 @@ def test_table_2_is_experiment_json_s_rows_with_the_papers_marked(experiment_run
     ours = table[table["Source"] == "ours"]
     assert len(ours) == 2 and ours["PSR"].notna().all() and ours["Trials"].tolist().count(3.0) == 1
     formats = views.table_formats(table)
-    assert formats["Cumulative return"] == "percent" and formats["Sharpe ratio"] == "%.2f" and formats["Trials"] == "%.0f"
+    assert (
+        formats["Cumulative return"] == "percent" and formats["Sharpe ratio"] == "%.2f" and formats["Trials"] == "%.0f"
+    )
     assert "Source" not in formats
 
 
@@ -205,7 +231,9 @@ def test_the_page_shows_the_settings_table_2_and_figure_7(experiment_runs: Path)
     assert list(table.index) == [row["strategy"] for row in rows]
     pd.testing.assert_frame_equal(table, views.table_frame(rows))  # experiment.json's numbers, as they are
     assert table.loc["Vanilla PPO (the paper)", "Source"] == "the paper"
-    assert any("are the seed paper's published figures" in c.value and "Vanilla PPO (the paper)" in c.value for c in at.caption)
+    assert any(
+        "are the seed paper's published figures" in c.value and "Vanilla PPO (the paper)" in c.value for c in at.caption
+    )
     settings = settings_shown(at)
     assert settings.loc["Commission per side", "Value"] == "0.20%"
     figure = pd.read_parquet(experiment_runs / "paper" / rundir.EXPERIMENT_FIGURE)
@@ -224,7 +252,10 @@ def test_an_experiment_still_running_shows_its_settings_and_says_so(experiment_r
     [
         (lambda run: (run / rundir.EXPERIMENT_JSON).write_text('{"table": ['), "experiment.json: not valid JSON"),
         (lambda run: (run / rundir.EXPERIMENT_FIGURE).unlink(), "figure7.parquet: not found"),
-        (lambda run: (run / rundir.EXPERIMENT_FIGURE).write_bytes(b"PAR1"), "figure7.parquet: not a readable Parquet file"),
+        (
+            lambda run: (run / rundir.EXPERIMENT_FIGURE).write_bytes(b"PAR1"),
+            "figure7.parquet: not a readable Parquet file",
+        ),
         (lambda run: (run / rundir.EXPERIMENT).write_text("cost = ["), "experiment.toml: not valid TOML"),
     ],
 )
@@ -244,7 +275,9 @@ def test_without_an_experiment_the_page_says_how_to_run_one(tmp_path: Path) -> N
     at = app_test(tmp_path)
     hint = next(i.value for i in at.info if "No experiment in" in i.value)
     assert "`trader experiment podracer RUN_DIR" in hint
-    assert any(page == "experiment.py" and text.startswith("trader experiment podracer") for page, text in suggested_commands())
+    assert any(
+        page == "experiment.py" and text.startswith("trader experiment podracer") for page, text in suggested_commands()
+    )
 
 
 def test_the_hints_command_runs_up_to_the_training(tmp_path: Path, monkeypatch) -> None:

@@ -44,8 +44,23 @@ def test_the_demo_runs_tournament_baseline_and_backtest_into_one_run_dir(tmp_pat
     recipe = tmp_path / "tiny.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
     run_dir = tmp_path / "runs" / "demo"
-    code = main(["demo", "--dataset", str(recipe), str(run_dir), "--minutes", "5", "--pods", "2",
-                 "--workers", "2", "--pod-steps", "1024", "--no-tear-sheet"])
+    code = main(
+        [
+            "demo",
+            "--dataset",
+            str(recipe),
+            str(run_dir),
+            "--minutes",
+            "5",
+            "--pods",
+            "2",
+            "--workers",
+            "2",
+            "--pod-steps",
+            "1024",
+            "--no-tear-sheet",
+        ]
+    )
     assert code == 0
     out, err = capsys.readouterr()
     report = json.loads((run_dir / "report.json").read_text())
@@ -57,13 +72,18 @@ def test_the_demo_runs_tournament_baseline_and_backtest_into_one_run_dir(tmp_pat
     # An ensemble row only where pods cleared the membership bar; the result is stated either way.
     selection = json.loads((run_dir / "selection.json").read_text())
     assert ("ensemble" in rows) == bool(selection["members"]) == (selection["ensemble_score"] is not None)
-    assert selection["sentence"] in " ".join(err.split()) and selection["sentence"] in report["selection"]["tournament"]["sentence"]
+    assert (
+        selection["sentence"] in " ".join(err.split())
+        and selection["sentence"] in report["selection"]["tournament"]["sentence"]
+    )
     assert f"trader dashboard {run_dir.parent}" in out
     board = json.loads((run_dir / "leaderboard.json").read_text())
     assert len(board["entries"]) == 2  # the pod budget stopped it, not the 5 minutes
     trained = json.loads((run_dir / "baselines" / "sb3-ppo-s0" / "baseline.json").read_text())
     assert trained["budget"]["terms"] == "equal wall-clock" and trained["budget"]["seconds"] < 300
-    assert (run_dir / "tournament.toml").is_file() and (run_dir / "baselines" / "sb3-ppo-s0" / "baseline.json").is_file()
+    assert (run_dir / "tournament.toml").is_file() and (
+        run_dir / "baselines" / "sb3-ppo-s0" / "baseline.json"
+    ).is_file()
     # Trained and scored under the demo's rules: 5 bp per side, target weights.
     assert report["config"]["buy_cost"] == report["config"]["sell_cost"] == pytest.approx(5e-4)
     saved = json.loads((run_dir / "baselines" / "sb3-ppo-s0" / "baseline.json").read_text())

@@ -106,6 +106,8 @@ def test_every_trader_option_in_the_docs_exists() -> None:
             command = _subcommand(line)
             named = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", line))
             unknown = named - _options(command)
-            assert not unknown, f"{page.name}: `{line}` names {sorted(unknown)}, which `trader {' '.join(command)}` lacks"
+            assert not unknown, (
+                f"{page.name}: `{line}` names {sorted(unknown)}, which `trader {' '.join(command)}` lacks"
+            )
             checked += len(named)
     assert checked >= 10, checked

@@ -19,14 +19,27 @@ from market_envs.env import return_tstat_table, turbulence_index
 from trader.errors import ConfigError, UserError
 
 PANEL = random_panel(n_tickers=4, n_bars=90, seed=7, gap_prob=0.05)
-COST_KEYS = ("costs", "cost_commission", "cost_spread", "cost_impact", "cost_borrow", "ordered_value",
-             "unfilled_value", "unfilled_shares")  # fmt: skip
+COST_KEYS = (
+    "costs",
+    "cost_commission",
+    "cost_spread",
+    "cost_impact",
+    "cost_borrow",
+    "ordered_value",
+    "unfilled_value",
+    "unfilled_shares",
+)
 EVERY_COST = CostModel(
-    commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
-    spread_model="high_low", spread_window=20,
-    impact_eta=1.0, impact_window_days=1,
-    participation=0.05, borrow_rate=0.05,
-)  # fmt: skip
+    commission_per_share=0.005,
+    commission_min=1.0,
+    commission_max_rate=0.01,
+    spread_model="high_low",
+    spread_window=20,
+    impact_eta=1.0,
+    impact_window_days=1,
+    participation=0.05,
+    borrow_rate=0.05,
+)
 """Every cost term on, at sizes where each one binds on PANEL (volume 100..10000 a bar)."""
 
 
@@ -39,7 +52,9 @@ def random_actions(steps: int, num_envs: int, n: int, seed: int) -> torch.Tensor
     return torch.where(pick > 0.9, torch.zeros_like(actions), actions)
 
 
-def run_against_reference(data, num_envs: int, config: EnvConfig, steps: int, seed: int, seen: dict | None = None) -> int:
+def run_against_reference(
+    data, num_envs: int, config: EnvConfig, steps: int, seed: int, seen: dict | None = None
+) -> int:
     """Step the batched env and one reference env per sub-env; compare everything.
 
     Returns the number of autoresets seen (the reference is restarted at the start
@@ -108,8 +123,14 @@ def test_equals_reference_with_leavers_long_and_short_books(mode, short_selling)
     """A point-in-time universe on PANEL (gaps too), with short selling on and off: the rule
     for leavers met long books and, with short selling, short ones, and shrank positions."""
     data = with_leavers(PANEL, seed=21, switches=6, member_first=0.5)
-    config = EnvConfig(action_mode=mode, short_selling=short_selling, initial_cash=20_000.0, episode_length=25,
-                       buy_cost=0.001, sell_cost=0.002)  # fmt: skip
+    config = EnvConfig(
+        action_mode=mode,
+        short_selling=short_selling,
+        initial_cash=20_000.0,
+        episode_length=25,
+        buy_cost=0.001,
+        sell_cost=0.002,
+    )
     seen: dict = {}
     run_against_reference(data, 4, config, steps=40, seed=13, seen=seen)
     assert seen["longs"] > 0 and seen["shrunk"] > 0, seen
@@ -139,8 +160,16 @@ def test_equals_reference_with_short_selling_guard_and_costs(mode):
 def test_equals_reference_with_every_cost_term(mode, short_selling):
     leverage = 2.0 if (mode == "weights" and short_selling) else 1.0
     config = EnvConfig(
-        action_mode=mode, short_selling=short_selling, max_leverage=leverage, buy_cost=0.001, sell_cost=0.002,
-        costs=EVERY_COST, initial_cash=20_000.0, episode_length=25, turbulence_threshold=6.0, turbulence_window=10,
+        action_mode=mode,
+        short_selling=short_selling,
+        max_leverage=leverage,
+        buy_cost=0.001,
+        sell_cost=0.002,
+        costs=EVERY_COST,
+        initial_cash=20_000.0,
+        episode_length=25,
+        turbulence_threshold=6.0,
+        turbulence_window=10,
         features=("close", "rsi_30", "volume"),
     )
     run_against_reference(PANEL, 4, config, steps=40, seed=12)
@@ -361,12 +390,27 @@ def test_accounting_invariants_with_every_cost_term(
 ):
     """value = cash + holdings x close; every cost paid is recorded and nothing is created or lost;
     no fill passes the participation cap; without short selling, cash and shares stay >= 0."""
-    costs = CostModel(commission_per_share=per_share, commission_min=minimum, spread_model=spread, spread_bps=5.0,
-                      spread_window=10, impact_eta=eta, impact_window_days=1, participation=participation,
-                      borrow_rate=borrow)  # fmt: skip
-    config = EnvConfig(action_mode=mode, short_selling=short_selling, buy_cost=0.001, sell_cost=0.002, costs=costs,
-                       initial_cash=cash, episode_length=8,
-                       max_leverage=2.0 if (mode == "weights" and short_selling) else 1.0)  # fmt: skip
+    costs = CostModel(
+        commission_per_share=per_share,
+        commission_min=minimum,
+        spread_model=spread,
+        spread_bps=5.0,
+        spread_window=10,
+        impact_eta=eta,
+        impact_window_days=1,
+        participation=participation,
+        borrow_rate=borrow,
+    )
+    config = EnvConfig(
+        action_mode=mode,
+        short_selling=short_selling,
+        buy_cost=0.001,
+        sell_cost=0.002,
+        costs=costs,
+        initial_cash=cash,
+        episode_length=8,
+        max_leverage=2.0 if (mode == "weights" and short_selling) else 1.0,
+    )
     env = StockTradingVecEnv(PANEL, 6, "cpu", config)
     env.reset(seed=seed)
     close, open_, volume = PANEL.close.double(), PANEL.open.double(), PANEL.volume.double()
@@ -411,8 +455,14 @@ def test_no_look_ahead(costs):
     flipped = base.tradable.clone()
     flipped[k + 1 :] = ~flipped[k + 1 :]
     future_changed = replace(base, features=base.features * noise, tradable=flipped)
-    config = EnvConfig(random_start=False, turbulence_threshold=5.0, turbulence_window=10, costs=costs,
-                       short_selling=True, initial_cash=50_000.0)  # fmt: skip
+    config = EnvConfig(
+        random_start=False,
+        turbulence_threshold=5.0,
+        turbulence_window=10,
+        costs=costs,
+        short_selling=True,
+        initial_cash=50_000.0,
+    )
     actions = random_actions(k + 5, 2, base.num_tickers, seed=5)
     runs = []
     for data in (base, future_changed):
@@ -588,8 +638,10 @@ def test_every_compiled_env_keeps_a_compiled_step(monkeypatch):
     compile_ = torch.compile
     monkeypatch.setattr(torch, "compile", lambda function, **_: compile_(function, backend="eager", dynamic=False))
     monkeypatch.setattr(env_module, "_KERNELS", {}, raising=False)
-    envs = [StockTradingVecEnv(PANEL, num_envs, "cpu", EnvConfig(buy_cost=cost), compile=True)
-            for num_envs, cost in ((2, 0.001), (3, 0.001), (2, 0.002), (3, 0.003), (2, 0.001))]  # fmt: skip
+    envs = [
+        StockTradingVecEnv(PANEL, num_envs, "cpu", EnvConfig(buy_cost=cost), compile=True)
+        for num_envs, cost in ((2, 0.001), (3, 0.001), (2, 0.002), (3, 0.003), (2, 0.001))
+    ]
     with torch._dynamo.config.patch(recompile_limit=2, fail_on_recompile_limit_hit=True):
         for env in envs:
             env.reset(seed=0)
@@ -599,21 +651,27 @@ def test_every_compiled_env_keeps_a_compiled_step(monkeypatch):
 
 @pytest.mark.parametrize(
     ("mode", "costs"),
-    [pytest.param("shares", EVERY_COST, id="every-shares"),
-     pytest.param("weights", EVERY_COST, id="every-weights"),
-     # the other branches of the fused fill, one compilation each (slow: run with -m slow)
-     pytest.param("shares", CostModel(commission_per_share=0.005), id="per-share", marks=pytest.mark.slow),
-     pytest.param("weights", CostModel(spread_bps=20.0, participation=0.05), id="spread-cap", marks=pytest.mark.slow),
-     pytest.param("shares", CostModel(impact_eta=3.0, commission_min=2.0), id="impact-minimum",
-                  marks=pytest.mark.slow)],
-)  # fmt: skip
+    [
+        pytest.param("shares", EVERY_COST, id="every-shares"),
+        pytest.param("weights", EVERY_COST, id="every-weights"),
+        # the other branches of the fused fill, one compilation each (slow: run with -m slow)
+        pytest.param("shares", CostModel(commission_per_share=0.005), id="per-share", marks=pytest.mark.slow),
+        pytest.param(
+            "weights", CostModel(spread_bps=20.0, participation=0.05), id="spread-cap", marks=pytest.mark.slow
+        ),
+        pytest.param(
+            "shares", CostModel(impact_eta=3.0, commission_min=2.0), id="impact-minimum", marks=pytest.mark.slow
+        ),
+    ],
+)
 def test_compiled_costly_step_equals_eager_to_accounting_precision_where_cash_binds(mode, costs, monkeypatch):
     """torch.compile runs its own arrangement of the torch kernel's costly fill (fewer row sums),
     which CUDA runs; it must keep every float64 entry of the eager step, which equals the reference
     env, to accounting precision. (On the CPU both would take the native kernel: turned off here.)"""
     monkeypatch.setattr(native, "available", lambda: False)
-    config = EnvConfig(action_mode=mode, episode_length=8, initial_cash=4_000.0, costs=costs,
-                       buy_cost=0.001, sell_cost=0.002)  # fmt: skip
+    config = EnvConfig(
+        action_mode=mode, episode_length=8, initial_cash=4_000.0, costs=costs, buy_cost=0.001, sell_cost=0.002
+    )
     actions = random_actions(14, 6, PANEL.num_tickers, seed=21)
     envs = [StockTradingVecEnv(PANEL, 6, "cpu", config, compile=compiled) for compiled in (False, True)]
     assert not any(env._rules.native for env in envs)
@@ -635,7 +693,11 @@ def test_compiled_costly_step_equals_eager_to_accounting_precision_where_cash_bi
 @pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
 def test_cuda_equals_cpu(mode, costs):
     config = EnvConfig(
-        action_mode=mode, episode_length=6, initial_cash=30_000.0, turbulence_threshold=6.0, turbulence_window=10,
+        action_mode=mode,
+        episode_length=6,
+        initial_cash=30_000.0,
+        turbulence_threshold=6.0,
+        turbulence_window=10,
         costs=costs,
     )
     actions = random_actions(12, 8, PANEL.num_tickers, seed=8)
@@ -651,13 +713,25 @@ def test_cuda_equals_cpu(mode, costs):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("pace", [{"trade_rate": 0.3}, {"no_trade_band": 0.02}, {"no_trade_band": 0.05, "band_scope": "book"}],
-                         ids=["rate", "band", "book-band"])  # fmt: skip
+@pytest.mark.parametrize(
+    "pace",
+    [{"trade_rate": 0.3}, {"no_trade_band": 0.02}, {"no_trade_band": 0.05, "band_scope": "book"}],
+    ids=["rate", "band", "book-band"],
+)
 @pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
 def test_cuda_equals_cpu_with_the_action_that_can_hold(pace, costs):
     """The linear aim, a trade rate or a no-trade band and the aim reward: the same on CUDA."""
-    config = EnvConfig(action_mode="weights", short_selling=True, weights_map="linear", reward="aim", episode_length=6,
-                       initial_cash=30_000.0, random_start=False, costs=costs, **pace)  # fmt: skip
+    config = EnvConfig(
+        action_mode="weights",
+        short_selling=True,
+        weights_map="linear",
+        reward="aim",
+        episode_length=6,
+        initial_cash=30_000.0,
+        random_start=False,
+        costs=costs,
+        **pace,
+    )
     actions = random_actions(12, 8, PANEL.num_tickers, seed=9)
     left = _trajectory(StockTradingVecEnv(PANEL, 8, "cpu", config), actions)
     right = _trajectory(StockTradingVecEnv(PANEL, 8, "cuda", config), actions)
@@ -693,7 +767,9 @@ def test_return_tstat_table_matches_a_loop_and_is_zero_before_a_full_window():
 def test_return_tstat_table_is_causal():
     k = 40
     changed = PANEL.close.clone()
-    changed[k + 1 :] *= torch.exp(torch.randn(changed[k + 1 :].shape, generator=torch.Generator().manual_seed(3)) * 0.05)
+    changed[k + 1 :] *= torch.exp(
+        torch.randn(changed[k + 1 :].shape, generator=torch.Generator().manual_seed(3)) * 0.05
+    )
     left = return_tstat_table(PANEL.close, (10,), clip=10.0)
     right = return_tstat_table(changed, (10,), clip=10.0)
     assert torch.equal(left[: k + 1], right[: k + 1])
@@ -774,7 +850,9 @@ def test_market_neutral_weights_demean_the_actions():
     _, r1, _, _, info1 = neutral.step(actions)
     _, r2, _, _, info2 = plain.step(actions - actions.mean(-1, keepdim=True))
     torch.testing.assert_close(r1, r2)
-    torch.testing.assert_close(info1["holdings"], info2["holdings"], rtol=1e-5, atol=1e-6)  # demeaned in the kernel vs outside
+    torch.testing.assert_close(
+        info1["holdings"], info2["holdings"], rtol=1e-5, atol=1e-6
+    )  # demeaned in the kernel vs outside
     price = data.open[info1["t"]].double()
     net = (info1["holdings"].double() * price).sum(-1)
     assert (net.abs() < 1e-6 * info1["value"].double()).all()

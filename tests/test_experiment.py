@@ -19,11 +19,13 @@ from trader.errors import UserError
 from trader.experiment import ExperimentConfig, best_pods_over_time, experiment_dates, table_markdown
 
 
-
 def test_the_papers_dates_where_the_data_covers_them():
     assert experiment_dates("2016-01-04", "2021-05-27", None) == {
-        "start": "2016-01-04", "train_end": "2018-05-14", "val_end": "2019-05-13", "end": "2021-05-27",
-    }  # fmt: skip
+        "start": "2016-01-04",
+        "train_end": "2018-05-14",
+        "val_end": "2019-05-13",
+        "end": "2021-05-27",
+    }
     assert experiment_dates("2010-01-04", "2024-01-01", None)["val_end"] == "2019-05-13"  # a longer data set too
 
 
@@ -41,23 +43,48 @@ def test_elsewhere_the_papers_proportions_over_the_window_or_its_last_years():
 
 def test_the_best_pod_at_each_mark_is_the_best_that_had_finished_by_then(tmp_path: Path):
     t0 = 1000.0
-    events = [("started", {}, 0.0), ("entered", {"pod_id": "p0000", "score": 1.0}, 3.0),
-              ("entered", {"pod_id": "p0001", "score": 0.5}, 4.0), ("entered", {"pod_id": "p0002", "score": 2.0}, 7.5),
-              ("stopped", {"reason": "pods"}, 9.0)]  # fmt: skip
+    events = [
+        ("started", {}, 0.0),
+        ("entered", {"pod_id": "p0000", "score": 1.0}, 3.0),
+        ("entered", {"pod_id": "p0001", "score": 0.5}, 4.0),
+        ("entered", {"pod_id": "p0002", "score": 2.0}, 7.5),
+        ("stopped", {"reason": "pods"}, 9.0),
+    ]
     for kind, values, dt in events:
         rundir.append_json_line(tmp_path / rundir.EVENTS, {"kind": kind, "time": t0 + dt, **values})
     best = best_pods_over_time(tmp_path, 2.0)
-    assert best == {4.0: "pods/p0000/checkpoints/best", 6.0: "pods/p0000/checkpoints/best",
-                    8.0: "pods/p0002/checkpoints/best"}  # nothing had finished at 2 s  # fmt: skip
+    assert best == {
+        4.0: "pods/p0000/checkpoints/best",
+        6.0: "pods/p0000/checkpoints/best",
+        8.0: "pods/p0002/checkpoints/best",
+    }  # nothing had finished at 2 s
 
 
 def test_table_2_marks_the_papers_rows_and_leaves_what_it_lacks_empty():
     table = pd.DataFrame(
-        [{"strategy": "Vanilla PPO", "cum_returns_final": 0.1, "annual_return": 0.05, "annual_volatility": 0.2,
-          "max_drawdown": -0.1, "sharpe_ratio": 0.5, "sharpe_low": -0.2, "sharpe_high": 1.1, "psr": 0.8, "dsr": 0.7,
-          "trials": 3},
-         {"strategy": "Tournament (the paper)", "cum_returns_final": 3.62, "annual_return": float("nan"),
-          "annual_volatility": float("nan"), "max_drawdown": float("nan"), "sharpe_ratio": 2.42}]  # fmt: skip
+        [
+            {
+                "strategy": "Vanilla PPO",
+                "cum_returns_final": 0.1,
+                "annual_return": 0.05,
+                "annual_volatility": 0.2,
+                "max_drawdown": -0.1,
+                "sharpe_ratio": 0.5,
+                "sharpe_low": -0.2,
+                "sharpe_high": 1.1,
+                "psr": 0.8,
+                "dsr": 0.7,
+                "trials": 3,
+            },
+            {
+                "strategy": "Tournament (the paper)",
+                "cum_returns_final": 3.62,
+                "annual_return": float("nan"),
+                "annual_volatility": float("nan"),
+                "max_drawdown": float("nan"),
+                "sharpe_ratio": 2.42,
+            },
+        ]
     ).set_index("strategy")
     text = table_markdown(table)
     assert "| Vanilla PPO | 10.00% | 5.00% | 20.00% | -10.00% | 0.50 | [-0.20, 1.10] | 0.80 | 0.70 | 3 |" in text
@@ -74,7 +101,10 @@ def test_table_2_marks_the_papers_rows_and_leaves_what_it_lacks_empty():
         (["--extra-costs", "nope", "--pods", "1"], "unknown cost model 'nope'"),
         (["--preset", "fast", "--pods", "1"], "--preset: unknown preset 'fast'"),
         (["--libraries", "sb3,zipline", "--pods", "1"], "--libraries: unknown ['zipline']"),
-        (["--tickers", "5", "--dataset", "nasdaq100-minute-alpaca", "--pods", "1"], "--tickers sizes a synthetic data set only"),
+        (
+            ["--tickers", "5", "--dataset", "nasdaq100-minute-alpaca", "--pods", "1"],
+            "--tickers sizes a synthetic data set only",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path: Path, capsys, monkeypatch):
@@ -112,8 +142,10 @@ def test_a_data_set_without_a_benchmark_is_refused(tmp_path: Path, capsys, monke
     frame = random_walk_frame(3, 400, seed=1, start="2020-01-02 09:30", freq="1D")
     write_files(from_frame(frame, name="bars"), tmp_path / "bars")
     recipe = tmp_path / "files.toml"
-    recipe.write_text('source = "files"\ninterval = "1D"\nstart = "2020-01-02"\nend = "2021-02-05"\n'
-                      'train_end = "2020-08-01"\nval_end = "2020-11-01"\n\n[files]\npath = "bars"\n')  # fmt: skip
+    recipe.write_text(
+        'source = "files"\ninterval = "1D"\nstart = "2020-01-02"\nend = "2021-02-05"\n'
+        'train_end = "2020-08-01"\nval_end = "2020-11-01"\n\n[files]\npath = "bars"\n'
+    )
     assert main(["experiment", "podracer", str(tmp_path / "run"), "--dataset", str(recipe), "--pods", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "has no benchmark" in err
@@ -140,8 +172,27 @@ def test_a_run_directory_with_other_settings_or_other_files_is_refused(tmp_path:
 
 
 def _run(root: Path, recipe: Path) -> int:
-    return main(["experiment", "podracer", str(root), "--dataset", str(recipe), "--pods", "3", "--pod-steps", "2048",
-                 "--workers", "1", "--libraries", "sb3", "--snapshot-every", "0.5", "--seed", "1"])  # fmt: skip
+    return main(
+        [
+            "experiment",
+            "podracer",
+            str(root),
+            "--dataset",
+            str(recipe),
+            "--pods",
+            "3",
+            "--pod-steps",
+            "2048",
+            "--workers",
+            "1",
+            "--libraries",
+            "sb3",
+            "--snapshot-every",
+            "0.5",
+            "--seed",
+            "1",
+        ]
+    )
 
 
 def _table(root: Path) -> list[dict]:
@@ -164,7 +215,10 @@ def test_the_experiment_runs_end_to_end_and_a_killed_one_resumes_to_the_same_tab
     for name in ("table2.md", "report.md", "figure7.parquet", "figure7.png", "dataset.toml"):
         assert (tmp_path / "whole" / name).is_file(), name
     figure = pd.read_parquet(tmp_path / "whole" / "figure7.parquet")
-    assert set(figure["learner"]) == {"tournament", "vanilla PPO"} and figure["seconds"].is_monotonic_increasing is not None
+    assert (
+        set(figure["learner"]) == {"tournament", "vanilla PPO"}
+        and figure["seconds"].is_monotonic_increasing is not None
+    )
 
     calls = []
 
@@ -174,8 +228,11 @@ def test_the_experiment_runs_end_to_end_and_a_killed_one_resumes_to_the_same_tab
 
     monkeypatch.setattr(experiment, "_libraries", killed)
     with pytest.raises(KeyboardInterrupt):
-        experiment.run_experiment(experiment.ExperimentConfig.from_dict(
-            rundir.read_toml(tmp_path / "whole" / experiment.EXPERIMENT) | {"run_dir": str(tmp_path / "resumed")}))
+        experiment.run_experiment(
+            experiment.ExperimentConfig.from_dict(
+                rundir.read_toml(tmp_path / "whole" / experiment.EXPERIMENT) | {"run_dir": str(tmp_path / "resumed")}
+            )
+        )
     assert calls and not (tmp_path / "resumed" / "experiment.json").exists()
     monkeypatch.undo()
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
@@ -197,16 +254,40 @@ def test_the_experiment_runs_on_a_local_server_speaking_alpacas_api(tmp_path: Pa
     monkeypatch.setenv("APCA_API_KEY_ID", KEY_ID)
     monkeypatch.setenv("APCA_API_SECRET_KEY", SECRET)
     sessions = xcals.get_calendar("XNYS").sessions_in_range("2020-06-01", "2021-02-26")
-    minutes = pd.DatetimeIndex([pd.Timestamp(f"{day:%Y-%m-%d} 09:30", tz="America/New_York") + pd.Timedelta(minutes=m)
-                                for day in sessions for m in range(30)]).tz_convert("UTC")  # fmt: skip
+    minutes = pd.DatetimeIndex(
+        [
+            pd.Timestamp(f"{day:%Y-%m-%d} 09:30", tz="America/New_York") + pd.Timedelta(minutes=m)
+            for day in sessions
+            for m in range(30)
+        ]
+    ).tz_convert("UTC")
     bars = {ticker: bars_frame(minutes, seed=k, level=50.0 + 40 * k) for k, ticker in enumerate(("AAA", "BBB", "QQQ"))}
     with VendorServer(bars, page_size=5000).running() as server:
         recipe = tmp_path / "alpaca.toml"
-        recipe.write_text(f'source = "alpaca"\ninterval = "1D"\nstart = "2020-06-01"\nend = "2021-03-01"\n'
-                          f'train_end = "2020-11-01"\nval_end = "2021-01-01"\nbenchmark = "QQQ"\n'
-                          f'tickers = ["AAA", "BBB"]\n\n[alpaca]\nurl = "{server.url}"\nbackoff_s = 0.01\n')  # fmt: skip
-        code = main(["experiment", "podracer", str(tmp_path / "run"), "--dataset", str(recipe), "--pods", "2",
-                     "--pod-steps", "512", "--workers", "1", "--libraries", "sb3", "--snapshot-every", "0.5"])  # fmt: skip
+        recipe.write_text(
+            f'source = "alpaca"\ninterval = "1D"\nstart = "2020-06-01"\nend = "2021-03-01"\n'
+            f'train_end = "2020-11-01"\nval_end = "2021-01-01"\nbenchmark = "QQQ"\n'
+            f'tickers = ["AAA", "BBB"]\n\n[alpaca]\nurl = "{server.url}"\nbackoff_s = 0.01\n'
+        )
+        code = main(
+            [
+                "experiment",
+                "podracer",
+                str(tmp_path / "run"),
+                "--dataset",
+                str(recipe),
+                "--pods",
+                "2",
+                "--pod-steps",
+                "512",
+                "--workers",
+                "1",
+                "--libraries",
+                "sb3",
+                "--snapshot-every",
+                "0.5",
+            ]
+        )
         asked = {query.get("symbols") for path, query in server.requests if path.startswith("/v2/stocks/bars")}
     assert code == 0 and asked == {"AAA", "BBB", "QQQ"}
     names = [row["strategy"] for row in _table(tmp_path / "run")]

@@ -112,8 +112,9 @@ def test_calendar_length_means_months_for_m() -> None:
 )
 def test_no_train_or_validation_bar_reaches_its_test_window(n, lengths, extra_step, expanding, embargo) -> None:
     train, validation, test = lengths
-    spec = FoldSpec(f"{train}d", f"{validation}d", f"{test}d", step=f"{test + extra_step}d",
-                    expanding=expanding, embargo=embargo)  # fmt: skip
+    spec = FoldSpec(
+        f"{train}d", f"{validation}d", f"{test}d", step=f"{test + extra_step}d", expanding=expanding, embargo=embargo
+    )
     try:
         folds = make_folds(days(n), spec)
     except UserError:

@@ -21,9 +21,7 @@ class _CounterEnv(gym.Env):
 
     def __init__(self, horizon: int = 3) -> None:
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), dtype=np.float64)
-        self.action_space = gym.spaces.Box(
-            np.array([0.0, -4.0], np.float32), np.array([10.0, 4.0], np.float32)
-        )
+        self.action_space = gym.spaces.Box(np.array([0.0, -4.0], np.float32), np.array([10.0, 4.0], np.float32))
         self.horizon = horizon
         self.episodes = -1
         self.t = 0
@@ -148,8 +146,9 @@ def _reference_rollout(env_id: str, num_envs: int, seed: int, actions: np.ndarra
         final_obs = np.stack([s[0] for s in step])
         terminated = np.array([s[2] for s in step])
         truncated = np.array([s[3] for s in step])
-        obs = np.stack([env.reset()[0] if te or tr else s[0]
-                        for env, s, te, tr in zip(envs, step, terminated, truncated)])  # fmt: skip
+        obs = np.stack(
+            [env.reset()[0] if te or tr else s[0] for env, s, te, tr in zip(envs, step, terminated, truncated)]
+        )
         rows.append((obs, np.array([s[1] for s in step]), terminated, truncated, final_obs))
     return rows
 
@@ -160,8 +159,7 @@ def test_ant_matches_gymnasium_step_for_step(vectorization: str) -> None:
     num_envs, seed, horizon = 3, 7, 12
     actions = np.random.default_rng(0).uniform(-1, 1, (2 * horizon + 3, num_envs, 8)).astype(np.float32)
     expected = _reference_rollout("Ant-v5", num_envs, seed, actions, max_episode_steps=horizon)
-    with GymVecEnv("Ant-v5", num_envs, seed=seed, vectorization=vectorization,
-                   max_episode_steps=horizon) as env:  # fmt: skip
+    with GymVecEnv("Ant-v5", num_envs, seed=seed, vectorization=vectorization, max_episode_steps=horizon) as env:
         env.reset()
         ends = 0
         for step_actions, (obs, reward, terminated, truncated, final_obs) in zip(actions, expected):

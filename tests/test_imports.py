@@ -27,8 +27,9 @@ def private_imports(path: Path, root: Path = ROOT) -> list[str]:
 
 
 def test_no_private_name_is_imported_across_packages() -> None:
-    offenders = [line for folder in FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))
-                 for line in private_imports(path)]  # fmt: skip
+    offenders = [
+        line for folder in FOLDERS for path in sorted((ROOT / folder).rglob("*.py")) for line in private_imports(path)
+    ]
     assert not offenders, "\n".join(offenders)
 
 
@@ -62,7 +63,10 @@ def test_the_python_apis_calls_are_plain_functions_with_their_signatures_and_doc
 
     assert (trader.train, trader.backtest, trader.baselines) == (train, backtest, baselines)
     light = "import sys, trader; print(any(m.startswith(('torch', 'trader.training')) for m in sys.modules))"
-    assert subprocess.run([sys.executable, "-c", light], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", light], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
 
 
 # --------------------------------------------------------------------------- floors

@@ -43,8 +43,9 @@ def test_learning_costs_script_on_small_recipes(tmp_path, monkeypatch):
     monkeypatch.setenv("PODRACER_RECIPES_PATH", str(tmp_path))
     out, again, runs = tmp_path / "costs.json", tmp_path / "again.json", tmp_path / "runs"
     assert _benchmark().main(["--quick", "--runs", str(runs), "--out", str(out)]) == 0
-    assert sorted(p.name for p in runs.iterdir()) == [f"{v}-{s}" for v in ("ppo-costs", "ppo-null", "ppo-zero",
-                                                                           "sac-costs") for s in (0, 1)]  # fmt: skip
+    assert sorted(p.name for p in runs.iterdir()) == [
+        f"{v}-{s}" for v in ("ppo-costs", "ppo-null", "ppo-zero", "sac-costs") for s in (0, 1)
+    ]
     assert _benchmark().main(["--quick", "--runs", str(runs), "--out", str(again)]) == 0
     payload, reused = json.loads(out.read_text()), json.loads(again.read_text())
     assert reused["results"] == payload["results"] and set(reused["train_seconds"].values()) == {0.0}
@@ -88,6 +89,7 @@ def test_the_null_agents_dsr_is_the_psr_above_the_best_of_the_trials():
     daily = (rng.standard_normal(63) * 0.01 + 0.002).tolist()
     moments = stats.sharpe_moments(np.asarray(daily))
     one = module.deflated(daily, 1, [2.0])
-    assert one == pytest.approx(stats.probabilistic_sharpe_ratio(moments.sharpe, 0.0, moments.days, moments.skew,
-                                                                 moments.kurtosis), rel=1e-9)  # fmt: skip
+    assert one == pytest.approx(
+        stats.probabilistic_sharpe_ratio(moments.sharpe, 0.0, moments.days, moments.skew, moments.kurtosis), rel=1e-9
+    )
     assert module.deflated(daily, 5, [2.0, -1.0, 0.5, 3.0, 1.0]) < one

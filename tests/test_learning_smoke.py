@@ -60,9 +60,17 @@ def _train_ppo(train, seed: int):
     env = StockTradingVecEnv(train, 32, "cpu", RULES)
     config = make_config(
         "ppo",
-        {"num_steps": 32, "update_epochs": 4, "num_minibatches": 4, "gamma": 0.5, "gae_lambda": 0.5,
-         "init_log_std": -1.0, "learning_rate": 1e-3, "hidden_sizes": (32, 32)},
-    )  # fmt: skip
+        {
+            "num_steps": 32,
+            "update_epochs": 4,
+            "num_minibatches": 4,
+            "gamma": 0.5,
+            "gae_lambda": 0.5,
+            "init_log_std": -1.0,
+            "learning_rate": 1e-3,
+            "hidden_sizes": (32, 32),
+        },
+    )
     agent = make_agent("ppo", env.obs_dim, env.act_dim, config, seed=seed)
     runner = get_spec("ppo").runner_cls(agent, env)
     for _ in range(40):  # 40 x 32 x 32 = 41k transitions

@@ -80,8 +80,9 @@ def test_a_short_in_a_leaver_is_covered_to_zero_never_increased_nor_turned_long(
     assert step_from(data, config, [-60, 0, 0], [-1.0, 0, 0])[0] == -60  # a larger short: refused
 
 
-@pytest.mark.parametrize("config", [SHARES, WEIGHTS, replace(WEIGHTS, short_selling=True)],
-                         ids=["shares", "weights", "weights-short"])  # fmt: skip
+@pytest.mark.parametrize(
+    "config", [SHARES, WEIGHTS, replace(WEIGHTS, short_selling=True)], ids=["shares", "weights", "weights-short"]
+)
 def test_a_non_member_never_held_is_never_traded_and_a_gap_bar_trades_nothing(config):
     data = leaver_panel(gap_at=LEFT)
     for action in ([0, 0, 1.0], [0, 0, -1.0], [0.5, 0.5, 0.5]):
@@ -100,10 +101,15 @@ def test_the_rule_is_one_function_of_the_masks():
     cut_sells, cut_buys = toward_zero(sells, buys, holdings, reducible)
     assert cut_sells.tolist() == [[20.0, 0.0, 0.0, 0.0, 7.0]] and cut_buys.tolist() == [[0.0, 10.0, 0.0, 0.0, 3.0]]
     assert [t.tolist() for t in tradable_orders(sells, buys, holdings, tradable, reducible)] == [
-        [[20.0, 0.0, 0.0, 0.0, 7.0]], [[0.0, 10.0, 0.0, 0.0, 3.0]]]  # fmt: skip
+        [[20.0, 0.0, 0.0, 0.0, 7.0]],
+        [[0.0, 10.0, 0.0, 0.0, 3.0]],
+    ]
     nothing = torch.zeros_like(tradable)
     assert all(x.abs().sum() == 0 for x in tradable_orders(sells, buys, holdings, nothing, nothing))
-    assert [t.tolist() for t in tradable_orders(sells, buys, holdings, ~nothing, None)] == [sells.tolist(), buys.tolist()]
+    assert [t.tolist() for t in tradable_orders(sells, buys, holdings, ~nothing, None)] == [
+        sells.tolist(),
+        buys.tolist(),
+    ]
 
 
 def test_requested_orders_at_a_leaver_only_reduce():
@@ -155,13 +161,23 @@ def _trajectory(data, config, compile: bool, device: str = "cpu") -> list[torch.
     return [x.cpu() for x in out]
 
 
-EVERY_COST = CostModel(commission_per_share=0.005, commission_min=1.0, spread_model="high_low", spread_window=10,
-                       impact_eta=1.0, impact_window_days=1, participation=0.05, borrow_rate=0.05)  # fmt: skip
+EVERY_COST = CostModel(
+    commission_per_share=0.005,
+    commission_min=1.0,
+    spread_model="high_low",
+    spread_window=10,
+    impact_eta=1.0,
+    impact_window_days=1,
+    participation=0.05,
+    borrow_rate=0.05,
+)
 
 
 @pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
 def test_the_compiled_step_applies_the_rule_as_the_eager_one(costs):
-    data = with_leavers(random_panel(n_tickers=4, n_bars=60, seed=8, gap_prob=0.05), seed=8, switches=6, member_first=0.5)
+    data = with_leavers(
+        random_panel(n_tickers=4, n_bars=60, seed=8, gap_prob=0.05), seed=8, switches=6, member_first=0.5
+    )
     config = EnvConfig(action_mode="weights", short_selling=True, episode_length=12, initial_cash=30_000.0, costs=costs)
     eager, compiled = _trajectory(data, config, False), _trajectory(data, config, True)
     for a, b in zip(eager, compiled, strict=True):
@@ -172,8 +188,16 @@ def test_the_compiled_step_applies_the_rule_as_the_eager_one(costs):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("mode", ["shares", "weights"])
 def test_cuda_applies_the_rule_as_the_cpu(mode):
-    data = with_leavers(random_panel(n_tickers=4, n_bars=60, seed=8, gap_prob=0.05), seed=8, switches=6, member_first=0.5)
-    config = EnvConfig(action_mode=mode, short_selling=True, episode_length=12, initial_cash=30_000.0,
-                       random_start=False, costs=EVERY_COST)  # fmt: skip
+    data = with_leavers(
+        random_panel(n_tickers=4, n_bars=60, seed=8, gap_prob=0.05), seed=8, switches=6, member_first=0.5
+    )
+    config = EnvConfig(
+        action_mode=mode,
+        short_selling=True,
+        episode_length=12,
+        initial_cash=30_000.0,
+        random_start=False,
+        costs=EVERY_COST,
+    )
     for a, b in zip(_trajectory(data, config, False), _trajectory(data, config, False, "cuda"), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)

@@ -31,8 +31,7 @@ TINY = {
 
 @pytest.mark.parametrize("algo", ["ppo", "sac", "td3"])
 def test_each_algorithm_trains_on_ant(algo: str, tmp_path: Path) -> None:
-    result = train(algo, "Ant-v5", TINY[algo], tmp_path, steps=256, num_envs=4,
-                   eval_every=0, eval_episodes=2)  # fmt: skip
+    result = train(algo, "Ant-v5", TINY[algo], tmp_path, steps=256, num_envs=4, eval_every=0, eval_episodes=2)
     metrics = pd.read_parquet(tmp_path / "metrics.parquet")
     assert metrics["step"].iloc[-1] == 256
     assert math.isfinite(metrics["val_score"].iloc[-1])  # mean return of 2 episodes
@@ -49,9 +48,25 @@ def test_each_algorithm_trains_on_ant(algo: str, tmp_path: Path) -> None:
 
 def test_cli_trains_on_ant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "sac.toml"
-    config.write_text('hidden_sizes = [32]\nlearning_starts = 64\niteration_steps = 64\nbatch_size = 32\n')
-    code = main(["train", "--algo", "sac", "--env", "Ant-v5", "--steps", "128", "--num-envs", "2",
-                 "--eval-episodes", "1", "--config", str(config), str(tmp_path / "run")])  # fmt: skip
+    config.write_text("hidden_sizes = [32]\nlearning_starts = 64\niteration_steps = 64\nbatch_size = 32\n")
+    code = main(
+        [
+            "train",
+            "--algo",
+            "sac",
+            "--env",
+            "Ant-v5",
+            "--steps",
+            "128",
+            "--num-envs",
+            "2",
+            "--eval-episodes",
+            "1",
+            "--config",
+            str(config),
+            str(tmp_path / "run"),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "run" / "checkpoints" / "best.safetensors").is_file()
 
@@ -61,12 +76,32 @@ def test_a_tiny_tournament_on_ant_completes(tmp_path: Path) -> None:
     """Three pods (one per algorithm) on 2 worker processes, scored by mean return (slow:
     about 20 s, most of it the cluster's start and each pod's five 1,000-step episodes)."""
     config = tmp_path / "tournament.toml"
-    lines = [f'[algo_configs.{algo}]\n' + "".join(f"{key} = {json.dumps(value)}\n" for key, value in keys.items())
-             for algo, keys in TINY.items()]  # fmt: skip
+    lines = [
+        f"[algo_configs.{algo}]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in keys.items())
+        for algo, keys in TINY.items()
+    ]
     config.write_text("\n".join(lines))
     run_dir = tmp_path / "run"
-    code = main(["tournament", str(run_dir), "--env", "Ant-v5", "--algos", "ppo,sac,td3", "--pods", "3",
-                 "--pod-steps", "256", "--num-envs", "4", "--workers", "2", "--config", str(config)])  # fmt: skip
+    code = main(
+        [
+            "tournament",
+            str(run_dir),
+            "--env",
+            "Ant-v5",
+            "--algos",
+            "ppo,sac,td3",
+            "--pods",
+            "3",
+            "--pod-steps",
+            "256",
+            "--num-envs",
+            "4",
+            "--workers",
+            "2",
+            "--config",
+            str(config),
+        ]
+    )
     assert code == 0
     pods = pd.read_parquet(run_dir / "pods.parquet")
     assert len(pods) == 3 and set(pods["status"]) == {"finished"}

@@ -71,13 +71,18 @@ def test_mask_known_answer(tmp_path):
     assert expected[:, 1].any() and expected[:, 2].any() and not expected[:, 2][day < pd.Timestamp("2024-01-06")].any()
     assert torch.equal(masked.features, data.features)  # prices stay: the observation keeps its shape
     assert masked.meta["membership"] == {
-        "file": "members.csv", "members": 3, "changes": 2, "joined": ["T002"], "left": ["T001"],
+        "file": "members.csv",
+        "members": 3,
+        "changes": 2,
+        "joined": ["T002"],
+        "left": ["T001"],
         "events": [
             {"date": "2024-01-05", "ticker": "T001", "change": "left"},
             {"date": "2024-01-06", "ticker": "T002", "change": "joined"},
         ],
-        "unserved": [], "unserved_share": 0.0,
-    }  # fmt: skip
+        "unserved": [],
+        "unserved_share": 0.0,
+    }
     assert masked.summary()["membership_changes"] == 2 and masked.describe()["membership_changes"] == 2
 
 
@@ -154,7 +159,9 @@ def test_the_env_trades_a_non_member_only_toward_zero(tmp_path, short_selling):
     """Under random actions, a position in a ticker that is out of the index only shrinks (long
     and short books), never turns through zero, and a ticker never held while out is never traded."""
     _, data = tiny_panel()
-    data = apply_membership(replace(data, tradable=torch.ones_like(data.tradable)), read_membership(write(tmp_path)), START, END)
+    data = apply_membership(
+        replace(data, tradable=torch.ones_like(data.tradable)), read_membership(write(tmp_path)), START, END
+    )
     member = data.tradable
     config = EnvConfig(random_start=False, buy_cost=0.0, sell_cost=0.0, short_selling=short_selling)
     env = StockTradingVecEnv(data, 4, "cpu", config)
@@ -240,7 +247,9 @@ def test_a_ticker_that_lists_late_is_a_flat_untradable_line_until_its_first_bar(
         ("validation", 0, [], []),  # 2024-01-06 .. 2024-01-07: T002 joined on its first day
     ],
 )
-def test_the_backtest_never_trades_a_non_member_and_its_report_counts_the_changes(tmp_path, period, changes, joined, left):
+def test_the_backtest_never_trades_a_non_member_and_its_report_counts_the_changes(
+    tmp_path, period, changes, joined, left
+):
     from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
     from trader.backtesting.periods import select_period
 
@@ -251,8 +260,14 @@ def test_the_backtest_never_trades_a_non_member_and_its_report_counts_the_change
     config = BacktestConfig(tear_sheet=False, buy_cost=0.0, sell_cost=0.0, policy_env=EnvConfig(action_mode="weights"))
     # a policy that wants the members of each bar, equally weighted, and nothing else
     members = ActionSchedule(select_period(data, period)[0].tradable.float())
-    result = run_backtest(data, policies={"members": members}, baselines=["equal_weight_daily"], period=period,
-                          config=config, run_dir=tmp_path / "run")  # fmt: skip
+    result = run_backtest(
+        data,
+        policies={"members": members},
+        baselines=["equal_weight_daily"],
+        period=period,
+        config=config,
+        run_dir=tmp_path / "run",
+    )
     for name in ("equal_weight_daily", "members"):  # through the env
         held = result.positions[name]
         day = held.index.tz_localize(None).normalize()
@@ -271,12 +286,21 @@ def test_the_backtest_never_trades_a_non_member_and_its_report_counts_the_change
         assert t001[np.argmax(out) - 1] > 0 and (t001[np.argmax(out) + 1 :] == 0).all()
     # and the report says how many members changed, over the window and in the period
     report = json.loads((tmp_path / "run" / "report.json").read_text())
-    window = {"file": "members.csv", "members": 3, "changes": 2, "joined": ["T002"], "left": ["T001"],
-              "unserved": [], "unserved_share": 0.0}  # fmt: skip
+    window = {
+        "file": "members.csv",
+        "members": 3,
+        "changes": 2,
+        "joined": ["T002"],
+        "left": ["T001"],
+        "unserved": [],
+        "unserved_share": 0.0,
+    }
     assert report["membership"] == {**window, "period": {"changes": changes, "joined": joined, "left": left}}
     markdown = (tmp_path / "run" / "report.md").read_text()
-    assert "Point-in-time universe (members.csv): 3 tickers were members in the data set's window; " \
-           "membership changes in it: 2 (joined T002; left T001)." in markdown
+    assert (
+        "Point-in-time universe (members.csv): 3 tickers were members in the data set's window; "
+        "membership changes in it: 2 (joined T002; left T001)." in markdown
+    )
     names = "; ".join(f"{kind} {', '.join(who)}" for kind, who in (("joined", joined), ("left", left)) if who)
     assert f"Membership changes in this period: {changes}" + (f" ({names})" if names else "") + "\n" in markdown
 

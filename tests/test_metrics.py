@@ -38,18 +38,23 @@ FIXTURES: dict[str, np.ndarray] = {
 # (our function, empyrical's, keyword arguments) for every metric.
 METRICS: dict[str, tuple[Callable[..., Any], Callable[..., Any], dict[str, Any]]] = {
     "cum_returns_final": (metrics.cum_returns_final, empyrical.cum_returns_final, {}),
-    "cum_returns_final_start": (
-        metrics.cum_returns_final, empyrical.cum_returns_final, {"starting_value": 100.0}),
+    "cum_returns_final_start": (metrics.cum_returns_final, empyrical.cum_returns_final, {"starting_value": 100.0}),
     "annual_return": (metrics.annual_return, empyrical.annual_return, {}),
     "annual_return_weekly": (metrics.annual_return, empyrical.annual_return, {"period": "weekly"}),
     "annual_volatility": (metrics.annual_volatility, empyrical.annual_volatility, {}),
     "annual_volatility_alpha": (
-        metrics.annual_volatility, empyrical.annual_volatility, {"alpha": 3.0, "annualization": 50}),
+        metrics.annual_volatility,
+        empyrical.annual_volatility,
+        {"alpha": 3.0, "annualization": 50},
+    ),
     "sharpe_ratio": (metrics.sharpe_ratio, empyrical.sharpe_ratio, {}),
     "sharpe_ratio_rf": (metrics.sharpe_ratio, empyrical.sharpe_ratio, {"risk_free": 0.0004}),
     "sortino_ratio": (metrics.sortino_ratio, empyrical.sortino_ratio, {}),
     "sortino_ratio_required": (
-        metrics.sortino_ratio, empyrical.sortino_ratio, {"required_return": 0.002, "period": "monthly"}),
+        metrics.sortino_ratio,
+        empyrical.sortino_ratio,
+        {"required_return": 0.002, "period": "monthly"},
+    ),
     "downside_risk": (metrics.downside_risk, empyrical.downside_risk, {}),
     "max_drawdown": (metrics.max_drawdown, empyrical.max_drawdown, {}),
     "calmar_ratio": (metrics.calmar_ratio, empyrical.calmar_ratio, {}),
@@ -61,8 +66,14 @@ METRICS: dict[str, tuple[Callable[..., Any], Callable[..., Any], dict[str, Any]]
 
 # empyrical computes these column by column on 2-D input itself.
 NATIVE_2D = {
-    "cum_returns_final", "annual_return", "annual_volatility", "sharpe_ratio",
-    "sharpe_ratio_rf", "sortino_ratio", "downside_risk", "max_drawdown",
+    "cum_returns_final",
+    "annual_return",
+    "annual_volatility",
+    "sharpe_ratio",
+    "sharpe_ratio_rf",
+    "sortino_ratio",
+    "downside_risk",
+    "max_drawdown",
 }
 
 KINDS = ("numpy", "pandas", "torch")
@@ -177,18 +188,29 @@ def _with_nans(values: np.ndarray, mask_seed: int) -> np.ndarray:
 
 
 @settings(max_examples=40, deadline=None)
-@given(values=_returns_1d, mask_seed=st.integers(0, 2**16), with_nan=st.booleans(),
-       kind=st.sampled_from(KINDS), name=st.sampled_from(sorted(METRICS)))
-def test_random_series_match_empyrical(values: np.ndarray, mask_seed: int, with_nan: bool,
-                                       kind: str, name: str) -> None:
+@given(
+    values=_returns_1d,
+    mask_seed=st.integers(0, 2**16),
+    with_nan=st.booleans(),
+    kind=st.sampled_from(KINDS),
+    name=st.sampled_from(sorted(METRICS)),
+)
+def test_random_series_match_empyrical(
+    values: np.ndarray, mask_seed: int, with_nan: bool, kind: str, name: str
+) -> None:
     if with_nan:
         values = _with_nans(values, mask_seed)
     check_metric(name, values, kind)
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(2, 80), cols=st.integers(1, 5),
-       kind=st.sampled_from(KINDS), name=st.sampled_from(sorted(METRICS)))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    rows=st.integers(2, 80),
+    cols=st.integers(1, 5),
+    kind=st.sampled_from(KINDS),
+    name=st.sampled_from(sorted(METRICS)),
+)
 def test_random_panels_match_empyrical(seed: int, rows: int, cols: int, kind: str, name: str) -> None:
     rng = np.random.default_rng(seed)
     values = np.round(rng.normal(0.0005, 0.02, size=(rows, cols)), 5)
@@ -221,8 +243,7 @@ def test_noise_never_raises_sharpe_magnitude_in_expectation(drift: float) -> Non
 
 def _two_sessions() -> pd.DatetimeIndex:
     """Three bars on 2024-03-04 and two on 2024-03-05, exchange time."""
-    stamps = ["2024-03-04 09:31", "2024-03-04 12:00", "2024-03-04 16:00",
-              "2024-03-05 09:31", "2024-03-05 16:00"]
+    stamps = ["2024-03-04 09:31", "2024-03-04 12:00", "2024-03-04 16:00", "2024-03-05 09:31", "2024-03-05 16:00"]
     return pd.DatetimeIndex(stamps).tz_localize("America/New_York")
 
 

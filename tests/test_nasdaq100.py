@@ -75,7 +75,9 @@ def test_a_removal_takes_effect_on_its_dated_day():
     frame["ticker"] = frame["ticker"].map({"T000": "AAL", "T001": "DXCM"})
     frame = frame[frame["timestamp"].dt.hour.between(9, 15)]
     data = from_frame(frame, name="aal")
-    data = apply_membership(replace(data, tradable=torch.ones_like(data.tradable)), membership, "2020-04-16", "2020-04-21")
+    data = apply_membership(
+        replace(data, tradable=torch.ones_like(data.tradable)), membership, "2020-04-16", "2020-04-21"
+    )
     day = data.timestamps.tz_localize(None).normalize()
     before = np.asarray(day < pd.Timestamp("2020-04-20"))
     assert data.tradable[before, 0].all() and not data.tradable[~before, 0].any()  # AAL
@@ -128,7 +130,9 @@ def test_the_env_trades_a_non_member_of_the_shipped_file_only_toward_zero(short_
     frame = random_walk_frame(2, 24 * 6, seed=5, start="2020-04-16 09:30", freq="1h")  # through 2020-04-22
     frame["ticker"] = frame["ticker"].map({"T000": "AAL", "T001": "DXCM"})
     data = from_frame(frame, name="aal")
-    data = apply_membership(replace(data, tradable=torch.ones_like(data.tradable)), membership, "2020-04-16", "2020-04-23")
+    data = apply_membership(
+        replace(data, tradable=torch.ones_like(data.tradable)), membership, "2020-04-16", "2020-04-23"
+    )
     member = data.tradable
     day = data.timestamps.tz_localize(None).normalize()
     left = int(np.argmax(np.asarray(day >= pd.Timestamp("2020-04-20"))))  # AAL's first bar out
@@ -202,15 +206,34 @@ def test_the_converter_replays_changes_joins_renames_and_writes_its_header(tmp_p
     source = write_source(tmp_path, SOURCE)
     (tmp_path / "renames.csv").write_text("ticker,old_symbol,until\nNEW,OLD,2019-06-10\n")
     out = tmp_path / "members.csv"
-    assert tool.main([str(source), "--out", str(out), "--renames", str(tmp_path / "renames.csv"),
-                      "--commit", "abc123", "--covers-to", "2020-12-31"]) == 0  # fmt: skip
+    assert (
+        tool.main(
+            [
+                str(source),
+                "--out",
+                str(out),
+                "--renames",
+                str(tmp_path / "renames.csv"),
+                "--commit",
+                "abc123",
+                "--covers-to",
+                "2020-12-31",
+            ]
+        )
+        == 0
+    )
     text = out.read_text()
     assert "# source: https://github.com/jmccarrell/n100tickers at commit abc123" in text and "MIT" in text
     membership = read_membership(out)
-    rows = {(t, f"{a:%Y-%m-%d}", "" if pd.isna(b) else f"{b:%Y-%m-%d}")
-            for t, a, b in membership.itertuples(index=False)}  # fmt: skip
-    assert rows == {("AAA", "2019-01-01", "2019-03-04"), ("AAA", "2020-02-03", ""), ("ON", "2019-03-04", ""),
-                    ("NEW", "2019-01-01", "")}  # fmt: skip
+    rows = {
+        (t, f"{a:%Y-%m-%d}", "" if pd.isna(b) else f"{b:%Y-%m-%d}") for t, a, b in membership.itertuples(index=False)
+    }
+    assert rows == {
+        ("AAA", "2019-01-01", "2019-03-04"),
+        ("AAA", "2020-02-03", ""),
+        ("ON", "2019-03-04", ""),
+        ("NEW", "2019-01-01", ""),
+    }
     assert membership.attrs["covers"] == (pd.Timestamp("2019-01-01"), pd.Timestamp("2020-12-31"))
 
 
@@ -229,6 +252,13 @@ def test_the_converter_refuses_a_source_that_contradicts_itself(tmp_path: Path, 
     broken[2020] = broken[2020].replace("  - NEW", "  - OLD")
     (tmp_path / "renames.csv").write_text("ticker,old_symbol,until\n")
     with pytest.raises(SystemExit, match=words):
-        tool.main([str(write_source(tmp_path, broken)), "--out", str(tmp_path / "m.csv"),
-                   "--renames", str(tmp_path / "renames.csv")])  # fmt: skip
+        tool.main(
+            [
+                str(write_source(tmp_path, broken)),
+                "--out",
+                str(tmp_path / "m.csv"),
+                "--renames",
+                str(tmp_path / "renames.csv"),
+            ]
+        )
     assert not (tmp_path / "m.csv").exists()

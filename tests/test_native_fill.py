@@ -29,8 +29,10 @@ def native_kernel():
     if not native.enabled():
         pytest.skip("MARKET_ENVS_NATIVE=0: the native kernel is turned off")
     if not native.available():
-        pytest.fail("the native kernel could not be built: install a C compiler ($CC, default cc), or set "
-                    "MARKET_ENVS_NATIVE=0 to run on the torch kernels and skip the tests of the C kernel")  # fmt: skip
+        pytest.fail(
+            "the native kernel could not be built: install a C compiler ($CC, default cc), or set "
+            "MARKET_ENVS_NATIVE=0 to run on the torch kernels and skip the tests of the C kernel"
+        )
 
 
 VOLUME_PANEL = random_panel(n_tickers=6, n_bars=80, seed=3, gap_prob=0.05)
@@ -44,10 +46,16 @@ TERMS = {
     "per-share": CostModel(commission_per_share=0.005),
     "minimum": CostModel(commission_min=2.0),
     "cap": CostModel(commission_max_rate=0.0005),
-    "commission-impact-cap": CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
-                                       impact_eta=1.0, impact_window_days=1, participation=0.05),
+    "commission-impact-cap": CostModel(
+        commission_per_share=0.005,
+        commission_min=1.0,
+        commission_max_rate=0.01,
+        impact_eta=1.0,
+        impact_window_days=1,
+        participation=0.05,
+    ),
     "every-term": EVERY_COST,
-}  # fmt: skip
+}
 
 
 @pytest.fixture
@@ -67,7 +75,9 @@ def _steps(config: EnvConfig, use_native: bool, monkeypatch, compile: bool = Fal
     infos = []
     for actions in random_actions(30, num_envs, VOLUME_PANEL.num_tickers, seed=2):
         _, reward, _, _, info = env.step(actions)
-        infos.append({"reward": reward, **{key: info[key].clone() for key in ("value", "cash", "holdings", *COST_KEYS)}})
+        infos.append(
+            {"reward": reward, **{key: info[key].clone() for key in ("value", "cash", "holdings", *COST_KEYS)}}
+        )
     return infos
 
 
@@ -76,8 +86,15 @@ def _steps(config: EnvConfig, use_native: bool, monkeypatch, compile: bool = Fal
 def test_the_native_fill_equals_the_torch_fill_for_each_combination_of_terms(
     terms, mode, short_selling, monkeypatch, native_kernel
 ):
-    config = EnvConfig(action_mode=mode, short_selling=short_selling, costs=TERMS[terms], initial_cash=3_000.0,
-                       episode_length=12, buy_cost=0.001, sell_cost=0.002)  # fmt: skip
+    config = EnvConfig(
+        action_mode=mode,
+        short_selling=short_selling,
+        costs=TERMS[terms],
+        initial_cash=3_000.0,
+        episode_length=12,
+        buy_cost=0.001,
+        sell_cost=0.002,
+    )
     torch_infos = _steps(config, False, monkeypatch)
     native_infos = _steps(config, True, monkeypatch)
     for k, (expected, got) in enumerate(zip(torch_infos, native_infos, strict=True)):
@@ -89,8 +106,14 @@ def test_the_native_fill_equals_the_torch_fill_for_each_combination_of_terms(
 
 
 def test_the_compiled_step_calls_the_native_fill_and_equals_the_torch_fill(monkeypatch, native_kernel):
-    config = EnvConfig(action_mode="shares", short_selling=True, costs=EVERY_COST, initial_cash=3_000.0,
-                       episode_length=12, features=("close",))  # fmt: skip
+    config = EnvConfig(
+        action_mode="shares",
+        short_selling=True,
+        costs=EVERY_COST,
+        initial_cash=3_000.0,
+        episode_length=12,
+        features=("close",),
+    )
     expected = _steps(config, False, monkeypatch)
     got = _steps(config, True, monkeypatch, compile=True)
     for k, (want, have) in enumerate(zip(expected, got, strict=True)):
@@ -104,9 +127,16 @@ def test_the_torch_fill_still_equals_the_reference_env(mode, short_selling, torc
     """The reference tests of tests/test_env.py run the native kernel on the CPU; CUDA runs this one."""
     leverage = 2.0 if (mode == "weights" and short_selling) else 1.0
     config = EnvConfig(
-        action_mode=mode, short_selling=short_selling, max_leverage=leverage, buy_cost=0.001, sell_cost=0.002,
-        costs=EVERY_COST, initial_cash=20_000.0, episode_length=25, features=("close", "volume"),
-    )  # fmt: skip
+        action_mode=mode,
+        short_selling=short_selling,
+        max_leverage=leverage,
+        buy_cost=0.001,
+        sell_cost=0.002,
+        costs=EVERY_COST,
+        initial_cash=20_000.0,
+        episode_length=25,
+        features=("close", "volume"),
+    )
     assert not StockTradingVecEnv(PANEL, 1, "cpu", config)._rules.native
     run_against_reference(PANEL, 4, config, steps=40, seed=12)
 
@@ -188,7 +218,8 @@ def test_the_generated_ctypes_and_schema_follow_the_declaration():
     parameters = native.c_parameters()
     assert len(native.argtypes()) == len(parameters) == 22
     assert [t for t, (c, _) in zip(native.argtypes(), parameters, strict=True) if c.endswith("*")] == [
-        native.ctypes.c_void_p] * 11  # fmt: skip
+        native.ctypes.c_void_p
+    ] * 11
     registered = torch.ops.market_envs.fill_with_costs.default._schema
     assert [a.name for a in registered.arguments] == [a.name for a in native.OPERATOR_ARGS]
     assert str(registered.arguments[6].type) == "Optional[Tensor]" and str(registered.arguments[-1].type) == "int"
@@ -197,7 +228,8 @@ def test_the_generated_ctypes_and_schema_follow_the_declaration():
 def test_the_term_bits_are_the_c_files():
     bits = dict(re.findall(r"\bTERM_(\w+)\s*=\s*(\d+)", SOURCE_TEXT))
     assert {name: int(bit) for name, bit in bits.items()} == {
-        name.upper(): 1 << k for k, name in enumerate(native.TERM_FLAGS)}  # fmt: skip
+        name.upper(): 1 << k for k, name in enumerate(native.TERM_FLAGS)
+    }
 
 
 def test_the_kernels_version_is_read_from_costmodel_terms():
@@ -213,10 +245,22 @@ def test_the_kernels_version_is_read_from_costmodel_terms():
 def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
     e, n = 2, 3
     orders = torch.zeros((e, n), dtype=torch.float64)
-    arguments = dict(sells=orders, buys=orders, price=torch.ones((e, n), dtype=torch.float64), holdings=orders,
-                     cash=torch.ones(e, dtype=torch.float64), bars=torch.zeros(e, dtype=torch.int64),
-                     half_spread=None, impact=None, fill_cap=None, buy_cost=0.001, sell_cost=0.001, per_share=0.0,
-                     minimum=0.0, max_rate=0.0)  # fmt: skip
+    arguments = dict(
+        sells=orders,
+        buys=orders,
+        price=torch.ones((e, n), dtype=torch.float64),
+        holdings=orders,
+        cash=torch.ones(e, dtype=torch.float64),
+        bars=torch.zeros(e, dtype=torch.int64),
+        half_spread=None,
+        impact=None,
+        fill_cap=None,
+        buy_cost=0.001,
+        sell_cost=0.001,
+        per_share=0.0,
+        minimum=0.0,
+        max_rate=0.0,
+    )
     holdings, sums = native.fill_with_costs(**arguments, terms=0)
     assert torch.equal(holdings, orders) and torch.equal(sums[0], torch.ones(e, dtype=torch.float64))
     with pytest.raises(ValueError, match="do not match the tables"):

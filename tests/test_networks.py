@@ -68,7 +68,9 @@ def reference_forward(net: PerStockNet, obs: torch.Tensor, actions: torch.Tensor
             cash = obs[b, 0]
             inputs = []
             for i in range(net.num_stocks):
-                feats = obs[b, 1 + net.num_stocks + i * net.num_features : 1 + net.num_stocks + (i + 1) * net.num_features]
+                feats = obs[
+                    b, 1 + net.num_stocks + i * net.num_features : 1 + net.num_stocks + (i + 1) * net.num_features
+                ]
                 row = [obs[b, 1 + i : 2 + i], feats]
                 if actions is not None:
                     row.append(actions[b, i : i + 1])
@@ -146,8 +148,9 @@ def test_shared_normaliser_pools_each_feature_over_the_stocks() -> None:
     groups = stock_groups(N, F)
     normalizer = ObsNormalizer(OBS_DIM, groups=groups)
     rng = np.random.default_rng(0)
-    batches = [rng.normal(rng.uniform(-3, 3, OBS_DIM), rng.uniform(0.5, 2, OBS_DIM), (size, OBS_DIM))
-               for size in (7, 1, 30)]  # fmt: skip
+    batches = [
+        rng.normal(rng.uniform(-3, 3, OBS_DIM), rng.uniform(0.5, 2, OBS_DIM), (size, OBS_DIM)) for size in (7, 1, 30)
+    ]
     for batch in batches:
         normalizer.update(torch.as_tensor(batch))
     rows = np.concatenate(batches)
@@ -172,8 +175,16 @@ def test_per_stock_agents_train_and_restore_from_a_checkpoint(algo: str, tmp_pat
         overrides.update(num_steps=8, num_minibatches=2, update_epochs=1)
     else:
         overrides.update(learning_starts=32, batch_size=16, iteration_steps=64)
-    result = train(algo, panel, overrides, tmp_path / algo, steps=256, seed=0, num_envs=4,
-                   env_config={"action_mode": "weights", "episode_length": 50})  # fmt: skip
+    result = train(
+        algo,
+        panel,
+        overrides,
+        tmp_path / algo,
+        steps=256,
+        seed=0,
+        num_envs=4,
+        env_config={"action_mode": "weights", "episode_length": 50},
+    )
     assert result.steps >= 256
     policy = load_policy(tmp_path / algo / "checkpoints" / "final.safetensors")
     obs = torch.randn(6, 1 + 4 + 4 * len(panel.feature_names))

@@ -35,8 +35,15 @@ from trader.paper.loop import PaperStop
 from market_fixtures import write_tiny_recipe
 
 TINY_PPO = {"num_steps": 32, "update_epochs": 1, "num_minibatches": 2, "hidden_sizes": [16]}
-COSTLY = CostModel(commission_per_share=0.005, commission_min=1.0, spread_model="high_low", spread_window=20,
-                   impact_eta=1.0, impact_window_days=1, participation=0.05)  # fmt: skip
+COSTLY = CostModel(
+    commission_per_share=0.005,
+    commission_min=1.0,
+    spread_model="high_low",
+    spread_window=20,
+    impact_eta=1.0,
+    impact_window_days=1,
+    participation=0.05,
+)
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,7 +68,12 @@ def replayed(request, tmp_path_factory) -> tuple[Path, pd.DataFrame, pd.DataFram
     assert first.bars == 40 and "--max-bars 40" in first.reason
     second = paper(run_dir, PaperConfig(broker="replay"))
     assert "the period ended" in second.reason
-    return run_dir, result.series["best"], result.positions["best"], rundir.read_json_lines(run_dir / rundir.PAPER_JOURNAL)
+    return (
+        run_dir,
+        result.series["best"],
+        result.positions["best"],
+        rundir.read_json_lines(run_dir / rundir.PAPER_JOURNAL),
+    )
 
 
 def test_a_replay_ends_with_the_backtests_record_to_the_cent(replayed) -> None:
@@ -129,8 +141,15 @@ def test_a_replay_decision_never_reads_a_bar_after_it(replayed, tmp_path: Path) 
     scrambled = replace(panel, features=features)
     hours = MarketHours(panel.interval)
     feed = ReplayFeed(scrambled, hours)
-    broker = SimulatedBroker(scrambled, strategy.rules, strategy.tickers, strategy.initial_cash,
-                             np.zeros(len(strategy.tickers)), hours, now=feed.start)  # fmt: skip
+    broker = SimulatedBroker(
+        scrambled,
+        strategy.rules,
+        strategy.tickers,
+        strategy.initial_cash,
+        np.zeros(len(strategy.tickers)),
+        hours,
+        now=feed.start,
+    )
     book = Journal(copy)
     book.open({"strategy": "best", "broker": "replay", "dry_run": False, "tickers": list(strategy.tickers)})
     PaperLoop(strategy, PaperConfig(max_bars=k + 1), broker, feed, book, hours).run()
@@ -147,7 +166,9 @@ def flat_only(run_dir: Path) -> None:
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()
+    }
 
 
 @pytest.mark.parametrize(
@@ -158,7 +179,10 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
         (["--max-order-value", "-5"], "--max-order-value must be a positive number"),
         (["--daily-loss-limit", "1.5"], "--daily-loss-limit is a fraction"),
         (["--max-gross-exposure", "0"], "--max-gross-exposure must be a positive number"),
-        (["--broker", "replay", "--broker-url", "http://127.0.0.1:9"], "--broker-url does not apply to --broker replay"),
+        (
+            ["--broker", "replay", "--broker-url", "http://127.0.0.1:9"],
+            "--broker-url does not apply to --broker replay",
+        ),
         (["--dry-run"], "--dry-run does not apply to --broker replay"),
         (["--broker", "alpaca", "--period", "test"], "--period does not apply"),
         (["--broker", "ib"], "--broker must be one of alpaca, replay"),
@@ -192,7 +216,9 @@ def test_a_restart_under_another_strategy_or_broker_is_refused(replayed, capsys)
     run_dir, _, _, _ = replayed
     flat_only(run_dir)
     before = _snapshot(run_dir)
-    assert cli(["paper", str(run_dir), "--broker", "alpaca", "--dry-run"]) == 2  # keys unset: refused before the journal
+    assert (
+        cli(["paper", str(run_dir), "--broker", "alpaca", "--dry-run"]) == 2
+    )  # keys unset: refused before the journal
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "was started with broker 'replay'" in err
     assert _snapshot(run_dir) == before
@@ -212,7 +238,9 @@ def test_the_kill_switch_flattens_the_book_and_stops(replayed, tmp_path: Path, c
     assert journal[-2]["risk"]["drawdown"] >= 0.0001
     assert all(o["qty"] * o["price"] <= 200000 * (1 + 1e-12) for r in journal for o in r["orders"])
     assert cli(["paper", str(copy)]) == 1  # a stopped loop stays stopped until its journal is moved away
-    assert "stopped:" in capsys.readouterr().err and len(rundir.read_json_lines(copy / rundir.PAPER_JOURNAL)) == len(journal)
+    assert "stopped:" in capsys.readouterr().err and len(rundir.read_json_lines(copy / rundir.PAPER_JOURNAL)) == len(
+        journal
+    )
 
 
 def test_flattening_before_the_close_holds_nothing_overnight(replayed, tmp_path: Path) -> None:
@@ -236,8 +264,15 @@ def test_sigterm_stops_after_the_bar_in_hand_and_a_restart_finishes_the_period(r
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("paper"))
     period = "2023-01-11 09:30 : 2023-01-11 12:00"  # the test period's first 150 bars: the same record
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-c", "from trader.cli import entry_point; entry_point()", "paper", str(copy),
-               "--period", period]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        "from trader.cli import entry_point; entry_point()",
+        "paper",
+        str(copy),
+        "--period",
+        period,
+    ]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     path = copy / rundir.PAPER_JOURNAL
     deadline = time.monotonic() + 120
@@ -271,7 +306,11 @@ def test_a_tournaments_ensemble_is_the_selected_strategy_when_it_won(replayed) -
     data = contents.data(contents.dataset)
     name, best, rules = selected_strategy(contents, data, config)
     assert name == "best"
-    contents.result, contents.ensemble, contents.ensemble_weights = "ensemble", [contents.checkpoints["best"]] * 2, [0.5, 0.5]
+    contents.result, contents.ensemble, contents.ensemble_weights = (
+        "ensemble",
+        [contents.checkpoints["best"]] * 2,
+        [0.5, 0.5],
+    )
     name, ensemble, ensemble_rules = selected_strategy(contents, data, config)
     assert name == "ensemble" and ensemble_rules == config.env_config(config.policy_env) == rules
     obs = torch.randn(3, ensemble.obs_dim)

@@ -46,7 +46,9 @@ def trained(market, tmp_path_factory) -> Path:
     """A weights-mode PPO run on the server's history (its data set cached for every test)."""
     root = tmp_path_factory.mktemp("paper-alpaca")
     saved = {k: os.environ.get(k) for k in ("PODRACER_DATA_DIR", "APCA_API_KEY_ID", "APCA_API_SECRET_KEY")}
-    os.environ.update({"PODRACER_DATA_DIR": str(root / "data"), "APCA_API_KEY_ID": KEY_ID, "APCA_API_SECRET_KEY": SECRET})
+    os.environ.update(
+        {"PODRACER_DATA_DIR": str(root / "data"), "APCA_API_KEY_ID": KEY_ID, "APCA_API_SECRET_KEY": SECRET}
+    )
     server = BrokerServer(market, "2020-11-23 09:30")
     try:
         with server.running():
@@ -57,8 +59,9 @@ def trained(market, tmp_path_factory) -> Path:
                 f'tickers = {list(TICKERS)!r}\n\n[alpaca]\nurl = "{server.url}"\nbackoff_s = 0.01\n'.replace("'", '"')
             )
             rules = EnvConfig(action_mode="weights", buy_cost=0.0005, sell_cost=0.0005)
-            trader.training.train("ppo", str(recipe), TINY_PPO, root / "run", env_config=rules, steps=512, num_envs=8,
-                               eval_every=0)  # fmt: skip
+            trader.training.train(
+                "ppo", str(recipe), TINY_PPO, root / "run", env_config=rules, steps=512, num_envs=8, eval_every=0
+            )
         yield root / "run"
     finally:
         for key, value in saved.items():
@@ -79,14 +82,36 @@ def run(trained, tmp_path, monkeypatch) -> Path:
 
 
 def settings(server: BrokerServer, **changes) -> PaperConfig:
-    values = dict(broker="alpaca", broker_url=server.url, data_url=server.url, poll_s=0.0, fill_timeout_s=10.0,
-                  send_window_s=40.0, backoff_s=0.01)  # fmt: skip
+    values = dict(
+        broker="alpaca",
+        broker_url=server.url,
+        data_url=server.url,
+        poll_s=0.0,
+        fill_timeout_s=10.0,
+        send_window_s=40.0,
+        backoff_s=0.01,
+    )
     return PaperConfig(**{**values, **changes})
 
 
 def options(server: BrokerServer, *more: str) -> list[str]:
-    return ["--broker", "alpaca", "--broker-url", server.url, "--data-url", server.url, "--poll", "0",
-            "--fill-timeout", "10", "--send-window", "40", "--backoff", "0.01", *more]  # fmt: skip
+    return [
+        "--broker",
+        "alpaca",
+        "--broker-url",
+        server.url,
+        "--data-url",
+        server.url,
+        "--poll",
+        "0",
+        "--fill-timeout",
+        "10",
+        "--send-window",
+        "40",
+        "--backoff",
+        "0.01",
+        *more,
+    ]
 
 
 def in_calendar_session(stamp: str) -> bool:
@@ -96,7 +121,9 @@ def in_calendar_session(stamp: str) -> bool:
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*") if p.is_file()
+    }
 
 
 def test_30_bars_reconcile_exactly_with_the_servers_account(market, run) -> None:
@@ -179,8 +206,14 @@ def test_a_loop_killed_in_the_middle_of_a_bar_sends_no_order_twice_when_restarte
     server = BrokerServer(market, "2020-11-25 15:30")
     server.hold_order = 3  # the third order is taken, and its answer held while the loop is killed
     env = {**os.environ, "PYTHONPATH": f"{ROOT}", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-c", "from trader.cli import entry_point; entry_point()", "paper", str(run),
-               *options(server, "--max-bars", "20")]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        "from trader.cli import entry_point; entry_point()",
+        "paper",
+        str(run),
+        *options(server, "--max-bars", "20"),
+    ]
     with server.running():
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert server.order_held.wait(timeout=180), process.communicate(timeout=5)
@@ -243,8 +276,12 @@ def test_refusals_are_one_line_exit_2_before_anything_is_written(market, run, ca
     with server.running():
         assert cli(["paper", str(run), *args]) == 2
     line = one_error_line(capsys.readouterr().err)
-    expected = {"keys": "alpaca refused the keys", "live account": "is not an Alpaca paper account",
-                "universe": "ticker(s) ['BBB']", "live url": "live endpoint"}[case]  # fmt: skip
+    expected = {
+        "keys": "alpaca refused the keys",
+        "live account": "is not an Alpaca paper account",
+        "universe": "ticker(s) ['BBB']",
+        "live url": "live endpoint",
+    }[case]
     assert expected in line and SECRET not in line
     assert snapshot(run) == before and not (run / "paper").exists()
     assert server.posts == []

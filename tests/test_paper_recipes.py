@@ -30,17 +30,25 @@ def test_the_paper_split_universe_and_benchmark(name):
     recipe = find_recipe(name).resolved()
     assert (recipe.source, recipe.interval) == RECIPES[name]
     # train 2016-01-04 .. 2019-05-24, validation .. 2020-05-25, test .. 2021-05-26, ends included
-    assert (recipe.start, recipe.train_end, recipe.val_end, recipe.end) == ("2016-01-04", "2019-05-25", "2020-05-26", "2021-05-27")
+    assert (recipe.start, recipe.train_end, recipe.val_end, recipe.end) == (
+        "2016-01-04",
+        "2019-05-25",
+        "2020-05-26",
+        "2021-05-27",
+    )
     assert recipe.benchmark == "QQQ" and recipe.tickers is None  # the universe is the point-in-time file's
     assert recipe.membership_path().name == "nasdaq100-membership.csv" and "Point in time" in recipe.universe["note"]
     assert recipe.options["drop_missing"] is True and recipe.options["outside_session"] == "drop"
 
 
-@pytest.mark.parametrize("name, variables", [
-    ("nasdaq100-minute-alpaca", "APCA_API_KEY_ID and APCA_API_SECRET_KEY"),
-    ("nasdaq100-daily-alpaca", "APCA_API_KEY_ID and APCA_API_SECRET_KEY"),
-    ("nasdaq100-minute-polygon", "MASSIVE_API_KEY (or POLYGON_API_KEY)"),
-])
+@pytest.mark.parametrize(
+    "name, variables",
+    [
+        ("nasdaq100-minute-alpaca", "APCA_API_KEY_ID and APCA_API_SECRET_KEY"),
+        ("nasdaq100-daily-alpaca", "APCA_API_KEY_ID and APCA_API_SECRET_KEY"),
+        ("nasdaq100-minute-polygon", "MASSIVE_API_KEY (or POLYGON_API_KEY)"),
+    ],
+)
 def test_without_keys_the_build_stops_with_one_line(name, variables, monkeypatch, tmp_path, capsys):
     for variable in KEY_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
@@ -58,9 +66,15 @@ def test_the_shipped_alpaca_recipe_builds_from_the_server(monkeypatch, tmp_path)
     members.write_text("ticker,from,to\nAAA,2015-01-01,\nBBB,2021-01-04,\n")
     with VendorServer(served_bars(), page_size=10_000).running() as server:
         data = load(
-            "nasdaq100-minute-alpaca", data_dir=tmp_path, url=server.url, membership=str(members),
-            start=START, end=END, train_end="2020-11-03", val_end="2021-03-13",
-        )  # fmt: skip
+            "nasdaq100-minute-alpaca",
+            data_dir=tmp_path,
+            url=server.url,
+            membership=str(members),
+            start=START,
+            end=END,
+            train_end="2020-11-03",
+            val_end="2021-03-13",
+        )
     assert data.name == "nasdaq100-minute-alpaca" and data.tickers == ("AAA", "BBB") and data.benchmark_name == "QQQ"
     assert data.meta["membership"]["joined"] == ["BBB"]
     assert data.meta["provider"] == "alpaca" and data.start == pd.Timestamp("2020-10-30 09:30", tz="America/New_York")
@@ -70,7 +84,9 @@ def test_the_shipped_alpaca_recipe_builds_from_the_server(monkeypatch, tmp_path)
 def test_bad_retry_options_are_one_line(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("APCA_API_KEY_ID", KEY_ID)
     monkeypatch.setenv("APCA_API_SECRET_KEY", SECRET)
-    assert main(["data", "build", "nasdaq100-daily-alpaca", "--data-dir", str(tmp_path), "--set", "retries=\"many\""]) == 2
+    assert (
+        main(["data", "build", "nasdaq100-daily-alpaca", "--data-dir", str(tmp_path), "--set", 'retries="many"']) == 2
+    )
     assert "retries must be an integer" in capsys.readouterr().err
     assert main(["data", "build", "nasdaq100-daily-alpaca", "--data-dir", str(tmp_path), "--set", "backoff_s=-1"]) == 2
     assert "back-off needs retries >= 0" in capsys.readouterr().err
@@ -102,12 +118,28 @@ def test_make_demo_on_the_paper_recipe_without_keys_exits_2_with_one_line(tmp_pa
     # Under `make test` make's own variables (MAKELEVEL, MAKEFLAGS) would make this a sub-make,
     # whose notes read "make[1]: ***"; a user's shell has none of them.
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES and k not in MAKE_VARIABLES}
-    env.update(PODRACER_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=os.pathsep.join([str(root), env.get("PYTHONPATH", "")]))
+    env.update(
+        PODRACER_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+    )
     done = subprocess.run(
-        [make, "-s", "-f", str(root / "Makefile"), "-o", f"{venv}/.installed-dev", "demo", f"VENV={venv}",
-         "DATASET=nasdaq100-minute-alpaca"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            make,
+            "-s",
+            "-f",
+            str(root / "Makefile"),
+            "-o",
+            f"{venv}/.installed-dev",
+            "demo",
+            f"VENV={venv}",
+            "DATASET=nasdaq100-minute-alpaca",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     ours = [line for line in done.stderr.splitlines() if not line.startswith("make: ***")]  # make adds its own
     assert done.returncode == 2 and done.stdout == "" and len(ours) == 1, done.stderr
     assert ours[0].startswith("error: alpaca: set APCA_API_KEY_ID and APCA_API_SECRET_KEY in the environment")

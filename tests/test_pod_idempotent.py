@@ -31,14 +31,26 @@ def recipe(tmp_path_factory) -> Path:
 
 
 def spec_for(recipe: Path, pod_id: str = "p0000") -> PodSpec:
-    return PodSpec(pod_id=pod_id, index=0, algo="ppo", algo_config=TINY_ALGOS["ppo"], env=str(recipe), env_config={},
-                   steps=512, seed=3, num_envs=8)  # fmt: skip
+    return PodSpec(
+        pod_id=pod_id,
+        index=0,
+        algo="ppo",
+        algo_config=TINY_ALGOS["ppo"],
+        env=str(recipe),
+        env_config={},
+        steps=512,
+        seed=3,
+        num_envs=8,
+    )
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int, bytes]]:
     """Every file under ``folder``: (inode, mtime in ns, bytes)."""
-    return {str(p.relative_to(folder)): (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes())
-            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(folder)): (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 # --------------------------------------------------------------------------- the commit rule
@@ -63,7 +75,10 @@ def test_of_writers_racing_for_one_folder_exactly_one_wins_whole(tmp_path: Path)
         won = list(pool.map(commit, staged))
     assert won.count(True) == 1
     winner = won.index(True)
-    assert {p.name: p.read_text() for p in final.iterdir()} == {"a.txt": f"writer {winner}", "b.txt": f"writer {winner}"}
+    assert {p.name: p.read_text() for p in final.iterdir()} == {
+        "a.txt": f"writer {winner}",
+        "b.txt": f"writer {winner}",
+    }
     assert sorted(p.name for p in final.parent.iterdir()) == ["p0001"]  # the losers' folders are gone
 
 
@@ -125,7 +140,9 @@ def test_a_pod_run_twice_at_once_is_committed_once_and_enters_the_board_once(rec
     assert third == first and snapshot(folder) == before
 
 
-def test_a_run_that_dies_mid_training_never_touches_the_finished_copy(recipe: Path, tmp_path: Path, monkeypatch) -> None:
+def test_a_run_that_dies_mid_training_never_touches_the_finished_copy(
+    recipe: Path, tmp_path: Path, monkeypatch
+) -> None:
     import trader.training
 
     run_dir = tmp_path / "run"

@@ -78,7 +78,11 @@ def test_panel_equals_the_servers_regular_session_bars(server, key, tmp_path):
 def test_daily_bars(server, key, tmp_path):
     data = load(write_recipe(tmp_path, server.url, interval="1D"), cache=False)
     assert [t.strftime("%Y-%m-%d %H:%M") for t in data.timestamps] == [
-        "2020-10-30 09:30", "2020-11-02 09:30", "2020-11-27 09:30", "2021-03-12 09:30", "2021-03-15 09:30"
+        "2020-10-30 09:30",
+        "2020-11-02 09:30",
+        "2020-11-27 09:30",
+        "2021-03-12 09:30",
+        "2021-03-15 09:30",
     ]
     assert all(p.split("/")[6:8] == ["1", "day"] for p, _ in server.requests)
 

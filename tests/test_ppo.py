@@ -38,9 +38,7 @@ def test_gae_known_answer_with_termination_and_truncation() -> None:
     truncated = torch.zeros(3, 3, dtype=torch.bool)
     terminated[1, 1] = True
     truncated[1, 2] = True
-    adv, ret = compute_gae(
-        rewards, values, last_value, final_values, terminated, truncated, gamma, lam
-    )
+    adv, ret = compute_gae(rewards, values, last_value, final_values, terminated, truncated, gamma, lam)
     # hand-computed: deltas 1.4, 1.8, 1.7 when nothing ends; GAE factor 0.72
     expected = torch.tensor(
         [
@@ -57,9 +55,7 @@ def test_gae_lambda_one_gives_discounted_returns() -> None:
     rewards = torch.tensor([[1.0], [2.0], [3.0]])
     values = torch.tensor([[0.3], [-0.2], [0.7]])
     zeros_b = torch.zeros(3, 1, dtype=torch.bool)
-    _, ret = compute_gae(
-        rewards, values, torch.tensor([5.0]), torch.zeros(3, 1), zeros_b, zeros_b, 0.5, 1.0
-    )
+    _, ret = compute_gae(rewards, values, torch.tensor([5.0]), torch.zeros(3, 1), zeros_b, zeros_b, 0.5, 1.0)
     expected = [1 + 0.5 * 2 + 0.25 * 3 + 0.125 * 5, 2 + 0.5 * 3 + 0.25 * 5, 3 + 0.5 * 5]
     torch.testing.assert_close(ret[:, 0], torch.tensor(expected))
 
@@ -68,10 +64,16 @@ def test_rollout_storage_insert_and_batch() -> None:
     storage = RolloutStorage(num_steps=2, num_envs=3, obs_dim=4, act_dim=1)
     for step in range(2):
         storage.insert(
-            step, torch.full((3, 4), float(step)), torch.zeros(3, 1), torch.zeros(3),
-            torch.zeros(3), torch.ones(3), torch.zeros(3, dtype=torch.bool),
-            torch.zeros(3, dtype=torch.bool), torch.zeros(3),
-        )  # fmt: skip
+            step,
+            torch.full((3, 4), float(step)),
+            torch.zeros(3, 1),
+            torch.zeros(3),
+            torch.zeros(3),
+            torch.ones(3),
+            torch.zeros(3, dtype=torch.bool),
+            torch.zeros(3, dtype=torch.bool),
+            torch.zeros(3),
+        )
     storage.compute_returns(torch.zeros(3), gamma=1.0, gae_lambda=1.0)
     batch = storage.batch()
     assert batch.size == 6 and batch.obs.shape == (6, 4)
@@ -94,9 +96,7 @@ def test_rollout_storage_insert_and_batch() -> None:
 def test_clipped_surrogate_gradient(ratio: float, advantage: float, has_gradient: bool) -> None:
     new_logprob = torch.zeros(4, requires_grad=True)
     old_logprob = torch.full((4,), -math.log(ratio))
-    loss, clip_fraction = clipped_surrogate_loss(
-        new_logprob, old_logprob, torch.full((4,), advantage), clip_coef=0.2
-    )
+    loss, clip_fraction = clipped_surrogate_loss(new_logprob, old_logprob, torch.full((4,), advantage), clip_coef=0.2)
     loss.backward()
     assert bool((new_logprob.grad.abs() > 0).all()) == has_gradient
     assert float(clip_fraction) == (0.0 if abs(ratio - 1.0) <= 0.2 else 1.0)
@@ -110,9 +110,13 @@ def test_agent_policy_gradient_is_zero_when_every_ratio_is_clipped() -> None:
 
     def batch_with_ratio(ratio: float) -> RolloutBatch:
         return RolloutBatch(
-            obs=obs, actions=actions, logprobs=logprob - math.log(ratio), values=values,
-            advantages=torch.rand(16) + 0.1, returns=values,
-        )  # fmt: skip
+            obs=obs,
+            actions=actions,
+            logprobs=logprob - math.log(ratio),
+            values=values,
+            advantages=torch.rand(16) + 0.1,
+            returns=values,
+        )
 
     for ratio, expect_zero in ((1.5, True), (1.05, False)):
         agent.optimizer.zero_grad(set_to_none=False)
@@ -134,7 +138,9 @@ def test_gradients_accumulated_in_pieces_equal_the_one_pass_loss(network: str, m
     agents = [PPOAgent(obs_dim, stocks, cfg, seed=3) for _ in range(2)]
     obs = torch.randn(48, obs_dim, generator=torch.Generator().manual_seed(1))
     actions, logprob, values = agents[0].explore(obs)
-    batch = RolloutBatch(obs, actions, logprob + 0.3 * torch.randn(48), values, torch.randn(48), values + torch.randn(48))
+    batch = RolloutBatch(
+        obs, actions, logprob + 0.3 * torch.randn(48), values, torch.randn(48), values + torch.randn(48)
+    )
     indices = torch.randperm(48)[:37]
     loss, expected = agents[0].losses(batch, indices)
     loss.backward()
@@ -190,8 +196,7 @@ def _trained_agent(seed: int) -> PPOAgent:
 def test_averaging_two_learners_gives_mean_parameters_and_moments() -> None:
     a, b = _trained_agent(0), _trained_agent(1)
     fused = average_states([a.state_dict(), b.state_dict()])
-    for key in ("net.actor.mean.0.weight", "net.critic.2.bias", "optim.adam.0.exp_avg",
-                "optim.adam.3.exp_avg_sq"):  # fmt: skip
+    for key in ("net.actor.mean.0.weight", "net.critic.2.bias", "optim.adam.0.exp_avg", "optim.adam.3.exp_avg_sq"):
         torch.testing.assert_close(fused[key], (a.state_dict()[key] + b.state_dict()[key]) / 2)
     # and through the learner group: replicas end equal to the mean
     group = LearnerGroup(a, num_learners=2)
@@ -241,8 +246,7 @@ def _schedule_agent(**overrides: object) -> PPOAgent:
 
 @pytest.mark.parametrize("num_learners", [1, 2])
 def test_anneal_lr_is_linear_in_the_transitions_learned_from(num_learners: int) -> None:
-    agent = _schedule_agent(learning_rate=1e-3, anneal_lr=True, total_steps=64,
-                            num_learners=num_learners)  # fmt: skip
+    agent = _schedule_agent(learning_rate=1e-3, anneal_lr=True, total_steps=64, num_learners=num_learners)
     rates = []
     for seed in range(4):
         metrics = agent.update(_rollout(seed))  # 32 rows each
@@ -356,9 +360,13 @@ def test_a_state_without_the_step_counter_loads_only_without_a_schedule() -> Non
 
 def _pendulum_run(seed: int, num_learners: int = 1, iterations: int = 2) -> tuple[PPOAgent, list]:
     cfg = PPOConfig(
-        num_steps=32, update_epochs=2, num_minibatches=4, hidden_sizes=(16,),
-        num_learners=num_learners, reward_scale=0.1,
-    )  # fmt: skip
+        num_steps=32,
+        update_epochs=2,
+        num_minibatches=4,
+        hidden_sizes=(16,),
+        num_learners=num_learners,
+        reward_scale=0.1,
+    )
     env = GymVecEnv("Pendulum-v1", num_envs=4, seed=seed, max_episode_steps=50)
     agent = PPOAgent(env.obs_dim, env.act_dim, cfg, seed=seed)
     runner = PPORunner(agent, env)
@@ -390,8 +398,9 @@ def test_ppo_training_is_a_pure_function_of_config_and_seed() -> None:
 @pytest.mark.slow
 def test_ppo_learns_on_pendulum() -> None:
     """PPO improves Pendulum's return clearly within 100k steps (slow)."""
-    cfg = PPOConfig(num_steps=256, num_minibatches=16, reward_scale=0.1, learning_rate=1e-3,
-                    gae_lambda=0.95, ent_coef=0.0)  # fmt: skip
+    cfg = PPOConfig(
+        num_steps=256, num_minibatches=16, reward_scale=0.1, learning_rate=1e-3, gae_lambda=0.95, ent_coef=0.0
+    )
     env = GymVecEnv("Pendulum-v1", num_envs=8, seed=0)
     runner = PPORunner(PPOAgent(env.obs_dim, env.act_dim, cfg, seed=0), env)
     returns = [runner.iteration().get("episode_return", math.nan) for _ in range(50)]

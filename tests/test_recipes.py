@@ -190,7 +190,9 @@ def test_yahoo_recipe_loads_through_an_injected_download(tmp_path):
         return wide.rename(columns=str.capitalize, level=0)
 
     recipe = tmp_path / "y.toml"
-    recipe.write_text(FILES_RECIPE.replace('"files"', '"yahoo"').replace('[files]\npath = "bars"', 'tickers = ["AAA", "BBB", "CCC"]'))
+    recipe.write_text(
+        FILES_RECIPE.replace('"files"', '"yahoo"').replace('[files]\npath = "bars"', 'tickers = ["AAA", "BBB", "CCC"]')
+    )
     data = load(recipe, data_dir=tmp_path / "cache", download=download)
     assert data.tickers == ("AAA", "BBB", "CCC") and data.benchmark_name == "QQQ"
     assert calls == [(("AAA", "BBB", "CCC", "QQQ"), "1m")]
@@ -201,7 +203,14 @@ def test_yahoo_recipe_loads_through_an_injected_download(tmp_path):
 def test_synthetic_recipe_loads_with_overrides(tmp_path):
     if "synthetic-minute" not in available_recipes():
         pytest.skip("datasets/synthetic-minute.toml is not there yet")
-    data = load("synthetic-minute", data_dir=tmp_path, n_tickers=3, start="2024-03-04", end="2024-03-09",
-                train_end="2024-03-06", val_end="2024-03-07")
+    data = load(
+        "synthetic-minute",
+        data_dir=tmp_path,
+        n_tickers=3,
+        start="2024-03-04",
+        end="2024-03-09",
+        train_end="2024-03-06",
+        val_end="2024-03-07",
+    )
     assert data.num_tickers == 3 and data.meta["source"] == "synthetic"
     assert data.benchmark is not None and data.feature_mean is not None

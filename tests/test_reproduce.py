@@ -64,8 +64,25 @@ def assert_same_weights(a: Path, b: Path) -> None:
 
 
 def cli_train(dataset: str, run_dir: Path, *more: str) -> None:
-    code = main(["train", "--algo", "ppo", "--dataset", dataset, "--preset", "market", "--steps", str(STEPS),
-                 "--num-envs", str(ENVS), "--eval-every", "512", str(run_dir), *more])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--algo",
+            "ppo",
+            "--dataset",
+            dataset,
+            "--preset",
+            "market",
+            "--steps",
+            str(STEPS),
+            "--num-envs",
+            str(ENVS),
+            "--eval-every",
+            "512",
+            str(run_dir),
+            *more,
+        ]
+    )
     assert code == 0
 
 
@@ -122,9 +139,17 @@ def test_the_readme_python_tour_prints_the_numbers_of_its_cli_column(tour_edge: 
     own = trader.backtest(run_dir=python_run)  # the table's row: the run's own strategies, its own report
     assert Path(own.files["report.json"]) == python_run / "report.json"
     assert own.metrics.loc["best"].equals(result.metrics.loc["ppo"])
-    rows = {"ppo": "best", "oracle": "oracle", "equal_weight": "equal_weight", "equal_weight_daily": "equal_weight_daily"}
+    rows = {
+        "ppo": "best",
+        "oracle": "oracle",
+        "equal_weight": "equal_weight",
+        "equal_weight_daily": "equal_weight_daily",
+    }
     assert set(rows.values()) <= set(report["metrics"]) and set(rows) <= set(result.metrics.index)
     for ours, theirs in rows.items():
         for column, value in report["metrics"][theirs].items():
             mine = result.metrics.loc[ours, column]
-            assert (value is None and mine != mine) or mine == pytest.approx(value, rel=1e-12, abs=1e-12), (ours, column)
+            assert (value is None and mine != mine) or mine == pytest.approx(value, rel=1e-12, abs=1e-12), (
+                ours,
+                column,
+            )

@@ -38,10 +38,26 @@ from trader.backtesting.report import report_dict
 from trader.agents.evaluator import market_evaluator
 
 GOLDEN = Path(__file__).parent / "golden" / "backtest_report.json"
-EVERY_COST = CostModel(commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01, spread_model="high_low",
-                       spread_window=20, impact_eta=1.0, impact_window_days=1, participation=0.05, borrow_rate=0.05)  # fmt: skip
-RULES = EnvConfig(action_mode="weights", short_selling=True, costs=EVERY_COST, random_start=False, episode_length=None,
-                  return_windows=(5,), initial_cash=100_000.0)  # fmt: skip
+EVERY_COST = CostModel(
+    commission_per_share=0.005,
+    commission_min=1.0,
+    commission_max_rate=0.01,
+    spread_model="high_low",
+    spread_window=20,
+    impact_eta=1.0,
+    impact_window_days=1,
+    participation=0.05,
+    borrow_rate=0.05,
+)
+RULES = EnvConfig(
+    action_mode="weights",
+    short_selling=True,
+    costs=EVERY_COST,
+    random_start=False,
+    episode_length=None,
+    return_windows=(5,),
+    initial_cash=100_000.0,
+)
 PANEL = random_panel(n_tickers=5, n_bars=1001, seed=11)
 
 
@@ -70,8 +86,9 @@ def _by_bar(env: StockTradingVecEnv, agent, keys: tuple[str, ...]) -> dict[str, 
     return {key: torch.stack(values) for key, values in rows.items()}
 
 
-@pytest.mark.parametrize(("algo", "network"), [("ppo", "mlp"), ("ppo", "per_stock"), ("sac", "mlp"),
-                                               ("td3", "per_stock")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("algo", "network"), [("ppo", "mlp"), ("ppo", "per_stock"), ("sac", "mlp"), ("td3", "per_stock")]
+)
 def test_agent_program_acts_as_the_agent(algo: str, network: str) -> None:
     agent = _agent(algo, network)
     program, params = agents_program([agent])
@@ -144,8 +161,9 @@ def test_a_backtest_decides_agents_of_one_architecture_in_one_program(traced, mo
 
     merged = []
     stacked = engine._stacked
-    monkeypatch.setattr(engine, "_stacked", lambda parts, params: merged.append(stacked(parts, params)[0]) or
-                        stacked(parts, params))  # fmt: skip
+    monkeypatch.setattr(
+        engine, "_stacked", lambda parts, params: merged.append(stacked(parts, params)[0]) or stacked(parts, params)
+    )
     agents = {f"a{s}": _agent("ppo", "mlp", seed=s) for s in range(3)}
     config = BacktestConfig(tear_sheet=False, compile=True, policy_env=RULES)
     together = run_backtest(PANEL, agents, baselines=[], config=config)
@@ -176,12 +194,14 @@ def _series_equal(a, b, rtol: float, atol: float = 1e-9, flows: float | None = N
     for name in a.series:
         for column in a.series[name].columns:
             tolerance = rtol if flows is None or column in ("value", "return", "cash") else flows
-            np.testing.assert_allclose(b.series[name][column], a.series[name][column], rtol=tolerance, atol=atol,
-                                       err_msg=f"{name} {column}")  # fmt: skip
+            np.testing.assert_allclose(
+                b.series[name][column], a.series[name][column], rtol=tolerance, atol=atol, err_msg=f"{name} {column}"
+            )
         held = a.positions[name].to_numpy()
         scale = 0.0 if flows is None else 1e-6 * np.abs(held).max()  # a small position: 1e-6 of the largest
-        np.testing.assert_allclose(b.positions[name].to_numpy(), held, rtol=rtol if flows is None else flows,
-                                   atol=max(atol, scale))  # fmt: skip
+        np.testing.assert_allclose(
+            b.positions[name].to_numpy(), held, rtol=rtol if flows is None else flows, atol=max(atol, scale)
+        )
 
 
 def test_chunked_backtest_equals_the_golden_report_bit_for_bit(traced) -> None:
@@ -202,12 +222,17 @@ def test_chunked_backtest_of_a_random_population_with_every_cost_term(traced) ->
     bars, every cost term on, the breakeven multiples too."""
     env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
     torch.manual_seed(0)
-    nets = {f"p{k}": torch.nn.Sequential(torch.nn.Linear(env.obs_dim, 16), torch.nn.Tanh(),
-                                         torch.nn.Linear(16, env.act_dim), torch.nn.Tanh()) for k in range(3)}  # fmt: skip
+    nets = {
+        f"p{k}": torch.nn.Sequential(
+            torch.nn.Linear(env.obs_dim, 16), torch.nn.Tanh(), torch.nn.Linear(16, env.act_dim), torch.nn.Tanh()
+        )
+        for k in range(3)
+    }
     population = PolicyPopulation.from_modules(nets)
     assert population.program is not None
-    config = BacktestConfig(tear_sheet=False, policy_env=RULES, costs=EVERY_COST, cost_multiples=(0.0, 2.0),
-                            record_positions="day")  # fmt: skip
+    config = BacktestConfig(
+        tear_sheet=False, policy_env=RULES, costs=EVERY_COST, cost_multiples=(0.0, 2.0), record_positions="day"
+    )
     eager = run_backtest(PANEL, {"mlp": population}, config=config)
     chunked = run_backtest(PANEL, {"mlp": population}, config=replace(config, compile=True))
     _series_equal(eager, chunked, rtol=1e-6, atol=1e-3, flows=1e-5)
@@ -245,8 +270,9 @@ def test_no_host_sync_per_bar(traced, bars: int) -> None:
         evaluator = market_evaluator(panel, RULES, compile=True)
         pass_syncs = _syncs(lambda: evaluator.run_episodes(agent))
         config = BacktestConfig(tear_sheet=False, policy_env=RULES, costs=EVERY_COST, compile=True)
-        backtest_syncs = _syncs(lambda: run_backtest(panel, {"ppo": agent}, baselines=["equal_weight",
-                                                      "equal_weight_daily"], config=config))  # fmt: skip
+        backtest_syncs = _syncs(
+            lambda: run_backtest(panel, {"ppo": agent}, baselines=["equal_weight", "equal_weight_daily"], config=config)
+        )
         counts[n] = (pass_syncs, backtest_syncs)
     assert counts[bars][0] == counts[2 * bars][0] == 0
     assert counts[bars][1] == counts[2 * bars][1]
@@ -279,8 +305,14 @@ def test_per_env_trade_rates_survive_a_pass_with_as_many_envs_as_bars(traced) ->
     """The chunked pass cuts the per-bar tables to each chunk's bars; a table with one row per
     sub-environment (each its own trade rate, `set_pace`) stays whole, also when E equals T."""
     panel = random_panel(n_tickers=3, n_bars=40, seed=5)
-    rules = EnvConfig(action_mode="weights", random_start=False, episode_length=None, return_windows=(5,),
-                      initial_cash=1e5, trade_rate=0.5)  # fmt: skip
+    rules = EnvConfig(
+        action_mode="weights",
+        random_start=False,
+        episode_length=None,
+        return_windows=(5,),
+        initial_cash=1e5,
+        trade_rate=0.5,
+    )
 
     def paced_env() -> StockTradingVecEnv:
         env = StockTradingVecEnv(panel, panel.num_bars, "cpu", rules)

@@ -36,14 +36,32 @@ def finished(recipe: Path) -> Path:
     """A finished run: `trader train` (market, tiny), `trader baselines` (SB3 PPO) and its own report."""
     run_dir = recipe.parent / "run"
     assert main(train_args(recipe, run_dir)) == 0
-    assert main(["baselines", str(run_dir), "--steps", "64", "--eval-every", "0", "--no-tear-sheet", "--output", "json"]) == 0
+    assert (
+        main(["baselines", str(run_dir), "--steps", "64", "--eval-every", "0", "--no-tear-sheet", "--output", "json"])
+        == 0
+    )
     assert (run_dir / "report.json").is_file() and (run_dir / "baselines" / "sb3-ppo-s0" / "baseline.json").is_file()
     return run_dir
 
 
 def train_args(recipe: Path, run_dir: Path, *more: str) -> list[str]:
-    return ["train", "--algo", "ppo", "--dataset", str(recipe), "--steps", "128", "--num-envs", "2", "--eval-every",
-            "64", "--config", str(recipe.parent / "ppo.toml"), str(run_dir), *more]  # fmt: skip
+    return [
+        "train",
+        "--algo",
+        "ppo",
+        "--dataset",
+        str(recipe),
+        "--steps",
+        "128",
+        "--num-envs",
+        "2",
+        "--eval-every",
+        "64",
+        "--config",
+        str(recipe.parent / "ppo.toml"),
+        str(run_dir),
+        *more,
+    ]
 
 
 @pytest.fixture
@@ -56,8 +74,11 @@ def run(finished: Path, tmp_path: Path) -> Path:
 
 def checksums(root: Path) -> dict[str, str]:
     """Every file under ``root`` by its path, with the SHA-256 of its bytes."""
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def refused(argv: list[str], run: Path, capsys, *needles: str) -> str:
@@ -78,29 +99,75 @@ def refused(argv: list[str], run: Path, capsys, *needles: str) -> str:
 
 
 def test_train_refuses_a_finished_run(run: Path, recipe: Path, capsys) -> None:
-    refused(train_args(recipe, run), run, capsys, str(run), "holds a run already", "--overwrite", "another run directory")
+    refused(
+        train_args(recipe, run), run, capsys, str(run), "holds a run already", "--overwrite", "another run directory"
+    )
     refused(train_args(recipe, run, "--algo", "sac"), run, capsys, "holds a run already")  # nor another algorithm's
 
 
 def test_baselines_refuse_a_finished_baseline(run: Path, capsys) -> None:
-    refused(["baselines", str(run), "--steps", "256", "--no-backtest"], run, capsys,
-            str(run / "baselines" / "sb3-ppo-s0"), "finished baseline", "--overwrite")  # fmt: skip
-    refused(["baselines", str(run), "--steps", "256", "--no-backtest", "--overwrite"], run, capsys,
-            "--no-backtest would leave", "report.json")  # fmt: skip
+    refused(
+        ["baselines", str(run), "--steps", "256", "--no-backtest"],
+        run,
+        capsys,
+        str(run / "baselines" / "sb3-ppo-s0"),
+        "finished baseline",
+        "--overwrite",
+    )
+    refused(
+        ["baselines", str(run), "--steps", "256", "--no-backtest", "--overwrite"],
+        run,
+        capsys,
+        "--no-backtest would leave",
+        "report.json",
+    )
 
 
 def test_backtest_refuses_to_replace_the_runs_own_report(run: Path, capsys) -> None:
-    refused(["backtest", str(run), "--no-tear-sheet", "--no-breakeven"], run, capsys, "the run's own report", "--overwrite", "--report NAME")
+    refused(
+        ["backtest", str(run), "--no-tear-sheet", "--no-breakeven"],
+        run,
+        capsys,
+        "the run's own report",
+        "--overwrite",
+        "--report NAME",
+    )
 
 
 def test_tournament_refuses_a_folder_that_holds_a_run(run: Path, capsys) -> None:
-    refused(["tournament", str(run), "--env", "Pendulum-v1", "--pods", "1"], run, capsys,
-            str(run), "holds a run already", "another run directory")  # fmt: skip
+    refused(
+        ["tournament", str(run), "--env", "Pendulum-v1", "--pods", "1"],
+        run,
+        capsys,
+        str(run),
+        "holds a run already",
+        "another run directory",
+    )
 
 
 def test_walkforward_refuses_a_folder_that_holds_a_run(run: Path, recipe: Path, capsys) -> None:
-    refused(["walkforward", str(run), "--dataset", str(recipe), "--train", "3d", "--validation", "3d", "--test", "3d",
-             "--learner", "ppo", "--steps", "64"], run, capsys, str(run), "holds a run already")  # fmt: skip
+    refused(
+        [
+            "walkforward",
+            str(run),
+            "--dataset",
+            str(recipe),
+            "--train",
+            "3d",
+            "--validation",
+            "3d",
+            "--test",
+            "3d",
+            "--learner",
+            "ppo",
+            "--steps",
+            "64",
+        ],
+        run,
+        capsys,
+        str(run),
+        "holds a run already",
+    )
 
 
 def test_demo_refuses_a_folder_that_holds_a_run(run: Path, capsys) -> None:
@@ -112,7 +179,14 @@ def test_a_tournament_resume_refuses_a_setting_it_would_ignore(tmp_path: Path, c
     run.mkdir()
     rundir.write_toml(run / "tournament.toml", {"run_dir": str(run), "env": "Pendulum-v1", "pod_steps": 5000})
     rundir.append_json_line(run / "events.jsonl", {"kind": "started", "time": 0.0})
-    refused(["tournament", str(run), "--resume", "--pod-steps", "8000"], run, capsys, "--pod-steps", "5000", "keeps its settings")
+    refused(
+        ["tournament", str(run), "--resume", "--pod-steps", "8000"],
+        run,
+        capsys,
+        "--pod-steps",
+        "5000",
+        "keeps its settings",
+    )
     refused(["tournament", str(run), "--resume", "--dataset", "synthetic-edge-daily"], run, capsys, "--dataset/--env")
 
 
@@ -146,7 +220,21 @@ def test_overwrite_never_deletes_a_file_it_did_not_write(run: Path, recipe: Path
 def test_another_period_or_strategy_writes_a_report_of_its_own(run: Path, capsys) -> None:
     own = checksums(run)
     assert main(["backtest", str(run), "--period", "validation", "--no-tear-sheet", "--no-breakeven"]) == 0
-    assert main(["backtest", str(run), "--strategies", "best,equal_weight", "--costs", "retail", "--no-tear-sheet", "--no-breakeven"]) == 0
+    assert (
+        main(
+            [
+                "backtest",
+                str(run),
+                "--strategies",
+                "best,equal_weight",
+                "--costs",
+                "retail",
+                "--no-tear-sheet",
+                "--no-breakeven",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     names = [report.name for report in rundir.reports(run)]
     assert names == ["", "strategies-best+equal_weight_costs-retail", "validation"], names
@@ -155,8 +243,13 @@ def test_another_period_or_strategy_writes_a_report_of_its_own(run: Path, capsys
     assert shown["period"]["name"] == "validation"
     for entry in shown["strategies"]:  # every series the report names is in its own folder
         assert (run / "reports" / "validation" / entry["series"]).is_file()
-    refused(["backtest", str(run), "--period", "validation", "--no-tear-sheet", "--no-breakeven"], run, capsys,
-            str(run / "reports" / "validation"), "--overwrite")  # fmt: skip
+    refused(
+        ["backtest", str(run), "--period", "validation", "--no-tear-sheet", "--no-breakeven"],
+        run,
+        capsys,
+        str(run / "reports" / "validation"),
+        "--overwrite",
+    )
     from dashboards.runs import find_runs, load_report, load_series
 
     assert [r.name for r in find_runs(run)] == ["run"] and [r.name for r in find_runs(run.parent)] == ["run"]
@@ -167,8 +260,28 @@ def test_another_period_or_strategy_writes_a_report_of_its_own(run: Path, capsys
 
 def test_an_overwritten_report_keeps_no_series_of_a_strategy_it_lost(run: Path, capsys) -> None:
     assert (run / "backtests" / "final.parquet").is_file()
-    assert main(["backtest", str(run), "--report", "two", "--strategies", "best,final", "--no-tear-sheet", "--no-breakeven"]) == 0
-    assert main(["backtest", str(run), "--report", "two", "--strategies", "best", "--no-tear-sheet", "--no-breakeven", "--overwrite"]) == 0
+    assert (
+        main(
+            ["backtest", str(run), "--report", "two", "--strategies", "best,final", "--no-tear-sheet", "--no-breakeven"]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "backtest",
+                str(run),
+                "--report",
+                "two",
+                "--strategies",
+                "best",
+                "--no-tear-sheet",
+                "--no-breakeven",
+                "--overwrite",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert sorted(p.name for p in (run / "reports" / "two" / "backtests").glob("*.parquet")) == ["best.parquet"]
     assert sorted(p.name for p in (run / "reports" / "two" / "backtests" / "trades").iterdir()) == ["best.parquet"]
@@ -176,9 +289,27 @@ def test_an_overwritten_report_keeps_no_series_of_a_strategy_it_lost(run: Path, 
 
 def test_a_strategy_whose_checkpoint_is_gone_is_an_error_naming_it(run: Path, capsys) -> None:
     (run / "baselines" / "sb3-ppo-s0" / "model.zip").unlink()
-    refused(["backtest", str(run), "--overwrite", "--no-tear-sheet", "--no-breakeven"], run, capsys, "sb3-ppo-s0/model.zip: not found")
+    refused(
+        ["backtest", str(run), "--overwrite", "--no-tear-sheet", "--no-breakeven"],
+        run,
+        capsys,
+        "sb3-ppo-s0/model.zip: not found",
+    )
     for path in (run / "checkpoints").glob("final.*"):
         path.unlink()
-    refused(["backtest", str(run), "--overwrite", "--no-tear-sheet", "--no-breakeven"], run, capsys, "checkpoints/final.json: not found", "'final'")
-    refused(["backtest", str(run), "--strategies", "final", "--no-tear-sheet", "--no-breakeven"], run, capsys, "checkpoints/final.json: not found")
-    assert main(["backtest", str(run), "--strategies", "best", "--no-tear-sheet", "--no-breakeven"]) == 0  # the others still backtest
+    refused(
+        ["backtest", str(run), "--overwrite", "--no-tear-sheet", "--no-breakeven"],
+        run,
+        capsys,
+        "checkpoints/final.json: not found",
+        "'final'",
+    )
+    refused(
+        ["backtest", str(run), "--strategies", "final", "--no-tear-sheet", "--no-breakeven"],
+        run,
+        capsys,
+        "checkpoints/final.json: not found",
+    )
+    assert (
+        main(["backtest", str(run), "--strategies", "best", "--no-tear-sheet", "--no-breakeven"]) == 0
+    )  # the others still backtest

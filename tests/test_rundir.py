@@ -51,7 +51,10 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path: Path)
 def test_json_is_strict_and_parent_folders_are_made(tmp_path: Path) -> None:
     path = rundir.write_json(tmp_path / "a" / "b.json", {"score": math.nan, "k": (1, math.inf), "ok": 0.5})
     assert json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}")) == {
-        "score": None, "k": [1, None], "ok": 0.5}  # fmt: skip
+        "score": None,
+        "k": [1, None],
+        "ok": 0.5,
+    }
 
 
 def test_toml_drops_none_and_round_trips(tmp_path: Path) -> None:
@@ -172,9 +175,13 @@ def test_file_kind_matches_pods_and_refuses_strangers() -> None:
 def assert_every_file_is_documented(root: Path) -> None:
     """Every file a run wrote into ``root`` belongs to a `rundir.FILES` entry (a
     temporary that a killed writer left behind is not a run file)."""
-    strangers = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
-                 and not any(rundir.is_temporary(part) for part in p.relative_to(root).parts)
-                 and rundir.file_kind(p.relative_to(root)) is None]  # fmt: skip
+    strangers = [
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file()
+        and not any(rundir.is_temporary(part) for part in p.relative_to(root).parts)
+        and rundir.file_kind(p.relative_to(root)) is None
+    ]
     assert not strangers, f"files not in trader.rundir.FILES (and docs/contracts.md): {strangers}"
 
 
@@ -235,7 +242,9 @@ def test_a_runs_kind_is_decided_once_for_the_backtest_and_the_dashboard(tmp_path
         assert RunDir(path.name, path).kind == expected
         assert RunDir(path.name, path).has_tournament == (expected == "tournament")
     assert rundir.run_kind(tmp_path / "missing") is None
-    assert rundir.checkpoints(made["train (checkpoints only)"]) == {"final": made["train (checkpoints only)"] / "checkpoints" / "final"}
+    assert rundir.checkpoints(made["train (checkpoints only)"]) == {
+        "final": made["train (checkpoints only)"] / "checkpoints" / "final"
+    }
     assert rundir.baseline_folders(made["baselines"]) == [made["baselines"] / "baselines" / "sb3-ppo-s0"]
 
 
@@ -243,7 +252,9 @@ def test_a_folds_record_and_a_best_snapshots_step_are_read_in_one_place(tmp_path
     for k in (2, 0, 10):
         rundir.fold_dir(tmp_path, k).mkdir(parents=True)
     (tmp_path / rundir.WF_FOLDS_DIR / "notes").mkdir()
-    rundir.write_json(rundir.fold_dir(tmp_path, 2) / rundir.WF_FOLD, {"format_version": rundir.WF_FOLD_VERSION, "fold": 2})
+    rundir.write_json(
+        rundir.fold_dir(tmp_path, 2) / rundir.WF_FOLD, {"format_version": rundir.WF_FOLD_VERSION, "fold": 2}
+    )
     assert [p.name for p in rundir.fold_folders(tmp_path)] == ["0", "2", "10"]
     assert rundir.read_fold(tmp_path, 0) is None and rundir.read_fold(tmp_path, 2)["fold"] == 2
     rundir.write_json(rundir.fold_dir(tmp_path, 10) / rundir.WF_FOLD, {"format_version": 99})

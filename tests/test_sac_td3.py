@@ -92,7 +92,7 @@ def test_sac_actions_are_squashed_and_log_prob_has_the_tanh_correction():
     squashed, log_prob = agent.actor.sample(obs[:16], gen)
     u = torch.atanh(squashed.double())
     normal = torch.distributions.Normal(0.0, 1.0).log_prob(u).sum(-1)
-    expected = normal - torch.log1p(-torch.tanh(u) ** 2).sum(-1)
+    expected = normal - torch.log1p(-(torch.tanh(u) ** 2)).sum(-1)
     torch.testing.assert_close(log_prob.double(), expected, rtol=1e-4, atol=1e-4)
 
 
@@ -257,7 +257,12 @@ def pendulum_runner(algo: str, num_envs: int, seed: int, **overrides) -> OffPoli
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_pendulum_smoke_run(algo, num_learners):
     runner = pendulum_runner(
-        algo, num_envs=2, seed=0, learning_starts=200, iteration_steps=200, updates_per_step=0.5,
+        algo,
+        num_envs=2,
+        seed=0,
+        learning_starts=200,
+        iteration_steps=200,
+        updates_per_step=0.5,
         num_learners=num_learners,
     )
     logs = [runner.iteration() for _ in range(3)]
@@ -282,8 +287,7 @@ def test_runs_are_a_pure_function_of_the_seed():
 
 # --------------------------------------------------------------------------- K learners
 
-K_RUN = {"learning_starts": 50, "iteration_steps": 100, "updates_per_step": 0.25,
-         "normalize_obs": True}  # fmt: skip
+K_RUN = {"learning_starts": 50, "iteration_steps": 100, "updates_per_step": 0.25, "normalize_obs": True}
 
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
@@ -473,8 +477,15 @@ def evaluate(agent, episodes: int = 10, seed: int = 10_000) -> float:
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_pendulum_reaches_minus_250_within_20k_steps(algo):
     runner = pendulum_runner(
-        algo, num_envs=1, seed=0, hidden_sizes=(256, 256), batch_size=256,
-        actor_lr=1e-3, critic_lr=1e-3, learning_starts=1000, iteration_steps=1000,
+        algo,
+        num_envs=1,
+        seed=0,
+        hidden_sizes=(256, 256),
+        batch_size=256,
+        actor_lr=1e-3,
+        critic_lr=1e-3,
+        learning_starts=1000,
+        iteration_steps=1000,
     )
     start, score = time.perf_counter(), -math.inf
     while runner.env_steps < 20_000 and score < -250:

@@ -126,9 +126,11 @@ class Fixed:
         return self.action.expand(obs.shape[0], -1)
 
 
-SHORTING = [EnvConfig(action_mode="weights", short_selling=True),
-            EnvConfig(action_mode="weights", short_selling=True, weights_map="linear", trade_rate=0.2),
-            EnvConfig(action_mode="weights", short_selling=True, market_neutral=True)]  # fmt: skip
+SHORTING = [
+    EnvConfig(action_mode="weights", short_selling=True),
+    EnvConfig(action_mode="weights", short_selling=True, weights_map="linear", trade_rate=0.2),
+    EnvConfig(action_mode="weights", short_selling=True, market_neutral=True),
+]
 
 
 @pytest.mark.parametrize("rules", SHORTING, ids=["normalized", "linear-rate", "market-neutral"])
@@ -177,10 +179,17 @@ def tiny_tournament(tmp_path_factory):
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
     recipe = root / "daily.toml"  # a validation period long enough for a Sharpe ratio's PSR (60 sessions)
     recipe.write_text(DAILY_RECIPE)
-    config = TournamentConfig(run_dir=str(root / "tour"), env=str(recipe), algos=("ppo",), pod_steps=256,
-                              num_envs=4, pods=3, population=3, backtest=False,
-                              algo_configs={"ppo": {"num_steps": 32, "update_epochs": 1, "num_minibatches": 2,
-                                                    "hidden_sizes": [8]}})  # fmt: skip
+    config = TournamentConfig(
+        run_dir=str(root / "tour"),
+        env=str(recipe),
+        algos=("ppo",),
+        pod_steps=256,
+        num_envs=4,
+        pods=3,
+        population=3,
+        backtest=False,
+        algo_configs={"ppo": {"num_steps": 32, "update_epochs": 1, "num_minibatches": 2, "hidden_sizes": [8]}},
+    )
     with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
         result = run(config, client=client)
     return config, result
@@ -211,7 +220,9 @@ def test_qualified_pods_form_an_ensemble_whose_pass_is_one_more_trial(tiny_tourn
     days = rundir.read_trials(root / rundir.TRIALS)[1].columns
     for k, pod in enumerate(ranked):  # the top two get strong records, the third a losing one
         keys, returns = rundir.read_trials(root / rundir.PODS_DIR / pod.pod_id / rundir.TRIALS)
-        step = rundir.read_json(root / pod.checkpoint.replace("checkpoints/best", "checkpoints/best.json"))["info"]["step"]
+        step = rundir.read_json(root / pod.checkpoint.replace("checkpoints/best", "checkpoints/best.json"))["info"][
+            "step"
+        ]
         strong = pd.Series(record(8.0 if k < 2 else -3.0, k).to_numpy()[: len(days)], index=days)
         daily = [strong if s == step else returns.iloc[i].dropna() for i, s in enumerate(keys["step"])]
         rundir.write_parquet(root / rundir.PODS_DIR / pod.pod_id / rundir.TRIALS, rundir.trials_frame(keys, daily))
@@ -268,7 +279,9 @@ def test_random_search_keeps_a_value_set_outside_its_bound() -> None:
 
 
 @pytest.mark.parametrize("algo", ["ppo", "sac", "td3"])
-def test_a_child_starts_from_its_parents_weights_normaliser_and_optimiser_but_its_own_rates(algo, tmp_path: Path) -> None:
+def test_a_child_starts_from_its_parents_weights_normaliser_and_optimiser_but_its_own_rates(
+    algo, tmp_path: Path
+) -> None:
     """A child pod (`trader.train`'s ``init_from``, `continue_from`) copies the parent's
     best snapshot: every network, the optimisers' moments and step counts, the
     observation normaliser and the extra state (update counters); it keeps its own
@@ -280,8 +293,11 @@ def test_a_child_starts_from_its_parents_weights_normaliser_and_optimiser_but_it
 
     env = GymVecEnv("Pendulum-v1", 2, "cpu", 0)
     base = {"hidden_sizes": (8,), "normalize_obs": True}
-    extra = {"num_steps": 16, "num_minibatches": 2, "update_epochs": 1} if algo == "ppo" else {
-        "learning_starts": 32, "batch_size": 16, "iteration_steps": 64}
+    extra = (
+        {"num_steps": 16, "num_minibatches": 2, "update_epochs": 1}
+        if algo == "ppo"
+        else {"learning_starts": 32, "batch_size": 16, "iteration_steps": 64}
+    )
     parent = make_agent(algo, env.obs_dim, env.act_dim, {**base, **extra}, seed=1)
     runner = get_spec(algo).runner_cls(parent, env)
     for _ in range(3):
@@ -322,7 +338,9 @@ def test_a_child_with_a_perturbed_noise_moves_its_parents_learned_noise_by_the_d
         continue_from(child, tmp_path / "best", seed=2)
         torch.testing.assert_close(child.actor.log_std.detach(), learned + shift, rtol=0, atol=1e-7)
         saved, _ = load_checkpoint(tmp_path / "best", "cpu")
-        same = [k for k, v in child.state_dict().items() if k in saved and "log_std" not in k and torch.equal(v, saved[k])]
+        same = [
+            k for k, v in child.state_dict().items() if k in saved and "log_std" not in k and torch.equal(v, saved[k])
+        ]
         weights = [k for k in saved if k.startswith("net.actor") and "log_std" not in k]
         assert weights and set(weights) <= set(same)
 

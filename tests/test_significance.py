@@ -49,7 +49,9 @@ def test_the_interval_frame_keeps_the_sentences_and_nans() -> None:
 def test_the_trial_figure_sorts_the_trials_and_draws_the_reports_null_maxima() -> None:
     sharpes = [0.4, -1.2, 2.0, 0.1, float("nan")]
     luck = {"zero-Sharpe trials": 1.3, "trials' spread": 1.9, "not computed": None}
-    figure = significance.trial_sharpe_figure(sharpes, labels=["a", "b", "c", "d", "e"], luck=luck, selected={"best": 2.0})
+    figure = significance.trial_sharpe_figure(
+        sharpes, labels=["a", "b", "c", "d", "e"], luck=luck, selected={"best": 2.0}
+    )
     points = figure.data[0]
     assert list(points.y[:4]) == [2.0, 0.4, 0.1, -1.2] and math.isnan(points.y[4])
     assert list(points.text) == ["c", "a", "d", "b", "e"]
@@ -58,7 +60,10 @@ def test_the_trial_figure_sorts_the_trials_and_draws_the_reports_null_maxima() -
 
 def test_the_trial_figure_without_null_maxima_draws_only_the_selection() -> None:
     assert significance.trial_sharpe_figure([1.0]).layout.shapes == ()
-    assert len(significance.trial_sharpe_figure([1.0, 0.5], luck={"x": float("nan")}, selected={"b": 1.0}).layout.shapes) == 1
+    assert (
+        len(significance.trial_sharpe_figure([1.0, 0.5], luck={"x": float("nan")}, selected={"b": 1.0}).layout.shapes)
+        == 1
+    )
 
 
 def test_the_pbo_figure_is_the_logit_histogram_of_cscv() -> None:

@@ -79,9 +79,28 @@ def test_costs_reach_the_env_as_the_same_cost_model_object(tmp_path: Path, envs_
 
     monkeypatch.setattr(cli_train, "cost_flags", spy_flags)
     (tmp_path / "ppo.toml").write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n")
-    code = main(["train", str(tmp_path / "run"), "--algo", "ppo", "--dataset", str(write_tiny_recipe(tmp_path)),
-                 "--costs", "institutional", "--cost-set", "participation=0.05", "--steps", "32", "--num-envs", "2",
-                 "--eval-every", "0", "--config", str(tmp_path / "ppo.toml")])  # fmt: skip
+    code = main(
+        [
+            "train",
+            str(tmp_path / "run"),
+            "--algo",
+            "ppo",
+            "--dataset",
+            str(write_tiny_recipe(tmp_path)),
+            "--costs",
+            "institutional",
+            "--cost-set",
+            "participation=0.05",
+            "--steps",
+            "32",
+            "--num-envs",
+            "2",
+            "--eval-every",
+            "0",
+            "--config",
+            str(tmp_path / "ppo.toml"),
+        ]
+    )
     assert code == 0
     (model,) = named
     assert model.costs.participation == 0.05 and model.costs.impact_eta == cost_model("institutional").costs.impact_eta
@@ -121,7 +140,9 @@ def test_bar_windows_cut_the_panel_as_the_recorded_periods_do() -> None:
         lo, hi = windows.window(name)
         assert cut.period(name).timestamps.equals(data.timestamps[lo:hi])
         assert cut.period(name).timestamps.equals(by_periods.period(name).timestamps)
-    assert torch.equal(cut.feature_mean, by_periods.feature_mean) and torch.equal(cut.feature_std, by_periods.feature_std)
+    assert torch.equal(cut.feature_mean, by_periods.feature_mean) and torch.equal(
+        cut.feature_std, by_periods.feature_std
+    )
     assert cut.meta["periods"] == by_periods.meta["periods"]  # what config.toml records: the same
     assert Windows.from_periods(cut.meta["periods"], data.timestamps) == windows  # a run file read back: the same bars
     assert "windows" not in cut.with_periods(by_periods.meta["periods"]).meta  # bounds replace windows whole
@@ -137,8 +158,18 @@ def test_a_folds_windows_reach_every_env_as_the_same_bar_positions_and_no_step_r
     recipe = write_daily_recipe(tmp_path / "recipe", daily_frame())
     folds = FoldSpec("10m", "2m", "2m")
     rules = cost_model("retail").apply(EnvConfig())
-    result = walk_forward(tmp_path / "run", str(recipe), folds, "ppo", seed=1, algo_config=TINY_PPO, steps=32,
-                          num_envs=2, eval_every=0, env_config=rules)  # fmt: skip
+    result = walk_forward(
+        tmp_path / "run",
+        str(recipe),
+        folds,
+        "ppo",
+        seed=1,
+        algo_config=TINY_PPO,
+        steps=32,
+        num_envs=2,
+        eval_every=0,
+        env_config=rules,
+    )
     assert [path for path in no_round_trips if path.name == rundir.CONFIG] == []  # no step read a fold's config.toml
     from trader.environments import load_market
 
@@ -152,12 +183,15 @@ def test_a_folds_windows_reach_every_env_as_the_same_bar_positions_and_no_step_r
             assert (data.timestamps[lo], data.timestamps[hi - 1], hi - lo) in spans, (fold.index, name)
         # what the fold's run directory records is the windows' first and last bars
         assert result.folds[fold.index]["windows"] == fold.periods(data.timestamps)
-        assert rundir.read_toml(fold_dir(result.run_dir, fold.index) / rundir.CONFIG)["env"]["periods"] == \
-            fold.periods(data.timestamps)  # fmt: skip
+        assert rundir.read_toml(fold_dir(result.run_dir, fold.index) / rundir.CONFIG)["env"]["periods"] == fold.periods(
+            data.timestamps
+        )
     assert all(env_rules.costs is rules.costs for _, env_rules in envs_built)  # the walk-forward's rules, as given
 
 
-def test_a_folds_baselines_train_on_its_spec_without_reading_its_files(tmp_path: Path, envs_built, no_round_trips) -> None:
+def test_a_folds_baselines_train_on_its_spec_without_reading_its_files(
+    tmp_path: Path, envs_built, no_round_trips
+) -> None:
     pytest.importorskip("stable_baselines3")
     from trader.environments import load_market
     from trader.libraries import baselines

@@ -40,7 +40,9 @@ def test_the_2014_papers_worked_example() -> None:
     """Bailey and López de Prado (2014), section 5: SR0 = 0.1132, DSR = 0.9004."""
     variance, sharpe = 0.5 / 250, 2.5 / math.sqrt(250)
     assert stats.expected_max_sharpe(100, variance) == pytest.approx(0.1132, abs=1e-4)
-    dsr = stats.deflated_sharpe_ratio(sharpe, 1250, skew=-3.0, kurtosis=10.0, n_trials=100, trials_sharpe_variance=variance)
+    dsr = stats.deflated_sharpe_ratio(
+        sharpe, 1250, skew=-3.0, kurtosis=10.0, n_trials=100, trials_sharpe_variance=variance
+    )
     assert dsr == pytest.approx(0.9004, abs=1e-4)
 
 
@@ -81,7 +83,9 @@ def test_the_analytic_interval_uses_scipys_moments_on_daily_returns() -> None:
     se = math.sqrt((1 - skew * sharpe + (kurtosis - 1) / 4 * sharpe**2) / 300) * SQRT_YEAR
     half = scipy_stats.norm.ppf(0.95) * se
     interval = stats.sharpe_interval_analytic(returns, confidence=0.90)
-    assert (interval.low, interval.high) == pytest.approx((sharpe * SQRT_YEAR - half, sharpe * SQRT_YEAR + half), rel=1e-12)
+    assert (interval.low, interval.high) == pytest.approx(
+        (sharpe * SQRT_YEAR - half, sharpe * SQRT_YEAR + half), rel=1e-12
+    )
     assert sharpe * SQRT_YEAR == pytest.approx(metrics.sharpe_ratio(returns), rel=1e-12)
 
 
@@ -91,7 +95,9 @@ def test_the_analytic_interval_uses_scipys_moments_on_daily_returns() -> None:
 )
 def test_min_track_record_length_inverts_psr(sharpe, threshold, skew, kurtosis, confidence) -> None:
     length = stats.min_track_record_length(sharpe, threshold, skew, kurtosis, confidence)
-    assert stats.probabilistic_sharpe_ratio(sharpe, threshold, length, skew, kurtosis) == pytest.approx(confidence, abs=1e-12)
+    assert stats.probabilistic_sharpe_ratio(sharpe, threshold, length, skew, kurtosis) == pytest.approx(
+        confidence, abs=1e-12
+    )
 
 
 def test_min_track_record_length_is_infinite_without_an_edge_over_the_threshold() -> None:
@@ -203,10 +209,20 @@ def test_one_trial_means_no_deflation_and_too_few_trial_sharpes_are_refused() ->
     [
         (0.99, 0.97, None, "above zero at 95% after 14 trials (DSR 0.97)"),
         (0.99, 0.62, None, "above zero at 95%, but not after 14 trials (DSR 0.62)"),
-        (0.99, 0.12, 0.99, "above zero at 95% after 14 trials (DSR 0.99 against 14 zero-Sharpe trials; "
-                           "0.12 from the trials' own spread)"),
-        (0.99, 0.97, 0.62, "above zero at 95%, but not after 14 trials (DSR 0.62 against 14 zero-Sharpe trials; "
-                           "0.97 from the trials' own spread)"),
+        (
+            0.99,
+            0.12,
+            0.99,
+            "above zero at 95% after 14 trials (DSR 0.99 against 14 zero-Sharpe trials; "
+            "0.12 from the trials' own spread)",
+        ),
+        (
+            0.99,
+            0.97,
+            0.62,
+            "above zero at 95%, but not after 14 trials (DSR 0.62 against 14 zero-Sharpe trials; "
+            "0.97 from the trials' own spread)",
+        ),
         (0.99, None, None, "above zero at 95%"),
         (0.60, 0.10, 0.20, "not distinguishable from zero"),
         (0.01, 0.00, 0.00, "below zero at 95%"),
@@ -214,8 +230,14 @@ def test_one_trial_means_no_deflation_and_too_few_trial_sharpes_are_refused() ->
 )
 def test_the_verdict_sentences(psr, dsr, dsr_null, expected) -> None:
     """The trial count's judgement follows dsr_null when it is there, else dsr."""
-    evidence = {"confidence": 0.95, "psr": psr, "dsr": dsr, "dsr_null": dsr_null,
-                "n_trials": 14 if dsr is not None else None, "reasons": {}}  # fmt: skip
+    evidence = {
+        "confidence": 0.95,
+        "psr": psr,
+        "dsr": dsr,
+        "dsr_null": dsr_null,
+        "n_trials": 14 if dsr is not None else None,
+        "reasons": {},
+    }
     assert verdict(evidence) == expected
 
 
@@ -246,7 +268,9 @@ def test_psr_false_positives_on_edge_free_returns() -> None:
     hits = 0
     for seed in range(draws):
         moments = stats.sharpe_moments(_gaussian(seed, 250))
-        hits += stats.probabilistic_sharpe_ratio(moments.sharpe, 0.0, moments.days, moments.skew, moments.kurtosis) > 0.95
+        hits += (
+            stats.probabilistic_sharpe_ratio(moments.sharpe, 0.0, moments.days, moments.skew, moments.kurtosis) > 0.95
+        )
     low, high = _binomial_band(draws, 0.05)
     assert low <= hits / draws <= high, hits / draws
 
@@ -294,7 +318,9 @@ def test_the_bootstrap_interval_covers_the_true_sharpe() -> None:
     true = 0.05 * SQRT_YEAR
     covered = 0
     for seed in range(BOOTSTRAP_DRAWS):
-        interval = stats.sharpe_interval_bootstrap(_gaussian(90_000 + seed, 500, daily_sharpe=0.05), reps=200, seed=seed)
+        interval = stats.sharpe_interval_bootstrap(
+            _gaussian(90_000 + seed, 500, daily_sharpe=0.05), reps=200, seed=seed
+        )
         covered += interval.low <= true <= interval.high
     low, high = _binomial_band(BOOTSTRAP_DRAWS, 0.95)
     assert low <= covered / BOOTSTRAP_DRAWS <= high, covered / BOOTSTRAP_DRAWS
@@ -344,7 +370,11 @@ def test_pbo_logits_follow_the_definition_on_a_tiny_case() -> None:
 
 def test_fewer_than_thirty_days_give_nan_with_a_reason() -> None:
     short = _gaussian(17, 29)
-    for result in (stats.sharpe_moments(short), stats.sharpe_interval_analytic(short), stats.sharpe_interval_bootstrap(short)):
+    for result in (
+        stats.sharpe_moments(short),
+        stats.sharpe_interval_analytic(short),
+        stats.sharpe_interval_bootstrap(short),
+    ):
         assert "only 29 daily returns" in result.reason
     assert math.isnan(stats.sharpe_interval_bootstrap(short).low)
     assert "only 29" in stats.pbo_cscv(np.vstack([short, short + 0.001]), n_blocks=2).reason
@@ -424,11 +454,13 @@ def test_dsr_null_is_the_dsr_against_zero_sharpe_trials() -> None:
     returns = rng.normal(0.001, 0.01, 300)
     evidence = series_evidence(returns, n_trials=14, trial_sharpes=[0.1, 2.0, -1.5, 3.0], reps=50)
     moments = stats.sharpe_moments(returns)
-    expected = stats.deflated_sharpe_ratio(moments.sharpe, moments.days, moments.skew, moments.kurtosis, 14,
-                                           stats.null_sharpe_variance(moments.days))  # fmt: skip
+    expected = stats.deflated_sharpe_ratio(
+        moments.sharpe, moments.days, moments.skew, moments.kurtosis, 14, stats.null_sharpe_variance(moments.days)
+    )
     assert evidence["dsr_null"] == pytest.approx(expected, abs=1e-12)
     assert evidence["expected_max_sharpe_null"] == pytest.approx(
-        stats.expected_max_sharpe(14, 1 / moments.days) * np.sqrt(stats.TRADING_DAYS))
+        stats.expected_max_sharpe(14, 1 / moments.days) * np.sqrt(stats.TRADING_DAYS)
+    )
     with pytest.raises(ConfigError):
         stats.null_sharpe_variance(1)
 
@@ -444,6 +476,10 @@ def test_dsr_null_controls_false_discoveries_under_the_global_null() -> None:
     found = 0
     for winner in winners:
         m = stats.sharpe_moments(winner)
-        found += stats.deflated_sharpe_ratio(m.sharpe, m.days, m.skew, m.kurtosis, n_trials,
-                                             stats.null_sharpe_variance(m.days)) > 0.95  # fmt: skip
+        found += (
+            stats.deflated_sharpe_ratio(
+                m.sharpe, m.days, m.skew, m.kurtosis, n_trials, stats.null_sharpe_variance(m.days)
+            )
+            > 0.95
+        )
     assert found / draws <= 0.05 + 2.576 * np.sqrt(0.05 * 0.95 / draws)

@@ -90,5 +90,7 @@ def test_the_panel_cache_round_trips_through_many_row_groups(tmp_path, monkeypat
     data = from_frame(frame, bench, benchmark_name="B", ragged=True)
     store = DataCache(tmp_path)
     folder = store.save_panel("k", data)
-    assert pq.ParquetFile(folder / "panel.parquet").metadata.num_row_groups == -(-data.num_bars // 200)  # 200 bars x 5 tickers
+    assert pq.ParquetFile(folder / "panel.parquet").metadata.num_row_groups == -(
+        -data.num_bars // 200
+    )  # 200 bars x 5 tickers
     assert_same_panel(store.load_panel("k"), data)

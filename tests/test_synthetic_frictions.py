@@ -24,8 +24,9 @@ def test_the_bounce_keeps_high_and_low_outside_open_and_close_and_the_estimator_
     estimate = abdi_ranaldo_half_spread(high, low, close, 390)[400:]  # [T, N], a fraction of the price
     assert float(estimate.median()) * 1e4 == pytest.approx(1.5, rel=0.25)
     plain = _panel()
-    mids = abdi_ranaldo_half_spread(plain.feature("high").double(), plain.feature("low").double(),
-                                    plain.close.double(), 390)[400:]  # fmt: skip
+    mids = abdi_ranaldo_half_spread(
+        plain.feature("high").double(), plain.feature("low").double(), plain.close.double(), 390
+    )[400:]
     assert float(mids.median()) * 1e4 < 0.8  # without the bounce the estimator finds far less
 
 
@@ -44,7 +45,9 @@ def test_the_defaults_leave_the_market_as_it_was():
     assert torch.equal(explicit.features, _panel().features)
 
 
-@pytest.mark.parametrize(("values", "fragment"), [(dict(tail_df=2.0), "tail_df"), (dict(half_spread_bps=-1.0), "half_spread_bps")])
+@pytest.mark.parametrize(
+    ("values", "fragment"), [(dict(tail_df=2.0), "tail_df"), (dict(half_spread_bps=-1.0), "half_spread_bps")]
+)
 def test_bad_frictions_are_refused(values, fragment):
     with pytest.raises(ConfigError, match=fragment):
         MarketModel(**values)

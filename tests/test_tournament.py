@@ -27,9 +27,17 @@ from trader.errors import ConfigError, UserError
 
 
 def entry(index: int, score: float, algo: str = "ppo", parent: str | None = None, **hyper) -> Entry:
-    return Entry(pod_id=f"p{index:04d}", index=index, algo=algo, score=score, generation=0 if parent is None else 1,
-                 parent_id=parent, hyperparameters=hyper or {"learning_rate": 3e-4},
-                 checkpoint=f"pods/p{index:04d}/checkpoints/best", score_history=[(10.0, score)])  # fmt: skip
+    return Entry(
+        pod_id=f"p{index:04d}",
+        index=index,
+        algo=algo,
+        score=score,
+        generation=0 if parent is None else 1,
+        parent_id=parent,
+        hyperparameters=hyper or {"learning_rate": 3e-4},
+        checkpoint=f"pods/p{index:04d}/checkpoints/best",
+        score_history=[(10.0, score)],
+    )
 
 
 # --------------------------------------------------------------------------- leaderboard
@@ -102,8 +110,14 @@ def test_event_log_skips_a_torn_last_line(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- generator
 
 
-@pytest.mark.parametrize("scores", [[5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 0.2, 0.1], [-0.1, -0.2, -1.0, -2.0, -3.0, -4.0, -5.0, -9.0],
-                                    [3.0, -3.0, 2.0, -2.0, 1.0, -1.0, 0.0, -9.0]])  # fmt: skip
+@pytest.mark.parametrize(
+    "scores",
+    [
+        [5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 0.2, 0.1],
+        [-0.1, -0.2, -1.0, -2.0, -3.0, -4.0, -5.0, -9.0],
+        [3.0, -3.0, 2.0, -2.0, 1.0, -1.0, 0.0, -9.0],
+    ],
+)
 def test_parents_come_only_from_the_top_fraction(scores: list[float]) -> None:
     board = Leaderboard(8)
     for index, score in enumerate(scores):
@@ -297,8 +311,10 @@ def test_cli_unreachable_scheduler_exits_2(tmp_path: Path, capsys, monkeypatch) 
     assert main(args) == 2
     err = capsys.readouterr().err
     # one line naming the address, whether the refused connect or the timeout comes first
-    assert ("cannot reach the dask scheduler at tcp://127.0.0.1:9" in err
-            or "no dask scheduler answered at tcp://127.0.0.1:9" in err), err
+    assert (
+        "cannot reach the dask scheduler at tcp://127.0.0.1:9" in err
+        or "no dask scheduler answered at tcp://127.0.0.1:9" in err
+    ), err
     assert not (tmp_path / "run").exists()
 
 
@@ -319,15 +335,31 @@ def test_the_market_preset_fills_rules_and_configs_under_the_keys_given(tmp_path
 
     recipe = tmp_path / "edge.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
-    values = {"env": str(recipe), "algos": ("ppo", "td3"), "pod_steps": 4096, "num_envs": 16,
-              "algo_configs": {"ppo": {"learning_rate": 1e-3}, "sac": {"tau": 0.01}}, "env_config": {"episode_length": 50}}  # fmt: skip
+    values = {
+        "env": str(recipe),
+        "algos": ("ppo", "td3"),
+        "pod_steps": 4096,
+        "num_envs": 16,
+        "algo_configs": {"ppo": {"learning_rate": 1e-3}, "sac": {"tau": 0.01}},
+        "env_config": {"episode_length": 50},
+    }
     values["env_config"], values["algo_configs"] = apply_preset(
-        "market", values["env"], 0.0002, values["algos"], steps=4096, num_envs=16,
-        env_config=values["env_config"], algo_configs=values["algo_configs"])  # fmt: skip
+        "market",
+        values["env"],
+        0.0002,
+        values["algos"],
+        steps=4096,
+        num_envs=16,
+        env_config=values["env_config"],
+        algo_configs=values["algo_configs"],
+    )
     rules = values["env_config"]
     assert rules["action_mode"] == "weights" and rules["market_neutral"] and list(rules["return_windows"]) == [5]
     assert rules["buy_cost"] == pytest.approx(2e-4) and rules["episode_length"] == 50  # the given key stays
-    assert values["algo_configs"]["ppo"]["learning_rate"] == 1e-3 and values["algo_configs"]["ppo"]["network"] == "per_stock"
+    assert (
+        values["algo_configs"]["ppo"]["learning_rate"] == 1e-3
+        and values["algo_configs"]["ppo"]["network"] == "per_stock"
+    )
     assert values["algo_configs"]["td3"]["updates_per_step"] == pytest.approx(1 / 16)
     assert values["algo_configs"]["sac"] == {"tau": 0.01}  # an algorithm outside the pool is left as given
     TournamentConfig.from_dict({**values, "run_dir": str(tmp_path / "t"), "pods": 1})  # a valid config

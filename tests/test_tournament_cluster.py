@@ -51,8 +51,9 @@ def _isolated_data_dir(shared, monkeypatch):
 @pytest.fixture(scope="module")
 def local_cluster(shared):
     os.environ["PODRACER_DATA_DIR"] = str(shared[0])  # the worker processes inherit it
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)  # fmt: skip
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+    )
     client = distributed.Client(cluster)
     yield cluster, client
     client.close()
@@ -60,8 +61,16 @@ def local_cluster(shared):
 
 
 def tiny_config(run_dir: Path, recipe: Path, **changes) -> TournamentConfig:
-    values = dict(run_dir=str(run_dir), env=str(recipe), pod_steps=512, num_envs=8, pods=6, population=3,
-                  algo_configs=TINY_ALGOS, backtest=False)  # fmt: skip
+    values = dict(
+        run_dir=str(run_dir),
+        env=str(recipe),
+        pod_steps=512,
+        num_envs=8,
+        pods=6,
+        population=3,
+        algo_configs=TINY_ALGOS,
+        backtest=False,
+    )
     return TournamentConfig(**{**values, **changes})
 
 
@@ -122,14 +131,36 @@ def _pods_or_none(run_dir: Path) -> pd.DataFrame | None:
 def test_a_killed_orchestrator_resumes_without_rerunning_finished_pods(local_cluster, shared, tmp_path: Path) -> None:
     _, client = local_cluster
     run_dir = tmp_path / "resumed"
-    args = ["tournament", str(run_dir), "--dataset", str(shared[1]), "--pods", "5", "--pod-steps", "2048",
-            "--num-envs", "8", "--population", "3", "--workers", "1", "--algos", "ppo"]  # fmt: skip
+    args = [
+        "tournament",
+        str(run_dir),
+        "--dataset",
+        str(shared[1]),
+        "--pods",
+        "5",
+        "--pod-steps",
+        "2048",
+        "--num-envs",
+        "8",
+        "--population",
+        "3",
+        "--workers",
+        "1",
+        "--algos",
+        "ppo",
+    ]
     config_file = tmp_path / "tiny.toml"
-    config_file.write_text('backtest = false\n[algo_configs.ppo]\nnum_steps = 32\nupdate_epochs = 2\n'
-                           'num_minibatches = 2\nhidden_sizes = [16]\n')  # fmt: skip
+    config_file.write_text(
+        "backtest = false\n[algo_configs.ppo]\nnum_steps = 32\nupdate_epochs = 2\n"
+        "num_minibatches = 2\nhidden_sizes = [16]\n"
+    )
     code = "import sys; from trader.cli import main; sys.exit(main(sys.argv[1:]))"
-    process = subprocess.Popen([sys.executable, "-c", code, *args, "--config", str(config_file)],
-                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, *args, "--config", str(config_file)],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and process.poll() is None:
         if (run_dir / "events.jsonl").is_file() and len(finished_events(run_dir)) >= 2:
@@ -171,15 +202,24 @@ def test_a_worker_that_joins_mid_run_receives_pods(local_cluster, shared, tmp_pa
 
 def test_one_worker_and_one_seed_give_the_same_leaderboard_twice(shared, tmp_path: Path) -> None:
     os.environ["PODRACER_DATA_DIR"] = str(shared[0])
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:  # fmt: skip
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         boards = []
         for name in ("first", "second"):
-            config = tiny_config(tmp_path / name, shared[1], seed=11, pods=5, fresh_probability=0.0,
-                                 algos=("ppo", "td3"))  # fmt: skip
+            config = tiny_config(
+                tmp_path / name, shared[1], seed=11, pods=5, fresh_probability=0.0, algos=("ppo", "td3")
+            )
             result = run(config, client=client)
-            boards.append([(e.pod_id, e.algo, e.score, e.generation, e.parent_id, e.hyperparameters)
-                           for e in result.leaderboard.ranked()])  # fmt: skip
+            boards.append(
+                [
+                    (e.pod_id, e.algo, e.score, e.generation, e.parent_id, e.hyperparameters)
+                    for e in result.leaderboard.ranked()
+                ]
+            )
     assert boards[0] == boards[1]
     assert len(boards[0]) == 3
     frame = pd.read_parquet(tmp_path / "first" / "pods.parquet")

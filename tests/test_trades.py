@@ -17,10 +17,16 @@ from trader.backtesting import BacktestConfig, run_backtest
 from trader.backtesting.engine import Book
 
 EVERY_COST = CostModel(
-    commission_per_share=0.005, commission_min=1.0, commission_max_rate=0.01,
-    spread_model="high_low", spread_window=20, impact_eta=1.0, impact_window_days=1,
-    participation=0.05, borrow_rate=0.05,
-)  # fmt: skip
+    commission_per_share=0.005,
+    commission_min=1.0,
+    commission_max_rate=0.01,
+    spread_model="high_low",
+    spread_window=20,
+    impact_eta=1.0,
+    impact_window_days=1,
+    participation=0.05,
+    borrow_rate=0.05,
+)
 PANEL = random_panel(4, 300, seed=3)
 
 
@@ -35,8 +41,13 @@ def test_the_trade_list_sums_to_the_reports_traded_value_and_costs(mode: str, sh
     config = BacktestConfig(tear_sheet=False, policy_env=rules, costs=EVERY_COST, buy_cost=0.001, sell_cost=0.001)
     book = Book(400_000.0, (1000.0, 0.0, 500.0, 0.0), 0.0)
     policies = {"random": random_policy(0, low=-1.0 if short else 0.0), "from_book": random_policy(1)}
-    result = run_backtest(PANEL, policies, baselines=["equal_weight", "equal_weight_daily"], config=config,
-                          initial_books={"from_book": replace(book, value=400_000.0)})  # fmt: skip
+    result = run_backtest(
+        PANEL,
+        policies,
+        baselines=["equal_weight", "equal_weight_daily"],
+        config=config,
+        initial_books={"from_book": replace(book, value=400_000.0)},
+    )
     assert set(result.trades) == set(result.series)
     for name, trades in result.trades.items():
         costs = result.costs[name]
@@ -87,10 +98,13 @@ def test_the_report_writes_each_strategys_trade_list(tmp_path) -> None:
     from trader import rundir
 
     config = BacktestConfig(tear_sheet=False)
-    result = run_backtest(PANEL, {"random": random_policy(3)}, baselines=["equal_weight"], config=config,
-                          run_dir=tmp_path)  # fmt: skip
+    result = run_backtest(
+        PANEL, {"random": random_policy(3)}, baselines=["equal_weight"], config=config, run_dir=tmp_path
+    )
     for name in ("random", "equal_weight"):
         written = pd.read_parquet(tmp_path / rundir.TRADES_DIR / f"{name}.parquet")
         pd.testing.assert_frame_equal(written, result.trades[name])
-    day = run_backtest(PANEL, {"random": random_policy(3)}, baselines=[], config=replace(config, record_positions="day"))
+    day = run_backtest(
+        PANEL, {"random": random_policy(3)}, baselines=[], config=replace(config, record_positions="day")
+    )
     assert day.trades == {}  # positions per session cannot tell the fills apart

@@ -24,9 +24,16 @@ TINY = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes
 
 def _tiny_pendulum(run_dir: Path, seed: int = 0) -> object:
     return train(
-        "ppo", "Pendulum-v1", TINY, run_dir, steps=128, seed=seed, num_envs=2,
-        eval_every=64, eval_episodes=2,
-    )  # fmt: skip
+        "ppo",
+        "Pendulum-v1",
+        TINY,
+        run_dir,
+        steps=128,
+        seed=seed,
+        num_envs=2,
+        eval_every=64,
+        eval_episodes=2,
+    )
 
 
 def test_train_writes_the_run_directory(tmp_path: Path) -> None:
@@ -72,9 +79,15 @@ def test_train_on_a_market_panel(tmp_path: Path) -> None:
     panel = replace(panel, meta={"train_end": stamps[60], "val_end": stamps[75]})
     config = PPOConfig(num_steps=16, update_epochs=1, num_minibatches=2, hidden_sizes=(16,))
     result = train(
-        "ppo", panel, config, tmp_path / "market", steps=64, num_envs=4, eval_every=32,
+        "ppo",
+        panel,
+        config,
+        tmp_path / "market",
+        steps=64,
+        num_envs=4,
+        eval_every=32,
         env_config={"episode_length": 20},
-    )  # fmt: skip
+    )
     metrics = pd.read_parquet(tmp_path / "market" / "metrics.parquet")
     assert {"val_score", "val_sharpe", "val_return"} <= set(metrics.columns)
     assert metrics["val_score"].equals(metrics["val_sharpe"])
@@ -102,23 +115,51 @@ def test_train_rejects_bad_input(tmp_path: Path) -> None:
 
 def test_cli_trains_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "ppo.toml"
-    config.write_text('num_steps = 32\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n')
-    code = main([
-        "train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "64", "--num-envs", "2",
-        str(tmp_path / "cli"), "--seed", "3", "--config", str(config),
-        "--eval-episodes", "1",
-    ])  # fmt: skip
+    config.write_text("num_steps = 32\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n")
+    code = main(
+        [
+            "train",
+            "--algo",
+            "ppo",
+            "--env",
+            "Pendulum-v1",
+            "--steps",
+            "64",
+            "--num-envs",
+            "2",
+            str(tmp_path / "cli"),
+            "--seed",
+            "3",
+            "--config",
+            str(config),
+            "--eval-episodes",
+            "1",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     assert "run directory" in capsys.readouterr().err
     saved = tomllib.loads((tmp_path / "cli" / "config.toml").read_text())
     assert saved["seed"] == 3 and saved["algo_config"]["hidden_sizes"] == [8]
     assert (tmp_path / "cli" / "checkpoints" / "best.json").is_file()
     # a run's own config.toml is accepted as --config
-    code = main([
-        "train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "64", "--num-envs", "2",
-        str(tmp_path / "again"), "--config", str(tmp_path / "cli" / "config.toml"),
-        "--eval-episodes", "1",
-    ])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--algo",
+            "ppo",
+            "--env",
+            "Pendulum-v1",
+            "--steps",
+            "64",
+            "--num-envs",
+            "2",
+            str(tmp_path / "again"),
+            "--config",
+            str(tmp_path / "cli" / "config.toml"),
+            "--eval-episodes",
+            "1",
+        ]
+    )
     assert code == 0
 
 
@@ -129,8 +170,19 @@ def test_cli_accepts_the_ppo_schedules(tmp_path: Path, capsys: pytest.CaptureFix
         "learning_rate = 0.001\nanneal_lr = true\ntotal_steps = 64\ntarget_kl = 0.5\n"
         "num_learners = 2\n"
     )
-    args = ["train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "64", "--num-envs", "2",
-            "--eval-episodes", "1"]  # fmt: skip
+    args = [
+        "train",
+        "--algo",
+        "ppo",
+        "--env",
+        "Pendulum-v1",
+        "--steps",
+        "64",
+        "--num-envs",
+        "2",
+        "--eval-episodes",
+        "1",
+    ]
     code = main([*args, str(tmp_path / "run"), "--config", str(config)])
     assert code == 0, capsys.readouterr().err
     saved = tomllib.loads((tmp_path / "run" / "config.toml").read_text())["algo_config"]
@@ -139,16 +191,29 @@ def test_cli_accepts_the_ppo_schedules(tmp_path: Path, capsys: pytest.CaptureFix
     assert metrics["learning_rate"].tolist() == [1e-3, 0.5e-3]  # 32 of 64 transitions per update
     assert set(metrics["epochs_run"]) <= {1.0, 2.0}
     # the run's own config.toml (None fields dropped: TOML has no null) is accepted back
-    again = main([*args, str(tmp_path / "again"),
-                  "--config", str(tmp_path / "run" / "config.toml")])  # fmt: skip
+    again = main([*args, str(tmp_path / "again"), "--config", str(tmp_path / "run" / "config.toml")])
     assert again == 0
 
 
 def test_cli_fills_total_steps_for_anneal_lr_from_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "ppo.toml"
     config.write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\nanneal_lr = true\n")
-    args = ["train", "--algo", "ppo", "--env", "Pendulum-v1", "--steps", "96", "--num-envs", "2",
-            "--eval-episodes", "1", str(tmp_path / "run"), "--config", str(config)]  # fmt: skip
+    args = [
+        "train",
+        "--algo",
+        "ppo",
+        "--env",
+        "Pendulum-v1",
+        "--steps",
+        "96",
+        "--num-envs",
+        "2",
+        "--eval-episodes",
+        "1",
+        str(tmp_path / "run"),
+        "--config",
+        str(config),
+    ]
     assert main(args) == 0, capsys.readouterr().err
     saved = tomllib.loads((tmp_path / "run" / "config.toml").read_text())["algo_config"]
     assert saved["total_steps"] == 96
@@ -182,10 +247,8 @@ def test_cli_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_off_policy_algos_train_through_the_same_path(algo: str, tmp_path: Path) -> None:
-    config = {"hidden_sizes": [16], "learning_starts": 32, "batch_size": 16,
-              "iteration_steps": 32, "buffer_size": 256}  # fmt: skip
-    result = train(algo, "Pendulum-v1", config, tmp_path, steps=64, num_envs=2,
-                   eval_every=0, eval_episodes=1)  # fmt: skip
+    config = {"hidden_sizes": [16], "learning_starts": 32, "batch_size": 16, "iteration_steps": 32, "buffer_size": 256}
+    result = train(algo, "Pendulum-v1", config, tmp_path, steps=64, num_envs=2, eval_every=0, eval_episodes=1)
     metrics = pd.read_parquet(tmp_path / "metrics.parquet")
     assert metrics["step"].tolist() == [32.0, 64.0]
     assert metrics["val_score"].notna().tolist() == [False, True]
@@ -198,8 +261,9 @@ def test_off_policy_algos_train_through_the_same_path(algo: str, tmp_path: Path)
 @pytest.mark.slow
 def test_train_with_torch_compile(tmp_path: Path) -> None:
     """--compile path: the compiled forward passes train and act (slow: compilation)."""
-    result = train("ppo", "Pendulum-v1", TINY, tmp_path, steps=64, num_envs=2, eval_every=0,
-                   eval_episodes=1, compile=True)  # fmt: skip
+    result = train(
+        "ppo", "Pendulum-v1", TINY, tmp_path, steps=64, num_envs=2, eval_every=0, eval_episodes=1, compile=True
+    )
     assert result.best_score is not None
     policy = load_policy(tmp_path / "checkpoints" / "final")
     obs = torch.randn(4, 3)
@@ -235,16 +299,34 @@ def test_init_from_keeps_the_new_learning_rate_and_checks_the_algorithm(tmp_path
     recipe = write_tiny_recipe(tmp_path)
     train("ppo", str(recipe), TINY, tmp_path / "parent", steps=64, num_envs=2, eval_every=0)
     parent = tmp_path / "parent" / "checkpoints" / "final"
-    child = train("ppo", str(recipe), {**TINY, "learning_rate": 1e-3}, tmp_path / "child", steps=64,
-                  num_envs=2, eval_every=0, seed=5, init_from=parent)  # fmt: skip
+    child = train(
+        "ppo",
+        str(recipe),
+        {**TINY, "learning_rate": 1e-3},
+        tmp_path / "child",
+        steps=64,
+        num_envs=2,
+        eval_every=0,
+        seed=5,
+        init_from=parent,
+    )
     assert child.agent.optimizer.param_groups[0]["lr"] == 1e-3
     with pytest.raises(UserError, match="ppo checkpoint cannot start a sac run"):
         train("sac", str(recipe), {"hidden_sizes": [8]}, tmp_path / "bad", steps=64, num_envs=2, init_from=parent)
 
 
 def test_time_budget_stops_training_and_validates_once_more(tmp_path: Path) -> None:
-    result = train("ppo", "Pendulum-v1", TINY, tmp_path / "run", steps=10**9, num_envs=2, eval_every=0,
-                   eval_episodes=1, time_budget=0.5)  # fmt: skip
+    result = train(
+        "ppo",
+        "Pendulum-v1",
+        TINY,
+        tmp_path / "run",
+        steps=10**9,
+        num_envs=2,
+        eval_every=0,
+        eval_episodes=1,
+        time_budget=0.5,
+    )
     assert 0 < result.steps < 10**9
     metrics = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
     assert metrics["val_score"].notna().tolist()[-1] and metrics["val_score"].notna().sum() == 1
@@ -278,8 +360,26 @@ def test_the_market_preset_sets_the_rules_and_the_per_stock_network(tmp_path: Pa
     recipe = tmp_path / "edge.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
     run_dir = tmp_path / "run"
-    code = main(["train", "--algo", "ppo", "--dataset", str(recipe), "--preset", "market", "--commission", "0.0002",
-                 "--steps", "256", "--num-envs", "4", "--eval-every", "0", str(run_dir)])  # fmt: skip
+    code = main(
+        [
+            "train",
+            "--algo",
+            "ppo",
+            "--dataset",
+            str(recipe),
+            "--preset",
+            "market",
+            "--commission",
+            "0.0002",
+            "--steps",
+            "256",
+            "--num-envs",
+            "4",
+            "--eval-every",
+            "0",
+            str(run_dir),
+        ]
+    )
     assert code == 0
     saved = tomllib.loads((run_dir / "config.toml").read_text())
     rules = saved["env"]["env_config"]

@@ -40,8 +40,17 @@ def scramble_after(panel, when: str, seed: int = 9):
 
 
 def run(panel, root: Path):
-    return train("ppo", panel, TINY_PPO, root, steps=1024, num_envs=4, eval_every=256, seed=0,
-                 env_config=EnvConfig(episode_length=40))  # fmt: skip
+    return train(
+        "ppo",
+        panel,
+        TINY_PPO,
+        root,
+        steps=1024,
+        num_envs=4,
+        eval_every=256,
+        seed=0,
+        env_config=EnvConfig(episode_length=40),
+    )
 
 
 def test_trials_are_every_validation_pass_and_the_test_period_cannot_move_them(tmp_path: Path) -> None:
@@ -58,8 +67,9 @@ def test_trials_are_every_validation_pass_and_the_test_period_cannot_move_them(t
         assert metrics.sharpe_ratio(row.to_numpy(), period=metrics.DAILY) == pytest.approx(score)
 
     run(scramble_after(panel, panel.meta["val_end"]), tmp_path / "b")
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / rundir.TRIALS),
-                                  pd.read_parquet(tmp_path / "b" / rundir.TRIALS))  # fmt: skip
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "a" / rundir.TRIALS), pd.read_parquet(tmp_path / "b" / rundir.TRIALS)
+    )
     best = [rundir.read_json(tmp_path / r / "checkpoints" / "best.json")["info"] for r in ("a", "b")]
     assert best[0] == best[1]  # the same snapshot is selected
 
@@ -93,8 +103,15 @@ def test_the_report_deflates_the_selected_snapshot_by_its_trials_and_judges_the_
     assert keys["step"][trials["best"].winner] == best_step
     config = backtest_config(contents, tear_sheet=False)
     selection = run_selection(panel, trials, config, "cpu")
-    run_backtest(panel, run_strategies(contents), period="test", config=config, run_dir=tmp_path / "a",
-                 trials=trials, selection=selection)  # fmt: skip
+    run_backtest(
+        panel,
+        run_strategies(contents),
+        period="test",
+        config=config,
+        run_dir=tmp_path / "a",
+        trials=trials,
+        selection=selection,
+    )
     report = rundir.read_json(tmp_path / "a" / "report.json")
     assert report["evidence"]["best"]["n_trials"] == len(keys)  # selected: deflated by its trials
     assert report["evidence"]["final"]["n_trials"] is None and report["evidence"]["equal_weight"]["n_trials"] is None

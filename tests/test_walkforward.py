@@ -39,9 +39,11 @@ def write_daily_recipe(folder: Path, frame: pd.DataFrame, name: str = "wf-daily"
     folder.mkdir(parents=True, exist_ok=True)
     frame.to_csv(folder / f"{name}.csv", index=False)
     recipe = folder / f"{name}.toml"
-    recipe.write_text(f'name = "{name}"\nsource = "files"\ninterval = "1D"\nstart = "2020-01-02"\n'
-                      f'end = "2021-06-02"\ntrain_end = "2020-07-01"\nval_end = "2020-09-01"\n\n'
-                      f'[files]\npath = "{name}.csv"\n')  # fmt: skip
+    recipe.write_text(
+        f'name = "{name}"\nsource = "files"\ninterval = "1D"\nstart = "2020-01-02"\n'
+        f'end = "2021-06-02"\ntrain_end = "2020-07-01"\nval_end = "2020-09-01"\n\n'
+        f'[files]\npath = "{name}.csv"\n'
+    )
     return recipe
 
 
@@ -86,7 +88,8 @@ def test_each_fold_is_a_run_directory_on_its_own_windows(uninterrupted) -> None:
     summary = json.loads((root / rundir.WF_REPORT_JSON).read_text())
     assert summary["stitched"]["n_trials"] == {"ppo": sum(r["trials"] for r in summary["folds"])} == {"ppo": 8}
     assert set(summary["stitched"]["metrics"]) == {"ppo", "benchmark", "equal_weight"} - {"benchmark"} | (
-        {"benchmark"} if "benchmark" in summary["stitched"]["metrics"] else set())
+        {"benchmark"} if "benchmark" in summary["stitched"]["metrics"] else set()
+    )
     assert "dsr" in summary["stitched"]["evidence"]["ppo"]
     assert "| fold | train | validation | test |" in (root / rundir.WF_REPORT_MD).read_text()
 
@@ -160,7 +163,9 @@ def kill_in_fold_2(monkeypatch) -> Callable:
     return real
 
 
-def test_a_walk_forward_killed_in_fold_2_resumes_to_the_same_record(tmp_path, recipe, uninterrupted, monkeypatch) -> None:
+def test_a_walk_forward_killed_in_fold_2_resumes_to_the_same_record(
+    tmp_path, recipe, uninterrupted, monkeypatch
+) -> None:
     import trader.backtesting.runs as runs
 
     real = kill_in_fold_2(monkeypatch)
@@ -180,8 +185,15 @@ def test_a_walk_forward_killed_in_fold_2_resumes_to_the_same_record(tmp_path, re
 
 def test_a_resume_under_another_config_is_refused(tmp_path, recipe, uninterrupted) -> None:
     with pytest.raises(UserError, match="another config"):
-        walk_forward(uninterrupted.run_dir, str(recipe), FoldSpec("6m", "2m", "2m", embargo=1), "ppo", seed=3,
-                     algo_config=SMALL_PPO, **BUDGET)  # fmt: skip
+        walk_forward(
+            uninterrupted.run_dir,
+            str(recipe),
+            FoldSpec("6m", "2m", "2m", embargo=1),
+            "ppo",
+            seed=3,
+            algo_config=SMALL_PPO,
+            **BUDGET,
+        )
 
 
 # --------------------------------------------------------------------------- the engine's books
@@ -197,8 +209,13 @@ def test_a_backtest_starts_from_a_book_and_pays_for_the_switch() -> None:
     sell = torch.zeros(data.num_bars, 3)
     sell[0] = -1.0  # sell everything at the first decision
     config = BacktestConfig(tear_sheet=False, buy_cost=0.01, sell_cost=0.01)
-    result = run_backtest(data, {"hold": hold, "sell": ActionSchedule(sell)}, baselines=[], config=config,
-                          initial_books={"hold": book, "sell": book})  # fmt: skip
+    result = run_backtest(
+        data,
+        {"hold": hold, "sell": ActionSchedule(sell)},
+        baselines=[],
+        config=config,
+        initial_books={"hold": book, "sell": book},
+    )
     marked = 1000.0 + 10.0 * float(close[0, 0]) + 5.0 * float(close[0, 2])
     held = result.series["hold"]
     assert held["value"].iloc[0] == pytest.approx(marked)
@@ -217,8 +234,13 @@ def test_a_book_of_the_wrong_width_is_refused() -> None:
 
     data = random_panel(n_tickers=3, n_bars=10, seed=2)
     with pytest.raises(UserError, match="holds 2 tickers"):
-        run_backtest(data, {"hold": ActionSchedule(torch.zeros(10, 3))}, baselines=[],
-                     config=BacktestConfig(tear_sheet=False), initial_books={"hold": Book(0.0, (1.0, 1.0), 1.0)})  # fmt: skip
+        run_backtest(
+            data,
+            {"hold": ActionSchedule(torch.zeros(10, 3))},
+            baselines=[],
+            config=BacktestConfig(tear_sheet=False),
+            initial_books={"hold": Book(0.0, (1.0, 1.0), 1.0)},
+        )
 
 
 # --------------------------------------------------------------------------- the CLI
@@ -229,9 +251,32 @@ def test_the_cli_resumes_a_finished_walk_forward_and_prints_the_report(tmp_path,
 
     config = tmp_path / "ppo.toml"
     config.write_text("num_steps = 64\nnum_minibatches = 2\nupdate_epochs = 1\n")
-    code = main(["walkforward", str(uninterrupted.run_dir), "--dataset", str(recipe), "--train", "6m", "--validation", "2m",
-                 "--test", "2m", "--learner", "ppo", "--seed", "3", "--steps", "256", "--num-envs", "2",
-                 "--eval-every", "128", "--config", str(config)])  # fmt: skip
+    code = main(
+        [
+            "walkforward",
+            str(uninterrupted.run_dir),
+            "--dataset",
+            str(recipe),
+            "--train",
+            "6m",
+            "--validation",
+            "2m",
+            "--test",
+            "2m",
+            "--learner",
+            "ppo",
+            "--seed",
+            "3",
+            "--steps",
+            "256",
+            "--num-envs",
+            "2",
+            "--eval-every",
+            "128",
+            "--config",
+            str(config),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert captured.err.count("finished before, kept") == 4
@@ -252,7 +297,9 @@ def test_the_cli_resumes_a_finished_walk_forward_and_prints_the_report(tmp_path,
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, recipe, flags, message, capsys) -> None:
     from trader.cli import main
 
-    code = main(["walkforward", str(tmp_path / "run"), "--dataset", str(recipe), "--train", "6m", "--validation", "2m", *flags])
+    code = main(
+        ["walkforward", str(tmp_path / "run"), "--dataset", str(recipe), "--train", "6m", "--validation", "2m", *flags]
+    )
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert code == 2
     assert len(errors) == 1 and message in errors[0], errors
@@ -261,8 +308,15 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, recipe, flags, message, 
 
 # --------------------------------------------------------------------------- the tournament learner
 
-TOURNAMENT = {"algos": ["ppo", "td3"], "pods": 2, "pod_steps": 128, "num_envs": 2, "population": 2, "workers": 1,
-              "algo_configs": {"ppo": SMALL_PPO, "td3": {"learning_starts": 64, "batch_size": 32}}}  # fmt: skip
+TOURNAMENT = {
+    "algos": ["ppo", "td3"],
+    "pods": 2,
+    "pod_steps": 128,
+    "num_envs": 2,
+    "population": 2,
+    "workers": 1,
+    "algo_configs": {"ppo": SMALL_PPO, "td3": {"learning_starts": 64, "batch_size": 32}},
+}
 """Two pods per fold on one worker process: a tournament that is a pure function of its seed."""
 
 
@@ -307,8 +361,13 @@ def test_baselines_walk_forward_on_the_same_folds_and_carry_their_own_books(tmp_
             assert str(series.index[0]) == windows["test"][0] and str(series.index[-1]) == windows["test"][1]
             if previous is not None:
                 assert record["start_books"][name] == previous["books"][name]
-                assert series["return"].iloc[0] == pytest.approx(series["value"].iloc[0] / previous["books"][name]["value"] - 1.0)
-        trades = [w["trade"] for w in rundir.read_json(folder / rundir.BASELINES_DIR / names[1] / rundir.BASELINE_SIDECAR)["windows"]]
+                assert series["return"].iloc[0] == pytest.approx(
+                    series["value"].iloc[0] / previous["books"][name]["value"] - 1.0
+                )
+        trades = [
+            w["trade"]
+            for w in rundir.read_json(folder / rundir.BASELINES_DIR / names[1] / rundir.BASELINE_SIDECAR)["windows"]
+        ]
         assert trades[0][0] == windows["test"][0]  # FinRL's windows cut the fold's test window, not the data's
         previous = record
     stitched = result.stitched
@@ -322,8 +381,9 @@ def test_baselines_walk_forward_on_the_same_folds_and_carry_their_own_books(tmp_
 
 def test_a_warm_started_single_learner_continues_the_previous_folds_best(tmp_path, recipe) -> None:
     two_folds = FoldSpec("10m", "2m", "2m")
-    result = walk_forward(tmp_path / "run", str(recipe), two_folds, "ppo", seed=3, algo_config=SMALL_PPO,
-                          warm_start=True, **BUDGET)  # fmt: skip
+    result = walk_forward(
+        tmp_path / "run", str(recipe), two_folds, "ppo", seed=3, algo_config=SMALL_PPO, warm_start=True, **BUDGET
+    )
     assert len(result.folds) == 2
     assert "init_from" not in rundir.read_toml(fold_dir(result.run_dir, 0) / rundir.CONFIG)
     config = rundir.read_toml(fold_dir(result.run_dir, 1) / rundir.CONFIG)
@@ -334,8 +394,9 @@ def test_a_warm_started_single_learner_continues_the_previous_folds_best(tmp_pat
 def test_a_warm_started_tournament_breeds_from_the_previous_folds_leaderboard(tmp_path, recipe) -> None:
     two_folds = FoldSpec("10m", "2m", "2m")
     settings = {**TOURNAMENT, "fresh_probability": 0.0}
-    result = walk_forward(tmp_path / "run", str(recipe), two_folds, "tournament", seed=1, tournament=settings,
-                          warm_start=True)  # fmt: skip
+    result = walk_forward(
+        tmp_path / "run", str(recipe), two_folds, "tournament", seed=1, tournament=settings, warm_start=True
+    )
     first = rundir.read_json(fold_dir(result.run_dir, 0) / rundir.LEADERBOARD)["entries"]
     pods = pd.read_parquet(fold_dir(result.run_dir, 1) / rundir.PODS)
     assert pods["parent_id"].iloc[0].startswith("0/")  # an empty board: the parent comes from fold 0's
@@ -345,8 +406,12 @@ def test_a_warm_started_tournament_breeds_from_the_previous_folds_leaderboard(tm
             continue  # bred from this fold's own board, once it had an entry of the algorithm
         assert parent.split("/")[1] in {e["pod_id"] for e in first}
         init = rundir.read_toml(fold_dir(result.run_dir, 1) / rundir.PODS_DIR / pod_id / rundir.CONFIG)["init_from"]
-        assert Path(init).resolve() == (fold_dir(result.run_dir, 0) / rundir.PODS_DIR / parent.split("/")[1]
-                                        / rundir.CHECKPOINTS / "best").resolve()  # fmt: skip
+        assert (
+            Path(init).resolve()
+            == (
+                fold_dir(result.run_dir, 0) / rundir.PODS_DIR / parent.split("/")[1] / rundir.CHECKPOINTS / "best"
+            ).resolve()
+        )
 
 
 # --------------------------------------------------------------------------- explicit periods
@@ -357,7 +422,11 @@ def test_explicit_periods_are_views_with_statistics_of_their_own_training_window
 
     data = random_panel(n_tickers=3, n_bars=60, seed=4)
     stamps = data.timestamps
-    periods = {"train": [stamps[10], stamps[29]], "validation": [stamps[32], stamps[39]], "test": [stamps[40], stamps[49]]}
+    periods = {
+        "train": [stamps[10], stamps[29]],
+        "validation": [stamps[32], stamps[39]],
+        "test": [stamps[40], stamps[49]],
+    }
     fold = data.with_periods(periods)
     assert fold.features.data_ptr() == data.features.data_ptr()  # nothing copied
     train, validation, test = (fold.period(name) for name in ("train", "validation", "test"))

@@ -128,8 +128,9 @@ def test_both_column_layouts_normalise_alike(group_by):
 
 
 def test_flat_single_ticker_response():
-    wide = yfinance.download("AAPL", start="2024-03-08", end="2024-03-09", interval="1m",
-                             progress=False, multi_level_index=False)
+    wide = yfinance.download(
+        "AAPL", start="2024-03-08", end="2024-03-09", interval="1m", progress=False, multi_level_index=False
+    )
     assert not isinstance(wide.columns, pd.MultiIndex)
     assert normalize_download(wide, ["AAPL"])["ticker"].eq("AAPL").all()
 
@@ -155,8 +156,15 @@ def test_missing_benchmark_is_a_data_error():
 
 def test_drop_missing_drops_with_a_warning():
     with pytest.warns(UserWarning, match="DELISTED"):
-        data = yahoo(["AAPL", "DELISTED"], "2024-03-08", "2024-03-12", "1m",
-                     download=quiet_download, cache=False, drop_missing=True)
+        data = yahoo(
+            ["AAPL", "DELISTED"],
+            "2024-03-08",
+            "2024-03-12",
+            "1m",
+            download=quiet_download,
+            cache=False,
+            drop_missing=True,
+        )
     assert data.tickers == ("AAPL",) and data.meta["dropped_tickers"] == ["DELISTED"]
 
 

@@ -46,7 +46,9 @@ def session_day(day: str, close: str = "16:00", pre: int = 0, post: int = 0) -> 
     plus `pre` minutes before the open and `post` minutes from the close on."""
     open_ = pd.Timestamp(f"{day} 09:30", tz=NY)
     end = pd.Timestamp(f"{day} {close}", tz=NY)
-    stamps = pd.date_range(open_ - pd.Timedelta(minutes=pre), end + pd.Timedelta(minutes=post), freq="1min", inclusive="left")
+    stamps = pd.date_range(
+        open_ - pd.Timedelta(minutes=pre), end + pd.Timedelta(minutes=post), freq="1min", inclusive="left"
+    )
     return stamps.tz_convert("UTC")
 
 
@@ -58,7 +60,9 @@ def bars_frame(stamps: pd.DatetimeIndex, seed: int, level: float) -> pd.DataFram
     high = np.maximum(open_, close) + 0.01
     low = np.minimum(open_, close) - 0.01
     volume = rng.integers(100, 5000, len(stamps)).astype(float)
-    frame = pd.DataFrame({"timestamp": stamps, "open": open_, "high": high, "low": low, "close": close, "volume": volume})
+    frame = pd.DataFrame(
+        {"timestamp": stamps, "open": open_, "high": high, "low": low, "close": close, "volume": volume}
+    )
     for column in ("open", "high", "low", "close"):
         frame[column] = frame[column].astype(np.float32).astype(np.float64)
     return frame
@@ -78,8 +82,9 @@ MISSING = ("BBB", "2020-11-02")  # BBB has no bar that day
 SESSION_BARS = 390 * 4 + 210
 
 
-def write_vendor_recipe(folder: Path, vendor: str, url: str, tickers=("AAA", "BBB"), interval="1min",
-                        **options) -> Path:  # fmt: skip
+def write_vendor_recipe(
+    folder: Path, vendor: str, url: str, tickers=("AAA", "BBB"), interval="1min", **options
+) -> Path:
     """A recipe of source ``vendor`` ("alpaca" or "polygon") over the served window,
     pointed at the test server's ``url``, with fast back-off; ``options`` add top-level keys."""
     extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in options.items())
@@ -87,7 +92,7 @@ def write_vendor_recipe(folder: Path, vendor: str, url: str, tickers=("AAA", "BB
     path.write_text(
         f'source = "{vendor}"\ninterval = "{interval}"\nstart = "{START}"\nend = "{END}"\n'
         f'train_end = "2020-11-03"\nval_end = "2021-03-13"\nbenchmark = "QQQ"\n'
-        f"tickers = {json.dumps(list(tickers))}\n\n[{vendor}]\nurl = \"{url}\"\nbackoff_s = 0.01\n" + extra
+        f'tickers = {json.dumps(list(tickers))}\n\n[{vendor}]\nurl = "{url}"\nbackoff_s = 0.01\n' + extra
     )
     return path
 
@@ -124,8 +129,6 @@ def one_error_line(err: str) -> str:
 
 def cache_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
-
-
 
 
 class VendorServer:
@@ -239,7 +242,9 @@ class VendorServer:
         if handler.headers.get("APCA-API-KEY-ID") != KEY_ID or handler.headers.get("APCA-API-SECRET-KEY") != SECRET:
             return handler._send(403, {"code": 40310000, "message": "forbidden: invalid credentials"})
         if throttled:
-            return handler._send(429, {"code": 42910000, "message": "too many requests."}, {"X-RateLimit-Reset": str(int(time.time()))})
+            return handler._send(
+                429, {"code": 42910000, "message": "too many requests."}, {"X-RateLimit-Reset": str(int(time.time()))}
+            )
         if query.get("adjustment") != "all" or query.get("feed") not in ("sip", "iex"):
             return handler._send(422, {"code": 42210000, "message": f"unexpected adjustment/feed {query}"})
         timeframe = query["timeframe"]
@@ -253,7 +258,9 @@ class VendorServer:
         page = window.iloc[offset : offset + size]
         rows = [
             {"t": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "o": o, "h": h, "l": low, "c": c, "v": int(v), "n": 1, "vw": c}
-            for t, o, h, low, c, v in zip(page["timestamp"], page["open"], page["high"], page["low"], page["close"], page["volume"])
+            for t, o, h, low, c, v in zip(
+                page["timestamp"], page["open"], page["high"], page["low"], page["close"], page["volume"]
+            )
         ]
         more = offset + size < len(window)
         token = base64.b64encode(str(offset + size).encode()).decode() if more else None
@@ -263,7 +270,10 @@ class VendorServer:
         if handler.headers.get("Authorization") != f"Bearer {POLYGON_KEY}":
             return handler._send(403, {"status": "NOT_AUTHORIZED", "request_id": "r1", "message": "Unknown API Key"})
         if throttled:
-            return handler._send(429, {"status": "ERROR", "request_id": "r2", "error": "You've exceeded the maximum requests per minute."})
+            return handler._send(
+                429,
+                {"status": "ERROR", "request_id": "r2", "error": "You've exceeded the maximum requests per minute."},
+            )
         ticker, _, multiplier, timespan, lo_ms, hi_ms = path.removeprefix("/v2/aggs/ticker/").split("/")
         offset, _, adjusted = query.get("cursor", "0.").partition(".")  # a cursor carries the first page's query
         adjusted = adjusted or query.get("adjusted")
@@ -276,9 +286,18 @@ class VendorServer:
         page = window.iloc[offset : offset + self.page_size]
         rows = [
             {"v": float(v), "vw": c, "o": o, "c": c, "h": h, "l": low, "t": int(t.value // 1_000_000), "n": 1}
-            for t, o, h, low, c, v in zip(page["timestamp"], page["open"], page["high"], page["low"], page["close"], page["volume"])
+            for t, o, h, low, c, v in zip(
+                page["timestamp"], page["open"], page["high"], page["low"], page["close"], page["volume"]
+            )
         ]
-        body = {"ticker": ticker, "queryCount": len(rows), "resultsCount": len(rows), "adjusted": True, "status": "OK", "request_id": "r3"}
+        body = {
+            "ticker": ticker,
+            "queryCount": len(rows),
+            "resultsCount": len(rows),
+            "adjusted": True,
+            "status": "OK",
+            "request_id": "r3",
+        }
         if rows:
             body["results"] = rows
         if offset + self.page_size < len(window):

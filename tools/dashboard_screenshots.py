@@ -25,9 +25,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-PAGES = {"strategies": "", "significance": "significance", "tournament": "tournament", "walkforward": "walkforward",
-         "paper": "paper", "experiment": "experiment",
-         "training": "training", "data": "data"}
+PAGES = {
+    "strategies": "",
+    "significance": "significance",
+    "tournament": "tournament",
+    "walkforward": "walkforward",
+    "paper": "paper",
+    "experiment": "experiment",
+    "training": "training",
+    "data": "data",
+}
 """Page name -> URL path (st.navigation derives it from the page file's name; the default page is /)."""
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
@@ -63,8 +70,9 @@ def serve(runs_dir: Path, port: int, timeout: float = 60.0) -> Iterator[str]:
     from trader.cli.dashboard import streamlit_command
 
     env = {**os.environ, "PODRACER_RUNS_DIR": str(Path(runs_dir).resolve())}
-    process = subprocess.Popen(streamlit_command(runs_dir, port, "127.0.0.1"), env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    process = subprocess.Popen(
+        streamlit_command(runs_dir, port, "127.0.0.1"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -96,11 +104,19 @@ def browser_driver(width: int = 1400, height: int = 1800):
 
     found = find_browser()
     if found is None:
-        raise RuntimeError("chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)")
+        raise RuntimeError(
+            "chromium and chromedriver are not installed (Debian: apt-get install chromium chromium-driver)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = found[0]
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 f"--window-size={width},{height}", "--hide-scrollbars"):  # fmt: skip
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        f"--window-size={width},{height}",
+        "--hide-scrollbars",
+    ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(found[1]), options=options)
 
@@ -144,9 +160,13 @@ def shoot(runs_dir: Path, out: Path, port: int | None = None, pages: dict[str, s
                 driver.get(f"{url}/{path}")
                 wait_until_drawn(driver)
                 exceptions = [e.text for e in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')]
-                warnings = [e.text for e in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stAlertContentWarning"]')]
+                warnings = [
+                    e.text for e in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stAlertContentWarning"]')
+                ]
                 target = out / f"dashboard-{page}.png"
-                height = driver.execute_script("return document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 1800")
+                height = driver.execute_script(
+                    "return document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 1800"
+                )
                 driver.set_window_size(1400, min(max(int(height) + 100, 900), 4000))
                 wait_until_drawn(driver)
                 driver.save_screenshot(str(target))
@@ -163,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=None, help="port (default: a free one)")
     args = parser.parse_args(argv)
     if find_browser() is None:
-        print("error: chromium and chromedriver are not installed (make screenshots installs them with apt-get)", file=sys.stderr)
+        print(
+            "error: chromium and chromedriver are not installed (make screenshots installs them with apt-get)",
+            file=sys.stderr,
+        )
         return 2
     if not args.runs_dir.is_dir():
         print(f"error: RUNS_DIR {args.runs_dir} is not a directory", file=sys.stderr)

@@ -62,9 +62,20 @@ def make_certificates(folder: str | os.PathLike[str], hosts: Sequence[str] = (),
     ca = (
         _builder(ca_name, ca_name, ca_key.public_key(), now, days)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                                     key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)  # fmt: skip
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .sign(ca_key, hashes.SHA256())
     )
     _write_pem(files["ca"], ca, private=False)
@@ -75,8 +86,10 @@ def make_certificates(folder: str | os.PathLike[str], hosts: Sequence[str] = (),
         builder = (
             _builder(subject, ca_name, key.public_key(), now, days)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH,
-                                                  x509.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)  # fmt: skip
+            .add_extension(
+                x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH, x509.ExtendedKeyUsageOID.CLIENT_AUTH]),
+                critical=False,
+            )
         )
         if names:
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
@@ -119,8 +132,9 @@ def _write_pem(path: Path, item, private: bool) -> None:
     from cryptography.hazmat.primitives import serialization
 
     if private:
-        data = item.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption())  # fmt: skip
+        data = item.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
     else:
         data = item.public_bytes(serialization.Encoding.PEM)
 

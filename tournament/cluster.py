@@ -48,8 +48,10 @@ LOOPBACK_HOST = "127.0.0.1"
 
 PLAIN_SCHEMES = ("tcp", "ws", "ucx")
 ENCRYPTED_SCHEMES = ("tls", "wss")
-TLS_HINT = ("use TLS: tls://HOST:PORT with --tls-ca, --tls-cert and --tls-key "
-            "(`trader cluster certs DIR` makes them; see docs/scaling.md)")  # fmt: skip
+TLS_HINT = (
+    "use TLS: tls://HOST:PORT with --tls-ca, --tls-cert and --tls-key "
+    "(`trader cluster certs DIR` makes them; see docs/scaling.md)"
+)
 
 
 class InsecureClusterWarning(UserWarning):
@@ -79,8 +81,9 @@ def check_scheduler(address: str, insecure: bool = False, tls: TlsFiles = TlsFil
     scheme, an unknown scheme. Connects to nothing."""
     scheme, host, _ = split_address(address)
     if scheme not in PLAIN_SCHEMES + ENCRYPTED_SCHEMES:
-        raise ConfigError(f"scheduler address {address!r}: unknown scheme {scheme!r}; "
-                          "use tls:// (or tcp:// on loopback)")
+        raise ConfigError(
+            f"scheduler address {address!r}: unknown scheme {scheme!r}; use tls:// (or tcp:// on loopback)"
+        )
     if scheme in PLAIN_SCHEMES and tls.given:
         raise ConfigError(f"--tls-ca/--tls-cert/--tls-key need a tls:// scheduler address, got {address!r}")
     if scheme in PLAIN_SCHEMES and not is_loopback(host) and not insecure:
@@ -107,8 +110,9 @@ def security(address: str, tls: TlsFiles = TlsFiles()) -> Any:
     found = {"--tls-ca": sec.tls_ca_file, "--tls-cert": sec.tls_client_cert, "--tls-key": sec.tls_client_key}
     missing = [flag for flag, path in found.items() if not path]
     if missing:
-        raise UserError(f"{address} needs {', '.join(missing)} (or distributed.comm.tls.* in dask's config); "
-                        f"{TLS_HINT}")
+        raise UserError(
+            f"{address} needs {', '.join(missing)} (or distributed.comm.tls.* in dask's config); {TLS_HINT}"
+        )
     for flag, path in found.items():
         if not os.path.isfile(path):
             raise UserError(f"{flag} {path}: no such file")
@@ -144,8 +148,9 @@ def probe_scheduler(address: str, sec: Any = None, timeout: float = CONNECT_TIME
     except OSError as err:
         raise UserError(f"cannot reach the dask scheduler at {address}: {_why(err, address)}") from None
     except Exception as err:  # noqa: BLE001 - foreign bytes read as dask frames fail in many ways
-        raise UserError(f"{address} does not speak dask's protocol ({type(err).__name__}); "
-                        "is it a dask scheduler?") from None
+        raise UserError(
+            f"{address} does not speak dask's protocol ({type(err).__name__}); is it a dask scheduler?"
+        ) from None
     if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
         raise UserError(f"{address} answered, but not as a dask scheduler; is it a dask scheduler?")
 
@@ -165,8 +170,16 @@ def _why(err: OSError, address: str) -> str:
     return text
 
 
-def connect(workers: int = 2, scheduler: str | None = None, gpus: str | None = None, pods_per_gpu: int = 1,
-            *, tls: TlsFiles = TlsFiles(), insecure: bool = False, timeout: float | str | None = None):  # fmt: skip
+def connect(
+    workers: int = 2,
+    scheduler: str | None = None,
+    gpus: str | None = None,
+    pods_per_gpu: int = 1,
+    *,
+    tls: TlsFiles = TlsFiles(),
+    insecure: bool = False,
+    timeout: float | str | None = None,
+):
     """A dask `Client` on the cluster the arguments describe (see the module docstring);
     ``timeout`` (seconds, or dask's "10s") bounds joining a scheduler, `CONNECT_TIMEOUT` by default."""
     from dask.utils import parse_timedelta
@@ -176,30 +189,47 @@ def connect(workers: int = 2, scheduler: str | None = None, gpus: str | None = N
         timeout = float(parse_timedelta(CONNECT_TIMEOUT if timeout is None else timeout, default="seconds"))
         scheme = check_scheduler(scheduler, insecure, tls)
         if scheme in PLAIN_SCHEMES and not is_loopback(split_address(scheduler)[1]):
-            warnings.warn(f"--insecure: joining {scheduler} over plain {scheme}://, unencrypted and unauthenticated; "
-                          f"anyone who can reach it can run code on every worker", InsecureClusterWarning, stacklevel=2)  # fmt: skip
+            warnings.warn(
+                f"--insecure: joining {scheduler} over plain {scheme}://, unencrypted and unauthenticated; "
+                f"anyone who can reach it can run code on every worker",
+                InsecureClusterWarning,
+                stacklevel=2,
+            )
         sec = security(scheduler, tls)
         probe_scheduler(scheduler, sec, timeout)
         try:
             return Client(scheduler, timeout=timeout, security=sec)
         except (OSError, TimeoutError) as err:
-            raise UserError(f"cannot reach the dask scheduler at {scheduler} within {timeout:g} s: "
-                            f"{_one_line(err)}") from err
+            raise UserError(
+                f"cannot reach the dask scheduler at {scheduler} within {timeout:g} s: {_one_line(err)}"
+            ) from err
     if gpus:
         return Client(_cuda_cluster(gpus, pods_per_gpu))
     from distributed import LocalCluster
 
     if workers < 1:
         raise UserError(f"workers must be >= 1, got {workers}")
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host=LOOPBACK_HOST,
-                           dashboard_address=None, silence_logs=logging.ERROR)  # fmt: skip
+    cluster = LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host=LOOPBACK_HOST,
+        dashboard_address=None,
+        silence_logs=logging.ERROR,
+    )
     return Client(cluster)
 
 
 def connect_for(config: Any):
     """`connect` with a `TournamentConfig`'s cluster keys."""
-    return connect(config.workers, config.scheduler, config.gpus, config.pods_per_gpu,
-                   tls=tls_files(config), insecure=config.insecure)  # fmt: skip
+    return connect(
+        config.workers,
+        config.scheduler,
+        config.gpus,
+        config.pods_per_gpu,
+        tls=tls_files(config),
+        insecure=config.insecure,
+    )
 
 
 def tls_files(config: Any) -> TlsFiles:
@@ -217,8 +247,7 @@ def _cuda_cluster(gpus: str, pods_per_gpu: int):
     except ImportError as err:
         raise UserError("--gpus needs dask-cuda: pip install 'podracer-trader[gpu]'") from err
     visible = None if gpus == "all" else _gpu_list(gpus, torch.cuda.device_count())
-    return LocalCUDACluster(CUDA_VISIBLE_DEVICES=visible, threads_per_worker=pods_per_gpu,
-                            dashboard_address=None)  # fmt: skip
+    return LocalCUDACluster(CUDA_VISIBLE_DEVICES=visible, threads_per_worker=pods_per_gpu, dashboard_address=None)
 
 
 def _gpu_list(text: str, count: int) -> list[int]:

@@ -139,9 +139,21 @@ class TournamentConfig:
             raise ConfigError(f"unknown algorithm(s) {unknown or '(none)'}; choose from {', '.join(ALGOS)}")
         if len(set(self.algos)) != len(self.algos):
             raise ConfigError(f"algos repeat an algorithm: {list(self.algos)}")
-        if self.algo_mix and (len(self.algo_mix) != len(self.algos) or min(self.algo_mix) < 0 or sum(self.algo_mix) <= 0):
-            raise ConfigError(f"algo_mix needs one weight >= 0 per algorithm ({len(self.algos)}), some > 0; got {list(self.algo_mix)}")
-        for key in ("population", "pod_steps", "num_envs", "workers", "pods_per_gpu", "in_flight_per_thread", "ensemble_k"):
+        if self.algo_mix and (
+            len(self.algo_mix) != len(self.algos) or min(self.algo_mix) < 0 or sum(self.algo_mix) <= 0
+        ):
+            raise ConfigError(
+                f"algo_mix needs one weight >= 0 per algorithm ({len(self.algos)}), some > 0; got {list(self.algo_mix)}"
+            )
+        for key in (
+            "population",
+            "pod_steps",
+            "num_envs",
+            "workers",
+            "pods_per_gpu",
+            "in_flight_per_thread",
+            "ensemble_k",
+        ):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
         if self.pods is not None and self.pods < 1:

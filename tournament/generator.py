@@ -69,8 +69,9 @@ def select_parent(board: Leaderboard, algo: str, top_fraction: float, rng: np.ra
     return ranked[int(rng.integers(count))]
 
 
-def perturb(values: Mapping[str, Any], bounds: Mapping[str, Bound], scale: float,
-            rng: np.random.Generator) -> dict[str, Any]:  # fmt: skip
+def perturb(
+    values: Mapping[str, Any], bounds: Mapping[str, Bound], scale: float, rng: np.random.Generator
+) -> dict[str, Any]:
     """``values`` with every bounded key moved by a clipped Gaussian step (see module doc)."""
     out = dict(values)
     for key in sorted(bounds):
@@ -117,7 +118,9 @@ class PodGenerator:
         self.config = config
         self.env = env
         """The env as pods see it (a recipe resolved to an absolute path, or a gym id)."""
-        self.warm = None if config.warm_start is None else Leaderboard.load(Path(config.warm_start) / rundir.LEADERBOARD)
+        self.warm = (
+            None if config.warm_start is None else Leaderboard.load(Path(config.warm_start) / rundir.LEADERBOARD)
+        )
         """The warm-start tournament's leaderboard (None without ``warm_start``)."""
 
     def next_spec(self, index: int, board: Leaderboard) -> PodSpec:
@@ -127,10 +130,19 @@ class PodGenerator:
         seed = int(sequence.generate_state(1)[0])
         algo = cfg.algos[int(rng.choice(len(cfg.algos), p=cfg.mix))]
         common = dict(
-            pod_id=pod_id(index), index=index, algo=algo, env=self.env, env_config=dict(cfg.env_config),
-            steps=cfg.pod_steps, seed=seed, num_envs=cfg.num_envs, eval_every=cfg.eval_every,
-            device=cfg.pod_device, compile=cfg.compile, periods=dict(cfg.periods) or None,
-        )  # fmt: skip
+            pod_id=pod_id(index),
+            index=index,
+            algo=algo,
+            env=self.env,
+            env_config=dict(cfg.env_config),
+            steps=cfg.pod_steps,
+            seed=seed,
+            num_envs=cfg.num_envs,
+            eval_every=cfg.eval_every,
+            device=cfg.pod_device,
+            compile=cfg.compile,
+            periods=dict(cfg.periods) or None,
+        )
         if cfg.search == "random":
             base = config_to_dict(make_config(algo, cfg.base_config(algo)))
             config = config_to_dict(make_config(algo, sample(base, get_spec(algo).mutation_bounds, rng)))
@@ -147,10 +159,20 @@ class PodGenerator:
         child = perturb(parent.hyperparameters, bounds, cfg.mutation_scale, rng)
         config = config_to_dict(make_config(algo, child))  # validated by the algo's config
         if warm:
-            return PodSpec(algo_config=config, generation=parent.generation + 1, parent_checkpoint=self._warm_path(parent),
-                           parent_id=f"{Path(cfg.warm_start).name}/{parent.pod_id}", **common)  # fmt: skip
-        return PodSpec(algo_config=config, generation=parent.generation + 1, parent_id=parent.pod_id,
-                       parent_checkpoint=parent.checkpoint, **common)  # fmt: skip
+            return PodSpec(
+                algo_config=config,
+                generation=parent.generation + 1,
+                parent_checkpoint=self._warm_path(parent),
+                parent_id=f"{Path(cfg.warm_start).name}/{parent.pod_id}",
+                **common,
+            )
+        return PodSpec(
+            algo_config=config,
+            generation=parent.generation + 1,
+            parent_id=parent.pod_id,
+            parent_checkpoint=parent.checkpoint,
+            **common,
+        )
 
     def _warm_path(self, parent: Entry) -> str:
         """A warm-start parent's checkpoint, relative to this run directory (as pods take it)."""

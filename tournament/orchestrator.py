@@ -119,8 +119,13 @@ class TournamentState:
     # -- changes (log first, then the snapshots)
     def submitted(self, spec: PodSpec) -> None:
         parent = self.board.get(spec.parent_id) if spec.parent_id else None
-        self.log.append("submitted", pod_id=spec.pod_id, spec=spec.to_dict(), parent_id=spec.parent_id,
-                        parent_hyperparameters=parent.hyperparameters if parent else None)  # fmt: skip
+        self.log.append(
+            "submitted",
+            pod_id=spec.pod_id,
+            spec=spec.to_dict(),
+            parent_id=spec.parent_id,
+            parent_hyperparameters=parent.hyperparameters if parent else None,
+        )
         self.specs[spec.pod_id] = spec
         self.cancelled.discard(spec.pod_id)
         self.write_pods()
@@ -141,11 +146,19 @@ class TournamentState:
             return
         spec = self.specs[result.pod_id]
         entry = Entry(
-            pod_id=spec.pod_id, index=spec.index, algo=spec.algo, score=float(result.score),
-            generation=spec.generation, parent_id=spec.parent_id, hyperparameters=spec.algo_config,
-            checkpoint=str(result.checkpoint), score_history=result.score_history, steps=result.steps,
-            seconds=result.seconds, worker=result.worker,
-        )  # fmt: skip
+            pod_id=spec.pod_id,
+            index=spec.index,
+            algo=spec.algo,
+            score=float(result.score),
+            generation=spec.generation,
+            parent_id=spec.parent_id,
+            hyperparameters=spec.algo_config,
+            checkpoint=str(result.checkpoint),
+            score_history=result.score_history,
+            steps=result.steps,
+            seconds=result.seconds,
+            worker=result.worker,
+        )
         entered, evicted = self.board.consider(entry)
         if not log:
             return
@@ -205,17 +218,44 @@ def pods_frame(specs: dict[str, PodSpec], results: dict[str, PodResult], cancell
         result = results.get(pid)
         status = result.status if result else ("cancelled" if pid in cancelled else "in_flight")
         score = result.score if result and result.score is not None else math.nan
-        rows.append({
-            "pod_id": pid, "index": spec.index, "generation": spec.generation, "parent_id": spec.parent_id,
-            "algo": spec.algo, "hyperparameters": json.dumps(spec.algo_config, sort_keys=True),
-            "worker": result.worker if result else "", "device": spec.device,
-            "start": result.start if result else math.nan, "end": result.end if result else math.nan,
-            "steps": result.steps if result else 0, "seconds": result.seconds if result else math.nan,
-            "score": score, "status": status, "error": result.error if result else None,
-            "spec": spec_json(spec),
-        })  # fmt: skip
-    columns = ["pod_id", "index", "generation", "parent_id", "algo", "hyperparameters", "worker", "device",
-               "start", "end", "steps", "seconds", "score", "status", "error", "spec"]  # fmt: skip
+        rows.append(
+            {
+                "pod_id": pid,
+                "index": spec.index,
+                "generation": spec.generation,
+                "parent_id": spec.parent_id,
+                "algo": spec.algo,
+                "hyperparameters": json.dumps(spec.algo_config, sort_keys=True),
+                "worker": result.worker if result else "",
+                "device": spec.device,
+                "start": result.start if result else math.nan,
+                "end": result.end if result else math.nan,
+                "steps": result.steps if result else 0,
+                "seconds": result.seconds if result else math.nan,
+                "score": score,
+                "status": status,
+                "error": result.error if result else None,
+                "spec": spec_json(spec),
+            }
+        )
+    columns = [
+        "pod_id",
+        "index",
+        "generation",
+        "parent_id",
+        "algo",
+        "hyperparameters",
+        "worker",
+        "device",
+        "start",
+        "end",
+        "steps",
+        "seconds",
+        "score",
+        "status",
+        "error",
+        "spec",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -260,19 +300,33 @@ def run(
     market = not resolve_env(env).is_gym
     chosen = select_result(config, state, env) if market else None
     backtest = _final_backtest(config, state) if config.backtest and market else None
-    return TournamentResult(Path(config.run_dir), state.board, pods_frame(state.specs, state.results, state.cancelled),
-                            reason, seconds, backtest, chosen)  # fmt: skip
+    return TournamentResult(
+        Path(config.run_dir),
+        state.board,
+        pods_frame(state.specs, state.results, state.cancelled),
+        reason,
+        seconds,
+        backtest,
+        chosen,
+    )
 
 
-def _loop(config: TournamentConfig, state: TournamentState, generator: PodGenerator, client: Any,
-          start: float, on_progress: Callable[[Progress], None] | None) -> str:  # fmt: skip
+def _loop(
+    config: TournamentConfig,
+    state: TournamentState,
+    generator: PodGenerator,
+    client: Any,
+    start: float,
+    on_progress: Callable[[Progress], None] | None,
+) -> str:
     from distributed import wait
 
     pending: dict[Any, PodSpec] = {}
 
     def submit(spec: PodSpec) -> None:
-        future = client.submit(train_pod, spec, str(Path(config.run_dir).resolve()), key=f"pod-{spec.pod_id}-{id(state)}",
-                               pure=False)  # fmt: skip
+        future = client.submit(
+            train_pod, spec, str(Path(config.run_dir).resolve()), key=f"pod-{spec.pod_id}-{id(state)}", pure=False
+        )
         pending[future] = spec
 
     for spec in state.in_flight():  # a resumed run's pods that were in flight or cancelled
@@ -341,14 +395,24 @@ def _result_of(future: Any, spec: PodSpec) -> PodResult:
     return PodResult(spec.pod_id, "failed", start=now, end=now, device=spec.device, error=message)
 
 
-def _report(on_progress: Callable[[Progress], None] | None, state: TournamentState, in_flight: int,
-            workers: int, start: float) -> None:  # fmt: skip
+def _report(
+    on_progress: Callable[[Progress], None] | None, state: TournamentState, in_flight: int, workers: int, start: float
+) -> None:
     if on_progress is None:
         return
     done, failed = state.counts()
     best = state.board.best()
-    on_progress(Progress(done, failed, in_flight, workers, best.score if best else None,
-                         best.algo if best else None, time.monotonic() - start))  # fmt: skip
+    on_progress(
+        Progress(
+            done,
+            failed,
+            in_flight,
+            workers,
+            best.score if best else None,
+            best.algo if best else None,
+            time.monotonic() - start,
+        )
+    )
 
 
 # --------------------------------------------------------------------------- set-up
@@ -377,8 +441,19 @@ def _resume_config(config: TournamentConfig) -> TournamentConfig:
     root = Path(config.run_dir)
     if not (root / CONFIG_FILE).is_file() or not (root / EVENTS_FILE).is_file():
         raise UserError(f"--resume: {root} holds no tournament (no {CONFIG_FILE} and {EVENTS_FILE})")
-    keys = ("pods", "time_budget", "target_score", "workers", "scheduler", "gpus", "pods_per_gpu",
-            "tls_ca", "tls_cert", "tls_key", "insecure")
+    keys = (
+        "pods",
+        "time_budget",
+        "target_score",
+        "workers",
+        "scheduler",
+        "gpus",
+        "pods_per_gpu",
+        "tls_ca",
+        "tls_cert",
+        "tls_key",
+        "insecure",
+    )
     saved = rundir.read_toml(root / CONFIG_FILE)
     return TournamentConfig.from_dict({**saved, "run_dir": str(root), **{k: getattr(config, k) for k in keys}})
 
@@ -434,16 +509,28 @@ def select_result(config: TournamentConfig, state: TournamentState, env: str) ->
         members, weights = qualified, selection.member_weights(qualified, config.ensemble_weighting)
         ensemble_score, daily = _validate_ensemble(config, env, state.root, members, weights)
         _append_trial(state.root, ensemble_score, daily)
-    chosen = selection.Selection(found, members, weights, config.ensemble_weighting, found[0].score, ensemble_score,
-                                 selection.choose(found[0].score, ensemble_score))  # fmt: skip
+    chosen = selection.Selection(
+        found,
+        members,
+        weights,
+        config.ensemble_weighting,
+        found[0].score,
+        ensemble_score,
+        selection.choose(found[0].score, ensemble_score),
+    )
     rundir.write_json(state.root / rundir.SELECTION, chosen.to_dict())
-    state.log.append("selected", result=chosen.result, members=[m.pod_id for m in members],
-                     ensemble_score=chosen.to_dict()["ensemble_score"])  # fmt: skip
+    state.log.append(
+        "selected",
+        result=chosen.result,
+        members=[m.pod_id for m in members],
+        ensemble_score=chosen.to_dict()["ensemble_score"],
+    )
     return chosen
 
 
-def _validate_ensemble(config: TournamentConfig, env: str, root: Path, members: list[Any],
-                       weights: list[float]) -> tuple[float, Any]:  # fmt: skip
+def _validate_ensemble(
+    config: TournamentConfig, env: str, root: Path, members: list[Any], weights: list[float]
+) -> tuple[float, Any]:
     """(score, daily returns) of the ensemble's pass over the validation period, by the
     evaluator every pod was scored by, under the members' own env rules."""
     from trader.agents.ensemble import ensemble_rules, load_ensemble
@@ -478,8 +565,9 @@ def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
     if not state.board.top(config.ensemble_k):
         return None
     rules = backtest_config(read_run(config.run_dir), breakeven=True)
-    return backtest_run(config.run_dir, dataset=_prepare_env(config.env), config=rules, device=config.pod_device,
-                        overwrite=True)  # a resumed tournament's leaderboard has changed: its report with it
+    return backtest_run(
+        config.run_dir, dataset=_prepare_env(config.env), config=rules, device=config.pod_device, overwrite=True
+    )  # a resumed tournament's leaderboard has changed: its report with it
 
 
 __all__ = ["Progress", "TournamentResult", "TournamentState", "pods_frame", "resolve_config", "run"]

@@ -117,8 +117,7 @@ class PodResult:
         if values["status"] == "finished" and values.get("score") is None:
             values["score"] = nan  # JSON has no NaN; a finished pod's score is a float
         values["score_history"] = [
-            (float(step), nan if score is None else float(score))
-            for step, score in values.get("score_history", [])
+            (float(step), nan if score is None else float(score)) for step, score in values.get("score_history", [])
         ]
         return cls(**values)
 
@@ -182,30 +181,61 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
     init_from = None if spec.parent_checkpoint is None else Path(run_dir) / spec.parent_checkpoint
     try:
         result = train(
-            spec.algo, _environment(spec.env, spec.periods), spec.algo_config, out, steps=spec.steps,
-            seed=spec.seed, device=spec.device, num_envs=spec.num_envs,
-            eval_every=spec.eval_every, env_config=spec.env_config or None, init_from=init_from,
+            spec.algo,
+            _environment(spec.env, spec.periods),
+            spec.algo_config,
+            out,
+            steps=spec.steps,
+            seed=spec.seed,
+            device=spec.device,
+            num_envs=spec.num_envs,
+            eval_every=spec.eval_every,
+            env_config=spec.env_config or None,
+            init_from=init_from,
             compile=spec.compile,
-        )  # fmt: skip
+        )
     except Exception as err:  # noqa: BLE001 - a failed pod is a result, not a crash
         line = f"{type(err).__name__}: {err}".splitlines()[0]
         _write_failure(out, traceback.format_exc())
-        return PodResult(spec.pod_id, "failed", start=start, end=time.time(),
-                         seconds=time.time() - start, worker=_worker_name(),
-                         device=spec.device, error=line)  # fmt: skip
+        return PodResult(
+            spec.pod_id,
+            "failed",
+            start=start,
+            end=time.time(),
+            seconds=time.time() - start,
+            worker=_worker_name(),
+            device=spec.device,
+            error=line,
+        )
     history = _score_history(result.metrics)
     end = time.time()
     if result.best_score is None or not (out / "checkpoints" / "best.json").is_file():
-        return PodResult(spec.pod_id, "failed", steps=result.steps, start=start, end=end,
-                         seconds=end - start, worker=_worker_name(), device=spec.device,
-                         error="the pod has no validation score (no evaluator ran)")  # fmt: skip
+        return PodResult(
+            spec.pod_id,
+            "failed",
+            steps=result.steps,
+            start=start,
+            end=end,
+            seconds=end - start,
+            worker=_worker_name(),
+            device=spec.device,
+            error="the pod has no validation score (no evaluator ran)",
+        )
     score = float(result.best_score)
     checkpoint = final / "checkpoints" / "best"
     return PodResult(
-        spec.pod_id, "finished", score=score if math.isfinite(score) else math.nan, score_history=history,
-        steps=result.steps, seconds=end - start, start=start, end=end, worker=_worker_name(),
-        device=spec.device, checkpoint=str(checkpoint.relative_to(run_dir)),
-    )  # fmt: skip
+        spec.pod_id,
+        "finished",
+        score=score if math.isfinite(score) else math.nan,
+        score_history=history,
+        steps=result.steps,
+        seconds=end - start,
+        start=start,
+        end=end,
+        worker=_worker_name(),
+        device=spec.device,
+        checkpoint=str(checkpoint.relative_to(run_dir)),
+    )
 
 
 def _environment(env: str, periods: dict[str, list[str]] | None = None) -> Any:

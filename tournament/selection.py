@@ -87,8 +87,10 @@ class Selection:
             "format_version": rundir.SELECTION_VERSION,
             "bar": {"statistic": "psr", "threshold": MEMBERSHIP_PSR},
             "weighting": self.weighting,
-            "candidates": [{"pod_id": c.pod_id, "score": _number(c.score), "psr": _number(c.psr),
-                            "qualified": c.qualified} for c in self.candidates],  # fmt: skip
+            "candidates": [
+                {"pod_id": c.pod_id, "score": _number(c.score), "psr": _number(c.psr), "qualified": c.qualified}
+                for c in self.candidates
+            ],
             "members": [c.pod_id for c in self.members],
             "member_checkpoints": [c.checkpoint for c in self.members],
             "weights": self.weights,
@@ -103,12 +105,16 @@ class Selection:
         qualified = sum(c.qualified for c in self.candidates)
         bar = f"PSR(0) >= {MEMBERSHIP_PSR:g} on validation"
         if not self.has_ensemble:
-            why = ("no pod qualified" if qualified == 0 else "only one pod qualified")
-            return (f"result: the best pod (validation Sharpe {self.best_score:.2f}); no ensemble: {why} "
-                    f"({bar}, {len(self.candidates)} candidates)")  # fmt: skip
+            why = "no pod qualified" if qualified == 0 else "only one pod qualified"
+            return (
+                f"result: the best pod (validation Sharpe {self.best_score:.2f}); no ensemble: {why} "
+                f"({bar}, {len(self.candidates)} candidates)"
+            )
         chosen = "the ensemble" if self.result == "ensemble" else "the best pod"
-        return (f"result: {chosen} (validation Sharpe: ensemble of {len(self.members)} "
-                f"{self.ensemble_score:.2f}, best pod {self.best_score:.2f}; members: {bar})")  # fmt: skip
+        return (
+            f"result: {chosen} (validation Sharpe: ensemble of {len(self.members)} "
+            f"{self.ensemble_score:.2f}, best pod {self.best_score:.2f}; members: {bar})"
+        )
 
 
 def candidates(run_dir: str | Path, entries: list[Any]) -> list[Candidate]:
@@ -122,7 +128,9 @@ def _candidate(root: Path, entry: Any) -> Candidate:
     if daily is not None:
         moments = stats.sharpe_moments(daily.to_numpy(dtype=float))
         if moments.reason is None:
-            psr = float(stats.probabilistic_sharpe_ratio(moments.sharpe, 0.0, moments.days, moments.skew, moments.kurtosis))
+            psr = float(
+                stats.probabilistic_sharpe_ratio(moments.sharpe, 0.0, moments.days, moments.skew, moments.kurtosis)
+            )
     return Candidate(entry.pod_id, entry.checkpoint, float(entry.score), psr, daily)
 
 
@@ -155,7 +163,7 @@ def member_weights(chosen: list[Candidate], weighting: str) -> list[float]:
 
 
 def choose(best_score: float, ensemble_score: float | None) -> str:
-    """"ensemble" when it scored strictly higher on validation than the best pod, else "best"."""
+    """ "ensemble" when it scored strictly higher on validation than the best pod, else "best"."""
     if ensemble_score is None or math.isnan(ensemble_score):
         return "best"
     return "ensemble" if math.isnan(best_score) or ensemble_score > best_score else "best"

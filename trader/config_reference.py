@@ -20,29 +20,48 @@ from pathlib import Path
 from typing import Any
 
 SECTIONS = (
-    ("Env rules", "market_envs.env:EnvConfig",
-     "How the market env trades, pays and rewards. Python: `EnvConfig(...)`, `trader.train(..., env_config=...)`; "
-     "TOML: the `[env_config]` table of `config.toml` and `tournament.toml`."),
-    ("Cost model", "market_envs.costs:CostModel",
-     "Every cost and fill term beyond the commission rate per side: `EnvConfig(costs=CostModel(...))`; TOML: the "
-     "`[env_config.costs]` table. Named models: `market_envs.costs.cost_model(name)` (zero, flat, retail, institutional)."),
-    ("PPO", "trader.agents.ppo:PPOConfig",
-     "`trader train --algo ppo --config FILE` (a TOML file of these keys, or a run's `config.toml`), "
-     "`trader.train('ppo', ..., config={...})`, `[algo_configs.ppo]` of a tournament."),
-    ("SAC", "trader.agents.sac:SACConfig",
-     "`--algo sac`; the off-policy keys are shared with TD3."),
+    (
+        "Env rules",
+        "market_envs.env:EnvConfig",
+        "How the market env trades, pays and rewards. Python: `EnvConfig(...)`, `trader.train(..., env_config=...)`; "
+        "TOML: the `[env_config]` table of `config.toml` and `tournament.toml`.",
+    ),
+    (
+        "Cost model",
+        "market_envs.costs:CostModel",
+        "Every cost and fill term beyond the commission rate per side: `EnvConfig(costs=CostModel(...))`; TOML: the "
+        "`[env_config.costs]` table. Named models: `market_envs.costs.cost_model(name)` (zero, flat, retail, institutional).",
+    ),
+    (
+        "PPO",
+        "trader.agents.ppo:PPOConfig",
+        "`trader train --algo ppo --config FILE` (a TOML file of these keys, or a run's `config.toml`), "
+        "`trader.train('ppo', ..., config={...})`, `[algo_configs.ppo]` of a tournament.",
+    ),
+    ("SAC", "trader.agents.sac:SACConfig", "`--algo sac`; the off-policy keys are shared with TD3."),
     ("TD3", "trader.agents.td3:TD3Config", "`--algo td3`."),
-    ("Tournament", "tournament.config:TournamentConfig",
-     "`trader tournament --config FILE` (these keys at the top level) and its flags; `tournament.run(TournamentConfig(...))`."),
-    ("Backtest", "trader.backtesting.engine:BacktestConfig",
-     "`trader backtest RUN_DIR` flags; `trader.backtesting.run_backtest(..., config=BacktestConfig(...))`."),
-    ("Data set recipe", "market_envs.data.recipes:Recipe",
-     "A TOML file in `datasets/` (or anywhere, given by path); the schema is in datasets/README.md."),
-    ("Synthetic market", "market_envs.data.synthetic:MarketModel",
-     "The `[synthetic.model]` table of a synthetic recipe."),
-    ("Planted edge", "market_envs.data.edge:EdgeSpec",
-     "The `[synthetic.edge]` table of a synthetic recipe."),
-)  # fmt: skip
+    (
+        "Tournament",
+        "tournament.config:TournamentConfig",
+        "`trader tournament --config FILE` (these keys at the top level) and its flags; `tournament.run(TournamentConfig(...))`.",
+    ),
+    (
+        "Backtest",
+        "trader.backtesting.engine:BacktestConfig",
+        "`trader backtest RUN_DIR` flags; `trader.backtesting.run_backtest(..., config=BacktestConfig(...))`.",
+    ),
+    (
+        "Data set recipe",
+        "market_envs.data.recipes:Recipe",
+        "A TOML file in `datasets/` (or anywhere, given by path); the schema is in datasets/README.md.",
+    ),
+    (
+        "Synthetic market",
+        "market_envs.data.synthetic:MarketModel",
+        "The `[synthetic.model]` table of a synthetic recipe.",
+    ),
+    ("Planted edge", "market_envs.data.edge:EdgeSpec", "The `[synthetic.edge]` table of a synthetic recipe."),
+)
 
 HEADER = """# Configuration reference
 
@@ -69,8 +88,10 @@ def _section(title: str, cls: type, where: str) -> str:
     for item in dataclasses.fields(cls):
         if not item.init:
             continue
-        lines.append(f"| `{item.name}` | {_cell(_type_name(item.type))} | {_cell(_default(item))} | "
-                     f"{_cell(docs.get(item.name, ''))} |")  # fmt: skip
+        lines.append(
+            f"| `{item.name}` | {_cell(_type_name(item.type))} | {_cell(_default(item))} | "
+            f"{_cell(docs.get(item.name, ''))} |"
+        )
     return "\n".join(lines)
 
 
@@ -95,8 +116,11 @@ def _attribute_docs(cls: type) -> dict[str, str]:
     docs = {}
     for node, following in zip(body, body[1:], strict=False):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant) \
-                    and isinstance(following.value.value, str):  # fmt: skip
+            if (
+                isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
                 docs[node.target.id] = _one_paragraph(following.value.value)
     return docs
 

@@ -74,8 +74,15 @@ class Decision:
 
     def table(self) -> pd.DataFrame:
         """One row per ticker: held, order, shares after, price, target weight."""
-        return pd.DataFrame({"held": self.held, "order": self.orders, "shares": self.shares,
-                             "price": self.price, "weight": self.weights})  # fmt: skip
+        return pd.DataFrame(
+            {
+                "held": self.held,
+                "order": self.orders,
+                "shares": self.shares,
+                "price": self.price,
+                "weight": self.weights,
+            }
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the account, and per ticker the non-zero rows of `table`."""
@@ -139,8 +146,9 @@ def act(
     return _decide(panel, rules, policy, strategy, bar, cash, held, device)
 
 
-def _decide(panel: Any, rules: Any, policy: Any, strategy: str, bar: int, cash: float, held: pd.Series,
-            device: str) -> Decision:  # fmt: skip
+def _decide(
+    panel: Any, rules: Any, policy: Any, strategy: str, bar: int, cash: float, held: pd.Series, device: str
+) -> Decision:
     """One decision of `policy` at `bar` from (cash, held) on an env of one sub-environment."""
     from market_envs.env import StockTradingVecEnv
 
@@ -211,8 +219,10 @@ def selected_strategy(contents: Any, panel: Any, config: Any, device: str = "cpu
         policy = load_ensemble(contents.ensemble, device, contents.ensemble_weights or None)
         return "ensemble", policy, config.env_config(config.policy_env)
     if "best" not in contents.checkpoints:
-        raise UserError(f"{contents.run_dir} has no selected strategy: no checkpoints/best (a training run) "
-                        "and no leaderboard entry or ensemble (a tournament)")  # fmt: skip
+        raise UserError(
+            f"{contents.run_dir} has no selected strategy: no checkpoints/best (a training run) "
+            "and no leaderboard entry or ensemble (a tournament)"
+        )
     policy, rules, _, _ = load_checkpoint_strategy("best", contents.checkpoints["best"], panel, config, device)
     return "best", policy, rules
 

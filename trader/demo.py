@@ -104,12 +104,26 @@ def run_demo(
     log("data set: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()))
     rules, algo_configs = apply_preset("market", recipe, cost, algos, steps=pod_steps, num_envs=num_envs)
     config = TournamentConfig(
-        run_dir=str(run_dir), env=recipe, algos=tuple(algos), algo_configs=algo_configs,
-        env_config=rules, population=4, pod_steps=pod_steps, num_envs=num_envs, pods=pods,
-        time_budget=tournament_seconds, workers=workers, seed=seed, ensemble_k=3, device=device, backtest=False,
-    )  # fmt: skip
-    log(f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {workers} local workers "
-        f"for {tournament_seconds:.0f} s ...")  # fmt: skip
+        run_dir=str(run_dir),
+        env=recipe,
+        algos=tuple(algos),
+        algo_configs=algo_configs,
+        env_config=rules,
+        population=4,
+        pod_steps=pod_steps,
+        num_envs=num_envs,
+        pods=pods,
+        time_budget=tournament_seconds,
+        workers=workers,
+        seed=seed,
+        ensemble_k=3,
+        device=device,
+        backtest=False,
+    )
+    log(
+        f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {workers} local workers "
+        f"for {tournament_seconds:.0f} s ..."
+    )
     outcome = run(config, client=client, on_progress=on_progress)
     log(_tournament_line(outcome))
     if outcome.selection is not None:
@@ -118,8 +132,18 @@ def run_demo(
     seconds = outcome.seconds if baseline_seconds is None else baseline_seconds
     if seconds > 0:
         log(f"baseline: SB3 PPO for {seconds:.0f} s on the same data, rules and periods ...")
-        trained = baselines(run_dir, ["sb3"], ["ppo"], time_budget=seconds, seeds=[seed], num_envs=SB3_ENVS,
-                            eval_every=10_000, device=device, backtest=False, progress=log)  # fmt: skip
+        trained = baselines(
+            run_dir,
+            ["sb3"],
+            ["ppo"],
+            time_budget=seconds,
+            seeds=[seed],
+            num_envs=SB3_ENVS,
+            eval_every=10_000,
+            device=device,
+            backtest=False,
+            progress=log,
+        )
     log("backtesting every strategy on the test period ...")
     contents = read_run(run_dir)
     config = backtest_config(contents, tear_sheet=tear_sheet, breakeven=True)  # the cost breakdown and breakeven
@@ -130,9 +154,12 @@ def run_demo(
 def _tournament_line(outcome: Any) -> str:
     """One line: pods by status, the stop, the best pod."""
     counts = outcome.pods["status"].value_counts()
-    line = (f"tournament: stopped ({outcome.stop_reason}) after {outcome.seconds:.0f} s, "
-            + ", ".join(f"{n} {status}" for status, n in counts.items()))  # fmt: skip
+    line = f"tournament: stopped ({outcome.stop_reason}) after {outcome.seconds:.0f} s, " + ", ".join(
+        f"{n} {status}" for status, n in counts.items()
+    )
     best = outcome.leaderboard.best()
     if best is not None:
-        line += f"; best validation Sharpe {best.score:.2f} ({best.algo} pod {best.pod_id}, generation {best.generation})"
+        line += (
+            f"; best validation Sharpe {best.score:.2f} ({best.algo} pod {best.pod_id}, generation {best.generation})"
+        )
     return line

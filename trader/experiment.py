@@ -200,8 +200,10 @@ def run_experiment(config: ExperimentConfig, on_progress: Progress | None = None
     recipe = root / DATASET_RECIPE
     data = _write_dataset(chosen, recipe, config.dataset)
     rules, algo_configs = _rules(config, str(recipe))
-    say(f"data set {data.name}: {data.num_tickers} tickers; test period {data.period('test').start} .. "
-        f"{data.period('test').end}; every learner gets {_budget_text(config)}")  # fmt: skip
+    say(
+        f"data set {data.name}: {data.num_tickers} tickers; test period {data.period('test').start} .. "
+        f"{data.period('test').end}; every learner gets {_budget_text(config)}"
+    )
     tournament = _tournament(config, root, str(recipe), rules, algo_configs, say)
     ppo = _vanilla_ppo(config, root, str(recipe), rules, algo_configs["ppo"], say)
     _libraries(config, ppo, say)
@@ -260,7 +262,9 @@ def experiment_dates(start: str, end: str, years: float | None) -> dict[str, str
     if years is not None:
         first = hi - pd.Timedelta(days=round(365.25 * years))
         if first < lo:
-            raise UserError(f"--years {years:g}: the data set holds {(hi - lo).days / 365.25:.1f} years ({start} .. {end})")
+            raise UserError(
+                f"--years {years:g}: the data set holds {(hi - lo).days / 365.25:.1f} years ({start} .. {end})"
+            )
         lo = first
     if lo <= PAPER_START and hi >= PAPER_END:
         cuts = (PAPER_START, PAPER_VALIDATION, PAPER_TEST, PAPER_END)
@@ -279,8 +283,9 @@ def _rules(config: ExperimentConfig, recipe: str) -> tuple[dict[str, Any], dict[
     from trader.presets import apply_preset
 
     steps = config.steps or config.pod_steps
-    rules, algo_configs = apply_preset(config.preset, recipe, config.cost, ("ppo", "sac", "td3"), steps=steps,
-                                       num_envs=POD_ENVS)  # fmt: skip
+    rules, algo_configs = apply_preset(
+        config.preset, recipe, config.cost, ("ppo", "sac", "td3"), steps=steps, num_envs=POD_ENVS
+    )
     return {**rules, "initial_cash": config.initial_cash}, algo_configs
 
 
@@ -293,8 +298,14 @@ def _budget_text(config: ExperimentConfig) -> str:
 # --------------------------------------------------------------------------- the learners
 
 
-def _tournament(config: ExperimentConfig, root: Path, recipe: str, rules: dict[str, Any],
-                algo_configs: dict[str, dict[str, Any]], say: Progress) -> Path:  # fmt: skip
+def _tournament(
+    config: ExperimentConfig,
+    root: Path,
+    recipe: str,
+    rules: dict[str, Any],
+    algo_configs: dict[str, dict[str, Any]],
+    say: Progress,
+) -> Path:
     """The tournament, PPO:SAC:TD3 = 1:1:1, in ``RUN_DIR/tournament`` (resumed from its log)."""
     from tournament import TournamentConfig, run
 
@@ -302,18 +313,30 @@ def _tournament(config: ExperimentConfig, root: Path, recipe: str, rules: dict[s
     if (folder / rundir.SELECTION).is_file():
         return folder
     settings = TournamentConfig(
-        run_dir=str(folder), env=recipe, algos=("ppo", "sac", "td3"), algo_configs=algo_configs, env_config=rules,
-        pod_steps=config.pod_steps, num_envs=POD_ENVS, pods=config.pods, time_budget=config.seconds, workers=config.workers,
-        seed=config.seed, device=config.device, backtest=False, keep_checkpoints=True,
-    )  # fmt: skip
+        run_dir=str(folder),
+        env=recipe,
+        algos=("ppo", "sac", "td3"),
+        algo_configs=algo_configs,
+        env_config=rules,
+        pod_steps=config.pod_steps,
+        num_envs=POD_ENVS,
+        pods=config.pods,
+        time_budget=config.seconds,
+        workers=config.workers,
+        seed=config.seed,
+        device=config.device,
+        backtest=False,
+        keep_checkpoints=True,
+    )
     resume = (folder / rundir.EVENTS).is_file()
     say(f"tournament: {'resuming' if resume else 'starting'} in {folder} ...")
     run(settings, resume=resume)
     return folder
 
 
-def _vanilla_ppo(config: ExperimentConfig, root: Path, recipe: str, rules: dict[str, Any],
-                 algo_config: dict[str, Any], say: Progress) -> Path:  # fmt: skip
+def _vanilla_ppo(
+    config: ExperimentConfig, root: Path, recipe: str, rules: dict[str, Any], algo_config: dict[str, Any], say: Progress
+) -> Path:
     """One PPO run with the preset, in ``RUN_DIR/ppo``, snapshotted for Figure 7; an unfinished
     one (no best checkpoint) is replaced whole (`trader.train`'s ``overwrite``)."""
     from trader.training import train
@@ -322,9 +345,21 @@ def _vanilla_ppo(config: ExperimentConfig, root: Path, recipe: str, rules: dict[
     if (folder / rundir.CHECKPOINTS / "best.json").is_file():
         return folder
     say(f"vanilla PPO: training in {folder} ...")
-    train("ppo", recipe, algo_config, folder, steps=config.steps or 10**12, seed=config.seed, device=config.device,
-          num_envs=POD_ENVS, eval_every=0, env_config=rules, time_budget=config.seconds,
-          snapshot_every=config.snapshot_seconds, overwrite=True)  # an unfinished run of ours: replaced whole
+    train(
+        "ppo",
+        recipe,
+        algo_config,
+        folder,
+        steps=config.steps or 10**12,
+        seed=config.seed,
+        device=config.device,
+        num_envs=POD_ENVS,
+        eval_every=0,
+        env_config=rules,
+        time_budget=config.seconds,
+        snapshot_every=config.snapshot_seconds,
+        overwrite=True,
+    )  # an unfinished run of ours: replaced whole
     return folder
 
 
@@ -341,8 +376,17 @@ def _libraries(config: ExperimentConfig, ppo: Path, say: Progress) -> None:
         if (ppo / rundir.BASELINES_DIR / f"{name}-s{config.seed}" / rundir.BASELINE_SIDECAR).is_file():
             continue
         say(f"{library}: training ...")
-        baselines(ppo, [library], ["ppo"], steps=config.steps, time_budget=config.seconds, seeds=[config.seed],
-                  device=config.device, backtest=False, progress=say)  # fmt: skip
+        baselines(
+            ppo,
+            [library],
+            ["ppo"],
+            steps=config.steps,
+            time_budget=config.seconds,
+            seeds=[config.seed],
+            device=config.device,
+            backtest=False,
+            progress=say,
+        )
 
 
 def _rllib_available() -> bool:
@@ -358,8 +402,9 @@ def _rllib_available() -> bool:
 # --------------------------------------------------------------------------- the backtest
 
 
-def _backtest(config: ExperimentConfig, root: Path, data: Any, rules: dict[str, Any], tournament: Path,
-              ppo: Path) -> tuple[Any, dict[str, pd.Series]]:  # fmt: skip
+def _backtest(
+    config: ExperimentConfig, root: Path, data: Any, rules: dict[str, Any], tournament: Path, ppo: Path
+) -> tuple[Any, dict[str, pd.Series]]:
     """The test period: every learner's selected strategy, the benchmark and equal weight,
     under the experiment's costs (report in the run directory) and under each extra cost
     model (their Sharpe ratios, by strategy)."""
@@ -378,15 +423,34 @@ def _backtest(config: ExperimentConfig, root: Path, data: Any, rules: dict[str, 
             policies[name] = found[name]
             if name in contents_trials(contents):
                 trials[name] = contents_trials(contents)[name]
-    base = BacktestConfig(initial_cash=config.initial_cash, buy_cost=config.cost, sell_cost=config.cost,
-                          tear_sheet=False, policy_env=_env_config(rules))  # fmt: skip
+    base = BacktestConfig(
+        initial_cash=config.initial_cash,
+        buy_cost=config.cost,
+        sell_cost=config.cost,
+        tear_sheet=False,
+        policy_env=_env_config(rules),
+    )
     yardsticks = ["benchmark", "equal_weight"] if data.benchmark is not None else ["equal_weight"]
-    result = run_backtest(data, policies, baselines=yardsticks, period="test", config=base, run_dir=root,
-                          device=config.device, trials=trials)  # fmt: skip
+    result = run_backtest(
+        data,
+        policies,
+        baselines=yardsticks,
+        period="test",
+        config=base,
+        run_dir=root,
+        device=config.device,
+        trials=trials,
+    )
     extra = {}
     for name in config.extra_costs:
-        other = run_backtest(data, policies, baselines=yardsticks, period="test", config=base.with_costs(cost_model(name)),
-                             device=config.device)  # fmt: skip
+        other = run_backtest(
+            data,
+            policies,
+            baselines=yardsticks,
+            period="test",
+            config=base.with_costs(cost_model(name)),
+            device=config.device,
+        )
         extra[name] = other.metrics["sharpe_ratio"]
     return result, extra
 
@@ -411,8 +475,9 @@ def learner_labels(tournament: Path) -> dict[str, str]:
     return {"tournament": f"Tournament ({what})", "ppo": "Vanilla PPO"}
 
 
-def table2(result: Any, extra: Mapping[str, pd.Series] | None = None,
-           labels: Mapping[str, str] | None = None) -> pd.DataFrame:  # fmt: skip
+def table2(
+    result: Any, extra: Mapping[str, pd.Series] | None = None, labels: Mapping[str, str] | None = None
+) -> pd.DataFrame:
     """Table 2: our rows (the backtest's metrics, labelled, with the evidence columns and a
     Sharpe column per extra cost model), then the paper's rows (marked, where we have them).
     ``labels`` replace the backtest's labels of some strategies."""
@@ -422,8 +487,15 @@ def table2(result: Any, extra: Mapping[str, pd.Series] | None = None,
         metrics, evidence = result.metrics.loc[name], result.evidence.get(str(name), {})
         row = {"strategy": labels.get(name, name), "source": "ours", **{c: float(metrics[c]) for c in COLUMNS}}
         interval = evidence.get("interval_bootstrap") or [None, None]
-        row.update({"sharpe_low": interval[0], "sharpe_high": interval[1], "psr": evidence.get("psr"),
-                    "dsr": evidence.get("dsr_null"), "trials": evidence.get("n_trials")})  # fmt: skip
+        row.update(
+            {
+                "sharpe_low": interval[0],
+                "sharpe_high": interval[1],
+                "psr": evidence.get("psr"),
+                "dsr": evidence.get("dsr_null"),
+                "trials": evidence.get("n_trials"),
+            }
+        )
         for model, sharpes in (extra or {}).items():
             row[f"sharpe_{model}"] = float(sharpes.get(name, math.nan))
         rows.append(row)
@@ -435,8 +507,9 @@ def table2(result: Any, extra: Mapping[str, pd.Series] | None = None,
 # --------------------------------------------------------------------------- Figure 7
 
 
-def _figure(config: ExperimentConfig, root: Path, data: Any, rules: dict[str, Any], tournament: Path,
-            ppo: Path) -> pd.DataFrame:  # fmt: skip
+def _figure(
+    config: ExperimentConfig, root: Path, data: Any, rules: dict[str, Any], tournament: Path, ppo: Path
+) -> pd.DataFrame:
     """Test-period cumulative return of each snapshot: vanilla PPO's (``ppo/snapshots``) and
     the tournament's best pod at the same marks (`best_pods_over_time`), one backtest."""
     from trader.backtesting.engine import BacktestConfig, run_backtest
@@ -453,11 +526,19 @@ def _figure(config: ExperimentConfig, root: Path, data: Any, rules: dict[str, An
         policies[name] = tournament / checkpoint
     if not policies:
         return pd.DataFrame(columns=["learner", "seconds", "cum_return"])
-    base = BacktestConfig(initial_cash=config.initial_cash, buy_cost=config.cost, sell_cost=config.cost,
-                          tear_sheet=False, record_positions="day", policy_env=_env_config(rules))  # fmt: skip
+    base = BacktestConfig(
+        initial_cash=config.initial_cash,
+        buy_cost=config.cost,
+        sell_cost=config.cost,
+        tear_sheet=False,
+        record_positions="day",
+        policy_env=_env_config(rules),
+    )
     result = run_backtest(data, policies, baselines=[], period="test", config=base, device=config.device)
-    rows = [{"learner": learner, "seconds": seconds, "cum_return": float(result.metrics.loc[name, "cum_returns_final"])}
-            for name, (learner, seconds) in points.items()]  # fmt: skip
+    rows = [
+        {"learner": learner, "seconds": seconds, "cum_return": float(result.metrics.loc[name, "cum_returns_final"])}
+        for name, (learner, seconds) in points.items()
+    ]
     return pd.DataFrame(rows).sort_values(["learner", "seconds"]).reset_index(drop=True)
 
 
@@ -486,8 +567,15 @@ def best_pods_over_time(tournament: Path, every: float) -> dict[float, str]:
 def write_outputs(root: Path, config: ExperimentConfig, table: pd.DataFrame, figure: pd.DataFrame) -> None:
     """Write Table 2 (``experiment.json``, ``table2.md``) and Figure 7 (``figure7.parquet``, and
     ``figure7.png`` when it has points) into ``root``, each whole or not at all."""
-    rundir.write_json(root / TABLE_JSON, {"format_version": EXPERIMENT_VERSION, "config": config.to_dict(),
-                                          "table": _json_rows(table), "paper_rows": PAPER_ROWS})  # fmt: skip
+    rundir.write_json(
+        root / TABLE_JSON,
+        {
+            "format_version": EXPERIMENT_VERSION,
+            "config": config.to_dict(),
+            "table": _json_rows(table),
+            "paper_rows": PAPER_ROWS,
+        },
+    )
     rundir.write_text(root / TABLE_MD, table_markdown(table))
     rundir.write_parquet(root / FIGURE_DATA, figure)
     if len(figure):
@@ -497,8 +585,9 @@ def write_outputs(root: Path, config: ExperimentConfig, table: pd.DataFrame, fig
 def _json_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
     rows = []
     for name, row in table.iterrows():
-        rows.append({"strategy": name, **{k: (None if isinstance(v, float) and math.isnan(v) else v)
-                                          for k, v in row.items()}})  # fmt: skip
+        rows.append(
+            {"strategy": name, **{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}}
+        )
     return rows
 
 
@@ -506,9 +595,18 @@ def table_markdown(table: pd.DataFrame) -> str:
     """Table 2 as Markdown: percentages for the return columns, "-" where a figure is missing."""
     from trader.metrics import METRIC_LABELS, PERCENT_METRICS
 
-    extra = [c for c in table.columns if c.startswith("sharpe_") and c not in ("sharpe_ratio", "sharpe_low", "sharpe_high")]
-    header = ["Strategy", *(METRIC_LABELS[c] for c in COLUMNS), "95% interval", "PSR", "DSR", "Trials",
-              *(f"Sharpe ({c.removeprefix('sharpe_')})" for c in extra)]  # fmt: skip
+    extra = [
+        c for c in table.columns if c.startswith("sharpe_") and c not in ("sharpe_ratio", "sharpe_low", "sharpe_high")
+    ]
+    header = [
+        "Strategy",
+        *(METRIC_LABELS[c] for c in COLUMNS),
+        "95% interval",
+        "PSR",
+        "DSR",
+        "Trials",
+        *(f"Sharpe ({c.removeprefix('sharpe_')})" for c in extra),
+    ]
 
     def cell(value: Any, percent: bool = False) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -518,12 +616,20 @@ def table_markdown(table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, row in table.iterrows():
         interval = "-" if pd.isna(row.get("sharpe_low")) else f"[{row['sharpe_low']:.2f}, {row['sharpe_high']:.2f}]"
-        cells = [str(name), *(cell(row[c], c in PERCENT_METRICS) for c in COLUMNS), interval, cell(row.get("psr")),
-                 cell(row.get("dsr")), cell(None if pd.isna(row.get("trials")) else int(row["trials"])),
-                 *(cell(row[c]) for c in extra)]  # fmt: skip
+        cells = [
+            str(name),
+            *(cell(row[c], c in PERCENT_METRICS) for c in COLUMNS),
+            interval,
+            cell(row.get("psr")),
+            cell(row.get("dsr")),
+            cell(None if pd.isna(row.get("trials")) else int(row["trials"])),
+            *(cell(row[c]) for c in extra),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
-    note = ("\nRows marked \"(the paper)\" are the seed paper's published Table 2 figures (cumulative return and "
-            "Sharpe ratio of its two headline rows), not ours; the other cells of its table are not transcribed.\n")  # fmt: skip
+    note = (
+        '\nRows marked "(the paper)" are the seed paper\'s published Table 2 figures (cumulative return and '
+        "Sharpe ratio of its two headline rows), not ours; the other cells of its table are not transcribed.\n"
+    )
     return "\n".join(lines) + "\n" + note
 
 
@@ -545,5 +651,15 @@ def _plot(figure: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-__all__ = ["ExperimentConfig", "ExperimentResult", "best_pods_over_time", "claim", "experiment_dates", "learner_labels",
-           "run_experiment", "table2", "table_markdown", "write_outputs"]  # fmt: skip
+__all__ = [
+    "ExperimentConfig",
+    "ExperimentResult",
+    "best_pods_over_time",
+    "claim",
+    "experiment_dates",
+    "learner_labels",
+    "run_experiment",
+    "table2",
+    "table_markdown",
+    "write_outputs",
+]

@@ -73,8 +73,14 @@ class FoldSpec:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"train": self.train, "validation": self.validation, "test": self.test,
-                "step": self.step or self.test, "expanding": self.expanding, "embargo": self.embargo}  # fmt: skip
+        return {
+            "train": self.train,
+            "validation": self.validation,
+            "test": self.test,
+            "step": self.step or self.test,
+            "expanding": self.expanding,
+            "embargo": self.embargo,
+        }
 
 
 @dataclass(frozen=True)
@@ -96,8 +102,10 @@ class Windows:
     def periods(self, timestamps: Any) -> dict[str, list[str]]:
         """Each window as ``[first bar, last bar]`` (ISO timestamps, both included): how a
         run directory records it (config.toml's ``[env.periods]``, fold.json's ``windows``)."""
-        return {name: [timestamps[lo].isoformat(), timestamps[hi - 1].isoformat()]
-                for name, (lo, hi) in self.as_dict().items()}  # fmt: skip
+        return {
+            name: [timestamps[lo].isoformat(), timestamps[hi - 1].isoformat()]
+            for name, (lo, hi) in self.as_dict().items()
+        }
 
     @classmethod
     def from_periods(cls, periods: Any, timestamps: Any) -> Windows:
@@ -111,12 +119,15 @@ class Windows:
         bars = {}
         for name in WINDOWS:
             first, last = (pd.Timestamp(str(b)) for b in periods[name])
-            first, last = (t.tz_localize(timestamps.tz) if t.tzinfo is None else t.tz_convert(timestamps.tz)
-                           for t in (first, last))  # fmt: skip
+            first, last = (
+                t.tz_localize(timestamps.tz) if t.tzinfo is None else t.tz_convert(timestamps.tz) for t in (first, last)
+            )
             lo, hi = int(timestamps.searchsorted(first, "left")), int(timestamps.searchsorted(last, "right"))
             if hi <= lo:
-                raise UserError(f"{name} period {periods[name][0]} .. {periods[name][1]} holds no bar of the data "
-                                f"({timestamps[0]} .. {timestamps[-1]})")  # fmt: skip
+                raise UserError(
+                    f"{name} period {periods[name][0]} .. {periods[name][1]} holds no bar of the data "
+                    f"({timestamps[0]} .. {timestamps[-1]})"
+                )
             bars[name] = (lo, hi)
         return cls(**bars)
 

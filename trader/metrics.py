@@ -89,7 +89,9 @@ METRIC_LABELS: dict[str, str] = {
 }
 """Human-readable names of the summary columns, shared by every table that shows them."""
 
-PERCENT_METRICS = frozenset({"cum_returns_final", "annual_return", "annual_volatility", "max_drawdown", "value_at_risk", "turnover"})
+PERCENT_METRICS = frozenset(
+    {"cum_returns_final", "annual_return", "annual_volatility", "max_drawdown", "value_at_risk", "turnover"}
+)
 """Summary columns shown as percentages in tables."""
 
 
@@ -440,9 +442,7 @@ def turnover(traded_value: Any, portfolio_value: Any) -> Any:
         if traded.ndim == 2 and value.shape == traded.shape[:1]:
             value = value[:, None]
         else:
-            raise UserError(
-                f"portfolio_value shape {value.shape} does not match traded_value shape {traded.shape}"
-            )
+            raise UserError(f"portfolio_value shape {value.shape} does not match traded_value shape {traded.shape}")
     ratio = _quiet(lambda: np.where(value > 0, traded / value, np.nan))
     return _like(ratio, traded_value)
 

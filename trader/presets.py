@@ -53,9 +53,15 @@ trades cost what its size says; started at -0.5 they cost more than the edge ear
 budget shrinking them (benchmarks/RESULTS.md, "Learning under costs, with an action that can hold")."""
 
 
-def market_rules(cost: float = 0.0, episode_length: int = 390, features: tuple[str, ...] | None = (),
-                 return_windows: tuple[int, ...] = (30,), reward_scale: float = REWARD_SCALE,
-                 market_neutral: bool = False, **holding: Any) -> EnvConfig:  # fmt: skip
+def market_rules(
+    cost: float = 0.0,
+    episode_length: int = 390,
+    features: tuple[str, ...] | None = (),
+    return_windows: tuple[int, ...] = (30,),
+    reward_scale: float = REWARD_SCALE,
+    market_neutral: bool = False,
+    **holding: Any,
+) -> EnvConfig:
     """Trading rules for learning on a market: target weights with short selling (gross
     exposure at most 1), costs `cost` per side, training episodes of `episode_length`
     bars, rewards in basis points.
@@ -82,8 +88,7 @@ def market_rules(cost: float = 0.0, episode_length: int = 390, features: tuple[s
     )
 
 
-def edge_rules(edge: dict[str, Any] | None, cost: float = 0.0, episode_length: int = 390,
-               **holding: Any) -> EnvConfig:  # fmt: skip
+def edge_rules(edge: dict[str, Any] | None, cost: float = 0.0, episode_length: int = 390, **holding: Any) -> EnvConfig:
     """`market_rules` for a data set whose meta carries a planted edge (``data.meta["edge"]``):
     the agents observe the return t-statistic over the edge's horizon, and trade
     market-neutral, as the dollar-neutral oracle does: the per-stock network's shared
@@ -94,8 +99,9 @@ def edge_rules(edge: dict[str, Any] | None, cost: float = 0.0, episode_length: i
     return market_rules(cost, episode_length, return_windows=(window,), market_neutral=True, **holding)
 
 
-def market_algo_config(algo: str, *, steps: int, num_envs: int, network: str = "per_stock",
-                       replay_ratio: float = 1.0) -> dict[str, Any]:  # fmt: skip
+def market_algo_config(
+    algo: str, *, steps: int, num_envs: int, network: str = "per_stock", replay_ratio: float = 1.0
+) -> dict[str, Any]:
     """Config overrides of `algo` ("ppo", "sac", "td3") for the market env.
 
     ``network="per_stock"`` (the default) shares one small network across the stocks
@@ -221,4 +227,15 @@ def apply_preset(
     return {**rules, **dict(env_config or {})}, given
 
 
-__all__ = ["COSTS_PPO", "COSTS_TRADE_RATE", "HOLDING", "PRESETS", "REWARD_SCALE", "apply_preset", "edge_rules", "market_algo_config", "market_rules", "preset_rules"]
+__all__ = [
+    "COSTS_PPO",
+    "COSTS_TRADE_RATE",
+    "HOLDING",
+    "PRESETS",
+    "REWARD_SCALE",
+    "apply_preset",
+    "edge_rules",
+    "market_algo_config",
+    "market_rules",
+    "preset_rules",
+]

@@ -133,57 +133,148 @@ class RunFile:
 FILES: tuple[RunFile, ...] = (
     RunFile(CONFIG, "toml", "trader.train", "trader backtest, trader baselines, trader train --config, the dashboard"),
     RunFile(METRICS, "parquet", "trader.train", "the dashboard (training curves), benchmarks/"),
-    RunFile(f"{CHECKPOINTS}/*.safetensors", "safetensors", "trader.agents.checkpoint",
-            "trader backtest, the tournament (children, the ensemble), init_from", CHECKPOINT_VERSION),
-    RunFile(f"{CHECKPOINTS}/*.json", "json", "trader.agents.checkpoint",
-            "trader backtest, the tournament, init_from", CHECKPOINT_VERSION),
-    RunFile(f"{SNAPSHOTS}/*.safetensors", "safetensors", "trader.agents.checkpoint (trader.train's snapshot_every)",
-            "trader.experiment (Figure 7: test return against training wall-clock)", CHECKPOINT_VERSION),
-    RunFile(f"{SNAPSHOTS}/*.json", "json", "trader.agents.checkpoint (trader.train's snapshot_every)",
-            "trader.experiment", CHECKPOINT_VERSION),
+    RunFile(
+        f"{CHECKPOINTS}/*.safetensors",
+        "safetensors",
+        "trader.agents.checkpoint",
+        "trader backtest, the tournament (children, the ensemble), init_from",
+        CHECKPOINT_VERSION,
+    ),
+    RunFile(
+        f"{CHECKPOINTS}/*.json",
+        "json",
+        "trader.agents.checkpoint",
+        "trader backtest, the tournament, init_from",
+        CHECKPOINT_VERSION,
+    ),
+    RunFile(
+        f"{SNAPSHOTS}/*.safetensors",
+        "safetensors",
+        "trader.agents.checkpoint (trader.train's snapshot_every)",
+        "trader.experiment (Figure 7: test return against training wall-clock)",
+        CHECKPOINT_VERSION,
+    ),
+    RunFile(
+        f"{SNAPSHOTS}/*.json",
+        "json",
+        "trader.agents.checkpoint (trader.train's snapshot_every)",
+        "trader.experiment",
+        CHECKPOINT_VERSION,
+    ),
     RunFile(DATASET, "json", "trader.train, trader.backtesting.report", "the dashboard (data set panel)"),
-    RunFile(TRIALS, "parquet", "trader.train; tournament.orchestrator (every pod's, gathered)",
-            "the report's selection statistics (trader.backtesting.runs), the dashboard"),
-    RunFile(TOURNAMENT, "toml", "tournament.orchestrator", "trader tournament --resume, trader backtest, trader baselines, the dashboard"),
+    RunFile(
+        TRIALS,
+        "parquet",
+        "trader.train; tournament.orchestrator (every pod's, gathered)",
+        "the report's selection statistics (trader.backtesting.runs), the dashboard",
+    ),
+    RunFile(
+        TOURNAMENT,
+        "toml",
+        "tournament.orchestrator",
+        "trader tournament --resume, trader backtest, trader baselines, the dashboard",
+    ),
     RunFile(EVENTS, "jsonl", "tournament.events", "trader tournament --resume (replay)"),
-    RunFile(LEADERBOARD, "json", "tournament.leaderboard", "trader backtest (best, ensemble), the dashboard", LEADERBOARD_VERSION),
+    RunFile(
+        LEADERBOARD,
+        "json",
+        "tournament.leaderboard",
+        "trader backtest (best, ensemble), the dashboard",
+        LEADERBOARD_VERSION,
+    ),
     RunFile(PODS, "parquet", "tournament.orchestrator", "the dashboard"),
-    RunFile(SELECTION, "json", "tournament.orchestrator (tournament.selection)",
-            "trader backtest (the ensemble, the result), trader act, the demo, the dashboard", SELECTION_VERSION),
+    RunFile(
+        SELECTION,
+        "json",
+        "tournament.orchestrator (tournament.selection)",
+        "trader backtest (the ensemble, the result), trader act, the demo, the dashboard",
+        SELECTION_VERSION,
+    ),
     RunFile(f"{PODS_DIR}/*/{ERROR}", "text", "tournament.pod", "a person reading a failed pod"),
-    RunFile(f"{PODS_DIR}/*/{POD_RESULT}", "json", "tournament.pod",
-            "tournament.pod (a second run of the pod returns it instead of training again)", POD_RESULT_VERSION),
-    RunFile(f"{BASELINES_DIR}/*/{BASELINE_SIDECAR}", "json", "trader.libraries.folder", "trader backtest, the dashboard", BASELINE_VERSION),
+    RunFile(
+        f"{PODS_DIR}/*/{POD_RESULT}",
+        "json",
+        "tournament.pod",
+        "tournament.pod (a second run of the pod returns it instead of training again)",
+        POD_RESULT_VERSION,
+    ),
+    RunFile(
+        f"{BASELINES_DIR}/*/{BASELINE_SIDECAR}",
+        "json",
+        "trader.libraries.folder",
+        "trader backtest, the dashboard",
+        BASELINE_VERSION,
+    ),
     RunFile(f"{BASELINES_DIR}/*/*.zip", "zip", "trader.baselines (SB3's model files)", "trader backtest"),
     RunFile(f"{BASELINES_DIR}/*/policy.safetensors", "safetensors", "trader.libraries.rllib_worker", "trader backtest"),
-    RunFile(f"{BASELINES_DIR}/*/*.json", "json", "trader.libraries.rllib (the RLlib worker's exchange files)", "trader.libraries.rllib"),
+    RunFile(
+        f"{BASELINES_DIR}/*/*.json",
+        "json",
+        "trader.libraries.rllib (the RLlib worker's exchange files)",
+        "trader.libraries.rllib",
+    ),
     RunFile(f"{BASELINES_DIR}/*/worker.log", "text", "trader.libraries.rllib", "a person"),
     RunFile(REPORT_JSON, "json", "trader.backtesting.report", "the dashboard, benchmarks/"),
     RunFile(REPORT_MD, "markdown", "trader.backtesting.report", "a person"),
     RunFile(f"{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtesting.report", "the dashboard"),
-    RunFile(f"{TRADES_DIR}/*.parquet", "parquet", "trader.backtesting.report (trader.backtesting.trades)",
-            "the dashboard (download), a person"),
+    RunFile(
+        f"{TRADES_DIR}/*.parquet",
+        "parquet",
+        "trader.backtesting.report (trader.backtesting.trades)",
+        "the dashboard (download), a person",
+    ),
     RunFile("tearsheet_*.png", "png", "trader.backtesting.report", "the dashboard"),
-    RunFile(f"{REPORTS_DIR}/*/{REPORT_JSON}", "json", "trader.backtesting.report",
-            "the dashboard (`trader.rundir.reports` lists them)"),
+    RunFile(
+        f"{REPORTS_DIR}/*/{REPORT_JSON}",
+        "json",
+        "trader.backtesting.report",
+        "the dashboard (`trader.rundir.reports` lists them)",
+    ),
     RunFile(f"{REPORTS_DIR}/*/{REPORT_MD}", "markdown", "trader.backtesting.report", "a person"),
     RunFile(f"{REPORTS_DIR}/*/{BACKTESTS_DIR}/*.parquet", "parquet", "trader.backtesting.report", "the dashboard"),
-    RunFile(f"{REPORTS_DIR}/*/{TRADES_DIR}/*.parquet", "parquet", "trader.backtesting.report (trader.backtesting.trades)",
-            "the dashboard (download), a person"),
+    RunFile(
+        f"{REPORTS_DIR}/*/{TRADES_DIR}/*.parquet",
+        "parquet",
+        "trader.backtesting.report (trader.backtesting.trades)",
+        "the dashboard (download), a person",
+    ),
     RunFile(f"{REPORTS_DIR}/*/tearsheet_*.png", "png", "trader.backtesting.report", "the dashboard"),
     RunFile(f"{REPORTS_DIR}/*/{DATASET}", "json", "trader.backtesting.report", "the dashboard (data set panel)"),
     RunFile(WF_CONFIG, "toml", "trader.walkforward", "trader walkforward (a resume must match it)"),
-    RunFile(f"{WF_FOLDS_DIR}/*/{WF_FOLD}", "json", "trader.walkforward",
-            "trader.walkforward (the marker of a finished fold; the next fold's starting book)", WF_FOLD_VERSION),
+    RunFile(
+        f"{WF_FOLDS_DIR}/*/{WF_FOLD}",
+        "json",
+        "trader.walkforward",
+        "trader.walkforward (the marker of a finished fold; the next fold's starting book)",
+        WF_FOLD_VERSION,
+    ),
     RunFile(WF_STITCHED, "parquet", "trader.walkforward", "the dashboard (stitched equity)"),
     RunFile(WF_REPORT_JSON, "json", "trader.walkforward", "the dashboard, benchmarks/", WF_REPORT_VERSION),
     RunFile(WF_REPORT_MD, "markdown", "trader.walkforward", "a person"),
-    RunFile(PAPER_SESSION, "json", "trader.paper.journal", "trader paper (a restart must match it), the dashboard", PAPER_VERSION),
+    RunFile(
+        PAPER_SESSION,
+        "json",
+        "trader.paper.journal",
+        "trader paper (a restart must match it), the dashboard",
+        PAPER_VERSION,
+    ),
     RunFile(PAPER_JOURNAL, "jsonl", "trader.paper.journal", "trader paper (a restart resumes from it), the dashboard"),
-    RunFile(PAPER_PENDING, "json", "trader.paper.journal", "trader paper (a restart finishes the bar it names)", PAPER_VERSION),
-    RunFile(EXPERIMENT, "toml", "trader.experiment", "trader experiment podracer (a resume must match it), the dashboard"),
-    RunFile(EXPERIMENT_DATASET, "toml", "trader.experiment",
-            "every learner of the experiment (its data set recipe), the dashboard (its split)"),
+    RunFile(
+        PAPER_PENDING,
+        "json",
+        "trader.paper.journal",
+        "trader paper (a restart finishes the bar it names)",
+        PAPER_VERSION,
+    ),
+    RunFile(
+        EXPERIMENT, "toml", "trader.experiment", "trader experiment podracer (a resume must match it), the dashboard"
+    ),
+    RunFile(
+        EXPERIMENT_DATASET,
+        "toml",
+        "trader.experiment",
+        "every learner of the experiment (its data set recipe), the dashboard (its split)",
+    ),
     RunFile(EXPERIMENT_JSON, "json", "trader.experiment", "a person, benchmarks/, the dashboard", EXPERIMENT_VERSION),
     RunFile(EXPERIMENT_TABLE, "markdown", "trader.experiment", "a person"),
     RunFile(EXPERIMENT_FIGURE, "parquet", "trader.experiment", "a person (Figure 7's points), the dashboard"),
@@ -240,8 +331,9 @@ def run_entries(root: str | os.PathLike[str]) -> list[str]:
     root = Path(root)
     if not root.is_dir():
         return []
-    return sorted(p.name + ("/" if p.is_dir() and not p.is_symlink() else "")
-                  for p in root.iterdir() if not is_temporary(p))  # fmt: skip
+    return sorted(
+        p.name + ("/" if p.is_dir() and not p.is_symlink() else "") for p in root.iterdir() if not is_temporary(p)
+    )
 
 
 def foreign_files(root: str | os.PathLike[str]) -> list[str]:
@@ -285,8 +377,10 @@ def check_new_run(root: str | os.PathLike[str], *, remedy: str, overwrite: bool 
     foreign = foreign_files(root)
     if foreign:
         listing = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-        raise UserError(f"--overwrite: {root} holds files that no run writes ({listing}); "
-                        "remove them yourself, or choose another run directory")  # fmt: skip
+        raise UserError(
+            f"--overwrite: {root} holds files that no run writes ({listing}); "
+            "remove them yourself, or choose another run directory"
+        )
 
 
 def claim_run(root: str | os.PathLike[str], name: str, config: Mapping[str, Any], what: str) -> bool:
@@ -303,8 +397,10 @@ def claim_run(root: str | os.PathLike[str], name: str, config: Mapping[str, Any]
         saved = {k: v for k, v in read_toml(path).items() if k != "run_dir"}
         if saved != wanted:
             changed = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
-            raise UserError(f"{root} holds {what} with another config (differs in {', '.join(changed)}): "
-                            "give the same options to resume it, or another run directory")  # fmt: skip
+            raise UserError(
+                f"{root} holds {what} with another config (differs in {', '.join(changed)}): "
+                "give the same options to resume it, or another run directory"
+            )
         return True
     check_new_run(root, remedy="give another run directory")
     write_toml(path, dict(config))
@@ -354,8 +450,11 @@ def reports(run_dir: str | os.PathLike[str]) -> list[Report]:
     found = [Report("", root)] if (root / REPORT_JSON).is_file() else []
     folder = root / REPORTS_DIR
     if folder.is_dir():
-        found += [Report(p.name, p) for p in sorted(folder.iterdir())
-                  if p.is_dir() and not is_temporary(p) and (p / REPORT_JSON).is_file()]  # fmt: skip
+        found += [
+            Report(p.name, p)
+            for p in sorted(folder.iterdir())
+            if p.is_dir() and not is_temporary(p) and (p / REPORT_JSON).is_file()
+        ]
     return found
 
 
@@ -670,8 +769,9 @@ def read_toml(path: str | os.PathLike[str], *, missing_ok: bool = False) -> dict
         raise RunFileError(f"{path}: not valid TOML ({err})") from None
 
 
-def read_parquet(path: str | os.PathLike[str], columns: tuple[str, ...] | None = None,
-                 optional: tuple[str, ...] = ()) -> Any:  # fmt: skip
+def read_parquet(
+    path: str | os.PathLike[str], columns: tuple[str, ...] | None = None, optional: tuple[str, ...] = ()
+) -> Any:
     """A Parquet file (optionally some columns) as a pandas DataFrame, or `RunFileError` naming it.
 
     ``optional``: more columns, read where the file has them (a column added to a file
@@ -764,8 +864,7 @@ def config_from_dict(config_cls: type, values: Mapping[str, Any]) -> Any:
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise ConfigError(
-            f"unknown {config_cls.__name__} key(s): {', '.join(unknown)}; "
-            f"valid keys: {', '.join(sorted(fields))}"
+            f"unknown {config_cls.__name__} key(s): {', '.join(unknown)}; valid keys: {', '.join(sorted(fields))}"
         )
     hints = typing.get_type_hints(config_cls)
     kwargs = {name: _coerce(hints.get(name), value) for name, value in values.items()}

@@ -52,7 +52,9 @@ class MarketSpec:
         if not isinstance(self.rules, EnvConfig):
             raise ConfigError(f"MarketSpec.rules must be an EnvConfig, got {type(self.rules).__name__}")
         if self.windows is not None and not isinstance(self.windows, Windows):
-            raise ConfigError(f"MarketSpec.windows must be trader.folds.Windows or None, got {type(self.windows).__name__}")
+            raise ConfigError(
+                f"MarketSpec.windows must be trader.folds.Windows or None, got {type(self.windows).__name__}"
+            )
 
     def data(self) -> MarketData:
         """The data set (loaded once per process, `trader.environments.load_market`) cut
@@ -67,8 +69,14 @@ class MarketSpec:
         return replace(self, windows=windows)
 
 
-def market_spec(dataset: str, rules: EnvConfig | Mapping[str, Any] | None = None, *, cost: float | None = None,
-                costs: NamedCosts | None = None, periods: Mapping[str, Any] | None = None) -> MarketSpec:  # fmt: skip
+def market_spec(
+    dataset: str,
+    rules: EnvConfig | Mapping[str, Any] | None = None,
+    *,
+    cost: float | None = None,
+    costs: NamedCosts | None = None,
+    periods: Mapping[str, Any] | None = None,
+) -> MarketSpec:
     """The spec of a market run, built at its entry point.
 
     :param dataset: a data set recipe (name or path).

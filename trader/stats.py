@@ -185,9 +185,7 @@ def sharpe_standard_error(sharpe: Any, n_obs: Any, skew: Any = 0.0, kurtosis: An
     return float(result) if np.ndim(result) == 0 else result
 
 
-def probabilistic_sharpe_ratio(
-    sharpe: Any, threshold: Any, n_obs: Any, skew: Any = 0.0, kurtosis: Any = 3.0
-) -> Any:
+def probabilistic_sharpe_ratio(sharpe: Any, threshold: Any, n_obs: Any, skew: Any = 0.0, kurtosis: Any = 3.0) -> Any:
     """Probability that the true Sharpe ratio exceeds ``threshold`` (PSR).
 
     PSR(SR*) = Phi( (SR - SR*) sqrt(T - 1) / sqrt(1 - gamma3 SR + (gamma4 - 1) / 4 SR**2) )
@@ -362,8 +360,10 @@ def sharpe_interval_analytic(returns: Any, timestamps: Any = None, confidence: f
     moments = sharpe_moments(returns, timestamps)
     if moments.reason is not None:
         return Interval(math.nan, math.nan, confidence, "analytic", moments.reason)
-    half = scipy_stats.norm.ppf(0.5 + confidence / 2.0) * math.sqrt(TRADING_DAYS) * sharpe_standard_error(
-        moments.sharpe, moments.days, moments.skew, moments.kurtosis
+    half = (
+        scipy_stats.norm.ppf(0.5 + confidence / 2.0)
+        * math.sqrt(TRADING_DAYS)
+        * sharpe_standard_error(moments.sharpe, moments.days, moments.skew, moments.kurtosis)
     )
     return Interval(float(moments.annual_sharpe - half), float(moments.annual_sharpe + half), confidence, "analytic")
 
@@ -542,6 +542,11 @@ def spa_test(
     spa.compute()
     pvalues = spa.pvalues
     return SPAResult(
-        float(pvalues["consistent"]), float(pvalues["lower"]), float(pvalues["upper"]),
-        trials.shape[0], values.shape[1], int(block_length), reps,
-    )  # fmt: skip
+        float(pvalues["consistent"]),
+        float(pvalues["lower"]),
+        float(pvalues["upper"]),
+        trials.shape[0],
+        values.shape[1],
+        int(block_length),
+        reps,
+    )

@@ -168,8 +168,12 @@ def train(
         seconds of training have passed, into ``snapshots/ms<milliseconds>`` (a learning
         curve against wall-clock: `trader.experiment`'s Figure 7). None: no snapshots.
     """
-    for name, value, low in (("steps", steps, 1), ("num_envs", num_envs, 1), ("eval_every", eval_every, 0),
-                             ("eval_episodes", eval_episodes, 1)):  # fmt: skip
+    for name, value, low in (
+        ("steps", steps, 1),
+        ("num_envs", num_envs, 1),
+        ("eval_every", eval_every, 0),
+        ("eval_episodes", eval_episodes, 1),
+    ):
         if value < low:
             raise ConfigError(f"train: {name} must be >= {low}, got {value}")
     if snapshot_every is not None and not snapshot_every > 0:
@@ -177,7 +181,9 @@ def train(
     if time_budget is not None and not time_budget > 0:
         raise ConfigError(f"train: time_budget must be > 0 seconds, got {time_budget}")
     root = Path(run_dir)
-    rundir.check_new_run(root, remedy="pass overwrite=True to replace it, or another run directory", overwrite=overwrite)
+    rundir.check_new_run(
+        root, remedy="pass overwrite=True to replace it, or another run directory", overwrite=overwrite
+    )
     spec = get_spec(algo)
     algo_config = _resolve_config(spec.config_cls, config)
     device = resolve_device(device)
@@ -219,15 +225,18 @@ def train(
     rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget, snapshot_every)
     frame = pd.DataFrame(rows)
     rundir.write_parquet(root / rundir.METRICS, frame)
-    save_checkpoint(agent, root / rundir.CHECKPOINTS / "final", data_window=envs.data_window,
-                    info={"step": int(frame["step"].iloc[-1])})  # fmt: skip
+    save_checkpoint(
+        agent,
+        root / rundir.CHECKPOINTS / "final",
+        data_window=envs.data_window,
+        info={"step": int(frame["step"].iloc[-1])},
+    )
     _write_trials(root, envs.evaluator)
     best = None
     if envs.evaluator is not None and envs.evaluator.best_state is not None:
         envs.evaluator.save_best(root / rundir.CHECKPOINTS / "best", data_window=envs.data_window)
         best = envs.evaluator.best_score
-    return TrainResult(root, agent, int(frame["step"].iloc[-1]),
-                       float(frame["wall_time"].iloc[-1]), best, frame)  # fmt: skip
+    return TrainResult(root, agent, int(frame["step"].iloc[-1]), float(frame["wall_time"].iloc[-1]), best, frame)
 
 
 def _loop(
@@ -266,8 +275,12 @@ def _loop(
         rows.append(row)
         if row["wall_time"] >= next_snapshot:  # one snapshot, named by the latest mark it passed
             mark = snapshot_every * math.floor(row["wall_time"] / snapshot_every)
-            save_checkpoint(runner.agent, root / rundir.SNAPSHOTS / snapshot_name(mark), data_window=envs.data_window,
-                            info={"step": done_steps, "seconds": row["wall_time"]})  # fmt: skip
+            save_checkpoint(
+                runner.agent,
+                root / rundir.SNAPSHOTS / snapshot_name(mark),
+                data_window=envs.data_window,
+                info={"step": done_steps, "seconds": row["wall_time"]},
+            )
             next_snapshot = mark + snapshot_every
         if on_iteration is not None:
             on_iteration(row)
@@ -322,18 +335,27 @@ def build_envs(
     """Training env + evaluator for a market spec, a gymnasium id, a recipe, a panel or a built env."""
     if isinstance(env, MarketSpec):
         if env_config is not None or periods:
-            raise ConfigError("a MarketSpec carries the env rules and the windows; give no env_config or periods beside it")
+            raise ConfigError(
+                "a MarketSpec carries the env rules and the windows; give no env_config or periods beside it"
+            )
         name = resolve_env(env.dataset)
-        return _market_envs(env.data(), num_envs, device, env.rules, compile,
-                            recipe=name.value if name.kind == "recipe_file" else None)  # fmt: skip
+        return _market_envs(
+            env.data(), num_envs, device, env.rules, compile, recipe=name.value if name.kind == "recipe_file" else None
+        )
     if isinstance(env, str):
         name = resolve_env(env)
         if name.is_gym:
             if env_config is not None or periods:
                 raise ConfigError("env_config and periods apply to market envs only, not to gymnasium ids")
             return _gym_envs(name.value, num_envs, device, seed, eval_episodes)
-        return _market_envs(load_market(name.value, periods), num_envs, device, env_config, compile,
-                            recipe=name.value if name.kind == "recipe_file" else None)
+        return _market_envs(
+            load_market(name.value, periods),
+            num_envs,
+            device,
+            env_config,
+            compile,
+            recipe=name.value if name.kind == "recipe_file" else None,
+        )
     if _is_market_data(env):
         return _market_envs(env.with_periods(periods), num_envs, device, env_config, compile)
     if periods:
@@ -354,9 +376,7 @@ def _is_market_data(value: Any) -> bool:
     return isinstance(value, MarketData)
 
 
-def _gym_envs(
-    env_id: str, num_envs: int, device: torch.device, seed: int, eval_episodes: int
-) -> BuiltEnvs:
+def _gym_envs(env_id: str, num_envs: int, device: torch.device, seed: int, eval_episodes: int) -> BuiltEnvs:
     from market_envs.gym_vec import GymVecEnv
 
     train_env = GymVecEnv(env_id, num_envs, device, seed)
@@ -376,9 +396,7 @@ def _market_envs(
     from market_envs.env import EnvConfig, StockTradingVecEnv
 
     train_data, val_data = data.period("train"), data.period("validation")
-    cfg = env_config if isinstance(env_config, EnvConfig) else config_from_dict(
-        EnvConfig, env_config or {}
-    )
+    cfg = env_config if isinstance(env_config, EnvConfig) else config_from_dict(EnvConfig, env_config or {})
     train_env = StockTradingVecEnv(train_data, num_envs, device, cfg, compile=compile)
     evaluator = market_evaluator(val_data, cfg, device, compile=compile)
     window = {
@@ -390,9 +408,13 @@ def _market_envs(
         "env_config": config_to_dict(cfg),
     }
     card = data.describe()
-    description = {"kind": "market", "dataset": recipe or data.name, "env_config": config_to_dict(cfg),
-                   "cost_model": NamedCosts.from_config(cfg).name,
-                   "dataset_periods": {name: [part["start"], part["end"]] for name, part in card.get("periods", {}).items()}}  # fmt: skip
+    description = {
+        "kind": "market",
+        "dataset": recipe or data.name,
+        "env_config": config_to_dict(cfg),
+        "cost_model": NamedCosts.from_config(cfg).name,
+        "dataset_periods": {name: [part["start"], part["end"]] for name, part in card.get("periods", {}).items()},
+    }
     if "periods" in data.meta:
         description["periods"] = data.meta["periods"]
         window["periods"] = data.meta["periods"]
@@ -403,8 +425,10 @@ def check_dataset_periods(found: Any, recorded: Any, description: dict[str, Any]
     """A rerun's data set must have the periods its run recorded (``[env.dataset_periods]``
     of config.toml): otherwise the data set changed since, and the rerun would not reproduce."""
     if found != recorded:
-        raise UserError(f"data set {description.get('dataset')!r} has other periods than the run recorded "
-                        f"(now {found}, recorded {recorded}): it changed since the run")  # fmt: skip
+        raise UserError(
+            f"data set {description.get('dataset')!r} has other periods than the run recorded "
+            f"(now {found}, recorded {recorded}): it changed since the run"
+        )
 
 
 def rerun_arguments(values: dict[str, Any]) -> dict[str, Any]:
@@ -416,8 +440,12 @@ def rerun_arguments(values: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"config.toml: [env] must describe a market data set or a gymnasium env, got {env!r}")
     arguments: dict[str, Any] = {"algo": values.get("algo"), "config": values.get("algo_config") or {}}
     if env["kind"] == "market":
-        arguments.update(env=env["dataset"], env_config=env.get("env_config"), periods=env.get("periods"),
-                         dataset_periods=env.get("dataset_periods"))  # fmt: skip
+        arguments.update(
+            env=env["dataset"],
+            env_config=env.get("env_config"),
+            periods=env.get("periods"),
+            dataset_periods=env.get("dataset_periods"),
+        )
     else:
         arguments.update(env=env["id"], eval_episodes=env.get("eval_episodes", 5))
     for key in ("steps", "seed", "device", "num_envs", "eval_every", "compile", "time_budget", "init_from", "preset"):
@@ -437,7 +465,6 @@ def _write_trials(root: Path, evaluator: Evaluator | None) -> None:
     steps, scores, daily = zip(*evaluator.trials, strict=True)
     keys = pd.DataFrame({"step": list(steps), "score": list(scores)})
     rundir.write_parquet(root / rundir.TRIALS, rundir.trials_frame(keys, list(daily)))
-
 
 
 def _resolve_config(config_cls: type, config: Any) -> Any:

@@ -122,7 +122,9 @@ class WalkForwardConfig:
         object.__setattr__(self, "baselines", tuple(self.baselines))
         object.__setattr__(self, "baseline_algos", tuple(self.baseline_algos))
         if "rllib" in self.baselines:
-            raise UserError("--baselines: rllib runs in its own environment and is not walked forward; use sb3, sb3-dummy or finrl")
+            raise UserError(
+                "--baselines: rllib runs in its own environment and is not walked forward; use sb3, sb3-dummy or finrl"
+            )
         unknown = [name for name in self.baselines if name not in BASELINE_LIBRARIES]
         if unknown:
             raise UserError(f"--baselines: unknown library {unknown}; choose from {', '.join(BASELINE_LIBRARIES)}")
@@ -131,10 +133,14 @@ class WalkForwardConfig:
 
             bad = [a for a in self.baseline_algos if a not in SB3_ALGOS]
             if bad or not self.baseline_algos:
-                raise UserError(f"--baseline-algos: unknown algorithm {bad or '(none)'}; SB3 baselines take {', '.join(SB3_ALGOS)}")
+                raise UserError(
+                    f"--baseline-algos: unknown algorithm {bad or '(none)'}; SB3 baselines take {', '.join(SB3_ALGOS)}"
+                )
         if self.baseline_steps is not None and self.baseline_steps < 1:
             raise UserError(f"--baseline-steps must be >= 1, got {self.baseline_steps}")
-        reserved = sorted({"run_dir", "env", "env_config", "seed", "periods", "backtest", "warm_start"} & set(self.tournament))
+        reserved = sorted(
+            {"run_dir", "env", "env_config", "seed", "periods", "backtest", "warm_start"} & set(self.tournament)
+        )
         if reserved:
             raise ConfigError(f"tournament keys {reserved} are set by the walk-forward for each fold")
 
@@ -217,9 +223,25 @@ def walk_forward(
     # the rules in full, however given (keys, an EnvConfig or None), so that walkforward.toml
     # records the same rules for the same run whether the CLI or the Python API started it
     rules = env_config if isinstance(env_config, EnvConfig) else config_from_dict(EnvConfig, dict(env_config or {}))
-    config = WalkForwardConfig(str(run_dir), name.value, folds, learner, seed, device, steps, num_envs, eval_every,
-                               dict(algo_config or {}), rules, dict(tournament or {}),
-                               tuple(baselines), tuple(baseline_algos), baseline_steps, warm_start, compile)  # fmt: skip
+    config = WalkForwardConfig(
+        str(run_dir),
+        name.value,
+        folds,
+        learner,
+        seed,
+        device,
+        steps,
+        num_envs,
+        eval_every,
+        dict(algo_config or {}),
+        rules,
+        dict(tournament or {}),
+        tuple(baselines),
+        tuple(baseline_algos),
+        baseline_steps,
+        warm_start,
+        compile,
+    )
     return run(config, on_progress)
 
 
@@ -234,7 +256,9 @@ def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkF
     data = load_market(config.dataset)
     plan = make_folds(data.timestamps, config.folds)
     if not consecutive(plan):
-        raise UserError("--step is longer than --test: the test windows leave gaps, and the stitched record needs them consecutive")
+        raise UserError(
+            "--step is longer than --test: the test windows leave gaps, and the stitched record needs them consecutive"
+        )
     _claim(root, config)  # only once the folds fit the data
     records: list[dict[str, Any]] = []
     with _Cluster(config) as clients:
@@ -242,8 +266,9 @@ def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkF
             record = read_fold(root, fold.index)
             if record is None:
                 books = None if not records else records[-1]["books"]
-                record = _run_fold(config, spec.with_windows(fold.windows), data, fold, books, clients.get(), say,
-                                   len(plan))  # fmt: skip
+                record = _run_fold(
+                    config, spec.with_windows(fold.windows), data, fold, books, clients.get(), say, len(plan)
+                )
             else:
                 say(f"fold {fold.index + 1}/{len(plan)}: finished before, kept")
             records.append(record)
@@ -263,8 +288,16 @@ def _claim(root: Path, config: WalkForwardConfig) -> None:
 # --------------------------------------------------------------------------- one fold
 
 
-def _run_fold(config: WalkForwardConfig, spec: MarketSpec, data: Any, fold: Fold, start_books: dict[str, Any] | None,
-              client: Any, say: Progress, total: int) -> dict[str, Any]:  # fmt: skip
+def _run_fold(
+    config: WalkForwardConfig,
+    spec: MarketSpec,
+    data: Any,
+    fold: Fold,
+    start_books: dict[str, Any] | None,
+    client: Any,
+    say: Progress,
+    total: int,
+) -> dict[str, Any]:
     """Train, select and test one fold (``spec``: its data set, rules and windows) into a
     fresh ``folds/<k>/``; write its marker last."""
     from trader.backtesting.engine import Book
@@ -275,16 +308,25 @@ def _run_fold(config: WalkForwardConfig, spec: MarketSpec, data: Any, fold: Fold
         shutil.rmtree(folder)
     periods = fold.periods(data.timestamps)
     test = periods["test"]
-    say(f"fold {fold.index + 1}/{total}: {config.learner} on train {periods['train'][0][:10]} .. "
-        f"{periods['train'][1][:10]}, test {test[0][:10]} .. {test[1][:10]}")  # fmt: skip
+    say(
+        f"fold {fold.index + 1}/{total}: {config.learner} on train {periods['train'][0][:10]} .. "
+        f"{periods['train'][1][:10]}, test {test[0][:10]} .. {test[1][:10]}"
+    )
     winner = _train_fold(config, fold.index, spec, periods, folder, client)
     names = [SELECTED, *_train_baselines(config, spec, folder, say)]
     contents = read_run(folder, spec)  # the strategies the fold made; its data set, rules and windows: the spec's
     yardsticks = [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None]
     books = {name: Book.from_dict(b) for name, b in (start_books or {}).items() if name in names}
-    result = backtest_run(folder, spec=spec, strategies=names, baselines=yardsticks,
-                          config=backtest_config(contents, tear_sheet=False), device=config.device,
-                          initial_books=books, own=True)  # fmt: skip
+    result = backtest_run(
+        folder,
+        spec=spec,
+        strategies=names,
+        baselines=yardsticks,
+        config=backtest_config(contents, tear_sheet=False),
+        device=config.device,
+        initial_books=books,
+        own=True,
+    )
     trials = contents_trials(contents)
     sharpe = result.metrics["sharpe_ratio"]
     record = {
@@ -297,20 +339,27 @@ def _run_fold(config: WalkForwardConfig, spec: MarketSpec, data: Any, fold: Fold
         **winner,
         "test_sharpe": _float(sharpe.get(SELECTED)),
         **{f"{y}_test_sharpe": _float(sharpe.get(y)) for y in yardsticks},
-        "baselines": {name: {"test_sharpe": _float(sharpe.get(name)), "validation_sharpe": _best(trials.get(name))}
-                      for name in names[1:]},
-        "trial_sharpes": {name: [] if name not in trials else [_float(s) for s in trials[name].sharpes] for name in names},
+        "baselines": {
+            name: {"test_sharpe": _float(sharpe.get(name)), "validation_sharpe": _best(trials.get(name))}
+            for name in names[1:]
+        },
+        "trial_sharpes": {
+            name: [] if name not in trials else [_float(s) for s in trials[name].sharpes] for name in names
+        },
         "start_books": start_books,
         "books": {name: Book.final(result, name).to_dict() for name in names},
     }
     rundir.write_json(folder / rundir.WF_FOLD, record)  # the marker: last
-    say(f"fold {fold.index + 1}/{total}: done; winner {record['algo']}, validation Sharpe "
-        f"{_text(record['validation_sharpe'])}, test Sharpe {_text(record['test_sharpe'])}")  # fmt: skip
+    say(
+        f"fold {fold.index + 1}/{total}: done; winner {record['algo']}, validation Sharpe "
+        f"{_text(record['validation_sharpe'])}, test Sharpe {_text(record['test_sharpe'])}"
+    )
     return rundir.read_json(folder / rundir.WF_FOLD)  # as a resumed run reads it: the same floats
 
 
-def _train_fold(config: WalkForwardConfig, k: int, spec: MarketSpec, periods: dict[str, list[str]], folder: Path,
-                client: Any) -> dict[str, Any]:  # fmt: skip
+def _train_fold(
+    config: WalkForwardConfig, k: int, spec: MarketSpec, periods: dict[str, list[str]], folder: Path, client: Any
+) -> dict[str, Any]:
     """Fold k's run directory, trained and selected on its windows (a single learner on
     ``spec`` itself; a tournament's pods on ``periods``, the windows as tournament.toml
     records them); the winner's algorithm, hyperparameters and validation Sharpe."""
@@ -324,16 +373,33 @@ def _train_fold(config: WalkForwardConfig, k: int, spec: MarketSpec, periods: di
         best = result.leaderboard.best()
         if best is None:
             raise UserError(f"fold {k}: no pod of the tournament finished (see {folder / rundir.PODS})")
-        return {"algo": best.algo, "pod_id": best.pod_id, "hyperparameters": best.hyperparameters,
-                "validation_sharpe": _float(best.score)}  # fmt: skip
+        return {
+            "algo": best.algo,
+            "pod_id": best.pod_id,
+            "hyperparameters": best.hyperparameters,
+            "validation_sharpe": _float(best.score),
+        }
     from trader.training import train
 
     previous = fold_dir(config.run_dir, k - 1) / rundir.CHECKPOINTS / "best" if config.warm_start and k > 0 else None
-    result = train(config.learner, spec, dict(config.algo_config), folder, steps=config.steps,
-                   seed=config.seed + k, device=config.device, num_envs=config.num_envs, eval_every=config.eval_every,
-                   init_from=previous, compile=config.compile)  # fmt: skip
-    return {"algo": config.learner, "hyperparameters": rundir.toml_ready(config_to_dict(result.agent.config)),  # as config.toml has them
-            "validation_sharpe": _float(result.best_score)}  # fmt: skip
+    result = train(
+        config.learner,
+        spec,
+        dict(config.algo_config),
+        folder,
+        steps=config.steps,
+        seed=config.seed + k,
+        device=config.device,
+        num_envs=config.num_envs,
+        eval_every=config.eval_every,
+        init_from=previous,
+        compile=config.compile,
+    )
+    return {
+        "algo": config.learner,
+        "hyperparameters": rundir.toml_ready(config_to_dict(result.agent.config)),  # as config.toml has them
+        "validation_sharpe": _float(result.best_score),
+    }
 
 
 def _train_baselines(config: WalkForwardConfig, spec: MarketSpec, folder: Path, say: Progress) -> list[str]:
@@ -344,9 +410,17 @@ def _train_baselines(config: WalkForwardConfig, spec: MarketSpec, folder: Path, 
         return []
     from trader.libraries import baselines
 
-    result = baselines(folder, config.baselines, config.baseline_algos, steps=config.baseline_budget(),
-                       seeds=[config.seed], spec=spec, device=config.device, backtest=False,
-                       progress=lambda line: say(f"  {line}"))  # fmt: skip
+    result = baselines(
+        folder,
+        config.baselines,
+        config.baseline_algos,
+        steps=config.baseline_budget(),
+        seeds=[config.seed],
+        spec=spec,
+        device=config.device,
+        backtest=False,
+        progress=lambda line: say(f"  {line}"),
+    )
     return [o.name for o in result.outcomes if o.status == "finished"]
 
 
@@ -361,10 +435,18 @@ def _tournament_config(config: WalkForwardConfig, k: int, periods: dict[str, lis
     from tournament import TournamentConfig
 
     rules = config.env_config if isinstance(config.env_config, Mapping) else config_to_dict(config.env_config)
-    return TournamentConfig.from_dict({
-        **config.tournament, "run_dir": str(folder), "env": config.dataset, "env_config": dict(rules),
-        "seed": config.seed + k, "periods": periods, "backtest": False, "device": config.device,
-    })  # fmt: skip
+    return TournamentConfig.from_dict(
+        {
+            **config.tournament,
+            "run_dir": str(folder),
+            "env": config.dataset,
+            "env_config": dict(rules),
+            "seed": config.seed + k,
+            "periods": periods,
+            "backtest": False,
+            "device": config.device,
+        }
+    )
 
 
 class _Cluster:
@@ -396,8 +478,9 @@ class _Cluster:
 # --------------------------------------------------------------------------- the stitched record
 
 
-def _stitch(config: WalkForwardConfig, spec: MarketSpec, data: Any, plan: list[Fold], records: list[dict[str, Any]]
-            ) -> tuple[pd.DataFrame, dict[str, Any]]:  # fmt: skip
+def _stitch(
+    config: WalkForwardConfig, spec: MarketSpec, data: Any, plan: list[Fold], records: list[dict[str, Any]]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Each walked strategy's test series end to end (the learner's ``best`` under the
     learner's name, and every baseline tested in every fold), the yardsticks over the
     same span (under ``spec``'s rules, every fold's), and the summary."""
@@ -414,8 +497,13 @@ def _stitch(config: WalkForwardConfig, spec: MarketSpec, data: Any, plan: list[F
     rules = backtest_config(read_run(fold_dir(config.run_dir, 0), spec), tear_sheet=False)
     whole = run_backtest(span, {}, baselines=yardsticks, config=rules, device=config.device)
     frames.update({y: whole.series[y] for y in yardsticks})
-    long = pd.concat([frame.assign(strategy=name, fold=fold_of).rename_axis("timestamp").reset_index()
-                      for name, frame in frames.items()], ignore_index=True)  # fmt: skip
+    long = pd.concat(
+        [
+            frame.assign(strategy=name, fold=fold_of).rename_axis("timestamp").reset_index()
+            for name, frame in frames.items()
+        ],
+        ignore_index=True,
+    )
     long = long[["timestamp", "strategy", "fold", *rundir.SERIES_COLUMNS]]
     returns = pd.DataFrame({name: frame["return"] for name, frame in frames.items()})
     traded = pd.DataFrame({name: frame["traded_value"] for name, frame in frames.items()})
@@ -424,7 +512,9 @@ def _stitch(config: WalkForwardConfig, spec: MarketSpec, data: Any, plan: list[F
     daily = metrics.daily_returns(returns, span.timestamps)
     trials = {}
     for name in walked:  # every fold's trials count against the stitched record
-        sharpes = np.array([np.nan if s is None else s for r in records for s in r["trial_sharpes"].get(name, [])], dtype=float)
+        sharpes = np.array(
+            [np.nan if s is None else s for r in records for s in r["trial_sharpes"].get(name, [])], dtype=float
+        )
         if len(sharpes):
             trials[config.learner if name == SELECTED else name] = Trials(sharpes)
     evidence = strategy_evidence(daily, trials, seed=config.seed)
@@ -443,23 +533,38 @@ def _walked_series(config: WalkForwardConfig, plan: list[Fold], name: str, span:
     return series
 
 
-def _summary(config: WalkForwardConfig, records: list[dict[str, Any]], table: pd.DataFrame,
-             evidence: dict[str, Any], span: Any, n_trials: dict[str, int]) -> dict[str, Any]:  # fmt: skip
+def _summary(
+    config: WalkForwardConfig,
+    records: list[dict[str, Any]],
+    table: pd.DataFrame,
+    evidence: dict[str, Any],
+    span: Any,
+    n_trials: dict[str, int],
+) -> dict[str, Any]:
     """``walkforward.json``: the config, the per-fold table, the stitched metrics and evidence."""
     reference = "benchmark" if "benchmark_test_sharpe" in records[0] else "equal_weight"
-    beaten = [r["test_sharpe"] is not None and r[f"{reference}_test_sharpe"] is not None
-              and r["test_sharpe"] > r[f"{reference}_test_sharpe"] for r in records]  # fmt: skip
+    beaten = [
+        r["test_sharpe"] is not None
+        and r[f"{reference}_test_sharpe"] is not None
+        and r["test_sharpe"] > r[f"{reference}_test_sharpe"]
+        for r in records
+    ]
     hidden = ("format_version", "books", "start_books", "trial_sharpes")
-    rows = [{k: v for k, v in r.items() if k not in hidden} | {"trials": len(r["trial_sharpes"][SELECTED])}
-            for r in records]  # fmt: skip
+    rows = [
+        {k: v for k, v in r.items() if k not in hidden} | {"trials": len(r["trial_sharpes"][SELECTED])} for r in records
+    ]
     return {
         "format_version": rundir.WF_REPORT_VERSION,
         "config": config.to_dict(),
         "folds": rows,
         "stitched": {
-            "start": str(span.start), "end": str(span.end), "bars": span.num_bars,
+            "start": str(span.start),
+            "end": str(span.end),
+            "bars": span.num_bars,
             "days": int(pd.Index(span.timestamps.date).nunique()),
-            "learner": config.learner, "reference": reference, "n_trials": n_trials,
+            "learner": config.learner,
+            "reference": reference,
+            "n_trials": n_trials,
             "metrics": {str(name): {k: _float(v) for k, v in row.items()} for name, row in table.iterrows()},
             "evidence": evidence,
             "share_of_folds_beating_reference": float(np.mean(beaten)),
@@ -474,29 +579,49 @@ def markdown(summary: Mapping[str, Any]) -> str:
     spec = cfg["folds"]
     baselines = list(summary["folds"][0]["baselines"])
     lines = [
-        f"# Walk-forward: {cfg['learner']} on {Path(cfg['dataset']).stem}", "",
+        f"# Walk-forward: {cfg['learner']} on {Path(cfg['dataset']).stem}",
+        "",
         f"Folds: train {spec['train']}, validation {spec['validation']}, test {spec['test']}, step {spec['step']}, "
-        f"{'expanding' if spec['expanding'] else 'rolling'}, embargo {spec['embargo']} bars; seed {cfg['seed']}.", "",
+        f"{'expanding' if spec['expanding'] else 'rolling'}, embargo {spec['embargo']} bars; seed {cfg['seed']}.",
+        "",
         f"| fold | train | validation | test | winner | validation Sharpe | test Sharpe | {reference} test Sharpe |"
         + "".join(f" {name} test Sharpe |" for name in baselines),
         "|---|---|---|---|---|---|---|---|" + "---|" * len(baselines),
-    ]  # fmt: skip
+    ]
     for row in summary["folds"]:
         w = row["windows"]
-        cells = [str(row["fold"]), *(f"{w[n][0][:10]} .. {w[n][1][:10]}" for n in WINDOWS), row["algo"],
-                 _text(row["validation_sharpe"]), _text(row["test_sharpe"]), _text(row[f"{reference}_test_sharpe"]),
-                 *(_text(row["baselines"].get(name, {}).get("test_sharpe")) for name in baselines)]  # fmt: skip
+        cells = [
+            str(row["fold"]),
+            *(f"{w[n][0][:10]} .. {w[n][1][:10]}" for n in WINDOWS),
+            row["algo"],
+            _text(row["validation_sharpe"]),
+            _text(row["test_sharpe"]),
+            _text(row[f"{reference}_test_sharpe"]),
+            *(_text(row["baselines"].get(name, {}).get("test_sharpe")) for name in baselines),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"## The stitched out-of-sample record ({stitched['start'][:10]} .. {stitched['end'][:10]}, "
-              f"{stitched['days']} days)", "",
-              "| strategy | cumulative return | annual return | Sharpe | Sortino | max drawdown |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        f"## The stitched out-of-sample record ({stitched['start'][:10]} .. {stitched['end'][:10]}, "
+        f"{stitched['days']} days)",
+        "",
+        "| strategy | cumulative return | annual return | Sharpe | Sortino | max drawdown |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, row in stitched["metrics"].items():
-        lines.append(f"| {name} | {_text(row.get('cum_returns_final'))} | {_text(row.get('annual_return'))} | "
-                     f"{_text(row.get('sharpe_ratio'))} | {_text(row.get('sortino_ratio'))} | {_text(row.get('max_drawdown'))} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {_text(row.get('cum_returns_final'))} | {_text(row.get('annual_return'))} | "
+            f"{_text(row.get('sharpe_ratio'))} | {_text(row.get('sortino_ratio'))} | {_text(row.get('max_drawdown'))} |"
+        )
     share = stitched["share_of_folds_beating_reference"]
-    lines += ["", f"The learner's test Sharpe beat the {reference}'s in {share:.0%} of the folds.",
-              "Trials counted for each deflated Sharpe ratio (every validation pass of every fold): "
-              + ", ".join(f"{name} {count}" for name, count in stitched["n_trials"].items()) + ".", ""]  # fmt: skip
+    lines += [
+        "",
+        f"The learner's test Sharpe beat the {reference}'s in {share:.0%} of the folds.",
+        "Trials counted for each deflated Sharpe ratio (every validation pass of every fold): "
+        + ", ".join(f"{name} {count}" for name, count in stitched["n_trials"].items())
+        + ".",
+        "",
+    ]
     lines += [f"- {name}: {row['sentence']}" for name, row in stitched["evidence"].items()]
     return "\n".join(lines) + "\n"
 

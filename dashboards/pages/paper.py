@@ -13,8 +13,10 @@ from dashboards import state
 st.title("Paper trading")
 runs = [run for run in state.all_runs() if run.has_paper]
 if not runs:
-    st.info(f"No paper trading in {state.runs_dir()}: start one with `trader paper RUN_DIR --broker replay` "
-            "(or `--broker alpaca` on a paper account).")  # fmt: skip
+    st.info(
+        f"No paper trading in {state.runs_dir()}: start one with `trader paper RUN_DIR --broker replay` "
+        "(or `--broker alpaca` on a paper account)."
+    )
     st.stop()
 
 run = {r.name: r for r in runs}[st.sidebar.selectbox("Run", [r.name for r in runs], key="paper_run")]
@@ -27,8 +29,10 @@ except state.RunFileError as err:
 session, records = journal["session"], journal["records"]
 config = session["config"]
 broker = session["broker"] + (" (dry run: no order sent)" if session.get("dry_run") else "")
-st.caption(f"{session['strategy']} of {run.name} on {broker}, {len(session['tickers'])} tickers, "
-           f"{session.get('interval')} bars; started {session.get('start', {}).get('time', '?')}.")  # fmt: skip
+st.caption(
+    f"{session['strategy']} of {run.name} on {broker}, {len(session['tickers'])} tickers, "
+    f"{session.get('interval')} bars; started {session.get('start', {}).get('time', '?')}."
+)
 if not records:
     st.info("The journal holds no bar yet.")
     st.stop()

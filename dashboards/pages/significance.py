@@ -29,8 +29,10 @@ if not evidence:
     st.stop()
 labels = {s["name"]: s["label"] for s in report["strategies"]}
 named = {labels.get(name, name): evidence[name] for name in report["order"] if name in evidence}
-st.caption(f"{report['period']['name']} period, {report['period']['start']} .. {report['period']['end']}. "
-           "On the test period the DSR of a selected strategy is conservative; the PSR is the honest figure.")  # fmt: skip
+st.caption(
+    f"{report['period']['name']} period, {report['period']['start']} .. {report['period']['end']}. "
+    "On the test period the DSR of a selected strategy is conservative; the PSR is the honest figure."
+)
 st.plotly_chart(significance.interval_figure(named), key="intervals")
 st.dataframe(significance.interval_frame(named), key="evidence", width="stretch")
 
@@ -40,7 +42,9 @@ if selection:
     winner = selection.get("winner")
     if winner is not None:
         sharpe = winner.get("sharpe")
-        st.markdown(f"- the winner's validation Sharpe {'n/a' if sharpe is None else f'{sharpe:.2f}'}: {winner['sentence']}")
+        st.markdown(
+            f"- the winner's validation Sharpe {'n/a' if sharpe is None else f'{sharpe:.2f}'}: {winner['sentence']}"
+        )
     for spa in selection.get("spa", {}).values():
         st.markdown(f"- {spa['sentence']}")
     if "pbo" in selection:
@@ -55,14 +59,21 @@ if selection:
             names = (keys["pod_id"] + "@" + keys["step"].astype(str)) if "pod_id" in keys else keys["step"].astype(str)
             chosen = {"winner": winner["sharpe"]} if winner is not None and winner.get("sharpe") is not None else None
             count = selection["n_trials"]
-            luck = {f"expected best of {count} zero-Sharpe trials": (winner or {}).get("expected_max_sharpe_null"),
-                    f"with the trials' own spread": (winner or {}).get("expected_max_sharpe")}
-            left.plotly_chart(significance.trial_sharpe_figure(keys["score"].to_numpy(), labels=list(names),
-                                                               luck=luck, selected=chosen),
-                              key="trials")  # fmt: skip
+            luck = {
+                f"expected best of {count} zero-Sharpe trials": (winner or {}).get("expected_max_sharpe_null"),
+                f"with the trials' own spread": (winner or {}).get("expected_max_sharpe"),
+            }
+            left.plotly_chart(
+                significance.trial_sharpe_figure(
+                    keys["score"].to_numpy(), labels=list(names), luck=luck, selected=chosen
+                ),
+                key="trials",
+            )
     logits = (selection.get("pbo") or {}).get("logits") or []
     if logits:
         right.plotly_chart(significance.pbo_figure(logits, selection["pbo"].get("pbo")), key="pbo")
 else:
-    st.caption("No selection statistics: the run records no trials (a backtest of given policies, or a run "
-               "without a validation period).")  # fmt: skip
+    st.caption(
+        "No selection statistics: the run records no trials (a backtest of given policies, or a run "
+        "without a validation period)."
+    )

@@ -41,9 +41,16 @@ picked = st.sidebar.multiselect("Strategies", names, default=names, key="strateg
 first = min(figures.period_dates(report)[0] for _, report in reports.values())
 last = max(figures.period_dates(report)[1] for _, report in reports.values())
 # Keyed on the runs too: their bounds change with the selection.
-dates = st.sidebar.date_input("Dates", value=(first.date(), last.date()), min_value=first.date(), max_value=last.date(),
-                              key="dates:" + "|".join(reports))  # fmt: skip
-start, end = (dates[0], dates[1]) if isinstance(dates, (tuple, list)) and len(dates) == 2 else (first.date(), last.date())
+dates = st.sidebar.date_input(
+    "Dates",
+    value=(first.date(), last.date()),
+    min_value=first.date(),
+    max_value=last.date(),
+    key="dates:" + "|".join(reports),
+)
+start, end = (
+    (dates[0], dates[1]) if isinstance(dates, (tuple, list)) and len(dates) == 2 else (first.date(), last.date())
+)
 log_scale = st.sidebar.checkbox("Log scale", value=False, key="log_scale")
 window = st.sidebar.slider("Rolling Sharpe window (sessions)", 5, 126, 21, key="window")
 
@@ -81,22 +88,37 @@ formats = {label: st.column_config.NumberColumn(label, format=fmt) for label, fm
 st.dataframe(figures.display_table(table), key="metrics", width="stretch", column_config=formats)
 st.download_button("Download CSV", table.to_csv().encode("utf-8"), file_name="metrics.csv", mime="text/csv")
 
-trade_lists = {(run_name, name): path for run_name, (run, report) in reports.items()
-               for name, path in runs_module.trade_files(report).items() if name in picked}  # fmt: skip
+trade_lists = {
+    (run_name, name): path
+    for run_name, (run, report) in reports.items()
+    for name, path in runs_module.trade_files(report).items()
+    if name in picked
+}
 if trade_lists:
     with st.expander("Trade lists: every fill, with its price and costs by term"):
-        chosen_list = st.selectbox("Strategy", list(trade_lists), format_func=lambda key: f"{key[0]}: {key[1]}" if several
-                                   else key[1], key="trade_list:" + "|".join(reports))  # fmt: skip
+        chosen_list = st.selectbox(
+            "Strategy",
+            list(trade_lists),
+            format_func=lambda key: f"{key[0]}: {key[1]}" if several else key[1],
+            key="trade_list:" + "|".join(reports),
+        )
         try:
             fills = state.trades(reports[chosen_list[0]][0], trade_lists[chosen_list])
         except state.RunFileError as err:
             state.problem(err)
         else:
-            st.caption(f"{len(fills):,} fills; value {fills['value'].sum():,.0f}, costs "
-                       f"{fills[['commission', 'spread', 'impact']].sum().sum():,.2f} (the report's, but the borrow fee).")
+            st.caption(
+                f"{len(fills):,} fills; value {fills['value'].sum():,.0f}, costs "
+                f"{fills[['commission', 'spread', 'impact']].sum().sum():,.2f} (the report's, but the borrow fee)."
+            )
             st.dataframe(fills.head(1000), key="trades_table", width="stretch")
-            st.download_button("Download the trade list (CSV)", fills.to_csv(index=False).encode("utf-8"),
-                               file_name=f"trades-{chosen_list[1]}.csv", mime="text/csv", key="trades_download")  # fmt: skip
+            st.download_button(
+                "Download the trade list (CSV)",
+                fills.to_csv(index=False).encode("utf-8"),
+                file_name=f"trades-{chosen_list[1]}.csv",
+                mime="text/csv",
+                key="trades_download",
+            )
 
 values = figures.wide(daily, "value")
 returns = figures.wide(daily, "return")
@@ -113,23 +135,31 @@ gross = figures.wide({label: frame for label, frame in daily.items() if "gross_e
 left.plotly_chart(figures.exposure_figure(figures.wide(daily, "exposure"), gross), key="exposure")
 if len(gross.columns) < len(daily):
     left.caption("Net exposure only for series written before gross value was recorded: run `trader backtest` again.")
-right.plotly_chart(figures.line_figure(figures.wide(daily, "turnover"), "Daily turnover (traded / value)", "turnover",
-                                       percent=True), key="turnover")  # fmt: skip
+right.plotly_chart(
+    figures.line_figure(figures.wide(daily, "turnover"), "Daily turnover (traded / value)", "turnover", percent=True),
+    key="turnover",
+)
 
 st.subheader("Costs")
-st.caption("report.json's own numbers, over the report's whole period (the date range above does not apply): each "
-           "part in bp of the value traded, and the Sharpe ratio at each multiple of the cost model.")  # fmt: skip
+st.caption(
+    "report.json's own numbers, over the report's whole period (the date range above does not apply): each "
+    "part in bp of the value traded, and the Sharpe ratio at each multiple of the cost model."
+)
 cost_rows, curves = [], {}
 for run_name, (run, report) in reports.items():
     prefix = f"{run_name}: " if several else ""
     if "costs" not in report:
-        st.info(f"{prefix}no costs recorded in report.json (written by an older version): "
-                "run `trader backtest` on it again.")  # fmt: skip
+        st.info(
+            f"{prefix}no costs recorded in report.json (written by an older version): "
+            "run `trader backtest` on it again."
+        )
         continue
     model = report.get("cost_model") or {}
     sources = f" Sources: {model['sources']}" if model.get("sources") else ""
-    st.caption(f"{prefix}cost model {model.get('name', 'custom')!r}: commission {model.get('buy_cost')} of the value "
-               f"bought, {model.get('sell_cost')} of the value sold, and the terms below.{sources}")  # fmt: skip
+    st.caption(
+        f"{prefix}cost model {model.get('name', 'custom')!r}: commission {model.get('buy_cost')} of the value "
+        f"bought, {model.get('sell_cost')} of the value sold, and the terms below.{sources}"
+    )
     with st.expander(f"{prefix}cost model terms (`CostModel`)"):
         st.json(model.get("costs") or {})
     shown = [name for name in report["order"] if name in picked]
@@ -138,8 +168,10 @@ for run_name, (run, report) in reports.items():
     cost_rows.append(table)
     breakeven = report.get("breakeven") or {}
     if not breakeven:
-        st.caption(f"{prefix}no breakeven cost: no multiples of the cost model were run (`--no-breakeven`, or a "
-                   "model that charges nothing).")  # fmt: skip
+        st.caption(
+            f"{prefix}no breakeven cost: no multiples of the cost model were run (`--no-breakeven`, or a "
+            "model that charges nothing)."
+        )
     curves.update({prefix + name: breakeven[name] for name in shown if name in breakeven})
 if cost_rows:
     table = pd.concat(cost_rows)
@@ -151,5 +183,9 @@ if cost_rows:
     shown = costs.display_costs(table)
     if curves:
         shown = shown.join(costs.breakeven_frame(curves)[["breakeven cost"]])
-    st.dataframe(shown, key="costs_table", width="stretch",
-                 column_config={"unfilled share": st.column_config.NumberColumn("unfilled share", format="percent")})
+    st.dataframe(
+        shown,
+        key="costs_table",
+        width="stretch",
+        column_config={"unfilled share": st.column_config.NumberColumn("unfilled share", format="percent")},
+    )

@@ -10,7 +10,9 @@ from dashboards import figures, state
 st.title("Tournament")
 runs = [run for run in state.all_runs() if run.has_tournament]
 if not runs:
-    st.info(f"No tournament in {state.runs_dir()}: start one with `trader tournament RUN_DIR --dataset synthetic-edge-daily`.")
+    st.info(
+        f"No tournament in {state.runs_dir()}: start one with `trader tournament RUN_DIR --dataset synthetic-edge-daily`."
+    )
     st.stop()
 
 run = {r.name: r for r in runs}[st.sidebar.selectbox("Tournament", [r.name for r in runs], key="tournament")]

@@ -19,7 +19,9 @@ if tournaments and st.sidebar.checkbox("Include tournament pods", value=not sour
             if (pod / rundir.METRICS).exists():
                 sources[f"{run.name}/{pod.name}"] = pod
 if not sources:
-    st.info(f"No training run in {state.runs_dir()}: train one with `trader train RUN_DIR --algo ppo --dataset synthetic-edge-daily`.")
+    st.info(
+        f"No training run in {state.runs_dir()}: train one with `trader train RUN_DIR --algo ppo --dataset synthetic-edge-daily`."
+    )
     st.stop()
 
 chosen = st.sidebar.multiselect("Runs", list(sources), default=list(sources)[:5], key="training_runs")
@@ -41,6 +43,8 @@ right.plotly_chart(figures.learning_curve_figure(frames, metric, x="wall_time"),
 if "samples_per_s" in columns:
     st.plotly_chart(figures.learning_curve_figure(frames, "samples_per_s", x="step"), key="throughput")
 st.subheader("Runs")
-st.caption("Best validation score: the score that chose each run's best checkpoint (the annualised "
-           "Sharpe ratio on a market, the mean episodic return on a gymnasium env).")
+st.caption(
+    "Best validation score: the score that chose each run's best checkpoint (the annualised "
+    "Sharpe ratio on a market, the mean episodic return on a gymnasium env)."
+)
 st.dataframe(figures.throughput_table(frames), key="runs_table", width="stretch")

@@ -16,7 +16,9 @@ from trader import rundir
 st.title("Walk-forward")
 runs = [run for run in state.all_runs() if run.has_walkforward]
 if not runs:
-    st.info(f"No walk-forward in {state.runs_dir()}: start one with `trader walkforward RUN_DIR --dataset synthetic-edge-daily --train 3y --validation 1y --test 1y`.")
+    st.info(
+        f"No walk-forward in {state.runs_dir()}: start one with `trader walkforward RUN_DIR --dataset synthetic-edge-daily --train 3y --validation 1y --test 1y`."
+    )
     st.stop()
 
 run = {r.name: r for r in runs}[st.sidebar.selectbox("Walk-forward", [r.name for r in runs], key="walkforward_run")]
@@ -32,15 +34,19 @@ except state.RunFileError as err:
     st.stop()
 
 if summary is None:
-    st.info(f"{run.name} has not finished: {len(folds)} fold(s) done, nothing stitched yet "
-            "(run the same `trader walkforward` command again to resume it).")  # fmt: skip
+    st.info(
+        f"{run.name} has not finished: {len(folds)} fold(s) done, nothing stitched yet "
+        "(run the same `trader walkforward` command again to resume it)."
+    )
     if not folds:
         st.stop()
 else:
     spec = summary["config"]["folds"]
-    st.caption(f"{summary['config']['learner']} on {summary['config']['dataset']}: train {spec['train']}, "
-               f"validation {spec['validation']}, test {spec['test']}, step {spec['step']}, "
-               f"{'expanding' if spec['expanding'] else 'rolling'}, embargo {spec['embargo']} bars.")  # fmt: skip
+    st.caption(
+        f"{summary['config']['learner']} on {summary['config']['dataset']}: train {spec['train']}, "
+        f"validation {spec['validation']}, test {spec['test']}, step {spec['step']}, "
+        f"{'expanding' if spec['expanding'] else 'rolling'}, embargo {spec['embargo']} bars."
+    )
 
 st.plotly_chart(views.timeline_figure(views.window_frame(folds)), key="wf_timeline")
 
@@ -50,21 +56,30 @@ if summary is not None:
     except state.RunFileError as err:
         state.problem(err)
     else:
-        st.plotly_chart(views.stitched_equity_figure(views.stitched_values(stitched), views.fold_starts(stitched)),
-                        key="wf_equity")  # fmt: skip
+        st.plotly_chart(
+            views.stitched_equity_figure(views.stitched_values(stitched), views.fold_starts(stitched)), key="wf_equity"
+        )
 
 st.subheader("Each fold's winner")
 st.dataframe(views.winners_frame(folds), key="wf_winners", width="stretch")
 
 if summary is not None:
     record = summary["stitched"]
-    st.subheader(f"The stitched out-of-sample record ({record['start'][:10]} .. {record['end'][:10]}, {record['days']} days)")
-    st.dataframe(views.stitched_metrics(record), key="wf_metrics", width="stretch",
-                 column_config={label: st.column_config.NumberColumn(format=f) for label, f in column_formats().items()})  # fmt: skip
+    st.subheader(
+        f"The stitched out-of-sample record ({record['start'][:10]} .. {record['end'][:10]}, {record['days']} days)"
+    )
+    st.dataframe(
+        views.stitched_metrics(record),
+        key="wf_metrics",
+        width="stretch",
+        column_config={label: st.column_config.NumberColumn(format=f) for label, f in column_formats().items()},
+    )
     share = record["share_of_folds_beating_reference"]
     trials = ", ".join(f"{name} {count}" for name, count in record["n_trials"].items())
-    st.markdown(f"The learner's test Sharpe beat the {record['reference']}'s in {share:.0%} of the folds. "
-                f"Trials counted for each deflated Sharpe ratio (every validation pass of every fold): {trials}.")  # fmt: skip
+    st.markdown(
+        f"The learner's test Sharpe beat the {record['reference']}'s in {share:.0%} of the folds. "
+        f"Trials counted for each deflated Sharpe ratio (every validation pass of every fold): {trials}."
+    )
     for name, evidence in record["evidence"].items():
         st.markdown(f"- {name}: {evidence['sentence']}")
     st.plotly_chart(significance.interval_figure(record["evidence"]), key="wf_intervals")

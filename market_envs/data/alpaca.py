@@ -60,7 +60,12 @@ class AlpacaBars:
     name = "alpaca"
 
     def __init__(
-        self, interval: str = "1min", feed: str = "sip", url: str | None = None, backoff: Backoff | None = None, timeout_s: float = 60.0
+        self,
+        interval: str = "1min",
+        feed: str = "sip",
+        url: str | None = None,
+        backoff: Backoff | None = None,
+        timeout_s: float = 60.0,
     ) -> None:
         if feed not in FEEDS:
             raise ConfigError(f"alpaca: feed {feed!r} is not one of {list(FEEDS)}")
@@ -89,7 +94,9 @@ class AlpacaBars:
         from alpaca.data.requests import StockBarsRequest
         from alpaca.data.timeframe import TimeFrame, TimeFrameUnit
 
-        frame = TimeFrame(1, TimeFrameUnit.Day) if self.minutes is None else TimeFrame(self.minutes, TimeFrameUnit.Minute)
+        frame = (
+            TimeFrame(1, TimeFrameUnit.Day) if self.minutes is None else TimeFrame(self.minutes, TimeFrameUnit.Minute)
+        )
         return StockBarsRequest(
             symbol_or_symbols=ticker,
             timeframe=frame,
@@ -102,8 +109,10 @@ class AlpacaBars:
 
     def _bars_once(self, ticker: str, start: pd.Timestamp, end: pd.Timestamp) -> dict:
         """Every page of one request; a retryable failure raises `Retryable`."""
-        return self._call(lambda: self._client.get_stock_bars(self._request(ticker, start, end)),
-                          f"request for {window_text(ticker, start, end)}")
+        return self._call(
+            lambda: self._client.get_stock_bars(self._request(ticker, start, end)),
+            f"request for {window_text(ticker, start, end)}",
+        )
 
     def latest_trades(self, tickers: list[str]) -> dict[str, float]:
         """The price of each ticker's latest trade (`/v2/stocks/trades/latest`, the feed's),
@@ -113,8 +122,14 @@ class AlpacaBars:
 
         what = f"request for the latest trades of {len(tickers)} ticker(s)"
         request = StockLatestTradeRequest(symbol_or_symbols=list(tickers), feed=DataFeed(self.feed))
-        raw = with_backoff(lambda: self._call(lambda: self._client.get_stock_latest_trade(request), what),
-                           self.backoff, f"alpaca: {what}") or {}  # fmt: skip
+        raw = (
+            with_backoff(
+                lambda: self._call(lambda: self._client.get_stock_latest_trade(request), what),
+                self.backoff,
+                f"alpaca: {what}",
+            )
+            or {}
+        )
         return {ticker: float(trade["p"]) for ticker, trade in raw.items() if trade and trade.get("p")}
 
     def _call(self, request, what: str):

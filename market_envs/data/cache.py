@@ -285,8 +285,9 @@ def _interleave_into(out: np.ndarray, columns: list[pa.Array], block: int = 1 <<
             out[lo:hi, j] = array[lo:hi]
 
 
-def _read_rows(path: Path, t: int, n: int, names: tuple[str, ...],
-               folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:  # fmt: skip
+def _read_rows(
+    path: Path, t: int, n: int, names: tuple[str, ...], folder: Path
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """The panel file's rows, one row group at a time into preallocated arrays (so a load
     holds the panel and one row group, not the whole table besides): features float32
     [t x n, F], tradable [t x n], reducible [t x n] (None for a file without the column:

@@ -40,9 +40,7 @@ def bar_minutes(interval: str) -> int | None:
         return None
     match = _MINUTES.match(text)
     if match is None or int(match.group(1)) <= 0:
-        raise ConfigError(
-            f"interval {interval!r} is not understood; use 'Nmin' (1min, 5min, 15min), 'Nh' or '1D'"
-        )
+        raise ConfigError(f"interval {interval!r} is not understood; use 'Nmin' (1min, 5min, 15min), 'Nh' or '1D'")
     count = int(match.group(1))
     minutes = count * 60 if match.group(2).lower().startswith("h") else count
     if minutes > 390:
@@ -146,12 +144,12 @@ def _session_table(first: pd.Timestamp, last: pd.Timestamp) -> pd.DataFrame:
     calendar = _calendar(first.year, last.year)
     schedule = calendar.schedule.loc[first:last, ["open", "close"]]
     index = pd.DatetimeIndex(schedule.index.tz_localize(None) if schedule.index.tz else schedule.index)
-    return pd.DataFrame(
-        {name: schedule[name].dt.tz_convert(EXCHANGE_TZ).set_axis(index) for name in ("open", "close")}
-    )
+    return pd.DataFrame({name: schedule[name].dt.tz_convert(EXCHANGE_TZ).set_axis(index) for name in ("open", "close")})
 
 
-def to_session_bars(long: pd.DataFrame, interval: str, outside: str = "drop", source: str | None = None) -> tuple[pd.DataFrame, int]:
+def to_session_bars(
+    long: pd.DataFrame, interval: str, outside: str = "drop", source: str | None = None
+) -> tuple[pd.DataFrame, int]:
     """Vendor bars (tz-aware, any zone: vendors send UTC) on the regular-session grid.
 
     Timestamps become exchange time (America/New_York, so both daylight-saving
@@ -187,13 +185,17 @@ def to_session_bars(long: pd.DataFrame, interval: str, outside: str = "drop", so
     if not inside.all() and outside == "refuse":
         first = int(np.argmin(inside))
         day = days[first]
-        hours = "a weekend or holiday: no session" if not is_session[first] else (
-            f"the session runs {opens[first]:%H:%M}-{closes[first]:%H:%M}"
-            + ("" if step is None or step == 1 else f" in {step}-minute bars from the open")
+        hours = (
+            "a weekend or holiday: no session"
+            if not is_session[first]
+            else (
+                f"the session runs {opens[first]:%H:%M}-{closes[first]:%H:%M}"
+                + ("" if step is None or step == 1 else f" in {step}-minute bars from the open")
+            )
         )
         raise DataError(
             f"{where}ticker {long['ticker'].iloc[first]} at {stamps[first]}: bar outside the regular session "
-            f"on {day:%Y-%m-%d} ({hours}); set outside_session = \"drop\" to drop such bars"
+            f'on {day:%Y-%m-%d} ({hours}); set outside_session = "drop" to drop such bars'
         )
     kept = long.assign(timestamp=stamps)[inside].reset_index(drop=True)
     return kept, int((~inside).sum())

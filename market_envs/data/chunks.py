@@ -134,13 +134,22 @@ class DownloadBar:
 
     def __init__(self, console=None) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("chunks [{task.fields[tickers]}] tickers, {task.fields[rows]:,} rows, {task.fields[fetched]} fetched"),
+            TextColumn(
+                "chunks [{task.fields[tickers]}] tickers, {task.fields[rows]:,} rows, {task.fields[fetched]} fetched"
+            ),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
@@ -185,8 +194,17 @@ class ChunkReader:
     :param now: the present, for telling finished months from the current one.
     """
 
-    def __init__(self, vendor: BarVendor, start, end, *, store: DataCache | None, bar: DownloadBar | None = None,
-                 progress: Callable[[str], None] | None = None, now: pd.Timestamp | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        vendor: BarVendor,
+        start,
+        end,
+        *,
+        store: DataCache | None,
+        bar: DownloadBar | None = None,
+        progress: Callable[[str], None] | None = None,
+        now: pd.Timestamp | None = None,
+    ) -> None:
         self.vendor, self.store, self.bar, self.progress, self.now = vendor, store, bar, progress, now
         self.start, self.end = _exchange_time(start), _exchange_time(end)
         self._kept: dict[tuple[str, str], pd.DataFrame] = {}
@@ -208,7 +226,9 @@ class ChunkReader:
                 if on_ticker is not None:
                     on_ticker(ticker, self._cut(pieces))
                 if self.progress:
-                    self.progress(f"{self.vendor.name}: {ticker} ({done}/{len(tickers)}): {len(chunks)} month(s), {fetched} fetched")
+                    self.progress(
+                        f"{self.vendor.name}: {ticker} ({done}/{len(tickers)}): {len(chunks)} month(s), {fetched} fetched"
+                    )
         finally:
             if self.bar is not None:
                 self.bar.stop()

@@ -123,7 +123,9 @@ def validate_values(frame: pd.DataFrame, source: str | None = None) -> None:
             raise _first_bad(frame, bad, f"{column} is NaN or not a number", where)
         bad = pd.Series(np.isinf(frame[column].to_numpy(dtype=np.float64)), index=frame.index)
         if bad.any():
-            raise _first_bad(frame, bad, f"{column} is {frame.loc[bad.idxmax(), column]}: infinite, values must be finite", where)
+            raise _first_bad(
+                frame, bad, f"{column} is {frame.loc[bad.idxmax(), column]}: infinite, values must be finite", where
+            )
     for column in [c for c in ("open", "high", "low", "close") if c in frame]:
         bad = frame[column] <= 0
         if bad.any():
@@ -338,16 +340,29 @@ def from_frame(
     _warn_unadjusted_splits(wide["close"], where)
     features, tradable = panel_columns(wide, ragged)
     meta = {"missing_columns": list(missing)} if missing else {}
-    return assemble_panel(pd.DatetimeIndex(wide["close"].index), order, features, tradable, benchmark,
-                          benchmark_name, name, where, meta)  # fmt: skip
+    return assemble_panel(
+        pd.DatetimeIndex(wide["close"].index), order, features, tradable, benchmark, benchmark_name, name, where, meta
+    )
 
 
-def assemble_panel(timestamps: pd.DatetimeIndex, tickers: Any, features: np.ndarray, tradable: np.ndarray,
-                   benchmark: Any, benchmark_name: str | None, name: str, where: str,
-                   meta: dict | None = None) -> MarketData:  # fmt: skip
+def assemble_panel(
+    timestamps: pd.DatetimeIndex,
+    tickers: Any,
+    features: np.ndarray,
+    tradable: np.ndarray,
+    benchmark: Any,
+    benchmark_name: str | None,
+    name: str,
+    where: str,
+    meta: dict | None = None,
+) -> MarketData:
     """The `MarketData` of finished [T, N, F] features and [T, N] tradable arrays, with the
     benchmark aligned to ``timestamps`` (`from_frame` and the streaming vendor build end here)."""
-    bench = None if benchmark is None else torch.from_numpy(align_benchmark(benchmark, timestamps, where).astype(np.float32))
+    bench = (
+        None
+        if benchmark is None
+        else torch.from_numpy(align_benchmark(benchmark, timestamps, where).astype(np.float32))
+    )
     return MarketData(
         timestamps=timestamps,
         tickers=tuple(tickers),

@@ -84,9 +84,7 @@ def _dx(high: pd.DataFrame, low: pd.DataFrame, close: pd.DataFrame, window: int)
     return _wilder(dx.fillna(0.0), window)
 
 
-def compute_indicators(
-    high: pd.DataFrame, low: pd.DataFrame, close: pd.DataFrame
-) -> dict[str, pd.DataFrame]:
+def compute_indicators(high: pd.DataFrame, low: pd.DataFrame, close: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """FinRL's indicator set on wide frames (rows: bars, columns: tickers).
 
     Returns a dict keyed by `INDICATOR_NAMES`, each a frame shaped like `close`.

@@ -73,7 +73,9 @@ def read_membership(path: str | Path) -> pd.DataFrame:
         bad = parsed.isna() & (text != "") | (column == "from") & (text == "")
         if bad.any():
             row = int(np.argmax(bad.to_numpy()))
-            raise DataError(f"membership file {path}, row {row + 2} ({out['ticker'].iloc[row]}): {column} {text.iloc[row]!r} is not a date")
+            raise DataError(
+                f"membership file {path}, row {row + 2} ({out['ticker'].iloc[row]}): {column} {text.iloc[row]!r} is not a date"
+            )
         out[column] = parsed.dt.normalize()
     backwards = out["to"].notna() & (out["to"] <= out["from"])
     if backwards.any():
@@ -128,7 +130,9 @@ def read_renames(path: str | Path) -> list[Rename]:
     except (OSError, UnicodeDecodeError, ValueError, pd.errors.EmptyDataError) as err:
         raise DataError(f"renames file {path}: unreadable ({err})") from None
     if [str(c).strip().lower() for c in table.columns] != ["ticker", "old_symbol", "until"]:
-        raise DataError(f"renames file {path}: expected the columns ticker, old_symbol, until; got {list(table.columns)}")
+        raise DataError(
+            f"renames file {path}: expected the columns ticker, old_symbol, until; got {list(table.columns)}"
+        )
     out = []
     for row, (ticker, old, until) in enumerate(table.itertuples(index=False), start=2):
         day = pd.to_datetime(until.strip(), errors="coerce", format="ISO8601")
@@ -138,7 +142,9 @@ def read_renames(path: str | Path) -> list[Rename]:
     return out
 
 
-def symbol_segments(ticker: str, start: pd.Timestamp, end: pd.Timestamp, renames: list[Rename]) -> list[tuple[str, pd.Timestamp, pd.Timestamp]]:
+def symbol_segments(
+    ticker: str, start: pd.Timestamp, end: pd.Timestamp, renames: list[Rename]
+) -> list[tuple[str, pd.Timestamp, pd.Timestamp]]:
     """[(symbol, lo, hi)] covering [start, end): the symbol a point-in-time vendor lists
     ``ticker`` under in each part of the window (one segment without a rename in it).
     ``until`` is a day in exchange time; ``start`` and ``end`` may carry a time zone."""
@@ -161,7 +167,9 @@ def _refuse_overlaps(table: pd.DataFrame, path: Path) -> None:
     overlap = ordered["ticker"].duplicated() & ((previous_to > ordered["from"]) | previous_open)
     if overlap.any():
         row = ordered[overlap].iloc[0]
-        raise DataError(f"membership file {path}, row {row['row']} ({row['ticker']}): this stay overlaps an earlier one")
+        raise DataError(
+            f"membership file {path}, row {row['row']} ({row['ticker']}): this stay overlaps an earlier one"
+        )
 
 
 def _day(value) -> pd.Timestamp:
@@ -193,7 +201,9 @@ def membership_events(membership: pd.DataFrame, start, end) -> list[dict]:
     lo, hi = _day(start), _day(end)
     joined = membership[(membership["from"] > lo) & (membership["from"] < hi)]
     left = membership[membership["to"].notna() & (membership["to"] > lo) & (membership["to"] < hi)]
-    events = [{"date": f"{d:%Y-%m-%d}", "ticker": t, "change": "joined"} for t, d in zip(joined["ticker"], joined["from"])]
+    events = [
+        {"date": f"{d:%Y-%m-%d}", "ticker": t, "change": "joined"} for t, d in zip(joined["ticker"], joined["from"])
+    ]
     events += [{"date": f"{d:%Y-%m-%d}", "ticker": t, "change": "left"} for t, d in zip(left["ticker"], left["to"])]
     return sorted(events, key=lambda e: (e["date"], e["ticker"], e["change"]))
 

@@ -123,8 +123,10 @@ class MarketData:
         if self.timestamps.tz is None:
             raise DataError("timestamps have no time zone; MarketData needs exchange time")
         if self.lookback is not None and self.lookback.shape[1:] != self.features.shape[1:]:
-            raise DataError(f"lookback has shape {tuple(self.lookback.shape)}, expected (bars, {n}, "
-                            f"{len(self.feature_names)}) like the features")  # fmt: skip
+            raise DataError(
+                f"lookback has shape {tuple(self.lookback.shape)}, expected (bars, {n}, "
+                f"{len(self.feature_names)}) like the features"
+            )
 
     # ----------------------------------------------------------------- views
     @property
@@ -234,8 +236,7 @@ class MarketData:
         hi = self.num_bars if end is None else int(self.timestamps.searchsorted(_as_timestamp(end, tz), "left"))
         if hi <= lo:
             raise DataError(
-                f"period {start} .. {end} holds no bar of {self.name!r} "
-                f"(data spans {self.start} .. {self.end})"
+                f"period {start} .. {end} holds no bar of {self.name!r} (data spans {self.start} .. {self.end})"
             )
         return self.take(slice(lo, hi))
 
@@ -263,7 +264,7 @@ class MarketData:
 
     @property
     def fill_price(self) -> str:
-        """"open" (the next bar's open) or "close" when the data has no open prices."""
+        """ "open" (the next bar's open) or "close" when the data has no open prices."""
         return fill_price(self.meta.get("missing_columns", ()))
 
     def with_periods(self, periods) -> MarketData:
@@ -311,8 +312,10 @@ class MarketData:
             if not 0 <= lo < hi <= self.num_bars:
                 raise DataError(f"{name} window [{lo}, {hi}) is not inside the {self.num_bars} bars of {self.name!r}")
             bars[name] = (lo, hi)
-        periods = {name: [self.timestamps[lo].isoformat(), self.timestamps[hi - 1].isoformat()]
-                   for name, (lo, hi) in bars.items()}  # fmt: skip
+        periods = {
+            name: [self.timestamps[lo].isoformat(), self.timestamps[hi - 1].isoformat()]
+            for name, (lo, hi) in bars.items()
+        }
         return self._refit(replace(self, meta={**self.meta, "periods": periods, "windows": bars}))
 
     @staticmethod
@@ -322,7 +325,7 @@ class MarketData:
         return replace(bounded, feature_mean=mean, feature_std=std)
 
     def period(self, which: str) -> MarketData:
-        """"train", "validation" or "test": the explicit bounds of `with_periods` when
+        """ "train", "validation" or "test": the explicit bounds of `with_periods` when
         the panel carries them (`meta["periods"]`), else the split dates in `meta` (set
         by recipes), as in `split`. Normalisation statistics are fitted on the training
         period only and carried by every period."""
@@ -351,8 +354,10 @@ class MarketData:
         lo = int(self.timestamps.searchsorted(_as_timestamp(first, tz), "left"))
         hi = int(self.timestamps.searchsorted(_as_timestamp(last, tz), "right"))
         if hi <= lo:
-            raise DataError(f"{which} period {first} .. {last} holds no bar of {self.name!r} "
-                            f"(data spans {self.start} .. {self.end})")  # fmt: skip
+            raise DataError(
+                f"{which} period {first} .. {last} holds no bar of {self.name!r} "
+                f"(data spans {self.start} .. {self.end})"
+            )
         return self.take(slice(lo, hi))
 
     def _period_bars(self) -> dict[str, MarketData]:
@@ -360,7 +365,9 @@ class MarketData:
         if "periods" in self.meta:
             return {name: self._bounded(name) for name in PERIODS}
         train_end, val_end = self.meta["train_end"], self.meta["val_end"]
-        return dict(zip(PERIODS, (self.slice(None, train_end), self.slice(train_end, val_end), self.slice(val_end, None))))
+        return dict(
+            zip(PERIODS, (self.slice(None, train_end), self.slice(train_end, val_end), self.slice(val_end, None)))
+        )
 
     @property
     def has_periods(self) -> bool:
@@ -385,11 +392,7 @@ class MarketData:
 
     def normalized_features(self) -> torch.Tensor:
         """Features standardised with the training statistics (fitted here if absent)."""
-        mean, std = (
-            (self.feature_mean, self.feature_std)
-            if self.feature_mean is not None
-            else self.fit_normalization()
-        )
+        mean, std = (self.feature_mean, self.feature_std) if self.feature_mean is not None else self.fit_normalization()
         return (self.features - mean) / std
 
     def with_normalization(self, mean: torch.Tensor, std: torch.Tensor) -> MarketData:
@@ -414,9 +417,7 @@ class MarketData:
         """The benchmark close as a pandas Series over the panel's timestamps."""
         if self.benchmark is None:
             return None
-        return pd.Series(
-            self.benchmark.detach().cpu().numpy(), index=self.timestamps, name=self.benchmark_name
-        )
+        return pd.Series(self.benchmark.detach().cpu().numpy(), index=self.timestamps, name=self.benchmark_name)
 
     def describe(self) -> dict:
         """`summary` plus the tickers and, when the panel has periods (split dates or

@@ -61,14 +61,21 @@ class PolygonBars:
 
     name = "polygon"
 
-    def __init__(self, interval: str = "1min", url: str | None = None, backoff: Backoff | None = None,
-                 renames: list[Rename] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        interval: str = "1min",
+        url: str | None = None,
+        backoff: Backoff | None = None,
+        renames: list[Rename] | None = None,
+    ) -> None:
         self.minutes = vendor_minutes(interval, "polygon")
         self.backoff = backoff or Backoff()
         self.renames = list(renames or [])
         key = next((os.environ[n].strip() for n in ENV_KEYS if os.environ.get(n, "").strip()), None)
         if key is None:
-            raise ConfigError(f"polygon: set {ENV_KEYS[0]} (or {ENV_KEYS[1]}) in the environment to your Polygon/Massive API key")
+            raise ConfigError(
+                f"polygon: set {ENV_KEYS[0]} (or {ENV_KEYS[1]}) in the environment to your Polygon/Massive API key"
+            )
         from massive import RESTClient
 
         options = {} if url is None else {"base": url.rstrip("/")}
@@ -111,8 +118,10 @@ class PolygonBars:
 
     def fetch(self, ticker: str, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
         """One ticker's bars over [start, end), asked for under each symbol it had (renames)."""
-        parts = [self._fetch_symbol(symbol, lo, hi).assign(ticker=ticker)
-                 for symbol, lo, hi in symbol_segments(ticker, start, end, self.renames)]  # fmt: skip
+        parts = [
+            self._fetch_symbol(symbol, lo, hi).assign(ticker=ticker)
+            for symbol, lo, hi in symbol_segments(ticker, start, end, self.renames)
+        ]
         return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
     def _fetch_symbol(self, ticker: str, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
@@ -138,7 +147,9 @@ def _refusal(body: str, ticker: str, start: pd.Timestamp, end: pd.Timestamp) -> 
         parsed = json.loads(body)
     except ValueError:
         parsed = {}
-    detail = one_line(parsed.get("error") or parsed.get("message") or body) if isinstance(parsed, dict) else one_line(body)
+    detail = (
+        one_line(parsed.get("error") or parsed.get("message") or body) if isinstance(parsed, dict) else one_line(body)
+    )
     status = parsed.get("status") if isinstance(parsed, dict) else None
     if status == "NOT_AUTHORIZED" or "api key" in detail.lower():
         return ConfigError(
@@ -146,4 +157,3 @@ def _refusal(body: str, ticker: str, start: pd.Timestamp, end: pd.Timestamp) -> 
             f"check {ENV_KEYS[0]} / {ENV_KEYS[1]} and the plan's data entitlements"
         )
     return DataError(f"polygon: request for {window_text(ticker, start, end)} failed ({status or 'error'}: {detail})")
-

@@ -221,7 +221,9 @@ class Recipe:
             # the panel marks its leavers' bars (`MarketData.reducible`); entries cached before it did are not read
             payload["leavers"] = "reducible"
         if self.options.get("renames"):
-            payload["renames"] = hashlib.sha256(self.file_path(self.options["renames"], "renames file").read_bytes()).hexdigest()
+            payload["renames"] = hashlib.sha256(
+                self.file_path(self.options["renames"], "renames file").read_bytes()
+            ).hexdigest()
         return cache_key({"kind": "panel", **payload})
 
 
@@ -236,7 +238,19 @@ def _source_option_names(source: str) -> tuple[str, ...]:
     }[source]
 
 
-_TOP_LEVEL = {"name", "description", "source", "interval", "start", "end", "train_end", "val_end", "benchmark", "tickers", "membership"}
+_TOP_LEVEL = {
+    "name",
+    "description",
+    "source",
+    "interval",
+    "start",
+    "end",
+    "train_end",
+    "val_end",
+    "benchmark",
+    "tickers",
+    "membership",
+}
 
 
 def write_recipe(recipe: Recipe, path: str | Path) -> Path:
@@ -412,7 +426,9 @@ def vendor_for(recipe: Recipe):
     if recipe.source == "alpaca":
         from market_envs.data.alpaca import AlpacaBars
 
-        return AlpacaBars(recipe.interval, feed=str(options.get("feed", "sip")), url=options.get("url"), backoff=backoff)
+        return AlpacaBars(
+            recipe.interval, feed=str(options.get("feed", "sip")), url=options.get("url"), backoff=backoff
+        )
     from market_envs.data.membership import read_renames
     from market_envs.data.polygon import PolygonBars
 
@@ -471,7 +487,9 @@ def build(
         members = read_membership(recipe.membership_path())
         universe = members_in_window(members, recipe.start, recipe.end)
         if not universe:
-            raise ConfigError(f"recipe {recipe.name!r}: no ticker of {recipe.membership_path()} was a member in {recipe.start} .. {recipe.end}")
+            raise ConfigError(
+                f"recipe {recipe.name!r}: no ticker of {recipe.membership_path()} was a member in {recipe.start} .. {recipe.end}"
+            )
         recipe = replace(recipe, tickers=tuple(universe), membership=None)
     extra = {"vendor": vendor_for(recipe)} if recipe.source in VENDOR_SOURCES else {}  # keys checked first
     if members is None:
@@ -572,7 +590,9 @@ def _warn_uncovered(recipe: Recipe, members: Any) -> None:
         )
 
 
-def cached_panel_info(recipe: str | Path | Recipe, data_dir: str | Path | None = None, **overrides) -> tuple[Recipe, str, dict | None]:
+def cached_panel_info(
+    recipe: str | Path | Recipe, data_dir: str | Path | None = None, **overrides
+) -> tuple[Recipe, str, dict | None]:
     """The resolved recipe, its cache key and its cached metadata (None if not built)."""
     resolved = find_recipe(recipe).with_overrides(**overrides).resolved()
     key = resolved.key()

@@ -20,7 +20,13 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from market_envs.data.frame import assemble_panel, panel_columns, unadjusted_splits, validate_order, warn_unadjusted_splits
+from market_envs.data.frame import (
+    assemble_panel,
+    panel_columns,
+    unadjusted_splits,
+    validate_order,
+    warn_unadjusted_splits,
+)
 from market_envs.data.panel import EXCHANGE_TZ, FEATURE_NAMES, PRICE_COLUMNS, DataError, MarketData
 
 BarsOf = Callable[[str], pd.DataFrame]
@@ -76,7 +82,9 @@ def stream_panel(
     return assemble_panel(grid, tickers, features, tradable, benchmark, benchmark_name, name, where)
 
 
-def _ticker_columns(bars: pd.DataFrame, ticker: str, grid: pd.DatetimeIndex, stamps: np.ndarray, where: str) -> dict[str, pd.DataFrame]:
+def _ticker_columns(
+    bars: pd.DataFrame, ticker: str, grid: pd.DatetimeIndex, stamps: np.ndarray, where: str
+) -> dict[str, pd.DataFrame]:
     """One ticker's OHLCV as one-column wide frames on the grid (NaN where it has no bar)."""
     if len(bars) == 0:
         raise DataError(f"{where}ticker {ticker} has no bars")

@@ -108,7 +108,9 @@ class MarketModel:
         if not (math.isfinite(self.half_spread_bps) and 0 <= self.half_spread_bps < 1000):
             raise ConfigError(f"half_spread_bps must be in [0, 1000), got {self.half_spread_bps}")
         if self.garch_alpha < 0 or self.garch_beta < 0 or self.garch_alpha + self.garch_beta >= 1:
-            raise ConfigError(f"GARCH needs alpha, beta >= 0 and alpha + beta < 1, got {self.garch_alpha}, {self.garch_beta}")
+            raise ConfigError(
+                f"GARCH needs alpha, beta >= 0 and alpha + beta < 1, got {self.garch_alpha}, {self.garch_beta}"
+            )
         if not 0 <= self.overnight_share < 1:
             raise ConfigError(f"overnight_share must be in [0, 1), got {self.overnight_share}")
         if self.market_share < 0 or self.sector_share < 0 or self.market_share + self.sector_share >= 0.95:

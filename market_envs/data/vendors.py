@@ -46,9 +46,7 @@ def env_credentials(provider: str, names: tuple[str, ...], hint: str = "") -> tu
     values = tuple(os.environ.get(name, "").strip() for name in names)
     if not all(values):
         unset = [n for n, v in zip(names, values) if not v]
-        raise ConfigError(
-            f"{provider}: set {' and '.join(names)} in the environment (unset: {', '.join(unset)}){hint}"
-        )
+        raise ConfigError(f"{provider}: set {' and '.join(names)} in the environment (unset: {', '.join(unset)}){hint}")
     return values
 
 
@@ -111,7 +109,9 @@ def with_backoff(call: Callable, backoff: Backoff, what: str, sleep: Callable[[f
             pause = backoff.wait(attempt, err.hint_s)
             sleep(pause)
             waited += pause
-    reason = "rate-limited (HTTP 429)" if last.status == 429 else f"failing ({_status_text(last.status)}: {last.detail})"
+    reason = (
+        "rate-limited (HTTP 429)" if last.status == 429 else f"failing ({_status_text(last.status)}: {last.detail})"
+    )
     raise DataError(f"{what}: still {reason} after {backoff.retries + 1} attempts over {waited:.1f} s; try again later")
 
 

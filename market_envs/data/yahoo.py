@@ -34,7 +34,18 @@ MINUTE_REQUEST_DAYS = 8
 INTRADAY_REQUEST_DAYS = 60
 MINUTE_HISTORY_DAYS = 30
 YAHOO_INTERVALS = ("1m", "2m", "5m", "15m", "30m", "60m", "90m", "1h", "1d", "5d", "1wk", "1mo", "3mo")
-_FIELDS = {"open", "high", "low", "close", "adj close", "volume", "dividends", "stock splits", "capital gains", "repaired?"}
+_FIELDS = {
+    "open",
+    "high",
+    "low",
+    "close",
+    "adj close",
+    "volume",
+    "dividends",
+    "stock splits",
+    "capital gains",
+    "repaired?",
+}
 
 Progress = Callable[[str], None]
 
@@ -154,7 +165,9 @@ def _fetch(download: Callable, symbols: list[str], lo: pd.Timestamp, hi: pd.Time
 
 
 def _chunk_key(symbols: list[str], lo: pd.Timestamp, hi: pd.Timestamp, step: str) -> str:
-    return cache_key({"provider": "yahoo", "tickers": sorted(symbols), "start": lo, "end": hi, "interval": step, "auto_adjust": True})
+    return cache_key(
+        {"provider": "yahoo", "tickers": sorted(symbols), "start": lo, "end": hi, "interval": step, "auto_adjust": True}
+    )
 
 
 def _resolve_cache(cache) -> DataCache | None:
@@ -230,7 +243,9 @@ def yahoo(
             pieces.append(cached)
             continue
         if progress:
-            progress(f"yahoo: request {i + 1}/{len(windows)}: {len(request)} tickers {lo:%Y-%m-%d %H:%M} .. {hi:%Y-%m-%d %H:%M} ({step})")
+            progress(
+                f"yahoo: request {i + 1}/{len(windows)}: {len(request)} tickers {lo:%Y-%m-%d %H:%M} .. {hi:%Y-%m-%d %H:%M} ({step})"
+            )
         piece = _fetch(fetch, request, lo, hi, step)
         pieces.append(piece)
         # cache only complete past chunks in which every symbol came back

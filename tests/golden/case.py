@@ -42,7 +42,9 @@ def session_panel(
     rng = np.random.default_rng(seed)
     stamps = session_stamps(n_days, bars_per_day)
     num_bars = len(stamps)
-    close = rng.uniform(20.0, 200.0, n_tickers) * np.exp(np.cumsum(rng.normal(0.0, 0.004, (num_bars, n_tickers)), axis=0))
+    close = rng.uniform(20.0, 200.0, n_tickers) * np.exp(
+        np.cumsum(rng.normal(0.0, 0.004, (num_bars, n_tickers)), axis=0)
+    )
     open_ = close * np.exp(rng.normal(0.0, 0.002, close.shape))
     tickers = [f"T{i}" for i in range(n_tickers)]
     frame = pd.DataFrame(
@@ -84,4 +86,6 @@ def golden_inputs() -> tuple[MarketData, dict[str, LinearPolicy]]:
 
 def golden_report(report: dict) -> dict:
     """The parts of report.json the golden file pins (no paths)."""
-    return {key: report[key] for key in ("dataset", "benchmark", "tickers", "period", "config", "order", "best", "metrics")}
+    return {
+        key: report[key] for key in ("dataset", "benchmark", "tickers", "period", "config", "order", "best", "metrics")
+    }

@@ -87,15 +87,11 @@ def optimizer_tensors(name: str, optimizer: torch.optim.Optimizer) -> dict[str, 
             tensor = value if isinstance(value, Tensor) else torch.tensor(value)
             flat[f"{OPTIM_PREFIX}{name}.{index}.{key}"] = tensor.detach().clone().contiguous()
     for group_index, group in enumerate(state["param_groups"]):
-        flat[f"{OPTIM_PREFIX}{name}.group{group_index}.lr"] = torch.tensor(
-            float(group["lr"]), dtype=torch.float64
-        )
+        flat[f"{OPTIM_PREFIX}{name}.group{group_index}.lr"] = torch.tensor(float(group["lr"]), dtype=torch.float64)
     return flat
 
 
-def load_optimizer_tensors(
-    name: str, optimizer: torch.optim.Optimizer, flat: Mapping[str, Tensor]
-) -> None:
+def load_optimizer_tensors(name: str, optimizer: torch.optim.Optimizer, flat: Mapping[str, Tensor]) -> None:
     """Restore what ``optimizer_tensors`` saved (works on a fresh optimiser too)."""
     prefix = f"{OPTIM_PREFIX}{name}."
     state = optimizer.state_dict()
@@ -155,10 +151,7 @@ class Agent(ABC):
         if obs_dim <= 0 or act_dim <= 0:
             raise ConfigError(f"obs_dim and act_dim must be positive, got {obs_dim}, {act_dim}")
         if not isinstance(config, self.config_cls):
-            raise ConfigError(
-                f"{type(self).__name__} needs a {self.config_cls.__name__}, "
-                f"got {type(config).__name__}"
-            )
+            raise ConfigError(f"{type(self).__name__} needs a {self.config_cls.__name__}, got {type(config).__name__}")
         self.obs_dim = int(obs_dim)
         self.act_dim = int(act_dim)
         self.config = config

@@ -90,8 +90,7 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint sidecar {json_path} lacks {', '.join(missing)}")
     if meta["format_version"] != FORMAT_VERSION:
         raise CheckpointError(
-            f"checkpoint {json_path} has format_version {meta['format_version']}, "
-            f"this library reads {FORMAT_VERSION}"
+            f"checkpoint {json_path} has format_version {meta['format_version']}, this library reads {FORMAT_VERSION}"
         )
     return meta
 

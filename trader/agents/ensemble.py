@@ -41,8 +41,9 @@ class EnsemblePolicy:
         averaged (portfolio space), else (None, or shares mode) their actions.
     """
 
-    def __init__(self, members: Sequence[Agent], weights: Sequence[float] | None = None,
-                 rules: EnvConfig | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, members: Sequence[Agent], weights: Sequence[float] | None = None, rules: EnvConfig | None = None
+    ) -> None:
         if not members:
             raise UserError("an ensemble needs at least one member")
         dims = {(m.obs_dim, m.act_dim) for m in members}
@@ -71,8 +72,11 @@ class EnsemblePolicy:
         return (combined if self.rules is None else aim_actions(combined, self.rules)).to(dtype)
 
 
-def load_ensemble(checkpoints: Sequence[str | os.PathLike[str]], device: torch.device | str = "cpu",
-                  weights: Sequence[float] | None = None) -> EnsemblePolicy:  # fmt: skip
+def load_ensemble(
+    checkpoints: Sequence[str | os.PathLike[str]],
+    device: torch.device | str = "cpu",
+    weights: Sequence[float] | None = None,
+) -> EnsemblePolicy:
     """An `EnsemblePolicy` of the agents saved at ``checkpoints`` (``weights`` as there),
     combined under the env rules they were trained under (`ensemble_rules`)."""
     return EnsemblePolicy([load_policy(path, device) for path in checkpoints], weights, ensemble_rules(checkpoints))

@@ -160,8 +160,13 @@ def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", 
     rules = replace(rules, random_start=False, episode_length=None)
     validation = StockTradingVecEnv(data, 1, device, rules, compile=compile)
     # Step k of the full-period validation env ends at bar k+1.
-    score = return_and_sharpe_score("value", trade_metrics.DAILY, score_by="sharpe", timestamps=data.timestamps[1:],
-                                    initial_value=rules.initial_cash)  # fmt: skip
+    score = return_and_sharpe_score(
+        "value",
+        trade_metrics.DAILY,
+        score_by="sharpe",
+        timestamps=data.timestamps[1:],
+        initial_value=rules.initial_cash,
+    )
     return Evaluator(validation, score, max_steps=data.num_bars + 1, record_info_keys=("value",))
 
 
@@ -297,9 +302,7 @@ class Evaluator:
                 break
         else:
             if known is None and bool(running.any()):
-                raise UserError(
-                    f"evaluation episodes on {env!r} did not end within {self.max_steps} steps"
-                )
+                raise UserError(f"evaluation episodes on {env!r} did not end within {self.max_steps} steps")
         reward_table, mask = torch.stack(rewards), torch.stack(masks)
         return EpisodeRecord(
             returns=reward_table.sum(dim=0),
@@ -327,8 +330,9 @@ class Evaluator:
             rows = Rollout(env, program, record=("reward", *self.record_info_keys)).run(params, obs)
         rewards = rows.pop("reward")
         mask = torch.ones_like(rewards, dtype=torch.bool)  # one episode, from the first bar to the last
-        return EpisodeRecord(returns=rewards.sum(dim=0), lengths=mask.sum(dim=0), rewards=rewards, mask=mask,
-                             infos=rows)  # fmt: skip
+        return EpisodeRecord(
+            returns=rewards.sum(dim=0), lengths=mask.sum(dim=0), rewards=rewards, mask=mask, infos=rows
+        )
 
     def evaluate(self, agent: Agent) -> dict[str, float]:
         """Score ``agent`` now (does not change the best snapshot)."""

@@ -191,8 +191,9 @@ class PerStockNet(nn.Module):
         return [p.detach() for p in self.parameters()]
 
 
-def weights_and_biases(weights: Sequence[Tensor], biases: Sequence[Tensor],
-                       params: Sequence[Tensor] | None) -> tuple[list[Tensor], list[Tensor]]:  # fmt: skip
+def weights_and_biases(
+    weights: Sequence[Tensor], biases: Sequence[Tensor], params: Sequence[Tensor] | None
+) -> tuple[list[Tensor], list[Tensor]]:
     """A batched module's layers, or ``params`` in its `parameters()` order instead
     (weights then biases; e.g. detached copies for a policy loss through a critic)."""
     if params is None:
@@ -201,8 +202,9 @@ def weights_and_biases(weights: Sequence[Tensor], biases: Sequence[Tensor],
     return list(params[:half]), list(params[half:])
 
 
-def batched_layer(num_nets: int, fan_in: int, fan_out: int, orthogonal_gain: float | None = None,
-                  last: bool = False) -> tuple[Tensor, Tensor]:  # fmt: skip
+def batched_layer(
+    num_nets: int, fan_in: int, fan_out: int, orthogonal_gain: float | None = None, last: bool = False
+) -> tuple[Tensor, Tensor]:
     """Weights ``[K, in, out]`` and biases ``[K, 1, out]``, each net's drawn independently:
     `nn.Linear`'s uniform init, or orthogonal with ``orthogonal_gain`` (see `PerStockNet`)."""
     if orthogonal_gain is None:
@@ -221,12 +223,20 @@ class PerStockPolicyHead(nn.Module):
     ``[B, obs_dim] -> [B, k x N]``, output j of every stock in block j
     (so ``.chunk(k, dim=-1)`` splits means from log-stds as with the flat MLP)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int], outputs_per_stock: int = 1,
-                 activation: Activation = "relu", orthogonal_gain: float | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: Sequence[int],
+        outputs_per_stock: int = 1,
+        activation: Activation = "relu",
+        orthogonal_gain: float | None = None,
+    ) -> None:
         super().__init__()
         stocks, features = stock_layout(obs_dim, act_dim)
-        self.net = PerStockNet(stocks, features, hidden, outputs_per_stock, activation=activation,
-                               orthogonal_gain=orthogonal_gain)  # fmt: skip
+        self.net = PerStockNet(
+            stocks, features, hidden, outputs_per_stock, activation=activation, orthogonal_gain=orthogonal_gain
+        )
 
     def forward(self, obs: Tensor) -> Tensor:
         out = self.net(obs)[0]  # [B, N, k]
@@ -236,8 +246,14 @@ class PerStockPolicyHead(nn.Module):
 class PerStockValue(nn.Module):
     """A state-value network ``[B, obs_dim] -> [B, 1]``: per-stock shares summed."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int], activation: Activation = "tanh",
-                 orthogonal_gain: float | None = 1.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: Sequence[int],
+        activation: Activation = "tanh",
+        orthogonal_gain: float | None = 1.0,
+    ) -> None:
         super().__init__()
         stocks, features = stock_layout(obs_dim, act_dim)
         self.net = PerStockNet(stocks, features, hidden, 1, activation=activation, orthogonal_gain=orthogonal_gain)

@@ -70,8 +70,7 @@ class ObsNormalizer:
             return
         if batch.shape[-1] != self.dim:
             raise ConfigError(
-                f"ObsNormalizer.update: expected last dimension {self.dim}, got shape "
-                f"{tuple(batch.shape)}"
+                f"ObsNormalizer.update: expected last dimension {self.dim}, got shape {tuple(batch.shape)}"
             )
         rows = batch.reshape(-1, self.dim).to(torch.float64)
         n_batch = rows.shape[0]

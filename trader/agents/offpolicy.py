@@ -115,9 +115,7 @@ class OffPolicyConfig:
         if self.learning_starts < 0:
             raise ConfigError(f"{name}.learning_starts must be >= 0, got {self.learning_starts}")
         if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
-            raise ConfigError(
-                f"{name}.hidden_sizes must be positive widths, got {self.hidden_sizes}"
-            )
+            raise ConfigError(f"{name}.hidden_sizes must be positive widths, got {self.hidden_sizes}")
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise ConfigError(f"{name}.max_grad_norm must be > 0 or None, got {self.max_grad_norm}")
         check_network(name, self.network)
@@ -190,9 +188,7 @@ class TwinQ(nn.Module):
             self.weights.append(nn.Parameter(weight))
             self.biases.append(nn.Parameter(bias))
 
-    def forward(
-        self, obs: Tensor, actions: Tensor, params: Sequence[Tensor] | None = None
-    ) -> Tensor:
+    def forward(self, obs: Tensor, actions: Tensor, params: Sequence[Tensor] | None = None) -> Tensor:
         """Q-values ``[K, B]`` of ``obs`` ``[B, obs_dim]`` and ``actions`` ``[B, act_dim]``.
 
         :param params: optional replacement parameters in `parameters()` order
@@ -245,9 +241,14 @@ class OffPolicyAgent(Agent):
         seed: int,
     ) -> None:
         super().__init__(
-            obs_dim, act_dim, config, device, seed, normalize_obs=config.normalize_obs,
+            obs_dim,
+            act_dim,
+            config,
+            device,
+            seed,
+            normalize_obs=config.normalize_obs,
             obs_groups=obs_groups(config.network, obs_dim, act_dim),
-        )  # fmt: skip
+        )
         self.num_updates = 0
         """Gradient updates done so far (saved in the checkpoint)."""
 
@@ -295,9 +296,7 @@ class OffPolicyAgent(Agent):
     def load_extra_state(self, state: Mapping[str, Tensor]) -> None:
         """Restore the update counter."""
         if set(state) != {"num_updates"}:
-            raise CheckpointError(
-                f"{type(self).__name__}: expected extra state ['num_updates'], got {sorted(state)}"
-            )
+            raise CheckpointError(f"{type(self).__name__}: expected extra state ['num_updates'], got {sorted(state)}")
         self.num_updates = int(state["num_updates"])
 
 
@@ -335,9 +334,7 @@ class OffPolicyRunner(Runner):
         if self.device != agent.device:
             raise ConfigError(f"the agent is on {agent.device} but the env is on {self.device}")
         self.num_envs = int(env.num_envs)
-        self.buffer = ReplayBuffer(
-            self.config.buffer_size, self.num_envs, agent.obs_dim, agent.act_dim, self.device
-        )
+        self.buffer = ReplayBuffer(self.config.buffer_size, self.num_envs, agent.obs_dim, agent.act_dim, self.device)
         self.env_steps = 0
         """Transitions collected so far."""
         self._obs, _ = env.reset(seed=agent.seed)

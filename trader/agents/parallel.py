@@ -104,9 +104,7 @@ class LearnerGroup:
                 f"{num_minibatches} minibatches"
             )
         self.sync_replicas()
-        order = torch.randperm(
-            batch_size, generator=self.agent.generator, device=self.agent.device
-        )
+        order = torch.randperm(batch_size, generator=self.agent.generator, device=self.agent.device)
         metrics = []
         for replica, shard in zip(self.replicas, order.chunk(self.num_learners), strict=True):
             for indices in shard.chunk(num_minibatches):
@@ -137,9 +135,7 @@ class LearnerGroup:
         while len(self.replicas) < self.num_learners:
             replica = clone_agent(self.agent)
             replica.normalizer = self.agent.normalizer  # one normaliser, the agent's
-            replica.generator = make_generator(
-                self.agent.device, _replica_seed(self.agent.seed, len(self.replicas))
-            )
+            replica.generator = make_generator(self.agent.device, _replica_seed(self.agent.seed, len(self.replicas)))
             self.replicas.append(replica)
         state = self.agent.state_dict()
         for replica in self.replicas[1:]:

@@ -166,8 +166,7 @@ class GaussianActor(nn.Module):
     is shared by every stock (so no parameter count grows with N).
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], init_log_std: float,
-                 network: str = "mlp"):  # fmt: skip
+    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], init_log_std: float, network: str = "mlp"):
         super().__init__()
         self.act_dim = act_dim
         if network == "per_stock":
@@ -357,9 +356,7 @@ class PPOAgent(Agent):
                 group["lr"] = learning_rate
         per_epoch = []
         for _ in range(cfg.update_epochs):
-            per_epoch.append(
-                self.learners.run_epoch(batch.size, cfg.num_minibatches, minibatch_step(batch))
-            )
+            per_epoch.append(self.learners.run_epoch(batch.size, cfg.num_minibatches, minibatch_step(batch)))
             if cfg.target_kl is not None and float(per_epoch[-1][:, _KL].mean()) > cfg.target_kl:
                 break
         means = torch.cat(per_epoch).mean(dim=0).cpu().tolist()  # one host copy
@@ -471,9 +468,7 @@ def minibatch_step(batch: RolloutBatch) -> Any:
 def _explained_variance(predicted: Tensor, target: Tensor) -> Tensor:
     """1 - Var[target - predicted] / Var[target] (NaN when the target is constant)."""
     var_target = target.var()
-    return torch.where(
-        var_target > 0, 1.0 - (target - predicted).var() / var_target, torch.nan
-    )
+    return torch.where(var_target > 0, 1.0 - (target - predicted).var() / var_target, torch.nan)
 
 
 class PPORunner(Runner):
@@ -488,9 +483,7 @@ class PPORunner(Runner):
         super().__init__(agent, env)
         self.agent: PPOAgent = agent
         cfg = agent.config
-        self.storage = RolloutStorage(
-            cfg.num_steps, env.num_envs, agent.obs_dim, agent.act_dim, env.device
-        )
+        self.storage = RolloutStorage(cfg.num_steps, env.num_envs, agent.obs_dim, agent.act_dim, env.device)
         self.obs, _ = env.reset(seed=agent.seed)
         self._episode_return = torch.zeros(env.num_envs, device=env.device)
 
@@ -508,9 +501,16 @@ class PPORunner(Runner):
             # market preset): its critic pass would be a third of the collection's network time
             final_value = agent.value(info["final_obs"]) if cfg.gamma > 0 else torch.zeros_like(value)
             storage.insert(
-                step, obs, actions, logprob, value, reward * cfg.reward_scale,
-                terminated, truncated, final_value,
-            )  # fmt: skip
+                step,
+                obs,
+                actions,
+                logprob,
+                value,
+                reward * cfg.reward_scale,
+                terminated,
+                truncated,
+                final_value,
+            )
             done = terminated | truncated
             self._episode_return += reward
             finished_return += torch.where(done, self._episode_return, 0.0).sum()
@@ -528,6 +528,9 @@ class PPORunner(Runner):
 
 
 SPEC = AlgoSpec(
-    name="ppo", config_cls=PPOConfig, agent_cls=PPOAgent, runner_cls=PPORunner,
+    name="ppo",
+    config_cls=PPOConfig,
+    agent_cls=PPOAgent,
+    runner_cls=PPORunner,
     mutation_bounds=MUTATION_BOUNDS,
-)  # fmt: skip
+)

@@ -94,7 +94,9 @@ class PolicyProgram:
     def decide(self, params: dict[str, Any], prepared: Tensor, bar: Any) -> Tensor:
         """Actions [S, N] of the S policies, row s by policy s."""
         account = self._normalized(params, bar.obs[:, : self.width], slice(0, self.width))
-        out = self._mlp(params, prepared, account) if self.trunk == "mlp" else self._per_stock(params, prepared, account)
+        out = (
+            self._mlp(params, prepared, account) if self.trunk == "mlp" else self._per_stock(params, prepared, account)
+        )
         out = out[:, : self.num_stocks]  # block 0 (the blocks are stock-major within each)
         if self.squash == "clamp":
             out = out.clamp(-1.0, 1.0)
@@ -169,9 +171,15 @@ def sequential_layers(module: nn.Module) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def trunk_program(trunks: Sequence[nn.Module], obs_dim: int, act_dim: int, blocks: int = 1,
-                  squash: Squash = "none", normalize: bool = False,
-                  clip: float = 10.0) -> tuple[PolicyProgram, dict[str, Any]] | None:  # fmt: skip
+def trunk_program(
+    trunks: Sequence[nn.Module],
+    obs_dim: int,
+    act_dim: int,
+    blocks: int = 1,
+    squash: Squash = "none",
+    normalize: bool = False,
+    clip: float = 10.0,
+) -> tuple[PolicyProgram, dict[str, Any]] | None:
     """The program and stacked params of S trunks of one architecture, or None when they
     are not all flat MLPs or all per-stock networks of the same shapes.
 
@@ -239,8 +247,9 @@ def agents_program(agents: Sequence[Any]) -> tuple[PolicyProgram, dict[str, Any]
         return None
     _, blocks, squash = trunks[0]
     normalize = agent.normalizer.enabled
-    built = trunk_program([t[0] for t in trunks], agent.obs_dim, agent.act_dim, blocks, squash, normalize,
-                          agent.normalizer.clip)  # fmt: skip
+    built = trunk_program(
+        [t[0] for t in trunks], agent.obs_dim, agent.act_dim, blocks, squash, normalize, agent.normalizer.clip
+    )
     if built is None:
         return None
     program, params = built

@@ -167,9 +167,7 @@ class ReplayBuffer:
         }
         for name, (tensor, shape) in expected.items():
             if tuple(tensor.shape) != shape:
-                raise ConfigError(
-                    f"ReplayBuffer.add: {name} has shape {tuple(tensor.shape)}, expected {shape}"
-                )
+                raise ConfigError(f"ReplayBuffer.add: {name} has shape {tuple(tensor.shape)}, expected {shape}")
         i = self._pos
         self._obs[i].copy_(obs)
         self._actions[i].copy_(actions)
@@ -188,9 +186,7 @@ class ReplayBuffer:
             raise ConfigError("ReplayBuffer.sample: the buffer is empty; add transitions first")
         if batch_size < 1:
             raise ConfigError(f"ReplayBuffer.sample: batch_size must be >= 1, got {batch_size}")
-        idx = torch.randint(
-            len(self), (batch_size,), device=self.device, generator=generator
-        )
+        idx = torch.randint(len(self), (batch_size,), device=self.device, generator=generator)
         # Slots [0, filled) are valid; flattened they are rows [0, filled * E).
         return ReplayBatch(
             obs=self._obs.view(-1, self.obs_dim)[idx],

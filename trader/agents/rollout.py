@@ -109,10 +109,7 @@ class RolloutStorage:
         device: torch.device | str = "cpu",
     ) -> None:
         if num_steps <= 0 or num_envs <= 0:
-            raise ConfigError(
-                f"RolloutStorage: num_steps and num_envs must be positive, got "
-                f"{num_steps}, {num_envs}"
-            )
+            raise ConfigError(f"RolloutStorage: num_steps and num_envs must be positive, got {num_steps}, {num_envs}")
         self.num_steps = num_steps
         self.num_envs = num_envs
         self.device = resolve_device(device)

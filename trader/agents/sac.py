@@ -69,14 +69,9 @@ class SACConfig(OffPolicyConfig):
         if not self.init_alpha > 0:
             raise ConfigError(f"SACConfig.init_alpha must be > 0, got {self.init_alpha}")
         if not self.log_std_min < self.log_std_max:
-            raise ConfigError(
-                f"SACConfig.log_std_min ({self.log_std_min}) must be < "
-                f"log_std_max ({self.log_std_max})"
-            )
+            raise ConfigError(f"SACConfig.log_std_min ({self.log_std_min}) must be < log_std_max ({self.log_std_max})")
         if self.target_update_interval < 1:
-            raise ConfigError(
-                f"SACConfig.target_update_interval must be >= 1, got {self.target_update_interval}"
-            )
+            raise ConfigError(f"SACConfig.target_update_interval must be >= 1, got {self.target_update_interval}")
 
 
 class SquashedGaussianActor(nn.Module):
@@ -153,9 +148,7 @@ class SACAgent(OffPolicyAgent):
         self.temperature = Temperature(config.init_alpha, config.autotune_alpha)
         for module in self.modules().values():
             module.to(self.device)
-        self.target_entropy = (
-            -float(act_dim) if config.target_entropy is None else float(config.target_entropy)
-        )
+        self.target_entropy = -float(act_dim) if config.target_entropy is None else float(config.target_entropy)
         groups = [
             {"params": list(self.actor.parameters()), "lr": config.actor_lr},
             {"params": list(self.critic.parameters()), "lr": config.critic_lr},
@@ -240,6 +233,9 @@ MUTATION_BOUNDS = {**OFF_POLICY_BOUNDS, "alpha_lr": Bound(1e-5, 3e-3, "log")}
 """What a tournament may perturb in a SAC pod, and within what ranges."""
 
 SPEC = AlgoSpec(
-    name="sac", config_cls=SACConfig, agent_cls=SACAgent, runner_cls=OffPolicyRunner,
+    name="sac",
+    config_cls=SACConfig,
+    agent_cls=SACAgent,
+    runner_cls=OffPolicyRunner,
     mutation_bounds=MUTATION_BOUNDS,
-)  # fmt: skip
+)

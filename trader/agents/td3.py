@@ -161,9 +161,7 @@ class TD3Agent(OffPolicyAgent):
         obs, next_obs = self.normalized_batch(batch)
         with torch.no_grad():
             target_actions = self.target_actor(next_obs)
-            smoothing = self._noise(target_actions, cfg.policy_noise).clamp(
-                -cfg.noise_clip, cfg.noise_clip
-            )
+            smoothing = self._noise(target_actions, cfg.policy_noise).clamp(-cfg.noise_clip, cfg.noise_clip)
             next_actions = (target_actions + smoothing).clamp(-1.0, 1.0)
             next_q = self.target_critic(next_obs, next_actions).min(dim=0).values
             not_done = 1.0 - batch.terminated
@@ -226,6 +224,9 @@ MUTATION_BOUNDS = {
 """What a tournament may perturb in a TD3 pod, and within what ranges."""
 
 SPEC = AlgoSpec(
-    name="td3", config_cls=TD3Config, agent_cls=TD3Agent, runner_cls=OffPolicyRunner,
+    name="td3",
+    config_cls=TD3Config,
+    agent_cls=TD3Agent,
+    runner_cls=OffPolicyRunner,
     mutation_bounds=MUTATION_BOUNDS,
-)  # fmt: skip
+)

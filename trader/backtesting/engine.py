@@ -156,8 +156,9 @@ class BacktestConfig:
 
     def with_costs(self, named: NamedCosts) -> BacktestConfig:
         """This config under the cost model `named` (its rates, terms and name)."""
-        return replace(self, buy_cost=named.buy_cost, sell_cost=named.sell_cost, costs=named.costs,
-                       cost_model=named.name)  # fmt: skip
+        return replace(
+            self, buy_cost=named.buy_cost, sell_cost=named.sell_cost, costs=named.costs, cost_model=named.name
+        )
 
     def at_multiple(self, multiple: float) -> BacktestConfig:
         """This config with every charge of its cost model times `multiple` (no breakeven runs of its own)."""
@@ -212,8 +213,9 @@ class Book:
     def final(cls, result: BacktestResult, name: str) -> Book:
         """Strategy ``name``'s book at the last bar of ``result`` (positions recorded per bar or per day)."""
         series, positions = result.series[name], result.positions[name]
-        return cls(float(series["cash"].iloc[-1]), tuple(float(h) for h in positions.iloc[-1]),
-                   float(series["value"].iloc[-1]))  # fmt: skip
+        return cls(
+            float(series["cash"].iloc[-1]), tuple(float(h) for h in positions.iloc[-1]), float(series["value"].iloc[-1])
+        )
 
 
 @dataclass
@@ -304,12 +306,20 @@ def run_backtest(
     loaded: dict[str, Any] = {}
     groups = _build_groups(panel, policies or {}, chosen, config, device, oracle, loaded, slow)
     multiples = [k for k in config.breakeven_multiples if k != 1.0]
-    scaled = [_build_groups(panel, policies or {}, chosen, config.at_multiple(k), device, oracle, loaded, slow)
-              for k in multiples]  # fmt: skip
+    scaled = [
+        _build_groups(panel, policies or {}, chosen, config.at_multiple(k), device, oracle, loaded, slow)
+        for k in multiples
+    ]
     for built in (groups, *scaled):
         _place_books(built, initial_books or {}, panel)
-    records = _simulate(groups + [g for more in scaled for g in more], panel.timestamps, config.record_positions,
-                        device, positions_of=len(groups), chunked=config.compile)  # fmt: skip
+    records = _simulate(
+        groups + [g for more in scaled for g in more],
+        panel.timestamps,
+        config.record_positions,
+        device,
+        positions_of=len(groups),
+        chunked=config.compile,
+    )
     result = _assemble(panel, period_name, groups, records[: len(groups)], config)
     if config.record_positions == "bar":
         result = replace(result, trades=_trade_lists(groups, result))
@@ -372,7 +382,9 @@ _ORACLE_FITS: dict[tuple[Any, ...], SlowOracle] = {}
 def oracle_rules(rate: float = 1.0, band: float = 0.0) -> EnvConfig:
     """The env rules of the planted rule's weights: weights mode, short selling, through trade rate
     `rate` and a no-trade band of `band` per stock (a weight)."""
-    return EnvConfig(action_mode="weights", short_selling=True, features=("close",), trade_rate=rate, no_trade_band=band)
+    return EnvConfig(
+        action_mode="weights", short_selling=True, features=("close",), trade_rate=rate, no_trade_band=band
+    )
 
 
 def oracle_under_costs(data: MarketData, config: BacktestConfig, device: torch.device) -> SlowOracle:
@@ -389,8 +401,17 @@ def oracle_under_costs(data: MarketData, config: BacktestConfig, device: torch.d
     except DataError:
         train, where = data, "the backtest period itself (the data has no training period)"
     costs = config.named_costs
-    key = (data.name, train.start, train.end, train.num_tickers, costs.buy_cost, costs.sell_cost, costs.costs,
-           float(config.initial_cash), device.type)  # fmt: skip
+    key = (
+        data.name,
+        train.start,
+        train.end,
+        train.num_tickers,
+        costs.buy_cost,
+        costs.sell_cost,
+        costs.costs,
+        float(config.initial_cash),
+        device.type,
+    )
     if key in _ORACLE_FITS:
         return _ORACLE_FITS[key]
     n = train.num_tickers
@@ -406,15 +427,23 @@ def oracle_under_costs(data: MarketData, config: BacktestConfig, device: torch.d
     sharpes = _sharpe_ratios(train, [group], records, fit).fillna(-np.inf).to_numpy()
     best = int(np.argmax(sharpes))
     chosen = oracle_rules(*grid[best])
-    _ORACLE_FITS[key] = SlowOracle(chosen, f"{where}, {train.start:%Y-%m-%d} .. {train.end:%Y-%m-%d}",
-                                   float(sharpes[best]), tuple((r, b, float(x)) for (r, b), x in zip(grid, sharpes)))  # fmt: skip
+    _ORACLE_FITS[key] = SlowOracle(
+        chosen,
+        f"{where}, {train.start:%Y-%m-%d} .. {train.end:%Y-%m-%d}",
+        float(sharpes[best]),
+        tuple((r, b, float(x)) for (r, b), x in zip(grid, sharpes)),
+    )
     return _ORACLE_FITS[key]
 
 
 def _resolve_baselines(data: MarketData, baselines: Sequence[str] | None) -> tuple[str, ...]:
     if baselines is None:
-        return tuple(b for b in BASELINES if (b != "benchmark" or data.benchmark is not None)
-                     and (b not in ("oracle", "oracle_costs") or _has_edge(data)))  # fmt: skip
+        return tuple(
+            b
+            for b in BASELINES
+            if (b != "benchmark" or data.benchmark is not None)
+            and (b not in ("oracle", "oracle_costs") or _has_edge(data))
+        )
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
         raise UserError(f"unknown baseline(s) {unknown}; choose from {list(BASELINES)}")
@@ -466,53 +495,87 @@ def _build_groups(
             continue
         if isinstance(source, ExternalPolicy):
             info = StrategyInfo(name, source.label, "library", source.source, source.training)
-            add(group("stocks", data, config.env_config(source.env_config)),
-                source.decider(data.timestamps, name, data.num_tickers), [info])
+            add(
+                group("stocks", data, config.env_config(source.env_config)),
+                source.decider(data.timestamps, name, data.num_tickers),
+                [info],
+            )
             continue
         if isinstance(source, PolicyPopulation):
             _check_names(dict.fromkeys(source.names), baselines)
-            infos = [StrategyInfo(n, n, "policy", f"row {k} of population {name!r}") for k, n in enumerate(source.names)]
-            add(group("stocks", data, config.env_config(config.policy_env)),
-                PolicyDecider(source.policy, name, data.num_tickers, source.program), infos)
+            infos = [
+                StrategyInfo(n, n, "policy", f"row {k} of population {name!r}") for k, n in enumerate(source.names)
+            ]
+            add(
+                group("stocks", data, config.env_config(config.policy_env)),
+                PolicyDecider(source.policy, name, data.num_tickers, source.program),
+                infos,
+            )
             continue
         if name not in loaded:
             loaded[name] = load_checkpoint_strategy(name, source, data, config, device)
         policy, rules, info, dims = loaded[name]
-        add(group("stocks", data, config.env_config(rules)), PolicyDecider(policy, name, data.num_tickers), [info], dims)
+        add(
+            group("stocks", data, config.env_config(rules)), PolicyDecider(policy, name, data.num_tickers), [info], dims
+        )
 
-    baseline_rules = config.env_config(EnvConfig(action_mode="shares", max_shares=BASELINE_MAX_SHARES, features=("close",)))
+    baseline_rules = config.env_config(
+        EnvConfig(action_mode="shares", max_shares=BASELINE_MAX_SHARES, features=("close",))
+    )
     benchmark_rules = replace(baseline_rules, costs=config.costs.without_volume())
     equal = torch.full((data.num_tickers,), 1.0 / data.num_tickers, dtype=torch.float64)
     for name in baselines:
         if name == "benchmark":
             target = group("benchmark", benchmark_panel(data), benchmark_rules)
             decide = BuyAndHold(torch.ones(1, dtype=torch.float64), config.buy_cost)
-            dropped = "" if benchmark_rules.costs == config.costs else (
-                "; a close-only series: the cost terms that need volume, high or low are left out")
-            info = StrategyInfo(name, f"{data.benchmark_name or 'Benchmark'} buy-and-hold", "baseline",
-                                "benchmark close, target weight 1, bought once" + dropped)
+            dropped = (
+                ""
+                if benchmark_rules.costs == config.costs
+                else ("; a close-only series: the cost terms that need volume, high or low are left out")
+            )
+            info = StrategyInfo(
+                name,
+                f"{data.benchmark_name or 'Benchmark'} buy-and-hold",
+                "baseline",
+                "benchmark close, target weight 1, bought once" + dropped,
+            )
         elif name == "oracle":
             target = group("stocks", data, config.env_config(oracle_rules()))
             decide = oracle
-            info = StrategyInfo(name, "Oracle (the planted rule)", "baseline",
-                                "the planted edge's dollar-neutral target weights, rebalanced every bar")  # fmt: skip
+            info = StrategyInfo(
+                name,
+                "Oracle (the planted rule)",
+                "baseline",
+                "the planted edge's dollar-neutral target weights, rebalanced every bar",
+            )
         elif name == "oracle_costs":
             target = group("stocks", data, config.env_config(slow.rules))
             decide = oracle
-            how = (f"trade rate {slow.rules.trade_rate:g}" if slow.rules.no_trade_band == 0
-                   else f"no-trade band {slow.rules.no_trade_band * data.num_tickers:g}/N per stock")  # fmt: skip
-            info = StrategyInfo(name, f"Oracle under costs ({how})", "baseline",
-                                f"the planted edge's dollar-neutral weights as the aim, traded at the {how} that "
-                                f"maximises its net Sharpe ratio ({slow.sharpe:.2f}) on {slow.fitted_on} under this "
-                                f"backtest's cost model")  # fmt: skip
+            how = (
+                f"trade rate {slow.rules.trade_rate:g}"
+                if slow.rules.no_trade_band == 0
+                else f"no-trade band {slow.rules.no_trade_band * data.num_tickers:g}/N per stock"
+            )
+            info = StrategyInfo(
+                name,
+                f"Oracle under costs ({how})",
+                "baseline",
+                f"the planted edge's dollar-neutral weights as the aim, traded at the {how} that "
+                f"maximises its net Sharpe ratio ({slow.sharpe:.2f}) on {slow.fitted_on} under this "
+                f"backtest's cost model",
+            )
         elif name == "equal_weight":
             target = group("stocks", data, baseline_rules)
             decide = BuyAndHold(equal, config.buy_cost)
-            info = StrategyInfo(name, "Equal-weight buy-and-hold", "baseline", "1/N of the capital per stock, bought once")
+            info = StrategyInfo(
+                name, "Equal-weight buy-and-hold", "baseline", "1/N of the capital per stock, bought once"
+            )
         else:
             target = group("stocks", data, baseline_rules)
             decide = DailyRebalance(equal, config.buy_cost)
-            info = StrategyInfo(name, "Equal-weight, rebalanced daily", "baseline", "1/N per stock, rebalanced at each open")
+            info = StrategyInfo(
+                name, "Equal-weight, rebalanced daily", "baseline", "1/N per stock, rebalanced at each open"
+            )
         add(target, decide, [info])
 
     names = [m.info.name for g in groups.values() for m in g.members]
@@ -520,8 +583,9 @@ def _build_groups(
     if duplicates:
         raise UserError(f"strategy names must be unique; repeated: {duplicates}")
     for g in groups.values():
-        g.env = StockTradingVecEnv(g.data, num_envs=len(g.members), device=device, config=g.rules,
-                                   compile=config.compile)
+        g.env = StockTradingVecEnv(
+            g.data, num_envs=len(g.members), device=device, config=g.rules, compile=config.compile
+        )
     for g in groups.values():
         for member in g.members:
             _check_policy_dims(member, g.env)
@@ -538,7 +602,9 @@ def _place_books(groups: list[_Group], books: Mapping[str, Book], data: MarketDa
             raise UserError(f"initial book for {name!r}, which is not a strategy of this backtest")
         group, member = members[name]
         if group.data is not data or len(book.holdings) != data.num_tickers:
-            raise UserError(f"initial book of {name!r} holds {len(book.holdings)} tickers; the backtest trades {data.num_tickers}")
+            raise UserError(
+                f"initial book of {name!r} holds {len(book.holdings)} tickers; the backtest trades {data.num_tickers}"
+            )
         member.book = book
 
 
@@ -601,7 +667,11 @@ def _check_checkpoint_tickers(name: str, meta: Mapping[str, Any], data: MarketDa
     if tickers is not None and tuple(tickers) != tuple(data.tickers):
         missing = [t for t in tickers if t not in data.tickers]
         extra = [t for t in data.tickers if t not in tickers]
-        detail = f"missing from the data: {missing[:10]}; not in the checkpoint: {extra[:10]}" if missing or extra else "same tickers in another order"
+        detail = (
+            f"missing from the data: {missing[:10]}; not in the checkpoint: {extra[:10]}"
+            if missing or extra
+            else "same tickers in another order"
+        )
         raise CheckpointError(
             f"checkpoint {name!r} was trained on {len(tickers)} tickers that do not match the "
             f"{data.num_tickers} of data set {data.name!r} ({detail})"
@@ -647,8 +717,20 @@ def benchmark_panel(data: MarketData) -> MarketData:
 # --------------------------------------------------------------------- simulation
 
 
-RECORDED = ("value", "cash", "gross_value", "traded", "costs", "cost_commission", "cost_spread", "cost_impact",
-            "cost_borrow", "ordered_value", "unfilled_value", "unfilled_shares")
+RECORDED = (
+    "value",
+    "cash",
+    "gross_value",
+    "traded",
+    "costs",
+    "cost_commission",
+    "cost_spread",
+    "cost_impact",
+    "cost_borrow",
+    "ordered_value",
+    "unfilled_value",
+    "unfilled_shares",
+)
 """What is recorded per bar and strategy: the env's ``info`` entries of the same names
 (``gross_value``: the positions' gross market value at the bar's close, sum of
 |shares| x close, longs and shorts alike; ``traded``: value traded, the turnover times
@@ -675,8 +757,12 @@ def _session_flags(timestamps: pd.DatetimeIndex) -> tuple[list[bool], np.ndarray
 
 
 def _simulate(
-    groups: list[_Group], timestamps: pd.DatetimeIndex, record_positions: str, device: torch.device,
-    positions_of: int | None = None, chunked: bool = False,
+    groups: list[_Group],
+    timestamps: pd.DatetimeIndex,
+    record_positions: str,
+    device: torch.device,
+    positions_of: int | None = None,
+    chunked: bool = False,
 ) -> list[_Records]:
     """Step every group's env from the first bar to the last; return the records.
 
@@ -707,7 +793,9 @@ def _simulate(
         slot = slot_of.get(t + 1)
         for k in by_bar:
             g = groups[k]
-            observations[k], ruined[k] = _advance(g, observations[k], records[k][0], ruined[k], t, new_day_next[t], slot)
+            observations[k], ruined[k] = _advance(
+                g, observations[k], records[k][0], ruined[k], t, new_day_next[t], slot
+            )
     return [rec for rec, _ in records]
 
 
@@ -721,8 +809,12 @@ class _GroupProgram:
         return tuple(program.prepare(p, rows) for (program, _, _), p in zip(self.parts, params))
 
     def decide(self, params: tuple, prepared: tuple, bar: Any) -> Tensor:
-        return torch.cat([program.decide(p, ready, bar.rows(start, stop)).to(torch.float32)
-                          for (program, start, stop), p, ready in zip(self.parts, params, prepared)])  # fmt: skip
+        return torch.cat(
+            [
+                program.decide(p, ready, bar.rows(start, stop)).to(torch.float32)
+                for (program, start, stop), p, ready in zip(self.parts, params, prepared)
+            ]
+        )
 
 
 def _group_program(group: _Group, obs: Tensor, calendar: Tensor, new_day: bool) -> tuple[_GroupProgram, tuple] | None:
@@ -735,9 +827,15 @@ def _group_program(group: _Group, obs: Tensor, calendar: Tensor, new_day: bool) 
     parts, params = [], []
     for caller in group.callers:
         rows = slice(caller.start, caller.stop)
-        account = Account(t=0, new_day_next=new_day, close=close, cash=env.cash[rows],
-                          holdings=env.holdings[rows], value=env.value[rows],
-                          within_cash=functools.partial(env.buys_within_cash, cash=env.cash[rows], price=close, t=0))  # fmt: skip
+        account = Account(
+            t=0,
+            new_day_next=new_day,
+            close=close,
+            cash=env.cash[rows],
+            holdings=env.holdings[rows],
+            value=env.value[rows],
+            within_cash=functools.partial(env.buys_within_cash, cash=env.cash[rows], price=close, t=0),
+        )
         built = caller.decide.program(obs[rows], account, calendar)
         if built is None:
             return None
@@ -766,8 +864,9 @@ def _stacked(parts: list[tuple[Any, int, int]], params: list[Any]) -> tuple[tupl
     return tuple(merged), stacked
 
 
-def _run_chunked(group: _Group, built: tuple[_GroupProgram, tuple], obs: Tensor, records: _Records,
-                 slot_of: dict[int, int]) -> None:  # fmt: skip
+def _run_chunked(
+    group: _Group, built: tuple[_GroupProgram, tuple], obs: Tensor, records: _Records, slot_of: dict[int, int]
+) -> None:
     """The group's whole pass by `market_envs.rollout.Rollout` (many bars per compiled call),
     recorded as `_advance` records it."""
     from market_envs.rollout import Rollout
@@ -775,8 +874,13 @@ def _run_chunked(group: _Group, built: tuple[_GroupProgram, tuple], obs: Tensor,
     program, params = built
     env = group.env
     ruined = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
-    record = ("holdings", "terminated", "previous_value", "turnover",
-              *(key for key in RECORDED if key not in ("traded", "gross_value")))  # fmt: skip
+    record = (
+        "holdings",
+        "terminated",
+        "previous_value",
+        "turnover",
+        *(key for key in RECORDED if key not in ("traded", "gross_value")),
+    )
 
     def keep(first: int, steps: int, rows: dict[str, Tensor]) -> None:
         nonlocal ruined
@@ -806,8 +910,12 @@ def _start(group: _Group, num_bars: int, num_slots: int | None, device: torch.de
     if any(b is not None for b in books):
         cash = [env.config.initial_cash if b is None else b.cash for b in books]
         holdings = [[0.0] * n if b is None else list(b.holdings) for b in books]
-        obs, _ = env.reset(options={"cash": torch.tensor(cash, dtype=torch.float64),
-                                    "holdings": torch.tensor(holdings, dtype=torch.float64).reshape(e, n)})  # fmt: skip
+        obs, _ = env.reset(
+            options={
+                "cash": torch.tensor(cash, dtype=torch.float64),
+                "holdings": torch.tensor(holdings, dtype=torch.float64).reshape(e, n),
+            }
+        )
     else:
         obs, _ = env.reset()
     bars = torch.zeros((len(RECORDED), num_bars, e), dtype=torch.float64, device=device)
@@ -819,21 +927,32 @@ def _start(group: _Group, num_bars: int, num_slots: int | None, device: torch.de
     return records, obs
 
 
-def _advance(group: _Group, obs: Tensor, records: _Records, ruined: Tensor, t: int, new_day_next: bool, slot: int | None):
+def _advance(
+    group: _Group, obs: Tensor, records: _Records, ruined: Tensor, t: int, new_day_next: bool, slot: int | None
+):
     """Decide at bar t for every member, step the env once, record bar t+1."""
     env = group.env
     close = group.close[t]
     cash, holdings, value = env.cash, env.holdings, env.value
-    actions = torch.cat([
-        caller.decide(obs[caller.start : caller.stop], Account(
-            t=t, new_day_next=new_day_next, close=close,
-            cash=cash[caller.start : caller.stop],
-            holdings=holdings[caller.start : caller.stop],
-            value=value[caller.start : caller.stop],
-            within_cash=functools.partial(env.buys_within_cash, cash=cash[caller.start : caller.stop], price=close, t=t),
-        )).to(torch.float32)
-        for caller in group.callers
-    ])
+    actions = torch.cat(
+        [
+            caller.decide(
+                obs[caller.start : caller.stop],
+                Account(
+                    t=t,
+                    new_day_next=new_day_next,
+                    close=close,
+                    cash=cash[caller.start : caller.stop],
+                    holdings=holdings[caller.start : caller.stop],
+                    value=value[caller.start : caller.stop],
+                    within_cash=functools.partial(
+                        env.buys_within_cash, cash=cash[caller.start : caller.stop], price=close, t=t
+                    ),
+                ),
+            ).to(torch.float32)
+            for caller in group.callers
+        ]
+    )
     obs, _, terminated, _, info = env.step(actions)
     ruined = ruined | terminated
     keep = ~ruined
@@ -882,15 +1001,19 @@ def _assemble(
             cost_totals[member.info.name] = cost_breakdown({key: float(host[key][:, r].sum()) for key in TOTALLED})
             name = member.info.name
             series[name] = frame
-            positions[name] = pd.DataFrame(host_positions[:, r, :], index=pd.DatetimeIndex(recorded, name="timestamp"),
-                                           columns=list(g.data.tickers))
+            positions[name] = pd.DataFrame(
+                host_positions[:, r, :],
+                index=pd.DatetimeIndex(recorded, name="timestamp"),
+                columns=list(g.data.tickers),
+            )
             strategies[name] = member.info
     order = [name for name in _given_order(groups) if name in series]
     returns = pd.DataFrame({name: series[name]["return"] for name in order})
     traded = pd.DataFrame({name: series[name]["traded_value"] for name in order})
     values = pd.DataFrame({name: series[name]["value"] for name in order})
-    table = metrics.summary(returns, timestamps=timestamps, risk_free=config.risk_free,
-                            traded_value=traded, portfolio_value=values)
+    table = metrics.summary(
+        returns, timestamps=timestamps, risk_free=config.risk_free, traded_value=traded, portfolio_value=values
+    )
     table = table.sort_values("sharpe_ratio", ascending=False, na_position="last", kind="stable")
     return BacktestResult(
         metrics=table,
@@ -901,8 +1024,9 @@ def _assemble(
         dataset=data.name,
         benchmark_name=data.benchmark_name,
         tickers=tuple(data.tickers),
-        period=PeriodInfo(period_name, timestamps[0], timestamps[-1], len(timestamps),
-                          int(pd.Index(timestamps.date).nunique())),
+        period=PeriodInfo(
+            period_name, timestamps[0], timestamps[-1], len(timestamps), int(pd.Index(timestamps.date).nunique())
+        ),
         config=config.as_dict(),
         missing_columns=tuple(data.meta.get("missing_columns", ())),
         costs={name: cost_totals[name] for name in order},
@@ -935,7 +1059,9 @@ def _simple_returns(value: np.ndarray, start: float) -> np.ndarray:
         return np.where(previous > 0, value / previous - 1.0, 0.0)
 
 
-def _sharpe_ratios(data: MarketData, groups: list[_Group], records: list[_Records], config: BacktestConfig) -> pd.Series:
+def _sharpe_ratios(
+    data: MarketData, groups: list[_Group], records: list[_Records], config: BacktestConfig
+) -> pd.Series:
     """Each strategy's Sharpe ratio (as in the metrics table) from the value records of `groups`."""
     returns = {}
     for g, rec in zip(groups, records):
@@ -1013,4 +1139,6 @@ def breakeven_table(curves: Mapping[float, pd.Series], names: Sequence[str]) -> 
 def _given_order(groups: list[_Group]) -> list[str]:
     """Policies first, then baselines, each in the order given."""
     members = [m for g in groups for m in g.members]
-    return [m.info.name for m in members if m.info.kind == "policy"] + [m.info.name for m in members if m.info.kind != "policy"]
+    return [m.info.name for m in members if m.info.kind == "policy"] + [
+        m.info.name for m in members if m.info.kind != "policy"
+    ]

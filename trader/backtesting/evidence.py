@@ -105,8 +105,9 @@ def _winner(root: Path, kind: str, keys: pd.DataFrame, best_pod: str | None) -> 
     return int(hits[0]) if len(hits) else None
 
 
-def strategy_evidence(daily_returns: pd.DataFrame, trials: Mapping[str, Trials] | None = None,
-                      seed: int = 0) -> dict[str, dict[str, Any]]:  # fmt: skip
+def strategy_evidence(
+    daily_returns: pd.DataFrame, trials: Mapping[str, Trials] | None = None, seed: int = 0
+) -> dict[str, dict[str, Any]]:
     """Strategy -> `series_evidence` of its daily returns on the report's
     period, deflated by its trials when it was selected among some."""
     trials = trials or {}
@@ -114,14 +115,17 @@ def strategy_evidence(daily_returns: pd.DataFrame, trials: Mapping[str, Trials] 
     for name in daily_returns.columns:
         chosen = trials.get(str(name))
         out[str(name)] = series_evidence(
-            daily_returns[name].to_numpy(dtype=float), n_trials=None if chosen is None else chosen.count,
-            trial_sharpes=None if chosen is None else chosen.sharpes, seed=seed,
-        )  # fmt: skip
+            daily_returns[name].to_numpy(dtype=float),
+            n_trials=None if chosen is None else chosen.count,
+            trial_sharpes=None if chosen is None else chosen.sharpes,
+            seed=seed,
+        )
     return out
 
 
-def selection_evidence(trials: Trials, yardsticks: Mapping[str, pd.Series], seed: int = 0,
-                       labels: Mapping[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+def selection_evidence(
+    trials: Trials, yardsticks: Mapping[str, pd.Series], seed: int = 0, labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The run's selection on its validation period: the winner's evidence after all
     trials, PBO by CSCV, and SPA against each yardstick (e.g. equal-weight, the
     benchmark: their daily validation returns, indexed by date), keyed by the
@@ -134,8 +138,9 @@ def selection_evidence(trials: Trials, yardsticks: Mapping[str, pd.Series], seed
     days = trials.returns.columns
     matrix = trials.returns.to_numpy(dtype=float)
     if trials.winner is not None:
-        out["winner"] = series_evidence(matrix[trials.winner], n_trials=trials.count,
-                                                trial_sharpes=trials.sharpes, seed=seed)  # fmt: skip
+        out["winner"] = series_evidence(
+            matrix[trials.winner], n_trials=trials.count, trial_sharpes=trials.sharpes, seed=seed
+        )
     out["pbo"] = pbo_json(stats.pbo_cscv(matrix))
     out["spa"] = {}
     for name, series in yardsticks.items():
@@ -144,8 +149,9 @@ def selection_evidence(trials: Trials, yardsticks: Mapping[str, pd.Series], seed
     return out
 
 
-def sentences(evidence: Mapping[str, Mapping[str, Any]], selection: Mapping[str, Any] | None,
-              labels: Mapping[str, str]) -> list[str]:  # fmt: skip
+def sentences(
+    evidence: Mapping[str, Mapping[str, Any]], selection: Mapping[str, Any] | None, labels: Mapping[str, str]
+) -> list[str]:
     """The report's plain sentences: one per strategy, then the selection's."""
     lines = [f"{labels.get(name, name)}: {row['sentence']}" for name, row in evidence.items()]
     if selection and selection.get("tournament"):
@@ -153,8 +159,10 @@ def sentences(evidence: Mapping[str, Mapping[str, Any]], selection: Mapping[str,
     if selection:
         winner = selection.get("winner")
         if winner is not None:
-            lines.append(f"Selection on validation ({selection['n_trials']} trials): the winner's validation "
-                         f"Sharpe {_number(winner['sharpe'])}: {winner['sentence']}")  # fmt: skip
+            lines.append(
+                f"Selection on validation ({selection['n_trials']} trials): the winner's validation "
+                f"Sharpe {_number(winner['sharpe'])}: {winner['sentence']}"
+            )
         if "pbo" in selection:
             lines.append(selection["pbo"]["sentence"])
         lines.extend(spa["sentence"] for spa in selection.get("spa", {}).values())
@@ -222,9 +230,20 @@ def series_evidence(
         "dsr_null": math.nan,
     }
     if moments.reason is not None:
-        for key in ("sharpe", "skew", "kurtosis", "interval_analytic", "interval_bootstrap",
-                    "bootstrap_block_length", "psr", "min_track_record_days", "expected_max_sharpe", "dsr",
-                    "expected_max_sharpe_null", "dsr_null"):  # fmt: skip
+        for key in (
+            "sharpe",
+            "skew",
+            "kurtosis",
+            "interval_analytic",
+            "interval_bootstrap",
+            "bootstrap_block_length",
+            "psr",
+            "min_track_record_days",
+            "expected_max_sharpe",
+            "dsr",
+            "expected_max_sharpe_null",
+            "dsr_null",
+        ):
             reasons[key] = moments.reason
     else:
         evidence["psr"] = probabilistic_sharpe_ratio(moments.sharpe, 0.0, moments.days, moments.skew, moments.kurtosis)
@@ -239,8 +258,9 @@ def series_evidence(
     return ready
 
 
-def _deflate(evidence: dict[str, Any], moments: Moments, n_trials: int | None, trial_sharpes: Any,
-             reasons: dict[str, str]) -> None:  # fmt: skip
+def _deflate(
+    evidence: dict[str, Any], moments: Moments, n_trials: int | None, trial_sharpes: Any, reasons: dict[str, str]
+) -> None:
     """Fill ``n_trials`` and both deflations when the trials are known: ``dsr`` with
     V[SR_n] estimated from the trials (Bailey and López de Prado), ``dsr_null`` with the
     sampling variance of a zero-Sharpe trial (`null_sharpe_variance`)."""
@@ -259,12 +279,15 @@ def _deflate(evidence: dict[str, Any], moments: Moments, n_trials: int | None, t
     if n_trials == 1 or len(sharpes) >= 2:
         variances[""] = float(np.var(sharpes, ddof=1)) / TRADING_DAYS if len(sharpes) > 1 else 0.0
     else:
-        reasons["expected_max_sharpe"] = reasons["dsr"] = "fewer than 2 finite trial Sharpe ratios: no variance to deflate by"
+        reasons["expected_max_sharpe"] = reasons["dsr"] = (
+            "fewer than 2 finite trial Sharpe ratios: no variance to deflate by"
+        )
     for suffix, variance in variances.items():
         threshold = expected_max_sharpe(n_trials, variance)
         evidence[f"expected_max_sharpe{suffix}"] = threshold * math.sqrt(TRADING_DAYS)
-        evidence[f"dsr{suffix}"] = probabilistic_sharpe_ratio(moments.sharpe, threshold, moments.days, moments.skew,
-                                                             moments.kurtosis)  # fmt: skip
+        evidence[f"dsr{suffix}"] = probabilistic_sharpe_ratio(
+            moments.sharpe, threshold, moments.days, moments.skew, moments.kurtosis
+        )
 
 
 def _json_ready(evidence: dict[str, Any], reasons: dict[str, str]) -> dict[str, Any]:
@@ -312,8 +335,11 @@ def verdict(evidence: dict[str, Any]) -> str:
             return f"above zero at {level}"
         null = evidence.get("dsr_null")
         deflated = null if _is_number(null) else dsr
-        detail = (f"DSR {null:.2f} against {trials} zero-Sharpe trials; {dsr:.2f} from the trials' own spread"
-                  if _is_number(null) else f"DSR {dsr:.2f}")  # fmt: skip
+        detail = (
+            f"DSR {null:.2f} against {trials} zero-Sharpe trials; {dsr:.2f} from the trials' own spread"
+            if _is_number(null)
+            else f"DSR {dsr:.2f}"
+        )
         if deflated >= evidence["confidence"]:
             return f"above zero at {level} after {trials} trials ({detail})"
         return f"above zero at {level}, but not after {trials} trials ({detail})"
@@ -376,5 +402,15 @@ def spa_json(result: SPAResult, benchmark: str, alpha: float = 0.05, label: str 
     }
 
 
-__all__ = ["SELECTED", "Trials", "pbo_json", "run_trials", "selection_evidence", "sentences", "series_evidence",
-           "spa_json", "strategy_evidence", "verdict"]  # fmt: skip
+__all__ = [
+    "SELECTED",
+    "Trials",
+    "pbo_json",
+    "run_trials",
+    "selection_evidence",
+    "sentences",
+    "series_evidence",
+    "spa_json",
+    "strategy_evidence",
+    "verdict",
+]

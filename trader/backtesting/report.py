@@ -78,7 +78,16 @@ def table_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-EVIDENCE_HEADER = ["Strategy", "Sharpe", "95% interval", "PSR", "Trials", "DSR (0-Sharpe trials)", "DSR (trials' spread)", "Verdict"]
+EVIDENCE_HEADER = [
+    "Strategy",
+    "Sharpe",
+    "95% interval",
+    "PSR",
+    "Trials",
+    "DSR (0-Sharpe trials)",
+    "DSR (trials' spread)",
+    "Verdict",
+]
 
 
 def evidence_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
@@ -94,11 +103,21 @@ def evidence_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
         if row is None:
             continue
         interval = row.get("interval_bootstrap")
-        rows.append([labels.get(name, name), _ratio(row.get("sharpe")),
-                     "n/a" if interval is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]",
-                     _ratio(row.get("psr")), "-" if row.get("n_trials") is None else str(row["n_trials"]),
-                     *((_ratio(row.get("dsr_null")), _ratio(row.get("dsr"))) if row.get("n_trials") is not None else ("-", "-")),
-                     row["sentence"]])  # fmt: skip
+        rows.append(
+            [
+                labels.get(name, name),
+                _ratio(row.get("sharpe")),
+                "n/a" if interval is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]",
+                _ratio(row.get("psr")),
+                "-" if row.get("n_trials") is None else str(row["n_trials"]),
+                *(
+                    (_ratio(row.get("dsr_null")), _ratio(row.get("dsr")))
+                    if row.get("n_trials") is not None
+                    else ("-", "-")
+                ),
+                row["sentence"],
+            ]
+        )
     return list(EVIDENCE_HEADER), rows
 
 
@@ -138,10 +157,16 @@ def cost_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
         if row is None:
             continue
         edge = result.breakeven.get(str(name))
-        rows.append([labels.get(name, name), f"{row['costs']:,.0f}", _bps(row["costs_bps"]),
-                     *(_bps(row[f"{part}_bps"]) for part in ("commission", "spread", "impact", "borrow")),
-                     "n/a" if row["unfilled_share"] is None else f"{100 * row['unfilled_share']:.1f}%",
-                     edge["text"] if edge else "-"])  # fmt: skip
+        rows.append(
+            [
+                labels.get(name, name),
+                f"{row['costs']:,.0f}",
+                _bps(row["costs_bps"]),
+                *(_bps(row[f"{part}_bps"]) for part in ("commission", "spread", "impact", "borrow")),
+                "n/a" if row["unfilled_share"] is None else f"{100 * row['unfilled_share']:.1f}%",
+                edge["text"] if edge else "-",
+            ]
+        )
     return list(COST_HEADER), rows
 
 
@@ -202,8 +227,14 @@ def context_lines(result: BacktestResult) -> list[str]:
         f"Start capital: ${config['initial_cash']:,.0f}; {cost_model_line(result.cost_model)}",
         f"Orders decided at a bar fill at the next bar's {fill_price(result.missing_columns)}; "
         "metrics from daily returns, 252 days a year.",
-        *([f"The data has no {', '.join(result.missing_columns)}: filled from the close (volume 0); "
-           f"features made of them left out of the agents' observation."] if result.missing_columns else []),
+        *(
+            [
+                f"The data has no {', '.join(result.missing_columns)}: filled from the close (volume 0); "
+                f"features made of them left out of the agents' observation."
+            ]
+            if result.missing_columns
+            else []
+        ),
     ]
 
 
@@ -217,11 +248,17 @@ def markdown_report(result: BacktestResult) -> str:
     lines.extend(["", f"Best by Sharpe ratio: {result.labels()[result.best]}.", ""])
     header, rows = evidence_rows(result)
     if rows:
-        lines.extend(["## Is the edge real?", "",
-                      "Sharpe ratio with its 95% interval (stationary bootstrap), PSR (probability that the "
-                      "true Sharpe is above 0), and for a strategy selected among trials its deflated Sharpe "
-                      "ratio (DSR); on the test period the DSR is conservative. How to read them: "
-                      "docs/reading-results.md.", ""])  # fmt: skip
+        lines.extend(
+            [
+                "## Is the edge real?",
+                "",
+                "Sharpe ratio with its 95% interval (stationary bootstrap), PSR (probability that the "
+                "true Sharpe is above 0), and for a strategy selected among trials its deflated Sharpe "
+                "ratio (DSR); on the test period the DSR is conservative. How to read them: "
+                "docs/reading-results.md.",
+                "",
+            ]
+        )
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
         lines.extend("| " + " | ".join(r) + " |" for r in rows)
@@ -231,11 +268,17 @@ def markdown_report(result: BacktestResult) -> str:
         lines.extend(["The selection, on the validation period:", "", *(f"- {text}" for text in selection), ""])
     header, rows = cost_rows(result)
     if rows:
-        lines.extend(["## Costs", "",
-                      "Every strategy trades under the same cost model. Costs over the period in the data's "
-                      "currency and in basis points (bp) of the value traded, per part; the share of the value "
-                      "ordered that the participation cap left unfilled, over every bar's orders (a remainder "
-                      "ordered again on the next bar counts again); " + _breakeven_sentence(result), ""])  # fmt: skip
+        lines.extend(
+            [
+                "## Costs",
+                "",
+                "Every strategy trades under the same cost model. Costs over the period in the data's "
+                "currency and in basis points (bp) of the value traded, per part; the share of the value "
+                "ordered that the participation cap left unfilled, over every bar's orders (a remainder "
+                "ordered again on the next bar counts again); " + _breakeven_sentence(result),
+                "",
+            ]
+        )
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
         lines.extend("| " + " | ".join(r) + " |" for r in rows)
@@ -263,14 +306,20 @@ def membership_lines(membership: dict[str, Any] | None) -> list[str]:
     lines = [
         f"Point-in-time universe ({membership['file']}): {membership['members']} tickers were members in the data "
         f"set's window; membership changes in it: {changes(membership)}. A ticker is traded only while it is a member.",
-        "Membership changes in this period: " + (changes(period) if period is not None else
-                                                  "not known (the cached panel predates dated membership events; rebuild it)"),
-    ]  # fmt: skip
+        "Membership changes in this period: "
+        + (
+            changes(period)
+            if period is not None
+            else "not known (the cached panel predates dated membership events; rebuild it)"
+        ),
+    ]
     if membership.get("unserved"):
         names = membership["unserved"]
-        lines.append(f"Members the data source does not serve: {len(names)} ({', '.join(names[:10])}"
-                     f"{', ...' if len(names) > 10 else ''}), {100 * membership['unserved_share']:.1f}% of the "
-                     "window's member-days: the universe traded is that much smaller than the index.")  # fmt: skip
+        lines.append(
+            f"Members the data source does not serve: {len(names)} ({', '.join(names[:10])}"
+            f"{', ...' if len(names) > 10 else ''}), {100 * membership['unserved_share']:.1f}% of the "
+            "window's member-days: the universe traded is that much smaller than the index."
+        )
     return lines
 
 
@@ -284,16 +333,20 @@ def training_line(training: dict[str, Any]) -> str:
     """A library row's training in words: budget terms, env steps, seconds, samples/s."""
     steps, seconds = int(training.get("steps") or 0), float(training.get("seconds") or 0.0)
     rate = steps / seconds if seconds > 0 else float("nan")
-    return (f"{training.get('budget', {}).get('terms', 'budget not recorded')}; {steps:,} env steps in "
-            f"{seconds:,.0f} s ({rate:,.0f} samples/s); {training.get('trained_with') or training.get('library', '?')}")
+    return (
+        f"{training.get('budget', {}).get('terms', 'budget not recorded')}; {steps:,} env steps in "
+        f"{seconds:,.0f} s ({rate:,.0f} samples/s); {training.get('trained_with') or training.get('library', '?')}"
+    )
 
 
 def _breakeven_sentence(result: BacktestResult) -> str:
     if not result.breakeven:
         return "the breakeven cost was not computed (no multiples of the cost model were run, or it charges nothing)."
     multiples = next(iter(result.breakeven.values()))["multiples"]
-    return ("the breakeven cost: the multiple of the cost model at which the Sharpe ratio reaches 0, interpolated "
-            f"between the backtests at {', '.join(f'{k:g}' for k in multiples)} x the costs (run in one pass).")
+    return (
+        "the breakeven cost: the multiple of the cost model at which the Sharpe ratio reaches 0, interpolated "
+        f"between the backtests at {', '.join(f'{k:g}' for k in multiples)} x the costs (run in one pass)."
+    )
 
 
 def _json_number(value: Any) -> Any:
@@ -312,8 +365,14 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
         "period": result.period.as_dict(),
         "config": result.config,
         "strategies": [
-            {"name": s.name, "label": s.label, "kind": s.kind, "source": s.source, "series": f"backtests/{s.name}.parquet",
-             **({"training": s.training} if s.training is not None else {})}
+            {
+                "name": s.name,
+                "label": s.label,
+                "kind": s.kind,
+                "source": s.source,
+                "series": f"backtests/{s.name}.parquet",
+                **({"training": s.training} if s.training is not None else {}),
+            }
             for s in result.strategies.values()
         ],
         "order": [str(name) for name in result.metrics.index],
@@ -325,10 +384,14 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
         "evidence": result.evidence,
         "selection": result.selection,
         "cost_model": result.cost_model,
-        "costs": {name: {k: None if v is None else _json_number(v) for k, v in row.items()}
-                  for name, row in result.costs.items()},
-        "breakeven": {name: {**row, "multiple": None if row["multiple"] is None else _json_number(row["multiple"])}
-                      for name, row in result.breakeven.items()},
+        "costs": {
+            name: {k: None if v is None else _json_number(v) for k, v in row.items()}
+            for name, row in result.costs.items()
+        },
+        "breakeven": {
+            name: {**row, "multiple": None if row["multiple"] is None else _json_number(row["multiple"])}
+            for name, row in result.breakeven.items()
+        },
         "membership": result.membership,
     }
 
@@ -361,15 +424,20 @@ def read_series(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, pd.DataFram
     return frame, positions
 
 
-def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_sheet: bool = True,
-                 dataset_card: dict[str, Any] | None = None) -> dict[str, Path]:  # fmt: skip
+def write_report(
+    result: BacktestResult,
+    run_dir: str | os.PathLike[str],
+    tear_sheet: bool = True,
+    dataset_card: dict[str, Any] | None = None,
+) -> dict[str, Path]:
     """Write series, report.json, report.md, the tear sheet and ``dataset.json`` (the
     data set's `MarketData.describe`, when given); return name -> path."""
     root = Path(run_dir)
     files: dict[str, Path] = {}
     for name in result.series:
-        files[f"series:{name}"] = rundir.write_parquet(root / rundir.BACKTESTS_DIR / f"{name}.parquet",
-                                                       series_table(result, name))  # fmt: skip
+        files[f"series:{name}"] = rundir.write_parquet(
+            root / rundir.BACKTESTS_DIR / f"{name}.parquet", series_table(result, name)
+        )
     for name, trades in result.trades.items():
         files[f"trades:{name}"] = rundir.write_parquet(root / rundir.TRADES_DIR / f"{name}.parquet", trades)
     if tear_sheet:
@@ -388,8 +456,11 @@ def write_report(result: BacktestResult, run_dir: str | os.PathLike[str], tear_s
 def _remove_stale(root: Path, written: set[Path]) -> None:
     """A report replaces the one before it whole: the series, trade lists and tear sheets of
     strategies it no longer has are removed (only files of those kinds, which only this module writes)."""
-    for path in [*(root / rundir.BACKTESTS_DIR).glob("*.parquet"), *(root / rundir.TRADES_DIR).glob("*.parquet"),
-                 *root.glob("tearsheet_*.png")]:  # fmt: skip
+    for path in [
+        *(root / rundir.BACKTESTS_DIR).glob("*.parquet"),
+        *(root / rundir.TRADES_DIR).glob("*.parquet"),
+        *root.glob("tearsheet_*.png"),
+    ]:
         if path not in written and not rundir.is_temporary(path):
             path.unlink(missing_ok=True)
 

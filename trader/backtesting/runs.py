@@ -116,9 +116,15 @@ def read_run(run_dir: str | os.PathLike[str], spec: Any = None) -> RunContents:
         env = rundir.env_table(config)
         dataset = config.get("dataset") or env.get("dataset")
         rules = rundir.recorded_rules(env["env_config"], str(root / rundir.CONFIG)) if "env_config" in env else None
-        contents = RunContents(root, "train" if kind == "train" else "baselines", dataset if isinstance(dataset, str) else None,
-                               rules, checkpoints=rundir.checkpoints(root), periods=run_periods(env),
-                               trained=_trained(config))  # fmt: skip
+        contents = RunContents(
+            root,
+            "train" if kind == "train" else "baselines",
+            dataset if isinstance(dataset, str) else None,
+            rules,
+            checkpoints=rundir.checkpoints(root),
+            periods=run_periods(env),
+            trained=_trained(config),
+        )
     contents.baselines = rundir.baseline_folders(root)
     return contents
 
@@ -139,8 +145,14 @@ def _with_spec(root: Path, spec: Any) -> RunContents:
     else:
         trained = ("best", "final") if (root / rundir.CONFIG).is_file() else ()  # a market run of `trader.train`
         checkpoints = rundir.checkpoints(root)
-        contents = RunContents(root, "train" if checkpoints or trained else "baselines", spec.dataset, None,
-                               checkpoints=checkpoints, trained=trained)  # fmt: skip
+        contents = RunContents(
+            root,
+            "train" if checkpoints or trained else "baselines",
+            spec.dataset,
+            None,
+            checkpoints=checkpoints,
+            trained=trained,
+        )
     contents.env_config, contents.spec = spec.rules, spec
     contents.baselines = rundir.baseline_folders(root)
     return contents
@@ -157,8 +169,14 @@ def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
         entries = list(values.get("entries") or [])
     paths = [root / e["checkpoint"] for e in entries if e.get("checkpoint")]
     checkpoints = {"best": paths[0]} if paths else {}
-    contents = RunContents(root, "tournament", env if isinstance(env, str) else None, rules,
-                           checkpoints=checkpoints, periods=run_periods(config))  # fmt: skip
+    contents = RunContents(
+        root,
+        "tournament",
+        env if isinstance(env, str) else None,
+        rules,
+        checkpoints=checkpoints,
+        periods=run_periods(config),
+    )
     selected = root / rundir.SELECTION
     if selected.is_file():
         values = rundir.read_json(selected, version=rundir.SELECTION_VERSION)
@@ -187,10 +205,14 @@ def check_checkpoints(contents: RunContents, names: Sequence[str] | None = None)
     for name, paths in expected_checkpoints(contents).items():
         if names is not None and name not in names:
             continue
-        for path, suffix in ((p, s) for p in (paths if isinstance(paths, list) else [paths]) for s in (".json", ".safetensors")):
+        for path, suffix in (
+            (p, s) for p in (paths if isinstance(paths, list) else [paths]) for s in (".json", ".safetensors")
+        ):
             if not path.with_suffix(suffix).is_file():
-                raise CheckpointError(f"{path.with_suffix(suffix)}: not found: the run's strategy {name!r} "
-                                      "cannot be backtested (deleted, or its training did not finish)")  # fmt: skip
+                raise CheckpointError(
+                    f"{path.with_suffix(suffix)}: not found: the run's strategy {name!r} "
+                    "cannot be backtested (deleted, or its training did not finish)"
+                )
 
 
 def run_strategies(contents: RunContents, device: str = "cpu", names: Sequence[str] | None = None) -> dict[str, Any]:
@@ -216,8 +238,15 @@ def run_strategies(contents: RunContents, device: str = "cpu", names: Sequence[s
     return strategies
 
 
-def backtest_config(contents: RunContents, *, initial_cash: float | None = None, cost: float | None = None,
-                    tear_sheet: bool = True, costs: Any = None, breakeven: bool = False) -> Any:  # fmt: skip
+def backtest_config(
+    contents: RunContents,
+    *,
+    initial_cash: float | None = None,
+    cost: float | None = None,
+    tear_sheet: bool = True,
+    costs: Any = None,
+    breakeven: bool = False,
+) -> Any:
     """The run's capital, costs and env rules (when it records them), unless overridden.
 
     :param cost: one commission rate per side instead of the run's (its other cost terms kept).
@@ -243,8 +272,9 @@ def backtest_config(contents: RunContents, *, initial_cash: float | None = None,
     return config.with_costs(named)
 
 
-def select_strategies(contents: RunContents, requested: Sequence[str] | None, device: str = "cpu",
-                      baselines: Sequence[str] | None = None) -> tuple[dict[str, Any], list[str] | None]:  # fmt: skip
+def select_strategies(
+    contents: RunContents, requested: Sequence[str] | None, device: str = "cpu", baselines: Sequence[str] | None = None
+) -> tuple[dict[str, Any], list[str] | None]:
     """The run's strategies and the built-in baselines to backtest.
 
     :param requested: None: every strategy of the run (`run_strategies`); else names of
@@ -253,7 +283,9 @@ def select_strategies(contents: RunContents, requested: Sequence[str] | None, de
     :param baselines: the built-in baselines; None: every one that applies (without
         ``requested``), or those named in ``requested``.
     """
-    found = run_strategies(contents, device, None if requested is None else [n for n in requested if n not in BASELINES])
+    found = run_strategies(
+        contents, device, None if requested is None else [n for n in requested if n not in BASELINES]
+    )
     if requested is None:
         return found, None if baselines is None else list(baselines)
     policies, chosen = {}, list(baselines or [])
@@ -268,16 +300,31 @@ def select_strategies(contents: RunContents, requested: Sequence[str] | None, de
                 raise CheckpointError(f"checkpoint not found: {path.with_suffix('.json')}")
             policies[path.with_suffix("").name] = path.with_suffix("")
         else:
-            own = [*contents.checkpoints, *(["ensemble"] if contents.ensemble else []), *(f.name for f in contents.baselines)]
+            own = [
+                *contents.checkpoints,
+                *(["ensemble"] if contents.ensemble else []),
+                *(f.name for f in contents.baselines),
+            ]
             known = ", ".join([*own, *BASELINES])
             raise CheckpointError(f"strategy {name!r} not found in {contents.run_dir} (strategies here: {known})")
     return policies, list(dict.fromkeys(chosen))
 
 
-def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None, period: str = "test",
-                 strategies: Sequence[str] | None = None, baselines: Sequence[str] | None = None,
-                 config: Any = None, device: str = "cpu", initial_books: dict[str, Any] | None = None,
-                 report: str | None = None, own: bool = False, overwrite: bool = False, spec: Any = None) -> Any:  # fmt: skip
+def backtest_run(
+    run_dir: str | os.PathLike[str],
+    *,
+    dataset: str | None = None,
+    period: str = "test",
+    strategies: Sequence[str] | None = None,
+    baselines: Sequence[str] | None = None,
+    config: Any = None,
+    device: str = "cpu",
+    initial_books: dict[str, Any] | None = None,
+    report: str | None = None,
+    own: bool = False,
+    overwrite: bool = False,
+    spec: Any = None,
+) -> Any:
     """Backtest a run directory's strategies (`select_strategies`) beside the built-in
     baselines and write the report into it (see the module docstring); returns the
     `BacktestResult`, whose ``files`` say where the report went.
@@ -301,22 +348,40 @@ def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None,
 
     root = Path(run_dir)
     if not root.is_dir() and dataset is None and spec is None:
-        raise UserError(f"no such run directory: {root} (to backtest the built-in baselines into a new folder, "
-                        "give --dataset RECIPE)")  # fmt: skip
+        raise UserError(
+            f"no such run directory: {root} (to backtest the built-in baselines into a new folder, "
+            "give --dataset RECIPE)"
+        )
     contents = read_run(root, spec)
     recipe = dataset or contents.dataset
     if not recipe:
-        raise UserError(f"no data set given: pass --dataset RECIPE ({root} records none in config.toml or tournament.toml)")
+        raise UserError(
+            f"no data set given: pass --dataset RECIPE ({root} records none in config.toml or tournament.toml)"
+        )
     configured = backtest_config(contents)
     config = config or configured
     if report is not None:
         name = check_report_name(report)
-    elif own or is_configured(contents, dataset=dataset, period=period, strategies=strategies, baselines=baselines,
-                                config=config, configured=configured):  # fmt: skip
+    elif own or is_configured(
+        contents,
+        dataset=dataset,
+        period=period,
+        strategies=strategies,
+        baselines=baselines,
+        config=config,
+        configured=configured,
+    ):
         name = ""
     else:
-        name = report_name(contents, dataset=dataset, period=period, strategies=strategies, baselines=baselines,
-                           config=config, configured=configured)  # fmt: skip
+        name = report_name(
+            contents,
+            dataset=dataset,
+            period=period,
+            strategies=strategies,
+            baselines=baselines,
+            config=config,
+            configured=configured,
+        )
     check_report_target(root, name, overwrite)
     policies, chosen = select_strategies(contents, strategies, device, baselines)
     data = contents.data(recipe)
@@ -325,14 +390,37 @@ def backtest_run(run_dir: str | os.PathLike[str], *, dataset: str | None = None,
     selection = run_selection(data, trials, config, device, contents.result) if period != "validation" else None
     if selection is not None and contents.result is not None:
         selection["tournament"] = tournament_result(contents.run_dir)
-    return write_into(root, name, lambda folder: run_backtest(
-        data, policies, baselines=chosen, period=period, config=config, run_dir=folder, device=device,
-        trials=trials, selection=selection, initial_books=initial_books))  # fmt: skip
+    return write_into(
+        root,
+        name,
+        lambda folder: run_backtest(
+            data,
+            policies,
+            baselines=chosen,
+            period=period,
+            config=config,
+            run_dir=folder,
+            device=device,
+            trials=trials,
+            selection=selection,
+            initial_books=initial_books,
+        ),
+    )
 
 
-def backtest(data: Any = None, policies: Mapping[str, Any] | None = None, *, run_dir: str | os.PathLike[str] | None = None,
-             period: str | None = None, baselines: Sequence[str] | None = None, config: Any = None,
-             device: str = "cpu", report: str | None = None, overwrite: bool = False, **options: Any) -> Any:  # fmt: skip
+def backtest(
+    data: Any = None,
+    policies: Mapping[str, Any] | None = None,
+    *,
+    run_dir: str | os.PathLike[str] | None = None,
+    period: str | None = None,
+    baselines: Sequence[str] | None = None,
+    config: Any = None,
+    device: str = "cpu",
+    report: str | None = None,
+    overwrite: bool = False,
+    **options: Any,
+) -> Any:
     """The Python API's backtest (`trader.backtest(...)`): `run_backtest`, and with
     ``run_dir``, its report written into that run directory under the run's rules.
 
@@ -359,8 +447,16 @@ def backtest(data: Any = None, policies: Mapping[str, Any] | None = None, *, run
     root = Path(run_dir)
     contents = read_run(root)
     if contents.records_run and policies is None and (data is None or isinstance(data, str)) and not options:
-        return backtest_run(root, dataset=data, period=period or "test", baselines=baselines, config=config,
-                            device=device, report=report, overwrite=overwrite)  # fmt: skip
+        return backtest_run(
+            root,
+            dataset=data,
+            period=period or "test",
+            baselines=baselines,
+            config=config,
+            device=device,
+            report=report,
+            overwrite=overwrite,
+        )
     if data is None:
         if not contents.dataset:
             raise UserError(f"no data given, and {root} records no data set")
@@ -374,12 +470,23 @@ def backtest(data: Any = None, policies: Mapping[str, Any] | None = None, *, run
         name = ""  # a folder that records no run: the report is its own
     else:
         given = getattr(data, "name", data)
-        name = report_name(contents, dataset=None if given == contents.dataset else str(given),
-                           period=period or "all", strategies=list(policies or {}), baselines=baselines,
-                           config=config, configured=configured)  # fmt: skip
+        name = report_name(
+            contents,
+            dataset=None if given == contents.dataset else str(given),
+            period=period or "all",
+            strategies=list(policies or {}),
+            baselines=baselines,
+            config=config,
+            configured=configured,
+        )
     check_report_target(root, name, overwrite)
-    return write_into(root, name, lambda folder: run_backtest(
-        data, policies, baselines=baselines, period=period, config=config, run_dir=folder, device=device, **options))
+    return write_into(
+        root,
+        name,
+        lambda folder: run_backtest(
+            data, policies, baselines=baselines, period=period, config=config, run_dir=folder, device=device, **options
+        ),
+    )
 
 
 # ------------------------------------------------------------------ where the report goes
@@ -390,8 +497,10 @@ _REPORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$")
 def check_report_name(name: str) -> str:
     """A report folder's name as given (``--report NAME``): letters, digits, ``_.+=-``."""
     if not isinstance(name, str) or not _REPORT_NAME.match(name) or len(name) > 120:
-        raise UserError(f"--report {name!r}: a report's name is letters, digits, '_', '.', '+', '=' or '-' "
-                        "(at most 120), starting with a letter or digit")  # fmt: skip
+        raise UserError(
+            f"--report {name!r}: a report's name is letters, digits, '_', '.', '+', '=' or '-' "
+            "(at most 120), starting with a letter or digit"
+        )
     return name
 
 
@@ -400,8 +509,16 @@ def _trading_terms(config: Any) -> Any:
     return replace(config, tear_sheet=True, compile=False, cost_multiples=(), cost_model=None, record_positions="bar")
 
 
-def is_configured(contents: RunContents, *, dataset: str | None, period: str | None, strategies: Sequence[str] | None,
-                  baselines: Sequence[str] | None, config: Any, configured: Any) -> bool:  # fmt: skip
+def is_configured(
+    contents: RunContents,
+    *,
+    dataset: str | None,
+    period: str | None,
+    strategies: Sequence[str] | None,
+    baselines: Sequence[str] | None,
+    config: Any,
+    configured: Any,
+) -> bool:
     """Is this backtest the run's as it was configured: the test period, every strategy of
     the run and every built-in baseline, its own data set, and its capital, costs and rules?
     (Tear sheets, breakeven runs and recorded positions are how it is drawn, not what it
@@ -409,8 +526,13 @@ def is_configured(contents: RunContents, *, dataset: str | None, period: str | N
     if not contents.records_run:
         return True
     same_data = dataset is None or resolved_recipe(dataset) == resolved_recipe(contents.dataset)
-    return (same_data and period == "test" and strategies is None and baselines is None
-            and _trading_terms(config) == _trading_terms(configured))  # fmt: skip
+    return (
+        same_data
+        and period == "test"
+        and strategies is None
+        and baselines is None
+        and _trading_terms(config) == _trading_terms(configured)
+    )
 
 
 def resolved_recipe(recipe: str | None) -> str | None:
@@ -422,8 +544,16 @@ def resolved_recipe(recipe: str | None) -> str | None:
     return resolve_env(recipe).value
 
 
-def report_name(contents: RunContents, *, dataset: str | None, period: str | None, strategies: Sequence[str] | None,
-                baselines: Sequence[str] | None, config: Any, configured: Any) -> str:  # fmt: skip
+def report_name(
+    contents: RunContents,
+    *,
+    dataset: str | None,
+    period: str | None,
+    strategies: Sequence[str] | None,
+    baselines: Sequence[str] | None,
+    config: Any,
+    configured: Any,
+) -> str:
     """The folder name of a backtest that is not the run's own, from what differs: the data
     set (``data-<name>``), the period (``validation``, ``2022-01-01-2022-06-30``), the
     strategies (``strategies-best+oracle``), the costs (``costs-<model>``), the capital
@@ -436,7 +566,11 @@ def report_name(contents: RunContents, *, dataset: str | None, period: str | Non
     if strategies is not None or baselines is not None:
         names = [Path(s).with_suffix("").name if "/" in s else s for s in (*(strategies or ()), *(baselines or ()))]
         parts.append("strategies-" + "+".join(dict.fromkeys(names)))
-    if (config.buy_cost, config.sell_cost, config.costs) != (configured.buy_cost, configured.sell_cost, configured.costs):
+    if (config.buy_cost, config.sell_cost, config.costs) != (
+        configured.buy_cost,
+        configured.sell_cost,
+        configured.costs,
+    ):
         parts.append(f"costs-{config.named_costs.name}")
     if config.initial_cash != configured.initial_cash:
         parts.append(f"cash-{config.initial_cash:g}")
@@ -462,9 +596,13 @@ def check_report_target(root: Path, name: str, overwrite: bool) -> None:
     if overwrite or not (folder / rundir.REPORT_JSON).is_file():
         return
     if name == "":
-        raise UserError(f"{root} holds the run's own report already (report.json): pass --overwrite to replace it, "
-                        "or --report NAME to write a report of its own")  # fmt: skip
-    raise UserError(f"{folder} holds a report already: pass --overwrite to replace it, or --report NAME to write another")
+        raise UserError(
+            f"{root} holds the run's own report already (report.json): pass --overwrite to replace it, "
+            "or --report NAME to write a report of its own"
+        )
+    raise UserError(
+        f"{folder} holds a report already: pass --overwrite to replace it, or --report NAME to write another"
+    )
 
 
 def write_into(root: Path, name: str, run: Any) -> Any:
@@ -499,8 +637,9 @@ def tournament_result(run_dir: Path) -> dict[str, Any]:
     return {"result": values["result"], "sentence": values["sentence"]}
 
 
-def run_selection(data: Any, trials: dict[str, Any], config: Any, device: str,
-                  result: str | None = None) -> dict[str, Any] | None:  # fmt: skip
+def run_selection(
+    data: Any, trials: dict[str, Any], config: Any, device: str, result: str | None = None
+) -> dict[str, Any] | None:
     """The selection statistics of the run's own trials, on the validation period, with
     the run's result as the winner (``best``, or a tournament's ``ensemble`` when that is
     its result): the yardsticks (equal-weight, the benchmark) are backtested there for SPA."""
@@ -516,8 +655,9 @@ def run_selection(data: Any, trials: dict[str, Any], config: Any, device: str,
     plain = replace(config, tear_sheet=False)
     validation = run_backtest(data, {}, baselines=yardsticks, period="validation", config=plain, device=device)
     daily = validation.daily_returns
-    return selection_evidence(chosen, {name: daily[name] for name in yardsticks if name in daily.columns},
-                              labels=validation.labels())  # fmt: skip
+    return selection_evidence(
+        chosen, {name: daily[name] for name in yardsticks if name in daily.columns}, labels=validation.labels()
+    )
 
 
 def trading_in(strategies: dict[str, Any], start: Any) -> dict[str, Any]:

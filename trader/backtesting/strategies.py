@@ -217,7 +217,9 @@ class PolicyDecider:
     def __init__(self, policy: Any, name: str, act_dim: int, program: Compiled = None) -> None:
         act = getattr(policy, "act", None)
         if act is None and not callable(policy):
-            raise UserError(f"strategy {name!r}: a policy must be an agent with act() or a callable, got {type(policy).__name__}")
+            raise UserError(
+                f"strategy {name!r}: a policy must be an agent with act() or a callable, got {type(policy).__name__}"
+            )
         self._act = (lambda obs: act(obs, deterministic=True)) if act is not None else policy
         self._policy = policy
         self._program = program
@@ -254,9 +256,13 @@ class PolicyDecider:
             raise UserError(f"strategy {self.name!r}: policy returned {type(actions).__name__}, expected a tensor")
         expected = (obs.shape[0], self.act_dim)
         if tuple(actions.shape) != expected:
-            raise UserError(f"strategy {self.name!r}: policy returned actions of shape {tuple(actions.shape)}, expected {expected}")
+            raise UserError(
+                f"strategy {self.name!r}: policy returned actions of shape {tuple(actions.shape)}, expected {expected}"
+            )
         if actions.device != obs.device:
-            raise UserError(f"strategy {self.name!r}: policy returned actions on {actions.device}, the env is on {obs.device}")
+            raise UserError(
+                f"strategy {self.name!r}: policy returned actions on {actions.device}, the env is on {obs.device}"
+            )
         self._checked = True
 
 

@@ -46,14 +46,19 @@ def trade_list(env, positions: pd.DataFrame, value: np.ndarray) -> pd.DataFrame:
         parts = {key: tensor.cpu().numpy() for key, tensor in parts.items()}
         rows, cols = np.nonzero(before != after)
         delta = after[rows, cols] - before[rows, cols]
-        frames.append(pd.DataFrame({
-            "timestamp": positions.index[bars[rows]],
-            "ticker": np.asarray(positions.columns)[cols],
-            "side": np.where(delta > 0, "buy", "sell"),
-            "shares": np.abs(delta),
-            **{key: parts[key][rows, cols] for key in ("price", *FILL_PARTS)},
-        }))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "timestamp": positions.index[bars[rows]],
+                    "ticker": np.asarray(positions.columns)[cols],
+                    "side": np.where(delta > 0, "buy", "sell"),
+                    "shares": np.abs(delta),
+                    **{key: parts[key][rows, cols] for key in ("price", *FILL_PARTS)},
+                }
+            )
+        )
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype=float if c not in ("timestamp", "ticker", "side") else object)
-                             for c in COLUMNS})  # fmt: skip
+        return pd.DataFrame(
+            {c: pd.Series(dtype=float if c not in ("timestamp", "ticker", "side") else object) for c in COLUMNS}
+        )
     return pd.concat(frames, ignore_index=True)[list(COLUMNS)]

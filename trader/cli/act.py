@@ -20,10 +20,27 @@ from trader.errors import UserError
 @app.command("act")
 def act_command(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (a training run or a tournament).")],
-    at: Annotated[str | None, typer.Option("--at", help="Decide at the last bar at or before this time; default: the period's latest bar (its orders are then estimates at its close).")] = None,
-    book: Annotated[Path | None, typer.Option("--book", help='JSON file {"cash": x, "holdings": {ticker: shares}}; default: all cash (the run\'s capital).')] = None,
-    strategy: Annotated[str, typer.Option("--strategy", help="The run's checkpoint that decides (best, final).")] = "best",
-    period: Annotated[str, typer.Option("--period", help="Bars the observation is built from: test, validation, train, START:END or all.")] = "test",
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Decide at the last bar at or before this time; default: the period's latest bar (its orders are then estimates at its close).",
+        ),
+    ] = None,
+    book: Annotated[
+        Path | None,
+        typer.Option(
+            "--book",
+            help='JSON file {"cash": x, "holdings": {ticker: shares}}; default: all cash (the run\'s capital).',
+        ),
+    ] = None,
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="The run's checkpoint that decides (best, final).")
+    ] = "best",
+    period: Annotated[
+        str,
+        typer.Option("--period", help="Bars the observation is built from: test, validation, train, START:END or all."),
+    ] = "test",
     dataset: DatasetOption = None,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
     device: DeviceOption = None,
@@ -39,11 +56,16 @@ def act_command(
         return
     rows = decision.table()
     rows = rows[(rows["held"] != 0) | (rows["order"] != 0)]
-    when = (f"fills at the open of {decision.fills_at}" if decision.fills_at is not None else
-            "the latest bar: prices are its close, orders before the fill's cash limit, cap and costs")  # fmt: skip
+    when = (
+        f"fills at the open of {decision.fills_at}"
+        if decision.fills_at is not None
+        else "the latest bar: prices are its close, orders before the fill's cash limit, cap and costs"
+    )
     print(f"{decision.strategy} at {decision.bar} ({when})")
     print(rows.to_string(float_format=lambda x: f"{x:,.6g}") if len(rows) else "no position and no order")
     costs = sum(decision.costs.values())
-    print(f"cash {decision.cash_before:,.2f} -> {decision.cash_after:,.2f}; costs {costs:,.2f} "
-          f"({', '.join(f'{k} {v:,.2f}' for k, v in decision.costs.items())}); gross weight "
-          f"{decision.weights.abs().sum():.4f}")  # fmt: skip
+    print(
+        f"cash {decision.cash_before:,.2f} -> {decision.cash_after:,.2f}; costs {costs:,.2f} "
+        f"({', '.join(f'{k} {v:,.2f}' for k, v in decision.costs.items())}); gross weight "
+        f"{decision.weights.abs().sum():.4f}"
+    )

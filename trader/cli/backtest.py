@@ -36,8 +36,14 @@ from trader.names import BASELINES
 def print_result_table(result, output: str) -> None:
     """A `BacktestResult`'s metrics: JSON, a rich table in a terminal, plain text otherwise."""
     from trader.backtesting.report import (
-        context_lines, cost_rows, evidence_rows, plain_table, report_dict, selection_lines, table_rows,
-    )  # fmt: skip
+        context_lines,
+        cost_rows,
+        evidence_rows,
+        plain_table,
+        report_dict,
+        selection_lines,
+        table_rows,
+    )
 
     if output == "json":
         print(json.dumps(report_dict(result), indent=2))
@@ -49,12 +55,16 @@ def print_result_table(result, output: str) -> None:
         console.print(_rich_table("Backtest", *table_rows(result), caption="\n".join(context_lines(result))))
         header, rows = cost_rows(result)
         if rows:
-            console.print(_rich_table("Costs (bp of the value traded) and the breakeven cost (a multiple of the cost model)",
-                                      header, rows))  # fmt: skip
+            console.print(
+                _rich_table(
+                    "Costs (bp of the value traded) and the breakeven cost (a multiple of the cost model)", header, rows
+                )
+            )
         header, rows = evidence_rows(result)
         if rows:
-            console.print(_rich_table("Is the edge real? (docs/reading-results.md)", header, rows,
-                                      left=(0, len(header) - 1)))  # fmt: skip
+            console.print(
+                _rich_table("Is the edge real? (docs/reading-results.md)", header, rows, left=(0, len(header) - 1))
+            )
         for line in selection_lines(result):
             console.print(line)
         return
@@ -63,7 +73,9 @@ def print_result_table(result, output: str) -> None:
     print(plain_table(result))
 
 
-def _rich_table(title: str, header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,), caption: str | None = None):
+def _rich_table(
+    title: str, header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,), caption: str | None = None
+):
     """A rich `Table` of ``rows``: the columns in ``left`` aligned left, the others right."""
     from rich.table import Table
 
@@ -77,19 +89,51 @@ def _rich_table(title: str, header: list[str], rows: list[list[str]], left: tupl
 
 @app.command("backtest")
 def backtest(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory: its strategies are backtested and the report written into it (or a new folder, with --dataset: the built-in baselines).")],
+    run_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="Run directory: its strategies are backtested and the report written into it (or a new folder, with --dataset: the built-in baselines)."
+        ),
+    ],
     dataset: DatasetOption = None,
-    period: Annotated[str, typer.Option("--period", help="test, validation, or START:END (dates, END included).")] = "test",
-    strategies: Annotated[str | None, typer.Option("--strategies", help=f"Comma-separated: the run's strategies, checkpoint paths and baselines ({', '.join(BASELINES)}); default: all.")] = None,
+    period: Annotated[
+        str, typer.Option("--period", help="test, validation, or START:END (dates, END included).")
+    ] = "test",
+    strategies: Annotated[
+        str | None,
+        typer.Option(
+            "--strategies",
+            help=f"Comma-separated: the run's strategies, checkpoint paths and baselines ({', '.join(BASELINES)}); default: all.",
+        ),
+    ] = None,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
-    initial_cash: Annotated[float | None, typer.Option("--initial-cash", help="Starting capital of every strategy; default: the run's.")] = None,
+    initial_cash: Annotated[
+        float | None, typer.Option("--initial-cash", help="Starting capital of every strategy; default: the run's.")
+    ] = None,
     commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
-    breakeven: Annotated[bool, typer.Option("--breakeven/--no-breakeven", help="Also backtest at 0, 0.5, 2, 4 and 8 x the costs, in the same pass, for each strategy's breakeven cost.")] = True,
+    breakeven: Annotated[
+        bool,
+        typer.Option(
+            "--breakeven/--no-breakeven",
+            help="Also backtest at 0, 0.5, 2, 4 and 8 x the costs, in the same pass, for each strategy's breakeven cost.",
+        ),
+    ] = True,
     device: DeviceOption = None,
-    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent, against the benchmark.")] = True,
-    report: Annotated[str | None, typer.Option("--report", help="Write the report into RUN_DIR/reports/NAME/ (default: the run's own report when the run is backtested as it was configured, else reports/ named by what differs: period, strategies, costs, capital, data).")] = None,
+    tear_sheet: Annotated[
+        bool,
+        typer.Option(
+            "--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent, against the benchmark."
+        ),
+    ] = True,
+    report: Annotated[
+        str | None,
+        typer.Option(
+            "--report",
+            help="Write the report into RUN_DIR/reports/NAME/ (default: the run's own report when the run is backtested as it was configured, else reports/ named by what differs: period, strategies, costs, capital, data).",
+        ),
+    ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the report already there, whole.")] = False,
 ) -> None:
     """Backtest a run's strategies beside the built-in baselines; write its report (its own, or one in reports/)."""
@@ -102,11 +146,20 @@ def backtest(
 
     if report is not None:
         check_report_name(report)
-    config = backtest_config(read_run(run_dir), initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet,
-                             costs=named, breakeven=breakeven)  # fmt: skip
+    config = backtest_config(
+        read_run(run_dir), initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet, costs=named, breakeven=breakeven
+    )
     requested = None if strategies is None else list(names(strategies, "--strategies"))
-    result = backtest_run(run_dir, dataset=dataset, period=period, strategies=requested, config=config, device=device or "cpu",
-                          report=report, overwrite=overwrite)  # fmt: skip
+    result = backtest_run(
+        run_dir,
+        dataset=dataset,
+        period=period,
+        strategies=requested,
+        config=config,
+        device=device or "cpu",
+        report=report,
+        overwrite=overwrite,
+    )
     print_result_table(result, output)
     if output == "table":
         folder = Path(result.files["report.json"]).parent

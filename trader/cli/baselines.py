@@ -28,9 +28,13 @@ from trader.cli.options import (
 from trader.errors import UserError
 
 
-APPLIES = {"--algos": ("sb3", "sb3-dummy", "rllib"), "--preset": ("sb3", "sb3-dummy"),
-           "--num-envs": ("sb3", "sb3-dummy", "finrl"), "--eval-every": ("sb3", "sb3-dummy", "rllib"),
-           "--windows": ("finrl",)}  # fmt: skip
+APPLIES = {
+    "--algos": ("sb3", "sb3-dummy", "rllib"),
+    "--preset": ("sb3", "sb3-dummy"),
+    "--num-envs": ("sb3", "sb3-dummy", "finrl"),
+    "--eval-every": ("sb3", "sb3-dummy", "rllib"),
+    "--windows": ("finrl",),
+}
 """The libraries each option acts on (`trader.libraries.run`: FinRL's ensemble has its own
 learners and hyperparameters and validates each once; RLlib steps one env of its own)."""
 
@@ -40,29 +44,81 @@ def check_applies(libraries: list[str], **given: object) -> None:
     for key, value in given.items():
         option = "--" + key.replace("_", "-")
         if value is not None and not set(APPLIES[option]) & set(libraries):
-            raise UserError(f"{option} applies to {', '.join(APPLIES[option])}, not to --libraries {','.join(libraries)}")
+            raise UserError(
+                f"{option} applies to {', '.join(APPLIES[option])}, not to --libraries {','.join(libraries)}"
+            )
 
 
 @app.command("baselines")
 def baselines_command(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory (trader train / trader tournament), or a new folder with --dataset.")],
-    libraries: Annotated[str, typer.Option("--libraries", help="Comma-separated: sb3 (on our batched env), sb3-dummy (GymStockTradingEnv in DummyVecEnv), finrl (FinRL's ensemble strategy).")] = "sb3",
-    algos: Annotated[str | None, typer.Option("--algos", help="sb3, sb3-dummy: ppo, sac, td3, a2c, ddpg; rllib: ppo, sac (default ppo; finrl uses its own A2C, PPO, DDPG).")] = None,
-    steps: Annotated[int | None, typer.Option("--steps", help="Env steps per learner (equal work). Default 100,000 without --time-budget.")] = None,
-    time_budget: Annotated[str | None, typer.Option("--time-budget", help="Wall-clock per learner (equal wall-clock), e.g. 90s, 10m, 1h.")] = None,
+    run_dir: Annotated[
+        Path, typer.Argument(help="Run directory (trader train / trader tournament), or a new folder with --dataset.")
+    ],
+    libraries: Annotated[
+        str,
+        typer.Option(
+            "--libraries",
+            help="Comma-separated: sb3 (on our batched env), sb3-dummy (GymStockTradingEnv in DummyVecEnv), finrl (FinRL's ensemble strategy).",
+        ),
+    ] = "sb3",
+    algos: Annotated[
+        str | None,
+        typer.Option(
+            "--algos",
+            help="sb3, sb3-dummy: ppo, sac, td3, a2c, ddpg; rllib: ppo, sac (default ppo; finrl uses its own A2C, PPO, DDPG).",
+        ),
+    ] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option("--steps", help="Env steps per learner (equal work). Default 100,000 without --time-budget."),
+    ] = None,
+    time_budget: Annotated[
+        str | None, typer.Option("--time-budget", help="Wall-clock per learner (equal wall-clock), e.g. 90s, 10m, 1h.")
+    ] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds 0..K-1 of each baseline.")] = 1,
     dataset: DatasetOption = None,
-    preset: Annotated[str | None, typer.Option("--preset", help="sb3, sb3-dummy: SB3's hyperparameters, sb3 (SB3's defaults; the default) or finrl (FinRL's published ones).")] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            "--preset",
+            help="sb3, sb3-dummy: SB3's hyperparameters, sb3 (SB3's defaults; the default) or finrl (FinRL's published ones).",
+        ),
+    ] = None,
     num_envs: NumEnvsOption = None,
-    eval_every: Annotated[int | None, typer.Option("--eval-every", help="sb3, sb3-dummy, rllib: env steps between validations (0: at the end only; default 10,000).")] = None,
-    windows: Annotated[int | None, typer.Option("--windows", help="finrl: trading windows of FinRL's ensemble over the test period (default 4).")] = None,
+    eval_every: Annotated[
+        int | None,
+        typer.Option(
+            "--eval-every",
+            help="sb3, sb3-dummy, rllib: env steps between validations (0: at the end only; default 10,000).",
+        ),
+    ] = None,
+    windows: Annotated[
+        int | None,
+        typer.Option("--windows", help="finrl: trading windows of FinRL's ensemble over the test period (default 4)."),
+    ] = None,
     device: DeviceOption = None,
-    backtest: Annotated[bool, typer.Option("--backtest/--no-backtest", help="Backtest the run directory on the test period afterwards.")] = True,
-    tear_sheet: Annotated[bool | None, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a pyfolio tear sheet for each agent in the backtest (default: yes).")] = None,
-    output: Annotated[str | None, typer.Option("--output", help="The backtest's table: table (the default) or json.")] = None,
+    backtest: Annotated[
+        bool, typer.Option("--backtest/--no-backtest", help="Backtest the run directory on the test period afterwards.")
+    ] = True,
+    tear_sheet: Annotated[
+        bool | None,
+        typer.Option(
+            "--tear-sheet/--no-tear-sheet",
+            help="Draw a pyfolio tear sheet for each agent in the backtest (default: yes).",
+        ),
+    ] = None,
+    output: Annotated[
+        str | None, typer.Option("--output", help="The backtest's table: table (the default) or json.")
+    ] = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Train again a baseline that RUN_DIR/baselines/ holds finished (replaced when the new one finishes).")] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Train again a baseline that RUN_DIR/baselines/ holds finished (replaced when the new one finishes).",
+        ),
+    ] = False,
 ) -> None:
     """Train baseline libraries on a run's data and rules; backtest them beside the run."""
     from trader.libraries import baselines
@@ -82,12 +138,24 @@ def baselines_command(
     seconds = parse_duration(time_budget, "--time-budget") if time_budget is not None else None
     named = resolve_costs(costs, cost_set)
     result = baselines(
-        run_dir, chosen, list(names(algos or "ppo", "--algos", required=True, lower=True)), steps=steps, time_budget=seconds, seeds=seeds,
-        dataset=dataset, preset=preset or "sb3", num_envs=1 if num_envs is None else num_envs,
-        eval_every=10_000 if eval_every is None else eval_every, windows=4 if windows is None else windows,
-        device=device or "cpu", backtest=backtest, tear_sheet=tear_sheet is not False, costs=named, overwrite=overwrite,
+        run_dir,
+        chosen,
+        list(names(algos or "ppo", "--algos", required=True, lower=True)),
+        steps=steps,
+        time_budget=seconds,
+        seeds=seeds,
+        dataset=dataset,
+        preset=preset or "sb3",
+        num_envs=1 if num_envs is None else num_envs,
+        eval_every=10_000 if eval_every is None else eval_every,
+        windows=4 if windows is None else windows,
+        device=device or "cpu",
+        backtest=backtest,
+        tear_sheet=tear_sheet is not False,
+        costs=named,
+        overwrite=overwrite,
         progress=lambda line: print(line, file=sys.stderr, flush=True),
-    )  # fmt: skip
+    )
     if result.report is not None:
         from trader.cli.backtest import print_result_table
 
@@ -97,6 +165,8 @@ def baselines_command(
             print(f"\nBudget: {result.budget.terms}. Wrote {run_dir / 'baselines'}/ and {report}")
     failed = [o for o in result.outcomes if o.status == "failed"]
     for outcome in failed:
-        print(f"failed: {outcome.name}: {outcome.error} (details in {outcome.folder / 'baseline.json'})", file=sys.stderr)
+        print(
+            f"failed: {outcome.name}: {outcome.error} (details in {outcome.folder / 'baseline.json'})", file=sys.stderr
+        )
     if failed:
         raise typer.Exit(1)

@@ -18,7 +18,13 @@ app.add_typer(cluster_app, name="cluster")
 @cluster_app.command("certs")
 def certs(
     folder: Annotated[Path, typer.Argument(help="Folder for the PEM files (created; must not hold them already).")],
-    hosts: Annotated[str, typer.Option("--hosts", help="Comma-separated host names or IP addresses to name in the certificates (dask itself checks only the CA).")] = "",
+    hosts: Annotated[
+        str,
+        typer.Option(
+            "--hosts",
+            help="Comma-separated host names or IP addresses to name in the certificates (dask itself checks only the CA).",
+        ),
+    ] = "",
     days: Annotated[int, typer.Option("--days", help="Validity of the certificates, in days.")] = 365,
 ) -> None:
     """Make a CA and a certificate and key for the scheduler, the workers and the client."""

@@ -23,10 +23,20 @@ APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
 def streamlit_command(runs_dir: Path, port: int, host: str) -> list[str]:
     """The `streamlit run` command line for the dashboard."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP),
-        "--server.port", str(port), "--server.address", host,
-        "--server.headless", "true", "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.port",
+        str(port),
+        "--server.address",
+        host,
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
 
 
 def exposure_notice(host: str, port: int, runs_dir: Path) -> str | None:
@@ -36,8 +46,10 @@ def exposure_notice(host: str, port: int, runs_dir: Path) -> str | None:
     if is_loopback(host):
         return None
     where = f"port {port} on any address of this machine" if host in ("0.0.0.0", "::") else f"{host}:{port}"
-    return (f"warning: the dashboard has no login: anyone who can reach {where} sees every run in "
-            f"{runs_dir.resolve()} (use --host 127.0.0.1 and an SSH tunnel to keep it private)")  # fmt: skip
+    return (
+        f"warning: the dashboard has no login: anyone who can reach {where} sees every run in "
+        f"{runs_dir.resolve()} (use --host 127.0.0.1 and an SSH tunnel to keep it private)"
+    )
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -52,8 +64,10 @@ def check_port_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as err:
-            raise UserError(f"--port {port}: {host}:{port} is in use ({err.strerror}); "
-                            f"stop what listens there or choose another --port") from err  # fmt: skip
+            raise UserError(
+                f"--port {port}: {host}:{port} is in use ({err.strerror}); "
+                f"stop what listens there or choose another --port"
+            ) from err
 
 
 def _die_with_parent() -> None:
@@ -103,9 +117,13 @@ def run_streamlit(command: list[str], env: dict[str, str]) -> int:
 
 @app.command("dashboard")
 def dashboard(
-    runs_dir: Annotated[Path, typer.Argument(help="Folder of run directories (training runs, backtests, tournaments).")] = Path("runs"),
+    runs_dir: Annotated[
+        Path, typer.Argument(help="Folder of run directories (training runs, backtests, tournaments).")
+    ] = Path("runs"),
     port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 8501,
-    host: Annotated[str, typer.Option("--host", help="Address to bind (0.0.0.0 to reach it from other machines).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (0.0.0.0 to reach it from other machines).")
+    ] = "127.0.0.1",
 ) -> None:
     """Open the dashboard on RUNS_DIR: strategies, is the edge real?, tournament, walk-forward,
     training and data pages. Ctrl+C or SIGTERM stops it and its Streamlit server; a busy

@@ -62,7 +62,9 @@ def build_command(
     recipe: Annotated[str, typer.Argument(help="Recipe name (see `trader data list`) or path to a TOML file.")],
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help=DATA_DIR_HELP)] = None,
     refresh: Annotated[bool, typer.Option("--refresh", help="Rebuild even if the panel is cached.")] = False,
-    overrides: Annotated[list[str], typer.Option("--set", help="Override a recipe key: --set seed=3 (repeatable).")] = [],
+    overrides: Annotated[
+        list[str], typer.Option("--set", help="Override a recipe key: --set seed=3 (repeatable).")
+    ] = [],
 ) -> None:
     """Fetch or generate a data set, validate it, cache it and print its summary."""
     from market_envs.data.chunks import DownloadBar
@@ -76,7 +78,12 @@ def build_command(
             status.update(line)
 
         data = load(
-            recipe, data_dir=data_dir, refresh=refresh, progress=progress, bar=DownloadBar(console), **parse_overrides(overrides)
+            recipe,
+            data_dir=data_dir,
+            refresh=refresh,
+            progress=progress,
+            bar=DownloadBar(console),
+            **parse_overrides(overrides),
         )
     summary = data.summary()
     summary["train_end"] = data.meta.get("train_end")
@@ -98,7 +105,13 @@ def info_command(
 
     resolved, key, meta = cached_panel_info(recipe, data_dir, **parse_overrides(overrides))
     facts = {k: v for k, v in resolved.to_dict().items() if k not in ("options", "tickers", "universe")}
-    facts["tickers"] = "(from the source)" if resolved.tickers is None else f"{len(resolved.tickers)}: " + " ".join(resolved.tickers[:12]) + (" ..." if len(resolved.tickers) > 12 else "")
+    facts["tickers"] = (
+        "(from the source)"
+        if resolved.tickers is None
+        else f"{len(resolved.tickers)}: "
+        + " ".join(resolved.tickers[:12])
+        + (" ..." if len(resolved.tickers) > 12 else "")
+    )
     for k, v in resolved.universe.items():
         facts[f"universe.{k}"] = v
     for k, v in resolved.options.items():
@@ -106,7 +119,9 @@ def info_command(
     facts["cache_key"] = key
     facts["cached"] = "no (run `trader data build`)" if meta is None else str(DataCache(data_dir).panel_dir(key))
     if meta is not None:
-        facts.update({f"built_{k}": meta[k] for k in ("bars", "start", "end", "benchmark_name", "created") if k in meta})
+        facts.update(
+            {f"built_{k}": meta[k] for k in ("bars", "start", "end", "benchmark_name", "created") if k in meta}
+        )
         facts["built_tickers"] = len(meta["tickers"])
     Console().print(_summary_table(f"recipe {resolved.name}", facts))
 
@@ -114,9 +129,15 @@ def info_command(
 @data_app.command("validate")
 def validate_command(
     path: Annotated[Path, typer.Argument(help="A CSV/Parquet file or a folder of them (long or one file per ticker).")],
-    assume_tz: Annotated[str | None, typer.Option("--assume-tz", help="Time zone of naive timestamps, e.g. America/New_York.")] = None,
-    benchmark: Annotated[str | None, typer.Option("--benchmark", help="Ticker in the files to use as benchmark.")] = None,
-    tickers: Annotated[str | None, typer.Option("--tickers", help="Comma-separated tickers that must be present.")] = None,
+    assume_tz: Annotated[
+        str | None, typer.Option("--assume-tz", help="Time zone of naive timestamps, e.g. America/New_York.")
+    ] = None,
+    benchmark: Annotated[
+        str | None, typer.Option("--benchmark", help="Ticker in the files to use as benchmark.")
+    ] = None,
+    tickers: Annotated[
+        str | None, typer.Option("--tickers", help="Comma-separated tickers that must be present.")
+    ] = None,
 ) -> None:
     """Check files the way the files provider reads them; print the panel's summary."""
     from market_envs.data.files import read_files

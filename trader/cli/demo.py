@@ -16,16 +16,26 @@ from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE
 
 @app.command("demo")
 def demo(
-    run_dir: Annotated[Path | None, typer.Argument(help="Run directory, new or empty (default: runs/demo, else runs/demo-2, ...).", show_default=False)] = None,
+    run_dir: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Run directory, new or empty (default: runs/demo, else runs/demo-2, ...).", show_default=False
+        ),
+    ] = None,
     recipe: DatasetOption = None,
-    minutes: Annotated[float, typer.Option("--minutes", help="The tournament's wall-clock budget; SB3 PPO gets what the tournament took.")] = 3.0,
+    minutes: Annotated[
+        float,
+        typer.Option("--minutes", help="The tournament's wall-clock budget; SB3 PPO gets what the tournament took."),
+    ] = 3.0,
     workers: WorkersOption = None,
     pods: Annotated[int | None, typer.Option("--pods", help="Also stop the tournament after this many pods.")] = None,
     pod_steps: Annotated[int, typer.Option("--pod-steps", help="Transitions per tournament pod.")] = DEMO_POD_STEPS,
     commission: CommissionOption = None,
     seed: SeedOption = None,
     device: DeviceOption = None,
-    tear_sheet: Annotated[bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a tear sheet per agent (pyfolio; seconds each).")] = True,
+    tear_sheet: Annotated[
+        bool, typer.Option("--tear-sheet/--no-tear-sheet", help="Draw a tear sheet per agent (pyfolio; seconds each).")
+    ] = True,
 ) -> None:
     """Build a data set, run a small tournament, train an SB3 baseline, backtest them all.
 
@@ -56,10 +66,21 @@ def demo(
         bar.update(task, completed=state.done + state.failed, line=progress_line(state))
 
     try:
-        result = run_demo(recipe or DEMO_RECIPE, run_dir, tournament_seconds=60 * minutes, pods=pods, workers=workers,
-                          pod_steps=pod_steps, cost=DEMO_COST if cost is None else cost, seed=seed or 0,
-                          device=device or "cpu", tear_sheet=tear_sheet,
-                          log=console.print, on_progress=show, data_bar=DownloadBar(console))  # fmt: skip
+        result = run_demo(
+            recipe or DEMO_RECIPE,
+            run_dir,
+            tournament_seconds=60 * minutes,
+            pods=pods,
+            workers=workers,
+            pod_steps=pod_steps,
+            cost=DEMO_COST if cost is None else cost,
+            seed=seed or 0,
+            device=device or "cpu",
+            tear_sheet=tear_sheet,
+            log=console.print,
+            on_progress=show,
+            data_bar=DownloadBar(console),
+        )
     finally:
         if bar.live.is_started:
             bar.stop()

@@ -28,17 +28,51 @@ large caps, 2023, a planted edge of a session's horizon; datasets/synthetic-edge
 def podracer(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (created; the same one with the same flags resumes).")],
     dataset: DatasetOption = None,
-    minutes: Annotated[float | None, typer.Option("--minutes", help="Wall-clock of each learner (equal wall-clock; default 10).")] = None,
-    pods: Annotated[int | None, typer.Option("--pods", help="Equal work instead: the tournament's pods; every other learner gets pods x pod-steps transitions.")] = None,
+    minutes: Annotated[
+        float | None, typer.Option("--minutes", help="Wall-clock of each learner (equal wall-clock; default 10).")
+    ] = None,
+    pods: Annotated[
+        int | None,
+        typer.Option(
+            "--pods",
+            help="Equal work instead: the tournament's pods; every other learner gets pods x pod-steps transitions.",
+        ),
+    ] = None,
     pod_steps: Annotated[int, typer.Option("--pod-steps", help="Transitions per tournament pod.")] = 50_000,
     workers: WorkersOption = None,
-    tickers: Annotated[int | None, typer.Option("--tickers", help="A synthetic data set's tickers (a laptop-sized run).")] = None,
-    years: Annotated[float | None, typer.Option("--years", help="Only the data set's last YEARS, split in the paper's proportions.")] = None,
+    tickers: Annotated[
+        int | None, typer.Option("--tickers", help="A synthetic data set's tickers (a laptop-sized run).")
+    ] = None,
+    years: Annotated[
+        float | None, typer.Option("--years", help="Only the data set's last YEARS, split in the paper's proportions.")
+    ] = None,
     commission: CommissionOption = None,
-    preset: Annotated[str, typer.Option("--preset", help="Env rules: market-costs (an aim traded toward at a rate: the action that can hold) or market (the whole book every bar).")] = "market-costs",
-    extra_costs: Annotated[str | None, typer.Option("--extra-costs", metavar="MODELS", help="Named cost models to backtest under as well, comma-separated (extra Sharpe columns); the learners train at --commission.")] = None,
-    libraries: Annotated[str, typer.Option("--libraries", help="Baseline libraries, comma-separated: sb3, finrl, rllib (RLlib where .venv-rllib exists).")] = "sb3,finrl,rllib",
-    snapshot_every: Annotated[float | None, typer.Option("--snapshot-every", help="Seconds between Figure 7's snapshots (default: a tenth of the budget).")] = None,
+    preset: Annotated[
+        str,
+        typer.Option(
+            "--preset",
+            help="Env rules: market-costs (an aim traded toward at a rate: the action that can hold) or market (the whole book every bar).",
+        ),
+    ] = "market-costs",
+    extra_costs: Annotated[
+        str | None,
+        typer.Option(
+            "--extra-costs",
+            metavar="MODELS",
+            help="Named cost models to backtest under as well, comma-separated (extra Sharpe columns); the learners train at --commission.",
+        ),
+    ] = None,
+    libraries: Annotated[
+        str,
+        typer.Option(
+            "--libraries",
+            help="Baseline libraries, comma-separated: sb3, finrl, rllib (RLlib where .venv-rllib exists).",
+        ),
+    ] = "sb3,finrl,rllib",
+    snapshot_every: Annotated[
+        float | None,
+        typer.Option("--snapshot-every", help="Seconds between Figure 7's snapshots (default: a tenth of the budget)."),
+    ] = None,
     seed: SeedOption = None,
     device: DeviceOption = None,
 ) -> None:
@@ -53,12 +87,22 @@ def podracer(
     for name in models:
         cost_model(name)  # an unknown model is one line before anything runs
     config = ExperimentConfig(
-        run_dir=str(run_dir), dataset=dataset or default_dataset(), minutes=minutes if minutes is not None or pods is not None else 10.0,
-        pods=pods, pod_steps=pod_steps, workers=2 if workers is None else workers, tickers=tickers, years=years,
-        **({} if commission is None else {"cost": commission}), preset=preset,  # default: the paper's 0.2%
-        extra_costs=models, libraries=names(libraries, "--libraries"),
-        snapshot_every=snapshot_every, seed=seed or 0, device=device or "cpu",
-    )  # fmt: skip
+        run_dir=str(run_dir),
+        dataset=dataset or default_dataset(),
+        minutes=minutes if minutes is not None or pods is not None else 10.0,
+        pods=pods,
+        pod_steps=pod_steps,
+        workers=2 if workers is None else workers,
+        tickers=tickers,
+        years=years,
+        **({} if commission is None else {"cost": commission}),
+        preset=preset,  # default: the paper's 0.2%
+        extra_costs=models,
+        libraries=names(libraries, "--libraries"),
+        snapshot_every=snapshot_every,
+        seed=seed or 0,
+        device=device or "cpu",
+    )
     console = Console(stderr=True)
     result = run_experiment(config, on_progress=console.print)
     print(table_markdown(result.table))

@@ -27,96 +27,183 @@ import typer
 from market_envs.costs import COST_MODELS, NamedCosts, cost_model
 from trader.errors import ConfigError, UserError
 
-DatasetOption = Annotated[str | None, typer.Option(
-    "--dataset", metavar="RECIPE",
-    help="Data set recipe: a name (trader data list) or a recipe file's path. Default: the run's own, for a "
-         "command on a run; else the command's (its description says which).",
-)]  # fmt: skip
-DeviceOption = Annotated[str | None, typer.Option(
-    "--device", help="Where the networks and envs run: cpu, cuda or cuda:N (default cpu).",
-)]  # fmt: skip
-SeedOption = Annotated[int | None, typer.Option(
-    "--seed", help="Seed of every random draw: agents, envs, a tournament's pods; fold k of a walk-forward "
-                   "runs with seed + k (default 0).",
-)]  # fmt: skip
-NumEnvsOption = Annotated[int | None, typer.Option(
-    "--num-envs", help="Sub-environments each learner steps at once. Default: the learner's own: 8 for one "
-                       "agent (trader train), 64 for each tournament pod, 1 for SB3 and FinRL.",
-)]  # fmt: skip
-CompileOption = Annotated[bool | None, typer.Option(
-    "--compile/--no-compile",
-    help="torch.compile the networks and the market env's step: each process compiles once (seconds), then "
-         "steps faster (benchmarks/RESULTS.md, validation pass). Default off.",
-)]  # fmt: skip
-CommissionOption = Annotated[float | None, typer.Option(
-    "--commission", metavar="RATE",
-    help="Market envs: the commission rate per side, a fraction of the value traded (5e-4: 5 bp). Default: "
-         "the rules' own: the run's (backtest), 5 bp under a preset (--preset, trader demo), the paper's 0.2% "
-         "(experiment podracer), else the env's 0.1%. Refused with --costs (--cost-set buy_cost=... sets a "
-         "model's rate).",
-)]  # fmt: skip
-CostsOption = Annotated[str | None, typer.Option(
-    "--costs", metavar="MODEL",
-    help=f"Named cost model ({', '.join(COST_MODELS)}; README, 'The environment's rules'): commission, "
-         "half-spread, impact, participation cap and borrow fee, in training and in the backtest.",
-)]  # fmt: skip
-CostSetOption = Annotated[list[str], typer.Option(
-    "--cost-set", metavar="KEY=VALUE",
-    help="With --costs: override one key of the model (buy_cost, sell_cost or a CostModel key), "
-         "e.g. --cost-set participation=0.05 (repeatable).",
-)]  # fmt: skip
-WorkersOption = Annotated[int | None, typer.Option(
-    "--workers", help="The tournament's local dask worker processes (default 2; a cluster of --scheduler or "
-                      "--gpus has its own).",
-)]  # fmt: skip
-GpusOption = Annotated[str | None, typer.Option(
-    "--gpus", help="The tournament's cluster: all or 0,1: one dask-cuda worker per GPU (the pods run on cuda).",
-)]  # fmt: skip
-SchedulerOption = Annotated[str | None, typer.Option(
-    "--scheduler", metavar="ADDRESS",
-    help="The tournament's cluster: join the dask scheduler at ADDRESS: tls://HOST:PORT (tcp:// on loopback "
-         "only, unless --insecure).",
-)]  # fmt: skip
-TlsCaOption = Annotated[Path | None, typer.Option(
-    "--tls-ca", help="With a tls:// scheduler: the cluster's CA certificate (PEM).",
-)]  # fmt: skip
-TlsCertOption = Annotated[Path | None, typer.Option(
-    "--tls-cert", help="With a tls:// scheduler: this client's certificate (PEM).",
-)]  # fmt: skip
-TlsKeyOption = Annotated[Path | None, typer.Option(
-    "--tls-key", help="With a tls:// scheduler: this client's private key (PEM).",
-)]  # fmt: skip
-InsecureOption = Annotated[bool, typer.Option(
-    "--insecure", help="Allow a plain tcp:// scheduler off loopback: anyone who reaches it runs code on every worker.",
-)]  # fmt: skip
+DatasetOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dataset",
+        metavar="RECIPE",
+        help="Data set recipe: a name (trader data list) or a recipe file's path. Default: the run's own, for a "
+        "command on a run; else the command's (its description says which).",
+    ),
+]
+DeviceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--device",
+        help="Where the networks and envs run: cpu, cuda or cuda:N (default cpu).",
+    ),
+]
+SeedOption = Annotated[
+    int | None,
+    typer.Option(
+        "--seed",
+        help="Seed of every random draw: agents, envs, a tournament's pods; fold k of a walk-forward "
+        "runs with seed + k (default 0).",
+    ),
+]
+NumEnvsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--num-envs",
+        help="Sub-environments each learner steps at once. Default: the learner's own: 8 for one "
+        "agent (trader train), 64 for each tournament pod, 1 for SB3 and FinRL.",
+    ),
+]
+CompileOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--compile/--no-compile",
+        help="torch.compile the networks and the market env's step: each process compiles once (seconds), then "
+        "steps faster (benchmarks/RESULTS.md, validation pass). Default off.",
+    ),
+]
+CommissionOption = Annotated[
+    float | None,
+    typer.Option(
+        "--commission",
+        metavar="RATE",
+        help="Market envs: the commission rate per side, a fraction of the value traded (5e-4: 5 bp). Default: "
+        "the rules' own: the run's (backtest), 5 bp under a preset (--preset, trader demo), the paper's 0.2% "
+        "(experiment podracer), else the env's 0.1%. Refused with --costs (--cost-set buy_cost=... sets a "
+        "model's rate).",
+    ),
+]
+CostsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--costs",
+        metavar="MODEL",
+        help=f"Named cost model ({', '.join(COST_MODELS)}; README, 'The environment's rules'): commission, "
+        "half-spread, impact, participation cap and borrow fee, in training and in the backtest.",
+    ),
+]
+CostSetOption = Annotated[
+    list[str],
+    typer.Option(
+        "--cost-set",
+        metavar="KEY=VALUE",
+        help="With --costs: override one key of the model (buy_cost, sell_cost or a CostModel key), "
+        "e.g. --cost-set participation=0.05 (repeatable).",
+    ),
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        help="The tournament's local dask worker processes (default 2; a cluster of --scheduler or "
+        "--gpus has its own).",
+    ),
+]
+GpusOption = Annotated[
+    str | None,
+    typer.Option(
+        "--gpus",
+        help="The tournament's cluster: all or 0,1: one dask-cuda worker per GPU (the pods run on cuda).",
+    ),
+]
+SchedulerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="The tournament's cluster: join the dask scheduler at ADDRESS: tls://HOST:PORT (tcp:// on loopback "
+        "only, unless --insecure).",
+    ),
+]
+TlsCaOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-ca",
+        help="With a tls:// scheduler: the cluster's CA certificate (PEM).",
+    ),
+]
+TlsCertOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-cert",
+        help="With a tls:// scheduler: this client's certificate (PEM).",
+    ),
+]
+TlsKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-key",
+        help="With a tls:// scheduler: this client's private key (PEM).",
+    ),
+]
+InsecureOption = Annotated[
+    bool,
+    typer.Option(
+        "--insecure",
+        help="Allow a plain tcp:// scheduler off loopback: anyone who reaches it runs code on every worker.",
+    ),
+]
 
-SearchOption = Annotated[str | None, typer.Option(
-    "--search", help="How a tournament makes new pods: pbt (children of the best, perturbed; the default) or "
-                     "random (random search: every pod fresh, hyperparameters drawn in their ranges).",
-)]  # fmt: skip
-EnsembleWeightingOption = Annotated[str | None, typer.Option(
-    "--ensemble-weighting", help="Weights of a tournament ensemble's members: equal (the default) or score "
-                                 "(their validation Sharpe ratios).",
-)]  # fmt: skip
-TargetScoreOption = Annotated[float | None, typer.Option(
-    "--target-score", help="Stop a tournament at this validation score.",
-)]  # fmt: skip
+SearchOption = Annotated[
+    str | None,
+    typer.Option(
+        "--search",
+        help="How a tournament makes new pods: pbt (children of the best, perturbed; the default) or "
+        "random (random search: every pod fresh, hyperparameters drawn in their ranges).",
+    ),
+]
+EnsembleWeightingOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ensemble-weighting",
+        help="Weights of a tournament ensemble's members: equal (the default) or score "
+        "(their validation Sharpe ratios).",
+    ),
+]
+TargetScoreOption = Annotated[
+    float | None,
+    typer.Option(
+        "--target-score",
+        help="Stop a tournament at this validation score.",
+    ),
+]
 
 
-def cluster_flags(workers: int | None, scheduler: str | None, gpus: str | None, device: str | None,
-                  tls: tuple[Path | None, Path | None, Path | None], insecure: bool) -> dict[str, Any]:  # fmt: skip
+def cluster_flags(
+    workers: int | None,
+    scheduler: str | None,
+    gpus: str | None,
+    device: str | None,
+    tls: tuple[Path | None, Path | None, Path | None],
+    insecure: bool,
+) -> dict[str, Any]:
     """The tournament's cluster options, checked (one `UserError` line for a combination in which one
     would do nothing), as `TournamentConfig` keys: those given only, the TLS files absolute."""
     if workers is not None and (scheduler is not None or gpus is not None):
-        raise UserError("--workers sets the local cluster's processes; with --scheduler or --gpus the cluster has its own")
+        raise UserError(
+            "--workers sets the local cluster's processes; with --scheduler or --gpus the cluster has its own"
+        )
     if insecure and scheduler is None:
         raise UserError("--insecure applies with --scheduler tcp://HOST:PORT (a plain address off loopback)")
     if device is not None and gpus is not None:
         raise UserError("--gpus runs the pods on cuda; drop --device")
     if any(f is not None for f in tls) and (scheduler or "").split("://")[0] not in ("tls", "wss"):
         raise UserError("--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler")
-    keys = {"workers": workers, "scheduler": scheduler, "gpus": gpus, "insecure": insecure or None,
-            **{key: None if path is None else str(path.resolve()) for key, path in zip(("tls_ca", "tls_cert", "tls_key"), tls)}}  # fmt: skip
+    keys = {
+        "workers": workers,
+        "scheduler": scheduler,
+        "gpus": gpus,
+        "insecure": insecure or None,
+        **{
+            key: None if path is None else str(path.resolve())
+            for key, path in zip(("tls_ca", "tls_cert", "tls_key"), tls)
+        },
+    }
     return {key: value for key, value in keys.items() if value is not None}
 
 
@@ -160,16 +247,22 @@ def cost_rate(value: float | None, option: str = "--commission") -> float | None
     return value
 
 
-def cost_flags(cost: float | None, costs: str | None, cost_set: list[str] | None) -> tuple[float | None, NamedCosts | None]:
+def cost_flags(
+    cost: float | None, costs: str | None, cost_set: list[str] | None
+) -> tuple[float | None, NamedCosts | None]:
     """``--commission RATE`` and ``--costs MODEL`` (with ``--cost-set``), checked: one rate, or
     one named model, never both (a model's own rate is set with ``--cost-set buy_cost=...``)."""
     named = resolve_costs(costs, cost_set)
     if named is not None and cost is not None:
-        raise UserError("give --commission RATE or --costs MODEL, not both (--cost-set buy_cost=... sets a model's rate)")
+        raise UserError(
+            "give --commission RATE or --costs MODEL, not both (--cost-set buy_cost=... sets a model's rate)"
+        )
     return cost_rate(cost), named
 
 
-def with_costs(env_config: dict[str, Any] | None, cost: float | None, named: NamedCosts | None) -> dict[str, Any] | None:
+def with_costs(
+    env_config: dict[str, Any] | None, cost: float | None, named: NamedCosts | None
+) -> dict[str, Any] | None:
     """Env rules (a dict of `EnvConfig` keys, or None for the defaults) under ``--commission RATE``
     (the commission rate on both sides, the other cost terms kept) or ``--costs MODEL`` (its
     rates and `CostModel` replace the rules' own); the rules as they are when neither is given."""
@@ -181,25 +274,38 @@ def with_costs(env_config: dict[str, Any] | None, cost: float | None, named: Nam
     return env_config
 
 
-TradeRateOption = Annotated[float | None, typer.Option(
-    "--trade-rate", metavar="KAPPA",
-    help="Weights mode: the share of the way from the book to the policy's aim traded each bar, in [0, 1] "
-         "(EnvConfig.trade_rate; README, 'The environment's rules').",
-)]  # fmt: skip
-NoTradeBandOption = Annotated[float | None, typer.Option(
-    "--no-trade-band", metavar="WEIGHT",
-    help="Weights mode: a stock whose aim is within this weight of its own is not traded; further away it "
-         "trades to the band's edge (EnvConfig.no_trade_band, >= 0).",
-)]  # fmt: skip
-WeightsMapOption = Annotated[str | None, typer.Option(
-    "--weights-map", metavar="MAP",
-    help="Weights mode: how an action becomes the aim: normalized (gross always at the limit) or linear "
-         "(EnvConfig.weights_map).",
-)]  # fmt: skip
+TradeRateOption = Annotated[
+    float | None,
+    typer.Option(
+        "--trade-rate",
+        metavar="KAPPA",
+        help="Weights mode: the share of the way from the book to the policy's aim traded each bar, in [0, 1] "
+        "(EnvConfig.trade_rate; README, 'The environment's rules').",
+    ),
+]
+NoTradeBandOption = Annotated[
+    float | None,
+    typer.Option(
+        "--no-trade-band",
+        metavar="WEIGHT",
+        help="Weights mode: a stock whose aim is within this weight of its own is not traded; further away it "
+        "trades to the band's edge (EnvConfig.no_trade_band, >= 0).",
+    ),
+]
+WeightsMapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--weights-map",
+        metavar="MAP",
+        help="Weights mode: how an action becomes the aim: normalized (gross always at the limit) or linear "
+        "(EnvConfig.weights_map).",
+    ),
+]
 
 
-def with_aim_rules(env_config: dict[str, Any] | None, weights_map: str | None, trade_rate: float | None,
-                   no_trade_band: float | None) -> dict[str, Any] | None:  # fmt: skip
+def with_aim_rules(
+    env_config: dict[str, Any] | None, weights_map: str | None, trade_rate: float | None, no_trade_band: float | None
+) -> dict[str, Any] | None:
     """Env rules (a dict of `EnvConfig` keys, or None) with ``--weights-map``, ``--trade-rate`` and
     ``--no-trade-band`` over them; a bad value, or any of them for rules in shares mode, is one
     `UserError` line naming the flag (exit code 2)."""
@@ -208,7 +314,9 @@ def with_aim_rules(env_config: dict[str, Any] | None, weights_map: str | None, t
     if not given:
         return env_config
     if trade_rate is not None and not 0.0 <= trade_rate <= 1.0:
-        raise UserError(f"--trade-rate must be in [0, 1] (the share of the way to the aim traded each bar), got {trade_rate}")
+        raise UserError(
+            f"--trade-rate must be in [0, 1] (the share of the way to the aim traded each bar), got {trade_rate}"
+        )
     if no_trade_band is not None and not no_trade_band >= 0.0:
         raise UserError(f"--no-trade-band must be a weight >= 0, got {no_trade_band}")
     from market_envs.env import WEIGHTS_MAPS
@@ -218,13 +326,22 @@ def with_aim_rules(env_config: dict[str, Any] | None, weights_map: str | None, t
     merged = {**(env_config or {}), **given}
     if merged.get("action_mode", "shares") != "weights":
         flags = ", ".join("--" + key.replace("_", "-") for key in given)
-        raise UserError(f"{flags}: the aim, trade rate and band move a book of target weights; these rules trade "
-                        "in shares (add --preset market for weights mode)")  # fmt: skip
+        raise UserError(
+            f"{flags}: the aim, trade rate and band move a book of target weights; these rules trade "
+            "in shares (add --preset market for weights mode)"
+        )
     return merged
 
 
-def names(text: str | None, option: str, *, choices: Sequence[str] | None = None, required: bool = False,
-          lower: bool = False, what: str = "name") -> tuple[str, ...]:  # fmt: skip
+def names(
+    text: str | None,
+    option: str,
+    *,
+    choices: Sequence[str] | None = None,
+    required: bool = False,
+    lower: bool = False,
+    what: str = "name",
+) -> tuple[str, ...]:
     """The names in a comma-separated option's value, stripped, empty ones dropped; () for None.
 
     ``lower`` folds them to lower case; with ``choices``, a name outside them is one line that
@@ -236,13 +353,36 @@ def names(text: str | None, option: str, *, choices: Sequence[str] | None = None
     unknown = [name for name in found if choices is not None and name not in choices]
     if unknown or (required and not found):
         listed = f"; choose from {', '.join(choices)}" if choices is not None else ""
-        raise UserError(f"{option}: unknown {what}(s) {unknown}{listed}" if unknown else f"{option} needs at least one {what}{listed}")
+        raise UserError(
+            f"{option}: unknown {what}(s) {unknown}{listed}"
+            if unknown
+            else f"{option} needs at least one {what}{listed}"
+        )
     return found
 
 
-SHARED = (DatasetOption, DeviceOption, SeedOption, NumEnvsOption, CompileOption, CommissionOption, CostsOption,
-          CostSetOption, TradeRateOption, NoTradeBandOption, WeightsMapOption, WorkersOption, GpusOption,
-          SchedulerOption, TlsCaOption, TlsCertOption, TlsKeyOption, InsecureOption, SearchOption,
-          EnsembleWeightingOption, TargetScoreOption)  # fmt: skip
+SHARED = (
+    DatasetOption,
+    DeviceOption,
+    SeedOption,
+    NumEnvsOption,
+    CompileOption,
+    CommissionOption,
+    CostsOption,
+    CostSetOption,
+    TradeRateOption,
+    NoTradeBandOption,
+    WeightsMapOption,
+    WorkersOption,
+    GpusOption,
+    SchedulerOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+    InsecureOption,
+    SearchOption,
+    EnsembleWeightingOption,
+    TargetScoreOption,
+)
 """The shared options: a command that takes one of these names takes it as declared here (the
 same help, and the default None, or False for ``--insecure``, [] for ``--cost-set``)."""

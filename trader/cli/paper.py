@@ -22,24 +22,102 @@ from trader.cli.root import app
 
 @app.command("paper")
 def paper_command(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory (a training run or a tournament); the journal goes into RUN_DIR/paper/.")],
-    broker: Annotated[str, typer.Option("--broker", help="alpaca (a paper account through alpaca-py; keys from APCA_API_KEY_ID and APCA_API_SECRET_KEY) or replay (the run's own data, replayed faster than real time, filled as the backtest fills).")] = "replay",
-    broker_url: Annotated[str | None, typer.Option("--broker-url", help="alpaca: the trading API's base URL (default Alpaca's paper endpoint; the live endpoint is refused).")] = None,
-    data_url: Annotated[str | None, typer.Option("--data-url", help="alpaca: the market data API's base URL (default alpaca-py's).")] = None,
-    feed: Annotated[str | None, typer.Option("--feed", help="alpaca: data feed, iex (real time on a free account; the default) or sip.")] = None,
-    period: Annotated[str | None, typer.Option("--period", help="replay: the period replayed (test, validation, START:END); default test.")] = None,
+    run_dir: Annotated[
+        Path,
+        typer.Argument(help="Run directory (a training run or a tournament); the journal goes into RUN_DIR/paper/."),
+    ],
+    broker: Annotated[
+        str,
+        typer.Option(
+            "--broker",
+            help="alpaca (a paper account through alpaca-py; keys from APCA_API_KEY_ID and APCA_API_SECRET_KEY) or replay (the run's own data, replayed faster than real time, filled as the backtest fills).",
+        ),
+    ] = "replay",
+    broker_url: Annotated[
+        str | None,
+        typer.Option(
+            "--broker-url",
+            help="alpaca: the trading API's base URL (default Alpaca's paper endpoint; the live endpoint is refused).",
+        ),
+    ] = None,
+    data_url: Annotated[
+        str | None, typer.Option("--data-url", help="alpaca: the market data API's base URL (default alpaca-py's).")
+    ] = None,
+    feed: Annotated[
+        str | None,
+        typer.Option("--feed", help="alpaca: data feed, iex (real time on a free account; the default) or sip."),
+    ] = None,
+    period: Annotated[
+        str | None,
+        typer.Option("--period", help="replay: the period replayed (test, validation, START:END); default test."),
+    ] = None,
     max_bars: Annotated[int | None, typer.Option("--max-bars", help="Stop after N bars journaled by this run.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="alpaca: the same loop, but no order is sent; the orders are filled by the backtest's rules on a simulated book.")] = False,
-    max_order_value: Annotated[float | None, typer.Option("--max-order-value", help="Largest value of one order (a larger one is cut to it).")] = None,
-    max_gross_exposure: Annotated[float | None, typer.Option("--max-gross-exposure", help="Largest gross exposure after a bar's orders, as a multiple of the book's value.")] = None,
-    daily_loss_limit: Annotated[float | None, typer.Option("--daily-loss-limit", help="Largest loss in a session, a fraction of the previous close's value; reaching it flattens the book and stops.")] = None,
-    max_drawdown: Annotated[float | None, typer.Option("--max-drawdown", help="Kill switch: largest fall from the highest value, a fraction; reaching it flattens the book and stops.")] = None,
-    flatten_before_close: Annotated[bool, typer.Option("--flatten-before-close", help="Intraday bars: close every position at each session's last bar.")] = False,
-    fill_timeout: Annotated[float | None, typer.Option("--fill-timeout", help="alpaca: seconds (the broker's clock) to wait for fills before cancelling the rest; default 60.")] = None,
-    send_window: Annotated[float | None, typer.Option("--send-window", help="alpaca: seconds after the open a bar's orders may still go out; default 30.")] = None,
-    poll: Annotated[float | None, typer.Option("--poll", help="alpaca: seconds between two looks at the broker's clock or orders; default 1.")] = None,
-    backoff: Annotated[float | None, typer.Option("--backoff", help="alpaca: seconds of the first wait after a 429 or 5xx (doubled, at most 5 retries); default 1.")] = None,
-    cash_tolerance: Annotated[float, typer.Option("--cash-tolerance", help="Largest difference of cash between the journal and the broker before the loop stops.")] = 0.01,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="alpaca: the same loop, but no order is sent; the orders are filled by the backtest's rules on a simulated book.",
+        ),
+    ] = False,
+    max_order_value: Annotated[
+        float | None, typer.Option("--max-order-value", help="Largest value of one order (a larger one is cut to it).")
+    ] = None,
+    max_gross_exposure: Annotated[
+        float | None,
+        typer.Option(
+            "--max-gross-exposure",
+            help="Largest gross exposure after a bar's orders, as a multiple of the book's value.",
+        ),
+    ] = None,
+    daily_loss_limit: Annotated[
+        float | None,
+        typer.Option(
+            "--daily-loss-limit",
+            help="Largest loss in a session, a fraction of the previous close's value; reaching it flattens the book and stops.",
+        ),
+    ] = None,
+    max_drawdown: Annotated[
+        float | None,
+        typer.Option(
+            "--max-drawdown",
+            help="Kill switch: largest fall from the highest value, a fraction; reaching it flattens the book and stops.",
+        ),
+    ] = None,
+    flatten_before_close: Annotated[
+        bool,
+        typer.Option("--flatten-before-close", help="Intraday bars: close every position at each session's last bar."),
+    ] = False,
+    fill_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--fill-timeout",
+            help="alpaca: seconds (the broker's clock) to wait for fills before cancelling the rest; default 60.",
+        ),
+    ] = None,
+    send_window: Annotated[
+        float | None,
+        typer.Option(
+            "--send-window", help="alpaca: seconds after the open a bar's orders may still go out; default 30."
+        ),
+    ] = None,
+    poll: Annotated[
+        float | None,
+        typer.Option("--poll", help="alpaca: seconds between two looks at the broker's clock or orders; default 1."),
+    ] = None,
+    backoff: Annotated[
+        float | None,
+        typer.Option(
+            "--backoff",
+            help="alpaca: seconds of the first wait after a 429 or 5xx (doubled, at most 5 retries); default 1.",
+        ),
+    ] = None,
+    cash_tolerance: Annotated[
+        float,
+        typer.Option(
+            "--cash-tolerance",
+            help="Largest difference of cash between the journal and the broker before the loop stops.",
+        ),
+    ] = 0.01,
     dataset: DatasetOption = None,
     device: DeviceOption = None,
 ) -> None:
@@ -50,22 +128,38 @@ def paper_command(
 
     if period is not None and broker != "replay":
         raise UserError("--period does not apply to --broker alpaca (it trades from now on)")
-    alpaca_only = {"--feed": feed, "--fill-timeout": fill_timeout, "--send-window": send_window, "--poll": poll,
-                   "--backoff": backoff}  # fmt: skip
+    alpaca_only = {
+        "--feed": feed,
+        "--fill-timeout": fill_timeout,
+        "--send-window": send_window,
+        "--poll": poll,
+        "--backoff": backoff,
+    }
     given = [flag for flag, value in alpaca_only.items() if value is not None]
     if broker == "replay" and given:
-        raise UserError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --broker replay "
-                        "(its simulated broker fills at once, on its own clock)")  # fmt: skip
+        raise UserError(
+            f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --broker replay "
+            "(its simulated broker fills at once, on its own clock)"
+        )
     limits = RiskLimits(max_order_value, max_gross_exposure, daily_loss_limit, max_drawdown)
     defaults = PaperConfig()
-    config = PaperConfig(broker=broker, broker_url=broker_url, data_url=data_url, feed=feed or defaults.feed,
-                         period=period or defaults.period, max_bars=max_bars, dry_run=dry_run, limits=limits,
-                         flatten_before_close=flatten_before_close,
-                         fill_timeout_s=defaults.fill_timeout_s if fill_timeout is None else fill_timeout,
-                         send_window_s=defaults.send_window_s if send_window is None else send_window,
-                         poll_s=defaults.poll_s if poll is None else poll,
-                         backoff_s=defaults.backoff_s if backoff is None else backoff,
-                         cash_tolerance=cash_tolerance, device=device or defaults.device)  # fmt: skip
+    config = PaperConfig(
+        broker=broker,
+        broker_url=broker_url,
+        data_url=data_url,
+        feed=feed or defaults.feed,
+        period=period or defaults.period,
+        max_bars=max_bars,
+        dry_run=dry_run,
+        limits=limits,
+        flatten_before_close=flatten_before_close,
+        fill_timeout_s=defaults.fill_timeout_s if fill_timeout is None else fill_timeout,
+        send_window_s=defaults.send_window_s if send_window is None else send_window,
+        poll_s=defaults.poll_s if poll is None else poll,
+        backoff_s=defaults.backoff_s if backoff is None else backoff,
+        cash_tolerance=cash_tolerance,
+        device=device or defaults.device,
+    )
     from trader.paper import paper
     from trader.paper.loop import PaperStop
 

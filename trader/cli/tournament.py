@@ -53,11 +53,17 @@ from trader.names import ALGOS, PRESET_COST
 def tournament_command(
     run_dir: Annotated[Path, typer.Argument(help="Run directory (created; with --resume, the one to continue).")],
     dataset: DatasetOption = None,
-    env: Annotated[str | None, typer.Option("--env", help="Gymnasium env id instead of a data set, e.g. Ant-v5.")] = None,
-    algos: Annotated[str | None, typer.Option("--algos", help=f"Comma-separated algorithms ({','.join(ALGOS)}).")] = None,
+    env: Annotated[
+        str | None, typer.Option("--env", help="Gymnasium env id instead of a data set, e.g. Ant-v5.")
+    ] = None,
+    algos: Annotated[
+        str | None, typer.Option("--algos", help=f"Comma-separated algorithms ({','.join(ALGOS)}).")
+    ] = None,
     population: Annotated[int | None, typer.Option("--population", help="Leaderboard size (default 8).")] = None,
     pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="Transitions per pod (default 50000).")] = None,
-    pods: Annotated[int | None, typer.Option("--pods", help="Pod budget (default 12 unless another stop is given).")] = None,
+    pods: Annotated[
+        int | None, typer.Option("--pods", help="Pod budget (default 12 unless another stop is given).")
+    ] = None,
     time_budget: Annotated[str | None, typer.Option("--time-budget", help="Wall-clock budget: 90s, 30m, 2h.")] = None,
     target_score: TargetScoreOption = None,
     workers: WorkersOption = None,
@@ -73,9 +79,17 @@ def tournament_command(
     seed: SeedOption = None,
     device: DeviceOption = None,
     compile: CompileOption = None,
-    config: Annotated[Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")
+    ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); --config keys go on top.")] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            "--preset",
+            help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); --config keys go on top.",
+        ),
+    ] = None,
     commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
@@ -98,13 +112,21 @@ def tournament_command(
     if env is not None and preset is not None:
         raise UserError("--preset applies to market data sets (--dataset), not to gymnasium envs")
     flags = {
-        "env": dataset or env, "population": population, "pod_steps": pod_steps, "pods": pods,
-        "target_score": target_score, **cluster_keys,
-        "num_envs": num_envs, "seed": seed, "device": device, "compile": compile, "search": search,
+        "env": dataset or env,
+        "population": population,
+        "pod_steps": pod_steps,
+        "pods": pods,
+        "target_score": target_score,
+        **cluster_keys,
+        "num_envs": num_envs,
+        "seed": seed,
+        "device": device,
+        "compile": compile,
+        "search": search,
         "ensemble_weighting": ensemble_weighting,
         "algos": parse_algos(algos) if algos is not None else None,
         "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
-    }  # fmt: skip
+    }
     values.update({key: value for key, value in flags.items() if value is not None})
     if (time_budget is not None or target_score is not None) and pods is None and "pods" not in values:
         values["pods"] = None  # a time or score stop given alone replaces the default pod budget
@@ -113,11 +135,15 @@ def tournament_command(
 
         defaults = TournamentConfig()
         values["env_config"], values["algo_configs"] = apply_preset(
-            preset, values.get("env", defaults.env), PRESET_COST if cost is None else cost,
-            values.get("algos", defaults.algos), steps=values.get("pod_steps", defaults.pod_steps),
-            num_envs=values.get("num_envs", defaults.num_envs), env_config=values.get("env_config"),
+            preset,
+            values.get("env", defaults.env),
+            PRESET_COST if cost is None else cost,
+            values.get("algos", defaults.algos),
+            steps=values.get("pod_steps", defaults.pod_steps),
+            num_envs=values.get("num_envs", defaults.num_envs),
+            env_config=values.get("env_config"),
             algo_configs=values.get("algo_configs"),
-        )  # fmt: skip
+        )
     if cost is not None or named is not None:
         _apply_costs(values, cost, named)
     if (trade_rate, no_trade_band, weights_map) != (None, None, None):
@@ -150,16 +176,35 @@ def tournament_command(
         print(f"\nwrote {run_dir / 'report.md'}, {run_dir / 'report.json'}, leaderboard.json and pods.parquet")
 
 
-RESUME_KEYS = {"pods": "--pods", "time_budget": "--time-budget", "target_score": "--target-score",
-               "workers": "--workers", "scheduler": "--scheduler", "gpus": "--gpus", "tls_ca": "--tls-ca",
-               "tls_cert": "--tls-cert", "tls_key": "--tls-key", "insecure": "--insecure"}  # fmt: skip
+RESUME_KEYS = {
+    "pods": "--pods",
+    "time_budget": "--time-budget",
+    "target_score": "--target-score",
+    "workers": "--workers",
+    "scheduler": "--scheduler",
+    "gpus": "--gpus",
+    "tls_ca": "--tls-ca",
+    "tls_cert": "--tls-cert",
+    "tls_key": "--tls-key",
+    "insecure": "--insecure",
+}
 """What a resumed tournament takes from the command line (`tournament.orchestrator`'s resume
 keeps everything else from its tournament.toml): its stops and its cluster."""
 
-SETTING_OPTIONS = {"env": "--dataset/--env", "algos": "--algos", "population": "--population",
-                   "pod_steps": "--pod-steps", "num_envs": "--num-envs", "seed": "--seed", "device": "--device",
-                   "compile": "--compile", "search": "--search", "ensemble_weighting": "--ensemble-weighting",
-                   "env_config": "--preset/--commission/--costs", "algo_configs": "--preset"}  # fmt: skip
+SETTING_OPTIONS = {
+    "env": "--dataset/--env",
+    "algos": "--algos",
+    "population": "--population",
+    "pod_steps": "--pod-steps",
+    "num_envs": "--num-envs",
+    "seed": "--seed",
+    "device": "--device",
+    "compile": "--compile",
+    "search": "--search",
+    "ensemble_weighting": "--ensemble-weighting",
+    "env_config": "--preset/--commission/--costs",
+    "algo_configs": "--preset",
+}
 """The options that set a tournament's settings (tournament.toml), by the key they set."""
 
 
@@ -183,9 +228,11 @@ def check_resume_options(run_dir: Path, values: dict[str, Any]) -> None:
         if wanted.get(key) != saved.get(key):
             option = SETTING_OPTIONS.get(key, f"--config's {key}")
             shown = wanted.get(key) if key not in ("env_config", "algo_configs") else "other rules"
-            raise UserError(f"--resume: {option} gives {shown!r} where the tournament in {run_dir} has "
-                            f"{saved.get(key)!r} (tournament.toml); a resumed tournament keeps its settings "
-                            f"and takes only {', '.join(sorted(set(RESUME_KEYS.values())))}")  # fmt: skip
+            raise UserError(
+                f"--resume: {option} gives {shown!r} where the tournament in {run_dir} has "
+                f"{saved.get(key)!r} (tournament.toml); a resumed tournament keeps its settings "
+                f"and takes only {', '.join(sorted(set(RESUME_KEYS.values())))}"
+            )
 
 
 def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
@@ -193,8 +240,10 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
     from tournament import run
 
     console = Console(stderr=True)
-    console.print(f"[bold]tournament[/bold] {settings.env}: {', '.join(settings.algos)}, population "
-                  f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {settings.run_dir}")  # fmt: skip
+    console.print(
+        f"[bold]tournament[/bold] {settings.env}: {', '.join(settings.algos)}, population "
+        f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {settings.run_dir}"
+    )
     with pods_progress(console) as bar:
         task = bar.add_task("pods", total=settings.pods, line="preparing the data ...")
 
@@ -207,8 +256,10 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
 def progress_line(state: Any) -> str:
     """The live line of a tournament's `Progress`: pods in flight, failed, workers, best, pods/h."""
     best = "-" if state.best_score is None else f"{state.best_score:.4g} ({state.best_algo})"
-    return (f"{state.in_flight} in flight, {state.failed} failed, {state.workers} workers, "
-            f"best {best}, {state.pods_per_hour:,.0f} pods/h")  # fmt: skip
+    return (
+        f"{state.in_flight} in flight, {state.failed} failed, {state.workers} workers, "
+        f"best {best}, {state.pods_per_hour:,.0f} pods/h"
+    )
 
 
 def _apply_costs(values: dict[str, Any], cost: float | None, named: Any) -> None:
@@ -220,8 +271,10 @@ def _apply_costs(values: dict[str, Any], cost: float | None, named: Any) -> None
 
     env = resolve_env(values.get("env", TournamentConfig().env))
     if env.is_gym:
-        raise UserError(f"{'--costs' if named is not None else '--commission'} applies to market data sets (--dataset), "
-                        "not to gymnasium envs")  # fmt: skip
+        raise UserError(
+            f"{'--costs' if named is not None else '--commission'} applies to market data sets (--dataset), "
+            "not to gymnasium envs"
+        )
     values["env_config"] = with_costs(values.get("env_config"), cost, named)
     if named is not None:
         from market_envs.data import load
@@ -256,6 +309,14 @@ def _print_leaderboard(board) -> None:
     for column in ("rank", "pod", "algo", "score", "generation", "parent", "steps", "seconds"):
         table.add_column(column, justify="left" if column in ("pod", "algo", "parent") else "right")
     for rank, entry in enumerate(board.top(10), start=1):
-        table.add_row(str(rank), entry.pod_id, entry.algo, f"{entry.score:.4g}", str(entry.generation),
-                      entry.parent_id or "-", f"{entry.steps:,}", f"{entry.seconds:.1f}")  # fmt: skip
+        table.add_row(
+            str(rank),
+            entry.pod_id,
+            entry.algo,
+            f"{entry.score:.4g}",
+            str(entry.generation),
+            entry.parent_id or "-",
+            f"{entry.steps:,}",
+            f"{entry.seconds:.1f}",
+        )
     Console().print(table)

@@ -40,22 +40,53 @@ from trader.names import ALGOS, PRESET_COST
 @app.command("train")
 def train_command(
     run_dir: Annotated[Path, typer.Argument(help="Run directory, new or empty (see --overwrite).")],
-    algo: Annotated[str | None, typer.Option("--algo", help=f"Algorithm: {', '.join(ALGOS)} (default: a run config's).")] = None,
+    algo: Annotated[
+        str | None, typer.Option("--algo", help=f"Algorithm: {', '.join(ALGOS)} (default: a run config's).")
+    ] = None,
     env: Annotated[str | None, typer.Option("--env", help="Gymnasium env id, e.g. Pendulum-v1.")] = None,
     dataset: DatasetOption = None,
-    steps: Annotated[int | None, typer.Option("--steps", help="Environment transitions to collect (default 100,000).")] = None,
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="Environment transitions to collect (default 100,000).")
+    ] = None,
     seed: SeedOption = None,
     device: DeviceOption = None,
     num_envs: NumEnvsOption = None,
-    eval_every: Annotated[int | None, typer.Option("--eval-every", help="Transitions between validations (0: only at the end; default 10,000).")] = None,
-    eval_episodes: Annotated[int | None, typer.Option("--eval-episodes", help="Gymnasium envs: validation episodes (default 5; a market validates on its whole validation period).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="TOML file of algo config keys, or a run's config.toml: then the run's every input (data set, env rules, algo config, seed, steps, ...) and the flags given on top; it trains the run again, bit for bit on one worker.")] = None,
+    eval_every: Annotated[
+        int | None,
+        typer.Option("--eval-every", help="Transitions between validations (0: only at the end; default 10,000)."),
+    ] = None,
+    eval_episodes: Annotated[
+        int | None,
+        typer.Option(
+            "--eval-episodes",
+            help="Gymnasium envs: validation episodes (default 5; a market validates on its whole validation period).",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="TOML file of algo config keys, or a run's config.toml: then the run's every input (data set, env rules, algo config, seed, steps, ...) and the flags given on top; it trains the run again, bit for bit on one worker.",
+        ),
+    ] = None,
     compile: CompileOption = None,
-    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo config that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); at --commission or 5 bp per side.")] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            "--preset",
+            help="market: the env rules and algo config that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); at --commission or 5 bp per side.",
+        ),
+    ] = None,
     commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the run already in RUN_DIR whole (every file a run wrote there is removed first).")] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Replace the run already in RUN_DIR whole (every file a run wrote there is removed first).",
+        ),
+    ] = False,
     trade_rate: TradeRateOption = None,
     no_trade_band: NoTradeBandOption = None,
     weights_map: WeightsMapOption = None,
@@ -65,8 +96,12 @@ def train_command(
     from trader.training import rerun_arguments, train
 
     cost, named = cost_flags(commission, costs, cost_set)
-    for option, value, low in (("--steps", steps, 1), ("--num-envs", num_envs, 1), ("--eval-every", eval_every, 0),
-                               ("--eval-episodes", eval_episodes, 1)):  # fmt: skip
+    for option, value, low in (
+        ("--steps", steps, 1),
+        ("--num-envs", num_envs, 1),
+        ("--eval-every", eval_every, 0),
+        ("--eval-episodes", eval_episodes, 1),
+    ):
         if value is not None and value < low:
             raise UserError(f"{option} must be >= {low}, got {value}")
     if env is not None and dataset is not None:
@@ -81,8 +116,17 @@ def train_command(
         for key in ("periods", "dataset_periods", "eval_episodes", *(("env_config",) if env is not None else ())):
             arguments.pop(key, None)
         arguments["env"] = env or dataset
-    flags = {"algo": algo, "steps": steps, "seed": seed, "device": device, "num_envs": num_envs,
-             "eval_every": eval_every, "eval_episodes": eval_episodes, "compile": compile, "preset": preset}  # fmt: skip
+    flags = {
+        "algo": algo,
+        "steps": steps,
+        "seed": seed,
+        "device": device,
+        "num_envs": num_envs,
+        "eval_every": eval_every,
+        "eval_episodes": eval_episodes,
+        "compile": compile,
+        "preset": preset,
+    }
     arguments.update({key: value for key, value in flags.items() if value is not None})
     if arguments.get("algo") is None:
         raise UserError("give --algo ALGO (or --config RUN/config.toml, which names it)")
@@ -95,14 +139,23 @@ def train_command(
             raise UserError(f"--preset: unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     market = not resolve_env(arguments["env"]).is_gym
     if not market:
-        for option, given in (("--commission", cost is not None), ("--costs", named is not None), ("--preset", preset is not None),
-                              ("--trade-rate", trade_rate is not None), ("--no-trade-band", no_trade_band is not None),
-                              ("--weights-map", weights_map is not None)):  # fmt: skip
+        for option, given in (
+            ("--commission", cost is not None),
+            ("--costs", named is not None),
+            ("--preset", preset is not None),
+            ("--trade-rate", trade_rate is not None),
+            ("--no-trade-band", no_trade_band is not None),
+            ("--weights-map", weights_map is not None),
+        ):
             if given:
                 raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
     elif eval_episodes is not None:
-        raise UserError("--eval-episodes applies to gymnasium envs; a market validates once on its whole validation period")
-    rundir.check_new_run(run_dir, remedy="pass --overwrite to replace it, or another run directory", overwrite=overwrite)
+        raise UserError(
+            "--eval-episodes applies to gymnasium envs; a market validates once on its whole validation period"
+        )
+    rundir.check_new_run(
+        run_dir, remedy="pass --overwrite to replace it, or another run directory", overwrite=overwrite
+    )
     _apply_rules(arguments, preset, cost)
     arguments["env_config"] = with_aim_rules(arguments.get("env_config"), weights_map, trade_rate, no_trade_band)
     if market:
@@ -114,8 +167,10 @@ def train_command(
 
     def start(resolved: dict[str, Any]) -> None:
         where = resolved["env"].get("dataset") or resolved["env"].get("id")
-        console.print(f"[bold]{resolved['algo']}[/bold] on {where}, seed {resolved['seed']}, "
-                      f"{resolved['steps']:,} steps, {resolved['device']}")  # fmt: skip
+        console.print(
+            f"[bold]{resolved['algo']}[/bold] on {where}, seed {resolved['seed']}, "
+            f"{resolved['steps']:,} steps, {resolved['device']}"
+        )
         console.print({"algo_config": resolved["algo_config"], "env": resolved["env"]})
         progress.start()
         progress.start_task(task)
@@ -130,8 +185,9 @@ def train_command(
     algo_name = arguments.pop("algo")
     env_name = arguments.pop("env")
     try:
-        result = train(algo_name, env_name, run_dir=run_dir, overwrite=overwrite, on_start=start, on_iteration=report,
-                       **arguments)  # fmt: skip
+        result = train(
+            algo_name, env_name, run_dir=run_dir, overwrite=overwrite, on_start=start, on_iteration=report, **arguments
+        )
     finally:
         if progress.live.is_started:
             progress.stop()
@@ -148,8 +204,13 @@ def _market_spec(arguments: dict[str, Any], cost: float | None, named: Any) -> A
     (which always act) set on the rules as objects."""
     from trader.spec import market_spec
 
-    return market_spec(arguments.pop("env"), arguments.pop("env_config", None), cost=cost, costs=named,
-                       periods=arguments.pop("periods", None))  # fmt: skip
+    return market_spec(
+        arguments.pop("env"),
+        arguments.pop("env_config", None),
+        cost=cost,
+        costs=named,
+        periods=arguments.pop("periods", None),
+    )
 
 
 def _apply_rules(arguments: dict[str, Any], preset: str | None, cost: float | None) -> None:
@@ -161,9 +222,16 @@ def _apply_rules(arguments: dict[str, Any], preset: str | None, cost: float | No
     algo = arguments["algo"]
     overrides = dict(arguments.get("config") or {})
     if preset is not None:
-        rules, configs = apply_preset(preset, arguments["env"], PRESET_COST if cost is None else cost, [algo],
-                                      steps=arguments.get("steps", 100_000), num_envs=arguments.get("num_envs", 8),
-                                      env_config=arguments.get("env_config"), algo_configs={algo: overrides})  # fmt: skip
+        rules, configs = apply_preset(
+            preset,
+            arguments["env"],
+            PRESET_COST if cost is None else cost,
+            [algo],
+            steps=arguments.get("steps", 100_000),
+            num_envs=arguments.get("num_envs", 8),
+            env_config=arguments.get("env_config"),
+            algo_configs={algo: overrides},
+        )
         arguments["env_config"], overrides = rules, configs[algo]
     if algo == "ppo" and overrides.get("anneal_lr") and overrides.get("total_steps") is None:
         overrides["total_steps"] = arguments.get("steps", 100_000)  # the schedule runs over this run's --steps

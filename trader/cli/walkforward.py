@@ -53,22 +53,43 @@ def walkforward_command(
     validation: Annotated[str, typer.Option("--validation", help="Validation window per fold (the fold's selection).")],
     test: Annotated[str, typer.Option("--test", help="Test window per fold (traded once).")],
     dataset: DatasetOption = None,
-    step: Annotated[str | None, typer.Option("--step", help="How far each fold moves on (default: --test; the stitched record needs it equal).")] = None,
-    expanding: Annotated[bool, typer.Option("--expanding", help="Training windows all start at the first session.")] = False,
-    embargo: Annotated[int, typer.Option("--embargo", help="Bars purged between train | validation and validation | test.")] = 0,
+    step: Annotated[
+        str | None,
+        typer.Option(
+            "--step", help="How far each fold moves on (default: --test; the stitched record needs it equal)."
+        ),
+    ] = None,
+    expanding: Annotated[
+        bool, typer.Option("--expanding", help="Training windows all start at the first session.")
+    ] = False,
+    embargo: Annotated[
+        int, typer.Option("--embargo", help="Bars purged between train | validation and validation | test.")
+    ] = 0,
     learner: Annotated[str, typer.Option("--learner", help="tournament, ppo, sac or td3.")] = "tournament",
     seed: SeedOption = None,
     device: DeviceOption = None,
-    steps: Annotated[int | None, typer.Option("--steps", help="ppo/sac/td3: transitions per fold (default 100,000).")] = None,
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="ppo/sac/td3: transitions per fold (default 100,000).")
+    ] = None,
     num_envs: NumEnvsOption = None,
-    eval_every: Annotated[int | None, typer.Option("--eval-every", help="ppo/sac/td3: transitions between validations (0: only at the end; default 10,000).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="ppo/sac/td3: TOML file of algo config keys (or a run's config.toml).")] = None,
+    eval_every: Annotated[
+        int | None,
+        typer.Option(
+            "--eval-every", help="ppo/sac/td3: transitions between validations (0: only at the end; default 10,000)."
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="ppo/sac/td3: TOML file of algo config keys (or a run's config.toml)."),
+    ] = None,
     compile: CompileOption = None,
     algos: Annotated[str | None, typer.Option("--algos", help="tournament: comma-separated algorithms.")] = None,
     population: Annotated[int | None, typer.Option("--population", help="tournament: leaderboard size.")] = None,
     pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="tournament: transitions per pod.")] = None,
     pods: Annotated[int | None, typer.Option("--pods", help="tournament: pod budget per fold.")] = None,
-    time_budget: Annotated[str | None, typer.Option("--time-budget", help="tournament: wall-clock budget per fold: 90s, 30m, 2h.")] = None,
+    time_budget: Annotated[
+        str | None, typer.Option("--time-budget", help="tournament: wall-clock budget per fold: 90s, 30m, 2h.")
+    ] = None,
     target_score: TargetScoreOption = None,
     search: SearchOption = None,
     ensemble_weighting: EnsembleWeightingOption = None,
@@ -79,11 +100,41 @@ def walkforward_command(
     tls_cert: TlsCertOption = None,
     tls_key: TlsKeyOption = None,
     insecure: InsecureOption = False,
-    baselines: Annotated[str | None, typer.Option("--baselines", help="Baseline libraries per fold, on the same folds, rules and budget: sb3, sb3-dummy, finrl (comma-separated).")] = None,
-    baseline_algos: Annotated[str | None, typer.Option("--baseline-algos", help="With --baselines sb3 or sb3-dummy: their SB3 algorithms (comma-separated; default ppo).")] = None,
-    baseline_steps: Annotated[int | None, typer.Option("--baseline-steps", help="With --baselines: env steps of each baseline per fold (default: the learner's: --steps, or --pods x --pod-steps).")] = None,
-    warm_start: Annotated[bool, typer.Option("--warm-start", help="Fold k+1 continues from fold k: a single learner from its best checkpoint, a tournament's pods from its leaderboard (default: a fresh start per fold).")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets).")] = None,
+    baselines: Annotated[
+        str | None,
+        typer.Option(
+            "--baselines",
+            help="Baseline libraries per fold, on the same folds, rules and budget: sb3, sb3-dummy, finrl (comma-separated).",
+        ),
+    ] = None,
+    baseline_algos: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline-algos",
+            help="With --baselines sb3 or sb3-dummy: their SB3 algorithms (comma-separated; default ppo).",
+        ),
+    ] = None,
+    baseline_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--baseline-steps",
+            help="With --baselines: env steps of each baseline per fold (default: the learner's: --steps, or --pods x --pod-steps).",
+        ),
+    ] = None,
+    warm_start: Annotated[
+        bool,
+        typer.Option(
+            "--warm-start",
+            help="Fold k+1 continues from fold k: a single learner from its best checkpoint, a tournament's pods from its leaderboard (default: a fresh start per fold).",
+        ),
+    ] = False,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            "--preset",
+            help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets).",
+        ),
+    ] = None,
     commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
@@ -108,17 +159,31 @@ def walkforward_command(
     single = learner != "tournament"
     if not single and config is not None:
         raise UserError("--config sets a single learner's algo config; a tournament takes --algos and --preset")
-    tournament_only = {"--algos": algos, "--population": population, "--pod-steps": pod_steps, "--pods": pods,
-                       "--time-budget": time_budget, "--target-score": target_score, "--search": search,
-                       "--ensemble-weighting": ensemble_weighting, "--workers": workers, "--gpus": gpus,
-                       "--scheduler": scheduler, "--tls-ca": tls_ca, "--tls-cert": tls_cert, "--tls-key": tls_key,
-                       "--insecure": insecure or None}  # fmt: skip
+    tournament_only = {
+        "--algos": algos,
+        "--population": population,
+        "--pod-steps": pod_steps,
+        "--pods": pods,
+        "--time-budget": time_budget,
+        "--target-score": target_score,
+        "--search": search,
+        "--ensemble-weighting": ensemble_weighting,
+        "--workers": workers,
+        "--gpus": gpus,
+        "--scheduler": scheduler,
+        "--tls-ca": tls_ca,
+        "--tls-cert": tls_cert,
+        "--tls-key": tls_key,
+        "--insecure": insecure or None,
+    }
     given = [option for option, value in tournament_only.items() if value is not None]
     if single and given:
         raise UserError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --learner tournament")
     if not single and (steps is not None or eval_every is not None):
-        raise UserError("--steps and --eval-every apply to a single learner (ppo, sac, td3); a tournament's "
-                        "pods take --pod-steps and validate once, at their end")  # fmt: skip
+        raise UserError(
+            "--steps and --eval-every apply to a single learner (ppo, sac, td3); a tournament's "
+            "pods take --pod-steps and validate once, at their end"
+        )
     if baselines is None and (baseline_algos is not None or baseline_steps is not None):
         raise UserError("--baseline-algos and --baseline-steps apply with --baselines LIBRARIES")
     if baseline_algos is not None and not {"sb3", "sb3-dummy"} & set(names(baselines, "--baselines")):
@@ -127,70 +192,136 @@ def walkforward_command(
     cluster = cluster_flags(workers, scheduler, gpus, device, (tls_ca, tls_cert, tls_key), insecure)
     steps, eval_every = 100_000 if steps is None else steps, 10_000 if eval_every is None else eval_every
     algo_config = _read_config(config) if config is not None else {}
-    tournament = {} if single else _tournament_keys(algos, population, pod_steps, pods, time_budget, num_envs,
-                                                    target_score, search, ensemble_weighting, compile, cluster)  # fmt: skip
+    tournament = (
+        {}
+        if single
+        else _tournament_keys(
+            algos,
+            population,
+            pod_steps,
+            pods,
+            time_budget,
+            num_envs,
+            target_score,
+            search,
+            ensemble_weighting,
+            compile,
+            cluster,
+        )
+    )
     env_config: dict[str, Any] = {}
     if preset is not None:
-        env_config, algo_config, tournament = _preset(preset, dataset, PRESET_COST if cost is None else cost, learner,
-                                                      algo_config, tournament, steps, num_envs)  # fmt: skip
+        env_config, algo_config, tournament = _preset(
+            preset, dataset, PRESET_COST if cost is None else cost, learner, algo_config, tournament, steps, num_envs
+        )
     env_config = with_aim_rules(env_config or None, weights_map, trade_rate, no_trade_band) or {}
     rules = market_spec(dataset, env_config, cost=cost, costs=named).rules  # --costs set on the rules as objects
     if learner == "ppo" and algo_config.get("anneal_lr") and algo_config.get("total_steps") is None:
         algo_config["total_steps"] = steps  # the schedule runs over one fold's --steps
     seed, device = seed or 0, device or "cpu"
     console = Console(stderr=True)
-    header = [f"[bold]walk-forward[/bold] {learner} on {dataset}: train {train}, validation {validation}, "
-              f"test {test}{', expanding' if expanding else ''}, embargo {embargo}; run directory {run_dir}"]  # fmt: skip
+    header = [
+        f"[bold]walk-forward[/bold] {learner} on {dataset}: train {train}, validation {validation}, "
+        f"test {test}{', expanding' if expanding else ''}, embargo {embargo}; run directory {run_dir}"
+    ]
 
     def say(line: str) -> None:  # the header with the first news: the folds fit and the folder is claimed
         while header:
             console.print(header.pop())
         console.print(line, markup=False, highlight=False)
 
-    result = walk_forward(run_dir, dataset, folds, learner, seed=seed, device=device, steps=steps,
-                          num_envs=num_envs or 8, eval_every=eval_every, algo_config=algo_config,
-                          env_config=rules, tournament=tournament, baselines=names(baselines, "--baselines"),
-                          baseline_algos=names(baseline_algos or "ppo", "--baseline-algos"), baseline_steps=baseline_steps,
-                          warm_start=warm_start, compile=bool(compile) and single,
-                          on_progress=say)  # fmt: skip
+    result = walk_forward(
+        run_dir,
+        dataset,
+        folds,
+        learner,
+        seed=seed,
+        device=device,
+        steps=steps,
+        num_envs=num_envs or 8,
+        eval_every=eval_every,
+        algo_config=algo_config,
+        env_config=rules,
+        tournament=tournament,
+        baselines=names(baselines, "--baselines"),
+        baseline_algos=names(baseline_algos or "ppo", "--baseline-algos"),
+        baseline_steps=baseline_steps,
+        warm_start=warm_start,
+        compile=bool(compile) and single,
+        on_progress=say,
+    )
     from trader import rundir
 
     print((result.run_dir / rundir.WF_REPORT_MD).read_text(encoding="utf-8"))
     print(f"wrote {result.run_dir / rundir.WF_REPORT_MD}, {rundir.WF_REPORT_JSON}, {rundir.WF_STITCHED} and folds/")
 
 
-def _tournament_keys(algos: str | None, population: int | None, pod_steps: int | None, pods: int | None,
-                     time_budget: str | None, num_envs: int | None, target_score: float | None, search: str | None,
-                     ensemble_weighting: str | None, compile: bool | None, cluster: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+def _tournament_keys(
+    algos: str | None,
+    population: int | None,
+    pod_steps: int | None,
+    pods: int | None,
+    time_budget: str | None,
+    num_envs: int | None,
+    target_score: float | None,
+    search: str | None,
+    ensemble_weighting: str | None,
+    compile: bool | None,
+    cluster: dict[str, Any],
+) -> dict[str, Any]:
     """Each fold's `TournamentConfig` keys from the tournament's options (those given only)."""
     from trader.cli.tournament import parse_algos
     from trader.durations import parse_duration
 
-    keys = {"algos": parse_algos(algos) if algos is not None else None, "population": population,
-            "pod_steps": pod_steps, "pods": pods, "num_envs": num_envs, "target_score": target_score,
-            "search": search, "ensemble_weighting": ensemble_weighting, "compile": compile, **cluster,
-            "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None}  # fmt: skip
+    keys = {
+        "algos": parse_algos(algos) if algos is not None else None,
+        "population": population,
+        "pod_steps": pod_steps,
+        "pods": pods,
+        "num_envs": num_envs,
+        "target_score": target_score,
+        "search": search,
+        "ensemble_weighting": ensemble_weighting,
+        "compile": compile,
+        **cluster,
+        "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
+    }
     keys = {k: v for k, v in keys.items() if v is not None}
     if ("time_budget" in keys or "target_score" in keys) and pods is None:
         keys["pods"] = None  # a time or score stop given alone replaces the default pod budget
     return keys
 
 
-def _preset(name: str, dataset: str, cost: float, learner: str, algo_config: dict[str, Any],
-            tournament: dict[str, Any], steps: int, num_envs: int | None) -> tuple[dict, dict, dict]:  # fmt: skip
+def _preset(
+    name: str,
+    dataset: str,
+    cost: float,
+    learner: str,
+    algo_config: dict[str, Any],
+    tournament: dict[str, Any],
+    steps: int,
+    num_envs: int | None,
+) -> tuple[dict, dict, dict]:
     """The preset's env rules and algo configs, under the keys given."""
     from trader.presets import apply_preset
 
     if learner != "tournament":
-        env_config, configs = apply_preset(name, dataset, cost, [learner], steps=steps, num_envs=num_envs or 8,
-                                           algo_configs={learner: algo_config})  # fmt: skip
+        env_config, configs = apply_preset(
+            name, dataset, cost, [learner], steps=steps, num_envs=num_envs or 8, algo_configs={learner: algo_config}
+        )
         return env_config, configs[learner], tournament
     from tournament import TournamentConfig
 
     defaults = TournamentConfig()
     algos = tournament.get("algos", defaults.algos)
-    env_config, configs = apply_preset(name, dataset, cost, algos, steps=tournament.get("pod_steps", defaults.pod_steps),
-                                       num_envs=tournament.get("num_envs", defaults.num_envs))  # fmt: skip
+    env_config, configs = apply_preset(
+        name,
+        dataset,
+        cost,
+        algos,
+        steps=tournament.get("pod_steps", defaults.pod_steps),
+        num_envs=tournament.get("num_envs", defaults.num_envs),
+    )
     return env_config, algo_config, {**tournament, "algo_configs": configs}
 
 

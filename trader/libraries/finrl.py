@@ -75,8 +75,10 @@ def rolling_windows(data: MarketData, trade_start: Any, windows: int) -> list[Wi
         first = sessions.index(trade_sessions[part[0]])
         size = len(part)
         if first - size < 1:
-            raise DataError(f"not enough sessions before {trade_sessions[part[0]].date()} for a training and "
-                            f"a validation window of {size} sessions")  # fmt: skip
+            raise DataError(
+                f"not enough sessions before {trade_sessions[part[0]].date()} for a training and "
+                f"a validation window of {size} sessions"
+            )
         val_start = stamps[first_bar_of[sessions[first - size]]]
         trade_start_bar = stamps[first_bar_of[sessions[first]]]
         end_index = part[-1] + 1
@@ -118,8 +120,9 @@ class WindowChoice:
     details: dict[str, dict[str, Any]]
 
 
-def run_ensemble(data: MarketData, windows: list[Window], fit: FitFn,
-                 learners: Sequence[str] = LEARNERS) -> list[WindowChoice]:  # fmt: skip
+def run_ensemble(
+    data: MarketData, windows: list[Window], fit: FitFn, learners: Sequence[str] = LEARNERS
+) -> list[WindowChoice]:
     """Train every learner in every window, score each on the window's validation
     period and keep the best: FinRL's procedure, with the training and scoring given."""
     choices = []

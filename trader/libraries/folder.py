@@ -60,8 +60,20 @@ def write_sidecar(folder: Path, values: dict[str, Any]) -> Path:
 
 def training_summary(sidecar: dict[str, Any]) -> dict[str, Any]:
     """The part of a sidecar the report carries for the row."""
-    keys = ("library", "library_version", "trained_with", "algo", "preset", "seed", "vec_env", "num_envs", "budget", "steps",
-            "seconds", "samples_per_s")  # fmt: skip
+    keys = (
+        "library",
+        "library_version",
+        "trained_with",
+        "algo",
+        "preset",
+        "seed",
+        "vec_env",
+        "num_envs",
+        "budget",
+        "steps",
+        "seconds",
+        "samples_per_s",
+    )
     return {k: sidecar.get(k) for k in keys}
 
 
@@ -75,8 +87,9 @@ def load_strategy(folder: Path, device: str = "cpu") -> ExternalPolicy | None:
         raise UserError(f"{folder / SIDECAR} lists no model files")
     for model in models:
         if not (folder / model["file"]).is_file():
-            raise CheckpointError(f"{folder / model['file']}: not found: the baseline {folder.name!r} cannot be "
-                                  "backtested (deleted?)")  # fmt: skip
+            raise CheckpointError(
+                f"{folder / model['file']}: not found: the baseline {folder.name!r} cannot be backtested (deleted?)"
+            )
     library = sidecar.get("library")
     if library == "rllib":
         from trader.libraries.rllib import MLPPolicy

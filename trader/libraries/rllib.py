@@ -40,18 +40,38 @@ def rllib_python() -> Path:
     return path
 
 
-def train_rllib(algo: str, seed: int, dataset: str, env_config: dict[str, Any], budget: Budget, folder: Path,
-                eval_every: int, say: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
+def train_rllib(
+    algo: str,
+    seed: int,
+    dataset: str,
+    env_config: dict[str, Any],
+    budget: Budget,
+    folder: Path,
+    eval_every: int,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
     """Run the worker for one baseline into `folder`; its figures for the sidecar."""
     if algo not in ALGOS:
         raise UserError(f"RLlib baselines take {', '.join(ALGOS)}, not {algo!r}")
     python = rllib_python()
-    spec = {"algo": algo, "seed": seed, "dataset": dataset, "env_config": env_config, "steps": budget.steps,
-            "seconds": budget.seconds, "eval_every": eval_every, "out": str(folder.resolve())}  # fmt: skip
+    spec = {
+        "algo": algo,
+        "seed": seed,
+        "dataset": dataset,
+        "env_config": env_config,
+        "steps": budget.steps,
+        "seconds": budget.seconds,
+        "eval_every": eval_every,
+        "out": str(folder.resolve()),
+    }
     rundir.write_json(folder / "spec.json", spec)
     with open(folder / "worker.log", "w") as log:
-        process = subprocess.Popen([str(python), "-m", "trader.libraries.rllib_worker", str(folder / "spec.json")],
-                                   stdout=subprocess.PIPE, stderr=log, text=True)  # fmt: skip
+        process = subprocess.Popen(
+            [str(python), "-m", "trader.libraries.rllib_worker", str(folder / "spec.json")],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
         for line in process.stdout:
             say(line.rstrip())
         code = process.wait()

@@ -120,8 +120,10 @@ def export_policy(module: Any, act_dim: int, obs_dim: int, how: str, folder: Pat
     with torch.no_grad():
         got = squash(mlp(probe)[..., :act_dim], how)
     if not torch.allclose(expected, got, atol=1e-5):
-        raise RuntimeError(f"the exported MLP {sizes} does not reproduce RLlib's actions "
-                           f"(max difference {float((expected - got).abs().max()):.3g})")  # fmt: skip
+        raise RuntimeError(
+            f"the exported MLP {sizes} does not reproduce RLlib's actions "
+            f"(max difference {float((expected - got).abs().max()):.3g})"
+        )
     weights = {f"t{k}": t.contiguous() for k, t in enumerate(tensors)}
     rundir.write_atomic(folder / "policy.safetensors", lambda tmp: save_file(weights, str(tmp)))
     rundir.write_json(folder / "policy.json", {"sizes": sizes, "activation": "tanh", "act_dim": act_dim, "squash": how})
@@ -148,23 +150,39 @@ def main(spec_path: str) -> int:
     algo = _config(spec).build_algo()
     act_dim, obs_dim, how = data.num_tickers, int(evaluator.env.obs_dim), SQUASH[spec["algo"]]
     budget = Budget(steps=spec.get("steps"), seconds=spec.get("seconds"))
-    progress = lambda row: print(f"{row['step']:,.0f} steps, {row['seconds']:.0f} s, validation Sharpe {row['score']:.2f}", flush=True)  # noqa: E731
+    progress = lambda row: print(
+        f"{row['step']:,.0f} steps, {row['seconds']:.0f} s, validation Sharpe {row['score']:.2f}", flush=True
+    )  # noqa: E731
     selection = Selection(evaluator, budget, spec["eval_every"], progress)
     while True:
         result = algo.train()
-        steps = int(result.get("num_env_steps_sampled_lifetime") or result["env_runners"]["num_env_steps_sampled_lifetime"])
+        steps = int(
+            result.get("num_env_steps_sampled_lifetime") or result["env_runners"]["num_env_steps_sampled_lifetime"]
+        )
         over = selection.spent(steps)
         if over or selection.due(steps):
             module = algo.get_module()
-            selection.validate(_Deterministic(module, act_dim, how), steps,
-                               save=lambda: export_policy(module, act_dim, obs_dim, how, out))  # fmt: skip
+            selection.validate(
+                _Deterministic(module, act_dim, how),
+                steps,
+                save=lambda: export_policy(module, act_dim, obs_dim, how, out),
+            )
         if over:
             break
-    rundir.write_json(out / "result.json", {
-        "steps": steps, "seconds": selection.seconds, "validation": selection.history,
-        "selection": {"score": selection.best_score, "step": selection.best_step, "validation": selection.best_metrics},
-        "library_version": ray.__version__,
-    })  # fmt: skip
+    rundir.write_json(
+        out / "result.json",
+        {
+            "steps": steps,
+            "seconds": selection.seconds,
+            "validation": selection.history,
+            "selection": {
+                "score": selection.best_score,
+                "step": selection.best_step,
+                "validation": selection.best_metrics,
+            },
+            "library_version": ray.__version__,
+        },
+    )
     algo.stop()
     ray.shutdown()
     return 0

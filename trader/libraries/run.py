@@ -143,8 +143,22 @@ def baselines(
     say = progress or (lambda line: None)
     outcomes = []
     for library, algo, seed in jobs:
-        outcome = _train_one(library, algo, seed, data, recipe, rules, budget, root, preset=preset,
-                             num_envs=num_envs, eval_every=eval_every, windows=windows, device=device, say=say)  # fmt: skip
+        outcome = _train_one(
+            library,
+            algo,
+            seed,
+            data,
+            recipe,
+            rules,
+            budget,
+            root,
+            preset=preset,
+            num_envs=num_envs,
+            eval_every=eval_every,
+            windows=windows,
+            device=device,
+            say=say,
+        )
         outcomes.append(outcome)
     report = None
     if backtest:
@@ -156,8 +170,9 @@ def baselines(
         # the baselines' model: the one they trained under, which is the run's unless `costs` replaced it
         named = costs if costs is not None else NamedCosts.from_config(rules)
         config = backtest_config(contents, tear_sheet=tear_sheet, costs=named)
-        report = backtest_run(root, dataset=recipe, config=config, device=device, spec=spec,
-                              overwrite=True)  # the run's strategies grew: its report (or the one under `costs`) with them
+        report = backtest_run(
+            root, dataset=recipe, config=config, device=device, spec=spec, overwrite=True
+        )  # the run's strategies grew: its report (or the one under `costs`) with them
     return BaselinesResult(outcomes, budget, report)
 
 
@@ -204,14 +219,21 @@ def check_finished(root: Path, jobs: list[tuple[str, str, int]], *, overwrite: b
         if not folder.is_dir() or read_baseline(folder).get("status") != "finished":
             continue
         if not overwrite:
-            raise UserError(f"{folder} holds a finished baseline already: pass --overwrite to train it again "
-                            "(and redo the report with it)")  # fmt: skip
+            raise UserError(
+                f"{folder} holds a finished baseline already: pass --overwrite to train it again "
+                "(and redo the report with it)"
+            )
         if not backtest:
-            listed = [r.path / "report.json" for r in reports(root)
-                      if name in {s.get("name") for s in read_report_strategies(r.path)}]  # fmt: skip
+            listed = [
+                r.path / "report.json"
+                for r in reports(root)
+                if name in {s.get("name") for s in read_report_strategies(r.path)}
+            ]
             if listed:
-                raise UserError(f"--overwrite with --no-backtest would leave {listed[0]} with the old {name}'s "
-                                "figures; drop --no-backtest")  # fmt: skip
+                raise UserError(
+                    f"--overwrite with --no-backtest would leave {listed[0]} with the old {name}'s "
+                    "figures; drop --no-backtest"
+                )
 
 
 def read_report_strategies(folder: Path) -> list[dict[str, Any]]:
@@ -236,29 +258,62 @@ def _load(recipe: str, contents: Any) -> Any:
     return data
 
 
-def _train_one(library: str, algo: str, seed: int, data: Any, recipe: str, rules: EnvConfig, budget: Budget,
-               root: Path, *, say: ProgressFn, **options: Any) -> Outcome:  # fmt: skip
+def _train_one(
+    library: str,
+    algo: str,
+    seed: int,
+    data: Any,
+    recipe: str,
+    rules: EnvConfig,
+    budget: Budget,
+    root: Path,
+    *,
+    say: ProgressFn,
+    **options: Any,
+) -> Outcome:
     """Train one baseline into its folder; a crash is reported, never raised."""
     name = folder_name(library, algo, seed)
     staged = staging(root, name)
     started = time.perf_counter()
     say(f"[{name}] training ({budget})")
     common = {
-        "library": library, "algo": algo, "seed": seed, "dataset": recipe,
-        "env_config": config_to_dict(rules), "budget": budget.as_dict(),
+        "library": library,
+        "algo": algo,
+        "seed": seed,
+        "dataset": recipe,
+        "env_config": config_to_dict(rules),
+        "budget": budget.as_dict(),
         "periods": {p: [str(data.period(p).start), str(data.period(p).end)] for p in ("train", "validation")},
-    }  # fmt: skip
+    }
     try:
         trained = {"finrl": _train_finrl, "rllib": _train_rllib}.get(library, _train_sb3)
-        sidecar = trained(library, algo, seed, data, rules, budget, staged, say=lambda line: say(f"[{name}] {line}"),
-                          recipe=recipe, **options)  # fmt: skip
+        sidecar = trained(
+            library,
+            algo,
+            seed,
+            data,
+            rules,
+            budget,
+            staged,
+            say=lambda line: say(f"[{name}] {line}"),
+            recipe=recipe,
+            **options,
+        )
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as err:  # a baseline that crashes is reported; the others still run
         message = f"{type(err).__name__}: {err}"
         failed = staging(root, f"{name}")
-        write_sidecar(failed, {**common, "status": "failed", "error": message, "traceback": traceback.format_exc(),
-                               "seconds": time.perf_counter() - started})  # fmt: skip
+        write_sidecar(
+            failed,
+            {
+                **common,
+                "status": "failed",
+                "error": message,
+                "traceback": traceback.format_exc(),
+                "seconds": time.perf_counter() - started,
+            },
+        )
         commit(failed, name)
         say(f"[{name}] failed: {message}")
         return Outcome(name, library, algo, seed, "failed", root / "baselines" / name, error=message)
@@ -266,16 +321,39 @@ def _train_one(library: str, algo: str, seed: int, data: Any, recipe: str, rules
     write_sidecar(staged, sidecar)
     folder = commit(staged, name)
     say(f"[{name}] done: {sidecar['steps']:,} steps in {sidecar['seconds']:.0f} s")
-    return Outcome(name, library, algo, seed, "finished", folder, sidecar["steps"], sidecar["seconds"],
-                   (sidecar.get("selection") or {}).get("score"))  # fmt: skip
+    return Outcome(
+        name,
+        library,
+        algo,
+        seed,
+        "finished",
+        folder,
+        sidecar["steps"],
+        sidecar["seconds"],
+        (sidecar.get("selection") or {}).get("score"),
+    )
 
 
 def _validation_line(row: dict[str, Any]) -> str:
     return f"{int(row['step']):,} steps, {row['seconds']:.0f} s, validation Sharpe {row['score']:.2f}"
 
 
-def _train_sb3(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, budget: Budget, folder: Path, *,
-               say: ProgressFn, preset: str, num_envs: int, eval_every: int, device: str, **_: Any) -> dict[str, Any]:  # fmt: skip
+def _train_sb3(
+    library: str,
+    algo: str,
+    seed: int,
+    data: Any,
+    rules: EnvConfig,
+    budget: Budget,
+    folder: Path,
+    *,
+    say: ProgressFn,
+    preset: str,
+    num_envs: int,
+    eval_every: int,
+    device: str,
+    **_: Any,
+) -> dict[str, Any]:
     """One SB3 model on the train period, its best validation snapshot in ``model.zip``."""
     from trader.libraries.sb3 import fit, hyperparameters, make_model, sb3_version
     from trader.agents.evaluator import market_evaluator
@@ -284,8 +362,14 @@ def _train_sb3(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, 
     venv = _vec_env(library, data.period("train"), rules, num_envs, device)
     model = make_model(algo, venv, params, seed, device)
     evaluator = market_evaluator(data.period("validation"), rules, device)
-    result = fit(model, evaluator, budget, folder / "model.zip", eval_every=eval_every,
-                 progress=lambda row: say(_validation_line(row)))  # fmt: skip
+    result = fit(
+        model,
+        evaluator,
+        budget,
+        folder / "model.zip",
+        eval_every=eval_every,
+        progress=lambda row: say(_validation_line(row)),
+    )
     suffix = ", DummyVecEnv" if library == "sb3-dummy" else ""
     return {
         "library_version": sb3_version(),
@@ -294,7 +378,9 @@ def _train_sb3(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, 
         "preset": preset,
         "hyperparameters": params,
         "num_envs": num_envs,
-        "vec_env": "DummyVecEnv of GymStockTradingEnv" if library == "sb3-dummy" else "SB3VecEnv over StockTradingVecEnv",
+        "vec_env": "DummyVecEnv of GymStockTradingEnv"
+        if library == "sb3-dummy"
+        else "SB3VecEnv over StockTradingVecEnv",
         "steps": result.steps,
         "seconds": result.seconds,
         "samples_per_s": result.steps / max(result.seconds, 1e-9),
@@ -304,8 +390,20 @@ def _train_sb3(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, 
     }
 
 
-def _train_rllib(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, budget: Budget, folder: Path, *,
-                 say: ProgressFn, recipe: str, eval_every: int, **_: Any) -> dict[str, Any]:  # fmt: skip
+def _train_rllib(
+    library: str,
+    algo: str,
+    seed: int,
+    data: Any,
+    rules: EnvConfig,
+    budget: Budget,
+    folder: Path,
+    *,
+    say: ProgressFn,
+    recipe: str,
+    eval_every: int,
+    **_: Any,
+) -> dict[str, Any]:
     """RLlib in its own environment (`trader.libraries.rllib`); the exported actor in ``policy.safetensors``."""
     from trader.libraries.rllib import train_rllib
 
@@ -328,8 +426,21 @@ def _vec_env(library: str, panel: Any, rules: EnvConfig, num_envs: int, device: 
     return SB3VecEnv(StockTradingVecEnv(panel, num_envs, device, rules))
 
 
-def _train_finrl(library: str, algo: str, seed: int, data: Any, rules: EnvConfig, budget: Budget, folder: Path, *,
-                 say: ProgressFn, num_envs: int, windows: int, device: str, **_: Any) -> dict[str, Any]:  # fmt: skip
+def _train_finrl(
+    library: str,
+    algo: str,
+    seed: int,
+    data: Any,
+    rules: EnvConfig,
+    budget: Budget,
+    folder: Path,
+    *,
+    say: ProgressFn,
+    num_envs: int,
+    windows: int,
+    device: str,
+    **_: Any,
+) -> dict[str, Any]:
     """FinRL's ensemble over the test period: per window, the chosen learner's model file."""
     from trader.libraries.sb3 import SB3Policy, fit, hyperparameters, load_model, make_model, sb3_version
     from trader.agents.evaluator import market_evaluator
@@ -349,8 +460,10 @@ def _train_finrl(library: str, algo: str, seed: int, data: Any, rules: EnvConfig
         result = fit(model, market_evaluator(validation, rules, device), share, path, eval_every=0)
         spent["steps"] += result.steps
         spent["seconds"] += result.seconds
-        say(f"window {k + 1}/{len(plan)} {learner}: {result.steps:,} steps, {result.seconds:.0f} s, "
-            f"validation Sharpe {result.best_score if result.best_score is not None else float('nan'):.2f}")  # fmt: skip
+        say(
+            f"window {k + 1}/{len(plan)} {learner}: {result.steps:,} steps, {result.seconds:.0f} s, "
+            f"validation Sharpe {result.best_score if result.best_score is not None else float('nan'):.2f}"
+        )
         sharpe = math.nan if result.best_score is None else result.best_score
         details = {"file": path.name, "steps": result.steps, "seconds": result.seconds, "hyperparameters": params}
         return SB3Policy(load_model(learner, path, device)), sharpe, details
@@ -371,9 +484,11 @@ def _train_finrl(library: str, algo: str, seed: int, data: Any, rules: EnvConfig
         "steps": spent["steps"],
         "seconds": spent["seconds"],
         "samples_per_s": spent["steps"] / max(spent["seconds"], 1e-9),
-        "models": [{"file": c.details[c.chosen]["file"], "algo": c.chosen, "start": str(c.window.trade[0])}
-                   for c in choices],  # fmt: skip
-        "windows": [{**c.window.as_dict(), "scores": c.scores, "chosen": c.chosen, "learners": c.details}
-                    for c in choices],  # fmt: skip
+        "models": [
+            {"file": c.details[c.chosen]["file"], "algo": c.chosen, "start": str(c.window.trade[0])} for c in choices
+        ],
+        "windows": [
+            {**c.window.as_dict(), "scores": c.scores, "chosen": c.chosen, "learners": c.details} for c in choices
+        ],
         "selection": {"score": None, "rule": "per window, the learner with the best validation Sharpe"},
     }

@@ -39,8 +39,13 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "ppo": {"n_steps": 2048, "ent_coef": 0.01, "learning_rate": 0.00025, "batch_size": 64},
         "ddpg": {"batch_size": 128, "buffer_size": 50_000, "learning_rate": 0.001},
         "td3": {"batch_size": 100, "buffer_size": 1_000_000, "learning_rate": 0.001},
-        "sac": {"batch_size": 64, "buffer_size": 100_000, "learning_rate": 0.0001, "learning_starts": 100,
-                "ent_coef": "auto_0.1"},  # fmt: skip
+        "sac": {
+            "batch_size": 64,
+            "buffer_size": 100_000,
+            "learning_rate": 0.0001,
+            "learning_starts": 100,
+            "ent_coef": "auto_0.1",
+        },
     },
     "finrl-ensemble": {
         "a2c": {"n_steps": 5, "ent_coef": 0.005, "learning_rate": 0.0007},
@@ -128,8 +133,15 @@ class FitResult:
     """One row per validation: step, seconds, score (and the evaluator's metrics)."""
 
 
-def fit(model: Any, evaluator: Any, budget: Budget, model_path: Path, *, eval_every: int = 10_000,
-        progress: ProgressFn | None = None) -> FitResult:  # fmt: skip
+def fit(
+    model: Any,
+    evaluator: Any,
+    budget: Budget,
+    model_path: Path,
+    *,
+    eval_every: int = 10_000,
+    progress: ProgressFn | None = None,
+) -> FitResult:
     """Train `model` within `budget`; save the best validation snapshot to `model_path`.
 
     Validation runs every `eval_every` env steps (0: only at the end) and once at the
@@ -154,5 +166,11 @@ def fit(model: Any, evaluator: Any, budget: Budget, model_path: Path, *, eval_ev
     selection.restart_clock()
     model.learn(total_timesteps=total, callback=Callback(), progress_bar=False)
     validate(int(model.num_timesteps))
-    return FitResult(int(model.num_timesteps), selection.seconds, selection.best_score, selection.best_step,
-                     selection.best_metrics, selection.history)  # fmt: skip
+    return FitResult(
+        int(model.num_timesteps),
+        selection.seconds,
+        selection.best_score,
+        selection.best_step,
+        selection.best_metrics,
+        selection.history,
+    )

@@ -26,8 +26,14 @@ from trader.paper.config import PaperConfig, RiskLimits
 __all__ = ["PaperConfig", "RiskLimits", "paper"]
 
 
-def paper(run_dir: str | os.PathLike[str], config: PaperConfig | None = None, *, dataset: str | None = None,
-          stop: threading.Event | None = None, progress: Callable[[str], None] | None = None) -> Any:  # fmt: skip
+def paper(
+    run_dir: str | os.PathLike[str],
+    config: PaperConfig | None = None,
+    *,
+    dataset: str | None = None,
+    stop: threading.Event | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Any:
     """Trade ``run_dir``'s selected strategy bar by bar (see `trader.paper.loop`).
 
     Everything that can be refused is checked before the run directory is touched: the
@@ -55,9 +61,16 @@ def paper(run_dir: str | os.PathLike[str], config: PaperConfig | None = None, *,
     if config.flatten_before_close and hours.minutes is None:
         raise UserError("--flatten-before-close needs intraday bars; the run trades daily bars (one bar a session)")
     journal = Journal(run_dir)
-    session = {"strategy": strategy.name, "broker": config.broker, "dry_run": config.dry_run,
-               "tickers": list(strategy.tickers), "benchmark": strategy.data.benchmark_name,
-               "interval": strategy.data.interval, "dataset": strategy.dataset, "config": config.as_dict()}  # fmt: skip
+    session = {
+        "strategy": strategy.name,
+        "broker": config.broker,
+        "dry_run": config.dry_run,
+        "tickers": list(strategy.tickers),
+        "benchmark": strategy.data.benchmark_name,
+        "interval": strategy.data.interval,
+        "dataset": strategy.dataset,
+        "config": config.as_dict(),
+    }
     journal.check(session)  # a restart under other settings: refused before anything is written
     resume = _resume_book(journal)
     if config.broker == "replay":
@@ -68,7 +81,9 @@ def paper(run_dir: str | os.PathLike[str], config: PaperConfig | None = None, *,
         feed = ReplayFeed(panel, hours)
         cash, held = (strategy.initial_cash, np.zeros(len(strategy.tickers))) if resume is None else resume[:2]
         now = feed.start if resume is None else max(feed.start, resume[2])
-        broker = SimulatedBroker(panel, strategy.rules, strategy.tickers, cash, held, hours, now=now, device=config.device)
+        broker = SimulatedBroker(
+            panel, strategy.rules, strategy.tickers, cash, held, hours, now=now, device=config.device
+        )
         start_book = {"cash": cash, "positions": list(map(float, held))}
     else:
         from trader.paper.alpaca import AlpacaBroker
@@ -77,24 +92,45 @@ def paper(run_dir: str | os.PathLike[str], config: PaperConfig | None = None, *,
         from market_envs.data.vendors import Backoff
 
         backoff = Backoff(retries=5, base_s=config.backoff_s, cap_s=max(30.0, config.backoff_s))
-        alpaca = AlpacaBroker(config.broker_url, fill_timeout_s=config.fill_timeout_s, poll_s=config.poll_s,
-                              backoff=backoff)  # fmt: skip
+        alpaca = AlpacaBroker(
+            config.broker_url, fill_timeout_s=config.fill_timeout_s, poll_s=config.poll_s, backoff=backoff
+        )
         alpaca.check_account()
-        feed = AlpacaFeed(strategy.tickers, strategy.data.benchmark_name, strategy.data.interval,
-                          (strategy.data.feature_mean, strategy.data.feature_std), strategy.data.feature_names, hours,
-                          history_bars(strategy.rules), url=config.data_url, feed=config.feed, backoff=backoff)  # fmt: skip
+        feed = AlpacaFeed(
+            strategy.tickers,
+            strategy.data.benchmark_name,
+            strategy.data.interval,
+            (strategy.data.feature_mean, strategy.data.feature_std),
+            strategy.data.feature_names,
+            hours,
+            history_bars(strategy.rules),
+            url=config.data_url,
+            feed=config.feed,
+            backoff=backoff,
+        )
         now = alpaca.clock().now
         panel, _ = feed.panel_at(now)  # the universe and features the data API serves, checked before any write
         book = alpaca.book()
         outside = book.outside(strategy.tickers)
         if outside:
-            raise UserError(f"the paper account holds positions the run does not trade: {outside[:10]}; close them first")
+            raise UserError(
+                f"the paper account holds positions the run does not trade: {outside[:10]}; close them first"
+            )
         start_book = {"cash": book.cash, "positions": book.vector(strategy.tickers).tolist()}
         broker = alpaca
         if config.dry_run:
             cash, held = (book.cash, book.vector(strategy.tickers)) if resume is None else resume[:2]
-            broker = SimulatedBroker(panel, strategy.rules, strategy.tickers, cash, held, hours, clock=alpaca.clock,
-                                     wait=alpaca.wait_until, device=config.device)  # fmt: skip
+            broker = SimulatedBroker(
+                panel,
+                strategy.rules,
+                strategy.tickers,
+                cash,
+                held,
+                hours,
+                clock=alpaca.clock,
+                wait=alpaca.wait_until,
+                device=config.device,
+            )
     _check_dims(strategy, panel, config.device)
     session["start"] = {"time": str(broker.clock().now), **start_book}
     journal.open(session)
@@ -144,5 +180,7 @@ def _check_dims(strategy: Any, panel: Any, device: str) -> None:
     env = StockTradingVecEnv(panel, num_envs=1, device=device, config=strategy.rules)
     want = getattr(strategy.policy, "obs_dim", None)
     if want is not None and int(want) != env.obs_dim:
-        raise UserError(f"the {strategy.name} strategy observes {want} numbers, the data gives {env.obs_dim} "
-                        f"(features {list(panel.feature_names)}); it cannot trade on this data")  # fmt: skip
+        raise UserError(
+            f"the {strategy.name} strategy observes {want} numbers, the data gives {env.obs_dim} "
+            f"(features {list(panel.feature_names)}); it cannot trade on this data"
+        )

@@ -30,7 +30,15 @@ from typing import Any
 import pandas as pd
 
 from market_envs.data.alpaca import api_message
-from market_envs.data.vendors import AUTH_STATUS, RETRY_STATUS, Backoff, Retryable, env_credentials, one_line, with_backoff
+from market_envs.data.vendors import (
+    AUTH_STATUS,
+    RETRY_STATUS,
+    Backoff,
+    Retryable,
+    env_credentials,
+    one_line,
+    with_backoff,
+)
 from trader.errors import ConfigError, UserError
 from trader.paper.orders import Book, Clock, Intent, OrderReport
 
@@ -53,9 +61,18 @@ class AlpacaBroker:
     :param poll_s: real seconds between two looks at the clock or an order.
     """
 
-    def __init__(self, url: str | None = None, *, fill_timeout_s: float = 60.0, poll_s: float = 1.0,
-                 backoff: Backoff | None = None, timeout_s: float = 30.0) -> None:  # fmt: skip
-        key_id, secret = env_credentials("alpaca", (ENV_KEY_ID, ENV_SECRET_KEY), " (the keys of an Alpaca paper account)")
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        fill_timeout_s: float = 60.0,
+        poll_s: float = 1.0,
+        backoff: Backoff | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        key_id, secret = env_credentials(
+            "alpaca", (ENV_KEY_ID, ENV_SECRET_KEY), " (the keys of an Alpaca paper account)"
+        )
         from alpaca.trading.client import TradingClient
 
         self.url = url
@@ -87,8 +104,10 @@ class AlpacaBroker:
         except APIError as err:
             status = err.status_code or 0
             if refuse_keys and status in AUTH_STATUS:
-                raise ConfigError(f"alpaca refused the keys for {what} (HTTP {status}: {api_message(err)}); check "
-                                  f"{ENV_KEY_ID} and {ENV_SECRET_KEY} (a paper account's keys)") from None  # fmt: skip
+                raise ConfigError(
+                    f"alpaca refused the keys for {what} (HTTP {status}: {api_message(err)}); check "
+                    f"{ENV_KEY_ID} and {ENV_SECRET_KEY} (a paper account's keys)"
+                ) from None
             raise BrokerError(f"alpaca: {what} failed (HTTP {status}: {api_message(err)})") from None
 
     def check_account(self) -> dict[str, Any]:
@@ -96,18 +115,30 @@ class AlpacaBroker:
         account = self._call("reading the account", self._client.get_account, refuse_keys=True)
         number = str(account.get("account_number") or "")
         if not number.startswith("PA"):
-            raise ConfigError(f"the account at {self.url or 'the paper endpoint'} ({number or 'no number'}) is not "
-                              "an Alpaca paper account (their numbers start with PA); trader paper trades paper accounts only")  # fmt: skip
-        if account.get("trading_blocked") or account.get("account_blocked") or account.get("status") not in (None, "ACTIVE"):
-            raise ConfigError(f"the paper account {number} may not trade (status {account.get('status')}, "
-                              f"trading_blocked {account.get('trading_blocked')})")  # fmt: skip
+            raise ConfigError(
+                f"the account at {self.url or 'the paper endpoint'} ({number or 'no number'}) is not "
+                "an Alpaca paper account (their numbers start with PA); trader paper trades paper accounts only"
+            )
+        if (
+            account.get("trading_blocked")
+            or account.get("account_blocked")
+            or account.get("status") not in (None, "ACTIVE")
+        ):
+            raise ConfigError(
+                f"the paper account {number} may not trade (status {account.get('status')}, "
+                f"trading_blocked {account.get('trading_blocked')})"
+            )
         return account
 
     # ---------------------------------------------------------------- the clock
     def clock(self) -> Clock:
         raw = self._call("reading the clock", self._client.get_clock)
-        return Clock(pd.Timestamp(raw["timestamp"]), bool(raw["is_open"]), _stamp(raw.get("next_open")),
-                     _stamp(raw.get("next_close")))  # fmt: skip
+        return Clock(
+            pd.Timestamp(raw["timestamp"]),
+            bool(raw["is_open"]),
+            _stamp(raw.get("next_open")),
+            _stamp(raw.get("next_close")),
+        )
 
     def wait_until(self, when: pd.Timestamp, interrupted: Any = None) -> bool:
         """Poll the clock until it reads ``when`` or later; False when ``interrupted()`` says stop."""
@@ -164,8 +195,10 @@ class AlpacaBroker:
                 break
             time.sleep(self.poll_s)
         for report in waiting:  # what is left is cancelled before the next bar
-            self._call(f"cancelling order {report.order.client_order_id}",
-                       functools.partial(self._client.cancel_order_by_id, report.broker_id))
+            self._call(
+                f"cancelling order {report.order.client_order_id}",
+                functools.partial(self._client.cancel_order_by_id, report.broker_id),
+            )
         for _ in range(50):
             for report in waiting:
                 self._refresh(report)
@@ -190,11 +223,17 @@ class AlpacaBroker:
             if not send:
                 report.status, report.message = "skipped", "not sent: the bar's send window had passed"
                 return
-        request = MarketOrderRequest(symbol=order.ticker, qty=round(order.qty, 9), client_order_id=order.client_order_id,
-                                     side=OrderSide.BUY if order.side == "buy" else OrderSide.SELL,
-                                     time_in_force=TimeInForce.DAY)  # fmt: skip
+        request = MarketOrderRequest(
+            symbol=order.ticker,
+            qty=round(order.qty, 9),
+            client_order_id=order.client_order_id,
+            side=OrderSide.BUY if order.side == "buy" else OrderSide.SELL,
+            time_in_force=TimeInForce.DAY,
+        )
         try:
-            raw = self._call(f"sending order {order.client_order_id}", functools.partial(self._client.submit_order, request))
+            raw = self._call(
+                f"sending order {order.client_order_id}", functools.partial(self._client.submit_order, request)
+            )
         except BrokerError as err:
             existing = self._by_client_id(order.client_order_id) if f"HTTP {DUPLICATE}" in str(err) else None
             if existing is None:
@@ -205,16 +244,19 @@ class AlpacaBroker:
 
     def _by_client_id(self, client_id: str) -> dict | None:
         try:
-            return self._call(f"looking up order {client_id}",
-                              functools.partial(self._client.get_order_by_client_id, client_id))
+            return self._call(
+                f"looking up order {client_id}", functools.partial(self._client.get_order_by_client_id, client_id)
+            )
         except BrokerError as err:
             if "HTTP 404" in str(err):
                 return None
             raise
 
     def _refresh(self, report: OrderReport) -> None:
-        raw = self._call(f"reading order {report.order.client_order_id}",
-                         functools.partial(self._client.get_order_by_id, report.broker_id))
+        raw = self._call(
+            f"reading order {report.order.client_order_id}",
+            functools.partial(self._client.get_order_by_id, report.broker_id),
+        )
         self._update(report, raw)
 
     @staticmethod
@@ -232,4 +274,3 @@ class AlpacaBroker:
 
 def _stamp(value: Any) -> pd.Timestamp | None:
     return None if value in (None, "") else pd.Timestamp(value)
-

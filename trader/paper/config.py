@@ -44,8 +44,12 @@ class RiskLimits:
     max_drawdown: float | None = None
 
     def __post_init__(self) -> None:
-        options = {"max_order_value": "--max-order-value", "max_gross_exposure": "--max-gross-exposure",
-                   "daily_loss_limit": "--daily-loss-limit", "max_drawdown": "--max-drawdown"}  # fmt: skip
+        options = {
+            "max_order_value": "--max-order-value",
+            "max_gross_exposure": "--max-gross-exposure",
+            "daily_loss_limit": "--daily-loss-limit",
+            "max_drawdown": "--max-drawdown",
+        }
         for key, flag in options.items():
             value = getattr(self, key)
             if value is None:
@@ -59,8 +63,12 @@ class RiskLimits:
                 raise ConfigError(f"{options[key]} is a fraction of the book's value and must be below 1, got {value}")
 
     def as_dict(self) -> dict[str, float | None]:
-        return {"max_order_value": self.max_order_value, "max_gross_exposure": self.max_gross_exposure,
-                "daily_loss_limit": self.daily_loss_limit, "max_drawdown": self.max_drawdown}  # fmt: skip
+        return {
+            "max_order_value": self.max_order_value,
+            "max_gross_exposure": self.max_gross_exposure,
+            "daily_loss_limit": self.daily_loss_limit,
+            "max_drawdown": self.max_drawdown,
+        }
 
 
 @dataclass(frozen=True)
@@ -132,13 +140,20 @@ class PaperConfig:
                 if parts.scheme not in ("http", "https") or not parts.hostname:
                     raise ConfigError(f"{flag} {url!r} is not an http(s) URL")
         if self.broker_url is not None and urlsplit(self.broker_url).hostname in LIVE_HOSTS:
-            raise ConfigError(f"--broker-url {self.broker_url} is Alpaca's live endpoint; trader paper trades a "
-                              f"paper account only ({PAPER_URL})")  # fmt: skip
-        if self.max_bars is not None and (isinstance(self.max_bars, bool) or int(self.max_bars) != self.max_bars
-                                          or self.max_bars < 1):  # fmt: skip
+            raise ConfigError(
+                f"--broker-url {self.broker_url} is Alpaca's live endpoint; trader paper trades a "
+                f"paper account only ({PAPER_URL})"
+            )
+        if self.max_bars is not None and (
+            isinstance(self.max_bars, bool) or int(self.max_bars) != self.max_bars or self.max_bars < 1
+        ):
             raise ConfigError(f"--max-bars must be a positive whole number, got {self.max_bars!r}")
-        for key, flag in (("fill_timeout_s", "--fill-timeout"), ("send_window_s", "--send-window"),
-                          ("cash_tolerance", "--cash-tolerance"), ("share_tolerance", "share_tolerance")):  # fmt: skip
+        for key, flag in (
+            ("fill_timeout_s", "--fill-timeout"),
+            ("send_window_s", "--send-window"),
+            ("cash_tolerance", "--cash-tolerance"),
+            ("share_tolerance", "share_tolerance"),
+        ):
             value = getattr(self, key)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"{flag} must be a positive number, got {value!r}")
@@ -156,9 +171,20 @@ class PaperConfig:
 
     def as_dict(self) -> dict:
         """JSON-ready, for the journal's session record (no keys: they never leave the environment)."""
-        return {"broker": self.broker, "broker_url": self.broker_url, "data_url": self.data_url, "feed": self.feed,
-                "period": self.period if self.broker == "replay" else None, "max_bars": self.max_bars,
-                "dry_run": self.dry_run, "limits": self.limits.as_dict(),
-                "flatten_before_close": self.flatten_before_close, "fill_timeout_s": self.fill_timeout_s,
-                "send_window_s": self.send_window_s, "poll_s": self.poll_s, "backoff_s": self.backoff_s, "cash_tolerance": self.cash_tolerance,
-                "share_tolerance": self.share_tolerance}  # fmt: skip
+        return {
+            "broker": self.broker,
+            "broker_url": self.broker_url,
+            "data_url": self.data_url,
+            "feed": self.feed,
+            "period": self.period if self.broker == "replay" else None,
+            "max_bars": self.max_bars,
+            "dry_run": self.dry_run,
+            "limits": self.limits.as_dict(),
+            "flatten_before_close": self.flatten_before_close,
+            "fill_timeout_s": self.fill_timeout_s,
+            "send_window_s": self.send_window_s,
+            "poll_s": self.poll_s,
+            "backoff_s": self.backoff_s,
+            "cash_tolerance": self.cash_tolerance,
+            "share_tolerance": self.share_tolerance,
+        }

@@ -66,8 +66,10 @@ def _bar_ends(stamps: pd.DatetimeIndex, hours: MarketHours) -> pd.DatetimeIndex:
     closes = pd.DatetimeIndex(table["close"].reindex(days))
     if closes.isna().any():
         bad = stamps[np.asarray(closes.isna())][0]
-        raise UserError(f"bar {bad} of the data set lies outside the exchange calendar's sessions; "
-                        "a replay needs bars on the calendar")  # fmt: skip
+        raise UserError(
+            f"bar {bad} of the data set lies outside the exchange calendar's sessions; "
+            "a replay needs bars on the calendar"
+        )
     if hours.minutes is None:
         return closes
     step = stamps + pd.Timedelta(minutes=hours.minutes)
@@ -87,9 +89,19 @@ class AlpacaFeed:
     :param feed: "iex" or "sip".
     """
 
-    def __init__(self, tickers: tuple[str, ...], benchmark: str | None, interval: str, statistics: tuple[Any, Any],
-                 feature_names: tuple[str, ...], hours: MarketHours, history_bars: int, url: str | None = None,
-                 feed: str = "iex", backoff: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        tickers: tuple[str, ...],
+        benchmark: str | None,
+        interval: str,
+        statistics: tuple[Any, Any],
+        feature_names: tuple[str, ...],
+        hours: MarketHours,
+        history_bars: int,
+        url: str | None = None,
+        feed: str = "iex",
+        backoff: Any = None,
+    ) -> None:
         from market_envs.data.alpaca import AlpacaBars
 
         self.tickers, self.benchmark, self.interval = tuple(tickers), benchmark, interval
@@ -103,11 +115,22 @@ class AlpacaFeed:
 
         last = self.hours.latest_closed_bar(now)
         start, end = self.hours.sessions_back(now, self.sessions), self.hours.bar_end(last)
-        data = vendor_panel(_Window(self.vendor, start, end), list(self.tickers), start, end, interval=self.interval,
-                            benchmark=self.benchmark, store=None, name="paper", now=pd.Timestamp(now))  # fmt: skip
+        data = vendor_panel(
+            _Window(self.vendor, start, end),
+            list(self.tickers),
+            start,
+            end,
+            interval=self.interval,
+            benchmark=self.benchmark,
+            store=None,
+            name="paper",
+            now=pd.Timestamp(now),
+        )
         if tuple(data.feature_names) != self.feature_names:
-            raise UserError(f"the data API's bars give features {list(data.feature_names)}; the run was trained on "
-                            f"{list(self.feature_names)}")  # fmt: skip
+            raise UserError(
+                f"the data API's bars give features {list(data.feature_names)}; the run was trained on "
+                f"{list(self.feature_names)}"
+            )
         return data.with_normalization(*self.statistics), data.num_bars - 1
 
     def next_open(self, panel: MarketData, t: int) -> pd.Timestamp:

@@ -105,7 +105,9 @@ class MarketHours:
         if self.minutes is None:
             return pd.DatetimeIndex([open_]), pd.DatetimeIndex([close])
         stamps = pd.date_range(open_, close, freq=f"{self.minutes}min", inclusive="left")
-        ends = (stamps + pd.Timedelta(minutes=self.minutes)).where(stamps + pd.Timedelta(minutes=self.minutes) < close, close)
+        ends = (stamps + pd.Timedelta(minutes=self.minutes)).where(
+            stamps + pd.Timedelta(minutes=self.minutes) < close, close
+        )
         return stamps, pd.DatetimeIndex(ends)
 
     def latest_closed_bar(self, now) -> pd.Timestamp:
@@ -135,7 +137,11 @@ class MarketHours:
         if calendar_open != broker_open:
             says = "open" if broker_open else "closed"
             session = self.session_of(now)
-            calendar = (f"the exchange calendar has the session {session[0]:%H:%M}-{session[1]:%H:%M}"
-                        if session is not None else "the exchange calendar has no session that day")  # fmt: skip
-            raise ClockMismatch(f"the broker's clock says the market is {says} at {_exchange(now)}, but {calendar}; "
-                                "no order is sent")  # fmt: skip
+            calendar = (
+                f"the exchange calendar has the session {session[0]:%H:%M}-{session[1]:%H:%M}"
+                if session is not None
+                else "the exchange calendar has no session that day"
+            )
+            raise ClockMismatch(
+                f"the broker's clock says the market is {says} at {_exchange(now)}, but {calendar}; no order is sent"
+            )

@@ -52,8 +52,10 @@ class Journal:
             return None
         for key in MATCHED:
             if existing.get(key) != session.get(key):
-                raise UserError(f"{self.session_path} was started with {key} {existing.get(key)!r}, this loop has "
-                                f"{session.get(key)!r}; move the paper/ folder away to start another journal")  # fmt: skip
+                raise UserError(
+                    f"{self.session_path} was started with {key} {existing.get(key)!r}, this loop has "
+                    f"{session.get(key)!r}; move the paper/ folder away to start another journal"
+                )
         return existing
 
     def open(self, session: dict[str, Any]) -> dict[str, Any]:

@@ -121,9 +121,17 @@ def load_strategy(run_dir: str | Path, dataset: str | None = None, device: str =
 class PaperLoop:
     """The loop over bars of one journal (see the module docstring)."""
 
-    def __init__(self, strategy: Strategy, config: PaperConfig, broker: Any, feed: Any, journal: Journal,
-                 hours: MarketHours, stop: threading.Event | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        strategy: Strategy,
+        config: PaperConfig,
+        broker: Any,
+        feed: Any,
+        journal: Journal,
+        hours: MarketHours,
+        stop: threading.Event | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         self.strategy, self.config, self.broker, self.feed = strategy, config, broker, feed
         self.journal, self.hours = journal, hours
         self.stop = stop or threading.Event()
@@ -148,12 +156,17 @@ class PaperLoop:
                 return PaperResult(self.written, reason, self.records)
             fill_open = self.feed.next_open(panel, t)
             if fill_open is None:
-                return PaperResult(self.written, f"the period ended at its last bar, {panel.timestamps[t]}: "
-                                                 "no later open to fill at", self.records)  # fmt: skip
+                return PaperResult(
+                    self.written,
+                    f"the period ended at its last bar, {panel.timestamps[t]}: no later open to fill at",
+                    self.records,
+                )
             late = self.broker.clock().now - fill_open
             if self._done(panel.timestamps[t]) or late > pd.Timedelta(seconds=self.config.send_window_s):
                 if not self._done(panel.timestamps[t]):
-                    self.progress(f"skipped {panel.timestamps[t]}: the open it fills at, {fill_open}, passed {late} ago")
+                    self.progress(
+                        f"skipped {panel.timestamps[t]}: the open it fills at, {fill_open}, passed {late} ago"
+                    )
                 if not self.broker.wait_until(self.hours.bar_end(fill_open), self.stop.is_set):
                     return PaperResult(self.written, "stopped by a signal between bars", self.records)
                 panel, t = self._panel_through(fill_open)
@@ -174,7 +187,7 @@ class PaperLoop:
         return bool(self.records) and pd.Timestamp(self.records[-1]["bar"]) >= stamp
 
     def _kind(self, fill_open: pd.Timestamp) -> str:
-        """"flatten" after a risk limit, or before the close with ``flatten_before_close``; else "bar"."""
+        """ "flatten" after a risk limit, or before the close with ``flatten_before_close``; else "bar"."""
         if self.risk.kill is not None:
             return "flatten"
         if self.config.flatten_before_close and self.hours.minutes is not None:
@@ -212,13 +225,28 @@ class PaperLoop:
         sells, buys = self._orders(env, panel, t, action, price, held)
         sells, buys, cuts = cut_orders(sells, buys, held, cash, price, self.config.limits, self.tickers)
         orders = self._order_list(stamp, kind, sells, buys, price)
-        before = {"cash": cash, "positions": held.tolist(), "value": cash + float(held @ panel.close[t].double().cpu().numpy())}
-        pending = {"bar": str(stamp), "fills_at": str(fill_open), "kind": kind, "sent": send,
-                   "action": None if action is None else action.tolist(), "orders": [o.as_dict() for o in orders],
-                   "price": price.tolist(), "cuts": cuts, "before": before,
-                   "obs_sha256": hashlib.sha256(obs.detach().cpu().numpy().tobytes()).hexdigest(),
-                   "data": {"first": str(panel.timestamps[0]), "last": str(stamp),
-                            "untradable": [self.tickers[i] for i in np.flatnonzero(~panel.tradable[t].cpu().numpy())]}}  # fmt: skip
+        before = {
+            "cash": cash,
+            "positions": held.tolist(),
+            "value": cash + float(held @ panel.close[t].double().cpu().numpy()),
+        }
+        pending = {
+            "bar": str(stamp),
+            "fills_at": str(fill_open),
+            "kind": kind,
+            "sent": send,
+            "action": None if action is None else action.tolist(),
+            "orders": [o.as_dict() for o in orders],
+            "price": price.tolist(),
+            "cuts": cuts,
+            "before": before,
+            "obs_sha256": hashlib.sha256(obs.detach().cpu().numpy().tobytes()).hexdigest(),
+            "data": {
+                "first": str(panel.timestamps[0]),
+                "last": str(stamp),
+                "untradable": [self.tickers[i] for i in np.flatnonzero(~panel.tradable[t].cpu().numpy())],
+            },
+        }
         self.journal.set_pending(pending)
         intent = Intent(stamp, action, tuple(orders))
         reports = self.broker.execute(intent, self._within_cash(env, panel, t, price), send=send)
@@ -261,17 +289,35 @@ class PaperLoop:
         value = float(after.cash) + float(positions @ close)
         expected = self._filler(panel).fill(stamp, before["cash"], held_before, intent.action)
         record = {
-            "kind": pending["kind"], "bar": pending["bar"], "fills_at": pending["fills_at"], "sent": pending["sent"],
-            "time": str(self.broker.clock().now), "data": pending["data"], "obs_sha256": pending["obs_sha256"],
-            "action": pending["action"], "price": pending["price"], "cuts": pending["cuts"],
-            "orders": [r.as_dict() for r in reports], "before": before,
-            "after": {"cash": float(after.cash), "positions": positions.tolist(), "value": value,
-                      "equity": after.equity, "close": close.tolist()},
+            "kind": pending["kind"],
+            "bar": pending["bar"],
+            "fills_at": pending["fills_at"],
+            "sent": pending["sent"],
+            "time": str(self.broker.clock().now),
+            "data": pending["data"],
+            "obs_sha256": pending["obs_sha256"],
+            "action": pending["action"],
+            "price": pending["price"],
+            "cuts": pending["cuts"],
+            "orders": [r.as_dict() for r in reports],
+            "before": before,
+            "after": {
+                "cash": float(after.cash),
+                "positions": positions.tolist(),
+                "value": value,
+                "equity": after.equity,
+                "close": close.tolist(),
+            },
             "benchmark": None if panel.benchmark is None else float(panel.benchmark[f]),
-            "expected": {"cash": expected.cash, "positions": expected.holdings.tolist(), "value": expected.value,
-                         "costs": expected.costs, "open": expected.open.tolist()},
+            "expected": {
+                "cash": expected.cash,
+                "positions": expected.holdings.tolist(),
+                "value": expected.value,
+                "costs": expected.costs,
+                "open": expected.open.tolist(),
+            },
             "slippage_bp": _slippage(reports, self.tickers, expected.open),
-        }  # fmt: skip
+        }
         record["risk"] = self.risk.update(record, self.hours)
         record["stop"] = mismatch or self.risk.stopped
         self.journal.append(record)
@@ -279,8 +325,10 @@ class PaperLoop:
         self.records.append(record)
         self.written += 1
         filled = sum(1 for r in reports if r.filled_qty > 0)
-        self.progress(f"{record['kind']} {stamp} -> {fill_open}: {filled}/{len(reports)} orders filled; value "
-                      f"{value:,.2f} (backtest {expected.value:,.2f})")  # fmt: skip
+        self.progress(
+            f"{record['kind']} {stamp} -> {fill_open}: {filled}/{len(reports)} orders filled; value "
+            f"{value:,.2f} (backtest {expected.value:,.2f})"
+        )
         if mismatch:
             raise PaperStop(mismatch)
         return panel, t
@@ -290,8 +338,10 @@ class PaperLoop:
         book = self.broker.book()
         outside = book.outside(self.tickers)
         if outside:
-            raise UserError(f"the account holds positions the run does not trade: {outside[:10]}; close them first "
-                            "(trader paper keeps to the run's universe)")  # fmt: skip
+            raise UserError(
+                f"the account holds positions the run does not trade: {outside[:10]}; close them first "
+                "(trader paper keeps to the run's universe)"
+            )
         return book
 
     def _decision_env(self, panel: MarketData) -> StockTradingVecEnv:
@@ -311,8 +361,15 @@ class PaperLoop:
             actions = self.strategy.policy.act(obs, deterministic=True)
         return actions[0].detach().to(torch.float32).cpu().numpy()
 
-    def _orders(self, env: StockTradingVecEnv, panel: MarketData, t: int, action: np.ndarray | None,
-                price: np.ndarray, held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    def _orders(
+        self,
+        env: StockTradingVecEnv,
+        panel: MarketData,
+        t: int,
+        action: np.ndarray | None,
+        price: np.ndarray,
+        held: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(sells, buys) in shares: the env's mapping of the action at ``price`` and its guard."""
         if action is None:  # flatten: close every position
             return np.clip(held, 0.0, None), np.clip(-held, 0.0, None)
@@ -325,15 +382,23 @@ class PaperLoop:
             sells, buys = np.clip(held, 0.0, None), np.zeros_like(buys)
         return np.where(known, sells, 0.0), np.where(known, buys, 0.0)
 
-    def _order_list(self, stamp: pd.Timestamp, kind: str, sells: np.ndarray, buys: np.ndarray,
-                    price: np.ndarray) -> list[Order]:  # fmt: skip
+    def _order_list(
+        self, stamp: pd.Timestamp, kind: str, sells: np.ndarray, buys: np.ndarray, price: np.ndarray
+    ) -> list[Order]:
         """Sells first, then buys; a ticker with nothing to trade gets no order."""
         orders = []
         for side, shares in (("sell", sells), ("buy", buys)):
             for i in np.flatnonzero(shares > 0):
                 ticker = self.tickers[i]
-                orders.append(Order(client_order_id(self.session, stamp, ticker, kind), ticker, side,
-                                    float(shares[i]), float(price[i])))  # fmt: skip
+                orders.append(
+                    Order(
+                        client_order_id(self.session, stamp, ticker, kind),
+                        ticker,
+                        side,
+                        float(shares[i]),
+                        float(price[i]),
+                    )
+                )
         return orders
 
     def _within_cash(self, env: StockTradingVecEnv, panel: MarketData, t: int, price: np.ndarray) -> Callable:
@@ -362,11 +427,15 @@ class PaperLoop:
         off = np.flatnonzero(np.abs(positions - expected) > self.config.share_tolerance)
         if len(off):
             i = off[0]
-            return (f"reconciliation failed: the broker holds {positions[i]:g} {self.tickers[i]}, the fills leave "
-                    f"{expected[i]:g} ({len(off)} ticker(s) differ)")  # fmt: skip
+            return (
+                f"reconciliation failed: the broker holds {positions[i]:g} {self.tickers[i]}, the fills leave "
+                f"{expected[i]:g} ({len(off)} ticker(s) differ)"
+            )
         if abs(after.cash - expected_cash) > self.config.cash_tolerance:
-            return (f"reconciliation failed: the broker's cash is {after.cash:,.2f}, the fills leave "
-                    f"{expected_cash:,.2f} (tolerance {self.config.cash_tolerance:g})")  # fmt: skip
+            return (
+                f"reconciliation failed: the broker's cash is {after.cash:,.2f}, the fills leave "
+                f"{expected_cash:,.2f} (tolerance {self.config.cash_tolerance:g})"
+            )
         return None
 
 

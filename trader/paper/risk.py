@@ -22,8 +22,15 @@ import pandas as pd
 from trader.paper.config import RiskLimits
 
 
-def cut_orders(sells: np.ndarray, buys: np.ndarray, held: np.ndarray, cash: float, price: np.ndarray,
-               limits: RiskLimits, tickers: tuple[str, ...] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:  # fmt: skip
+def cut_orders(
+    sells: np.ndarray,
+    buys: np.ndarray,
+    held: np.ndarray,
+    cash: float,
+    price: np.ndarray,
+    limits: RiskLimits,
+    tickers: tuple[str, ...] | None = None,
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The orders (sells, buys in shares, >= 0) within the order-value and gross-exposure limits."""
     cuts: list[str] = []
     names = tickers or tuple(str(i) for i in range(len(held)))
@@ -45,8 +52,10 @@ def cut_orders(sells: np.ndarray, buys: np.ndarray, held: np.ndarray, cash: floa
         room = limits.max_gross_exposure * max(book_value, 0.0) - kept
         if added > 0 and room < added:
             k = max(0.0, room) / added
-            cuts.append(f"orders adding exposure cut to {k:.1%} to keep the gross exposure within "
-                        f"--max-gross-exposure {limits.max_gross_exposure:g}")  # fmt: skip
+            cuts.append(
+                f"orders adding exposure cut to {k:.1%} to keep the gross exposure within "
+                f"--max-gross-exposure {limits.max_gross_exposure:g}"
+            )
             delta = reduce + k * add
     if not cuts:
         return sells, buys, cuts
@@ -103,10 +112,14 @@ class RiskState:
         elif self.kill is None:
             limit = self.limits
             if limit.daily_loss_limit is not None and entry["day_loss"] >= limit.daily_loss_limit:
-                self.kill = (f"the day's loss reached {entry['day_loss']:.2%} at {record['fills_at']} "
-                             f"(--daily-loss-limit {limit.daily_loss_limit:.2%})")  # fmt: skip
+                self.kill = (
+                    f"the day's loss reached {entry['day_loss']:.2%} at {record['fills_at']} "
+                    f"(--daily-loss-limit {limit.daily_loss_limit:.2%})"
+                )
             elif limit.max_drawdown is not None and entry["drawdown"] >= limit.max_drawdown:
-                self.kill = (f"the drawdown reached {entry['drawdown']:.2%} at {record['fills_at']} "
-                             f"(--max-drawdown {limit.max_drawdown:.2%}): kill switch")  # fmt: skip
+                self.kill = (
+                    f"the drawdown reached {entry['drawdown']:.2%} at {record['fills_at']} "
+                    f"(--max-drawdown {limit.max_drawdown:.2%}): kill switch"
+                )
         entry["kill"] = self.kill
         return entry

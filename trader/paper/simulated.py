@@ -106,9 +106,19 @@ class SimulatedBroker:
         dry run), or None to keep a simulated clock that `wait_until` moves (a replay).
     """
 
-    def __init__(self, panel: Any, rules: EnvConfig, tickers: tuple[str, ...], cash: float, holdings: np.ndarray,
-                 hours: MarketHours, now: pd.Timestamp | None = None, clock: Any = None, wait: Any = None,
-                 device: str = "cpu") -> None:  # fmt: skip
+    def __init__(
+        self,
+        panel: Any,
+        rules: EnvConfig,
+        tickers: tuple[str, ...],
+        cash: float,
+        holdings: np.ndarray,
+        hours: MarketHours,
+        now: pd.Timestamp | None = None,
+        clock: Any = None,
+        wait: Any = None,
+        device: str = "cpu",
+    ) -> None:
         self.filler = EnvFiller(panel, rules, device)
         self.tickers = tuple(tickers)
         self.cash = float(cash)
@@ -198,7 +208,9 @@ class SimulatedBroker:
             report.fees = fill.costs * float(traded[i]) / total if total > 0 else 0.0
             report.status = "filled" if shares >= report.order.qty - float(tolerance[i]) else "canceled"
             if report.status == "canceled":
-                report.message = "partly filled: the env's fill (cash limit, tradable mask or participation cap) left the rest"
+                report.message = (
+                    "partly filled: the env's fill (cash limit, tradable mask or participation cap) left the rest"
+                )
         if total == 0:
             self._charges += fill.costs  # a borrow fee on a book that did not trade: charged outside any order
         self.holdings, self.cash = holdings, cash
