@@ -1,6 +1,6 @@
 """Walk-forward on a planted edge and on its edge-free twin (issue 32).
 
-Per market, two walk-forwards over the same folds (`trader.walkforward.walk_forward`,
+Per market, two walk-forwards over the same folds (`trader.app.walkforward.walk_forward`,
 the market preset's rules and configs, as `trader walkforward --preset market` runs them):
 
 - the **tournament** (``--pods`` pods of ``--pod-steps`` transitions per fold, pod
@@ -40,7 +40,7 @@ from typing import Any
 from significance import recipes  # the same recipe override and twin
 from trader.folds import FoldSpec
 from trader.presets import apply_preset
-from trader.walkforward import walk_forward
+from trader.app.walkforward import walk_forward
 
 ALGOS = ("ppo", "sac", "td3")
 

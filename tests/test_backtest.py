@@ -16,7 +16,7 @@ import trader.backtesting.periods as periods
 from trader import metrics
 from trader.backtesting import ActionSchedule, BacktestConfig, read_series, run_backtest
 from trader.backtesting.report import report_dict
-from trader.cli import main
+from trader.app.cli import main
 from trader.errors import CheckpointError, UserError
 
 GOLDEN = Path(__file__).parent / "golden" / "backtest_report.json"

@@ -28,7 +28,7 @@ from trader.libraries import finrl  # noqa: E402
 from trader.libraries.budget import Budget  # noqa: E402
 from trader.libraries.sb3 import ALGOS, PRESETS, SB3Policy, make_model  # noqa: E402
 from trader.libraries.sb3_env import SB3VecEnv  # noqa: E402
-from trader.cli import main as cli  # noqa: E402
+from trader.app.cli import main as cli  # noqa: E402
 from trader.errors import UserError  # noqa: E402
 from trader.agents.evaluator import market_evaluator  # noqa: E402
 

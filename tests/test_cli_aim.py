@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trader.cli import main
+from trader.app.cli import main
 
 
 @pytest.mark.parametrize("command", [["train", "--algo", "ppo"], ["tournament"]])

@@ -12,7 +12,7 @@ import typer
 
 from market_envs.env import EnvConfig
 from trader import rundir
-from trader.cli import app, main
+from trader.app.cli import app, main
 from trader.errors import UserError
 
 ACTS = "acts"
@@ -205,7 +205,7 @@ OPTIONS: dict[str, dict[str, str]] = {
                 "--device",
             )
         },
-        "--flatten-before-close": "intraday bars only: refused for daily bars (trader.paper)",
+        "--flatten-before-close": "intraday bars only: refused for daily bars (trader.app.paper)",
         "--period": "--broker replay only: refused with alpaca",
         **{
             o: "--broker alpaca only: refused with replay"
@@ -304,8 +304,8 @@ that several commands take is one option: the same help and default everywhere."
 
 
 def shared_declarations() -> dict[str, object]:
-    """`trader.cli.options.SHARED` by flag: each one's typer `OptionInfo`."""
-    from trader.cli.options import SHARED
+    """`trader.app.cli.options.SHARED` by flag: each one's typer `OptionInfo`."""
+    from trader.app.cli.options import SHARED
 
     declared = {}
     for alias in SHARED:
@@ -598,7 +598,7 @@ def test_a_resumed_tournament_takes_its_pods_and_refuses_its_settings(
 @pytest.fixture
 def walk_forward_arguments(monkeypatch):
     """`trader walkforward` up to `walk_forward`: the keyword arguments it was called with, then a stop."""
-    import trader.walkforward as walkforward
+    import trader.app.walkforward as walkforward
 
     seen = {}
 
@@ -719,7 +719,7 @@ def test_an_error_names_the_flag_and_comes_alone(argv: list[str], message: str, 
 
 
 def test_one_list_parser_names_the_option_and_its_choices() -> None:
-    from trader.cli.options import names
+    from trader.app.cli.options import names
     from trader.errors import UserError
 
     assert (
@@ -733,7 +733,7 @@ def test_one_list_parser_names_the_option_and_its_choices() -> None:
         names(" , ", "--libraries", required=True)
     commands_text = "".join(
         path.read_text()
-        for path in (Path(__file__).parents[1] / "trader" / "cli").glob("*.py")
+        for path in (Path(__file__).parents[1] / "trader" / "app" / "cli").glob("*.py")
         if path.name != "options.py"
     )
     assert 'split(",")' not in commands_text  # every command parses its lists here

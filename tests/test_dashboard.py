@@ -20,7 +20,7 @@ import pytest
 
 from dashboards import figures, runs
 from trader import metrics
-from trader.cli import main as cli
+from trader.app.cli import main as cli
 
 from market_fixtures import write_tiny_recipe
 
@@ -661,7 +661,7 @@ def test_cli_dashboard_bad_input_exits_2_with_one_line(tmp_path: Path, capsys) -
 
 
 def test_cli_dashboard_runs_the_app_with_streamlit(tmp_path: Path) -> None:
-    from trader.cli.dashboard import APP as CLI_APP, streamlit_command
+    from trader.app.cli.dashboard import APP as CLI_APP, streamlit_command
 
     command = streamlit_command(tmp_path, 8765, "127.0.0.1")
     assert CLI_APP == APP and str(APP) in command and "8765" in command
@@ -685,7 +685,7 @@ def test_every_command_a_page_suggests_parses(tmp_path: Path) -> None:
     import click
     import typer
 
-    from trader.cli import app
+    from trader.app.cli import app
 
     group = typer.main.get_command(app)
     commands = suggested_commands()
@@ -754,7 +754,7 @@ def test_stopping_trader_dashboard_stops_streamlit_and_frees_the_port(tmp_path: 
     command = [
         sys.executable,
         "-c",
-        "from trader.cli import entry_point; entry_point()",
+        "from trader.app.cli import entry_point; entry_point()",
         "dashboard",
         str(tmp_path),
         "--port",
@@ -806,7 +806,7 @@ def walked(tmp_path_factory) -> Path:
     walk-forward tests' daily recipe and budget."""
     from test_walkforward import BUDGET, FOLDS, SMALL_PPO, daily_frame, write_daily_recipe
 
-    from trader.walkforward import walk_forward
+    from trader.app.walkforward import walk_forward
 
     root = tmp_path_factory.mktemp("walked")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")

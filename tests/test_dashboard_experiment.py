@@ -1,6 +1,6 @@
 """The dashboard's page of the seed paper's experiment and its view functions.
 
-The experiment's run directory is written by `trader.experiment`'s own functions without
+The experiment's run directory is written by `trader.app.experiment`'s own functions without
 training: its config (`claim`), its data set recipe (`experiment_recipe`), the test
 period's backtest of the benchmark and equal weight (`run_backtest`, one of them with
 trials so that its DSR is filled), Table 2 from that backtest (`table2`, with an extra cost
@@ -46,7 +46,7 @@ def experiment_runs(tmp_path_factory) -> Path:
     from market_envs.data.recipes import write_recipe
     from trader.backtesting.engine import BacktestConfig, run_backtest
     from trader.backtesting.evidence import Trials
-    from trader.experiment import ExperimentConfig, claim, experiment_recipe, table2, write_outputs
+    from trader.app.experiment import ExperimentConfig, claim, experiment_recipe, table2, write_outputs
 
     root = tmp_path_factory.mktemp("dashboard-experiment")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
@@ -286,8 +286,8 @@ def test_the_hints_command_runs_up_to_the_training(tmp_path: Path, monkeypatch) 
     split (`experiment_recipe`: what `run_experiment` checks before it trains)."""
     import re
 
-    import trader.experiment as experiment
-    from trader.cli import main as cli
+    import trader.app.experiment as experiment
+    from trader.app.cli import main as cli
 
     page = (APP.parent / PAGE).read_text()
     hint = next(text for text in re.findall(r"`(trader experiment podracer RUN_DIR [^`]+)`", page))

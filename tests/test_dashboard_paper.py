@@ -18,8 +18,8 @@ from dashboards import paper as views
 from dashboards import runs
 from market_envs.env import EnvConfig
 from trader import rundir
-from trader.paper import PaperConfig, RiskLimits, paper
-from trader.paper.loop import PaperStop
+from trader.app.paper import PaperConfig, RiskLimits, paper
+from trader.app.paper.loop import PaperStop
 
 from market_fixtures import write_tiny_recipe
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trader.cli import main
-from trader.cli.demo import free_run_dir
+from trader.app.cli import main
+from trader.app.cli.demo import free_run_dir
 
 TINY_EDGE_RECIPE = """
 name = "tiny-edge-daily"

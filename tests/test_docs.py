@@ -68,7 +68,7 @@ GROUPS = ("data", "cluster")
 
 
 def test_every_trader_command_in_the_readme_exists() -> None:
-    from trader.cli import main
+    from trader.app.cli import main
 
     commands = {tuple(_subcommand(line)) for line in _readme_commands("trader")}
     assert len(commands) >= 8, commands
@@ -88,7 +88,7 @@ def _options(command: list[str]) -> set[str]:
     """Every option name (``--x``, ``-x``) that `trader COMMAND` accepts."""
     import typer
 
-    from trader.cli import app
+    from trader.app.cli import app
 
     node = typer.main.get_command(app)
     for name in command:

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 import trader
 from trader import rundir
-from trader.cli import main
+from trader.app.cli import main
 
 EDGE_RECIPE = """
 name = "tour-edge"

@@ -274,7 +274,7 @@ def test_ensemble_acts_as_the_mean_of_its_members() -> None:
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(args: list[str], message: str, tmp_path: Path, capsys) -> None:
-    from trader.cli import main
+    from trader.app.cli import main
 
     if "--gpus" in args and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -286,7 +286,7 @@ def test_cli_bad_input_exits_2_with_one_line(args: list[str], message: str, tmp_
 
 
 def test_cli_rejects_a_config_key_that_does_not_exist(tmp_path: Path, capsys) -> None:
-    from trader.cli import main
+    from trader.app.cli import main
 
     config = tmp_path / "t.toml"
     config.write_text("populaton = 4\n")
@@ -295,7 +295,7 @@ def test_cli_rejects_a_config_key_that_does_not_exist(tmp_path: Path, capsys) ->
 
 
 def test_cli_resume_needs_a_tournament(tmp_path: Path, capsys) -> None:
-    from trader.cli import main
+    from trader.app.cli import main
 
     (tmp_path / "plain").mkdir()
     assert main(["tournament", str(tmp_path / "plain"), "--resume"]) == 2
@@ -304,7 +304,7 @@ def test_cli_resume_needs_a_tournament(tmp_path: Path, capsys) -> None:
 
 def test_cli_unreachable_scheduler_exits_2(tmp_path: Path, capsys, monkeypatch) -> None:
     from tournament import cluster
-    from trader.cli import main
+    from trader.app.cli import main
 
     monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", 1.0)  # seconds
     args = ["tournament", str(tmp_path / "run"), "--env", "Pendulum-v1", "--scheduler", "tcp://127.0.0.1:9"]
@@ -319,7 +319,7 @@ def test_cli_unreachable_scheduler_exits_2(tmp_path: Path, capsys, monkeypatch) 
 
 
 def test_cli_refuses_to_start_over_a_tournament(tmp_path: Path, capsys) -> None:
-    from trader.cli import main
+    from trader.app.cli import main
 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "events.jsonl").write_text("")

@@ -154,7 +154,7 @@ def test_a_killed_orchestrator_resumes_without_rerunning_finished_pods(local_clu
         "backtest = false\n[algo_configs.ppo]\nnum_steps = 32\nupdate_epochs = 2\n"
         "num_minibatches = 2\nhidden_sizes = [16]\n"
     )
-    code = "import sys; from trader.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from trader.app.cli import main; sys.exit(main(sys.argv[1:]))"
     process = subprocess.Popen(
         [sys.executable, "-c", code, *args, "--config", str(config_file)],
         start_new_session=True,

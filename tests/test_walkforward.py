@@ -1,4 +1,4 @@
-"""Walk-forward (trader.walkforward): folds that never see their future, a stitched
+"""Walk-forward (trader.app.walkforward): folds that never see their future, a stitched
 record that carries the book across fold boundaries, and a resume that changes nothing."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from trader.backtesting import ActionSchedule, BacktestConfig, Book, read_series
 from trader.errors import UserError
 from trader.folds import FoldSpec
 from trader.rundir import fold_dir, read_fold
-from trader.walkforward import walk_forward
+from trader.app.walkforward import walk_forward
 
 FOLDS = FoldSpec("6m", "2m", "2m")
 """Four folds on `write_daily_recipe`'s 17 months: tests Sep-Nov 2020, ..., Mar-May 2021."""
@@ -247,7 +247,7 @@ def test_a_book_of_the_wrong_width_is_refused() -> None:
 
 
 def test_the_cli_resumes_a_finished_walk_forward_and_prints_the_report(tmp_path, recipe, uninterrupted, capsys) -> None:
-    from trader.cli import main
+    from trader.app.cli import main
 
     config = tmp_path / "ppo.toml"
     config.write_text("num_steps = 64\nnum_minibatches = 2\nupdate_epochs = 1\n")
@@ -295,7 +295,7 @@ def test_the_cli_resumes_a_finished_walk_forward_and_prints_the_report(tmp_path,
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, recipe, flags, message, capsys) -> None:
-    from trader.cli import main
+    from trader.app.cli import main
 
     code = main(
         ["walkforward", str(tmp_path / "run"), "--dataset", str(recipe), "--train", "6m", "--validation", "2m", *flags]

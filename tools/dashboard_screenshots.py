@@ -67,7 +67,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serve(runs_dir: Path, port: int, timeout: float = 60.0) -> Iterator[str]:
     """Run the dashboard on localhost:`port` for the duration of the block; yield its URL."""
-    from trader.cli.dashboard import streamlit_command
+    from trader.app.cli.dashboard import streamlit_command
 
     env = {**os.environ, "PODRACER_RUNS_DIR": str(Path(runs_dir).resolve())}
     process = subprocess.Popen(

@@ -129,7 +129,7 @@ class TournamentConfig:
     periods: dict[str, list[str]] = field(default_factory=dict)
     """Explicit train / validation / test bounds (``[first, last]`` bar timestamps each)
     replacing the data set's split dates, for every pod and the final backtest: a
-    walk-forward fold's windows (`trader.walkforward`). Empty: the split dates."""
+    walk-forward fold's windows (`trader.app.walkforward`). Empty: the split dates."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "algos", tuple(self.algos))

@@ -9,7 +9,7 @@ home:
 - `ALGOS`: the algorithms the registry builds (`trader.agents.SPEC_MODULES`);
 - `BASELINES`: the backtest's built-in strategies (`trader.backtesting.engine`);
 - `DEMO_RECIPE`, `DEMO_COST`, `DEMO_POD_STEPS`: what `trader demo` runs by default
-  (`trader.demo`); `PRESET_COST`: the rate of ``--preset market`` without ``--commission``.
+  (`trader.app.demo`); `PRESET_COST`: the rate of ``--preset market`` without ``--commission``.
 
 `tests/test_cli_startup.py` checks that the lists equal what the registries know.
 """

@@ -166,7 +166,7 @@ def train(
         before the first iteration, with config.toml's values (the CLI prints them).
     :param snapshot_every: also checkpoint the agent as it is whenever another this many
         seconds of training have passed, into ``snapshots/ms<milliseconds>`` (a learning
-        curve against wall-clock: `trader.experiment`'s Figure 7). None: no snapshots.
+        curve against wall-clock: `trader.app.experiment`'s Figure 7). None: no snapshots.
     """
     for name, value, low in (
         ("steps", steps, 1),

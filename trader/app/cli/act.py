@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from trader.cli.options import DatasetOption, DeviceOption
-from trader.cli.root import app
+from trader.app.cli.options import DatasetOption, DeviceOption
+from trader.app.cli.root import app
 from trader.errors import UserError
 
 

@@ -2,7 +2,7 @@
 
 - **Paper only.** The client is built for the paper endpoint (``paper=True``;
   ``--broker-url`` for a mirror or a test server). Alpaca's live host is refused before
-  any request (`trader.paper.config`), and so is an account whose number is not a paper
+  any request (`trader.app.paper.config`), and so is an account whose number is not a paper
   account's (Alpaca numbers paper accounts ``PA...``).
 - **Time** is the broker's: ``/v2/clock`` (now, open or closed, next open and close).
   `wait_until` polls it; nothing reads the machine's clock.
@@ -40,7 +40,7 @@ from market_envs.data.vendors import (
     with_backoff,
 )
 from trader.errors import ConfigError, UserError
-from trader.paper.orders import Book, Clock, Intent, OrderReport
+from trader.app.paper.orders import Book, Clock, Intent, OrderReport
 
 ENV_KEY_ID = "APCA_API_KEY_ID"
 ENV_SECRET_KEY = "APCA_API_SECRET_KEY"

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from trader.cli.options import names
-from trader.cli.root import app
+from trader.app.cli.options import names
+from trader.app.cli.root import app
 
 cluster_app = typer.Typer(help="Set up a dask cluster for `trader tournament --scheduler`.", no_args_is_help=True)
 app.add_typer(cluster_app, name="cluster")

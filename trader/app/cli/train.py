@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from trader.cli.root import app
-from trader.cli.options import (
+from trader.app.cli.root import app
+from trader.app.cli.options import (
     CommissionOption,
     CompileOption,
     CostSetOption,

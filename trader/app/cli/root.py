@@ -1,5 +1,5 @@
 """The `trader` command's Typer app and its root options; each command module adds its
-commands to `app` (`trader.cli` imports them all, then runs it)."""
+commands to `app` (`trader.app.cli` imports them all, then runs it)."""
 
 from __future__ import annotations
 

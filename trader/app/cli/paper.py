@@ -1,6 +1,6 @@
 """`trader paper RUN_DIR`: trade a run's selected strategy on a broker's paper account, or replay it.
 
-A thin layer over `trader.paper.paper`: the options become a `PaperConfig` (bad values:
+A thin layer over `trader.app.paper.paper`: the options become a `PaperConfig` (bad values:
 one line, exit 2, before anything is written), SIGINT and SIGTERM end the loop after the
 bar in hand, each journaled bar prints one line. A reconciliation mismatch or a risk
 limit that flattened the book ends it with one line and exit code 1.
@@ -16,8 +16,8 @@ from typing import Annotated
 
 import typer
 
-from trader.cli.options import DatasetOption, DeviceOption
-from trader.cli.root import app
+from trader.app.cli.options import DatasetOption, DeviceOption
+from trader.app.cli.root import app
 
 
 @app.command("paper")
@@ -122,7 +122,7 @@ def paper_command(
     device: DeviceOption = None,
 ) -> None:
     """Forward-test the run's selected strategy: decide every bar, trade at the next open, journal, reconcile."""
-    from trader.paper.config import PaperConfig, RiskLimits
+    from trader.app.paper.config import PaperConfig, RiskLimits
 
     from trader.errors import UserError
 
@@ -160,8 +160,8 @@ def paper_command(
         cash_tolerance=cash_tolerance,
         device=device or defaults.device,
     )
-    from trader.paper import paper
-    from trader.paper.loop import PaperStop
+    from trader.app.paper import paper
+    from trader.app.paper.loop import PaperStop
 
     stop = threading.Event()
     previous = {}

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trader.paper.config import RiskLimits
+from trader.app.paper.config import RiskLimits
 
 
 def cut_orders(

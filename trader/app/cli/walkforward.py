@@ -1,6 +1,6 @@
 """`trader walkforward RUN_DIR --dataset NAME`: retrain per fold, trade the next window, stitch.
 
-A thin layer over `trader.walkforward.walk_forward`: the fold lengths, the learner and
+A thin layer over `trader.app.walkforward.walk_forward`: the fold lengths, the learner and
 its budget per fold (the flags of `trader train` for a single learner, those of
 `trader tournament` for the tournament); one line per fold as it starts and ends; the
 report at the end. Run it again on the same RUN_DIR with the same flags to resume.
@@ -14,8 +14,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from trader.cli.root import app
-from trader.cli.options import (
+from trader.app.cli.root import app
+from trader.app.cli.options import (
     CommissionOption,
     CompileOption,
     CostSetOption,
@@ -149,7 +149,7 @@ def walkforward_command(
     (gymnasium envs only) and --resume (the same command resumes)."""
     from trader.folds import FoldSpec
     from trader.spec import market_spec
-    from trader.walkforward import LEARNERS, walk_forward
+    from trader.app.walkforward import LEARNERS, walk_forward
 
     if dataset is None:
         raise UserError("give --dataset RECIPE: a walk-forward's folds are windows of a market data set")
@@ -270,7 +270,7 @@ def _tournament_keys(
     cluster: dict[str, Any],
 ) -> dict[str, Any]:
     """Each fold's `TournamentConfig` keys from the tournament's options (those given only)."""
-    from trader.cli.tournament import parse_algos
+    from trader.app.cli.tournament import parse_algos
     from trader.durations import parse_duration
 
     keys = {
@@ -326,6 +326,6 @@ def _preset(
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    from trader.cli.train import read_algo_config
+    from trader.app.cli.train import read_algo_config
 
     return read_algo_config(path)

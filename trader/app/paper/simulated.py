@@ -29,8 +29,8 @@ import torch
 
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader.decision import reset_at
-from trader.paper.hours import MarketHours
-from trader.paper.orders import Book, Clock, Intent, OrderReport
+from trader.app.paper.hours import MarketHours
+from trader.app.paper.orders import Book, Clock, Intent, OrderReport
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,15 @@
 
 `paper(run_dir, config)` is ``trader paper RUN_DIR``. One module per role:
 
-- `trader.paper.config`: the settings (`PaperConfig`) and the risk limits (`RiskLimits`);
-- `trader.paper.loop`: the loop over bars (its docstring states the rules);
-- `trader.paper.feed`: bars and prices (a replayed period, or Alpaca's data API);
-- `trader.paper.alpaca`: Alpaca's paper trading API through alpaca-py;
-- `trader.paper.simulated`: the broker that fills as the backtest does (replay, dry run);
-- `trader.paper.hours`: sessions and bars on the exchange calendar;
-- `trader.paper.risk`: the order limits and the kill switch;
-- `trader.paper.journal`: ``RUN_DIR/paper/``;
-- `trader.paper.orders`: the values they exchange.
+- `trader.app.paper.config`: the settings (`PaperConfig`) and the risk limits (`RiskLimits`);
+- `trader.app.paper.loop`: the loop over bars (its docstring states the rules);
+- `trader.app.paper.feed`: bars and prices (a replayed period, or Alpaca's data API);
+- `trader.app.paper.alpaca`: Alpaca's paper trading API through alpaca-py;
+- `trader.app.paper.simulated`: the broker that fills as the backtest does (replay, dry run);
+- `trader.app.paper.hours`: sessions and bars on the exchange calendar;
+- `trader.app.paper.risk`: the order limits and the kill switch;
+- `trader.app.paper.journal`: ``RUN_DIR/paper/``;
+- `trader.app.paper.orders`: the values they exchange.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trader.errors import UserError
-from trader.paper.config import PaperConfig, RiskLimits
+from trader.app.paper.config import PaperConfig, RiskLimits
 
 __all__ = ["PaperConfig", "RiskLimits", "paper"]
 
@@ -34,7 +34,7 @@ def paper(
     stop: threading.Event | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Any:
-    """Trade ``run_dir``'s selected strategy bar by bar (see `trader.paper.loop`).
+    """Trade ``run_dir``'s selected strategy bar by bar (see `trader.app.paper.loop`).
 
     Everything that can be refused is checked before the run directory is touched: the
     run and its strategy, the broker's keys and account (a paper account), the universe
@@ -43,17 +43,17 @@ def paper(
     ``config.max_bars``, the end of a replayed period, ``stop`` (set it from a signal
     handler), or a risk limit.
 
-    :returns: a `trader.paper.loop.PaperResult` (bars journaled, why it stopped).
+    :returns: a `trader.app.paper.loop.PaperResult` (bars journaled, why it stopped).
     :raises trader.errors.UserError: bad input, one line; nothing written.
-    :raises trader.paper.loop.PaperStop: a reconciliation mismatch or a risk limit stopped it.
+    :raises trader.app.paper.loop.PaperStop: a reconciliation mismatch or a risk limit stopped it.
     """
     import numpy as np
     import pandas as pd
 
-    from trader.paper.hours import MarketHours
-    from trader.paper.journal import Journal
-    from trader.paper.loop import PaperLoop, load_strategy
-    from trader.paper.simulated import SimulatedBroker
+    from trader.app.paper.hours import MarketHours
+    from trader.app.paper.journal import Journal
+    from trader.app.paper.loop import PaperLoop, load_strategy
+    from trader.app.paper.simulated import SimulatedBroker
 
     config = config or PaperConfig()
     strategy = load_strategy(run_dir, dataset, config.device)
@@ -75,7 +75,7 @@ def paper(
     resume = _resume_book(journal)
     if config.broker == "replay":
         from trader.backtesting.periods import select_period
-        from trader.paper.feed import ReplayFeed
+        from trader.app.paper.feed import ReplayFeed
 
         panel = select_period(strategy.data, config.period)[0]
         feed = ReplayFeed(panel, hours)
@@ -86,8 +86,8 @@ def paper(
         )
         start_book = {"cash": cash, "positions": list(map(float, held))}
     else:
-        from trader.paper.alpaca import AlpacaBroker
-        from trader.paper.feed import AlpacaFeed
+        from trader.app.paper.alpaca import AlpacaBroker
+        from trader.app.paper.feed import AlpacaFeed
 
         from market_envs.data.vendors import Backoff
 

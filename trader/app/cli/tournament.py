@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from trader.cli.root import app
-from trader.cli.options import (
+from trader.app.cli.root import app
+from trader.app.cli.options import (
     CommissionOption,
     CompileOption,
     CostSetOption,
@@ -170,7 +170,7 @@ def tournament_command(
     if result.selection is not None:
         print(result.selection.sentence())
     if result.backtest is not None:
-        from trader.cli.backtest import print_result_table
+        from trader.app.cli.backtest import print_result_table
 
         print_result_table(result.backtest, "table")
         print(f"\nwrote {run_dir / 'report.md'}, {run_dir / 'report.json'}, leaderboard.json and pods.parquet")

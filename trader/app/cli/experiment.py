@@ -1,6 +1,6 @@
-"""`trader experiment podracer RUN_DIR`: the seed paper's experiment on a data set (`trader.experiment`).
+"""`trader experiment podracer RUN_DIR`: the seed paper's experiment on a data set (`trader.app.experiment`).
 
-A thin layer over `trader.experiment.run_experiment`: one line per stage, then Table 2
+A thin layer over `trader.app.experiment.run_experiment`: one line per stage, then Table 2
 (ours and the paper's rows) and where Figure 7 went. The same command on the same
 RUN_DIR resumes it.
 """
@@ -13,8 +13,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from trader.cli.options import CommissionOption, DatasetOption, DeviceOption, SeedOption, WorkersOption, names
-from trader.cli.root import app
+from trader.app.cli.options import CommissionOption, DatasetOption, DeviceOption, SeedOption, WorkersOption, names
+from trader.app.cli.root import app
 
 experiment_app = typer.Typer(help="Published experiments, run end to end on any data set.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
@@ -81,7 +81,7 @@ def podracer(
     By default on nasdaq100-minute-alpaca with Alpaca keys in the environment, else the synthetic
     stand-in (synthetic-edge-minute-costs), at the paper's 0.2% commission per side."""
     from market_envs.costs import cost_model
-    from trader.experiment import ExperimentConfig, run_experiment, table_markdown
+    from trader.app.experiment import ExperimentConfig, run_experiment, table_markdown
 
     models = names(extra_costs, "--extra-costs")
     for name in models:

@@ -13,10 +13,10 @@ from typing import Annotated
 
 import typer
 
-from trader.cli.root import app
+from trader.app.cli.root import app
 from trader.errors import UserError
 
-APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
+APP = Path(__file__).resolve().parents[3] / "dashboards" / "app.py"
 """The app's script; `dashboards` is installed beside `trader` (pyproject's packages)."""
 
 

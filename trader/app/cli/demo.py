@@ -1,4 +1,4 @@
-"""`trader demo`: the main job of `make demo` (see `trader.demo`)."""
+"""`trader demo`: the main job of `make demo` (see `trader.app.demo`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from trader.cli.root import app
-from trader.cli.backtest import print_result_table
-from trader.cli.options import CommissionOption, DatasetOption, DeviceOption, SeedOption, WorkersOption, cost_rate
+from trader.app.cli.root import app
+from trader.app.cli.backtest import print_result_table
+from trader.app.cli.options import CommissionOption, DatasetOption, DeviceOption, SeedOption, WorkersOption, cost_rate
 from trader.errors import UserError
 from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE
 
@@ -43,8 +43,8 @@ def demo(
     from rich.console import Console
 
     from market_envs.data.chunks import DownloadBar
-    from trader.cli.tournament import pods_progress, progress_line
-    from trader.demo import run_demo
+    from trader.app.cli.tournament import pods_progress, progress_line
+    from trader.app.demo import run_demo
 
     cost = cost_rate(commission)
     if not minutes > 0:

@@ -28,7 +28,7 @@ import pandas as pd
 
 from market_envs.data.panel import MarketData
 from trader.errors import UserError
-from trader.paper.hours import MarketHours
+from trader.app.paper.hours import MarketHours
 
 
 class ReplayFeed:

@@ -11,25 +11,25 @@ import sys
 
 import typer
 
-from trader.cli.root import app
+from trader.app.cli.root import app
 from trader.errors import UserError
 
 
 def _register_commands() -> None:
     """Import each command module; each adds its commands to `app`."""
-    # One import per command module, e.g. `from trader.cli import data  # noqa: F401`.
-    from trader.cli import data  # noqa: F401
-    from trader.cli import train  # noqa: F401
-    from trader.cli import backtest  # noqa: F401
-    from trader.cli import demo  # noqa: F401
-    from trader.cli import tournament  # noqa: F401
-    from trader.cli import dashboard  # noqa: F401
-    from trader.cli import baselines  # noqa: F401
-    from trader.cli import cluster  # noqa: F401
-    from trader.cli import walkforward  # noqa: F401
-    from trader.cli import act  # noqa: F401
-    from trader.cli import paper  # noqa: F401
-    from trader.cli import experiment  # noqa: F401
+    # One import per command module, e.g. `from trader.app.cli import data  # noqa: F401`.
+    from trader.app.cli import data  # noqa: F401
+    from trader.app.cli import train  # noqa: F401
+    from trader.app.cli import backtest  # noqa: F401
+    from trader.app.cli import demo  # noqa: F401
+    from trader.app.cli import tournament  # noqa: F401
+    from trader.app.cli import dashboard  # noqa: F401
+    from trader.app.cli import baselines  # noqa: F401
+    from trader.app.cli import cluster  # noqa: F401
+    from trader.app.cli import walkforward  # noqa: F401
+    from trader.app.cli import act  # noqa: F401
+    from trader.app.cli import paper  # noqa: F401
+    from trader.app.cli import experiment  # noqa: F401
 
 
 _register_commands()

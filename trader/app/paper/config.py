@@ -1,7 +1,7 @@
 """The settings of a paper-trading loop, resolved once at the entry point.
 
 `PaperConfig` is what `trader paper` turns its options into and what
-`trader.paper.paper` takes; `RiskLimits` are the limits the loop enforces on every
+`trader.app.paper.paper` takes; `RiskLimits` are the limits the loop enforces on every
 bar. Both are frozen and validated on construction: a bad value is one `ConfigError`
 naming the option.
 """
@@ -73,7 +73,7 @@ class RiskLimits:
 
 @dataclass(frozen=True)
 class PaperConfig:
-    """How `trader.paper.paper` trades a run's selected strategy.
+    """How `trader.app.paper.paper` trades a run's selected strategy.
 
     :param broker: "alpaca" (Alpaca's paper trading API through alpaca-py; its paper
         endpoint only) or "replay" (a simulated broker over a historical period of the

@@ -9,7 +9,7 @@ is typed by hand.
 
 Each bar, after it closes (by the broker's clock):
 
-1. the panel through the bar (`trader.paper.feed`: the replayed period, or the last
+1. the panel through the bar (`trader.app.paper.feed`: the replayed period, or the last
    sessions fetched from Alpaca's data API and built by the data sets' own code);
 2. the book from the broker; the observation is the env's, reset at the bar with that
    book (`trader.decision.reset_at`); the policy's deterministic action;
@@ -17,15 +17,15 @@ Each bar, after it closes (by the broker's clock):
    (`StockTradingVecEnv.requested_orders`, at the prices of that open: whole shares or
    fractions, the cash, leverage and any band or rate of the action mode; a stock out of
    a point-in-time index at the bar only toward zero, `market_envs.env.toward_zero`) and
-   its turbulence guard, less the book; then the risk limits (`trader.paper.risk`);
+   its turbulence guard, less the book; then the risk limits (`trader.app.paper.risk`);
 4. the orders go to the broker, sells first, each with a ``client_order_id`` from the
    journal's session, the bar and the ticker; the broker waits for the fills within a
-   bound and cancels what is left (`trader.paper.alpaca`), or fills them as the
-   backtest does (`trader.paper.simulated`);
+   bound and cancels what is left (`trader.app.paper.alpaca`), or fills them as the
+   backtest does (`trader.app.paper.simulated`);
 5. after the fill bar closes: the broker's positions and cash are reconciled with the
    fills (a difference beyond the tolerances stops the loop with one line); the
    backtest's fill of the same decision from the same book on the same bars is the
-   expectation; the record goes into the journal (`trader.paper.journal`), whole.
+   expectation; the record goes into the journal (`trader.app.paper.journal`), whole.
 
 **Orders go out at the open, not before it.** The backtest fills bar t's decision at
 bar t+1's open, sizing weights at that open's prices. Sent at the open (at the latest
@@ -39,7 +39,7 @@ holiday, never after the last bar of a replayed period.
 
 SIGINT and SIGTERM (``stop``) end the loop after the bar in hand; a restart resumes
 from the journal (and finishes a bar whose orders were going out, from
-``pending.json``). Risk limits (`trader.paper.config.RiskLimits`) cut orders; the daily
+``pending.json``). Risk limits (`trader.app.paper.config.RiskLimits`) cut orders; the daily
 loss limit and the drawdown kill switch flatten the book at the next open and stop.
 """
 
@@ -60,12 +60,12 @@ from market_envs.data.panel import MarketData
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader.decision import reset_at
 from trader.errors import UserError
-from trader.paper.config import PaperConfig
-from trader.paper.hours import MarketHours
-from trader.paper.journal import Journal
-from trader.paper.orders import Book, Intent, Order, OrderReport, client_order_id
-from trader.paper.risk import RiskState, cut_orders
-from trader.paper.simulated import EnvFiller
+from trader.app.paper.config import PaperConfig
+from trader.app.paper.hours import MarketHours
+from trader.app.paper.journal import Journal
+from trader.app.paper.orders import Book, Intent, Order, OrderReport, client_order_id
+from trader.app.paper.risk import RiskState, cut_orders
+from trader.app.paper.simulated import EnvFiller
 
 
 class PaperStop(Exception):

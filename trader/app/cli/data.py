@@ -18,8 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trader.cli.options import names
-from trader.cli.root import app
+from trader.app.cli.options import names
+from trader.app.cli.root import app
 
 data_app = typer.Typer(
     help="Market data sets: build (fetch or generate, validate, cache), info, validate.",

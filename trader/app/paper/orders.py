@@ -1,6 +1,6 @@
 """What the paper loop and its brokers exchange: the clock, the book, orders and their reports.
 
-Plain values, no broker in them: `trader.paper.simulated` and `trader.paper.alpaca`
+Plain values, no broker in them: `trader.app.paper.simulated` and `trader.app.paper.alpaca`
 take and give these, and the journal stores them as they are (`as_dict`).
 """
 
@@ -103,7 +103,7 @@ class OrderReport:
 @dataclass(frozen=True)
 class Intent:
     """The decision behind a bar's orders, for a broker that fills as the env's step does
-    (`trader.paper.simulated`): the decision bar, and the policy's action there (None: flatten
+    (`trader.app.paper.simulated`): the decision bar, and the policy's action there (None: flatten
     the book). A real broker receives the orders only; ``resumed`` says they may have been
     sent before a restart (look each up by its client id before sending it)."""
 
@@ -114,8 +114,8 @@ class Intent:
 
 
 class Broker(Protocol):
-    """What the loop needs of a broker: `trader.paper.alpaca.AlpacaBroker` (a paper account)
-    and `trader.paper.simulated.SimulatedBroker` (a replay, or a dry run)."""
+    """What the loop needs of a broker: `trader.app.paper.alpaca.AlpacaBroker` (a paper account)
+    and `trader.app.paper.simulated.SimulatedBroker` (a replay, or a dry run)."""
 
     def clock(self) -> Clock: ...
 

@@ -19,8 +19,8 @@ from typing import Annotated
 
 import typer
 
-from trader.cli.root import app
-from trader.cli.options import (
+from trader.app.cli.root import app
+from trader.app.cli.options import (
     CommissionOption,
     CostSetOption,
     CostsOption,

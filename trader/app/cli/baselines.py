@@ -15,8 +15,8 @@ from typing import Annotated
 
 import typer
 
-from trader.cli.root import app
-from trader.cli.options import (
+from trader.app.cli.root import app
+from trader.app.cli.options import (
     CostSetOption,
     CostsOption,
     DatasetOption,
@@ -157,7 +157,7 @@ def baselines_command(
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
     if result.report is not None:
-        from trader.cli.backtest import print_result_table
+        from trader.app.cli.backtest import print_result_table
 
         print_result_table(result.report, output)
         if output == "table":
