@@ -184,10 +184,13 @@ class EnvConfig:
         ``"normalized"`` (today's mapping): the formulas above, which rescale any action
         with ``sum |a| > max_leverage`` to gross ``max_leverage``, so the aim's size does not
         depend on the action's (exploration noise of any size becomes a book of full gross).
-        ``"linear"``: ``w = a x LINEAR_WEIGHT_SCALE x max_leverage / N`` (after demeaning when
+        ``"linear"``: ``w = a x linear_scale x max_leverage / N`` (after demeaning when
         market-neutral; long only ``clip(a, 0, 1)`` instead of ``a``), then divided by
         ``max(1, sum |w| / max_leverage)``: the aim grows with the action, so small noise
         is a small book and a policy can learn to shrink it.
+    :param linear_scale: ``weights_map="linear"``: the aim of an action of +-1 in one stock, in
+        units of ``max_leverage / N`` (default `LINEAR_WEIGHT_SCALE`). A larger scale makes the
+        same policy output a larger book (and its exploration noise a larger one too); > 0.
     :param trade_rate: weights mode: the share kappa in [0, 1] of the way from the current
         book to the aim that each step trades (partial adjustment, Garleanu and Pedersen
         2013): ``w' = w + kappa x (aim - w)``, weights at the fill price. 1 trades all the
@@ -262,6 +265,7 @@ class EnvConfig:
     costs: CostModel = CostModel()
     max_leverage: float = 1.0
     weights_map: Literal["normalized", "linear"] = "normalized"
+    linear_scale: float = LINEAR_WEIGHT_SCALE
     trade_rate: float = 1.0
     no_trade_band: float = 0.0
     band_scope: Literal["stock", "book"] = "stock"
@@ -337,6 +341,12 @@ class EnvConfig:
             raise ConfigError(f"EnvConfig.no_trade_band must be a number >= 0 (a weight), got {band!r}")
         object.__setattr__(self, "trade_rate", float(rate))
         object.__setattr__(self, "no_trade_band", float(band))
+        scale = self.linear_scale
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (math.isfinite(scale) and scale > 0):
+            raise ConfigError(f"EnvConfig.linear_scale must be a number > 0, got {scale!r}")
+        object.__setattr__(self, "linear_scale", float(scale))
+        if self.linear_scale != LINEAR_WEIGHT_SCALE and self.weights_map != "linear":
+            raise ConfigError("EnvConfig.linear_scale sizes the linear aim: it needs weights_map='linear'")
         if self.action_mode == "shares" and not self.rebalances_in_full:
             raise ConfigError(
                 "EnvConfig: weights_map, trade_rate and no_trade_band move a book of target weights; "
@@ -606,7 +616,7 @@ def _mapping_rules(config: EnvConfig, num_stocks: int) -> dict[str, Any]:
         "short_selling": bool(config.short_selling),
         "market_neutral": bool(config.market_neutral),
         "max_leverage": float(config.max_leverage),
-        "linear_weights": LINEAR_WEIGHT_SCALE * float(config.max_leverage) / num_stocks if linear else 0.0,
+        "linear_weights": config.linear_scale * float(config.max_leverage) / num_stocks if linear else 0.0,
         "has_rate": config.trade_rate != 1.0,
         "has_band": config.no_trade_band != 0.0,
         "book_band": config.band_scope == "book",

@@ -174,8 +174,8 @@ class ReferenceEnv:
         if cfg.action_mode == "shares":
             delta = [float(math.trunc(a * cfg.max_shares)) for a in action]
         else:
-            # "linear": an action of 1 asks for 2 x max_leverage / N of the value in one stock
-            scale = 2.0 * cfg.max_leverage / self.n if cfg.weights_map == "linear" else 1.0
+            # "linear": an action of 1 asks for linear_scale x max_leverage / N of the value in one stock
+            scale = cfg.linear_scale * cfg.max_leverage / self.n if cfg.weights_map == "linear" else 1.0
             if cfg.short_selling:
                 if cfg.market_neutral:
                     mean = sum(action) / len(action)

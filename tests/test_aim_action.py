@@ -89,6 +89,18 @@ def test_linear_map_at_rate_one_is_the_normalized_book_of_the_scaled_action():
     torch.testing.assert_close(after / 1e6, (a[0] * 0.5).double(), rtol=1e-12, atol=1e-12)
 
 
+def test_linear_scale_sizes_the_aim_of_the_same_action():
+    """linear_scale s: the action a asks for the book a x s / N, so a larger s is a larger book."""
+    a = torch.tensor([[0.2, -0.1, 0.1, -0.2]])
+    books = []
+    for scale in (2.0, 6.0):
+        env = _start(EnvConfig(**FREE, weights_map="linear", linear_scale=scale), [0.0] * 4)
+        _, _, _, _, info = env.step(a)
+        books.append(_weights_at_fill(env, info)[1] / 1e6)
+        torch.testing.assert_close(books[-1], a[0].double() * scale / 4, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(books[1], 3 * books[0], rtol=1e-12, atol=1e-15)
+
+
 def test_linear_map_rescales_to_the_leverage_limit():
     env = _start(EnvConfig(**FREE, weights_map="linear"), [0.0] * 4)
     _, _, _, _, info = env.step(torch.tensor([[1.0, 1.0, -1.0, 1.0]]))  # 2 x gross 1: rescaled to gross 1
@@ -176,8 +188,9 @@ def test_the_aim_reward_at_rate_one_is_the_change_of_value_from_the_fill_to_the_
         dict(weights_map="linear", trade_rate=0.5, no_trade_band=0.01),
         dict(trade_rate=0.7, no_trade_band=0.05, band_scope="book"),
         dict(weights_map="linear", trade_rate=0.2, reward="aim"),
+        dict(weights_map="linear", linear_scale=7.0, trade_rate=0.1, reward="aim"),
     ],
-    ids=["linear-rate", "band", "linear-rate-band", "rate-book-band", "aim-reward"],
+    ids=["linear-rate", "band", "linear-rate-band", "rate-book-band", "aim-reward", "linear-scale"],
 )
 def test_equals_reference_with_every_cost_term_and_the_new_action(aim, short_selling):
     config = EnvConfig(
@@ -275,6 +288,9 @@ def test_target_holdings_are_the_envs_own_orders():
         (dict(trade_rate=0.5), "need action_mode='weights'"),
         (dict(no_trade_band=0.01), "need action_mode='weights'"),
         (dict(weights_map="linear"), "need action_mode='weights'"),
+        (dict(action_mode="weights", weights_map="linear", linear_scale=0.0), "linear_scale must be a number > 0"),
+        (dict(action_mode="weights", weights_map="linear", linear_scale=float("inf")), "linear_scale"),
+        (dict(action_mode="weights", linear_scale=4.0), "linear_scale sizes the linear aim"),
     ],
 )
 def test_bad_aim_rules_are_refused_with_one_clear_line(values, fragment):
@@ -290,6 +306,7 @@ def test_the_new_fields_round_trip_through_the_config_codec():
         action_mode="weights",
         short_selling=True,
         weights_map="linear",
+        linear_scale=5.0,
         trade_rate=0.25,
         no_trade_band=0.003,
         band_scope="book",
