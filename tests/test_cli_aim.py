@@ -39,7 +39,7 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
 
     from market_envs.env import EnvConfig
     from trader.rundir import recorded_rules
-    from trader.presets import COSTS_TRADE_RATE
+    from trader.presets import COSTS_LINEAR_SCALE, COSTS_TRADE_RATE
 
     recipe = tmp_path / "edge.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
@@ -67,7 +67,15 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
         assert code == 0
         rules = tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"]
         assert (rules["weights_map"], rules["reward"], rules["trade_rate"]) == ("linear", "aim", rate)
+        assert rules["linear_scale"] == COSTS_LINEAR_SCALE
         assert tomllib.loads((run_dir / "config.toml").read_text())["algo_config"]["init_log_std"] == -2.0
         config = recorded_rules(rules, "config.toml")
         assert isinstance(config, EnvConfig) and config.trade_rate == rate
         assert config.no_trade_band == (0.01 if flags else 0.0)
+    normalized = tmp_path / "run-normalized"
+    code = main(
+        ["train", "--algo", "ppo", "--dataset", str(recipe), "--preset", "market-costs", "--weights-map", "normalized"]
+        + ["--steps", "256", "--num-envs", "4", "--eval-every", "0", str(normalized)]
+    )
+    rules = tomllib.loads((normalized / "config.toml").read_text())["env"]["env_config"]
+    assert code == 0 and rules["weights_map"] == "normalized" and rules["linear_scale"] == 2.0

@@ -324,6 +324,8 @@ def with_aim_rules(
     if weights_map is not None and weights_map not in WEIGHTS_MAPS:
         raise UserError(f"--weights-map must be one of {', '.join(WEIGHTS_MAPS)}, got {weights_map!r}")
     merged = {**(env_config or {}), **given}
+    if merged.get("weights_map") == "normalized":
+        merged.pop("linear_scale", None)  # a preset's size of the linear aim: no meaning without it
     if merged.get("action_mode", "shares") != "weights":
         flags = ", ".join("--" + key.replace("_", "-") for key in given)
         raise UserError(
