@@ -19,7 +19,7 @@ from market_fixtures import random_panel
 from test_env import COST_KEYS, EVERY_COST, PANEL, random_actions, run_against_reference
 
 from market_envs import EnvConfig, StockTradingVecEnv, fill
-from market_envs.costs import CostModel
+from market_envs.costs import CostModel, Terms
 
 
 @pytest.fixture
@@ -267,3 +267,14 @@ def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
         fill.fill_with_costs_c(**arguments, terms=0b1)  # a half-spread without its table
     with pytest.raises(TypeError, match="unexpected keyword argument .per_order."):
         fill.fill_with_costs_c(**arguments, terms=0, per_order=True)
+
+
+def test_every_term_in_the_fill_has_its_bit_in_the_c_kernels_version():
+    """A term of `Terms` that the fill charges (`Terms.in_fill`) without a bit in `TERM_FLAGS` would
+    leave the C kernel's version blind to it; a term charged elsewhere (the borrow fee, at the
+    close) has none."""
+    for name in Terms._fields:
+        alone = Terms(**{field: field == name for field in Terms._fields})
+        assert (name in fill.TERM_FLAGS) == alone.in_fill, name
+        if alone.in_fill:
+            assert fill.term_flags(alone, weights_mode=False) == 1 << fill.TERM_FLAGS.index(name)
