@@ -7,7 +7,7 @@ by bar, milliseconds per call (median of repeats x calls), and how long it takes
 
 - ``torch.compile``: `fill_layouts.fill` under inductor (what the env runs with
   ``MARKET_ENVS_NATIVE=0 compile=True``);
-- ``C (ctypes)``: `fill_native.c` built by `market_envs.native.build` with the env's flags, called
+- ``C (ctypes)``: `fill_native.c` built by `market_envs.fill.build_native` with the env's flags, called
   as the env calls its kernel;
 - ``numba``: `costly_fill` written again in Python for ``numba.njit`` (the same arithmetic in the
   same order), with ``fastmath={"reassoc", "nsz", "arcp"}`` (no ``contract``: no fused
@@ -36,7 +36,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))
 from fill_layouts import NATIVE_SOURCE, as_step, fill, inputs, milliseconds, native_kernels  # noqa: E402
 
-from market_envs.native import FLAGS  # noqa: E402
+from market_envs.fill import C_FLAGS  # noqa: E402
 
 
 def numba_kernel():
@@ -150,7 +150,7 @@ def extension_kernel(build_dir: Path):
     """`costly_fill` of fill_native.c as a torch C++ operator (load_inline), with the env's flags."""
     from torch.utils.cpp_extension import load_inline
 
-    flags = [f for f in FLAGS if f not in ("-shared", "-fPIC")] + ["-fpermissive", "-w"]  # C's malloc without casts
+    flags = [f for f in C_FLAGS if f not in ("-shared", "-fPIC")] + ["-fpermissive", "-w"]  # C's malloc without casts
     load_inline(
         "fill_alternatives",
         EXTENSION.replace("SOURCE", str(NATIVE_SOURCE)),

@@ -38,7 +38,7 @@ by lane (ATen's generic `vec_reduce_all`: lanes extracted, stored to the stack a
 one at a time, as its SIMD versions exist for float only).
 
 ``--native`` times the rows layout's stand-ins written by hand in C (`fill_native.c`, built
-by `market_envs.native.build` with the env's flags) beside torch eager and compiled: the
+by `market_envs.fill.build_native` with the env's flags) beside torch eager and compiled: the
 measurement that led to the env's own C kernel (`market_envs/fill_costs.c`).
 
     OMP_NUM_THREADS=1 python benchmarks/fill_layouts.py --native --envs 1024,4096 --tickers 30,100
@@ -63,7 +63,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from market_envs.native import build  # noqa: E402
+from market_envs.fill import build_native  # noqa: E402
 
 BARS = 2000
 LANES = 8  # the blocked layout's sub-environments per block: 8 float64 lanes, inductor's vector width here
@@ -240,7 +240,7 @@ def native_kernels(build_dir: Path) -> dict[str, Callable]:
     """`flat_fill` and `fill` of the rows layout, gathered by bar, from fill_native.c built with the
     system's C compiler: step functions of (holdings, actions, t, cash) as `as_step` makes, over
     the tables of an `inputs` dict given as their first argument."""
-    native = ctypes.CDLL(str(build(build_dir, NATIVE_SOURCE)))  # with the env's flags
+    native = ctypes.CDLL(str(build_native(build_dir, NATIVE_SOURCE)))  # with the env's flags
     pointer = ctypes.c_void_p
 
     def call(function, width: int, x: dict[str, Tensor], holdings, actions, t, cash, tables):

@@ -26,7 +26,8 @@ Timing, for one sub-environment at bar t (all prices from ``data``):
    buys are paid. When the cash does not cover every buy plus its costs, all buys
    are scaled down by one common factor, so the result never depends on the order of
    the stocks (in ``shares`` mode the scaled buys are then rounded down to whole
-   shares; see `_buys_within_cash` for the factor when costs are not linear).
+   shares; see `market_envs.fill._buys_within_cash` for the factor when costs are
+   not linear).
 5. Costs (`market_envs.costs` states each rule): the commission (``buy_cost`` /
    ``sell_cost`` of the value, plus ``costs``' fee per share, minimum and cap per
    order), the half-spread and the square-root market impact, all paid in cash at the
@@ -96,10 +97,11 @@ the accounting into a few loops (one pass over memory where eager makes one per
 operation) and, with fewer temporaries, avoids most of the page faults that glibc's
 malloc causes for large eager temporaries: on the CPU at large E prefer
 ``compile=True``. ``benchmarks/env_throughput.py`` measures both (benchmarks/RESULTS.md,
-"Env throughput"). The terms of `CostModel` take their own path: on the CPU the kernel
-of `market_envs.native` (C, built once per machine; eager and compiled alike), elsewhere
-`_fill_with_costs` eager and `_fill_with_costs_fused` under torch.compile (the same rules,
-arranged for each; tests/test_native_fill.py holds all three equal).
+"Env throughput"). The fill (steps 3 to 5 but the borrow fee) is `market_envs.fill`, the one
+home of every implementation of it, which the step calls through `fill_orders`: with a term
+of `CostModel` on, the C kernel on the CPU (built once per machine; eager and compiled
+alike), elsewhere a torch kernel, eager or for torch.compile (the same rules, arranged for
+each; tests/test_native_fill.py holds all three equal).
 ``env_throughput.py --compare-costs`` measures what they cost against the flat rate
 (benchmarks/RESULTS.md, "Costs in the env step").
 """
@@ -123,19 +125,17 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from market_envs import native
 from market_envs.costs import (
     TRADING_DAYS,
     CostModel,
-    abdi_ranaldo_half_spread,
     bars_per_day,
     check_costs_for_data,
-    impact_coefficient,
 )
 from market_envs.data.indicators import trailing_tstat
 from market_envs.devices import resolve_device
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
+from market_envs.fill import FillRules, Market, dot, fill_costs, fill_orders, fill_rules, market_tables, within_cash
 
 PRICE_LIKE_FEATURES = frozenset({"open", "high", "low", "close", "boll_ub", "boll_lb", "close_30_sma", "close_60_sma"})
 ACTION_MODES = ("shares", "weights")
@@ -367,13 +367,7 @@ class _Tables(NamedTuple):
     tradable: Tensor  # bool [T, N]
     obs: Tensor  # float32 [T, obs_dim]; columns [0, 1+N) are zero, filled per step
     guard: Tensor  # bool [T], turbulence guard on (all False when disabled)
-    # the cost terms' tables (None: term off), [T, N] float64 so that a step reads its rows as
-    # they are (an eager step would widen float32 rows with a copy each); the estimates are
-    # rounded to float32 first, the precision of the prices they come from
-    half_spread: Tensor | None  # half-spread fraction of fills at each bar; [1, N] float64 when fixed
-    impact: Tensor | None  # impact fraction per sqrt(share) of fills at each bar
-    fill_cap: Tensor | None  # float64: the most shares that fill at each bar (participation x volume,
-    # whole shares in shares mode), computed once so that a step reads it as it is
+    market: Market  # the cost terms' tables, [T, N] float64 (None: term off; `market_envs.fill.market_tables`)
     # the trade rate and the no-trade band of each sub-environment, float64 [E, 1] (None: off)
     trade_rate: Tensor | None = None
     band: Tensor | None = None
@@ -401,8 +395,6 @@ class _Rules:
 
     weights_mode: bool
     max_shares: float
-    buy_cost: float
-    sell_cost: float
     reward_scale: float
     initial_cash: float
     short_selling: bool
@@ -410,21 +402,14 @@ class _Rules:
     account_low: float  # bounds of the cash and position shares in the observation
     account_high: float
     max_leverage: float = 1.0
-    per_order_commission: bool = False  # a fee per share, a minimum or a cap: commission per order
-    commission_per_share: float = 0.0
-    commission_min: float = 0.0
-    commission_max_rate: float = 0.0  # 0: no cap
     borrow_per_bar: float = 0.0  # the annual borrow rate x the bar's fraction of a year
-    has_costs: bool = False  # any term of CostModel on: the fill takes `_fill_with_costs`
-    fused: bool = False  # the kernel runs under torch.compile (see `_dot`)
-    native: bool = False  # the cost terms take `market_envs.native` (the CPU, where it could be built)
-    native_terms: int = 0  # the C kernel's version: `native.term_flags` of the terms on and the action mode
     linear_weights: float = 0.0  # weights_map="linear": the aim is the action x this (else 0: "normalized")
     has_rate: bool = False  # a trade rate below 1 (`_Tables.trade_rate`)
     has_band: bool = False  # a no-trade band (`_Tables.band`)
     book_band: bool = False  # the band bounds sum |aim - w| (else each |aim_i - w_i|)
     aim_reward: bool = False  # EnvConfig.reward == "aim"
     leavers: bool = False  # the panel has bars where a position may only shrink (`_Tables.reducible`)
+    fill: FillRules = FillRules()  # the fill's constants: its commission, cost terms and kernel (`market_envs.fill`)
 
 
 # --------------------------------------------------------------------- precompute
@@ -646,8 +631,6 @@ def _mapping_only(config: EnvConfig, num_stocks: int) -> _Rules:
     """`_Rules` holding only what maps actions to orders (the rest neutral)."""
     return _Rules(
         **_mapping_rules(config, num_stocks),
-        buy_cost=0.0,
-        sell_cost=0.0,
         reward_scale=1.0,
         initial_cash=float(config.initial_cash),
         account_low=0.0,
@@ -723,418 +706,25 @@ def tradable_orders(
     return sells, buys
 
 
-class _Market(NamedTuple):
-    """What the cost terms read at the fill bar, one row per sub-environment (None: term off).
-
-    With `bars` (the native kernel, which reads the tables in place) the three are the
-    [T, N] tables of `_Tables` instead, and sub-environment e reads their row ``bars[e]``.
-    """
-
-    half_spread: Tensor | None  # [E, N], or [1, N] when the same every bar
-    impact: Tensor | None  # [E, N]
-    fill_cap: Tensor | None  # [E, N] float64, the most shares an order fills
-    bars: Tensor | None = None  # int64 [E]: the fill bars, when the fields above are tables
-
-
-class _Fill(NamedTuple):
-    cash: Tensor  # [E], after the fill
-    holdings: Tensor  # [E, N]
-    traded: Tensor  # [E], value traded at the fill price
-    commission: Tensor  # [E], the cost terms paid in this fill
-    spread: Tensor
-    impact: Tensor
-    ordered: Tensor  # [E], value of the orders before the participation cap
-    unfilled_value: Tensor  # [E], value the participation cap left unfilled
-    unfilled_shares: Tensor  # [E]
-
-
-class _Side(NamedTuple):
-    """The orders of one side (sales, or purchases) and what they cost, each [E]."""
-
-    value: Tensor  # at the fill price
-    commission: Tensor
-    slipped: Tensor  # half-spread + impact
-    spread: Tensor  # the half-spread's part of `slipped` (0 where not asked for)
-    impact: Tensor  # the impact's part
-
-
-def _fill(
+def _step_orders(
     state: _State,
     actions: Tensor,
     price: Tensor,
     tradable: Tensor,
     guard: Tensor,
-    market: _Market,
     rules: _Rules,
     pace: _Pace | None = None,
     reducible: Tensor | None = None,
-) -> _Fill:
-    """Settle sells then buys at `price`, charging every cost term; see the module docstring.
-    `tradable` and `reducible` are the fill bar's rows of the masks (`tradable_orders`)."""
+) -> tuple[Tensor, Tensor]:
+    """The orders that reach the fill (sells and buys in shares, [E, N]): the actions' orders
+    (`_orders`), all sold where the turbulence `guard` is on, and what the fill bar's masks
+    `tradable` and `reducible` let through (`tradable_orders`)."""
     holdings = state.holdings
     sells, buys = _orders(actions, holdings, price, state.cash, rules, pace)
     guard = guard.unsqueeze(-1)
     sells = torch.where(guard, holdings.clamp_min(0.0), sells)
     buys = torch.where(guard, torch.zeros_like(buys), buys)
-    sells, buys = tradable_orders(sells, buys, holdings, tradable, reducible)
-    if rules.has_costs:
-        if rules.native:
-            fill_with_costs = _fill_with_costs_native
-        else:
-            fill_with_costs = _fill_with_costs_fused if rules.fused else _fill_with_costs
-        return fill_with_costs(state, sells, buys, price, market, rules)
-
-    sold_value = (sells * price).sum(-1)
-    sell_commission = sold_value * rules.sell_cost  # the rate is below 1: never more than the proceeds
-    cash = state.cash + sold_value - sell_commission
-    buys, wanted = _flat_buys_within_cash(buys, price, cash, rules)
-    bought_value = (buys * price).sum(-1)
-    buy_commission = bought_value * rules.buy_cost
-    left = cash - bought_value - buy_commission
-    zero = torch.zeros_like(cash)
-    return _Fill(
-        # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
-        cash=torch.maximum(left, cash.clamp_max(0.0)),
-        holdings=holdings - sells + buys,
-        traded=sold_value + bought_value,
-        commission=sell_commission + buy_commission,
-        spread=zero,
-        impact=zero,
-        ordered=sold_value + wanted,
-        unfilled_value=zero,
-        unfilled_shares=zero,
-    )
-
-
-def _flat_buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, rules: _Rules) -> tuple[Tensor, Tensor]:
-    """`_buys_within_cash` at the flat rate per side: exact and linear, so the cash limit is one
-    division. Returns the buys and the value of the full orders, [E]."""
-    wanted = (buys * price).sum(-1)
-    needed = wanted * (1.0 + rules.buy_cost)
-    scale = torch.where(needed > cash, cash.clamp_min(0.0) / needed.clamp_min(1e-300), torch.ones_like(cash))
-    buys = buys * scale.unsqueeze(-1)
-    if not rules.weights_mode:
-        buys = torch.floor(buys)
-    return buys, wanted
-
-
-def _fill_with_costs(
-    state: _State, sells: Tensor, buys: Tensor, price: Tensor, market: _Market, rules: _Rules
-) -> _Fill:
-    """`_fill` with the terms of `CostModel`: the participation cap, then the sales, then the buys
-    within the cash (`_buys_within_cash`).
-
-    Written for few passes over [E, N] memory in eager mode, where each operation is one: the
-    rates of the sales and of the full buys are one tensor, sums of products are matrix
-    products (`_dot`), and the arithmetic works in place on tensors made in this step (an
-    operation that fills a fresh [E, N] tensor costs several times one that works in place;
-    benchmarks/RESULTS.md, "Costs in the env step"). Under torch.compile the kernel takes
-    `_fill_with_costs_fused` instead, and on the CPU both give way to `_fill_with_costs_native`.
-    """
-    zero = torch.zeros_like(state.cash)
-    unfilled_value = unfilled_shares = zero
-    orders = sells + buys  # a stock is bought or sold, never both
-    if market.fill_cap is not None:
-        sells = sells.clamp_max_(market.fill_cap)
-        buys = buys.clamp_max_(market.fill_cap)
-        filled = sells + buys
-        unfilled = orders.sub_(filled)
-        unfilled_shares = unfilled.sum(-1)
-        unfilled_value = _dot(unfilled, price, rules)
-        orders = filled
-    # one side per stock, so one evaluation of the rates and of the commission before its caps
-    # serves the sales and the full buys
-    fee = _commission_before_caps(sells, buys, orders, price, rules)
-    rate = _slippage(orders, market, in_place=True)
-    sale = _side_costs(sells, price, rate, market, rules.sell_cost, rules, sale=True, fee=fee)
-    cash = state.cash + sale.value - sale.commission - sale.slipped
-    bought, wanted = _buys_within_cash(buys, price, cash, rate, fee, market, rules)
-    if market.impact is not None:  # impact per share falls with the order: the rate of the bought shares
-        rate = _slippage(bought, market)
-    buy = _side_costs(bought, price, rate, market, rules.buy_cost, rules, sale=False)
-    left = cash - buy.value - buy.commission - buy.slipped
-    return _Fill(
-        # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
-        cash=torch.maximum(left, cash.clamp_max(0.0)),
-        holdings=state.holdings - sells + bought,
-        traded=sale.value + buy.value,
-        commission=sale.commission + buy.commission,
-        spread=sale.spread + buy.spread,
-        impact=sale.impact + buy.impact,
-        ordered=sale.value + wanted + unfilled_value,
-        unfilled_value=unfilled_value,
-        unfilled_shares=unfilled_shares,
-    )
-
-
-def _fill_with_costs_native(
-    state: _State, sells: Tensor, buys: Tensor, price: Tensor, market: _Market, rules: _Rules
-) -> _Fill:
-    """`_fill_with_costs` by the CPU kernel of `market_envs.native` (an operator under torch.compile),
-    which reads the market tables in place at `market.bars`. The arguments are named as
-    `native.INTERFACE` declares them: a name it does not declare is an error."""
-    fill = native.fill_with_costs_op if rules.fused else native.fill_with_costs
-    holdings, sums = fill(
-        sells=sells,
-        buys=buys,
-        price=price,
-        holdings=state.holdings,
-        cash=state.cash,
-        bars=market.bars,
-        half_spread=market.half_spread,
-        impact=market.impact,
-        fill_cap=market.fill_cap,
-        buy_cost=rules.buy_cost,
-        sell_cost=rules.sell_cost,
-        per_share=rules.commission_per_share,
-        minimum=rules.commission_min,
-        max_rate=rules.commission_max_rate,
-        terms=rules.native_terms,
-    )
-    return _Fill(holdings=holdings, **dict(zip(native.OUTPUTS, sums.unbind(0), strict=True)))
-
-
-def _dot(a: Tensor, b: Tensor, rules: _Rules) -> Tensor:
-    """``(a x b).sum(-1)``, [E], for `a` [E, N] and `b` [E, N] or [1, N] (both float64).
-
-    Eager: a matrix product, one pass without an [E, N] temporary; compiled: the plain
-    expression, which inductor fuses into the loop that produces `a`.
-    """
-    if rules.fused:
-        return (a * b).sum(-1)
-    if b.shape[0] == 1:
-        return a @ b[0]
-    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).reshape(-1)
-
-
-def _slippage(shares: Tensor, market: _Market, in_place: bool = False) -> Tensor | None:
-    """Half-spread plus impact of orders of `shares`, a fraction of the price (None: both off).
-
-    At most 1, ``min(half_spread + impact, 1)``: impact is cut to ``1 - half_spread`` (a sale
-    at a price >= 0). [E, N], or the [1, N] half-spread when it is fixed and impact is off.
-    `in_place`: the rate overwrites `shares` (which the caller no longer needs).
-    """
-    if market.impact is None:
-        return market.half_spread
-    # sqrt of an exact 0 takes a slow path on x86 CPUs (several times the cost of the
-    # whole term); 1e-300 changes no square root of a real order and no cost (value 0)
-    rate = shares.clamp_min_(1e-300) if in_place else shares.clamp_min(1e-300)
-    rate = rate.sqrt_()
-    if market.half_spread is None:
-        rate = rate.mul_(market.impact)
-    else:  # one pass for half-spread + impact x sqrt(shares), written over the square roots
-        rate = torch.addcmul(market.half_spread, rate, market.impact, out=rate)
-    return rate.clamp_max_(1.0)
-
-
-def _commission_before_caps(sells: Tensor, buys: Tensor, orders: Tensor, price: Tensor, rules: _Rules) -> Tensor | None:
-    """Each order's commission before its caps, [E, N], both sides at once (a stock is sold or
-    bought, never both): ``rate x value + fee per share x shares``, at least the minimum (also where
-    there is no order: the caps of `_side_costs` make that 0). None when the commission is the rate
-    alone (`_side_costs` then needs no per-order commission for the buys)."""
-    if not rules.per_order_commission:
-        return None
-    if rules.sell_cost == rules.buy_cost:
-        fee = (orders * price).mul_(rules.sell_cost)
-    else:
-        fee = (sells * price).mul_(rules.sell_cost).addcmul_(buys, price, value=rules.buy_cost)
-    if rules.commission_per_share > 0:
-        fee = fee.add_(orders, alpha=rules.commission_per_share)
-    if rules.commission_min > 0:
-        fee = fee.clamp_min_(rules.commission_min)
-    return fee
-
-
-def _side_costs(
-    shares: Tensor,
-    price: Tensor,
-    rate: Tensor | None,
-    market: _Market,
-    commission_rate: float,
-    rules: _Rules,
-    sale: bool,
-    split: bool = True,
-    fee: Tensor | None = None,
-) -> _Side:
-    """The value of orders of `shares` (>= 0, one side) and their costs; `rate`: their `_slippage`,
-    `fee`: their `_commission_before_caps` when computed for both sides (see `_order_commission`).
-    `split`: also split the slippage into its half-spread and impact parts (the info entries);
-    otherwise both are 0.
-    """
-    value = shares * price
-    total = value.sum(-1)
-    zero = torch.zeros_like(total)
-    slipped = spread = impact = zero
-    if rate is not None:
-        slipped = _dot(value, rate, rules)
-        if split and market.impact is None:
-            spread = slipped
-        elif split and market.half_spread is None:
-            impact = slipped
-        elif split:  # rounding can leave a tiny negative difference where impact is 0
-            spread = _dot(value, market.half_spread, rules)
-            impact = (slipped - spread).clamp_min(0.0)
-    commission = _order_commission(shares, value, rate, commission_rate, rules, sale, fee, value_dead=True)
-    commission = total * commission_rate if commission is None else commission.sum(-1)
-    return _Side(total, commission, slipped, spread, impact)
-
-
-def _order_commission(
-    shares: Tensor,
-    value: Tensor,
-    rate: Tensor | None,
-    commission_rate: float,
-    rules: _Rules,
-    sale: bool,
-    fee: Tensor | None = None,
-    value_dead: bool = False,
-) -> Tensor | None:
-    """The commission of each order of `shares` (one side) worth `value`, [E, N]; None when it is
-    the rate alone, ``commission_rate x value`` (linear: the caller sums the values instead).
-
-    ``commission_rate x value + fee per share x shares``, at least the minimum, at most the cap
-    (when set), 0 for no order; a sale's at most what is left of its proceeds after half-spread
-    and impact (`rate`). `fee`: the commission before the caps (`_commission_before_caps`),
-    computed once for both sides; it is read, not changed. `value_dead`: `value` may be
-    overwritten (the caller does not read it again).
-    """
-    if not (rules.per_order_commission or (sale and rate is not None)):
-        return None  # the rate alone: below 1, so a sale never pays more than its proceeds
-    shared = fee is not None
-    if fee is None:
-        fee = value * commission_rate
-        if rules.commission_per_share > 0:
-            fee = fee.add_(shares, alpha=rules.commission_per_share)
-        if rules.commission_min > 0:
-            fee = fee.clamp_min_(rules.commission_min)
-    # the most an order pays, a fraction of its value: the cap (when set) and, for a sale, what is
-    # left of its proceeds; a fraction of the value also makes the fee 0 for no order (value 0),
-    # and for the other side's stocks in a `fee` of both sides
-    most: Tensor | float | None = None
-    if rules.commission_min > 0 or rules.commission_max_rate > 0 or shared:
-        most = rules.commission_max_rate if rules.commission_max_rate > 0 else 1e300
-    if sale and rate is not None:
-        most = torch.rsub(rate, 1.0) if most is None else torch.rsub(rate, 1.0).clamp_max_(most)
-    elif sale:
-        most = 1.0 if most is None else min(most, 1.0)
-    if most is None:
-        return fee
-    most_paid = value.mul_(most) if value_dead else value * most
-    return most_paid.clamp_max_(fee)
-
-
-def _buys_within_cash(
-    buys: Tensor,
-    price: Tensor,
-    cash: Tensor,
-    rate: Tensor | None,
-    fee: Tensor | None,
-    market: _Market,
-    rules: _Rules,
-) -> tuple[Tensor, Tensor]:
-    """Buys scaled by one common factor s in [0, 1] so that their whole bill fits `cash`.
-
-    The bill of the full orders (s = 1) is computed exactly. When it exceeds the cash,
-    s solves ``M + s x L = cash`` (0 when the cash does not cover M, or is a debt), with M the
-    minimum commissions of the orders and L their value times (1 + rate + half-spread
-    + impact of the full order) plus the fee per share: an upper bound of the bill at
-    s, since impact per share only falls as an order shrinks and each order's
-    commission is at most its minimum plus its linear part. So the scaled bill never
-    exceeds the cash, whatever the order of the stocks. Shares mode then rounds down.
-    `rate`: the `_slippage` of the full orders, `fee` their `_commission_before_caps`. Returns the
-    buys and the value of the full orders, [E].
-    """
-    full = _side_costs(buys, price, rate, market, rules.buy_cost, rules, sale=False, split=False, fee=fee)
-    needed = full.value + full.slipped + full.commission
-    linear = full.value * (1.0 + rules.buy_cost) + full.slipped
-    if rules.commission_per_share > 0:
-        linear = linear + buys.sum(-1) * rules.commission_per_share
-    count = torch.sign(buys).sum(-1) if rules.commission_min > 0 else None  # buys >= 0: one pass
-    scale = _cash_scale(needed, linear, count, cash, rules)
-    buys = buys.mul_(scale.unsqueeze(-1))
-    if not rules.weights_mode:
-        buys = buys.floor_()
-    return buys, full.value
-
-
-def _cash_scale(needed: Tensor, linear: Tensor, count: Tensor | None, cash: Tensor, rules: _Rules) -> Tensor:
-    """The common factor s of the buys, [E]: 1 when their bill `needed` fits `cash`, else
-    ``(cash - M) / L`` (at least 0) with L the `linear` bound and M the minimum commission
-    times the `count` of orders (see `_buys_within_cash`)."""
-    room = cash if count is None else cash - count * rules.commission_min
-    return torch.where(needed > cash, room.clamp_min(0.0) / linear.clamp_min(1e-300), torch.ones_like(cash))
-
-
-def _fill_with_costs_fused(
-    state: _State, sells: Tensor, buys: Tensor, price: Tensor, market: _Market, rules: _Rules
-) -> _Fill:
-    """`_fill_with_costs` for torch.compile: the same rules and the same arithmetic per order,
-    arranged for inductor, which makes one fused loop over the stocks of each row with one
-    accumulator per row sum (and spills them to memory when there are many).
-
-    So every row sum that the cash limit needs is one sum of its terms (the sales' net
-    proceeds, the full buys' bill and its linear bound) instead of a sum per term, and the
-    info entries of the sales (value, commission, half-spread, impact) are summed together with
-    those of the bought shares, in the loop that rounds them; the rates of the sales and of the
-    bought shares are one evaluation on the final orders (a stock is sold or bought, never
-    both). Eager mode keeps `_fill_with_costs`, which makes fewer passes over memory instead.
-    """
-    zero = torch.zeros_like(state.cash)
-    unfilled_value = unfilled_shares = zero
-    orders = sells + buys  # a stock is bought or sold, never both
-    if market.fill_cap is not None:
-        sells = torch.minimum(sells, market.fill_cap)
-        buys = torch.minimum(buys, market.fill_cap)
-        unfilled = orders - (sells + buys)
-        unfilled_shares = unfilled.sum(-1)
-        unfilled_value = (unfilled * price).sum(-1)
-        orders = sells + buys
-    fee = _commission_before_caps(sells, buys, orders, price, rules)
-    rate = _slippage(orders, market)
-    slip: Tensor | float = 0.0 if rate is None else rate
-    sold, wanted = sells * price, buys * price
-    sale_fee = _order_commission(sells, sold, rate, rules.sell_cost, rules, sale=True, fee=fee)
-    sale_fee = sold * rules.sell_cost if sale_fee is None else sale_fee
-    buy_fee = _order_commission(buys, wanted, rate, rules.buy_cost, rules, sale=False, fee=fee)
-    buy_fee = wanted * rules.buy_cost if buy_fee is None else buy_fee
-    cash = state.cash + (sold - sold * slip - sale_fee).sum(-1)
-    needed = (wanted + wanted * slip + buy_fee).sum(-1)
-    linear = wanted * (1.0 + rules.buy_cost) + wanted * slip
-    if rules.commission_per_share > 0:
-        linear = linear + buys * rules.commission_per_share
-    count = (buys > 0).sum(-1) if rules.commission_min > 0 else None
-    bought = buys * _cash_scale(needed, linear.sum(-1), count, cash, rules).unsqueeze(-1)
-    if not rules.weights_mode:
-        bought = torch.floor(bought)
-    if market.impact is not None:  # impact per share falls with the order: the rate of the bought shares
-        rate = slip = _slippage(sells + bought, market)
-    value = (sells + bought) * price
-    bought_value = bought * price
-    buy_fee = _order_commission(bought, bought_value, rate, rules.buy_cost, rules, sale=False)
-    buy_fee = bought_value * rules.buy_cost if buy_fee is None else buy_fee
-    left = cash - (bought_value + bought_value * slip + buy_fee).sum(-1)
-    slipped = spread = impact = zero
-    if rate is not None:
-        slipped = (value * rate).sum(-1)
-        if market.impact is None:
-            spread = slipped
-        elif market.half_spread is None:
-            impact = slipped
-        else:  # rounding can leave a tiny negative difference where impact is 0
-            spread = (value * market.half_spread).sum(-1)
-            impact = (slipped - spread).clamp_min(0.0)
-    return _Fill(
-        # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
-        cash=torch.maximum(left, cash.clamp_max(0.0)),
-        holdings=state.holdings - sells + bought,
-        traded=value.sum(-1),
-        commission=(sale_fee + buy_fee).sum(-1),
-        spread=spread,
-        impact=impact,
-        ordered=(orders * price).sum(-1) + unfilled_value,
-        unfilled_value=unfilled_value,
-        unfilled_shares=unfilled_shares,
-    )
+    return tradable_orders(sells, buys, holdings, tradable, reducible)
 
 
 def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tensor, rules: _Rules) -> Tensor:
@@ -1142,86 +732,6 @@ def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tenso
     denominator = torch.where(value.abs() > 1e-9, value, torch.ones_like(value)).unsqueeze(-1)
     shares = torch.cat([cash.unsqueeze(-1), holdings * close], dim=-1).div(denominator)
     return shares.clamp(rules.account_low, rules.account_high).float()
-
-
-def _row(table: Tensor | None, t: Tensor) -> Tensor | None:
-    """Rows `t` of a per-bar cost table, [E, N]; a [1, N] table is the same every bar."""
-    if table is None or table.shape[0] == 1:
-        return table
-    return table.index_select(0, t)
-
-
-def _bar_row(table: Tensor | None, t: int | Tensor) -> Tensor | None:
-    """Row `t` of a per-bar cost table as [1, N]: a view for an int (no index tensor to copy to
-    the device); `t` may also be an int64 [1] tensor (inside `market_envs.rollout`'s chunks)."""
-    if table is None or table.shape[0] == 1:
-        return table
-    if isinstance(t, Tensor):
-        return table.index_select(0, t)
-    return table[t : t + 1]
-
-
-def within_cash(buys: Tensor, cash: Tensor, price: Tensor, t1: int | Tensor, tables: _Tables, rules: _Rules) -> Tensor:
-    """`StockTradingVecEnv.buys_within_cash` for a fill at bar `t1` (an int, or an int64 [1]
-    tensor), as a function of the env's tables and rules."""
-    buys = buys.to(torch.float64).clone()
-    price = price.to(torch.float64).expand_as(buys)
-    cash = cash.to(torch.float64)
-    if not rules.has_costs:
-        return _flat_buys_within_cash(buys, price, cash, rules)[0]
-    market = _Market(half_spread=_bar_row(tables.half_spread, t1), impact=_bar_row(tables.impact, t1), fill_cap=None)
-    fee = _commission_before_caps(torch.zeros_like(buys), buys, buys, price, rules)
-    rate = _slippage(buys.clone(), market, in_place=True)
-    return _buys_within_cash(buys, price, cash, rate, fee, market, rules)[0]
-
-
-FILL_PARTS = ("value", "commission", "spread", "impact")
-"""What `fill_costs` gives per stock (beside the fill ``price``): the value traded and each cost term."""
-
-
-def fill_costs(before: Tensor, after: Tensor, bars: Tensor, tables: _Tables, rules: _Rules) -> dict[str, Tensor]:
-    """Each stock's fill that took holdings from `before` to `after` [B, N] at the open of bar
-    ``bars[b]`` [B], valued and charged by the step's own cost functions: ``price`` (the
-    open), ``value`` (shares x open), ``commission``, ``spread``, ``impact``, each float64 [B, N].
-
-    The step charges the shares that fill: the sales, and the buys after the participation
-    cap and the cash limit. A stock is sold or bought in one fill, never both, so its half-spread
-    and impact rate is `_slippage` of its filled shares and its commission `_order_commission`
-    of its side, as in `_fill_with_costs`. Summed over the stocks, the parts equal the step's
-    ``info`` entries (``turnover`` x value, ``cost_commission``, ``cost_spread``,
-    ``cost_impact``; tests/test_trades.py); the borrow fee is the close's, not a fill's.
-    """
-    before, after = before.to(torch.float64), after.to(torch.float64)
-    sold = (before - after).clamp_min(0.0)
-    bought = (after - before).clamp_min(0.0)
-    price = tables.open.index_select(0, bars).double()
-    value = (sold + bought) * price
-    zero = torch.zeros_like(value)
-    if not rules.has_costs:
-        return {
-            "value": value,
-            "commission": sold * price * rules.sell_cost + bought * price * rules.buy_cost,
-            "spread": zero,
-            "impact": zero,
-            "price": price.expand_as(value),
-        }
-    market = _Market(_row(tables.half_spread, bars), _row(tables.impact, bars), None)
-    rate = _slippage(sold + bought, market)
-    slipped = zero if rate is None else value * rate
-    spread = zero if market.half_spread is None else value * market.half_spread
-    impact = zero if market.impact is None else (slipped - spread).clamp_min(0.0)
-    commission = []
-    for shares, rate_of_side, sale in ((sold, rules.sell_cost, True), (bought, rules.buy_cost, False)):
-        side_value = shares * price
-        fee = _order_commission(shares, side_value, rate, rate_of_side, rules, sale)
-        commission.append(side_value * rate_of_side if fee is None else fee)
-    return {
-        "value": value,
-        "commission": commission[0] + commission[1],
-        "spread": spread,
-        "impact": impact,
-        "price": price.expand_as(value),
-    }
 
 
 def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
@@ -1237,17 +747,14 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     reducible = tables.reducible.index_select(0, t1) if rules.leavers else None
     guard = tables.guard.index_select(0, state.t)
     actions = _clean_actions(actions, price.dtype)
-    if rules.native:
-        market = _Market(tables.half_spread, tables.impact, tables.fill_cap, bars=t1)
-    else:
-        market = _Market(_row(tables.half_spread, t1), _row(tables.impact, t1), _row(tables.fill_cap, t1))
     pace = _Pace(tables.trade_rate, tables.band) if (rules.has_rate or rules.has_band) else None
-    fill = _fill(state, actions, price, tradable, guard, market, rules, pace, reducible)
+    sells, buys = _step_orders(state, actions, price, tradable, guard, rules, pace, reducible)
+    fill = fill_orders(state.cash, state.holdings, sells, buys, price, tables.market, t1, rules.fill)
     holdings = fill.holdings
 
     close = tables.close.index_select(0, t1).double()
     if rules.borrow_per_bar > 0:  # the bar's borrow fee on the short notional at the close
-        borrow = _dot(holdings.clamp_max(0.0), close, rules) * -rules.borrow_per_bar
+        borrow = dot(holdings.clamp_max(0.0), close, rules.fill) * -rules.borrow_per_bar
         cash = fill.cash - borrow
     else:
         borrow = torch.zeros_like(fill.cash)
@@ -1379,6 +886,15 @@ with the same rules and sizes (a tournament worker's next pod, a backtest's next
 and each holds a single graph (`own_code`)."""
 
 
+def _shapes(tables: tuple) -> tuple:
+    """The shapes of `tables` (a NamedTuple of tensors, None and NamedTuples of the same), nested
+    as they are: a key that tells apart tables a compiled kernel cannot share."""
+    return tuple(
+        _shapes(table) if isinstance(table, tuple) else None if table is None else tuple(table.shape)
+        for table in tables
+    )
+
+
 def compiled_step_kernel(rules: _Rules, device: torch.device, key: tuple = ()) -> Callable:
     """`_step_kernel` with `rules` bound, through torch.compile, shared by equal (`rules`, `device`,
     `key`): ``key`` names the shapes of the inputs (see `_KERNELS`)."""
@@ -1488,29 +1004,27 @@ class StockTradingVecEnv:
         terms = costs.terms()
         self._rules = _Rules(
             **_mapping_rules(config, self.num_stocks),
-            buy_cost=float(config.buy_cost),
-            sell_cost=float(config.sell_cost),
             reward_scale=float(config.reward_scale),
             initial_cash=float(config.initial_cash),
             aim_reward=config.reward == "aim",
             account_low=-float(config.feature_clip) if config.short_selling else 0.0,
             account_high=float(config.feature_clip) if config.short_selling else 1.0,
-            per_order_commission=terms.per_order_commission,
-            commission_per_share=float(costs.commission_per_share),
-            commission_min=float(costs.commission_min),
-            commission_max_rate=float(costs.commission_max_rate or 0.0),
             borrow_per_bar=float(costs.borrow_rate) / (TRADING_DAYS * self.bars_per_day) if terms.borrow else 0.0,
-            has_costs=terms.in_fill,
-            fused=bool(compile),
-            native=terms.in_fill and self.device.type == "cpu" and native.available(),
-            native_terms=native.term_flags(terms, weights_mode=config.action_mode == "weights"),
             leavers=leavers,
+            fill=fill_rules(
+                costs,
+                config.buy_cost,
+                config.sell_cost,
+                weights_mode=config.action_mode == "weights",
+                device=self.device,
+                fused=compile,
+            ),
         )
         pace = _pace_of(config, self._rules, self.num_envs, self.device)
         if pace is not None:
             self._tables = self._tables._replace(trade_rate=pace.rate, band=pace.band)
         self.compiled = bool(compile)
-        shapes = (self.num_envs, *(None if t is None else tuple(t.shape) for t in self._tables))
+        shapes = (self.num_envs, *_shapes(self._tables))
         self._kernel = (
             compiled_step_kernel(self._rules, self.device, shapes)
             if compile
@@ -1558,57 +1072,14 @@ class StockTradingVecEnv:
             tradable=data.tradable.to(torch.bool).contiguous(),
             obs=obs,
             guard=guard,
-            **self._cost_tables(),
+            market=market_tables(
+                data, self.config.costs, self.config.action_mode == "weights", self.bars_per_day, self.device
+            ),
             # a panel whose stocks never leave the index (or without membership) keeps the step as it was
             reducible=data.reducible.contiguous()
             if data.reducible is not None and bool(data.reducible.any())
             else None,
         )
-
-    def _cost_tables(self) -> dict[str, Tensor | None]:
-        """The per-bar tables of `CostModel`'s terms (None for a term that is off).
-
-        The trailing estimates (the high-low half-spread, the impact's volatility and
-        volume) also read the bars before the panel's first (`MarketData.lookback`, a
-        period's earlier bars), so that the first bars of a validation or test period are
-        charged like the others, not as if nothing had traded before them."""
-        data, costs = self.data, self.config.costs
-        terms = costs.terms()
-        windows = [costs.spread_window + 1] if terms.spread and costs.spread_model == "high_low" else []
-        if terms.impact:
-            windows.append(costs.impact_window_days * self.bars_per_day + 1)
-        features, earlier = data.features_with_lookback(max(windows, default=0))
-
-        def column(name: str) -> Tensor:
-            data.feature(name)  # a missing feature raises the panel's own error
-            return features[:, :, data.feature_names.index(name)]
-
-        half_spread = None
-        if terms.spread and costs.spread_model == "high_low":
-            half_spread = (
-                abdi_ranaldo_half_spread(column("high"), column("low"), column("close"), costs.spread_window)[earlier:]
-                .mul(costs.spread_scale)
-                .clamp_max(1.0)
-                .float()
-                .double()
-                .contiguous()
-            )
-        elif terms.spread:
-            per_ticker = costs.spread_model == "per_ticker"
-            bps = costs.spread_bps_per_ticker if per_ticker else (costs.spread_bps,) * self.num_stocks
-            half_spread = torch.tensor([bps], dtype=torch.float64, device=self.device) * 1e-4
-        impact = None
-        if terms.impact:
-            window = costs.impact_window_days * self.bars_per_day
-            impact = impact_coefficient(column("close"), column("volume"), window, costs.impact_eta)[earlier:]
-            impact = impact.float().double().contiguous()
-        fill_cap = None
-        if terms.participation:
-            fill_cap = data.volume.double().clamp_min(0.0) * costs.participation
-            if self.config.action_mode == "shares":
-                fill_cap = torch.floor(fill_cap)
-            fill_cap = fill_cap.contiguous()
-        return {"half_spread": half_spread, "impact": impact, "fill_cap": fill_cap}
 
     # ------------------------------------------------------------------ state views
     def _require_reset(self) -> _State:
@@ -1722,7 +1193,7 @@ class StockTradingVecEnv:
         `buys` are orders in shares, [B, N] (>= 0), for any B accounts holding `cash`
         [B], priced at `price` [N] or [B, N] (the fill's open is not known at bar t: the
         caller's estimate, such as bar t's close). As the step cuts purchases
-        (`_buys_within_cash`), every order is cut by one common factor so that its whole
+        (`market_envs.fill._buys_within_cash`), every order is cut by one common factor so that its whole
         bill (the commission with its minimum and fee per share, half-spread and impact,
         from bar t+1's rows of the cost tables, which read bars <= t only) fits the cash,
         and whole shares in shares mode are rounded down. The participation cap and the
@@ -1732,7 +1203,7 @@ class StockTradingVecEnv:
         A strategy that sizes its purchases with it sends none that the cash cannot pay
         at its estimated price (`trader.backtesting.strategies.BuyAndHold`).
         """
-        return within_cash(buys, cash, price, t + 1, self._tables, self._rules)
+        return within_cash(buys, cash, price, t + 1, self._tables.market, self._rules.fill)
 
     def set_pace(self, trade_rate: Tensor | None = None, no_trade_band: Tensor | None = None) -> None:
         """Give each sub-environment its own trade rate and/or no-trade band (float [E] each),
@@ -1790,9 +1261,9 @@ class StockTradingVecEnv:
     def fill_costs(self, before: Tensor, after: Tensor, bars: Tensor) -> dict[str, Tensor]:
         """Each stock's value traded and costs by term of the fills that took holdings from
         `before` to `after` at the open of `bars` (`fill_costs`; a trade list's rows)."""
-        return fill_costs(
-            before.to(self.device), after.to(self.device), bars.to(self.device), self._tables, self._rules
-        )
+        tables, rules = self._tables, self._rules
+        before, after, bars = before.to(self.device), after.to(self.device), bars.to(self.device)
+        return fill_costs(before, after, bars, tables.open, tables.market, rules.fill)
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Advance every sub-environment by one bar.

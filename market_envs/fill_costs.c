@@ -1,6 +1,6 @@
-/* The fill with the terms of CostModel, by hand for the CPU (market_envs/native.py builds it).
+/* The fill with the terms of CostModel, by hand for the CPU (market_envs/fill.py builds it).
 
-   The same rules as `_fill_with_costs` in market_envs/env.py, which stays the kernel on CUDA
+   The same rules as `_fill_with_costs` in market_envs/fill.py, which stays the kernel on CUDA
    and wherever this one cannot be built; tests/test_native_fill.py holds the two equal on
    random orders with each combination of terms, and the env's reference tests hold this one
    to tests/reference_env.py. Written by hand for speed: the rules need about 14 sums per
@@ -170,7 +170,7 @@ static inline __attribute__((always_inline)) void fill_rows(
 }
 
 /* Bit k of `terms`: which version of `fill_rows` runs. The bits are those of `TERM_FLAGS` in
-   market_envs/native.py, set from `CostModel.terms` (tests/test_native_fill.py holds the two equal);
+   market_envs/fill.py, set from `CostModel.terms` (tests/test_native_fill.py holds the two equal);
    a table's bit is set exactly when its pointer is not NULL. */
 enum {
     TERM_SPREAD = 1,
@@ -180,7 +180,7 @@ enum {
     TERM_WEIGHTS_MODE = 16,
 };
 
-/* The interface is declared once, in market_envs/native.py (`INTERFACE`), which generates the ctypes
+/* The interface is declared once, in market_envs/fill.py (`INTERFACE`), which generates the ctypes
    types, the operator's schema and the call; tests/test_native_fill.py reads this signature and fails
    when it differs from the declaration. */
 void fill_with_costs(int64_t num_envs, int64_t n, const double *sells, const double *buys, const double *price,

@@ -45,7 +45,8 @@ import torch
 from torch import Tensor
 from torch.utils._pytree import tree_map
 
-from market_envs.env import PER_ENV_TABLES, StockTradingVecEnv, _compile_options, _step_kernel, own_code, within_cash
+from market_envs.env import PER_ENV_TABLES, StockTradingVecEnv, _compile_options, _step_kernel, own_code
+from market_envs.fill import within_cash
 from market_envs.errors import UserError
 
 DEFAULT_BLOCK = 256
@@ -163,19 +164,20 @@ def _chunk(
 
 
 def _cut(tables: Any, bars: Tensor, num_bars: int) -> Any:
-    """The rows `bars` of every per-bar table (a [1, N] table, the same every bar, stays; the
-    per-sub-environment tables, `PER_ENV_TABLES`, stay whole even when E equals T)."""
-    return tables._replace(
-        **{
-            name: table.index_select(0, bars)
-            for name, table in tables._asdict().items()
-            if name not in PER_ENV_TABLES and table is not None and table.shape[0] == num_bars
-        }
-    )
+    """The rows `bars` of every per-bar table, in nested tables too (the cost terms' tables,
+    `market_envs.fill.Market`); a [1, N] table, the same every bar, stays; the
+    per-sub-environment tables, `PER_ENV_TABLES`, stay whole even when E equals T."""
+    cut = {}
+    for name, table in tables._asdict().items():
+        if isinstance(table, tuple):
+            cut[name] = _cut(table, bars, num_bars)
+        elif name not in PER_ENV_TABLES and table is not None and table.shape[0] == num_bars:
+            cut[name] = table.index_select(0, bars)
+    return tables._replace(**cut)
 
 
 def _within_cash(buys: Tensor, cash: Tensor, *, price: Tensor, t1: Tensor, tables: Any, rules: Any) -> Tensor:
-    return within_cash(buys, cash, price, t1, tables, rules)
+    return within_cash(buys, cash, price, t1, tables.market, rules.fill)
 
 
 _CHUNKS: dict[tuple, Callable] = {}

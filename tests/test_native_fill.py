@@ -1,4 +1,4 @@
-"""market_envs.native: the CPU kernel of the fill with costs equals the torch kernels (which CUDA
+"""market_envs.fill: the CPU kernel of the fill with costs equals the torch kernels (which CUDA
 runs), both equal the reference env, its C signature equals the interface declared in Python, and
 a machine that cannot build it falls back to torch.
 
@@ -18,17 +18,17 @@ import torch
 from market_fixtures import random_panel
 from test_env import COST_KEYS, EVERY_COST, PANEL, random_actions, run_against_reference
 
-from market_envs import EnvConfig, StockTradingVecEnv, native
-from market_envs.costs import CostModel
+from market_envs import EnvConfig, StockTradingVecEnv, fill
+from market_envs.costs import CostModel, Terms
 
 
 @pytest.fixture
 def native_kernel():
     """The test runs the C kernel: skipped where MARKET_ENVS_NATIVE=0 turns it off, failed where it
     is on and cannot be built (a machine without a compiler must say so, not pass in silence)."""
-    if not native.enabled():
+    if not fill.native_enabled():
         pytest.skip("MARKET_ENVS_NATIVE=0: the native kernel is turned off")
-    if not native.available():
+    if not fill.native_available():
         pytest.fail(
             "the native kernel could not be built: install a C compiler ($CC, default cc), or set "
             "MARKET_ENVS_NATIVE=0 to run on the torch kernels and skip the tests of the C kernel"
@@ -61,16 +61,16 @@ TERMS = {
 @pytest.fixture
 def torch_kernel(monkeypatch):
     """Envs made in the test take the torch kernels on the CPU, as CUDA does."""
-    monkeypatch.setattr(native, "available", lambda: False)
+    monkeypatch.setattr(fill, "native_available", lambda: False)
 
 
 def _steps(config: EnvConfig, use_native: bool, monkeypatch, compile: bool = False, num_envs: int = 5):
     """The info entries of 30 steps of random orders (fixed starts), native kernel or torch."""
     with monkeypatch.context() as patch:
         if not use_native:
-            patch.setattr(native, "available", lambda: False)
+            patch.setattr(fill, "native_available", lambda: False)
         env = StockTradingVecEnv(VOLUME_PANEL, num_envs, "cpu", replace(config, random_start=False), compile=compile)
-    assert env._rules.native == use_native
+    assert env._rules.fill.native == use_native
     env.reset(seed=0)
     infos = []
     for actions in random_actions(30, num_envs, VOLUME_PANEL.num_tickers, seed=2):
@@ -137,53 +137,53 @@ def test_the_torch_fill_still_equals_the_reference_env(mode, short_selling, torc
         episode_length=25,
         features=("close", "volume"),
     )
-    assert not StockTradingVecEnv(PANEL, 1, "cpu", config)._rules.native
+    assert not StockTradingVecEnv(PANEL, 1, "cpu", config)._rules.fill.native
     run_against_reference(PANEL, 4, config, steps=40, seed=12)
 
 
 def test_only_the_cpu_with_costs_takes_the_native_fill(native_kernel):
-    assert StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))._rules.native
-    assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig())._rules.native  # the flat rate keeps its kernel
+    assert StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))._rules.fill.native
+    assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig())._rules.fill.native  # the flat rate keeps its kernel
 
 
 def test_the_library_is_built_once_per_source_and_reused(tmp_path, native_kernel):
-    first = native.build(tmp_path)
+    first = fill.build_native(tmp_path)
     stamp = first.stat().st_mtime_ns
-    assert native.build(tmp_path) == first and first.stat().st_mtime_ns == stamp
+    assert fill.build_native(tmp_path) == first and first.stat().st_mtime_ns == stamp
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no scratch left behind
 
 
 def test_a_machine_that_cannot_build_it_warns_once_and_keeps_the_torch_fill(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "false")  # a compiler that always fails
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    native.library.cache_clear()
+    fill.native_library.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match="could not be built"):
             env = StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))
         with warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)  # once
             StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))
-        assert not env._rules.native
+        assert not env._rules.fill.native
         env.reset(seed=0)
         env.step(random_actions(1, 2, PANEL.num_tickers, seed=0)[0])
     finally:
-        native.library.cache_clear()
+        fill.native_library.cache_clear()
 
 
 def test_market_envs_native_0_turns_it_off(monkeypatch):
     monkeypatch.setenv("MARKET_ENVS_NATIVE", "0")
-    native.library.cache_clear()
+    fill.native_library.cache_clear()
     try:
-        assert not native.available()
-        assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))._rules.native
+        assert not fill.native_available()
+        assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))._rules.fill.native
     finally:
         monkeypatch.delenv("MARKET_ENVS_NATIVE")
-        native.library.cache_clear()
+        fill.native_library.cache_clear()
 
 
 # --------------------------------------------------------------------- the interface, declared once
 
-SOURCE_TEXT = native.SOURCE.read_text()
+SOURCE_TEXT = fill.C_SOURCE.read_text()
 
 
 def c_signatures(text: str) -> dict[str, list[tuple[str, str]]]:
@@ -202,8 +202,8 @@ def c_signatures(text: str) -> dict[str, list[tuple[str, str]]]:
 
 
 def test_the_c_signature_equals_the_declared_interface():
-    """Names, types and order of fill_costs.c's one exported function = `native.INTERFACE`."""
-    assert c_signatures(SOURCE_TEXT) == {"fill_with_costs": native.c_parameters()}
+    """Names, types and order of fill_costs.c's one exported function = `fill.INTERFACE`."""
+    assert c_signatures(SOURCE_TEXT) == {"fill_with_costs": fill.c_parameters()}
 
 
 def test_a_c_signature_that_differs_from_the_declaration_is_seen():
@@ -211,35 +211,35 @@ def test_a_c_signature_that_differs_from_the_declaration_is_seen():
     retyped = SOURCE_TEXT.replace("const int64_t *bars", "const double *bars")
     assert swapped != SOURCE_TEXT and retyped != SOURCE_TEXT
     for text in (swapped, retyped):
-        assert c_signatures(text)["fill_with_costs"] != native.c_parameters()
+        assert c_signatures(text)["fill_with_costs"] != fill.c_parameters()
 
 
 def test_the_generated_ctypes_and_schema_follow_the_declaration():
-    parameters = native.c_parameters()
-    assert len(native.argtypes()) == len(parameters) == 22
-    assert [t for t, (c, _) in zip(native.argtypes(), parameters, strict=True) if c.endswith("*")] == [
-        native.ctypes.c_void_p
+    parameters = fill.c_parameters()
+    assert len(fill.argtypes()) == len(parameters) == 22
+    assert [t for t, (c, _) in zip(fill.argtypes(), parameters, strict=True) if c.endswith("*")] == [
+        fill.ctypes.c_void_p
     ] * 11
     registered = torch.ops.market_envs.fill_with_costs.default._schema
-    assert [a.name for a in registered.arguments] == [a.name for a in native.OPERATOR_ARGS]
+    assert [a.name for a in registered.arguments] == [a.name for a in fill.OPERATOR_ARGS]
     assert str(registered.arguments[6].type) == "Optional[Tensor]" and str(registered.arguments[-1].type) == "int"
 
 
 def test_the_term_bits_are_the_c_files():
     bits = dict(re.findall(r"\bTERM_(\w+)\s*=\s*(\d+)", SOURCE_TEXT))
     assert {name: int(bit) for name, bit in bits.items()} == {
-        name.upper(): 1 << k for k, name in enumerate(native.TERM_FLAGS)
+        name.upper(): 1 << k for k, name in enumerate(fill.TERM_FLAGS)
     }
 
 
 def test_the_kernels_version_is_read_from_costmodel_terms():
-    every = native.term_flags(EVERY_COST.terms(), weights_mode=False)
+    every = fill.term_flags(EVERY_COST.terms(), weights_mode=False)
     assert every == 0b1111  # spread, impact, participation, commission per order (borrow is charged at the close)
-    assert native.term_flags(CostModel().terms(), weights_mode=True) == 0b10000
-    assert native.term_flags(CostModel(spread_bps=1.0).terms(), weights_mode=False) == 0b1
+    assert fill.term_flags(CostModel().terms(), weights_mode=True) == 0b10000
+    assert fill.term_flags(CostModel(spread_bps=1.0).terms(), weights_mode=False) == 0b1
     assert not CostModel(borrow_rate=0.01).terms().in_fill and CostModel(borrow_rate=0.01).terms().borrow
     env = StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))
-    assert env._rules.native_terms == every and env._rules.has_costs
+    assert env._rules.fill.native_terms == every and env._rules.fill.has_costs
 
 
 def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
@@ -261,9 +261,20 @@ def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
         minimum=0.0,
         max_rate=0.0,
     )
-    holdings, sums = native.fill_with_costs(**arguments, terms=0)
+    holdings, sums = fill.fill_with_costs_c(**arguments, terms=0)
     assert torch.equal(holdings, orders) and torch.equal(sums[0], torch.ones(e, dtype=torch.float64))
     with pytest.raises(ValueError, match="do not match the tables"):
-        native.fill_with_costs(**arguments, terms=0b1)  # a half-spread without its table
+        fill.fill_with_costs_c(**arguments, terms=0b1)  # a half-spread without its table
     with pytest.raises(TypeError, match="unexpected keyword argument .per_order."):
-        native.fill_with_costs(**arguments, terms=0, per_order=True)
+        fill.fill_with_costs_c(**arguments, terms=0, per_order=True)
+
+
+def test_every_term_in_the_fill_has_its_bit_in_the_c_kernels_version():
+    """A term of `Terms` that the fill charges (`Terms.in_fill`) without a bit in `TERM_FLAGS` would
+    leave the C kernel's version blind to it; a term charged elsewhere (the borrow fee, at the
+    close) has none."""
+    for name in Terms._fields:
+        alone = Terms(**{field: field == name for field in Terms._fields})
+        assert (name in fill.TERM_FLAGS) == alone.in_fill, name
+        if alone.in_fill:
+            assert fill.term_flags(alone, weights_mode=False) == 1 << fill.TERM_FLAGS.index(name)

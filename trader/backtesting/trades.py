@@ -2,7 +2,7 @@
 
 A strategy's per-bar positions say what it held after each bar's fill; the difference
 between two bars is the fill at the later bar's open. Each fill is valued and charged by
-the env's own cost functions (`market_envs.env.fill_costs`), so the list sums to the
+the env's own cost functions (`market_envs.fill.fill_costs`), so the list sums to the
 report: its values to the strategy's traded value, its commission, spread and impact
 to the report's cost breakdown (the borrow fee is charged on a position at the close,
 not on a fill, and is not in the list). Computed once after the backtest, from the
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from market_envs.env import FILL_PARTS
+from market_envs.fill import FILL_PARTS
 
 COLUMNS = ("timestamp", "ticker", "side", "shares", "price", *FILL_PARTS)
 """The columns of a trade list, one row per fill of one ticker."""
