@@ -129,8 +129,9 @@ def backtest(
     """Each agent (and the two oracles when `oracles`) under `MODEL` over `period`: net Sharpe, turnover
     per day (x capital), costs in bp of the value traded and of the capital, net return."""
     named = cost_model(MODEL)
+    capital = rules.initial_cash  # CAPITAL, or `--env-set initial_cash=...`
     config = BacktestConfig(
-        initial_cash=CAPITAL, policy_env=rules, record_positions="day", tear_sheet=False
+        initial_cash=capital, policy_env=rules, record_positions="day", tear_sheet=False
     ).with_costs(named)
     baselines = ["oracle", "oracle_costs"] if oracles else []
     result = run_backtest(data, agents, baselines=baselines, period=period, config=config)
@@ -140,9 +141,9 @@ def backtest(
         rows[name] = {
             "sharpe": float(result.metrics.loc[name, "sharpe_ratio"]),
             "net_return": float(result.metrics.loc[name, "cum_returns_final"]),
-            "turnover": float(series["traded_value"].sum()) / CAPITAL / result.period.days,
+            "turnover": float(series["traded_value"].sum()) / capital / result.period.days,
             "costs_bps": costs["costs_bps"] if costs["costs_bps"] is not None else 0.0,
-            "costs_capital_bps": float(series["costs"].sum()) / CAPITAL * 1e4,
+            "costs_capital_bps": float(series["costs"].sum()) / capital * 1e4,
             "unfilled": costs["unfilled_share"] or 0.0,
             "label": result.strategies[name].label,
         }
@@ -315,7 +316,7 @@ def main(argv: list[str]) -> int:
     full, null = load(DATASET), load(NULL_DATASET)
     header = (
         f"learning under costs: {DATASET} ({full.num_tickers} tickers, train {full.period('train').num_bars} bars), "
-        f"model {MODEL}, capital {CAPITAL:,.0f}; PPO {args.ppo_steps:,} steps, off-policy {args.offpolicy_steps:,} "
+        f"model {MODEL}, capital {training_rules(full, True, env_set).initial_cash:,.0f}; PPO {args.ppo_steps:,} steps, off-policy {args.offpolicy_steps:,} "
         f"steps, {args.num_envs} envs; env-set {env_set}, algo-set {algo_set}; rules "
         f"{ {k: v for k, v in vars(training_rules(full, True, env_set)).items() if k in ('weights_map', 'trade_rate', 'no_trade_band', 'band_scope')} }; "
         f"{platform.platform()}, torch {torch.__version__}, load {os.getloadavg()[0]:.1f}"
