@@ -442,6 +442,7 @@ def test_the_oracle_baseline_trades_the_planted_rule_and_needs_an_edge() -> None
         run_backtest(plain, baselines=["oracle"], config=QUIET)
 
 
+@pytest.mark.slow
 def test_the_oracle_under_costs_trades_the_rule_through_the_rate_or_band_best_on_the_training_period() -> None:
     """ "oracle_costs": the rule's weights as the aim, through the candidate rate or band whose net Sharpe
     on the training period is the highest; every candidate is the rule traded alone through it."""

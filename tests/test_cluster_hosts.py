@@ -197,6 +197,7 @@ def test_a_lab_whose_process_died_is_swept_and_a_live_one_kept(tmp_path: Path) -
     assert leftovers(lab.tag) == []
 
 
+@pytest.mark.slow
 def test_a_tls_tournament_runs_pods_on_two_namespace_hosts_and_refuses_strangers(setup, tmp_path: Path) -> None:
     root, recipe, ours, theirs = setup
     data_dir = root / "data"

@@ -40,6 +40,7 @@ def _shared_data_dir(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
 
 
+@pytest.mark.slow
 def test_the_demo_runs_tournament_baseline_and_backtest_into_one_run_dir(tmp_path: Path, capsys) -> None:
     recipe = tmp_path / "tiny.toml"
     recipe.write_text(TINY_EDGE_RECIPE)

@@ -78,6 +78,7 @@ def _train_ppo(train, seed: int):
     return agent
 
 
+@pytest.mark.slow
 def test_ppo_beats_random_and_equal_weight_on_a_strong_edge(market):
     check = _learning_check()
     full = market

@@ -146,6 +146,7 @@ def test_only_the_cpu_with_costs_takes_the_native_fill(native_kernel):
     assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig())._rules.fill.native  # the flat rate keeps its kernel
 
 
+@pytest.mark.slow
 def test_the_library_is_built_once_per_source_and_reused(tmp_path, native_kernel):
     first = fill.build_native(tmp_path)
     stamp = first.stat().st_mtime_ns

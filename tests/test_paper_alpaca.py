@@ -126,6 +126,7 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     }
 
 
+@pytest.mark.slow
 def test_30_bars_reconcile_exactly_with_the_servers_account(market, run) -> None:
     server = BrokerServer(market, "2020-11-25 15:45", cash=100_000.0)
     with server.running():

@@ -115,6 +115,7 @@ def test_a_rerun_of_a_changed_data_set_is_refused(tour_edge: str, tmp_path: Path
     assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow
 def test_the_readme_python_tour_prints_the_numbers_of_its_cli_column(tour_edge: str, tmp_path: Path, capsys) -> None:
     """README, "A five-minute tour": the Python snippet (at a tiny budget) and the commands
     of its table train the same weights and backtest the same test period under the same

@@ -126,6 +126,7 @@ def test_rollout_equals_the_step_by_step_pass_with_every_cost_term(traced, netwo
         torch.testing.assert_close(got[key], want[key], rtol=1e-7, atol=1e-3, msg=key)
 
 
+@pytest.mark.slow
 def test_snapshots_in_one_pass_equal_their_passes_one_by_one(traced) -> None:
     """S agents of one architecture stacked: row s of one pass is agent s's own pass."""
     agents = [_agent("ppo", "mlp", seed=s) for s in range(3)]
@@ -154,6 +155,7 @@ def test_agents_given_one_by_one_are_stacked_into_one_program(network: str, norm
     assert len(flat) == len(want) and all(torch.equal(a, b) for a, b in zip(flat, want, strict=True))
 
 
+@pytest.mark.slow
 def test_a_backtest_decides_agents_of_one_architecture_in_one_program(traced, monkeypatch) -> None:
     """Agents given as separate strategies (checkpoints of one run, say) are one program in the
     chunked backtest, and each one's series is its own backtest's."""

@@ -96,6 +96,7 @@ def check_consistent(run_dir: Path, pods: int) -> pd.DataFrame:
     return frame
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_pod_costs_no_pod(local_cluster, shared, tmp_path: Path) -> None:
     cluster, client = local_cluster
     run_dir = tmp_path / "killed"
@@ -178,6 +179,7 @@ def test_a_killed_orchestrator_resumes_without_rerunning_finished_pods(local_clu
     assert all(submitted[pod] == 1 for pod in before)  # finished before the kill: never resubmitted
 
 
+@pytest.mark.slow
 def test_a_worker_that_joins_mid_run_receives_pods(local_cluster, shared, tmp_path: Path) -> None:
     cluster, client = local_cluster
     run_dir = tmp_path / "elastic"
@@ -200,6 +202,7 @@ def test_a_worker_that_joins_mid_run_receives_pods(local_cluster, shared, tmp_pa
     client.wait_for_workers(2, timeout=30)
 
 
+@pytest.mark.slow
 def test_one_worker_and_one_seed_give_the_same_leaderboard_twice(shared, tmp_path: Path) -> None:
     os.environ["PODRACER_DATA_DIR"] = str(shared[0])
     with (
