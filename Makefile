@@ -67,7 +67,7 @@ dashboard: $(VENV)/.installed-dev
 screenshots: $(VENV)/.installed-dev chromium
 	$(PY) tools/dashboard_screenshots.py $(RUNS) --out docs/img
 
-# RLlib baselines (`trader baselines --libraries rllib`): Ray pins its own gymnasium,
+# RLlib baselines (`trader baselines RUN_DIR --baselines rllib`): Ray pins its own gymnasium,
 # so RLlib gets an environment of its own with the same torch and this package; the
 # two exchange files only (trader/libraries/rllib.py).
 RLLIB_VENV := .venv-rllib

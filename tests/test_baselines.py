@@ -57,9 +57,9 @@ def built(tmp_path_factory, recipe: Path) -> Path:
         [
             "baselines",
             str(run_dir),
-            "--libraries",
+            "--baselines",
             "sb3,finrl",
-            "--algos",
+            "--baseline-algos",
             "ppo",
             "--steps",
             "300",
@@ -334,10 +334,10 @@ def test_a_crashing_baseline_is_reported_and_the_others_still_run(built: Path, t
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--libraries", "keras"], "unknown library"),
-        (["--libraries", "rllib"], "RLlib is not installed"),
-        (["--libraries", "rllib", "--algos", "td3"], "RLlib baselines take ppo, sac"),
-        (["--algos", "dqn"], "unknown algorithm"),
+        (["--baselines", "keras"], "unknown library"),
+        (["--baselines", "rllib"], "RLlib is not installed"),
+        (["--baselines", "rllib", "--baseline-algos", "td3"], "RLlib baselines take ppo, sac"),
+        (["--baseline-algos", "dqn"], "unknown algorithm"),
         (["--steps", "10", "--time-budget", "1m"], "not both"),
         (["--time-budget", "ten minutes"], "--time-budget must be a duration"),
         (["--seeds", "0"], "--seeds must be at least 1"),

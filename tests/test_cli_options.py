@@ -118,7 +118,7 @@ OPTIONS: dict[str, dict[str, str]] = {
     },
     "baselines": {
         "run_dir": ACTS,
-        "--libraries": ACTS,
+        "--baselines": ACTS,
         "--steps": ACTS,
         "--time-budget": ACTS,
         "--seeds": ACTS,
@@ -128,8 +128,8 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--costs": ACTS,
         "--cost-set": "refused without --costs",
         "--overwrite": ACTS,
-        "--algos": "sb3, sb3-dummy, rllib only",
-        "--preset": "sb3, sb3-dummy only",
+        "--baseline-algos": "sb3, sb3-dummy, rllib only",
+        "--hyperparameters": "sb3, sb3-dummy only",
         "--num-envs": "sb3, sb3-dummy, finrl only",
         "--eval-every": "sb3, sb3-dummy, rllib only",
         "--windows": "finrl only",
@@ -233,7 +233,7 @@ OPTIONS: dict[str, dict[str, str]] = {
                 "--commission",
                 "--preset",
                 "--extra-costs",
-                "--libraries",
+                "--baselines",
                 "--snapshot-every",
                 "--seed",
                 "--device",
@@ -280,7 +280,6 @@ def test_every_option_of_every_command_is_accounted_for() -> None:
 # ------------------------------------------------------------------ one grammar: shared options, RUN_DIR first
 
 DIFFERS = {
-    "--algos": "baselines: SB3's algorithms (a2c, ddpg too); tournament, walkforward: the pods' (issue 41 names it)",
     "--config": "train, walkforward: algo config keys; tournament: tournament keys",
     "--env": "train: the env trained on; tournament: each pod's",
     "--eval-every": "one learner's validations; baselines: SB3's (its help names the libraries)",
@@ -289,8 +288,10 @@ DIFFERS = {
     "--pod-steps": "the demo and the experiment have their own defaults (a 3-minute run; the paper's)",
     "--population": "walkforward: per fold",
     "--time-budget": "tournament: its own; walkforward: per fold; baselines: per learner",
-    "--preset": "baselines: SB3's hyperparameters, not market rules (issue 41 names it); experiment: market-costs",
-    "--libraries": "experiment podracer runs all three by default",
+    "--algos": "walkforward: the pods' algorithms with --learner tournament only (its help says so)",
+    "--baseline-algos": "walkforward: SB3's only (its folds take no RLlib)",
+    "--preset": "experiment: market-costs by default (the paper's 0.2% a trade)",
+    "--baselines": "baselines: sb3 by default; walkforward: none unless asked; experiment: all three (the paper's table)",
     "--minutes": "demo: the tournament's budget; experiment: each learner's",
     "--output": "baselines: refused with --no-backtest, so its default is None",
     "--overwrite": "what is replaced: a run, a report, a baseline",
@@ -468,14 +469,20 @@ REFUSED = [
     ([*TOURNAMENT_GYM, "--device", "cpu", "--gpus", "all"], "--gpus runs the pods on cuda"),
     ([*TOURNAMENT_GYM, "--tls-ca", "ca.pem"], "--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler"),
     # trader baselines
-    (["baselines", "RUN", "--libraries", "finrl", "--algos", "sac"], "--algos applies to sb3, sb3-dummy, rllib"),
-    (["baselines", "RUN", "--libraries", "finrl", "--preset", "finrl"], "--preset applies to sb3, sb3-dummy"),
     (
-        ["baselines", "RUN", "--libraries", "finrl", "--eval-every", "100"],
+        ["baselines", "RUN", "--baselines", "finrl", "--baseline-algos", "sac"],
+        "--baseline-algos applies to sb3, sb3-dummy, rllib",
+    ),
+    (
+        ["baselines", "RUN", "--baselines", "finrl", "--hyperparameters", "finrl"],
+        "--hyperparameters applies to sb3, sb3-dummy",
+    ),
+    (
+        ["baselines", "RUN", "--baselines", "finrl", "--eval-every", "100"],
         "--eval-every applies to sb3, sb3-dummy, rllib",
     ),
-    (["baselines", "RUN", "--libraries", "rllib", "--num-envs", "4"], "--num-envs applies to sb3, sb3-dummy, finrl"),
-    (["baselines", "RUN", "--libraries", "sb3", "--windows", "2"], "--windows applies to finrl"),
+    (["baselines", "RUN", "--baselines", "rllib", "--num-envs", "4"], "--num-envs applies to sb3, sb3-dummy, finrl"),
+    (["baselines", "RUN", "--baselines", "sb3", "--windows", "2"], "--windows applies to finrl"),
     (["baselines", "RUN", "--no-backtest", "--no-tear-sheet"], "--tear-sheet and --output apply to the backtest"),
     (["baselines", "RUN", "--no-backtest", "--output", "json"], "--tear-sheet and --output apply to the backtest"),
     # trader paper
@@ -729,8 +736,8 @@ def test_one_list_parser_names_the_option_and_its_choices() -> None:
     )
     with pytest.raises(UserError, match=r"^--algos: unknown algorithm\(s\) \['dqn'\]; choose from ppo, sac$"):
         names("ppo,dqn", "--algos", choices=("ppo", "sac"), what="algorithm")
-    with pytest.raises(UserError, match="^--libraries needs at least one name$"):
-        names(" , ", "--libraries", required=True)
+    with pytest.raises(UserError, match="^--baselines needs at least one name$"):
+        names(" , ", "--baselines", required=True)
     commands_text = "".join(
         path.read_text()
         for path in (Path(__file__).parents[1] / "trader" / "app" / "cli").glob("*.py")

@@ -153,7 +153,7 @@ class ExperimentConfig:
             raise UserError(f"--preset: unknown preset {self.preset!r}; choose {', '.join(PRESETS)}")
         unknown = [name for name in self.libraries if name not in LIBRARIES]
         if unknown:
-            raise UserError(f"--libraries: unknown {unknown}; choose from {', '.join(LIBRARIES)}")
+            raise UserError(f"--baselines: unknown {unknown}; choose from {', '.join(LIBRARIES)}")
 
     @property
     def seconds(self) -> float | None:

@@ -31,7 +31,7 @@ from trader.errors import UserError
 LIBRARIES = ("sb3", "sb3-dummy", "finrl", "rllib")
 """``sb3``: SB3 on `SB3VecEnv` over our batched env; ``sb3-dummy``: SB3 on
 `GymStockTradingEnv`s in SB3's `DummyVecEnv` (how SB3 and FinRL users run it);
-``finrl``: FinRL's ensemble strategy (its own three learners, ``--algos`` does not
+``finrl``: FinRL's ensemble strategy (its own three learners, ``--baseline-algos`` does not
 apply); ``rllib``: RLlib PPO and SAC, in RLlib's own environment (``make rllib``)."""
 
 LABELS = {"sb3": "SB3", "sb3-dummy": "SB3", "finrl": "FinRL", "rllib": "RLlib"}
@@ -195,7 +195,7 @@ def _jobs(libraries: Sequence[str], algos: Sequence[str], seeds: int | Sequence[
         raise UserError(f"seeds must be non-negative integers, got {seeds}")
     if "rllib" in libraries:
         if not set(algos) & set(rllib.ALGOS):
-            raise UserError(f"RLlib baselines take {', '.join(rllib.ALGOS)}; --algos gives none of them")
+            raise UserError(f"RLlib baselines take {', '.join(rllib.ALGOS)}; --baseline-algos gives none of them")
         rllib.rllib_python()  # not installed: say how, before any training
     if set(libraries) - {"rllib"}:
         sb3_version()  # these train through SB3: say how to install it now, not after the first job

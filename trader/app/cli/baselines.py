@@ -29,8 +29,8 @@ from trader.errors import UserError
 
 
 APPLIES = {
-    "--algos": ("sb3", "sb3-dummy", "rllib"),
-    "--preset": ("sb3", "sb3-dummy"),
+    "--baseline-algos": ("sb3", "sb3-dummy", "rllib"),
+    "--hyperparameters": ("sb3", "sb3-dummy"),
     "--num-envs": ("sb3", "sb3-dummy", "finrl"),
     "--eval-every": ("sb3", "sb3-dummy", "rllib"),
     "--windows": ("finrl",),
@@ -39,13 +39,23 @@ APPLIES = {
 learners and hyperparameters and validates each once; RLlib steps one env of its own)."""
 
 
+OPTION = {
+    "algos": "--baseline-algos",
+    "preset": "--hyperparameters",
+    "num_envs": "--num-envs",
+    "eval_every": "--eval-every",
+    "windows": "--windows",
+}
+"""Each `check_applies` keyword's option."""
+
+
 def check_applies(libraries: list[str], **given: object) -> None:
     """Refuse an option given for libraries none of which it acts on (one line, exit code 2)."""
     for key, value in given.items():
-        option = "--" + key.replace("_", "-")
+        option = OPTION[key]
         if value is not None and not set(APPLIES[option]) & set(libraries):
             raise UserError(
-                f"{option} applies to {', '.join(APPLIES[option])}, not to --libraries {','.join(libraries)}"
+                f"{option} applies to {', '.join(APPLIES[option])}, not to --baselines {','.join(libraries)}"
             )
 
 
@@ -57,14 +67,14 @@ def baselines_command(
     libraries: Annotated[
         str,
         typer.Option(
-            "--libraries",
+            "--baselines",
             help="Comma-separated: sb3 (on our batched env), sb3-dummy (GymStockTradingEnv in DummyVecEnv), finrl (FinRL's ensemble strategy).",
         ),
     ] = "sb3",
     algos: Annotated[
         str | None,
         typer.Option(
-            "--algos",
+            "--baseline-algos",
             help="sb3, sb3-dummy: ppo, sac, td3, a2c, ddpg; rllib: ppo, sac (default ppo; finrl uses its own A2C, PPO, DDPG).",
         ),
     ] = None,
@@ -80,7 +90,7 @@ def baselines_command(
     preset: Annotated[
         str | None,
         typer.Option(
-            "--preset",
+            "--hyperparameters",
             help="sb3, sb3-dummy: SB3's hyperparameters, sb3 (SB3's defaults; the default) or finrl (FinRL's published ones).",
         ),
     ] = None,
@@ -130,7 +140,7 @@ def baselines_command(
         raise UserError(f"--output must be table or json, got {output!r}")
     if (num_envs is not None and num_envs < 1) or (eval_every is not None and eval_every < 0):
         raise UserError("--num-envs must be at least 1 and --eval-every at least 0")
-    chosen = list(names(libraries, "--libraries", required=True, lower=True))
+    chosen = list(names(libraries, "--baselines", required=True, lower=True))
     check_applies(chosen, algos=algos, preset=preset, num_envs=num_envs, eval_every=eval_every, windows=windows)
     if not backtest and (tear_sheet is not None or output is not None):
         raise UserError("--tear-sheet and --output apply to the backtest; drop them or --no-backtest")
@@ -140,7 +150,7 @@ def baselines_command(
     result = baselines(
         run_dir,
         chosen,
-        list(names(algos or "ppo", "--algos", required=True, lower=True)),
+        list(names(algos or "ppo", "--baseline-algos", required=True, lower=True)),
         steps=steps,
         time_budget=seconds,
         seeds=seeds,

@@ -65,7 +65,7 @@ def podracer(
     libraries: Annotated[
         str,
         typer.Option(
-            "--libraries",
+            "--baselines",
             help="Baseline libraries, comma-separated: sb3, finrl, rllib (RLlib where .venv-rllib exists).",
         ),
     ] = "sb3,finrl,rllib",
@@ -98,7 +98,7 @@ def podracer(
         **({} if commission is None else {"cost": commission}),
         preset=preset,  # default: the paper's 0.2%
         extra_costs=models,
-        libraries=names(libraries, "--libraries"),
+        libraries=names(libraries, "--baselines"),
         snapshot_every=snapshot_every,
         seed=seed or 0,
         device=device or "cpu",
