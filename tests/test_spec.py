@@ -112,6 +112,28 @@ def test_costs_reach_the_env_as_the_same_cost_model_object(tmp_path: Path, envs_
     assert recorded["cost_model"] == model.name == "institutional (participation=0.05)"
 
 
+def test_train_hands_its_start_up_the_config_it_wrote_without_reading_it_back(tmp_path: Path, no_round_trips) -> None:
+    """`trader train` prints the run's settings from the values it holds: config.toml is written, not read."""
+    code = main(
+        ["train", str(tmp_path / "run"), "--algo", "ppo", "--dataset", str(write_tiny_recipe(tmp_path))]
+        + ["--steps", "32", "--num-envs", "2", "--eval-every", "0"]
+    )
+    assert code == 0 and (tmp_path / "run" / rundir.CONFIG).is_file()
+    assert tmp_path / "run" / rundir.CONFIG not in no_round_trips
+
+
+def test_the_values_handed_to_on_start_are_what_config_toml_reads_back(tmp_path: Path) -> None:
+    import trader
+
+    handed: list[dict] = []
+    recipe = write_tiny_recipe(tmp_path)
+    config = {"num_steps": 16, "update_epochs": 1, "num_minibatches": 2, "hidden_sizes": [8]}
+    trader.train(
+        "ppo", str(recipe), config, tmp_path / "run", steps=32, num_envs=2, eval_every=0, on_start=handed.append
+    )
+    assert handed == [rundir.read_toml(tmp_path / "run" / rundir.CONFIG)]
+
+
 def test_market_spec_sets_a_rate_or_a_model_on_the_rules_as_objects() -> None:
     named = cost_model("retail")
     spec = market_spec("tiny-recipe-by-name", {"action_mode": "weights"}, costs=named)

@@ -217,11 +217,12 @@ def train(
     if overwrite:
         rundir.clear_run(root)
     (root / rundir.CHECKPOINTS).mkdir(parents=True, exist_ok=True)
-    rundir.write_toml(root / rundir.CONFIG, resolved)
+    written = rundir.toml_ready(resolved)  # config.toml's values, as a reader of the file gets them
+    rundir.write_toml(root / rundir.CONFIG, written)
     if envs.dataset_card is not None:
         rundir.write_json(root / rundir.DATASET, envs.dataset_card)
     if on_start is not None:
-        on_start(rundir.read_toml(root / rundir.CONFIG))
+        on_start(written)
     rows = _loop(runner, envs, steps, eval_every, on_iteration, root, time_budget, snapshot_every)
     frame = pd.DataFrame(rows)
     rundir.write_parquet(root / rundir.METRICS, frame)
