@@ -288,10 +288,6 @@ DIFFERS = {
     "--pod-steps": "the demo and the experiment have their own defaults (a 3-minute run; the paper's)",
     "--population": "walkforward: per fold",
     "--time-budget": "tournament: its own; walkforward: per fold; baselines: per learner",
-    "--algos": "walkforward: the pods' algorithms with --learner tournament only (its help says so)",
-    "--baseline-algos": "walkforward: SB3's only (its folds take no RLlib)",
-    "--preset": "experiment: market-costs by default (the paper's 0.2% a trade)",
-    "--baselines": "baselines: sb3 by default; walkforward: none unless asked; experiment: all three (the paper's table)",
     "--minutes": "demo: the tournament's budget; experiment: each learner's",
     "--output": "baselines: refused with --no-backtest, so its default is None",
     "--overwrite": "what is replaced: a run, a report, a baseline",
@@ -473,10 +469,7 @@ REFUSED = [
         ["baselines", "RUN", "--baselines", "finrl", "--baseline-algos", "sac"],
         "--baseline-algos applies to sb3, sb3-dummy, rllib",
     ),
-    (
-        ["baselines", "RUN", "--baselines", "finrl", "--hyperparameters", "finrl"],
-        "--hyperparameters applies to sb3, sb3-dummy",
-    ),
+    (["baselines", "RUN", "--baselines", "finrl", "--hyperparameters", "finrl"], "--hyperparameters applies to sb3"),
     (
         ["baselines", "RUN", "--baselines", "finrl", "--eval-every", "100"],
         "--eval-every applies to sb3, sb3-dummy, rllib",
@@ -522,6 +515,33 @@ def test_an_option_that_would_do_nothing_is_refused(argv: list[str], message: st
     argv = [str(tmp_path / "run") if a == "RUN" else a for a in argv]
     exits_2(argv, capsys, message)
     assert not (tmp_path / "run").exists()  # refused before any work
+
+
+@pytest.mark.parametrize(
+    "old",
+    [
+        ["--preset", "finrl"],  # SB3's hyperparameters are --hyperparameters; --preset is market rules
+        ["--libraries", "sb3"],
+        ["--algos", "ppo"],
+    ],
+)
+def test_trader_baselines_refuses_its_old_spellings(old: list[str], tmp_path: Path, capsys) -> None:
+    """One name, one meaning: the old spellings of ``--hyperparameters``, ``--baselines`` and
+    ``--baseline-algos`` are unknown options (exit code 2), never read with another meaning."""
+    assert main(["baselines", str(tmp_path / "run"), *old]) == 2
+    assert f"No such option: {old[0]}" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_baselines_and_walkforward_take_one_spelling_of_the_baselines() -> None:
+    params = command_params()
+    for flag in ("--baselines", "--baseline-algos"):
+        assert {c for c, ps in params.items() if any(p.opts[0] == flag for p in ps)} == {
+            "baselines",
+            "walkforward",
+            "experiment podracer",
+        } - ({"experiment podracer"} if flag == "--baseline-algos" else set())
+    assert not any(p.opts[0] in ("--libraries", "--sb3-preset") for ps in params.values() for p in ps)
 
 
 # ------------------------------------------------------------------ the combinations the issue found ignored act now

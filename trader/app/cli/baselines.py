@@ -17,6 +17,8 @@ import typer
 
 from trader.app.cli.root import app
 from trader.app.cli.options import (
+    BaselineAlgosOption,
+    BaselinesOption,
     CostSetOption,
     CostsOption,
     DatasetOption,
@@ -39,20 +41,10 @@ APPLIES = {
 learners and hyperparameters and validates each once; RLlib steps one env of its own)."""
 
 
-OPTION = {
-    "algos": "--baseline-algos",
-    "preset": "--hyperparameters",
-    "num_envs": "--num-envs",
-    "eval_every": "--eval-every",
-    "windows": "--windows",
-}
-"""Each `check_applies` keyword's option."""
-
-
 def check_applies(libraries: list[str], **given: object) -> None:
     """Refuse an option given for libraries none of which it acts on (one line, exit code 2)."""
     for key, value in given.items():
-        option = OPTION[key]
+        option = "--" + key.replace("_", "-")
         if value is not None and not set(APPLIES[option]) & set(libraries):
             raise UserError(
                 f"{option} applies to {', '.join(APPLIES[option])}, not to --baselines {','.join(libraries)}"
@@ -64,20 +56,8 @@ def baselines_command(
     run_dir: Annotated[
         Path, typer.Argument(help="Run directory (trader train / trader tournament), or a new folder with --dataset.")
     ],
-    libraries: Annotated[
-        str,
-        typer.Option(
-            "--baselines",
-            help="Comma-separated: sb3 (on our batched env), sb3-dummy (GymStockTradingEnv in DummyVecEnv), finrl (FinRL's ensemble strategy).",
-        ),
-    ] = "sb3",
-    algos: Annotated[
-        str | None,
-        typer.Option(
-            "--baseline-algos",
-            help="sb3, sb3-dummy: ppo, sac, td3, a2c, ddpg; rllib: ppo, sac (default ppo; finrl uses its own A2C, PPO, DDPG).",
-        ),
-    ] = None,
+    baseline_libraries: BaselinesOption = None,
+    baseline_algos: BaselineAlgosOption = None,
     steps: Annotated[
         int | None,
         typer.Option("--steps", help="Env steps per learner (equal work). Default 100,000 without --time-budget."),
@@ -87,11 +67,12 @@ def baselines_command(
     ] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds 0..K-1 of each baseline.")] = 1,
     dataset: DatasetOption = None,
-    preset: Annotated[
+    hyperparameters: Annotated[
         str | None,
         typer.Option(
             "--hyperparameters",
-            help="sb3, sb3-dummy: SB3's hyperparameters, sb3 (SB3's defaults; the default) or finrl (FinRL's published ones).",
+            metavar="PRESET",
+            help="sb3, sb3-dummy: SB3's hyperparameters: sb3 (SB3's defaults; the default) or finrl (FinRL's published ones).",
         ),
     ] = None,
     num_envs: NumEnvsOption = None,
@@ -140,8 +121,15 @@ def baselines_command(
         raise UserError(f"--output must be table or json, got {output!r}")
     if (num_envs is not None and num_envs < 1) or (eval_every is not None and eval_every < 0):
         raise UserError("--num-envs must be at least 1 and --eval-every at least 0")
-    chosen = list(names(libraries, "--baselines", required=True, lower=True))
-    check_applies(chosen, algos=algos, preset=preset, num_envs=num_envs, eval_every=eval_every, windows=windows)
+    chosen = list(names(baseline_libraries or "sb3", "--baselines", required=True, lower=True))
+    check_applies(
+        chosen,
+        baseline_algos=baseline_algos,
+        hyperparameters=hyperparameters,
+        num_envs=num_envs,
+        eval_every=eval_every,
+        windows=windows,
+    )
     if not backtest and (tear_sheet is not None or output is not None):
         raise UserError("--tear-sheet and --output apply to the backtest; drop them or --no-backtest")
     output = output or "table"
@@ -150,12 +138,12 @@ def baselines_command(
     result = baselines(
         run_dir,
         chosen,
-        list(names(algos or "ppo", "--baseline-algos", required=True, lower=True)),
+        list(names(baseline_algos or "ppo", "--baseline-algos", required=True, lower=True)),
         steps=steps,
         time_budget=seconds,
         seeds=seeds,
         dataset=dataset,
-        preset=preset or "sb3",
+        preset=hyperparameters or "sb3",
         num_envs=1 if num_envs is None else num_envs,
         eval_every=10_000 if eval_every is None else eval_every,
         windows=4 if windows is None else windows,

@@ -13,7 +13,16 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from trader.app.cli.options import CommissionOption, DatasetOption, DeviceOption, SeedOption, WorkersOption, names
+from trader.app.cli.options import (
+    BaselinesOption,
+    CommissionOption,
+    DatasetOption,
+    DeviceOption,
+    PresetOption,
+    SeedOption,
+    WorkersOption,
+    names,
+)
 from trader.app.cli.root import app
 
 experiment_app = typer.Typer(help="Published experiments, run end to end on any data set.", no_args_is_help=True)
@@ -47,13 +56,7 @@ def podracer(
         float | None, typer.Option("--years", help="Only the data set's last YEARS, split in the paper's proportions.")
     ] = None,
     commission: CommissionOption = None,
-    preset: Annotated[
-        str,
-        typer.Option(
-            "--preset",
-            help="Env rules: market-costs (an aim traded toward at a rate: the action that can hold) or market (the whole book every bar).",
-        ),
-    ] = "market-costs",
+    preset: PresetOption = None,
     extra_costs: Annotated[
         str | None,
         typer.Option(
@@ -62,13 +65,7 @@ def podracer(
             help="Named cost models to backtest under as well, comma-separated (extra Sharpe columns); the learners train at --commission.",
         ),
     ] = None,
-    libraries: Annotated[
-        str,
-        typer.Option(
-            "--baselines",
-            help="Baseline libraries, comma-separated: sb3, finrl, rllib (RLlib where .venv-rllib exists).",
-        ),
-    ] = "sb3,finrl,rllib",
+    baselines: BaselinesOption = None,
     snapshot_every: Annotated[
         float | None,
         typer.Option("--snapshot-every", help="Seconds between Figure 7's snapshots (default: a tenth of the budget)."),
@@ -96,9 +93,9 @@ def podracer(
         tickers=tickers,
         years=years,
         **({} if commission is None else {"cost": commission}),
-        preset=preset,  # default: the paper's 0.2%
+        **({} if preset is None else {"preset": preset}),  # default: market-costs at the paper's 0.2%
         extra_costs=models,
-        libraries=names(libraries, "--baselines"),
+        **({} if baselines is None else {"libraries": names(baselines, "--baselines")}),
         snapshot_every=snapshot_every,
         seed=seed or 0,
         device=device or "cpu",

@@ -3,7 +3,9 @@
 seed, the sub-environments, torch.compile, the cost model (``--costs``, ``--cost-set``), the
 commission rate (``--commission``), the action that can hold (``--trade-rate``,
 ``--no-trade-band``, ``--weights-map``), the tournament's cluster (``--workers``, ``--gpus``,
-``--scheduler`` and its TLS files), and comma-separated lists (`names`, the one list parser).
+``--scheduler`` and its TLS files), the market rules (``--preset``), a tournament's algorithms (``--algos``), the baselines
+(``--baselines``, ``--baseline-algos``), and
+comma-separated lists (`names`, the one list parser).
 
 Every shared option defaults to "not given" (None, or False for a switch): the value it then
 takes is the rules' own (a run's, a preset's, a learner's), which its help names, and a
@@ -149,6 +151,47 @@ InsecureOption = Annotated[
     ),
 ]
 
+PresetOption = Annotated[
+    str | None,
+    typer.Option(
+        "--preset",
+        metavar="RULES",
+        help="Market rules and algo configs that learn the planted edges (trader.presets): market (the whole book "
+        "every bar) or market-costs (the same with the action that can hold: an aim traded toward at a rate, for "
+        "costly markets); a command's --config keys go on top. Default: none (the rules' own); market-costs in "
+        "trader experiment podracer.",
+    ),
+]
+AlgosOption = Annotated[
+    str | None,
+    typer.Option(
+        "--algos",
+        metavar="ALGOS",
+        help="A tournament's algorithms, comma-separated: ppo, sac, td3 (default all three; trader walkforward: "
+        "with --learner tournament).",
+    ),
+]
+BaselinesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--baselines",
+        metavar="LIBRARIES",
+        help="Baseline libraries, comma-separated: sb3 (SB3 on our batched env), sb3-dummy (GymStockTradingEnv in "
+        "SB3's DummyVecEnv; not in trader experiment podracer), finrl (FinRL's ensemble strategy), rllib (in RLlib's "
+        "own env where .venv-rllib exists; not in trader walkforward). Default: sb3 in trader baselines; sb3, finrl "
+        "and rllib in trader experiment podracer; none in trader walkforward (given, trained per fold beside the "
+        "learner).",
+    ),
+]
+BaselineAlgosOption = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline-algos",
+        metavar="ALGOS",
+        help="The algorithms of the sb3 and sb3-dummy baselines, comma-separated: ppo, sac, td3, a2c, ddpg (rllib: "
+        "ppo, sac); default ppo. finrl trains its own A2C, PPO and DDPG.",
+    ),
+]
 SearchOption = Annotated[
     str | None,
     typer.Option(
@@ -385,6 +428,10 @@ SHARED = (
     SearchOption,
     EnsembleWeightingOption,
     TargetScoreOption,
+    PresetOption,
+    AlgosOption,
+    BaselinesOption,
+    BaselineAlgosOption,
 )
 """The shared options: a command that takes one of these names takes it as declared here (the
 same help, and the default None, or False for ``--insecure``, [] for ``--cost-set``)."""

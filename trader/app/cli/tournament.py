@@ -18,6 +18,8 @@ from rich.table import Table
 
 from trader.app.cli.root import app
 from trader.app.cli.options import (
+    AlgosOption,
+    PresetOption,
     CommissionOption,
     CompileOption,
     CostSetOption,
@@ -56,9 +58,7 @@ def tournament_command(
     env: Annotated[
         str | None, typer.Option("--env", help="Gymnasium env id instead of a data set, e.g. Ant-v5.")
     ] = None,
-    algos: Annotated[
-        str | None, typer.Option("--algos", help=f"Comma-separated algorithms ({','.join(ALGOS)}).")
-    ] = None,
+    algos: AlgosOption = None,
     population: Annotated[int | None, typer.Option("--population", help="Leaderboard size (default 8).")] = None,
     pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="Transitions per pod (default 50000).")] = None,
     pods: Annotated[
@@ -83,13 +83,7 @@ def tournament_command(
         Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")
     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            "--preset",
-            help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); --config keys go on top.",
-        ),
-    ] = None,
+    preset: PresetOption = None,
     commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],

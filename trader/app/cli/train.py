@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from trader.app.cli.root import app
 from trader.app.cli.options import (
+    PresetOption,
     CommissionOption,
     CompileOption,
     CostSetOption,
@@ -70,13 +71,7 @@ def train_command(
         ),
     ] = None,
     compile: CompileOption = None,
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            "--preset",
-            help="market: the env rules and algo config that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets); at --commission or 5 bp per side.",
-        ),
-    ] = None,
+    preset: PresetOption = None,
     commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],

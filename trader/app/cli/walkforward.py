@@ -16,6 +16,10 @@ from rich.console import Console
 
 from trader.app.cli.root import app
 from trader.app.cli.options import (
+    AlgosOption,
+    PresetOption,
+    BaselineAlgosOption,
+    BaselinesOption,
     CommissionOption,
     CompileOption,
     CostSetOption,
@@ -83,7 +87,7 @@ def walkforward_command(
         typer.Option("--config", help="ppo/sac/td3: TOML file of algo config keys (or a run's config.toml)."),
     ] = None,
     compile: CompileOption = None,
-    algos: Annotated[str | None, typer.Option("--algos", help="tournament: comma-separated algorithms.")] = None,
+    algos: AlgosOption = None,
     population: Annotated[int | None, typer.Option("--population", help="tournament: leaderboard size.")] = None,
     pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="tournament: transitions per pod.")] = None,
     pods: Annotated[int | None, typer.Option("--pods", help="tournament: pod budget per fold.")] = None,
@@ -100,20 +104,8 @@ def walkforward_command(
     tls_cert: TlsCertOption = None,
     tls_key: TlsKeyOption = None,
     insecure: InsecureOption = False,
-    baselines: Annotated[
-        str | None,
-        typer.Option(
-            "--baselines",
-            help="Baseline libraries per fold, on the same folds, rules and budget: sb3, sb3-dummy, finrl (comma-separated).",
-        ),
-    ] = None,
-    baseline_algos: Annotated[
-        str | None,
-        typer.Option(
-            "--baseline-algos",
-            help="With --baselines sb3 or sb3-dummy: their SB3 algorithms (comma-separated; default ppo).",
-        ),
-    ] = None,
+    baselines: BaselinesOption = None,
+    baseline_algos: BaselineAlgosOption = None,
     baseline_steps: Annotated[
         int | None,
         typer.Option(
@@ -128,13 +120,7 @@ def walkforward_command(
             help="Fold k+1 continues from fold k: a single learner from its best checkpoint, a tournament's pods from its leaderboard (default: a fresh start per fold).",
         ),
     ] = False,
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            "--preset",
-            help="market: the env rules and algo configs that learn the planted edges; market-costs: the same with the action that can hold, for costly markets (trader.presets).",
-        ),
-    ] = None,
+    preset: PresetOption = None,
     commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],
