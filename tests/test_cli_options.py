@@ -463,6 +463,8 @@ REFUSED = [
     ([*TOURNAMENT_GYM, "--workers", "2", "--gpus", "all"], "--workers sets the local cluster's"),
     ([*TOURNAMENT_GYM, "--insecure"], "--insecure applies with --scheduler"),
     ([*TOURNAMENT_GYM, "--device", "cpu", "--gpus", "all"], "--gpus runs the pods on cuda"),
+    ([*TOURNAMENT_GYM, "--gpus", "0,x"], "--gpus takes 'all' or GPU numbers like 0,1; got '0,x'"),
+    ([*TOURNAMENT_GYM, "--gpus", " , "], "--gpus needs at least one GPU number"),
     ([*TOURNAMENT_GYM, "--tls-ca", "ca.pem"], "--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler"),
     # trader baselines
     (

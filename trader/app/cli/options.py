@@ -235,6 +235,11 @@ def cluster_flags(
         raise UserError("--insecure applies with --scheduler tcp://HOST:PORT (a plain address off loopback)")
     if device is not None and gpus is not None:
         raise UserError("--gpus runs the pods on cuda; drop --device")
+    if gpus is not None and gpus != "all":  # a list of GPU numbers, through the one list parser
+        ids = names(gpus, "--gpus", required=True, what="GPU number")
+        if not all(gpu.isdigit() for gpu in ids):
+            raise UserError(f"--gpus takes 'all' or GPU numbers like 0,1; got {gpus!r}")
+        gpus = ",".join(ids)
     if any(f is not None for f in tls) and (scheduler or "").split("://")[0] not in ("tls", "wss"):
         raise UserError("--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler")
     keys = {
