@@ -264,19 +264,16 @@ def test_one_agent_from_training_to_paper_trading(cwd: Path, data_dir: Path, cap
     assert trader(line, *TRAIN_BUDGET) == 0
     run = cwd / "runs" / "ppo"
     assert (run / "checkpoints" / "best.safetensors").is_file() and (run / rundir.DATASET).is_file()
-    assert (
-        trader(
-            "trader train RUN_DIR --algo ppo --dataset synthetic-edge-daily", *TRAIN_BUDGET, fill={"RUN_DIR": "other"}
-        )
-        == 0
-    )
+    line = "trader train RUN_DIR --algo ppo --dataset synthetic-edge-daily"
+    assert trader(line, *TRAIN_BUDGET, fill={"RUN_DIR": "other"}) == 0
     assert (cwd / "other" / "checkpoints" / "best.safetensors").is_file()
 
     assert trader("trader backtest runs/ppo", *NO_TEAR_SHEET) == 0
     report = json.loads((run / rundir.REPORT_JSON).read_text())
     assert {"best", "final"} <= {s["name"] for s in report["strategies"]}
+    (cwd / "other" / rundir.DATASET).unlink()  # the data page: `trader backtest` writes one as well
     assert trader("trader backtest RUN_DIR", *NO_TEAR_SHEET, fill={"RUN_DIR": "other"}) == 0
-    assert (cwd / "other" / rundir.REPORT_JSON).is_file()
+    assert (cwd / "other" / rundir.REPORT_JSON).is_file() and (cwd / "other" / rundir.DATASET).is_file()
     before = (cwd / "other" / rundir.REPORT_JSON).stat().st_mtime_ns
     assert trader("trader backtest RUN_DIR --overwrite", *NO_TEAR_SHEET, fill={"RUN_DIR": "other"}) == 0
     assert (cwd / "other" / rundir.REPORT_JSON).stat().st_mtime_ns > before
@@ -359,6 +356,9 @@ def test_the_other_tournaments(cwd: Path, data_dir: Path, monkeypatch) -> None:
         assert finished_pods(cwd / str(i) / "runs" / "t1") == 2, line
 
 
+DAILY = ("--dataset", "synthetic-edge-daily")
+
+
 @pytest.mark.slow
 @runs(
     "trader tournament runs/t1 --scheduler tls://10.0.0.5:8786 --tls-ca certs/ca.pem --tls-cert certs/client.pem "
@@ -369,8 +369,10 @@ def test_the_other_tournaments(cwd: Path, data_dir: Path, monkeypatch) -> None:
 def test_tournaments_on_a_tls_cluster(cwd: Path, data_dir: Path) -> None:
     """The README's certificates (`trader cluster certs certs/`) serve a TLS dask cluster on
     127.0.0.1 (one in-process worker, as tests/test_cluster_tls.py builds it), whose address
-    replaces the README's tls://10.0.0.5:8786. `TOURNAMENT_BUDGET` is appended; the data set is
-    the tournament's default (synthetic-edge-minute)."""
+    replaces the README's tls://10.0.0.5:8786. `TOURNAMENT_BUDGET` is appended, and
+    ``--dataset synthetic-edge-daily``: on the tournament's default data set (synthetic-edge-minute)
+    the pods finish in a minute but the final backtest of its minute test period had not ended
+    after 20 minutes on a shared 2-core machine; the cluster is what these lines show."""
     distributed = pytest.importorskip("distributed")
     from tournament.certs import certificate_files
 
@@ -398,7 +400,8 @@ def test_tournaments_on_a_tls_cluster(cwd: Path, data_dir: Path) -> None:
         assert local.scheduler_address.startswith("tls://127.0.0.1:")
         for line in [line for line, test in RUNS.items() if test == "test_tournaments_on_a_tls_cluster"]:
             shutil.rmtree(cwd / "runs", ignore_errors=True)  # two ways of starting runs/t1
-            assert trader(line, *TOURNAMENT_BUDGET, fill={"tls://10.0.0.5:8786": local.scheduler_address}) == 0, line
+            address = {"tls://10.0.0.5:8786": local.scheduler_address}
+            assert trader(line, *TOURNAMENT_BUDGET, *DAILY, fill=address) == 0, line
             assert finished_pods(cwd / "runs" / "t1") == 2
 
 
@@ -461,10 +464,19 @@ same) instead of 6 of 20,000, on 4 tickers and the data set's last 2 years."""
 
 @pytest.mark.slow
 @runs("trader experiment podracer runs/paper --minutes 30", "trader experiment podracer runs/paper-synth --minutes 10")
-def test_the_experiment_by_the_minute(cwd: Path, data_dir: Path) -> None:
-    """``--minutes 0.05`` (3 s per learner) and `EXPERIMENT_SIZE` appended."""
+def test_the_experiment_by_the_minute(cwd: Path, data_dir: Path, monkeypatch, capsys) -> None:
+    """``--minutes 1 --pod-steps 256`` (a minute per learner, pods that finish in it; at 6 s the
+    dask workers were still starting) and `EXPERIMENT_SIZE` appended. With the minutes alone no
+    pod of 50,000 transitions finishes: that is one line naming the budget, exit code 2 (it was a
+    KeyError)."""
+    (cwd / "short").mkdir()
+    monkeypatch.chdir(cwd / "short")
+    assert trader("trader experiment podracer runs/paper --minutes 30", "--minutes", "0.05", *EXPERIMENT_SIZE) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress lines
+    assert last.startswith("error: ") and "finished nothing to select within --minutes 0.05" in last, last
+    monkeypatch.chdir(cwd)
     for line in [line for line, test in RUNS.items() if test == "test_the_experiment_by_the_minute"]:
-        assert trader(line, "--minutes", "0.05", *EXPERIMENT_SIZE) == 0, line
+        assert trader(line, "--minutes", "1", "--pod-steps", "256", *EXPERIMENT_SIZE) == 0, line
         run = cwd / line.split()[3]
         assert (run / rundir.EXPERIMENT_JSON).is_file() and (run / rundir.EXPERIMENT_TABLE).is_file()
 
