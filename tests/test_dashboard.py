@@ -523,7 +523,7 @@ def test_an_older_run_says_it_has_no_costs_and_draws_net_exposure_only(runs_copy
     at = app_test(runs_copy).run()
     assert not at.exception
     assert [m for m in messages(at) if "no costs recorded" in m] == [
-        "no costs recorded in report.json (written by an older version): run `trader backtest` on it again."
+        "no costs recorded in report.json (written by an older version): run `trader backtest RUN_DIR --overwrite` on it again."
     ]
     assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith(("-costs", "-breakeven"))]
     names = [trace.name for trace in chart(at, "exposure").data]

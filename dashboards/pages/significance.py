@@ -25,7 +25,9 @@ except state.RunFileError as err:
 
 evidence = report.get("evidence") or {}
 if not evidence:
-    st.info("This report has no statistics (it was written by an older version): run `trader backtest` on it again.")
+    st.info(
+        "This report has no statistics (it was written by an older version): run `trader backtest RUN_DIR --overwrite` on it again."
+    )
     st.stop()
 labels = {s["name"]: s["label"] for s in report["strategies"]}
 named = {labels.get(name, name): evidence[name] for name in report["order"] if name in evidence}

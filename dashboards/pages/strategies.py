@@ -134,7 +134,9 @@ left, right = st.columns(2)
 gross = figures.wide({label: frame for label, frame in daily.items() if "gross_exposure" in frame}, "gross_exposure")
 left.plotly_chart(figures.exposure_figure(figures.wide(daily, "exposure"), gross), key="exposure")
 if len(gross.columns) < len(daily):
-    left.caption("Net exposure only for series written before gross value was recorded: run `trader backtest` again.")
+    left.caption(
+        "Net exposure only for series written before gross value was recorded: run `trader backtest RUN_DIR --overwrite`."
+    )
 right.plotly_chart(
     figures.line_figure(figures.wide(daily, "turnover"), "Daily turnover (traded / value)", "turnover", percent=True),
     key="turnover",
@@ -151,7 +153,7 @@ for run_name, (run, report) in reports.items():
     if "costs" not in report:
         st.info(
             f"{prefix}no costs recorded in report.json (written by an older version): "
-            "run `trader backtest` on it again."
+            "run `trader backtest RUN_DIR --overwrite` on it again."
         )
         continue
     model = report.get("cost_model") or {}

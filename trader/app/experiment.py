@@ -417,6 +417,12 @@ def _backtest(
         contents = read_run(folder)
         found = run_strategies(contents, config.device)
         chosen = pick or contents.result or "best"
+        if chosen not in found:  # a budget too small for one pod (or one validation) to finish
+            budget = f"--minutes {config.minutes:g}" if config.minutes else f"--pods {config.pods}"
+            raise UserError(
+                f"{folder} holds no {chosen!r} strategy: the {label} finished nothing to select within {budget} "
+                f"(--pod-steps {config.pod_steps}); give more --minutes or fewer --pod-steps"
+            )
         policies[label] = found[chosen]
         trials[label] = contents_trials(contents)[chosen]
         for name in (n for n in found if n not in ("best", "final", "ensemble")):  # the baselines
