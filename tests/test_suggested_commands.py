@@ -254,8 +254,8 @@ def journal(run: Path) -> list[dict]:
     "trader act runs/ppo --book book.json",
     "trader paper runs/ppo --broker replay",
     "trader paper RUN_DIR --broker replay",
-    "trader baselines runs/ppo --libraries sb3,finrl --algos ppo,sac --time-budget 5m",
-    "trader baselines runs/ppo --libraries sb3,finrl --algos ppo,sac,td3 --time-budget 5m --seeds 3",
+    "trader baselines runs/ppo --baselines sb3,finrl --baseline-algos ppo,sac --time-budget 5m",
+    "trader baselines runs/ppo --baselines sb3,finrl --baseline-algos ppo,sac,td3 --time-budget 5m --seeds 3",
 )
 def test_one_agent_from_training_to_paper_trading(cwd: Path, data_dir: Path, capsys) -> None:
     line = (
@@ -288,11 +288,11 @@ def test_one_agent_from_training_to_paper_trading(cwd: Path, data_dir: Path, cap
     assert trader("trader paper RUN_DIR --broker replay", *REPLAY_BUDGET, fill={"RUN_DIR": "other"}) == 0
     assert len(journal(cwd / "other")) == 5
 
-    line = "trader baselines runs/ppo --libraries sb3,finrl --algos ppo,sac --time-budget 5m"
+    line = "trader baselines runs/ppo --baselines sb3,finrl --baseline-algos ppo,sac --time-budget 5m"
     assert trader(line, *BASELINE_BUDGET) == 0
     learners = {p.name for p in (run / rundir.BASELINES_DIR).iterdir() if p.is_dir()}
     assert len(learners) >= 3, learners  # sb3 PPO, sb3 SAC, FinRL
-    line = "trader baselines runs/ppo --libraries sb3,finrl --algos ppo,sac,td3 --time-budget 5m --seeds 3"
+    line = "trader baselines runs/ppo --baselines sb3,finrl --baseline-algos ppo,sac,td3 --time-budget 5m --seeds 3"
     # --overwrite appended: runs/ppo holds the first command's finished baselines (refused, naming them, without it)
     assert trader(line, *BASELINE_BUDGET, "--overwrite") == 0
     assert len({p.name for p in (run / rundir.BASELINES_DIR).iterdir() if p.is_dir()}) > len(learners)  # TD3 too
