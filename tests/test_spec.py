@@ -211,6 +211,36 @@ def test_a_folds_windows_reach_every_env_as_the_same_bar_positions_and_no_step_r
     assert all(env_rules.costs is rules.costs for _, env_rules in envs_built)  # the walk-forward's rules, as given
 
 
+def test_a_tournament_folds_pods_are_cut_to_its_bar_windows_not_its_timestamps(tmp_path: Path, no_round_trips) -> None:
+    """A tournament learner's fold: the windows travel as bar positions from `TournamentConfig` to
+    each `PodSpec` and into the pod's data (`load_market`), never back from `periods`' timestamps."""
+    from test_walkforward import daily_frame, write_daily_recipe
+
+    from tournament import TournamentConfig
+    from tournament.generator import PodGenerator
+    from tournament.leaderboard import Leaderboard
+    from trader.environments import load_market
+
+    recipe = str(write_daily_recipe(tmp_path / "recipe", daily_frame()))
+    data = load_market(recipe)
+    fold = make_folds(data.timestamps, FoldSpec("10m", "2m", "2m"))[1]
+    windows = {name: list(bounds) for name, bounds in fold.windows.as_dict().items()}
+    config = TournamentConfig(
+        run_dir=str(tmp_path / "t"), env=recipe, periods=fold.periods(data.timestamps), windows=windows
+    )
+    spec = PodGenerator(config, recipe).next_spec(0, Leaderboard(config.population))
+    assert spec.windows == windows
+    cut = load_market(recipe, spec.periods, spec.windows)  # with_periods would fail here (no_round_trips)
+    for name in ("train", "validation", "test"):
+        lo, hi = fold.window(name)
+        part = cut.period(name)
+        assert (part.timestamps[0], part.timestamps[-1], part.num_bars) == (
+            data.timestamps[lo],
+            data.timestamps[hi - 1],
+            hi - lo,
+        )
+
+
 def test_a_folds_baselines_train_on_its_spec_without_reading_its_files(
     tmp_path: Path, envs_built, no_round_trips
 ) -> None:

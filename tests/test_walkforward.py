@@ -17,7 +17,8 @@ from market_fixtures import random_walk_frame
 from trader import rundir
 from trader.backtesting import ActionSchedule, BacktestConfig, Book, read_series, run_backtest
 from trader.errors import UserError
-from trader.folds import FoldSpec
+from trader.environments import load_market
+from trader.folds import FoldSpec, make_folds
 from trader.rundir import fold_dir, read_fold
 from trader.app.walkforward import walk_forward
 
@@ -331,6 +332,10 @@ def test_a_tournament_walk_forward_killed_in_fold_2_resumes_to_the_same_record(t
     for record in whole.folds:  # every pod trained and validated on its fold's windows
         folder = fold_dir(whole.run_dir, record["fold"])
         assert rundir.read_toml(folder / rundir.TOURNAMENT)["periods"] == record["windows"]
+        plan = make_folds(load_market(str(recipe)).timestamps, FOLDS)[record["fold"]]  # and its bar positions
+        assert rundir.read_toml(folder / rundir.TOURNAMENT)["windows"] == {
+            name: list(bounds) for name, bounds in plan.windows.as_dict().items()
+        }
         for pod in (folder / rundir.PODS_DIR).iterdir():
             assert rundir.read_toml(pod / rundir.CONFIG)["env"]["periods"] == record["windows"]
     real = kill_in_fold_2(monkeypatch)

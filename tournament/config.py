@@ -130,6 +130,10 @@ class TournamentConfig:
     """Explicit train / validation / test bounds (``[first, last]`` bar timestamps each)
     replacing the data set's split dates, for every pod and the final backtest: a
     walk-forward fold's windows (`trader.app.walkforward`). Empty: the split dates."""
+    windows: dict[str, list[int]] = field(default_factory=dict)
+    """The same windows as bar positions ``[start, stop)`` of the data set's index, as the fold
+    cut them: what the pods' envs and the ensemble's validation are cut to (`MarketData.with_windows`),
+    so no stage finds them again from `periods`' timestamps. Empty: `periods` (or the split dates)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "algos", tuple(self.algos))
@@ -184,6 +188,8 @@ class TournamentConfig:
             raise ConfigError(f"warm_start {self.warm_start}: no finished tournament there (no leaderboard.json)")
         if self.periods and sorted(self.periods) != ["test", "train", "validation"]:
             raise ConfigError(f"periods needs train, validation and test, got {sorted(self.periods)}")
+        if self.windows and sorted(self.windows) != ["test", "train", "validation"]:
+            raise ConfigError(f"windows needs train, validation and test, got {sorted(self.windows)}")
         extra = sorted(set(self.algo_configs) - set(ALGOS))
         if extra:
             raise ConfigError(f"algo_configs names unknown algorithm(s) {extra}")

@@ -142,6 +142,7 @@ class PodGenerator:
             device=cfg.pod_device,
             compile=cfg.compile,
             periods=dict(cfg.periods) or None,
+            windows=dict(cfg.windows) or None,
         )
         if cfg.search == "random":
             base = config_to_dict(make_config(algo, cfg.base_config(algo)))

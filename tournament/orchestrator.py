@@ -538,7 +538,7 @@ def _validate_ensemble(
     from trader.agents.evaluator import market_evaluator
 
     paths = [root / member.checkpoint for member in members]
-    data = load_market(env, config.periods or None).period("validation")
+    data = load_market(env, config.periods or None, config.windows or None).period("validation")
     evaluator = market_evaluator(data, ensemble_rules(paths), config.pod_device)
     metrics = evaluator.evaluate(load_ensemble(paths, config.pod_device, weights))
     return float(metrics["score"]), evaluator.score_fn.daily

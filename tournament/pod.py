@@ -68,6 +68,9 @@ class PodSpec:
     periods: dict[str, list[str]] | None = None
     """Explicit train / validation / test bounds replacing the data set's split dates
     (`TournamentConfig.periods`, a walk-forward fold's windows); None: the split dates."""
+    windows: dict[str, list[int]] | None = None
+    """The same windows as bar positions (`TournamentConfig.windows`); when given, the env is
+    cut to them and `periods` is not read."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -182,7 +185,7 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
     try:
         result = train(
             spec.algo,
-            _environment(spec.env, spec.periods),
+            _environment(spec.env, spec.periods, spec.windows),
             spec.algo_config,
             out,
             steps=spec.steps,
@@ -238,11 +241,13 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
     )
 
 
-def _environment(env: str, periods: dict[str, list[str]] | None = None) -> Any:
+def _environment(
+    env: str, periods: dict[str, list[str]] | None = None, windows: dict[str, list[int]] | None = None
+) -> Any:
     """A gymnasium id as is; a recipe as its `MarketData`, loaded once per process and
-    cut to the pod's periods (a view)."""
+    cut to the pod's windows or periods (a view)."""
     name = resolve_env(env)
-    return name.value if name.is_gym else load_market(name.value, periods)
+    return name.value if name.is_gym else load_market(name.value, periods, windows)
 
 
 def _score_history(metrics: Any) -> list[tuple[float, float]]:

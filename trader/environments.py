@@ -54,16 +54,17 @@ def resolve_env(name: str | EnvName) -> EnvName:
     return EnvName("recipe", name)
 
 
-def load_market(recipe: str, periods: Mapping[str, Any] | None = None) -> Any:
+def load_market(recipe: str, periods: Mapping[str, Any] | None = None, windows: Mapping[str, Any] | None = None) -> Any:
     """The `MarketData` of a recipe (name or path), loaded once per process and kept
-    (the Parquet cache is read on the first call only), cut to explicit ``periods``
-    when given (`MarketData.with_periods`: a walk-forward fold's windows, a view of the
-    same tensors). Every stage that trains or scores on a recipe loads it here, so a
+    (the Parquet cache is read on the first call only), cut to explicit bar ``windows``
+    (`MarketData.with_windows`) or else ``periods`` (`MarketData.with_periods`) when given:
+    a walk-forward fold's windows, a view of the same tensors. Every stage that trains or scores on a recipe loads it here, so a
     fold's periods apply alike in `trader.train`, a tournament's pods and the backtest."""
     from market_envs.data.recipes import find_recipe
 
     key = find_recipe(recipe).resolved().key()  # a recipe file changed on disk is a new data set
-    return _load_panel(recipe, key, os.environ.get("PODRACER_DATA_DIR")).with_periods(periods)
+    panel = _load_panel(recipe, key, os.environ.get("PODRACER_DATA_DIR"))
+    return panel.with_windows(windows) if windows else panel.with_periods(periods)
 
 
 @functools.lru_cache(maxsize=4)

@@ -139,7 +139,8 @@ class WalkForwardConfig:
         if self.baseline_steps is not None and self.baseline_steps < 1:
             raise UserError(f"--baseline-steps must be >= 1, got {self.baseline_steps}")
         reserved = sorted(
-            {"run_dir", "env", "env_config", "seed", "periods", "backtest", "warm_start"} & set(self.tournament)
+            {"run_dir", "env", "env_config", "seed", "periods", "windows", "backtest", "warm_start"}
+            & set(self.tournament)
         )
         if reserved:
             raise ConfigError(f"tournament keys {reserved} are set by the walk-forward for each fold")
@@ -312,7 +313,7 @@ def _run_fold(
         f"fold {fold.index + 1}/{total}: {config.learner} on train {periods['train'][0][:10]} .. "
         f"{periods['train'][1][:10]}, test {test[0][:10]} .. {test[1][:10]}"
     )
-    winner = _train_fold(config, fold.index, spec, periods, folder, client)
+    winner = _train_fold(config, fold, spec, periods, folder, client)
     names = [SELECTED, *_train_baselines(config, spec, folder, say)]
     contents = read_run(folder, spec)  # the strategies the fold made; its data set, rules and windows: the spec's
     yardsticks = [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None]
@@ -358,15 +359,17 @@ def _run_fold(
 
 
 def _train_fold(
-    config: WalkForwardConfig, k: int, spec: MarketSpec, periods: dict[str, list[str]], folder: Path, client: Any
+    config: WalkForwardConfig, fold: Fold, spec: MarketSpec, periods: dict[str, list[str]], folder: Path, client: Any
 ) -> dict[str, Any]:
-    """Fold k's run directory, trained and selected on its windows (a single learner on
-    ``spec`` itself; a tournament's pods on ``periods``, the windows as tournament.toml
-    records them); the winner's algorithm, hyperparameters and validation Sharpe."""
+    """The fold's run directory, trained and selected on its windows (a single learner on
+    ``spec`` itself; a tournament's pods on the fold's bar windows, which tournament.toml
+    records beside ``periods``); the winner's algorithm, hyperparameters and validation Sharpe."""
+    k = fold.index
     if config.learner == "tournament":
         from tournament import run as run_tournament
 
-        settings = _tournament_config(config, k, periods, folder)
+        windows = {name: list(bounds) for name, bounds in fold.windows.as_dict().items()}
+        settings = _tournament_config(config, k, periods, folder, windows)
         if config.warm_start and k > 0:
             settings = replace(settings, warm_start=str(fold_dir(config.run_dir, k - 1)))
         result = run_tournament(settings, client=client)
@@ -431,7 +434,13 @@ def _best(trials: Any) -> float | None:
     return _float(np.nanmax(trials.sharpes))
 
 
-def _tournament_config(config: WalkForwardConfig, k: int, periods: dict[str, list[str]], folder: Path) -> Any:
+def _tournament_config(
+    config: WalkForwardConfig,
+    k: int,
+    periods: dict[str, list[str]],
+    folder: Path,
+    windows: dict[str, list[int]] | None = None,
+) -> Any:
     from tournament import TournamentConfig
 
     rules = config.env_config if isinstance(config.env_config, Mapping) else config_to_dict(config.env_config)
@@ -443,6 +452,7 @@ def _tournament_config(config: WalkForwardConfig, k: int, periods: dict[str, lis
             "env_config": dict(rules),
             "seed": config.seed + k,
             "periods": periods,
+            "windows": windows or {},
             "backtest": False,
             "device": config.device,
         }
