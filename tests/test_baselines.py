@@ -338,6 +338,7 @@ def test_a_crashing_baseline_is_reported_and_the_others_still_run(built: Path, t
         (["--baselines", "rllib"], "RLlib is not installed"),
         (["--baselines", "rllib", "--baseline-algos", "td3"], "RLlib baselines take ppo, sac"),
         (["--baseline-algos", "dqn"], "unknown algorithm"),
+        (["--hyperparameters", "zoo"], "unknown preset 'zoo'"),
         (["--steps", "10", "--time-budget", "1m"], "not both"),
         (["--time-budget", "ten minutes"], "--time-budget must be a duration"),
         (["--seeds", "0"], "--seeds must be at least 1"),

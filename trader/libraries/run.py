@@ -121,6 +121,11 @@ def baselines(
     """
     budget = Budget(steps=steps if steps is not None or time_budget is not None else 100_000, seconds=time_budget)
     jobs = _jobs(libraries, algos, seeds)
+    from trader.libraries.sb3 import hyperparameters
+
+    for library, algo, _ in jobs:  # SB3's hyperparameters: a bad preset is refused before any training
+        if library in ("sb3", "sb3-dummy"):
+            hyperparameters(algo, preset)
     from trader.backtesting.runs import read_run
 
     if spec is not None and (dataset is not None or env_config is not None):
