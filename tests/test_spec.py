@@ -173,10 +173,16 @@ def test_bar_windows_cut_the_panel_as_the_recorded_periods_do() -> None:
 
 
 def test_a_folds_windows_reach_every_env_as_the_same_bar_positions_and_no_step_rereads_its_config(
-    tmp_path: Path, envs_built, no_round_trips
+    tmp_path: Path, envs_built, no_round_trips, monkeypatch
 ) -> None:
     from test_walkforward import daily_frame, write_daily_recipe
 
+    import trader.backtesting.engine as engine
+
+    def refuse_recorded_rules(meta, path, default):
+        raise AssertionError(f"a fold's checkpoint rules were read back from its files ({path})")
+
+    monkeypatch.setattr(engine, "_checkpoint_env_rules", refuse_recorded_rules)  # the fold holds them
     recipe = write_daily_recipe(tmp_path / "recipe", daily_frame())
     folds = FoldSpec("10m", "2m", "2m")
     rules = cost_model("retail").apply(EnvConfig())
@@ -261,6 +267,13 @@ def test_a_folds_baselines_train_on_its_spec_without_reading_its_files(
         assert (data.timestamps[lo], hi - lo) in spans
     assert all(rules.costs is spec.rules.costs for _, rules in envs_built)
     assert no_round_trips == []
+    # the fold's test step: the baseline trades under the rules the fold holds, not its sidecar's
+    from trader.backtesting.runs import read_run, run_strategies
+
+    (baseline,) = run_strategies(read_run(tmp_path / "fold", spec)).values()
+    assert baseline.env_config is spec.rules
+    (recorded,) = run_strategies(read_run(tmp_path / "fold")).values()  # no spec: read from its files
+    assert recorded.env_config is not spec.rules and recorded.env_config.costs == spec.rules.costs
 
 
 def test_a_run_on_bar_windows_trains_again_bit_for_bit_from_its_config_toml(tmp_path: Path) -> None:

@@ -91,8 +91,13 @@ class BacktestConfig:
         float rounding.
     :param policy_env: trading rules of policies given as agents or callables
         (action mode, max_shares, features, ...); checkpoints whose sidecar holds
-        an ``env_config`` use theirs. Cash, costs (rates and `CostModel`) and the
-        deterministic full-period mode are always the backtest's.
+        an ``env_config`` use theirs (unless `recorded_rules` is False). Cash, costs (rates and
+        `CostModel`) and the deterministic full-period mode are always the backtest's.
+    :param recorded_rules: True: each checkpoint trades under the rules its files record (its
+        sidecar, else its run's config.toml). False: checkpoints trade under `policy_env` and no
+        recorded rules are read: the caller holds the rules they were trained under (a
+        walk-forward fold's `trader.spec.MarketSpec`). A baseline library's model
+        (`ExternalPolicy`) carries its rules itself.
     :param costs: every cost and fill term beyond the rates (`market_envs.costs.CostModel`), for
         every strategy: policies (a checkpoint's own terms are replaced), baselines and the
         benchmark (which leaves out the terms that need volume, high or low). A dict is read
@@ -114,6 +119,7 @@ class BacktestConfig:
     costs: CostModel = field(default_factory=CostModel)
     cost_model: str | None = None
     cost_multiples: tuple[float, ...] = ()
+    recorded_rules: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.costs, Mapping):
@@ -177,6 +183,7 @@ class BacktestConfig:
         """JSON-able form; ``policy_env`` as the rules in force (the backtest's cash, costs and mode)."""
         values = asdict(self)
         values.pop("compile")  # how fast it ran, not what it traded
+        values.pop("recorded_rules")  # where the rules were read, not what they are: policy_env says that
         rules = asdict(self.env_config(self.policy_env))
         values["policy_env"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in rules.items()}
         values["costs"] = values["policy_env"]["costs"] = self.named_costs.as_dict()["costs"]
@@ -637,7 +644,8 @@ def load_checkpoint_strategy(
 
     meta = read_metadata(source)
     _check_checkpoint_tickers(name, meta, data)
-    rules = config.env_config(_checkpoint_env_rules(meta, Path(source), config.policy_env))
+    recorded = _checkpoint_env_rules(meta, Path(source), config.policy_env) if config.recorded_rules else None
+    rules = config.env_config(recorded or config.policy_env)
     agent = load_policy(source, device)
     info = StrategyInfo(name, f"{str(meta['algo']).upper()} {name}", "policy", str(source))
     return agent, rules, info, (int(meta["obs_dim"]), int(meta["act_dim"]))

@@ -232,7 +232,7 @@ def run_strategies(contents: RunContents, device: str = "cpu", names: Sequence[s
         for folder in contents.baselines:
             if names is not None and folder.name not in names:
                 continue
-            strategy = load_strategy(folder, device)
+            strategy = load_strategy(folder, device, contents.spec.rules if contents.spec is not None else None)
             if strategy is not None:  # a baseline that failed to train has no model
                 strategies[folder.name] = strategy
     return strategies
@@ -268,6 +268,7 @@ def backtest_config(
         tear_sheet=tear_sheet,
         policy_env=rules,
         cost_multiples=BREAKEVEN_MULTIPLES if breakeven else (),
+        recorded_rules=contents.spec is None,  # a spec's rules are the ones its strategies were trained under
     )
     return config.with_costs(named)
 

@@ -77,8 +77,11 @@ def training_summary(sidecar: dict[str, Any]) -> dict[str, Any]:
     return {k: sidecar.get(k) for k in keys}
 
 
-def load_strategy(folder: Path, device: str = "cpu") -> ExternalPolicy | None:
-    """The baseline in `folder` as a backtest strategy; None when it failed to train."""
+def load_strategy(folder: Path, device: str = "cpu", rules: EnvConfig | None = None) -> ExternalPolicy | None:
+    """The baseline in `folder` as a backtest strategy; None when it failed to train.
+
+    :param rules: the env rules it was trained under, when the caller holds them (a walk-forward
+        fold's spec); None: those its sidecar records."""
     sidecar = rundir.read_baseline(folder)
     if sidecar.get("status") != "finished":
         return None
@@ -102,5 +105,6 @@ def load_strategy(folder: Path, device: str = "cpu") -> ExternalPolicy | None:
     else:
         raise UserError(f"{folder}: library {library!r} has no loader here")
     starts = tuple(None if m.get("start") is None else pd.Timestamp(m["start"]) for m in models)
-    rules = config_from_dict(EnvConfig, dict(sidecar["env_config"]))
+    if rules is None:
+        rules = config_from_dict(EnvConfig, dict(sidecar["env_config"]))
     return ExternalPolicy(policies, starts, str(sidecar["label"]), str(folder), rules, training_summary(sidecar))
