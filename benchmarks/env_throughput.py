@@ -131,6 +131,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--mode", choices=["shares", "weights"], default="shares", help="--compare-costs: action mode")
     parser.add_argument("--per-term", action="store_true", help="--compare-costs: also time each term alone")
     parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="--compare-costs/--compare-action: after the timings, profile STEPS steps of each env "
+        "(torch.profiler, CPU) and print the top operations by own time",
+    )
+    parser.add_argument(
         "--compare-action",
         action="store_true",
         help="time the action that can hold (linear map, trade rate, band) against today's mapping",
@@ -249,6 +257,14 @@ def alternating_times(runs: list[Callable[[int], None]], seconds: float, repeats
     return [statistics.median(t) for t in times]
 
 
+def profiled(run: Callable[[int], None], steps: int, sync: Callable[[], None]) -> str:
+    """The top operations by own time of `steps` steps of `run` (`torch.profiler`, CPU activity)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        run(steps)
+        sync()
+    return profile.key_averages().table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=48)
+
+
 def ratio_table(
     args: argparse.Namespace,
     devices: list[torch.device],
@@ -282,6 +298,9 @@ def ratio_table(
                         f"{num_envs / other:,.0f} | {other / times[0]:.2f} |"
                     )
                     print(rows[-1], flush=True)
+                for (label, _), run in zip(group, runs) if args.profile else ():
+                    print(f"\nprofile of {args.profile} steps: {label}, {device.type}, N {n}, E {num_envs}, {kernel}")
+                    print(profiled(run, args.profile, sync))
     table = "\n".join(rows)
     print("\n" + header + "\n\n" + table)
     if args.out is not None:
