@@ -766,3 +766,21 @@ def test_one_list_parser_names_the_option_and_its_choices() -> None:
         if path.name != "options.py"
     )
     assert 'split(",")' not in commands_text  # every command parses its lists here
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["train", "RUN", "--bogus"], "trader train: No such option: --bogus (see 'trader train --help')"),
+        (["backtest"], "trader backtest: Missing argument 'run_dir' (see 'trader backtest --help')"),
+        (["train", "RUN", "--steps", "many"], "trader train: Invalid value for '--steps'"),
+        (["nosuch"], "trader: No such command 'nosuch' (see 'trader --help')"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_what_is_wrong(argv: list[str], says: str, tmp_path: Path, capsys) -> None:
+    """Bad input on the command line: exit code 2 and one line on stderr, not click's usage block."""
+    argv = [str(tmp_path / "run") if a == "RUN" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {says}"), err
+    assert not (tmp_path / "run").exists()

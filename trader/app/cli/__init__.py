@@ -52,9 +52,18 @@ def main(argv: list[str] | None = None) -> int:
         print("aborted", file=sys.stderr)
         return 1
     except typer.TyperException as err:  # usage errors; typer ships its own click
-        err.show()
+        print(usage_error_line(err), file=sys.stderr)
         return err.exit_code
     return 0
+
+
+def usage_error_line(err: Exception) -> str:
+    """One line for a usage error (an unknown option, a missing argument, a bad value), naming
+    where the command's options are listed, instead of click's usage block."""
+    context = getattr(err, "ctx", None)
+    command = context.command_path if context is not None else "trader"
+    message = (err.format_message() if hasattr(err, "format_message") else str(err)).rstrip(".")
+    return f"error: {command}: {message} (see '{command} --help')"
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
