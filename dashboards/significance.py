@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from trader import stats
 
 LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}}
 

@@ -748,24 +748,29 @@ def test_an_error_names_the_flag_and_comes_alone(argv: list[str], message: str, 
 
 
 def test_one_list_parser_names_the_option_and_its_choices() -> None:
-    from trader.app.cli.options import names
     from trader.errors import UserError
+    from trader.names import gpu_numbers, name_list
 
     assert (
-        names(None, "--x") == ()
-        and names(" a, ,B ,", "--x") == ("a", "B")
-        and names("A,b", "--x", lower=True) == ("a", "b")
+        name_list(None, "--x") == ()
+        and name_list(" a, ,B ,", "--x") == ("a", "B")
+        and name_list("A,b", "--x", lower=True) == ("a", "b")
     )
     with pytest.raises(UserError, match=r"^--algos: unknown algorithm\(s\) \['dqn'\]; choose from ppo, sac$"):
-        names("ppo,dqn", "--algos", choices=("ppo", "sac"), what="algorithm")
+        name_list("ppo,dqn", "--algos", choices=("ppo", "sac"), what="algorithm")
     with pytest.raises(UserError, match="^--baselines needs at least one name$"):
-        names(" , ", "--baselines", required=True)
-    commands_text = "".join(
-        path.read_text()
-        for path in (Path(__file__).parents[1] / "trader" / "app" / "cli").glob("*.py")
-        if path.name != "options.py"
-    )
-    assert 'split(",")' not in commands_text  # every command parses its lists here
+        name_list(" , ", "--baselines", required=True)
+    assert gpu_numbers(" 0, 2") == (0, 2)
+    with pytest.raises(UserError, match="^--gpus takes 'all' or GPU numbers like 0,1; got '0,x'$"):
+        gpu_numbers("0,x")
+    root = Path(__file__).parents[1]
+    product = [
+        path
+        for folder in ("trader", "tournament", "market_envs", "dashboards")
+        for path in (root / folder).rglob("*.py")
+        if path != root / "trader" / "names.py"
+    ]
+    assert [p for p in product if 'split(",")' in p.read_text()] == []  # every list is parsed by name_list
 
 
 @pytest.mark.parametrize(

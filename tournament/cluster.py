@@ -39,6 +39,7 @@ from typing import Any
 
 from trader.addresses import is_loopback, split_address
 from trader.errors import ConfigError, UserError
+from trader.names import gpu_numbers
 
 CONNECT_TIMEOUT = 10.0
 """Seconds joining a scheduler may take before the address counts as unreachable."""
@@ -251,12 +252,10 @@ def _cuda_cluster(gpus: str, pods_per_gpu: int):
 
 
 def _gpu_list(text: str, count: int) -> list[int]:
-    try:
-        ids = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as err:
-        raise UserError(f"--gpus takes 'all' or GPU numbers like 0,1; got {text!r}") from err
+    """The GPU numbers in ``gpus="0,1"`` (`trader.names.gpu_numbers`), each one on this machine."""
+    ids = list(gpu_numbers(text))
     bad = [i for i in ids if not 0 <= i < count]
-    if not ids or bad:
+    if bad:
         raise UserError(f"--gpus {text!r}: this machine has GPUs 0..{count - 1}")
     return ids
 

@@ -63,7 +63,7 @@ if selection:
             count = selection["n_trials"]
             luck = {
                 f"expected best of {count} zero-Sharpe trials": (winner or {}).get("expected_max_sharpe_null"),
-                f"with the trials' own spread": (winner or {}).get("expected_max_sharpe"),
+                "with the trials' own spread": (winner or {}).get("expected_max_sharpe"),
             }
             left.plotly_chart(
                 significance.trial_sharpe_figure(

@@ -27,8 +27,8 @@ from trader.app.cli.options import (
     DatasetOption,
     DeviceOption,
     cost_flags,
-    names,
 )
+from trader.names import name_list
 from trader.errors import UserError
 from trader.names import BASELINES
 
@@ -149,7 +149,7 @@ def backtest(
     config = backtest_config(
         read_run(run_dir), initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet, costs=named, breakeven=breakeven
     )
-    requested = None if strategies is None else list(names(strategies, "--strategies"))
+    requested = None if strategies is None else list(name_list(strategies, "--strategies"))
     result = backtest_run(
         run_dir,
         dataset=dataset,

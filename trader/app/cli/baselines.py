@@ -24,9 +24,9 @@ from trader.app.cli.options import (
     DatasetOption,
     DeviceOption,
     NumEnvsOption,
-    names,
     resolve_costs,
 )
+from trader.names import name_list
 from trader.errors import UserError
 
 
@@ -121,7 +121,7 @@ def baselines_command(
         raise UserError(f"--output must be table or json, got {output!r}")
     if (num_envs is not None and num_envs < 1) or (eval_every is not None and eval_every < 0):
         raise UserError("--num-envs must be at least 1 and --eval-every at least 0")
-    chosen = list(names(baseline_libraries or "sb3", "--baselines", required=True, lower=True))
+    chosen = list(name_list(baseline_libraries or "sb3", "--baselines", required=True, lower=True))
     check_applies(
         chosen,
         baseline_algos=baseline_algos,
@@ -138,7 +138,7 @@ def baselines_command(
     result = baselines(
         run_dir,
         chosen,
-        list(names(baseline_algos or "ppo", "--baseline-algos", required=True, lower=True)),
+        list(name_list(baseline_algos or "ppo", "--baseline-algos", required=True, lower=True)),
         steps=steps,
         time_budget=seconds,
         seeds=seeds,

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from trader.app.cli.options import names
+from trader.names import name_list
 from trader.app.cli.root import app
 
 cluster_app = typer.Typer(help="Set up a dask cluster for `trader tournament --scheduler`.", no_args_is_help=True)
@@ -30,7 +30,7 @@ def certs(
     """Make a CA and a certificate and key for the scheduler, the workers and the client."""
     from tournament.certs import make_certificates
 
-    files = make_certificates(folder, list(names(hosts, "--hosts")), days)
+    files = make_certificates(folder, list(name_list(hosts, "--hosts")), days)
     print(f"wrote {', '.join(path.name for path in files.values())} into {folder}")
     print("keep ca-key.pem off the cluster; copy ca.pem and a role's pair to each machine:")
     for line in tls_commands(folder):

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trader.app.cli.options import names
+from trader.names import name_list
 from trader.app.cli.root import app
 
 data_app = typer.Typer(
@@ -142,7 +142,7 @@ def validate_command(
     """Check files the way the files provider reads them; print the panel's summary."""
     from market_envs.data.files import read_files
 
-    wanted = None if tickers is None else list(names(tickers, "--tickers"))
+    wanted = None if tickers is None else list(name_list(tickers, "--tickers"))
     with _console().status(f"validating {path} ..."):
         data = read_files(path, tickers=wanted, assume_tz=assume_tz, benchmark=benchmark)
     Console().print(_summary_table(f"{path}: valid", data.summary()))

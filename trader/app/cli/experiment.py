@@ -21,8 +21,8 @@ from trader.app.cli.options import (
     PresetOption,
     SeedOption,
     WorkersOption,
-    names,
 )
+from trader.names import name_list
 from trader.app.cli.root import app
 
 experiment_app = typer.Typer(help="Published experiments, run end to end on any data set.", no_args_is_help=True)
@@ -80,7 +80,7 @@ def podracer(
     from market_envs.costs import cost_model
     from trader.app.experiment import ExperimentConfig, run_experiment, table_markdown
 
-    models = names(extra_costs, "--extra-costs")
+    models = name_list(extra_costs, "--extra-costs")
     for name in models:
         cost_model(name)  # an unknown model is one line before anything runs
     config = ExperimentConfig(
@@ -95,7 +95,7 @@ def podracer(
         **({} if commission is None else {"cost": commission}),
         **({} if preset is None else {"preset": preset}),  # default: market-costs at the paper's 0.2%
         extra_costs=models,
-        **({} if baselines is None else {"libraries": names(baselines, "--baselines")}),
+        **({} if baselines is None else {"libraries": name_list(baselines, "--baselines")}),
         snapshot_every=snapshot_every,
         seed=seed or 0,
         device=device or "cpu",

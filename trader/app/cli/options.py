@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +27,7 @@ import typer
 
 from market_envs.costs import COST_MODELS, NamedCosts, cost_model
 from trader.errors import ConfigError, UserError
+from trader.names import gpu_numbers
 
 DatasetOption = Annotated[
     str | None,
@@ -236,10 +236,7 @@ def cluster_flags(
     if device is not None and gpus is not None:
         raise UserError("--gpus runs the pods on cuda; drop --device")
     if gpus is not None and gpus != "all":  # a list of GPU numbers, through the one list parser
-        ids = names(gpus, "--gpus", required=True, what="GPU number")
-        if not all(gpu.isdigit() for gpu in ids):
-            raise UserError(f"--gpus takes 'all' or GPU numbers like 0,1; got {gpus!r}")
-        gpus = ",".join(ids)
+        gpus = ",".join(str(gpu) for gpu in gpu_numbers(gpus))
     if any(f is not None for f in tls) and (scheduler or "").split("://")[0] not in ("tls", "wss"):
         raise UserError("--tls-ca, --tls-cert and --tls-key need a tls:// --scheduler")
     keys = {
@@ -381,34 +378,6 @@ def with_aim_rules(
             "in shares (add --preset market for weights mode)"
         )
     return merged
-
-
-def names(
-    text: str | None,
-    option: str,
-    *,
-    choices: Sequence[str] | None = None,
-    required: bool = False,
-    lower: bool = False,
-    what: str = "name",
-) -> tuple[str, ...]:
-    """The names in a comma-separated option's value, stripped, empty ones dropped; () for None.
-
-    ``lower`` folds them to lower case; with ``choices``, a name outside them is one line that
-    names `option` (``--algos: unknown algorithm(s) ['dqn']; choose from ppo, sac, td3``); with
-    ``required``, so is a list without a name."""
-    found = () if text is None else tuple(part.strip() for part in text.split(",") if part.strip())
-    if lower:
-        found = tuple(name.lower() for name in found)
-    unknown = [name for name in found if choices is not None and name not in choices]
-    if unknown or (required and not found):
-        listed = f"; choose from {', '.join(choices)}" if choices is not None else ""
-        raise UserError(
-            f"{option}: unknown {what}(s) {unknown}{listed}"
-            if unknown
-            else f"{option} needs at least one {what}{listed}"
-        )
-    return found
 
 
 SHARED = (

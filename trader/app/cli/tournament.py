@@ -43,10 +43,10 @@ from trader.app.cli.options import (
     WorkersOption,
     cluster_flags,
     cost_flags,
-    names,
     with_aim_rules,
     with_costs,
 )
+from trader.names import name_list
 from trader.errors import UserError
 from trader.names import ALGOS, PRESET_COST
 
@@ -277,7 +277,7 @@ def _apply_costs(values: dict[str, Any], cost: float | None, named: Any) -> None
 
 
 def parse_algos(text: str) -> tuple[str, ...]:
-    return names(text, "--algos", choices=ALGOS, required=True, what="algorithm")
+    return name_list(text, "--algos", choices=ALGOS, required=True, what="algorithm")
 
 
 def _saved_pods(run_dir: Path) -> int | None:

@@ -43,9 +43,9 @@ from trader.app.cli.options import (
     WorkersOption,
     cluster_flags,
     cost_flags,
-    names,
     with_aim_rules,
 )
+from trader.names import name_list
 from trader.errors import UserError
 from trader.names import PRESET_COST
 
@@ -172,7 +172,7 @@ def walkforward_command(
         )
     if baselines is None and (baseline_algos is not None or baseline_steps is not None):
         raise UserError("--baseline-algos and --baseline-steps apply with --baselines LIBRARIES")
-    if baseline_algos is not None and not {"sb3", "sb3-dummy"} & set(names(baselines, "--baselines")):
+    if baseline_algos is not None and not {"sb3", "sb3-dummy"} & set(name_list(baselines, "--baselines")):
         raise UserError("--baseline-algos applies to the sb3 and sb3-dummy baselines (finrl has its own learners)")
     cost, named = cost_flags(commission, costs, cost_set)
     cluster = cluster_flags(workers, scheduler, gpus, device, (tls_ca, tls_cert, tls_key), insecure)
@@ -229,8 +229,8 @@ def walkforward_command(
         algo_config=algo_config,
         env_config=rules,
         tournament=tournament,
-        baselines=names(baselines, "--baselines"),
-        baseline_algos=names(baseline_algos or "ppo", "--baseline-algos"),
+        baselines=name_list(baselines, "--baselines"),
+        baseline_algos=name_list(baseline_algos or "ppo", "--baseline-algos"),
         baseline_steps=baseline_steps,
         warm_start=warm_start,
         compile=bool(compile) and single,

@@ -48,7 +48,6 @@ def paper(
     :raises trader.app.paper.loop.PaperStop: a reconciliation mismatch or a risk limit stopped it.
     """
     import numpy as np
-    import pandas as pd
 
     from trader.app.paper.hours import MarketHours
     from trader.app.paper.journal import Journal

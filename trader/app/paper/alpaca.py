@@ -210,7 +210,6 @@ class AlpacaBroker:
     def _submit(self, report: OrderReport, send: bool, resumed: bool = False) -> None:
         """Send the order, or adopt the order its client id already names (a restart: looked up
         first, so nothing is sent twice; a lost answer: Alpaca's 422 on the repeated id)."""
-        from alpaca.common.exceptions import APIError
         from alpaca.trading.enums import OrderSide, TimeInForce
         from alpaca.trading.requests import MarketOrderRequest
 
