@@ -41,7 +41,7 @@ def backtested(request, tmp_path_factory) -> tuple[Path, pd.DataFrame, pd.DataFr
     """(run_dir, the best checkpoint's series, its positions per bar) of a test-period backtest."""
     root = tmp_path_factory.mktemp(f"act-{request.param}")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
-    recipe = write_tiny_recipe(root)
+    recipe = write_tiny_recipe(root, interval="5min")  # the backtest is bar by bar: 156 test bars
     costs = COSTLY if request.param == "costly" else CostModel()
     rules = EnvConfig(action_mode="weights", buy_cost=0.0005, sell_cost=0.0005, costs=costs)
     run_dir = root / "run"

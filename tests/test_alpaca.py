@@ -240,7 +240,7 @@ def test_keys_never_reach_a_run_directory(server, keys, tmp_path, monkeypatch, c
     no line printed or logged holds a key."""
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
-    recipe, run = write_recipe(tmp_path, server.url), tmp_path / "run"
+    recipe, run = write_recipe(tmp_path, server.url, interval="5min"), tmp_path / "run"  # the backtest is bar by bar
     tiny = tmp_path / "ppo.toml"
     tiny.write_text("num_steps = 16\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [16]\n")
     assert (

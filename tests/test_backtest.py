@@ -425,7 +425,9 @@ def test_the_oracle_baseline_trades_the_planted_rule_and_needs_an_edge() -> None
     from market_envs.env import EnvConfig
 
     spec = EdgeSpec(kind="mean_reversion", strength_sharpe=50.0, fraction=1.0)
-    data = synthetic(6, "2023-01-03", "2023-01-20", seed=3, edge=spec)
+    data = synthetic(
+        6, "2023-01-03", "2023-01-20", seed=3, edge=spec, interval="5min"
+    )  # bar by bar: 936 bars, not 4,680
     part = "2023-01-10:2023-01-19"
     free = replace(QUIET, buy_cost=0.0, sell_cost=0.0)  # the rule's edge is stated before costs
     result = run_backtest(data, period=part, config=free)

@@ -40,7 +40,7 @@ def built(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("dashboard")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
-    recipe = write_tiny_recipe(root)
+    recipe = write_tiny_recipe(root, interval="5min")  # a fifth of the bars: the backtests are bar by bar
     runs_dir = root / "runs"
     trader.training.train("ppo", str(recipe), TINY_PPO, runs_dir / "ppo", steps=1024, num_envs=8, eval_every=512)
     assert cli(["backtest", str(runs_dir / "ppo"), "--dataset", str(recipe), "--no-tear-sheet"]) == 0

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def train_run(root: Path, costs: CostModel = CostModel()) -> Path:
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
-    recipe = write_tiny_recipe(root)
+    recipe = write_tiny_recipe(root, interval="5min")  # 156 bars in the test period: the replay is bar by bar
     rules = EnvConfig(action_mode="weights", buy_cost=0.0005, sell_cost=0.0005, costs=costs)
     run_dir = root / "run"
     trader.training.train("ppo", str(recipe), TINY_PPO, run_dir, env_config=rules, steps=512, num_envs=8, eval_every=0)
@@ -251,7 +251,7 @@ def test_flattening_before_the_close_holds_nothing_overnight(replayed, tmp_path:
     result = paper(copy, PaperConfig(flatten_before_close=True, period="2023-01-11 15:30 : 2023-01-12 09:45"))
     journal = result.records
     flat = [r for r in journal if r["kind"] == "flatten"]
-    assert [r["fills_at"] for r in flat] == ["2023-01-11 15:59:00-05:00"]  # filled at the session's last bar
+    assert [r["fills_at"] for r in flat] == ["2023-01-11 15:55:00-05:00"]  # filled at the session's last bar
     assert all(q == 0 for q in flat[0]["after"]["positions"])
     after = journal[journal.index(flat[0]) + 1]
     assert after["kind"] == "bar" and after["fills_at"] == "2023-01-12 09:30:00-05:00"  # back in at the next open
@@ -262,7 +262,7 @@ def test_sigterm_stops_after_the_bar_in_hand_and_a_restart_finishes_the_period(r
     flat_only(run_dir)
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("paper"))
-    period = "2023-01-11 09:30 : 2023-01-11 12:00"  # the test period's first 150 bars: the same record
+    period = "2023-01-11 09:30 : 2023-01-11 15:30"  # the test period's first 72 bars: the same record
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     command = [
         sys.executable,
@@ -283,12 +283,12 @@ def test_sigterm_stops_after_the_bar_in_hand_and_a_restart_finishes_the_period(r
     assert process.returncode == 0, err
     assert "stopped by a signal" in out
     done = rundir.read_json_lines(path)
-    assert 20 <= len(done) < 150 and path.read_bytes().endswith(b"\n")
+    assert 20 <= len(done) < 72 and path.read_bytes().endswith(b"\n")
     assert not (copy / rundir.PAPER_PENDING).exists()
     paper(copy, PaperConfig(period=period))
     resumed = rundir.read_json_lines(path)
-    assert len(resumed) == 150
-    assert [r["after"] for r in resumed] == [r["after"] for r in journal[:150]]
+    assert len(resumed) == 72
+    assert [r["after"] for r in resumed] == [r["after"] for r in journal[:72]]
 
 
 def test_a_tournaments_ensemble_is_the_selected_strategy_when_it_won(replayed) -> None:

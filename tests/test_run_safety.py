@@ -28,7 +28,7 @@ def recipe(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("safety")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
     (root / "ppo.toml").write_text(TINY_PPO)
-    return write_tiny_recipe(root)
+    return write_tiny_recipe(root, interval="5min")  # a fifth of the bars: each backtest here is bar by bar
 
 
 @pytest.fixture(scope="module")
