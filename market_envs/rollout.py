@@ -43,7 +43,7 @@ from typing import Any, NamedTuple, Protocol
 
 import torch
 from torch import Tensor
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from market_envs.env import PER_ENV_TABLES, StockTradingVecEnv, _compile_options, _step_kernel, own_code
 from market_envs.fill import within_cash
@@ -51,11 +51,33 @@ from market_envs.errors import UserError
 
 DEFAULT_BLOCK = 256
 """Bars per `Program.prepare` call (its product with the features is then a matrix of 256
-rows, fast on a CPU, where 8 rows read the weights nearly as often as 1)."""
+rows, fast on a CPU, where 8 rows read the weights nearly as often as 1), and per cut of the
+env's tables (every chunk of a block reads the same cut: no table is copied per chunk)."""
 
 DEFAULT_CHUNK = 8
 """Bars per call. Compile time grows with it and the time per bar falls (on the CPU,
 N=30, one sub-environment: about 63 us a bar at 1, 24 at 8, 19 at 32)."""
+
+CHUNK_OPTIONS = {"cpp_wrapper": True}
+"""Inductor's options for a chunk of a pass with few sub-environments on a CPU (`Rollout`'s
+``cpp_wrapper``), beside the env step's (`market_envs.env._compile_options`). A chunk's code is a
+few fused kernels a bar, called by a wrapper that also allocates and views their buffers; in
+Python (inductor's default) that bookkeeping was most of a validation pass's time, in C++ it is
+a small part (benchmarks/RESULTS.md, "Validation pass"). It costs compile time (the wrapper goes
+through the C++ compiler too, once per process; inductor's on-disk cache keeps it for the next),
+and a backtest of 64 sub-environments, whose bars are arithmetic, gained nothing from it
+("Backtest speed"). On CUDA the same option exists (a C++ wrapper launching the kernels) but has
+not been run on a GPU here, so a CUDA chunk keeps inductor's default; CUDA graphs are the other
+remedy there (benchmarks/RESULTS.md, "Still to run on a GPU")."""
+
+CPP_WRAPPER_MAX_ENVS = 1
+"""`Rollout`'s default ``cpp_wrapper``: on a CPU, for passes of at most this many sub-environments."""
+
+
+def _chunk_options(device: torch.device, cpp_wrapper: bool) -> dict[str, Any] | None:
+    """Inductor's options for a chunk on `device` (`CHUNK_OPTIONS` with `cpp_wrapper`, on a CPU)."""
+    options = _compile_options(device)
+    return {**(options or {}), **CHUNK_OPTIONS} if cpp_wrapper and device.type == "cpu" else options
 
 
 class PerBar:
@@ -65,6 +87,21 @@ class PerBar:
 
     def __init__(self, table: Tensor) -> None:
         self.table = table
+
+
+def _is_per_bar(x: Any) -> bool:
+    return isinstance(x, PerBar)
+
+
+def _per_bar_rows(x: Any, bars: Tensor) -> Any:
+    return x.table.index_select(0, bars) if isinstance(x, PerBar) else x
+
+
+def _rows(prepared: Any, start: int, stop: int) -> Any:
+    """Rows [start, stop) of every tensor of a program's `prepare` (a plain tensor needs no pytree walk)."""
+    if prepared is None or isinstance(prepared, Tensor):
+        return None if prepared is None else prepared[start:stop]
+    return tree_map(lambda x: None if x is None else x[start:stop], prepared)
 
 
 class Bar(NamedTuple):
@@ -141,9 +178,10 @@ def _chunk(
     observation and the recorded ``info`` entries, each stacked [steps, ...]. `prepared`:
     the program's `prepare` of these bars.
 
-    `tables` holds the ``steps + 1`` bars from `first` (an int64 [1] tensor) on and the state's
-    bars count from `first` (`Rollout.run` cuts and shifts them), so the compiled graph's
-    shapes do not depend on the period's length: one compilation serves every period."""
+    `tables` holds the ``block + 1`` bars from `first` (an int64 [1] tensor: the first bar of the
+    chunk's block) on and the state's bars count from `first` (`Rollout.run` cuts the tables once
+    per block and shifts the state), so the compiled graph's shapes do not depend on the period's
+    length: one compilation serves every period."""
     rows: dict[str, list[Tensor]] = {key: [] for key in record}
     for k in range(steps):
         t = state.t
@@ -181,8 +219,8 @@ def _within_cash(buys: Tensor, cash: Tensor, *, price: Tensor, t1: Tensor, table
 
 
 _CHUNKS: dict[tuple, Callable] = {}
-"""The chunk functions built so far, by (program, rules, chunk, record, width, sub-environments, device,
-compile), each with one graph (`market_envs.env.own_code`):
+"""The chunk functions built so far, by (program, rules, chunk, block, record, width, sub-environments,
+device, compile, C++ wrapper), each with one graph (`market_envs.env.own_code`):
 a pass with the same program and rules (the next snapshot, the next pod in a worker
 process) reuses the compiled function instead of compiling again. Programs and rules
 are frozen dataclasses, equal by value."""
@@ -249,6 +287,8 @@ class Rollout:
     :param block: bars per `Program.prepare` call, a multiple of ``chunk`` (`DEFAULT_BLOCK`).
     :param compile: run the chunk through ``torch.compile`` (default: as the env's step).
         Uncompiled, the chunk runs the same operations eagerly (a check, not faster).
+    :param cpp_wrapper: compiled on a CPU, call the chunk's kernels from C++ (`CHUNK_OPTIONS`);
+        default: for passes of at most `CPP_WRAPPER_MAX_ENVS` sub-environments (a validation pass).
     """
 
     def __init__(
@@ -259,6 +299,7 @@ class Rollout:
         chunk: int = DEFAULT_CHUNK,
         compile: bool | None = None,
         block: int | None = None,
+        cpp_wrapper: bool | None = None,
     ) -> None:
         if env.config.random_start or env.config.episode_length is not None:
             raise UserError(
@@ -276,10 +317,12 @@ class Rollout:
         block = DEFAULT_BLOCK if block is None else block
         self.block = max(self.chunk, int(block) // self.chunk * self.chunk)
         compile = env.compiled if compile is None else compile
-        key = (program, env._rules, self.chunk, self.record, 1 + env.num_stocks, env.num_envs, env.device, compile)
+        key = (program, env._rules, self.chunk, self.block, self.record, 1 + env.num_stocks, env.num_envs, env.device)
+        cpp_wrapper = env.num_envs <= CPP_WRAPPER_MAX_ENVS if cpp_wrapper is None else bool(cpp_wrapper)
+        key = (*key, compile, cpp_wrapper and compile)
         if key not in _CHUNKS:
             step = _chunk_function(program, env._rules, self.chunk, self.record, 1 + env.num_stocks)
-            options = _compile_options(env.device)
+            options = _chunk_options(env.device, cpp_wrapper)
             _CHUNKS[key] = torch.compile(step, dynamic=False, options=options) if compile else step
         self._run_chunk = _CHUNKS[key]
 
@@ -309,27 +352,27 @@ class Rollout:
         steps, last = env.num_bars - 1, env.num_bars - 1
         offsets = torch.arange(self.chunk + 1, device=env.device)
         collected: dict[str, list[Tensor]] = {key: [] for key in self.record}
-        block_bars = torch.arange(self.block, device=env.device)
+        block_bars = torch.arange(self.block + 1, device=env.device)
+        has_per_bar = any(isinstance(x, PerBar) for x in tree_leaves(params, is_leaf=_is_per_bar))
         for first in range(0, steps, self.chunk):
-            if first % self.block == 0:  # bars first .. first + block - 1, the last repeated past the end
-                ready = self.program.prepare(
-                    params, env._tables.obs.index_select(0, (block_bars + first).clamp_max(last))
-                )
+            if first % self.block == 0:
+                # the block's bars first .. first + block (its last chunk's fills read one bar ahead), the
+                # last bar repeated past the end: the tables' rows, cut once per block; bar indices in a
+                # chunk are relative to the block's first bar
+                bars = (block_bars + first).clamp_max(last)
+                tables = _cut(env._tables, bars, env.num_bars)
+                ready = self.program.prepare(params, env._tables.obs.index_select(0, bars[: self.block]))
+                origin, start = first, torch.full((1,), first, dtype=torch.int64, device=env.device)
+                state = state._replace(t=state.t - origin, end=state.end - origin)
             at = first % self.block
-            prepared = tree_map(lambda x: None if x is None else x[at : at + self.chunk], ready)
-            # the chunk's bars first .. first + chunk (its fills read one bar ahead), the last
-            # bar repeated past the end; bar indices relative to `first`
-            bars = (offsets + first).clamp_max(last)
-            tables = _cut(env._tables, bars, env.num_bars)
-            relative = state._replace(t=state.t - first, end=state.end - first)
-            start = torch.full((1,), first, dtype=torch.int64, device=env.device)
-            cut = tree_map(
-                lambda x: x.table.index_select(0, bars) if isinstance(x, PerBar) else x,
-                params,
-                is_leaf=lambda x: isinstance(x, PerBar),
-            )
-            relative, obs, rows = self._run_chunk(relative, obs, cut, prepared, tables, start, new_start, relative.end)
-            state = relative._replace(t=relative.t + first, end=relative.end + first)
+            prepared = _rows(ready, at, at + self.chunk)
+            cut = params
+            if has_per_bar:  # the chunk's rows of per-bar params: row k is bar first + k
+                rows_of = (offsets + first).clamp_max(last)
+                cut = tree_map(functools.partial(_per_bar_rows, bars=rows_of), params, is_leaf=_is_per_bar)
+            state, obs, rows = self._run_chunk(state, obs, cut, prepared, tables, start, new_start, state.end)
+            if (first + self.chunk) % self.block == 0 or first + self.chunk >= steps:
+                state = state._replace(t=state.t + origin, end=state.end + origin)
             real = min(self.chunk, steps - first)
             if real < self.chunk:
                 rows = {key: value[:real] for key, value in rows.items()}
