@@ -19,6 +19,7 @@ on a GPU machine (``--gpus all --workers 1,2,4,8,16``: pods per GPU), >= 80% at 
     OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py               # ~15 min on 2 cores
     python benchmarks/tournament_scaling.py --workers 1,2 --pods 4 --pod-steps 8192  # quick
     OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py --workers 1,2 --pods 6 --compile  # pods compiled
+    OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py --workers 1,2 --pods 6 --compile validation
 
 With ``--compile`` each worker's first pod compiles (inductor's on-disk cache makes a
 later process's compile shorter), then every validation pass runs many bars per call.
@@ -128,8 +129,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--compile",
-        action="store_true",
-        help="Pods torch.compile their env steps and validation passes (each worker compiles once).",
+        nargs="?",
+        const="all",
+        default="off",
+        choices=("off", "validation", "all"),
+        help="What pods torch.compile (TournamentConfig.compile): --compile alone is 'all' (networks, env steps and "
+        "the validation pass, compiled again in each pod), 'validation' the validation pass only (once per worker "
+        "and algorithm).",
     )
     parser.add_argument("--out", default=None, help="Write the rows as JSON here.")
     args = parser.parse_args()
@@ -145,7 +151,7 @@ def main() -> None:
     base = rows[0]["pods_per_hour"] / rows[0]["workers"]
     print(
         f"\n{args.pods} pods of {args.pod_steps:,} steps ({args.algos}, {args.num_envs} envs) on {args.dataset}"
-        f"{', compiled' if args.compile else ''}; "
+        f"{'' if args.compile == 'off' else f', compiled: {args.compile}'}; "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}\n"
     )
     print("| workers | pods/h | efficiency | wall s | median pod s by algo | load before |")

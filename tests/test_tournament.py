@@ -199,6 +199,15 @@ def test_every_pod_spec_carries_the_tournaments_compile_flag() -> None:
     assert PodSpec.from_dict(saved).compile is False  # pods.parquet written before the flag resumes
 
 
+def test_pods_carry_compile_validation_and_a_bad_choice_is_refused() -> None:
+    generator = PodGenerator(_config(algos=("ppo",), compile="validation"), "Pendulum-v1")
+    spec = generator.next_spec(0, Leaderboard(4))
+    assert spec.compile == "validation"
+    assert PodSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    with pytest.raises(ConfigError, match="compile must be"):
+        _config(compile="training")
+
+
 def test_generator_follows_the_algorithm_mix_and_fresh_probability() -> None:
     board = Leaderboard(4)
     board.consider(entry(0, 1.0, **{"learning_rate": 3e-4}))

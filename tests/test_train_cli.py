@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from trader.agents.checkpoint import load_policy, read_metadata
 from trader.agents.ppo import PPOConfig
 from trader.app.cli import main
-from trader.errors import UserError
+from trader.errors import ConfigError, UserError
 from trader.training import train
 
 from market_fixtures import write_tiny_recipe
@@ -414,6 +414,25 @@ def test_compile_reaches_the_validation_env(tmp_path: Path) -> None:
     panel = random_panel(n_tickers=3, n_bars=40, seed=2)
     assert market_evaluator(panel, EnvConfig(), compile=True).env.compiled
     assert not market_evaluator(panel, EnvConfig()).env.compiled
+
+
+def test_compile_validation_compiles_the_validation_pass_only() -> None:
+    """``compile="validation"``: the training env stays eager (its results are the eager
+    run's), the validation env is compiled; True and False mean "all" and "off"."""
+    from market_fixtures import random_panel
+
+    from trader.training import build_envs, compile_choice
+
+    panel = random_panel(n_tickers=3, n_bars=400, seed=2)
+    stamps = panel.timestamps
+    panel = replace(panel, meta={**panel.meta, "train_end": stamps[200], "val_end": stamps[300]})
+    expected = {"off": (False, False), "validation": (False, True), "all": (True, True)}
+    for choice, (train_compiled, validation_compiled) in expected.items():
+        envs = build_envs(panel, 2, torch.device("cpu"), 0, compile=choice)
+        assert (envs.train.compiled, envs.evaluator.env.compiled) == (train_compiled, validation_compiled)
+    assert [compile_choice(value) for value in (False, True, "validation")] == ["off", "all", "validation"]
+    with pytest.raises(ConfigError, match="compile must be"):
+        compile_choice("training")
 
 
 @pytest.mark.slow

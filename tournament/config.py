@@ -89,11 +89,14 @@ class TournamentConfig:
     (benchmarks/RESULTS.md, "Tournament value")."""
     device: str = "cpu"
     """Device of the pods ("cuda" is implied by ``gpus``)."""
-    compile: bool = False
-    """Pods ``torch.compile`` their env steps (training and validation) and forward
-    passes (`trader.train`'s ``compile``). Each worker process compiles once, on its
-    first pod, and its later pods reuse the code; a market pod's validation pass then
-    takes about half the time (benchmarks/validation_pass.py). Needs a C++ compiler."""
+    compile: bool | str = False
+    """What pods ``torch.compile`` (`trader.train`'s ``compile``): False ("off"), nothing;
+    "validation", the market validation pass only (many bars per compiled call; training
+    stays eager): each worker process compiles it once per algorithm, on its first pod of
+    it, and its later pods reuse it; True ("all"), also the env steps of training and the
+    networks, which are new objects in every pod and so compiled again in every pod
+    (slower than eager at short pods: benchmarks/RESULTS.md, "Pods per hour, compiled").
+    Needs a C++ compiler on the CPU."""
     seed: int = 0
     """Tournament seed; each pod's seed derives from it and the pod's index."""
     top_fraction: float = 0.25
@@ -136,6 +139,9 @@ class TournamentConfig:
     so no stage finds them again from `periods`' timestamps. Empty: `periods` (or the split dates)."""
 
     def __post_init__(self) -> None:
+        from trader.training import compile_choice
+
+        compile_choice(self.compile)  # refuses an unknown value here, not in every pod
         object.__setattr__(self, "algos", tuple(self.algos))
         object.__setattr__(self, "algo_mix", tuple(float(w) for w in self.algo_mix))
         unknown = [a for a in self.algos if a not in ALGOS]

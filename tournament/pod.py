@@ -57,8 +57,8 @@ class PodSpec:
     """Transitions between validations (0: once, at the end)."""
     device: str = "cpu"
     """Where the pod trains ("cuda" on a dask-cuda worker means that worker's GPU)."""
-    compile: bool = False
-    """``torch.compile`` the env steps and forward passes (`trader.train`'s ``compile``)."""
+    compile: bool | str = False
+    """What to ``torch.compile``: False, True or "validation" (`trader.train`'s ``compile``)."""
     generation: int = 0
     """0 for a fresh agent, the parent's generation + 1 for a child."""
     parent_id: str | None = None

@@ -67,6 +67,19 @@ from trader.spec import MarketSpec
 ProgressFn = Callable[[dict[str, float]], None]
 """Called after each iteration with that iteration's metrics row."""
 
+COMPILE_CHOICES = ("off", "validation", "all")
+"""What `train`'s ``compile`` may say: nothing compiled; the market validation pass only; the
+agent's forward passes and the market steps of training and validation."""
+
+
+def compile_choice(compile: bool | str) -> str:
+    """``compile`` as one of `COMPILE_CHOICES` (False is "off", True is "all")."""
+    if isinstance(compile, bool):
+        return "all" if compile else "off"
+    if compile not in COMPILE_CHOICES:
+        raise ConfigError(f"compile must be True, False or one of {', '.join(COMPILE_CHOICES)}; got {compile!r}")
+    return compile
+
 
 @dataclass
 class BuiltEnvs:
@@ -116,7 +129,7 @@ def train(
     eval_every: int = 10_000,
     eval_episodes: int = 5,
     env_config: Any = None,
-    compile: bool = False,
+    compile: bool | str = False,
     on_iteration: ProgressFn | None = None,
     init_from: str | os.PathLike[str] | None = None,
     time_budget: float | None = None,
@@ -143,8 +156,12 @@ def train(
     :param eval_every: transitions between evaluations (0: only at the end).
     :param eval_episodes: gymnasium validation episodes (market: the whole period once).
     :param env_config: market envs: an `EnvConfig` or dict of overrides.
-    :param compile: ``torch.compile`` the agent's forward passes and the market step,
-        of the training and of the validation env.
+    :param compile: which parts go through ``torch.compile`` (`COMPILE_CHOICES`): False or
+        "off", none; True or "all", the agent's forward passes and the market step of the
+        training and of the validation env; "validation", the market validation pass only
+        (training stays eager, so its results are bit for bit those of an eager run): the pass
+        compiles once per process and is reused by every later run there (a tournament
+        worker's pods), while compiled networks are new objects, compiled again in each run.
     :param on_iteration: progress callback, called with each metrics row.
     :param init_from: a checkpoint (path without suffix) of the same algorithm and env
         dims to continue from (see the module docstring).
@@ -186,6 +203,7 @@ def train(
     )
     spec = get_spec(algo)
     algo_config = _resolve_config(spec.config_cls, config)
+    compile = compile_choice(compile)
     device = resolve_device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"device {device} requested but CUDA is not available")
@@ -194,7 +212,7 @@ def train(
     agent = spec.agent_cls(envs.train.obs_dim, envs.train.act_dim, algo_config, device, seed)
     if init_from is not None:
         continue_from(agent, init_from, seed)
-    if compile:
+    if compile == "all":
         agent.compile()
     runner = spec.runner_cls(agent, envs.train)
     if dataset_periods is not None:
@@ -330,7 +348,7 @@ def build_envs(
     eval_env: Any = None,
     eval_episodes: int = 5,
     env_config: Any = None,
-    compile: bool = False,
+    compile: bool | str = False,
     periods: dict[str, Any] | None = None,
 ) -> BuiltEnvs:
     """Training env + evaluator for a market spec, a gymnasium id, a recipe, a panel or a built env."""
@@ -388,7 +406,7 @@ def _gym_envs(env_id: str, num_envs: int, device: torch.device, seed: int, eval_
 
 
 def _market_envs(
-    data: Any, num_envs: int, device: torch.device, env_config: Any, compile: bool, recipe: str | None = None
+    data: Any, num_envs: int, device: torch.device, env_config: Any, compile: bool | str, recipe: str | None = None
 ) -> BuiltEnvs:
     """Train on the panel's train period, validate deterministically on its validation period.
 
@@ -398,8 +416,9 @@ def _market_envs(
 
     train_data, val_data = data.period("train"), data.period("validation")
     cfg = env_config if isinstance(env_config, EnvConfig) else config_from_dict(EnvConfig, env_config or {})
-    train_env = StockTradingVecEnv(train_data, num_envs, device, cfg, compile=compile)
-    evaluator = market_evaluator(val_data, cfg, device, compile=compile)
+    compile = compile_choice(compile)
+    train_env = StockTradingVecEnv(train_data, num_envs, device, cfg, compile=compile == "all")
+    evaluator = market_evaluator(val_data, cfg, device, compile=compile != "off")
     window = {
         "dataset": data.name,
         "interval": data.interval,
