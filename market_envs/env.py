@@ -592,13 +592,25 @@ def policy_rates(rate_actions: Tensor) -> Tensor:
     return half * half
 
 
+def rate_actions(rates: Tensor) -> Tensor:
+    """The rate actions whose `policy_rates` are `rates` (in [0, 1]): ``2 sqrt(kappa) - 1``."""
+    return rates.clamp(0.0, 1.0).sqrt().mul(2.0).sub(1.0)
+
+
 def _split_actions(actions: Tensor, rules: _Rules) -> tuple[Tensor, Tensor | None]:
     """The aims' actions [E, N] and, with `EnvConfig.rate_action`, each stock's trade rate [E, N]
-    (`policy_rates` of the second block; None without it)."""
+    (`policy_rates` of the second block; None without it). The rates are computed **in place**,
+    into the second block of `actions`: pass the step's own cleaned actions (`_clean_actions`, a
+    fresh tensor), which nothing reads as actions afterwards (`_aims_of` reads the first block)."""
     if not rules.rate_action:
         return actions, None
     aims, rates = actions.chunk(2, dim=-1)
-    return aims, policy_rates(rates)
+    return aims, rates.add_(1.0).mul_(0.5).square_()  # policy_rates, without a new [E, N] tensor (eager)
+
+
+def _aims_of(actions: Tensor, rules: _Rules) -> Tensor:
+    """The aims' block of the actions [E, N] (all of them without `EnvConfig.rate_action`)."""
+    return actions.chunk(2, dim=-1)[0] if rules.rate_action else actions
 
 
 class _Pace(NamedTuple):
@@ -713,8 +725,7 @@ def aim_weights(actions: Tensor, config: EnvConfig) -> Tensor:
     if config.action_mode != "weights":
         raise ConfigError("aim_weights: the aim portfolio is a weights-mode idea (action_mode='weights')")
     rules = _mapping_only(config, actions.shape[-1] // config.actions_per_stock)
-    aims, _ = _split_actions(_clean_actions(actions, torch.float64), rules)
-    return _aim_weights(aims, rules)
+    return _aim_weights(_aims_of(_clean_actions(actions, torch.float64), rules), rules)
 
 
 def aim_actions(aim: Tensor, config: EnvConfig) -> Tensor:
@@ -838,7 +849,7 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     value = cash + (holdings * close).sum(-1)
     if rules.aim_reward:  # the aim's return over the bar, at the value at the fill, less the step's costs
         value_at_fill = state.cash + (state.holdings * price).sum(-1)
-        earned = value_at_fill * (_aim_weights(_split_actions(actions, rules)[0], rules) * (close / price - 1.0)).sum(-1)
+        earned = value_at_fill * (_aim_weights(_aims_of(actions, rules), rules) * (close / price - 1.0)).sum(-1)
         paid = fill.commission + fill.spread + fill.impact + borrow
         reward = ((earned - paid) * rules.reward_scale).float()
     else:

@@ -63,7 +63,9 @@ def test_rate_action_minus_one_never_trades_and_pays_nothing():
 
 
 @pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
-@pytest.mark.parametrize("mapping", [dict(), dict(weights_map="linear", linear_scale=5.0)], ids=["normalized", "linear"])
+@pytest.mark.parametrize(
+    "mapping", [dict(), dict(weights_map="linear", linear_scale=5.0)], ids=["normalized", "linear"]
+)
 def test_rate_action_plus_one_is_exactly_the_fixed_rules_fills(costs, mapping):
     """Rate +1 in every stock: every entry of every step equals the same env without the rate
     action (rate 1), bit for bit, through the cash limit, the cap and every cost term."""
@@ -105,7 +107,9 @@ def test_a_band_applies_before_the_policys_rate():
     rates = torch.tensor([[0.0, 0.0, 1.0, 1.0]])
     _, _, _, _, info = env.step(torch.cat([aims, rates], dim=-1))
     weights = info["holdings"][0] * price / 1e6
-    torch.testing.assert_close(weights, torch.tensor([0.0575, -0.0575, 0.0, 0.0], dtype=torch.float64), atol=1e-9, rtol=0)
+    torch.testing.assert_close(
+        weights, torch.tensor([0.0575, -0.0575, 0.0, 0.0], dtype=torch.float64), atol=1e-9, rtol=0
+    )
 
 
 def test_target_holdings_and_requested_orders_read_both_blocks():
@@ -206,7 +210,9 @@ def test_the_book_moves_between_its_weights_and_its_aim(seed):
         after = info["holdings"]
         low, high = torch.minimum(held, aim), torch.maximum(held, aim)
         assert (after >= low - 1e-9 * low.abs() - 1e-12).all() and (after <= high + 1e-9 * high.abs() + 1e-12).all()
-        torch.testing.assert_close(info["value"], info["cash"] + (after * close[info["t"]]).sum(-1), rtol=1e-12, atol=1e-9)
+        torch.testing.assert_close(
+            info["value"], info["cash"] + (after * close[info["t"]]).sum(-1), rtol=1e-12, atol=1e-9
+        )
 
 
 # ------------------------------------------------------------------ refusals
@@ -296,3 +302,74 @@ def test_the_gymnasium_adapter_checks_with_the_rate_action():
     assert torch.equal(env.vec_env.holdings, torch.zeros_like(env.vec_env.holdings))  # rate 0: nothing bought
     env.step(np.concatenate([np.array([1, -1, 1, -1]), np.ones(4)]).astype(np.float32))
     assert (env.vec_env.holdings.abs() > 0).all()
+
+
+def test_an_ensemble_averages_the_members_aims_and_rates():
+    from trader.agents import make_agent
+    from trader.agents.ensemble import EnsemblePolicy
+
+    rules = EnvConfig(**RATED, weights_map="linear", market_neutral=True)
+    env = StockTradingVecEnv(PANEL, 3, "cpu", rules)
+    obs, _ = env.reset(seed=0)
+    config = {"network": "per_stock", "actions_per_stock": 2, "init_log_std": -1.0}
+    one, other = (make_agent("ppo", env.obs_dim, env.act_dim, config, seed=s) for s in (0, 1))
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for agent in (one, other):
+            for p in agent.actor.parameters():
+                p.add_(torch.randn(p.shape, generator=g) * 0.5)
+    a, b = one.act(obs, deterministic=True), other.act(obs, deterministic=True)
+    combined = EnsemblePolicy([one, other], [0.25, 0.75], rules=rules).act(obs)
+    assert combined.shape == (3, 8)
+    expected_rates = 0.25 * policy_rates(a[:, 4:].double().clamp(-1, 1)) + 0.75 * policy_rates(
+        b[:, 4:].double().clamp(-1, 1)
+    )
+    torch.testing.assert_close(policy_rates(combined[:, 4:].double()), expected_rates, rtol=1e-5, atol=1e-6)
+    aims = 0.25 * aim_weights(a, rules) + 0.75 * aim_weights(b, rules)
+    torch.testing.assert_close(aim_weights(combined, rules), aims, rtol=1e-5, atol=1e-6)
+    alone = EnsemblePolicy([one], rules=rules).act(obs)  # one member: its own rates back
+    torch.testing.assert_close(alone[:, 4:], a[:, 4:].clamp(-1, 1), rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ the CLI: --trade-rate policy
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--trade-rate", "policy"], "--trade-rate: the aim, trade rate and band move a book of target weights"),
+        (["--trade-rate", "fast", "--preset", "market"], "--trade-rate must be in [0, 1] (the share"),
+    ],
+)
+def test_bad_policy_rate_flags_exit_2_with_one_line(flags, fragment, tmp_path, capsys):
+    from trader.app.cli import main
+
+    args = ["train", "--algo", "ppo", str(tmp_path / "run"), "--dataset", "synthetic-edge-daily", "--steps", "64"]
+    assert main([*args, *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run" / "config.toml").exists()
+
+
+def test_trade_rate_policy_trains_with_two_actions_per_stock(tmp_path):
+    """``trader train --preset market-costs --trade-rate policy``: the rules record rate_action (and the
+    fixed rate 1), the agent takes 2N actions; ``--trade-rate 0.3`` over it is a fixed rate again."""
+    import tomllib
+
+    from test_train_cli import TINY_EDGE_RECIPE
+
+    from trader.agents.checkpoint import load_agent
+    from trader.app.cli import main
+    from trader.rundir import recorded_rules
+
+    recipe = tmp_path / "edge.toml"
+    recipe.write_text(TINY_EDGE_RECIPE)
+    for rate, expected in (("policy", True), ("0.3", False)):
+        run_dir = tmp_path / f"run-{rate}"
+        args = ["train", "--algo", "ppo", "--dataset", str(recipe), "--preset", "market-costs", "--trade-rate", rate]
+        assert main([*args, "--steps", "256", "--num-envs", "4", "--eval-every", "0", str(run_dir)]) == 0
+        rules = recorded_rules(tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"], "config")
+        assert rules.rate_action is expected and rules.trade_rate == (1.0 if expected else 0.3)
+        agent = load_agent(run_dir / "checkpoints" / "final")
+        assert agent.act_dim == 6 * rules.actions_per_stock  # the recipe's 6 tickers
+        assert agent.config.actions_per_stock == rules.actions_per_stock
