@@ -31,9 +31,9 @@ seeds by a one-sided Wilcoxon signed-rank test (exact, `scipy.stats.wilcoxon`):
     OMP_NUM_THREADS=1 python benchmarks/learning_costs.py --quick                      # a smoke run, ~2 min
     OMP_NUM_THREADS=1 python benchmarks/learning_costs.py --untrained                 # noise turnover per mapping
 
-With ``--env-set rate_action=True --env-set trade_rate=1.0`` the policy chooses each stock's trade
-rate (`EnvConfig.rate_action`); each agent's chosen rates on the validation period are printed
-(`policy_rate`) and written to ``--out``.
+Under the preset the policy chooses each stock's trade rate (`EnvConfig.rate_action`); each agent's
+chosen rates on the validation period are printed (`policy_rate`) and written to ``--out``.
+``--env-set rate_action=False --env-set trade_rate=0.02`` trades at the fixed rate of before.
 
 ``--runs`` keeps each trained agent (``VARIANT-SEED``) and reuses it on the next run into the
 same folder; ``--env-set KEY=VALUE`` and ``--algo-set ALGO.KEY=VALUE`` override the preset's
@@ -66,7 +66,7 @@ from trader import stats
 from trader.agents import Agent, make_agent, make_config
 from trader.agents.checkpoint import load_agent
 from trader.backtesting import BacktestConfig, run_backtest
-from trader.presets import COSTS_TRADE_RATE, HOLDING, REWARD_SCALE, edge_rules, market_algo_config
+from trader.presets import COSTS_PACE, HOLDING, REWARD_SCALE, edge_rules, market_algo_config
 from trader.training import train
 
 DATASET = "synthetic-edge-minute-costs"
@@ -89,7 +89,7 @@ MAPPINGS = {
 def training_rules(data: MarketData, costly: bool, env_set: dict[str, Any]) -> EnvConfig:
     """The preset's rules for `data` (with `--env-set`), at `CAPITAL`, rewards in bp of the capital,
     under `MODEL` (`costly`) or at zero cost."""
-    holding = {**HOLDING, "trade_rate": COSTS_TRADE_RATE}  # the market-costs preset (trader.presets)
+    holding = {**HOLDING, **COSTS_PACE}  # the market-costs preset (trader.presets)
     base = replace(
         edge_rules(data.meta.get("edge"), **holding), initial_cash=CAPITAL, reward_scale=REWARD_SCALE * 1e6 / CAPITAL
     )
@@ -168,7 +168,10 @@ def untrained_turnover(
         # every mapping at the linear map's default size (2 / N), as RESULTS' table was measured;
         # the preset's larger aim (COSTS_LINEAR_SCALE) has no meaning for the normalized book
         rules = replace(
-            training_rules(data, costly=False, env_set=env_set), linear_scale=LINEAR_WEIGHT_SCALE, **mapping
+            training_rules(data, costly=False, env_set=env_set),
+            linear_scale=LINEAR_WEIGHT_SCALE,
+            rate_action=False,
+            **mapping,
         )
         per_seed = []
         for seed in seeds:
