@@ -373,3 +373,14 @@ def test_trade_rate_policy_trains_with_two_actions_per_stock(tmp_path):
         agent = load_agent(run_dir / "checkpoints" / "final")
         assert agent.act_dim == 6 * rules.actions_per_stock  # the recipe's 6 tickers
         assert agent.config.actions_per_stock == rules.actions_per_stock
+
+
+def test_the_per_stock_layout_is_not_guessed_from_the_sizes():
+    """With one feature per stock (the market presets' observation), 2N actions over 1 + 2N columns
+    would read as 2N stocks without features: refused unless the layout says 2 actions per stock."""
+    from trader.agents.networks import stock_layout
+
+    assert stock_layout(1 + 2 * 5, 10, actions_per_stock=2) == (5, 1)
+    assert stock_layout(1 + 2 * 5, 5) == (5, 1)
+    with pytest.raises(ConfigError, match="network='per_stock' needs a market env's observation"):
+        stock_layout(1 + 2 * 5, 10)

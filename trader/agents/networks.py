@@ -82,12 +82,13 @@ def stock_layout(obs_dim: int, act_dim: int, actions_per_stock: int = 1) -> tupl
 
     Raises ``ConfigError`` when the sizes cannot be the market layout
     ``obs_dim = 1 + N + N x F`` with ``act_dim = k x N``, k = `actions_per_stock`
-    (a gymnasium env, say). k is not guessed from the sizes: 2N actions over
-    ``1 + N(1 + F)`` columns also read as 2N stocks whenever F is odd.
+    (a gymnasium env, say), F >= 1 (the env always observes a feature). k is not guessed from
+    the sizes: 2N actions over ``1 + N(1 + F)`` columns also read as 2N stocks whenever F is odd
+    (F = 1 reads as 2N stocks without features, which F >= 1 refuses).
     """
     stocks = act_dim // actions_per_stock if actions_per_stock >= 1 else 0
     rest = obs_dim - 1 - stocks
-    if stocks < 1 or act_dim != stocks * actions_per_stock or rest < 0 or rest % stocks:
+    if stocks < 1 or act_dim != stocks * actions_per_stock or rest < stocks or rest % stocks:
         raise ConfigError(
             f"network='per_stock' needs a market env's observation (1 + N + N x F columns, "
             f"{actions_per_stock} x N actions); obs_dim {obs_dim} with act_dim {act_dim} is not one: "

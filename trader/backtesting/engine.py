@@ -495,9 +495,10 @@ def _build_groups(
             continue
         if isinstance(source, ExternalPolicy):
             info = StrategyInfo(name, source.label, "library", source.source, source.training)
+            external = config.env_config(source.env_config)
             add(
-                group("stocks", data, config.env_config(source.env_config)),
-                source.decider(data.timestamps, name, data.num_tickers),
+                group("stocks", data, external),
+                source.decider(data.timestamps, name, data.num_tickers * external.actions_per_stock),
                 [info],
             )
             continue
