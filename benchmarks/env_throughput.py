@@ -34,8 +34,9 @@ on a shared machine hits both alike. The target of issue 30: at most 1.3x the ti
 ``--compare-action`` times the step of weights mode with the action that can hold (issue 40:
 ``weights_map="linear"``, a trade rate of 0.5 and a no-trade band of 0.2 / N per stock, the
 costliest case: both on) against today's mapping (the action is the book, rebalanced in full),
-at the flat rate and with every cost term, in the same process as above. The target of issue 40:
-at most 1.1x the time, eager and compiled.
+at the flat rate and with every cost term, in the same process as above; and the same with the
+rate the policy chooses per stock instead of the fixed one (``rate_action``: 2N actions, the band
+too). The target of issue 40: at most 1.1x the time, eager and compiled.
 
     python benchmarks/env_throughput.py --compare-action --envs 1024,4096 --tickers 30,100 --repeats 7
 """
@@ -224,7 +225,7 @@ def step_runner(data, num_envs: int, device: torch.device, config: EnvConfig, co
     env = StockTradingVecEnv(data, num_envs, device, config, compile=compiled)
     env.reset(seed=0)
     g = torch.Generator(device=device).manual_seed(0)
-    bank = [torch.rand(num_envs, data.num_tickers, generator=g, device=device) * 2 - 1 for _ in range(4)]
+    bank = [torch.rand(num_envs, env.act_dim, generator=g, device=device) * 2 - 1 for _ in range(4)]
     for i in range(3):
         env.step(bank[i % 4])
 
@@ -349,8 +350,13 @@ def compare_action(args: argparse.Namespace, devices: list[torch.device]) -> int
                 action_mode="weights",
                 costs=costs,
             )
+            held = replace(today, weights_map="linear", no_trade_band=0.2 / n)
             pairs.append(
-                [(label, today), (label, replace(today, weights_map="linear", trade_rate=0.5, no_trade_band=0.2 / n))]
+                [
+                    (label, today),
+                    (f"{label}, fixed rate", replace(held, trade_rate=0.5)),
+                    (f"{label}, policy rate", replace(held, rate_action=True)),
+                ]
             )
         return pairs
 

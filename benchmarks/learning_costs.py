@@ -31,6 +31,10 @@ seeds by a one-sided Wilcoxon signed-rank test (exact, `scipy.stats.wilcoxon`):
     OMP_NUM_THREADS=1 python benchmarks/learning_costs.py --quick                      # a smoke run, ~2 min
     OMP_NUM_THREADS=1 python benchmarks/learning_costs.py --untrained                 # noise turnover per mapping
 
+Under the preset the policy chooses each stock's trade rate (`EnvConfig.rate_action`); each agent's
+chosen rates on the validation period are printed (`policy_rate`) and written to ``--out``.
+``--env-set rate_action=False --env-set trade_rate=0.02`` trades at the fixed rate of before.
+
 ``--runs`` keeps each trained agent (``VARIANT-SEED``) and reuses it on the next run into the
 same folder; ``--env-set KEY=VALUE`` and ``--algo-set ALGO.KEY=VALUE`` override the preset's
 rules and configs (for tuning on seeds that are then not reported).
@@ -57,12 +61,12 @@ from scipy import stats as scipy_stats
 
 from market_envs.costs import CostModel, cost_model
 from market_envs.data import MarketData, load
-from market_envs.env import LINEAR_WEIGHT_SCALE, EnvConfig, StockTradingVecEnv
+from market_envs.env import LINEAR_WEIGHT_SCALE, EnvConfig, StockTradingVecEnv, policy_rates
 from trader import stats
 from trader.agents import Agent, make_agent, make_config
 from trader.agents.checkpoint import load_agent
 from trader.backtesting import BacktestConfig, run_backtest
-from trader.presets import COSTS_TRADE_RATE, HOLDING, REWARD_SCALE, edge_rules, market_algo_config
+from trader.presets import COSTS_PACE, HOLDING, REWARD_SCALE, edge_rules, market_algo_config
 from trader.training import train
 
 DATASET = "synthetic-edge-minute-costs"
@@ -85,7 +89,7 @@ MAPPINGS = {
 def training_rules(data: MarketData, costly: bool, env_set: dict[str, Any]) -> EnvConfig:
     """The preset's rules for `data` (with `--env-set`), at `CAPITAL`, rewards in bp of the capital,
     under `MODEL` (`costly`) or at zero cost."""
-    holding = {**HOLDING, "trade_rate": COSTS_TRADE_RATE}  # the market-costs preset (trader.presets)
+    holding = {**HOLDING, **COSTS_PACE}  # the market-costs preset (trader.presets)
     base = replace(
         edge_rules(data.meta.get("edge"), **holding), initial_cash=CAPITAL, reward_scale=REWARD_SCALE * 1e6 / CAPITAL
     )
@@ -164,7 +168,10 @@ def untrained_turnover(
         # every mapping at the linear map's default size (2 / N), as RESULTS' table was measured;
         # the preset's larger aim (COSTS_LINEAR_SCALE) has no meaning for the normalized book
         rules = replace(
-            training_rules(data, costly=False, env_set=env_set), linear_scale=LINEAR_WEIGHT_SCALE, **mapping
+            training_rules(data, costly=False, env_set=env_set),
+            linear_scale=LINEAR_WEIGHT_SCALE,
+            rate_action=False,
+            **mapping,
         )
         per_seed = []
         for seed in seeds:
@@ -182,6 +189,28 @@ def untrained_turnover(
             per_seed.append(total / steps * env.bars_per_day)
         out[label] = statistics.median(per_seed)
     return out
+
+
+def policy_rate(agent: Agent, data: MarketData, rules: EnvConfig, steps: int = 390, envs: int = 16) -> dict[str, float]:
+    """`EnvConfig.rate_action`: the trade rates an agent's deterministic policy chooses on the
+    validation period (`envs` sub-environments from random starts, `steps` bars under `rules`):
+    their mean and median over stocks, bars and sub-environments, and the mean turnover a day."""
+    torch.manual_seed(0)
+    env = StockTradingVecEnv(data.period("validation"), envs, "cpu", rules)
+    obs, _ = env.reset(seed=0)
+    rates, turnover = [], 0.0
+    with torch.no_grad():
+        for _ in range(steps):
+            actions = agent.act(obs, deterministic=True)
+            rates.append(policy_rates(actions[:, env.num_stocks :].double().clamp(-1.0, 1.0)).flatten())
+            obs, _, _, _, info = env.step(actions)
+            turnover += float(info["turnover"].mean())
+    every = torch.cat(rates)
+    return {
+        "mean": float(every.mean()),
+        "median": float(every.median()),
+        "turnover": turnover / steps * env.bars_per_day,
+    }
 
 
 def wilcoxon_greater(x: list[float], y: list[float]) -> float:
@@ -322,7 +351,7 @@ def main(argv: list[str]) -> int:
         f"learning under costs: {DATASET} ({full.num_tickers} tickers, train {full.period('train').num_bars} bars), "
         f"model {MODEL}, capital {training_rules(full, True, env_set).initial_cash:,.0f}; PPO {args.ppo_steps:,} steps, off-policy {args.offpolicy_steps:,} "
         f"steps, {args.num_envs} envs; env-set {env_set}, algo-set {algo_set}; rules "
-        f"{ {k: v for k, v in vars(training_rules(full, True, env_set)).items() if k in ('weights_map', 'trade_rate', 'no_trade_band', 'band_scope')} }; "
+        f"{ {k: v for k, v in vars(training_rules(full, True, env_set)).items() if k in ('weights_map', 'trade_rate', 'no_trade_band', 'band_scope', 'rate_action', 'reward')} }; "
         f"{platform.platform()}, torch {torch.__version__}, load {os.getloadavg()[0]:.1f}"
     )
     print(header, flush=True)
@@ -331,6 +360,7 @@ def main(argv: list[str]) -> int:
             print(f"| {label} | {turnover:.2f} |", flush=True)
         return 0
     seconds: dict[str, float] = {}
+    chosen_rates: dict[str, dict[str, float]] = {}
     edge_agents: dict[str, Agent] = {}
     null_agents: dict[str, Agent] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -353,8 +383,19 @@ def main(argv: list[str]) -> int:
                 )
                 (null_agents if name == "ppo-null" else edge_agents)[f"{name}-s{seed}"] = agent
                 seconds[f"{name}-{seed}"] = took
+                rules = training_rules(data, True, env_set)
+                rate = policy_rate(agent, data, rules) if rules.rate_action else None
+                if rate is not None:
+                    chosen_rates[f"{name}-{seed}"] = rate
                 print(
-                    f"  {'trained' if took else 'reused'} {name} seed {seed}" + (f": {took:.0f} s" if took else ""),
+                    f"  {'trained' if took else 'reused'} {name} seed {seed}"
+                    + (f": {took:.0f} s" if took else "")
+                    + (
+                        f"; its rates on validation under {MODEL}: mean {rate['mean']:.4f}, median "
+                        f"{rate['median']:.4f} (turnover {rate['turnover']:.2f} a day)"
+                        if rate is not None
+                        else ""
+                    ),
                     flush=True,
                 )
     # one backtest per period holds every seed's agents (rows of one env) and the two oracles
@@ -402,7 +443,14 @@ def main(argv: list[str]) -> int:
     if args.out is not None:
         args.out.write_text(
             json.dumps(
-                {"header": header, "results": results, "train_seconds": seconds, "claims": claims, "summary": summary},
+                {
+                    "header": header,
+                    "results": results,
+                    "train_seconds": seconds,
+                    "policy_rates": chosen_rates,
+                    "claims": claims,
+                    "summary": summary,
+                },
                 indent=1,
             )
         )

@@ -13,7 +13,8 @@ Timing, for one sub-environment at bar t (all prices from ``data``):
    shares mode directly; in weights mode through an **aim** portfolio (`EnvConfig`:
    ``weights_map``), toward which the book, valued at bar t+1's open, moves through the
    no-trade band and at the trade rate (``no_trade_band``, ``band_scope``,
-   ``trade_rate``; by default all the way: the book is rebalanced to the aim). Each
+   ``trade_rate``; by default all the way: the book is rebalanced to the aim; with
+   ``rate_action`` the policy chooses each stock's rate in a second action block). Each
    stock's new weight lies between its weight and its aim.
 2. Its order fills at the **open of bar t+1**, never at a price it has already seen.
    A stock whose bar t+1 is not tradable (``data.tradable``) is not traded, but for
@@ -204,6 +205,24 @@ class EnvConfig:
         rate: ``w' = w + kappa x band(aim - w)``. So each stock's new weight lies between
         its weight and its aim: nothing is bought or sold past the aim.
     :param band_scope: ``"stock"`` or ``"book"``, see `no_trade_band`.
+    :param rate_action: weights mode: the policy chooses the trade rate, per stock and per step,
+        instead of the fixed `trade_rate` (which must stay 1). The action then has 2N entries in
+        two blocks, ``[a_1 .. a_N | r_1 .. r_N]``: the aims' actions, mapped by `weights_map` as
+        always, and one rate action per stock, mapped to the rate
+        ``kappa_i = ((1 + r_i) / 2)^2`` in [0, 1] (`policy_rates`), so stock i moves
+        ``w_i' = w_i + kappa_i x band(aim_i - w_i)``. The blocks are what the per-stock network's
+        outputs per stock give (`trader.agents.networks.PerStockPolicyHead`). The map is bounded
+        and reaches both ends exactly on the action box: r = -1 never trades (the book and its
+        costs stay as they are), r = +1 trades all the way to the aim (today's fill). A sigmoid of
+        the clipped action could reach neither end (sigmoid(+-1) is 0.27 and 0.73); the square
+        spends more of the box on small rates, where trading under costs lives (the oracle's
+        0.02 is r = -0.72, away from the clip at -1, where half a Gaussian's samples would sit).
+        Per stock rather than one rate for the book: each stock's costs differ (its spread, its
+        volume and volatility behind the impact and the participation cap), and the per-stock
+        network reads and decides each stock alone; a book rate would need an output that no
+        stock owns. The reward is unchanged (`reward`); under ``reward="aim"`` the rate changes
+        only the costs paid, so a learner is pushed toward rate 0 (the aim's return is credited
+        whatever the book holds): pair it with ``reward="value"``.
     :param reward_scale: reward = change of portfolio value x this (1e-4 as in FinRL).
     :param reward: ``"value"``: the change of the portfolio value (the default; the
         backtest's measure). ``"aim"`` (weights mode): a training reward that credits each
@@ -269,6 +288,7 @@ class EnvConfig:
     trade_rate: float = 1.0
     no_trade_band: float = 0.0
     band_scope: Literal["stock", "book"] = "stock"
+    rate_action: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.costs, Mapping):
@@ -347,6 +367,18 @@ class EnvConfig:
         object.__setattr__(self, "linear_scale", float(scale))
         if self.linear_scale != LINEAR_WEIGHT_SCALE and self.weights_map != "linear":
             raise ConfigError("EnvConfig.linear_scale sizes the linear aim: it needs weights_map='linear'")
+        if not isinstance(self.rate_action, bool):
+            raise ConfigError(f"EnvConfig.rate_action must be true or false, got {self.rate_action!r}")
+        if self.rate_action and self.action_mode != "weights":
+            raise ConfigError(
+                "EnvConfig.rate_action (a trade rate the policy chooses) needs action_mode='weights': "
+                "shares mode has no aim to trade toward"
+            )
+        if self.rate_action and self.trade_rate != 1.0:
+            raise ConfigError(
+                f"EnvConfig.rate_action: the policy chooses the trade rate, so trade_rate must stay 1, "
+                f"got {self.trade_rate:g}"
+            )
         if self.action_mode == "shares" and not self.rebalances_in_full:
             raise ConfigError(
                 "EnvConfig: weights_map, trade_rate and no_trade_band move a book of target weights; "
@@ -356,7 +388,17 @@ class EnvConfig:
     @property
     def rebalances_in_full(self) -> bool:
         """True for today's mapping: the action is the book, rebalanced in full every step."""
-        return self.weights_map == "normalized" and self.trade_rate == 1.0 and self.no_trade_band == 0.0
+        return (
+            self.weights_map == "normalized"
+            and self.trade_rate == 1.0
+            and self.no_trade_band == 0.0
+            and not self.rate_action
+        )
+
+    @property
+    def actions_per_stock(self) -> int:
+        """Entries of the action per stock: 2 with `rate_action` (an aim and a rate), else 1."""
+        return 2 if self.rate_action else 1
 
 
 class _Tables(NamedTuple):
@@ -407,6 +449,7 @@ class _Rules:
     has_rate: bool = False  # a trade rate below 1 (`_Tables.trade_rate`)
     has_band: bool = False  # a no-trade band (`_Tables.band`)
     book_band: bool = False  # the band bounds sum |aim - w| (else each |aim_i - w_i|)
+    rate_action: bool = False  # the actions' second block holds each stock's trade rate (`policy_rates`)
     aim_reward: bool = False  # EnvConfig.reward == "aim"
     leavers: bool = False  # the panel has bars where a position may only shrink (`_Tables.reducible`)
     fill: FillRules = FillRules()  # the fill's constants: its commission, cost terms and kernel (`market_envs.fill`)
@@ -542,8 +585,37 @@ def _aim_weights(actions: Tensor, rules: _Rules) -> Tensor:
     return weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
 
 
+def policy_rates(rate_actions: Tensor) -> Tensor:
+    """`EnvConfig.rate_action`: each stock's trade rate from its rate action (clipped to [-1, 1]),
+    ``((1 + r) / 2)^2``: 0 at -1 (no trade), 1 at +1 (all the way), 0.25 at 0."""
+    half = (rate_actions + 1.0) * 0.5
+    return half * half
+
+
+def rate_actions(rates: Tensor) -> Tensor:
+    """The rate actions whose `policy_rates` are `rates` (in [0, 1]): ``2 sqrt(kappa) - 1``."""
+    return rates.clamp(0.0, 1.0).sqrt().mul(2.0).sub(1.0)
+
+
+def _split_actions(actions: Tensor, rules: _Rules) -> tuple[Tensor, Tensor | None]:
+    """The aims' actions [E, N] and, with `EnvConfig.rate_action`, each stock's trade rate [E, N]
+    (`policy_rates` of the second block; None without it). The rates are computed **in place**,
+    into the second block of `actions`: pass the step's own cleaned actions (`_clean_actions`, a
+    fresh tensor), which nothing reads as actions afterwards (`_aims_of` reads the first block)."""
+    if not rules.rate_action:
+        return actions, None
+    aims, rates = actions.chunk(2, dim=-1)
+    return aims, rates.add_(1.0).mul_(0.5).square_()  # policy_rates, without a new [E, N] tensor (eager)
+
+
+def _aims_of(actions: Tensor, rules: _Rules) -> Tensor:
+    """The aims' block of the actions [E, N] (all of them without `EnvConfig.rate_action`)."""
+    return actions.chunk(2, dim=-1)[0] if rules.rate_action else actions
+
+
 class _Pace(NamedTuple):
-    """How far a step moves the book toward its aim: per sub-environment, float64 [E, 1]."""
+    """How far a step moves the book toward its aim: per sub-environment, float64 [E, 1], or per
+    stock [E, N] (a rate the policy chooses, `EnvConfig.rate_action`)."""
 
     rate: Tensor | None  # the trade rate (None: 1)
     band: Tensor | None  # the no-trade band, a weight (None: 0)
@@ -571,12 +643,18 @@ def _orders(
     actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rules: _Rules, pace: _Pace | None = None
 ) -> tuple[Tensor, Tensor]:
     """Requested sells and buys in shares (both >= 0) before cash limits and masks; `pace`: the trade
-    rate and band (weights mode, when `rules` has either)."""
+    rate and band (weights mode, when `rules` has either); with `rules.rate_action` the actions'
+    second block is each stock's rate (`_split_actions`), applied after the band."""
     if rules.weights_mode:
+        actions, rates = _split_actions(actions, rules)
         weights = _aim_weights(actions, rules)
-        if pace is None:  # today's rule: all the way to the aim
+        if rates is not None and pace is not None:  # the band first, then each stock's own rate
+            pace = _Pace(rates, pace.band)
+        if pace is None:  # today's rule: all the way to the aim (with the policy's rates: that share of it)
             value_at_fill = cash + (holdings * price).sum(-1)
             delta = weights * value_at_fill.unsqueeze(-1) / price - holdings
+            if rates is not None:  # in place, and at rate 1 exactly today's orders
+                delta = delta.mul_(rates)
         else:
             held = holdings * price
             value_at_fill = (cash + held.sum(-1)).unsqueeze(-1)
@@ -605,6 +683,7 @@ def _mapping_rules(config: EnvConfig, num_stocks: int) -> dict[str, Any]:
         "has_rate": config.trade_rate != 1.0,
         "has_band": config.no_trade_band != 0.0,
         "book_band": config.band_scope == "book",
+        "rate_action": bool(config.rate_action),
     }
 
 
@@ -641,10 +720,12 @@ def _mapping_only(config: EnvConfig, num_stocks: int) -> _Rules:
 def aim_weights(actions: Tensor, config: EnvConfig) -> Tensor:
     """Weights mode: the aim portfolio of `actions` [B, N] under `config`'s mapping (clipped,
     NaN as 0, market-neutral, linear or normalized, within the leverage), float64 [B, N]: the
-    book the step moves toward at its trade rate and band."""
+    book the step moves toward at its trade rate and band. With `EnvConfig.rate_action` the
+    actions are [B, 2N] and the aim is that of their first block."""
     if config.action_mode != "weights":
         raise ConfigError("aim_weights: the aim portfolio is a weights-mode idea (action_mode='weights')")
-    return _aim_weights(_clean_actions(actions, torch.float64), _mapping_only(config, actions.shape[-1]))
+    rules = _mapping_only(config, actions.shape[-1] // config.actions_per_stock)
+    return _aim_weights(_aims_of(_clean_actions(actions, torch.float64), rules), rules)
 
 
 def aim_actions(aim: Tensor, config: EnvConfig) -> Tensor:
@@ -652,7 +733,8 @@ def aim_actions(aim: Tensor, config: EnvConfig) -> Tensor:
     mapping can give (within the leverage; long only without short selling; dollar-neutral
     when market-neutral), such as a weighted mean of other actions' aims. The mapping is
     ``aim = s x a`` below its gross limit (``s`` the linear scale, 1 when normalized), so the
-    action is ``aim / s``, clipped to [-1, 1] (only rounding is clipped for a valid aim)."""
+    action is ``aim / s``, clipped to [-1, 1] (only rounding is clipped for a valid aim). With
+    `EnvConfig.rate_action` these are the aims' block only: the caller appends the rates'."""
     rules = _mapping_only(config, aim.shape[-1])
     scale = rules.linear_weights or 1.0
     return (aim.to(torch.float64) / scale).clamp(-1.0, 1.0)
@@ -673,6 +755,11 @@ def target_holdings(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tens
     holdings = holdings.to(torch.float64)
     price = price.to(torch.float64).expand_as(holdings)
     rules = _mapping_only(config, holdings.shape[-1])
+    if actions.shape[-1] != holdings.shape[-1] * config.actions_per_stock:
+        raise UserError(
+            f"target_holdings: {holdings.shape[-1]} stocks take {holdings.shape[-1] * config.actions_per_stock} "
+            f"actions each under these rules, got {actions.shape[-1]}"
+        )
     pace = _pace_of(config, rules, holdings.shape[0], holdings.device)
     sells, buys = _orders(_clean_actions(actions, torch.float64), holdings, price, cash.to(torch.float64), rules, pace)
     return holdings - sells + buys
@@ -762,7 +849,7 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     value = cash + (holdings * close).sum(-1)
     if rules.aim_reward:  # the aim's return over the bar, at the value at the fill, less the step's costs
         value_at_fill = state.cash + (state.holdings * price).sum(-1)
-        earned = value_at_fill * (_aim_weights(actions, rules) * (close / price - 1.0)).sum(-1)
+        earned = value_at_fill * (_aim_weights(_aims_of(actions, rules), rules) * (close / price - 1.0)).sum(-1)
         paid = fill.commission + fill.spread + fill.impact + borrow
         reward = ((earned - paid) * rules.reward_scale).float()
     else:
@@ -993,7 +1080,9 @@ class StockTradingVecEnv:
         """Names of the F observed features per stock, in observation order."""
         self.num_stocks = self.data.num_tickers
         self.num_bars = self.data.num_bars
-        self.act_dim = self.num_stocks
+        self.actions_per_stock = config.actions_per_stock
+        """1, or 2 with `EnvConfig.rate_action`: the action is [aims | rates], N entries each."""
+        self.act_dim = self.num_stocks * self.actions_per_stock
         self.obs_dim = 1 + self.num_stocks * (1 + len(self.feature_names))
 
         self.bars_per_day = bars_per_day(self.data.timestamps)

@@ -174,6 +174,11 @@ class ReferenceEnv:
         if cfg.action_mode == "shares":
             delta = [float(math.trunc(a * cfg.max_shares)) for a in action]
         else:
+            # the config's trade rate; with rate_action each stock's own, ((1 + r) / 2)^2 of its rate action
+            if cfg.rate_action:
+                action, rates = action[: self.n], [((1.0 + r) / 2.0) ** 2 for r in action[self.n :]]
+            else:
+                rates = [cfg.trade_rate] * self.n
             # "linear": an action of 1 asks for linear_scale x max_leverage / N of the value in one stock
             scale = cfg.linear_scale * cfg.max_leverage / self.n if cfg.weights_map == "linear" else 1.0
             if cfg.short_selling:
@@ -188,7 +193,7 @@ class ReferenceEnv:
                 weights = [w / max(1.0, sum(longs)) for w in longs]
             value_at_fill = self.cash + sum(self.holdings[i] * price[i] for i in range(self.n))
             self.aim_and_value = (weights, value_at_fill)
-            if cfg.trade_rate == 1.0 and cfg.no_trade_band == 0.0:  # all the way to the aim
+            if cfg.trade_rate == 1.0 and cfg.no_trade_band == 0.0 and not cfg.rate_action:  # all the way
                 delta = [weights[i] * value_at_fill / price[i] - self.holdings[i] for i in range(self.n)]
             else:
                 # the aim's value less the book's, through the no-trade band, times the trade rate
@@ -200,7 +205,7 @@ class ReferenceEnv:
                     gaps = [g * keep for g in gaps]
                 else:
                     gaps = [math.copysign(max(abs(g) - room, 0.0), g) for g in gaps]
-                delta = [cfg.trade_rate * gaps[i] / price[i] for i in range(self.n)]
+                delta = [rates[i] * gaps[i] / price[i] for i in range(self.n)]
         sells, buys = [], []
         for i in range(self.n):
             sell = max(0.0, -delta[i])

@@ -31,19 +31,20 @@ def test_bad_aim_flags_exit_2_with_one_line(command, flags, fragment, tmp_path, 
 
 
 def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
-    """--preset market-costs: the linear aim, the aim reward and the preset's trade rate, recorded in
-    config.toml; --trade-rate and --no-trade-band go on top; the run's rules read back equal."""
+    """--preset market-costs: the linear aim, the aim reward and the policy's own trade rate
+    (rate_action), recorded in config.toml; --trade-rate (a fixed rate) and --no-trade-band go on top;
+    the run's rules read back equal."""
     import tomllib
 
     from test_train_cli import TINY_EDGE_RECIPE
 
     from market_envs.env import EnvConfig
     from trader.rundir import recorded_rules
-    from trader.presets import COSTS_LINEAR_SCALE, COSTS_TRADE_RATE
+    from trader.presets import COSTS_LINEAR_SCALE
 
     recipe = tmp_path / "edge.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
-    for flags, rate in (([], COSTS_TRADE_RATE), (["--trade-rate", "0.3", "--no-trade-band", "0.01"], 0.3)):
+    for flags, rate in (([], 1.0), (["--trade-rate", "0.3", "--no-trade-band", "0.01"], 0.3)):
         run_dir = tmp_path / f"run-{rate}"
         code = main(
             [
@@ -71,6 +72,7 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
         assert tomllib.loads((run_dir / "config.toml").read_text())["algo_config"]["init_log_std"] == -2.0
         config = recorded_rules(rules, "config.toml")
         assert isinstance(config, EnvConfig) and config.trade_rate == rate
+        assert config.rate_action is (not flags)  # the preset's policy rate; a fixed --trade-rate replaces it
         assert config.no_trade_band == (0.01 if flags else 0.0)
     normalized = tmp_path / "run-normalized"
     code = main(

@@ -69,7 +69,7 @@ def run_against_reference(
         start = ref.reset(int(env.t[e]), int(env.episode_end[e]))
         np.testing.assert_allclose(obs[e].numpy(), start, rtol=1e-5, atol=1e-5)
     resets = 0
-    for k, actions in enumerate(random_actions(steps, num_envs, data.num_tickers, seed)):
+    for k, actions in enumerate(random_actions(steps, num_envs, env.act_dim, seed)):
         before = env.holdings.clone()
         obs, reward, terminated, truncated, info = env.step(actions)
         if seen is not None and data.reducible is not None:

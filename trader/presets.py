@@ -31,11 +31,20 @@ holds it (benchmarks/RESULTS.md, "Why per-stock PPO lost on the default edge")."
 
 
 COSTS_TRADE_RATE = 0.02
-"""The ``market-costs`` preset's trade rate: the share of the way to the aim traded each bar. The
-oracle under `institutional` costs picks 0.02 on the training period of
+"""The fixed trade rate the ``market-costs`` preset traded at before the policy chose its own
+(`COSTS_PACE`; ``--trade-rate 0.02`` restores it): the share of the way to the aim traded each bar.
+The oracle under `institutional` costs picks 0.02 on the training period of
 ``synthetic-edge-minute-costs`` (a minute market whose edge has a session's horizon;
-`benchmarks/oracle_under_costs.py`); a market with another horizon wants another rate
-(``--trade-rate``): about 8 / horizon in bars there."""
+`benchmarks/oracle_under_costs.py`); a market with another horizon wants another rate: about
+8 / horizon in bars there."""
+
+COSTS_PACE = {"rate_action": True}
+"""The ``market-costs`` preset's pace toward the aim: the policy chooses each stock's trade rate
+(`EnvConfig.rate_action`, a second action per stock). With the fixed rate `COSTS_TRADE_RATE` an
+agent trained at zero cost traded exactly as slowly as one trained under costs, so the env's rule,
+not learning, made both cost-aware, and their Sharpe ratios under costs were equal on every seed;
+with the rate its own, PPO trained under costs learns a slow rate and the same agent trained at
+zero cost does not (benchmarks/RESULTS.md, "A rate the policy chooses")."""
 
 COSTS_LINEAR_SCALE = 8.0
 """The ``market-costs`` preset's `EnvConfig.linear_scale`: an action of +-1 in one stock aims at
@@ -187,13 +196,13 @@ PRESETS = ("market", "market-costs")
 """Names accepted by ``--preset`` (`trader train`, `trader tournament`, `trader walkforward`):
 ``market`` rebalances the book to the action every bar (today's mapping, with which the
 zero-cost learning checks were measured); ``market-costs`` trades with the action that can hold
-(`HOLDING`, `COSTS_TRADE_RATE`), for markets where costs decide."""
+(`HOLDING`) at a rate the policy chooses per stock (`COSTS_PACE`), for markets where costs decide."""
 
 
 def preset_rules(name: str, dataset: str | None, cost: float) -> EnvConfig:
     """The env rules of preset `name` for a data set recipe: ``"market"`` is
     `edge_rules` with the recipe's planted edge (if any) and `cost` per side;
-    ``"market-costs"`` the same with `HOLDING` and `COSTS_TRADE_RATE`."""
+    ``"market-costs"`` the same with `HOLDING` and `COSTS_PACE`."""
     from trader.errors import UserError
 
     if name not in PRESETS:
@@ -204,7 +213,7 @@ def preset_rules(name: str, dataset: str | None, cost: float) -> EnvConfig:
         raise UserError(f"--commission must be in [0, 1), got {cost}")
     from market_envs.data import load
 
-    holding = {**HOLDING, "trade_rate": COSTS_TRADE_RATE} if name == "market-costs" else {}
+    holding = {**HOLDING, **COSTS_PACE} if name == "market-costs" else {}
     return edge_rules(load(dataset).meta.get("edge"), cost, **holding)
 
 

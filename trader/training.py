@@ -40,6 +40,7 @@ SAC/TD3 before learning starts; ``tests/test_train_cli.py`` checks it).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -113,6 +114,16 @@ class TrainResult:
     """Best validation score (None without an evaluator)."""
     metrics: pd.DataFrame = field(repr=False)
     """The rows written to metrics.parquet."""
+
+
+def with_env_layout(config: Any, env: Any) -> Any:
+    """`config` (an algorithm's) with its ``actions_per_stock`` set to the env's: 2 for a market env
+    under ``EnvConfig.rate_action`` (an aim and a trade rate per stock), else 1. The per-stock
+    network reads its action layout from it; an env that is not a market env has one action per
+    dimension. A config without that field is returned as it is."""
+    if not any(f.name == "actions_per_stock" for f in dataclasses.fields(config)):
+        return config
+    return dataclasses.replace(config, actions_per_stock=int(getattr(env, "actions_per_stock", 1)))
 
 
 def train(
@@ -209,6 +220,7 @@ def train(
         raise UserError(f"device {device} requested but CUDA is not available")
     with seeded(seed):
         envs = build_envs(env, num_envs, device, seed, eval_env, eval_episodes, env_config, compile, periods)
+    algo_config = with_env_layout(algo_config, envs.train)
     agent = spec.agent_cls(envs.train.obs_dim, envs.train.act_dim, algo_config, device, seed)
     if init_from is not None:
         continue_from(agent, init_from, seed)

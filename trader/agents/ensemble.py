@@ -10,7 +10,10 @@ the raw actions instead would weight members by the size of their actions under 
 normalized map (an action of gross 4 and one of gross 1 give aims of equal gross), and is
 what the ensemble did before. Under a trade rate, averaging aims equals averaging the
 books each member would move to (the rate is linear); under a no-trade band the band
-applies once, to the averaged aim. In ``shares`` mode the action is an order, and the
+applies once, to the averaged aim. With a trade rate the policy chooses
+(``EnvConfig.rate_action``) the members' rates are averaged as well, stock by stock (the book
+then moves toward the mean aim at the mean rate: a member that would hold still pulls the
+ensemble's pace down by its weight). In ``shares`` mode the action is an order, and the
 mean order is the combination.
 
 It has ``act(obs, deterministic=True)`` like an agent, so `trader.backtest` takes it
@@ -26,7 +29,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from market_envs.env import EnvConfig, aim_actions, aim_weights
+from market_envs.env import EnvConfig, aim_actions, aim_weights, policy_rates, rate_actions
 from trader.agents.base import Agent
 from trader.rundir import config_from_dict
 from trader.agents.checkpoint import load_policy, read_metadata
@@ -61,15 +64,25 @@ class EnsemblePolicy:
     @torch.no_grad()
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor:
         """Weighted mean action [B, act_dim] in [-1, 1]; always deterministic (the members' means)."""
-        actions = torch.stack([member.act(obs, deterministic=True) for member in self.members])
-        dtype = actions.dtype
-        if self.rules is not None:  # portfolio space: the members' aims, averaged, back to an action
-            actions = aim_weights(actions.flatten(0, 1), self.rules).view(actions.shape)
-        key = (actions.device, actions.dtype)
-        if key not in self._weight_tensors:  # made once per device: no host copy per step
-            self._weight_tensors[key] = torch.tensor(self.weights, dtype=actions.dtype, device=actions.device)
-        combined = torch.tensordot(self._weight_tensors[key], actions, dims=1)
-        return (combined if self.rules is None else aim_actions(combined, self.rules)).to(dtype)
+        raw = torch.stack([member.act(obs, deterministic=True) for member in self.members])
+        dtype = raw.dtype
+        if self.rules is None:
+            return torch.tensordot(self._weights(raw), raw, dims=1)
+        # portfolio space: the members' aims, averaged, back to an action
+        stocks = raw.shape[-1] // self.rules.actions_per_stock
+        aims = aim_weights(raw.flatten(0, 1), self.rules).view(*raw.shape[:-1], stocks)
+        combined = aim_actions(torch.tensordot(self._weights(aims), aims, dims=1), self.rules)
+        if self.rules.rate_action:  # and each stock's rate, averaged, back to its rate action
+            rates = policy_rates(raw[..., stocks:].to(torch.float64).clamp(-1.0, 1.0))
+            combined = torch.cat([combined, rate_actions(torch.tensordot(self._weights(rates), rates, dims=1))], -1)
+        return combined.to(dtype)
+
+    def _weights(self, like: Tensor) -> Tensor:
+        """The members' weights on `like`'s device and dtype, made once per pair: no host copy per step."""
+        key = (like.device, like.dtype)
+        if key not in self._weight_tensors:
+            self._weight_tensors[key] = torch.tensor(self.weights, dtype=like.dtype, device=like.device)
+        return self._weight_tensors[key]
 
 
 def load_ensemble(

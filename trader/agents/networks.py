@@ -16,8 +16,11 @@ the outputs per stock (a mean, a log-std); a critic or Q-network sums them over 
 stocks into one value (the reward is a sum over positions too).
 
 It relies on the market env's observation layout (see `market_envs.env`):
-``[cash share | N position shares | N x F features, stock-major]`` with one action
-per stock, so N and F follow from ``(obs_dim, act_dim)`` (`stock_layout`).
+``[cash share | N position shares | N x F features, stock-major]`` with k actions
+per stock in k blocks of N (k = 1; 2 under ``EnvConfig.rate_action``: aims then trade
+rates), so N and F follow from ``(obs_dim, act_dim, k)`` (`stock_layout`). An actor's
+stock i gives its k outputs, block j holding output j of every stock; a Q-network's
+stock i reads its k actions.
 
 ``num_nets = K`` networks of the same shape are held as one batched module (weights
 ``[K, in, out]``, one ``bmm`` per layer), as `trader.agents.offpolicy.TwinQ` does for
@@ -74,19 +77,24 @@ def check_network(owner: str, network: str) -> None:
         raise ConfigError(f"{owner}.network must be one of {', '.join(NETWORKS)}, got {network!r}")
 
 
-def stock_layout(obs_dim: int, act_dim: int) -> tuple[int, int]:
+def stock_layout(obs_dim: int, act_dim: int, actions_per_stock: int = 1) -> tuple[int, int]:
     """``(N stocks, F features per stock)`` of a market observation, from its sizes.
 
     Raises ``ConfigError`` when the sizes cannot be the market layout
-    ``obs_dim = 1 + N + N x F`` with ``act_dim = N`` (a gymnasium env, say).
+    ``obs_dim = 1 + N + N x F`` with ``act_dim = k x N``, k = `actions_per_stock`
+    (a gymnasium env, say), F >= 1 (the env always observes a feature). k is not guessed from
+    the sizes: 2N actions over ``1 + N(1 + F)`` columns also read as 2N stocks whenever F is odd
+    (F = 1 reads as 2N stocks without features, which F >= 1 refuses).
     """
-    rest = obs_dim - 1 - act_dim
-    if act_dim < 1 or rest < 0 or rest % act_dim:
+    stocks = act_dim // actions_per_stock if actions_per_stock >= 1 else 0
+    rest = obs_dim - 1 - stocks
+    if stocks < 1 or act_dim != stocks * actions_per_stock or rest < stocks or rest % stocks:
         raise ConfigError(
             f"network='per_stock' needs a market env's observation (1 + N + N x F columns, "
-            f"N actions); obs_dim {obs_dim} with act_dim {act_dim} is not one: use network='mlp'"
+            f"{actions_per_stock} x N actions); obs_dim {obs_dim} with act_dim {act_dim} is not one: "
+            "use network='mlp'"
         )
-    return act_dim, rest // act_dim
+    return stocks, rest // stocks
 
 
 def stock_groups(num_stocks: int, num_features: int) -> Tensor:
@@ -96,11 +104,11 @@ def stock_groups(num_stocks: int, num_features: int) -> Tensor:
     return torch.cat([torch.tensor([0]), torch.ones(num_stocks, dtype=torch.long), features])
 
 
-def obs_groups(network: str, obs_dim: int, act_dim: int) -> Tensor | None:
+def obs_groups(network: str, obs_dim: int, act_dim: int, actions_per_stock: int = 1) -> Tensor | None:
     """The normaliser's column groups for ``network`` (None: one statistic per column)."""
     if network != "per_stock":
         return None
-    return stock_groups(*stock_layout(obs_dim, act_dim))
+    return stock_groups(*stock_layout(obs_dim, act_dim, actions_per_stock))
 
 
 def split_stocks(obs: Tensor, num_stocks: int, num_features: int) -> tuple[Tensor, Tensor]:
@@ -119,7 +127,8 @@ class PerStockNet(nn.Module):
     :param hidden: widths; ``hidden[0]`` is the encoder's, the rest the head's layers.
     :param out_per_stock: outputs per stock (1: an action mean or a value share).
     :param num_nets: K networks with independent weights (2 for twin critics).
-    :param action_inputs: each stock's input also holds its action (Q-networks).
+    :param action_inputs: each stock's input also holds its actions (Q-networks): 0 (False)
+        none, 1 (True) or k, read from k blocks of N (`stock_layout`).
     :param activation: "relu" (SAC, TD3) or "tanh" (PPO).
     :param orthogonal_gain: None: `nn.Linear`'s uniform init (SAC, TD3); a float:
         orthogonal init with gain sqrt(2) on hidden layers and this gain on the output
@@ -134,7 +143,7 @@ class PerStockNet(nn.Module):
         out_per_stock: int,
         *,
         num_nets: int = 1,
-        action_inputs: bool = False,
+        action_inputs: int = 0,
         activation: Activation = "relu",
         orthogonal_gain: float | None = None,
     ) -> None:
@@ -144,10 +153,10 @@ class PerStockNet(nn.Module):
         self.num_stocks = int(num_stocks)
         self.num_features = int(num_features)
         self.num_nets = int(num_nets)
-        self.action_inputs = action_inputs
+        self.action_inputs = int(action_inputs)
         self.activation = tanh if activation == "tanh" else torch.relu
         encoder = int(hidden[0])
-        widths = [1 + num_features + int(action_inputs), encoder, 2 * encoder + 1, *hidden[1:], out_per_stock]
+        widths = [1 + num_features + self.action_inputs, encoder, 2 * encoder + 1, *hidden[1:], out_per_stock]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
         layers = [(widths[0], widths[1])] + list(zip(widths[2:-1], widths[3:], strict=True))
@@ -160,7 +169,7 @@ class PerStockNet(nn.Module):
     def forward(self, obs: Tensor, actions: Tensor | None = None, params: Sequence[Tensor] | None = None) -> Tensor:
         """Outputs ``[K, B, N, out]`` for normalised observations ``[B, obs_dim]``.
 
-        :param actions: ``[B, N]``, required when built with ``action_inputs``.
+        :param actions: ``[B, k x N]`` (k blocks of N), required when built with ``action_inputs = k``.
         :param params: replacement parameters in `parameters()` order (weights then
             biases), e.g. detached copies, as `TwinQ.forward` takes them.
         """
@@ -169,7 +178,8 @@ class PerStockNet(nn.Module):
         if self.action_inputs:
             if actions is None:
                 raise ValueError("PerStockNet built with action_inputs needs actions")
-            x = torch.cat([x, actions.unsqueeze(-1)], dim=-1)
+            per_stock = actions.reshape(actions.shape[0], self.action_inputs, self.num_stocks).transpose(1, 2)
+            x = torch.cat([x, per_stock], dim=-1)
         batch, stocks, k = x.shape[0], self.num_stocks, self.num_nets
         rows = x.reshape(1, batch * stocks, -1).expand(k, -1, -1)
         h = self.activation(torch.baddbmm(biases[0], rows, weights[0]))  # [K, B*N, H]
@@ -219,9 +229,11 @@ def batched_layer(
 
 
 class PerStockPolicyHead(nn.Module):
-    """An actor's per-stock network as a drop-in for ``mlp(obs_dim, hidden, k x N)``:
-    ``[B, obs_dim] -> [B, k x N]``, output j of every stock in block j
-    (so ``.chunk(k, dim=-1)`` splits means from log-stds as with the flat MLP)."""
+    """An actor's per-stock network as a drop-in for ``mlp(obs_dim, hidden, m x act_dim)``:
+    ``[B, obs_dim] -> [B, m x k x N]`` (m = `outputs_per_stock` outputs of each of a stock's
+    k = `actions_per_stock` actions), output j of every stock in block j: so ``.chunk(m, dim=-1)``
+    splits means from log-stds as with the flat MLP, and each part is the env's action layout
+    (k blocks of N: aims, then trade rates under ``EnvConfig.rate_action``)."""
 
     def __init__(
         self,
@@ -231,11 +243,17 @@ class PerStockPolicyHead(nn.Module):
         outputs_per_stock: int = 1,
         activation: Activation = "relu",
         orthogonal_gain: float | None = None,
+        actions_per_stock: int = 1,
     ) -> None:
         super().__init__()
-        stocks, features = stock_layout(obs_dim, act_dim)
+        stocks, features = stock_layout(obs_dim, act_dim, actions_per_stock)
         self.net = PerStockNet(
-            stocks, features, hidden, outputs_per_stock, activation=activation, orthogonal_gain=orthogonal_gain
+            stocks,
+            features,
+            hidden,
+            outputs_per_stock * actions_per_stock,
+            activation=activation,
+            orthogonal_gain=orthogonal_gain,
         )
 
     def forward(self, obs: Tensor) -> Tensor:
@@ -253,9 +271,10 @@ class PerStockValue(nn.Module):
         hidden: Sequence[int],
         activation: Activation = "tanh",
         orthogonal_gain: float | None = 1.0,
+        actions_per_stock: int = 1,
     ) -> None:
         super().__init__()
-        stocks, features = stock_layout(obs_dim, act_dim)
+        stocks, features = stock_layout(obs_dim, act_dim, actions_per_stock)
         self.net = PerStockNet(stocks, features, hidden, 1, activation=activation, orthogonal_gain=orthogonal_gain)
 
     def forward(self, obs: Tensor) -> Tensor:
@@ -266,10 +285,12 @@ class PerStockTwinQ(nn.Module):
     """``num_q`` Q-networks, each the sum over stocks of a per-stock Q share; the same
     interface as `TwinQ`: ``forward(obs, actions, params=None) -> [K, B]``."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], num_q: int = 2) -> None:
+    def __init__(
+        self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], num_q: int = 2, actions_per_stock: int = 1
+    ) -> None:
         super().__init__()
-        stocks, features = stock_layout(obs_dim, act_dim)
-        self.net = PerStockNet(stocks, features, hidden_sizes, 1, num_nets=num_q, action_inputs=True)
+        stocks, features = stock_layout(obs_dim, act_dim, actions_per_stock)
+        self.net = PerStockNet(stocks, features, hidden_sizes, 1, num_nets=num_q, action_inputs=actions_per_stock)
 
     def forward(self, obs: Tensor, actions: Tensor, params: Sequence[Tensor] | None = None) -> Tensor:
         return self.net(obs, actions, params).sum(dim=2).squeeze(-1)  # [K, B, N, 1] -> [K, B]

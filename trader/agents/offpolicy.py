@@ -52,6 +52,10 @@ class OffPolicyConfig:
     actor and critics are per-stock networks shared by every stock
     (`trader.agents.networks`; a Q-value is the sum of per-stock shares) and the
     normaliser's statistics are shared across stocks."""
+    actions_per_stock: int = 1
+    """``network="per_stock"``: the market env's actions per stock (2 under
+    ``EnvConfig.rate_action``: an aim and a trade rate, in two blocks of N); `trader.training`
+    sets it from the env."""
     actor_lr: float = 3e-4
     """Adam learning rate of the actor."""
     critic_lr: float = 3e-4
@@ -119,6 +123,8 @@ class OffPolicyConfig:
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise ConfigError(f"{name}.max_grad_norm must be > 0 or None, got {self.max_grad_norm}")
         check_network(name, self.network)
+        if isinstance(self.actions_per_stock, bool) or self.actions_per_stock not in (1, 2):
+            raise ConfigError(f"{name}.actions_per_stock must be 1 or 2, got {self.actions_per_stock!r}")
         # TOML and JSON give lists; keep the frozen config hashable and comparable.
         object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
 
@@ -138,7 +144,9 @@ def actor_network(obs_dim: int, act_dim: int, config: OffPolicyConfig, outputs_p
     """The actor's trunk ``[B, obs_dim] -> [B, outputs_per_action x act_dim]`` (output
     j of every action in block j): a flat ReLU MLP or the per-stock network."""
     if config.network == "per_stock":
-        return PerStockPolicyHead(obs_dim, act_dim, config.hidden_sizes, outputs_per_action)
+        return PerStockPolicyHead(
+            obs_dim, act_dim, config.hidden_sizes, outputs_per_action, actions_per_stock=config.actions_per_stock
+        )
     return mlp(obs_dim, config.hidden_sizes, outputs_per_action * act_dim)
 
 
@@ -146,7 +154,9 @@ def twin_q(obs_dim: int, act_dim: int, config: OffPolicyConfig) -> nn.Module:
     """The twin critics, flat (`TwinQ`) or per-stock (`PerStockTwinQ`), ``[K, B]`` out;
     their output layer scaled by ``config.critic_init_scale``."""
     if config.network == "per_stock":
-        critic: nn.Module = PerStockTwinQ(obs_dim, act_dim, config.hidden_sizes)
+        critic: nn.Module = PerStockTwinQ(
+            obs_dim, act_dim, config.hidden_sizes, actions_per_stock=config.actions_per_stock
+        )
         last_weight, last_bias = critic.net.weights[-1], critic.net.biases[-1]
     else:
         critic = TwinQ(obs_dim, act_dim, config.hidden_sizes)
@@ -247,7 +257,7 @@ class OffPolicyAgent(Agent):
             device,
             seed,
             normalize_obs=config.normalize_obs,
-            obs_groups=obs_groups(config.network, obs_dim, act_dim),
+            obs_groups=obs_groups(config.network, obs_dim, act_dim, config.actions_per_stock),
         )
         self.num_updates = 0
         """Gradient updates done so far (saved in the checkpoint)."""

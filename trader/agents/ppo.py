@@ -84,6 +84,10 @@ class PPOConfig:
     one small network shared by every stock (`trader.agents.networks`), a single
     log-std for all stocks, a value summed over per-stock shares, and a normaliser
     whose statistics are shared across stocks."""
+    actions_per_stock: int = 1
+    """``network="per_stock"``: the market env's actions per stock (2 under
+    ``EnvConfig.rate_action``: an aim and a trade rate, in two blocks of N); `trader.training`
+    sets it from the env."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy."""
     normalize_obs: bool = True
@@ -118,6 +122,8 @@ class PPOConfig:
         if not self.hidden_sizes or any(size <= 0 for size in self.hidden_sizes):
             raise ConfigError(f"PPOConfig.hidden_sizes must be positive, got {self.hidden_sizes}")
         check_network("PPOConfig", self.network)
+        if isinstance(self.actions_per_stock, bool) or self.actions_per_stock not in (1, 2):
+            raise ConfigError(f"PPOConfig.actions_per_stock must be 1 or 2, got {self.actions_per_stock!r}")
         if self.anneal_lr and self.total_steps is None:
             raise ConfigError(
                 "PPOConfig.anneal_lr needs total_steps, the run's environment transitions "
@@ -166,11 +172,21 @@ class GaussianActor(nn.Module):
     is shared by every stock (so no parameter count grows with N).
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: tuple[int, ...], init_log_std: float, network: str = "mlp"):
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: tuple[int, ...],
+        init_log_std: float,
+        network: str = "mlp",
+        actions_per_stock: int = 1,
+    ):
         super().__init__()
         self.act_dim = act_dim
         if network == "per_stock":
-            self.mean = PerStockPolicyHead(obs_dim, act_dim, hidden, activation="tanh", orthogonal_gain=0.01)
+            self.mean = PerStockPolicyHead(
+                obs_dim, act_dim, hidden, activation="tanh", orthogonal_gain=0.01, actions_per_stock=actions_per_stock
+            )
             self.log_std = nn.Parameter(torch.full((1,), float(init_log_std)))
         else:
             self.mean = _mlp(obs_dim, hidden, act_dim, out_gain=0.01)
@@ -243,12 +259,21 @@ class PPOAgent(Agent):
             seed,
             normalize_obs=config.normalize_obs,
             obs_clip=config.obs_clip,
-            obs_groups=obs_groups(config.network, obs_dim, act_dim),
+            obs_groups=obs_groups(config.network, obs_dim, act_dim, config.actions_per_stock),
         )
         with seeded(self.seed):
-            self.actor = GaussianActor(obs_dim, act_dim, config.hidden_sizes, config.init_log_std, config.network)
+            self.actor = GaussianActor(
+                obs_dim,
+                act_dim,
+                config.hidden_sizes,
+                config.init_log_std,
+                config.network,
+                config.actions_per_stock,
+            )
             if config.network == "per_stock":
-                self.critic = PerStockValue(obs_dim, act_dim, config.hidden_sizes)
+                self.critic = PerStockValue(
+                    obs_dim, act_dim, config.hidden_sizes, actions_per_stock=config.actions_per_stock
+                )
             else:
                 self.critic = _mlp(obs_dim, config.hidden_sizes, 1, out_gain=1.0)
         self.actor.to(self.device)

@@ -115,7 +115,7 @@ class ExperimentConfig:
     """Commission per side (the paper's 0.2%)."""
     preset: str = "market-costs"
     """The env rules' preset (`trader.presets.PRESETS`): ``market-costs`` trades toward an aim
-    at a rate and can hold; ``market`` re-targets the whole book every bar."""
+    at a rate each stock's policy chooses and can hold; ``market`` re-targets the whole book every bar."""
     initial_cash: float = 1_000_000.0
     """Capital of every strategy (the paper's $1,000,000)."""
     extra_costs: tuple[str, ...] = ()

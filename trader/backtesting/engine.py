@@ -502,9 +502,10 @@ def _build_groups(
             continue
         if isinstance(source, ExternalPolicy):
             info = StrategyInfo(name, source.label, "library", source.source, source.training)
+            external = config.env_config(source.env_config)
             add(
-                group("stocks", data, config.env_config(source.env_config)),
-                source.decider(data.timestamps, name, data.num_tickers),
+                group("stocks", data, external),
+                source.decider(data.timestamps, name, data.num_tickers * external.actions_per_stock),
                 [info],
             )
             continue
@@ -515,7 +516,9 @@ def _build_groups(
             ]
             add(
                 group("stocks", data, config.env_config(config.policy_env)),
-                PolicyDecider(source.policy, name, data.num_tickers, source.program),
+                PolicyDecider(
+                    source.policy, name, data.num_tickers * config.policy_env.actions_per_stock, source.program
+                ),
                 infos,
             )
             continue
@@ -523,7 +526,10 @@ def _build_groups(
             loaded[name] = load_checkpoint_strategy(name, source, data, config, device)
         policy, rules, info, dims = loaded[name]
         add(
-            group("stocks", data, config.env_config(rules)), PolicyDecider(policy, name, data.num_tickers), [info], dims
+            group("stocks", data, config.env_config(rules)),
+            PolicyDecider(policy, name, data.num_tickers * rules.actions_per_stock),
+            [info],
+            dims,
         )
 
     baseline_rules = config.env_config(
@@ -695,6 +701,10 @@ def _check_policy_dims(member: _Member, env: StockTradingVecEnv) -> None:
         raise CheckpointError(
             f"checkpoint {member.info.name!r} does not fit the data: it trades {act_dim} tickers "
             f"(obs_dim {obs_dim}), the data has {env.act_dim} tickers (obs_dim {env.obs_dim})"
+            if env.actions_per_stock == 1
+            else f"checkpoint {member.info.name!r} does not fit the data: it takes {act_dim} actions "
+            f"(obs_dim {obs_dim}); under its rules (rate_action) the data's {env.num_stocks} tickers "
+            f"take {env.act_dim} (obs_dim {env.obs_dim})"
         )
 
 

@@ -148,7 +148,7 @@ def main(spec_path: str) -> int:
     data = load_dataset(spec["dataset"])
     evaluator = market_evaluator(data.period("validation"), config_from_dict(EnvConfig, spec["env_config"]))
     algo = _config(spec).build_algo()
-    act_dim, obs_dim, how = data.num_tickers, int(evaluator.env.obs_dim), SQUASH[spec["algo"]]
+    act_dim, obs_dim, how = int(evaluator.env.act_dim), int(evaluator.env.obs_dim), SQUASH[spec["algo"]]
     budget = Budget(steps=spec.get("steps"), seconds=spec.get("seconds"))
     progress = lambda row: print(
         f"{row['step']:,.0f} steps, {row['seconds']:.0f} s, validation Sharpe {row['score']:.2f}", flush=True

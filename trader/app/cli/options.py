@@ -18,6 +18,7 @@ Light to import (`market_envs.costs` needs no torch), so `trader --help` stays f
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -320,12 +321,13 @@ def with_costs(
 
 
 TradeRateOption = Annotated[
-    float | None,
+    str | None,
     typer.Option(
         "--trade-rate",
-        metavar="KAPPA",
+        metavar="KAPPA|policy",
         help="Weights mode: the share of the way from the book to the policy's aim traded each bar, in [0, 1] "
-        "(EnvConfig.trade_rate; README, 'The environment's rules').",
+        "(EnvConfig.trade_rate), or 'policy': the policy chooses each stock's rate, a second action per stock "
+        "(EnvConfig.rate_action; README, 'The environment's rules').",
     ),
 ]
 NoTradeBandOption = Annotated[
@@ -348,20 +350,38 @@ WeightsMapOption = Annotated[
 ]
 
 
+def trade_rate_rules(text: str | float) -> dict[str, Any]:
+    """The `EnvConfig` keys of ``--trade-rate``: a number in [0, 1] is the fixed rate (and no policy
+    rate), ``policy`` the policy's own rate per stock (`EnvConfig.rate_action`, the fixed rate 1);
+    anything else is one `UserError` line (exit code 2)."""
+    if isinstance(text, str) and text.strip().lower() == "policy":
+        return {"trade_rate": 1.0, "rate_action": True}
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = math.nan
+    if not 0.0 <= rate <= 1.0:
+        raise UserError(
+            f"--trade-rate must be in [0, 1] (the share of the way to the aim traded each bar) or 'policy', got {text}"
+        )
+    return {"trade_rate": rate, "rate_action": False}
+
+
 def with_aim_rules(
-    env_config: dict[str, Any] | None, weights_map: str | None, trade_rate: float | None, no_trade_band: float | None
+    env_config: dict[str, Any] | None,
+    weights_map: str | None,
+    trade_rate: str | float | None,
+    no_trade_band: float | None,
 ) -> dict[str, Any] | None:
-    """Env rules (a dict of `EnvConfig` keys, or None) with ``--weights-map``, ``--trade-rate`` and
-    ``--no-trade-band`` over them; a bad value, or any of them for rules in shares mode, is one
-    `UserError` line naming the flag (exit code 2)."""
+    """Env rules (a dict of `EnvConfig` keys, or None) with ``--weights-map``, ``--trade-rate`` (a
+    number or ``policy``, `trade_rate_rules`) and ``--no-trade-band`` over them; a bad value, or any
+    of them for rules in shares mode, is one `UserError` line naming the flag (exit code 2)."""
     given = {"weights_map": weights_map, "trade_rate": trade_rate, "no_trade_band": no_trade_band}
     given = {key: value for key, value in given.items() if value is not None}
     if not given:
         return env_config
-    if trade_rate is not None and not 0.0 <= trade_rate <= 1.0:
-        raise UserError(
-            f"--trade-rate must be in [0, 1] (the share of the way to the aim traded each bar), got {trade_rate}"
-        )
+    if trade_rate is not None:
+        given.update(trade_rate_rules(trade_rate))
     if no_trade_band is not None and not no_trade_band >= 0.0:
         raise UserError(f"--no-trade-band must be a weight >= 0, got {no_trade_band}")
     from market_envs.env import WEIGHTS_MAPS
@@ -372,7 +392,7 @@ def with_aim_rules(
     if merged.get("weights_map") == "normalized":
         merged.pop("linear_scale", None)  # a preset's size of the linear aim: no meaning without it
     if merged.get("action_mode", "shares") != "weights":
-        flags = ", ".join("--" + key.replace("_", "-") for key in given)
+        flags = ", ".join("--" + key.replace("_", "-") for key in given if key != "rate_action")
         raise UserError(
             f"{flags}: the aim, trade rate and band move a book of target weights; these rules trade "
             "in shares (add --preset market for weights mode)"

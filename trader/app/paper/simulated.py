@@ -82,6 +82,7 @@ class EnvFiller:
         reset_at(env, t, cash, held)
         if action is None:
             actions = torch.zeros((1, env.act_dim), dtype=torch.float32, device=env.device)
+            actions[:, env.num_stocks :] = 1.0  # a policy's rates (EnvConfig.rate_action): all the way to cash
         else:
             actions = torch.as_tensor(np.asarray(action), dtype=torch.float32, device=env.device).reshape(1, -1)
         _, _, _, _, info = env.step(actions)
