@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from market_fixtures import random_panel
-from test_env import EVERY_COST, run_against_reference
+from test_env import EVERY_COST, every_cost_rules, run_against_reference
 
 from market_envs import EnvConfig, StockTradingVecEnv, target_holdings
 from market_envs.costs import CostModel
@@ -193,20 +193,7 @@ def test_the_aim_reward_at_rate_one_is_the_change_of_value_from_the_fill_to_the_
     ids=["linear-rate", "band", "linear-rate-band", "rate-book-band", "aim-reward", "linear-scale"],
 )
 def test_equals_reference_with_every_cost_term_and_the_new_action(aim, short_selling):
-    config = EnvConfig(
-        action_mode="weights",
-        short_selling=short_selling,
-        market_neutral=short_selling,
-        buy_cost=0.001,
-        sell_cost=0.002,
-        costs=EVERY_COST,
-        initial_cash=20_000.0,
-        episode_length=25,
-        turbulence_threshold=6.0,
-        turbulence_window=10,
-        features=("close", "rsi_30", "volume"),
-        **aim,
-    )
+    config = every_cost_rules(action_mode="weights", short_selling=short_selling, market_neutral=short_selling, **aim)
     run_against_reference(random_panel(n_tickers=4, n_bars=90, seed=7, gap_prob=0.05), 4, config, steps=40, seed=13)
 
 

@@ -155,14 +155,10 @@ def test_equals_reference_with_short_selling_guard_and_costs(mode):
     run_against_reference(PANEL, 4, config, steps=40, seed=11)
 
 
-@pytest.mark.parametrize("mode", ["shares", "weights"])
-@pytest.mark.parametrize("short_selling", [False, True])
-def test_equals_reference_with_every_cost_term(mode, short_selling):
-    leverage = 2.0 if (mode == "weights" and short_selling) else 1.0
-    config = EnvConfig(
-        action_mode=mode,
-        short_selling=short_selling,
-        max_leverage=leverage,
+def every_cost_rules(**overrides) -> EnvConfig:
+    """The rules the reference tests run with every cost term on: both rates, `EVERY_COST`, a small
+    account, short episodes, turbulence liquidation, three features; `overrides` on top."""
+    values = dict(
         buy_cost=0.001,
         sell_cost=0.002,
         costs=EVERY_COST,
@@ -172,6 +168,14 @@ def test_equals_reference_with_every_cost_term(mode, short_selling):
         turbulence_window=10,
         features=("close", "rsi_30", "volume"),
     )
+    return EnvConfig(**{**values, **overrides})
+
+
+@pytest.mark.parametrize("mode", ["shares", "weights"])
+@pytest.mark.parametrize("short_selling", [False, True])
+def test_equals_reference_with_every_cost_term(mode, short_selling):
+    leverage = 2.0 if (mode == "weights" and short_selling) else 1.0
+    config = every_cost_rules(action_mode=mode, short_selling=short_selling, max_leverage=leverage)
     run_against_reference(PANEL, 4, config, steps=40, seed=12)
     seen: dict = {}  # the same with leavers: the cost terms (the native fill on the CPU) cost what the rule let through
     run_against_reference(with_leavers(PANEL, seed=22, switches=6), 4, config, steps=40, seed=12, seen=seen)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from market_fixtures import random_panel
-from test_env import EVERY_COST, run_against_reference
+from test_env import EVERY_COST, every_cost_rules, run_against_reference
 
 from market_envs import EnvConfig, StockTradingVecEnv, target_holdings
 from market_envs.costs import CostModel
@@ -144,20 +144,8 @@ def test_target_holdings_and_requested_orders_read_both_blocks():
     ids=["linear", "normalized", "linear-band", "book-band", "aim-reward"],
 )
 def test_equals_reference_with_every_cost_term_and_the_rate_action(aim, short_selling):
-    config = EnvConfig(
-        action_mode="weights",
-        short_selling=short_selling,
-        market_neutral=short_selling,
-        buy_cost=0.001,
-        sell_cost=0.002,
-        costs=EVERY_COST,
-        initial_cash=20_000.0,
-        episode_length=25,
-        turbulence_threshold=6.0,
-        turbulence_window=10,
-        features=("close", "rsi_30", "volume"),
-        rate_action=True,
-        **aim,
+    config = every_cost_rules(
+        action_mode="weights", short_selling=short_selling, market_neutral=short_selling, rate_action=True, **aim
     )
     run_against_reference(random_panel(n_tickers=4, n_bars=90, seed=7, gap_prob=0.05), 4, config, steps=40, seed=13)
 
