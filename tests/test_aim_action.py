@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from market_fixtures import random_panel
-from test_env import EVERY_COST, every_cost_rules, run_against_reference
+from test_env import EVERY_COST, assert_compiled_steps_equal_eager, every_cost_rules, run_against_reference
 
 from market_envs import EnvConfig, StockTradingVecEnv, target_holdings
 from market_envs.costs import CostModel
@@ -319,15 +319,7 @@ def test_compiled_step_equals_eager_with_the_new_action_and_every_cost_term():
         episode_length=6,
     )
     actions = torch.rand(12, 3, 4, generator=torch.Generator().manual_seed(5)) * 2 - 1
-    runs = []
-    for compiled in (False, True):
-        env = StockTradingVecEnv(PANEL, 3, "cpu", config, compile=compiled)
-        env.reset(seed=9)
-        runs.append([env.step(a) for a in actions])
-    for eager, fused in zip(*runs, strict=True):
-        torch.testing.assert_close(fused[1], eager[1], rtol=1e-5, atol=1e-4)  # rewards
-        for key in ("holdings", "cash", "value", "costs"):
-            torch.testing.assert_close(fused[4][key], eager[4][key], rtol=1e-7, atol=1e-6)
+    assert_compiled_steps_equal_eager(PANEL, config, actions)
 
 
 def test_set_pace_gives_each_row_the_rules_of_its_own_env():

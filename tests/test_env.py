@@ -155,6 +155,20 @@ def test_equals_reference_with_short_selling_guard_and_costs(mode):
     run_against_reference(PANEL, 4, config, steps=40, seed=11)
 
 
+def assert_compiled_steps_equal_eager(panel, config: EnvConfig, actions) -> None:
+    """The compiled env and the eager one, stepped alike through `actions` [T, 3, A] from the same
+    reset, agree: rewards to float32 rounding, holdings, cash, value and costs to accounting precision."""
+    runs = []
+    for compiled in (False, True):
+        env = StockTradingVecEnv(panel, 3, "cpu", config, compile=compiled)
+        env.reset(seed=9)
+        runs.append([env.step(a) for a in actions])
+    for eager, fused in zip(*runs, strict=True):
+        torch.testing.assert_close(fused[1], eager[1], rtol=1e-5, atol=1e-4)  # rewards
+        for key in ("holdings", "cash", "value", "costs"):
+            torch.testing.assert_close(fused[4][key], eager[4][key], rtol=1e-7, atol=1e-6)
+
+
 def every_cost_rules(**overrides) -> EnvConfig:
     """The rules the reference tests run with every cost term on: both rates, `EVERY_COST`, a small
     account, short episodes, turbulence liquidation, three features; `overrides` on top."""

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from market_fixtures import random_panel
-from test_env import EVERY_COST, every_cost_rules, run_against_reference
+from test_env import EVERY_COST, assert_compiled_steps_equal_eager, every_cost_rules, run_against_reference
 
 from market_envs import EnvConfig, StockTradingVecEnv, target_holdings
 from market_envs.costs import CostModel
@@ -163,15 +163,7 @@ def test_compiled_step_equals_eager_with_the_rate_action_and_every_cost_term():
         episode_length=6,
     )
     actions = torch.rand(12, 3, 8, generator=torch.Generator().manual_seed(5)) * 2 - 1
-    runs = []
-    for compiled in (False, True):
-        env = StockTradingVecEnv(PANEL, 3, "cpu", config, compile=compiled)
-        env.reset(seed=9)
-        runs.append([env.step(a) for a in actions])
-    for eager, fused in zip(*runs, strict=True):
-        torch.testing.assert_close(fused[1], eager[1], rtol=1e-5, atol=1e-4)
-        for key in ("holdings", "cash", "value", "costs"):
-            torch.testing.assert_close(fused[4][key], eager[4][key], rtol=1e-7, atol=1e-6)
+    assert_compiled_steps_equal_eager(PANEL, config, actions)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
