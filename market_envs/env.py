@@ -573,8 +573,8 @@ def _aim_weights(actions: Tensor, rules: _Rules) -> Tensor:
     if rules.short_selling:
         if rules.market_neutral:
             actions = actions - actions.mean(-1, keepdim=True)
-        if rules.linear_weights:
-            actions = actions * rules.linear_weights
+        if rules.linear_weights:  # in place on the centred copy, never on the caller's actions
+            actions = actions.mul_(rules.linear_weights) if rules.market_neutral else actions * rules.linear_weights
         gross = actions.abs().sum(-1, keepdim=True)
         if rules.max_leverage != 1.0:
             gross = gross / rules.max_leverage
@@ -597,20 +597,22 @@ def rate_actions(rates: Tensor) -> Tensor:
     return rates.clamp(0.0, 1.0).sqrt().mul(2.0).sub(1.0)
 
 
-def _split_actions(actions: Tensor, rules: _Rules) -> tuple[Tensor, Tensor | None]:
-    """The aims' actions [E, N] and, with `EnvConfig.rate_action`, each stock's trade rate [E, N]
-    (`policy_rates` of the second block; None without it). The rates are computed **in place**,
-    into the second block of `actions`: pass the step's own cleaned actions (`_clean_actions`, a
-    fresh tensor), which nothing reads as actions afterwards (`_aims_of` reads the first block)."""
+def _read_actions(actions: Tensor, rules: _Rules, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
+    """The actions as the orders read them, new tensors of `dtype`: the aims' (or the shares') block
+    [E, N], clipped to [-1, 1] with NaN as 0 (`_clean_actions`), and with `EnvConfig.rate_action`
+    each stock's trade rate [E, N], `policy_rates` of the second block cleaned alike (a NaN rate
+    action counts as 0: rate 0.25); None without it.
+
+    Both blocks are cleaned together, in the actions' own dtype; then each is read into a new
+    contiguous tensor: the aims by a copy, the rates by the pass that starts the rate map,
+    ``(1 + r) / 2`` as ``0.5 + 0.5 r`` (the same float: halving is exact), squared in place. No
+    view of a shared tensor is written to: under torch.compile such a write into half a tensor
+    becomes a scatter, which inductor recomputed in every loop that read the other half."""
     if not rules.rate_action:
-        return actions, None
-    aims, rates = actions.chunk(2, dim=-1)
-    return aims, rates.add_(1.0).mul_(0.5).square_()  # policy_rates, without a new [E, N] tensor (eager)
-
-
-def _aims_of(actions: Tensor, rules: _Rules) -> Tensor:
-    """The aims' block of the actions [E, N] (all of them without `EnvConfig.rate_action`)."""
-    return actions.chunk(2, dim=-1)[0] if rules.rate_action else actions
+        return _clean_actions(actions, dtype), None
+    aims, rates = torch.nan_to_num(actions, nan=0.0).clamp_(-1.0, 1.0).chunk(2, dim=-1)
+    half = torch.full((1, 1), 0.5, dtype=dtype, device=actions.device)  # 2-d: the sum takes its dtype
+    return aims.to(dtype, copy=True), torch.add(half, rates, alpha=0.5).square_()  # policy_rates
 
 
 class _Pace(NamedTuple):
@@ -640,13 +642,19 @@ def _toward_aim(aim_value: Tensor, held_value: Tensor, value: Tensor, pace: _Pac
 
 
 def _orders(
-    actions: Tensor, holdings: Tensor, price: Tensor, cash: Tensor, rules: _Rules, pace: _Pace | None = None
+    actions: Tensor,
+    holdings: Tensor,
+    price: Tensor,
+    cash: Tensor,
+    rules: _Rules,
+    pace: _Pace | None = None,
+    rates: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Requested sells and buys in shares (both >= 0) before cash limits and masks; `pace`: the trade
-    rate and band (weights mode, when `rules` has either); with `rules.rate_action` the actions'
-    second block is each stock's rate (`_split_actions`), applied after the band."""
+    """Requested sells and buys in shares (both >= 0) before cash limits and masks, for `actions`
+    [E, N] and, with `rules.rate_action`, each stock's trade `rates` [E, N] (both as
+    `_read_actions` gives them); `pace`: the trade rate and band (weights mode, when `rules` has
+    either). The policy's rates apply after the band."""
     if rules.weights_mode:
-        actions, rates = _split_actions(actions, rules)
         weights = _aim_weights(actions, rules)
         if rates is not None and pace is not None:  # the band first, then each stock's own rate
             pace = _Pace(rates, pace.band)
@@ -701,9 +709,10 @@ def _pace_of(config: EnvConfig, rules: _Rules, rows: int, device: torch.device) 
 
 
 def _clean_actions(actions: Tensor, dtype: torch.dtype) -> Tensor:
-    """Actions clipped to [-1, 1], NaN as 0 (no order): checking them would cost a sync."""
-    actions = actions.to(dtype).clamp(-1.0, 1.0)
-    return torch.where(actions == actions, actions, torch.zeros_like(actions))  # NaN -> 0, vectorises
+    """Actions clipped to [-1, 1], NaN as 0 (no order), a new tensor of `dtype`: checking them would
+    cost a sync. Cleaned in the actions' own dtype, then converted (the same values: the clip's
+    bounds and every float32 are exact in float64); three passes, two of them over float32."""
+    return torch.nan_to_num(actions, nan=0.0).clamp_(-1.0, 1.0).to(dtype)
 
 
 def _mapping_only(config: EnvConfig, num_stocks: int) -> _Rules:
@@ -725,7 +734,7 @@ def aim_weights(actions: Tensor, config: EnvConfig) -> Tensor:
     if config.action_mode != "weights":
         raise ConfigError("aim_weights: the aim portfolio is a weights-mode idea (action_mode='weights')")
     rules = _mapping_only(config, actions.shape[-1] // config.actions_per_stock)
-    return _aim_weights(_aims_of(_clean_actions(actions, torch.float64), rules), rules)
+    return _aim_weights(_read_actions(actions, rules, torch.float64)[0], rules)
 
 
 def aim_actions(aim: Tensor, config: EnvConfig) -> Tensor:
@@ -761,7 +770,8 @@ def target_holdings(actions: Tensor, holdings: Tensor, price: Tensor, cash: Tens
             f"actions each under these rules, got {actions.shape[-1]}"
         )
     pace = _pace_of(config, rules, holdings.shape[0], holdings.device)
-    sells, buys = _orders(_clean_actions(actions, torch.float64), holdings, price, cash.to(torch.float64), rules, pace)
+    actions, rates = _read_actions(actions, rules, torch.float64)
+    sells, buys = _orders(actions, holdings, price, cash.to(torch.float64), rules, pace, rates)
     return holdings - sells + buys
 
 
@@ -802,12 +812,13 @@ def _step_orders(
     rules: _Rules,
     pace: _Pace | None = None,
     reducible: Tensor | None = None,
+    rates: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """The orders that reach the fill (sells and buys in shares, [E, N]): the actions' orders
-    (`_orders`), all sold where the turbulence `guard` is on, and what the fill bar's masks
-    `tradable` and `reducible` let through (`tradable_orders`)."""
+    """The orders that reach the fill (sells and buys in shares, [E, N]): the orders of the actions
+    and rates (`_orders`), all sold where the turbulence `guard` is on, and what the fill bar's
+    masks `tradable` and `reducible` let through (`tradable_orders`)."""
     holdings = state.holdings
-    sells, buys = _orders(actions, holdings, price, state.cash, rules, pace)
+    sells, buys = _orders(actions, holdings, price, state.cash, rules, pace, rates)
     guard = guard.unsqueeze(-1)
     sells = torch.where(guard, holdings.clamp_min(0.0), sells)
     buys = torch.where(guard, torch.zeros_like(buys), buys)
@@ -833,9 +844,9 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     tradable = tables.tradable.index_select(0, t1)
     reducible = tables.reducible.index_select(0, t1) if rules.leavers else None
     guard = tables.guard.index_select(0, state.t)
-    actions = _clean_actions(actions, price.dtype)
+    actions, rates = _read_actions(actions, rules, price.dtype)
     pace = _Pace(tables.trade_rate, tables.band) if (rules.has_rate or rules.has_band) else None
-    sells, buys = _step_orders(state, actions, price, tradable, guard, rules, pace, reducible)
+    sells, buys = _step_orders(state, actions, price, tradable, guard, rules, pace, reducible, rates)
     fill = fill_orders(state.cash, state.holdings, sells, buys, price, tables.market, t1, rules.fill)
     holdings = fill.holdings
 
@@ -849,7 +860,7 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     value = cash + (holdings * close).sum(-1)
     if rules.aim_reward:  # the aim's return over the bar, at the value at the fill, less the step's costs
         value_at_fill = state.cash + (state.holdings * price).sum(-1)
-        earned = value_at_fill * (_aim_weights(_aims_of(actions, rules), rules) * (close / price - 1.0)).sum(-1)
+        earned = value_at_fill * (_aim_weights(actions, rules) * (close / price - 1.0)).sum(-1)
         paid = fill.commission + fill.spread + fill.impact + borrow
         reward = ((earned - paid) * rules.reward_scale).float()
     else:
@@ -1335,14 +1346,14 @@ class StockTradingVecEnv:
         zero (`toward_zero`), as the fill would: a live trader never buys a leaver.
         """
         state = self._require_reset()
-        actions = _clean_actions(actions.to(self.device), torch.float64)
+        actions, rates = _read_actions(actions.to(self.device), self._rules, torch.float64)
         price = price.to(self.device, torch.float64).expand_as(state.holdings)
         pace = (
             _Pace(self._tables.trade_rate, self._tables.band)
             if (self._rules.has_rate or self._rules.has_band)
             else None
         )
-        sells, buys = _orders(actions, state.holdings, price, state.cash, self._rules, pace)
+        sells, buys = _orders(actions, state.holdings, price, state.cash, self._rules, pace, rates)
         if self._rules.leavers:
             sells, buys = toward_zero(sells, buys, state.holdings, self._tables.reducible.index_select(0, state.t))
         return sells, buys
