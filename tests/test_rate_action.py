@@ -18,7 +18,7 @@ from test_env import EVERY_COST, assert_compiled_steps_equal_eager, every_cost_r
 
 from market_envs import EnvConfig, StockTradingVecEnv, target_holdings
 from market_envs.costs import CostModel
-from market_envs.env import _read_actions, aim_weights, policy_rates
+from market_envs.env import aim_weights, policy_rates
 from trader.errors import ConfigError
 
 PANEL = random_panel(n_tickers=4, n_bars=90, seed=7, gap_prob=0.0)
@@ -51,22 +51,23 @@ def test_the_rate_map_reaches_both_ends_exactly():
     torch.testing.assert_close(policy_rates(r), torch.tensor([0.0, 0.0625, 0.25, 0.5625, 1.0], dtype=torch.float64))
 
 
-def test_the_step_reads_both_blocks_as_the_plain_rules_do_bit_for_bit():
-    """The step's one pass over the 2N actions (`_read_actions`) gives the aims clipped with NaN as 0,
-    and the rates `policy_rates` of the rate block cleaned alike, to the last bit: through NaN,
-    +-inf, values outside [-1, 1], rate actions just above -1 and ones too small for 1 + r."""
-    rules = StockTradingVecEnv(PANEL, 1, "cpu", EnvConfig(**RATED))._rules
+def test_odd_rate_actions_read_as_the_plain_rules_clean_them():
+    """NaN, +-inf, values outside [-1, 1], rate actions just above -1 and ones too small for 1 + r,
+    in both blocks: each stock moves `policy_rates` of its cleaned rate action of today's order."""
+    config = EnvConfig(**RATED, weights_map="linear", market_neutral=True)
     odd = [float("nan"), float("inf"), -float("inf"), -1.0, 1.0, 0.0, -0.0, 1e-30, -1e-30, 1.5, -2.0]
     g = torch.Generator().manual_seed(11)
-    half = torch.cat([torch.rand(64, 40, generator=g) * 3 - 1.5, torch.rand(64, 40, generator=g) * 1e-6 - 1.0], -1)
-    half = torch.cat([half, torch.tensor(odd).repeat(64, 1)], -1)
+    half = torch.cat([torch.rand(8, 20, generator=g) * 3 - 1.5, torch.rand(8, 20, generator=g) * 1e-6 - 1.0], -1)
+    half = torch.cat([half, torch.tensor(odd).repeat(8, 1)], -1)
     actions = torch.cat([half, half.flip(-1)], -1)  # the odd values in both blocks
-    clean = actions.double().clamp(-1.0, 1.0)
-    clean = torch.where(clean.isnan(), torch.zeros_like(clean), clean)
-    aims, rates = _read_actions(actions, rules, torch.float64)
     n = half.shape[-1]
-    assert torch.equal(aims, clean[:, :n]) and torch.equal(rates, policy_rates(clean[:, n:]))
-    assert aims.is_contiguous() and rates.is_contiguous() and rates.dtype == torch.float64
+    holdings = torch.rand(8, n, generator=g, dtype=torch.float64) * 200 - 100
+    price, cash = torch.rand(n, generator=g, dtype=torch.float64) * 50 + 10, torch.full((8,), 1e5)
+    rates = actions[:, n:].double().clamp(-1.0, 1.0)
+    kappa = policy_rates(torch.where(rates.isnan(), torch.zeros_like(rates), rates))
+    plain = target_holdings(actions[:, :n], holdings, price, cash, replace(config, rate_action=False))
+    rated = target_holdings(actions, holdings, price, cash, config)
+    torch.testing.assert_close(rated - holdings, (plain - holdings) * kappa, rtol=1e-12, atol=1e-12)
 
 
 def test_rate_action_minus_one_never_trades_and_pays_nothing():
