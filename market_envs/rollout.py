@@ -203,6 +203,9 @@ def _chunk(
         )
         info["reward"], info["terminated"], info["truncated"] = reward, terminated, truncated
         info["previous_value"] = before.value
+        if "gross_value" in record:  # at the close of the bar the step ends at
+            close = tables.close.index_select(0, t[:1] + 1)[0].double()
+            info["gross_value"] = (info["holdings"].abs() * close).sum(-1)
         obs = torch.cat([account, tables.obs.index_select(0, state.t)[:, width:]], dim=1)
         for key in record:
             rows[key].append(info[key])
@@ -280,9 +283,12 @@ RECORDABLE = (
     "terminated",
     "truncated",
     "previous_value",
+    "gross_value",
 )
 """The ``info`` entries a `Rollout` can record per bar (those of `StockTradingVecEnv.step`, and
-``reward``, ``terminated``, ``truncated`` and ``previous_value``, the value before the step)."""
+``reward``, ``terminated``, ``truncated``, ``previous_value``, the value before the step, and
+``gross_value``, the positions' gross value at the close of the bar the step ends at: the sum of
+|shares| x close)."""
 
 
 class Rollout:
