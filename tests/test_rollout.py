@@ -94,8 +94,8 @@ def test_agent_program_acts_as_the_agent(algo: str, network: str) -> None:
 
 
 def test_per_stock_program_of_one_feature_acts_as_the_agent() -> None:
-    """The market preset's layout, one feature per stock: the program's encoder takes its
-    features part as a broadcast product (`trader.agents.program.POINTWISE_FEATURES`)."""
+    """The market preset's layout, one feature per stock (the encoder's features part a product of
+    inner size 1, which the compiler turns into a broadcast product fused with the activation)."""
     rules = replace(RULES, features=(), return_windows=(5,))
     env = StockTradingVecEnv(PANEL, 1, "cpu", rules)
     assert env.obs_dim == 1 + 2 * env.num_stocks

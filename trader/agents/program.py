@@ -34,12 +34,6 @@ from trader.agents.networks import PerStockNet, PerStockPolicyHead, tanh
 
 Squash = Literal["clamp", "tanh", "none"]
 
-POINTWISE_FEATURES = 4
-"""A per-stock network with at most this many features per stock computes its encoder's
-features part as F broadcast products (the compiler fuses them with the position's part, the bias
-and the activation into one pass over [S, N, H]), not as a batched matrix product of inner size
-F, which the compiler hands to ATen and whose [S, N, H] output makes a round trip through memory
-every bar (the market preset observes one feature: then the product is the same number)."""
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
 
 
@@ -128,13 +122,7 @@ class PolicyProgram:
         weights, biases = params["weights"], params["biases"]  # layers after the encoder
         cash, positions = account[:, :1], account[:, 1:]
         features = prepared.expand(positions.shape[0], -1, -1)  # [S, N, F]
-        weight = params["encoder_features"]  # [S, F, H]
-        if self.num_features <= POINTWISE_FEATURES:  # F products a unit, fused with the activation
-            encoded = features[:, :, :1] * weight[:, :1]
-            for f in range(1, self.num_features):
-                encoded = encoded + features[:, :, f : f + 1] * weight[:, f : f + 1]
-        else:
-            encoded = torch.bmm(features, weight)  # [S, N, H]
+        encoded = torch.bmm(features, params["encoder_features"])  # [S, N, H]
         h = activation(encoded + positions.unsqueeze(-1) * params["encoder_position"] + params["encoder_bias"])
         head, width = weights[0], h.shape[-1]  # [S, 2H+1, O]
         context = h.mean(dim=1)  # [S, H]
