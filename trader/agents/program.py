@@ -33,7 +33,6 @@ from torch import Tensor, nn
 from trader.agents.networks import PerStockNet, PerStockPolicyHead, tanh
 
 Squash = Literal["clamp", "tanh", "none"]
-
 _ACTIVATIONS = {nn.Tanh: "tanh", nn.ReLU: "relu"}
 
 
