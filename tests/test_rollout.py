@@ -90,9 +90,24 @@ def _by_bar(env: StockTradingVecEnv, agent, keys: tuple[str, ...]) -> dict[str, 
     ("algo", "network"), [("ppo", "mlp"), ("ppo", "per_stock"), ("sac", "mlp"), ("td3", "per_stock")]
 )
 def test_agent_program_acts_as_the_agent(algo: str, network: str) -> None:
-    agent = _agent(algo, network)
+    _assert_program_acts_as(_agent(algo, network), RULES)
+
+
+def test_per_stock_program_of_one_feature_acts_as_the_agent() -> None:
+    """The market preset's layout, one feature per stock (the encoder's features part a product of
+    inner size 1, which the compiler turns into a broadcast product fused with the activation)."""
+    rules = replace(RULES, features=(), return_windows=(5,))
+    env = StockTradingVecEnv(PANEL, 1, "cpu", rules)
+    assert env.obs_dim == 1 + 2 * env.num_stocks
+    config = make_config("ppo", {"network": "per_stock", "hidden_sizes": (16, 16)})
+    agent = make_agent("ppo", env.obs_dim, env.act_dim, config, seed=1)
+    agent.normalizer.update(torch.randn(64, env.obs_dim) * 3.0)
+    _assert_program_acts_as(agent, rules)
+
+
+def _assert_program_acts_as(agent, rules: EnvConfig) -> None:
     program, params = agents_program([agent])
-    env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
+    env = StockTradingVecEnv(PANEL, 1, "cpu", rules)
     obs = torch.randn(300, env.obs_dim)
     rows = obs.clone()
     rows[:, : program.width] = 0.0
@@ -104,6 +119,7 @@ def test_agent_program_acts_as_the_agent(algo: str, network: str) -> None:
 
         bar = Bar()
         bar.obs = obs[k : k + 1]
+        bar.account = obs[k : k + 1, : program.width]
         got = program.decide(params, prepared[k], bar)
         want = agent.act(obs[k : k + 1], deterministic=True)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

@@ -93,7 +93,7 @@ class PolicyProgram:
 
     def decide(self, params: dict[str, Any], prepared: Tensor, bar: Any) -> Tensor:
         """Actions [S, N] of the S policies, row s by policy s."""
-        account = self._normalized(params, bar.obs[:, : self.width], slice(0, self.width))
+        account = self._normalized(params, bar.account, slice(0, self.width))
         out = (
             self._mlp(params, prepared, account) if self.trunk == "mlp" else self._per_stock(params, prepared, account)
         )

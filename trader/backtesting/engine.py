@@ -886,35 +886,57 @@ def _run_chunked(
     group: _Group, built: tuple[_GroupProgram, tuple], obs: Tensor, records: _Records, slot_of: dict[int, int]
 ) -> None:
     """The group's whole pass by `market_envs.rollout.Rollout` (many bars per compiled call),
-    recorded as `_advance` records it."""
-    from market_envs.rollout import Rollout
+    recorded as `_advance` records it.
+
+    The chunks' rows are written into the records once per `market_envs.rollout.DEFAULT_BLOCK`
+    bars, not once per chunk: the eager operations of a write (the ruin mask, the traded value,
+    the table's masked copy) cost the same whatever their rows, so a chunk of 8 bars paid them 32
+    times as often (the gross value is recorded in the compiled chunk, ``gross_value``)."""
+    from market_envs.rollout import DEFAULT_BLOCK, Rollout
 
     program, params = built
     env = group.env
+    steps_in_pass = env.num_bars - 1
     ruined = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
     record = (
-        "holdings",
+        *(("holdings",) if records.positions is not None else ()),
         "terminated",
         "previous_value",
         "turnover",
-        *(key for key in RECORDED if key not in ("traded", "gross_value")),
+        *(key for key in RECORDED if key != "traded"),
     )
+    pending: list[dict[str, Tensor]] = []  # the rows of the chunks not written yet
+    held: list[tuple[int, int, Tensor]] = []  # (slot, row among the pending, holdings) at session ends
+    since = 0  # the first step of the pending rows
 
-    def keep(first: int, steps: int, rows: dict[str, Tensor]) -> None:
+    def write() -> None:
         nonlocal ruined
-        bars = slice(first + 1, first + 1 + steps)  # step k ends at bar k + 1
+        rows = {key: torch.cat([chunk[key] for chunk in pending]) for key in record if key != "holdings"}
+        bars = slice(since + 1, since + 1 + rows["terminated"].shape[0])  # step k ends at bar k + 1
         ruined = torch.cumsum(rows["terminated"].to(torch.int32), dim=0).bool() | ruined  # [steps, E]
         kept = ~ruined
-        holdings = rows["holdings"]
         rows["traded"] = rows["turnover"] * rows["previous_value"].abs().clamp_min(1e-9)
-        rows["gross_value"] = (holdings.abs() * group.close[bars].unsqueeze(1)).sum(-1)
         table = torch.stack([rows[key].to(torch.float64) for key in RECORDED], dim=0)  # [len(RECORDED), steps, E]
         records.bars[:, bars] = torch.where(kept, table, torch.zeros_like(table))
-        if records.positions is not None:
-            slots = [(k, slot_of[first + 1 + k]) for k in range(steps) if first + 1 + k in slot_of]
-            for k, slot in slots:  # session ends: a few per chunk at most, Python ints (no sync)
-                records.positions[slot] = torch.where(kept[k].unsqueeze(-1), holdings[k], torch.zeros_like(holdings[k]))
+        for slot, k, holdings in held:  # session ends: one per 390 bars
+            records.positions[slot] = torch.where(kept[k].unsqueeze(-1), holdings, torch.zeros_like(holdings))
         ruined = ruined[-1]
+        pending.clear()
+        held.clear()
+
+    def keep(first: int, steps: int, rows: dict[str, Tensor]) -> None:
+        nonlocal since
+        if not pending:
+            since = first
+        pending.append(rows)
+        if records.positions is not None:  # Python ints (no sync)
+            held.extend(
+                (slot_of[first + 1 + k], first - since + k, rows["holdings"][k])
+                for k in range(steps)
+                if first + 1 + k in slot_of
+            )
+        if first + steps - since >= DEFAULT_BLOCK or first + steps >= steps_in_pass:
+            write()
 
     Rollout(env, program, record=record).run(params, obs, on_chunk=keep)
 

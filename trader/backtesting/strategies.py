@@ -201,7 +201,7 @@ class _ScheduleProgram:
         return None
 
     def decide(self, params: Any, prepared: Any, bar: Bar) -> Tensor:
-        return params[0][bar.step].expand(bar.obs.shape[0], -1)
+        return params[0][bar.step].expand(bar.cash.shape[0], -1)
 
 
 class PolicyDecider:
