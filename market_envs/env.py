@@ -585,11 +585,14 @@ def _aim_weights(actions: Tensor, rules: _Rules) -> Tensor:
     return weights / weights.sum(-1, keepdim=True).clamp_min(1.0)
 
 
-def policy_rates(rate_actions: Tensor) -> Tensor:
+def policy_rates(rate_actions: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     """`EnvConfig.rate_action`: each stock's trade rate from its rate action (clipped to [-1, 1]),
-    ``((1 + r) / 2)^2``: 0 at -1 (no trade), 1 at +1 (all the way), 0.25 at 0."""
-    half = (rate_actions + 1.0) * 0.5
-    return half * half
+    ``((1 + r) / 2)^2``: 0 at -1 (no trade), 1 at +1 (all the way), 0.25 at 0; a new tensor of
+    `dtype` (default the actions'). ``(1 + r) / 2`` is computed as ``0.5 + 0.5 r`` (the same float:
+    halving is exact) in the pass that converts to `dtype`, then squared in place: two passes."""
+    dtype = dtype or rate_actions.dtype
+    half = torch.full((1,) * max(rate_actions.dim(), 1), 0.5, dtype=dtype, device=rate_actions.device)
+    return torch.add(half, rate_actions, alpha=0.5).square_()  # `half` a tensor: the sum takes its dtype
 
 
 def rate_actions(rates: Tensor) -> Tensor:
@@ -604,15 +607,13 @@ def _read_actions(actions: Tensor, rules: _Rules, dtype: torch.dtype) -> tuple[T
     action counts as 0: rate 0.25); None without it.
 
     Both blocks are cleaned together, in the actions' own dtype; then each is read into a new
-    contiguous tensor: the aims by a copy, the rates by the pass that starts the rate map,
-    ``(1 + r) / 2`` as ``0.5 + 0.5 r`` (the same float: halving is exact), squared in place. No
+    contiguous tensor: the aims by a copy, the rates by `policy_rates`' first pass. No
     view of a shared tensor is written to: under torch.compile such a write into half a tensor
     becomes a scatter, which inductor recomputed in every loop that read the other half."""
     if not rules.rate_action:
         return _clean_actions(actions, dtype), None
     aims, rates = torch.nan_to_num(actions, nan=0.0).clamp_(-1.0, 1.0).chunk(2, dim=-1)
-    half = torch.full((1, 1), 0.5, dtype=dtype, device=actions.device)  # 2-d: the sum takes its dtype
-    return aims.to(dtype, copy=True), torch.add(half, rates, alpha=0.5).square_()  # policy_rates
+    return aims.to(dtype, copy=True), policy_rates(rates, dtype)
 
 
 class _Pace(NamedTuple):

@@ -204,12 +204,17 @@ def _chunk(
         info["reward"], info["terminated"], info["truncated"] = reward, terminated, truncated
         info["previous_value"] = before.value
         if "gross_value" in record:  # at the close of the bar the step ends at
-            close = tables.close.index_select(0, t[:1] + 1)[0].double()
-            info["gross_value"] = (info["holdings"].abs() * close).sum(-1)
+            info["gross_value"] = gross_value(info["holdings"], tables.close.index_select(0, t[:1] + 1)[0].double())
         obs = torch.cat([account, tables.obs.index_select(0, state.t)[:, width:]], dim=1)
         for key in record:
             rows[key].append(info[key])
     return state, obs, {key: torch.stack(values) for key, values in rows.items()}
+
+
+def gross_value(holdings: Tensor, close: Tensor) -> Tensor:
+    """The positions' gross market value [E]: the sum over stocks of |shares| x close (`holdings`
+    [E, N], `close` [N]); the backtest's ``gross_value`` record, chunked or bar by bar."""
+    return (holdings.abs() * close).sum(-1)
 
 
 def _cut(tables: Any, bars: Tensor, num_bars: int) -> Any:

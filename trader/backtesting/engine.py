@@ -44,6 +44,7 @@ from market_envs.data import DataError, MarketData
 from market_envs.data.membership import period_membership
 from market_envs.devices import resolve_device
 from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.rollout import gross_value
 from trader import metrics, rundir
 from trader.backtesting.evidence import strategy_evidence
 from trader.backtesting.periods import load_dataset, require_bars, select_period
@@ -997,7 +998,7 @@ def _advance(
     ruined = ruined | terminated
     keep = ~ruined
     info["traded"] = info["turnover"] * value.abs().clamp_min(1e-9)
-    info["gross_value"] = (info["holdings"].abs() * group.close[t + 1]).sum(-1)
+    info["gross_value"] = gross_value(info["holdings"], group.close[t + 1])
     row = torch.stack([info[key].to(torch.float64) for key in RECORDED])  # [len(RECORDED), E]
     records.bars[:, t + 1] = torch.where(keep, row, torch.zeros_like(row))
     if slot is not None and records.positions is not None:
