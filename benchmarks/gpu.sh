@@ -1,20 +1,42 @@
 #!/usr/bin/env bash
 # The GPU benchmarks of benchmarks/RESULTS.md ("On a GPU"), in one go, on a CUDA machine
 # with the package's dependencies (`pip install -e '.[gpu]'`). Tables go to OUT (default
-# gpu-results/). About 15 minutes on one H100.
+# gpu-results/). All stages take about 20 minutes on one H100 or H200; STAGES picks some
+# (a space-separated list of the names below, in the order given), and each stage runs
+# under `timeout` so that one slow stage cannot eat a short lease:
+#
+#     STAGES="tests action costs year" bash benchmarks/gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
+STAGES=${STAGES:-tests env action costs ppo valpass backtest year learning tournament tournament4}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-run() { echo "== $*"; "$@" 2>&1 | grep -v "Warning\|warnings.warn"; }
-run python -m pytest -q -p no:cacheprovider tests/test_env.py tests/test_devices.py -m "gpu or not gpu" -k "cuda or device"
-run python benchmarks/env_throughput.py --device cuda --envs 1,1024,16384,65536,262144 --repeats 3 --seconds 0.5 --out "$OUT/env.md"
-# Rollouts of 1M rows: with the CPU table's 16k rows, E=65536 would take no step at all.
-run python benchmarks/train_throughput.py --device cuda --no-sb3 --envs 4096,16384,65536 --rollout 1048576 \
-    --minibatch-sizes 16384,65536 --updates 2 --out "$OUT/ppo.json"
-run python benchmarks/validation_pass.py --device cuda --repeats 2 --paths bar-by-bar,chunked
-run python benchmarks/backtest_speed.py --device cuda --days 5 --paths old,new
-run python benchmarks/learning_check.py --device cuda --algos ppo --seeds 1 --null-dataset '' --jobs 1 --out "$OUT/learning.json"
-run python benchmarks/tournament_scaling.py --gpus all --workers 1 --pods 4 --pod-steps 8192 --out "$OUT/tournament.json"
-run python benchmarks/tournament_scaling.py --gpus all --workers 4 --pods 8 --pod-steps 8192 --out "$OUT/tournament4.json"
+run() {
+    local limit=$1
+    shift
+    echo "== $* (timeout ${limit} s, $(date -u +%T))"
+    timeout "$limit" "$@" 2>&1 | grep -v "Warning\|warnings.warn"
+}
+stage() {
+    case $1 in
+    tests) run 150 python -m pytest -q -p no:cacheprovider tests/test_env.py tests/test_devices.py -m "gpu or not gpu" -k "cuda or device" ;;
+    env) run 240 python benchmarks/env_throughput.py --device cuda --envs 1,1024,16384,65536,262144 --repeats 3 --seconds 0.5 --out "$OUT/env.md" ;;
+    # The action that can hold, and every cost term, against today's step (issues 40 and 41).
+    action) run 200 python benchmarks/env_throughput.py --device cuda --compare-action --envs 65536 --tickers 100 --repeats 3 --seconds 0.5 --out "$OUT/action.md" ;;
+    costs) run 150 python benchmarks/env_throughput.py --device cuda --compare-costs --envs 65536 --tickers 100 --repeats 3 --seconds 0.5 --out "$OUT/costs.md" ;;
+    # Rollouts of 1M rows: with the CPU table's 16k rows, E=65536 would take no step at all.
+    ppo) run 150 python benchmarks/train_throughput.py --device cuda --no-sb3 --envs 4096,16384,65536 --rollout 1048576 \
+        --minibatch-sizes 16384,65536 --updates 2 --out "$OUT/ppo.json" ;;
+    valpass) run 120 python benchmarks/validation_pass.py --device cuda --repeats 2 --paths bar-by-bar,chunked ;;
+    backtest) run 150 python benchmarks/backtest_speed.py --device cuda --days 5 --paths old,new ;;
+    # The year of issue 43 (64 policies, 100 tickers, 98,280 bars), new path only.
+    year) run 240 python benchmarks/backtest_speed.py --device cuda --days 252 --paths new ;;
+    learning) run 240 python benchmarks/learning_check.py --device cuda --algos ppo --seeds 1 --null-dataset '' --jobs 1 --out "$OUT/learning.json" ;;
+    tournament) run 200 python benchmarks/tournament_scaling.py --gpus all --workers 1 --pods 4 --pod-steps 8192 --out "$OUT/tournament.json" ;;
+    tournament4) run 330 python benchmarks/tournament_scaling.py --gpus all --workers 4 --pods 8 --pod-steps 8192 --out "$OUT/tournament4.json" ;;
+    *) echo "unknown stage $1" >&2 ;;
+    esac
+}
+python -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
+for name in $STAGES; do stage "$name"; done
