@@ -19,6 +19,8 @@ from trader.backtesting.report import report_dict
 from trader.app.cli import main
 from trader.errors import CheckpointError, UserError
 
+from test_rundir import assert_every_file_is_documented
+
 GOLDEN = Path(__file__).parent / "golden" / "backtest_report.json"
 QUIET = BacktestConfig(tear_sheet=False)
 
@@ -187,6 +189,7 @@ def test_outputs_written_to_run_dir(tmp_path: Path) -> None:
     png = tmp_path / "tearsheet_spy.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert report["files"]["tear_sheet:spy"] == "tearsheet_spy.png"
+    assert_every_file_is_documented(tmp_path)  # the tear sheet too (the dashboard's fixtures draw none)
 
 
 def test_checkpoint_policy_and_dimension_check(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ def built(tmp_path_factory) -> Path:
 
     import trader
     from tournament import TournamentConfig, run
+    from trader.backtesting import runs as backtesting_runs
 
     root = tmp_path_factory.mktemp("dashboard")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
@@ -53,8 +55,14 @@ def built(tmp_path_factory) -> Path:
         population=3,
         algo_configs={"ppo": TINY_PPO, "sac": TINY_OFF, "td3": TINY_OFF},
     )
-    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
-        run(config, client=client)
+    # The tournament's own final backtest, its breakeven pass included, without the tear sheet: no
+    # test here reads it, and pyfolio's drawing was most of the fixture's time. The tear sheet is
+    # drawn, checked and found documented by tests/test_backtest.py::test_outputs_written_to_run_dir.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backtesting_runs, "backtest_config", partial(backtesting_runs.backtest_config, tear_sheet=False))
+        with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as client:
+            run(config, client=client)
+    assert not list((runs_dir / "tour").glob("tearsheet_*")) and (runs_dir / "tour" / "report.json").is_file()
     return runs_dir
 
 

@@ -631,8 +631,17 @@ def _assert_same_trajectory(left, right):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
-@pytest.mark.parametrize("mode", ["shares", "weights"])
+@pytest.mark.parametrize(
+    ("mode", "costs"),
+    [
+        pytest.param("shares", CostModel(), id="shares-flat"),
+        pytest.param("weights", EVERY_COST, id="weights-every-cost"),
+        # one compilation each, of paths the two above and the compiled costly steps below (every
+        # cost term in shares and in weights) already compile (slow: run with -m slow)
+        pytest.param("weights", CostModel(), id="weights-flat", marks=pytest.mark.slow),
+        pytest.param("shares", EVERY_COST, id="shares-every-cost", marks=pytest.mark.slow),
+    ],
+)
 def test_compiled_step_equals_eager(mode, costs):
     config = EnvConfig(
         action_mode=mode, episode_length=6, initial_cash=30_000.0, costs=costs, short_selling=costs != CostModel()

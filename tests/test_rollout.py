@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from market_envs.costs import CostModel
 from market_envs.env import EnvConfig, StockTradingVecEnv
-from market_envs.rollout import Rollout
+from market_envs.rollout import DEFAULT_BLOCK, Rollout
 from trader.agents import make_agent, make_config
 from trader.agents.program import agents_program
 from trader.backtesting import BacktestConfig, PolicyPopulation, run_backtest
@@ -236,9 +236,11 @@ def test_chunked_backtest_equals_the_golden_report_bit_for_bit(traced) -> None:
 
 
 def test_chunked_backtest_of_a_random_population_with_every_cost_term(traced) -> None:
-    """A population of random MLPs (split first layer), the baselines and a schedule, 1,000
-    bars, every cost term on, the breakeven multiples too."""
-    env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
+    """A population of random MLPs (split first layer), the baselines and a schedule, 600
+    bars (two blocks of `DEFAULT_BLOCK` and a part of one), every cost term on, the breakeven
+    multiples too."""
+    panel = PANEL.take(slice(0, 2 * DEFAULT_BLOCK + 89))
+    env = StockTradingVecEnv(panel, 1, "cpu", RULES)
     torch.manual_seed(0)
     nets = {
         f"p{k}": torch.nn.Sequential(
@@ -251,8 +253,8 @@ def test_chunked_backtest_of_a_random_population_with_every_cost_term(traced) ->
     config = BacktestConfig(
         tear_sheet=False, policy_env=RULES, costs=EVERY_COST, cost_multiples=(0.0, 2.0), record_positions="day"
     )
-    eager = run_backtest(PANEL, {"mlp": population}, config=config)
-    chunked = run_backtest(PANEL, {"mlp": population}, config=replace(config, compile=True))
+    eager = run_backtest(panel, {"mlp": population}, config=config)
+    chunked = run_backtest(panel, {"mlp": population}, config=replace(config, compile=True))
     _series_equal(eager, chunked, rtol=1e-6, atol=1e-3, flows=1e-5)
     np.testing.assert_allclose(chunked.metrics["sharpe_ratio"], eager.metrics["sharpe_ratio"], rtol=1e-6)
     assert chunked.breakeven.keys() == eager.breakeven.keys()
