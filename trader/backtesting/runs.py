@@ -653,7 +653,8 @@ def run_selection(
     if chosen is None or chosen.returns is None:
         return None
     yardsticks = [b for b in ("equal_weight", "benchmark") if b != "benchmark" or data.benchmark is not None]
-    plain = replace(config, tear_sheet=False)
+    # Only the yardsticks' daily returns are read: no tear sheet, and no breakeven runs at other cost multiples.
+    plain = replace(config, tear_sheet=False, cost_multiples=())
     validation = run_backtest(data, {}, baselines=yardsticks, period="validation", config=plain, device=device)
     daily = validation.daily_returns
     return selection_evidence(
