@@ -606,14 +606,16 @@ def _read_actions(actions: Tensor, rules: _Rules, dtype: torch.dtype) -> tuple[T
     each stock's trade rate [E, N], `policy_rates` of the second block cleaned alike (a NaN rate
     action counts as 0: rate 0.25); None without it.
 
-    Both blocks are cleaned together, in the actions' own dtype; then each is read into a new
-    contiguous tensor: the aims by a copy, the rates by `policy_rates`' first pass. No
-    view of a shared tensor is written to: under torch.compile such a write into half a tensor
-    becomes a scatter, which inductor recomputed in every loop that read the other half."""
+    Both blocks are cleaned and converted together, as today's block is (`_clean_actions`: three
+    passes over [E, 2N], one conversion, contiguous); the aims are then a view of the first half
+    (read, never written to) and the rates `policy_rates` of the second, which runs in `dtype`
+    (no mixed-dtype pass, which costs eager about twice a plain one). No view of the shared
+    tensor is written to: under torch.compile such a write into half a tensor becomes a
+    scatter, which inductor recomputed in every loop that read the other half."""
     if not rules.rate_action:
         return _clean_actions(actions, dtype), None
-    aims, rates = torch.nan_to_num(actions, nan=0.0).clamp_(-1.0, 1.0).chunk(2, dim=-1)
-    return aims.to(dtype, copy=True), policy_rates(rates, dtype)
+    aims, rates = _clean_actions(actions, dtype).chunk(2, dim=-1)
+    return aims, policy_rates(rates)
 
 
 class _Pace(NamedTuple):
@@ -650,13 +652,15 @@ def _orders(
     rules: _Rules,
     pace: _Pace | None = None,
     rates: Tensor | None = None,
+    weights: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Requested sells and buys in shares (both >= 0) before cash limits and masks, for `actions`
     [E, N] and, with `rules.rate_action`, each stock's trade `rates` [E, N] (both as
     `_read_actions` gives them); `pace`: the trade rate and band (weights mode, when `rules` has
-    either). The policy's rates apply after the band."""
+    either). The policy's rates apply after the band. `weights`: the aim of `actions`
+    (`_aim_weights`) where the caller holds it already (read, not written to), else computed."""
     if rules.weights_mode:
-        weights = _aim_weights(actions, rules)
+        weights = _aim_weights(actions, rules) if weights is None else weights
         if rates is not None and pace is not None:  # the band first, then each stock's own rate
             pace = _Pace(rates, pace.band)
         if pace is None:  # today's rule: all the way to the aim (with the policy's rates: that share of it)
@@ -814,12 +818,14 @@ def _step_orders(
     pace: _Pace | None = None,
     reducible: Tensor | None = None,
     rates: Tensor | None = None,
+    weights: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The orders that reach the fill (sells and buys in shares, [E, N]): the orders of the actions
-    and rates (`_orders`), all sold where the turbulence `guard` is on, and what the fill bar's
-    masks `tradable` and `reducible` let through (`tradable_orders`)."""
+    and rates (`_orders`, with the aim `weights` where the caller holds it), all sold where the
+    turbulence `guard` is on, and what the fill bar's masks `tradable` and `reducible` let through
+    (`tradable_orders`)."""
     holdings = state.holdings
-    sells, buys = _orders(actions, holdings, price, state.cash, rules, pace, rates)
+    sells, buys = _orders(actions, holdings, price, state.cash, rules, pace, rates, weights)
     guard = guard.unsqueeze(-1)
     sells = torch.where(guard, holdings.clamp_min(0.0), sells)
     buys = torch.where(guard, torch.zeros_like(buys), buys)
@@ -847,7 +853,8 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     guard = tables.guard.index_select(0, state.t)
     actions, rates = _read_actions(actions, rules, price.dtype)
     pace = _Pace(tables.trade_rate, tables.band) if (rules.has_rate or rules.has_band) else None
-    sells, buys = _step_orders(state, actions, price, tradable, guard, rules, pace, reducible, rates)
+    weights = _aim_weights(actions, rules) if rules.aim_reward else None  # the orders' and the reward's aim, once
+    sells, buys = _step_orders(state, actions, price, tradable, guard, rules, pace, reducible, rates, weights)
     fill = fill_orders(state.cash, state.holdings, sells, buys, price, tables.market, t1, rules.fill)
     holdings = fill.holdings
 
@@ -861,7 +868,7 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     value = cash + (holdings * close).sum(-1)
     if rules.aim_reward:  # the aim's return over the bar, at the value at the fill, less the step's costs
         value_at_fill = state.cash + (state.holdings * price).sum(-1)
-        earned = value_at_fill * (_aim_weights(actions, rules) * (close / price - 1.0)).sum(-1)
+        earned = value_at_fill * (weights * (close / price - 1.0)).sum(-1)
         paid = fill.commission + fill.spread + fill.impact + borrow
         reward = ((earned - paid) * rules.reward_scale).float()
     else:
