@@ -40,7 +40,7 @@ import torch
 
 from market_envs.data import FEATURE_NAMES, MarketData
 from market_envs.env import own_code
-from market_envs.rollout import DEFAULT_BLOCK, DEFAULT_CHUNK, Bar, Rollout, _at, _chunk_options, _rows
+from market_envs.rollout import DEFAULT_BLOCK, DEFAULT_CHUNK, Bar, Rollout, chunk_options
 from trader.backtesting import BacktestConfig, PolicyPopulation, run_backtest
 
 BARS_PER_SESSION = 390
@@ -185,7 +185,7 @@ def _policies_alone(program, chunk: int, width: int):
     def decide_chunk(params, prepared, account, cash, holdings, value, close, t):
         for k in range(chunk):
             bar = Bar(k, t, account, account, cash, holdings, value, close, None)
-            actions = program.decide(params, _at(prepared, k), bar)
+            actions = program.decide(params, tuple(part[k] for part in prepared), bar)
             account = torch.cat([account[:, :1], actions[:, : width - 1]], dim=1)
         return account
 
@@ -235,7 +235,7 @@ def parts_of(data: MarketData, policies: dict, config: BacktestConfig, device: t
     )
 
     program, params = start(policy_group)[2]
-    options = _chunk_options(device, False)
+    options = chunk_options(device, False)
     decide = torch.compile(_policies_alone(program, DEFAULT_CHUNK, env.num_stocks + 1), dynamic=False, options=options)
     e, n = env.num_envs, env.num_stocks
     t = torch.zeros(e, dtype=torch.int64, device=device)
@@ -255,7 +255,16 @@ def parts_of(data: MarketData, policies: dict, config: BacktestConfig, device: t
         account = torch.zeros(e, n + 1, device=device)
         for block in ready:
             for at in range(0, DEFAULT_BLOCK, DEFAULT_CHUNK):
-                account = decide(params, _rows(block, at, at + DEFAULT_CHUNK), account, cash, holdings, value, close, t)
+                account = decide(
+                    params,
+                    tuple(part[at : at + DEFAULT_CHUNK] for part in block),
+                    account,
+                    cash,
+                    holdings,
+                    value,
+                    close,
+                    t,
+                )
 
     rows.append(("(b) policies alone: `prepare` per block (features' product)", *_timed(prepare_all)))
     rows.append((f"(b) policies alone: `decide`, {DEFAULT_CHUNK} bars per compiled call", *_timed(decide_all)))
