@@ -31,12 +31,16 @@ import argparse
 import platform
 import tempfile
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
 from market_envs.data import FEATURE_NAMES, MarketData
+from market_envs.env import own_code
+from market_envs.rollout import DEFAULT_BLOCK, DEFAULT_CHUNK, Bar, Rollout, chunk_options
 from trader.backtesting import BacktestConfig, PolicyPopulation, run_backtest
 
 BARS_PER_SESSION = 390
@@ -115,9 +119,8 @@ def run_path(path: str, data: MarketData, policies: dict, config: BacktestConfig
     return {"path": path, "warm": warm, "seconds": seconds, "cpu": cpu, "peak_mb": peak / 1024, "result": result}
 
 
-def compare_paths(args: argparse.Namespace) -> None:
-    import os
-
+def setup(args: argparse.Namespace) -> tuple[MarketData, dict, BacktestConfig]:
+    """The panel, the policies (`--network`) and the backtest's config, compiled."""
     data = minute_panel(args.days, args.tickers)
     rules, obs_dim = None, 1 + args.tickers * (1 + len(FEATURE_NAMES))
     if args.network == "per_stock":
@@ -134,6 +137,13 @@ def compare_paths(args: argparse.Namespace) -> None:
     config = BacktestConfig(
         record_positions="day", tear_sheet=False, compile=True, **({"policy_env": rules} if rules is not None else {})
     )
+    return data, policies, config
+
+
+def compare_paths(args: argparse.Namespace) -> None:
+    import os
+
+    data, policies, config = setup(args)
     print(
         f"{args.days} sessions x {BARS_PER_SESSION} bars = {data.num_bars:,} bars, {args.tickers} tickers, "
         f"{args.policies} {args.network} policies + baselines; torch {torch.__version__}, 1 thread, {args.device}; "
@@ -157,6 +167,149 @@ def compare_paths(args: argparse.Namespace) -> None:
         )
 
 
+@dataclass(frozen=True)
+class FixedActions:
+    """A program whose actions are its param, the same every bar: the env step without a policy."""
+
+    def prepare(self, params: tuple, rows: torch.Tensor) -> None:
+        return None
+
+    def decide(self, params: tuple, prepared: None, bar: Bar) -> torch.Tensor:
+        return params[0]
+
+
+def _policies_alone(program, chunk: int, width: int):
+    """`chunk` bars of the program's decisions, no env: each bar's account columns are the cash
+    column and the last bar's actions (a chain of bars, as in a pass, that no compiler can fold)."""
+
+    def decide_chunk(params, prepared, account, cash, holdings, value, close, t):
+        for k in range(chunk):
+            bar = Bar(k, t, account, account, cash, holdings, value, close, None)
+            actions = program.decide(params, tuple(part[k] for part in prepared), bar)
+            account = torch.cat([account[:, :1], actions[:, : width - 1]], dim=1)
+        return account
+
+    return own_code(decide_chunk)
+
+
+def _timed(function) -> tuple[float, float]:
+    start, cpu = time.perf_counter(), time.process_time()
+    function()
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def parts_of(data: MarketData, policies: dict, config: BacktestConfig, device: torch.device) -> list[tuple]:
+    """The backtest's parts on `data`, each timed alone: rows (part, wall s, CPU s)."""
+    from trader.backtesting import engine
+
+    groups = engine._build_groups(data, policies, engine._resolve_baselines(data, None), config, device)
+    new_day_next, session_ends = engine._session_flags(data.timestamps)
+    slot_of = {int(t): k for k, t in enumerate(session_ends)}
+    calendar = torch.tensor(new_day_next, dtype=torch.bool, device=device)
+
+    def start(group: Any) -> tuple:
+        records, obs = engine._start(group, data.num_bars, len(session_ends), device)
+        return records, obs, engine._group_program(group, obs, calendar, new_day_next[0])
+
+    def whole(group: Any) -> None:
+        records, obs, built = start(group)
+        engine._run_chunked(group, built, obs, records, slot_of)
+
+    policy_group, others = groups[0], groups[1:]
+    env = policy_group.env
+    record = engine.chunk_record(True)
+    actions = (torch.rand(env.num_envs, env.act_dim, generator=torch.Generator().manual_seed(0)) * 2 - 1).to(device)
+    fixed = (FixedActions(), (actions,))
+    rows = [("backtest's groups, each a chunked pass with its records", *_timed(lambda: [whole(g) for g in groups]))]
+    rows.append((f"  policies' group ({env.num_envs} sub-environments)", *_timed(lambda: whole(policy_group))))
+    rows.append(("  the baselines' and benchmark's groups", *_timed(lambda: [whole(g) for g in others])))
+
+    def env_with_records() -> None:
+        records, obs, _ = start(policy_group)
+        engine._run_chunked(policy_group, fixed, obs, records, slot_of)
+
+    rows.append(("(a) env step alone, fixed actions, with the records", *_timed(env_with_records)))
+    env_alone = Rollout(env, fixed[0], record=record)
+    rows.append(
+        ("(a) env step alone, fixed actions, no records", *_timed(lambda: env_alone.run(fixed[1], on_chunk=_drop)))
+    )
+
+    program, params = start(policy_group)[2]
+    options = chunk_options(device, False)
+    decide = torch.compile(_policies_alone(program, DEFAULT_CHUNK, env.num_stocks + 1), dynamic=False, options=options)
+    e, n = env.num_envs, env.num_stocks
+    t = torch.zeros(e, dtype=torch.int64, device=device)
+    cash, value = torch.ones(e, dtype=torch.float64, device=device), torch.ones(e, dtype=torch.float64, device=device)
+    holdings, close = torch.zeros(e, n, dtype=torch.float64, device=device), env.data.close[0].double()
+    blocks = [  # as `Rollout.run` cuts them: the last bar repeated past the end
+        (torch.arange(DEFAULT_BLOCK, device=device) + first).clamp_max(data.num_bars - 1)
+        for first in range(0, data.num_bars - 1, DEFAULT_BLOCK)
+    ]
+    ready = [program.prepare(params, env._tables.obs.index_select(0, bars)) for bars in blocks]
+
+    def prepare_all() -> None:
+        for bars in blocks:
+            program.prepare(params, env._tables.obs.index_select(0, bars))
+
+    def decide_all() -> None:
+        account = torch.zeros(e, n + 1, device=device)
+        for block in ready:
+            for at in range(0, DEFAULT_BLOCK, DEFAULT_CHUNK):
+                account = decide(
+                    params,
+                    tuple(part[at : at + DEFAULT_CHUNK] for part in block),
+                    account,
+                    cash,
+                    holdings,
+                    value,
+                    close,
+                    t,
+                )
+
+    rows.append(("(b) policies alone: `prepare` per block (features' product)", *_timed(prepare_all)))
+    rows.append((f"(b) policies alone: `decide`, {DEFAULT_CHUNK} bars per compiled call", *_timed(decide_all)))
+
+    def trivial(state, obs, params, prepared, tables, first, new_start, new_end):
+        out = {key: torch.zeros((DEFAULT_CHUNK, *value.shape), dtype=value.dtype) for key, value in shapes.items()}
+        return state._replace(t=state.t + DEFAULT_CHUNK), obs + 0, out
+
+    shapes = {key: value[0] for key, value in Rollout(env, fixed[0], record=record).run(fixed[1]).items()}
+    fixed_cost = Rollout(env, fixed[0], record=record)
+    fixed_cost._run_chunk = torch.compile(own_code(trivial), dynamic=False, options=options)
+    rows.append(
+        (
+            "(c) fixed cost: a pass of empty compiled chunks (guards, wrapper, loop)",
+            *_timed(lambda: fixed_cost.run(fixed[1], on_chunk=_drop)),
+        )
+    )
+    return rows
+
+
+def _drop(first: int, steps: int, rows: dict) -> None:
+    """A pass's `on_chunk` that keeps nothing."""
+
+
+def time_parts(args: argparse.Namespace) -> None:
+    """`--parts`: where a backtest's time goes, each part timed alone after a warm-up on one session."""
+    import os
+
+    data, policies, config = setup(args)
+    device = torch.device(args.device)
+    parts_of(data.take(slice(0, BARS_PER_SESSION)), policies, config, device)  # compiles every part
+    load = os.getloadavg()[0]
+    rows = parts_of(data, policies, config, device)
+    print(
+        f"{args.days} sessions x {BARS_PER_SESSION} bars = {data.num_bars:,} bars, {args.tickers} tickers, "
+        f"{args.policies} {args.network} policies + baselines; torch {torch.__version__}, 1 thread, {args.device}; "
+        f"load {load:.2f} before, {os.getloadavg()[0]:.2f} after\n"
+    )
+    bars = data.num_bars - 1
+    print("| part | s | CPU s | CPU ms a bar | a year (98,280 bars) s |")
+    print("|---|---:|---:|---:|---:|")
+    for name, seconds, cpu in rows:
+        print(f"| {name} | {seconds:.2f} | {cpu:.2f} | {1e3 * cpu / bars:.3f} | {cpu / bars * 98_280:.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=252, help="trading sessions (252 = one year)")
@@ -169,11 +322,19 @@ def main() -> None:
         "--paths", default="old,new", help="comma list of old and new (compiled); '' for the single run below"
     )
     parser.add_argument("--network", choices=("mlp", "per_stock"), default="mlp")
+    parser.add_argument(
+        "--parts",
+        action="store_true",
+        help="time the chunked backtest's parts alone (env step, policies, fixed costs per chunk) instead",
+    )
     args = parser.parse_args()
     unknown = set(filter(None, args.paths.split(","))) - {"old", "new"}
     if unknown:
         parser.error(f"--paths: unknown path {', '.join(sorted(unknown))} (choose old, new or old,new)")
     torch.set_num_threads(1)
+    if args.parts:
+        time_parts(args)
+        return
     if args.paths:
         compare_paths(args)
         return

@@ -74,7 +74,7 @@ CPP_WRAPPER_MAX_ENVS = 1
 """`Rollout`'s default ``cpp_wrapper``: on a CPU, for passes of at most this many sub-environments."""
 
 
-def _chunk_options(device: torch.device, cpp_wrapper: bool) -> dict[str, Any] | None:
+def chunk_options(device: torch.device, cpp_wrapper: bool) -> dict[str, Any] | None:
     """Inductor's options for a chunk on `device` (`CHUNK_OPTIONS` with `cpp_wrapper`, on a CPU)."""
     options = _compile_options(device)
     return {**(options or {}), **CHUNK_OPTIONS} if cpp_wrapper and device.type == "cpu" else options
@@ -341,7 +341,7 @@ class Rollout:
         key = (*key, compile, cpp_wrapper and compile)
         if key not in _CHUNKS:
             step = _chunk_function(program, env._rules, self.chunk, self.record, 1 + env.num_stocks)
-            options = _chunk_options(env.device, cpp_wrapper)
+            options = chunk_options(env.device, cpp_wrapper)
             _CHUNKS[key] = torch.compile(step, dynamic=False, options=options) if compile else step
         self._run_chunk = _CHUNKS[key]
 

@@ -883,6 +883,18 @@ def _stacked(parts: list[tuple[Any, int, int]], params: list[Any]) -> tuple[tupl
     return tuple(merged), stacked
 
 
+def chunk_record(positions: bool) -> tuple[str, ...]:
+    """The ``info`` entries a chunked pass records per bar (`market_envs.rollout.Rollout`'s ``record``):
+    those `_run_chunked` writes, and the holdings where `positions` are kept."""
+    return (
+        *(("holdings",) if positions else ()),
+        "terminated",
+        "previous_value",
+        "turnover",
+        *(key for key in RECORDED if key != "traded"),
+    )
+
+
 def _run_chunked(
     group: _Group, built: tuple[_GroupProgram, tuple], obs: Tensor, records: _Records, slot_of: dict[int, int]
 ) -> None:
@@ -899,13 +911,7 @@ def _run_chunked(
     env = group.env
     steps_in_pass = env.num_bars - 1
     ruined = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
-    record = (
-        *(("holdings",) if records.positions is not None else ()),
-        "terminated",
-        "previous_value",
-        "turnover",
-        *(key for key in RECORDED if key != "traded"),
-    )
+    record = chunk_record(records.positions is not None)
     pending: list[dict[str, Tensor]] = []  # the rows of the chunks not written yet
     held: list[tuple[int, int, Tensor]] = []  # (slot, row among the pending, holdings) at session ends
     since = 0  # the first step of the pending rows
