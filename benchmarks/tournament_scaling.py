@@ -9,9 +9,9 @@ Pods per hour count from the first submission to the last result, the workers'
 first imports included; scaling efficiency is ``pods/h(W) / (W x pods/h(1))``.
 Also printed: the median seconds of a pod per algorithm, a table of every pod (its
 algorithm, worker, start and end from the first submission, seconds, and whether it was
-the first pod of its algorithm in its worker, the one that compiled that algorithm's
-validation program under ``--compile`` before the warm-up; and its score, so that two
-checkouts' runs can be compared pod by pod), and (``--plain``) the
+the first pod of its algorithm in its worker, the one that compiles that algorithm's
+validation pass under ``--compile``; and its score, so that two checkouts' runs can be
+compared pod by pod), and (``--plain``) the
 ceiling of the machine itself: one PPO pod alone in a plain process, then two at
 once in two plain processes (no dask), so a loss of efficiency can be told apart
 from what the cores lose to each other; ``--pin`` pins those two processes to one
@@ -25,18 +25,15 @@ on a GPU machine (``--gpus all --workers 1,2,4,8,16``: pods per GPU), >= 80% at 
     OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py --workers 1,2 --pods 6 --compile  # pods compiled
     OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py --workers 1,2 --pods 6 --compile validation
 
-With ``--compile`` (``validation`` or ``all``) each worker first compiles the validation pass
-of every algorithm of the pool, before its first pod (a "warm-up" row per worker in the per-pod
-table; `tournament.pod.warm_worker`), then every validation pass runs many bars per call; with
-``all`` each pod compiles its networks and training env again. Inductor's on-disk cache makes a
-later process's compile shorter. The warm-up counts in the pods per hour (it is part of the wall).
+With ``--compile`` each worker's first pod of each algorithm compiles that algorithm's validation
+pass ("first of its algo in its worker" in the per-pod table; inductor's on-disk cache makes a
+later process's compile shorter), then every validation pass runs many bars per call.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import statistics
@@ -91,44 +88,27 @@ def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
 
 
 def per_pod(pods: pd.DataFrame, events: list[dict]) -> list[dict]:
-    """One row per pod, and one per worker's warm-up (``warmed`` events, pod "warm-up"), in order
-    of start: algorithm, worker (w1, w2, ... in order of their first row), start and end in
-    seconds from the tournament's start, seconds, whether it was the first pod of its algorithm
-    in its worker, and its validation score."""
+    """One row per pod that ended, in order of start: algorithm, worker (w1, w2, ... in order of
+    their first pod), start and end in seconds from the tournament's start (its ``started``
+    event), seconds, whether it was the first pod of its algorithm in its worker, and its
+    validation score."""
     origin = next(e["time"] for e in events if e["kind"] == "started")
-    runs = [
-        {
-            "pod_id": "warm-up",
-            "algo": ", ".join(f"{algo} {s:.0f} s" for algo, s in e["seconds"].items()) or "-",
-            "worker": e["worker"],
-            "start": e["start"],
-            "end": e["end"],
-            "seconds": e["end"] - e["start"],
-            "score": math.nan,
-            "status": "; ".join(f"{algo}: {error}" for algo, error in e["errors"].items()) or "finished",
-        }
-        for e in events
-        if e["kind"] == "warmed" and e["start"] is not None
-    ]
-    done = pods[pods["status"].isin(("finished", "failed"))]
-    runs += done[["pod_id", "algo", "worker", "start", "end", "seconds", "score", "status"]].to_dict("records")
+    done = pods[pods["status"].isin(("finished", "failed"))].sort_values("start")
     rows, workers, seen = [], {}, set()
-    for run_ in sorted(runs, key=lambda r: r["start"]):
-        worker = workers.setdefault(run_["worker"], f"w{len(workers) + 1}")
-        pod = run_["pod_id"] != "warm-up"
+    for pod in done[["pod_id", "algo", "worker", "start", "end", "seconds", "score", "status"]].to_dict("records"):
+        worker = workers.setdefault(pod["worker"], f"w{len(workers) + 1}")
         rows.append(
             {
-                **run_,
+                **pod,
                 "worker": worker,
-                "start_s": float(run_["start"] - origin),
-                "end_s": float(run_["end"] - origin),
-                "seconds": float(run_["seconds"]),
-                "score": float(run_["score"]),
-                "first_of_algo_in_worker": pod and (worker, run_["algo"]) not in seen,
+                "start_s": float(pod["start"] - origin),
+                "end_s": float(pod["end"] - origin),
+                "seconds": float(pod["seconds"]),
+                "score": float(pod["score"]),
+                "first_of_algo_in_worker": (worker, pod["algo"]) not in seen,
             }
         )
-        if pod:
-            seen.add((worker, run_["algo"]))
+        seen.add((worker, pod["algo"]))
     return rows
 
 
@@ -138,13 +118,47 @@ def print_per_pod(row: dict) -> None:
     print("| pod | algo | worker | start s | end s | pod s | first of its algo in its worker | score |")
     print("|---|---|---|---:|---:|---:|---|---:|")
     for pod in row["per_pod"]:
-        first = "-" if pod["pod_id"] == "warm-up" else ("yes" if pod["first_of_algo_in_worker"] else "no")
+        first = "yes" if pod["first_of_algo_in_worker"] else "no"
         status = "" if pod["status"] == "finished" else f" ({pod['status']})"
         print(
             f"| {pod['pod_id']} | {pod['algo']} | {pod['worker']} | {pod['start_s']:.1f} | {pod['end_s']:.1f} | "
             f"{pod['seconds']:.1f}{status} | {first} | {pod['score']:.4f} |"
         )
     print(flush=True)
+
+
+def plain_pod(index: int, dataset: str, pod_steps: int, num_envs: int, run_dir: str, core: int | None = None) -> float:
+    """Seconds of PPO pod ``index`` (fresh, base config) in this process, no dask;
+    pinned to CPU ``core`` when given (Linux)."""
+    if core is not None:
+        os.sched_setaffinity(0, {core})
+    from tournament.generator import PodGenerator
+    from tournament.leaderboard import Leaderboard
+    from tournament.pod import load_market, train_pod
+
+    torch.set_num_threads(1)
+    load_market(dataset)
+    config = TournamentConfig(
+        run_dir=run_dir, env=dataset, algos=("ppo",), pod_steps=pod_steps, num_envs=num_envs, fresh_probability=1.0
+    )
+    spec = PodGenerator(config, dataset).next_spec(index, Leaderboard(1))
+    start = time.perf_counter()
+    train_pod(spec, run_dir)
+    return time.perf_counter() - start
+
+
+def plain_ceiling(args: argparse.Namespace, root: Path) -> tuple[float, list[float]]:
+    """(one pod alone, [two pods at once]) in plain spawned processes."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    task = (args.dataset, args.pod_steps, args.num_envs, str(root / "plain"))
+    cores = (0, 1) if args.pin else (None, None)
+    with context.Pool(1) as pool:
+        alone = pool.apply(plain_pod, (0, *task, cores[0]))
+    with context.Pool(2) as pool:
+        pair = pool.starmap(plain_pod, [(0, *task, cores[0]), (1, *task, cores[1])])
+    return alone, pair
 
 
 def main() -> None:

@@ -208,40 +208,6 @@ def test_pods_carry_compile_validation_and_a_bad_choice_is_refused() -> None:
         _config(compile="training")
 
 
-def test_warm_specs_are_the_fresh_pods_of_each_algorithm_the_pool_draws() -> None:
-    """One spec per algorithm with a weight above 0, each a fresh pod of its base config as the
-    generator makes it (what a worker warms is what its pods compile)."""
-    config = _config(algos=("ppo", "sac", "td3"), algo_mix=(1.0, 0.0, 2.0), compile="validation", fresh_probability=1)
-    generator = PodGenerator(config, "Pendulum-v1")
-    warm = generator.warm_specs()
-    assert [spec.algo for spec in warm] == ["ppo", "td3"]
-    assert [spec.pod_id for spec in warm] == ["warm-ppo", "warm-td3"]
-    pods = {spec.algo: spec for spec in (generator.next_spec(i, Leaderboard(4)) for i in range(20))}
-    assert set(pods) == {"ppo", "td3"}
-    same = ("pod_id", "index", "seed")  # a pod's own; the rest is what decides what it compiles
-    for spec in warm:
-        pod = pods[spec.algo].to_dict()
-        assert {k: v for k, v in spec.to_dict().items() if k not in same} == {
-            k: v for k, v in pod.items() if k not in same
-        }
-
-
-def test_nothing_is_warmed_when_pods_compile_nothing(tmp_path: Path) -> None:
-    """No warm-up without a compiled pass (compile "off") or without a market (a gymnasium id)."""
-    from tournament.orchestrator import warm_up_specs
-    from tournament.pod import warm_worker
-    from trader.training import warm_validation
-
-    off = PodGenerator(_config(algos=("ppo",)), "Pendulum-v1")
-    gym = PodGenerator(_config(algos=("ppo",), compile="validation"), "Pendulum-v1")
-    assert warm_up_specs(off.config, off) == [] and warm_up_specs(gym.config, gym) == []
-    result = warm_worker(gym.warm_specs() + off.warm_specs())
-    assert (result["seconds"], result["errors"]) == ({}, {})
-    assert result["start"] <= result["end"]
-    assert not warm_validation("ppo", "Pendulum-v1", compile="off")
-    assert not warm_validation("ppo", "Pendulum-v1", {"hidden_sizes": [8]}, num_envs=1, compile="validation")
-
-
 def test_generator_follows_the_algorithm_mix_and_fresh_probability() -> None:
     board = Leaderboard(4)
     board.consider(entry(0, 1.0, **{"learning_rate": 3e-4}))

@@ -227,29 +227,3 @@ def test_one_worker_and_one_seed_give_the_same_leaderboard_twice(shared, tmp_pat
     assert len(boards[0]) == 3
     frame = pd.read_parquet(tmp_path / "first" / "pods.parquet")
     assert (frame["generation"] > 0).any()  # children were bred, and bred the same way twice
-
-
-@pytest.mark.slow
-def test_each_worker_warms_each_algorithm_once_before_its_first_pod(shared, tmp_path: Path) -> None:
-    """With compiled validation passes, every worker compiles the pool's programs (one per
-    algorithm) before it takes a pod (slow: each worker compiles)."""
-    os.environ["PODRACER_DATA_DIR"] = str(shared[0])
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        client.wait_for_workers(2, timeout=60)
-        workers = set(client.nthreads())
-        config = tiny_config(tmp_path / "run", shared[1], pods=4, algos=("ppo", "td3"), compile="validation")
-        run(config, client=client)
-    frame = check_consistent(tmp_path / "run", 4)
-    assert set(frame["status"]) == {"finished"}
-    events = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
-    warmed = [e for e in events if e["kind"] == "warmed"]
-    assert sorted(e["worker"] for e in warmed) == sorted(workers)  # once per worker
-    for event in warmed:
-        assert event["errors"] == {} and sorted(event["seconds"]) == ["ppo", "td3"], event
-        pods = frame[frame["worker"] == event["worker"]]
-        assert (pods["start"] >= event["end"]).all(), "a pod started before its worker's warm-up ended"

@@ -451,37 +451,3 @@ def test_compiled_validation_scores_as_the_eager_one() -> None:
     left, right = eager.run_episodes(agent), compiled.run_episodes(agent)
     torch.testing.assert_close(right.infos["value"], left.infos["value"], rtol=1e-9, atol=1e-6)
     assert right.returns.tolist() == pytest.approx(left.returns.tolist(), rel=1e-5)
-
-
-@pytest.mark.slow
-def test_a_run_after_the_warm_up_compiles_nothing_and_is_unchanged_by_it(tmp_path: Path) -> None:
-    """`warm_validation` compiles the validation pass a run compiles (slow: compiles once): the run
-    after it compiles no graph, and a run is the same whether a warm-up pass ran just before it."""
-    from torch._dynamo.utils import counters
-
-    from trader.training import warm_validation
-
-    recipe = write_tiny_recipe(tmp_path, interval="5min")
-    config = {"hidden_sizes": [16], "learning_starts": 256, "iteration_steps": 256, "batch_size": 64}
-    common = {"device": "cpu", "num_envs": 4, "compile": "validation"}
-
-    def graphs() -> int:
-        return counters["stats"]["unique_graphs"]
-
-    before = graphs()
-    assert warm_validation("td3", str(recipe), config, **common)
-    assert graphs() > before  # it compiled the pass
-    warmed = graphs()
-    runs = []
-    for name in ("first", "second"):
-        runs.append(train("td3", str(recipe), config, tmp_path / name, steps=512, seed=5, eval_every=0, **common))
-        assert graphs() == warmed, f"the {name} run compiled {graphs() - warmed} graph(s) after the warm-up"
-        assert warm_validation("td3", str(recipe), config, **common)  # a pass, nothing compiled
-        assert graphs() == warmed
-    first, second = runs
-    assert first.best_score == second.best_score
-    assert first.metrics.drop(columns=["wall_time", "samples_per_s"]).equals(
-        second.metrics.drop(columns=["wall_time", "samples_per_s"])
-    )
-    left, right = (load_file(run.run_dir / "checkpoints" / "final.safetensors") for run in runs)
-    assert left.keys() == right.keys() and all(torch.equal(left[key], right[key]) for key in left)

@@ -92,9 +92,8 @@ class TournamentConfig:
     compile: bool | str = False
     """What pods ``torch.compile`` (`trader.train`'s ``compile``): False ("off"), nothing;
     "validation", the market validation pass only (many bars per compiled call; training
-    stays eager): each worker process compiles it once per algorithm of the pool before its
-    first pod (a `warmed` event in events.jsonl; `tournament.pod.warm_worker`), and its pods
-    reuse it; True ("all"), also the env steps of training and the
+    stays eager): each worker process compiles it once per algorithm, on its first pod of
+    it, and its later pods reuse it; True ("all"), also the env steps of training and the
     networks, which are new objects in every pod and so compiled again in every pod
     (slower than eager at short pods: benchmarks/RESULTS.md, "Pods per hour, compiled").
     Needs a C++ compiler on the CPU."""

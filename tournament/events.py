@@ -7,10 +7,7 @@ Kinds and their fields (every line also has ``kind`` and ``time``, Unix seconds)
 - ``finished`` / ``failed``: ``pod_id``, ``result`` (the whole `PodResult`);
 - ``entered``: ``pod_id``, ``score``, ``rank``; ``evicted``: ``pod_id``, ``score``;
 - ``cancelled``: ``pod_id`` (in flight when the tournament stopped);
-- ``started`` / ``stopped``: the tournament itself (``reason`` on stop);
-- ``warmed``: a worker compiled its validation programs before its first pod
-  (`tournament.pod.warm_worker`): ``worker``, ``start``, ``end`` (Unix s), ``seconds``
-  and ``errors`` per algorithm.
+- ``started`` / ``stopped``: the tournament itself (``reason`` on stop).
 
 The log is the record a resumed tournament rebuilds from: a pod is done exactly when
 a ``finished`` or ``failed`` line for it is in the log. A line is written whole or

@@ -175,32 +175,6 @@ class PodGenerator:
             **common,
         )
 
-    def warm_specs(self) -> list[PodSpec]:
-        """One spec per algorithm the pool can draw (a weight above 0 in the mix): a fresh agent
-        of its base config, as pods are made (``pod_id`` "warm-<algo>", index -1, seed 0). What a
-        worker warms before its first pod (`tournament.pod.warm_worker`); never trained."""
-        cfg = self.config
-        return [
-            PodSpec(
-                pod_id=f"warm-{algo}",
-                index=-1,
-                algo=algo,
-                algo_config=config_to_dict(make_config(algo, cfg.base_config(algo))),
-                env=self.env,
-                env_config=dict(cfg.env_config),
-                steps=cfg.pod_steps,
-                seed=0,
-                num_envs=cfg.num_envs,
-                eval_every=cfg.eval_every,
-                device=cfg.pod_device,
-                compile=cfg.compile,
-                periods=dict(cfg.periods) or None,
-                windows=dict(cfg.windows) or None,
-            )
-            for algo, weight in zip(cfg.algos, cfg.mix, strict=True)
-            if weight > 0
-        ]
-
     def _warm_path(self, parent: Entry) -> str:
         """A warm-start parent's checkpoint, relative to this run directory (as pods take it)."""
         target = Path(self.config.warm_start).resolve() / parent.checkpoint

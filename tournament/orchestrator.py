@@ -43,7 +43,7 @@ from tournament.config import TournamentConfig
 from tournament.events import EventLog
 from tournament.generator import PodGenerator
 from tournament.leaderboard import Entry, Leaderboard, lineage
-from tournament.pod import PodResult, PodSpec, pod_dir, spec_json, train_pod, warm_worker
+from tournament.pod import PodResult, PodSpec, pod_dir, spec_json, train_pod
 from trader import rundir
 from trader.environments import resolve_env
 from trader.errors import UserError
@@ -322,9 +322,6 @@ def _loop(
     from distributed import wait
 
     pending: dict[Any, PodSpec] = {}
-    warm_specs = warm_up_specs(config, generator)
-    warming: dict[Any, str] = {}  # warm-up future -> worker address
-    warmed: set[str] = set()  # workers given a warm-up
 
     def submit(spec: PodSpec) -> None:
         future = client.submit(
@@ -338,9 +335,6 @@ def _loop(
     while True:
         reason = _stop_reason(config, state, start)
         threads = cluster.worker_threads(client)
-        if warm_specs:
-            _warm_new_workers(client, warm_specs, warming, warmed)
-            _log_warmed(state, warming)
         if reason is None:
             wanted = max(threads, 1) * config.in_flight_per_thread
             while len(pending) < wanted and _may_submit(config, state):
@@ -350,8 +344,6 @@ def _loop(
         _report(on_progress, state, len(pending), threads, start)
         cut_short = reason in ("time_budget", "target_score")  # a pod budget lets pods finish
         if cut_short or not pending:
-            for future in warming:  # a worker that got no pod yet: its warm-up is of no use now
-                future.cancel()
             for future, spec in pending.items():
                 future.cancel()
                 state.cancel(spec)
@@ -366,39 +358,6 @@ def _loop(
             state.ended(_result_of(future, pending.pop(future)))
         if done and not config.keep_checkpoints:
             state.prune_checkpoints()
-
-
-def warm_up_specs(config: TournamentConfig, generator: PodGenerator) -> list[PodSpec]:
-    """What each worker warms before its first pod (`tournament.pod.warm_worker`): one spec per
-    algorithm of the pool when pods compile their validation pass on a market, else none."""
-    from trader.training import compile_choice
-
-    if compile_choice(config.compile) == "off" or resolve_env(generator.env).is_gym:
-        return []
-    return generator.warm_specs()
-
-
-def _warm_new_workers(client: Any, specs: list[PodSpec], warming: dict[Any, str], warmed: set[str]) -> None:
-    """Submit `warm_worker` to every connected worker not given one yet: pinned to that worker,
-    and ahead of any pod (a higher priority; the loop submits it before the pods of its pass)."""
-    for address in client.nthreads():
-        if address in warmed:
-            continue
-        warmed.add(address)
-        future = client.submit(warm_worker, specs, workers=[address], allow_other_workers=False, priority=1, pure=False)
-        warming[future] = address
-
-
-def _log_warmed(state: TournamentState, warming: dict[Any, str]) -> None:
-    """Log the warm-ups that ended (``warmed``: the worker, seconds and errors per algorithm)."""
-    for future in [f for f in warming if f.done()]:
-        address = warming.pop(future)
-        if future.status == "finished":
-            state.log.append("warmed", **future.result())
-        else:  # its worker died, or dask lost it: the pods there compile as they go
-            state.log.append(
-                "warmed", worker=address, start=None, end=None, seconds={}, errors={"*": f"warm-up {future.status}"}
-            )
 
 
 def _may_submit(config: TournamentConfig, state: TournamentState) -> bool:
@@ -611,4 +570,4 @@ def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
     )  # a resumed tournament's leaderboard has changed: its report with it
 
 
-__all__ = ["Progress", "TournamentResult", "TournamentState", "pods_frame", "resolve_config", "run", "warm_up_specs"]
+__all__ = ["Progress", "TournamentResult", "TournamentState", "pods_frame", "resolve_config", "run"]

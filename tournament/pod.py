@@ -20,7 +20,6 @@ import shutil
 import socket
 import time
 import traceback
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,46 +159,6 @@ def train_pod(spec: PodSpec, run_dir: str) -> PodResult:
         return result
     finally:
         shutil.rmtree(staged, ignore_errors=True)
-
-
-def warm_worker(specs: Sequence[PodSpec]) -> dict[str, Any]:
-    """Compile in this worker process the validation pass of each spec's pod (one spec per
-    algorithm of the pool, `tournament.generator.PodGenerator.warm_specs`), so that no pod
-    here compiles it (`trader.training.warm_validation`). The orchestrator runs it on each
-    worker before the worker's first pod: a worker's pods run one after another, and the
-    first pod of each algorithm used to pay that compilation inside its own time.
-
-    Returns ``worker`` (its address), ``start`` and ``end`` (Unix s), ``seconds`` (per
-    algorithm warmed, a pass included) and ``errors`` (per algorithm, one line): a warm-up
-    that fails costs no pod, the pod compiles as it would have without it. Specs that
-    compile nothing (``compile`` "off", a gymnasium env) are skipped."""
-    import torch
-
-    from trader.training import compile_choice, warm_validation
-
-    torch.set_num_threads(1)  # as a pod: one torch thread per worker process
-    began = time.time()
-    seconds: dict[str, float] = {}
-    errors: dict[str, str] = {}
-    for spec in specs:
-        if compile_choice(spec.compile) == "off" or resolve_env(spec.env).is_gym:
-            continue
-        start = time.perf_counter()
-        try:
-            warm_validation(
-                spec.algo,
-                _environment(spec.env, spec.periods, spec.windows),
-                spec.algo_config,
-                device=spec.device,
-                num_envs=spec.num_envs,
-                env_config=spec.env_config or None,
-                compile=spec.compile,
-            )
-        except Exception as err:  # noqa: BLE001 - a failed warm-up is reported, the pods go on
-            errors[spec.algo] = f"{type(err).__name__}: {err}".splitlines()[0]
-            continue
-        seconds[spec.algo] = time.perf_counter() - start
-    return {"worker": _worker_name(), "start": began, "end": time.time(), "seconds": seconds, "errors": errors}
 
 
 def committed_result(folder: Path) -> PodResult | None:

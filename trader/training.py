@@ -270,42 +270,6 @@ def train(
     return TrainResult(root, agent, int(frame["step"].iloc[-1]), float(frame["wall_time"].iloc[-1]), best, frame)
 
 
-def warm_validation(
-    algo: str,
-    env: Any,
-    config: Any = None,
-    *,
-    device: torch.device | str = "cpu",
-    num_envs: int = 8,
-    env_config: Any = None,
-    compile: bool | str = "validation",
-    periods: dict[str, Any] | None = None,
-) -> bool:
-    """Compile, in this process, the validation pass that `train` with the same arguments
-    would compile, by one pass of an untrained agent; nothing is written. True when a
-    compiled pass ran, False when there is none to compile (``compile`` "off", an env that
-    is not a market).
-
-    The compiled pass is kept per process and program (`market_envs.rollout`), so a later
-    `train` here with the same algorithm, architecture and env rules compiles nothing: a
-    tournament worker warms its programs before its first pod (`tournament.pod.warm_worker`).
-    The pass changes no global state a run reads (each run seeds its own), so the runs after
-    it are those of a fresh process."""
-    compile = compile_choice(compile)
-    if compile == "off":
-        return False
-    spec = get_spec(algo)
-    device = resolve_device(device)
-    with seeded(0):
-        envs = build_envs(env, num_envs, device, 0, env_config=env_config, compile=compile, periods=periods)
-    if envs.evaluator is None or envs.description.get("kind") != "market":
-        return False
-    algo_config = with_env_layout(_resolve_config(spec.config_cls, config), envs.train)
-    agent = spec.agent_cls(envs.train.obs_dim, envs.train.act_dim, algo_config, device, 0)
-    envs.evaluator.evaluate(agent)
-    return True
-
-
 def _loop(
     runner: Any,
     envs: BuiltEnvs,
