@@ -7,7 +7,11 @@ so that every run does the same work (children would inherit perturbed
 hyperparameters, and with them different costs, depending on completion order).
 Pods per hour count from the first submission to the last result, the workers'
 first imports included; scaling efficiency is ``pods/h(W) / (W x pods/h(1))``.
-Also printed: the median seconds of a pod per algorithm, and (``--plain``) the
+Also printed: the median seconds of a pod per algorithm, a table of every pod (its
+algorithm, worker, start and end from the first submission, seconds, and whether it was
+the first pod of its algorithm in its worker, the one that compiles that algorithm's
+validation pass under ``--compile``; and its score, so that two checkouts' runs can be
+compared pod by pod), and (``--plain``) the
 ceiling of the machine itself: one PPO pod alone in a plain process, then two at
 once in two plain processes (no dask), so a loss of efficiency can be told apart
 from what the cores lose to each other; ``--pin`` pins those two processes to one
@@ -21,7 +25,8 @@ on a GPU machine (``--gpus all --workers 1,2,4,8,16``: pods per GPU), >= 80% at 
     OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py --workers 1,2 --pods 6 --compile  # pods compiled
     OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py --workers 1,2 --pods 6 --compile validation
 
-With ``--compile`` each worker's first pod compiles (inductor's on-disk cache makes a
+With ``--compile`` each worker's first pod of each algorithm compiles that algorithm's validation
+pass ("first of its algo in its worker" in the per-pod table; inductor's on-disk cache makes a
 later process's compile shorter), then every validation pass runs many bars per call.
 """
 
@@ -36,9 +41,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from tournament import TournamentConfig, run
+from tournament.events import EventLog
+from tournament.orchestrator import EVENTS_FILE
 
 
 def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
@@ -63,6 +71,7 @@ def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
     load = os.getloadavg()[0]
     result = run(config)
     pods = result.pods
+    events = EventLog(Path(config.run_dir) / EVENTS_FILE).read()
     span = float(pods["end"].max() - pods["start"].min())  # first pod start .. last pod end
     per_algo = {algo: statistics.median(group["seconds"]) for algo, group in pods.groupby("algo")}
     return {
@@ -74,7 +83,48 @@ def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
         "pods_per_hour": 3600.0 * len(pods) / result.seconds,
         "median_pod_s": per_algo,
         "load_before": load,
+        "per_pod": per_pod(pods, events),
     }
+
+
+def per_pod(pods: pd.DataFrame, events: list[dict]) -> list[dict]:
+    """One row per pod that ended, in order of start: algorithm, worker (w1, w2, ... in order of
+    their first pod), start and end in seconds from the tournament's start (its ``started``
+    event), seconds, whether it was the first pod of its algorithm in its worker, and its
+    validation score."""
+    origin = next(e["time"] for e in events if e["kind"] == "started")
+    done = pods[pods["status"].isin(("finished", "failed"))].sort_values("start")
+    rows, workers, seen = [], {}, set()
+    for pod in done[["pod_id", "algo", "worker", "start", "end", "seconds", "score", "status"]].to_dict("records"):
+        worker = workers.setdefault(pod["worker"], f"w{len(workers) + 1}")
+        rows.append(
+            {
+                **pod,
+                "worker": worker,
+                "start_s": float(pod["start"] - origin),
+                "end_s": float(pod["end"] - origin),
+                "seconds": float(pod["seconds"]),
+                "score": float(pod["score"]),
+                "first_of_algo_in_worker": (worker, pod["algo"]) not in seen,
+            }
+        )
+        seen.add((worker, pod["algo"]))
+    return rows
+
+
+def print_per_pod(row: dict) -> None:
+    """The per-pod table of one run."""
+    print(f"\n{row['workers']} worker(s), every pod (seconds from the tournament's start):\n")
+    print("| pod | algo | worker | start s | end s | pod s | first of its algo in its worker | score |")
+    print("|---|---|---|---:|---:|---:|---|---:|")
+    for pod in row["per_pod"]:
+        first = "yes" if pod["first_of_algo_in_worker"] else "no"
+        status = "" if pod["status"] == "finished" else f" ({pod['status']})"
+        print(
+            f"| {pod['pod_id']} | {pod['algo']} | {pod['worker']} | {pod['start_s']:.1f} | {pod['end_s']:.1f} | "
+            f"{pod['seconds']:.1f}{status} | {first} | {pod['score']:.4f} |"
+        )
+    print(flush=True)
 
 
 def plain_pod(index: int, dataset: str, pod_steps: int, num_envs: int, run_dir: str, core: int | None = None) -> float:
@@ -146,7 +196,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tournament-scaling-") as tmp:
         for workers in (int(w) for w in args.workers.split(",")):
             rows.append(one_run(workers, args, Path(tmp)))
-            print(json.dumps(rows[-1]), flush=True)
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "per_pod"}), flush=True)
+            print_per_pod(rows[-1])
         plain = plain_ceiling(args, Path(tmp)) if args.plain else None
     base = rows[0]["pods_per_hour"] / rows[0]["workers"]
     print(
