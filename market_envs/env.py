@@ -606,16 +606,16 @@ def _read_actions(actions: Tensor, rules: _Rules, dtype: torch.dtype) -> tuple[T
     each stock's trade rate [E, N], `policy_rates` of the second block cleaned alike (a NaN rate
     action counts as 0: rate 0.25); None without it.
 
-    Both blocks are cleaned and converted together, as today's block is (`_clean_actions`: three
-    passes over [E, 2N], one conversion, contiguous); the aims are then a view of the first half
-    (read, never written to) and the rates `policy_rates` of the second, which runs in `dtype`
-    (no mixed-dtype pass, which costs eager about twice a plain one). No view of the shared
-    tensor is written to: under torch.compile such a write into half a tensor becomes a
-    scatter, which inductor recomputed in every loop that read the other half."""
+    Both blocks are cleaned together, in the actions' own dtype; then each is read into a new
+    contiguous tensor: the aims by a copy, the rates by `policy_rates`' first pass. No
+    view of a shared tensor is written to: under torch.compile such a write into half a tensor
+    becomes a scatter, which inductor recomputed in every loop that read the other half.
+    (Cleaning and converting both blocks at once, the aims a view, measured no faster on the
+    quiet grid of 2026-11-27 and slower compiled with every cost term: benchmarks/RESULTS.md.)"""
     if not rules.rate_action:
         return _clean_actions(actions, dtype), None
-    aims, rates = _clean_actions(actions, dtype).chunk(2, dim=-1)
-    return aims, policy_rates(rates)
+    aims, rates = torch.nan_to_num(actions, nan=0.0).clamp_(-1.0, 1.0).chunk(2, dim=-1)
+    return aims.to(dtype, copy=True), policy_rates(rates, dtype)
 
 
 class _Pace(NamedTuple):
