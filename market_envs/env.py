@@ -614,7 +614,7 @@ def _read_actions(actions: Tensor, rules: _Rules, dtype: torch.dtype) -> tuple[T
     quiet grid of 2026-11-27 and slower compiled with every cost term: benchmarks/RESULTS.md.)"""
     if not rules.rate_action:
         return _clean_actions(actions, dtype), None
-    aims, rates = torch.nan_to_num(actions, nan=0.0).clamp_(-1.0, 1.0).chunk(2, dim=-1)
+    aims, rates = _clean_actions(actions, actions.dtype).chunk(2, dim=-1)  # the one cleaning rule, no conversion
     return aims.to(dtype, copy=True), policy_rates(rates, dtype)
 
 
