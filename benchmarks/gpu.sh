@@ -9,7 +9,17 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
-STAGES=${STAGES:-tests env action costs ppo valpass backtest year learning tournament tournament4}
+ALL_STAGES="tests env action costs ppo valpass backtest year learning tournament tournament4"
+STAGES=${STAGES:-$ALL_STAGES}
+for name in $STAGES; do  # every name checked before anything runs
+    case " $ALL_STAGES " in
+    *" $name "*) ;;
+    *)
+        echo "gpu.sh: unknown stage '$name' (STAGES takes: $ALL_STAGES)" >&2
+        exit 2
+        ;;
+    esac
+done
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 run() {
@@ -35,7 +45,6 @@ stage() {
     learning) run 240 python benchmarks/learning_check.py --device cuda --algos ppo --seeds 1 --null-dataset '' --jobs 1 --out "$OUT/learning.json" ;;
     tournament) run 200 python benchmarks/tournament_scaling.py --gpus all --workers 1 --pods 4 --pod-steps 8192 --out "$OUT/tournament.json" ;;
     tournament4) run 330 python benchmarks/tournament_scaling.py --gpus all --workers 4 --pods 8 --pod-steps 8192 --out "$OUT/tournament4.json" ;;
-    *) echo "unknown stage $1" >&2 ;;
     esac
 }
 python -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
