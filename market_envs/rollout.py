@@ -43,7 +43,7 @@ from typing import Any, NamedTuple, Protocol
 
 import torch
 from torch import Tensor
-from torch.utils._pytree import tree_leaves, tree_map
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 from market_envs.env import PER_ENV_TABLES, StockTradingVecEnv, _compile_options, _step_kernel, own_code
 from market_envs.fill import within_cash
@@ -70,8 +70,13 @@ and a backtest of 64 sub-environments, whose bars are arithmetic, gained nothing
 not been run on a GPU here, so a CUDA chunk keeps inductor's default; CUDA graphs are the other
 remedy there (benchmarks/RESULTS.md, "Still to run on a GPU")."""
 
-CPP_WRAPPER_MAX_ENVS = 1
-"""`Rollout`'s default ``cpp_wrapper``: on a CPU, for passes of at most this many sub-environments."""
+CPP_WRAPPER_MAX_ENVS = 4
+"""`Rollout`'s default ``cpp_wrapper``: on a CPU, for passes of at most this many sub-environments: a
+validation pass (1) and a backtest's small groups, the baselines' (the equal-weight pair: 2) and the
+benchmark's (1), whose chunks are mostly the wrapper's bookkeeping (the pair's Python wrapper made about
+270 allocations and views a call). The 64 policies' group of the backtest benchmark ran slower with it
+(benchmarks/RESULTS.md, "The baselines' groups' fixed cost"); results are the same bit for bit either way
+(the same kernels)."""
 
 
 def chunk_options(device: torch.device, cpp_wrapper: bool) -> dict[str, Any] | None:
@@ -91,10 +96,6 @@ class PerBar:
 
 def _is_per_bar(x: Any) -> bool:
     return isinstance(x, PerBar)
-
-
-def _per_bar_rows(x: Any, bars: Tensor) -> Any:
-    return x.table.index_select(0, bars) if isinstance(x, PerBar) else x
 
 
 def _rows(prepared: Any, start: int, stop: int) -> Any:
@@ -307,7 +308,8 @@ class Rollout:
     :param compile: run the chunk through ``torch.compile`` (default: as the env's step).
         Uncompiled, the chunk runs the same operations eagerly (a check, not faster).
     :param cpp_wrapper: compiled on a CPU, call the chunk's kernels from C++ (`CHUNK_OPTIONS`);
-        default: for passes of at most `CPP_WRAPPER_MAX_ENVS` sub-environments (a validation pass).
+        default: for passes of at most `CPP_WRAPPER_MAX_ENVS` sub-environments (a validation pass, a
+        backtest's baseline groups).
     """
 
     def __init__(
@@ -369,10 +371,10 @@ class Rollout:
         state = env._require_reset()
         new_start = torch.zeros_like(state.t)  # the autoreset episode after the last bar is dropped
         steps, last = env.num_bars - 1, env.num_bars - 1
-        offsets = torch.arange(self.chunk + 1, device=env.device)
         collected: dict[str, list[Tensor]] = {key: [] for key in self.record}
         block_bars = torch.arange(self.block + 1, device=env.device)
-        has_per_bar = any(isinstance(x, PerBar) for x in tree_leaves(params, is_leaf=_is_per_bar))
+        leaves, spec = tree_flatten(params, is_leaf=_is_per_bar)
+        per_bar = [isinstance(x, PerBar) for x in leaves] if any(isinstance(x, PerBar) for x in leaves) else []
         for first in range(0, steps, self.chunk):
             if first % self.block == 0:
                 # the block's bars first .. first + block (its last chunk's fills read one bar ahead), the
@@ -381,14 +383,17 @@ class Rollout:
                 bars = (block_bars + first).clamp_max(last)
                 tables = _cut(env._tables, bars, env.num_bars)
                 ready = self.program.prepare(params, env._tables.obs.index_select(0, bars[: self.block]))
+                has_ready = bool(tree_leaves(ready))  # else (no tensor) nothing to cut per chunk
                 origin, start = first, torch.full((1,), first, dtype=torch.int64, device=env.device)
                 state = state._replace(t=state.t - origin, end=state.end - origin)
+                if per_bar:  # the block's rows of the per-bar params (bars first .. first + block), cut once
+                    block_rows = [x.table.index_select(0, bars) if isinstance(x, PerBar) else x for x in leaves]
             at = first % self.block
-            prepared = _rows(ready, at, at + self.chunk)
+            prepared = _rows(ready, at, at + self.chunk) if has_ready else ready
             cut = params
-            if has_per_bar:  # the chunk's rows of per-bar params: row k is bar first + k
-                rows_of = (offsets + first).clamp_max(last)
-                cut = tree_map(functools.partial(_per_bar_rows, bars=rows_of), params, is_leaf=_is_per_bar)
+            if per_bar:  # the chunk's rows of per-bar params: row k is bar first + k
+                rows_of = (x[at : at + self.chunk + 1] if per_bar[k] else x for k, x in enumerate(block_rows))
+                cut = tree_unflatten(list(rows_of), spec)
             state, obs, rows = self._run_chunk(state, obs, cut, prepared, tables, start, new_start, state.end)
             if (first + self.chunk) % self.block == 0 or first + self.chunk >= steps:
                 state = state._replace(t=state.t + origin, end=state.end + origin)
