@@ -265,11 +265,12 @@ def fill_orders(
 
 def order_sides(orders: Tensor) -> tuple[Tensor, Tensor]:
     """The sales and the purchases of signed `orders` [E, N], both >= 0 and new tensors:
-    ``max(-order, 0)`` and ``max(order, 0)``, 0 on both sides for a NaN order (`torch.fmax`
-    ignores NaN; fill_costs.c's first pass is the same rule). Exact: for orders made as
-    ``buys - sells`` of sides of which one is 0, it gives back the sides."""
-    zero = orders.new_zeros(())
-    return torch.fmax(orders.neg(), zero), torch.fmax(orders, zero)
+    ``max(-order, 0)`` and ``max(order, 0)``, 0 on both sides for a NaN order (a comparison with
+    NaN is false; fill_costs.c's first pass is the same rule). Exact: for orders made as
+    ``buys - sells`` of sides of which one is 0, it gives back the sides. Written as two `where`s:
+    `torch.fmax`, the same rule, made the compiled flat step slower on the CPU
+    (benchmarks/RESULTS.md, "Signed orders and prices in place")."""
+    return torch.where(orders < 0.0, -orders, 0.0), torch.where(orders > 0.0, orders, 0.0)
 
 
 def _fill_flat(cash: Tensor, holdings: Tensor, sells: Tensor, buys: Tensor, price: Tensor, rules: FillRules) -> Fill:
