@@ -73,7 +73,7 @@ class KernelTimer:
         self.capturing = False
         names = [name for _, name in fill_module.c_parameters()]
         self.rows, self.columns = names.index("num_envs"), names.index("n")
-        self.arrays = {names.index(name): name for name in ("sells", "buys", "price", "holdings", "cash", "bars")}
+        self.arrays = {names.index(name): name for name in ("orders", "holdings", "cash", "bars")}
         self.outputs = [names.index("holdings_out"), names.index("out")]
 
     def capture(self) -> None:
@@ -88,7 +88,7 @@ class KernelTimer:
 
     def _copy(self, arguments: tuple) -> tuple:
         """The call's arguments with its arrays and outputs copied into tensors of their own
-        (kept alive with the tuple); the market tables stay the env's (read in place)."""
+        (kept alive with the tuple); the open table and the market tables stay the env's (read in place)."""
         e, n = arguments[self.rows], arguments[self.columns]
         arguments, keep = list(arguments), []
         for index, name in self.arrays.items():
@@ -127,12 +127,11 @@ def fixed_costs(rounds: int) -> dict[str, float]:
     e, n = 4, 30
     zeros = torch.zeros((e, n), dtype=torch.float64)
     arguments = {
-        "sells": zeros,
-        "buys": zeros.clone(),
-        "price": torch.ones((e, n), dtype=torch.float64),
+        "orders": zeros,
         "holdings": zeros.clone(),
         "cash": torch.ones(e, dtype=torch.float64),
         "bars": torch.zeros(e, dtype=torch.int64),
+        "open_prices": torch.ones((1, n), dtype=torch.float32),
         "half_spread": None,
         "impact": None,
         "fill_cap": None,
@@ -145,7 +144,7 @@ def fixed_costs(rounds: int) -> dict[str, float]:
     }
     positional = list(arguments.values())
     holdings_out, out = torch.empty((e, n), dtype=torch.float64), torch.empty((8, e), dtype=torch.float64)
-    pointers = [e, n, *(t.data_ptr() for t in positional[:6]), None, 0, None, 0, None, 0, *positional[9:]]
+    pointers = [e, n, *(t.data_ptr() for t in positional[:5]), 0, None, 0, None, 0, None, 0, *positional[8:]]
     pointers += [holdings_out.data_ptr(), out.data_ptr()]
     kernel = fill_module.native_library().fill_with_costs
     ways = {

@@ -1,14 +1,17 @@
 """The fill with its costs, for every device: the one home of the rule.
 
-A step's orders (sells and buys in shares, after the env's masks) settle here at the fill price:
-the participation cap, then the sales, then the buys within the cash, charging every term of
+A step's orders (one signed array in shares, + bought and - sold, after the env's masks) settle
+here at the fill price: the participation cap, then the sales, then the buys within the cash,
+charging every term of
 `market_envs.costs.CostModel` (`market_envs.env`'s module docstring states the rules in words;
 `tests/reference_env.py` is the plain scalar version that the tests hold this one to). The
 step calls one function, `fill_orders`, which picks the implementation:
 
 - the flat rate per side, when no term of `CostModel` is on (`_fill_flat`): exact and linear;
 - the C kernel, on the CPU (`_fill_with_costs_native`, eager and under torch.compile alike):
-  `fill_costs.c`, built once per machine with its C compiler and bound here;
+  `fill_costs.c`, built once per machine with its C compiler and bound here; it reads the fill
+  prices from the panel's float32 open table in place (a panel of another dtype takes the torch
+  kernels);
 - elsewhere (CUDA, or a CPU where the C kernel cannot be built) the torch kernels:
   `_fill_with_costs` eager and `_fill_with_costs_fused` under torch.compile, the same rules
   arranged for each (tests/test_native_fill.py holds all three equal).
@@ -38,6 +41,15 @@ The kernel's interface is declared once, in `INTERFACE`: the ctypes types (`argt
 operator's schema (`schema`) and the C call (`call_source`) are generated from it, and the tests
 read fill_costs.c's signature and its ``TERM_*`` bits and fail when they differ from `INTERFACE`
 and `TERM_FLAGS`. Which terms are on comes from `CostModel.terms` (`term_flags`).
+
+**One signed order per stock.** A stock is sold or bought in a fill, never both, so the orders
+cross into the fill as one array: its sale is ``max(-order, 0)`` and its purchase
+``max(order, 0)``, and a NaN order is neither, no order (as a NaN action is). The C kernel splits
+them in its first pass; the flat rate and the torch kernels split them with `order_sides`, the
+same rule. (The env's orders are NaN only where its prices or its book are: a panel with a
+non-positive or NaN open, which the data loaders refuse.) One array and the prices read in
+place at the fill bars are what the compiled step writes less before the C kernel's call: one
+[E, N] array where it wrote three (benchmarks/RESULTS.md, "Signed orders and prices in place").
 """
 
 from __future__ import annotations
@@ -125,12 +137,20 @@ class FillRules:
 
 
 def fill_rules(
-    costs: CostModel, buy_cost: float, sell_cost: float, weights_mode: bool, device: torch.device, fused: bool
+    costs: CostModel,
+    buy_cost: float,
+    sell_cost: float,
+    weights_mode: bool,
+    device: torch.device,
+    fused: bool,
+    prices: torch.dtype = torch.float32,
 ) -> FillRules:
     """The fill's constants for the cost model `costs`, the commission rates per side, the action
     mode, the env's `device` and whether its step runs under torch.compile (`fused`); the C kernel
-    is taken on the CPU when a term of `costs` is on in the fill and the kernel is available."""
+    is taken on the CPU when a term of `costs` is on in the fill, the kernel is available and the
+    open table's dtype `prices` is the one it reads (`INTERFACE`: the panel's float32)."""
     terms = costs.terms()
+    native = terms.in_fill and device.type == "cpu" and prices == PRICES_DTYPE and native_available()
     return FillRules(
         weights_mode=weights_mode,
         buy_cost=float(buy_cost),
@@ -141,7 +161,7 @@ def fill_rules(
         commission_max_rate=float(costs.commission_max_rate or 0.0),
         has_costs=terms.in_fill,
         fused=bool(fused),
-        native=terms.in_fill and device.type == "cpu" and native_available(),
+        native=native,
         native_terms=term_flags(terms, weights_mode=weights_mode),
     )
 
@@ -220,26 +240,37 @@ def _at_bars(tables: Market, bars: Tensor, rules: FillRules) -> Market:
 def fill_orders(
     cash: Tensor,
     holdings: Tensor,
-    sells: Tensor,
-    buys: Tensor,
+    orders: Tensor,
     price: Tensor,
+    open_prices: Tensor,
     tables: Market,
     bars: Tensor,
     rules: FillRules,
 ) -> Fill:
-    """Settle the orders `sells` and `buys` (shares, >= 0, [E, N]) of accounts holding `cash` [E]
-    and `holdings` [E, N] at `price` [E, N], the open of the fill bars `bars` [E]: sells then buys,
-    charging every cost term of `rules` with the market `tables` (`market_tables`); see
-    `market_envs.env`'s module docstring for the rules. The one entry of the step into the fill:
-    it takes the flat rate, the C kernel or a torch kernel (see the module docstring)."""
+    """Settle the `orders` (shares, float64 [E, N]: + bought, - sold; a NaN order is none, see the
+    module docstring) of accounts holding `cash` [E] and `holdings` [E, N] at the open of the fill
+    bars `bars` [E]: `price` [E, N] float64, the rows `bars` of the open table `open_prices` [T, N]
+    (which the C kernel reads in place instead); sells then buys, charging every cost term of
+    `rules` with the market `tables` (`market_tables`); see `market_envs.env`'s module docstring
+    for the rules. The one entry of the step into the fill: it takes the flat rate, the C kernel or
+    a torch kernel (see the module docstring)."""
+    if rules.has_costs and rules.native:
+        return _fill_with_costs_native(cash, holdings, orders, open_prices, _at_bars(tables, bars, rules), rules)
+    sells, buys = order_sides(orders)
     if not rules.has_costs:
         return _fill_flat(cash, holdings, sells, buys, price, rules)
-    market = _at_bars(tables, bars, rules)
-    if rules.native:
-        fill_with_costs = _fill_with_costs_native
-    else:
-        fill_with_costs = _fill_with_costs_fused if rules.fused else _fill_with_costs
-    return fill_with_costs(cash, holdings, sells, buys, price, market, rules)
+    fill_with_costs = _fill_with_costs_fused if rules.fused else _fill_with_costs
+    return fill_with_costs(cash, holdings, sells, buys, price, _at_bars(tables, bars, rules), rules)
+
+
+def order_sides(orders: Tensor) -> tuple[Tensor, Tensor]:
+    """The sales and the purchases of signed `orders` [E, N], both >= 0 and new tensors:
+    ``max(-order, 0)`` and ``max(order, 0)``, 0 on both sides for a NaN order (a comparison with
+    NaN is false; fill_costs.c's first pass is the same rule). Exact: for orders made as
+    ``buys - sells`` of sides of which one is 0, it gives back the sides. Written as two `where`s:
+    `torch.fmax`, the same rule, made the compiled flat step slower on the CPU
+    (benchmarks/RESULTS.md, "Signed orders and prices in place")."""
+    return torch.where(orders < 0.0, -orders, 0.0), torch.where(orders > 0.0, orders, 0.0)
 
 
 def _fill_flat(cash: Tensor, holdings: Tensor, sells: Tensor, buys: Tensor, price: Tensor, rules: FillRules) -> Fill:
@@ -328,19 +359,19 @@ def _fill_with_costs(
 
 
 def _fill_with_costs_native(
-    cash: Tensor, holdings: Tensor, sells: Tensor, buys: Tensor, price: Tensor, market: Market, rules: FillRules
+    cash: Tensor, holdings: Tensor, orders: Tensor, open_prices: Tensor, market: Market, rules: FillRules
 ) -> Fill:
-    """`_fill_with_costs` by the C kernel (`fill_with_costs_c`; `fill_with_costs_op` under
-    torch.compile), which reads the market tables in place at `market.bars`. The arguments are
-    named as `INTERFACE` declares them: a name it does not declare is an error."""
+    """`_fill_with_costs` of the signed `orders` by the C kernel (`fill_with_costs_c`;
+    `fill_with_costs_op` under torch.compile), which reads the open table `open_prices` and the
+    market tables in place at `market.bars`. The arguments are named as `INTERFACE` declares them:
+    a name it does not declare is an error."""
     fill = fill_with_costs_op if rules.fused else fill_with_costs_c
     holdings, sums = fill(
-        sells=sells,
-        buys=buys,
-        price=price,
+        orders=orders,
         holdings=holdings,
         cash=cash,
         bars=market.bars,
+        open_prices=open_prices,
         half_spread=market.half_spread,
         impact=market.impact,
         fill_cap=market.fill_cap,
@@ -707,19 +738,18 @@ class Arg(NamedTuple):
 
     name: str  # in fill_costs.c's signature, and in the operator's schema where it is an operator argument
     kind: Literal["rows", "columns", "array", "table", "real", "flags", "output"]
-    element: str = "double"  # the C type of an array's elements
+    element: str = "double"  # the C type of an array's or a table's elements
     term: str = ""  # a table: the term of `TERM_FLAGS` whose table it is (given exactly when the term is on)
 
 
 INTERFACE: tuple[Arg, ...] = (
     Arg("num_envs", "rows"),
     Arg("n", "columns"),
-    Arg("sells", "array"),
-    Arg("buys", "array"),
-    Arg("price", "array"),
+    Arg("orders", "array"),
     Arg("holdings", "array"),
     Arg("cash", "array"),
     Arg("bars", "array", "int64_t"),
+    Arg("open_prices", "table", "float"),
     Arg("half_spread", "table", term="spread"),
     Arg("impact", "table", term="impact"),
     Arg("fill_cap", "table", term="participation"),
@@ -737,11 +767,14 @@ INTERFACE: tuple[Arg, ...] = (
 from it, and tests/test_native_fill.py reads the C signature and fails when it differs.
 
 The kinds: ``rows`` and ``columns``, E and N of the [E, N] orders (int64_t); ``array``, a tensor
-read whole (``const element *``, made contiguous; ``Tensor`` in the schema); ``table``, a market
-table [T, N] or [1, N], or None where the term is off (``const double *`` and its row stride
-``<name>_stride``, 0 for a [1, N] row; ``Tensor?``); ``real``, a rule (``double``; ``float``);
+read whole (``const element *``, made contiguous; ``Tensor`` in the schema); ``table``, a table
+[T, N] or [1, N] read at the fill bars (``const element *`` and its row stride ``<name>_stride``,
+0 for a [1, N] row): the open prices, always given (``Tensor``), and the market tables, None
+where their term is off (``Tensor?``); ``real``, a rule (``double``; ``float``);
 ``flags``, the bits of `TERM_FLAGS` (``int64_t``; ``int``); ``output``, the results, made by
-the call (``double *``): the new holdings [E, N] and the [8, E] rows of `OUTPUTS`."""
+the call (``double *``): the new holdings [E, N] and the [8, E] rows of `OUTPUTS`. The call checks
+each array's and table's dtype against its element (`C_DTYPES`): a float64 open table would be
+read as floats otherwise."""
 
 TERM_FLAGS = ("spread", "impact", "participation", "per_order_commission", "weights_mode")
 """Bit k of the kernel's ``terms`` is on when ``CostModel.terms()`` has this term on (the last
@@ -749,6 +782,10 @@ one: the env runs in weights mode); fill_costs.c names bit k ``TERM_<NAME>`` (te
 equal). The tables' bits are set exactly when the table is given (`fill_with_costs_c` checks it)."""
 
 _C_TYPES = {"int64_t": ctypes.c_int64, "double": ctypes.c_double}
+C_DTYPES = {"double": torch.float64, "float": torch.float32, "int64_t": torch.int64}
+"""The torch dtype of each C element type of `INTERFACE`."""
+PRICES_DTYPE = C_DTYPES[next(arg.element for arg in INTERFACE if arg.name == "open_prices")]
+"""The dtype of the open table that the C kernel reads (`fill_rules` takes the torch kernels for another)."""
 _SCHEMA_TYPES = {"array": "Tensor", "table": "Tensor?", "real": "float", "flags": "int"}
 OPERATOR_ARGS = tuple(arg for arg in INTERFACE if arg.kind in _SCHEMA_TYPES)
 """The operator's arguments, in order: the parameters of `fill_with_costs_c` and of its schema."""
@@ -765,7 +802,7 @@ def c_parameters() -> list[tuple[str, str]]:
         if arg.kind == "array":
             parameters.append((f"const {arg.element} *", arg.name))
         elif arg.kind == "table":
-            parameters += [("const double *", arg.name), ("int64_t", f"{arg.name}_stride")]
+            parameters += [(f"const {arg.element} *", arg.name), ("int64_t", f"{arg.name}_stride")]
         else:
             parameters.append((spelled[arg.kind], arg.name))
     return parameters
@@ -778,8 +815,13 @@ def argtypes() -> list[type]:
 
 def schema() -> str:
     """The torch operator's schema of `fill_with_costs`, from `INTERFACE`."""
-    arguments = ", ".join(f"{_SCHEMA_TYPES[arg.kind]} {arg.name}" for arg in OPERATOR_ARGS)
+    arguments = ", ".join(f"{_schema_type(arg)} {arg.name}" for arg in OPERATOR_ARGS)
     return f"fill_with_costs({arguments}) -> ({', '.join('Tensor' for _ in _OUTPUTS)})"
+
+
+def _schema_type(arg: Arg) -> str:
+    """An operator argument's type in the schema: a table without a term is always given."""
+    return "Tensor" if arg.kind == "table" and not arg.term else _SCHEMA_TYPES[arg.kind]
 
 
 def term_flags(terms: Terms, weights_mode: bool) -> int:
@@ -880,13 +922,25 @@ def call_source() -> str:
         "    if native is None:",
         '        raise RuntimeError("the native fill is not available (see market_envs.fill.native_library)")',
     ]
-    tables = [arg for arg in INTERFACE if arg.kind == "table"]
+    tables = [arg for arg in INTERFACE if arg.kind == "table" and arg.term]
     given = " | ".join(f"({arg.name} is not None) * {1 << TERM_FLAGS.index(arg.term)}" for arg in tables)
     mask = sum(1 << TERM_FLAGS.index(arg.term) for arg in tables)
     orders = next(arg.name for arg in INTERFACE if arg.kind == "array")  # [E, N]: the rows and columns
     body += [
         f"    if not 0 <= terms < {1 << len(TERM_FLAGS)} or (terms & {mask}) != ({given}):",
         '        raise ValueError(f"fill_with_costs: terms {terms:#b} do not match the tables given")',
+    ]
+    typed = [arg for arg in INTERFACE if arg.kind in ("array", "table")]
+    wrong = " or ".join(
+        f"{arg.name}.dtype != torch.{str(C_DTYPES[arg.element]).removeprefix('torch.')}"
+        if arg.kind == "array" or not arg.term
+        else f"({arg.name} is not None and {arg.name}.dtype != torch.{str(C_DTYPES[arg.element]).removeprefix('torch.')})"
+        for arg in typed
+    )
+    expected = ", ".join(f"{arg.name} {str(C_DTYPES[arg.element]).removeprefix('torch.')}" for arg in typed)
+    body += [
+        f"    if {wrong}:",
+        f'        raise TypeError("fill_with_costs: the arrays and tables must be {expected}")',
     ]
     call = []
     for arg in INTERFACE:
@@ -901,7 +955,10 @@ def call_source() -> str:
             call.append(f"{arg.name}.data_ptr()")
         elif arg.kind == "table":  # None where the term is off; stride 0 for a [1, N] row every bar shares
             body.append(f"    {arg.name}, {arg.name}_stride = _table({arg.name})")
-            call += [f"None if {arg.name} is None else {arg.name}.data_ptr()", f"{arg.name}_stride"]
+            pointer = (
+                f"{arg.name}.data_ptr()" if not arg.term else f"None if {arg.name} is None else {arg.name}.data_ptr()"
+            )
+            call += [pointer, f"{arg.name}_stride"]
         elif arg.kind == "output":
             shape = f"{orders}.shape" if arg.name == "holdings_out" else f"(len(OUTPUTS), {orders}.shape[0])"
             body.append(f"    {arg.name} = torch.empty({shape}, dtype=torch.float64)")

@@ -6,8 +6,8 @@
    to tests/reference_env.py. Written by hand for speed: the rules need about 14 sums per
    sub-environment (benchmarks/RESULTS.md, "Costs in the env step", fifth pass and after).
 
-   Rows go four at a time (sub-environments e0 .. e0 + 3). Per row: pass 1 caps the orders at the
-   participation limit, prices the sales and the full buys (commission, half-spread, impact) and
+   Rows go four at a time (sub-environments e0 .. e0 + 3). Per row: pass 1 splits the signed orders
+   into sales and purchases, reads the fill prices, caps the orders at the participation limit, prices the sales and the full buys (commission, half-spread, impact) and
    sums their bills in 4-lane vectors along the stocks; the four rows' sums are then ended together
    (`v_sum4`, lane r = row r) and the cash limit's scale is computed for the four in one vector;
    pass 2 (`second_pass`) prices the bought shares and writes the holdings. Where the cash does
@@ -17,11 +17,19 @@
    0 to every sum. So each sum is ((lane 0 + lane 1) + (lane 2 + lane 3)) of lane-wise running sums:
    the same rule as before, summed in another order (results equal to the last bits).
 
-   The market tables (half-spread, impact, fill cap) are [T, N] and read in place at each
-   sub-environment's fill bar `bars[e]`; a pointer may be NULL (term off), and a table's row
+   The orders are one signed array [E, N], shares (+ bought, - sold): a stock is sold or bought,
+   never both, so its sale is max(-order, 0) and its purchase max(order, 0), and a NaN order is
+   neither (no order; `order_sides` in fill.py is the same rule for the torch kernels).
+   The tables are read in place at each sub-environment's fill bar `bars[e]`: the open prices
+   (float32, the panel's, widened to double exactly as torch's `.double()` does) and the market
+   tables (half-spread, impact, fill cap; float64; a pointer may be NULL: term off). A table's row
    stride is 0 for a [1, N] row that every bar shares, N otherwise. Every other array is
    [E, N] or [E], float64, contiguous. `out` is [8, E]: cash after the fill, value traded,
    commission, half-spread, impact, value ordered, value and shares left unfilled by the cap.
+   So the caller writes one [E, N] array before the call (the orders), not three (the sales, the
+   purchases and their prices): under torch.compile inductor writes what the kernel reads just
+   before the call, and the kernel read it back from beyond the L2 cache (benchmarks/RESULTS.md,
+   "The compiled step's extra time taken apart").
 
    Which terms are on is a constant of each of the 32 versions of `fill_rows` that
    `fill_with_costs` chooses from by its `terms` bits (from `CostModel.terms`): gcc vectorised
@@ -42,6 +50,10 @@ static inline vec v_load(const double *p) { return _mm256_loadu_pd(p); }
 static inline __m256i v_first(int64_t k) { return _mm256_cmpgt_epi64(_mm256_set1_epi64x(k), _mm256_setr_epi64x(0, 1, 2, 3)); }
 static inline vec v_load_first(const double *p, int64_t k) { return _mm256_maskload_pd(p, v_first(k)); }
 static inline void v_store(double *p, vec v) { _mm256_storeu_pd(p, v); }
+static inline vec v_load_float(const float *p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+static inline vec v_load_float_first(const float *p, int64_t k) {
+    return _mm256_cvtps_pd(_mm_maskload_ps(p, _mm_cmpgt_epi32(_mm_set1_epi32((int)k), _mm_setr_epi32(0, 1, 2, 3))));
+}
 static inline void v_store_first(double *p, vec v, int64_t k) { /* no masked store: slow on AMD */
     __m128d low = _mm256_castpd256_pd128(v);
     if (k >= 2) {
@@ -68,6 +80,8 @@ static inline vec v_set(double x) { return (vec){x, x, x, x}; }
 static inline vec v_load(const double *p) { vec v; memcpy(&v, p, sizeof v); return v; }
 static inline vec v_load_first(const double *p, int64_t k) { vec v = {0, 0, 0, 0}; for (int64_t l = 0; l < k; l++) v[l] = p[l]; return v; }
 static inline void v_store(double *p, vec v) { memcpy(p, &v, sizeof v); }
+static inline vec v_load_float(const float *p) { return (vec){p[0], p[1], p[2], p[3]}; }
+static inline vec v_load_float_first(const float *p, int64_t k) { vec v = {0, 0, 0, 0}; for (int64_t l = 0; l < k; l++) v[l] = p[l]; return v; }
 static inline void v_store_first(double *p, vec v, int64_t k) { for (int64_t l = 0; l < k; l++) p[l] = v[l]; }
 static inline vec v_min(vec a, vec b) { vec r; for (int l = 0; l < 4; l++) r[l] = a[l] < b[l] ? a[l] : b[l]; return r; }
 static inline vec v_max(vec a, vec b) { vec r; for (int l = 0; l < 4; l++) r[l] = a[l] > b[l] ? a[l] : b[l]; return r; }
@@ -102,11 +116,13 @@ static inline __attribute__((always_inline)) vec slippage(vec shares, vec hs, ve
     return spread_on ? hs : v_set(0.0);
 }
 
-/* pass 1 of four stocks */
-static inline __attribute__((always_inline)) void first(vec s, vec b, vec p, vec hs, vec imp, vec cap, vec *acc,
+/* pass 1 of four stocks of signed orders `d` */
+static inline __attribute__((always_inline)) void first(vec d, vec p, vec hs, vec imp, vec cap, vec *acc,
     double *sells, double *buys, rules_t r, const int spread_on, const int impact_on, const int cap_on, const int per_order) {
     const int has_rate = spread_on || impact_on;
-    vec zero = v_set(0.0), orders = s + b;
+    vec zero = v_set(0.0);
+    /* the sale and the purchase, >= 0: v_max(x, 0) is 0 where x is NaN (a NaN order is no order) */
+    vec s = v_max(zero - d, zero), b = v_max(d, zero), orders = s + b;
     if (cap_on) {
         s = v_min(s, cap);
         b = v_min(b, cap);
@@ -143,21 +159,27 @@ static inline __attribute__((always_inline)) void first(vec s, vec b, vec p, vec
     }
 }
 
-static inline __attribute__((always_inline)) void first_pass(int64_t n, const double *sells_in, const double *buys_in,
-    const double *price, const double *hs, const double *imp, const double *cap, double *sells, double *buys, vec *acc,
+/* pass 1 of a row: also writes its capped sales, purchases and prices (double) into the scratch
+   rows `sells`, `buys` and `price` for pass 2 (padded: the missing lanes of the last vector 0) */
+static inline __attribute__((always_inline)) void first_pass(int64_t n, const double *orders, const float *open,
+    const double *hs, const double *imp, const double *cap, double *sells, double *buys, double *price, vec *acc,
     rules_t r, const int spread_on, const int impact_on, const int cap_on, const int per_order) {
     vec zero = v_set(0.0), a[FIRST_SUMS];
     for (int k = 0; k < FIRST_SUMS; k++) a[k] = zero;
     int64_t j = 0;
-    for (; j + LANES <= n; j += LANES)
-        first(v_load(sells_in + j), v_load(buys_in + j), v_load(price + j), spread_on ? v_load(hs + j) : zero,
-              impact_on ? v_load(imp + j) : zero, cap_on ? v_load(cap + j) : zero, a, sells + j, buys + j, r, spread_on,
-              impact_on, cap_on, per_order);
+    for (; j + LANES <= n; j += LANES) {
+        vec p = v_load_float(open + j);
+        v_store(price + j, p);
+        first(v_load(orders + j), p, spread_on ? v_load(hs + j) : zero, impact_on ? v_load(imp + j) : zero,
+              cap_on ? v_load(cap + j) : zero, a, sells + j, buys + j, r, spread_on, impact_on, cap_on, per_order);
+    }
     if (j < n) { /* the last stocks, the missing lanes 0: no order, which adds 0 to every sum */
         int64_t k = n - j;
-        first(v_load_first(sells_in + j, k), v_load_first(buys_in + j, k), v_load_first(price + j, k),
-              spread_on ? v_load_first(hs + j, k) : zero, impact_on ? v_load_first(imp + j, k) : zero,
-              cap_on ? v_load_first(cap + j, k) : zero, a, sells + j, buys + j, r, spread_on, impact_on, cap_on, per_order);
+        vec p = v_load_float_first(open + j, k);
+        v_store(price + j, p);
+        first(v_load_first(orders + j, k), p, spread_on ? v_load_first(hs + j, k) : zero,
+              impact_on ? v_load_first(imp + j, k) : zero, cap_on ? v_load_first(cap + j, k) : zero, a, sells + j,
+              buys + j, r, spread_on, impact_on, cap_on, per_order);
     }
     for (int k = 0; k < FIRST_SUMS; k++) acc[k] = a[k];
 }
@@ -187,7 +209,7 @@ static inline __attribute__((always_inline)) void second_pass(int64_t n, double 
                                  impact_on ? v_load(imp + j) : zero, v_load(held + j), a, r, spread_on, impact_on, per_order, weights_mode));
     if (j < n) {
         int64_t k = n - j;
-        v_store_first(next + j, second(scale, v_load(sells + j), v_load(buys + j), v_load_first(price + j, k),
+        v_store_first(next + j, second(scale, v_load(sells + j), v_load(buys + j), v_load(price + j),
                                        spread_on ? v_load_first(hs + j, k) : zero, impact_on ? v_load_first(imp + j, k) : zero,
                                        v_load_first(held + j, k), a, r, spread_on, impact_on, per_order, weights_mode), k);
     }
@@ -214,8 +236,8 @@ static inline __attribute__((always_inline)) int second_pass_unscaled(int64_t n,
 }
 
 static inline __attribute__((always_inline)) void fill_rows(
-    int64_t num_envs, int64_t n, const double *sells_in, const double *buys_in, const double *price_rows,
-    const double *holdings, const double *cash_in, const int64_t *bars, const double *half_spread_rows,
+    int64_t num_envs, int64_t n, const double *orders, const double *holdings, const double *cash_in,
+    const int64_t *bars, const float *open_rows, int64_t open_stride, const double *half_spread_rows,
     int64_t half_spread_stride, const double *impact_rows, int64_t impact_stride, const double *cap_rows,
     int64_t cap_stride, double buy_cost, double sell_cost, double per_share, double minimum, double max_rate,
     double *holdings_out, double *out, double *scratch, int64_t padded, const int spread_on, const int impact_on,
@@ -226,6 +248,7 @@ static inline __attribute__((always_inline)) void fill_rows(
     for (int64_t e0 = 0; e0 < num_envs; e0 += LANES) {
         const int64_t rows = num_envs - e0 < LANES ? num_envs - e0 : LANES;
         for (int64_t e = e0 + LANES; e < e0 + 2 * LANES && e < num_envs; e++) { /* the next rows' tables */
+            for (int64_t k = 0; k < n; k += 16) __builtin_prefetch(open_rows + bars[e] * open_stride + k);
             for (int64_t k = 0; k < n; k += 8) {
                 if (spread_on) __builtin_prefetch(half_spread_rows + bars[e] * half_spread_stride + k);
                 if (impact_on) __builtin_prefetch(impact_rows + bars[e] * impact_stride + k);
@@ -234,15 +257,15 @@ static inline __attribute__((always_inline)) void fill_rows(
         }
         vec acc[LANES][FIRST_SUMS];
         for (int64_t q = 0; q < LANES; q++) {
-            double *sells = scratch + 2 * q * padded, *buys = sells + padded;
+            double *sells = scratch + 3 * q * padded, *buys = sells + padded, *price = buys + padded;
             if (q >= rows) {
                 for (int k = 0; k < FIRST_SUMS; k++) acc[q][k] = zero;
                 continue;
             }
             const int64_t e = e0 + q, bar = bars[e];
-            first_pass(n, sells_in + e * n, buys_in + e * n, price_rows + e * n, half_spread_rows + bar * half_spread_stride,
-                       impact_rows + bar * impact_stride, cap_rows + bar * cap_stride, sells, buys, acc[q], r, spread_on,
-                       impact_on, cap_on, per_order);
+            first_pass(n, orders + e * n, open_rows + bar * open_stride, half_spread_rows + bar * half_spread_stride,
+                       impact_rows + bar * impact_stride, cap_rows + bar * cap_stride, sells, buys, price, acc[q], r,
+                       spread_on, impact_on, cap_on, per_order);
         }
         vec sum[FIRST_SUMS];
         for (int k = 0; k < FIRST_SUMS; k++) sum[k] = v_sum4(acc[0][k], acc[1][k], acc[2][k], acc[3][k]);
@@ -263,7 +286,7 @@ static inline __attribute__((always_inline)) void fill_rows(
                 continue;
             }
             const int64_t e = e0 + q, bar = bars[e];
-            const double *sells = scratch + 2 * q * padded, *buys = sells + padded;
+            const double *sells = scratch + 3 * q * padded, *buys = sells + padded, *price = buys + padded;
             if (scales[q] == 1.0 && second_pass_unscaled(n, sells, buys, holdings + e * n, holdings_out + e * n, weights_mode)) {
                 acc2[q][VALUE_BOUGHT] = acc[q][WANTED];
                 acc2[q][SLIPPED] = acc[q][BUY_SLIPPED];
@@ -271,7 +294,7 @@ static inline __attribute__((always_inline)) void fill_rows(
                 acc2[q][COMMISSION] = acc[q][BUY_COMMISSION];
                 continue;
             }
-            second_pass(n, scales[q], sells, buys, price_rows + e * n, half_spread_rows + bar * half_spread_stride,
+            second_pass(n, scales[q], sells, buys, price, half_spread_rows + bar * half_spread_stride,
                         impact_rows + bar * impact_stride, holdings + e * n, holdings_out + e * n, acc2[q], r, spread_on,
                         impact_on, per_order, weights_mode);
         }
@@ -309,18 +332,19 @@ enum {
     TERM_WEIGHTS_MODE = 16,
 };
 
-void fill_with_costs(int64_t num_envs, int64_t n, const double *sells, const double *buys, const double *price,
-                     const double *holdings, const double *cash, const int64_t *bars, const double *half_spread,
-                     int64_t half_spread_stride, const double *impact, int64_t impact_stride,
+void fill_with_costs(int64_t num_envs, int64_t n, const double *orders, const double *holdings, const double *cash,
+                     const int64_t *bars, const float *open_prices, int64_t open_prices_stride,
+                     const double *half_spread, int64_t half_spread_stride, const double *impact, int64_t impact_stride,
                      const double *fill_cap, int64_t fill_cap_stride, double buy_cost, double sell_cost,
                      double per_share, double minimum, double max_rate, int64_t terms, double *holdings_out,
                      double *out) {
     const int64_t padded = (n + LANES - 1) / LANES * LANES;
-    double *scratch = malloc(2 * LANES * (size_t)padded * sizeof(double)); /* per row of four: capped sells, buys */
+    double *scratch = malloc(3 * LANES * (size_t)padded * sizeof(double)); /* per row of four: capped sells, buys, prices */
     if (scratch == NULL) abort();
 #define FILL_ROWS(F)                                                                                         \
     case F:                                                                                                  \
-        fill_rows(num_envs, n, sells, buys, price, holdings, cash, bars, half_spread, half_spread_stride,     \
+        fill_rows(num_envs, n, orders, holdings, cash, bars, open_prices, open_prices_stride, half_spread,    \
+                  half_spread_stride,                                                                        \
                   impact, impact_stride, fill_cap, fill_cap_stride, buy_cost, sell_cost, per_share, minimum,  \
                   max_rate, holdings_out, out, scratch, padded, ((F) & TERM_SPREAD) != 0,                     \
                   ((F) & TERM_IMPACT) != 0, ((F) & TERM_PARTICIPATION) != 0,                                 \

@@ -77,6 +77,11 @@ class ReferenceEnv:
             else:
                 sells[i] = 0.0
                 buys[i] = 0.0
+        # the fill takes one signed order per stock: its sale max(-order, 0), its purchase
+        # max(order, 0), and none where the order is NaN (max(0.0, nan) is 0.0)
+        orders = [buys[i] - sells[i] for i in range(self.n)]
+        sells = [max(0.0, -order) for order in orders]
+        buys = [max(0.0, order) for order in orders]
 
         # the participation cap: at most a fraction of the fill bar's volume fills
         ordered = sum((sells[i] + buys[i]) * price[i] for i in range(self.n))

@@ -9,9 +9,12 @@ never skip."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -210,8 +213,9 @@ def test_the_c_signature_equals_the_declared_interface():
 def test_a_c_signature_that_differs_from_the_declaration_is_seen():
     swapped = SOURCE_TEXT.replace("double buy_cost, double sell_cost", "double sell_cost, double buy_cost")
     retyped = SOURCE_TEXT.replace("const int64_t *bars", "const double *bars")
-    assert swapped != SOURCE_TEXT and retyped != SOURCE_TEXT
-    for text in (swapped, retyped):
+    widened = SOURCE_TEXT.replace("const float *open_prices", "const double *open_prices")
+    assert swapped != SOURCE_TEXT and retyped != SOURCE_TEXT and widened != SOURCE_TEXT
+    for text in (swapped, retyped, widened):
         assert c_signatures(text)["fill_with_costs"] != fill.c_parameters()
 
 
@@ -220,10 +224,13 @@ def test_the_generated_ctypes_and_schema_follow_the_declaration():
     assert len(fill.argtypes()) == len(parameters) == 22
     assert [t for t, (c, _) in zip(fill.argtypes(), parameters, strict=True) if c.endswith("*")] == [
         fill.ctypes.c_void_p
-    ] * 11
+    ] * 10
     registered = torch.ops.market_envs.fill_with_costs.default._schema
     assert [a.name for a in registered.arguments] == [a.name for a in fill.OPERATOR_ARGS]
-    assert str(registered.arguments[6].type) == "Optional[Tensor]" and str(registered.arguments[-1].type) == "int"
+    assert [a.name for a in registered.arguments[:5]] == ["orders", "holdings", "cash", "bars", "open_prices"]
+    assert str(registered.arguments[4].type) == "Tensor"  # the open prices: always read
+    assert str(registered.arguments[5].type) == "Optional[Tensor]" and str(registered.arguments[-1].type) == "int"
+    assert ("const float *", "open_prices") in parameters and fill.PRICES_DTYPE == torch.float32
 
 
 def test_the_term_bits_are_the_c_files():
@@ -247,12 +254,11 @@ def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
     e, n = 2, 3
     orders = torch.zeros((e, n), dtype=torch.float64)
     arguments = dict(
-        sells=orders,
-        buys=orders,
-        price=torch.ones((e, n), dtype=torch.float64),
+        orders=orders,
         holdings=orders,
         cash=torch.ones(e, dtype=torch.float64),
         bars=torch.zeros(e, dtype=torch.int64),
+        open_prices=torch.ones((1, n), dtype=torch.float32),
         half_spread=None,
         impact=None,
         fill_cap=None,
@@ -268,6 +274,8 @@ def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
         fill.fill_with_costs_c(**arguments, terms=0b1)  # a half-spread without its table
     with pytest.raises(TypeError, match="unexpected keyword argument .per_order."):
         fill.fill_with_costs_c(**arguments, terms=0, per_order=True)
+    with pytest.raises(TypeError, match="open_prices float32"):  # float64 prices would be read as floats
+        fill.fill_with_costs_c(**{**arguments, "open_prices": torch.ones((1, n), dtype=torch.float64)}, terms=0)
 
 
 def test_every_term_in_the_fill_has_its_bit_in_the_c_kernels_version():
@@ -279,3 +287,181 @@ def test_every_term_in_the_fill_has_its_bit_in_the_c_kernels_version():
         assert (name in fill.TERM_FLAGS) == alone.in_fill, name
         if alone.in_fill:
             assert fill.term_flags(alone, weights_mode=False) == 1 << fill.TERM_FLAGS.index(name)
+
+
+# --------------------------------------------------------------------- signed orders, prices in place
+
+GOLDEN = json.loads((Path(__file__).parent / "golden" / "native_fill_e526f67.json").read_text())
+GOLDEN_E, GOLDEN_N, GOLDEN_T = 9, 7, 12  # E and N not multiples of 4: the last row group and the last lanes
+
+
+def golden_inputs(terms: int) -> dict:
+    """The kernel's inputs for version `terms` (bits of `fill.TERM_FLAGS`), from a fixed seed: the
+    sides of the orders, their prices as rows and the open table they come from, and every other
+    argument (the golden file's hashes were computed on exactly these; do not change them)."""
+    g = torch.Generator().manual_seed(41)
+    e, n, t = GOLDEN_E, GOLDEN_N, GOLDEN_T
+    weights = bool(terms & 16)
+    open_prices = (torch.rand((t, n), generator=g, dtype=torch.float64) * 90.0 + 5.0).float()
+    bars = torch.randint(0, t, (e,), generator=g)
+    delta = torch.randn((e, n), generator=g, dtype=torch.float64) * 40.0
+    delta = delta.where(torch.rand((e, n), generator=g) > 0.2, torch.zeros(()))
+    if not weights:
+        delta = torch.trunc(delta)
+    holdings = torch.randint(-50, 100, (e, n), generator=g).double()
+    cash = torch.rand(e, generator=g, dtype=torch.float64) * 4_000.0
+    cash[0], cash[1] = 50.0, -20.0  # a row the cash binds hard, and a debt
+    half_spread = torch.rand((t, n), generator=g, dtype=torch.float64) * 2e-3
+    impact = torch.rand((t, n), generator=g, dtype=torch.float64) * 2e-3
+    fill_cap = torch.rand((t, n), generator=g, dtype=torch.float64) * 50.0
+    if not weights:
+        fill_cap = torch.floor(fill_cap)
+    return {
+        "sells": (-delta).clamp_min(0.0),
+        "buys": delta.clamp_min(0.0),
+        "price": open_prices.index_select(0, bars).double(),
+        "open_prices": open_prices,
+        "holdings": holdings,
+        "cash": cash,
+        "bars": bars,
+        "half_spread": half_spread if terms & 1 else None,
+        "impact": impact if terms & 2 else None,
+        "fill_cap": fill_cap if terms & 4 else None,
+        "buy_cost": 0.001,
+        "sell_cost": 0.002,
+        "per_share": 0.005 if terms & 8 else 0.0,
+        "minimum": 1.0 if terms & 8 else 0.0,
+        "max_rate": 0.01 if terms & 8 else 0.0,
+        "terms": terms,
+    }
+
+
+def _signed(inputs: dict) -> dict:
+    """`golden_inputs` as the kernel takes them now: one signed array, the prices in their table."""
+    inputs = dict(inputs)
+    inputs["orders"] = inputs.pop("buys") - inputs.pop("sells")
+    del inputs["price"]
+    return inputs
+
+
+def test_signed_orders_and_prices_in_place_give_the_old_kernels_results_bit_for_bit(native_kernel):
+    """Each of the 32 versions on random orders, sides and binding cash: the same bits as the kernel
+    of e526f67 gave from the sells, the buys and the price rows as three arrays (tests/golden)."""
+    differ = []
+    for terms in range(1 << len(fill.TERM_FLAGS)):
+        holdings, sums = fill.fill_with_costs_c(**_signed(golden_inputs(terms)))
+        digest = hashlib.sha256(holdings.numpy().tobytes() + sums.numpy().tobytes()).hexdigest()
+        if digest != GOLDEN["sha256"][str(terms)]:
+            differ.append(terms)
+    assert differ == []
+    holdings, sums = fill.fill_with_costs_c(**_signed(golden_inputs(0b11111)))
+    assert sums[0, 0] >= 0 and float(sums[1].sum()) > 0  # the cash bound a row and orders filled
+
+
+def _rules(terms: int, kernel: str) -> fill.FillRules:
+    """The `FillRules` of `golden_inputs(terms)` for `kernel` ("native", "eager", "fused")."""
+    costs = CostModel(
+        commission_per_share=0.005 if terms & 8 else 0.0,
+        commission_min=1.0 if terms & 8 else 0.0,
+        commission_max_rate=0.01 if terms & 8 else None,
+        spread_bps=1.0 if terms & 1 else 0.0,
+        impact_eta=1.0 if terms & 2 else 0.0,
+        participation=0.05 if terms & 4 else None,
+    )
+    rules = fill.fill_rules(costs, 0.001, 0.002, bool(terms & 16), torch.device("cpu"), fused=kernel == "fused")
+    return replace(rules, native=kernel == "native")
+
+
+def _fill_of(inputs: dict, kernel: str) -> fill.Fill:
+    """`fill.fill_orders` of `golden_inputs` through the signed interface, on `kernel`."""
+    terms = inputs["terms"]
+    tables = fill.Market(inputs["half_spread"], inputs["impact"], inputs["fill_cap"])
+    orders = inputs["buys"] - inputs["sells"]
+    return fill.fill_orders(
+        inputs["cash"],
+        inputs["holdings"],
+        orders,
+        inputs["price"],
+        inputs["open_prices"],
+        tables,
+        inputs["bars"],
+        _rules(terms, kernel),
+    )
+
+
+@pytest.mark.parametrize("terms", [0b01111, 0b11111, 0b00101, 0b11010])
+@pytest.mark.parametrize("kernel", ["eager", "fused"])
+def test_the_torch_kernels_take_signed_orders_bit_for_bit(terms, kernel):
+    """The torch kernels split the signed orders back into the sides they took before, exactly."""
+    inputs = golden_inputs(terms)
+    rules = _rules(terms, kernel)
+    market = fill.Market(
+        *(
+            None if inputs[name] is None else inputs[name].index_select(0, inputs["bars"])
+            for name in ("half_spread", "impact", "fill_cap")
+        )
+    )
+    direct = fill._fill_with_costs_fused if kernel == "fused" else fill._fill_with_costs
+    expected = direct(
+        inputs["cash"],
+        inputs["holdings"],
+        inputs["sells"].clone(),
+        inputs["buys"].clone(),
+        inputs["price"],
+        market,
+        rules,
+    )
+    got = _fill_of(inputs, kernel)
+    for name, want, have in zip(fill.Fill._fields, expected, got, strict=True):
+        assert torch.equal(have.view(torch.int64), want.view(torch.int64)), name
+
+
+@pytest.mark.parametrize("kernel", ["native", "eager", "fused", "flat"])
+def test_a_nan_order_is_no_order_in_every_kernel(kernel, request):
+    """A stock is sold or bought, never both: one signed order, whose NaN is neither side (as a NaN
+    action is no order). Rows with a NaN order fill as if that order were 0."""
+    if kernel == "native":
+        request.getfixturevalue("native_kernel")
+    terms = 0b11111 if kernel != "flat" else 0b10000
+    inputs = golden_inputs(terms)
+    if kernel == "flat":
+        inputs.update(half_spread=None, impact=None, fill_cap=None)
+    nan = torch.zeros_like(inputs["sells"], dtype=torch.bool)
+    nan[2, 3] = nan[5, 0] = nan[8, 6] = True
+    zeroed = {**inputs, "sells": inputs["sells"].where(~nan, 0.0), "buys": inputs["buys"].where(~nan, 0.0)}
+    with_nan = {**zeroed, "buys": zeroed["buys"].where(~nan, float("nan"))}  # buys - sells: NaN
+    if kernel == "flat":
+        rules = fill.fill_rules(CostModel(), 0.001, 0.002, True, torch.device("cpu"), fused=False)
+        expected, got = (
+            fill.fill_orders(
+                x["cash"],
+                x["holdings"],
+                x["buys"] - x["sells"],
+                x["price"],
+                x["open_prices"],
+                fill.Market(None, None, None),
+                x["bars"],
+                rules,
+            )
+            for x in (zeroed, with_nan)
+        )
+    else:
+        expected, got = _fill_of(zeroed, kernel), _fill_of(with_nan, kernel)
+    for name, want, have in zip(fill.Fill._fields, expected, got, strict=True):
+        assert not have.isnan().any(), name
+        assert torch.equal(have, want), name
+
+
+def test_a_panel_whose_opens_are_not_float32_takes_the_torch_kernels(native_kernel):
+    """The C kernel reads the open table as float32 (`fill.PRICES_DTYPE`); a float64 panel's env
+    takes the torch kernels, and fills as the float32 panel's env does where its prices are the same."""
+    wide = replace(VOLUME_PANEL, features=VOLUME_PANEL.features.double())
+    config = EnvConfig(costs=EVERY_COST, short_selling=True, initial_cash=3_000.0, random_start=False)
+    env64 = StockTradingVecEnv(wide, 3, "cpu", config)
+    env32 = StockTradingVecEnv(VOLUME_PANEL, 3, "cpu", config)
+    assert env32._rules.fill.native and not env64._rules.fill.native
+    env64.reset(seed=0), env32.reset(seed=0)
+    for actions in random_actions(8, 3, VOLUME_PANEL.num_tickers, seed=4):
+        info64, info32 = env64.step(actions)[4], env32.step(actions)[4]
+        for key in ("cash", "holdings", *COST_KEYS):
+            torch.testing.assert_close(info64[key], info32[key], rtol=1e-9, atol=1e-6, msg=key)
