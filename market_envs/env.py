@@ -464,7 +464,7 @@ float64 temporaries of a block stay in the CPU's cache (a whole column of a year
 is tens of MB, read and written once per operation)."""
 
 
-def _feature_block_rows(num_tickers: int) -> int:
+def feature_block_rows(num_tickers: int) -> int:
     """Bars per block of `normalized_feature_table`: a multiple of 64, so that every block but the
     last holds a multiple of 64 elements and each element meets the same (vectorised or scalar
     tail) code of every elementwise kernel as in one pass over the whole column: the same bits."""
@@ -479,7 +479,7 @@ def normalized_feature_table(
     Returns float32 [T, N, len(names)] on the data's device: `out` when given (a
     float32 [T, N, len(names)] tensor or view, such as the env's observation table),
     else a new tensor. Each feature is computed in float64 and written into its
-    column, a block of bars at a time (`_feature_block_rows`), so the work space is a few
+    column, a block of bars at a time (`feature_block_rows`), so the work space is a few
     float64 temporaries of one block, never a float64 copy of the whole table, and they stay
     in the CPU's cache (a tournament worker's first pod builds these tables: about 3x faster
     than whole columns on the training period of synthetic-edge-minute; the same values, bit
@@ -501,7 +501,7 @@ def normalized_feature_table(
     mean, std = stats
     mean, std = mean.double(), std.double()
     indices = [data.feature_names.index(name) for name in names]
-    rows = _feature_block_rows(data.num_tickers)
+    rows = feature_block_rows(data.num_tickers)
     for lo in range(0, data.num_bars, rows):  # a loop over blocks of bars, once, at construction
         hi = min(data.num_bars, lo + rows)
         close = data.close[max(lo - 1, 0) : hi].double()  # from the bar before the block's first

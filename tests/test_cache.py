@@ -14,7 +14,7 @@ import torch
 
 import market_envs.data.cache as cache_module
 from market_envs.data import DataError, from_frame
-from market_envs.data.cache import DataCache, _interleave_into, cache_key, data_dir
+from market_envs.data.cache import DataCache, interleave_into, cache_key, data_dir
 from market_fixtures import random_walk_frame
 
 
@@ -50,7 +50,7 @@ def test_interleave_in_row_blocks_equals_the_stacked_columns(block):
     rng = np.random.default_rng(0)
     columns = [rng.standard_normal(30).astype(np.float32) for _ in range(4)]
     out = np.full((30, 4), np.nan, dtype=np.float32)
-    _interleave_into(out, [pa.array(c) for c in columns], block)
+    interleave_into(out, [pa.array(c) for c in columns], block)
     assert np.array_equal(out, np.stack(columns, axis=1))
 
 

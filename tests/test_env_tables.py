@@ -10,7 +10,7 @@ import torch
 from market_fixtures import random_panel
 
 from market_envs import EnvConfig, StockTradingVecEnv
-from market_envs.env import PRICE_LIKE_FEATURES, _feature_block_rows, observed_feature_table, return_tstat_table
+from market_envs.env import PRICE_LIKE_FEATURES, feature_block_rows, observed_feature_table, return_tstat_table
 
 
 def plain_table(data, names, clip):
@@ -53,7 +53,7 @@ def test_the_env_table_equals_the_plain_table_bit_for_bit(panel, features, windo
     block's last close): the same table, bit for bit."""
     if block is not None:
         monkeypatch.setattr("market_envs.env.FEATURE_BLOCK_ELEMENTS", block)
-        assert _feature_block_rows(panel.num_tickers) == 64 < panel.num_bars
+        assert feature_block_rows(panel.num_tickers) == 64 < panel.num_bars
     config = EnvConfig(features=features, return_windows=windows, feature_clip=7.0)
     env = StockTradingVecEnv(panel, 3, "cpu", config)
     names = features if features is not None else panel.feature_names
