@@ -6,13 +6,15 @@ import os
 import time
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import torch
 
 import market_envs.data.cache as cache_module
 from market_envs.data import DataError, from_frame
-from market_envs.data.cache import DataCache, cache_key, data_dir
+from market_envs.data.cache import DataCache, interleave_into, cache_key, data_dir
 from market_fixtures import random_walk_frame
 
 
@@ -39,6 +41,17 @@ def test_panel_round_trip_is_exact(tmp_path):
     assert torch.equal(back.feature_std, data.feature_std)
     assert back.meta == data.meta and back.name == "tiny" and back.interval == data.interval
     assert store.panel_meta("k1")["recipe"] == {"name": "tiny"}
+
+
+@pytest.mark.parametrize("block", [7, 30, 1 << 11])
+def test_interleave_in_row_blocks_equals_the_stacked_columns(block):
+    """The load's copy of a row group's columns into the [R, F] features, in blocks of rows that
+    do not divide R, one block, or the default: the columns side by side."""
+    rng = np.random.default_rng(0)
+    columns = [rng.standard_normal(30).astype(np.float32) for _ in range(4)]
+    out = np.full((30, 4), np.nan, dtype=np.float32)
+    interleave_into(out, [pa.array(c) for c in columns], block)
+    assert np.array_equal(out, np.stack(columns, axis=1))
 
 
 def test_panel_file_is_long(tmp_path):

@@ -10,7 +10,7 @@ import torch
 from market_fixtures import random_panel
 
 from market_envs import EnvConfig, StockTradingVecEnv
-from market_envs.env import PRICE_LIKE_FEATURES, observed_feature_table, return_tstat_table
+from market_envs.env import PRICE_LIKE_FEATURES, feature_block_rows, observed_feature_table, return_tstat_table
 
 
 def plain_table(data, names, clip):
@@ -45,8 +45,15 @@ def panel():
     return replace(data, features=features)
 
 
+@pytest.mark.parametrize("block", [None, 64 * 5], ids=["one-block", "blocks-of-64-bars"])
 @pytest.mark.parametrize("features, windows", [(None, ()), (("close", "volume", "rsi_30"), (5, 20))])
-def test_the_env_table_equals_the_plain_table_bit_for_bit(panel, features, windows):
+def test_the_env_table_equals_the_plain_table_bit_for_bit(panel, features, windows, block, monkeypatch):
+    """Whole columns or blocks of bars (`normalized_feature_table`'s blocks: here 64 bars of the 120,
+    the NaN, infinities and clip inside the first block, a block's first bar reading the previous
+    block's last close): the same table, bit for bit."""
+    if block is not None:
+        monkeypatch.setattr("market_envs.env.FEATURE_BLOCK_ELEMENTS", block)
+        assert feature_block_rows(panel.num_tickers) == 64 < panel.num_bars
     config = EnvConfig(features=features, return_windows=windows, feature_clip=7.0)
     env = StockTradingVecEnv(panel, 3, "cpu", config)
     names = features if features is not None else panel.feature_names

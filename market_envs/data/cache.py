@@ -275,9 +275,12 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
     return table.column(name).to_numpy()
 
 
-def _interleave_into(out: np.ndarray, columns: list[pa.Array], block: int = 1 << 16) -> None:
+def interleave_into(out: np.ndarray, columns: list[pa.Array], block: int = 1 << 11) -> None:
     """Columns [R] (one row group's) into float32 `out` [R, F], copied in row blocks that
-    stay in cache (a whole-column strided copy per feature is several times slower)."""
+    stay in cache (a whole-column strided copy per feature is several times slower; blocks of
+    2,048 rows, about 100 KB of `out` with 13 features, copied synthetic-edge-minute's 9.7M rows
+    about 2x faster than blocks of 65,536, which outgrow a core's L2 cache: a cost of every
+    tournament worker's first pod)."""
     arrays = [column.to_numpy(zero_copy_only=False) for column in columns]
     for lo in range(0, len(out), block):  # loop over row blocks, not tickers
         hi = min(len(out), lo + block)
@@ -310,7 +313,7 @@ def _read_rows(
         stamps[rows] = table.column("timestamp").combine_chunks().cast(pa.int64()).to_numpy()
         for mask in masks:
             flags[mask][rows] = table.column(mask).to_numpy()
-        _interleave_into(features[rows], [table.column(name).combine_chunks() for name in names])
+        interleave_into(features[rows], [table.column(name).combine_chunks() for name in names])
         start = rows.stop
     by_bar = stamps.reshape(t, n)
     if (by_bar != by_bar[:, :1]).any():
