@@ -10,6 +10,12 @@ TORCH_PIN := torch==2.13.0
 # updates up to ten times slower.
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
+# The test suites run in one pytest-xdist worker per core, two at most (CI has two); each
+# worker is a process of one torch thread. --dist loadgroup: a test file that builds a
+# module-wide fixture goes whole to one worker (tests/conftest.py). `make test TEST_WORKERS=1`
+# runs in one worker.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 2 ? n : 2 )))
+PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
 
 # docs/configuration.md is generated from the config dataclasses.
 .PHONY: docs demo test test-all test-browser screenshots chromium iproute2 dashboard bench rllib clean-venv
@@ -31,10 +37,10 @@ docs: $(VENV)/.installed-dev
 	$(PY) -m trader.config_reference
 
 test: $(VENV)/.installed-dev iproute2
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PARALLEL)
 
 test-all: $(VENV)/.installed-dev iproute2
-	$(PY) -m pytest -q -m ""
+	$(PY) -m pytest -q -m "" $(PARALLEL)
 
 # iproute2 (`ip netns`, veth, bridge) for the multi-host tests (tests/test_cluster_hosts.py,
 # which also need root): Debian's package, installed with apt-get where it is missing and

@@ -54,6 +54,7 @@ place at the fill bars are what the compiled step writes less before the C kerne
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -61,8 +62,9 @@ import os
 import platform
 import subprocess
 import tempfile
+import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
@@ -854,7 +856,9 @@ def build_native(directory: Path | None = None, source: Path = C_SOURCE) -> Path
     existing library of the same source, flags and CPU is reused.
 
     Written under a temporary name and renamed, so that processes building at once (dask
-    workers) never load a half-written file. Raises OSError or CalledProcessError.
+    workers, test workers) never load a half-written file; and one at a time (a lock on
+    `directory`), so that they wait for one build (about 30 s of a core) instead of each
+    compiling the same file. Raises OSError or CalledProcessError.
     """
     compiler = os.environ.get("CC", "cc")
     text = source.read_bytes()
@@ -864,16 +868,46 @@ def build_native(directory: Path | None = None, source: Path = C_SOURCE) -> Path
     if library.exists():
         return library
     directory.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory) as scratch:
-        partial = Path(scratch) / library.name
-        subprocess.run(
-            [compiler, *C_FLAGS, "-o", str(partial), str(source), "-lm"],
-            check=True,
-            capture_output=True,
-            timeout=BUILD_SECONDS,
-        )
-        os.replace(partial, library)
+    with _building(directory):
+        if library.exists():  # built by the process that held the lock
+            return library
+        with tempfile.TemporaryDirectory(dir=directory) as scratch:
+            partial = Path(scratch) / library.name
+            subprocess.run(
+                [compiler, *C_FLAGS, "-o", str(partial), str(source), "-lm"],
+                check=True,
+                capture_output=True,
+                timeout=BUILD_SECONDS,
+            )
+            os.replace(partial, library)
     return library
+
+
+@contextlib.contextmanager
+def _building(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `directory` (flock on the folder itself: no lock file is left
+    beside the libraries). Waits at most `BUILD_SECONDS` plus a little for a build to end, then
+    goes on without the lock (a stuck holder must not stop this process; the rename keeps the
+    result whole either way). No lock where the platform has no flock."""
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        yield
+        return
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + BUILD_SECONDS + 10
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        yield  # the lock, if held, goes with the descriptor
+    finally:
+        os.close(handle)
 
 
 @functools.cache

@@ -236,12 +236,14 @@ def test_cli_exits_2_with_one_line_against_a_web_server(web_server: int, tmp_pat
 
 def test_nothing_listening_is_one_error() -> None:
     with socket.socket() as probe:
+        # Bound, never listening: a connect is refused, and no other process (another test
+        # worker's cluster) can take the port while the test runs, as it could once closed.
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # free again once closed
-    start = time.monotonic()
-    with pytest.raises(UserError, match="cannot reach the dask scheduler"):
-        cluster.connect(scheduler=f"tcp://127.0.0.1:{port}", timeout=2.0)
-    assert time.monotonic() - start < 4.0
+        port = probe.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(UserError, match="cannot reach the dask scheduler"):
+            cluster.connect(scheduler=f"tcp://127.0.0.1:{port}", timeout=2.0)
+        assert time.monotonic() - start < 4.0
 
 
 # --------------------------------------------------------------------------- the local cluster

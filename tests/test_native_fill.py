@@ -9,10 +9,13 @@ never skip."""
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import re
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -155,6 +158,30 @@ def test_the_library_is_built_once_per_source_and_reused(tmp_path, native_kernel
     stamp = first.stat().st_mtime_ns
     assert fill.build_native(tmp_path) == first and first.stat().st_mtime_ns == stamp
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no scratch left behind
+
+
+def test_builds_at_once_into_one_folder_run_the_compiler_once(tmp_path, monkeypatch, native_kernel):
+    """Two builds of one source into one folder at once (test workers or dask workers on a cold
+    cache): one compiles, the other waits for its library. Threads hold the lock as processes do
+    (flock belongs to each opened descriptor)."""
+    runs = tmp_path / "compiler-runs"
+    compiler = tmp_path / "cc-logged"
+    compiler.write_text(f'#!/bin/sh\necho run >> "{runs}"\nsleep 1\nexec cc "$@"\n')  # slow: the builds overlap
+    compiler.chmod(0o755)
+    source = tmp_path / "answer.c"
+    source.write_text("int answer(void) { return 42; }\n")
+    monkeypatch.setenv("CC", str(compiler))
+    together = threading.Barrier(2)
+
+    def build(_: int):
+        together.wait()
+        return fill.build_native(tmp_path / "lib", source)
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(build, range(2))
+    assert first == second and runs.read_text().split() == ["run"]
+    assert [p.name for p in (tmp_path / "lib").iterdir()] == [first.name]  # no scratch or lock file left
+    assert ctypes.CDLL(str(first)).answer() == 42  # a whole library
 
 
 def test_a_machine_that_cannot_build_it_warns_once_and_keeps_the_torch_fill(tmp_path, monkeypatch):
