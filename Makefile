@@ -11,11 +11,11 @@ TORCH_PIN := torch==2.13.0
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 # The test suites run in one pytest-xdist worker per core, two at most (CI has two); each
-# worker is a process of one torch thread. --dist loadgroup: a test file that builds a
-# module-wide fixture goes whole to one worker (tests/conftest.py). `make test TEST_WORKERS=1`
-# runs in one worker.
+# worker is a process of one torch thread. --dist loadfile: each test file goes whole to one
+# worker, so a module-wide fixture (a tournament, a backtest, a cluster) is built once.
+# `make test TEST_WORKERS=1` runs in one worker.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 2 ? n : 2 )))
-PARALLEL = -n $(TEST_WORKERS) --dist loadgroup
+PARALLEL = -n $(TEST_WORKERS) --dist loadfile
 
 # docs/configuration.md is generated from the config dataclasses.
 .PHONY: docs demo test test-all test-browser screenshots chromium iproute2 dashboard bench rllib clean-venv

@@ -1,12 +1,8 @@
-"""Shared test set-up: one torch thread, a quiet hypothesis profile, GPU skips, and how
-`make test`'s workers (pytest-xdist, ``-n``) share the tests out."""
+"""Shared test set-up: one torch thread, a quiet hypothesis profile, GPU skips."""
 
 from __future__ import annotations
 
-import functools
 import os
-import re
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -35,48 +31,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-SHARED_FIXTURE = re.compile(
-    r"@pytest\.fixture\((?:(?!\bdef\b).)*?\bscope\s*=\s*[\"'](?:class|module|package|session)[\"']", re.DOTALL
-)
-"""A fixture declared wider than one test (a module's tournament, backtest or cluster)."""
-
-
-@functools.cache
-def builds_shared_fixtures(path: Path) -> bool:
-    """Whether the test file at `path` declares a class-, module- or session-scoped fixture."""
-    try:
-        return SHARED_FIXTURE.search(path.read_text()) is not None
-    except OSError:
-        return False
-
-
-@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist there is nothing to share out
-def pytest_xdist_make_scheduler(config, log):
-    """With ``-n`` and ``--dist loadgroup`` (as `make test` runs): a test file that declares a
-    fixture wider than one test goes whole to one worker, which builds the fixture once instead
-    of once per worker; the other tests are handed out one at a time, as ``--dist load`` does.
-
-    pytest-xdist's own way, an ``xdist_group`` mark that it adds to each test id, does nothing
-    on pytest 9.2 (pytest-dev/pytest-xdist#1386: the id it rewrites is no longer the one it
-    reads), so the controller decides here from the test ids and the files' text; a group that
-    xdist does read (an older pytest) still wins."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadGroupScheduling
-
-    root = config.rootpath
-
-    class WholeFilesOfSharedFixtures(LoadGroupScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            scope = super()._split_scope(nodeid)
-            if scope != nodeid:  # an xdist_group suffix
-                return scope
-            path = nodeid.split("::")[0]
-            return path if builds_shared_fixtures(root / path) else nodeid
-
-    return WholeFilesOfSharedFixtures(config, log)
 
 
 @pytest.fixture(autouse=True)
