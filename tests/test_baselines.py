@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +119,7 @@ def test_sb3_trains_on_the_vec_env_under_its_checks(train_panel) -> None:
     on the gym adapter with the same rules (SB3 has no checker for a VecEnv itself)."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_checker import check_env
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.utils import check_for_correct_spaces
     from stable_baselines3.common.vec_env import VecCheckNan
 
@@ -130,6 +132,7 @@ def test_sb3_trains_on_the_vec_env_under_its_checks(train_panel) -> None:
     )
     check_env(GymStockTradingEnv(train_panel, rules), warn=False)
     model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    model.set_logger(Logger(folder=None, output_formats=[]))  # no SB3-<time> folder in the temp directory
     model.learn(total_timesteps=256)
     assert model.num_timesteps >= 256
     actions = SB3Policy(model).act(torch.zeros(3, venv.observation_space.shape[0]))
@@ -145,6 +148,16 @@ def test_every_preset_builds_its_models(train_panel, preset: str) -> None:
         for key, value in params.items():
             if key in ("learning_rate", "batch_size", "n_steps", "buffer_size"):
                 assert getattr(model, key) == value, (preset, algo, key)
+
+
+def test_models_write_no_log_folder(train_panel, tmp_path, monkeypatch) -> None:
+    """SB3 makes an empty SB3-<time> folder in the temp directory on each `learn` unless the
+    model has a logger of its own: a run of ours must leave nothing there."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    venv = SB3VecEnv(StockTradingVecEnv(train_panel, 2, "cpu", EnvConfig()))
+    model = make_model("ppo", venv, {"n_steps": 16, "batch_size": 32, "n_epochs": 1}, seed=0, device="cpu")
+    model.learn(total_timesteps=32)
+    assert model.num_timesteps >= 32 and list(tmp_path.glob("SB3-*")) == []
 
 
 # ----------------------------------------------------------------- budgets

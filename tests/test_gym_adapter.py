@@ -63,10 +63,12 @@ def test_wrong_action_shape_is_refused():
 def test_sb3_ppo_trains_on_the_adapter():
     sb3 = pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
+    from stable_baselines3.common.logger import Logger
 
     env = GymStockTradingEnv(PANEL, EnvConfig(episode_length=30, features=("close", "rsi_30")))
     sb3_check_env(env, warn=False)
     model = sb3.PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=2, seed=0, device="cpu")
+    model.set_logger(Logger(folder=None, output_formats=[]))  # no SB3-<time> folder in the temp directory
     model.learn(total_timesteps=256)
     obs, _ = env.reset(seed=0)
     action, _ = model.predict(obs, deterministic=True)

@@ -90,11 +90,17 @@ def hyperparameters(algo: str, preset: str, overrides: dict[str, Any] | None = N
 
 def make_model(algo: str, vec_env: Any, params: dict[str, Any], seed: int, device: str) -> Any:
     """An SB3 model with an MLP policy on `vec_env` (an SB3 `VecEnv`)."""
+    from stable_baselines3.common.logger import Logger
+
     cls = algorithm_class(algo)
     try:
-        return cls("MlpPolicy", vec_env, seed=seed, device=device, verbose=0, **params)
+        model = cls("MlpPolicy", vec_env, seed=seed, device=device, verbose=0, **params)
     except TypeError as err:
         raise ConfigError(f"SB3 {algo.upper()} does not take these hyperparameters {params}: {err}") from err
+    # Without a logger of its own, each `learn` makes an empty SB3-<time> folder in the temp
+    # directory (stable_baselines3.common.logger.configure); selection and history are ours.
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 class SB3Policy:
