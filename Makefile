@@ -13,7 +13,7 @@ export MKL_NUM_THREADS ?= 1
 # The test suites run in one pytest-xdist worker per core, two at most (CI has two); each
 # worker is a process of one torch thread. --dist loadfile: each test file goes whole to one
 # worker, so a module-wide fixture (a tournament, a backtest, a cluster) is built once.
-# `make test TEST_WORKERS=1` runs in one worker.
+# `make test TEST_WORKERS=1` runs in one worker. `make test` ends with its 15 slowest test steps.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 2 ? n : 2 )))
 PARALLEL = -n $(TEST_WORKERS) --dist loadfile
 
@@ -37,7 +37,7 @@ docs: $(VENV)/.installed-dev
 	$(PY) -m trader.config_reference
 
 test: $(VENV)/.installed-dev iproute2
-	$(PY) -m pytest -q $(PARALLEL)
+	$(PY) -m pytest -q --durations=15 $(PARALLEL)
 
 test-all: $(VENV)/.installed-dev iproute2
 	$(PY) -m pytest -q -m "" $(PARALLEL)

@@ -28,6 +28,7 @@ and is not worse than (b); on ``synthetic-edge-daily`` (d) is not worse than eit
     OMP_NUM_THREADS=1 python benchmarks/tournament_value.py --dataset synthetic-edge-daily --preset market --cost 0.0005
     OMP_NUM_THREADS=1 python benchmarks/tournament_value.py --algos td3 --single td3       # where single runs are unstable
     python benchmarks/tournament_value.py --seeds 2 --minutes 0.5                           # a smoke run
+    python benchmarks/tournament_value.py --first-seed 3 --seeds 7 --with-rows seeds0-2.json  # seeds added later
 """
 
 from __future__ import annotations
@@ -219,13 +220,17 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
         "|---|---:|---|---:|---:|",
     ]
     for arm in (*ARMS, "equal_weight"):
-        sharpes = [row[arm]["sharpe"] for row in rows]
+        held = [row[arm] for row in rows if arm in row]  # rows transcribed from a table may lack equal weight
+        if not held:
+            continue
+        sharpes = [arm_row["sharpe"] for arm_row in held]
         low, high = median_interval(sharpes)
-        dsrs = [row[arm]["dsr"] for row in rows if row[arm]["dsr"] is not None]
-        dsr = f"{statistics.median(dsrs):.2f}" if dsrs else "n/a"
-        drawdown = statistics.median(row[arm]["max_drawdown"] for row in rows)
+        dsrs = [arm_row["dsr"] for arm_row in held if arm_row["dsr"] is not None]
+        dsr = f"{statistics.median(dsrs):.2f} ({len(dsrs)} seeds)" if dsrs else "n/a"
+        drawdown = statistics.median(arm_row["max_drawdown"] for arm_row in held)
         lines.append(
-            f"| {arm} | {statistics.median(sharpes):.2f} | [{low:.2f}, {high:.2f}] | {dsr} | {100 * drawdown:.1f}% |"
+            f"| {arm} ({len(held)} seeds) | {statistics.median(sharpes):.2f} | [{low:.2f}, {high:.2f}] | {dsr} | "
+            f"{100 * drawdown:.1f}% |"
         )
     result = [row["result"]["sharpe"] for row in rows]
     for other in ("single", "random"):
@@ -272,17 +277,33 @@ def main() -> None:
         "hour, compiled': a pod then compiles again, so short pods lose)",
     )
     parser.add_argument("--out", default=None, help="also write the per-seed rows as JSON here")
+    parser.add_argument(
+        "--with-rows",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="per-seed rows of an earlier run of the same settings (its --out), reported with this run's; "
+        "each seed's arms were trained in one sitting, so the pairs stay fair across sittings",
+    )
     args = parser.parse_args()
-    load(args.dataset)  # build once, outside the timings
-    rules, configs = rules_and_configs(args)
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="tournament-value-") as tmp:
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
-            rows.append(one_seed(seed, args, rules, configs, Path(tmp)))
+    rows = [row for path in args.with_rows for row in json.loads(Path(path).read_text())]
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    repeated = sorted({row["seed"] for row in rows} & set(seeds)) or len({r["seed"] for r in rows}) < len(rows)
+    if repeated:
+        parser.error(f"a seed is in the rows twice: {repeated}")
+    if args.seeds:
+        load(args.dataset)  # build once, outside the timings
+        rules, configs = rules_and_configs(args)
+        trained = []
+        with tempfile.TemporaryDirectory(prefix="tournament-value-") as tmp:
+            for seed in seeds:
+                trained.append(one_seed(seed, args, rules, configs, Path(tmp)))
+                if args.out:  # after each seed: a stopped run keeps the seeds it finished
+                    Path(args.out).write_text(json.dumps(trained, indent=1))
+        rows += trained
+    rows.sort(key=lambda row: row["seed"])
     print()
     print(report(rows, args))
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1))
     sys.exit(0 if not any(math.isnan(row["result"]["sharpe"]) for row in rows) else 1)
 
 
