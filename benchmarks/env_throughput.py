@@ -25,11 +25,10 @@ and positions); ``--features all`` observes all 13 panel features.
 `market_envs.costs.CostModel` on (commission per share with minimum and cap, the
 Abdi-Ranaldo half-spread, square-root impact, a participation cap, a borrow fee)
 against the flat-rate step of the same rules (short selling on, so the borrow fee
-acts), in the same process, same E and N, eager and compiled: the two envs' timed
-runs alternate and each figure is the median of ``--repeats`` runs, so a load change
-on a shared machine hits both alike. The target of issue 30: at most 1.3x the time.
+acts), in the same process, same E and N, eager and compiled. The target of issue 30: at
+most 1.3x the time.
 
-    python benchmarks/env_throughput.py --compare-costs --envs 1024,4096 --tickers 30,100 --repeats 7
+    python benchmarks/env_throughput.py --compare-costs --envs 1024,4096 --tickers 30,100 --repeats 101 --seconds 0.05
 
 ``--compare-action`` times the step of weights mode with the action that can hold (issue 40:
 ``weights_map="linear"``, a trade rate of 0.5 and a no-trade band of 0.2 / N per stock, the
@@ -38,12 +37,32 @@ at the flat rate and with every cost term, in the same process as above; and the
 rate the policy chooses per stock instead of the fixed one (``rate_action``: 2N actions, the band
 too). The target of issue 40: at most 1.1x the time, eager and compiled.
 
-    python benchmarks/env_throughput.py --compare-action --envs 1024,4096 --tickers 30,100 --repeats 7
+    python benchmarks/env_throughput.py --compare-action --envs 1024,4096 --tickers 30,100 --repeats 101 --seconds 0.05
+
+How the two comparisons time, and the terms of their table. The envs of one group (the baseline,
+flat or today's, and the others) are built, warmed (and compiled) side by side, then timed in
+``--repeats`` *rounds*: each round runs every env once for the same number of steps (about
+``--seconds`` of the baseline), in an order drawn afresh each round, so the runs of a round are
+close in time and a slow drift of a shared machine hits them alike; many short rounds beat a few
+long ones. Each round gives one *paired ratio* per env: its seconds per step over the baseline's
+in that round. The table gives, per env against its baseline:
+
+- *env-steps/s*: E over the median seconds per step of that env's runs (wall-clock);
+- *time ratio, median of rounds*: the median of the paired ratios (wall-clock), the figure the
+  targets are stated in;
+- *IQR of rounds*: their 25th to 75th percentiles, how much one pair of runs scatters;
+- *95% CI of median*: the 2.5th to 97.5th percentiles of the median over 4,000 bootstrap
+  resamples of the rounds (seeded), how well this run pins the median down;
+- *CPU-time ratio (95% CI)*: the same median and interval from the process's CPU time per run
+  (CPU rows), which time spent descheduled by others' work on a shared machine does not count;
+- *<= target?*: "yes" when the interval lies at or below the target, "no" when above it,
+  "undecided" when the target is inside it (more rounds, or a quieter machine, decide it).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import os
 import platform
@@ -53,6 +72,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -114,7 +134,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tickers", default="30,100", help="comma-separated N values")
     parser.add_argument("--bars", type=int, default=2000, help="bars in the random-walk panel")
     parser.add_argument("--seconds", type=float, default=1.0, help="length of one timed run")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="timed runs per figure (median); --compare-costs/--compare-action: interleaved rounds (see above)",
+    )
     parser.add_argument("--kernels", default="eager,compiled", help="eager and/or compiled")
     parser.add_argument(
         "--features",
@@ -236,10 +261,16 @@ def step_runner(data, num_envs: int, device: torch.device, config: EnvConfig, co
     return run
 
 
-def alternating_times(runs: list[Callable[[int], None]], seconds: float, repeats: int, sync) -> list[float]:
-    """Median seconds per step of each runner, their timed runs alternating (one load for all)."""
+def interleaved_times(
+    runs: list[Callable[[int], None]], seconds: float, rounds: int, sync: Callable[[], None], seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds per step of each runner in each round, wall and process CPU time, two arrays
+    [rounds, len(runs)]. Every round runs each runner once for the same number of steps (about
+    `seconds` of the first runner), in an order drawn afresh each round (seeded), so that a drift
+    of the machine's speed hits every runner of a round alike and no runner always goes first:
+    each round is one paired sample. The garbage collector is off while the clock runs."""
     steps = 1
-    while True:  # calibrate on the first (the cheapest) runner
+    while True:  # calibrate on the first runner (today's step)
         start = time.perf_counter()
         runs[0](steps)
         sync()
@@ -247,15 +278,53 @@ def alternating_times(runs: list[Callable[[int], None]], seconds: float, repeats
         if elapsed >= seconds / 4 or steps >= 1 << 20:
             break
         steps *= 2
-    steps = max(1, int(steps * seconds / max(elapsed, 1e-9)))
-    times: list[list[float]] = [[] for _ in runs]
-    for _ in range(repeats):
-        for run, out in zip(runs, times):
-            start = time.perf_counter()
-            run(steps)
-            sync()
-            out.append((time.perf_counter() - start) / steps)
-    return [statistics.median(t) for t in times]
+    steps = max(2, int(steps * seconds / max(elapsed, 1e-9)))
+    for run in runs:  # one untimed run each: every runner starts the rounds warm
+        run(steps)
+    sync()
+    order = np.random.default_rng(seed)
+    walls = np.empty((rounds, len(runs)))
+    cpus = np.empty((rounds, len(runs)))
+    gc.collect()
+    gc.disable()
+    try:
+        for r in range(rounds):
+            for i in order.permutation(len(runs)):
+                wall0, cpu0 = time.perf_counter(), time.process_time()
+                runs[i](steps)
+                sync()
+                walls[r, i] = (time.perf_counter() - wall0) / steps
+                cpus[r, i] = (time.process_time() - cpu0) / steps
+    finally:
+        gc.enable()
+    return walls, cpus
+
+
+class PairedRatio(NamedTuple):
+    """The time ratio of a runner to the baseline, from per-round pairs (`paired_ratio`)."""
+
+    median: float  # the median over rounds of (runner's time / baseline's time in the same round)
+    q1: float  # the interquartile range of those per-round ratios: their 25th ...
+    q3: float  # ... and 75th percentiles (the spread of one pair)
+    low: float  # the 95% bootstrap interval of the median: its 2.5th ...
+    high: float  # ... and 97.5th percentiles over resamples of the rounds
+    verdict: str  # against the target: "yes" (high <= target), "no" (low > target), else "undecided"
+
+
+def paired_ratio(
+    baseline: np.ndarray, other: np.ndarray, target: float, resamples: int = 4000, seed: int = 0
+) -> PairedRatio:
+    """`PairedRatio` of the per-round times `other` against `baseline` (seconds per step, [rounds]
+    each, the same round at the same index). The ratio of each round is one sample; the median of
+    the samples is the figure, the bootstrap (rounds resampled with replacement, seeded) gives the
+    interval of that median, and the verdict says whether the interval lies on one side of
+    `target`."""
+    ratios = np.asarray(other, dtype=float) / np.asarray(baseline, dtype=float)
+    q1, median, q3 = np.quantile(ratios, [0.25, 0.5, 0.75])
+    draws = np.random.default_rng(seed).integers(0, len(ratios), size=(resamples, len(ratios)))
+    low, high = np.quantile(np.median(ratios[draws], axis=1), [0.025, 0.975])
+    verdict = "yes" if high <= target else "no" if low > target else "undecided"
+    return PairedRatio(float(median), float(q1), float(q3), float(low), float(high), verdict)
 
 
 def profiled(run: Callable[[int], None], steps: int, sync: Callable[[], None]) -> str:
@@ -270,19 +339,23 @@ def ratio_table(
     args: argparse.Namespace,
     devices: list[torch.device],
     header: str,
-    columns: tuple[str, str, str],
+    rates: tuple[str, str],
+    target: float,
     groups: Callable[[int], list[list[tuple[str, EnvConfig]]]],
 ) -> int:
     """Print (and with ``--out`` write) a table of step rates: for every N, device, E and kernel,
-    each group of ``groups(N)`` ((label, rules) pairs) is timed in alternating runs, and each rules
-    after the group's first get a row: its label, the first's rate, its rate and the time ratio.
-    ``columns`` names the two rates and the ratio."""
+    each group of ``groups(N)`` ((label, rules) pairs) is timed in interleaved rounds
+    (`interleaved_times`, ``--repeats`` rounds of ``--seconds`` per run), and each rules after
+    the group's first get a row: its label, the two rates, and its time ratio to the first
+    (`paired_ratio`, wall-clock and process CPU time) against `target`. ``rates`` names the
+    two rates."""
     env_counts = [int(x) for x in args.envs.split(",")]
     kernels = [k.strip() for k in args.kernels.split(",")]
     print(header, flush=True)
     rows = [
-        f"| device | N | E | kernel | costs | {columns[0]} | {columns[1]} | {columns[2]} |",
-        "|---|---:|---:|---|---|---:|---:|---:|",
+        f"| device | N | E | kernel | costs | {rates[0]} | {rates[1]} | time ratio, median of rounds | "
+        f"IQR of rounds | 95% CI of median | CPU-time ratio (95% CI) | <= {target:g}x? |",
+        "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for n in [int(x) for x in args.tickers.split(",")]:
         data = benchmark_panel(n, args.bars)
@@ -292,11 +365,16 @@ def ratio_table(
                 runs = [
                     step_runner(data.to(device), num_envs, device, rules, kernel == "compiled") for _, rules in group
                 ]
-                times = alternating_times(runs, args.seconds, args.repeats, sync)
-                for (label, _), other in zip(group[1:], times[1:]):
+                walls, cpus = interleaved_times(runs, args.seconds, args.repeats, sync)
+                base = float(np.median(walls[:, 0]))
+                for i, (label, _) in enumerate(group[1:], start=1):
+                    wall = paired_ratio(walls[:, 0], walls[:, i], target)
+                    cpu = paired_ratio(cpus[:, 0], cpus[:, i], target) if device.type == "cpu" else None
+                    cpu_cell = f"{cpu.median:.3f} ({cpu.low:.3f}-{cpu.high:.3f})" if cpu else "-"
                     rows.append(
-                        f"| {device.type} | {n} | {num_envs} | {kernel} | {label} | {num_envs / times[0]:,.0f} | "
-                        f"{num_envs / other:,.0f} | {other / times[0]:.2f} |"
+                        f"| {device.type} | {n} | {num_envs} | {kernel} | {label} | {num_envs / base:,.0f} | "
+                        f"{num_envs / float(np.median(walls[:, i])):,.0f} | {wall.median:.3f} | "
+                        f"{wall.q1:.3f}-{wall.q3:.3f} | {wall.low:.3f}-{wall.high:.3f} | {cpu_cell} | {wall.verdict} |"
                     )
                     print(rows[-1], flush=True)
                 for (label, _), run in zip(group, runs) if args.profile else ():
@@ -309,6 +387,14 @@ def ratio_table(
     return 0
 
 
+def interleaving(args: argparse.Namespace) -> str:
+    """The header's words for how `ratio_table` times."""
+    return (
+        f"interleaved rounds: {args.repeats} x ~{args.seconds:g} s per run, order drawn per round; "
+        f"ratio = median over rounds of the per-round ratio; load {os.getloadavg()[0]:.1f}"
+    )
+
+
 def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
     """The table of --compare-costs: flat-rate step vs every cost term on."""
     flat = EnvConfig(
@@ -318,14 +404,15 @@ def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
     header = (
         f"env step, cost terms vs flat rate: torch {torch.__version__}; {cpu_name()} ({os.cpu_count()} cores, "
         f"torch threads {torch.get_num_threads()}); {args.bars} bars, {args.mode} mode, short selling, features "
-        f"{args.features}; alternating runs, median of {args.repeats} x ~{args.seconds:g} s"
+        f"{args.features}; {interleaving(args)}"
     )
     group = [("flat", flat), *((name, replace(flat, costs=costs)) for name, costs in variants.items())]
     return ratio_table(
         args,
         devices,
         header,
-        ("flat env-steps/s", "with costs env-steps/s", "time ratio (target <= 1.3)"),
+        ("flat env-steps/s", "with costs env-steps/s"),
+        1.3,
         lambda n: [group],
     )
 
@@ -335,8 +422,7 @@ def compare_action(args: argparse.Namespace, devices: list[torch.device]) -> int
     header = (
         f"env step, the action that can hold vs today's mapping: torch {torch.__version__}; {cpu_name()} "
         f"({os.cpu_count()} cores, torch threads {torch.get_num_threads()}); {args.bars} bars, weights mode, short "
-        f"selling, market-neutral, features {args.features}; alternating runs, median of {args.repeats} x "
-        f"~{args.seconds:g} s; load {os.getloadavg()[0]:.1f}"
+        f"selling, market-neutral, features {args.features}; {interleaving(args)}"
     )
 
     def groups(n: int) -> list[list[tuple[str, EnvConfig]]]:
@@ -360,9 +446,7 @@ def compare_action(args: argparse.Namespace, devices: list[torch.device]) -> int
             )
         return pairs
 
-    return ratio_table(
-        args, devices, header, ("today env-steps/s", "new action env-steps/s", "time ratio (target <= 1.1)"), groups
-    )
+    return ratio_table(args, devices, header, ("today env-steps/s", "new action env-steps/s"), 1.1, groups)
 
 
 def main(argv: list[str]) -> int:

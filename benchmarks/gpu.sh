@@ -33,8 +33,9 @@ stage() {
     tests) run 150 python -m pytest -q -p no:cacheprovider tests/test_env.py tests/test_devices.py -m "gpu or not gpu" -k "cuda or device" ;;
     env) run 240 python benchmarks/env_throughput.py --device cuda --envs 1,1024,16384,65536,262144 --repeats 3 --seconds 0.5 --out "$OUT/env.md" ;;
     # The action that can hold, and every cost term, against today's step (issues 40 and 41).
-    action) run 200 python benchmarks/env_throughput.py --device cuda --compare-action --envs 65536 --tickers 100 --repeats 3 --seconds 0.5 --out "$OUT/action.md" ;;
-    costs) run 150 python benchmarks/env_throughput.py --device cuda --compare-costs --envs 65536 --tickers 100 --repeats 3 --seconds 0.5 --out "$OUT/costs.md" ;;
+    # Interleaved rounds (env_throughput.py's docstring): 21 of 0.1 s per run give the median ratio an interval.
+    action) run 200 python benchmarks/env_throughput.py --device cuda --compare-action --envs 65536 --tickers 100 --repeats 21 --seconds 0.1 --out "$OUT/action.md" ;;
+    costs) run 150 python benchmarks/env_throughput.py --device cuda --compare-costs --envs 65536 --tickers 100 --repeats 21 --seconds 0.1 --out "$OUT/costs.md" ;;
     # Rollouts of 1M rows: with the CPU table's 16k rows, E=65536 would take no step at all.
     ppo) run 150 python benchmarks/train_throughput.py --device cuda --no-sb3 --envs 4096,16384,65536 --rollout 1048576 \
         --minibatch-sizes 16384,65536 --updates 2 --out "$OUT/ppo.json" ;;

@@ -735,7 +735,15 @@ def _pace_of(config: EnvConfig, rules: _Rules, rows: int, device: torch.device) 
 def _clean_actions(actions: Tensor, dtype: torch.dtype) -> Tensor:
     """Actions clipped to [-1, 1], NaN as 0 (no order), a new tensor of `dtype`: checking them would
     cost a sync. Cleaned in the actions' own dtype, then converted (the same values: the clip's
-    bounds and every float32 are exact in float64); three passes, two of them over float32."""
+    bounds and every float32 are exact in float64); three passes, two of them over float32.
+
+    Compiled, NaN is found as ``a != a`` (then +-inf clipped to +-1 as nan_to_num's +-max are): the
+    same values, but inductor vectorizes the comparison where it tests ``isnan`` one element at a
+    time, and the compiled step cleans the actions again in every loop that reads them (the mean,
+    the gross exposure, the orders: three or four times a step). Eager keeps nan_to_num's one pass
+    (the comparison and the `where` would be two)."""
+    if torch.compiler.is_compiling():
+        return torch.where(actions != actions, 0.0, actions).clamp(-1.0, 1.0).to(dtype)
     return torch.nan_to_num(actions, nan=0.0).clamp_(-1.0, 1.0).to(dtype)
 
 
