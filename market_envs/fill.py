@@ -44,7 +44,7 @@ and `TERM_FLAGS`. Which terms are on comes from `CostModel.terms` (`term_flags`)
 **One side per stock, one signed array for the C kernel.** A stock is sold or bought in a fill,
 never both: the orders reach `fill_orders` as its two sides, sells and buys (>= 0, at most one of
 them non-zero per stock), and a NaN order is no order, as a NaN action is. The flat rate and the
-torch kernels take the sides as they are, each made 0 where NaN (`no_nan_order`); the C kernel
+torch kernels take the sides as they are, each made 0 where NaN (`order_sides`); the C kernel
 takes one signed array, ``buys - sells`` (+ bought, - sold), formed in `fill_orders` and split in
 its first pass: the sale ``max(-order, 0)``, the purchase ``max(order, 0)``, neither for a NaN
 order (NaN on either side), the same fill. (The env's orders are NaN only where its prices or its
@@ -265,30 +265,38 @@ def fill_orders(
     if rules.has_costs and rules.native:
         orders = buys - sells  # the C kernel's one signed array (fused into its producer when compiled)
         return _fill_with_costs_native(cash, holdings, orders, open_prices, _at_bars(tables, bars, rules), rules)
-    sells, buys = no_nan_order(sells), no_nan_order(buys)
+    sells, buys = order_sides(sells, buys, rules.fused)
     if not rules.has_costs:
         return _fill_flat(cash, holdings, sells, buys, price, rules)
     fill_with_costs = _fill_with_costs_fused if rules.fused else _fill_with_costs
     return fill_with_costs(cash, holdings, sells, buys, price, _at_bars(tables, bars, rules), rules)
 
 
-def no_nan_order(side: Tensor) -> Tensor:
-    """The orders of one side [E, N] (>= 0) with a NaN made 0, a new tensor: ``side`` where it is
-    above 0, else +0 (a comparison with NaN is false). The torch kernels' half of the rule "a NaN
-    order is no order"; the C kernel, which takes ``buys - sells``, reads a NaN there as no order
-    on either side (fill_costs.c's first pass), the same fill where the other side is 0 (the
-    contract). Exact for the other orders: ``side`` itself, a zero as +0.
+def order_sides(sells: Tensor, buys: Tensor, fused: bool = False) -> tuple[Tensor, Tensor]:
+    """The sides `sells` and `buys` [E, N] (>= 0, one of them 0 per stock) as the flat rate and the
+    torch kernels take them, new tensors: each side where it is above 0, else +0 (a comparison
+    with NaN is false), so that a NaN order, the other side 0, is no order: the torch kernels' half
+    of the rule "a NaN order is no order", the C kernel's first pass the other. Exact for the
+    other orders: the sides themselves, a zero as +0.
 
-    Written as a threshold at 0 (0 for ``side <= 0``; a NaN passes) and a NaN made 0 in place, two
-    passes that cost about a quarter of ``torch.where(side > 0, side, 0.0)``'s one eager on the CPU
-    (whose `where` with a scalar is not vectorised; benchmarks/RESULTS.md, "Signed orders and prices
-    in place"). The kernels may work in place on what it gives (the flat rate does, eager)."""
-    return torch.nan_to_num_(torch.nn.functional.threshold(side, 0.0, 0.0), nan=0.0, posinf=math.inf)
+    Eager, each side by a threshold at 0 (0 for ``side <= 0``; a NaN passes) and its NaN made 0 in
+    place: two passes that cost about a quarter of the `where` with a scalar, not vectorised eager
+    on the CPU (benchmarks/RESULTS.md, "Signed orders and prices in place"). `fused` (under
+    torch.compile): from the signed ``buys - sells`` by two `where`s, fused into the loop that makes
+    the sides, so that the compiled step stores one [E, N] array for the fill's second loop, not
+    two (and inductor vectorises the `where`s, while it tests `nan_to_num`'s NaN lane by lane).
+    The kernels may work in place on what it gives (the flat rate does, eager)."""
+    if fused:
+        orders = buys - sells
+        return torch.where(orders < 0.0, -orders, 0.0), torch.where(orders > 0.0, orders, 0.0)
+    sells = torch.nn.functional.threshold(sells, 0.0, 0.0).nan_to_num_(nan=0.0, posinf=math.inf)
+    buys = torch.nn.functional.threshold(buys, 0.0, 0.0).nan_to_num_(nan=0.0, posinf=math.inf)
+    return sells, buys
 
 
 def _fill_flat(cash: Tensor, holdings: Tensor, sells: Tensor, buys: Tensor, price: Tensor, rules: FillRules) -> Fill:
     """`fill_orders` at the flat commission rate per side, no other term on. Works in place on
-    `sells` and `buys` (tensors of this step, `no_nan_order`'s): eager, each operation that fills a
+    `sells` and `buys` (tensors of this step, `order_sides`'): eager, each operation that fills a
     new [E, N] tensor is one more allocation; compiled, the same loop either way."""
     held = holdings - sells
     sold_value = sells.mul_(price).sum(-1)  # `sells` is not read again
@@ -1006,28 +1014,30 @@ def call_source() -> str:
             body.append(f"    {arg.name} = {arg.name}.contiguous()")
             call.append(f"{arg.name}.data_ptr()")
         elif arg.kind == "table":  # None where the term is off; stride 0 for a [1, N] row every bar shares
-            body.append(f"    {arg.name}, {arg.name}_stride = _table({arg.name})")
+            made = f"{arg.name} = {arg.name}.contiguous()"
+            stride = f"{arg.name}_stride = 0 if {arg.name}.shape[0] == 1 else {arg.name}.shape[1]"
+            if arg.term:
+                body += [
+                    f"    {arg.name}_stride = 0",
+                    f"    if {arg.name} is not None:",
+                    f"        {made}",
+                    f"        {stride}",
+                ]
+            else:
+                body += [f"    {made}", f"    {stride}"]
             pointer = (
                 f"{arg.name}.data_ptr()" if not arg.term else f"None if {arg.name} is None else {arg.name}.data_ptr()"
             )
             call += [pointer, f"{arg.name}_stride"]
-        elif arg.kind == "output":
+        elif arg.kind == "output":  # float64 on the CPU, as the orders (checked above): `new_empty` is the cheaper call
             shape = f"{orders}.shape" if arg.name == "holdings_out" else f"(len(OUTPUTS), {orders}.shape[0])"
-            body.append(f"    {arg.name} = torch.empty({shape}, dtype=torch.float64)")
+            body.append(f"    {arg.name} = {orders}.new_empty({shape})")
             call.append(f"{arg.name}.data_ptr()")
         else:
             call.append(arg.name)
     body.append(f"    native.fill_with_costs({', '.join(call)})")
     body.append(f"    return {', '.join(_OUTPUTS)}")
     return "\n".join(body) + "\n"
-
-
-def _table(table: Tensor | None) -> tuple[Tensor | None, int]:
-    """A market table made contiguous and its row stride: 0 for a [1, N] row that every bar shares."""
-    if table is None:
-        return None, 0
-    table = table.contiguous()
-    return table, 0 if table.shape[0] == 1 else table.shape[1]
 
 
 def _generated() -> Callable[..., tuple[Tensor, Tensor]]:

@@ -20,7 +20,7 @@
    The orders are one signed array [E, N], shares (+ bought, - sold): a stock is sold or bought,
    never both, so its sale is max(-order, 0) and its purchase max(order, 0), and a NaN order is
    neither (no order). fill.py's `fill_orders` forms the array as buys - sells from the env's two
-   sides (a NaN side gives a NaN order), and its `no_nan_order` is the same rule for the torch
+   sides (a NaN side gives a NaN order), and its `order_sides` is the same rule for the torch
    kernels, which take the sides.
    The tables are read in place at each sub-environment's fill bar `bars[e]`: the open prices
    (float32, the panel's, widened to double exactly as torch's `.double()` does) and the market

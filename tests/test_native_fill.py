@@ -419,7 +419,7 @@ def _fill_of(inputs: dict, kernel: str) -> fill.Fill:
 @pytest.mark.parametrize("terms", [0b01111, 0b11111, 0b00101, 0b11010])
 @pytest.mark.parametrize("kernel", ["eager", "fused"])
 def test_the_torch_kernels_take_the_sides_through_fill_orders_bit_for_bit(terms, kernel):
-    """`fill_orders` hands the torch kernels the sides as they are (`no_nan_order`: exact), and
+    """`fill_orders` hands the torch kernels the sides as they are (`order_sides`: exact), and
     writes nothing into the caller's sides (the eager kernels work in place on their own copies)."""
     inputs = golden_inputs(terms)
     sides = inputs["sells"].clone(), inputs["buys"].clone()
