@@ -846,19 +846,18 @@ def _step_orders(
     reducible: Tensor | None = None,
     rates: Tensor | None = None,
     weights: Tensor | None = None,
-) -> Tensor:
-    """The orders that reach the fill, signed shares [E, N] (+ bought, - sold, as `fill_orders`
-    takes them): the orders of the actions and rates (`_orders`, with the aim `weights` where the
-    caller holds it), all sold where the turbulence `guard` is on, and what the fill bar's masks
+) -> tuple[Tensor, Tensor]:
+    """The orders that reach the fill (sells and buys in shares, [E, N], as `fill_orders` takes
+    them): the orders of the actions and rates (`_orders`, with the aim `weights` where the caller
+    holds it), all sold where the turbulence `guard` is on, and what the fill bar's masks
     `tradable` and `reducible` let through (`tradable_orders`). A stock is sold or bought, never
-    both, so ``buys - sells`` keeps each side exactly."""
+    both."""
     holdings = state.holdings
     sells, buys = _orders(actions, holdings, price, state.cash, rules, pace, rates, weights)
     guard = guard.unsqueeze(-1)
     sells = torch.where(guard, holdings.clamp_min(0.0), sells)
     buys = torch.where(guard, torch.zeros_like(buys), buys)
-    sells, buys = tradable_orders(sells, buys, holdings, tradable, reducible)
-    return buys - sells
+    return tradable_orders(sells, buys, holdings, tradable, reducible)
 
 
 def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tensor, rules: _Rules) -> Tensor:
@@ -883,8 +882,8 @@ def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Ten
     actions, rates = _read_actions(actions, rules, price.dtype)
     pace = _Pace(tables.trade_rate, tables.band) if (rules.has_rate or rules.has_band) else None
     weights = _aim_weights(actions, rules) if rules.aim_reward else None  # the orders' and the reward's aim, once
-    orders = _step_orders(state, actions, price, tradable, guard, rules, pace, reducible, rates, weights)
-    fill = fill_orders(state.cash, state.holdings, orders, price, tables.open, tables.market, t1, rules.fill)
+    sells, buys = _step_orders(state, actions, price, tradable, guard, rules, pace, reducible, rates, weights)
+    fill = fill_orders(state.cash, state.holdings, sells, buys, price, tables.open, tables.market, t1, rules.fill)
     holdings = fill.holdings
 
     close = tables.close.index_select(0, t1).double()

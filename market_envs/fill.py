@@ -1,7 +1,6 @@
 """The fill with its costs, for every device: the one home of the rule.
 
-A step's orders (one signed array in shares, + bought and - sold, after the env's masks) settle
-here at the fill price: the participation cap, then the sales, then the buys within the cash,
+A step's orders (sells and buys in shares, after the env's masks) settle here at the fill price: the participation cap, then the sales, then the buys within the cash,
 charging every term of
 `market_envs.costs.CostModel` (`market_envs.env`'s module docstring states the rules in words;
 `tests/reference_env.py` is the plain scalar version that the tests hold this one to). The
@@ -42,14 +41,18 @@ operator's schema (`schema`) and the C call (`call_source`) are generated from i
 read fill_costs.c's signature and its ``TERM_*`` bits and fail when they differ from `INTERFACE`
 and `TERM_FLAGS`. Which terms are on comes from `CostModel.terms` (`term_flags`).
 
-**One signed order per stock.** A stock is sold or bought in a fill, never both, so the orders
-cross into the fill as one array: its sale is ``max(-order, 0)`` and its purchase
-``max(order, 0)``, and a NaN order is neither, no order (as a NaN action is). The C kernel splits
-them in its first pass; the flat rate and the torch kernels split them with `order_sides`, the
-same rule. (The env's orders are NaN only where its prices or its book are: a panel with a
-non-positive or NaN open, which the data loaders refuse.) One array and the prices read in
-place at the fill bars are what the compiled step writes less before the C kernel's call: one
-[E, N] array where it wrote three (benchmarks/RESULTS.md, "Signed orders and prices in place").
+**One side per stock, one signed array for the C kernel.** A stock is sold or bought in a fill,
+never both: the orders reach `fill_orders` as its two sides, sells and buys (>= 0, at most one of
+them non-zero per stock), and a NaN order is no order, as a NaN action is. The flat rate and the
+torch kernels take the sides as they are, each made 0 where NaN (`order_sides`); the C kernel
+takes one signed array, ``buys - sells`` (+ bought, - sold), formed in `fill_orders` and split in
+its first pass: the sale ``max(-order, 0)``, the purchase ``max(order, 0)``, neither for a NaN
+order (NaN on either side), the same fill. (The env's orders are NaN only where its prices or its
+book are: a panel with a non-positive or NaN open, which the data loaders refuse.) The one signed
+array and the prices read in place at the fill bars are what the compiled step writes less before
+the C kernel's call: one [E, N] array where it wrote three, the subtraction fused into the loop
+that makes the sides (benchmarks/RESULTS.md, "Signed orders and prices in place"); the flat rate
+keeps the sides, so the eager flat step makes no signed array to split again.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ import contextlib
 import ctypes
 import functools
 import hashlib
+import math
 import os
 import platform
 import subprocess
@@ -242,53 +246,72 @@ def _at_bars(tables: Market, bars: Tensor, rules: FillRules) -> Market:
 def fill_orders(
     cash: Tensor,
     holdings: Tensor,
-    orders: Tensor,
+    sells: Tensor,
+    buys: Tensor,
     price: Tensor,
     open_prices: Tensor,
     tables: Market,
     bars: Tensor,
     rules: FillRules,
 ) -> Fill:
-    """Settle the `orders` (shares, float64 [E, N]: + bought, - sold; a NaN order is none, see the
-    module docstring) of accounts holding `cash` [E] and `holdings` [E, N] at the open of the fill
-    bars `bars` [E]: `price` [E, N] float64, the rows `bars` of the open table `open_prices` [T, N]
-    (which the C kernel reads in place instead); sells then buys, charging every cost term of
-    `rules` with the market `tables` (`market_tables`); see `market_envs.env`'s module docstring
-    for the rules. The one entry of the step into the fill: it takes the flat rate, the C kernel or
-    a torch kernel (see the module docstring)."""
+    """Settle the orders `sells` and `buys` (shares, float64 [E, N], >= 0, at most one of them
+    non-zero per stock; a NaN is no order, see the module docstring) of accounts holding `cash`
+    [E] and `holdings` [E, N] at the open of the fill bars `bars` [E]: `price` [E, N] float64,
+    the rows `bars` of the open table `open_prices` [T, N] (which the C kernel reads in place
+    instead); sells then buys, charging every cost term of `rules` with the market `tables`
+    (`market_tables`); see `market_envs.env`'s module docstring for the rules. The one entry of
+    the step into the fill: it takes the flat rate, the C kernel or a torch kernel (see the module
+    docstring). `sells` and `buys` are read, never written to."""
     if rules.has_costs and rules.native:
+        orders = buys - sells  # the C kernel's one signed array (fused into its producer when compiled)
         return _fill_with_costs_native(cash, holdings, orders, open_prices, _at_bars(tables, bars, rules), rules)
-    sells, buys = order_sides(orders)
+    sells, buys = order_sides(sells, buys, rules.fused)
     if not rules.has_costs:
         return _fill_flat(cash, holdings, sells, buys, price, rules)
     fill_with_costs = _fill_with_costs_fused if rules.fused else _fill_with_costs
     return fill_with_costs(cash, holdings, sells, buys, price, _at_bars(tables, bars, rules), rules)
 
 
-def order_sides(orders: Tensor) -> tuple[Tensor, Tensor]:
-    """The sales and the purchases of signed `orders` [E, N], both >= 0 and new tensors:
-    ``max(-order, 0)`` and ``max(order, 0)``, 0 on both sides for a NaN order (a comparison with
-    NaN is false; fill_costs.c's first pass is the same rule). Exact: for orders made as
-    ``buys - sells`` of sides of which one is 0, it gives back the sides. Written as two `where`s:
-    `torch.fmax`, the same rule, made the compiled flat step slower on the CPU
-    (benchmarks/RESULTS.md, "Signed orders and prices in place")."""
-    return torch.where(orders < 0.0, -orders, 0.0), torch.where(orders > 0.0, orders, 0.0)
+def order_sides(sells: Tensor, buys: Tensor, fused: bool = False) -> tuple[Tensor, Tensor]:
+    """The sides `sells` and `buys` [E, N] (>= 0, one of them 0 per stock) as the flat rate and the
+    torch kernels take them, new tensors: each side where it is above 0, else +0 (a comparison
+    with NaN is false), so that a NaN order, the other side 0, is no order: the torch kernels' half
+    of the rule "a NaN order is no order", the C kernel's first pass the other. Exact for the
+    other orders: the sides themselves, a zero as +0.
+
+    Eager, each side by a threshold at 0 (0 for ``side <= 0``; a NaN passes) and its NaN made 0 in
+    place: two passes that cost about a quarter of the `where` with a scalar, not vectorised eager
+    on the CPU (benchmarks/RESULTS.md, "Signed orders and prices in place"). `fused` (under
+    torch.compile): from the signed ``buys - sells`` by two `where`s, fused into the loop that makes
+    the sides, so that the compiled step stores one [E, N] array for the fill's second loop, not
+    two (and inductor vectorises the `where`s, while it tests `nan_to_num`'s NaN lane by lane).
+    The kernels may work in place on what it gives (the flat rate does, eager)."""
+    if fused:
+        orders = buys - sells
+        return torch.where(orders < 0.0, -orders, 0.0), torch.where(orders > 0.0, orders, 0.0)
+    sells = torch.nn.functional.threshold(sells, 0.0, 0.0).nan_to_num_(nan=0.0, posinf=math.inf)
+    buys = torch.nn.functional.threshold(buys, 0.0, 0.0).nan_to_num_(nan=0.0, posinf=math.inf)
+    return sells, buys
 
 
 def _fill_flat(cash: Tensor, holdings: Tensor, sells: Tensor, buys: Tensor, price: Tensor, rules: FillRules) -> Fill:
-    """`fill_orders` at the flat commission rate per side, no other term on."""
-    sold_value = (sells * price).sum(-1)
+    """`fill_orders` at the flat commission rate per side, no other term on. Works in place on
+    `sells` and `buys` (tensors of this step, `order_sides`'): eager, each operation that fills a
+    new [E, N] tensor is one more allocation; compiled, the same loop either way."""
+    held = holdings - sells
+    sold_value = sells.mul_(price).sum(-1)  # `sells` is not read again
     sell_commission = sold_value * rules.sell_cost  # the rate is below 1: never more than the proceeds
     cash = cash + sold_value - sell_commission
-    buys, wanted = _flat_buys_within_cash(buys, price, cash, rules)
-    bought_value = (buys * price).sum(-1)
+    buys, wanted = _flat_buys_within_cash(buys, price, cash, rules, in_place=True)
+    holdings = held.add_(buys)
+    bought_value = buys.mul_(price).sum(-1)  # `buys` is not read again
     buy_commission = bought_value * rules.buy_cost
     left = cash - bought_value - buy_commission
     zero = torch.zeros_like(cash)
     return Fill(
         # the bill fits the cash up to rounding; only a debt owed before (a borrow fee) stays below 0
         cash=torch.maximum(left, cash.clamp_max(0.0)),
-        holdings=holdings - sells + buys,
+        holdings=holdings,
         traded=sold_value + bought_value,
         commission=sell_commission + buy_commission,
         spread=zero,
@@ -299,15 +322,18 @@ def _fill_flat(cash: Tensor, holdings: Tensor, sells: Tensor, buys: Tensor, pric
     )
 
 
-def _flat_buys_within_cash(buys: Tensor, price: Tensor, cash: Tensor, rules: FillRules) -> tuple[Tensor, Tensor]:
+def _flat_buys_within_cash(
+    buys: Tensor, price: Tensor, cash: Tensor, rules: FillRules, in_place: bool = False
+) -> tuple[Tensor, Tensor]:
     """`_buys_within_cash` at the flat rate per side: exact and linear, so the cash limit is one
-    division. Returns the buys and the value of the full orders, [E]."""
+    division. Returns the buys and the value of the full orders, [E]. `in_place`: the buys
+    overwrite `buys` (which the caller no longer needs)."""
     wanted = (buys * price).sum(-1)
     needed = wanted * (1.0 + rules.buy_cost)
     scale = torch.where(needed > cash, cash.clamp_min(0.0) / needed.clamp_min(1e-300), torch.ones_like(cash))
-    buys = buys * scale.unsqueeze(-1)
+    buys = buys.mul_(scale.unsqueeze(-1)) if in_place else buys * scale.unsqueeze(-1)
     if not rules.weights_mode:
-        buys = torch.floor(buys)
+        buys = buys.floor_()
     return buys, wanted
 
 
@@ -988,28 +1014,30 @@ def call_source() -> str:
             body.append(f"    {arg.name} = {arg.name}.contiguous()")
             call.append(f"{arg.name}.data_ptr()")
         elif arg.kind == "table":  # None where the term is off; stride 0 for a [1, N] row every bar shares
-            body.append(f"    {arg.name}, {arg.name}_stride = _table({arg.name})")
+            made = f"{arg.name} = {arg.name}.contiguous()"
+            stride = f"{arg.name}_stride = 0 if {arg.name}.shape[0] == 1 else {arg.name}.shape[1]"
+            if arg.term:
+                body += [
+                    f"    {arg.name}_stride = 0",
+                    f"    if {arg.name} is not None:",
+                    f"        {made}",
+                    f"        {stride}",
+                ]
+            else:
+                body += [f"    {made}", f"    {stride}"]
             pointer = (
                 f"{arg.name}.data_ptr()" if not arg.term else f"None if {arg.name} is None else {arg.name}.data_ptr()"
             )
             call += [pointer, f"{arg.name}_stride"]
-        elif arg.kind == "output":
+        elif arg.kind == "output":  # float64 on the CPU, as the orders (checked above): `new_empty` is the cheaper call
             shape = f"{orders}.shape" if arg.name == "holdings_out" else f"(len(OUTPUTS), {orders}.shape[0])"
-            body.append(f"    {arg.name} = torch.empty({shape}, dtype=torch.float64)")
+            body.append(f"    {arg.name} = {orders}.new_empty({shape})")
             call.append(f"{arg.name}.data_ptr()")
         else:
             call.append(arg.name)
     body.append(f"    native.fill_with_costs({', '.join(call)})")
     body.append(f"    return {', '.join(_OUTPUTS)}")
     return "\n".join(body) + "\n"
-
-
-def _table(table: Tensor | None) -> tuple[Tensor | None, int]:
-    """A market table made contiguous and its row stride: 0 for a [1, N] row that every bar shares."""
-    if table is None:
-        return None, 0
-    table = table.contiguous()
-    return table, 0 if table.shape[0] == 1 else table.shape[1]
 
 
 def _generated() -> Callable[..., tuple[Tensor, Tensor]]:

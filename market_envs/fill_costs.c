@@ -19,7 +19,9 @@
 
    The orders are one signed array [E, N], shares (+ bought, - sold): a stock is sold or bought,
    never both, so its sale is max(-order, 0) and its purchase max(order, 0), and a NaN order is
-   neither (no order; `order_sides` in fill.py is the same rule for the torch kernels).
+   neither (no order). fill.py's `fill_orders` forms the array as buys - sells from the env's two
+   sides (a NaN side gives a NaN order), and its `order_sides` is the same rule for the torch
+   kernels, which take the sides.
    The tables are read in place at each sub-environment's fill bar `bars[e]`: the open prices
    (float32, the panel's, widened to double exactly as torch's `.double()` does) and the market
    tables (half-spread, impact, fill cap; float64; a pointer may be NULL: term off). A table's row

@@ -400,14 +400,14 @@ def _rules(terms: int, kernel: str) -> fill.FillRules:
 
 
 def _fill_of(inputs: dict, kernel: str) -> fill.Fill:
-    """`fill.fill_orders` of `golden_inputs` through the signed interface, on `kernel`."""
+    """`fill.fill_orders` of `golden_inputs` (the sides; the C kernel takes them signed), on `kernel`."""
     terms = inputs["terms"]
     tables = fill.Market(inputs["half_spread"], inputs["impact"], inputs["fill_cap"])
-    orders = inputs["buys"] - inputs["sells"]
     return fill.fill_orders(
         inputs["cash"],
         inputs["holdings"],
-        orders,
+        inputs["sells"],
+        inputs["buys"],
         inputs["price"],
         inputs["open_prices"],
         tables,
@@ -418,9 +418,11 @@ def _fill_of(inputs: dict, kernel: str) -> fill.Fill:
 
 @pytest.mark.parametrize("terms", [0b01111, 0b11111, 0b00101, 0b11010])
 @pytest.mark.parametrize("kernel", ["eager", "fused"])
-def test_the_torch_kernels_take_signed_orders_bit_for_bit(terms, kernel):
-    """The torch kernels split the signed orders back into the sides they took before, exactly."""
+def test_the_torch_kernels_take_the_sides_through_fill_orders_bit_for_bit(terms, kernel):
+    """`fill_orders` hands the torch kernels the sides as they are (`order_sides`: exact), and
+    writes nothing into the caller's sides (the eager kernels work in place on their own copies)."""
     inputs = golden_inputs(terms)
+    sides = inputs["sells"].clone(), inputs["buys"].clone()
     rules = _rules(terms, kernel)
     market = fill.Market(
         *(
@@ -441,29 +443,39 @@ def test_the_torch_kernels_take_signed_orders_bit_for_bit(terms, kernel):
     got = _fill_of(inputs, kernel)
     for name, want, have in zip(fill.Fill._fields, expected, got, strict=True):
         assert torch.equal(have.view(torch.int64), want.view(torch.int64)), name
+    for before, after in zip(sides, (inputs["sells"], inputs["buys"]), strict=True):
+        assert torch.equal(before.view(torch.int64), after.view(torch.int64))
 
 
 @pytest.mark.parametrize("kernel", ["native", "eager", "fused", "flat"])
 def test_a_nan_order_is_no_order_in_every_kernel(kernel, request):
-    """A stock is sold or bought, never both: one signed order, whose NaN is neither side (as a NaN
-    action is no order). Rows with a NaN order fill as if that order were 0."""
+    """A stock is sold or bought, never both: a NaN on its side (the other 0), or on both, is no
+    order (as a NaN action is), whether the kernel takes the sides (flat, torch) or ``buys - sells``
+    (C). Rows with a NaN order fill as if that order were 0, and the caller's sides are not changed."""
     if kernel == "native":
         request.getfixturevalue("native_kernel")
     terms = 0b11111 if kernel != "flat" else 0b10000
     inputs = golden_inputs(terms)
     if kernel == "flat":
         inputs.update(half_spread=None, impact=None, fill_cap=None)
-    nan = torch.zeros_like(inputs["sells"], dtype=torch.bool)
-    nan[2, 3] = nan[5, 0] = nan[8, 6] = True
+    nan_buy, nan_sell = (torch.zeros_like(inputs["sells"], dtype=torch.bool) for _ in range(2))
+    nan_buy[2, 3] = nan_sell[5, 0] = nan_buy[8, 6] = nan_sell[8, 6] = True
+    nan = nan_buy | nan_sell
     zeroed = {**inputs, "sells": inputs["sells"].where(~nan, 0.0), "buys": inputs["buys"].where(~nan, 0.0)}
-    with_nan = {**zeroed, "buys": zeroed["buys"].where(~nan, float("nan"))}  # buys - sells: NaN
+    with_nan = {
+        **zeroed,
+        "sells": zeroed["sells"].where(~nan_sell, float("nan")),
+        "buys": zeroed["buys"].where(~nan_buy, float("nan")),
+    }
+    given = with_nan["sells"].clone(), with_nan["buys"].clone()
     if kernel == "flat":
         rules = fill.fill_rules(CostModel(), 0.001, 0.002, True, torch.device("cpu"), fused=False)
         expected, got = (
             fill.fill_orders(
                 x["cash"],
                 x["holdings"],
-                x["buys"] - x["sells"],
+                x["sells"],
+                x["buys"],
                 x["price"],
                 x["open_prices"],
                 fill.Market(None, None, None),
@@ -477,6 +489,9 @@ def test_a_nan_order_is_no_order_in_every_kernel(kernel, request):
     for name, want, have in zip(fill.Fill._fields, expected, got, strict=True):
         assert not have.isnan().any(), name
         assert torch.equal(have, want), name
+    assert float(expected.traded.sum()) > 0  # the other orders filled
+    for before, after in zip(given, (with_nan["sells"], with_nan["buys"]), strict=True):
+        assert torch.equal(before.isnan(), after.isnan()) and torch.equal(before.nan_to_num(), after.nan_to_num())
 
 
 def test_a_panel_whose_opens_are_not_float32_takes_the_torch_kernels(native_kernel):
