@@ -1,0 +1,164 @@
+"""`BacktestConfig.workers`: the policies' group cut into shards run by forked worker processes
+(`trader.backtesting.shards`) gives the same backtest as one process.
+
+Every output is compared exactly (metrics, series, positions, trades, costs, breakeven,
+evidence): each policy's sub-environment is independent and every operation of a bar is row by
+row, so a shard computes its rows as the whole group does. The chunked path runs with
+``torch.compile`` replaced by the identity (as in tests/test_rollout.py); the slow test runs the
+real compiler, whose kernels for a shard of 4 rows and a group of 8 sum each row in the same order
+(the features' product is a matrix product whose columns are the policies' units: the sum over the
+features, per column, does not depend on how many columns there are).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from market_fixtures import random_panel
+
+from market_envs.costs import CostModel
+from market_envs.env import EnvConfig, StockTradingVecEnv
+from trader.agents import make_agent, make_config
+from trader.agents.program import agents_program, stack_params, take_rows
+from trader.backtesting import BacktestConfig, PolicyPopulation, agents_population, run_backtest
+from trader.backtesting.engine import Book
+from trader.backtesting.shards import split_rows
+from trader.errors import ConfigError
+
+COSTS = CostModel(commission_per_share=0.005, commission_min=1.0, spread_model="high_low", participation=0.05)
+RULES = EnvConfig(action_mode="weights", short_selling=True, return_windows=(5,), initial_cash=100_000.0)
+_RAW = random_panel(n_tickers=4, n_bars=301, seed=7)
+PANEL = _RAW.with_normalization(*_RAW.fit_normalization())  # statistics of its own: no look-ahead warning
+
+
+@pytest.fixture
+def traced(monkeypatch):
+    """torch.compile as the identity: the chunked path's Python, run eagerly."""
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)
+
+
+def _mlps(count: int, seed: int = 0) -> PolicyPopulation:
+    env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
+    torch.manual_seed(seed)
+    nets = {
+        f"p{k}": torch.nn.Sequential(
+            torch.nn.Linear(env.obs_dim, 16), torch.nn.Tanh(), torch.nn.Linear(16, env.act_dim), torch.nn.Tanh()
+        )
+        for k in range(count)
+    }
+    return PolicyPopulation.from_modules(nets)
+
+
+def _agents(count: int, network: str) -> dict:
+    env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
+    config = make_config("ppo", {"network": network, "hidden_sizes": (16, 16)})
+    agents = {}
+    for k in range(count):
+        agent = make_agent("ppo", env.obs_dim, env.act_dim, config, seed=k)
+        agent.normalizer.update(torch.randn(64, env.obs_dim, generator=torch.Generator().manual_seed(k)) * 3.0)
+        agents[f"a{k}"] = agent
+    return agents
+
+
+def _assert_same(one, many) -> None:
+    """Every output of two backtests equal, exactly."""
+    assert list(one.series) == list(many.series)
+    assert one.metrics.equals(many.metrics)
+    for name in one.series:
+        assert one.series[name].equals(many.series[name]), name
+        assert one.positions[name].equals(many.positions[name]), name
+    assert one.trades.keys() == many.trades.keys()  # the fills, where the positions of every bar are kept
+    for name in one.trades:
+        assert one.trades[name].equals(many.trades[name]), name
+    assert one.costs == many.costs
+    assert one.breakeven == many.breakeven
+    assert one.daily_returns.equals(many.daily_returns)
+    assert one.config == many.config  # workers is how it ran, not what it traded
+
+
+def test_split_rows_cuts_consecutive_ranges_of_near_equal_size() -> None:
+    assert split_rows(64, 2) == [(0, 32), (32, 64)]
+    assert split_rows(7, 3) == [(0, 3), (3, 5), (5, 7)]
+    assert split_rows(2, 2) == [(0, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("network", ["mlp", "per_stock"])
+def test_take_rows_is_the_inverse_of_stack_params(network: str) -> None:
+    """Cut into rows [0, 2) and [2, 5), then stacked again: the same params (normalised agents, whose
+    features' weights are per policy, and a population of plain MLPs, laid out [features, S, units])."""
+    built = [agents_program(list(_agents(5, network).values()))]
+    if network == "mlp":
+        built.append(_mlps(5).program)
+    for program, params in built:
+        parts = [take_rows(program, params, 0, 2), take_rows(program, params, 2, 5)]
+        again = stack_params(program, parts)
+        flat, want = torch.utils._pytree.tree_flatten(again)[0], torch.utils._pytree.tree_flatten(params)[0]
+        assert len(flat) == len(want) and all(torch.equal(a, b) for a, b in zip(flat, want, strict=True))
+        leaves = torch.utils._pytree.tree_flatten(parts[0])[0]
+        assert all(leaf.is_contiguous() for leaf in leaves)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_sharded_backtest_equals_one_process(traced, workers: int) -> None:
+    """A population of 7 MLPs (shards of 4 and 3 rows, or 3, 2 and 2), the baselines, one policy from a
+    starting book (in the last shard: its row within the shard), the positions of every bar (the trades)
+    and the breakeven multiples (their policies' groups cut too)."""
+    population = _mlps(7)
+    book = Book(cash=40_000.0, holdings=(100.0, 0.0, 50.0, 0.0), value=100_000.0)
+    config = BacktestConfig(
+        tear_sheet=False, compile=True, policy_env=RULES, costs=COSTS, cost_multiples=(0.0, 2.0), record_positions="bar"
+    )
+    one = run_backtest(PANEL, {"mlp": population}, config=config, initial_books={"p6": book})
+    many = run_backtest(PANEL, {"mlp": population}, config=replace(config, workers=workers), initial_books={"p6": book})
+    _assert_same(one, many)
+    assert not one.series["p6"]["value"].equals(one.series["p5"]["value"])
+
+
+def test_sharded_backtest_of_per_stock_agents_equals_one_process(traced) -> None:
+    """The market preset's network (per-stock encoders, normalised observations), 6 agents as one program."""
+    population = agents_population(_agents(6, "per_stock"))
+    config = BacktestConfig(tear_sheet=False, compile=True, policy_env=RULES, costs=COSTS, record_positions="day")
+    one = run_backtest(PANEL, {"ppo": population}, config=config)
+    many = run_backtest(PANEL, {"ppo": population}, config=replace(config, workers=2))
+    _assert_same(one, many)
+
+
+def test_a_failure_in_a_worker_is_raised_with_its_traceback(traced, monkeypatch) -> None:
+    from trader.backtesting import engine
+
+    parent, run = os.getpid(), engine._run_chunked
+
+    def failing(*args, **kwargs):
+        if os.getpid() != parent:
+            raise ValueError("broken in the worker")
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_run_chunked", failing)
+    config = BacktestConfig(tear_sheet=False, compile=True, policy_env=RULES, workers=2)
+    with pytest.raises(RuntimeError, match="(?s)worker process failed.*ValueError: broken in the worker"):
+        run_backtest(PANEL.take(slice(0, 40)), {"mlp": _mlps(6)}, baselines=[], config=config)
+
+
+def test_workers_are_checked() -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match="workers must be an integer"):
+            BacktestConfig(workers=bad)
+    with pytest.raises(ConfigError, match="compile=True"):
+        BacktestConfig(workers=2)
+    with pytest.raises(ConfigError, match="CPU only"):
+        run_backtest(PANEL, {}, config=BacktestConfig(compile=True, workers=2), device="meta")
+
+
+@pytest.mark.slow
+def test_compiled_sharded_backtest_equals_one_process() -> None:
+    """The real compiler: shards of 4 rows against the group of 8, the same numbers."""
+    population = _mlps(8, seed=3)
+    config = BacktestConfig(tear_sheet=False, compile=True, policy_env=RULES, costs=COSTS, record_positions="bar")
+    one = run_backtest(PANEL, {"mlp": population}, config=config)
+    many = run_backtest(PANEL, {"mlp": population}, config=replace(config, workers=2))
+    _assert_same(one, many)
+    np.testing.assert_array_equal(one.metrics["sharpe_ratio"], many.metrics["sharpe_ratio"])
