@@ -2,12 +2,16 @@
 (`trader.backtesting.shards`) gives the same backtest as one process.
 
 Every output is compared exactly (metrics, series, positions, trades, costs, breakeven,
-evidence): each policy's sub-environment is independent and every operation of a bar is row by
-row, so a shard computes its rows as the whole group does. The chunked path runs with
-``torch.compile`` replaced by the identity (as in tests/test_rollout.py); the slow test runs the
-real compiler, whose kernels for a shard of 4 rows and a group of 8 sum each row in the same order
-(the features' product is a matrix product whose columns are the policies' units: the sum over the
-features, per column, does not depend on how many columns there are).
+daily returns), no tolerance: each policy's sub-environment is independent and every operation of
+a bar is row by row, so a shard computes its rows as the whole group does. The one product whose
+size changes with the shard is the features' (`PolicyProgram.prepare`, eager, outside the compiled
+chunk: [bars, features] x [features, policies x units]); its sum over the features, per output
+column, does not depend on how many columns there are, on this CPU's BLAS. Should another BLAS block
+it otherwise, these tests fail and say so. The chunked path runs with ``torch.compile`` replaced by
+the identity (as in tests/test_rollout.py); the slow test runs the real compiler (a shard of 4 rows,
+C++ wrapper, against the group of 8). Checked beside these, not kept as a test (minutes of compile):
+64 MLPs over 100 tickers, 400 minute bars, compiled, 2 workers against 1: every series, position and
+trade list equal.
 """
 
 from __future__ import annotations
