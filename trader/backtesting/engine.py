@@ -99,8 +99,11 @@ class BacktestConfig:
         CPU, each group of more than `market_envs.rollout.CPP_WRAPPER_MAX_ENVS` policies run as one
         program (a population, checkpoints of one architecture) is cut into ``workers`` shards of
         consecutive rows; shard 0 runs in this process beside the small groups (the baselines'), each
-        other in a forked worker process, all at once. The results equal one process's (each policy's
-        sub-environment is independent; tests/test_backtest_shards.py). Default 1: a backtest is often one
+        other in a forked worker process, all at once. The results are one process's (each policy's
+        sub-environment is independent): bit for bit where the chunks run eagerly and at the benchmark's
+        scale compiled (64 MLPs, shards of 32); compiled, a chunk is specialised on its rows, and on a
+        small fixture (shards of 4 against 8) the decisions came out a float32 last bit apart, the
+        values 1e-8 relative (tests/test_backtest_shards.py). Default 1: a backtest is often one
         of several jobs on a machine (a tournament's workers, a walk-forward's folds) and each process
         keeps to one torch thread; ask for more where the cores are free, at most ``os.cpu_count()``
         (benchmarks/backtest_speed.py ``--workers``). Each worker costs a fork (its memory is this
