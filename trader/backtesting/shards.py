@@ -86,6 +86,7 @@ def run_forked(children: Sequence[Callable[[], None]], here: Callable[[], None])
                 code = 0
                 try:
                     os.close(read)
+                    _compile_in_this_thread()
                     work()
                 except BaseException:  # noqa: BLE001 - every failure, exit included, goes back to the parent
                     code = 1
@@ -105,6 +106,16 @@ def run_forked(children: Sequence[Callable[[], None]], here: Callable[[], None])
     failures = _wait(started)
     if failures:
         raise RuntimeError("a backtest worker process failed:\n" + "\n".join(failures))
+
+
+def _compile_in_this_thread() -> None:
+    """In a forked child: compile without inductor's thread pool. torch keeps that pool
+    (``AsyncCompile.pool``, torch 2.13) across a fork, with threads that exist only in the parent: a
+    child that compiles a chunk through it waits forever (seen with per-stock networks, whose parent had
+    compiled the whole group's chunk before forking). One compile thread runs each job in the caller."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.compile_threads = 1
 
 
 def _wait(started: list[tuple[int, int]]) -> list[str]:
