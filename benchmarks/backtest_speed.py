@@ -23,6 +23,11 @@ each group many bars per compiled call (`market_envs.rollout`). Both with `--com
 session, then the timed run), CPU seconds beside wall seconds, peak RSS growth of each
 path (`ru_maxrss` after it, less before it; the old path runs first), and the largest
 difference of the two paths' final values.
+
+`--workers 2` (default 1): the backtest's policies' group cut into 2 shards, the second run by a
+forked worker process (`BacktestConfig.workers`, `trader.backtesting.shards`), the baselines beside
+them in this one. The CPU seconds are then this process's and its workers' together (the "of which
+workers" column: the workers' alone, `RUSAGE_CHILDREN`); the wall seconds are the backtest's time.
 """
 
 from __future__ import annotations
@@ -110,13 +115,31 @@ def run_path(path: str, data: MarketData, policies: dict, config: BacktestConfig
         run_backtest(data.take(slice(0, BARS_PER_SESSION)), policies, period="all", config=config, device=device)
         warm = time.perf_counter() - start
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        children = _children_cpu()
         start, cpu = time.perf_counter(), time.process_time()
         result = run_backtest(data, policies, period="all", config=config, device=device)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        workers_cpu = _children_cpu() - children
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     finally:
         engine._group_program = original
-    return {"path": path, "warm": warm, "seconds": seconds, "cpu": cpu, "peak_mb": peak / 1024, "result": result}
+    return {
+        "path": path,
+        "warm": warm,
+        "seconds": seconds,
+        "cpu": cpu + workers_cpu,
+        "workers_cpu": workers_cpu,
+        "peak_mb": peak / 1024,
+        "result": result,
+    }
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's ended children (a sharded backtest's worker processes)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def setup(args: argparse.Namespace) -> tuple[MarketData, dict, BacktestConfig]:
@@ -135,7 +158,11 @@ def setup(args: argparse.Namespace) -> tuple[MarketData, dict, BacktestConfig]:
         nets = {f"p{k:02d}": mlp_policy(obs_dim, args.tickers, k).to(args.device) for k in range(args.policies)}
         policies = {"mlp": PolicyPopulation.from_modules(nets)}
     config = BacktestConfig(
-        record_positions="day", tear_sheet=False, compile=True, **({"policy_env": rules} if rules is not None else {})
+        record_positions="day",
+        tear_sheet=False,
+        compile=True,
+        workers=args.workers,
+        **({"policy_env": rules} if rules is not None else {}),
     )
     return data, policies, config
 
@@ -147,17 +174,21 @@ def compare_paths(args: argparse.Namespace) -> None:
     print(
         f"{args.days} sessions x {BARS_PER_SESSION} bars = {data.num_bars:,} bars, {args.tickers} tickers, "
         f"{args.policies} {args.network} policies + baselines; torch {torch.__version__}, 1 thread, {args.device}; "
-        f"load {os.getloadavg()[0]:.2f}\n"
+        f"{args.workers} process(es); load {os.getloadavg()[0]:.2f}\n"
     )
-    print("| path | warm-up s (1 session, compile) | backtest s | CPU s | bars/s | peak RSS growth MB | load after |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| path | workers | warm-up s (1 session, compile) | backtest s | CPU s | of which workers | bars/s "
+        "| peak RSS growth MB | load after |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     finals = {}
     for path in args.paths.split(","):
         row = run_path(path, data, policies, config, args.device)
         finals[path] = pd.DataFrame({n: s["value"] for n, s in row["result"].series.items()}).iloc[-1]
         print(
-            f"| {path} | {row['warm']:.1f} | {row['seconds']:.1f} | {row['cpu']:.1f} | "
-            f"{data.num_bars / row['seconds']:,.0f} | {row['peak_mb']:.0f} | {os.getloadavg()[0]:.2f} |",
+            f"| {path} | {args.workers} | {row['warm']:.1f} | {row['seconds']:.1f} | {row['cpu']:.1f} | "
+            f"{row['workers_cpu']:.1f} | {data.num_bars / row['seconds']:,.0f} | {row['peak_mb']:.0f} | "
+            f"{os.getloadavg()[0]:.2f} |",
             flush=True,
         )
     if len(finals) == 2:
@@ -323,6 +354,12 @@ def main() -> None:
     )
     parser.add_argument("--network", choices=("mlp", "per_stock"), default="mlp")
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes running the backtest (BacktestConfig.workers): the policies' group cut into this many shards",
+    )
+    parser.add_argument(
         "--parts",
         action="store_true",
         help="time the chunked backtest's parts alone (env step, policies, fixed costs per chunk) instead",
@@ -345,7 +382,7 @@ def main() -> None:
     obs_dim = 1 + args.tickers * (1 + len(FEATURE_NAMES))
     nets = {f"p{k:02d}": mlp_policy(obs_dim, args.tickers, k).to(args.device) for k in range(args.policies)}
     policies = {"mlp": PolicyPopulation.from_modules(nets)} if args.mode == "population" else nets
-    config = BacktestConfig(record_positions="day", tear_sheet=False, compile=args.compile)
+    config = BacktestConfig(record_positions="day", tear_sheet=False, compile=args.compile, workers=args.workers)
 
     start = time.perf_counter()
     result = run_backtest(data, policies, period="all", config=config, device=args.device)

@@ -164,6 +164,21 @@ def stack_params(program: PolicyProgram, params: Sequence[dict[str, Any]]) -> di
     return out
 
 
+def take_rows(program: PolicyProgram, params: dict[str, Any], start: int, stop: int) -> dict[str, Any]:
+    """The params of policies [start, stop) of a program's stacked params (the inverse of `stack_params`):
+    a backtest's shard of its policies' group, decided in a worker process of its own
+    (`trader.backtesting.shards`). Contiguous copies, laid out as a program of their own holds them."""
+
+    def rows(key: str, tensor: Tensor) -> Tensor:
+        along = 1 if key == "first_features" and program.trunk == "mlp" and not program.normalize else 0
+        return tensor.narrow(along, start, stop - start).contiguous()
+
+    return {
+        key: [rows(key, t) for t in value] if isinstance(value, list) else rows(key, value)
+        for key, value in params.items()
+    }
+
+
 def _stack(tensors: Sequence[Tensor]) -> Tensor:
     return torch.stack([t.detach() for t in tensors]).contiguous()
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -44,11 +44,12 @@ from market_envs.data import DataError, MarketData
 from market_envs.data.membership import period_membership
 from market_envs.devices import resolve_device
 from market_envs.env import EnvConfig, StockTradingVecEnv
-from market_envs.rollout import gross_value
+from market_envs.rollout import CPP_WRAPPER_MAX_ENVS, gross_value
 from trader import metrics, rundir
 from trader.backtesting.evidence import strategy_evidence
 from trader.backtesting.periods import load_dataset, require_bars, select_period
 from trader.backtesting.result import BacktestResult, PeriodInfo, StrategyInfo
+from trader.backtesting.shards import check_workers, run_forked, shared_zeros, split_rows
 from trader.backtesting.strategies import (
     BASELINE_MAX_SHARES,
     Account,
@@ -94,6 +95,19 @@ class BacktestConfig:
         (action mode, max_shares, features, ...); checkpoints whose sidecar holds
         an ``env_config`` use theirs (unless `recorded_rules` is False). Cash, costs (rates and
         `CostModel`) and the deterministic full-period mode are always the backtest's.
+    :param workers: processes that run the backtest (`trader.backtesting.shards`): with ``compile``, on a
+        CPU, each group of more than `market_envs.rollout.CPP_WRAPPER_MAX_ENVS` policies run as one
+        program (a population, checkpoints of one architecture) is cut into ``workers`` shards of
+        consecutive rows; shard 0 runs in this process beside the small groups (the baselines'), each
+        other in a forked worker process, all at once. The results are one process's (each policy's
+        sub-environment is independent): bit for bit where the chunks run eagerly and at the benchmark's
+        scale compiled (64 MLPs, shards of 32); compiled, a chunk is specialised on its rows, and on a
+        small fixture (shards of 4 against 8) the decisions came out a float32 last bit apart, the
+        values 1e-8 relative (tests/test_backtest_shards.py). Default 1: a backtest is often one
+        of several jobs on a machine (a tournament's workers, a walk-forward's folds) and each process
+        keeps to one torch thread; ask for more where the cores are free, at most ``os.cpu_count()``
+        (benchmarks/backtest_speed.py ``--workers``). Each worker costs a fork (its memory is this
+        process's, copied on write) and, the first time in a session, the compile of its shard's chunk.
     :param recorded_rules: True: each checkpoint trades under the rules its files record (its
         sidecar, else its run's config.toml). False: checkpoints trade under `policy_env` and no
         recorded rules are read: the caller holds the rules they were trained under (a
@@ -121,6 +135,7 @@ class BacktestConfig:
     cost_model: str | None = None
     cost_multiples: tuple[float, ...] = ()
     recorded_rules: bool = True
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.costs, Mapping):
@@ -133,6 +148,10 @@ class BacktestConfig:
         ):
             raise ConfigError(f"BacktestConfig.cost_multiples must be numbers >= 0, got {multiples!r}")
         object.__setattr__(self, "cost_multiples", tuple(sorted({float(k) for k in multiples})))
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ConfigError(f"BacktestConfig.workers must be an integer >= 1, got {self.workers!r}")
+        if self.workers > 1 and not self.compile:
+            raise ConfigError("BacktestConfig.workers > 1 cuts the groups of a compiled backtest; set compile=True")
         if self.record_positions not in ("bar", "day"):
             raise ConfigError(f"BacktestConfig.record_positions must be 'bar' or 'day', got {self.record_positions!r}")
         if not isinstance(self.policy_env, EnvConfig):
@@ -184,6 +203,7 @@ class BacktestConfig:
         """JSON-able form; ``policy_env`` as the rules in force (the backtest's cash, costs and mode)."""
         values = asdict(self)
         values.pop("compile")  # how fast it ran, not what it traded
+        values.pop("workers")  # how fast it ran, not what it traded
         values.pop("recorded_rules")  # where the rules were read, not what they are: policy_env says that
         rules = asdict(self.env_config(self.policy_env))
         values["policy_env"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in rules.items()}
@@ -303,6 +323,7 @@ def run_backtest(
     """
     config = config or BacktestConfig()
     device = resolve_device(device)
+    check_workers(config.workers, device)
     if isinstance(data, (str, os.PathLike)):
         data = load_dataset(str(data))
         period = "test" if period is None else period
@@ -327,6 +348,7 @@ def run_backtest(
         device,
         positions_of=len(groups),
         chunked=config.compile,
+        workers=config.workers,
     )
     result = _assemble(panel, period_name, groups, records[: len(groups)], config)
     if config.record_positions == "bar":
@@ -782,40 +804,117 @@ def _simulate(
     device: torch.device,
     positions_of: int | None = None,
     chunked: bool = False,
+    workers: int = 1,
 ) -> list[_Records]:
     """Step every group's env from the first bar to the last; return the records.
 
     Positions are kept for the first `positions_of` groups (None: all). `chunked`: a group
     whose every strategy has a program runs many bars per compiled call (`_run_chunked`);
-    the others, and all without `chunked`, bar by bar (`_advance`)."""
+    the others, and all without `chunked`, bar by bar (`_advance`). `workers` > 1 (with
+    `chunked`): the large chunked groups are cut into that many shards, shard 0 run here
+    beside the other groups, each other shard in a forked worker process
+    (`trader.backtesting.shards`)."""
     num_bars = len(timestamps)
     new_day_next, session_ends = _session_flags(timestamps)
     recorded = np.arange(num_bars) if record_positions == "bar" else session_ends
     slot_of = {int(t): k for k, t in enumerate(recorded)}
     keep = len(groups) if positions_of is None else positions_of
-    records = [_start(g, num_bars, len(recorded) if k < keep else None, device) for k, g in enumerate(groups)]
+    small = CPP_WRAPPER_MAX_ENVS  # groups of this many rows or fewer are never cut (`_shards`)
+    records = [
+        _start(g, num_bars, len(recorded) if k < keep else None, device, shared=workers > 1 and g.env.num_envs > small)
+        for k, g in enumerate(groups)
+    ]
     observations = [obs for _, obs in records]
     if 0 in slot_of:  # bar 0's record is the start: all cash, or each member's book
         for g, (rec, _) in zip(groups, records):
             if rec.positions is not None:
                 rec.positions[slot_of[0]] = g.env.holdings
     by_bar = list(range(len(groups)))
+    jobs: list[list[Callable[[], None]]] = [[] for _ in range(workers)]  # per process: this one, the workers
     if chunked:
         calendar = torch.tensor(new_day_next, dtype=torch.bool, device=device)
         programs = [_group_program(g, observations[k], calendar, new_day_next[0]) for k, g in enumerate(groups)]
         for k, g in enumerate(groups):
-            if programs[k] is not None:
-                _run_chunked(g, programs[k], observations[k], records[k][0], slot_of)
+            if programs[k] is None:
+                continue
+            pieces = _shards(g, programs[k], workers) if workers > 1 else None
+            if pieces is None:
+                jobs[0].append(functools.partial(_run_chunked, g, programs[k], observations[k], records[k][0], slot_of))
+                continue
+            for w, (start, stop, shard, built) in enumerate(pieces):
+                jobs[w].append(functools.partial(_run_shard, shard, built, records[k][0], start, stop, slot_of))
         by_bar = [k for k in by_bar if programs[k] is None]
-    ruined = [torch.zeros(g.env.num_envs, dtype=torch.bool, device=device) for g in groups]
-    for t in range(num_bars - 1) if by_bar else ():
-        slot = slot_of.get(t + 1)
-        for k in by_bar:
-            g = groups[k]
-            observations[k], ruined[k] = _advance(
-                g, observations[k], records[k][0], ruined[k], t, new_day_next[t], slot
-            )
+
+    def here() -> None:
+        for job in jobs[0]:
+            job()
+        ruined = [torch.zeros(g.env.num_envs, dtype=torch.bool, device=device) for g in groups]
+        for t in range(num_bars - 1) if by_bar else ():
+            slot = slot_of.get(t + 1)
+            for k in by_bar:
+                g = groups[k]
+                observations[k], ruined[k] = _advance(
+                    g, observations[k], records[k][0], ruined[k], t, new_day_next[t], slot
+                )
+
+    run_forked([functools.partial(_run_all, part) for part in jobs[1:] if part], here)
     return [rec for rec, _ in records]
+
+
+def _run_all(jobs: Sequence[Callable[[], None]]) -> None:
+    for job in jobs:
+        job()
+
+
+def _shards(
+    group: _Group, built: tuple[_GroupProgram, tuple], workers: int
+) -> list[tuple[int, int, _Group, tuple[_GroupProgram, tuple]]] | None:
+    """The group cut into `workers` shards of consecutive rows (`shards.split_rows`), each a group of
+    its own with its env and its rows of the params: (start, stop, shard, its program and params); None
+    when it stays whole: a group of at most `CPP_WRAPPER_MAX_ENVS` rows (its time is the chunk's fixed
+    cost, which a cut does not divide) or with a part that is not a `PolicyProgram` (whose params
+    `take_rows` cuts)."""
+    from trader.agents.program import PolicyProgram, take_rows
+
+    program, params = built
+    rows = group.env.num_envs
+    if rows <= CPP_WRAPPER_MAX_ENVS or not all(isinstance(part, PolicyProgram) for part, _, _ in program.parts):
+        return None
+    pieces = []
+    with torch.random.fork_rng(devices=[]):  # an env seeds its generator from the global one: leave it as it was
+        for start, stop in split_rows(rows, min(workers, rows)):
+            parts, cut = [], []
+            for (part, first, last), param in zip(program.parts, params, strict=True):
+                low, high = max(first, start), min(last, stop)
+                if low < high:
+                    parts.append((part, low - start, high - start))
+                    cut.append(take_rows(part, param, low - first, high - first))
+            members = [replace(m, row=m.row - start) for m in group.members[start:stop]]
+            shard = _Group(data=group.data, rules=group.rules, members=members, close=group.close)
+            shard.env = StockTradingVecEnv(
+                group.data,
+                num_envs=stop - start,
+                device=group.env.device,
+                config=group.rules,
+                compile=group.env.compiled,
+            )
+            pieces.append((start, stop, shard, (_GroupProgram(tuple(parts)), tuple(cut))))
+    return pieces
+
+
+def _run_shard(
+    shard: _Group,
+    built: tuple[_GroupProgram, tuple],
+    records: _Records,
+    start: int,
+    stop: int,
+    slot_of: dict[int, int],
+) -> None:
+    """The shard's pass (`_run_chunked`), recorded into rows [start, stop) of its group's records."""
+    rows = _Records(
+        records.bars[:, :, start:stop], None if records.positions is None else records.positions[:, start:stop]
+    )
+    _run_chunked(shard, built, _reset(shard), rows, slot_of)
 
 
 @dataclass(frozen=True)
@@ -948,9 +1047,8 @@ def _run_chunked(
     Rollout(env, program, record=record).run(params, obs, on_chunk=keep)
 
 
-def _start(group: _Group, num_bars: int, num_slots: int | None, device: torch.device) -> tuple[_Records, Tensor]:
-    """Reset the group's env (members with a `Book` start from it), allocate its
-    records, record bar 0 (all cash, or the book marked at its close)."""
+def _reset(group: _Group) -> Tensor:
+    """Reset the group's env (members with a `Book` start from it); the first observation."""
     env = group.env
     e, n = env.num_envs, env.num_stocks
     books = [m.book for m in group.members]
@@ -965,8 +1063,24 @@ def _start(group: _Group, num_bars: int, num_slots: int | None, device: torch.de
         )
     else:
         obs, _ = env.reset()
-    bars = torch.zeros((len(RECORDED), num_bars, e), dtype=torch.float64, device=device)
-    positions = None if num_slots is None else torch.zeros((num_slots, e, n), dtype=torch.float64, device=device)
+    return obs
+
+
+def _start(
+    group: _Group, num_bars: int, num_slots: int | None, device: torch.device, shared: bool = False
+) -> tuple[_Records, Tensor]:
+    """Reset the group's env (`_reset`), allocate its records (in shared memory when `shared`: worker
+    processes write shards of them, `trader.backtesting.shards`), record bar 0 (all cash, or the book
+    marked at its close)."""
+    env = group.env
+    e, n = env.num_envs, env.num_stocks
+    obs = _reset(group)
+
+    def zeros(*shape: int) -> Tensor:
+        return shared_zeros(shape, torch.float64) if shared else torch.zeros(shape, dtype=torch.float64, device=device)
+
+    bars = zeros(len(RECORDED), num_bars, e)
+    positions = None if num_slots is None else zeros(num_slots, e, n)
     records = _Records(bars, positions)
     records.bars[RECORDED.index("value"), 0] = env.value
     records.bars[RECORDED.index("cash"), 0] = env.cash
