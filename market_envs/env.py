@@ -621,7 +621,7 @@ def rate_actions(rates: Tensor) -> Tensor:
 
 def _read_actions(actions: Tensor, rules: _Rules, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
     """The actions as the orders read them, new tensors of `dtype`: the aims' (or the shares') block
-    [E, N], clipped to [-1, 1] with NaN as 0 (`_clean_actions`), and with `EnvConfig.rate_action`
+    [E, N], clipped to [-1, 1] with NaN as 0 (`clean_actions`), and with `EnvConfig.rate_action`
     each stock's trade rate [E, N], `policy_rates` of the second block cleaned alike (a NaN rate
     action counts as 0: rate 0.25); None without it.
 
@@ -632,8 +632,8 @@ def _read_actions(actions: Tensor, rules: _Rules, dtype: torch.dtype) -> tuple[T
     (Cleaning and converting both blocks at once, the aims a view, measured no faster on the
     quiet grid of 2026-11-27 and slower compiled with every cost term: benchmarks/RESULTS.md.)"""
     if not rules.rate_action:
-        return _clean_actions(actions, dtype), None
-    aims, rates = _clean_actions(actions, actions.dtype).chunk(2, dim=-1)  # the one cleaning rule, no conversion
+        return clean_actions(actions, dtype), None
+    aims, rates = clean_actions(actions, actions.dtype).chunk(2, dim=-1)  # the one cleaning rule, no conversion
     return aims.to(dtype, copy=True), policy_rates(rates, dtype)
 
 
@@ -732,7 +732,7 @@ def _pace_of(config: EnvConfig, rules: _Rules, rows: int, device: torch.device) 
     )
 
 
-def _clean_actions(actions: Tensor, dtype: torch.dtype) -> Tensor:
+def clean_actions(actions: Tensor, dtype: torch.dtype) -> Tensor:
     """Actions clipped to [-1, 1], NaN as 0 (no order), a new tensor of `dtype`: checking them would
     cost a sync. Cleaned in the actions' own dtype, then converted (the same values: the clip's
     bounds and every float32 are exact in float64); three passes, two of them over float32.

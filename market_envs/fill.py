@@ -1,7 +1,7 @@
 """The fill with its costs, for every device: the one home of the rule.
 
-A step's orders (sells and buys in shares, after the env's masks) settle here at the fill price: the participation cap, then the sales, then the buys within the cash,
-charging every term of
+A step's orders (sells and buys in shares, after the env's masks) settle here at the fill
+price: the participation cap, then the sales, then the buys within the cash, charging every term of
 `market_envs.costs.CostModel` (`market_envs.env`'s module docstring states the rules in words;
 `tests/reference_env.py` is the plain scalar version that the tests hold this one to). The
 step calls one function, `fill_orders`, which picks the implementation:

@@ -15,7 +15,7 @@ from reference_env import ReferenceEnv
 
 from market_envs import EnvConfig, StockTradingVecEnv, fill
 from market_envs.costs import CostModel
-from market_envs.env import _clean_actions, return_tstat_table, turbulence_index
+from market_envs.env import clean_actions, return_tstat_table, turbulence_index
 from trader.errors import ConfigError, UserError
 
 PANEL = random_panel(n_tickers=4, n_bars=90, seed=7, gap_prob=0.05)
@@ -335,7 +335,7 @@ def test_nan_actions_place_no_order_and_out_of_range_actions_are_clipped():
 
 
 def test_compiled_cleaning_of_the_actions_equals_eager_bit_for_bit():
-    """Compiled, `_clean_actions` finds NaN as ``a != a`` (inductor vectorizes the comparison, where it
+    """Compiled, `clean_actions` finds NaN as ``a != a`` (inductor vectorizes the comparison, where it
     tests ``isnan`` one element at a time) and leaves +-inf to the clip; its float64 bits, signed
     zeros included, are eager's (nan_to_num, then the clip)."""
     odd = torch.tensor(
@@ -344,8 +344,8 @@ def test_compiled_cleaning_of_the_actions_equals_eager_bit_for_bit():
     pick = torch.randint(0, len(odd), (7, 2, 11), generator=torch.Generator().manual_seed(2))
     actions = odd[pick].reshape(7, 22)
     assert actions.isnan().any() and actions.isinf().any()
-    compiled = torch.compile(lambda a: _clean_actions(a, torch.float64), dynamic=False)
-    expected = _clean_actions(actions, torch.float64)
+    compiled = torch.compile(lambda a: clean_actions(a, torch.float64), dynamic=False)
+    expected = clean_actions(actions, torch.float64)
     assert torch.equal(compiled(actions).view(torch.int64), expected.view(torch.int64))
     assert torch.equal(
         compiled(actions[:, 1::2]).view(torch.int64), expected[:, 1::2].view(torch.int64)
