@@ -40,6 +40,7 @@ import os
 import statistics
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -288,9 +289,12 @@ def main() -> None:
     args = parser.parse_args()
     rows = [row for path in args.with_rows for row in json.loads(Path(path).read_text())]
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    repeated = sorted({row["seed"] for row in rows} & set(seeds)) or len({r["seed"] for r in rows}) < len(rows)
+    counts = Counter([row["seed"] for row in rows] + list(seeds))
+    repeated = sorted(seed for seed, count in counts.items() if count > 1)
     if repeated:
-        parser.error(f"a seed is in the rows twice: {repeated}")
+        parser.error(f"seeds given twice (in --with-rows or this run's range): {repeated}")
+    if args.out and Path(args.out).exists():
+        parser.error(f"--out {args.out} exists: give a new path (its rows go in with --with-rows)")
     if args.seeds:
         load(args.dataset)  # build once, outside the timings
         rules, configs = rules_and_configs(args)

@@ -151,9 +151,7 @@ def stack_params(program: PolicyProgram, params: Sequence[dict[str, Any]]) -> di
     decided in one pass (`trader.backtest`)."""
 
     def join(key: str, tensors: Sequence[Tensor]) -> Tensor:
-        # an unnormalised flat MLP's features weights are laid out [NF, S, H] (`trunk_program`)
-        along = 1 if key == "first_features" and program.trunk == "mlp" and not program.normalize else 0
-        return torch.cat(list(tensors), dim=along)
+        return torch.cat(list(tensors), dim=_policies_axis(program, key))
 
     out: dict[str, Any] = {}
     for key, first in params[0].items():
@@ -170,13 +168,18 @@ def take_rows(program: PolicyProgram, params: dict[str, Any], start: int, stop: 
     (`trader.backtesting.shards`). Contiguous copies, laid out as a program of their own holds them."""
 
     def rows(key: str, tensor: Tensor) -> Tensor:
-        along = 1 if key == "first_features" and program.trunk == "mlp" and not program.normalize else 0
-        return tensor.narrow(along, start, stop - start).contiguous()
+        return tensor.narrow(_policies_axis(program, key), start, stop - start).contiguous()
 
     return {
         key: [rows(key, t) for t in value] if isinstance(value, list) else rows(key, value)
         for key, value in params.items()
     }
+
+
+def _policies_axis(program: PolicyProgram, key: str) -> int:
+    """The axis of the policies in a program's param `key`: 0, but 1 for an unnormalised flat MLP's
+    features weights, laid out [NF, S, H] (`trunk_program`)."""
+    return 1 if key == "first_features" and program.trunk == "mlp" and not program.normalize else 0
 
 
 def _stack(tensors: Sequence[Tensor]) -> Tensor:
