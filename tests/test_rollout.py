@@ -142,6 +142,32 @@ def test_rollout_equals_the_step_by_step_pass_with_every_cost_term(traced, netwo
         torch.testing.assert_close(got[key], want[key], rtol=1e-7, atol=1e-3, msg=key)
 
 
+def test_compile_here_runs_one_chunk_once_and_leaves_the_pass_unchanged(traced) -> None:
+    """`Rollout.compile_here` calls the chunk once (its first chunk, dropped) and never again for the same
+    chunk (a pass ran it, or an earlier call); a pass after it is the pass without it."""
+    agent = _agent("ppo", "mlp", seed=5)
+    program, params = agents_program([agent])
+    env = StockTradingVecEnv(PANEL.take(slice(0, 100)), 2, "cpu", RULES)
+    want = Rollout(env, program, record=("value", "holdings"), chunk=4).run(params)
+    calls = []
+
+    class Counted(type(program)):
+        def decide(self, params, prepared, bar):
+            calls.append(bar.step)
+            return super().decide(params, prepared, bar)
+
+    counted = Counted(**{f: getattr(program, f) for f in program.__dataclass_fields__})
+    rollout = Rollout(env, counted, record=("value", "holdings"), chunk=4)
+    rollout.compile_here(params)
+    assert calls == [0, 1, 2, 3]
+    rollout.compile_here(params)
+    Rollout(env, counted, record=("value", "holdings"), chunk=4).compile_here(params)
+    assert calls == [0, 1, 2, 3]
+    got = rollout.run(params)
+    for key in want:
+        assert torch.equal(got[key], want[key]), key
+
+
 @pytest.mark.slow
 def test_snapshots_in_one_pass_equal_their_passes_one_by_one(traced) -> None:
     """S agents of one architecture stacked: row s of one pass is agent s's own pass."""
