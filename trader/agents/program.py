@@ -125,30 +125,11 @@ class PolicyProgram:
         h = activation(encoded + positions.unsqueeze(-1) * params["encoder_position"] + params["encoder_bias"])
         head, width = weights[0], h.shape[-1]  # [S, 2H+1, O]
         context = h.mean(dim=1)  # [S, H]
-        shared = (context.unsqueeze(-1) * head[:, width : 2 * width]).sum(1) + cash * head[:, 2 * width]  # [S, O]
-        z = torch.bmm(h, head[:, :width]) + (shared.unsqueeze(1) + biases[0])  # [S, N, O]
+        shared = torch.bmm(context.unsqueeze(1), head[:, width : 2 * width]) + cash.unsqueeze(-1) * head[:, 2 * width :]
+        z = torch.bmm(h, head[:, :width]) + (shared + biases[0])  # [S, N, O]
         for weight, bias in zip(weights[1:], biases[1:], strict=True):
-            z = _stock_layer(activation(z), weight) + bias
+            z = torch.bmm(activation(z), weight) + bias
         return z.transpose(1, 2).reshape(z.shape[0], -1)  # [S, blocks x N], block j = output j
-
-
-NARROW_OUTPUTS = 2
-"""A per-stock network's layer after the head with at most this many outputs (the last: one action a
-stock, SAC's mean and log-std) is a product and a sum (`_stock_layer`), not a ``bmm``."""
-
-
-def _stock_layer(x: Tensor, weight: Tensor) -> Tensor:
-    """A per-stock layer of S policies: ``x`` [S, N, in], ``weight`` [S, in, out] -> [S, N, out].
-
-    On the CPU inductor calls a ``bmm`` out of the compiled chunk (it decomposes one only when both
-    its rows and its columns are 1), and for the last layer, one output per stock, that call cost
-    about as much as the head's [S, N, H] x [S, H, H] (64 x 100 x 32 inputs: 0.71 against 0.83 ms
-    eager, a scratch probe): a matrix product of one column. Written as a product and a sum over the
-    inputs it is fused with the activation before it into one kernel (benchmarks/RESULTS.md, "The
-    year on both cores, balanced"). Wider layers keep the ``bmm``."""
-    if weight.shape[-1] > NARROW_OUTPUTS:
-        return torch.bmm(x, weight)
-    return (x.unsqueeze(-1) * weight.unsqueeze(1)).sum(-2)
 
 
 def _row_product(x: Tensor, weight: Tensor) -> Tensor:
