@@ -70,14 +70,16 @@ BREAKEVEN_MULTIPLES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 """The multiples of the cost model that `trader backtest` and the demo run to find each
 strategy's breakeven cost."""
 
-WHOLE_GROUP_ROWS = 3.0
+WHOLE_GROUP_ROWS = 4.0
 """With `BacktestConfig.workers` > 1, what a group this process runs whole (the baselines' and the
 benchmark's, beside shard 0 of the policies' group) counts for, in rows of the policies' group, when that
 group is cut (`trader.backtesting.shards.split_rows`): shard 0 is smaller by as many rows, so that the
 processes end together. The benchmark (64 policies, 100 tickers, 2 workers) has two such groups, the
-equal-weight pair and the benchmark: 6 rows, shards of 29 and 35. Measured (benchmarks/RESULTS.md, "The
-year on both cores, balanced"): beside shard 0 of 32 rows, the two groups took the time of about 8 MLP rows
-and of about 4 per-stock rows (a per-stock row costs more, the groups the same); 3 a group is between."""
+equal-weight pair and the benchmark: 8 rows, shards of 28 and 36. Measured on the 2-core VM, loaded
+(benchmarks/RESULTS.md, "The year on both cores, balanced"): the two groups took the time of 7 to 12 rows
+of 64 MLPs (the parent's and the worker's CPU seconds at 10 sessions, shards of 32 and of 26) and of
+about 10 per-stock rows (the year's, shards of 32: the parent's excess less what it does before and
+after); their cost is the chunks' fixed cost, the same for either network, a row's is not."""
 
 
 @dataclass(frozen=True)
@@ -108,15 +110,20 @@ class BacktestConfig:
         CPU, each group of more than `market_envs.rollout.CPP_WRAPPER_MAX_ENVS` policies run as one
         program (a population, checkpoints of one architecture) is cut into ``workers`` shards of
         consecutive rows; shard 0 runs in this process beside the small groups (the baselines'), each
-        other in a forked worker process, all at once. The results are one process's (each policy's
+        other in a forked worker process, all at once; shard 0 is smaller by `WHOLE_GROUP_ROWS` rows for
+        each group run whole beside it, so that the processes end together (64 policies and the
+        benchmark's two small groups: shards of 28 and 36). The results are one process's (each policy's
         sub-environment is independent): bit for bit where the chunks run eagerly and at the benchmark's
-        scale compiled (64 MLPs, shards of 32); compiled, a chunk is specialised on its rows, and on a
+        scale compiled (64 MLPs, shards of 32 checked); compiled, a chunk is specialised on its rows, and on a
         small fixture (shards of 4 against 8) the decisions came out a float32 last bit apart, the
         values 1e-8 relative (tests/test_backtest_shards.py). Default 1: a backtest is often one
         of several jobs on a machine (a tournament's workers, a walk-forward's folds) and each process
         keeps to one torch thread; ask for more where the cores are free, at most ``os.cpu_count()``
         (benchmarks/backtest_speed.py ``--workers``). Each worker costs a fork (its memory is this
-        process's, copied on write) and, the first time in a session, the compile of its shard's chunk.
+        process's, copied on write) and, the first time in a session, the compile of its shard's chunk,
+        in the worker and again here after it (`market_envs.rollout.Rollout.compile_here`, from inductor's
+        cache): a worker's compile is lost with it, and the next backtest's workers run what this process
+        compiled.
     :param recorded_rules: True: each checkpoint trades under the rules its files record (its
         sidecar, else its run's config.toml). False: checkpoints trade under `policy_env` and no
         recorded rules are read: the caller holds the rules they were trained under (a
