@@ -105,6 +105,19 @@ def test_per_stock_program_of_one_feature_acts_as_the_agent() -> None:
     _assert_program_acts_as(agent, rules)
 
 
+def test_rational_tanh_is_tanh_within_4e_7() -> None:
+    """The per-stock programs' activation: within 4e-7 of tanh (float64) everywhere on a fine grid, odd,
+    exactly +-1 far out and 0 at 0."""
+    from trader.agents.program import rational_tanh
+
+    x = torch.linspace(-20.0, 20.0, 400_001)
+    got = rational_tanh(x)
+    assert float((got.double() - torch.tanh(x.double())).abs().max()) < 4e-7
+    assert torch.equal(got, -rational_tanh(-x))
+    assert float(rational_tanh(torch.tensor(0.0))) == 0.0
+    assert torch.all(rational_tanh(torch.tensor([9.0, 50.0])) == 1.0)
+
+
 def _assert_program_acts_as(agent, rules: EnvConfig) -> None:
     program, params = agents_program([agent])
     env = StockTradingVecEnv(PANEL, 1, "cpu", rules)
