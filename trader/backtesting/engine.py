@@ -78,8 +78,9 @@ processes end together. The benchmark (64 policies, 100 tickers, 2 workers) has 
 equal-weight pair and the benchmark: 8 rows, shards of 28 and 36. Measured on the 2-core VM, loaded
 (benchmarks/RESULTS.md, "The year on both cores, balanced"): the two groups took the time of 7 to 12 rows
 of 64 MLPs (the parent's and the worker's CPU seconds at 10 sessions, shards of 32 and of 26) and of
-about 10 per-stock rows (the year's, shards of 32: the parent's excess less what it does before and
-after); their cost is the chunks' fixed cost, the same for either network, a row's is not."""
+about 4 per-stock rows (a per-stock row costs more; the fourth sitting's year, shards of 32: the parent's
+excess less what it does before the fork and after the join). One constant for both networks: 4 a group
+is the MLPs' side of that range and overshoots the per-stock split by about 2 rows."""
 
 
 @dataclass(frozen=True)
