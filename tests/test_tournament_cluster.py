@@ -227,3 +227,21 @@ def test_one_worker_and_one_seed_give_the_same_leaderboard_twice(shared, tmp_pat
     assert len(boards[0]) == 3
     frame = pd.read_parquet(tmp_path / "first" / "pods.parquet")
     assert (frame["generation"] > 0).any()  # children were bred, and bred the same way twice
+
+
+def test_local_workers_start_without_the_nannys_malloc_trim_threshold(monkeypatch) -> None:
+    """dask's nanny sets MALLOC_TRIM_THRESHOLD_ in each worker by default; with it glibc maps and
+    unmaps every large tensor afresh and PPO pods trained 1.5 to 2.3 times slower
+    (`tournament.cluster.WORKER_ENV_UNSET`). The local cluster's workers start without it, while the
+    variables the nanny should still set (one BLAS thread) are set."""
+    from tournament import cluster
+
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)  # a user's shell that did not set it
+    client = cluster.connect(workers=1)
+    try:
+        trim = list(client.run(os.environ.get, "MALLOC_TRIM_THRESHOLD_").values())
+        threads = list(client.run(os.environ.get, "OMP_NUM_THREADS").values())
+    finally:
+        cluster.close(client)
+    assert trim == [None]
+    assert threads == ["1"]

@@ -17,6 +17,8 @@
   (``pods_per_gpu`` threads each). dask-cuda pins its own dask, so it lives in the
   ``gpu`` extra (``pip install 'podracer-trader[gpu]'``); nothing else needs it.
 
+The local clusters' workers start with glibc's own allocator settings (`WORKER_ENV_UNSET`).
+
 Before the `Client` is made, `probe_scheduler` asks the address for its identity
 under a hard deadline: something else listening there (a web server, a server that
 speaks first) is one `UserError` within the connect timeout, not a hang or a
@@ -53,6 +55,17 @@ TLS_HINT = (
     "use TLS: tls://HOST:PORT with --tls-ca, --tls-cert and --tls-key "
     "(`trader cluster certs DIR` makes them; see docs/scaling.md)"
 )
+
+
+WORKER_ENV_UNSET = ("MALLOC_TRIM_THRESHOLD_",)
+"""Variables dask's nanny sets in each local worker process that the local clusters leave unset
+(``distributed.nanny.pre-spawn-environ``; dask unsets one whose value is None). With
+``MALLOC_TRIM_THRESHOLD_`` set, glibc also stops raising its mmap threshold, so every tensor above
+128 KiB was mapped and unmapped afresh, faulting its pages in each time: a PPO pod of 50,000
+transitions (the market preset) took 123 to 127 s in a worker against 55 s without it, most of its time
+in the kernel (benchmarks/RESULTS.md, "Pods in dask workers: the allocator"). A worker started by hand
+with ``dask worker`` gets it from its nanny: start it with ``--no-nanny`` (`trader cluster certs`
+prints the command)."""
 
 
 class InsecureClusterWarning(UserWarning):
@@ -204,20 +217,25 @@ def connect(
             raise UserError(
                 f"cannot reach the dask scheduler at {scheduler} within {timeout:g} s: {_one_line(err)}"
             ) from err
+    import dask
+
+    unset = {f"distributed.nanny.pre-spawn-environ.{name}": None for name in WORKER_ENV_UNSET}
     if gpus:
-        return Client(_cuda_cluster(gpus, pods_per_gpu))
+        with dask.config.set(unset):
+            return Client(_cuda_cluster(gpus, pods_per_gpu))
     from distributed import LocalCluster
 
     if workers < 1:
         raise UserError(f"workers must be >= 1, got {workers}")
-    cluster = LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        host=LOOPBACK_HOST,
-        dashboard_address=None,
-        silence_logs=logging.ERROR,
-    )
+    with dask.config.set(unset):
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host=LOOPBACK_HOST,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
     return Client(cluster)
 
 

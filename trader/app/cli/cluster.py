@@ -42,6 +42,6 @@ def tls_commands(folder: Path) -> list[str]:
     f = folder
     return [
         f"dask scheduler --protocol tls --tls-ca-file {f}/ca.pem --tls-cert {f}/scheduler.pem --tls-key {f}/scheduler-key.pem",
-        f"dask worker tls://SCHEDULER:8786 --nthreads 1 --tls-ca-file {f}/ca.pem --tls-cert {f}/worker.pem --tls-key {f}/worker-key.pem",
+        f"dask worker tls://SCHEDULER:8786 --nthreads 1 --no-nanny --tls-ca-file {f}/ca.pem --tls-cert {f}/worker.pem --tls-key {f}/worker-key.pem",
         f"trader tournament RUN_DIR --scheduler tls://SCHEDULER:8786 --tls-ca {f}/ca.pem --tls-cert {f}/client.pem --tls-key {f}/client-key.pem",
     ]
