@@ -242,10 +242,6 @@ a pass with the same program and rules (the next snapshot, the next pod in a wor
 process) reuses the compiled function instead of compiling again. Programs and rules
 are frozen dataclasses, equal by value."""
 
-_CALLED: set[tuple] = set()
-"""The keys of `_CHUNKS` whose function has been called in this process: compiled, when compiled
-(`Rollout.compile_here`)."""
-
 
 def _chunk_function(program: Program, rules: Any, steps: int, record: tuple[str, ...], width: int) -> Callable:
     """`_chunk` with its static arguments bound, as a function with a code object of its own.
@@ -301,10 +297,6 @@ RECORDABLE = (
 |shares| x close)."""
 
 
-def _drop(first: int, steps: int, rows: dict[str, Tensor]) -> None:
-    """An ``on_chunk`` that keeps nothing."""
-
-
 class Rollout:
     """Full-period passes of `env` with `program`'s decisions, ``chunk`` bars per call.
 
@@ -349,7 +341,6 @@ class Rollout:
         key = (program, env._rules, self.chunk, self.block, self.record, 1 + env.num_stocks, env.num_envs, env.device)
         cpp_wrapper = env.num_envs <= CPP_WRAPPER_MAX_ENVS if cpp_wrapper is None else bool(cpp_wrapper)
         key = (*key, compile, cpp_wrapper and compile)
-        self._key = key
         if key not in _CHUNKS:
             step = _chunk_function(program, env._rules, self.chunk, self.record, 1 + env.num_stocks)
             options = chunk_options(env.device, cpp_wrapper)
@@ -357,22 +348,11 @@ class Rollout:
         self._run_chunk = _CHUNKS[key]
 
     @torch.no_grad()
-    def compile_here(self, params: Any = (), obs: Tensor | None = None) -> None:
-        """Compile the pass's chunk in this process, unless a pass of the same chunk ran here before:
-        its first chunk is run from `obs` (None: a reset) and dropped, and the env is left closed (a
-        pass resets it). For a process that forks workers to run passes it does not run itself
-        (`trader.backtesting.shards`): what a child compiles is lost with it, what the parent compiled
-        before the fork a child runs as it is. Compiled once, the next call costs nothing."""
-        if self._key not in _CALLED:
-            self.run(params, obs, on_chunk=_drop, until=1)
-
-    @torch.no_grad()
     def run(
         self,
         params: Any = (),
         obs: Tensor | None = None,
         on_chunk: Callable[[int, int, dict[str, Tensor]], None] | None = None,
-        until: int | None = None,
     ) -> dict[str, Tensor]:
         """One pass from the first bar to the last.
 
@@ -384,7 +364,6 @@ class Rollout:
             is collected (the caller keeps what it needs; a year of holdings would not fit).
         :returns: without `on_chunk`, each recorded entry over the pass, [T - 1, ...] (step k
             ends at bar k + 1); with it, {}.
-        :param until: stop after the chunk that holds step ``until - 1`` (None: the whole pass).
         """
         env = self.env
         if obs is None:
@@ -392,12 +371,11 @@ class Rollout:
         state = env._require_reset()
         new_start = torch.zeros_like(state.t)  # the autoreset episode after the last bar is dropped
         steps, last = env.num_bars - 1, env.num_bars - 1
-        stop = steps if until is None else min(steps, until)
         collected: dict[str, list[Tensor]] = {key: [] for key in self.record}
         block_bars = torch.arange(self.block + 1, device=env.device)
         leaves, spec = tree_flatten(params, is_leaf=_is_per_bar)
         per_bar = [isinstance(x, PerBar) for x in leaves] if any(isinstance(x, PerBar) for x in leaves) else []
-        for first in range(0, stop, self.chunk):
+        for first in range(0, steps, self.chunk):
             if first % self.block == 0:
                 # the block's bars first .. first + block (its last chunk's fills read one bar ahead), the
                 # last bar repeated past the end: the tables' rows, cut once per block; bar indices in a
@@ -427,7 +405,5 @@ class Rollout:
             else:
                 for key, value in rows.items():
                     collected[key].append(value)
-        if stop > 0:  # once a pass: the key's hash walks the program and the rules
-            _CALLED.add(self._key)
         env.close()  # the state ran into the next episode: a later use resets first
         return {} if on_chunk is not None else {key: torch.cat(values) for key, values in collected.items()}

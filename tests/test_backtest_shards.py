@@ -92,47 +92,6 @@ def test_split_rows_cuts_consecutive_ranges_of_near_equal_size() -> None:
     assert split_rows(2, 2) == [(0, 1), (1, 2)]
 
 
-@pytest.mark.parametrize(
-    ("rows", "parts", "less"), [(64, 2, 12.0), (64, 3, 9.0), (7, 2, 2.0), (3, 2, 40.0), (64, 2, 0.5)]
-)
-def test_split_rows_gives_the_first_part_less_by_the_work_beside_it(rows: int, parts: int, less: float) -> None:
-    """The first part's process has `less` rows' worth of other work: every process gets an equal share
-    of rows + less (to the row; at least one row each), the other parts near-equal, all rows once."""
-    bounds = split_rows(rows, parts, less)
-    assert bounds[0][0] == 0 and bounds[-1][1] == rows
-    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
-    sizes = [stop - start for start, stop in bounds]
-    assert min(sizes) >= 1 and max(sizes[1:]) - min(sizes[1:]) <= 1
-    share = (rows + less) / parts
-    if share - less >= 1:
-        assert abs(sizes[0] + less - share) <= 0.5
-    assert split_rows(64, 2, 12.0) == [(0, 26), (26, 64)]  # 38 rows' worth each: 26 + 12 and 38
-
-
-def test_sharded_backtest_of_uneven_shards_compiles_the_workers_shard_here(traced) -> None:
-    """Shards of 3 and 6 rows (the first 3 rows' worth smaller beside the baselines' groups): the
-    one-process backtest's results; and the worker's shard, whose chunk the worker compiled and took
-    with it, is compiled here after the join (`Rollout.compile_here`) for the next backtest's worker."""
-    from market_envs.rollout import Rollout
-    from trader.backtesting import engine
-
-    population = _mlps(9)
-    config = BacktestConfig(tear_sheet=False, compile=True, policy_env=RULES, costs=COSTS, record_positions="day")
-    one = run_backtest(PANEL, {"mlp": population}, config=config)
-    here, compile_here = [], Rollout.compile_here
-
-    def recorded(self, params, obs=None):
-        here.append(self.env.num_envs)
-        return compile_here(self, params, obs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(engine, "WHOLE_GROUP_ROWS", 3.0)  # one group kept whole: the equal-weight pair (no benchmark)
-        patch.setattr(Rollout, "compile_here", recorded)
-        many = run_backtest(PANEL, {"mlp": population}, config=replace(config, workers=2))
-    _assert_same(one, many)
-    assert here == [6]  # (9 + 3) / 2 - 3 = 3 rows here, 6 in the worker
-
-
 @pytest.mark.parametrize("network", ["mlp", "per_stock"])
 def test_take_rows_is_the_inverse_of_stack_params(network: str) -> None:
     """Cut into rows [0, 2) and [2, 5), then stacked again: the same params (normalised agents, whose

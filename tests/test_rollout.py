@@ -105,19 +105,6 @@ def test_per_stock_program_of_one_feature_acts_as_the_agent() -> None:
     _assert_program_acts_as(agent, rules)
 
 
-def test_rational_tanh_is_tanh_within_4e_7() -> None:
-    """The per-stock programs' activation: within 4e-7 of tanh (float64) everywhere on a fine grid, odd,
-    exactly +-1 far out and 0 at 0."""
-    from trader.agents.program import rational_tanh
-
-    x = torch.linspace(-20.0, 20.0, 400_001)
-    got = rational_tanh(x)
-    assert float((got.double() - torch.tanh(x.double())).abs().max()) < 4e-7
-    assert torch.equal(got, -rational_tanh(-x))
-    assert float(rational_tanh(torch.tensor(0.0))) == 0.0
-    assert torch.all(rational_tanh(torch.tensor([9.0, 50.0])) == 1.0)
-
-
 def _assert_program_acts_as(agent, rules: EnvConfig) -> None:
     program, params = agents_program([agent])
     env = StockTradingVecEnv(PANEL, 1, "cpu", rules)
@@ -153,32 +140,6 @@ def test_rollout_equals_the_step_by_step_pass_with_every_cost_term(traced, netwo
     # position (in shares, of stocks priced about 100) to about as many units of currency
     for key in keys:
         torch.testing.assert_close(got[key], want[key], rtol=1e-7, atol=1e-3, msg=key)
-
-
-def test_compile_here_runs_one_chunk_once_and_leaves_the_pass_unchanged(traced) -> None:
-    """`Rollout.compile_here` calls the chunk once (its first chunk, dropped) and never again for the same
-    chunk (a pass ran it, or an earlier call); a pass after it is the pass without it."""
-    agent = _agent("ppo", "mlp", seed=5)
-    program, params = agents_program([agent])
-    env = StockTradingVecEnv(PANEL.take(slice(0, 100)), 2, "cpu", RULES)
-    want = Rollout(env, program, record=("value", "holdings"), chunk=4).run(params)
-    calls = []
-
-    class Counted(type(program)):
-        def decide(self, params, prepared, bar):
-            calls.append(bar.step)
-            return super().decide(params, prepared, bar)
-
-    counted = Counted(**{f: getattr(program, f) for f in program.__dataclass_fields__})
-    rollout = Rollout(env, counted, record=("value", "holdings"), chunk=4)
-    rollout.compile_here(params)
-    assert calls == [0, 1, 2, 3]
-    rollout.compile_here(params)
-    Rollout(env, counted, record=("value", "holdings"), chunk=4).compile_here(params)
-    assert calls == [0, 1, 2, 3]
-    got = rollout.run(params)
-    for key in want:
-        assert torch.equal(got[key], want[key]), key
 
 
 @pytest.mark.slow

@@ -18,9 +18,7 @@ run the actor's trunk (a flat MLP, `nn.Sequential` of `nn.Linear` and tanh / ReL
 the per-stock network of `trader.agents.networks`), take the first block of its
 outputs (SAC's means; its log-stds are the second) and squash it (PPO clips to
 [-1, 1], SAC and TD3 take tanh). The first layer's product is split in two sums, so
-the actions equal `act`'s within float32 rounding (tests/test_rollout.py); the per-stock network's
-tanh is a rational approximation here (`rational_tanh`, within 4e-7 of tanh), cheaper than the agents'
-sigmoid form.
+the actions equal `act`'s within float32 rounding (tests/test_rollout.py).
 """
 
 from __future__ import annotations
@@ -119,7 +117,7 @@ class PolicyProgram:
         return x
 
     def _per_stock(self, params: dict[str, Any], prepared: Tensor, account: Tensor) -> Tensor:
-        activation = rational_tanh if self.layers[0] == "tanh" else torch.relu  # as `PerStockNet`
+        activation = tanh if self.layers[0] == "tanh" else torch.relu  # as `PerStockNet`
         weights, biases = params["weights"], params["biases"]  # layers after the encoder
         cash, positions = account[:, :1], account[:, 1:]
         features = prepared.expand(positions.shape[0], -1, -1)  # [S, N, F]
@@ -132,41 +130,6 @@ class PolicyProgram:
         for weight, bias in zip(weights[1:], biases[1:], strict=True):
             z = torch.bmm(activation(z), weight) + bias
         return z.transpose(1, 2).reshape(z.shape[0], -1)  # [S, blocks x N], block j = output j
-
-
-_TANH_NUMERATOR = (
-    4.89352455891786e-03,
-    6.37261928875436e-04,
-    1.48572235717979e-05,
-    5.12229709037114e-08,
-    -8.60467152213735e-11,
-    2.00018790482477e-13,
-    -2.76076847742355e-16,
-)
-_TANH_DENOMINATOR = (4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04, 1.19825839466702e-06)
-_TANH_CLAMP = 7.90531110763549805
-
-
-def rational_tanh(x: Tensor) -> Tensor:
-    """tanh as the ratio of two polynomials in x (Eigen's float32 approximation: degree 13 over degree 6,
-    the input clamped to +-7.905, where the ratio reaches 1 in float32).
-
-    The per-stock network's activation in a program (`PolicyProgram`), in place of the agents'
-    ``2 sigmoid(2x) - 1`` (`trader.agents.networks.tanh`): multiplications and one division, no
-    exponential. Its largest error against tanh is 3.6e-7 (the sigmoid form's 1.8e-7, float32, on a
-    grid of 2M points in [-12, 12]), inside the tolerance the programs are held to (`act`'s actions
-    within 1e-5 relative, tests/test_rollout.py). Compiled, two activations of 64 per-stock policies
-    (64 x 100 x 32) took about 0.45 CPU ms a bar against 0.75 (benchmarks/RESULTS.md, "The year on
-    both cores, balanced"): the two activations were half of those policies' per-bar layers."""
-    x = x.clamp(-_TANH_CLAMP, _TANH_CLAMP)
-    x2 = x * x
-    numerator = _TANH_NUMERATOR[-1]
-    for a in _TANH_NUMERATOR[-2::-1]:
-        numerator = numerator * x2 + a
-    denominator = _TANH_DENOMINATOR[-1]
-    for b in _TANH_DENOMINATOR[-2::-1]:
-        denominator = denominator * x2 + b
-    return x * numerator / denominator
 
 
 def _row_product(x: Tensor, weight: Tensor) -> Tensor:

@@ -70,18 +70,6 @@ BREAKEVEN_MULTIPLES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 """The multiples of the cost model that `trader backtest` and the demo run to find each
 strategy's breakeven cost."""
 
-WHOLE_GROUP_ROWS = 4.0
-"""With `BacktestConfig.workers` > 1, what a group this process runs whole (the baselines' and the
-benchmark's, beside shard 0 of the policies' group) counts for, in rows of the policies' group, when that
-group is cut (`trader.backtesting.shards.split_rows`): shard 0 is smaller by as many rows, so that the
-processes end together. The benchmark (64 policies, 100 tickers, 2 workers) has two such groups, the
-equal-weight pair and the benchmark: 8 rows, shards of 28 and 36. Measured on the 2-core VM, loaded
-(benchmarks/RESULTS.md, "The year on both cores, balanced"): the two groups took the time of 7 to 12 rows
-of 64 MLPs (the parent's and the worker's CPU seconds at 10 sessions, shards of 32 and of 26) and of
-about 4 per-stock rows (a per-stock row costs more; the fourth sitting's year, shards of 32: the parent's
-excess less what it does before the fork and after the join). One constant for both networks: 4 a group
-is the MLPs' side of that range and overshoots the per-stock split by about 2 rows."""
-
 
 @dataclass(frozen=True)
 class BacktestConfig:
@@ -111,20 +99,15 @@ class BacktestConfig:
         CPU, each group of more than `market_envs.rollout.CPP_WRAPPER_MAX_ENVS` policies run as one
         program (a population, checkpoints of one architecture) is cut into ``workers`` shards of
         consecutive rows; shard 0 runs in this process beside the small groups (the baselines'), each
-        other in a forked worker process, all at once; shard 0 is smaller by `WHOLE_GROUP_ROWS` rows for
-        each group run whole beside it, so that the processes end together (64 policies and the
-        benchmark's two small groups: shards of 28 and 36). The results are one process's (each policy's
+        other in a forked worker process, all at once. The results are one process's (each policy's
         sub-environment is independent): bit for bit where the chunks run eagerly and at the benchmark's
-        scale compiled (64 MLPs, shards of 32 checked); compiled, a chunk is specialised on its rows, and on a
+        scale compiled (64 MLPs, shards of 32); compiled, a chunk is specialised on its rows, and on a
         small fixture (shards of 4 against 8) the decisions came out a float32 last bit apart, the
         values 1e-8 relative (tests/test_backtest_shards.py). Default 1: a backtest is often one
         of several jobs on a machine (a tournament's workers, a walk-forward's folds) and each process
         keeps to one torch thread; ask for more where the cores are free, at most ``os.cpu_count()``
         (benchmarks/backtest_speed.py ``--workers``). Each worker costs a fork (its memory is this
-        process's, copied on write) and, the first time in a session, the compile of its shard's chunk,
-        in the worker and again here after it (`market_envs.rollout.Rollout.compile_here`, from inductor's
-        cache): a worker's compile is lost with it, and the next backtest's workers run what this process
-        compiled.
+        process's, copied on write) and, the first time in a session, the compile of its shard's chunk.
     :param recorded_rules: True: each checkpoint trades under the rules its files record (its
         sidecar, else its run's config.toml). False: checkpoints trade under `policy_env` and no
         recorded rules are read: the caller holds the rules they were trained under (a
@@ -848,24 +831,18 @@ def _simulate(
                 rec.positions[slot_of[0]] = g.env.holdings
     by_bar = list(range(len(groups)))
     jobs: list[list[Callable[[], None]]] = [[] for _ in range(workers)]  # per process: this one, the workers
-    elsewhere: list[tuple[_Group, tuple[_GroupProgram, tuple], _Records]] = []  # the shards the workers run
     if chunked:
         calendar = torch.tensor(new_day_next, dtype=torch.bool, device=device)
         programs = [_group_program(g, observations[k], calendar, new_day_next[0]) for k, g in enumerate(groups)]
-        cut = [k for k, g in enumerate(groups) if workers > 1 and programs[k] is not None and _can_cut(g, programs[k])]
-        cut_rows = sum(groups[k].env.num_envs for k in cut)
-        beside = WHOLE_GROUP_ROWS * (len(groups) - len(cut))  # what this process runs beside its shards
         for k, g in enumerate(groups):
             if programs[k] is None:
                 continue
-            if k not in cut:
+            pieces = _shards(g, programs[k], workers) if workers > 1 else None
+            if pieces is None:
                 jobs[0].append(functools.partial(_run_chunked, g, programs[k], observations[k], records[k][0], slot_of))
                 continue
-            pieces = _shards(g, programs[k], workers, beside * g.env.num_envs / cut_rows)
             for w, (start, stop, shard, built) in enumerate(pieces):
                 jobs[w].append(functools.partial(_run_shard, shard, built, records[k][0], start, stop, slot_of))
-                if w > 0:
-                    elsewhere.append((shard, built, records[k][0]))
         by_bar = [k for k in by_bar if programs[k] is None]
 
     def here() -> None:
@@ -881,8 +858,6 @@ def _simulate(
                 )
 
     run_forked([functools.partial(_run_all, part) for part in jobs[1:] if part], here)
-    for shard, built, rec in elsewhere:  # compiled in a worker, lost with it: compiled here for the next backtest
-        _rollout(shard, built[0], rec).compile_here(built[1], _reset(shard))
     return [rec for rec, _ in records]
 
 
@@ -891,31 +866,23 @@ def _run_all(jobs: Sequence[Callable[[], None]]) -> None:
         job()
 
 
-def _can_cut(group: _Group, built: tuple[_GroupProgram, tuple]) -> bool:
-    """Whether `_shards` cuts the group: more than `CPP_WRAPPER_MAX_ENVS` rows (a smaller group's time is
-    its chunk's fixed cost, which a cut does not divide) and every part a `PolicyProgram` (whose params
-    `take_rows` cuts)."""
-    from trader.agents.program import PolicyProgram
-
-    program, _ = built
-    return group.env.num_envs > CPP_WRAPPER_MAX_ENVS and all(
-        isinstance(part, PolicyProgram) for part, _, _ in program.parts
-    )
-
-
 def _shards(
-    group: _Group, built: tuple[_GroupProgram, tuple], workers: int, first_less: float = 0.0
-) -> list[tuple[int, int, _Group, tuple[_GroupProgram, tuple]]]:
-    """The group cut into `workers` shards of consecutive rows (`shards.split_rows`, the first
-    `first_less` rows' worth smaller), each a group of its own with its env and its rows of the
-    params: (start, stop, shard, its program and params). For a group `_can_cut` accepts."""
-    from trader.agents.program import take_rows
+    group: _Group, built: tuple[_GroupProgram, tuple], workers: int
+) -> list[tuple[int, int, _Group, tuple[_GroupProgram, tuple]]] | None:
+    """The group cut into `workers` shards of consecutive rows (`shards.split_rows`), each a group of
+    its own with its env and its rows of the params: (start, stop, shard, its program and params); None
+    when it stays whole: a group of at most `CPP_WRAPPER_MAX_ENVS` rows (its time is the chunk's fixed
+    cost, which a cut does not divide) or with a part that is not a `PolicyProgram` (whose params
+    `take_rows` cuts)."""
+    from trader.agents.program import PolicyProgram, take_rows
 
     program, params = built
     rows = group.env.num_envs
+    if rows <= CPP_WRAPPER_MAX_ENVS or not all(isinstance(part, PolicyProgram) for part, _, _ in program.parts):
+        return None
     pieces = []
     with torch.random.fork_rng(devices=[]):  # an env seeds its generator from the global one: leave it as it was
-        for start, stop in split_rows(rows, min(workers, rows), first_less):
+        for start, stop in split_rows(rows, min(workers, rows)):
             parts, cut = [], []
             for (part, first, last), param in zip(program.parts, params, strict=True):
                 low, high = max(first, start), min(last, stop)
@@ -1037,7 +1004,7 @@ def _run_chunked(
     bars, not once per chunk: the eager operations of a write (the ruin mask, the traded value,
     the table's masked copy) cost the same whatever their rows, so a chunk of 8 bars paid them 32
     times as often (the gross value is recorded in the compiled chunk, ``gross_value``)."""
-    from market_envs.rollout import DEFAULT_BLOCK
+    from market_envs.rollout import DEFAULT_BLOCK, Rollout
 
     program, params = built
     env = group.env
@@ -1077,14 +1044,7 @@ def _run_chunked(
         if first + steps - since >= DEFAULT_BLOCK or first + steps >= steps_in_pass:
             write()
 
-    _rollout(group, program, records).run(params, obs, on_chunk=keep)
-
-
-def _rollout(group: _Group, program: _GroupProgram, records: _Records) -> Any:
-    """The `market_envs.rollout.Rollout` of the group's chunked pass (`_run_chunked`)."""
-    from market_envs.rollout import Rollout
-
-    return Rollout(group.env, program, record=chunk_record(records.positions is not None))
+    Rollout(env, program, record=record).run(params, obs, on_chunk=keep)
 
 
 def _reset(group: _Group) -> Tensor:

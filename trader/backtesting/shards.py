@@ -48,25 +48,16 @@ def check_workers(workers: int, device: torch.device) -> None:
         raise ConfigError("BacktestConfig.workers > 1 needs fork (Linux, macOS); use workers=1 on this platform")
 
 
-def split_rows(rows: int, parts: int, first_less: float = 0.0) -> list[tuple[int, int]]:
-    """`rows` consecutive rows cut into `parts` ranges [start, stop).
-
-    With `first_less` = 0, of sizes differing by at most one, the larger first (the same size in
-    every part when `parts` divides `rows`: one compiled chunk). With `first_less` = b > 0, the
-    first part is the one whose process has b rows' worth of other work beside it (the baselines'
-    groups, `BacktestConfig.workers`): every process gets an equal share of ``rows + b``, so the first
-    part is ``(rows + b) / parts - b`` rows (rounded, at least 1) and the others share the rest as
-    above."""
-    if first_less <= 0 or parts == 1:
-        size, extra = divmod(rows, parts)
-        bounds, start = [], 0
-        for k in range(parts):
-            stop = start + size + (1 if k < extra else 0)
-            bounds.append((start, stop))
-            start = stop
-        return bounds
-    first = min(rows - (parts - 1), max(1, round((rows + first_less) / parts - first_less)))
-    return [(0, first)] + [(first + start, first + stop) for start, stop in split_rows(rows - first, parts - 1)]
+def split_rows(rows: int, parts: int) -> list[tuple[int, int]]:
+    """`rows` consecutive rows cut into `parts` ranges [start, stop) of sizes differing by at most one,
+    the larger first (the same size in every part when `parts` divides `rows`: one compiled chunk)."""
+    size, extra = divmod(rows, parts)
+    bounds, start = [], 0
+    for k in range(parts):
+        stop = start + size + (1 if k < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
 
 
 def shared_zeros(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
