@@ -34,6 +34,7 @@ and is not worse than (b); on ``synthetic-edge-daily`` (d) is not worse than eit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -41,13 +42,17 @@ import statistics
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import stats as scipy_stats
 
 from market_envs.data import load
 from tournament import TournamentConfig, run
+from tournament.events import EventLog
+from trader import rundir
 from trader.backtesting.engine import BacktestConfig, run_backtest
 from trader.backtesting.runs import contents_trials, read_run, run_strategies
 from trader.presets import apply_preset
@@ -161,7 +166,12 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
         trials=trials,
         device=args.device,
     )
-    row = {"seed": seed, "results": results, "pods": {s: len(read_run(f).checkpoints) for s, f in folders.items()}}
+    row = {
+        "seed": seed,
+        "results": results,
+        "pods": {s: len(read_run(f).checkpoints) for s, f in folders.items()},
+        "pod_seconds": {s: pod_seconds(f) for s, f in folders.items()},
+    }
     for arm in (*ARMS, "equal_weight"):
         if arm not in result.metrics.index:
             row[arm] = {"sharpe": math.nan, "max_drawdown": math.nan, "dsr": None, "trials": None}
@@ -176,6 +186,30 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
         }
     print(json.dumps(row), flush=True)
     return row
+
+
+def pod_seconds(folder: Path) -> dict[str, float | None]:
+    """From a tournament's log (`tournament.events`): the seconds from its start to its first finished
+    pod (a worker's first pod carries the process's start-up) and the median seconds of its finished
+    pods; None where no pod finished."""
+    events = EventLog(folder / rundir.EVENTS).read()
+    start = next(e["time"] for e in events if e["kind"] == "started")
+    finished = [e for e in events if e["kind"] == "finished" and e["result"]["status"] == "finished"]
+    if not finished:
+        return {"first": None, "median": None}
+    return {
+        "first": min(e["time"] for e in finished) - start,
+        "median": statistics.median(e["result"]["seconds"] for e in finished),
+    }
+
+
+def _pair(values: dict | None, show: Callable[[Any], str]) -> str:
+    """The random search's and the PBT tournament's values, "n/a" for a row transcribed without them."""
+    return "n/a" if values is None else f"{show(values['random'])}, {show(values['pbt'])}"
+
+
+def _first_pod(seconds: dict[str, float | None]) -> str:
+    return "none" if seconds["first"] is None else f"{seconds['first']:.0f}"
 
 
 def median_interval(values: list[float], seed: int = 0, reps: int = 10_000) -> tuple[float, float]:
@@ -204,8 +238,8 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
         + " | ".join(f"{arm} Sharpe" for arm in ARMS)
         + " | result was | random's result | "
         + " | ".join(f"{arm} max DD" for arm in ARMS)
-        + " |",
-        "|---:|" + "---:|" * len(ARMS) + "---|---|" + "---:|" * len(ARMS),
+        + " | pods (random, pbt) | first pod s (random, pbt) |",
+        "|---:|" + "---:|" * len(ARMS) + "---|---|" + "---:|" * len(ARMS) + "---|---|",
     ]
     for row in rows:
         lines.append(
@@ -213,7 +247,7 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
             + " | ".join(f"{row[a]['sharpe']:.2f}" for a in ARMS)
             + f" | {row['results']['result']} | {row['results']['random']} | "
             + " | ".join(f"{100 * row[a]['max_drawdown']:.1f}%" for a in ARMS)
-            + " |"
+            + f" | {_pair(row.get('pods'), str)} | {_pair(row.get('pod_seconds'), _first_pod)} |"
         )
     lines += [
         "",
@@ -286,6 +320,13 @@ def main() -> None:
         help="per-seed rows of an earlier run of the same settings (its --out), reported with this run's; "
         "each seed's arms were trained in one sitting, so the pairs stay fair across sittings",
     )
+    parser.add_argument(
+        "--keep-runs",
+        default=None,
+        metavar="DIR",
+        help="write the arms' run folders (each tournament's log, leaderboard and pods; the single run) into "
+        "this new folder and keep them, instead of a temporary one",
+    )
     args = parser.parse_args()
     rows = [row for path in args.with_rows for row in json.loads(Path(path).read_text())]
     seeds = range(args.first_seed, args.first_seed + args.seeds)
@@ -295,13 +336,20 @@ def main() -> None:
         parser.error(f"seeds given twice (in --with-rows or this run's range): {repeated}")
     if args.out and Path(args.out).exists():
         parser.error(f"--out {args.out} exists: give a new path (its rows go in with --with-rows)")
+    if args.keep_runs and Path(args.keep_runs).exists():
+        parser.error(f"--keep-runs {args.keep_runs} exists: give a new folder (a run folder there would be resumed)")
     if args.seeds:
         load(args.dataset)  # build once, outside the timings
         rules, configs = rules_and_configs(args)
         trained = []
-        with tempfile.TemporaryDirectory(prefix="tournament-value-") as tmp:
+        with contextlib.ExitStack() as stack:
+            if args.keep_runs:
+                root = Path(args.keep_runs)
+                root.mkdir(parents=True)
+            else:
+                root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tournament-value-")))
             for seed in seeds:
-                trained.append(one_seed(seed, args, rules, configs, Path(tmp)))
+                trained.append(one_seed(seed, args, rules, configs, root))
                 if args.out:  # after each seed: a stopped run keeps the seeds it finished
                     Path(args.out).write_text(json.dumps(trained, indent=1))
         rows += trained
