@@ -169,7 +169,7 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
     row = {
         "seed": seed,
         "results": results,
-        "pods": {s: len(read_run(f).checkpoints) for s, f in folders.items()},
+        "pods": {s: finished_pods(f) for s, f in folders.items()},
         "pod_seconds": {s: pod_seconds(f) for s, f in folders.items()},
     }
     for arm in (*ARMS, "equal_weight"):
@@ -188,13 +188,22 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
     return row
 
 
+def _finished(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["kind"] == "finished" and e["result"]["status"] == "finished"]
+
+
+def finished_pods(folder: Path) -> int:
+    """How many pods a tournament finished, from its log (`tournament.events`)."""
+    return len(_finished(EventLog(folder / rundir.EVENTS).read()))
+
+
 def pod_seconds(folder: Path) -> dict[str, float | None]:
     """From a tournament's log (`tournament.events`): the seconds from its start to its first finished
     pod (a worker's first pod carries the process's start-up) and the median seconds of its finished
     pods; None where no pod finished."""
     events = EventLog(folder / rundir.EVENTS).read()
     start = next(e["time"] for e in events if e["kind"] == "started")
-    finished = [e for e in events if e["kind"] == "finished" and e["result"]["status"] == "finished"]
+    finished = _finished(events)
     if not finished:
         return {"first": None, "median": None}
     return {
