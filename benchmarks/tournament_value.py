@@ -169,9 +169,11 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
     row = {
         "seed": seed,
         "results": results,
-        "pods": {s: finished_pods(f) for s, f in folders.items()},
-        "pod_seconds": {s: pod_seconds(f) for s, f in folders.items()},
     }
+    for search, folder in folders.items():  # one read of each tournament's log
+        finished, seconds = pod_log(folder)
+        row.setdefault("pods", {})[search] = finished
+        row.setdefault("pod_seconds", {})[search] = seconds
     for arm in (*ARMS, "equal_weight"):
         if arm not in result.metrics.index:
             row[arm] = {"sharpe": math.nan, "max_drawdown": math.nan, "dsr": None, "trials": None}
@@ -188,25 +190,16 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
     return row
 
 
-def _finished(events: list[dict]) -> list[dict]:
-    return [e for e in events if e["kind"] == "finished" and e["result"]["status"] == "finished"]
-
-
-def finished_pods(folder: Path) -> int:
-    """How many pods a tournament finished, from its log (`tournament.events`)."""
-    return len(_finished(EventLog(folder / rundir.EVENTS).read()))
-
-
-def pod_seconds(folder: Path) -> dict[str, float | None]:
-    """From a tournament's log (`tournament.events`): the seconds from its start to its first finished
-    pod (a worker's first pod carries the process's start-up) and the median seconds of its finished
-    pods; None where no pod finished."""
+def pod_log(folder: Path) -> tuple[int, dict[str, float | None]]:
+    """From a tournament's log (`tournament.events`): how many pods it finished, and the seconds from
+    its start to its first finished pod (a worker's first pod carries the process's start-up) and the
+    median seconds of its finished pods (None where no pod finished)."""
     events = EventLog(folder / rundir.EVENTS).read()
     start = next(e["time"] for e in events if e["kind"] == "started")
-    finished = _finished(events)
+    finished = [e for e in events if e["kind"] == "finished" and e["result"]["status"] == "finished"]
     if not finished:
-        return {"first": None, "median": None}
-    return {
+        return 0, {"first": None, "median": None}
+    return len(finished), {
         "first": min(e["time"] for e in finished) - start,
         "median": statistics.median(e["result"]["seconds"] for e in finished),
     }
