@@ -151,6 +151,33 @@ def test_the_bootstrap_is_archs_and_reproducible() -> None:
     assert stats.sharpe_interval_bootstrap(returns, reps=300, seed=1, block_length=7.0).block_length == 7.0
 
 
+def test_the_bootstrap_interval_is_archs_with_the_array_statistic_bit_for_bit() -> None:
+    """The bootstrap's statistic is computed on two floats per replication; the interval equals arch's
+    conf_int with the statistic written over numpy arrays (mean, std, where, nan_to_num), bit for bit,
+    on ordinary series and on ones whose resamples are often constant (std 0: +-inf) or all zero."""
+    from arch.bootstrap import StationaryBootstrap
+
+    def array_statistic(sample: np.ndarray) -> np.ndarray:
+        rows = sample[None, :]
+        mean, std = rows.mean(axis=-1), rows.std(axis=-1, ddof=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(std > 0, mean / np.where(std > 0, std, 1.0), np.sign(mean) * np.inf)
+        return np.nan_to_num(ratio, nan=0.0, posinf=np.inf, neginf=-np.inf) * math.sqrt(252)
+
+    rng = np.random.default_rng(4)
+    sparse_up = np.where(rng.random(120) < 0.05, 0.01, 0.0)  # mostly zero: many resamples all 0 or constant
+    sparse_down = np.where(rng.random(120) < 0.05, -0.02, 0.0)
+    series = [_gaussian(seed, 252, daily_sharpe=0.05) for seed in range(8)] + [sparse_up, sparse_down]
+    for k, returns in enumerate(series):
+        for method in ("percentile", "basic"):
+            ours = stats.sharpe_interval_bootstrap(returns, reps=400, seed=k, block_length=3.0, method=method)
+            bootstrap = StationaryBootstrap(3.0, returns, seed=np.random.default_rng(k))
+            low, high = bootstrap.conf_int(array_statistic, reps=400, method=method, size=0.95)[:, 0]
+            assert (ours.low, ours.high) == (float(low), float(high)) or (
+                math.isnan(ours.low) and math.isnan(float(low))
+            ), (k, method)
+
+
 def test_intraday_returns_are_compounded_to_daily_first() -> None:
     days = pd.bdate_range("2024-01-02", periods=60)
     stamps = pd.DatetimeIndex([day + pd.Timedelta(hours=h) for day in days for h in (10, 12, 15)]).tz_localize(
