@@ -52,7 +52,10 @@ BARS_PER_SESSION = 390
 
 
 def minute_panel(num_days: int, num_tickers: int, seed: int = 0) -> MarketData:
-    """A random-walk panel of `num_days` full sessions, built straight as tensors."""
+    """A random-walk panel of `num_days` full sessions, built straight as tensors, carrying its
+    features' normalisation statistics as a data set's panel does (`market_envs.data.load` attaches
+    its training period's): the envs then normalise with them instead of fitting them again, each
+    with a look-ahead warning. Here they are the panel's own (the prices are random)."""
     days = pd.bdate_range("2023-01-03", periods=num_days)
     minutes = pd.to_timedelta(np.arange(BARS_PER_SESSION), unit="min") + pd.Timedelta(hours=9, minutes=31)
     stamps = pd.DatetimeIndex((days.values[:, None] + minutes.values[None, :]).ravel()).tz_localize("America/New_York")
@@ -66,7 +69,7 @@ def minute_panel(num_days: int, num_tickers: int, seed: int = 0) -> MarketData:
     features[:, :, 2] = features[:, :, :1].amin(-1).minimum(close) * 0.9995
     features[:, :, 3] = close
     features[:, :, 4] = 1000.0
-    return MarketData(
+    panel = MarketData(
         timestamps=stamps,
         tickers=tuple(f"S{i:03d}" for i in range(num_tickers)),
         features=features,
@@ -75,6 +78,7 @@ def minute_panel(num_days: int, num_tickers: int, seed: int = 0) -> MarketData:
         benchmark_name="BENCH",
         name=f"speed-{num_days}d-{num_tickers}t",
     )
+    return panel.with_normalization(*panel.fit_normalization())
 
 
 def mlp_policy(obs_dim: int, act_dim: int, seed: int) -> torch.nn.Module:
