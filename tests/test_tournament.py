@@ -212,9 +212,15 @@ def test_generator_follows_the_algorithm_mix_and_fresh_probability() -> None:
     board = Leaderboard(4)
     board.consider(entry(0, 1.0, **{"learning_rate": 3e-4}))
     mixed = PodGenerator(_config(algo_mix=(2.0, 1.0, 1.0)), "Pendulum-v1")
-    algos = [mixed.next_spec(i, Leaderboard(4)).algo for i in range(600)]
-    shares = [algos.count(a) / len(algos) for a in ("ppo", "sac", "td3")]
-    assert abs(shares[0] - 0.5) < 0.07 and abs(shares[1] - 0.25) < 0.06
+    algos = [mixed.next_spec(i, Leaderboard(4)).algo for i in range(60)]
+    assert algos[:8] == ["ppo", "sac", "td3", "ppo", "ppo", "sac", "td3", "ppo"]
+    for first in range(1, 61):  # every prefix holds each algorithm's share within one pod
+        counts = [algos[:first].count(a) for a in ("ppo", "sac", "td3")]
+        assert all(abs(c - share * first) < 1 for c, share in zip(counts, (0.5, 0.25, 0.25), strict=True))
+    even = PodGenerator(_config(), "Pendulum-v1")
+    assert [even.next_spec(i, Leaderboard(4)).algo for i in range(6)] == ["ppo", "sac", "td3"] * 2
+    none_of_sac = PodGenerator(_config(algo_mix=(1.0, 0.0, 1.0)), "Pendulum-v1")
+    assert [none_of_sac.next_spec(i, Leaderboard(4)).algo for i in range(6)] == ["ppo", "td3"] * 3
     always_fresh = PodGenerator(_config(algos=("ppo",), fresh_probability=1.0), "Pendulum-v1")
     assert all(always_fresh.next_spec(i, board).parent_id is None for i in range(20))
     never_fresh = PodGenerator(_config(algos=("ppo",), fresh_probability=0.0), "Pendulum-v1")

@@ -42,7 +42,8 @@ class TournamentConfig:
     algos: tuple[str, ...] = ("ppo", "sac", "td3")
     """Algorithms in the pool."""
     algo_mix: tuple[float, ...] = ()
-    """Relative share of each algorithm among new pods (empty: equal, the paper's 1:1:1)."""
+    """Relative share of each algorithm among new pods (empty: equal, the paper's 1:1:1), kept in a
+    fixed rotation by pod number (`tournament.generator.algorithm_of`), not drawn at random."""
     algo_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Base config overrides per algorithm, e.g. ``{"ppo": {"num_steps": 64}}``, on top
     of `DEFAULT_ALGO_CONFIGS`."""
