@@ -28,14 +28,20 @@ difference of the two paths' final values.
 forked worker process (`BacktestConfig.workers`, `trader.backtesting.shards`), the baselines beside
 them in this one. The CPU seconds are then this process's and its workers' together (the "of which
 workers" column: the workers' alone, `RUSAGE_CHILDREN`); the wall seconds are the backtest's time.
+
+`--stages` (with `--paths new`): also the wall seconds of the timed backtest's stages in this process
+(the groups built, each group's chunked pass or shard, the series assembled, the strategies' evidence):
+what the second process cannot share is what is not a shard.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,9 +110,48 @@ def per_stock_agents(obs_dim: int, act_dim: int, count: int) -> dict:
     return {f"p{k:02d}": make_agent("ppo", obs_dim, act_dim, config, seed=k) for k in range(count)}
 
 
-def run_path(path: str, data: MarketData, policies: dict, config: BacktestConfig, device: str) -> dict:
+STAGES = {
+    "_build_groups": "build the groups (envs, their tables)",
+    "_run_chunked": "a group's chunked pass (here)",
+    "_run_shard": "a shard of the policies' group (here)",
+    "_assemble": "assemble the series and metrics",
+    "strategy_evidence": "the strategies' evidence",
+}
+"""`trader.backtesting.engine`'s functions timed by ``--stages``, and what each is."""
+
+
+@contextlib.contextmanager
+def timed_stages(into: list[tuple[str, float]]) -> Iterator[None]:
+    """Append ``(stage, wall seconds)`` to `into` for each call of a `STAGES` function meanwhile."""
+    from trader.backtesting import engine
+
+    originals = {name: getattr(engine, name) for name in STAGES}
+
+    def timer(name: str, function: Callable) -> Callable:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                into.append((name, time.perf_counter() - start))
+
+        return call
+
+    for name, function in originals.items():
+        setattr(engine, name, timer(name, function))
+    try:
+        yield
+    finally:
+        for name, function in originals.items():
+            setattr(engine, name, function)
+
+
+def run_path(
+    path: str, data: MarketData, policies: dict, config: BacktestConfig, device: str, stages: list | None = None
+) -> dict:
     """One timed backtest on `path` ("old": bar by bar, the step compiled; "new": chunked),
-    after a warm-up on the first session (its compilation)."""
+    after a warm-up on the first session (its compilation). `stages`: a list that receives the
+    timed backtest's `timed_stages`."""
     import resource
 
     import trader.backtesting.engine as engine
@@ -121,7 +166,8 @@ def run_path(path: str, data: MarketData, policies: dict, config: BacktestConfig
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         children = _children_cpu()
         start, cpu = time.perf_counter(), time.process_time()
-        result = run_backtest(data, policies, period="all", config=config, device=device)
+        with timed_stages([] if stages is None else stages):
+            result = run_backtest(data, policies, period="all", config=config, device=device)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         workers_cpu = _children_cpu() - children
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
@@ -185,9 +231,9 @@ def compare_paths(args: argparse.Namespace) -> None:
         "| peak RSS growth MB | load after |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    finals = {}
+    finals, stages = {}, []
     for path in args.paths.split(","):
-        row = run_path(path, data, policies, config, args.device)
+        row = run_path(path, data, policies, config, args.device, stages if path == "new" else None)
         finals[path] = pd.DataFrame({n: s["value"] for n, s in row["result"].series.items()}).iloc[-1]
         print(
             f"| {path} | {args.workers} | {row['warm']:.1f} | {row['seconds']:.1f} | {row['cpu']:.1f} | "
@@ -195,6 +241,10 @@ def compare_paths(args: argparse.Namespace) -> None:
             f"{os.getloadavg()[0]:.2f} |",
             flush=True,
         )
+    if args.stages and stages:
+        print("\n| stage of the new path, in this process | wall s |\n|---|---:|")
+        for name, seconds in stages:
+            print(f"| {STAGES[name]} | {seconds:.2f} |")
     if len(finals) == 2:
         old, new = finals.values()
         print(
@@ -362,6 +412,9 @@ def main() -> None:
         type=int,
         default=1,
         help="processes running the backtest (BacktestConfig.workers): the policies' group cut into this many shards",
+    )
+    parser.add_argument(
+        "--stages", action="store_true", help="with --paths new: also the timed backtest's stages in this process"
     )
     parser.add_argument(
         "--parts",
