@@ -155,8 +155,9 @@ def rational_tanh(
     """tanh as ``x P(x^2) / Q(x^2)``, the input clamped to +-9: the per-stock networks' activation in a
     program, in place of the agents' ``2 sigmoid(2x) - 1`` (`trader.agents.networks.tanh`).
 
-    Multiplications and one division, no exponential: compiled on the CPU, the two activations of 64
-    per-stock policies (64 x 100 x 32 a bar) take about half the sigmoid form's time. P and Q are of
+    Multiplications and one division, no exponential: compiled on the CPU, a year's backtest of 64
+    per-stock policies (64 x 100 x 32 units a bar, twice) spent 69.0 s in the parent's shard against
+    85.9 s with the sigmoid form (benchmarks/RESULTS.md, "The year's serial part"). P and Q are of
     degree 4, our own near-minimax fit (tools/fit_tanh.py, which prints them and the error). In
     float32 the largest error against tanh is 3.7e-7 (the sigmoid form's 1.8e-7, torch's tanh 3e-8),
     inside the tolerance the programs are held to (`act`'s actions, tests/test_rollout.py); near the
