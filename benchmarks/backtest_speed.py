@@ -425,6 +425,8 @@ def main() -> None:
     unknown = set(filter(None, args.paths.split(","))) - {"old", "new"}
     if unknown:
         parser.error(f"--paths: unknown path {', '.join(sorted(unknown))} (choose old, new or old,new)")
+    if args.stages and (args.parts or "new" not in args.paths.split(",")):
+        parser.error("--stages times the new path's backtest: give it with --paths new (or old,new), not --parts")
     torch.set_num_threads(1)
     if args.parts:
         time_parts(args)
