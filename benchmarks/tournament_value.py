@@ -26,6 +26,8 @@ Targets (issue 42): on the costly minute market, (d) beats (a) at p < 0.05 over 
 and is not worse than (b); on ``synthetic-edge-daily`` (d) is not worse than either.
 
     OMP_NUM_THREADS=1 python benchmarks/tournament_value.py --dataset synthetic-edge-daily --preset market --cost 0.0005
+    OMP_NUM_THREADS=1 python benchmarks/tournament_value.py --dataset synthetic-edge-minute-costs --costs institutional \
+        --preset market-costs --capital 1e7 --algos ppo --single ppo --minutes 5 --pod-steps 131072 --num-envs 128
     OMP_NUM_THREADS=1 python benchmarks/tournament_value.py --algos td3 --single td3       # where single runs are unstable
     python benchmarks/tournament_value.py --seeds 2 --minutes 0.5                           # a smoke run
     python benchmarks/tournament_value.py --first-seed 3 --seeds 7 --with-rows seeds0-2.json  # seeds added later
@@ -55,7 +57,7 @@ from tournament.events import EventLog
 from trader import rundir
 from trader.backtesting.engine import BacktestConfig, run_backtest
 from trader.backtesting.runs import contents_trials, read_run, run_strategies
-from trader.presets import apply_preset
+from trader.presets import apply_preset, capital_rules
 from trader.rundir import config_from_dict
 from trader.training import train
 
@@ -78,6 +80,8 @@ def rules_and_configs(args: argparse.Namespace) -> tuple[dict, dict]:
 
         named = cost_model(args.costs)
         rules = {**rules, **config_to_dict(named.apply(config_from_dict_env(rules)))}
+    if args.capital is not None:
+        rules = {**rules, **capital_rules(args.capital)}
     return rules, configs
 
 
@@ -232,7 +236,8 @@ def wilcoxon(a: list[float], b: list[float]) -> tuple[float, float]:
 
 def report(rows: list[dict], args: argparse.Namespace) -> str:
     lines = [
-        f"{args.dataset}, preset {args.preset}, cost {args.costs or args.cost}, {args.minutes:g} min per arm per "
+        f"{args.dataset}, preset {args.preset}, cost {args.costs or args.cost}"
+        f"{'' if args.capital is None else f', capital {args.capital:,.0f}'}, {args.minutes:g} min per arm per "
         f"seed, tournaments of {','.join(args.algos)} on {args.workers} workers, single {args.single}; "
         f"{len(rows)} seeds; load {os.getloadavg()[0]:.2f}",
         "",
@@ -291,6 +296,13 @@ def main() -> None:
     parser.add_argument("--preset", default="market")
     parser.add_argument("--cost", type=float, default=0.0005, help="commission per side")
     parser.add_argument("--costs", default=None, help="a named cost model (market_envs.costs.COST_MODELS) instead")
+    parser.add_argument(
+        "--capital",
+        type=float,
+        default=None,
+        help="starting cash, rewards kept in bp of it (trader.presets.capital_rules); default: the preset's 1e6. "
+        "The costly minute market of benchmarks/learning_costs.py is at 1e7",
+    )
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--minutes", type=float, default=2.0, help="wall-clock of each arm, per seed")
@@ -336,6 +348,8 @@ def main() -> None:
     repeated = sorted(seed for seed, count in counts.items() if count > 1)
     if repeated:
         parser.error(f"seeds given twice (in --with-rows or this run's range): {repeated}")
+    if args.capital is not None and not args.capital > 0:
+        parser.error(f"--capital must be positive, got {args.capital}")
     if args.out and Path(args.out).exists():
         parser.error(f"--out {args.out} exists: give a new path (its rows go in with --with-rows)")
     if args.keep_runs and Path(args.keep_runs).exists():

@@ -69,7 +69,7 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
         rules = tomllib.loads((run_dir / "config.toml").read_text())["env"]["env_config"]
         assert (rules["weights_map"], rules["reward"], rules["trade_rate"]) == ("linear", "aim", rate)
         assert rules["linear_scale"] == COSTS_LINEAR_SCALE
-        assert tomllib.loads((run_dir / "config.toml").read_text())["algo_config"]["init_log_std"] == -2.0
+        assert tomllib.loads((run_dir / "config.toml").read_text())["algo_config"]["init_log_std"] == -0.5
         config = recorded_rules(rules, "config.toml")
         assert isinstance(config, EnvConfig) and config.trade_rate == rate
         assert config.rate_action is (not flags)  # the preset's policy rate; a fixed --trade-rate replaces it
