@@ -81,3 +81,34 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
     )
     rules = tomllib.loads((normalized / "config.toml").read_text())["env"]["env_config"]
     assert code == 0 and rules["weights_map"] == "normalized" and rules["linear_scale"] == 2.0
+
+
+def test_capital_rules_keep_a_bars_reward_in_basis_points_of_the_capital():
+    """The same return of the book is the same reward at any capital: the change of value (which grows
+    with the capital) times the reward scale (which shrinks with it) is the return in basis points."""
+    from trader.presets import REWARD_SCALE, capital_rules
+
+    assert capital_rules(1e6) == {"initial_cash": 1e6, "reward_scale": REWARD_SCALE}
+    for capital in (2.5e5, 1e7, 3e9):
+        rules = capital_rules(capital)
+        change_of_value = 0.0003 * rules["initial_cash"]  # a bar's return of 3 bp
+        assert change_of_value * rules["reward_scale"] == pytest.approx(3.0, rel=1e-12)
+    for bad in (0.0, -1e6, float("nan")):
+        with pytest.raises(ValueError, match="capital must be positive"):
+            capital_rules(bad)
+
+
+def test_tournament_value_refuses_a_capital_that_is_not_positive(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "tournament_value.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--capital", "-1", "--seeds", "0", "--out", str(tmp_path / "rows.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "--capital must be positive, got -1.0" in done.stderr
+    assert not (tmp_path / "rows.json").exists()
