@@ -66,7 +66,7 @@ from trader import stats
 from trader.agents import Agent, make_agent, make_config
 from trader.agents.checkpoint import load_agent
 from trader.backtesting import BacktestConfig, run_backtest
-from trader.presets import COSTS_PACE, HOLDING, capital_rules, edge_rules, market_algo_config
+from trader.presets import PRESET_HOLDING, capital_rules, edge_rules, market_algo_config
 from trader.training import train
 
 DATASET = "synthetic-edge-minute-costs"
@@ -89,8 +89,7 @@ MAPPINGS = {
 def training_rules(data: MarketData, costly: bool, env_set: dict[str, Any]) -> EnvConfig:
     """The preset's rules for `data` (with `--env-set`), at `CAPITAL`, rewards in bp of the capital,
     under `MODEL` (`costly`) or at zero cost."""
-    holding = {**HOLDING, **COSTS_PACE}  # the market-costs preset (trader.presets)
-    base = replace(edge_rules(data.meta.get("edge"), **holding), **capital_rules(CAPITAL))
+    base = replace(edge_rules(data.meta.get("edge"), **PRESET_HOLDING["market-costs"]), **capital_rules(CAPITAL))
     base = replace(base, **env_set)
     if not costly:
         return replace(base, buy_cost=0.0, sell_cost=0.0, costs=CostModel())

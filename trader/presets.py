@@ -195,7 +195,12 @@ benchmarks/RESULTS.md ("SAC and TD3 on the default edge") has the seeds' Sharpe
 ratios under each setting."""
 
 
-PRESETS = ("market", "market-costs")
+PRESET_HOLDING: dict[str, dict[str, Any]] = {"market": {}, "market-costs": {**HOLDING, **COSTS_PACE}}
+"""Each preset's `EnvConfig` keys beside `edge_rules`: none for ``market``; the action that can hold
+(`HOLDING`) and the policy's rate (`COSTS_PACE`) for ``market-costs``. The one place a benchmark that
+builds its own rules (benchmarks/learning_costs.py, at its own capital) takes them from."""
+
+PRESETS = tuple(PRESET_HOLDING)
 """Names accepted by ``--preset`` (`trader train`, `trader tournament`, `trader walkforward`):
 ``market`` rebalances the book to the action every bar (today's mapping, with which the
 zero-cost learning checks were measured); ``market-costs`` trades with the action that can hold
@@ -216,8 +221,7 @@ def preset_rules(name: str, dataset: str | None, cost: float) -> EnvConfig:
         raise UserError(f"--commission must be in [0, 1), got {cost}")
     from market_envs.data import load
 
-    holding = {**HOLDING, **COSTS_PACE} if name == "market-costs" else {}
-    return edge_rules(load(dataset).meta.get("edge"), cost, **holding)
+    return edge_rules(load(dataset).meta.get("edge"), cost, **PRESET_HOLDING[name])
 
 
 def apply_preset(
@@ -256,6 +260,7 @@ __all__ = [
     "COSTS_TRADE_RATE",
     "HOLDING",
     "PRESETS",
+    "PRESET_HOLDING",
     "REWARD_SCALE",
     "apply_preset",
     "capital_rules",
