@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
-ALL_STAGES="tests env action costs ppo valpass backtest year learning tournament tournament4"
+ALL_STAGES="tests env action costs ppo valpass backtest year learning offpolicy tournament tournament4 mps"
 STAGES=${STAGES:-$ALL_STAGES}
 for name in $STAGES; do  # every name checked before anything runs
     case " $ALL_STAGES " in
@@ -44,8 +44,20 @@ stage() {
     # The year of issue 43 (64 policies, 100 tickers, 98,280 bars), new path only.
     year) run 240 python benchmarks/backtest_speed.py --device cuda --days 252 --paths new ;;
     learning) run 240 python benchmarks/learning_check.py --device cuda --algos ppo --seeds 1 --null-dataset '' --jobs 1 --out "$OUT/learning.json" ;;
+    # SAC and TD3 at the learning check's full budget, one seed (each prints its training time as it ends).
+    offpolicy) run 150 python benchmarks/learning_check.py --device cuda --algos sac,td3 --seeds 1 --null-dataset '' --jobs 1 --out "$OUT/offpolicy.json" ;;
     tournament) run 200 python benchmarks/tournament_scaling.py --gpus all --workers 1 --pods 4 --pod-steps 8192 --out "$OUT/tournament.json" ;;
     tournament4) run 330 python benchmarks/tournament_scaling.py --gpus all --workers 4 --pods 8 --pod-steps 8192 --out "$OUT/tournament4.json" ;;
+    # tournament4 under the CUDA MPS daemon: do four pods on one GPU run their kernels side by side with it?
+    mps)
+        if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
+            run 280 python benchmarks/tournament_scaling.py --gpus all --workers 4 --pods 8 --pod-steps 8192 --out "$OUT/tournament4_mps.json"
+            echo get_server_list | nvidia-cuda-mps-control
+            echo quit | nvidia-cuda-mps-control
+        else
+            echo "gpu.sh: the CUDA MPS daemon (nvidia-cuda-mps-control) could not be started here"
+        fi
+        ;;
     esac
 }
 python -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
