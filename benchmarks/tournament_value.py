@@ -57,7 +57,7 @@ from tournament.events import EventLog
 from trader import rundir
 from trader.backtesting.engine import BacktestConfig, run_backtest
 from trader.backtesting.runs import contents_trials, read_run, run_strategies
-from trader.presets import apply_preset, capital_rules
+from trader.presets import apply_preset, rules_at_capital
 from trader.rundir import config_from_dict
 from trader.training import train
 
@@ -81,7 +81,7 @@ def rules_and_configs(args: argparse.Namespace) -> tuple[dict, dict]:
         named = cost_model(args.costs)
         rules = {**rules, **config_to_dict(named.apply(config_from_dict_env(rules)))}
     if args.capital is not None:
-        rules = {**rules, **capital_rules(args.capital)}
+        rules = rules_at_capital(rules, args.capital)
     return rules, configs
 
 
@@ -300,7 +300,7 @@ def main() -> None:
         "--capital",
         type=float,
         default=None,
-        help="starting cash, rewards kept in bp of it (trader.presets.capital_rules); default: the preset's 1e6. "
+        help="starting cash, rewards kept in bp of it (trader.presets.rules_at_capital); default: the preset's 1e6. "
         "The costly minute market of benchmarks/learning_costs.py is at 1e7",
     )
     parser.add_argument("--seeds", type=int, default=10)

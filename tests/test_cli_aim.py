@@ -112,3 +112,48 @@ def test_tournament_value_refuses_a_capital_that_is_not_positive(tmp_path):
     )
     assert done.returncode == 2 and "--capital must be positive, got -1.0" in done.stderr
     assert not (tmp_path / "rows.json").exists()
+
+
+def test_rules_at_capital_keep_each_reward_the_same_share_of_the_capital():
+    """From the preset's rules (bp of USD 1 million), from the env's defaults (FinRL's 1e-4 of USD 1
+    million), and from rules already moved: the same return of the book is the same reward."""
+    from market_envs.env import EnvConfig
+    from trader.presets import REWARD_SCALE, capital_rules, rules_at_capital
+
+    preset = {"reward_scale": REWARD_SCALE, "action_mode": "weights"}
+    assert rules_at_capital(preset, 1e7) == {**preset, **capital_rules(1e7)}
+    for rules in (preset, None, {"initial_cash": 2.5e5, "reward_scale": 4e-2}):
+        base = {"initial_cash": EnvConfig.initial_cash, "reward_scale": EnvConfig.reward_scale, **(rules or {})}
+        for capital in (1e5, 1e7):
+            moved = rules_at_capital(rules, capital)
+            assert moved["initial_cash"] == capital
+            reward, moved_reward = (0.0003 * r["initial_cash"] * r["reward_scale"] for r in (base, moved))
+            assert moved_reward == pytest.approx(reward, rel=1e-12)
+            assert rules_at_capital(moved, base["initial_cash"])["reward_scale"] == pytest.approx(base["reward_scale"])
+
+
+def test_initial_cash_trains_at_that_capital_and_a_rerun_moves_it_again(tmp_path):
+    """``trader train --initial-cash``: config.toml records the capital and the reward scale that keeps
+    rewards in basis points of it; ``--config RUN/config.toml --initial-cash`` moves that run's rules."""
+    import tomllib
+
+    from test_train_cli import TINY_EDGE_RECIPE
+
+    from trader.presets import REWARD_SCALE
+
+    recipe = tmp_path / "edge.toml"
+    recipe.write_text(TINY_EDGE_RECIPE)
+    first, second = tmp_path / "at-1e7", tmp_path / "at-2e7"
+    tiny = ["--steps", "256", "--num-envs", "4", "--eval-every", "0"]
+    assert (
+        main(
+            ["train", str(first), "--algo", "ppo", "--dataset", str(recipe), "--preset", "market-costs", *tiny]
+            + ["--initial-cash", "1e7"]
+        )
+        == 0
+    )
+    rules = tomllib.loads((first / "config.toml").read_text())["env"]["env_config"]
+    assert rules["initial_cash"] == 1e7 and rules["reward_scale"] == pytest.approx(REWARD_SCALE / 10)
+    assert main(["train", str(second), "--config", str(first / "config.toml"), "--initial-cash", "2e7"]) == 0
+    rules = tomllib.loads((second / "config.toml").read_text())["env"]["env_config"]
+    assert rules["initial_cash"] == 2e7 and rules["reward_scale"] == pytest.approx(REWARD_SCALE / 20)

@@ -41,6 +41,7 @@ OPTIONS: dict[str, dict[str, str]] = {
             o: "market weights mode only: refused with --env and for rules in shares mode"
             for o in ("--trade-rate", "--no-trade-band", "--weights-map")
         },
+        "--initial-cash": "market only: refused with --env",
     },
     "backtest": {
         "run_dir": ACTS,
@@ -111,6 +112,7 @@ OPTIONS: dict[str, dict[str, str]] = {
             o: "market weights mode only: refused with --env and for rules in shares mode"
             for o in ("--trade-rate", "--no-trade-band", "--weights-map")
         },
+        "--initial-cash": "market only: refused with --env",
     },
     "dashboard": {"runs_dir": ACTS, "--port": ACTS, "--host": ACTS},
     "act": {
@@ -183,6 +185,7 @@ OPTIONS: dict[str, dict[str, str]] = {
         },
         "--baseline-algos": "with --baselines sb3 or sb3-dummy only",
         "--baseline-steps": "with --baselines only",
+        "--initial-cash": ACTS,
     },
     "data list": {},
     "data build": {"recipe": ACTS, "--data-dir": ACTS, "--refresh": ACTS, "--set": ACTS},
@@ -735,6 +738,11 @@ WORDS = [
     ),
     ([*WALK, "--learner", "ppo", "--commission", "1.5"], "--commission must be in [0, 1)"),
     (["demo", "RUN", "--commission", "1"], "--commission must be in [0, 1)"),
+    ([*TRAIN, "--dataset", "synthetic-edge-daily", "--initial-cash", "-1"], "--initial-cash must be > 0, got -1.0"),
+    ([*TRAIN, "--env", "Pendulum-v1", "--initial-cash", "1e7"], "--initial-cash applies to market data sets"),
+    (["tournament", "RUN", "--dataset", "synthetic-edge-daily", "--initial-cash", "0"], "--initial-cash must be > 0"),
+    (["tournament", "RUN", "--env", "Pendulum-v1", "--initial-cash", "1e7"], "--initial-cash applies to market"),
+    ([*WALK, "--learner", "ppo", "--initial-cash", "nan"], "--initial-cash must be > 0, got nan"),
 ]
 
 

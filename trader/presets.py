@@ -30,14 +30,25 @@ default edge per-stock PPO's policy lost the rule's sign, and at 1e-2 the same r
 holds it (benchmarks/RESULTS.md, "Why per-stock PPO lost on the default edge")."""
 
 
-def capital_rules(capital: float) -> dict[str, float]:
-    """The env keys for a starting capital of `capital` with rewards still in basis points of it:
-    ``initial_cash`` and ``reward_scale`` (`REWARD_SCALE` is for the env's 1e6). Costs with a
-    per-order minimum or a square-root impact read different markets at different capitals
-    (``synthetic-edge-minute-costs`` is measured at 1e7: benchmarks/learning_costs.py)."""
+def capital_rules(capital: float, reward_scale: float = REWARD_SCALE, initial_cash: float = 1e6) -> dict[str, float]:
+    """The env keys (``initial_cash``, ``reward_scale``) that move rules whose rewards were scaled by
+    `reward_scale` for a starting cash of `initial_cash` to a starting capital of `capital`, each
+    bar's reward still the same share of the capital (a reward is the change of value times the
+    scale; the defaults, the presets' `REWARD_SCALE` at the env's USD 1 million, are basis points).
+    Costs with a per-order minimum or a square-root impact read different markets at different
+    capitals (``synthetic-edge-minute-costs`` is measured at 1e7: benchmarks/learning_costs.py)."""
     if not capital > 0:
         raise ValueError(f"capital must be positive, got {capital}")
-    return {"initial_cash": float(capital), "reward_scale": REWARD_SCALE * 1e6 / capital}
+    return {"initial_cash": float(capital), "reward_scale": reward_scale * initial_cash / capital}
+
+
+def rules_at_capital(rules: dict[str, Any] | None, capital: float) -> dict[str, Any]:
+    """Env rules (a dict of `EnvConfig` keys; None: the env's defaults) moved to a starting capital
+    of `capital` by `capital_rules`, from their own ``initial_cash`` and ``reward_scale`` (or the env's
+    defaults where they set none)."""
+    rules = dict(rules or {})
+    scale, cash = rules.get("reward_scale", EnvConfig.reward_scale), rules.get("initial_cash", EnvConfig.initial_cash)
+    return {**rules, **capital_rules(capital, scale, cash)}
 
 
 COSTS_TRADE_RATE = 0.02
@@ -264,6 +275,7 @@ __all__ = [
     "REWARD_SCALE",
     "apply_preset",
     "capital_rules",
+    "rules_at_capital",
     "edge_rules",
     "market_algo_config",
     "market_rules",

@@ -279,14 +279,15 @@ def experiment_dates(start: str, end: str, years: float | None) -> dict[str, str
 
 
 def _rules(config: ExperimentConfig, recipe: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The preset's env rules at the experiment's cost and capital, and its algorithm configs."""
-    from trader.presets import apply_preset
+    """The preset's env rules at the experiment's cost and capital (rewards kept the same share of
+    it, `trader.presets.rules_at_capital`), and its algorithm configs."""
+    from trader.presets import apply_preset, rules_at_capital
 
     steps = config.steps or config.pod_steps
     rules, algo_configs = apply_preset(
         config.preset, recipe, config.cost, ("ppo", "sac", "td3"), steps=steps, num_envs=POD_ENVS
     )
-    return {**rules, "initial_cash": config.initial_cash}, algo_configs
+    return rules_at_capital(rules, config.initial_cash), algo_configs
 
 
 def _budget_text(config: ExperimentConfig) -> str:

@@ -26,6 +26,7 @@ from trader.app.cli.options import (
     CostsOption,
     DatasetOption,
     DeviceOption,
+    InitialCashOption,
     cost_flags,
 )
 from trader.names import name_list
@@ -107,9 +108,7 @@ def backtest(
         ),
     ] = None,
     output: Annotated[str, typer.Option("--output", help="table or json.")] = "table",
-    initial_cash: Annotated[
-        float | None, typer.Option("--initial-cash", help="Starting capital of every strategy; default: the run's.")
-    ] = None,
+    initial_cash: InitialCashOption = None,
     commission: CommissionOption = None,
     costs: CostsOption = None,
     cost_set: CostSetOption = [],

@@ -367,6 +367,31 @@ def trade_rate_rules(text: str | float) -> dict[str, Any]:
     return {"trade_rate": rate, "rate_action": False}
 
 
+InitialCashOption = Annotated[
+    float | None,
+    typer.Option(
+        "--initial-cash",
+        help="The starting capital of every strategy (EnvConfig.initial_cash; default: the run's, or USD 1 million "
+        "for a new run). A run trained at another capital keeps each reward the same share of it (reward_scale "
+        "follows). A per-order minimum commission and square-root impact make different markets of different "
+        "capitals.",
+    ),
+]
+
+
+def with_initial_cash(env_config: dict[str, Any] | None, initial_cash: float | None) -> dict[str, Any] | None:
+    """Env rules (a dict of `EnvConfig` keys, or None) with ``--initial-cash`` over them and the reward
+    scale moved with it, each bar's reward the same share of the capital as the rules gave it
+    (`trader.presets.rules_at_capital`); a capital that is not positive is one `UserError` line."""
+    if initial_cash is None:
+        return env_config
+    if not initial_cash > 0:
+        raise UserError(f"--initial-cash must be > 0, got {initial_cash}")
+    from trader.presets import rules_at_capital
+
+    return rules_at_capital(env_config, initial_cash)
+
+
 def with_aim_rules(
     env_config: dict[str, Any] | None,
     weights_map: str | None,
@@ -412,6 +437,7 @@ SHARED = (
     TradeRateOption,
     NoTradeBandOption,
     WeightsMapOption,
+    InitialCashOption,
     WorkersOption,
     GpusOption,
     SchedulerOption,

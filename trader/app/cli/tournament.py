@@ -28,6 +28,7 @@ from trader.app.cli.options import (
     DeviceOption,
     EnsembleWeightingOption,
     GpusOption,
+    InitialCashOption,
     InsecureOption,
     NoTradeBandOption,
     NumEnvsOption,
@@ -45,6 +46,7 @@ from trader.app.cli.options import (
     cost_flags,
     with_aim_rules,
     with_costs,
+    with_initial_cash,
 )
 from trader.names import name_list
 from trader.errors import UserError
@@ -90,6 +92,7 @@ def tournament_command(
     trade_rate: TradeRateOption = None,
     no_trade_band: NoTradeBandOption = None,
     weights_map: WeightsMapOption = None,
+    initial_cash: InitialCashOption = None,
 ) -> None:
     """Train a population of pods on dask, rank them, breed new ones; backtest the best.
 
@@ -103,8 +106,9 @@ def tournament_command(
     if dataset is not None and env is not None:
         raise UserError("give --dataset or --env, not both")
     cluster_keys = cluster_flags(workers, scheduler, gpus, device, (tls_ca, tls_cert, tls_key), insecure)
-    if env is not None and preset is not None:
-        raise UserError("--preset applies to market data sets (--dataset), not to gymnasium envs")
+    for option, given in (("--preset", preset is not None), ("--initial-cash", initial_cash is not None)):
+        if env is not None and given:
+            raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
     flags = {
         "env": dataset or env,
         "population": population,
@@ -142,6 +146,8 @@ def tournament_command(
         _apply_costs(values, cost, named)
     if (trade_rate, no_trade_band, weights_map) != (None, None, None):
         values["env_config"] = with_aim_rules(values.get("env_config"), weights_map, trade_rate, no_trade_band)
+    if initial_cash is not None:
+        values["env_config"] = with_initial_cash(values.get("env_config"), initial_cash)
     values["run_dir"] = str(run_dir)
     if resume:
         if not (run_dir / "tournament.toml").is_file():

@@ -25,6 +25,7 @@ from trader.app.cli.options import (
     CostsOption,
     DatasetOption,
     DeviceOption,
+    InitialCashOption,
     NoTradeBandOption,
     NumEnvsOption,
     SeedOption,
@@ -32,6 +33,7 @@ from trader.app.cli.options import (
     WeightsMapOption,
     cost_flags,
     with_aim_rules,
+    with_initial_cash,
 )
 from trader.environments import resolve_env
 from trader.errors import UserError
@@ -85,6 +87,7 @@ def train_command(
     trade_rate: TradeRateOption = None,
     no_trade_band: NoTradeBandOption = None,
     weights_map: WeightsMapOption = None,
+    initial_cash: InitialCashOption = None,
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader import rundir
@@ -141,6 +144,7 @@ def train_command(
             ("--trade-rate", trade_rate is not None),
             ("--no-trade-band", no_trade_band is not None),
             ("--weights-map", weights_map is not None),
+            ("--initial-cash", initial_cash is not None),
         ):
             if given:
                 raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
@@ -153,6 +157,7 @@ def train_command(
     )
     _apply_rules(arguments, preset, cost)
     arguments["env_config"] = with_aim_rules(arguments.get("env_config"), weights_map, trade_rate, no_trade_band)
+    arguments["env_config"] = with_initial_cash(arguments.get("env_config"), initial_cash)
     if market:
         arguments["env"] = _market_spec(arguments, cost, named)
     console = Console(stderr=True)

@@ -28,6 +28,7 @@ from trader.app.cli.options import (
     DeviceOption,
     EnsembleWeightingOption,
     GpusOption,
+    InitialCashOption,
     InsecureOption,
     NoTradeBandOption,
     NumEnvsOption,
@@ -44,6 +45,7 @@ from trader.app.cli.options import (
     cluster_flags,
     cost_flags,
     with_aim_rules,
+    with_initial_cash,
 )
 from trader.names import name_list
 from trader.errors import UserError
@@ -127,6 +129,7 @@ def walkforward_command(
     trade_rate: TradeRateOption = None,
     no_trade_band: NoTradeBandOption = None,
     weights_map: WeightsMapOption = None,
+    initial_cash: InitialCashOption = None,
 ) -> None:
     """Walk a learner forward: per fold train, select on validation, test; stitch the test windows.
 
@@ -201,6 +204,7 @@ def walkforward_command(
             preset, dataset, PRESET_COST if cost is None else cost, learner, algo_config, tournament, steps, num_envs
         )
     env_config = with_aim_rules(env_config or None, weights_map, trade_rate, no_trade_band) or {}
+    env_config = with_initial_cash(env_config or None, initial_cash) or {}
     rules = market_spec(dataset, env_config, cost=cost, costs=named).rules  # --costs set on the rules as objects
     if learner == "ppo" and algo_config.get("anneal_lr") and algo_config.get("total_steps") is None:
         algo_config["total_steps"] = steps  # the schedule runs over one fold's --steps

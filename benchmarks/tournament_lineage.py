@@ -1,0 +1,102 @@
+"""Why one arm of `benchmarks/tournament_value.py` beat another: the validation record of the runs it kept.
+
+Reads the run folders that ``tournament_value.py --keep-runs DIR`` wrote (``single-S``, ``pbt-S``,
+``random-S`` per seed S) and prints, per seed, a Markdown table:
+
+- the single run's best validation score and the transitions it had then, and its last;
+- the PBT tournament's best pod: its validation score, its generation and its lineage's transitions
+  (its own and its ancestors', whose weights it continued);
+- PBT's best fresh pod (generation 0) and random search's best pod;
+- PBT's pods finished and cancelled at the time budget (a cancelled pod's work is lost).
+
+Every score is the one the run recorded (``metrics.parquet``'s ``val_score``, ``pods.parquet``'s ``score``):
+nothing is recomputed.
+
+    python benchmarks/tournament_lineage.py runs/tv-minute            # one --keep-runs folder
+    python benchmarks/tournament_lineage.py runs/a runs/b             # several, seeds in order
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from trader import rundir  # noqa: E402
+
+
+def single_record(folder: Path) -> tuple[float, int, float, int]:
+    """(best validation score, its transitions, last validation score, its transitions) of a single run."""
+    metrics = pd.read_parquet(folder / rundir.METRICS, columns=["step", "val_score"]).dropna()
+    best = metrics.loc[metrics["val_score"].idxmax()]
+    last = metrics.iloc[-1]
+    return float(best["val_score"]), int(best["step"]), float(last["val_score"]), int(last["step"])
+
+
+def lineage_steps(pods: pd.DataFrame, pod_id: str) -> int:
+    """Transitions of `pod_id` and of every ancestor whose weights it continued."""
+    by_id = pods.set_index("pod_id")
+    total, current = 0, pod_id
+    while isinstance(current, str):
+        total += int(by_id.at[current, "steps"])
+        current = by_id.at[current, "parent_id"]
+    return total
+
+
+def tournament_record(folder: Path) -> dict:
+    """A tournament's best pod (score, generation, lineage transitions), best fresh pod, pods finished and cancelled."""
+    pods = pd.read_parquet(folder / rundir.PODS)
+    finished = pods[pods["status"] == "finished"]
+    best = finished.loc[finished["score"].idxmax()]
+    fresh = finished[finished["generation"] == 0]
+    return {
+        "best": float(best["score"]),
+        "generation": int(best["generation"]),
+        "lineage": lineage_steps(pods, best["pod_id"]),
+        "best_fresh": float(fresh["score"].max()) if len(fresh) else float("nan"),
+        "finished": len(finished),
+        "cancelled": int((pods["status"] == "cancelled").sum()),
+    }
+
+
+def seeds_in(root: Path) -> list[int]:
+    return sorted(int(m.group(1)) for p in root.iterdir() if (m := re.fullmatch(r"single-(\d+)", p.name)))
+
+
+def table(roots: list[Path]) -> str:
+    lines = [
+        "| seed | single: best validation (transitions) | single: last validation (transitions) "
+        "| PBT's best pod: validation (generation, lineage transitions) | PBT's best fresh pod "
+        "| random search's best | PBT pods finished / cancelled |",
+        "|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for root in roots:
+        for seed in seeds_in(root):
+            best, at, last, last_at = single_record(root / f"single-{seed}")
+            pbt, random = tournament_record(root / f"pbt-{seed}"), tournament_record(root / f"random-{seed}")
+            lines.append(
+                f"| {seed} | {best:.2f} ({at:,}) | {last:.2f} ({last_at:,}) "
+                f"| {pbt['best']:.2f} ({pbt['generation']}, {pbt['lineage']:,}) | {pbt['best_fresh']:.2f} "
+                f"| {random['best']:.2f} | {pbt['finished']} / {pbt['cancelled']} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("roots", nargs="+", type=Path, help="folders written by tournament_value.py --keep-runs")
+    args = parser.parse_args(argv)
+    for root in args.roots:
+        if not root.is_dir() or not seeds_in(root):
+            parser.error(f"{root}: no single-S run folder of tournament_value.py --keep-runs in it")
+    print(table(args.roots))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

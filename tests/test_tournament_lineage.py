@@ -1,0 +1,52 @@
+"""benchmarks/tournament_lineage.py on run folders laid out as tournament_value.py --keep-runs writes them:
+the single run's best and last validation, the tournament's best pod with its lineage, and the pods
+cancelled at the time budget, read from the runs' own files (known answers)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from trader import rundir
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import tournament_lineage  # noqa: E402
+
+
+def _pods(folder: Path, rows: list[tuple]) -> None:
+    folder.mkdir(parents=True)
+    columns = ["pod_id", "generation", "parent_id", "steps", "score", "status"]
+    pd.DataFrame(rows, columns=columns).to_parquet(folder / rundir.PODS)
+
+
+def test_the_lineage_and_the_records_are_the_runs_own(tmp_path: Path, capsys) -> None:
+    single = tmp_path / "single-3"
+    single.mkdir()
+    pd.DataFrame({"step": [100.0, 200.0, 250.0, 300.0], "val_score": [1.0, 4.0, None, 2.5]}).to_parquet(
+        single / rundir.METRICS
+    )
+    _pods(
+        tmp_path / "pbt-3",
+        [
+            ("p0", 0, None, 100, 3.0, "finished"),
+            ("p1", 0, None, 100, 2.0, "finished"),
+            ("p2", 1, "p0", 100, 3.5, "finished"),
+            ("p3", 2, "p2", 100, 9.0, "finished"),  # the best: three pods of one lineage
+            ("p4", 3, "p3", 0, None, "cancelled"),
+        ],
+    )
+    _pods(tmp_path / "random-3", [("p0", 0, None, 100, 1.5, "finished"), ("p1", 0, None, 100, 2.5, "finished")])
+    assert tournament_lineage.single_record(single) == (4.0, 200, 2.5, 300)
+    assert tournament_lineage.tournament_record(tmp_path / "pbt-3") == {
+        "best": 9.0,
+        "generation": 2,
+        "lineage": 300,
+        "best_fresh": 3.0,
+        "finished": 4,
+        "cancelled": 1,
+    }
+    assert tournament_lineage.main([str(tmp_path)]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row == "| 3 | 4.00 (200) | 2.50 (300) | 9.00 (2, 300) | 3.00 | 2.50 | 4 / 1 |"
