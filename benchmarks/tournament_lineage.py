@@ -27,7 +27,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trader import rundir  # noqa: E402
+from trader import rundir
 
 
 def single_record(folder: Path) -> tuple[float, int, float, int]:
@@ -69,12 +69,12 @@ def seeds_in(root: Path) -> list[int]:
 
 
 def table(roots: list[Path]) -> str:
-    lines = [
+    header = (
         "| seed | single: best validation (transitions) | single: last validation (transitions) "
         "| PBT's best pod: validation (generation, lineage transitions) | PBT's best fresh pod "
-        "| random search's best | PBT pods finished / cancelled |",
-        "|---:|---:|---:|---:|---:|---:|---|",
-    ]
+        "| random search's best | PBT pods finished / cancelled |"
+    )
+    lines = [header, "|---:|---:|---:|---:|---:|---:|---|"]
     for root in roots:
         for seed in seeds_in(root):
             best, at, last, last_at = single_record(root / f"single-{seed}")

@@ -12,7 +12,7 @@ import pandas as pd
 from trader import rundir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import tournament_lineage  # noqa: E402
+import tournament_lineage
 
 
 def _pods(folder: Path, rows: list[tuple]) -> None:
