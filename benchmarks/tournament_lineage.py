@@ -52,16 +52,20 @@ def tournament_record(folder: Path) -> dict:
     """A tournament's best pod (score, generation, lineage transitions), best fresh pod, pods finished and cancelled."""
     pods = pd.read_parquet(folder / rundir.PODS)
     finished = pods[pods["status"] == "finished"]
-    best = finished.loc[finished["score"].idxmax()]
-    fresh = finished[finished["generation"] == 0]
-    return {
-        "best": float(best["score"]),
-        "generation": int(best["generation"]),
-        "lineage": lineage_steps(pods, best["pod_id"]),
-        "best_fresh": float(fresh["score"].max()) if len(fresh) else float("nan"),
+    record = {
+        "best": float("nan"),  # no pod finished in the budget (tournament_value.py's "none" arm)
+        "generation": None,
+        "lineage": 0,
+        "best_fresh": float(finished.loc[finished["generation"] == 0, "score"].max()),
         "finished": len(finished),
         "cancelled": int((pods["status"] == "cancelled").sum()),
     }
+    if len(finished):
+        best = finished.loc[finished["score"].idxmax()]
+        record.update(
+            best=float(best["score"]), generation=int(best["generation"]), lineage=lineage_steps(pods, best["pod_id"])
+        )
+    return record
 
 
 def seeds_in(root: Path) -> list[int]:

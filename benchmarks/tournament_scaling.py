@@ -91,12 +91,12 @@ def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
 def progress_printer(workers: int) -> Callable[[Progress], None]:
     """An ``on_progress`` that prints a line each time a pod ends, so that a run stopped by a timeout
     (a short GPU lease) still tells how far it got: ``[4 workers] 3 pods done, 0 failed, 4 in flight, 95 s``."""
-    seen = [(0, 0)]
+    last = (0, 0)  # (done, failed) at the last line printed
 
     def show(progress: Progress) -> None:
-        ended = (progress.done, progress.failed)
-        if ended != seen[-1]:
-            seen.append(ended)
+        nonlocal last
+        if (progress.done, progress.failed) != last:
+            last = (progress.done, progress.failed)
             print(
                 f"  [{workers} workers] {progress.done} pods done, {progress.failed} failed, "
                 f"{progress.in_flight} in flight, {progress.elapsed:.0f} s",

@@ -4,6 +4,7 @@ cancelled at the time budget, read from the runs' own files (known answers)."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -50,3 +51,10 @@ def test_the_lineage_and_the_records_are_the_runs_own(tmp_path: Path, capsys) ->
     assert tournament_lineage.main([str(tmp_path)]) == 0
     row = capsys.readouterr().out.splitlines()[-1]
     assert row == "| 3 | 4.00 (200) | 2.50 (300) | 9.00 (2, 300) | 3.00 | 2.50 | 4 / 1 |"
+
+
+def test_a_tournament_that_finished_no_pod_is_a_row_not_a_crash(tmp_path: Path) -> None:
+    _pods(tmp_path / "pbt-0", [("p0", 0, None, 0, None, "cancelled"), ("p1", 0, None, 0, None, "cancelled")])
+    record = tournament_lineage.tournament_record(tmp_path / "pbt-0")
+    assert record["finished"] == 0 and record["cancelled"] == 2 and record["lineage"] == 0
+    assert record["generation"] is None and math.isnan(record["best"])  # nothing to rank

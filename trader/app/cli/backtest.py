@@ -27,6 +27,7 @@ from trader.app.cli.options import (
     DatasetOption,
     DeviceOption,
     InitialCashOption,
+    checked_initial_cash,
     cost_flags,
 )
 from trader.names import name_list
@@ -139,8 +140,7 @@ def backtest(
     if output not in ("table", "json"):
         raise UserError(f"--output must be table or json, got {output!r}")
     cost, named = cost_flags(commission, costs, cost_set)
-    if initial_cash is not None and not initial_cash > 0:
-        raise UserError(f"--initial-cash must be > 0, got {initial_cash}")
+    checked_initial_cash(initial_cash)
     from trader.backtesting.runs import backtest_config, backtest_run, check_report_name, read_run
 
     if report is not None:

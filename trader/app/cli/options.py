@@ -379,14 +379,19 @@ InitialCashOption = Annotated[
 ]
 
 
+def checked_initial_cash(initial_cash: float | None) -> float | None:
+    """``--initial-cash`` as given (None: not given); a capital that is not positive is one `UserError` line."""
+    if initial_cash is not None and not initial_cash > 0:
+        raise UserError(f"--initial-cash must be > 0, got {initial_cash}")
+    return initial_cash
+
+
 def with_initial_cash(env_config: dict[str, Any] | None, initial_cash: float | None) -> dict[str, Any] | None:
     """Env rules (a dict of `EnvConfig` keys, or None) with ``--initial-cash`` over them and the reward
     scale moved with it, each bar's reward the same share of the capital as the rules gave it
-    (`trader.presets.rules_at_capital`); a capital that is not positive is one `UserError` line."""
-    if initial_cash is None:
+    (`trader.presets.rules_at_capital`); a bad capital is refused by `checked_initial_cash`."""
+    if checked_initial_cash(initial_cash) is None:
         return env_config
-    if not initial_cash > 0:
-        raise UserError(f"--initial-cash must be > 0, got {initial_cash}")
     from trader.presets import rules_at_capital
 
     return rules_at_capital(env_config, initial_cash)
