@@ -7,7 +7,8 @@ Reads the run folders that ``tournament_value.py --keep-runs DIR`` wrote (``sing
 - the PBT tournament's best pod: its validation score, its generation and its lineage's transitions
   (its own and its ancestors', whose weights it continued);
 - PBT's best fresh pod (generation 0) and random search's best pod;
-- PBT's pods finished and cancelled at the time budget (a cancelled pod's work is lost).
+- PBT's pods finished and cancelled at the time budget (runs from before pods got the budget as a
+  deadline: a pod running at the budget was cancelled and its work lost; now it stops and is ranked).
 
 Every score is the one the run recorded (``metrics.parquet``'s ``val_score``, ``pods.parquet``'s ``score``):
 nothing is recomputed.

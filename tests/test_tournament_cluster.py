@@ -179,6 +179,22 @@ def test_a_killed_orchestrator_resumes_without_rerunning_finished_pods(local_clu
     assert all(submitted[pod] == 1 for pod in before)  # finished before the kill: never resubmitted
 
 
+def test_the_time_budget_stops_the_pods_in_flight_and_ranks_them(local_cluster, shared, tmp_path: Path) -> None:
+    """Pods far longer than the budget: each pod running at the budget stops there, is
+    validated and enters the leaderboard; none is cancelled and its work lost."""
+    _, client = local_cluster
+    run_dir = tmp_path / "budget"
+    pod_steps = 10**8
+    config = tiny_config(run_dir, shared[1], pods=None, time_budget=4.0, pod_steps=pod_steps, algos=("ppo",))
+    result = run(config, client=client)
+    assert result.stop_reason == "time_budget" and result.seconds < 120
+    frame = result.pods
+    assert len(frame) == 2 and (frame["status"] == "finished").all(), frame[["pod_id", "status", "error"]]
+    assert ((frame["steps"] > 0) & (frame["steps"] < pod_steps)).all()
+    assert {e.pod_id for e in result.leaderboard.ranked()} == set(frame["pod_id"])
+    assert_every_file_is_documented(run_dir)
+
+
 @pytest.mark.slow
 def test_a_worker_that_joins_mid_run_receives_pods(local_cluster, shared, tmp_path: Path) -> None:
     cluster, client = local_cluster

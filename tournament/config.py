@@ -60,7 +60,8 @@ class TournamentConfig:
     pods: int | None = 12
     """Pod budget: pods run in all (finished or failed); None for no limit."""
     time_budget: float | None = None
-    """Wall-clock budget in seconds (pods in flight then are cancelled); None for none."""
+    """Wall-clock budget in seconds; None for none. Pods in flight then stop training, are
+    validated and ranked, so the run overruns it by about one iteration and one validation."""
     target_score: float | None = None
     """Stop once the best validation score reaches this."""
     workers: int = 2

@@ -6,7 +6,8 @@ Kinds and their fields (every line also has ``kind`` and ``time``, Unix seconds)
   hyperparameters are recorded: ``parent_id`` and ``parent_hyperparameters`` beside);
 - ``finished`` / ``failed``: ``pod_id``, ``result`` (the whole `PodResult`);
 - ``entered``: ``pod_id``, ``score``, ``rank``; ``evicted``: ``pod_id``, ``score``;
-- ``cancelled``: ``pod_id`` (in flight when the tournament stopped);
+- ``cancelled``: ``pod_id`` (in flight when the target score stopped the tournament,
+  or started past the time budget: nothing trained; a resume runs it again);
 - ``started`` / ``stopped``: the tournament itself (``reason`` on stop).
 
 The log is the record a resumed tournament rebuilds from: a pod is done exactly when

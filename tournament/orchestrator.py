@@ -5,8 +5,11 @@ Loop: keep ``in_flight_per_thread`` pods submitted per worker thread connected *
 leave are not waited for); wait with `distributed.wait` for the first pod to finish
 (or for a few seconds, to notice new workers); record it; breed the next pods from
 the leaderboard (`tournament.generator`). Stop at the pod budget, the time budget or
-the target score, whichever comes first; pods still in flight at a time or target
-stop are cancelled.
+the target score, whichever comes first. At the pod budget the pods in flight finish;
+at the time budget they stop training too (each spec carries the budget as its
+`PodSpec.deadline`), are validated and ranked, so their work is not lost and the
+tournament overruns its budget by one training iteration and one validation pass, as
+`trader.train`'s ``time_budget`` does; at the target score they are cancelled.
 
 State and files (all in the run directory, see docs/contracts.md):
 
@@ -32,7 +35,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -324,13 +327,14 @@ def _loop(
     pending: dict[Any, PodSpec] = {}
 
     def submit(spec: PodSpec) -> None:
+        spec = _with_deadline(spec, config, start)
+        state.submitted(spec)
         future = client.submit(
             train_pod, spec, str(Path(config.run_dir).resolve()), key=f"pod-{spec.pod_id}-{id(state)}", pure=False
         )
         pending[future] = spec
 
     for spec in state.in_flight():  # a resumed run's pods that were in flight or cancelled
-        state.submitted(spec)
         submit(spec)
     while True:
         reason = _stop_reason(config, state, start)
@@ -338,12 +342,9 @@ def _loop(
         if reason is None:
             wanted = max(threads, 1) * config.in_flight_per_thread
             while len(pending) < wanted and _may_submit(config, state):
-                spec = generator.next_spec(state.next_index, state.board)
-                state.submitted(spec)
-                submit(spec)
+                submit(generator.next_spec(state.next_index, state.board))
         _report(on_progress, state, len(pending), threads, start)
-        cut_short = reason in ("time_budget", "target_score")  # a pod budget lets pods finish
-        if cut_short or not pending:
+        if reason == "target_score" or not pending:  # at the other stops the pods in flight end by themselves
             for future, spec in pending.items():
                 future.cancel()
                 state.cancel(spec)
@@ -355,9 +356,28 @@ def _loop(
         except TimeoutError:  # nothing finished: count the workers again, check the clock
             continue
         for future in done:
-            state.ended(_result_of(future, pending.pop(future)))
+            spec = pending.pop(future)
+            record(state, spec, _result_of(future, spec))
         if done and not config.keep_checkpoints:
             state.prune_checkpoints()
+
+
+def record(state: TournamentState, spec: PodSpec, result: PodResult) -> None:
+    """Enter a pod's result; a pod that started past its deadline is cancelled instead
+    (it trained nothing, and a resumed run submits it again)."""
+    if result.status == "cancelled":
+        state.cancel(spec)
+        state.write_pods()
+    else:
+        state.ended(result)
+
+
+def _with_deadline(spec: PodSpec, config: TournamentConfig, start: float) -> PodSpec:
+    """The spec with the time budget's end as its Unix-time deadline (None without a budget)."""
+    if config.time_budget is None:
+        return spec
+    left = config.time_budget - (time.monotonic() - start)
+    return replace(spec, deadline=time.time() + left)
 
 
 def _may_submit(config: TournamentConfig, state: TournamentState) -> bool:
@@ -376,9 +396,9 @@ def _stop_reason(config: TournamentConfig, state: TournamentState, start: float)
 
 
 def _wait_seconds(config: TournamentConfig, start: float) -> float:
-    if config.time_budget is None:
-        return RECHECK_SECONDS
-    return max(0.0, min(RECHECK_SECONDS, config.time_budget - (time.monotonic() - start)))
+    """Until the next pod ends, the next worker count or the time budget, whichever is first."""
+    left = math.inf if config.time_budget is None else config.time_budget - (time.monotonic() - start)
+    return min(RECHECK_SECONDS, left) if left > 0 else RECHECK_SECONDS
 
 
 def _result_of(future: Any, spec: PodSpec) -> PodResult:

@@ -2,7 +2,8 @@
 
 `PodSpec` says everything a pod needs (algorithm, config, env, steps, seed, parent),
 so `train_pod(spec, run_dir)` is a pure function of its arguments: on the CPU the
-same spec gives the same result. It runs on a dask worker or in-process alike and
+same spec gives the same result (a spec without a deadline: one with a deadline stops
+where the clock says). It runs on a dask worker or in-process alike and
 returns a small `PodResult` (scores, timings, where its checkpoint is): weights stay
 on disk, nothing large crosses the wire.
 
@@ -29,6 +30,9 @@ from trader.environments import load_market, resolve_env
 
 POD_DIR = rundir.PODS_DIR
 """Pods live in ``RUN_DIR/pods/<pod_id>/``, each a `trader.train` run directory."""
+MIN_BUDGET_SECONDS = 1e-3
+"""The training budget of a pod whose deadline passed between its start and its training:
+one iteration, then its validation."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,12 @@ class PodSpec:
     windows: dict[str, list[int]] | None = None
     """The same windows as bar positions (`TournamentConfig.windows`); when given, the env is
     cut to them and `periods` is not read."""
+    deadline: float | None = None
+    """Unix time of the tournament's time budget (None: no budget). The pod stops training
+    after the first iteration that ends past it, is validated and returns a finished result
+    (`trader.train`'s ``time_budget``); a pod that would start past it does not train at all
+    (status "cancelled"). The orchestrator sets it at each submission, so a resumed pod gets
+    the new run's deadline; the hosts' clocks are taken to agree (NTP)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,7 +96,8 @@ class PodResult:
 
     pod_id: str
     status: str
-    """"finished" (a validation score and a checkpoint exist) or "failed"."""
+    """"finished" (a validation score and a checkpoint exist), "failed", or "cancelled" (it
+    would have started past its `PodSpec.deadline`: nothing trained, nothing written)."""
     score: float | None = None
     """Best validation score (the evaluator's; NaN when it is not finite, e.g. a
     validation period with no trade has no Sharpe ratio; None when failed)."""
@@ -146,6 +157,9 @@ def train_pod(spec: PodSpec, run_dir: str) -> PodResult:
     done = committed_result(final)
     if done is not None:
         return done
+    if spec.deadline is not None and time.time() >= spec.deadline:
+        now = time.time()
+        return PodResult(spec.pod_id, "cancelled", start=now, end=now, worker=_worker_name(), device=spec.device)
     staged = rundir.stage_folder(final, unique=True)
     try:
         result = _train_into(spec, run_dir, staged)
@@ -196,6 +210,7 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
             env_config=spec.env_config or None,
             init_from=init_from,
             compile=spec.compile,
+            time_budget=None if spec.deadline is None else max(spec.deadline - time.time(), MIN_BUDGET_SECONDS),
         )
     except Exception as err:  # noqa: BLE001 - a failed pod is a result, not a crash
         line = f"{type(err).__name__}: {err}".splitlines()[0]

@@ -66,7 +66,12 @@ def tournament_command(
     pods: Annotated[
         int | None, typer.Option("--pods", help="Pod budget (default 12 unless another stop is given).")
     ] = None,
-    time_budget: Annotated[str | None, typer.Option("--time-budget", help="Wall-clock budget: 90s, 30m, 2h.")] = None,
+    time_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--time-budget", help="Wall-clock budget: 90s, 30m, 2h. Pods running then stop, are validated and ranked."
+        ),
+    ] = None,
     target_score: TargetScoreOption = None,
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
