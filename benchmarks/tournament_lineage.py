@@ -15,6 +15,7 @@ nothing is recomputed.
 
     python benchmarks/tournament_lineage.py runs/tv-minute            # one --keep-runs folder
     python benchmarks/tournament_lineage.py runs/a runs/b             # several, seeds in order
+    python benchmarks/tournament_lineage.py runs/pbt-only --single-from runs/tv-minute   # tournament_value.py --arms pbt
 """
 
 from __future__ import annotations
@@ -70,10 +71,32 @@ def tournament_record(folder: Path) -> dict:
 
 
 def seeds_in(root: Path) -> list[int]:
-    return sorted(int(m.group(1)) for p in root.iterdir() if (m := re.fullmatch(r"single-(\d+)", p.name)))
+    """The seeds of a --keep-runs folder: those with a run folder of any arm."""
+    found = (re.fullmatch(r"(?:single|pbt|random)-(\d+)", p.name) for p in root.iterdir())
+    return sorted({int(m.group(1)) for m in found if m})
 
 
-def table(roots: list[Path]) -> str:
+def _tournament_cells(folder: Path) -> tuple[str, str, str]:
+    """(best pod with generation and lineage, best fresh pod, finished / cancelled); n/a without the folder."""
+    if not folder.is_dir():
+        return "n/a", "n/a", "n/a"
+    record = tournament_record(folder)
+    return (
+        f"{record['best']:.2f} ({record['generation']}, {record['lineage']:,})",
+        f"{record['best_fresh']:.2f}",
+        f"{record['finished']} / {record['cancelled']}",
+    )
+
+
+def _single_cells(folder: Path) -> tuple[str, str]:
+    if not folder.is_dir():
+        return "n/a", "n/a"
+    best, at, last, last_at = single_record(folder)
+    return f"{best:.2f} ({at:,})", f"{last:.2f} ({last_at:,})"
+
+
+def table(roots: list[Path], single_from: Path | None = None) -> str:
+    """One row per seed of each root; the single run's cells from ``single_from`` when given."""
     header = (
         "| seed | single: best validation (transitions) | single: last validation (transitions) "
         "| PBT's best pod: validation (generation, lineage transitions) | PBT's best fresh pod "
@@ -82,24 +105,29 @@ def table(roots: list[Path]) -> str:
     lines = [header, "|---:|---:|---:|---:|---:|---:|---|"]
     for root in roots:
         for seed in seeds_in(root):
-            best, at, last, last_at = single_record(root / f"single-{seed}")
-            pbt, random = tournament_record(root / f"pbt-{seed}"), tournament_record(root / f"random-{seed}")
-            lines.append(
-                f"| {seed} | {best:.2f} ({at:,}) | {last:.2f} ({last_at:,}) "
-                f"| {pbt['best']:.2f} ({pbt['generation']}, {pbt['lineage']:,}) | {pbt['best_fresh']:.2f} "
-                f"| {random['best']:.2f} | {pbt['finished']} / {pbt['cancelled']} |"
-            )
+            best, last = _single_cells((single_from or root) / f"single-{seed}")
+            pbt, pbt_fresh, pbt_counts = _tournament_cells(root / f"pbt-{seed}")
+            random = _tournament_cells(root / f"random-{seed}")[0].split(" (")[0]
+            lines.append(f"| {seed} | {best} | {last} | {pbt} | {pbt_fresh} | {random} | {pbt_counts} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("roots", nargs="+", type=Path, help="folders written by tournament_value.py --keep-runs")
+    parser.add_argument(
+        "--single-from",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="read each seed's single run from this --keep-runs folder (a tournament setting trained with "
+        "tournament_value.py --arms pbt, against the single runs of the same seeds)",
+    )
     args = parser.parse_args(argv)
-    for root in args.roots:
+    for root in [*args.roots, *([args.single_from] if args.single_from else [])]:
         if not root.is_dir() or not seeds_in(root):
-            parser.error(f"{root}: no single-S run folder of tournament_value.py --keep-runs in it")
-    print(table(args.roots))
+            parser.error(f"{root}: no run folder of tournament_value.py --keep-runs (single-S, pbt-S, random-S) in it")
+    print(table(args.roots, args.single_from))
     return 0
 
 

@@ -62,6 +62,8 @@ from trader.rundir import config_from_dict
 from trader.training import train
 
 ARMS = ("single", "random", "best_pod", "result")
+TRAINED = ("single", "random", "pbt")
+"""What is trained per seed: the single run and the two tournaments (best_pod and result are both pbt's)."""
 
 
 def rules_and_configs(args: argparse.Namespace) -> tuple[dict, dict]:
@@ -91,10 +93,11 @@ def config_from_dict_env(values: dict):
     return config_from_dict(EnvConfig, values)
 
 
-def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, root: Path) -> dict:
+def train_arms(seed: int, args: argparse.Namespace, rules: dict, configs: dict, root: Path) -> dict[str, Path]:
+    """Train ``args.arms`` for one seed into ``root`` (``random-S``, ``pbt-S``, ``single-S``): their folders."""
     seconds = 60.0 * args.minutes
     folders = {}
-    for search in ("random", "pbt"):
+    for search in [arm for arm in ("random", "pbt") if arm in args.arms]:
         folder = root / f"{search}-{seed}"
         run(
             TournamentConfig(
@@ -121,20 +124,28 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
             )
         )
         folders[search] = folder
-    single = root / f"single-{seed}"
-    train(
-        args.single,
-        args.dataset,
-        configs[args.single],
-        single,
-        steps=10**12,
-        seed=seed,
-        num_envs=args.num_envs,
-        env_config=rules,
-        eval_every=args.pod_steps,
-        time_budget=seconds,
-        compile=args.compile,
-    )
+    if "single" in args.arms:
+        folders["single"] = root / f"single-{seed}"
+        train(
+            args.single,
+            args.dataset,
+            configs[args.single],
+            folders["single"],
+            steps=10**12,
+            seed=seed,
+            num_envs=args.num_envs,
+            env_config=rules,
+            eval_every=args.pod_steps,
+            time_budget=seconds,
+            compile=args.compile,
+        )
+    return folders
+
+
+def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, root: Path) -> dict:
+    """Train every arm for one seed, backtest them on the test period together: the seed's row."""
+    folders = train_arms(seed, args, rules, configs, root)
+    single = folders.pop("single")
     policies, trials, results = {}, {}, {}
     for arm, folder, pick in (
         ("single", single, "best"),
@@ -325,6 +336,14 @@ def main() -> None:
         help="torch.compile every arm's env steps, networks and validation passes (RESULTS, 'Pods per "
         "hour, compiled': a pod then compiles again, so short pods lose)",
     )
+    parser.add_argument(
+        "--arms",
+        type=lambda text: tuple(text.split(",")),
+        default=TRAINED,
+        help="which arms to train, of single,random,pbt (default: all, then the test backtest and the rows). "
+        "Fewer only train into --keep-runs, to compare on validation with benchmarks/tournament_lineage.py "
+        "(e.g. a PBT setting against the single runs of another folder: --single-from); the test period is not read",
+    )
     parser.add_argument("--out", default=None, help="also write the per-seed rows as JSON here")
     parser.add_argument(
         "--with-rows",
@@ -352,6 +371,12 @@ def main() -> None:
         parser.error(f"--capital must be positive, got {args.capital}")
     if args.out and Path(args.out).exists():
         parser.error(f"--out {args.out} exists: give a new path (its rows go in with --with-rows)")
+    unknown = sorted(set(args.arms) - set(TRAINED))
+    if unknown or not args.arms:
+        parser.error(f"--arms: unknown arm(s) {unknown or '(none)'}; choose from {','.join(TRAINED)}")
+    only_some = set(args.arms) != set(TRAINED)
+    if only_some and (not args.keep_runs or args.out or args.with_rows):
+        parser.error("--arms with fewer than all arms trains into --keep-runs only (no --out, no --with-rows)")
     if args.keep_runs and Path(args.keep_runs).exists():
         parser.error(f"--keep-runs {args.keep_runs} exists: give a new folder (a run folder there would be resumed)")
     if args.seeds:
@@ -365,10 +390,17 @@ def main() -> None:
             else:
                 root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tournament-value-")))
             for seed in seeds:
+                if only_some:
+                    folders = train_arms(seed, args, rules, configs, root)
+                    print(f"seed {seed}: trained {', '.join(folders)} into {root}", flush=True)
+                    continue
                 trained.append(one_seed(seed, args, rules, configs, root))
                 if args.out:  # after each seed: a stopped run keeps the seeds it finished
                     Path(args.out).write_text(json.dumps(trained, indent=1))
         rows += trained
+    if only_some:
+        print(f"compare on validation: python benchmarks/tournament_lineage.py {args.keep_runs}")
+        return
     rows.sort(key=lambda row: row["seed"])
     print()
     print(report(rows, args))

@@ -9,6 +9,7 @@ script runs (imports and definitions): their ``main`` is behind ``__name__ == "_
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -29,3 +30,26 @@ def test_benchmark_script_imports(path: Path, monkeypatch) -> None:
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, path.stem, module)  # dataclasses look their module up here
     spec.loader.exec_module(module)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--arms", "pbt,bogus"], "unknown arm(s) ['bogus']"),
+        (["--arms", "pbt", "--keep-runs", "kept", "--out", "rows.json"], "trains into --keep-runs only"),
+    ],
+)
+def test_tournament_value_refuses_arms_it_cannot_report(args: list[str], says: str, tmp_path: Path) -> None:
+    """Fewer arms than all are trained for tournament_lineage.py only: nothing to pair, so no rows."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "tournament_value.py"), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(BENCHMARKS.parent)},
+    )
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert not (tmp_path / "kept").exists()

@@ -58,3 +58,17 @@ def test_a_tournament_that_finished_no_pod_is_a_row_not_a_crash(tmp_path: Path) 
     record = tournament_lineage.tournament_record(tmp_path / "pbt-0")
     assert record["finished"] == 0 and record["cancelled"] == 2 and record["lineage"] == 0
     assert record["generation"] is None and math.isnan(record["best"])  # nothing to rank
+
+
+def test_a_tournament_setting_is_read_against_the_single_runs_of_another_folder(tmp_path: Path, capsys) -> None:
+    """tournament_value.py --arms pbt writes pbt-S only: its row takes the single run from --single-from, and the
+    arm that was not trained is n/a."""
+    singles = tmp_path / "all"
+    (singles / "single-5").mkdir(parents=True)
+    pd.DataFrame({"step": [100.0, 200.0], "val_score": [3.0, 2.0]}).to_parquet(singles / "single-5" / rundir.METRICS)
+    _pods(
+        tmp_path / "pbt-only" / "pbt-5", [("p0", 0, None, 100, 1.0, "finished"), ("p1", 1, "p0", 60, 4.0, "finished")]
+    )
+    assert tournament_lineage.main([str(tmp_path / "pbt-only"), "--single-from", str(singles)]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row == "| 5 | 3.00 (100) | 2.00 (200) | 4.00 (1, 160) | 1.00 | n/a | 2 / 0 |"
