@@ -164,30 +164,23 @@ def speaks_first():
 
 @pytest.fixture
 def web_server(tmp_path: Path):
-    """`python -m http.server` on a free loopback port; stopped after the test."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    """An HTTP server on a loopback port the kernel picks, serving in a thread; stopped after
+    the test. The listening socket is bound before the port is known, so no other process can
+    take the port first (as with a port probed free, closed, and handed to a subprocess)."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("http.server did not start within 20 s")
-        yield port
+        yield server.server_address[1]
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def test_a_web_server_is_one_error_within_the_connect_timeout(web_server: int) -> None:
