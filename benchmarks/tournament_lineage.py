@@ -107,7 +107,8 @@ def table(roots: list[Path], single_from: Path | None = None) -> str:
         for seed in seeds_in(root):
             best, last = _single_cells((single_from or root) / f"single-{seed}")
             pbt, pbt_fresh, pbt_counts = _tournament_cells(root / f"pbt-{seed}")
-            random = _tournament_cells(root / f"random-{seed}")[0].split(" (")[0]
+            random_folder = root / f"random-{seed}"
+            random = f"{tournament_record(random_folder)['best']:.2f}" if random_folder.is_dir() else "n/a"
             lines.append(f"| {seed} | {best} | {last} | {pbt} | {pbt_fresh} | {random} | {pbt_counts} |")
     return "\n".join(lines)
 

@@ -203,8 +203,8 @@ def walkforward_command(
         env_config, algo_config, tournament = _preset(
             preset, dataset, PRESET_COST if cost is None else cost, learner, algo_config, tournament, steps, num_envs
         )
-    env_config = with_aim_rules(env_config or None, weights_map, trade_rate, no_trade_band) or {}
-    env_config = with_initial_cash(env_config or None, initial_cash) or {}
+    aimed = with_aim_rules(env_config or None, weights_map, trade_rate, no_trade_band)
+    env_config = with_initial_cash(aimed, initial_cash) or {}
     rules = market_spec(dataset, env_config, cost=cost, costs=named).rules  # --costs set on the rules as objects
     if learner == "ppo" and algo_config.get("anneal_lr") and algo_config.get("total_steps") is None:
         algo_config["total_steps"] = steps  # the schedule runs over one fold's --steps
