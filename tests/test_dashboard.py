@@ -23,6 +23,7 @@ from dashboards import figures, runs
 from trader import metrics
 from trader.app.cli import main as cli
 
+from dashboard_server import serve_dashboard
 from market_fixtures import write_tiny_recipe
 
 APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
@@ -712,30 +713,11 @@ def test_every_command_a_page_suggests_parses(tmp_path: Path) -> None:
             command.make_context(words[0], words[1:])  # raises click's UsageError when it does not parse
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _listening(port: int) -> bool:
     import socket
 
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _wait_for(condition, seconds: float) -> bool:
-    import time
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return condition()
 
 
 def test_cli_dashboard_on_a_busy_port_exits_2_with_one_line_and_prints_no_url(tmp_path: Path, capsys) -> None:
@@ -758,20 +740,9 @@ def test_stopping_trader_dashboard_stops_streamlit_and_frees_the_port(tmp_path: 
 
     import psutil
 
-    port = _free_port()
-    command = [
-        sys.executable,
-        "-c",
-        "from trader.app.cli import entry_point; entry_point()",
-        "dashboard",
-        str(tmp_path),
-        "--port",
-        str(port),
-    ]
-    parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent, port = serve_dashboard(tmp_path)
     children: list = []
     try:
-        assert _wait_for(lambda: _listening(port), 60), "Streamlit did not start listening"
         children = psutil.Process(parent.pid).children(recursive=True)
         assert children, "Streamlit runs as a child of trader dashboard"
         parent.send_signal(getattr(signal, stop))

@@ -33,11 +33,6 @@ import ast
 import json
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -45,6 +40,7 @@ import pytest
 from trader import rundir
 from trader.app.cli import main
 
+from dashboard_server import serve_dashboard
 from test_cli_options import readme_commands
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,37 +182,15 @@ def test_tournament_on_all_gpus_refuses_without_cuda(cwd: Path, capsys) -> None:
     assert not (cwd / "runs" / "t1").exists()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @runs("trader dashboard runs")
 def test_dashboard_serves_the_runs_folder(cwd: Path) -> None:
     """The console script in a subprocess (it serves until stopped); ``--port`` is appended so
-    that a dashboard already on 8501 does not matter. It answers Streamlit's health check."""
+    that a dashboard already on 8501 does not matter. It answers Streamlit's health check
+    (`dashboard_server.serve_dashboard` waits for it)."""
     (cwd / "runs").mkdir()
-    port = free_port()
-    command = [sys.executable, "-c", "from trader.app.cli import entry_point; entry_point()"]
-    server = subprocess.Popen(
-        [*command, "dashboard", "runs", "--port", str(port)],
-        cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline, answer = time.monotonic() + 60, None
-        while answer is None and time.monotonic() < deadline and server.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
-                    answer = response.read().decode()
-            except OSError:
-                time.sleep(0.5)
-        assert answer == "ok", (server.poll(), answer)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    server, _ = serve_dashboard("runs", cwd=cwd)
+    server.terminate()
+    server.wait(timeout=30)
 
 
 # ------------------------------------------------------------------ one agent: train, backtest, act, paper, baselines
