@@ -136,7 +136,18 @@ from market_envs.data.indicators import trailing_tstat
 from market_envs.devices import resolve_device
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
-from market_envs.fill import FillRules, Market, dot, fill_costs, fill_orders, fill_rules, market_tables, within_cash
+from market_envs.fill import (
+    FillRules,
+    Market,
+    dot,
+    fill_costs,
+    fill_orders,
+    fill_rules,
+    market_tables,
+    read_actions_c,
+    reads_actions_natively,
+    within_cash,
+)
 
 PRICE_LIKE_FEATURES = frozenset({"open", "high", "low", "close", "boll_ub", "boll_lb", "close_30_sma", "close_60_sma"})
 ACTION_MODES = ("shares", "weights")
@@ -630,7 +641,14 @@ def _read_actions(actions: Tensor, rules: _Rules, dtype: torch.dtype) -> tuple[T
     view of a shared tensor is written to: under torch.compile such a write into half a tensor
     becomes a scatter, which inductor recomputed in every loop that read the other half.
     (Cleaning and converting both blocks at once, the aims a view, measured no faster on the
-    quiet grid of 2026-11-27 and slower compiled with every cost term: benchmarks/RESULTS.md.)"""
+    quiet grid of 2026-11-27 and slower compiled with every cost term: benchmarks/RESULTS.md.)
+
+    Eager on the CPU, float32 actions read into float64 (`market_envs.fill.reads_actions_natively`)
+    are read by fill_costs.c instead, both blocks in one pass with the same bits
+    (`market_envs.fill.read_actions_c`): torch's five eager ops had a fixed cost each, most of
+    what the policy's rate added to the step at 1,024 sub-environments."""
+    if reads_actions_natively(actions, dtype):  # eager on the CPU: one pass of fill_costs.c, the same bits
+        return read_actions_c(actions, rules.rate_action)
     if not rules.rate_action:
         return clean_actions(actions, dtype), None
     aims, rates = clean_actions(actions, actions.dtype).chunk(2, dim=-1)  # the one cleaning rule, no conversion

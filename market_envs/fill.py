@@ -821,12 +821,31 @@ _OUTPUTS = tuple(arg.name for arg in INTERFACE if arg.kind == "output")
 _HOLDINGS = [arg.name for arg in OPERATOR_ARGS].index("holdings")
 
 
-def c_parameters() -> list[tuple[str, str]]:
-    """The C signature that `INTERFACE` declares: (type, name) per parameter, types spelled as
-    in fill_costs.c (``const double *``, ``int64_t``)."""
+READ_INTERFACES: dict[str, tuple[Arg, ...]] = {
+    "read_actions": (
+        Arg("num_envs", "rows"),
+        Arg("n", "columns"),
+        Arg("actions", "array", "float"),
+        Arg("aims", "output"),
+    ),
+    "read_rate_actions": (
+        Arg("num_envs", "rows"),
+        Arg("n", "columns"),
+        Arg("actions", "array", "float"),
+        Arg("aims", "output"),
+        Arg("rates", "output"),
+    ),
+}
+"""The interfaces of fill_costs.c's two readers of the actions (`read_actions_c`), declared as
+`INTERFACE` is: ``n`` is N, the stocks (the rate actions' rows are 2N wide), the outputs [E, N]."""
+
+
+def c_parameters(interface: tuple[Arg, ...] = INTERFACE) -> list[tuple[str, str]]:
+    """The C signature that `interface` (default `INTERFACE`) declares: (type, name) per parameter,
+    types spelled as in fill_costs.c (``const double *``, ``int64_t``)."""
     spelled = {"rows": "int64_t", "columns": "int64_t", "real": "double", "flags": "int64_t", "output": "double *"}
     parameters = []
-    for arg in INTERFACE:
+    for arg in interface:
         if arg.kind == "array":
             parameters.append((f"const {arg.element} *", arg.name))
         elif arg.kind == "table":
@@ -836,9 +855,9 @@ def c_parameters() -> list[tuple[str, str]]:
     return parameters
 
 
-def argtypes() -> list[type]:
+def argtypes(interface: tuple[Arg, ...] = INTERFACE) -> list[type]:
     """The ctypes types of `c_parameters`: a pointer is a ``c_void_p`` (the call passes addresses)."""
-    return [ctypes.c_void_p if c_type.endswith("*") else _C_TYPES[c_type] for c_type, _ in c_parameters()]
+    return [ctypes.c_void_p if c_type.endswith("*") else _C_TYPES[c_type] for c_type, _ in c_parameters(interface)]
 
 
 def schema() -> str:
@@ -955,12 +974,47 @@ def native_library() -> ctypes.CDLL | None:
         return None
     native.fill_with_costs.restype = None
     native.fill_with_costs.argtypes = argtypes()
+    for name, interface in READ_INTERFACES.items():
+        getattr(native, name).restype = None
+        getattr(native, name).argtypes = argtypes(interface)
     return native
+
+
+def reads_actions_natively(actions: Tensor, dtype: torch.dtype) -> bool:
+    """Whether `read_actions_c` takes these actions: float32 [E, width] on the CPU read into float64,
+    eagerly (compiled, inductor fuses torch's forms), with the kernel available."""
+    return (  # compiling first: traced, the test ends there and guards nothing
+        not torch.compiler.is_compiling()
+        and actions.dtype == torch.float32
+        and dtype == torch.float64
+        and actions.dim() == 2
+        and actions.device.type == "cpu"
+        and native_available()
+    )
+
+
+def read_actions_c(actions: Tensor, rate_action: bool) -> tuple[Tensor, Tensor | None]:
+    """The actions [E, N] (with `rate_action`, [E, 2N]: the aims, then the rate actions) read as the
+    orders read them, by fill_costs.c in one pass: the aims [E, N] clipped to [-1, 1] with NaN as 0,
+    float64, and with `rate_action` each stock's trade rate [E, N] (`market_envs.env.policy_rates`
+    of its cleaned rate action); the same bits as the torch forms (tests/test_native_fill.py).
+    Only where `reads_actions_natively`."""
+    native = native_library()
+    actions = actions.detach().contiguous()
+    rows, width = actions.shape
+    n = width // 2 if rate_action else width
+    aims = actions.new_empty((rows, n), dtype=torch.float64)
+    if not rate_action:
+        native.read_actions(rows, n, actions.data_ptr(), aims.data_ptr())
+        return aims, None
+    rates = torch.empty_like(aims)
+    native.read_rate_actions(rows, n, actions.data_ptr(), aims.data_ptr(), rates.data_ptr())
+    return aims, rates
 
 
 def native_available() -> bool:
     """Whether the kernel is on (`native_enabled`) and loaded (building it on first call); the env asks once
-    per construction."""
+    per construction for the fill, and each eager step for the actions' read (`reads_actions_natively`)."""
     return native_enabled() and native_library() is not None
 
 

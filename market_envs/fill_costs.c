@@ -359,3 +359,38 @@ void fill_with_costs(int64_t num_envs, int64_t n, const double *orders, const do
     }
     free(scratch);
 }
+
+/* ------------------------------------------------------------------- the actions, read eagerly
+
+   The actions as the orders read them (`_read_actions` in market_envs/env.py), for the eager step on
+   the CPU: each float32 action clipped to [-1, 1] with NaN as 0, widened to double (exact), and with
+   the rate action (two blocks a row, the aims then the rates) each stock's trade rate
+   ((1 + r) / 2)^2, computed as torch computes it, 0.5 + 0.5 r then the square (halving is exact, so
+   the bits are torch's). One pass over the actions where torch's eager ops take five (NaN, clip,
+   the aims' copy, the rate's widening sum, the square): at 1,024 sub-environments the fixed cost of
+   each op was most of the policy's rate's cost in the step (benchmarks/RESULTS.md, "The policy's rate
+   read in one pass"). The compiled step keeps torch's forms, which inductor fuses itself. */
+
+static inline double clean_action(float a) {
+    if (a != a) return 0.0; /* NaN: no order */
+    return (double)(a > 1.0f ? 1.0f : (a < -1.0f ? -1.0f : a)); /* +-inf to +-1, -0 kept, as torch's clamp */
+}
+
+void read_actions(int64_t num_envs, int64_t n, const float *actions, double *aims) {
+    const int64_t count = num_envs * n;
+#pragma omp simd
+    for (int64_t k = 0; k < count; k++) aims[k] = clean_action(actions[k]);
+}
+
+void read_rate_actions(int64_t num_envs, int64_t n, const float *actions, double *aims, double *rates) {
+    for (int64_t e = 0; e < num_envs; e++) {
+        const float *row = actions + e * 2 * n;
+        double *aim = aims + e * n, *rate = rates + e * n;
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) {
+            aim[i] = clean_action(row[i]);
+            double half = 0.5 + 0.5 * clean_action(row[n + i]);
+            rate[i] = half * half;
+        }
+    }
+}

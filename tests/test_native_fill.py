@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import math
 import re
 import threading
 import warnings
@@ -233,8 +234,70 @@ def c_signatures(text: str) -> dict[str, list[tuple[str, str]]]:
 
 
 def test_the_c_signature_equals_the_declared_interface():
-    """Names, types and order of fill_costs.c's one exported function = `fill.INTERFACE`."""
-    assert c_signatures(SOURCE_TEXT) == {"fill_with_costs": fill.c_parameters()}
+    """Names, types and order of fill_costs.c's exported functions = `fill.INTERFACE` and `fill.READ_INTERFACES`."""
+    readers = {name: fill.c_parameters(interface) for name, interface in fill.READ_INTERFACES.items()}
+    assert c_signatures(SOURCE_TEXT) == {"fill_with_costs": fill.c_parameters(), **readers}
+    assert readers["read_rate_actions"] == [
+        ("int64_t", "num_envs"),
+        ("int64_t", "n"),
+        ("const float *", "actions"),
+        ("double *", "aims"),
+        ("double *", "rates"),
+    ]
+    assert fill.argtypes(fill.READ_INTERFACES["read_actions"]) == [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2
+
+
+SPECIAL_ACTIONS = (
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    -0.0,
+    0.0,
+    1e-45,
+    -1e-45,
+    1.0,
+    -1.0,
+    1.0000001,
+    3e38,
+    -3e38,
+)
+"""NaN (no order), infinities and values beyond [-1, 1] (clipped), signed zeros and subnormals (kept)."""
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int64)
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_the_native_read_of_the_actions_is_torchs_bit_for_bit(native_kernel, contiguous):
+    """`read_actions_c` against the torch forms it replaces eagerly (`clean_actions`, `policy_rates`): the
+    aims and the rates float64, the same float bits, NaN as 0 and the special values included."""
+    from market_envs.env import clean_actions, policy_rates
+
+    generator = torch.Generator().manual_seed(5)
+    actions = torch.randn(37, 2 * 13, generator=generator) * 2.0
+    actions.view(-1)[: len(SPECIAL_ACTIONS)] = torch.tensor(SPECIAL_ACTIONS)
+    actions.view(-1)[-len(SPECIAL_ACTIONS) :] = torch.tensor(SPECIAL_ACTIONS)
+    if not contiguous:  # a view with a row stride of 3N: read as a copy
+        actions = torch.cat([actions, actions[:, :13]], dim=1)[:, : 2 * 13]
+        assert not actions.is_contiguous()
+    assert fill.reads_actions_natively(actions, torch.float64)
+    aims, rates = fill.read_actions_c(actions, rate_action=True)
+    torch_aims, torch_rates = clean_actions(actions, actions.dtype).chunk(2, dim=-1)
+    assert torch.equal(_bits(aims), _bits(torch_aims.to(torch.float64)))
+    assert torch.equal(_bits(rates), _bits(policy_rates(torch_rates, torch.float64)))
+    one_block = actions[:, :13]
+    only, none = fill.read_actions_c(one_block, rate_action=False)
+    assert none is None and torch.equal(_bits(only), _bits(clean_actions(one_block, torch.float64)))
+    assert aims[0, 0] == 0.0 and aims[0, 1] == 1.0 and aims[0, 2] == -1.0 and math.copysign(1.0, aims[0, 3]) == -1.0
+
+
+def test_the_native_read_takes_only_float32_actions_read_into_float64_on_the_cpu(native_kernel):
+    actions = torch.zeros(4, 6)
+    assert fill.reads_actions_natively(actions, torch.float64)
+    assert not fill.reads_actions_natively(actions.double(), torch.float64)  # the torch forms read any dtype
+    assert not fill.reads_actions_natively(actions, torch.float32)
+    assert not fill.reads_actions_natively(actions[0], torch.float64)  # one row: the torch forms
 
 
 def test_a_c_signature_that_differs_from_the_declaration_is_seen():
