@@ -8,7 +8,12 @@ Reads the run folders that ``tournament_value.py --keep-runs DIR`` wrote (``sing
   (its own and its ancestors', whose weights it continued);
 - PBT's best fresh pod (generation 0) and random search's best pod;
 - PBT's pods finished and cancelled at the time budget (runs from before pods got the budget as a
-  deadline: a pod running at the budget was cancelled and its work lost; now it stops and is ranked).
+  deadline: a pod running at the budget was cancelled and its work lost; now it stops and is ranked);
+- PBT's pods that qualified for its ensemble (``selection.json``: PSR(0) >= 0.95 on validation), its
+  members (the best qualified, at most ``ensemble_k``), and how many lineages each come from (a lineage:
+  a fresh pod and every pod that continued its weights). Exploit breeds from the top pods, so the
+  members may be one family: near-copies of one validated pod (random search's pods are each a lineage
+  of their own).
 
 Every score is the one the run recorded (``metrics.parquet``'s ``val_score``, ``pods.parquet``'s ``score``):
 nothing is recomputed.
@@ -50,6 +55,31 @@ def lineage_steps(pods: pd.DataFrame, pod_id: str) -> int:
     return total
 
 
+def lineage_root(pods: pd.DataFrame, pod_id: str) -> str:
+    """The fresh pod (generation 0) at the start of `pod_id`'s lineage: itself when fresh."""
+    by_id = pods.set_index("pod_id")
+    current = pod_id
+    while isinstance(parent := by_id.at[current, "parent_id"], str):
+        current = parent
+    return current
+
+
+def qualified_lineages(folder: Path) -> tuple[int, int, int, int]:
+    """(pods that qualified for the ensemble, their lineages, the ensemble's members, their lineages) of a
+    tournament; zeros when it wrote no ``selection.json`` (no pod finished)."""
+    if not (folder / rundir.SELECTION).is_file():
+        return 0, 0, 0, 0
+    selection = rundir.read_json(folder / rundir.SELECTION, version=rundir.SELECTION_VERSION)
+    qualified = [c["pod_id"] for c in selection["candidates"] if c["qualified"]]
+    pods = pd.read_parquet(folder / rundir.PODS)
+
+    def lineages(pod_ids: list[str]) -> int:
+        return len({lineage_root(pods, pod_id) for pod_id in pod_ids})
+
+    members = list(selection["members"])
+    return len(qualified), lineages(qualified), len(members), lineages(members)
+
+
 def tournament_record(folder: Path) -> dict:
     """A tournament's best pod (score, generation, lineage transitions), best fresh pod, pods finished and cancelled."""
     pods = pd.read_parquet(folder / rundir.PODS)
@@ -76,15 +106,18 @@ def seeds_in(root: Path) -> list[int]:
     return sorted({int(m.group(1)) for m in found if m})
 
 
-def _tournament_cells(folder: Path) -> tuple[str, str, str]:
-    """(best pod with generation and lineage, best fresh pod, finished / cancelled); n/a without the folder."""
+def _tournament_cells(folder: Path) -> tuple[str, str, str, str]:
+    """(best pod with generation and lineage, best fresh pod, finished / cancelled, qualified pods and the
+    ensemble's members with their lineages); n/a without the folder."""
     if not folder.is_dir():
-        return "n/a", "n/a", "n/a"
+        return "n/a", "n/a", "n/a", "n/a"
     record = tournament_record(folder)
+    qualified, their_lineages, members, members_lineages = qualified_lineages(folder)
     return (
         f"{record['best']:.2f} ({record['generation']}, {record['lineage']:,})",
         f"{record['best_fresh']:.2f}",
         f"{record['finished']} / {record['cancelled']}",
+        f"{qualified} ({their_lineages}); {members} ({members_lineages})",
     )
 
 
@@ -100,16 +133,18 @@ def table(roots: list[Path], single_from: Path | None = None) -> str:
     header = (
         "| seed | single: best validation (transitions) | single: last validation (transitions) "
         "| PBT's best pod: validation (generation, lineage transitions) | PBT's best fresh pod "
-        "| random search's best | PBT pods finished / cancelled |"
+        "| random search's best | PBT pods finished / cancelled | PBT pods qualified (lineages); members (lineages) |"
     )
-    lines = [header, "|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [header, "|---:|---:|---:|---:|---:|---:|---|---|"]
     for root in roots:
         for seed in seeds_in(root):
             best, last = _single_cells((single_from or root) / f"single-{seed}")
-            pbt, pbt_fresh, pbt_counts = _tournament_cells(root / f"pbt-{seed}")
+            pbt, pbt_fresh, pbt_counts, pbt_lineages = _tournament_cells(root / f"pbt-{seed}")
             random_folder = root / f"random-{seed}"
             random = f"{tournament_record(random_folder)['best']:.2f}" if random_folder.is_dir() else "n/a"
-            lines.append(f"| {seed} | {best} | {last} | {pbt} | {pbt_fresh} | {random} | {pbt_counts} |")
+            lines.append(
+                f"| {seed} | {best} | {last} | {pbt} | {pbt_fresh} | {random} | {pbt_counts} | {pbt_lineages} |"
+            )
     return "\n".join(lines)
 
 

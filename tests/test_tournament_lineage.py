@@ -50,7 +50,34 @@ def test_the_lineage_and_the_records_are_the_runs_own(tmp_path: Path, capsys) ->
     }
     assert tournament_lineage.main([str(tmp_path)]) == 0
     row = capsys.readouterr().out.splitlines()[-1]
-    assert row == "| 3 | 4.00 (200) | 2.50 (300) | 9.00 (2, 300) | 3.00 | 2.50 | 4 / 1 |"
+    assert (
+        row == "| 3 | 4.00 (200) | 2.50 (300) | 9.00 (2, 300) | 3.00 | 2.50 | 4 / 1 | 0 (0); 0 (0) |"
+    )  # no selection.json
+
+
+def test_the_qualified_pods_lineages_are_counted_from_their_fresh_ancestors(tmp_path: Path, capsys) -> None:
+    """Three qualified pods, two of one family (p2 continued p0, p3 continued p2) and p1 fresh: 2 lineages; a pod
+    below the bar (p4, of a third family) is not counted; the two members are one lineage."""
+    folder = tmp_path / "pbt-1"
+    _pods(
+        folder,
+        [
+            ("p0", 0, None, 100, 3.0, "finished"),
+            ("p1", 0, None, 100, 2.0, "finished"),
+            ("p2", 1, "p0", 100, 3.5, "finished"),
+            ("p3", 2, "p2", 100, 9.0, "finished"),
+            ("p5", 0, None, 100, 0.1, "finished"),
+            ("p4", 1, "p5", 100, 0.2, "finished"),
+        ],
+    )
+    flags = {"p3": True, "p2": True, "p0": False, "p1": True, "p4": False, "p5": False}
+    candidates = [{"pod_id": pod, "score": 0.0, "psr": 0.0, "qualified": ok} for pod, ok in flags.items()]
+    selection = {"format_version": rundir.SELECTION_VERSION, "candidates": candidates, "members": ["p3", "p2"]}
+    rundir.write_json(folder / rundir.SELECTION, selection)  # the members: the best two qualified, one family
+    assert tournament_lineage.lineage_root(pd.read_parquet(folder / rundir.PODS), "p3") == "p0"
+    assert tournament_lineage.qualified_lineages(folder) == (3, 2, 2, 1)
+    assert tournament_lineage.main([str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("| 6 / 0 | 3 (2); 2 (1) |")
 
 
 def test_a_tournament_that_finished_no_pod_is_a_row_not_a_crash(tmp_path: Path) -> None:
@@ -71,4 +98,4 @@ def test_a_tournament_setting_is_read_against_the_single_runs_of_another_folder(
     )
     assert tournament_lineage.main([str(tmp_path / "pbt-only"), "--single-from", str(singles)]) == 0
     row = capsys.readouterr().out.splitlines()[-1]
-    assert row == "| 5 | 3.00 (100) | 2.00 (200) | 4.00 (1, 160) | 1.00 | n/a | 2 / 0 |"
+    assert row == "| 5 | 3.00 (100) | 2.00 (200) | 4.00 (1, 160) | 1.00 | n/a | 2 / 0 | 0 (0); 0 (0) |"

@@ -527,7 +527,7 @@ def select_result(config: TournamentConfig, state: TournamentState, env: str) ->
     members, weights, ensemble_score = [], [], None
     if len(qualified) >= 2:
         members, weights = qualified, selection.member_weights(qualified, config.ensemble_weighting)
-        ensemble_score, daily = _validate_ensemble(config, env, state.root, members, weights)
+        ensemble_score, daily = validate_ensemble(config, env, state.root, members, weights)
         _append_trial(state.root, ensemble_score, daily)
     chosen = selection.Selection(
         found,
@@ -548,7 +548,7 @@ def select_result(config: TournamentConfig, state: TournamentState, env: str) ->
     return chosen
 
 
-def _validate_ensemble(
+def validate_ensemble(
     config: TournamentConfig, env: str, root: Path, members: list[Any], weights: list[float]
 ) -> tuple[float, Any]:
     """(score, daily returns) of the ensemble's pass over the validation period, by the
@@ -590,4 +590,12 @@ def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
     )  # a resumed tournament's leaderboard has changed: its report with it
 
 
-__all__ = ["Progress", "TournamentResult", "TournamentState", "pods_frame", "resolve_config", "run"]
+__all__ = [
+    "Progress",
+    "TournamentResult",
+    "TournamentState",
+    "pods_frame",
+    "resolve_config",
+    "run",
+    "validate_ensemble",
+]
