@@ -1,4 +1,5 @@
-/* The fill with the terms of CostModel, by hand for the CPU (market_envs/fill.py builds it).
+/* The fill with the terms of CostModel, by hand for the CPU (market_envs/fill.py builds it); at the end of
+   the file, the eager step's read of the actions (`read_actions`, `read_rate_actions`).
 
    The same rules as `_fill_with_costs` in market_envs/fill.py, which stays the kernel on CUDA
    and wherever this one cannot be built; tests/test_native_fill.py holds the two equal on
