@@ -97,7 +97,7 @@ def one_seed(folder: Path, device: str) -> dict:
     found = {"today": today, "today_result": selection["result"], "lineages": by_lineage, "best_score": best_score}
     found.update(today_score=selection["ensemble_score"], lineages_score=None, lineages_result="best")
     strategies = {"best_pod": checkpoint(selection["candidates"][0]["pod_id"])}
-    if selection["result"] == "ensemble":
+    if len(today) >= 2:  # today's ensemble, whether or not it was the result: how the choice did on test
         strategies["today"] = ([checkpoint(p) for p in today], selection["weights"])
     if by_lineage == today:  # the same ensemble: the same validation and result
         found.update(lineages_score=selection["ensemble_score"], lineages_result=selection["result"])
@@ -112,7 +112,8 @@ def one_seed(folder: Path, device: str) -> dict:
     result = run_backtest(dataset, _loaded(strategies, device), period="test", config=backtest, device=device)
     sharpe = {name: float(result.metrics.loc[name, "sharpe_ratio"]) for name in strategies}
     found["best_pod_test"] = sharpe["best_pod"]
-    found["today_test"] = sharpe.get("today", sharpe["best_pod"])
+    found["ensemble_test"] = sharpe.get("today")  # None without an ensemble
+    found["today_test"] = sharpe["today"] if selection["result"] == "ensemble" else sharpe["best_pod"]
     if by_lineage == today:
         found["lineages_test"] = found["today_test"]
     else:
@@ -153,9 +154,10 @@ def report(found: dict[int, dict], rows: dict[int, dict]) -> str:
     lines = [
         (
             "| seed | today's members | members by lineage | validation: best pod / today's ensemble / by lineage "
-            "| result today / by lineage | test: single | test: today's result | test: by lineage |"
+            "| result today / by lineage | test: single | test: best pod / today's ensemble | test: today's result "
+            "| test: by lineage |"
         ),
-        "|---:|---|---|---|---|---:|---:|---:|",
+        "|---:|---|---|---|---|---:|---|---:|---:|",
     ]
 
     def show(x: float | None) -> str:
@@ -166,14 +168,21 @@ def report(found: dict[int, dict], rows: dict[int, dict]) -> str:
             f"| {seed} | {', '.join(f['today'])} | {', '.join(f['lineages'])} "
             f"| {show(f['best_score'])} / {show(f['today_score'])} / {show(f['lineages_score'])} "
             f"| {f['today_result']} / {f['lineages_result']} | {rows[seed]['single']['sharpe']:.2f} "
-            f"| {f['today_test']:.2f} | {f['lineages_test']:.2f} |"
+            f"| {f['best_pod_test']:.2f} / {show(f['ensemble_test'])} | {f['today_test']:.2f} | {f['lineages_test']:.2f} |"
         )
     seeds = sorted(found)
     single = [rows[s]["single"]["sharpe"] for s in seeds]
     today = [found[s]["today_test"] for s in seeds]
     by_lineage = [found[s]["lineages_test"] for s in seeds]
+    formed = [s for s in seeds if found[s]["ensemble_test"] is not None]
+    ensemble = [found[s]["ensemble_test"] for s in formed]
+    best = [found[s]["best_pod_test"] for s in formed]
     lines += [
         "",
+        (
+            f"Today's ensemble against the best pod on test, where it was formed ({len(formed)} seeds): above on "
+            f"{sum(x > y for x, y in zip(ensemble, best))}; {_wilcoxon(ensemble, best)}."
+        ),
         (
             f"Medians over {len(seeds)} seeds: single {statistics.median(single):.2f}, today's result "
             f"{statistics.median(today):.2f}, by lineage {statistics.median(by_lineage):.2f}."
