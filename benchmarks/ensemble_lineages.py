@@ -42,7 +42,6 @@ from scipy import stats as scipy_stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tournament import TournamentConfig
-from tournament.leaderboard import lineage
 from tournament.orchestrator import validate_ensemble
 from tournament.selection import Candidate, choose, member_weights
 from trader import rundir
@@ -50,38 +49,29 @@ from trader.backtesting.engine import BacktestConfig, run_backtest
 from trader.backtesting.runs import read_run
 from trader.rundir import config_to_dict
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
+from tournament_lineage import lineage_root, pod_parents
+from tournament_value import arms_backtest_config
+
 
 def lineage_members(folder: Path, k: int) -> tuple[list[str], list[str]]:
     """(today's members, the members by lineage) of a kept tournament: the best qualified pod of each
     lineage, best first, at most ``k``."""
     selection = rundir.read_json(folder / rundir.SELECTION, version=rundir.SELECTION_VERSION)
-    pods = pd.read_parquet(folder / rundir.PODS)
-    parents = {
-        pod: parent if isinstance(parent, str) else None for pod, parent in zip(pods["pod_id"], pods["parent_id"])
-    }
+    parents = pod_parents(pd.read_parquet(folder / rundir.PODS))
     chosen, roots = [], set()
     for candidate in selection["candidates"]:  # ranked, best first
-        root = lineage(candidate["pod_id"], parents)[-1]
+        root = lineage_root(parents, candidate["pod_id"])
         if candidate["qualified"] and root not in roots and len(chosen) < k:
             chosen.append(candidate["pod_id"])
             roots.add(root)
     return list(selection["members"]), chosen
 
 
-def test_config(folder: Path) -> tuple[str, BacktestConfig]:
-    """The data set and the test backtest's rules as tournament_value.py builds them from the run's env rules."""
+def run_backtest_rules(folder: Path) -> tuple[str, BacktestConfig]:
+    """The data set and the test backtest's rules as tournament_value.py builds them, from the run's env rules."""
     contents = read_run(folder)
-    rules = config_to_dict(contents.env_config)
-    config = BacktestConfig(
-        initial_cash=rules.get("initial_cash", 1e6),
-        buy_cost=rules["buy_cost"],
-        sell_cost=rules["sell_cost"],
-        costs=rules.get("costs") or {},
-        policy_env=contents.env_config,
-        tear_sheet=False,
-        record_positions="day",
-    )
-    return contents.dataset, config
+    return contents.dataset, arms_backtest_config(config_to_dict(contents.env_config))
 
 
 def one_seed(folder: Path, device: str) -> dict:
@@ -92,7 +82,7 @@ def one_seed(folder: Path, device: str) -> dict:
     best_score = selection["best_score"]
 
     def checkpoint(pod: str) -> Path:
-        return folder / rundir.PODS_DIR / pod / "checkpoints" / "best"
+        return folder / rundir.PODS_DIR / pod / rundir.CHECKPOINTS / "best"
 
     found = {"today": today, "today_result": selection["result"], "lineages": by_lineage, "best_score": best_score}
     found.update(today_score=selection["ensemble_score"], lineages_score=None, lineages_result="best")
@@ -108,7 +98,7 @@ def one_seed(folder: Path, device: str) -> dict:
         found.update(lineages_score=score, lineages_result=choose(best_score, score))
         if found["lineages_result"] == "ensemble":
             strategies["lineages"] = ([checkpoint(p) for p in by_lineage], weights)
-    dataset, backtest = test_config(folder)
+    dataset, backtest = run_backtest_rules(folder)
     result = run_backtest(dataset, _loaded(strategies, device), period="test", config=backtest, device=device)
     sharpe = {name: float(result.metrics.loc[name, "sharpe_ratio"]) for name in strategies}
     found["best_pod_test"] = sharpe["best_pod"]

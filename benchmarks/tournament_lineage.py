@@ -34,6 +34,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tournament.leaderboard import lineage
 from trader import rundir
 
 
@@ -45,23 +46,20 @@ def single_record(folder: Path) -> tuple[float, int, float, int]:
     return float(best["val_score"]), int(best["step"]), float(last["val_score"]), int(last["step"])
 
 
+def pod_parents(pods: pd.DataFrame) -> dict[str, str | None]:
+    """pod -> the pod whose weights it continued (None for a fresh pod), from a run's ``pods.parquet``."""
+    return {pod: parent if isinstance(parent, str) else None for pod, parent in zip(pods["pod_id"], pods["parent_id"])}
+
+
 def lineage_steps(pods: pd.DataFrame, pod_id: str) -> int:
     """Transitions of `pod_id` and of every ancestor whose weights it continued."""
-    by_id = pods.set_index("pod_id")
-    total, current = 0, pod_id
-    while isinstance(current, str):
-        total += int(by_id.at[current, "steps"])
-        current = by_id.at[current, "parent_id"]
-    return total
+    steps = dict(zip(pods["pod_id"], pods["steps"]))
+    return sum(int(steps[pod]) for pod in lineage(pod_id, pod_parents(pods)))
 
 
-def lineage_root(pods: pd.DataFrame, pod_id: str) -> str:
-    """The fresh pod (generation 0) at the start of `pod_id`'s lineage: itself when fresh."""
-    by_id = pods.set_index("pod_id")
-    current = pod_id
-    while isinstance(parent := by_id.at[current, "parent_id"], str):
-        current = parent
-    return current
+def lineage_root(parents: dict[str, str | None], pod_id: str) -> str:
+    """The fresh pod (generation 0) at the start of `pod_id`'s lineage (`pod_parents`): itself when fresh."""
+    return lineage(pod_id, parents)[-1]
 
 
 def qualified_lineages(folder: Path) -> tuple[int, int, int, int]:
@@ -71,10 +69,10 @@ def qualified_lineages(folder: Path) -> tuple[int, int, int, int]:
         return 0, 0, 0, 0
     selection = rundir.read_json(folder / rundir.SELECTION, version=rundir.SELECTION_VERSION)
     qualified = [c["pod_id"] for c in selection["candidates"] if c["qualified"]]
-    pods = pd.read_parquet(folder / rundir.PODS)
+    parents = pod_parents(pd.read_parquet(folder / rundir.PODS))
 
     def lineages(pod_ids: list[str]) -> int:
-        return len({lineage_root(pods, pod_id) for pod_id in pod_ids})
+        return len({lineage_root(parents, pod_id) for pod_id in pod_ids})
 
     members = list(selection["members"])
     return len(qualified), lineages(qualified), len(members), lineages(members)

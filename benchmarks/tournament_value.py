@@ -142,6 +142,19 @@ def train_arms(seed: int, args: argparse.Namespace, rules: dict, configs: dict, 
     return folders
 
 
+def arms_backtest_config(rules: dict) -> BacktestConfig:
+    """The test period's backtest of every arm under the benchmark's env rules (a dict, as `rules_and_configs`)."""
+    return BacktestConfig(
+        initial_cash=rules.get("initial_cash", 1e6),
+        buy_cost=rules["buy_cost"],
+        sell_cost=rules["sell_cost"],
+        costs=rules.get("costs") or {},
+        policy_env=config_from_dict_env(rules),
+        tear_sheet=False,
+        record_positions="day",
+    )
+
+
 def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, root: Path) -> dict:
     """Train every arm for one seed, backtest them on the test period together: the seed's row."""
     folders = train_arms(seed, args, rules, configs, root)
@@ -163,21 +176,12 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
             continue
         policies[arm] = found[chosen]
         trials[arm] = contents_trials(contents)[chosen]
-    config = BacktestConfig(
-        initial_cash=rules.get("initial_cash", 1e6),
-        buy_cost=rules["buy_cost"],
-        sell_cost=rules["sell_cost"],
-        costs=rules.get("costs") or {},
-        policy_env=config_from_dict_env(rules),
-        tear_sheet=False,
-        record_positions="day",
-    )
     result = run_backtest(
         args.dataset,
         policies,
         baselines=["equal_weight"],
         period="test",
-        config=config,
+        config=arms_backtest_config(rules),
         trials=trials,
         device=args.device,
     )

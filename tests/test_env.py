@@ -334,13 +334,19 @@ def test_nan_actions_place_no_order_and_out_of_range_actions_are_clipped():
     assert info["holdings"][0].tolist() == [0.0, 100.0, 0.0, 0.0]
 
 
+ODD_ACTIONS = (
+    *(math.nan, math.inf, -math.inf, -1.0, 1.0, 0.0, -0.0, 1e-30, -1e-30, 1.5, -2.0, 0.3, 3.4e38, -1e-45),
+    *(1e-45, 1.0000001, -3.4e38),
+)
+"""Actions a reader must clean: NaN (no order), infinities and values beyond [-1, 1] (clipped), signed zeros and
+subnormals (kept as they are)."""
+
+
 def test_compiled_cleaning_of_the_actions_equals_eager_bit_for_bit():
     """Compiled, `clean_actions` finds NaN as ``a != a`` (inductor vectorizes the comparison, where it
     tests ``isnan`` one element at a time) and leaves +-inf to the clip; its float64 bits, signed
     zeros included, are eager's (nan_to_num, then the clip)."""
-    odd = torch.tensor(
-        [math.nan, math.inf, -math.inf, -1.0, 1.0, 0.0, -0.0, 1e-30, -1e-30, 1.5, -2.0, 0.3, 3.4e38, -1e-45]
-    )
+    odd = torch.tensor(ODD_ACTIONS)
     pick = torch.randint(0, len(odd), (7, 2, 11), generator=torch.Generator().manual_seed(2))
     actions = odd[pick].reshape(7, 22)
     assert actions.isnan().any() and actions.isinf().any()

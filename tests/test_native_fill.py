@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 from market_fixtures import random_panel
-from test_env import COST_KEYS, EVERY_COST, PANEL, random_actions, run_against_reference
+from test_env import COST_KEYS, EVERY_COST, ODD_ACTIONS, PANEL, random_actions, run_against_reference
 
 from market_envs import EnvConfig, StockTradingVecEnv, fill
 from market_envs.costs import CostModel, Terms
@@ -247,23 +247,6 @@ def test_the_c_signature_equals_the_declared_interface():
     assert fill.argtypes(fill.READ_INTERFACES["read_actions"]) == [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2
 
 
-SPECIAL_ACTIONS = (
-    float("nan"),
-    float("inf"),
-    -float("inf"),
-    -0.0,
-    0.0,
-    1e-45,
-    -1e-45,
-    1.0,
-    -1.0,
-    1.0000001,
-    3e38,
-    -3e38,
-)
-"""NaN (no order), infinities and values beyond [-1, 1] (clipped), signed zeros and subnormals (kept)."""
-
-
 def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.int64)
 
@@ -276,8 +259,8 @@ def test_the_native_read_of_the_actions_is_torchs_bit_for_bit(native_kernel, con
 
     generator = torch.Generator().manual_seed(5)
     actions = torch.randn(37, 2 * 13, generator=generator) * 2.0
-    actions.view(-1)[: len(SPECIAL_ACTIONS)] = torch.tensor(SPECIAL_ACTIONS)
-    actions.view(-1)[-len(SPECIAL_ACTIONS) :] = torch.tensor(SPECIAL_ACTIONS)
+    actions.view(-1)[: len(ODD_ACTIONS)] = torch.tensor(ODD_ACTIONS)
+    actions.view(-1)[-len(ODD_ACTIONS) :] = torch.tensor(ODD_ACTIONS)
     if not contiguous:  # a view with a row stride of 3N: read as a copy
         actions = torch.cat([actions, actions[:, :13]], dim=1)[:, : 2 * 13]
         assert not actions.is_contiguous()
@@ -289,7 +272,7 @@ def test_the_native_read_of_the_actions_is_torchs_bit_for_bit(native_kernel, con
     one_block = actions[:, :13]
     only, none = fill.read_actions_c(one_block, rate_action=False)
     assert none is None and torch.equal(_bits(only), _bits(clean_actions(one_block, torch.float64)))
-    assert aims[0, 0] == 0.0 and aims[0, 1] == 1.0 and aims[0, 2] == -1.0 and math.copysign(1.0, aims[0, 3]) == -1.0
+    assert aims[0, 0] == 0.0 and aims[0, 1] == 1.0 and aims[0, 2] == -1.0 and math.copysign(1.0, aims[0, 6]) == -1.0
 
 
 def test_the_native_read_takes_only_float32_actions_read_into_float64_on_the_cpu(native_kernel):

@@ -74,7 +74,10 @@ def test_the_qualified_pods_lineages_are_counted_from_their_fresh_ancestors(tmp_
     candidates = [{"pod_id": pod, "score": 0.0, "psr": 0.0, "qualified": ok} for pod, ok in flags.items()]
     selection = {"format_version": rundir.SELECTION_VERSION, "candidates": candidates, "members": ["p3", "p2"]}
     rundir.write_json(folder / rundir.SELECTION, selection)  # the members: the best two qualified, one family
-    assert tournament_lineage.lineage_root(pd.read_parquet(folder / rundir.PODS), "p3") == "p0"
+    assert (
+        tournament_lineage.lineage_root(tournament_lineage.pod_parents(pd.read_parquet(folder / rundir.PODS)), "p3")
+        == "p0"
+    )
     assert tournament_lineage.qualified_lineages(folder) == (3, 2, 2, 1)
     assert tournament_lineage.main([str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith("| 6 / 0 | 3 (2); 2 (1) |")
