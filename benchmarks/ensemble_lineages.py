@@ -198,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = read_rows(args.rows)
     found = {}
     for root in args.roots:
+        if not root.is_dir() or not any(root.glob("pbt-*")):
+            parser.error(f"{root}: no PBT run folder (pbt-S) of tournament_value.py --keep-runs in it")
+    for root in args.roots:
         for folder in sorted(root.glob("pbt-*")):
             seed = int(folder.name.split("-")[1])
             if seed not in rows:

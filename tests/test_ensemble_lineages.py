@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from trader import rundir
 
@@ -38,3 +39,18 @@ def test_one_member_per_lineage_the_best_qualified_first(tmp_path: Path) -> None
     assert today == ["p3", "p2", "p6"]  # as recorded: two of them of p0's family
     assert by_lineage == ["p3", "p6", "p5"]  # p2 is p3's family; p4 did not qualify, p5 did
     assert ensemble_lineages.lineage_members(tmp_path / "pbt-0", k=2)[1] == ["p3", "p6"]
+
+
+def test_a_folder_without_pbt_runs_or_a_seed_without_a_row_exits_2_before_any_work(tmp_path: Path, capsys) -> None:
+    rows = tmp_path / "rows.json"
+    rows.write_text('[{"seed": 1, "single": {"sharpe": 1.0}}]')
+    (tmp_path / "empty").mkdir()
+    for roots in ([str(tmp_path / "empty")], [str(tmp_path / "missing")]):
+        with pytest.raises(SystemExit) as stop:
+            ensemble_lineages.main([*roots, "--rows", str(rows)])
+        assert stop.value.code == 2 and "no PBT run folder" in capsys.readouterr().err
+    (tmp_path / "kept").mkdir()
+    _tournament(tmp_path / "kept" / "pbt-0")
+    with pytest.raises(SystemExit) as stop:
+        ensemble_lineages.main([str(tmp_path / "kept"), "--rows", str(rows)])
+    assert stop.value.code == 2 and "seed 0 has no row in --rows" in capsys.readouterr().err
