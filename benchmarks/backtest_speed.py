@@ -112,17 +112,17 @@ def per_stock_agents(obs_dim: int, act_dim: int, count: int) -> dict:
 
 STAGES = {
     "_build_groups": "build the groups (envs, their tables)",
-    "_run_chunked": "a group's chunked pass (here)",
-    "_run_shard": "a shard of the policies' group (here)",
+    "_run_chunked": "a chunked pass in this process: a group kept whole, or a shard",
     "_assemble": "assemble the series and metrics",
-    "strategy_evidence": "the strategies' evidence",
+    "_evidence": "the strategies' evidence (over the processes)",
 }
 """`trader.backtesting.engine`'s functions timed by ``--stages``, and what each is."""
 
 
 @contextlib.contextmanager
 def timed_stages(into: list[tuple[str, float]]) -> Iterator[None]:
-    """Append ``(stage, wall seconds)`` to `into` for each call of a `STAGES` function meanwhile."""
+    """Append ``(stage, wall seconds)`` to `into` for each call of a `STAGES` function meanwhile; a chunked
+    pass's stage names its rows and stocks."""
     from trader.backtesting import engine
 
     originals = {name: getattr(engine, name) for name in STAGES}
@@ -133,7 +133,8 @@ def timed_stages(into: list[tuple[str, float]]) -> Iterator[None]:
             try:
                 return function(*args, **kwargs)
             finally:
-                into.append((name, time.perf_counter() - start))
+                size = f" ({args[0].env.num_envs} x {args[0].env.num_stocks})" if name == "_run_chunked" else ""
+                into.append((STAGES[name] + size, time.perf_counter() - start))
 
         return call
 
@@ -243,8 +244,8 @@ def compare_paths(args: argparse.Namespace) -> None:
         )
     if args.stages and stages:
         print("\n| stage of the new path, in this process | wall s |\n|---|---:|")
-        for name, seconds in stages:
-            print(f"| {STAGES[name]} | {seconds:.2f} |")
+        for stage, seconds in stages:
+            print(f"| {stage} | {seconds:.2f} |")
     if len(finals) == 2:
         old, new = finals.values()
         print(

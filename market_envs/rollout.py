@@ -70,13 +70,17 @@ and a backtest of 64 sub-environments, whose bars are arithmetic, gained nothing
 not been run on a GPU here, so a CUDA chunk keeps inductor's default; CUDA graphs are the other
 remedy there (benchmarks/RESULTS.md, "Still to run on a GPU")."""
 
-CPP_WRAPPER_MAX_ENVS = 4
+CPP_WRAPPER_MAX_ENVS = 32
 """`Rollout`'s default ``cpp_wrapper``: on a CPU, for passes of at most this many sub-environments: a
-validation pass (1) and a backtest's small groups, the baselines' (the equal-weight pair: 2) and the
+validation pass (1), a backtest's small groups, the baselines' (the equal-weight pair: 2) and the
 benchmark's (1), whose chunks are mostly the wrapper's bookkeeping (the pair's Python wrapper made about
-270 allocations and views a call). The 64 policies' group of the backtest benchmark ran slower with it
-(benchmarks/RESULTS.md, "The baselines' groups' fixed cost"); results are the same bit for bit either way
-(the same kernels)."""
+270 allocations and views a call), and a shard of a backtest's policies over two processes
+(`trader.backtesting.shards`: 32 of 64), whose Python wrapper made about 260. In the year of 64 policies
+on 2 cores a shard of 32 MLPs took 46.1 and 47.8 s with the C++ wrapper against 54.0 and 56.5 s without,
+32 per-stock agents 53.9 against 62.3 s; the whole group of 64 in one process ran slower with it (98.0
+against 90.7 s; so did it in "The baselines' groups' fixed cost"), so passes of more keep inductor's
+Python wrapper (benchmarks/RESULTS.md, "The C++ wrapper for a shard, the small groups dealt"). Results
+are the same bit for bit either way (the same kernels)."""
 
 
 def chunk_options(device: torch.device, cpp_wrapper: bool) -> dict[str, Any] | None:
@@ -235,6 +239,11 @@ def _within_cash(buys: Tensor, cash: Tensor, *, price: Tensor, t1: Tensor, table
     return within_cash(buys, cash, price, t1, tables.market, rules.fill)
 
 
+_CALLED: set[tuple] = set()
+"""The keys of `_CHUNKS` whose function has run in this process (and so is compiled here, when
+compiled). A forked worker inherits the set as it was at the fork; what the worker compiles, and adds,
+ends with it (`Rollout.compile_here`)."""
+
 _CHUNKS: dict[tuple, Callable] = {}
 """The chunk functions built so far, by (program, rules, chunk, block, record, width, sub-environments,
 device, compile, C++ wrapper), each with one graph (`market_envs.env.own_code`):
@@ -309,7 +318,7 @@ class Rollout:
         Uncompiled, the chunk runs the same operations eagerly (a check, not faster).
     :param cpp_wrapper: compiled on a CPU, call the chunk's kernels from C++ (`CHUNK_OPTIONS`);
         default: for passes of at most `CPP_WRAPPER_MAX_ENVS` sub-environments (a validation pass, a
-        backtest's baseline groups).
+        backtest's baseline groups, a shard of its policies).
     """
 
     def __init__(
@@ -345,7 +354,26 @@ class Rollout:
             step = _chunk_function(program, env._rules, self.chunk, self.record, 1 + env.num_stocks)
             options = chunk_options(env.device, cpp_wrapper)
             _CHUNKS[key] = torch.compile(step, dynamic=False, options=options) if compile else step
+        self._key = key
         self._run_chunk = _CHUNKS[key]
+
+    @property
+    def has_run_here(self) -> bool:
+        """Whether a pass of this chunk (the same program, rules and shapes) has run in this process, so
+        that the chunk is compiled here when it is compiled (`compile_here`)."""
+        return self._key in _CALLED
+
+    @torch.no_grad()
+    def compile_here(self, params: Any = (), obs: Tensor | None = None) -> None:
+        """Compile the chunk in this process unless a pass of it has run here already: the pass's first
+        chunk, its results dropped. The env is left as it was (a chunk is a pure function of the env's
+        state; with `obs` None the env is reset first, as `run` does).
+
+        For a pass a forked worker will run (`trader.backtesting.shards`): the worker inherits the
+        compiled chunk instead of compiling it itself, which it would do again in every backtest, since
+        what a worker compiles ends with it."""
+        if not self.has_run_here:
+            self._pass(params, obs, None, first_chunk_only=True)
 
     @torch.no_grad()
     def run(
@@ -365,6 +393,16 @@ class Rollout:
         :returns: without `on_chunk`, each recorded entry over the pass, [T - 1, ...] (step k
             ends at bar k + 1); with it, {}.
         """
+        return self._pass(params, obs, on_chunk)
+
+    def _pass(
+        self,
+        params: Any,
+        obs: Tensor | None,
+        on_chunk: Callable[[int, int, dict[str, Tensor]], None] | None,
+        first_chunk_only: bool = False,
+    ) -> dict[str, Tensor]:
+        """`run`; with `first_chunk_only`, its first chunk only, and the env left as it was."""
         env = self.env
         if obs is None:
             obs, _ = env.reset()
@@ -395,6 +433,9 @@ class Rollout:
                 rows_of = (x[at : at + self.chunk + 1] if per_bar[k] else x for k, x in enumerate(block_rows))
                 cut = tree_unflatten(list(rows_of), spec)
             state, obs, rows = self._run_chunk(state, obs, cut, prepared, tables, start, new_start, state.end)
+            _CALLED.add(self._key)
+            if first_chunk_only:
+                return {}
             if (first + self.chunk) % self.block == 0 or first + self.chunk >= steps:
                 state = state._replace(t=state.t + origin, end=state.end + origin)
             real = min(self.chunk, steps - first)

@@ -10,8 +10,8 @@ size changes with the shard is the features' (`PolicyProgram.prepare`, eager, ou
 chunk: [bars, features] x [features, policies x units]); its sum over the features, per output
 column, does not depend on how many columns there are, on this CPU's BLAS. Should another BLAS block
 it otherwise, these tests fail and say so. The chunked path runs with ``torch.compile`` replaced by
-the identity (as in tests/test_rollout.py); the slow test runs the real compiler (a shard of 4 rows,
-C++ wrapper, against the group of 8). Checked beside these, not kept as a test (minutes of compile):
+the identity (as in tests/test_rollout.py); the slow test runs the real compiler (a shard of 4 rows
+against the group of 8, both with the C++ wrapper). Checked beside these, not kept as a test (minutes of compile):
 64 MLPs over 100 tickers, 400 minute bars, compiled, 2 workers (shards of 32) against 1: every
 series, position and trade list bit for bit equal.
 """
@@ -32,7 +32,7 @@ from trader.agents import make_agent, make_config
 from trader.agents.program import agents_program, stack_params, take_rows
 from trader.backtesting import BacktestConfig, PolicyPopulation, agents_population, run_backtest
 from trader.backtesting.engine import Book
-from trader.backtesting.shards import split_rows
+from trader.backtesting.shards import map_forked, split_rows
 from trader.errors import ConfigError
 
 COSTS = CostModel(commission_per_share=0.005, commission_min=1.0, spread_model="high_low", participation=0.05)
@@ -83,6 +83,7 @@ def _assert_same(one, many) -> None:
     assert one.costs == many.costs
     assert one.breakeven == many.breakeven
     assert one.daily_returns.equals(many.daily_returns)
+    assert one.evidence == many.evidence  # computed strategy by strategy over the processes (`map_forked`)
     assert one.config == many.config  # workers is how it ran, not what it traded
 
 
@@ -90,6 +91,16 @@ def test_split_rows_cuts_consecutive_ranges_of_near_equal_size() -> None:
     assert split_rows(64, 2) == [(0, 32), (32, 64)]
     assert split_rows(7, 3) == [(0, 3), (3, 5), (5, 7)]
     assert split_rows(2, 2) == [(0, 1), (1, 2)]
+
+
+def test_map_forked_returns_every_result_in_order_from_the_children_and_here() -> None:
+    parent = os.getpid()
+    where = map_forked(lambda k: (k * k, os.getpid() == parent), range(7), 3)
+    assert [value for value, _ in where] == [k * k for k in range(7)]
+    assert [here for _, here in where] == [True] * 3 + [False] * 4  # runs of 3, 2 and 2: the first here
+    assert map_forked(str, [5], 4) == ["5"] and map_forked(str, [], 2) == []
+    with pytest.raises(RuntimeError, match="(?s)worker process failed.*ZeroDivisionError"):
+        map_forked(lambda k: 1 / (k - 5), range(7), 2)
 
 
 @pytest.mark.parametrize("network", ["mlp", "per_stock"])
@@ -133,6 +144,35 @@ def test_sharded_backtest_of_per_stock_agents_equals_one_process(traced) -> None
     _assert_same(one, many)
 
 
+def test_the_groups_kept_whole_are_dealt_to_the_workers_first_and_compiled_here(traced, monkeypatch, tmp_path) -> None:
+    """With 2 workers: the policies' shards one a process; of the groups kept whole, the larger (the
+    equal-weight pair, 2 x 4 stocks) runs in the worker, the benchmark (1 x 1) here; the worker's
+    passes were compiled here first (`Rollout.compile_here`: one chunk each, before the fork). With 1
+    worker, everything here."""
+    import market_envs.rollout as rollout
+    from trader.backtesting import engine
+
+    parent, run, log = os.getpid(), engine._run_chunked, tmp_path / "passes"
+
+    def logged(group, *args, **kwargs):
+        with log.open("a") as out:  # one short line a pass, appended: each process its own lines
+            out.write(f"{'worker' if os.getpid() != parent else 'here'} {group.env.num_envs}x{group.env.num_stocks}\n")
+        return run(group, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "_run_chunked", logged)
+    compiled = []
+    monkeypatch.setattr(rollout.Rollout, "compile_here", lambda self, *a: compiled.append(self.env.num_envs))
+    config = BacktestConfig(tear_sheet=False, compile=True, policy_env=RULES, workers=2)
+    short = PANEL.take(slice(0, 40))
+    data = replace(short, benchmark=short.close[:, 0].double() * 2.0)
+    run_backtest(data, {"mlp": _mlps(7)}, config=config)
+    assert sorted(log.read_text().splitlines()) == ["here 1x1", "here 4x4", "worker 2x4", "worker 3x4"]
+    assert sorted(compiled) == [2, 3]
+    log.unlink()
+    run_backtest(data, {"mlp": _mlps(7)}, config=replace(config, workers=1))
+    assert sorted(log.read_text().splitlines()) == ["here 1x1", "here 2x4", "here 7x4"]
+
+
 def test_a_failure_in_a_worker_is_raised_with_its_traceback(traced, monkeypatch) -> None:
     from trader.backtesting import engine
 
@@ -161,7 +201,7 @@ def test_workers_are_checked() -> None:
 
 @pytest.mark.slow
 def test_compiled_sharded_backtest_equals_one_process() -> None:
-    """The real compiler: shards of 4 rows (the C++ wrapper, `CPP_WRAPPER_MAX_ENVS`) against the group of
+    """The real compiler: shards of 4 rows against the group of
     8. Not bit for bit here: the compiler specialises each chunk on its rows (4 or 8), and the
     policies' float32 decisions came out a last bit apart from the 3rd to the 12th bar on (the cause not
     pinned down: the kernels of the two shapes, or the features' product of 64 against 128 columns),

@@ -162,6 +162,33 @@ def test_rollout_equals_the_step_by_step_pass_with_every_cost_term(traced, netwo
         torch.testing.assert_close(got[key], want[key], rtol=1e-7, atol=1e-3, msg=key)
 
 
+def test_compile_here_runs_one_chunk_once_and_leaves_the_env_as_it_was(traced, monkeypatch) -> None:
+    """`Rollout.compile_here` (before a forked worker runs the pass): the first chunk runs, the env's
+    state is untouched, the pass after it is the pass without it, and a second call runs nothing."""
+    import market_envs.rollout as rollout
+
+    agent = _agent("ppo", "mlp", seed=2)
+    program, params = agents_program([agent])
+    want = Rollout(StockTradingVecEnv(PANEL, 1, "cpu", RULES), program, record=("value", "holdings")).run(params)
+    monkeypatch.setattr(rollout, "_CALLED", set())  # as in a process where no pass has run
+    env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
+    obs, _ = env.reset()
+    before = [t.clone() for t in env._require_reset()]
+    chunks = []
+    probe = Rollout(env, program, record=("value", "holdings"))
+    call = probe._run_chunk
+    monkeypatch.setattr(probe, "_run_chunk", lambda *args: chunks.append(1) or call(*args))
+    assert not probe.has_run_here
+    probe.compile_here(params, obs)
+    probe.compile_here(params, obs)
+    assert len(chunks) == 1 and probe.has_run_here
+    assert Rollout(env, program, record=("value", "holdings")).has_run_here  # the same chunk, another pass
+    assert not Rollout(env, program, record=("value",)).has_run_here  # another record: another chunk
+    assert all(torch.equal(a, b) for a, b in zip(env._require_reset(), before, strict=True))
+    got = Rollout(env, program, record=("value", "holdings")).run(params, obs)
+    assert all(torch.equal(got[key], want[key]) for key in want)
+
+
 @pytest.mark.slow
 def test_snapshots_in_one_pass_equal_their_passes_one_by_one(traced) -> None:
     """S agents of one architecture stacked: row s of one pass is agent s's own pass."""

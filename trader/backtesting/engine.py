@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -44,12 +44,12 @@ from market_envs.data import DataError, MarketData
 from market_envs.data.membership import period_membership
 from market_envs.devices import resolve_device
 from market_envs.env import EnvConfig, StockTradingVecEnv
-from market_envs.rollout import CPP_WRAPPER_MAX_ENVS, gross_value
+from market_envs.rollout import gross_value
 from trader import metrics, rundir
 from trader.backtesting.evidence import strategy_evidence
 from trader.backtesting.periods import load_dataset, require_bars, select_period
 from trader.backtesting.result import BacktestResult, PeriodInfo, StrategyInfo
-from trader.backtesting.shards import check_workers, run_forked, shared_zeros, split_rows
+from trader.backtesting.shards import check_workers, map_forked, run_forked, shared_zeros, split_rows
 from trader.backtesting.strategies import (
     BASELINE_MAX_SHARES,
     Account,
@@ -96,10 +96,11 @@ class BacktestConfig:
         an ``env_config`` use theirs (unless `recorded_rules` is False). Cash, costs (rates and
         `CostModel`) and the deterministic full-period mode are always the backtest's.
     :param workers: processes that run the backtest (`trader.backtesting.shards`): with ``compile``, on a
-        CPU, each group of more than `market_envs.rollout.CPP_WRAPPER_MAX_ENVS` policies run as one
+        CPU, each group of more than `WHOLE_GROUP_MAX_ROWS` policies run as one
         program (a population, checkpoints of one architecture) is cut into ``workers`` shards of
-        consecutive rows; shard 0 runs in this process beside the small groups (the baselines'), each
-        other in a forked worker process, all at once. The results are one process's (each policy's
+        consecutive rows; shard 0 runs in this process, each other in a forked worker process, all at
+        once, and the groups kept whole (the baselines') are dealt to the processes, the smallest to this
+        one. The results are one process's (each policy's
         sub-environment is independent): bit for bit where the chunks run eagerly and at the benchmark's
         scale compiled (64 MLPs, shards of 32); compiled, a chunk is specialised on its rows, and on a
         small fixture (shards of 4 against 8) the decisions came out a float32 last bit apart, the
@@ -107,7 +108,8 @@ class BacktestConfig:
         of several jobs on a machine (a tournament's workers, a walk-forward's folds) and each process
         keeps to one torch thread; ask for more where the cores are free, at most ``os.cpu_count()``
         (benchmarks/backtest_speed.py ``--workers``). Each worker costs a fork (its memory is this
-        process's, copied on write) and, the first time in a session, the compile of its shard's chunk.
+        process's, copied on write); what a worker runs is compiled in this process before the fork, the
+        first time in a session, and inherited.
     :param recorded_rules: True: each checkpoint trades under the rules its files record (its
         sidecar, else its run's config.toml). False: checkpoints trade under `policy_env` and no
         recorded rules are read: the caller holds the rules they were trained under (a
@@ -359,7 +361,7 @@ def run_backtest(
             curves[k] = _sharpe_ratios(panel, more, records[offset : offset + len(more)], config)
             offset += len(more)
         result = replace(result, breakeven=breakeven_table(curves, list(result.strategies)))
-    result = replace(result, evidence=strategy_evidence(result.daily_returns, trials), selection=selection)
+    result = replace(result, evidence=_evidence(result.daily_returns, trials, config.workers), selection=selection)
     if run_dir is not None:
         from trader.backtesting.report import write_report
 
@@ -369,6 +371,18 @@ def run_backtest(
 
 
 # --------------------------------------------------------------------- strategies
+
+
+def _evidence(daily: pd.DataFrame, trials: Mapping[str, Any] | None, workers: int) -> dict[str, dict[str, Any]]:
+    """`strategy_evidence` of every strategy, strategy by strategy over `workers` processes
+    (`shards.map_forked`): the same figures as in one (each strategy's evidence is its own, from the
+    same seed), in about 1 / workers of the time: the 67 strategies of a year's benchmark took 3.8 to
+    6.7 s in one process (benchmarks/RESULTS.md, "The small groups dealt to the workers")."""
+    if workers == 1:
+        return strategy_evidence(daily, trials)
+    names = list(daily.columns)
+    found = map_forked(lambda name: strategy_evidence(daily[[name]], trials)[str(name)], names, workers)
+    return dict(zip(map(str, names), found, strict=True))
 
 
 def _has_edge(data: MarketData) -> bool:
@@ -797,6 +811,12 @@ def _session_flags(timestamps: pd.DatetimeIndex) -> tuple[list[bool], np.ndarray
     return new_day_next, np.flatnonzero(np.asarray(new_day_next))
 
 
+WHOLE_GROUP_MAX_ROWS = 4
+"""With `BacktestConfig.workers` > 1, groups of at most this many rows are never cut into shards
+(`_shards`): their time is their chunks' fixed cost a call, which a cut does not divide (the
+baselines' groups: the benchmark, 1 row; the equal-weight pair, 2); they are dealt whole (`_deal`)."""
+
+
 def _simulate(
     groups: list[_Group],
     timestamps: pd.DatetimeIndex,
@@ -811,17 +831,18 @@ def _simulate(
     Positions are kept for the first `positions_of` groups (None: all). `chunked`: a group
     whose every strategy has a program runs many bars per compiled call (`_run_chunked`);
     the others, and all without `chunked`, bar by bar (`_advance`). `workers` > 1 (with
-    `chunked`): the large chunked groups are cut into that many shards, shard 0 run here
-    beside the other groups, each other shard in a forked worker process
-    (`trader.backtesting.shards`)."""
+    `chunked`): the large chunked groups are cut into that many shards, shard 0 run here, each
+    other shard in a forked worker process (`trader.backtesting.shards`); the chunked groups kept
+    whole are dealt to the processes (`_deal`), and the groups without a program run here. What a
+    worker will run is compiled here first (`_Pass.compile_here`): the worker inherits it, and the
+    next backtest of the session finds it compiled."""
     num_bars = len(timestamps)
     new_day_next, session_ends = _session_flags(timestamps)
     recorded = np.arange(num_bars) if record_positions == "bar" else session_ends
     slot_of = {int(t): k for k, t in enumerate(recorded)}
     keep = len(groups) if positions_of is None else positions_of
-    small = CPP_WRAPPER_MAX_ENVS  # groups of this many rows or fewer are never cut (`_shards`)
-    records = [
-        _start(g, num_bars, len(recorded) if k < keep else None, device, shared=workers > 1 and g.env.num_envs > small)
+    records = [  # with workers, any chunked group may run in one (`_deal`): its records are shared
+        _start(g, num_bars, len(recorded) if k < keep else None, device, shared=workers > 1 and chunked)
         for k, g in enumerate(groups)
     ]
     observations = [obs for _, obs in records]
@@ -830,24 +851,30 @@ def _simulate(
             if rec.positions is not None:
                 rec.positions[slot_of[0]] = g.env.holdings
     by_bar = list(range(len(groups)))
-    jobs: list[list[Callable[[], None]]] = [[] for _ in range(workers)]  # per process: this one, the workers
+    jobs: list[list[_Pass]] = [[] for _ in range(workers)]  # per process: this one, the workers
     if chunked:
         calendar = torch.tensor(new_day_next, dtype=torch.bool, device=device)
         programs = [_group_program(g, observations[k], calendar, new_day_next[0]) for k, g in enumerate(groups)]
+        whole = []  # the chunked groups kept whole
         for k, g in enumerate(groups):
             if programs[k] is None:
                 continue
             pieces = _shards(g, programs[k], workers) if workers > 1 else None
             if pieces is None:
-                jobs[0].append(functools.partial(_run_chunked, g, programs[k], observations[k], records[k][0], slot_of))
+                whole.append(k)
                 continue
             for w, (start, stop, shard, built) in enumerate(pieces):
-                jobs[w].append(functools.partial(_run_shard, shard, built, records[k][0], start, stop, slot_of))
+                jobs[w].append(_Pass(shard, built, None, records[k][0], slot_of, (start, stop)))
+        forked = any(jobs[1:])
+        for k, w in _deal(groups, whole, workers if forked else 1):
+            jobs[w].append(_Pass(groups[k], programs[k], observations[k], records[k][0], slot_of))
+        for job in (job for part in jobs[1:] for job in part):  # what a worker would compile, and lose, compiled here
+            job.compile_here()
         by_bar = [k for k in by_bar if programs[k] is None]
 
     def here() -> None:
         for job in jobs[0]:
-            job()
+            job.run()
         ruined = [torch.zeros(g.env.num_envs, dtype=torch.bool, device=device) for g in groups]
         for t in range(num_bars - 1) if by_bar else ():
             slot = slot_of.get(t + 1)
@@ -861,9 +888,22 @@ def _simulate(
     return [rec for rec, _ in records]
 
 
-def _run_all(jobs: Sequence[Callable[[], None]]) -> None:
+def _run_all(jobs: Sequence[_Pass]) -> None:
     for job in jobs:
-        job()
+        job.run()
+
+
+def _deal(groups: list[_Group], whole: list[int], processes: int) -> list[tuple[int, int]]:
+    """(group, process) for the chunked groups kept whole (`whole`, indices into `groups`): with one
+    process, all in it; else dealt in turn from the last worker down to this process (0), the largest
+    (rows x stocks) first. The workers' shards are equal and this process also builds the groups before
+    the pass and assembles the results after it, so it takes the smallest: in the year of 64 MLPs on 2
+    cores (benchmarks/RESULTS.md, "The small groups dealt to the workers") the pair of equal-weight
+    baselines (2 x 100) goes to the worker and the benchmark (1 x 1) stays here."""
+    if processes == 1:
+        return [(k, 0) for k in whole]
+    largest = sorted(whole, key=lambda k: -groups[k].env.num_envs * groups[k].env.num_stocks)
+    return [(k, processes - 1 - n % processes) for n, k in enumerate(largest)]
 
 
 def _shards(
@@ -871,14 +911,14 @@ def _shards(
 ) -> list[tuple[int, int, _Group, tuple[_GroupProgram, tuple]]] | None:
     """The group cut into `workers` shards of consecutive rows (`shards.split_rows`), each a group of
     its own with its env and its rows of the params: (start, stop, shard, its program and params); None
-    when it stays whole: a group of at most `CPP_WRAPPER_MAX_ENVS` rows (its time is the chunk's fixed
+    when it stays whole: a group of at most `WHOLE_GROUP_MAX_ROWS` rows (its time is the chunk's fixed
     cost, which a cut does not divide) or with a part that is not a `PolicyProgram` (whose params
     `take_rows` cuts)."""
     from trader.agents.program import PolicyProgram, take_rows
 
     program, params = built
     rows = group.env.num_envs
-    if rows <= CPP_WRAPPER_MAX_ENVS or not all(isinstance(part, PolicyProgram) for part, _, _ in program.parts):
+    if rows <= WHOLE_GROUP_MAX_ROWS or not all(isinstance(part, PolicyProgram) for part, _, _ in program.parts):
         return None
     pieces = []
     with torch.random.fork_rng(devices=[]):  # an env seeds its generator from the global one: leave it as it was
@@ -902,19 +942,36 @@ def _shards(
     return pieces
 
 
-def _run_shard(
-    shard: _Group,
-    built: tuple[_GroupProgram, tuple],
-    records: _Records,
-    start: int,
-    stop: int,
-    slot_of: dict[int, int],
-) -> None:
-    """The shard's pass (`_run_chunked`), recorded into rows [start, stop) of its group's records."""
-    rows = _Records(
-        records.bars[:, :, start:stop], None if records.positions is None else records.positions[:, start:stop]
-    )
-    _run_chunked(shard, built, _reset(shard), rows, slot_of)
+@dataclass
+class _Pass:
+    """A chunked group's pass (`_run_chunked`), for the process `_simulate` gives it to.
+
+    `rows` (a shard, `_shards`): its rows [start, stop) of the whole group's `records`, its env reset when
+    it runs (`obs` None); else the group's own records and its first observation (the env just reset)."""
+
+    group: _Group
+    built: tuple[_GroupProgram, tuple]
+    obs: Tensor | None
+    records: _Records
+    slot_of: dict[int, int]
+    rows: tuple[int, int] | None = None
+
+    def _records(self) -> _Records:
+        if self.rows is None:
+            return self.records
+        start, stop = self.rows
+        positions = self.records.positions
+        return _Records(self.records.bars[:, :, start:stop], None if positions is None else positions[:, start:stop])
+
+    def run(self) -> None:
+        obs = _reset(self.group) if self.obs is None else self.obs
+        _run_chunked(self.group, self.built, obs, self._records(), self.slot_of)
+
+    def compile_here(self) -> None:
+        """Compile its chunk in this process (`market_envs.rollout.Rollout.compile_here`) before a forked
+        worker runs it; the env is left as it was."""
+        obs = _reset(self.group) if self.obs is None else self.obs
+        _rollout(self.group, self.built, self._records()).compile_here(self.built[1], obs)
 
 
 @dataclass(frozen=True)
@@ -1004,9 +1061,9 @@ def _run_chunked(
     bars, not once per chunk: the eager operations of a write (the ruin mask, the traded value,
     the table's masked copy) cost the same whatever their rows, so a chunk of 8 bars paid them 32
     times as often (the gross value is recorded in the compiled chunk, ``gross_value``)."""
-    from market_envs.rollout import DEFAULT_BLOCK, Rollout
+    from market_envs.rollout import DEFAULT_BLOCK
 
-    program, params = built
+    params = built[1]
     env = group.env
     steps_in_pass = env.num_bars - 1
     ruined = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
@@ -1044,7 +1101,14 @@ def _run_chunked(
         if first + steps - since >= DEFAULT_BLOCK or first + steps >= steps_in_pass:
             write()
 
-    Rollout(env, program, record=record).run(params, obs, on_chunk=keep)
+    _rollout(group, built, records).run(params, obs, on_chunk=keep)
+
+
+def _rollout(group: _Group, built: tuple[_GroupProgram, tuple], records: _Records) -> Any:
+    """The `market_envs.rollout.Rollout` of the group's chunked pass, recording what `_run_chunked` keeps."""
+    from market_envs.rollout import Rollout
+
+    return Rollout(group.env, built[0], record=chunk_record(records.positions is not None))
 
 
 def _reset(group: _Group) -> Tensor:
