@@ -377,7 +377,7 @@ def _evidence(daily: pd.DataFrame, trials: Mapping[str, Any] | None, workers: in
     """`strategy_evidence` of every strategy, strategy by strategy over `workers` processes
     (`shards.map_forked`): the same figures as in one (each strategy's evidence is its own, from the
     same seed), in about 1 / workers of the time: the 67 strategies of a year's benchmark took 3.8 to
-    6.7 s in one process (benchmarks/RESULTS.md, "The small groups dealt to the workers")."""
+    6.7 s in one process (benchmarks/RESULTS.md, "The C++ wrapper for a shard, the small groups dealt")."""
     if workers == 1:
         return strategy_evidence(daily, trials)
     names = list(daily.columns)
@@ -898,7 +898,7 @@ def _deal(groups: list[_Group], whole: list[int], processes: int) -> list[tuple[
     process, all in it; else dealt in turn from the last worker down to this process (0), the largest
     (rows x stocks) first. The workers' shards are equal and this process also builds the groups before
     the pass and assembles the results after it, so it takes the smallest: in the year of 64 MLPs on 2
-    cores (benchmarks/RESULTS.md, "The small groups dealt to the workers") the pair of equal-weight
+    cores (benchmarks/RESULTS.md, "The C++ wrapper for a shard, the small groups dealt") the pair of equal-weight
     baselines (2 x 100) goes to the worker and the benchmark (1 x 1) stays here."""
     if processes == 1:
         return [(k, 0) for k in whole]
