@@ -433,9 +433,10 @@ class Rollout:
                 rows_of = (x[at : at + self.chunk + 1] if per_bar[k] else x for k, x in enumerate(block_rows))
                 cut = tree_unflatten(list(rows_of), spec)
             state, obs, rows = self._run_chunk(state, obs, cut, prepared, tables, start, new_start, state.end)
-            _CALLED.add(self._key)
-            if first_chunk_only:
-                return {}
+            if first == 0:  # once a pass, not at every chunk (the key holds the program and the rules)
+                _CALLED.add(self._key)
+                if first_chunk_only:
+                    return {}
             if (first + self.chunk) % self.block == 0 or first + self.chunk >= steps:
                 state = state._replace(t=state.t + origin, end=state.end + origin)
             real = min(self.chunk, steps - first)

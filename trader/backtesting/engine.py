@@ -864,7 +864,7 @@ def _simulate(
                 whole.append(k)
                 continue
             for w, (start, stop, shard, built) in enumerate(pieces):
-                jobs[w].append(_Pass(shard, built, None, records[k][0], slot_of, (start, stop)))
+                jobs[w].append(_Pass(shard, built, _reset(shard), records[k][0], slot_of, (start, stop)))
         forked = any(jobs[1:])
         for k, w in _deal(groups, whole, workers if forked else 1):
             jobs[w].append(_Pass(groups[k], programs[k], observations[k], records[k][0], slot_of))
@@ -944,14 +944,13 @@ def _shards(
 
 @dataclass
 class _Pass:
-    """A chunked group's pass (`_run_chunked`), for the process `_simulate` gives it to.
-
-    `rows` (a shard, `_shards`): its rows [start, stop) of the whole group's `records`, its env reset when
-    it runs (`obs` None); else the group's own records and its first observation (the env just reset)."""
+    """A chunked group's pass (`_run_chunked`) from `obs`, the first observation of its env just reset, for
+    the process `_simulate` gives it to. `rows` (a shard, `_shards`): its rows [start, stop) of the whole
+    group's `records`; None: the group's own records."""
 
     group: _Group
     built: tuple[_GroupProgram, tuple]
-    obs: Tensor | None
+    obs: Tensor
     records: _Records
     slot_of: dict[int, int]
     rows: tuple[int, int] | None = None
@@ -964,14 +963,12 @@ class _Pass:
         return _Records(self.records.bars[:, :, start:stop], None if positions is None else positions[:, start:stop])
 
     def run(self) -> None:
-        obs = _reset(self.group) if self.obs is None else self.obs
-        _run_chunked(self.group, self.built, obs, self._records(), self.slot_of)
+        _run_chunked(self.group, self.built, self.obs, self._records(), self.slot_of)
 
     def compile_here(self) -> None:
         """Compile its chunk in this process (`market_envs.rollout.Rollout.compile_here`) before a forked
         worker runs it; the env is left as it was."""
-        obs = _reset(self.group) if self.obs is None else self.obs
-        _rollout(self.group, self.built, self._records()).compile_here(self.built[1], obs)
+        _rollout(self.group, self.built, self._records()).compile_here(self.built[1], self.obs)
 
 
 @dataclass(frozen=True)
@@ -1063,11 +1060,10 @@ def _run_chunked(
     times as often (the gross value is recorded in the compiled chunk, ``gross_value``)."""
     from market_envs.rollout import DEFAULT_BLOCK
 
-    params = built[1]
-    env = group.env
+    rollout = _rollout(group, built, records)
+    env, record = group.env, rollout.record
     steps_in_pass = env.num_bars - 1
     ruined = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
-    record = chunk_record(records.positions is not None)
     pending: list[dict[str, Tensor]] = []  # the rows of the chunks not written yet
     held: list[tuple[int, int, Tensor]] = []  # (slot, row among the pending, holdings) at session ends
     since = 0  # the first step of the pending rows
@@ -1101,7 +1097,7 @@ def _run_chunked(
         if first + steps - since >= DEFAULT_BLOCK or first + steps >= steps_in_pass:
             write()
 
-    _rollout(group, built, records).run(params, obs, on_chunk=keep)
+    rollout.run(built[1], obs, on_chunk=keep)
 
 
 def _rollout(group: _Group, built: tuple[_GroupProgram, tuple], records: _Records) -> Any:
