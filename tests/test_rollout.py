@@ -32,7 +32,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from market_envs.costs import CostModel
 from market_envs.env import EnvConfig, StockTradingVecEnv
-from market_envs.rollout import DEFAULT_BLOCK, Rollout
+from market_envs.rollout import DEFAULT_BLOCK, Rollout, chunk_options
 from trader.agents import make_agent, make_config
 from trader.agents.program import agents_program, rational_tanh
 from trader.backtesting import BacktestConfig, PolicyPopulation, run_backtest
@@ -353,6 +353,27 @@ def test_compiled_rollout_equals_the_step_by_step_pass() -> None:
     program, params = agents_program([agent])
     got = Rollout(env, program, record=("value",)).run(params)
     torch.testing.assert_close(got["value"], want["value"], rtol=1e-7, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_a_chunk_stores_a_value_read_through_a_broadcast() -> None:
+    """`STORE_OPTIONS`: a policy's first layer reads the account columns (a cheap function of the float64
+    state) once per output unit through a broadcast; compiled with a chunk's options on a CPU, the columns
+    are stored once ([S, in] buffer) instead of recomputed inside the product's reduction for every unit."""
+    from torch._inductor.utils import run_and_get_code
+
+    def first_layer(holdings: torch.Tensor, value: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        account = (holdings / value.unsqueeze(-1)).clamp(0.0, 1.0).float()  # [S, in], two buffers read
+        return (account.unsqueeze(1) * weight).sum(-1)  # [S, out]
+
+    s, inputs, outputs = 4, 7, 5
+    args = (torch.rand(s, inputs, dtype=torch.float64), torch.rand(s, dtype=torch.float64) + 1.0)
+    args = (*args, torch.randn(s, outputs, inputs))
+    compiled = torch.compile(first_layer, dynamic=False, options=chunk_options(torch.device("cpu"), False))
+    got, (code,) = run_and_get_code(compiled, *args)
+    torch.testing.assert_close(got, first_layer(*args))
+    assert f"empty_strided_cpu(({s}, {inputs})" in code
+    assert chunk_options(torch.device("cuda"), True) is None  # CUDA keeps inductor's defaults
 
 
 @pytest.mark.slow
