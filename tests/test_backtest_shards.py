@@ -32,7 +32,7 @@ from trader.agents import make_agent, make_config
 from trader.agents.program import agents_program, stack_params, take_rows
 from trader.backtesting import BacktestConfig, PolicyPopulation, agents_population, run_backtest
 from trader.backtesting.engine import Book
-from trader.backtesting.shards import map_forked, split_rows
+from trader.backtesting.shards import map_forked, run_forked, split_rows
 from trader.errors import ConfigError
 
 COSTS = CostModel(commission_per_share=0.005, commission_min=1.0, spread_model="high_low", participation=0.05)
@@ -101,6 +101,18 @@ def test_map_forked_returns_every_result_in_order_from_the_children_and_here() -
     assert map_forked(str, [5], 4) == ["5"] and map_forked(str, [], 2) == []
     with pytest.raises(RuntimeError, match="(?s)worker process failed.*ZeroDivisionError"):
         map_forked(lambda k: 1 / (k - 5), range(7), 2)
+
+
+def test_a_child_that_exits_or_is_killed_is_reported_with_how_it_ended() -> None:
+    """`run_forked`: a child that leaves with a status, or by a signal, without a result; the others'
+    results are not returned as if all had succeeded."""
+    import signal
+
+    with pytest.raises(RuntimeError, match=r"worker 1 \(pid \d+\) exited with status 3"):
+        run_forked([lambda: os._exit(3), lambda: 7], lambda: None)
+    with pytest.raises(RuntimeError, match=rf"worker 2 \(pid \d+\) ended by signal {int(signal.SIGKILL)}"):
+        run_forked([lambda: 7, lambda: os.kill(os.getpid(), signal.SIGKILL)], lambda: None)
+    assert run_forked([lambda: 7, lambda: "eight"], lambda: None) == [7, "eight"]
 
 
 @pytest.mark.parametrize("network", ["mlp", "per_stock"])

@@ -894,14 +894,12 @@ def _run_all(jobs: Sequence[_Pass]) -> None:
 
 
 def _deal(groups: list[_Group], whole: list[int], processes: int) -> list[tuple[int, int]]:
-    """(group, process) for the chunked groups kept whole (`whole`, indices into `groups`): with one
-    process, all in it; else dealt in turn from the last worker down to this process (0), the largest
-    (rows x stocks) first. The workers' shards are equal and this process also builds the groups before
+    """(group, process) for the chunked groups kept whole (`whole`, indices into `groups`), dealt in turn
+    from the last worker down to this process (0), the largest (rows x stocks) first (one process: all
+    in it). The workers' shards are equal and this process also builds the groups before
     the pass and assembles the results after it, so it takes the smallest: in the year of 64 MLPs on 2
     cores (benchmarks/RESULTS.md, "The C++ wrapper for a shard, the small groups dealt") the pair of equal-weight
     baselines (2 x 100) goes to the worker and the benchmark (1 x 1) stays here."""
-    if processes == 1:
-        return [(k, 0) for k in whole]
     largest = sorted(whole, key=lambda k: -groups[k].env.num_envs * groups[k].env.num_stocks)
     return [(k, processes - 1 - n % processes) for n, k in enumerate(largest)]
 

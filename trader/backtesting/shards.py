@@ -162,13 +162,11 @@ def _wait(started: list[tuple[int, int]]) -> tuple[list[Any], list[str]]:
         _, status = os.waitpid(pid, 0)
         sent = b"".join(chunks)
         if os.WIFSIGNALED(status):
-            failures.append(
-                f"worker {k} (pid {pid}) ended by signal {os.WTERMSIG(status)}\n{sent.decode(errors='replace')}"
-            )
+            how = f"ended by signal {os.WTERMSIG(status)}"
         elif os.WEXITSTATUS(status) != 0:
-            failures.append(
-                f"worker {k} (pid {pid}) exited with status {os.WEXITSTATUS(status)}\n{sent.decode(errors='replace')}"
-            )
+            how = f"exited with status {os.WEXITSTATUS(status)}"
         else:
             results.append(pickle.loads(sent))
+            continue
+        failures.append(f"worker {k} (pid {pid}) {how}\n{sent.decode(errors='replace')}")
     return results, failures
