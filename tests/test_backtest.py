@@ -473,3 +473,35 @@ def test_the_oracle_under_costs_trades_the_rule_through_the_rate_or_band_best_on
     result = run_backtest(data, period="test", config=config)
     assert result.strategies["oracle_costs"].label.startswith("Oracle under costs (")
     assert "training period" in result.strategies["oracle_costs"].source
+
+
+@pytest.mark.parametrize("rows", [[0, 1, 2, 3, 4], [3, 0, 4]])
+def test_a_groups_series_are_each_strategys_columns_bit_for_bit(rows):
+    """The assembly's block of series (records read once, transposed) holds what each strategy's own
+    columns give: the records, `metrics.turnover`, the simple returns from its start and numpy's sums,
+    bit for bit, for members in any row order and through a book worth nothing or NaN."""
+    from trader.backtesting import engine
+
+    rng = np.random.default_rng(7)
+    host = {key: rng.normal(size=(50, 5)) for key in engine.RECORDED}
+    host["value"] = rng.uniform(0.5, 2.0, size=(50, 5)) * 1e6
+    host["value"][10, 0], host["value"][20, 4], host["value"][30, 3] = 0.0, np.nan, -5.0
+    starts = [1e6, 2e6, 0.0][: len(rows)] + [1e6] * (len(rows) - 3)
+    block, totals = engine._group_series(host, starts, rows)
+    for k, (r, start) in enumerate(zip(rows, starts, strict=True)):
+        value, traded = host["value"][:, r], host["traded"][:, r]
+        previous = np.concatenate([[start], value[:-1]])
+        expected = {
+            "value": value,
+            "return": engine._simple_returns(value, start),
+            "cash": host["cash"][:, r],
+            "gross_value": host["gross_value"][:, r],
+            "turnover": metrics.turnover(traded, previous),
+            "traded_value": traded,
+            "costs": host["costs"][:, r],
+        }
+        got = dict(zip(engine.SERIES_COLUMNS, block[k].numpy(), strict=True))
+        for name, column in expected.items():
+            np.testing.assert_array_equal(got[name], column, err_msg=name, strict=True)
+        for key in engine.TOTALLED:
+            assert totals[key][k] == host[key][:, r].sum(), key
