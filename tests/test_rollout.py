@@ -110,7 +110,10 @@ def test_per_stock_program_of_one_feature_acts_as_the_agent() -> None:
 def test_rational_tanh_is_tanh_within_4e_7() -> None:
     """The per-stock programs' activation: within 4e-7 of tanh everywhere on a fine grid in float32,
     odd, 0 at 0, +-1 far out and at the infinities, NaN kept; and its coefficients are the fitting
-    tool's (tools/fit_tanh.py), refitted here."""
+    tool's (tools/fit_tanh.py), refitted here. The refit agrees to about 1e-7, not to the last bits: its 60
+    rounds of least squares amplify the BLAS's rounding, which differs by CPU (a Zen 4 host with AVX-512
+    refits 1.0e-7 away from the Zen 3 fit in the code); 1e-5 still tells the tool's coefficients from any
+    others."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # a developer's tool
     from fit_tanh import fit
 
@@ -122,7 +125,7 @@ def test_rational_tanh_is_tanh_within_4e_7() -> None:
     assert special[:6].tolist() == [0.0, 1.0, 1.0, -1.0, 1.0, -1.0] and math.isnan(special[6])
     defaults = inspect.signature(rational_tanh).parameters
     for fitted, name in zip(fit()[:2], ("numerator", "denominator"), strict=True):
-        assert np.allclose(fitted, defaults[name].default, rtol=1e-9, atol=0), name
+        assert np.allclose(fitted, defaults[name].default, rtol=1e-5, atol=0), name
 
 
 def _assert_program_acts_as(agent, rules: EnvConfig) -> None:
