@@ -53,3 +53,24 @@ def test_tournament_value_refuses_arms_it_cannot_report(args: list[str], says: s
     )
     assert done.returncode == 2 and says in done.stderr, done.stderr
     assert not (tmp_path / "kept").exists()
+
+
+def test_tournament_values_not_worse_test_is_calibrated_at_its_margin(monkeypatch) -> None:
+    """The "not worse" test of tournament_value.py: a tie is not worse (p = 1/1024 over 10 seeds), a gap
+    of twice the margin is (p near 1), and on the margin's boundary, with symmetric noise, it rejects at
+    most about 5% of the time at the 5% level (2,000 simulated sets of 10 seeds)."""
+    import numpy as np
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from tournament_value import NOT_WORSE_MARGIN, not_worse
+
+    rng = np.random.default_rng(11)
+    other = list(7.4 + 0.02 * rng.standard_normal(10))
+    assert not_worse(other, other) == pytest.approx(1 / 1024)
+    assert not_worse([x * (1 - 2 * NOT_WORSE_MARGIN) for x in other], other) > 0.99
+    rejected = 0
+    for _ in range(2_000):
+        b = 7.4 + 0.05 * rng.standard_normal(10)
+        a = b * (1 - NOT_WORSE_MARGIN) + 0.05 * rng.standard_normal(10)
+        rejected += not_worse(list(a), list(b)) < 0.05
+    assert rejected / 2_000 < 0.065
