@@ -310,11 +310,12 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
         )
     result = [row["result"]["sharpe"] for row in rows]
     for other in ("single", "random"):
-        greater, both = wilcoxon(result, [row[other]["sharpe"] for row in rows])
+        theirs = [row[other]["sharpe"] for row in rows]
+        greater, both = wilcoxon(result, theirs)
         lines.append(
             f"\nWilcoxon, result against {other}: one-sided p (result > {other}) = {greater:.3f}, "
             f"two-sided p = {both:.3f}; not worse by {100 * NOT_WORSE_MARGIN:g}% of {other}'s Sharpe: "
-            f"one-sided p = {not_worse(result, [row[other]['sharpe'] for row in rows]):.3f}"
+            f"one-sided p = {not_worse(result, theirs):.3f}"
         )
     ensembles = [row for row in rows if row["results"]["result"] == "ensemble"]
     calmer = sum(row["result"]["max_drawdown"] >= row["best_pod"]["max_drawdown"] for row in ensembles)

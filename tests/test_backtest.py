@@ -493,7 +493,7 @@ def test_a_groups_series_are_each_strategys_columns_bit_for_bit(rows):
         previous = np.concatenate([[start], value[:-1]])
         expected = {
             "value": value,
-            "return": engine._simple_returns(value, start),
+            "return": np.where(previous > 0, value / previous - 1.0, 0.0),
             "cash": host["cash"][:, r],
             "gross_value": host["gross_value"][:, r],
             "turnover": metrics.turnover(traded, previous),

@@ -1242,8 +1242,8 @@ def _assemble(
 SERIES_COLUMNS = ("value", "return", "cash", "gross_value", "turnover", "traded_value", "costs")
 """The columns of a strategy's per-bar series (`BacktestResult.series`)."""
 
-_SERIES_RECORDS = {0: "value", 2: "cash", 3: "gross_value", 5: "traded", 6: "costs"}
-"""The `SERIES_COLUMNS` copied from a record, by position; "return" and "turnover" are computed."""
+_SERIES_RECORDS = {"value": 0, "cash": 2, "gross_value": 3, "traded": 5, "costs": 6}
+"""The records copied into `SERIES_COLUMNS`, by position; "return" and "turnover" are computed."""
 
 
 def _group_series(host: Mapping[str, np.ndarray], starts: Sequence[float], rows: Sequence[int]) -> tuple[Tensor, dict]:
@@ -1254,30 +1254,27 @@ def _group_series(host: Mapping[str, np.ndarray], starts: Sequence[float], rows:
     row. Each record is read once, transposed by torch's blocked copy: a column per strategy read the
     whole record once per strategy, and numpy's transposed copy is 4x slower (a year's assembly of 67
     strategies: 1.8 to 2.0 s against 2.2 to 2.4 s, benchmarks/RESULTS.md, "The year on a Zen 4 host").
-    The values are those of `_simple_returns`, `metrics.turnover` and numpy's sums, bit for bit."""
+    Returns and turnover by `_simple_returns` and `metrics.turnover`, the sums numpy's, as before."""
     num_bars = next(iter(host.values())).shape[0]
     block = torch.empty((len(rows), len(SERIES_COLUMNS), num_bars), dtype=torch.float64)
-    order = torch.as_tensor(list(rows))
     spare = torch.empty((len(rows), num_bars), dtype=torch.float64)
+    in_order = list(rows) == list(range(host["value"].shape[1]))
+    order = None if in_order else torch.as_tensor(list(rows))
 
-    def transposed(key: str, into: Tensor) -> Tensor:
+    def transposed(key: str, into: Tensor) -> np.ndarray:
         record = torch.from_numpy(host[key]).t()  # [E, T], a view
-        return into.copy_(record if list(rows) == list(range(record.shape[0])) else record[order])
+        return into.copy_(record if order is None else record[order]).numpy()
 
-    for column, key in _SERIES_RECORDS.items():
+    for key, column in _SERIES_RECORDS.items():
         transposed(key, block[:, column])
-    copied = {key: column for column, key in _SERIES_RECORDS.items()}
     totals = {  # numpy's pairwise sums along each row, as over each strategy's column before
-        key: (block[:, copied[key]] if key in copied else transposed(key, spare)).numpy().sum(axis=1)
+        key: (block[:, _SERIES_RECORDS[key]].numpy() if key in _SERIES_RECORDS else transposed(key, spare)).sum(axis=1)
         for key in TOTALLED
     }
-    value, traded = block[:, 0], block[:, 5]
-    previous = spare
-    previous[:, 0] = torch.as_tensor(list(starts), dtype=torch.float64)
-    previous[:, 1:] = value[:, :-1]
-    flat = ~(previous > 0)  # a book worth nothing (or NaN): no return, no turnover
-    block[:, 1].copy_(value).div_(previous).sub_(1.0).masked_fill_(flat, 0.0)
-    block[:, 4].copy_(traded).div_(previous).masked_fill_(flat, float("nan"))
+    value = block[:, 0].numpy()
+    previous = _previous_values(value, np.asarray(starts, dtype=np.float64))
+    block[:, 1] = torch.from_numpy(_simple_returns(value, previous))
+    block[:, 4] = torch.from_numpy(metrics.turnover(block[:, 5].numpy(), previous))
     return block, totals
 
 
@@ -1298,9 +1295,14 @@ def _starting_value(member: _Member, config: BacktestConfig) -> float:
     return config.initial_cash if member.book is None else member.book.value
 
 
-def _simple_returns(value: np.ndarray, start: float) -> np.ndarray:
-    """Bar returns of a value series that starts from `start` (0 after ruin)."""
-    previous = np.concatenate([[start], value[:-1]])
+def _previous_values(value: np.ndarray, start: float | np.ndarray) -> np.ndarray:
+    """Each bar's value before it, [..., T]: `start` (one per series) before the first bar."""
+    first = np.broadcast_to(np.asarray(start, dtype=np.float64), value.shape[:-1])[..., None]
+    return np.concatenate([first, value[..., :-1]], axis=-1)
+
+
+def _simple_returns(value: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """Bar returns of value series [..., T] from each bar's value before it (`_previous_values`; 0 after ruin)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(previous > 0, value / previous - 1.0, 0.0)
 
@@ -1313,7 +1315,8 @@ def _sharpe_ratios(
     for g, rec in zip(groups, records):
         values = rec.bars[RECORDED.index("value")].cpu().numpy()
         for member in g.members:
-            returns[member.info.name] = _simple_returns(values[:, member.row], _starting_value(member, config))
+            value = values[:, member.row]
+            returns[member.info.name] = _simple_returns(value, _previous_values(value, _starting_value(member, config)))
     table = metrics.summary(pd.DataFrame(returns), timestamps=data.timestamps, risk_free=config.risk_free)
     return table["sharpe_ratio"]
 
