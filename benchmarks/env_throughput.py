@@ -30,6 +30,11 @@ most 1.3x the time.
 
     python benchmarks/env_throughput.py --compare-costs --envs 1024,4096 --tickers 30,100 --repeats 101 --seconds 0.05
 
+With ``--kernel-sources A.c,B.c`` the step with every term is timed once per version of the C
+kernel's source (for a change to it: the last commit's, ``git show HEAD:market_envs/fill_costs.c >
+before.c``, and the working tree's), all in the same rounds, so that the versions are paired as
+the steps are; below the table, each version's time against the first's.
+
 ``--compare-action`` times the step of weights mode with the action that can hold (issue 40:
 ``weights_map="linear"``, a trade rate of 0.5 and a no-trade band of 0.2 / N per stock, the
 costliest case: both on) against today's mapping (the action is the book, rebalanced in full),
@@ -62,6 +67,8 @@ in that round. The table gives, per env against its baseline:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import gc
 import itertools
 import os
@@ -69,7 +76,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
@@ -88,7 +95,7 @@ from finrl_style_env import (  # noqa: E402
     finrl_frame,
 )
 
-from market_envs import EnvConfig, StockTradingVecEnv  # noqa: E402
+from market_envs import EnvConfig, StockTradingVecEnv, fill  # noqa: E402
 from market_envs.costs import CostModel  # noqa: E402
 
 EPISODE = 256
@@ -156,6 +163,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--mode", choices=["shares", "weights"], default="shares", help="--compare-costs: action mode")
     parser.add_argument("--per-term", action="store_true", help="--compare-costs: also time each term alone")
+    parser.add_argument(
+        "--kernel-sources",
+        default="",
+        metavar="A.c,B.c",
+        help="--compare-costs: time the step with every term once per version of market_envs/fill_costs.c "
+        "(each built as the env builds its own), all in the same rounds, and each against the first",
+    )
     parser.add_argument(
         "--profile",
         type=int,
@@ -342,13 +356,16 @@ def ratio_table(
     rates: tuple[str, str],
     target: float,
     groups: Callable[[int], list[list[tuple[str, EnvConfig]]]],
+    kernels_by_label: dict[str, ctypes.CDLL] | None = None,
 ) -> int:
     """Print (and with ``--out`` write) a table of step rates: for every N, device, E and kernel,
     each group of ``groups(N)`` ((label, rules) pairs) is timed in interleaved rounds
     (`interleaved_times`, ``--repeats`` rounds of ``--seconds`` per run), and each rules after
     the group's first get a row: its label, the two rates, and its time ratio to the first
     (`paired_ratio`, wall-clock and process CPU time) against `target`. ``rates`` names the
-    two rates."""
+    two rates. `kernels_by_label` gives the rules of some labels another build of the C kernel
+    (`with_kernel`); those labels are also timed against the first of them, in lines below the
+    table."""
     env_counts = [int(x) for x in args.envs.split(",")]
     kernels = [k.strip() for k in args.kernels.split(",")]
     print(header, flush=True)
@@ -357,15 +374,28 @@ def ratio_table(
         f"IQR of rounds | 95% CI of median | CPU-time ratio (95% CI) | <= {target:g}x? |",
         "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
+    kernels_by_label = kernels_by_label or {}
+    versions = []
     for n in [int(x) for x in args.tickers.split(",")]:
         data = benchmark_panel(n, args.bars)
         for device in devices:
             sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
             for num_envs, kernel, group in itertools.product(env_counts, kernels, groups(n)):
-                runs = [
-                    step_runner(data.to(device), num_envs, device, rules, kernel == "compiled") for _, rules in group
-                ]
+                runs = []
+                for label, rules in group:
+                    library = kernels_by_label.get(label)
+                    with with_kernel(library):
+                        run = step_runner(data.to(device), num_envs, device, rules, kernel == "compiled")
+                    runs.append(run if library is None else kernel_switching(library, run))
                 walls, cpus = interleaved_times(runs, args.seconds, args.repeats, sync)
+                switched = [i for i, (label, _) in enumerate(group) if label in kernels_by_label]
+                for i in switched[1:]:
+                    versus = paired_ratio(walls[:, switched[0]], walls[:, i], 1.0)
+                    versions.append(
+                        f"{device.type}, N {n}, E {num_envs}, {kernel}: {group[i][0]} against {group[switched[0]][0]}: "
+                        f"time ratio {versus.median:.3f} (95% CI {versus.low:.3f}-{versus.high:.3f})"
+                    )
+                    print(versions[-1], flush=True)
                 base = float(np.median(walls[:, 0]))
                 for i, (label, _) in enumerate(group[1:], start=1):
                     wall = paired_ratio(walls[:, 0], walls[:, i], target)
@@ -380,11 +410,54 @@ def ratio_table(
                 for (label, _), run in zip(group, runs) if args.profile else ():
                     print(f"\nprofile of {args.profile} steps: {label}, {device.type}, N {n}, E {num_envs}, {kernel}")
                     print(profiled(run, args.profile, sync))
-    table = "\n".join(rows)
+    table = "\n".join(rows) + "".join(f"\n\n{line}" for line in versions)
     print("\n" + header + "\n\n" + table)
     if args.out is not None:
         args.out.write_text(f"{header}\n\n{table}\n")
     return 0
+
+
+@contextlib.contextmanager
+def with_kernel(library: ctypes.CDLL | None) -> Iterator[None]:
+    """The env's C kernel is `library` inside (None: the env's own): `market_envs.fill.native_library`
+    is what every call of the kernel asks for it."""
+    if library is None:
+        yield
+        return
+    own = fill.native_library
+    fill.native_library = lambda: library
+    try:
+        yield
+    finally:
+        fill.native_library = own
+
+
+def kernel_switching(library: ctypes.CDLL, run: Callable[[int], None]) -> Callable[[int], None]:
+    """`run` with the C kernel `library` while it steps."""
+
+    def switched(steps: int) -> None:
+        with with_kernel(library):
+            run(steps)
+
+    return switched
+
+
+def kernel_builds(sources: str) -> dict[str, ctypes.CDLL]:
+    """Each source of ``--kernel-sources`` built as the env builds its own (`market_envs.fill.build_native`)
+    and bound, by the label its step gets in the table."""
+    paths = [Path(part.strip()) for part in sources.split(",") if part.strip()]
+    if len(paths) == 1:
+        raise SystemExit("--kernel-sources: give two versions or more (or none, for the env's own)")
+    for path in paths:
+        if not path.is_file():
+            raise SystemExit(f"--kernel-sources: no file {path}")
+    names = [path.name for path in paths]
+    if len(set(names)) < len(names):
+        raise SystemExit(f"--kernel-sources: two files named alike in {names}; give each version its own name")
+    builds = {}
+    for path in paths:
+        builds[f"every term ({path.name})"] = fill.bind_native(ctypes.CDLL(str(fill.build_native(source=path))))
+    return builds
 
 
 def interleaving(args: argparse.Namespace) -> str:
@@ -400,7 +473,9 @@ def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
     flat = EnvConfig(
         episode_length=EPISODE, features=FEATURE_SETS[args.features], short_selling=True, action_mode=args.mode
     )
-    variants = {"every term": EVERY_COST, **(SINGLE_TERMS if args.per_term else {})}
+    builds = kernel_builds(args.kernel_sources)
+    every = dict.fromkeys(builds or ["every term"], EVERY_COST)
+    variants = {**every, **(SINGLE_TERMS if args.per_term else {})}
     header = (
         f"env step, cost terms vs flat rate: torch {torch.__version__}; {cpu_name()} ({os.cpu_count()} cores, "
         f"torch threads {torch.get_num_threads()}); {args.bars} bars, {args.mode} mode, short selling, features "
@@ -414,6 +489,7 @@ def compare_costs(args: argparse.Namespace, devices: list[torch.device]) -> int:
         ("flat env-steps/s", "with costs env-steps/s"),
         1.3,
         lambda n: [group],
+        builds,
     )
 
 

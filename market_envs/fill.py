@@ -972,12 +972,19 @@ def native_library() -> ctypes.CDLL | None:
             stacklevel=2,
         )
         return None
-    native.fill_with_costs.restype = None
-    native.fill_with_costs.argtypes = argtypes()
+    return bind_native(native)
+
+
+def bind_native(library: ctypes.CDLL) -> ctypes.CDLL:
+    """`library`, a build of fill_costs.c, with its functions' types set from `INTERFACE` and
+    `READ_INTERFACES` (`native_library` binds the env's own this way; benchmarks/env_throughput.py
+    ``--kernel-sources`` binds other versions of the source to time them side by side)."""
+    library.fill_with_costs.restype = None
+    library.fill_with_costs.argtypes = argtypes()
     for name, interface in READ_INTERFACES.items():
-        getattr(native, name).restype = None
-        getattr(native, name).argtypes = argtypes(interface)
-    return native
+        getattr(library, name).restype = None
+        getattr(library, name).argtypes = argtypes(interface)
+    return library
 
 
 def reads_actions_natively(actions: Tensor, dtype: torch.dtype) -> bool:

@@ -100,6 +100,13 @@ static inline vec v_sum4(vec r0, vec r1, vec r2, vec r3) {
 
 #define LANES 4
 
+/* Fetch the line at `p` ahead of its use, into the outer caches (the hint's locality 1: prefetcht2) rather
+   than into L1 (locality 3): the next four rows' table rows are some 180 lines at N = 100, which on
+   a Zen 4 host held up the current rows' own loads when sent to L1; the costs step at N = 100,
+   E = 1,024 took 0.91x to 0.93x the time with this hint, paired in one process (benchmarks/RESULTS.md,
+   "The tables' prefetch aimed at L2"). Inlined by force: as a plain call gcc -O3 dropped it, prefetches and all. */
+static inline __attribute__((always_inline)) void prefetch_far(const void *p) { __builtin_prefetch(p, 0, 1); }
+
 typedef struct {
     double buy_cost, sell_cost, per_share, minimum, cap_rate;
 } rules_t;
@@ -251,11 +258,11 @@ static inline __attribute__((always_inline)) void fill_rows(
     for (int64_t e0 = 0; e0 < num_envs; e0 += LANES) {
         const int64_t rows = num_envs - e0 < LANES ? num_envs - e0 : LANES;
         for (int64_t e = e0 + LANES; e < e0 + 2 * LANES && e < num_envs; e++) { /* the next rows' tables */
-            for (int64_t k = 0; k < n; k += 16) __builtin_prefetch(open_rows + bars[e] * open_stride + k);
+            for (int64_t k = 0; k < n; k += 16) prefetch_far(open_rows + bars[e] * open_stride + k);
             for (int64_t k = 0; k < n; k += 8) {
-                if (spread_on) __builtin_prefetch(half_spread_rows + bars[e] * half_spread_stride + k);
-                if (impact_on) __builtin_prefetch(impact_rows + bars[e] * impact_stride + k);
-                if (cap_on) __builtin_prefetch(cap_rows + bars[e] * cap_stride + k);
+                if (spread_on) prefetch_far(half_spread_rows + bars[e] * half_spread_stride + k);
+                if (impact_on) prefetch_far(impact_rows + bars[e] * impact_stride + k);
+                if (cap_on) prefetch_far(cap_rows + bars[e] * cap_stride + k);
             }
         }
         vec acc[LANES][FIRST_SUMS];

@@ -37,3 +37,18 @@ def pytest_collection_modifyitems(config, items):
 def _isolated_data_dir(tmp_path_factory, monkeypatch):
     """Every test gets its own data/cache directory; nothing touches the user's cache."""
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path_factory.mktemp("data-dir")))
+
+
+@pytest.fixture
+def native_kernel():
+    """The test runs the C kernel: skipped where MARKET_ENVS_NATIVE=0 turns it off, failed where it
+    is on and cannot be built (a machine without a compiler must say so, not pass in silence)."""
+    from market_envs import fill
+
+    if not fill.native_enabled():
+        pytest.skip("MARKET_ENVS_NATIVE=0: the native kernel is turned off")
+    if not fill.native_available():
+        pytest.fail(
+            "the native kernel could not be built: install a C compiler ($CC, default cc), or set "
+            "MARKET_ENVS_NATIVE=0 to run on the torch kernels and skip the tests of the C kernel"
+        )

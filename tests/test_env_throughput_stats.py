@@ -53,3 +53,54 @@ def test_interleaved_times_runs_each_runner_once_a_round_in_varying_order() -> N
     rounds = [tuple(i for i, _ in timed[r * 3 : r * 3 + 3]) for r in range(8)]
     assert all(sorted(r) == [0, 1, 2] for r in rounds)
     assert len(set(rounds)) > 1  # the order is drawn afresh
+
+
+class _Counting:
+    """A build of the C kernel that counts its fill calls (`--kernel-sources` hands the env such builds)."""
+
+    def __init__(self, library) -> None:
+        self.library, self.calls = library, 0
+        self.read_actions, self.read_rate_actions = library.read_actions, library.read_rate_actions
+
+    def fill_with_costs(self, *arguments) -> None:
+        self.calls += 1
+        self.library.fill_with_costs(*arguments)
+
+
+def test_each_kernel_source_steps_its_own_env_and_only_while_it_runs(native_kernel) -> None:
+    """`--kernel-sources`: the env of a version calls that version's build while it steps, and the
+    env's own kernel is back outside; the states match the env's own kernel step for step."""
+    from dataclasses import replace
+
+    import torch
+    from env_throughput import EPISODE, EVERY_COST, kernel_switching, step_runner, with_kernel
+    from finrl_style_env import benchmark_panel
+
+    from market_envs import EnvConfig, fill
+
+    own = fill.native_library()
+    other = _Counting(own)
+    rules = replace(EnvConfig(episode_length=EPISODE, short_selling=True), costs=EVERY_COST)
+    data = benchmark_panel(5, 300)
+    with with_kernel(other):
+        run = kernel_switching(other, step_runner(data, 4, torch.device("cpu"), rules, compiled=False))
+    warmed = other.calls
+    assert warmed > 0 and fill.native_library() is own
+    run(3)
+    assert other.calls == warmed + 3 and fill.native_library() is own
+    step_runner(data, 4, torch.device("cpu"), rules, compiled=False)(2)
+    assert other.calls == warmed + 3
+
+
+def test_kernel_sources_refuses_what_it_cannot_pair(tmp_path: Path) -> None:
+    from env_throughput import kernel_builds
+
+    source = tmp_path / "a.c"
+    source.write_text("")
+    for sources, says in [
+        (str(source), "give two versions or more"),
+        (f"{source},{tmp_path / 'b.c'}", "no file"),
+        (f"{source},{source}", "two files named alike"),
+    ]:
+        with pytest.raises(SystemExit, match=says):
+            kernel_builds(sources)

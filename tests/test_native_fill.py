@@ -28,20 +28,6 @@ from test_env import COST_KEYS, EVERY_COST, ODD_ACTIONS, PANEL, random_actions, 
 from market_envs import EnvConfig, StockTradingVecEnv, fill
 from market_envs.costs import CostModel, Terms
 
-
-@pytest.fixture
-def native_kernel():
-    """The test runs the C kernel: skipped where MARKET_ENVS_NATIVE=0 turns it off, failed where it
-    is on and cannot be built (a machine without a compiler must say so, not pass in silence)."""
-    if not fill.native_enabled():
-        pytest.skip("MARKET_ENVS_NATIVE=0: the native kernel is turned off")
-    if not fill.native_available():
-        pytest.fail(
-            "the native kernel could not be built: install a C compiler ($CC, default cc), or set "
-            "MARKET_ENVS_NATIVE=0 to run on the torch kernels and skip the tests of the C kernel"
-        )
-
-
 VOLUME_PANEL = random_panel(n_tickers=6, n_bars=80, seed=3, gap_prob=0.05)
 TERMS = {
     "participation": CostModel(participation=0.05),
