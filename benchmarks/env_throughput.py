@@ -74,6 +74,7 @@ import itertools
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -456,7 +457,15 @@ def kernel_builds(sources: str) -> dict[str, ctypes.CDLL]:
         raise SystemExit(f"--kernel-sources: two files named alike in {names}; give each version its own name")
     builds = {}
     for path in paths:
-        builds[f"every term ({path.name})"] = fill.bind_native(ctypes.CDLL(str(fill.build_native(source=path))))
+        try:
+            library = ctypes.CDLL(str(fill.build_native(source=path)))
+        except (OSError, subprocess.SubprocessError) as error:
+            said = (getattr(error, "stderr", b"") or b"").decode(errors="replace").strip().splitlines()
+            raise SystemExit(f"--kernel-sources: {path} did not build: {said[0] if said else error}") from error
+        try:
+            builds[f"every term ({path.name})"] = fill.bind_native(library)
+        except AttributeError as error:  # built, but not a version of the kernel
+            raise SystemExit(f"--kernel-sources: {path} is not a version of fill_costs.c ({error})") from error
     return builds
 
 

@@ -92,15 +92,24 @@ def test_each_kernel_source_steps_its_own_env_and_only_while_it_runs(native_kern
     assert other.calls == warmed + 3
 
 
-def test_kernel_sources_refuses_what_it_cannot_pair(tmp_path: Path) -> None:
+def test_kernel_sources_refuses_what_it_cannot_pair(tmp_path: Path, monkeypatch) -> None:
+    """One line that names the fault, before any timing: too few versions, a missing file, two
+    files of one name (their rows would share a label), a source that does not build, and one
+    that builds but is not the kernel."""
     from env_throughput import kernel_builds
 
-    source = tmp_path / "a.c"
-    source.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the builds stay in the test's folder
+    empty, broken = tmp_path / "a.c", tmp_path / "b.c"
+    empty.write_text("int unrelated(void) { return 0; }\n")
     for sources, says in [
-        (str(source), "give two versions or more"),
-        (f"{source},{tmp_path / 'b.c'}", "no file"),
-        (f"{source},{source}", "two files named alike"),
+        (str(empty), "give two versions or more"),
+        (f"{empty},{tmp_path / 'c.c'}", "no file"),
+        (f"{empty},{empty}", "two files named alike"),
     ]:
         with pytest.raises(SystemExit, match=says):
             kernel_builds(sources)
+    broken.write_text("this is not C\n")
+    with pytest.raises(SystemExit, match="b.c did not build"):
+        kernel_builds(f"{broken},{empty}")
+    with pytest.raises(SystemExit, match="a.c is not a version of fill_costs.c"):
+        kernel_builds(f"{empty},{broken}")
