@@ -80,7 +80,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -184,7 +184,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="time the action that can hold (linear map, trade rate, band) against today's mapping",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.kernel_sources and not args.compare_costs:
+        parser.error("--kernel-sources times the step with every cost term: it needs --compare-costs")
+    return args
 
 
 def timed(
@@ -443,29 +446,35 @@ def kernel_switching(library: ctypes.CDLL, run: Callable[[int], None]) -> Callab
     return switched
 
 
+def refuse(message: str) -> NoReturn:
+    """Stop on bad input as argparse does: one line on stderr naming what is wrong, exit status 2."""
+    print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def kernel_builds(sources: str) -> dict[str, ctypes.CDLL]:
     """Each source of ``--kernel-sources`` built as the env builds its own (`market_envs.fill.build_native`)
     and bound, by the label its step gets in the table."""
     paths = [Path(part.strip()) for part in sources.split(",") if part.strip()]
     if len(paths) == 1:
-        raise SystemExit("--kernel-sources: give two versions or more (or none, for the env's own)")
+        refuse("--kernel-sources: give two versions or more (or none, for the env's own)")
     for path in paths:
         if not path.is_file():
-            raise SystemExit(f"--kernel-sources: no file {path}")
+            refuse(f"--kernel-sources: no file {path}")
     names = [path.name for path in paths]
     if len(set(names)) < len(names):
-        raise SystemExit(f"--kernel-sources: two files named alike in {names}; give each version its own name")
+        refuse(f"--kernel-sources: two files named alike in {names}; give each version its own name")
     builds = {}
     for path in paths:
         try:
             library = ctypes.CDLL(str(fill.build_native(source=path)))
         except (OSError, subprocess.SubprocessError) as error:
             said = (getattr(error, "stderr", b"") or b"").decode(errors="replace").strip().splitlines()
-            raise SystemExit(f"--kernel-sources: {path} did not build: {said[0] if said else error}") from error
+            refuse(f"--kernel-sources: {path} did not build: {said[0] if said else error}")
         try:
             builds[f"every term ({path.name})"] = fill.bind_native(library)
         except AttributeError as error:  # built, but not a version of the kernel
-            raise SystemExit(f"--kernel-sources: {path} is not a version of fill_costs.c ({error})") from error
+            refuse(f"--kernel-sources: {path} is not a version of fill_costs.c ({error})")
     return builds
 
 

@@ -103,7 +103,7 @@ static inline vec v_sum4(vec r0, vec r1, vec r2, vec r3) {
 /* Fetch the line at `p` ahead of its use, into the outer caches (the hint's locality 1: prefetcht2) rather
    than into L1 (locality 3): the next four rows' table rows are some 180 lines at N = 100, which on
    a Zen 4 host held up the current rows' own loads when sent to L1; the costs step at N = 100,
-   E = 1,024 took 0.91x to 0.93x the time with this hint, paired in one process (benchmarks/RESULTS.md,
+   E = 1,024 took 0.90x to 0.96x the time with this hint, paired in one process (benchmarks/RESULTS.md,
    "The tables' prefetch aimed at L2"). Inlined by force: as a plain call gcc -O3 dropped it, prefetches and all. */
 static inline __attribute__((always_inline)) void prefetch_far(const void *p) { __builtin_prefetch(p, 0, 1); }
 

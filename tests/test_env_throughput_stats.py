@@ -92,24 +92,31 @@ def test_each_kernel_source_steps_its_own_env_and_only_while_it_runs(native_kern
     assert other.calls == warmed + 3
 
 
-def test_kernel_sources_refuses_what_it_cannot_pair(tmp_path: Path, monkeypatch) -> None:
-    """One line that names the fault, before any timing: too few versions, a missing file, two
-    files of one name (their rows would share a label), a source that does not build, and one
-    that builds but is not the kernel."""
-    from env_throughput import kernel_builds
+def test_kernel_sources_refuses_what_it_cannot_pair(tmp_path: Path, monkeypatch, capsys) -> None:
+    """One line that names the fault and exit status 2, before any timing: the option without
+    --compare-costs, too few versions, a missing file, two files of one name (their rows would share a
+    label), a source that does not build, and one that builds but is not the kernel."""
+    from env_throughput import kernel_builds, parse_args
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the builds stay in the test's folder
     empty, broken = tmp_path / "a.c", tmp_path / "b.c"
     empty.write_text("int unrelated(void) { return 0; }\n")
+    broken.write_text("this is not C\n")
+
+    def refused(call, says: str) -> None:
+        with pytest.raises(SystemExit) as stop:
+            call()
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip()
+        *usage, line = err.splitlines()  # argparse's usage may come first
+        assert says in line and all(part.startswith(("usage:", " ")) for part in usage), err
+
+    refused(lambda: parse_args(["--kernel-sources", f"{empty},{broken}"]), "it needs --compare-costs")
     for sources, says in [
         (str(empty), "give two versions or more"),
         (f"{empty},{tmp_path / 'c.c'}", "no file"),
         (f"{empty},{empty}", "two files named alike"),
+        (f"{broken},{empty}", "b.c did not build"),
+        (f"{empty},{broken}", "a.c is not a version of fill_costs.c"),
     ]:
-        with pytest.raises(SystemExit, match=says):
-            kernel_builds(sources)
-    broken.write_text("this is not C\n")
-    with pytest.raises(SystemExit, match="b.c did not build"):
-        kernel_builds(f"{broken},{empty}")
-    with pytest.raises(SystemExit, match="a.c is not a version of fill_costs.c"):
-        kernel_builds(f"{empty},{broken}")
+        refused(lambda sources=sources: kernel_builds(sources), says)
