@@ -420,7 +420,7 @@ class _Tables(NamedTuple):
     tradable: Tensor  # bool [T, N]
     obs: Tensor  # float32 [T, obs_dim]; columns [0, 1+N) are zero, filled per step
     guard: Tensor  # bool [T], turbulence guard on (all False when disabled)
-    market: Market  # the cost terms' tables, [T, N] float64 (None: term off; `market_envs.fill.market_tables`)
+    market: Market  # the cost terms' tables, [T, N] (None: term off; `market_envs.fill.market_tables`)
     # the trade rate and the no-trade band of each sub-environment, float64 [E, 1] (None: off)
     trade_rate: Tensor | None = None
     band: Tensor | None = None

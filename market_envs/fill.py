@@ -95,8 +95,8 @@ class Market(NamedTuple):
     ``bars[e]``.
     """
 
-    half_spread: Tensor | None  # [E, N], or [1, N] when the same every bar
-    impact: Tensor | None  # [E, N]
+    half_spread: Tensor | None  # [E, N] float64, or [1, N] when the same every bar (the tables: float32)
+    impact: Tensor | None  # [E, N] float64 (the table: float32)
     fill_cap: Tensor | None  # [E, N] float64, the most shares an order fills
     bars: Tensor | None = None  # int64 [E]: the fill bars, when the fields above are tables
 
@@ -176,17 +176,21 @@ def market_tables(
     data: MarketData, costs: CostModel, weights_mode: bool, bars_per_day: int, device: torch.device
 ) -> Market:
     """The per-bar tables of `CostModel`'s terms on `data` (on `device`; None for a term that is
-    off), [T, N] float64, or [1, N] for a half-spread that is the same every bar. Each row is
+    off), [T, N], or [1, N] for a half-spread that is the same every bar. Each row is
     computed from the bars before it, but for the participation cap, which reads its own bar's
     volume (`market_envs.costs`).
 
     The trailing estimates (the high-low half-spread, the impact's volatility and
     volume) also read the bars before the panel's first (`MarketData.lookback`, a
     period's earlier bars), so that the first bars of a validation or test period are
-    charged like the others, not as if nothing had traded before them. The estimates are
-    rounded to float32 first, the precision of the prices they come from, and kept in
-    float64 so that a step reads its rows as they are (an eager step would widen float32
-    rows with a copy each)."""
+    charged like the others, not as if nothing had traded before them.
+
+    The half-spread and impact tables are float32, the precision of the prices their estimates
+    come from (a fixed or per-ticker half-spread is rounded to float32 too: 5 bp is
+    0.000500000024): half the bytes of float64, which the C kernel reads at random bars
+    (benchmarks/RESULTS.md, "The half-spread and impact tables in float32"); the kernels widen a
+    row to float64 exactly before they use it. The fill cap stays float64: a cap above 2**24
+    shares is not a float32."""
     terms = costs.terms()
     windows = [costs.spread_window + 1] if terms.spread and costs.spread_model == "high_low" else []
     if terms.impact:
@@ -204,18 +208,17 @@ def market_tables(
             .mul(costs.spread_scale)
             .clamp_max(1.0)
             .float()
-            .double()
             .contiguous()
         )
     elif terms.spread:
         per_ticker = costs.spread_model == "per_ticker"
         bps = costs.spread_bps_per_ticker if per_ticker else (costs.spread_bps,) * data.num_tickers
-        half_spread = torch.tensor([bps], dtype=torch.float64, device=device) * 1e-4
+        half_spread = (torch.tensor([bps], dtype=torch.float64, device=device) * 1e-4).float()
     impact = None
     if terms.impact:
         window = costs.impact_window_days * bars_per_day
         impact = impact_coefficient(column("close"), column("volume"), window, costs.impact_eta)[earlier:]
-        impact = impact.float().double().contiguous()
+        impact = impact.float().contiguous()
     fill_cap = None
     if terms.participation:
         fill_cap = data.volume.double().clamp_min(0.0) * costs.participation
@@ -226,10 +229,13 @@ def market_tables(
 
 
 def _row(table: Tensor | None, t: Tensor) -> Tensor | None:
-    """Rows `t` of a per-bar cost table, [E, N]; a [1, N] table is the same every bar."""
-    if table is None or table.shape[0] == 1:
-        return table
-    return table.index_select(0, t)
+    """Rows `t` of a per-bar cost table, [E, N] float64 (widened exactly); a [1, N] table is the
+    same every bar."""
+    if table is None:
+        return None
+    if table.shape[0] == 1:
+        return table.double()
+    return table.index_select(0, t).double()
 
 
 def _at_bars(tables: Market, bars: Tensor, rules: FillRules) -> Market:
@@ -662,13 +668,16 @@ def _fill_with_costs_fused(
 
 
 def _bar_row(table: Tensor | None, t: int | Tensor) -> Tensor | None:
-    """Row `t` of a per-bar cost table as [1, N]: a view for an int (no index tensor to copy to
-    the device); `t` may also be an int64 [1] tensor (inside `market_envs.rollout`'s chunks)."""
-    if table is None or table.shape[0] == 1:
-        return table
+    """Row `t` of a per-bar cost table as [1, N] float64 (widened exactly): sliced for an int (no
+    index tensor to copy to the device); `t` may also be an int64 [1] tensor (inside
+    `market_envs.rollout`'s chunks)."""
+    if table is None:
+        return None
+    if table.shape[0] == 1:
+        return table.double()
     if isinstance(t, Tensor):
-        return table.index_select(0, t)
-    return table[t : t + 1]
+        return table.index_select(0, t).double()
+    return table[t : t + 1].double()
 
 
 def within_cash(
@@ -778,8 +787,8 @@ INTERFACE: tuple[Arg, ...] = (
     Arg("cash", "array"),
     Arg("bars", "array", "int64_t"),
     Arg("open_prices", "table", "float"),
-    Arg("half_spread", "table", term="spread"),
-    Arg("impact", "table", term="impact"),
+    Arg("half_spread", "table", "float", term="spread"),
+    Arg("impact", "table", "float", term="impact"),
     Arg("fill_cap", "table", term="participation"),
     Arg("buy_cost", "real"),
     Arg("sell_cost", "real"),

@@ -25,7 +25,8 @@
    kernels, which take the sides.
    The tables are read in place at each sub-environment's fill bar `bars[e]`: the open prices
    (float32, the panel's, widened to double exactly as torch's `.double()` does) and the market
-   tables (half-spread, impact, fill cap; float64; a pointer may be NULL: term off). A table's row
+   tables (half-spread and impact, float32 and widened the same way; the fill cap, float64; a
+   pointer may be NULL: term off). A table's row
    stride is 0 for a [1, N] row that every bar shares, N otherwise. Every other array is
    [E, N] or [E], float64, contiguous. `out` is [8, E]: cash after the fill, value traded,
    commission, half-spread, impact, value ordered, value and shares left unfilled by the cap.
@@ -101,8 +102,8 @@ static inline vec v_sum4(vec r0, vec r1, vec r2, vec r3) {
 #define LANES 4
 
 /* Fetch the line at `p` ahead of its use, into the outer caches (the hint's locality 1: prefetcht2) rather
-   than into L1 (locality 3): the next four rows' table rows are some 180 lines at N = 100, which on
-   a Zen 4 host held up the current rows' own loads when sent to L1; the costs step at N = 100,
+   than into L1 (locality 3): the next four rows' table rows were some 180 lines at N = 100 (136 since
+   the half-spread and impact tables are float32), which on a Zen 4 host held up the current rows' own loads when sent to L1; the costs step at N = 100,
    E = 1,024 took 0.90x to 0.96x the time with this hint, paired in one process (benchmarks/RESULTS.md,
    "The tables' prefetch aimed at L2"). Inlined by force: as a plain call gcc -O3 dropped it, prefetches and all. */
 static inline __attribute__((always_inline)) void prefetch_far(const void *p) { __builtin_prefetch(p, 0, 1); }
@@ -172,7 +173,7 @@ static inline __attribute__((always_inline)) void first(vec d, vec p, vec hs, ve
 /* pass 1 of a row: also writes its capped sales, purchases and prices (double) into the scratch
    rows `sells`, `buys` and `price` for pass 2 (padded: the missing lanes of the last vector 0) */
 static inline __attribute__((always_inline)) void first_pass(int64_t n, const double *orders, const float *open,
-    const double *hs, const double *imp, const double *cap, double *sells, double *buys, double *price, vec *acc,
+    const float *hs, const float *imp, const double *cap, double *sells, double *buys, double *price, vec *acc,
     rules_t r, const int spread_on, const int impact_on, const int cap_on, const int per_order) {
     vec zero = v_set(0.0), a[FIRST_SUMS];
     for (int k = 0; k < FIRST_SUMS; k++) a[k] = zero;
@@ -180,15 +181,15 @@ static inline __attribute__((always_inline)) void first_pass(int64_t n, const do
     for (; j + LANES <= n; j += LANES) {
         vec p = v_load_float(open + j);
         v_store(price + j, p);
-        first(v_load(orders + j), p, spread_on ? v_load(hs + j) : zero, impact_on ? v_load(imp + j) : zero,
+        first(v_load(orders + j), p, spread_on ? v_load_float(hs + j) : zero, impact_on ? v_load_float(imp + j) : zero,
               cap_on ? v_load(cap + j) : zero, a, sells + j, buys + j, r, spread_on, impact_on, cap_on, per_order);
     }
     if (j < n) { /* the last stocks, the missing lanes 0: no order, which adds 0 to every sum */
         int64_t k = n - j;
         vec p = v_load_float_first(open + j, k);
         v_store(price + j, p);
-        first(v_load_first(orders + j, k), p, spread_on ? v_load_first(hs + j, k) : zero,
-              impact_on ? v_load_first(imp + j, k) : zero, cap_on ? v_load_first(cap + j, k) : zero, a, sells + j,
+        first(v_load_first(orders + j, k), p, spread_on ? v_load_float_first(hs + j, k) : zero,
+              impact_on ? v_load_float_first(imp + j, k) : zero, cap_on ? v_load_first(cap + j, k) : zero, a, sells + j,
               buys + j, r, spread_on, impact_on, cap_on, per_order);
     }
     for (int k = 0; k < FIRST_SUMS; k++) acc[k] = a[k];
@@ -209,18 +210,19 @@ static inline __attribute__((always_inline)) vec second(vec scale, vec s, vec b,
 }
 
 static inline __attribute__((always_inline)) void second_pass(int64_t n, double scale_of_row, const double *sells,
-    const double *buys, const double *price, const double *hs, const double *imp, const double *held, double *next,
+    const double *buys, const double *price, const float *hs, const float *imp, const double *held, double *next,
     vec *acc, rules_t r, const int spread_on, const int impact_on, const int per_order, const int weights_mode) {
     vec zero = v_set(0.0), scale = v_set(scale_of_row), a[SECOND_SUMS];
     for (int k = 0; k < SECOND_SUMS; k++) a[k] = zero;
     int64_t j = 0;
     for (; j + LANES <= n; j += LANES)
-        v_store(next + j, second(scale, v_load(sells + j), v_load(buys + j), v_load(price + j), spread_on ? v_load(hs + j) : zero,
-                                 impact_on ? v_load(imp + j) : zero, v_load(held + j), a, r, spread_on, impact_on, per_order, weights_mode));
+        v_store(next + j, second(scale, v_load(sells + j), v_load(buys + j), v_load(price + j),
+                                 spread_on ? v_load_float(hs + j) : zero, impact_on ? v_load_float(imp + j) : zero, v_load(held + j), a, r, spread_on, impact_on, per_order, weights_mode));
     if (j < n) {
         int64_t k = n - j;
         v_store_first(next + j, second(scale, v_load(sells + j), v_load(buys + j), v_load(price + j),
-                                       spread_on ? v_load_first(hs + j, k) : zero, impact_on ? v_load_first(imp + j, k) : zero,
+                                       spread_on ? v_load_float_first(hs + j, k) : zero,
+                                       impact_on ? v_load_float_first(imp + j, k) : zero,
                                        v_load_first(held + j, k), a, r, spread_on, impact_on, per_order, weights_mode), k);
     }
     for (int k = 0; k < SECOND_SUMS; k++) acc[k] = a[k];
@@ -247,8 +249,8 @@ static inline __attribute__((always_inline)) int second_pass_unscaled(int64_t n,
 
 static inline __attribute__((always_inline)) void fill_rows(
     int64_t num_envs, int64_t n, const double *orders, const double *holdings, const double *cash_in,
-    const int64_t *bars, const float *open_rows, int64_t open_stride, const double *half_spread_rows,
-    int64_t half_spread_stride, const double *impact_rows, int64_t impact_stride, const double *cap_rows,
+    const int64_t *bars, const float *open_rows, int64_t open_stride, const float *half_spread_rows,
+    int64_t half_spread_stride, const float *impact_rows, int64_t impact_stride, const double *cap_rows,
     int64_t cap_stride, double buy_cost, double sell_cost, double per_share, double minimum, double max_rate,
     double *holdings_out, double *out, double *scratch, int64_t padded, const int spread_on, const int impact_on,
     const int cap_on, const int per_order, const int weights_mode) {
@@ -258,12 +260,13 @@ static inline __attribute__((always_inline)) void fill_rows(
     for (int64_t e0 = 0; e0 < num_envs; e0 += LANES) {
         const int64_t rows = num_envs - e0 < LANES ? num_envs - e0 : LANES;
         for (int64_t e = e0 + LANES; e < e0 + 2 * LANES && e < num_envs; e++) { /* the next rows' tables */
-            for (int64_t k = 0; k < n; k += 16) prefetch_far(open_rows + bars[e] * open_stride + k);
-            for (int64_t k = 0; k < n; k += 8) {
+            for (int64_t k = 0; k < n; k += 16) { /* a line: 16 floats, 8 doubles */
+                prefetch_far(open_rows + bars[e] * open_stride + k);
                 if (spread_on) prefetch_far(half_spread_rows + bars[e] * half_spread_stride + k);
                 if (impact_on) prefetch_far(impact_rows + bars[e] * impact_stride + k);
-                if (cap_on) prefetch_far(cap_rows + bars[e] * cap_stride + k);
             }
+            if (cap_on)
+                for (int64_t k = 0; k < n; k += 8) prefetch_far(cap_rows + bars[e] * cap_stride + k);
         }
         vec acc[LANES][FIRST_SUMS];
         for (int64_t q = 0; q < LANES; q++) {
@@ -344,7 +347,7 @@ enum {
 
 void fill_with_costs(int64_t num_envs, int64_t n, const double *orders, const double *holdings, const double *cash,
                      const int64_t *bars, const float *open_prices, int64_t open_prices_stride,
-                     const double *half_spread, int64_t half_spread_stride, const double *impact, int64_t impact_stride,
+                     const float *half_spread, int64_t half_spread_stride, const float *impact, int64_t impact_stride,
                      const double *fill_cap, int64_t fill_cap_stride, double buy_cost, double sell_cost,
                      double per_share, double minimum, double max_rate, int64_t terms, double *holdings_out,
                      double *out) {

@@ -236,10 +236,11 @@ class ReferenceEnv:
     def half_spread(self, bar: int, stock: int) -> float:
         """The half-spread (a fraction of the price) of fills at `bar`."""
         costs = self.config.costs
+        # the env keeps every half-spread in float32, as the prices (a fixed one too: 5 bp is 0.000500000024)
         if costs.spread_model == "fixed":
-            return costs.spread_bps * 1e-4
+            return float(np.float32(costs.spread_bps * 1e-4))
         if costs.spread_model == "per_ticker":
-            return costs.spread_bps_per_ticker[stock] * 1e-4
+            return float(np.float32(costs.spread_bps_per_ticker[stock] * 1e-4))
         # Abdi & Ranaldo (2017) over the pairs (j, j + 1) of bars completed before `bar`
         products = []
         for j in range(max(bar - costs.spread_window, 1) - 1, bar - 1):

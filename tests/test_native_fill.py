@@ -290,6 +290,8 @@ def test_the_generated_ctypes_and_schema_follow_the_declaration():
     assert str(registered.arguments[4].type) == "Tensor"  # the open prices: always read
     assert str(registered.arguments[5].type) == "Optional[Tensor]" and str(registered.arguments[-1].type) == "int"
     assert ("const float *", "open_prices") in parameters and fill.PRICES_DTYPE == torch.float32
+    for table in ("half_spread", "impact"):  # half the bytes of float64 (`fill.market_tables`)
+        assert ("const float *", table) in parameters
 
 
 def test_the_term_bits_are_the_c_files():
@@ -335,6 +337,8 @@ def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
         fill.fill_with_costs_c(**arguments, terms=0, per_order=True)
     with pytest.raises(TypeError, match="open_prices float32"):  # float64 prices would be read as floats
         fill.fill_with_costs_c(**{**arguments, "open_prices": torch.ones((1, n), dtype=torch.float64)}, terms=0)
+    with pytest.raises(TypeError, match="half_spread float32"):  # and a float64 table of a term
+        fill.fill_with_costs_c(**{**arguments, "half_spread": torch.ones((1, n), dtype=torch.float64)}, terms=0b1)
 
 
 def test_every_term_in_the_fill_has_its_bit_in_the_c_kernels_version():
@@ -350,14 +354,15 @@ def test_every_term_in_the_fill_has_its_bit_in_the_c_kernels_version():
 
 # --------------------------------------------------------------------- signed orders, prices in place
 
-GOLDEN = json.loads((Path(__file__).parent / "golden" / "native_fill_e526f67.json").read_text())
+GOLDEN = json.loads((Path(__file__).parent / "golden" / "native_fill_6e399b9.json").read_text())
 GOLDEN_E, GOLDEN_N, GOLDEN_T = 9, 7, 12  # E and N not multiples of 4: the last row group and the last lanes
 
 
 def golden_inputs(terms: int) -> dict:
     """The kernel's inputs for version `terms` (bits of `fill.TERM_FLAGS`), from a fixed seed: the
     sides of the orders, their prices as rows and the open table they come from, and every other
-    argument (the golden file's hashes were computed on exactly these; do not change them)."""
+    argument (the golden file's hashes were computed on exactly these, the half-spread and impact
+    tables widened to float64; do not change them)."""
     g = torch.Generator().manual_seed(41)
     e, n, t = GOLDEN_E, GOLDEN_N, GOLDEN_T
     weights = bool(terms & 16)
@@ -370,8 +375,8 @@ def golden_inputs(terms: int) -> dict:
     holdings = torch.randint(-50, 100, (e, n), generator=g).double()
     cash = torch.rand(e, generator=g, dtype=torch.float64) * 4_000.0
     cash[0], cash[1] = 50.0, -20.0  # a row the cash binds hard, and a debt
-    half_spread = torch.rand((t, n), generator=g, dtype=torch.float64) * 2e-3
-    impact = torch.rand((t, n), generator=g, dtype=torch.float64) * 2e-3
+    half_spread = (torch.rand((t, n), generator=g, dtype=torch.float64) * 2e-3).float()  # the tables' float32
+    impact = (torch.rand((t, n), generator=g, dtype=torch.float64) * 2e-3).float()
     fill_cap = torch.rand((t, n), generator=g, dtype=torch.float64) * 50.0
     if not weights:
         fill_cap = torch.floor(fill_cap)
@@ -405,7 +410,9 @@ def _signed(inputs: dict) -> dict:
 
 def test_signed_orders_and_prices_in_place_give_the_old_kernels_results_bit_for_bit(native_kernel):
     """Each of the 32 versions on random orders, sides and binding cash: the same bits as the kernel
-    of e526f67 gave from the sells, the buys and the price rows as three arrays (tests/golden)."""
+    of e526f67 gave from the sells, the buys and the price rows as three arrays, and as 6e399b9's gave
+    from the half-spread and impact tables in float64 (tests/golden: 6e399b9's hashes on the float32
+    tables widened, 6e399b9 having given e526f67's bits on the tables of float64 draws)."""
     differ = []
     for terms in range(1 << len(fill.TERM_FLAGS)):
         holdings, sums = fill.fill_with_costs_c(**_signed(golden_inputs(terms)))
@@ -458,7 +465,7 @@ def test_the_torch_kernels_take_the_sides_through_fill_orders_bit_for_bit(terms,
     rules = _rules(terms, kernel)
     market = fill.Market(
         *(
-            None if inputs[name] is None else inputs[name].index_select(0, inputs["bars"])
+            None if inputs[name] is None else inputs[name].index_select(0, inputs["bars"]).double()
             for name in ("half_spread", "impact", "fill_cap")
         )
     )
