@@ -228,9 +228,9 @@ def market_tables(
     return Market(half_spread=half_spread, impact=impact, fill_cap=fill_cap)
 
 
-def _row(table: Tensor | None, t: Tensor) -> Tensor | None:
-    """Rows `t` of a per-bar cost table, [E, N] float64 (widened exactly); a [1, N] table is the
-    same every bar."""
+def _row(table: Tensor | None, t: Tensor | int) -> Tensor | None:
+    """Rows `t` (int64 [E]) of a per-bar cost table, [E, N] float64 (widened exactly); a [1, N]
+    table is the same every bar (`t` unread, and may be an int)."""
     if table is None:
         return None
     if table.shape[0] == 1:
@@ -671,12 +671,8 @@ def _bar_row(table: Tensor | None, t: int | Tensor) -> Tensor | None:
     """Row `t` of a per-bar cost table as [1, N] float64 (widened exactly): sliced for an int (no
     index tensor to copy to the device); `t` may also be an int64 [1] tensor (inside
     `market_envs.rollout`'s chunks)."""
-    if table is None:
-        return None
-    if table.shape[0] == 1:
-        return table.double()
-    if isinstance(t, Tensor):
-        return table.index_select(0, t).double()
+    if isinstance(t, Tensor) or table is None or table.shape[0] == 1:
+        return _row(table, t)
     return table[t : t + 1].double()
 
 

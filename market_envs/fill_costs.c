@@ -26,10 +26,10 @@
    The tables are read in place at each sub-environment's fill bar `bars[e]`: the open prices
    (float32, the panel's, widened to double exactly as torch's `.double()` does) and the market
    tables (half-spread and impact, float32 and widened the same way; the fill cap, float64; a
-   pointer may be NULL: term off). A table's row
-   stride is 0 for a [1, N] row that every bar shares, N otherwise. Every other array is
-   [E, N] or [E], float64, contiguous. `out` is [8, E]: cash after the fill, value traded,
-   commission, half-spread, impact, value ordered, value and shares left unfilled by the cap.
+   pointer may be NULL: term off). A table's row stride is 0 for a [1, N] row that every bar
+   shares, N otherwise. Every other array is [E, N] or [E], float64, contiguous. `out` is [8, E]:
+   cash after the fill, value traded, commission, half-spread, impact, value ordered, value and
+   shares left unfilled by the cap.
    So the caller writes one [E, N] array before the call (the orders), not three (the sales, the
    purchases and their prices): under torch.compile inductor writes what the kernel reads just
    before the call, and the kernel read it back from beyond the L2 cache (benchmarks/RESULTS.md,
@@ -102,10 +102,11 @@ static inline vec v_sum4(vec r0, vec r1, vec r2, vec r3) {
 #define LANES 4
 
 /* Fetch the line at `p` ahead of its use, into the outer caches (the hint's locality 1: prefetcht2) rather
-   than into L1 (locality 3): the next four rows' table rows were some 180 lines at N = 100 (136 since
-   the half-spread and impact tables are float32), which on a Zen 4 host held up the current rows' own loads when sent to L1; the costs step at N = 100,
-   E = 1,024 took 0.90x to 0.96x the time with this hint, paired in one process (benchmarks/RESULTS.md,
-   "The tables' prefetch aimed at L2"). Inlined by force: as a plain call gcc -O3 dropped it, prefetches and all. */
+   than into L1 (locality 3): the next four rows' table rows were some 180 lines at N = 100 (136 since the
+   half-spread and impact tables are float32), which on a Zen 4 host held up the current rows' own loads when
+   sent to L1; the costs step at N = 100, E = 1,024 took 0.90x to 0.96x the time with this hint, paired in one
+   process (benchmarks/RESULTS.md, "The tables' prefetch aimed at L2"). Inlined by force: as a plain call
+   gcc -O3 dropped it, prefetches and all. */
 static inline __attribute__((always_inline)) void prefetch_far(const void *p) { __builtin_prefetch(p, 0, 1); }
 
 typedef struct {
