@@ -1,0 +1,210 @@
+"""Does validation tell the tournament's pods apart? The test period of every kept pod (issue 42).
+
+`tournament_lineage.py` reads the validation record of the runs ``tournament_value.py --keep-runs DIR``
+kept; this script backtests what validation chose among. For each seed's PBT run (``pbt-S``) and single
+run (``single-S``) in the folders given:
+
+1. every pod whose best checkpoint was kept (the leaderboard's entries and their ancestors; the
+   tournament deletes the weights of the others): its validation score (``pods.parquet``), its
+   generation and its test Sharpe ratio;
+2. the single run's ``best`` snapshot (the one its arm is scored by) and its ``final`` one;
+3. ensembles of the leaderboard's top k pods, equally weighted, combined as the tournament combines
+   its own (`trader.agents.ensemble`), for each k of ``--ks``: their test Sharpe, and their validation
+   score by the evaluator the tournament chooses its result with
+   (`tournament.orchestrator.validate_ensemble`). k = 1 is the best pod, whose validation score is the
+   leaderboard's.
+
+Every test backtest is ``tournament_value.py``'s (the run's recorded rules, `arms_backtest_config`), so
+the best pod's test Sharpe equals the row's (checked when ``--rows`` are given). Nothing in the run
+folders is written.
+
+Printed per seed: the pods (generation: validation / test), then a Markdown table: the single run's
+best and final test Sharpe, the best pod's validation and test, the kept pods' test median and range,
+the Spearman rank correlation of validation and test over the kept pods, and each ensemble's validation
+and test; then the counts and Wilcoxon tests a reader needs: is the single run above the median kept pod,
+does the top-k ensemble beat the best pod, and the single run, on test.
+
+    OMP_NUM_THREADS=1 python benchmarks/tournament_pods_test.py runs/deep-24 runs/deep-25 --ks 1,3,8
+    OMP_NUM_THREADS=1 python benchmarks/tournament_pods_test.py runs/deep-24 --rows rows/tournament_value_minute_deep_seed24.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tournament import TournamentConfig
+from tournament.leaderboard import Leaderboard
+from tournament.orchestrator import validate_ensemble
+from tournament.selection import Candidate
+from trader import rundir
+from trader.agents.ensemble import load_ensemble
+from trader.backtesting.engine import run_backtest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
+from ensemble_lineages import read_rows, run_backtest_rules
+
+
+def kept_pods(folder: Path) -> pd.DataFrame:
+    """The finished pods of a tournament whose best checkpoint is still on disk: id, generation, validation score."""
+    pods = pd.read_parquet(folder / rundir.PODS)
+    pods = pods[pods["status"] == "finished"]
+    kept = [
+        (folder / rundir.PODS_DIR / pod / rundir.CHECKPOINTS / "best.safetensors").is_file() for pod in pods["pod_id"]
+    ]
+    return pods.loc[kept, ["pod_id", "generation", "score"]].reset_index(drop=True)
+
+
+def one_seed(seed: int, root: Path, ks: list[int], device: str) -> dict:
+    """The seed's test Sharpe of every kept pod, of the single run's two snapshots and of the top-k ensembles."""
+    folder, single = root / f"pbt-{seed}", root / f"single-{seed}"
+    config = TournamentConfig.from_dict(rundir.read_toml(folder / rundir.TOURNAMENT))
+    ranked = Leaderboard.load(folder / rundir.LEADERBOARD).ranked()
+    pods = kept_pods(folder)
+    strategies: dict = {p: str(folder / rundir.PODS_DIR / p / rundir.CHECKPOINTS / "best") for p in pods["pod_id"]}
+    for snapshot in ("best", "final"):
+        strategies[f"single_{snapshot}"] = str(single / rundir.CHECKPOINTS / snapshot)
+    ensembles = {}
+    for k in (k for k in ks if 2 <= k <= len(ranked)):
+        members = [Candidate(e.pod_id, e.checkpoint, e.score, math.nan) for e in ranked[:k]]
+        paths = [folder / e.checkpoint for e in ranked[:k]]
+        strategies[f"top{k}"] = load_ensemble(paths, device)
+        ensembles[k], _ = validate_ensemble(config, config.env, folder, members, [1.0 / k] * k)
+    dataset, backtest = run_backtest_rules(folder)
+    result = run_backtest(dataset, strategies, baselines=[], period="test", config=backtest, device=device)
+    test = {name: float(result.metrics.loc[name, "sharpe_ratio"]) for name in strategies}
+    best = ranked[0]
+    return {
+        "seed": seed,
+        "pods": [
+            {"pod_id": p, "generation": int(g), "validation": float(v), "test": test[p]}
+            for p, g, v in pods.itertuples(index=False)
+        ],
+        "single_best": test["single_best"],
+        "single_final": test["single_final"],
+        "best_pod": {"pod_id": best.pod_id, "validation": best.score, "test": test[best.pod_id]},
+        "ensembles": {
+            str(k): {
+                "validation": ensembles.get(k, best.score),
+                "test": test[f"top{k}"] if k > 1 else test[best.pod_id],
+            }
+            for k in ks
+            if k <= len(ranked)
+        },
+    }
+
+
+def _wilcoxon(a: list[float], b: list[float]) -> str:
+    """Above-count, one-sided p (a > b) and two-sided."""
+    above = sum(x > y for x, y in zip(a, b, strict=True))
+    if all(x == y for x, y in zip(a, b, strict=True)):
+        return f"above on {above} of {len(a)}; all equal"
+    greater = scipy_stats.wilcoxon(a, b, alternative="greater").pvalue
+    two = scipy_stats.wilcoxon(a, b).pvalue
+    return f"above on {above} of {len(a)}, one-sided p = {greater:.3f}, two-sided {two:.3f}"
+
+
+def report(found: list[dict], ks: list[int]) -> str:
+    lines = []
+    for f in found:
+        pods = " ".join(f"{p['pod_id']} (g{p['generation']}) {p['validation']:.2f}/{p['test']:.2f}" for p in f["pods"])
+        lines.append(f"seed {f['seed']}, kept pods (validation/test): {pods}")
+    shown = [k for k in ks if k > 1]
+    head = (
+        "| seed | single: best / final snapshot, test | best pod: validation / test | kept pods: test median "
+        "(min to max) | Spearman (validation, test) over kept pods | "
+        + " | ".join(f"top-{k} ensemble: validation / test" for k in shown)
+        + " |"
+    )
+    lines += ["", head, "|---:|---|---|---|---:|" + "---|" * len(shown)]
+    for f in found:
+        tests = [p["test"] for p in f["pods"]]
+        rho = scipy_stats.spearmanr([p["validation"] for p in f["pods"]], tests)[0]
+        cells = [
+            f"{f['ensembles'][str(k)]['validation']:.2f} / {f['ensembles'][str(k)]['test']:.2f}"
+            if str(k) in f["ensembles"]
+            else "n/a"
+            for k in shown
+        ]
+        lines.append(
+            f"| {f['seed']} | {f['single_best']:.2f} / {f['single_final']:.2f} "
+            f"| {f['best_pod']['validation']:.2f} / {f['best_pod']['test']:.2f} "
+            f"| {statistics.median(tests):.2f} ({min(tests):.2f} to {max(tests):.2f}) | {rho:+.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    single = [f["single_best"] for f in found]
+    median_pod = [statistics.median(p["test"] for p in f["pods"]) for f in found]
+    best = [f["best_pod"]["test"] for f in found]
+    lines += ["", f"Single run's best snapshot against the median kept pod, test: {_wilcoxon(single, median_pod)}."]
+    rhos = [
+        scipy_stats.spearmanr([p["validation"] for p in f["pods"]], [p["test"] for p in f["pods"]])[0] for f in found
+    ]
+    lines.append(f"Spearman (validation, test) over kept pods: median {float(np.median(rhos)):+.2f}.")
+    for k in shown:
+        have = [f for f in found if str(k) in f["ensembles"]]
+        if not have:
+            continue
+        ens = [f["ensembles"][str(k)]["test"] for f in have]
+        lines.append(
+            f"Top-{k} ensemble, test, against the best pod: "
+            f"{_wilcoxon(ens, [f['best_pod']['test'] for f in have])}; against the single run: "
+            f"{_wilcoxon(ens, [f['single_best'] for f in have])}; above the best pod on validation on "
+            f"{sum(f['ensembles'][str(k)]['validation'] > f['best_pod']['validation'] for f in have)} of {len(have)}."
+        )
+    lines.append(f"Medians: single {statistics.median(single):.2f}, best pod {statistics.median(best):.2f}.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("roots", nargs="+", type=Path, help="folders written by tournament_value.py --keep-runs")
+    parser.add_argument("--ks", default="1,3,8", help="ensemble sizes, comma-separated (default 1,3,8)")
+    parser.add_argument("--rows", type=Path, action="append", default=[], help="tournament_value.py's rows (repeat)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the per-seed records as JSON here")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    try:
+        ks = sorted({int(k) for k in args.ks.split(",")})
+    except ValueError:
+        ks = []
+    if not ks or ks[0] < 1:
+        parser.error(f"--ks needs sizes >= 1, comma-separated, got {args.ks!r}")
+    rows = read_rows(args.rows) if args.rows else {}
+    seeds = []
+    for root in args.roots:
+        found = sorted(
+            int(p.name.split("-")[1]) for p in root.glob("pbt-*") if (root / f"single-{p.name[4:]}").is_dir()
+        )
+        if not found:
+            parser.error(f"{root}: no pbt-S beside single-S of tournament_value.py --keep-runs in it")
+        seeds += [(seed, root) for seed in found]
+    records = []
+    for seed, root in seeds:
+        record = one_seed(seed, root, ks, args.device)
+        if seed in rows and not math.isclose(
+            record["best_pod"]["test"], rows[seed]["best_pod"]["sharpe"], abs_tol=1e-9
+        ):
+            raise SystemExit(
+                f"seed {seed}: the best pod's test Sharpe is not the row's: this backtest is not the benchmark's"
+            )
+        print(json.dumps(record), flush=True)
+        records.append(record)
+    print(report(records, ks))
+    if args.out:
+        args.out.write_text(json.dumps(records, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
