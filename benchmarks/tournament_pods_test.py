@@ -37,7 +37,6 @@ import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
@@ -53,15 +52,19 @@ from trader.backtesting.engine import run_backtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
 from ensemble_lineages import read_rows, run_backtest_rules
+from tournament_value import wilcoxon
+
+
+def best_checkpoint(folder: Path, pod: str) -> Path:
+    """A pod's best checkpoint (path without suffix) in a tournament's run folder."""
+    return folder / rundir.PODS_DIR / pod / rundir.CHECKPOINTS / "best"
 
 
 def kept_pods(folder: Path) -> pd.DataFrame:
     """The finished pods of a tournament whose best checkpoint is still on disk: id, generation, validation score."""
     pods = pd.read_parquet(folder / rundir.PODS)
     pods = pods[pods["status"] == "finished"]
-    kept = [
-        (folder / rundir.PODS_DIR / pod / rundir.CHECKPOINTS / "best.safetensors").is_file() for pod in pods["pod_id"]
-    ]
+    kept = [best_checkpoint(folder, pod).with_suffix(".safetensors").is_file() for pod in pods["pod_id"]]
     return pods.loc[kept, ["pod_id", "generation", "score"]].reset_index(drop=True)
 
 
@@ -71,7 +74,7 @@ def one_seed(seed: int, root: Path, ks: list[int], device: str) -> dict:
     config = TournamentConfig.from_dict(rundir.read_toml(folder / rundir.TOURNAMENT))
     ranked = Leaderboard.load(folder / rundir.LEADERBOARD).ranked()
     pods = kept_pods(folder)
-    strategies: dict = {p: str(folder / rundir.PODS_DIR / p / rundir.CHECKPOINTS / "best") for p in pods["pod_id"]}
+    strategies: dict = {p: str(best_checkpoint(folder, p)) for p in pods["pod_id"]}
     for snapshot in ("best", "final"):
         strategies[f"single_{snapshot}"] = str(single / rundir.CHECKPOINTS / snapshot)
     ensembles = {}
@@ -105,13 +108,17 @@ def one_seed(seed: int, root: Path, ks: list[int], device: str) -> dict:
 
 
 def _wilcoxon(a: list[float], b: list[float]) -> str:
-    """Above-count, one-sided p (a > b) and two-sided."""
+    """How often a is above b, and the paired test's one-sided p (a > b) and two-sided (`tournament_value.wilcoxon`)."""
     above = sum(x > y for x, y in zip(a, b, strict=True))
-    if all(x == y for x, y in zip(a, b, strict=True)):
-        return f"above on {above} of {len(a)}; all equal"
-    greater = scipy_stats.wilcoxon(a, b, alternative="greater").pvalue
-    two = scipy_stats.wilcoxon(a, b).pvalue
+    greater, two = wilcoxon(a, b)
     return f"above on {above} of {len(a)}, one-sided p = {greater:.3f}, two-sided {two:.3f}"
+
+
+def spearman(record: dict) -> float:
+    """The rank correlation of validation and test over a seed's kept pods."""
+    return float(
+        scipy_stats.spearmanr([p["validation"] for p in record["pods"]], [p["test"] for p in record["pods"]])[0]
+    )
 
 
 def report(found: list[dict], ks: list[int]) -> str:
@@ -129,7 +136,6 @@ def report(found: list[dict], ks: list[int]) -> str:
     lines += ["", head, "|---:|---|---|---|---:|" + "---|" * len(shown)]
     for f in found:
         tests = [p["test"] for p in f["pods"]]
-        rho = scipy_stats.spearmanr([p["validation"] for p in f["pods"]], tests)[0]
         cells = [
             f"{f['ensembles'][str(k)]['validation']:.2f} / {f['ensembles'][str(k)]['test']:.2f}"
             if str(k) in f["ensembles"]
@@ -139,7 +145,7 @@ def report(found: list[dict], ks: list[int]) -> str:
         lines.append(
             f"| {f['seed']} | {f['single_best']:.2f} / {f['single_final']:.2f} "
             f"| {f['best_pod']['validation']:.2f} / {f['best_pod']['test']:.2f} "
-            f"| {statistics.median(tests):.2f} ({min(tests):.2f} to {max(tests):.2f}) | {rho:+.2f} | "
+            f"| {statistics.median(tests):.2f} ({min(tests):.2f} to {max(tests):.2f}) | {spearman(f):+.2f} | "
             + " | ".join(cells)
             + " |"
         )
@@ -147,10 +153,8 @@ def report(found: list[dict], ks: list[int]) -> str:
     median_pod = [statistics.median(p["test"] for p in f["pods"]) for f in found]
     best = [f["best_pod"]["test"] for f in found]
     lines += ["", f"Single run's best snapshot against the median kept pod, test: {_wilcoxon(single, median_pod)}."]
-    rhos = [
-        scipy_stats.spearmanr([p["validation"] for p in f["pods"]], [p["test"] for p in f["pods"]])[0] for f in found
-    ]
-    lines.append(f"Spearman (validation, test) over kept pods: median {float(np.median(rhos)):+.2f}.")
+    rhos = [spearman(f) for f in found]
+    lines.append(f"Spearman (validation, test) over kept pods: median {statistics.median(rhos):+.2f}.")
     for k in shown:
         have = [f for f in found if str(k) in f["ensembles"]]
         if not have:
@@ -180,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         ks = []
     if not ks or ks[0] < 1:
         parser.error(f"--ks needs sizes >= 1, comma-separated, got {args.ks!r}")
+    if args.out and args.out.exists():
+        parser.error(f"--out {args.out} exists: give a new path")
     rows = read_rows(args.rows) if args.rows else {}
     seeds = []
     for root in args.roots:
@@ -188,13 +194,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         if not found:
             parser.error(f"{root}: no pbt-S beside single-S of tournament_value.py --keep-runs in it")
+        missing = [seed for seed in found if rows and seed not in rows]
+        if missing:
+            parser.error(f"{root}: seed(s) {missing} have no row in --rows")
         seeds += [(seed, root) for seed in found]
     records = []
     for seed, root in seeds:
         record = one_seed(seed, root, ks, args.device)
-        if seed in rows and not math.isclose(
-            record["best_pod"]["test"], rows[seed]["best_pod"]["sharpe"], abs_tol=1e-9
-        ):
+        if rows and not math.isclose(record["best_pod"]["test"], rows[seed]["best_pod"]["sharpe"], abs_tol=1e-9):
             raise SystemExit(
                 f"seed {seed}: the best pod's test Sharpe is not the row's: this backtest is not the benchmark's"
             )

@@ -44,12 +44,20 @@ def test_kept_pods_are_the_finished_pods_whose_best_weights_are_on_disk(tmp_path
 def test_bad_input_exits_2_before_any_work(tmp_path: Path, capsys) -> None:
     (tmp_path / "empty").mkdir()
     _pods(tmp_path / "alone" / "pbt-3")  # no single-3 beside it: nothing to compare with
+    _pods(tmp_path / "paired" / "pbt-3")
+    (tmp_path / "paired" / "single-3").mkdir()
+    done, rows = tmp_path / "done.json", tmp_path / "rows.json"
+    done.write_text("[]")
+    rows.write_text('[{"seed": 1, "best_pod": {"sharpe": 1.0}}]')
     for argv, says in (
         ([str(tmp_path / "empty")], "no pbt-S beside single-S"),
         ([str(tmp_path / "alone")], "no pbt-S beside single-S"),
         ([str(tmp_path / "empty"), "--ks", "0,3"], "--ks needs sizes >= 1"),
         ([str(tmp_path / "empty"), "--ks", "three"], "--ks needs sizes >= 1"),
+        ([str(tmp_path / "paired"), "--out", str(done)], "exists: give a new path"),  # finished work is kept
+        ([str(tmp_path / "paired"), "--rows", str(rows)], "seed(s) [3] have no row in --rows"),
     ):
         with pytest.raises(SystemExit) as stop:
             tournament_pods_test.main(argv)
         assert stop.value.code == 2 and says in capsys.readouterr().err
+    assert done.read_text() == "[]"
