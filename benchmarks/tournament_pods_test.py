@@ -22,10 +22,16 @@ Printed per seed: the pods (generation: validation / test), then a Markdown tabl
 best and final test Sharpe, the best pod's validation and test, the kept pods' test median and range,
 the Spearman rank correlation of validation and test over the kept pods, and each ensemble's validation
 and test; then the counts and Wilcoxon tests a reader needs: is the single run above the median kept pod,
-does the top-k ensemble beat the best pod, and the single run, on test.
+does the top-k ensemble beat the best pod, and the single run, on test; and the **hindsight ceiling**: the
+best test Sharpe of any kept pod or ensemble, chosen on the test period itself, against the single run. No
+rule that chooses among these pods and ensembles on validation can do better than that ceiling, so where
+the ceiling does not beat the single run, the loss is in what was bred, not in how it was chosen.
+
+``--records`` reports again from records an earlier ``--out`` wrote (benchmarks/rows/), with no backtest.
 
     OMP_NUM_THREADS=1 python benchmarks/tournament_pods_test.py runs/deep-24 runs/deep-25 --ks 1,3,8
     OMP_NUM_THREADS=1 python benchmarks/tournament_pods_test.py runs/deep-24 --rows rows/tournament_value_minute_deep_seed24.json
+    python benchmarks/tournament_pods_test.py --records benchmarks/rows/tournament_pods_test_minute_deep_seeds24-29.json
 """
 
 from __future__ import annotations
@@ -121,6 +127,11 @@ def spearman(record: dict) -> float:
     )
 
 
+def hindsight_ceiling(record: dict) -> float:
+    """The best test Sharpe of a seed's kept pods and ensembles: what a choice that saw the test period would get."""
+    return max([p["test"] for p in record["pods"]] + [e["test"] for e in record["ensembles"].values()])
+
+
 def report(found: list[dict], ks: list[int]) -> str:
     lines = []
     for f in found:
@@ -166,13 +177,41 @@ def report(found: list[dict], ks: list[int]) -> str:
             f"{_wilcoxon(ens, [f['single_best'] for f in have])}; above the best pod on validation on "
             f"{sum(f['ensembles'][str(k)]['validation'] > f['best_pod']['validation'] for f in have)} of {len(have)}."
         )
-    lines.append(f"Medians: single {statistics.median(single):.2f}, best pod {statistics.median(best):.2f}.")
+    ceiling = [hindsight_ceiling(f) for f in found]
+    lines.append(
+        "Hindsight ceiling (the best kept pod or ensemble chosen on the test period), against the single run: "
+        f"{_wilcoxon(ceiling, single)}; by {', '.join(f'{c - s:+.2f}' for c, s in zip(ceiling, single, strict=True))}."
+    )
+    lines.append(
+        f"Medians: single {statistics.median(single):.2f}, best pod {statistics.median(best):.2f}, "
+        f"hindsight ceiling {statistics.median(ceiling):.2f}."
+    )
     return "\n".join(lines)
+
+
+def read_records(paths: list[Path], parser: argparse.ArgumentParser) -> list[dict]:
+    """The per-seed records of earlier ``--out`` files, in seed order; a missing or foreign file is refused."""
+    records = []
+    for path in paths:
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            parser.error(f"--records {path}: cannot read it as JSON ({error})")
+        if not isinstance(found, list) or not all(isinstance(r, dict) and "pods" in r for r in found):
+            parser.error(f"--records {path}: not the records of tournament_pods_test.py --out")
+        records += found
+    seeds = [r["seed"] for r in records]
+    if len(set(seeds)) != len(seeds):
+        parser.error(f"--records: a seed appears twice ({sorted(seeds)})")
+    return sorted(records, key=lambda r: r["seed"])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("roots", nargs="+", type=Path, help="folders written by tournament_value.py --keep-runs")
+    parser.add_argument("roots", nargs="*", type=Path, help="folders written by tournament_value.py --keep-runs")
+    parser.add_argument(
+        "--records", type=Path, action="append", default=[], help="report again from an earlier --out (repeat)"
+    )
     parser.add_argument("--ks", default="1,3,8", help="ensemble sizes, comma-separated (default 1,3,8)")
     parser.add_argument("--rows", type=Path, action="append", default=[], help="tournament_value.py's rows (repeat)")
     parser.add_argument("--out", type=Path, default=None, help="also write the per-seed records as JSON here")
@@ -186,6 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--ks needs sizes >= 1, comma-separated, got {args.ks!r}")
     if args.out and args.out.exists():
         parser.error(f"--out {args.out} exists: give a new path")
+    if bool(args.roots) == bool(args.records):
+        parser.error("give the folders of tournament_value.py --keep-runs, or --records, not both")
+    if args.records:
+        print(report(read_records(args.records, parser), ks))
+        return 0
     rows = read_rows(args.rows) if args.rows else {}
     seeds = []
     for root in args.roots:

@@ -3,6 +3,7 @@ and its refusals of bad input before any work (exit 2, one line naming what is w
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -61,3 +62,55 @@ def test_bad_input_exits_2_before_any_work(tmp_path: Path, capsys) -> None:
             tournament_pods_test.main(argv)
         assert stop.value.code == 2 and says in capsys.readouterr().err
     assert done.read_text() == "[]"
+
+
+def _record(seed: int, single: float, pods: list[float], ensembles: dict[str, float]) -> dict:
+    return {
+        "seed": seed,
+        "pods": [
+            {"pod_id": f"p{i:04d}", "generation": i, "validation": 20.0 + i, "test": t} for i, t in enumerate(pods)
+        ],
+        "single_best": single,
+        "single_final": 0.0,
+        "best_pod": {"pod_id": f"p{len(pods) - 1:04d}", "validation": 19.0 + len(pods), "test": pods[-1]},
+        "ensembles": {k: {"validation": 21.0, "test": t} for k, t in ensembles.items()},
+    }
+
+
+def test_hindsight_ceiling_is_the_best_test_of_any_pod_or_ensemble() -> None:
+    assert tournament_pods_test.hindsight_ceiling(_record(0, 23.0, [22.0, 23.5, 22.8], {"3": 23.2})) == 23.5
+    assert tournament_pods_test.hindsight_ceiling(_record(0, 23.0, [22.0, 22.5], {"8": 23.9})) == 23.9
+
+
+def test_records_report_again_without_a_backtest(tmp_path: Path, capsys) -> None:
+    """An earlier --out, read back: the same report, the ceiling against the single run counted seed by seed."""
+    records = [
+        _record(2, 23.0, [22.0, 23.4], {"3": 23.1}),  # ceiling 23.4, above the single run by 0.4
+        _record(1, 23.6, [22.9, 23.3], {"3": 23.5}),  # ceiling 23.5, below it by 0.1
+    ]
+    path = tmp_path / "records.json"
+    path.write_text(json.dumps(records))
+    assert tournament_pods_test.main(["--records", str(path), "--ks", "1,3"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("| 1 |") < out.index("| 2 |")  # in seed order
+    assert "against the single run: above on 1 of 2" in out and "by -0.10, +0.40." in out
+    assert "hindsight ceiling 23.45." in out
+
+
+def test_records_refusals(tmp_path: Path, capsys) -> None:
+    good, foreign, broken = tmp_path / "good.json", tmp_path / "foreign.json", tmp_path / "broken.json"
+    good.write_text(json.dumps([_record(1, 23.0, [22.0], {})]))
+    foreign.write_text('[{"seed": 1, "best_pod": {"sharpe": 1.0}}]')  # tournament_value.py's rows
+    broken.write_text("[{")
+    (tmp_path / "runs").mkdir()
+    for argv, says in (
+        (["--records", str(foreign)], "not the records of tournament_pods_test.py --out"),
+        (["--records", str(broken)], "cannot read it as JSON"),
+        (["--records", str(tmp_path / "absent.json")], "cannot read it as JSON"),
+        (["--records", str(good), "--records", str(good)], "a seed appears twice"),
+        (["--records", str(good), str(tmp_path / "runs")], "not both"),
+        ([], "not both"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            tournament_pods_test.main(argv)
+        assert stop.value.code == 2 and says in capsys.readouterr().err
