@@ -87,7 +87,7 @@ def browser_times(runs: Path, repeats: int) -> list[float] | None:
 
     if screenshots.find_browser() is None:
         return None
-    with screenshots.serve(runs, screenshots.free_port()) as url:
+    with screenshots.serve(runs) as url:
         driver = screenshots.browser_driver()
         try:
             driver.get(url)

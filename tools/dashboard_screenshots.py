@@ -65,36 +65,68 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(runs_dir: Path, port: int, timeout: float = 60.0) -> Iterator[str]:
-    """Run the dashboard on localhost:`port` for the duration of the block; yield its URL."""
+def serve(runs_dir: Path, port: int | None = None, timeout: float = 60.0, tries: int = 3) -> Iterator[str]:
+    """Run the dashboard on 127.0.0.1 for the duration of the block; yield its URL.
+
+    With no `port`, a free one is chosen; it is only probably still free when Streamlit binds it, so a
+    server that exits before it answers is started again on another port, `tries` times in all. A port
+    the caller named is tried once. An answer counts only once our own server listens on the port
+    (another server there would answer the health check too, for another runs folder)."""
     from trader.app.cli.dashboard import streamlit_command
 
     env = {**os.environ, "PODRACER_RUNS_DIR": str(Path(runs_dir).resolve())}
-    process = subprocess.Popen(
-        streamlit_command(runs_dir, port, "127.0.0.1"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    errors = []
+    for _ in range(tries if port is None else 1):
+        chosen = port or free_port()
+        process = subprocess.Popen(
+            streamlit_command(runs_dir, chosen, "127.0.0.1"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            url = answering(process, chosen, timeout)
+            if url is not None:
+                yield url
+                return
+            errors.append(process.stderr.read().decode(errors="replace")[-500:])
+        finally:
+            stop(process)
+    raise RuntimeError(f"the dashboard exited before it answered, {len(errors)} time(s): {errors[-1]}")
+
+
+def answering(process: subprocess.Popen, port: int, timeout: float) -> str | None:
+    """The URL once `process` listens on `port` and answers its health check there; None if it exits first."""
     url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while process.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200 and listens(process, port):
+                    return url
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the dashboard did not answer on {url} within {timeout:.0f} s")
+        time.sleep(0.5)
+    return None
+
+
+def listens(process: subprocess.Popen, port: int) -> bool:
+    """Whether `process` itself holds a listening TCP socket on `port`."""
+    import psutil
+
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None:
-                raise RuntimeError(f"the dashboard exited: {process.stderr.read().decode(errors='replace')[-500:]}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the dashboard did not answer on {url} within {timeout:.0f} s")
-            time.sleep(0.5)
-        yield url
-    finally:
-        process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=10)
-        if process.poll() is None:
-            process.kill()
+        sockets = psutil.Process(process.pid).net_connections("tcp")
+    except psutil.NoSuchProcess:
+        return False
+    return any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets)
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+    if process.poll() is None:
+        process.kill()
+        process.wait(timeout=10)
 
 
 def browser_driver(width: int = 1400, height: int = 1800):
@@ -153,7 +185,7 @@ def shoot(runs_dir: Path, out: Path, port: int | None = None, pages: dict[str, s
 
     out.mkdir(parents=True, exist_ok=True)
     shots = []
-    with serve(runs_dir, port or free_port()) as url:
+    with serve(runs_dir, port) as url:
         driver = browser_driver()
         try:
             for page, path in pages.items():
