@@ -227,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--out {args.out} exists: give a new path")
     if bool(args.roots) == bool(args.records):
         parser.error("give the folders of tournament_value.py --keep-runs, or --records, not both")
+    if args.records and (args.out or args.rows):
+        parser.error("--records reports saved records again: --out and --rows belong to a run that backtests")
     if args.records:
         print(report(read_records(args.records, parser), ks))
         return 0

@@ -109,6 +109,7 @@ def test_records_refusals(tmp_path: Path, capsys) -> None:
         (["--records", str(tmp_path / "absent.json")], "cannot read it as JSON"),
         (["--records", str(good), "--records", str(good)], "a seed appears twice"),
         (["--records", str(good), str(tmp_path / "runs")], "not both"),
+        (["--records", str(good), "--out", str(tmp_path / "new.json")], "--out and --rows belong to a run"),
         ([], "not both"),
     ):
         with pytest.raises(SystemExit) as stop:

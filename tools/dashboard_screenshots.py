@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -78,17 +79,19 @@ def serve(runs_dir: Path, port: int | None = None, timeout: float = 60.0, tries:
     errors = []
     for _ in range(tries if port is None else 1):
         chosen = port or free_port()
-        process = subprocess.Popen(
-            streamlit_command(runs_dir, chosen, "127.0.0.1"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        try:
-            url = answering(process, chosen, timeout)
-            if url is not None:
-                yield url
-                return
-            errors.append(process.stderr.read().decode(errors="replace")[-500:])
-        finally:
-            stop(process)
+        with tempfile.TemporaryFile() as log:  # a file, not a pipe: a pipe nobody reads fills and stalls Streamlit
+            process = subprocess.Popen(
+                streamlit_command(runs_dir, chosen, "127.0.0.1"), env=env, stdout=subprocess.DEVNULL, stderr=log
+            )
+            try:
+                url = answering(process, chosen, timeout)
+                if url is not None:
+                    yield url
+                    return
+                log.seek(0)
+                errors.append(log.read().decode(errors="replace")[-500:])
+            finally:
+                stop(process)
     raise RuntimeError(f"the dashboard exited before it answered, {len(errors)} time(s): {errors[-1]}")
 
 
