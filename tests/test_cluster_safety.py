@@ -164,23 +164,14 @@ def speaks_first():
 
 @pytest.fixture
 def web_server(tmp_path: Path):
-    """An HTTP server on a loopback port the kernel picks, serving in a thread; stopped after
-    the test. The listening socket is bound before the port is known, so no other process can
-    take the port first (as with a port probed free, closed, and handed to a subprocess)."""
+    """An HTTP server on a loopback port the kernel picks (`loopback_http`), serving `tmp_path`."""
     import functools
     import http.server
-    import threading
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    from loopback_http import http_server
+
+    with http_server(functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))) as port:
+        yield port
 
 
 def test_a_web_server_is_one_error_within_the_connect_timeout(web_server: int) -> None:

@@ -6,21 +6,21 @@ its health check answers just as Streamlit's would."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import threading
 import urllib.request
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from loopback_http import http_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # a developer's tool, outside the package
 import dashboard_screenshots as screenshots
 
 
 class _AlwaysHealthy(BaseHTTPRequestHandler):
+    """Another process's server: 200 "ok" to every request, as Streamlit's health check answers."""
+
     def do_GET(self) -> None:
         self.send_response(200)
         self.end_headers()
@@ -30,22 +30,9 @@ class _AlwaysHealthy(BaseHTTPRequestHandler):
         pass
 
 
-@contextlib.contextmanager
-def foreign_server() -> Iterator[int]:
-    """Another process's server on a loopback port, answering every request with 200 "ok": its port."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _AlwaysHealthy)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_a_busy_port_is_never_taken_for_the_dashboard(tmp_path: Path) -> None:
     with (
-        foreign_server() as busy,
+        http_server(_AlwaysHealthy) as busy,
         pytest.raises(RuntimeError, match="exited before it answered, 1 time"),
         screenshots.serve(tmp_path, busy, timeout=60),
     ):
@@ -53,7 +40,7 @@ def test_a_busy_port_is_never_taken_for_the_dashboard(tmp_path: Path) -> None:
 
 
 def test_a_port_taken_before_streamlit_binds_it_is_tried_again_on_another(tmp_path: Path, monkeypatch) -> None:
-    with foreign_server() as busy:
+    with http_server(_AlwaysHealthy) as busy:
         ports = iter([busy, screenshots.free_port()])  # the first "free" port is taken by the time Streamlit binds
         monkeypatch.setattr(screenshots, "free_port", lambda: next(ports))
         with screenshots.serve(tmp_path, timeout=60) as url:
