@@ -110,6 +110,7 @@ def train_arms(seed: int, args: argparse.Namespace, rules: dict, configs: dict, 
                 env_config=rules,
                 population=args.population,
                 pod_steps=args.pod_steps,
+                eval_every=args.eval_every,
                 num_envs=args.num_envs,
                 pods=None,
                 time_budget=seconds,
@@ -137,7 +138,7 @@ def train_arms(seed: int, args: argparse.Namespace, rules: dict, configs: dict, 
             seed=seed,
             num_envs=args.num_envs,
             env_config=rules,
-            eval_every=args.pod_steps,
+            eval_every=args.eval_every or args.pod_steps,
             time_budget=seconds,
             compile=args.compile,
         )
@@ -347,6 +348,13 @@ def main() -> None:
     parser.add_argument("--single", default="ppo", help="the algorithm of arm (a)")
     parser.add_argument("--population", type=int, default=8)
     parser.add_argument("--pod-steps", type=int, default=50_000)
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="transitions between validations within a pod (TournamentConfig.eval_every; 0: once, at its end) and "
+        "of the single run (0: every --pod-steps, the default)",
+    )
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--top-fraction", type=float, default=TournamentConfig.top_fraction)
     parser.add_argument("--mutation-scale", type=float, default=TournamentConfig.mutation_scale)
@@ -392,6 +400,8 @@ def main() -> None:
     repeated = sorted(seed for seed, count in counts.items() if count > 1)
     if repeated:
         parser.error(f"seeds given twice (in --with-rows or this run's range): {repeated}")
+    if args.eval_every < 0:
+        parser.error(f"--eval-every must be >= 0, got {args.eval_every}")
     if args.capital is not None and not args.capital > 0:
         parser.error(f"--capital must be positive, got {args.capital}")
     if args.out and Path(args.out).exists():

@@ -37,6 +37,7 @@ def test_benchmark_script_imports(path: Path, monkeypatch) -> None:
     [
         (["--arms", "pbt,bogus"], "unknown arm(s) ['bogus']"),
         (["--arms", "pbt", "--keep-runs", "kept", "--out", "rows.json"], "trains into --keep-runs only"),
+        (["--eval-every", "-1", "--keep-runs", "kept"], "--eval-every must be >= 0, got -1"),
     ],
 )
 def test_tournament_value_refuses_arms_it_cannot_report(args: list[str], says: str, tmp_path: Path) -> None:
