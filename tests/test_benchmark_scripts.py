@@ -40,8 +40,9 @@ def test_benchmark_script_imports(path: Path, monkeypatch) -> None:
         (["--eval-every", "-1", "--keep-runs", "kept"], "--eval-every must be >= 0, got -1"),
     ],
 )
-def test_tournament_value_refuses_arms_it_cannot_report(args: list[str], says: str, tmp_path: Path) -> None:
-    """Fewer arms than all are trained for tournament_lineage.py only: nothing to pair, so no rows."""
+def test_tournament_value_refuses_bad_input_before_any_work(args: list[str], says: str, tmp_path: Path) -> None:
+    """Exit 2 and nothing written: an unknown arm; rows asked of fewer arms than all (they are trained for
+    tournament_lineage.py only, with nothing to pair); a negative --eval-every."""
     import subprocess
 
     done = subprocess.run(
