@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tournament import TournamentConfig
 from tournament.orchestrator import validate_ensemble
+from tournament.pod import pod_dir
 from tournament.selection import Candidate, choose, member_weights
 from trader import rundir
 from trader.backtesting.engine import BacktestConfig, run_backtest
@@ -68,6 +69,11 @@ def lineage_members(folder: Path, k: int) -> tuple[list[str], list[str]]:
     return list(selection["members"]), chosen
 
 
+def best_checkpoint(folder: Path, pod: str) -> Path:
+    """A pod's best checkpoint (path without suffix) in a tournament's run folder."""
+    return pod_dir(folder, pod) / rundir.CHECKPOINTS / "best"
+
+
 def run_backtest_rules(folder: Path) -> tuple[str, BacktestConfig]:
     """The data set and the test backtest's rules as tournament_value.py builds them, from the run's env rules."""
     contents = read_run(folder)
@@ -81,23 +87,22 @@ def one_seed(folder: Path, device: str) -> dict:
     selection = rundir.read_json(folder / rundir.SELECTION, version=rundir.SELECTION_VERSION)
     best_score = selection["best_score"]
 
-    def checkpoint(pod: str) -> Path:
-        return folder / rundir.PODS_DIR / pod / rundir.CHECKPOINTS / "best"
-
     found = {"today": today, "today_result": selection["result"], "lineages": by_lineage, "best_score": best_score}
     found.update(today_score=selection["ensemble_score"], lineages_score=None, lineages_result="best")
-    strategies = {"best_pod": checkpoint(selection["candidates"][0]["pod_id"])}
+    strategies = {"best_pod": best_checkpoint(folder, selection["candidates"][0]["pod_id"])}
     if len(today) >= 2:  # today's ensemble, whether or not it was the result: how the choice did on test
-        strategies["today"] = ([checkpoint(p) for p in today], selection["weights"])
+        strategies["today"] = ([best_checkpoint(folder, p) for p in today], selection["weights"])
     if by_lineage == today:  # the same ensemble: the same validation and result
         found.update(lineages_score=selection["ensemble_score"], lineages_result=selection["result"])
     elif len(by_lineage) >= 2:
-        members = [Candidate(p, str(checkpoint(p).relative_to(folder)), math.nan, math.nan) for p in by_lineage]
+        members = [
+            Candidate(p, str(best_checkpoint(folder, p).relative_to(folder)), math.nan, math.nan) for p in by_lineage
+        ]
         weights = member_weights(members, config.ensemble_weighting)
         score, _ = validate_ensemble(config, config.env, folder, members, weights)
         found.update(lineages_score=score, lineages_result=choose(best_score, score))
         if found["lineages_result"] == "ensemble":
-            strategies["lineages"] = ([checkpoint(p) for p in by_lineage], weights)
+            strategies["lineages"] = ([best_checkpoint(folder, p) for p in by_lineage], weights)
     dataset, backtest = run_backtest_rules(folder)
     result = run_backtest(dataset, _loaded(strategies, device), period="test", config=backtest, device=device)
     sharpe = {name: float(result.metrics.loc[name, "sharpe_ratio"]) for name in strategies}

@@ -57,13 +57,8 @@ from trader.agents.ensemble import load_ensemble
 from trader.backtesting.engine import run_backtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
-from ensemble_lineages import read_rows, run_backtest_rules
+from ensemble_lineages import best_checkpoint, read_rows, run_backtest_rules
 from tournament_value import wilcoxon
-
-
-def best_checkpoint(folder: Path, pod: str) -> Path:
-    """A pod's best checkpoint (path without suffix) in a tournament's run folder."""
-    return folder / rundir.PODS_DIR / pod / rundir.CHECKPOINTS / "best"
 
 
 def kept_pods(folder: Path) -> pd.DataFrame:

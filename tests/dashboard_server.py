@@ -4,35 +4,21 @@ A test cannot hand Streamlit port 0, and a port the kernel has just handed out a
 is only probably still free when Streamlit binds it a few seconds later: a test running beside
 it (a dask cluster, another server) may take it first. The CLI then exits (2 when its own probe
 finds the port in use, Streamlit's code when the bind fails), so `serve_dashboard` starts again
-on another port, a bounded number of times, and waits for Streamlit's health check each time.
+on another port, a bounded number of times. It waits as `make screenshots` does
+(tools/dashboard_screenshots.py: `free_port`, `answering`): for a health check answered on a port
+the CLI's own process tree listens on, never another server's.
 """
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # a developer's tool, outside the package
+from dashboard_screenshots import answering, free_port
+
 ENTRY_POINT = [sys.executable, "-c", "from trader.app.cli import entry_point; entry_point()"]
-
-
-def free_port() -> int:
-    """A loopback port the kernel handed out and released (probably still free)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def healthy(port: int) -> bool:
-    """Whether a Streamlit server on `port` answers its health check with "ok"."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
-            return response.read().decode() == "ok"
-    except OSError:
-        return False
 
 
 def serve_dashboard(
@@ -51,14 +37,12 @@ def serve_dashboard(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + seconds
-        while server.poll() is None and time.monotonic() < deadline:
-            if healthy(port):
+        try:
+            if answering(server, port, seconds) is not None:
                 return server, port
-            time.sleep(0.5)
-        if server.poll() is None:
+        except RuntimeError as late:
             server.kill()
             server.wait(timeout=30)
-            raise AssertionError(f"trader dashboard did not answer on port {port} within {seconds} s")
+            raise AssertionError(f"trader dashboard: {late}") from late
         exits.append(server.returncode)
     raise AssertionError(f"trader dashboard exited before answering, {tries} times (exit codes {exits})")

@@ -60,6 +60,7 @@ def find_browser() -> tuple[str, str] | None:
 
 
 def free_port() -> int:
+    """A loopback port the kernel handed out and released (probably still free: `serve` tries again if not)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -113,14 +114,19 @@ def answering(process: subprocess.Popen, port: int, timeout: float) -> str | Non
 
 
 def listens(process: subprocess.Popen, port: int) -> bool:
-    """Whether `process` itself holds a listening TCP socket on `port`."""
+    """Whether `process` or one of its children (`trader dashboard` runs Streamlit as one) listens on TCP `port`."""
     import psutil
 
     try:
-        sockets = psutil.Process(process.pid).net_connections("tcp")
+        parent = psutil.Process(process.pid)
+        family = [parent, *parent.children(recursive=True)]
     except psutil.NoSuchProcess:
         return False
-    return any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets)
+    for member in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in member.net_connections("tcp")):
+                return True
+    return False
 
 
 def stop(process: subprocess.Popen) -> None:
