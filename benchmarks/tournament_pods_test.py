@@ -25,7 +25,10 @@ and test; then the counts and Wilcoxon tests a reader needs: is the single run a
 does the top-k ensemble beat the best pod, and the single run, on test; and the **hindsight ceiling**: the
 best test Sharpe of any kept pod or ensemble, chosen on the test period itself, against the single run. No
 rule that chooses among these pods and ensembles on validation can do better than that ceiling, so where
-the ceiling does not beat the single run, the loss is in what was bred, not in how it was chosen.
+the ceiling does not beat the single run, the loss is in what was bred, not in how it was chosen. Last,
+today's result rule replayed on each run (`tournament.selection.select`, the run's own members): what it
+chooses, its result's test Sharpe against the single run and against the result the run recorded (chosen
+by the rule of the run's day).
 
 ``--records`` reports again from records an earlier ``--out`` wrote (benchmarks/rows/), with no backtest.
 
@@ -51,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tournament import TournamentConfig
 from tournament.leaderboard import Leaderboard
 from tournament.orchestrator import validate_ensemble
-from tournament.selection import Candidate
+from tournament.selection import Candidate, Selection, select
 from trader import rundir
 from trader.agents.ensemble import load_ensemble
 from trader.backtesting.engine import run_backtest
@@ -84,10 +87,15 @@ def one_seed(seed: int, root: Path, ks: list[int], device: str) -> dict:
         paths = [folder / e.checkpoint for e in ranked[:k]]
         strategies[f"top{k}"] = load_ensemble(paths, device)
         ensembles[k], _ = validate_ensemble(config, config.env, folder, members, [1.0 / k] * k)
+    rule, recorded = today_rule(config, folder, ranked)
+    if rule.has_ensemble:
+        paths = [folder / m.checkpoint for m in rule.members]
+        strategies["ensemble"] = load_ensemble(paths, device, rule.weights)
     dataset, backtest = run_backtest_rules(folder)
     result = run_backtest(dataset, strategies, baselines=[], period="test", config=backtest, device=device)
     test = {name: float(result.metrics.loc[name, "sharpe_ratio"]) for name in strategies}
     best = ranked[0]
+    test_of = {"best": test[best.pod_id], "ensemble": test.get("ensemble")}
     return {
         "seed": seed,
         "pods": [
@@ -105,7 +113,30 @@ def one_seed(seed: int, root: Path, ks: list[int], device: str) -> dict:
             for k in ks
             if k <= len(ranked)
         },
+        "rule": {
+            "result": rule.result,
+            "members": [m.pod_id for m in rule.members],
+            "z": rule.choice.to_dict()["z"],
+            "critical": rule.choice.to_dict()["critical"],
+            "test": test_of[rule.result],
+        },
+        "recorded_result": {"result": recorded, "test": test_of[recorded]},
     }
+
+
+def today_rule(config: TournamentConfig, folder: Path, ranked: list) -> tuple[Selection, str]:
+    """Today's result rule replayed on a kept run (`tournament.selection.select`; nothing written), and the
+    result the run recorded (``selection.json``, chosen by the rule of its day). The members must be the
+    run's: only the choice between the best pod and the ensemble is replayed."""
+
+    def validate(members: list[Candidate], weights: list[float]) -> tuple[float, pd.Series | None]:
+        return validate_ensemble(config, config.env, folder, members, weights)
+
+    rule, _ = select(folder, ranked, config.ensemble_k, config.ensemble_weighting, validate)
+    recorded = rundir.read_json(folder / rundir.SELECTION, version=rundir.SELECTION_VERSION)
+    if recorded["members"] != [m.pod_id for m in rule.members]:
+        raise SystemExit(f"{folder}: its members {recorded['members']} are not today's rule's: a run of another rule")
+    return rule, recorded["result"]
 
 
 def _wilcoxon(a: list[float], b: list[float]) -> str:
@@ -181,7 +212,30 @@ def report(found: list[dict], ks: list[int]) -> str:
         f"Medians: single {statistics.median(single):.2f}, best pod {statistics.median(best):.2f}, "
         f"hindsight ceiling {statistics.median(ceiling):.2f}."
     )
+    if all("rule" in f for f in found):  # records written before 2026-11-29 lack today's rule
+        lines += result_rule_lines(found, single)
     return "\n".join(lines)
+
+
+def result_rule_lines(found: list[dict], single: list[float]) -> list[str]:
+    """Today's result rule replayed, against the single run and the result each run recorded."""
+    rule = [f["rule"]["test"] for f in found]
+    recorded = [f["recorded_result"]["test"] for f in found]
+    chosen = ", ".join(
+        f"{f['seed']}: {f['rule']['result']} (z {_z(f['rule']['z'])}, needs {_z(f['rule']['critical'])}; "
+        f"recorded {f['recorded_result']['result']})"
+        for f in found
+    )
+    against = (
+        f"Its result, test, against the single run: {_wilcoxon(rule, single)}; against the result each run "
+        f"recorded: {_wilcoxon(rule, recorded)}; medians {statistics.median(rule):.2f} and "
+        f"{statistics.median(recorded):.2f}."
+    )
+    return [f"Today's result rule, replayed: {chosen}.", against]
+
+
+def _z(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def read_records(paths: list[Path], parser: argparse.ArgumentParser) -> list[dict]:

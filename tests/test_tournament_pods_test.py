@@ -97,6 +97,28 @@ def test_records_report_again_without_a_backtest(tmp_path: Path, capsys) -> None
     assert "hindsight ceiling 23.45." in out
 
 
+def test_records_with_todays_rule_report_it_against_the_single_run_and_the_recorded_result(
+    tmp_path: Path, capsys
+) -> None:
+    """Records that replayed today's result rule: its choice per seed, and its result's test Sharpe paired
+    with the single run's and with the result the run recorded; older records (no rule) leave the lines out."""
+    first, second = _record(1, 23.0, [22.0, 22.6], {"3": 23.3}), _record(2, 23.6, [22.9, 23.3], {"3": 23.5})
+    first["rule"] = {"result": "ensemble", "members": ["p0001", "p0000"], "z": 0.7, "critical": 2.24, "test": 23.3}
+    first["recorded_result"] = {"result": "best", "test": 22.6}
+    second["rule"] = {"result": "best", "members": [], "z": None, "critical": None, "test": 23.3}
+    second["recorded_result"] = {"result": "best", "test": 23.3}
+    path, old = tmp_path / "records.json", tmp_path / "old.json"
+    path.write_text(json.dumps([first, second]))
+    old.write_text(json.dumps([_record(3, 23.0, [22.0], {})]))
+    assert tournament_pods_test.main(["--records", str(path), "--ks", "1,3"]) == 0
+    out = capsys.readouterr().out
+    assert "1: ensemble (z 0.70, needs 2.24; recorded best), 2: best (z n/a, needs n/a; recorded best)" in out
+    assert "against the single run: above on 1 of 2" in out.split("Its result, test,")[1]
+    assert "against the result each run recorded: above on 1 of 2" in out and "medians 23.30 and 22.95." in out
+    assert tournament_pods_test.main(["--records", str(old), "--ks", "1"]) == 0
+    assert "Today's result rule" not in capsys.readouterr().out
+
+
 def test_records_refusals(tmp_path: Path, capsys) -> None:
     good, foreign, broken = tmp_path / "good.json", tmp_path / "foreign.json", tmp_path / "broken.json"
     good.write_text(json.dumps([_record(1, 23.0, [22.0], {})]))

@@ -515,34 +515,24 @@ def gather_trials(state: TournamentState) -> int:
 def select_result(config: TournamentConfig, state: TournamentState, env: str) -> Any:
     """The tournament's result (`tournament.selection`): the ensemble of the pods that
     clear the bar, validated as one more trial (appended to ``trials.parquet``), and the
-    better of it and the best pod on validation; written as ``selection.json``. None
-    when no pod finished."""
+    best pod unless it beats the ensemble on validation by more than luck explains;
+    written as ``selection.json``. None when no pod finished."""
     from tournament import selection
 
-    ranked = state.board.ranked()
-    if not ranked:
+    def validate(members: list[Any], weights: list[float]) -> tuple[float, Any]:
+        return validate_ensemble(config, env, state.root, members, weights)
+
+    found = selection.select(state.root, state.board.ranked(), config.ensemble_k, config.ensemble_weighting, validate)
+    if found is None:
         return None
-    found = selection.candidates(state.root, ranked)
-    qualified = selection.members(found, config.ensemble_k)
-    members, weights, ensemble_score = [], [], None
-    if len(qualified) >= 2:
-        members, weights = qualified, selection.member_weights(qualified, config.ensemble_weighting)
-        ensemble_score, daily = validate_ensemble(config, env, state.root, members, weights)
-        _append_trial(state.root, ensemble_score, daily)
-    chosen = selection.Selection(
-        found,
-        members,
-        weights,
-        config.ensemble_weighting,
-        found[0].score,
-        ensemble_score,
-        selection.choose(found[0].score, ensemble_score),
-    )
+    chosen, daily = found
+    if chosen.has_ensemble:
+        _append_trial(state.root, chosen.ensemble_score, daily)
     rundir.write_json(state.root / rundir.SELECTION, chosen.to_dict())
     state.log.append(
         "selected",
         result=chosen.result,
-        members=[m.pod_id for m in members],
+        members=[m.pod_id for m in chosen.members],
         ensemble_score=chosen.to_dict()["ensemble_score"],
     )
     return chosen

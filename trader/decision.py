@@ -204,7 +204,7 @@ def reset_at(env: Any, bar: int, cash: float, held: Any) -> torch.Tensor:
 
 def selected_strategy(contents: Any, panel: Any, config: Any, device: str = "cpu") -> tuple[str, Any, Any]:
     """A run's selected strategy as ``(name, policy, rules)``: a tournament's result
-    (``selection.json``: its ``ensemble`` when that won on validation, else ``best``),
+    (``selection.json``: its ``ensemble`` when that was chosen, else ``best``),
     a training run's ``checkpoints/best``. The rules are those a backtest of it trades
     under (`trader.backtesting.engine`: a checkpoint's own, the run's for an ensemble, with
     the backtest's cash and costs).

@@ -9,7 +9,7 @@ module); what a report says of them, in JSON and in sentences, is
   every Sharpe ratio in them is **per period** (per day: not annualised), ``n_obs``
   counts periods, ``kurtosis`` is the **raw** fourth standardised moment (3 for a
   normal). Bad parameters raise `ConfigError`; NaN in gives NaN out.
-- **Statistics of return series** (`sharpe_moments`, `sharpe_interval_analytic`,
+- **Statistics of return series** (`sharpe_moments`, `sharpe_difference`, `sharpe_interval_analytic`,
   `sharpe_interval_bootstrap`, `pbo_cscv`, `spa_test`): simple
   returns go in; when ``timestamps`` are intraday they are first compounded to one
   return per exchange date by `trader.metrics.daily_returns`, as every metric of the
@@ -132,6 +132,28 @@ class SPAResult:
     block_length: int
     reps: int
     reason: str | None = None
+
+
+@dataclass(frozen=True)
+class SharpeDifference:
+    """The difference of two Sharpe ratios measured on the same days, and its z statistic.
+
+    :param difference: annualised Sharpe ratio of the first minus that of the second.
+    :param z: the difference over its standard error (Jobson-Korkie with Memmel's correction).
+    :param correlation: the two series' correlation, which the standard error shrinks with.
+    :param days: the days both series have.
+    """
+
+    difference: float
+    z: float
+    correlation: float
+    days: int
+    reason: str | None = None
+
+    @property
+    def p_value(self) -> float:
+        """One-sided: P[a z this large] if the two true Sharpe ratios were equal."""
+        return float(scipy_stats.norm.sf(self.z))
 
 
 # ------------------------------------------------------------------------- formulas
@@ -347,6 +369,39 @@ def _series(returns: Any, timestamps: Any) -> tuple[np.ndarray, Moments]:
     m2, m3, m4 = (np.mean(centred**k) for k in (2, 3, 4))
     sharpe = daily.mean() / daily.std(ddof=1)
     return daily, Moments(len(daily), float(sharpe), float(m3 / m2**1.5), float(m4 / m2**2))
+
+
+def sharpe_difference(first: Any, second: Any, timestamps: Any = None) -> SharpeDifference:
+    """Is the first series' Sharpe ratio above the second's? Both measured on the same days.
+
+    z = (SR1 - SR2) sqrt(T) / sqrt(2 (1 - rho) + (SR1**2 + SR2**2 - 2 SR1 SR2 rho**2) / 2)
+
+    per-day Sharpe ratios, rho the correlation of the two series, T their common days
+    (a day NaN in either is dropped from both). Jobson, J. and Korkie, B. (1981),
+    "Performance Hypothesis Testing with the Sharpe and Treynor Measures", Journal of
+    Finance 36(4), as corrected by Memmel, C. (2003), "Performance Hypothesis Testing
+    with the Sharpe Ratio", Finance Letters 1. It assumes i.i.d. normal returns. The
+    correlation is what makes it sharp: two strategies that hold nearly the same book
+    differ by much less than either's own error. NaN with a reason when either series
+    cannot support a Sharpe ratio, or when the two move together exactly (the same
+    series, up to rounding and scale: no difference to test).
+    """
+    values, reason = _clean_days(np.vstack([daily_matrix(first, timestamps), daily_matrix(second, timestamps)]))
+    if values.shape[0] != 2:
+        raise ConfigError(f"expected two return series; got {values.shape[0]}")
+    days = values.shape[1]
+    if reason is None and (values.max(axis=1) == values.min(axis=1)).any():
+        reason = "a series is constant: its Sharpe ratio is undefined"
+    if reason is not None:
+        return SharpeDifference(math.nan, math.nan, math.nan, days, reason)
+    sharpe = values.mean(axis=1) / values.std(axis=1, ddof=1)
+    rho = float(np.corrcoef(values)[0, 1])
+    variance = 2.0 * (1.0 - rho) + 0.5 * (sharpe[0] ** 2 + sharpe[1] ** 2 - 2.0 * sharpe[0] * sharpe[1] * rho**2)
+    if variance < 1e-12:  # T times the variance of SR1 - SR2; 0 for the same series, up to rounding and scale
+        reason = "the two series move together exactly (correlation 1, equal Sharpe ratios): no difference to test"
+        return SharpeDifference(math.nan, math.nan, rho, days, reason)
+    z = (sharpe[0] - sharpe[1]) * math.sqrt(days / variance)
+    return SharpeDifference(float((sharpe[0] - sharpe[1]) * math.sqrt(TRADING_DAYS)), float(z), rho, days)
 
 
 def sharpe_interval_analytic(returns: Any, timestamps: Any = None, confidence: float = 0.95) -> Interval:
