@@ -28,13 +28,15 @@ rule that chooses among these pods and ensembles on validation can do better tha
 the ceiling does not beat the single run, the loss is in what was bred, not in how it was chosen. Last,
 today's result rule replayed on each run (`tournament.selection.select`, the run's own members): what it
 chooses, its result's test Sharpe against the single run and against the result the run recorded (chosen
-by the rule of the run's day).
+by the rule of the run's day). ``--versus`` pairs those results with another arm's, replayed the same way
+(random search's runs, linked as ``pbt-S`` beside ``single-S`` in a folder of their own).
 
 ``--records`` reports again from records an earlier ``--out`` wrote (benchmarks/rows/), with no backtest.
 
     OMP_NUM_THREADS=1 python benchmarks/tournament_pods_test.py runs/deep-24 runs/deep-25 --ks 1,3,8
     OMP_NUM_THREADS=1 python benchmarks/tournament_pods_test.py runs/deep-24 --rows rows/tournament_value_minute_deep_seed24.json
     python benchmarks/tournament_pods_test.py --records benchmarks/rows/tournament_pods_test_minute_deep_seeds24-29.json
+    python benchmarks/tournament_pods_test.py --records pbt.json --versus random.json   # the two arms' results, paired
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from trader.backtesting.engine import run_backtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
 from ensemble_lineages import best_checkpoint, read_rows, run_backtest_rules
-from tournament_value import wilcoxon
+from tournament_value import NOT_WORSE_MARGIN, not_worse, wilcoxon
 
 
 def kept_pods(folder: Path) -> pd.DataFrame:
@@ -227,11 +229,25 @@ def result_rule_lines(found: list[dict], single: list[float]) -> list[str]:
         for f in found
     )
     against = (
-        f"Its result, test, against the single run: {_wilcoxon(rule, single)}; against the result each run "
+        f"Its result, test, against the single run: {_wilcoxon(rule, single)}, not worse by "
+        f"{100 * NOT_WORSE_MARGIN:g}%: one-sided p = {not_worse(rule, single):.3f}; against the result each run "
         f"recorded: {_wilcoxon(rule, recorded)}; medians {statistics.median(rule):.2f} and "
         f"{statistics.median(recorded):.2f}."
     )
     return [f"Today's result rule, replayed: {chosen}.", against]
+
+
+def versus_lines(found: list[dict], other: list[dict]) -> list[str]:
+    """Today's rule's result against another arm's, replayed the same way on the same seeds (``--versus``)."""
+    if [f["seed"] for f in found] != [o["seed"] for o in other]:
+        raise ValueError(f"--versus: other seeds ({[o['seed'] for o in other]}) than the records'")
+    ours, theirs = [f["rule"]["test"] for f in found], [o["rule"]["test"] for o in other]
+    line = (
+        f"Today's rule's result against the other arm's (--versus), test: {_wilcoxon(ours, theirs)}, not worse by "
+        f"{100 * NOT_WORSE_MARGIN:g}%: one-sided p = {not_worse(ours, theirs):.3f}; medians "
+        f"{statistics.median(ours):.2f} and {statistics.median(theirs):.2f}."
+    )
+    return [line]
 
 
 def _z(value: float | None) -> str:
@@ -261,6 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--records", type=Path, action="append", default=[], help="report again from an earlier --out (repeat)"
     )
+    parser.add_argument(
+        "--versus",
+        type=Path,
+        action="append",
+        default=[],
+        help="with --records: another arm's records (random search kept as pbt-S), paired by seed (repeat)",
+    )
     parser.add_argument("--ks", default="1,3,8", help="ensemble sizes, comma-separated (default 1,3,8)")
     parser.add_argument("--rows", type=Path, action="append", default=[], help="tournament_value.py's rows (repeat)")
     parser.add_argument("--out", type=Path, default=None, help="also write the per-seed records as JSON here")
@@ -278,8 +301,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give the folders of tournament_value.py --keep-runs, or --records, not both")
     if args.records and (args.out or args.rows):
         parser.error("--records reports saved records again: --out and --rows belong to a run that backtests")
+    if args.versus and not args.records:
+        parser.error("--versus pairs saved records: give --records too")
     if args.records:
-        print(report(read_records(args.records, parser), ks))
+        found = read_records(args.records, parser)
+        lines = [report(found, ks)]
+        if args.versus:
+            other = read_records(args.versus, parser)
+            if not all("rule" in r for r in found + other):
+                parser.error("--versus: records written before 2026-11-29 have no replayed rule")
+            try:
+                lines += versus_lines(found, other)
+            except ValueError as error:
+                parser.error(str(error))
+        print("\n".join(lines))
         return 0
     rows = read_rows(args.rows) if args.rows else {}
     seeds = []

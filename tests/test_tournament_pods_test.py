@@ -117,6 +117,34 @@ def test_records_with_todays_rule_report_it_against_the_single_run_and_the_recor
     assert "against the result each run recorded: above on 1 of 2" in out and "medians 23.30 and 22.95." in out
     assert tournament_pods_test.main(["--records", str(old), "--ks", "1"]) == 0
     assert "Today's result rule" not in capsys.readouterr().out
+    assert "not worse by 1%: one-sided p = " in out.split("Its result, test,")[1]
+
+
+def test_versus_pairs_todays_rule_with_another_arms_records_by_seed(tmp_path: Path, capsys) -> None:
+    """Random search's runs replayed the same way: the two rules' results paired seed by seed, and refusals."""
+
+    def replayed(seed: int, test: float) -> dict:
+        found = _record(seed, 23.0, [22.0], {})
+        found["rule"] = {"result": "best", "members": [], "z": None, "critical": None, "test": test}
+        found["recorded_result"] = {"result": "best", "test": test}
+        return found
+
+    ours, theirs, short, old = (tmp_path / f"{name}.json" for name in ("ours", "theirs", "short", "old"))
+    ours.write_text(json.dumps([replayed(1, 23.0), replayed(2, 23.5), replayed(3, 22.0)]))
+    theirs.write_text(json.dumps([replayed(3, 21.0), replayed(1, 22.0), replayed(2, 23.9)]))  # paired after sorting
+    short.write_text(json.dumps([replayed(1, 22.0)]))
+    old.write_text(json.dumps([_record(1, 23.0, [22.0], {})]))
+    assert tournament_pods_test.main(["--records", str(ours), "--versus", str(theirs), "--ks", "1"]) == 0
+    line = capsys.readouterr().out.split("(--versus), test: ")[1]
+    assert line.startswith("above on 2 of 3") and "medians 23.00 and 22.00." in line
+    for argv, says in (
+        (["--records", str(ours), "--versus", str(short)], "other seeds ([1]) than the records'"),
+        (["--records", str(ours), "--versus", str(old)], "have no replayed rule"),
+        ([str(tmp_path), "--versus", str(theirs)], "give --records too"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            tournament_pods_test.main(argv)
+        assert stop.value.code == 2 and says in capsys.readouterr().err
 
 
 def test_records_refusals(tmp_path: Path, capsys) -> None:
