@@ -29,7 +29,8 @@ candidate).
    test period (benchmarks/RESULTS.md, "The result rule"). So the two validation records are
    compared by a paired test of their Sharpe ratios on the same days (`trader.stats.sharpe_difference`),
    and the best pod wins only at z >= the normal quantile of 1 - `RESULT_ALPHA` / N (Bonferroni over the
-   N candidates it was the best of). Where the test cannot be made (a record missing, or the two
+   N validation passes it was the best of: the tournament's trial count, as every DSR counts it; the
+   leaderboard's candidates where there is no ``trials.parquet``). Where the test cannot be made (a record missing, or the two
    the same series) the scores decide as they stand, a tie to the best pod, the simpler strategy.
    ``selection.json`` records the candidates, the bar, the members, both scores, the test and the
    result.
@@ -54,7 +55,7 @@ MEMBERSHIP_PSR = 0.95
 
 RESULT_ALPHA = 0.05
 """The best pod is the result over the ensemble only when its lead on validation is significant at
-this level, shared among the candidates it was the best of."""
+this level, shared among the N validation passes it was the best of."""
 
 WEIGHTINGS = ("equal", "score")
 """How the ensemble weights its members: equally, or in proportion to their validation Sharpe."""
@@ -90,7 +91,7 @@ class Choice:
     critical: float = math.nan
     """The z the best pod needed: the normal quantile of 1 - `RESULT_ALPHA` / N (NaN: not tested)."""
     candidates: int = 0
-    """N, the candidates the best pod was the best of."""
+    """N, the validation passes the best pod was the best of (`trial_count`)."""
     reason: str | None = None
     """Why the scores decided as they stand, without the test (None when tested, or no ensemble)."""
 
@@ -264,8 +265,17 @@ def select(
     if len(qualified) >= 2:
         chosen, weights = qualified, member_weights(qualified, weighting)
         ensemble_score, daily = validate(chosen, weights)
-    choice = choose(found[0], ensemble_score, daily, len(found))
+    choice = choose(found[0], ensemble_score, daily, trial_count(root) or len(found))
     return Selection(found, chosen, weights, weighting, found[0].score, ensemble_score, choice), daily
+
+
+def trial_count(root: str | Path) -> int:
+    """The validation passes the best pod was the best of: the rows of the tournament's ``trials.parquet``
+    but the ensemble's (every pass of every pod; the count every DSR uses); 0 when there is none."""
+    path = Path(root) / rundir.TRIALS
+    if not path.is_file():
+        return 0
+    return int((rundir.read_parquet(path)["pod_id"] != "ensemble").sum())
 
 
 def _number(value: float) -> float | None:
