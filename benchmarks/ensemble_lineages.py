@@ -13,7 +13,7 @@ most one member, the best qualified of it:
 2. with two or more, that ensemble validated as the tournament validates its own
    (`tournament.orchestrator.validate_ensemble`: the same evaluator, the members' env rules), and the
    result chosen as the tournament chooses today (`tournament.selection.choose`: the ensemble unless the
-   best pod beats it on validation by more than being the best of the candidates explains; runs kept
+   best pod beats it on validation by more than being the best of its N validation passes explains; runs kept
    before 2026-11-29 recorded their own result by the earlier rule, the higher validation score);
 3. the test period backtested as ``tournament_value.py`` backtests its arms (the run's recorded env
    rules and costs), with today's result beside it: its Sharpe must equal the row's (a check that the
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tournament import TournamentConfig
 from tournament.orchestrator import validate_ensemble
 from tournament.pod import pod_dir
-from tournament.selection import Candidate, choose, member_weights, validation_record
+from tournament.selection import Candidate, best_of, choose, member_weights, validation_record
 from trader import rundir
 from trader.backtesting.engine import BacktestConfig, run_backtest
 from trader.backtesting.runs import read_run
@@ -102,8 +102,8 @@ def one_seed(folder: Path, device: str) -> dict:
         weights = member_weights(members, config.ensemble_weighting)
         score, daily = validate_ensemble(config, config.env, folder, members, weights)
         best_id = selection["candidates"][0]["pod_id"]
-        best = Candidate(best_id, "", best_score, math.nan, validation_record(folder / rundir.PODS_DIR / best_id))
-        choice = choose(best, score, daily, len(selection["candidates"]))
+        best = Candidate(best_id, "", best_score, math.nan, validation_record(pod_dir(folder, best_id)))
+        choice = choose(best, score, daily, best_of(folder, len(selection["candidates"])))
         found.update(lineages_score=score, lineages_result=choice.result)
         if found["lineages_result"] == "ensemble":
             strategies["lineages"] = ([best_checkpoint(folder, p) for p in by_lineage], weights)

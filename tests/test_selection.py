@@ -144,12 +144,12 @@ def test_a_clear_lead_makes_the_best_pod_the_result_and_a_higher_ensemble_wins()
 
 
 def test_the_best_pod_is_counted_the_best_of_every_validation_pass_but_the_ensembles(tmp_path: Path) -> None:
-    from tournament.selection import trial_count
+    from tournament.selection import best_of
 
-    assert trial_count(tmp_path) == 0  # no trials.parquet: select falls back to the candidates
+    assert best_of(tmp_path, 5) == 5  # no trials.parquet: the leaderboard's candidates
     keys = pd.DataFrame({"pod_id": ["p0000", "p0000", "p0001", "ensemble"], "step": [1, 2, 1, 0], "score": [0.0] * 4})
     rundir.write_parquet(tmp_path / rundir.TRIALS, rundir.trials_frame(keys, [record(1.0, k) for k in range(4)]))
-    assert trial_count(tmp_path) == 3
+    assert best_of(tmp_path, 5) == 3
 
 
 def test_without_a_test_the_scores_decide_as_they_stand_a_tie_to_the_best_pod() -> None:
@@ -307,7 +307,7 @@ def test_qualified_pods_form_an_ensemble_whose_pass_is_one_more_trial(tiny_tourn
     assert keys["score"].iloc[-1] == pytest.approx(chosen.ensemble_score)
     ensemble_daily = returns.iloc[-1].dropna()
     assert chosen.choice == choose(chosen.candidates[0], chosen.ensemble_score, ensemble_daily, pod_trials)
-    assert rundir.read_json(root / rundir.SELECTION)["comparison"]["candidates"] == pod_trials
+    assert rundir.read_json(root / rundir.SELECTION)["comparison"]["best_of"] == pod_trials
     # the backtest reads the ensemble from selection.json, and deflates by every trial, the ensemble's too
     contents = read_run(root)
     assert contents.ensemble == [root / m.checkpoint for m in chosen.members] and contents.result == chosen.result

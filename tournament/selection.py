@@ -90,8 +90,8 @@ class Choice:
     """The paired test's z of the best pod's Sharpe ratio over the ensemble's (NaN: not tested)."""
     critical: float = math.nan
     """The z the best pod needed: the normal quantile of 1 - `RESULT_ALPHA` / N (NaN: not tested)."""
-    candidates: int = 0
-    """N, the validation passes the best pod was the best of (`trial_count`)."""
+    best_of: int = 0
+    """N, the validation passes the best pod was the best of (`best_of`)."""
     reason: str | None = None
     """Why the scores decided as they stand, without the test (None when tested, or no ensemble)."""
 
@@ -103,7 +103,7 @@ class Choice:
         return {
             "test": "sharpe_difference",
             "alpha": RESULT_ALPHA,
-            "candidates": self.candidates,
+            "best_of": self.best_of,
             "z": _number(self.z),
             "critical": _number(self.critical),
             "reason": self.reason,
@@ -114,8 +114,7 @@ class Choice:
         if not self.tested:
             return f"decided by score: {self.reason}"
         return (
-            f"the best pod, best of {self.candidates}, needs z >= {self.critical:.2f} over the ensemble, "
-            f"has {self.z:.2f}"
+            f"the best pod, best of {self.best_of}, needs z >= {self.critical:.2f} over the ensemble, has {self.z:.2f}"
         )
 
 
@@ -226,7 +225,7 @@ def choose(best: Candidate, ensemble_score: float | None, ensemble_daily: pd.Ser
     """The result: the ensemble, unless the best pod of ``n`` candidates beats it on validation by
     more than the best of ``n`` explains (the module's rule 4); the best pod without an ensemble."""
     if ensemble_score is None or math.isnan(ensemble_score):
-        return Choice("best", candidates=n)
+        return Choice("best", best_of=n)
     if best.daily is None or ensemble_daily is None:
         missing = "the best pod" if best.daily is None else "the ensemble"
         return _by_score(best.score, ensemble_score, n, f"{missing} has no validation record")
@@ -241,7 +240,7 @@ def choose(best: Candidate, ensemble_score: float | None, ensemble_daily: pd.Ser
 def _by_score(best_score: float, ensemble_score: float, n: int, reason: str) -> Choice:
     """The choice where the records cannot be tested: the higher score as it stands, a tie to the best pod."""
     better = math.isnan(best_score) or ensemble_score > best_score
-    return Choice("ensemble" if better else "best", candidates=n, reason=reason)
+    return Choice("ensemble" if better else "best", best_of=n, reason=reason)
 
 
 def select(
@@ -265,16 +264,17 @@ def select(
     if len(qualified) >= 2:
         chosen, weights = qualified, member_weights(qualified, weighting)
         ensemble_score, daily = validate(chosen, weights)
-    choice = choose(found[0], ensemble_score, daily, trial_count(root) or len(found))
+    choice = choose(found[0], ensemble_score, daily, best_of(root, len(found)))
     return Selection(found, chosen, weights, weighting, found[0].score, ensemble_score, choice), daily
 
 
-def trial_count(root: str | Path) -> int:
-    """The validation passes the best pod was the best of: the rows of the tournament's ``trials.parquet``
-    but the ensemble's (every pass of every pod; the count every DSR uses); 0 when there is none."""
+def best_of(root: str | Path, candidates: int) -> int:
+    """N of the rule: the validation passes the best pod was the best of, the rows of the tournament's
+    ``trials.parquet`` but the ensemble's (every pass of every pod; the count every DSR uses); the
+    leaderboard's ``candidates`` where there is no ``trials.parquet``."""
     path = Path(root) / rundir.TRIALS
     if not path.is_file():
-        return 0
+        return candidates
     return int((rundir.read_parquet(path)["pod_id"] != "ensemble").sum())
 
 
