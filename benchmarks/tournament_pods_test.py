@@ -56,14 +56,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tournament import TournamentConfig
 from tournament.leaderboard import Leaderboard
 from tournament.orchestrator import validate_ensemble
-from tournament.selection import Candidate, Selection, select
+from tournament.selection import Candidate
 from trader import rundir
 from trader.agents.ensemble import load_ensemble
 from trader.backtesting.engine import run_backtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
 from ensemble_lineages import best_checkpoint, read_rows, run_backtest_rules
-from tournament_value import NOT_WORSE_MARGIN, not_worse, wilcoxon
+from tournament_value import NOT_WORSE_MARGIN, not_worse, today_rule, wilcoxon
 
 
 def kept_pods(folder: Path) -> pd.DataFrame:
@@ -124,21 +124,6 @@ def one_seed(seed: int, root: Path, ks: list[int], device: str) -> dict:
         },
         "recorded_result": {"result": recorded, "test": test_of[recorded]},
     }
-
-
-def today_rule(config: TournamentConfig, folder: Path, ranked: list) -> tuple[Selection, str]:
-    """Today's result rule replayed on a kept run (`tournament.selection.select`; nothing written), and the
-    result the run recorded (``selection.json``, chosen by the rule of its day). The members must be the
-    run's: only the choice between the best pod and the ensemble is replayed."""
-
-    def validate(members: list[Candidate], weights: list[float]) -> tuple[float, pd.Series | None]:
-        return validate_ensemble(config, config.env, folder, members, weights)
-
-    rule, _ = select(folder, ranked, config.ensemble_k, config.ensemble_weighting, validate)
-    recorded = rundir.read_json(folder / rundir.SELECTION, version=rundir.SELECTION_VERSION)
-    if recorded["members"] != [m.pod_id for m in rule.members]:
-        raise SystemExit(f"{folder}: its members {recorded['members']} are not today's rule's: a run of another rule")
-    return rule, recorded["result"]
 
 
 def _wilcoxon(a: list[float], b: list[float]) -> str:
@@ -234,7 +219,37 @@ def result_rule_lines(found: list[dict], single: list[float]) -> list[str]:
         f"recorded: {_wilcoxon(rule, recorded)}; medians {statistics.median(rule):.2f} and "
         f"{statistics.median(recorded):.2f}."
     )
-    return [f"Today's result rule, replayed: {chosen}.", against]
+    return [f"Today's result rule, replayed: {chosen}.", against, *earlier_rule_lines(found, single, "the single run")]
+
+
+def earlier_rule_test(record: dict) -> float | None:
+    """The test Sharpe of what the earlier rule (issue 42's own: the higher validation score of the best pod and the
+    ensemble, a tie to the best pod) chooses between the record's best pod and today's rule's ensemble; None where
+    the record holds no validation of that ensemble (its members not the top pods, or their number not in --ks)."""
+    members = record["rule"]["members"]
+    if len(members) < 2:
+        return record["best_pod"]["test"]
+    ranked = [p["pod_id"] for p in sorted(record["pods"], key=lambda p: p["validation"], reverse=True)]
+    ensemble = record["ensembles"].get(str(len(members)))
+    if ensemble is None or set(ranked[: len(members)]) != set(members):
+        return None
+    return (
+        record["best_pod"]["test"] if record["best_pod"]["validation"] >= ensemble["validation"] else ensemble["test"]
+    )
+
+
+def earlier_rule_lines(found: list[dict], other: list[float], name: str) -> list[str]:
+    """The earlier rule's result (`earlier_rule_test`) against ``other`` (test Sharpe ratios paired by seed)."""
+    earlier = [earlier_rule_test(f) for f in found]
+    unknown = [f["seed"] for f, e in zip(found, earlier, strict=True) if e is None]
+    if unknown:
+        return [f"The earlier rule's result: not in these records (seeds {unknown})."]
+    line = (
+        f"The earlier rule's result (the higher validation score), test, against {name}: {_wilcoxon(earlier, other)}, "
+        f"not worse by {100 * NOT_WORSE_MARGIN:g}%: one-sided p = {not_worse(earlier, other):.3f}; medians "
+        f"{statistics.median(earlier):.2f} and {statistics.median(other):.2f}."
+    )
+    return [line]
 
 
 def versus_lines(found: list[dict], other: list[dict]) -> list[str]:
@@ -247,7 +262,10 @@ def versus_lines(found: list[dict], other: list[dict]) -> list[str]:
         f"{100 * NOT_WORSE_MARGIN:g}%: one-sided p = {not_worse(ours, theirs):.3f}; medians "
         f"{statistics.median(ours):.2f} and {statistics.median(theirs):.2f}."
     )
-    return [line]
+    theirs_earlier = [earlier_rule_test(o) for o in other]
+    if None in theirs_earlier:
+        return [line, "The other arm's earlier rule: not in its records."]
+    return [line, *earlier_rule_lines(found, theirs_earlier, "the other arm's earlier rule")]
 
 
 def _z(value: float | None) -> str:

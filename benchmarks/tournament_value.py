@@ -33,6 +33,14 @@ and is not worse than (b); on ``synthetic-edge-daily`` (d) is not worse than eit
     OMP_NUM_THREADS=1 python benchmarks/tournament_value.py --algos td3 --single td3       # where single runs are unstable
     python benchmarks/tournament_value.py --seeds 2 --minutes 0.5                           # a smoke run
     python benchmarks/tournament_value.py --first-seed 3 --seeds 7 --with-rows seeds0-2.json  # seeds added later
+
+``--from-runs DIR`` trains nothing: it scores again the arms that ``--keep-runs`` folders hold (the same
+flags as their training, which are checked against the rules the runs recorded), with each tournament's
+result chosen by today's result rule (`tournament.selection`) replayed on it; the recorded result is
+printed beside it where they differ. Arms of one seed may lie in different folders (a random-search arm
+trained in a later sitting, say):
+
+    OMP_NUM_THREADS=1 python benchmarks/tournament_value.py <the runs' flags> --from-runs runs_a --from-runs runs_b
 """
 
 from __future__ import annotations
@@ -51,16 +59,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats as scipy_stats
 
 from market_envs.data import load
 from tournament import TournamentConfig, run
 from tournament.events import EventLog
+from tournament.leaderboard import Leaderboard
+from tournament.orchestrator import validate_ensemble
+from tournament.selection import Candidate, Selection, select
 from trader import rundir
 from trader.backtesting.engine import BacktestConfig, run_backtest
 from trader.backtesting.runs import contents_trials, read_run, run_strategies
 from trader.presets import apply_preset, rules_at_capital
-from trader.rundir import config_from_dict
+from trader.rundir import config_from_dict, config_to_dict
 from trader.training import train
 
 ARMS = ("single", "random", "best_pod", "result")
@@ -160,9 +172,19 @@ def arms_backtest_config(rules: dict) -> BacktestConfig:
 
 def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, root: Path) -> dict:
     """Train every arm for one seed, backtest them on the test period together: the seed's row."""
-    folders = train_arms(seed, args, rules, configs, root)
+    return score_arms(seed, train_arms(seed, args, rules, configs, root), args, rules)
+
+
+def score_arms(
+    seed: int, folders: dict[str, Path], args: argparse.Namespace, rules: dict, replay: bool = False
+) -> dict:
+    """The seed's row: one backtest of the test period holding every arm of its trained ``folders``.
+
+    ``replay``: each tournament's result is today's result rule replayed on it (`today_rule`), not the one
+    its ``selection.json`` recorded (runs kept from before the rule changed); the row keeps both."""
+    folders = dict(folders)
     single = folders.pop("single")
-    policies, trials, results = {}, {}, {}
+    policies, trials, results, recorded = {}, {}, {}, {}
     for arm, folder, pick in (
         ("single", single, "best"),
         ("random", folders["random"], None),
@@ -170,9 +192,9 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
         ("result", folders["pbt"], None),
     ):
         contents = read_run(folder)
-        chosen = pick or contents.result or "best"
+        chosen = pick or (replayed_result(folder) if replay else contents.result) or "best"
         if pick is None:
-            results[arm] = chosen
+            results[arm], recorded[arm] = chosen, contents.result
         found = run_strategies(contents, args.device)
         if chosen not in found:  # no pod finished in the budget: the arm has no strategy
             results[arm] = "none (no pod finished)"
@@ -188,10 +210,9 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
         trials=trials,
         device=args.device,
     )
-    row = {
-        "seed": seed,
-        "results": results,
-    }
+    row = {"seed": seed, "results": results}
+    if replay:
+        row["recorded_results"] = recorded
     for search, folder in folders.items():  # one read of each tournament's log
         finished, seconds = pod_log(folder)
         row.setdefault("pods", {})[search] = finished
@@ -212,6 +233,69 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
     return row
 
 
+def today_rule(config: TournamentConfig, folder: Path, ranked: list) -> tuple[Selection, str]:
+    """Today's result rule replayed on a kept tournament (`tournament.selection.select`; nothing written), and
+    the result the run recorded (``selection.json``, chosen by the rule of its day). The members must be the
+    run's: only the choice between the best pod and the ensemble is replayed (the ensemble's validation pass
+    is already among the run's trials, so its DSR counts it)."""
+
+    def validate(members: list[Candidate], weights: list[float]) -> tuple[float, pd.Series | None]:
+        return validate_ensemble(config, config.env, folder, members, weights)
+
+    rule, _ = select(folder, ranked, config.ensemble_k, config.ensemble_weighting, validate)
+    recorded = rundir.read_json(folder / rundir.SELECTION, version=rundir.SELECTION_VERSION)
+    if recorded["members"] != [m.pod_id for m in rule.members]:
+        raise SystemExit(f"{folder}: its members {recorded['members']} are not today's rule's: a run of another rule")
+    return rule, recorded["result"]
+
+
+def replayed_result(folder: Path) -> str | None:
+    """Today's result ("best" or "ensemble") of a kept tournament (`today_rule`); None without a finished pod."""
+    ranked = Leaderboard.load(folder / rundir.LEADERBOARD).ranked()
+    if not ranked:
+        return None
+    config = TournamentConfig.from_dict(rundir.read_toml(folder / rundir.TOURNAMENT))
+    return today_rule(config, folder, ranked)[0].result
+
+
+def kept_arms(dirs: list[Path]) -> dict[int, dict[str, Path]]:
+    """Seed -> {"single", "random", "pbt": folder}: the arms ``--keep-runs`` folders hold (``single-S``,
+    ``random-S``, ``pbt-S``), found in any of ``dirs``. Raises ValueError for a seed whose arm is in two of
+    them or that lacks an arm, and where nothing is found."""
+    found: dict[int, dict[str, Path]] = {}
+    for folder in dirs:
+        if not folder.is_dir():
+            raise ValueError(f"{folder}: not a folder")
+        for run_dir in sorted(folder.iterdir()):
+            arm, _, seed = run_dir.name.rpartition("-")
+            if arm not in TRAINED or not seed.isdigit() or not run_dir.is_dir():
+                continue
+            arms = found.setdefault(int(seed), {})
+            if arm in arms:
+                raise ValueError(f"seed {seed}'s {arm} arm is in two folders: {arms[arm]} and {run_dir}")
+            arms[arm] = run_dir
+    if not found:
+        raise ValueError(f"no single-S, random-S or pbt-S folder in {', '.join(map(str, dirs))}")
+    partial = {seed: sorted(set(TRAINED) - set(arms)) for seed, arms in found.items() if set(arms) != set(TRAINED)}
+    if partial:
+        raise ValueError(
+            "seeds without every arm (" + "; ".join(f"{s}: no {', '.join(a)}" for s, a in sorted(partial.items())) + ")"
+        )
+    return dict(sorted(found.items()))
+
+
+def recorded_rules_differ(folders: dict[str, Path], rules: dict, dataset: str) -> str | None:
+    """What in a kept arm's recorded data set or rules differs from the flags' (None when nothing does)."""
+    for folder in folders.values():
+        contents = read_run(folder)
+        if contents.dataset != dataset:
+            return f"{folder} was trained on {contents.dataset}, not --dataset {dataset}"
+        differ = sorted(k for k, v in config_to_dict(contents.env_config).items() if rules.get(k) != v)
+        if differ:
+            return f"{folder} was trained under other rules than these flags give ({', '.join(differ)})"
+    return None
+
+
 def pod_log(folder: Path) -> tuple[int, dict[str, float | None]]:
     """From a tournament's log (`tournament.events`): how many pods it finished, and the seconds from
     its start to its first finished pod (a worker's first pod carries the process's start-up) and the
@@ -230,6 +314,12 @@ def pod_log(folder: Path) -> tuple[int, dict[str, float | None]]:
 def _pair(values: dict | None, show: Callable[[Any], str]) -> str:
     """The random search's and the PBT tournament's values, "n/a" for a row transcribed without them."""
     return "n/a" if values is None else f"{show(values['random'])}, {show(values['pbt'])}"
+
+
+def _was(row: dict, arm: str) -> str:
+    """A tournament arm's result, and the one its run recorded where the row replayed another (``--from-runs``)."""
+    now, before = row["results"][arm], row.get("recorded_results", {}).get(arm)
+    return now if before in (None, now) else f"{now} (recorded {before})"
 
 
 def _first_pod(seconds: dict[str, float | None]) -> str:
@@ -287,7 +377,7 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
         lines.append(
             f"| {row['seed']} | "
             + " | ".join(f"{row[a]['sharpe']:.2f}" for a in ARMS)
-            + f" | {row['results']['result']} | {row['results']['random']} | "
+            + f" | {_was(row, 'result')} | {_was(row, 'random')} | "
             + " | ".join(f"{100 * row[a]['max_drawdown']:.1f}%" for a in ARMS)
             + f" | {_pair(row.get('pods'), str)} | {_pair(row.get('pod_seconds'), _first_pod)} |"
         )
@@ -325,6 +415,28 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
         f"larger than the best pod's on {calmer} of them."
     )
     return "\n".join(lines)
+
+
+def from_runs(args: argparse.Namespace, parser: argparse.ArgumentParser, seeds_held: set[int]) -> list[dict]:
+    """The rows of the arms kept in ``--from-runs`` folders (`kept_arms`), today's result rule replayed."""
+    try:
+        kept = kept_arms([Path(folder) for folder in args.from_runs])
+    except ValueError as err:
+        parser.error(f"--from-runs: {err}")
+    again = sorted(seeds_held & set(kept))
+    if again:
+        parser.error(f"seeds given twice (in --with-rows and --from-runs): {again}")
+    rules, _ = rules_and_configs(args)
+    for folders in kept.values():
+        differ = recorded_rules_differ(folders, rules, args.dataset)
+        if differ:
+            parser.error(f"--from-runs: {differ}")
+    rows = []
+    for seed, folders in kept.items():
+        rows.append(score_arms(seed, folders, args, rules, replay=True))
+        if args.out:  # after each seed, as for trained ones
+            Path(args.out).write_text(json.dumps(rows, indent=1))
+    return rows
 
 
 def main() -> None:
@@ -393,9 +505,19 @@ def main() -> None:
         help="write the arms' run folders (each tournament's log, leaderboard and pods; the single run) into "
         "this new folder and keep them, instead of a temporary one",
     )
+    parser.add_argument(
+        "--from-runs",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="train nothing: score the arms earlier --keep-runs folders hold (single-S, random-S and pbt-S of each "
+        "seed, in any of the DIRs given; --seeds and --first-seed are not read), under the flags' rules, which must "
+        "be those the runs recorded; each tournament's result is today's rule replayed on it (runs kept from before "
+        "a rule changed), the recorded one beside it",
+    )
     args = parser.parse_args()
     rows = [row for path in args.with_rows for row in json.loads(Path(path).read_text())]
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    seeds = range(0) if args.from_runs else range(args.first_seed, args.first_seed + args.seeds)
     counts = Counter([row["seed"] for row in rows] + list(seeds))
     repeated = sorted(seed for seed, count in counts.items() if count > 1)
     if repeated:
@@ -410,11 +532,15 @@ def main() -> None:
     if unknown or not args.arms:
         parser.error(f"--arms: unknown arm(s) {unknown or '(none)'}; choose from {','.join(TRAINED)}")
     only_some = set(args.arms) != set(TRAINED)
+    if args.from_runs and (args.keep_runs or only_some):
+        parser.error("--from-runs trains nothing: it takes neither --keep-runs nor --arms")
     if only_some and (not args.keep_runs or args.out or args.with_rows):
         parser.error("--arms with fewer than all arms trains into --keep-runs only (no --out, no --with-rows)")
     if args.keep_runs and Path(args.keep_runs).exists():
         parser.error(f"--keep-runs {args.keep_runs} exists: give a new folder (a run folder there would be resumed)")
-    if args.seeds:
+    if args.from_runs:
+        rows += from_runs(args, parser, {row["seed"] for row in rows})
+    if args.seeds and not args.from_runs:
         load(args.dataset)  # build once, outside the timings
         rules, configs = rules_and_configs(args)
         trained = []

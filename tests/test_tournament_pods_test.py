@@ -165,3 +165,19 @@ def test_records_refusals(tmp_path: Path, capsys) -> None:
         with pytest.raises(SystemExit) as stop:
             tournament_pods_test.main(argv)
         assert stop.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_the_earlier_rule_takes_the_higher_validation_score_of_the_best_pod_and_todays_ensemble() -> None:
+    """Known answers: the ensemble where it scored higher on validation, the best pod on a tie or with no
+    ensemble, and None where the record holds no validation of the rule's ensemble."""
+    record = _record(1, 23.0, [22.0, 22.5, 22.6], {"2": 23.4})  # pods validated 20, 21, 22; the best is p0002
+    record["rule"] = {"result": "ensemble", "members": ["p0002", "p0001"], "z": 0.3, "critical": 2.5, "test": 23.4}
+    record["best_pod"]["validation"] = 22.0
+    record["ensembles"]["2"]["validation"] = 22.1
+    assert tournament_pods_test.earlier_rule_test(record) == 23.4
+    record["ensembles"]["2"]["validation"] = 22.0
+    assert tournament_pods_test.earlier_rule_test(record) == 22.6  # a tie: the best pod
+    record["rule"]["members"] = ["p0002", "p0000"]  # not the top two: their ensemble was not validated here
+    assert tournament_pods_test.earlier_rule_test(record) is None
+    record["rule"]["members"] = []
+    assert tournament_pods_test.earlier_rule_test(record) == 22.6
