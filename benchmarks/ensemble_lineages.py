@@ -38,7 +38,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -53,7 +52,7 @@ from trader.rundir import config_to_dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
 from tournament_lineage import lineage_root, pod_parents
-from tournament_value import arms_backtest_config
+from tournament_value import arms_backtest_config, wilcoxon_words
 
 
 def lineage_members(folder: Path, k: int) -> tuple[list[str], list[str]]:
@@ -140,15 +139,6 @@ def read_rows(paths: list[Path]) -> dict[int, dict]:
     return rows
 
 
-def _wilcoxon(a: list[float], b: list[float]) -> str:
-    """One-sided p (a > b) and two-sided, or n/a where every pair is equal."""
-    if all(x == y for x, y in zip(a, b, strict=True)):
-        return "n/a (all equal)"
-    greater = scipy_stats.wilcoxon(a, b, alternative="greater").pvalue
-    two = scipy_stats.wilcoxon(a, b).pvalue
-    return f"one-sided p = {greater:.3f}, two-sided {two:.3f}"
-
-
 def report(found: dict[int, dict], rows: dict[int, dict]) -> str:
     lines = [
         (
@@ -179,20 +169,17 @@ def report(found: dict[int, dict], rows: dict[int, dict]) -> str:
     lines += [
         "",
         (
-            f"Today's ensemble against the best pod on test, where it was formed ({len(formed)} seeds): above on "
-            f"{sum(x > y for x, y in zip(ensemble, best))}; {_wilcoxon(ensemble, best)}."
+            f"Today's ensemble against the best pod on test, where it was formed ({len(formed)} seeds): "
+            f"{wilcoxon_words(ensemble, best)}."
         ),
         (
             f"Medians over {len(seeds)} seeds: single {statistics.median(single):.2f}, today's result "
             f"{statistics.median(today):.2f}, by lineage {statistics.median(by_lineage):.2f}."
         ),
+        (f"By lineage against single: {wilcoxon_words(by_lineage, single)}."),
         (
-            f"By lineage against single: {_wilcoxon(by_lineage, single)}; above on "
-            f"{sum(x > y for x, y in zip(by_lineage, single))} of {len(seeds)}."
-        ),
-        (
-            f"By lineage against today's result: {_wilcoxon(by_lineage, today)}; above on "
-            f"{sum(x > y for x, y in zip(by_lineage, today))}, below on {sum(x < y for x, y in zip(by_lineage, today))}."
+            f"By lineage against today's result: {wilcoxon_words(by_lineage, today)}; below on "
+            f"{sum(x < y for x, y in zip(by_lineage, today, strict=True))}."
         ),
     ]
     return "\n".join(lines)

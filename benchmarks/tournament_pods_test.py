@@ -63,7 +63,7 @@ from trader.backtesting.engine import run_backtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
 from ensemble_lineages import best_checkpoint, read_rows, run_backtest_rules
-from tournament_value import NOT_WORSE_MARGIN, not_worse, today_rule, wilcoxon
+from tournament_value import NOT_WORSE_MARGIN, not_worse, today_rule, wilcoxon_words
 
 
 def kept_pods(folder: Path) -> pd.DataFrame:
@@ -126,13 +126,6 @@ def one_seed(seed: int, root: Path, ks: list[int], device: str) -> dict:
     }
 
 
-def _wilcoxon(a: list[float], b: list[float]) -> str:
-    """How often a is above b, and the paired test's one-sided p (a > b) and two-sided (`tournament_value.wilcoxon`)."""
-    above = sum(x > y for x, y in zip(a, b, strict=True))
-    greater, two = wilcoxon(a, b)
-    return f"above on {above} of {len(a)}, one-sided p = {greater:.3f}, two-sided {two:.3f}"
-
-
 def spearman(record: dict) -> float:
     """The rank correlation of validation and test over a seed's kept pods."""
     return float(
@@ -176,7 +169,10 @@ def report(found: list[dict], ks: list[int]) -> str:
     single = [f["single_best"] for f in found]
     median_pod = [statistics.median(p["test"] for p in f["pods"]) for f in found]
     best = [f["best_pod"]["test"] for f in found]
-    lines += ["", f"Single run's best snapshot against the median kept pod, test: {_wilcoxon(single, median_pod)}."]
+    lines += [
+        "",
+        f"Single run's best snapshot against the median kept pod, test: {wilcoxon_words(single, median_pod)}.",
+    ]
     rhos = [spearman(f) for f in found]
     lines.append(f"Spearman (validation, test) over kept pods: median {statistics.median(rhos):+.2f}.")
     for k in shown:
@@ -186,14 +182,14 @@ def report(found: list[dict], ks: list[int]) -> str:
         ens = [f["ensembles"][str(k)]["test"] for f in have]
         lines.append(
             f"Top-{k} ensemble, test, against the best pod: "
-            f"{_wilcoxon(ens, [f['best_pod']['test'] for f in have])}; against the single run: "
-            f"{_wilcoxon(ens, [f['single_best'] for f in have])}; above the best pod on validation on "
+            f"{wilcoxon_words(ens, [f['best_pod']['test'] for f in have])}; against the single run: "
+            f"{wilcoxon_words(ens, [f['single_best'] for f in have])}; above the best pod on validation on "
             f"{sum(f['ensembles'][str(k)]['validation'] > f['best_pod']['validation'] for f in have)} of {len(have)}."
         )
     ceiling = [hindsight_ceiling(f) for f in found]
     lines.append(
         "Hindsight ceiling (the best kept pod or ensemble chosen on the test period), against the single run: "
-        f"{_wilcoxon(ceiling, single)}; by {', '.join(f'{c - s:+.2f}' for c, s in zip(ceiling, single, strict=True))}."
+        f"{wilcoxon_words(ceiling, single)}; by {', '.join(f'{c - s:+.2f}' for c, s in zip(ceiling, single, strict=True))}."
     )
     lines.append(
         f"Medians: single {statistics.median(single):.2f}, best pod {statistics.median(best):.2f}, "
@@ -214,9 +210,9 @@ def result_rule_lines(found: list[dict], single: list[float]) -> list[str]:
         for f in found
     )
     against = (
-        f"Its result, test, against the single run: {_wilcoxon(rule, single)}, not worse by "
+        f"Its result, test, against the single run: {wilcoxon_words(rule, single)}, not worse by "
         f"{100 * NOT_WORSE_MARGIN:g}%: one-sided p = {not_worse(rule, single):.3f}; against the result each run "
-        f"recorded: {_wilcoxon(rule, recorded)}; medians {statistics.median(rule):.2f} and "
+        f"recorded: {wilcoxon_words(rule, recorded)}; medians {statistics.median(rule):.2f} and "
         f"{statistics.median(recorded):.2f}."
     )
     return [f"Today's result rule, replayed: {chosen}.", against, *earlier_rule_lines(found, single, "the single run")]
@@ -245,7 +241,7 @@ def earlier_rule_lines(found: list[dict], other: list[float], name: str) -> list
     if unknown:
         return [f"The earlier rule's result: not in these records (seeds {unknown})."]
     line = (
-        f"The earlier rule's result (the higher validation score), test, against {name}: {_wilcoxon(earlier, other)}, "
+        f"The earlier rule's result (the higher validation score), test, against {name}: {wilcoxon_words(earlier, other)}, "
         f"not worse by {100 * NOT_WORSE_MARGIN:g}%: one-sided p = {not_worse(earlier, other):.3f}; medians "
         f"{statistics.median(earlier):.2f} and {statistics.median(other):.2f}."
     )
@@ -258,7 +254,7 @@ def versus_lines(found: list[dict], other: list[dict]) -> list[str]:
         raise ValueError(f"--versus: other seeds ({[o['seed'] for o in other]}) than the records'")
     ours, theirs = [f["rule"]["test"] for f in found], [o["rule"]["test"] for o in other]
     line = (
-        f"Today's rule's result against the other arm's (--versus), test: {_wilcoxon(ours, theirs)}, not worse by "
+        f"Today's rule's result against the other arm's (--versus), test: {wilcoxon_words(ours, theirs)}, not worse by "
         f"{100 * NOT_WORSE_MARGIN:g}%: one-sided p = {not_worse(ours, theirs):.3f}; medians "
         f"{statistics.median(ours):.2f} and {statistics.median(theirs):.2f}."
     )

@@ -342,6 +342,16 @@ def wilcoxon(a: list[float], b: list[float]) -> tuple[float, float]:
     return (float(scipy_stats.wilcoxon(a, b, alternative="greater").pvalue), float(scipy_stats.wilcoxon(a, b).pvalue))
 
 
+def wilcoxon_words(a: list[float], b: list[float]) -> str:
+    """How often a is above b, and `wilcoxon`'s one-sided p (a > b) and two-sided, in words ("n/a" where every
+    pair is equal: there is nothing to rank)."""
+    above = sum(x > y for x, y in zip(a, b, strict=True))
+    if all(x == y for x, y in zip(a, b, strict=True)):
+        return f"above on 0 of {len(a)}, n/a (all equal)"
+    greater, two = wilcoxon(a, b)
+    return f"above on {above} of {len(a)}, one-sided p = {greater:.3f}, two-sided {two:.3f}"
+
+
 NOT_WORSE_MARGIN = 0.01
 """The margin of the "not worse" tests, fixed before the runs that use it (2026-11-28, fifteenth sitting): the
 result is not worse than an arm when its test Sharpe is above the arm's less 1% of the arm's (|Sharpe| x 0.01),
