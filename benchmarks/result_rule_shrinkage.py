@@ -39,8 +39,12 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tournament.leaderboard import Leaderboard
-from tournament.selection import candidates
-from trader import rundir
+from tournament.selection import candidates, ensemble_record
+from trader import rundir, stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
+from tournament_pods_test import earlier_rule_test
+from tournament_value import kept_run
 
 ANNUAL = math.sqrt(252)
 
@@ -62,23 +66,22 @@ def shrunk_best(returns: np.ndarray) -> tuple[float, float, float]:
 
 def one_run(folder: Path, record: dict) -> dict:
     """The shrinkage rule on one kept tournament, beside the choices its record holds."""
-    ranked = Leaderboard.load(folder / rundir.LEADERBOARD).ranked()
-    found = candidates(folder, ranked)
+    found = candidates(folder, Leaderboard.load(folder / rundir.LEADERBOARD).ranked())
     frame = pd.concat([c.daily for c in found], axis=1, join="inner")
-    keys, returns = rundir.read_trials(folder / rundir.TRIALS)
-    rows = np.flatnonzero((keys["pod_id"] == "ensemble").to_numpy())
-    if not len(rows):
+    recorded = ensemble_record(folder)
+    if recorded is None:
         raise SystemExit(f"{folder}: no ensemble in its trials.parquet (fewer than two qualified pods)")
-    ensemble = returns.iloc[rows[0]].dropna()
-    frame, ensemble = frame.align(ensemble, join="inner", axis=0)
+    frame, ensemble = frame.align(recorded[1], join="inner", axis=0)
     best, shrunk, reliability = shrunk_best(frame.to_numpy(dtype=float))
-    ensemble_sharpe = float(ensemble.mean() / ensemble.std(ddof=1))
+    ensemble_sharpe = stats.sharpe_moments(ensemble.to_numpy(dtype=float)).sharpe
     choice = "best" if shrunk > ensemble_sharpe else "ensemble"
-    members = len(rundir.read_json(folder / rundir.SELECTION, version=rundir.SELECTION_VERSION)["members"])
-    test = {"best": record["best_pod"]["test"], "ensemble": record["ensembles"][str(members)]["test"]}
-    earlier = (
-        "best" if record["best_pod"]["validation"] >= record["ensembles"][str(members)]["validation"] else "ensemble"
-    )
+    test = {
+        "best": record["best_pod"]["test"],
+        "ensemble": record["ensembles"][str(len(record["rule"]["members"]))]["test"],
+    }
+    earlier = earlier_rule_test(record)
+    if earlier is None:
+        raise SystemExit(f"seed {record['seed']}: the record holds no validation of the rule's ensemble")
     return {
         "seed": record["seed"],
         "candidates": len(found),
@@ -90,7 +93,7 @@ def one_run(folder: Path, record: dict) -> dict:
         "choice": choice,
         "test": test[choice],
         "today": test[record["rule"]["result"]],
-        "earlier": test[earlier],
+        "earlier": earlier,
     }
 
 
@@ -126,7 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", action="append", required=True, type=Path, help="tournament_pods_test.py --out")
     args = parser.parse_args(argv)
     records = {r["seed"]: r for path in args.records for r in json.loads(path.read_text())}
-    runs = {int(p.name.split("-")[1]): p for folder in args.folders for p in sorted(folder.glob("pbt-*"))}
+    runs = {
+        kept[1]: p
+        for folder in args.folders
+        for p in sorted(folder.iterdir())
+        if (kept := kept_run(p)) and kept[0] == "pbt"
+    }
     missing = sorted(set(runs) - set(records))
     if not runs or missing:
         parser.error(f"no pbt-S run in {args.folders}" if not runs else f"seeds {missing} have no --records")

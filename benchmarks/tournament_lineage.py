@@ -26,7 +26,6 @@ nothing is recomputed.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -36,6 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tournament.leaderboard import lineage
 from trader import rundir
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
+from tournament_value import kept_run
 
 
 def single_record(folder: Path) -> tuple[float, int, float, int]:
@@ -100,8 +102,7 @@ def tournament_record(folder: Path) -> dict:
 
 def seeds_in(root: Path) -> list[int]:
     """The seeds of a --keep-runs folder: those with a run folder of any arm."""
-    found = (re.fullmatch(r"(?:single|pbt|random)-(\d+)", p.name) for p in root.iterdir())
-    return sorted({int(m.group(1)) for m in found if m})
+    return sorted({kept[1] for kept in map(kept_run, root.iterdir()) if kept})
 
 
 def _tournament_cells(folder: Path) -> tuple[str, str, str, str]:

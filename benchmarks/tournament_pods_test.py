@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tournament import TournamentConfig
 from tournament.leaderboard import Leaderboard
 from tournament.orchestrator import validate_ensemble
-from tournament.selection import Candidate
+from tournament.selection import Candidate, Selection
 from trader import rundir
 from trader.agents.ensemble import load_ensemble
 from trader.backtesting.engine import run_backtest
@@ -74,8 +74,9 @@ def kept_pods(folder: Path) -> pd.DataFrame:
     return pods.loc[kept, ["pod_id", "generation", "score"]].reset_index(drop=True)
 
 
-def one_seed(seed: int, root: Path, ks: list[int], device: str) -> dict:
-    """The seed's test Sharpe of every kept pod, of the single run's two snapshots and of the top-k ensembles."""
+def one_seed(seed: int, root: Path, ks: list[int], device: str, replay: tuple[Selection, str]) -> dict:
+    """The seed's test Sharpe of every kept pod, of the single run's two snapshots and of the top-k ensembles,
+    and of today's rule's result (``replay``: `tournament_value.today_rule` on the seed's run)."""
     folder, single = root / f"pbt-{seed}", root / f"single-{seed}"
     config = TournamentConfig.from_dict(rundir.read_toml(folder / rundir.TOURNAMENT))
     ranked = Leaderboard.load(folder / rundir.LEADERBOARD).ranked()
@@ -89,15 +90,16 @@ def one_seed(seed: int, root: Path, ks: list[int], device: str) -> dict:
         paths = [folder / e.checkpoint for e in ranked[:k]]
         strategies[f"top{k}"] = load_ensemble(paths, device)
         ensembles[k], _ = validate_ensemble(config, config.env, folder, members, [1.0 / k] * k)
-    rule, recorded = today_rule(config, folder, ranked)
-    if rule.has_ensemble:
+    rule, recorded = replay
+    same = top_k_of(rule, ranked, ensembles)
+    if rule.has_ensemble and same is None:  # else the top-k ensemble already backtested is the rule's
         paths = [folder / m.checkpoint for m in rule.members]
         strategies["ensemble"] = load_ensemble(paths, device, rule.weights)
     dataset, backtest = run_backtest_rules(folder)
     result = run_backtest(dataset, strategies, baselines=[], period="test", config=backtest, device=device)
     test = {name: float(result.metrics.loc[name, "sharpe_ratio"]) for name in strategies}
     best = ranked[0]
-    test_of = {"best": test[best.pod_id], "ensemble": test.get("ensemble")}
+    test_of = {"best": test[best.pod_id], "ensemble": test.get("ensemble" if same is None else f"top{same}")}
     return {
         "seed": seed,
         "pods": [
@@ -124,6 +126,15 @@ def one_seed(seed: int, root: Path, ks: list[int], device: str) -> dict:
         },
         "recorded_result": {"result": recorded, "test": test_of[recorded]},
     }
+
+
+def top_k_of(rule: Selection, ranked: list, ensembles: dict[int, float]) -> int | None:
+    """k where the rule's ensemble is the leaderboard's equally weighted top k among ``ensembles`` (already
+    validated and backtested); None where it is another or there is none."""
+    k = len(rule.members)
+    equal = all(math.isclose(w, 1.0 / k) for w in rule.weights)
+    ids = [m.pod_id for m in rule.members]
+    return k if rule.has_ensemble and equal and k in ensembles and ids == [e.pod_id for e in ranked[:k]] else None
 
 
 def spearman(record: dict) -> float:
@@ -342,9 +353,17 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             parser.error(f"{root}: seed(s) {missing} have no row in --rows")
         seeds += [(seed, root) for seed in found]
+    replays = {}
+    for seed, root in seeds:  # a run of another membership rule is refused before any backtest
+        try:
+            replays[seed] = today_rule(root / f"pbt-{seed}")
+        except ValueError as error:
+            parser.error(str(error))
+        if replays[seed] is None:
+            parser.error(f"{root / f'pbt-{seed}'}: no pod finished: nothing to backtest")
     records = []
     for seed, root in seeds:
-        record = one_seed(seed, root, ks, args.device)
+        record = one_seed(seed, root, ks, args.device, replays[seed])
         if rows and not math.isclose(record["best_pod"]["test"], rows[seed]["best_pod"]["sharpe"], abs_tol=1e-9):
             raise SystemExit(
                 f"seed {seed}: the best pod's test Sharpe is not the row's: this backtest is not the benchmark's"

@@ -66,8 +66,7 @@ from market_envs.data import load
 from tournament import TournamentConfig, run
 from tournament.events import EventLog
 from tournament.leaderboard import Leaderboard
-from tournament.orchestrator import validate_ensemble
-from tournament.selection import Candidate, Selection, select
+from tournament.selection import Candidate, Selection, ensemble_record, select
 from trader import rundir
 from trader.backtesting.engine import BacktestConfig, run_backtest
 from trader.backtesting.runs import contents_trials, read_run, run_strategies
@@ -176,12 +175,12 @@ def one_seed(seed: int, args: argparse.Namespace, rules: dict, configs: dict, ro
 
 
 def score_arms(
-    seed: int, folders: dict[str, Path], args: argparse.Namespace, rules: dict, replay: bool = False
+    seed: int, folders: dict[str, Path], args: argparse.Namespace, rules: dict, replayed: dict | None = None
 ) -> dict:
     """The seed's row: one backtest of the test period holding every arm of its trained ``folders``.
 
-    ``replay``: each tournament's result is today's result rule replayed on it (`today_rule`), not the one
-    its ``selection.json`` recorded (runs kept from before the rule changed); the row keeps both."""
+    ``replayed``: each tournament's result as today's rule chose it on replay (`replayed_results`), not the
+    one its ``selection.json`` recorded (runs kept from before the rule changed); the row keeps both."""
     folders = dict(folders)
     single = folders.pop("single")
     policies, trials, results, recorded = {}, {}, {}, {}
@@ -192,7 +191,7 @@ def score_arms(
         ("result", folders["pbt"], None),
     ):
         contents = read_run(folder)
-        chosen = pick or (replayed_result(folder) if replay else contents.result) or "best"
+        chosen = pick or (replayed[arm] if replayed else contents.result) or "best"
         if pick is None:
             results[arm], recorded[arm] = chosen, contents.result
         found = run_strategies(contents, args.device)
@@ -211,7 +210,7 @@ def score_arms(
         device=args.device,
     )
     row = {"seed": seed, "results": results}
-    if replay:
+    if replayed:
         row["recorded_results"] = recorded
     for search, folder in folders.items():  # one read of each tournament's log
         finished, seconds = pod_log(folder)
@@ -233,29 +232,43 @@ def score_arms(
     return row
 
 
-def today_rule(config: TournamentConfig, folder: Path, ranked: list) -> tuple[Selection, str]:
+def today_rule(folder: Path) -> tuple[Selection, str] | None:
     """Today's result rule replayed on a kept tournament (`tournament.selection.select`; nothing written), and
-    the result the run recorded (``selection.json``, chosen by the rule of its day). The members must be the
-    run's: only the choice between the best pod and the ensemble is replayed (the ensemble's validation pass
-    is already among the run's trials, so its DSR counts it)."""
-
-    def validate(members: list[Candidate], weights: list[float]) -> tuple[float, pd.Series | None]:
-        return validate_ensemble(config, config.env, folder, members, weights)
-
-    rule, _ = select(folder, ranked, config.ensemble_k, config.ensemble_weighting, validate)
-    recorded = rundir.read_json(folder / rundir.SELECTION, version=rundir.SELECTION_VERSION)
-    if recorded["members"] != [m.pod_id for m in rule.members]:
-        raise SystemExit(f"{folder}: its members {recorded['members']} are not today's rule's: a run of another rule")
-    return rule, recorded["result"]
-
-
-def replayed_result(folder: Path) -> str | None:
-    """Today's result ("best" or "ensemble") of a kept tournament (`today_rule`); None without a finished pod."""
+    the result the run recorded (``selection.json``, chosen by the rule of its day); None without a finished pod.
+    The members must be the run's (ValueError otherwise): only the choice between the best pod and the ensemble
+    is replayed, on the ensemble's validation pass as the run recorded it (`tournament.selection.ensemble_record`;
+    already among the run's trials, so its DSR counts it)."""
     ranked = Leaderboard.load(folder / rundir.LEADERBOARD).ranked()
     if not ranked:
         return None
     config = TournamentConfig.from_dict(rundir.read_toml(folder / rundir.TOURNAMENT))
-    return today_rule(config, folder, ranked)[0].result
+    recorded = rundir.read_json(folder / rundir.SELECTION, version=rundir.SELECTION_VERSION)
+
+    def recorded_pass(members: list[Candidate], weights: list[float]) -> tuple[float, pd.Series | None]:
+        found = ensemble_record(folder)
+        if [m.pod_id for m in members] != recorded["members"] or found is None:
+            raise ValueError(
+                f"{folder}: its members {recorded['members']} are not today's rule's: a run of another rule"
+            )
+        return found
+
+    rule, _ = select(folder, ranked, config.ensemble_k, config.ensemble_weighting, recorded_pass)
+    if recorded["members"] != [m.pod_id for m in rule.members]:
+        raise ValueError(f"{folder}: its members {recorded['members']} are not today's rule's: a run of another rule")
+    return rule, recorded["result"]
+
+
+def replayed_results(folders: dict[str, Path]) -> dict[str, str | None]:
+    """Today's result ("best" or "ensemble"; None without a finished pod) of a seed's kept tournaments
+    (`today_rule`), by arm: ``random`` and ``result`` (PBT's)."""
+    replays = {arm: today_rule(folders[search]) for arm, search in (("random", "random"), ("result", "pbt"))}
+    return {arm: None if replay is None else replay[0].result for arm, replay in replays.items()}
+
+
+def kept_run(path: Path) -> tuple[str, int] | None:
+    """(arm, seed) of a run folder ``--keep-runs`` wrote (``single-S``, ``random-S``, ``pbt-S``); None for anything else."""
+    arm, _, seed = path.name.rpartition("-")
+    return (arm, int(seed)) if arm in TRAINED and seed.isdigit() and path.is_dir() else None
 
 
 def kept_arms(dirs: list[Path]) -> dict[int, dict[str, Path]]:
@@ -267,10 +280,11 @@ def kept_arms(dirs: list[Path]) -> dict[int, dict[str, Path]]:
         if not folder.is_dir():
             raise ValueError(f"{folder}: not a folder")
         for run_dir in sorted(folder.iterdir()):
-            arm, _, seed = run_dir.name.rpartition("-")
-            if arm not in TRAINED or not seed.isdigit() or not run_dir.is_dir():
+            kept = kept_run(run_dir)
+            if kept is None:
                 continue
-            arms = found.setdefault(int(seed), {})
+            arm, seed = kept
+            arms = found.setdefault(seed, {})
             if arm in arms:
                 raise ValueError(f"seed {seed}'s {arm} arm is in two folders: {arms[arm]} and {run_dir}")
             arms[arm] = run_dir
@@ -437,13 +451,18 @@ def from_runs(args: argparse.Namespace, parser: argparse.ArgumentParser, seeds_h
     if again:
         parser.error(f"seeds given twice (in --with-rows and --from-runs): {again}")
     rules, _ = rules_and_configs(args)
-    for folders in kept.values():
+    replayed = {}
+    for seed, folders in kept.items():  # every refusal before the first backtest
         differ = recorded_rules_differ(folders, rules, args.dataset)
         if differ:
             parser.error(f"--from-runs: {differ}")
+        try:
+            replayed[seed] = replayed_results(folders)
+        except ValueError as err:
+            parser.error(f"--from-runs: {err}")
     rows = []
     for seed, folders in kept.items():
-        rows.append(score_arms(seed, folders, args, rules, replay=True))
+        rows.append(score_arms(seed, folders, args, rules, replayed[seed]))
         if args.out:  # after each seed, as for trained ones
             Path(args.out).write_text(json.dumps(rows, indent=1))
     return rows

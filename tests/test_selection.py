@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
+from market_envs.env import EnvConfig, aim_weights
 from tournament import TournamentConfig
 from tournament.generator import PodGenerator, perturb, sample
 from tournament.leaderboard import Entry, Leaderboard
@@ -25,13 +26,13 @@ from tournament.selection import (
     Candidate,
     candidates,
     choose,
+    ensemble_record,
     member_weights,
     members,
 )
 from trader import rundir
 from trader.agents import get_spec, make_agent
 from trader.agents.ensemble import EnsemblePolicy
-from market_envs.env import EnvConfig, aim_weights
 from trader.errors import UserError
 
 DAYS = pd.bdate_range("2023-01-02", periods=120)
@@ -306,6 +307,9 @@ def test_qualified_pods_form_an_ensemble_whose_pass_is_one_more_trial(tiny_tourn
     assert len(keys) == pod_trials + 1 and keys["pod_id"].iloc[-1] == "ensemble"
     assert keys["score"].iloc[-1] == pytest.approx(chosen.ensemble_score)
     ensemble_daily = returns.iloc[-1].dropna()
+    score, recorded_daily = ensemble_record(root)  # the pass a replay of the rule reads back
+    assert score == keys["score"].iloc[-1] and recorded_daily.equals(ensemble_daily)
+    assert ensemble_record(root / rundir.PODS_DIR) is None
     assert chosen.choice == choose(chosen.candidates[0], chosen.ensemble_score, ensemble_daily, pod_trials)
     assert rundir.read_json(root / rundir.SELECTION)["comparison"]["best_of"] == pod_trials
     # the backtest reads the ensemble from selection.json, and deflates by every trial, the ensemble's too

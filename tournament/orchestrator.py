@@ -557,10 +557,10 @@ def validate_ensemble(
 def _append_trial(root: Path, score: float, daily: Any) -> None:
     """The ensemble's validation pass as one more row of the tournament's ``trials.parquet``."""
     path = root / rundir.TRIALS
-    row = rundir.trials_frame(pd.DataFrame({"pod_id": ["ensemble"], "step": [0], "score": [score]}), [daily])
+    row = rundir.trials_frame(pd.DataFrame({"pod_id": [rundir.ENSEMBLE_TRIAL], "step": [0], "score": [score]}), [daily])
     if path.is_file():
         frame = rundir.read_parquet(path)
-        row = pd.concat([frame[frame["pod_id"] != "ensemble"], row], ignore_index=True)
+        row = pd.concat([frame[frame["pod_id"] != rundir.ENSEMBLE_TRIAL], row], ignore_index=True)
     rundir.write_parquet(path, row)
 
 

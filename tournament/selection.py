@@ -204,6 +204,17 @@ def validation_record(pod: Path) -> pd.Series | None:
     return None if not len(rows) else returns.iloc[rows[0]].dropna()
 
 
+def ensemble_record(root: str | Path) -> tuple[float, pd.Series] | None:
+    """The ensemble's validation pass as the tournament recorded it (its ``trials.parquet`` row
+    `rundir.ENSEMBLE_TRIAL`): (score, daily returns); None where it recorded none."""
+    path = Path(root) / rundir.TRIALS
+    if not path.is_file():
+        return None
+    keys, returns = rundir.read_trials(path)
+    rows = np.flatnonzero((keys["pod_id"] == rundir.ENSEMBLE_TRIAL).to_numpy())
+    return None if not len(rows) else (float(keys["score"].iloc[rows[0]]), returns.iloc[rows[0]].dropna())
+
+
 def members(ranked: list[Candidate], k: int) -> list[Candidate]:
     """The qualified candidates, best first, at most ``k``."""
     return [c for c in ranked if c.qualified][:k]
@@ -275,7 +286,7 @@ def best_of(root: str | Path, candidates: int) -> int:
     path = Path(root) / rundir.TRIALS
     if not path.is_file():
         return candidates
-    return int((rundir.read_parquet(path)["pod_id"] != "ensemble").sum())
+    return int((rundir.read_parquet(path)["pod_id"] != rundir.ENSEMBLE_TRIAL).sum())
 
 
 def _number(value: float) -> float | None:

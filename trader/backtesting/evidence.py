@@ -82,7 +82,7 @@ def run_trials(run_dir: str | Path, kind: str, best_pod: str | None, baselines: 
         sharpes = keys["score"].to_numpy(dtype=float)
         found["best"] = Trials(sharpes, returns, _winner(root, kind, keys, best_pod))
         if kind == "tournament":
-            rows = np.flatnonzero((keys["pod_id"] == "ensemble").to_numpy()) if "pod_id" in keys else []
+            rows = np.flatnonzero((keys["pod_id"] == rundir.ENSEMBLE_TRIAL).to_numpy()) if "pod_id" in keys else []
             found["ensemble"] = Trials(sharpes, returns, int(rows[0]) if len(rows) else None)
     for folder in baselines:
         sidecar = rundir.read_baseline(folder)
