@@ -88,7 +88,7 @@ def test_a_row_scored_from_kept_runs_is_the_row_training_printed(tmp_path: Path)
     """Train one seed's arms for a few seconds each and keep them; --from-runs scores the same folders again.
     Today's rule replayed is the rule they were trained under, so every arm's test Sharpe, drawdown and DSR,
     and each tournament's result, are the training run's to the digit. Then flags whose rules the runs did not
-    record are refused."""
+    record are refused, and so is a run whose recorded members are not today's rule's, before any backtest."""
     trained = _script([*TINY, "--seeds", "1", "--first-seed", "5", "--minutes", "0.25", "--keep-runs", "kept",
                        "--out", "trained.json"], tmp_path, timeout=600)  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-2000:]
@@ -101,3 +101,9 @@ def test_a_row_scored_from_kept_runs_is_the_row_training_printed(tmp_path: Path)
         assert second[arm] == first[arm], arm
     refused = _script([*TINY, "--from-runs", "kept", "--cost", "0.001"], tmp_path)
     assert refused.returncode == 2 and "was trained under other rules than these flags give" in refused.stderr
+    selection = tmp_path / "kept" / "pbt-5" / "selection.json"
+    recorded = json.loads(selection.read_text())
+    selection.write_text(json.dumps({**recorded, "members": ["p9998", "p9999"]}))  # as a run of another rule
+    refused = _script([*TINY, "--from-runs", "kept", "--out", "other.json"], tmp_path)
+    assert refused.returncode == 2 and "are not today's rule's" in refused.stderr
+    assert not (tmp_path / "other.json").exists()  # refused before any backtest
