@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
@@ -334,6 +335,14 @@ def test_return_and_sharpe_score_uses_portfolio_values() -> None:
     )
     with pytest.raises(ConfigError, match="score_by"):
         return_and_sharpe_score(score_by="sortino")
+    assert "bar_sharpe" not in out  # no timestamps: no days to count
+    with pytest.raises(ConfigError, match="timestamps"):
+        return_and_sharpe_score(score_by="bar_sharpe")
+    stamps = pd.DatetimeIndex(["2024-03-04 10:00", "2024-03-04 11:00", "2024-03-05 10:00", "2024-03-05 11:00"])
+    by_bars = return_and_sharpe_score(score_by="bar_sharpe", timestamps=stamps)(record)
+    first, second = np.array([0.1, -0.1, 0.1]), np.array([-0.01, 98.0 / 99.0 - 1.0])  # the bars after the first
+    expected = (metrics.bar_sharpe_ratio(first, stamps[1:]) + metrics.bar_sharpe_ratio(second, stamps[1:3])) / 2
+    assert by_bars["score"] == by_bars["bar_sharpe"] == pytest.approx(expected, rel=1e-6)  # float32 values
 
 
 def _pendulum_agent(seed: int = 0) -> Any:

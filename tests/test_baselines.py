@@ -215,6 +215,35 @@ class Constant:
         return torch.full((obs.shape[0], 4), self.level)
 
 
+def test_the_validation_score_is_the_bar_sharpe_of_the_backtests_bars_and_the_daily_sharpe_is_kept(
+    recipe: Path,
+) -> None:
+    """The evaluator's score on a minute panel is the Sharpe ratio of the bar returns the backtest engine
+    computes independently on the same period and rules (`trader.metrics.bar_sharpe_ratio`); its ``sharpe``
+    is the backtest's daily Sharpe ratio; ``score_by="sharpe"`` (FinRL's rule) scores by the latter."""
+    from trader import metrics
+
+    data = load(str(recipe))
+    train = data.period("train")
+    data = data.with_normalization(train.feature_mean, train.feature_std)
+    validation = data.period("validation")
+    rules = EnvConfig(buy_cost=0.0, sell_cost=0.0)
+    stubs = {"buy": Constant(1.0), "part": Constant(0.3)}
+    config = BacktestConfig(
+        initial_cash=rules.initial_cash, buy_cost=0.0, sell_cost=0.0, tear_sheet=False, policy_env=rules
+    )
+    result = run_backtest(validation, stubs, baselines=[], config=config)
+    for name, stub in stubs.items():
+        series = result.series[name].iloc[1:]  # the backtest's first bar holds no position yet (return 0)
+        bar = metrics.bar_sharpe_ratio(series["return"].to_numpy(dtype=float), series.index)
+        scored = market_evaluator(validation, rules).evaluate(stub)
+        assert scored["score"] == pytest.approx(bar, rel=1e-6) and scored["bar_sharpe"] == scored["score"]
+        assert scored["sharpe"] == pytest.approx(float(result.metrics.loc[name, "sharpe_ratio"]), rel=1e-6)
+        assert scored["bar_sharpe"] != pytest.approx(scored["sharpe"], rel=1e-3)  # intraday: two statistics
+        daily = market_evaluator(validation, rules, score_by="sharpe").evaluate(stub)
+        assert daily["score"] == daily["sharpe"] == pytest.approx(scored["sharpe"], rel=1e-12)
+
+
 def test_the_ensemble_picks_per_window_the_best_validation_sharpe_of_the_backtest(recipe: Path) -> None:
     """Stub learners (buy, hold cash, sell what is held): per window the choice is the
     learner whose validation Sharpe is the highest, the Sharpe computed independently
@@ -229,7 +258,8 @@ def test_the_ensemble_picks_per_window_the_best_validation_sharpe_of_the_backtes
 
     def fit(learner, panel, validation, k):
         fitted.append((learner, k, panel.end < validation.start))
-        return stubs[learner], market_evaluator(validation, rules).evaluate(stubs[learner])["score"], {}
+        evaluator = market_evaluator(validation, rules, score_by="sharpe")  # FinRL's rule: the daily Sharpe
+        return stubs[learner], evaluator.evaluate(stubs[learner])["score"], {}
 
     choices = finrl.run_ensemble(data, windows, fit)
     assert all(before for _, _, before in fitted) and len(fitted) == 6

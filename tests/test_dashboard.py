@@ -648,7 +648,7 @@ def test_the_training_pages_best_validation_is_the_score_that_chose_best_json(bu
     table = next(d.value for d in at.dataframe if "best validation score" in d.value.columns)
     best = json.loads((built / "ppo" / "checkpoints" / "best.json").read_text())["info"]["validation"]
     assert table.loc["ppo", "best validation score"] == pytest.approx(best["score"], rel=1e-12)
-    assert best["score"] == best["sharpe"]  # a market run's score is its validation Sharpe ratio
+    assert best["score"] == best["bar_sharpe"]  # a market run's score: the Sharpe ratio of its validation bars
 
 
 def test_tournament_pods_join_the_training_page(built: Path) -> None:

@@ -289,6 +289,48 @@ def test_summary_of_intraday_equals_summary_of_daily() -> None:
     assert isinstance(one, dict) and one["sharpe_ratio"] == pytest.approx(table.loc["agent", "sharpe_ratio"])
 
 
+def test_bar_sharpe_known_answer_nan_bars_skipped_and_days_counted_from_defined_bars() -> None:
+    returns = np.array([0.01, 0.02, -0.01, 0.005, np.nan])  # 4 defined bars over 2 exchange dates
+    bars = returns[:4]
+    expected = bars.mean() / bars.std(ddof=1) * np.sqrt(4 / 2 * metrics.TRADING_DAYS_PER_YEAR)
+    assert metrics.bar_sharpe_ratio(returns, _two_sessions()) == pytest.approx(expected, rel=1e-12)
+    only_first_day = np.array([0.01, 0.02, -0.01, np.nan, np.nan])  # 3 bars, one date
+    first = only_first_day[:3]
+    expected = first.mean() / first.std(ddof=1) * np.sqrt(3 * metrics.TRADING_DAYS_PER_YEAR)
+    assert metrics.bar_sharpe_ratio(only_first_day, _two_sessions()) == pytest.approx(expected, rel=1e-12)
+
+
+def test_bar_sharpe_of_one_bar_a_day_is_the_daily_sharpe_and_columns_keep_their_names() -> None:
+    rng = np.random.default_rng(3)
+    days = pd.bdate_range("2024-01-02", periods=40).tz_localize("America/New_York") + pd.Timedelta(hours=16)
+    returns = pd.DataFrame(rng.normal(0.001, 0.01, size=(40, 2)), columns=["a", "b"])
+    returns.iloc[5, 1] = np.nan
+    bar = metrics.bar_sharpe_ratio(returns, days)
+    assert list(bar.index) == ["a", "b"]
+    daily = metrics.sharpe_ratio(metrics.daily_returns(returns, days))
+    np.testing.assert_allclose(bar.to_numpy(), daily.to_numpy(), rtol=1e-12)
+    assert isinstance(metrics.bar_sharpe_ratio(returns["a"].to_numpy(), days), float)
+
+
+def test_bar_sharpe_estimates_the_daily_sharpe_with_a_smaller_error_calibrated_by_simulation() -> None:
+    """Uncorrelated minute bars (78 a day, 63 days: a validation period) of a strategy whose true annualised
+    Sharpe ratio is 20: the bar Sharpe ratio is centred on it as the daily one is, with a smaller spread
+    (theory: the daily estimate's variance is about 1 + SR_day^2 / 2 = 1.79 times the bar estimate's)."""
+    rng = np.random.default_rng(11)
+    per_day, days, true = 78, 63, 20.0
+    stamps = pd.DatetimeIndex(
+        [d + pd.Timedelta(minutes=5 * i) for d in pd.bdate_range("2024-01-02", periods=days) for i in range(per_day)]
+    )
+    bar_sigma = 0.001
+    bar_mean = true / np.sqrt(metrics.TRADING_DAYS_PER_YEAR * per_day) * bar_sigma
+    returns = rng.normal(bar_mean, bar_sigma, size=(per_day * days, 400))
+    bar = metrics.bar_sharpe_ratio(returns, stamps)
+    daily = metrics.sharpe_ratio(metrics.daily_returns(returns, stamps).to_numpy())
+    assert abs(np.mean(bar) - true) < 3 * np.std(bar) / np.sqrt(400)
+    assert abs(np.mean(daily) - true) < 0.05 * true  # the daily estimate's small-sample bias is about 1%
+    assert 1.4 < np.var(daily) / np.var(bar) < 2.5
+
+
 def test_summary_turnover_is_daily_traded_over_closing_value() -> None:
     returns = np.zeros(5)
     traded = np.array([100.0, 50.0, 0.0, 300.0, 0.0])

@@ -89,8 +89,8 @@ def test_train_on_a_market_panel(tmp_path: Path) -> None:
         env_config={"episode_length": 20},
     )
     metrics = pd.read_parquet(tmp_path / "market" / "metrics.parquet")
-    assert {"val_score", "val_sharpe", "val_return"} <= set(metrics.columns)
-    assert metrics["val_score"].equals(metrics["val_sharpe"])
+    assert {"val_score", "val_sharpe", "val_bar_sharpe", "val_return"} <= set(metrics.columns)
+    assert metrics["val_score"].equals(metrics["val_bar_sharpe"])  # validation ranks by the bars' Sharpe ratio
     meta = read_metadata(tmp_path / "market" / "checkpoints" / "best")
     assert meta["data_window"]["train"][0] == str(stamps[0])
     assert meta["data_window"]["validation"][0] == str(stamps[60])

@@ -89,6 +89,22 @@ def test_trials_frame_aligns_days_and_round_trips(tmp_path: Path) -> None:
     assert np.isnan(returns.iloc[1, 0]) and returns.iloc[1, 1:3].tolist() == [0.02, 0.01]
 
 
+def test_the_trials_sharpe_ratios_are_of_their_daily_returns_not_the_ranking_score(tmp_path: Path) -> None:
+    """Validation ranks by the bars' Sharpe ratio; the DSR deflates by the spread of the trials' daily Sharpe
+    ratios, so `run_trials` reads them from the daily returns (a trial of one day has none: NaN)."""
+    from trader.backtesting.evidence import run_trials
+
+    rng = np.random.default_rng(4)
+    days = pd.bdate_range("2024-03-01", periods=30)
+    daily = [pd.Series(rng.normal(0.001, 0.01, 30), index=days) for _ in range(3)]
+    daily.append(pd.Series([0.01], index=days[:1]))
+    keys = pd.DataFrame({"step": [10, 20, 30, 40], "score": [9.0, 8.0, 7.0, 6.0]})
+    rundir.write_parquet(tmp_path / rundir.TRIALS, rundir.trials_frame(keys, daily))
+    sharpes = run_trials(tmp_path, "train", None, [])["best"].sharpes
+    np.testing.assert_allclose(sharpes[:3], [metrics.sharpe_ratio(d.to_numpy()) for d in daily[:3]], rtol=1e-12)
+    assert np.isnan(sharpes[3])
+
+
 def test_the_report_deflates_the_selected_snapshot_by_its_trials_and_judges_the_selection(tmp_path: Path) -> None:
     from trader.backtesting.engine import run_backtest
     from trader.backtesting.runs import backtest_config, contents_trials, read_run, run_selection, run_strategies

@@ -166,12 +166,12 @@ class Selection:
         if not self.has_ensemble:
             why = "no pod qualified" if qualified == 0 else "only one pod qualified"
             return (
-                f"result: the best pod (validation Sharpe {self.best_score:.2f}); no ensemble: {why} "
+                f"result: the best pod (validation score {self.best_score:.2f}); no ensemble: {why} "
                 f"({bar}, {len(self.candidates)} candidates)"
             )
         chosen = "the ensemble" if self.result == "ensemble" else "the best pod"
         return (
-            f"result: {chosen} (validation Sharpe: ensemble of {len(self.members)} "
+            f"result: {chosen} (validation score: ensemble of {len(self.members)} "
             f"{self.ensemble_score:.2f}, best pod {self.best_score:.2f}; {self.choice.clause()}; members: {bar})"
         )
 

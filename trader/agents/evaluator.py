@@ -77,6 +77,10 @@ def mean_return_score(record: EpisodeRecord) -> dict[str, float]:
     return {"score": mean, "mean_return": mean, "std_return": std, "mean_length": length}
 
 
+SCORES = ("sharpe", "return", "bar_sharpe")
+"""What `return_and_sharpe_score` can make the ``score``."""
+
+
 def return_and_sharpe_score(
     value_key: str = "portfolio_value",
     period: str = trade_metrics.DAILY,
@@ -90,7 +94,10 @@ def return_and_sharpe_score(
         (the evaluator must record it: ``record_info_keys=(value_key,)``).
     :param period: bar length for annualisation, one of `trader.metrics`' periods;
         ignored when ``timestamps`` are given.
-    :param score_by: ``"sharpe"`` or ``"return"``: which metric becomes ``score``.
+    :param score_by: which metric becomes ``score``: ``"sharpe"`` (of the daily returns where
+        ``timestamps`` are given), ``"return"``, or ``"bar_sharpe"`` (`trader.metrics.bar_sharpe_ratio`
+        of the step returns; needs ``timestamps``). ``sharpe`` and ``return`` are always
+        recorded, ``bar_sharpe`` wherever there are timestamps.
     :param timestamps: the bar time of each recorded step (step k ends at bar k+1 of
         a full-period validation env). When given, the step returns are compounded
         into daily returns before the Sharpe ratio, exactly as the backtest report
@@ -101,8 +108,10 @@ def return_and_sharpe_score(
         value after step 0) counts too, as in the backtest; without it the series
         starts at the second step.
     """
-    if score_by not in ("sharpe", "return"):
-        raise ConfigError(f"score_by must be 'sharpe' or 'return', got {score_by!r}")
+    if score_by not in SCORES:
+        raise ConfigError(f"score_by must be one of {', '.join(map(repr, SCORES))}, got {score_by!r}")
+    if score_by == "bar_sharpe" and timestamps is None:
+        raise ConfigError("score_by='bar_sharpe' needs the bars' timestamps (to count the days)")
     return MarketScore(value_key, period, score_by, timestamps, initial_value)
 
 
@@ -139,18 +148,30 @@ class MarketScore:
             steps = min(len(returns), len(self.timestamps))  # rows past the episode are masked
             daily = trade_metrics.daily_returns(returns[:steps], self.timestamps[:steps])
             sharpe = _mean_of_defined(trade_metrics.sharpe_ratio(daily.to_numpy(), period=trade_metrics.DAILY))
+            bar_sharpe = _mean_of_defined(trade_metrics.bar_sharpe_ratio(returns[:steps], self.timestamps[:steps]))
             self.daily = daily.iloc[:, 0].rename(None)
         metrics = {"return": float(total), "sharpe": float(sharpe)}
+        if self.timestamps is not None:
+            metrics["bar_sharpe"] = float(bar_sharpe)
         metrics.update(mean_return_score(record))
         metrics["score"] = metrics[self.score_by]
         return metrics
 
 
-def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", compile: bool = False) -> Evaluator:
+def market_evaluator(
+    data: Any, rules: Any, device: torch.device | str = "cpu", compile: bool = False, score_by: str = "bar_sharpe"
+) -> Evaluator:
     """The validation evaluator of market runs: one deterministic pass over `data`
-    (a `MarketData` period) under the env `rules`, scored by the Sharpe ratio of the
-    daily returns, as every backtest report computes it. Baselines are selected by it
-    too (`trader.baselines`), and a tournament's ensemble (`tournament.orchestrator`).
+    (a `MarketData` period) under the env `rules`, scored by the Sharpe ratio of its bar
+    returns (`trader.metrics.bar_sharpe_ratio`): on daily bars the daily Sharpe ratio every
+    backtest report computes; on intraday bars the same mean over a spread measured from
+    every bar, which ranks near-equal candidates (a tournament's pods, a run's snapshots)
+    by their test Sharpe far better than 63 daily returns do (benchmarks/RESULTS.md,
+    "Validation at the bar's resolution"). The pass records the daily Sharpe ratio too
+    (``sharpe``) and keeps its daily returns as the trial's record. Baselines are selected
+    by it too (`trader.baselines`), and a tournament's ensemble (`tournament.orchestrator`);
+    ``score_by="sharpe"`` scores by the daily Sharpe ratio instead, where a published rule
+    says so (FinRL's ensemble, `trader.libraries.finrl`).
 
     The pass is one env step per bar with a single sub-environment, so its time is the
     step's fixed overhead times the bars, whatever the number of tickers. ``compile``
@@ -163,7 +184,7 @@ def market_evaluator(data: Any, rules: Any, device: torch.device | str = "cpu", 
     score = return_and_sharpe_score(
         "value",
         trade_metrics.DAILY,
-        score_by="sharpe",
+        score_by=score_by,
         timestamps=data.timestamps[1:],
         initial_value=rules.initial_cash,
     )

@@ -160,6 +160,6 @@ def _tournament_line(outcome: Any) -> str:
     best = outcome.leaderboard.best()
     if best is not None:
         line += (
-            f"; best validation Sharpe {best.score:.2f} ({best.algo} pod {best.pod_id}, generation {best.generation})"
+            f"; best validation score {best.score:.2f} ({best.algo} pod {best.pod_id}, generation {best.generation})"
         )
     return line

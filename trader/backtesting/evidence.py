@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trader import rundir, stats
+from trader import metrics, rundir, stats
 from trader.errors import ConfigError
 from trader.stats import (
     TRADING_DAYS,
@@ -79,7 +79,7 @@ def run_trials(run_dir: str | Path, kind: str, best_pod: str | None, baselines: 
     found: dict[str, Trials] = {}
     if (root / rundir.TRIALS).is_file():
         keys, returns = rundir.read_trials(root / rundir.TRIALS)
-        sharpes = keys["score"].to_numpy(dtype=float)
+        sharpes = trial_sharpes(returns)
         found["best"] = Trials(sharpes, returns, _winner(root, kind, keys, best_pod))
         if kind == "tournament":
             rows = np.flatnonzero((keys["pod_id"] == rundir.ENSEMBLE_TRIAL).to_numpy()) if "pod_id" in keys else []
@@ -90,6 +90,14 @@ def run_trials(run_dir: str | Path, kind: str, best_pod: str | None, baselines: 
         if scores:
             found[folder.name] = Trials(np.array([np.nan if s is None else s for s in scores], dtype=float))
     return found
+
+
+def trial_sharpes(returns: pd.DataFrame) -> np.ndarray:
+    """Each trial's annualised Sharpe ratio of its daily validation returns (rows: trials; NaN where
+    it has fewer than two days). Not the trials' recorded ``score``: validation ranks by the Sharpe ratio
+    of the bar returns (`trader.agents.evaluator.market_evaluator`), while every DSR is of daily returns,
+    and the spread of the trials' Sharpe ratios it deflates by must be of the same returns."""
+    return np.asarray(metrics.sharpe_ratio(returns.to_numpy(dtype=float).T), dtype=float).reshape(len(returns))
 
 
 def _winner(root: Path, kind: str, keys: pd.DataFrame, best_pod: str | None) -> int | None:

@@ -151,7 +151,7 @@ def main(spec_path: str) -> int:
     act_dim, obs_dim, how = int(evaluator.env.act_dim), int(evaluator.env.obs_dim), SQUASH[spec["algo"]]
     budget = Budget(steps=spec.get("steps"), seconds=spec.get("seconds"))
     progress = lambda row: print(
-        f"{row['step']:,.0f} steps, {row['seconds']:.0f} s, validation Sharpe {row['score']:.2f}", flush=True
+        f"{row['step']:,.0f} steps, {row['seconds']:.0f} s, validation score {row['score']:.2f}", flush=True
     )  # noqa: E731
     selection = Selection(evaluator, budget, spec["eval_every"], progress)
     while True:

@@ -340,7 +340,7 @@ def _train_one(
 
 
 def _validation_line(row: dict[str, Any]) -> str:
-    return f"{int(row['step']):,} steps, {row['seconds']:.0f} s, validation Sharpe {row['score']:.2f}"
+    return f"{int(row['step']):,} steps, {row['seconds']:.0f} s, validation score {row['score']:.2f}"
 
 
 def _train_sb3(
@@ -461,8 +461,10 @@ def _train_finrl(
         params = hyperparameters(learner, "finrl-ensemble")
         model = make_model(learner, _vec_env("sb3", panel, rules, num_envs, device), params, seed, device)
         path = folder / f"window-{k:02d}-{learner}.zip"
-        # FinRL validates each learner once, after its training: no snapshot selection inside a learner.
-        result = fit(model, market_evaluator(validation, rules, device), share, path, eval_every=0)
+        # FinRL validates each learner once, after its training: no snapshot selection inside a learner;
+        # it picks the learner by the Sharpe ratio of the daily returns.
+        evaluator = market_evaluator(validation, rules, device, score_by="sharpe")
+        result = fit(model, evaluator, share, path, eval_every=0)
         spent["steps"] += result.steps
         spent["seconds"] += result.seconds
         say(

@@ -2,7 +2,7 @@
 
 `fit` trains one SB3 model within a `Budget`, scores a snapshot on the validation
 period every ``eval_every`` env steps and at the end with the evaluator our runs use
-(`trader.agents.evaluator.market_evaluator`: Sharpe ratio of daily returns), and keeps the best
+(`trader.agents.evaluator.market_evaluator`: Sharpe ratio of the bar returns), and keeps the best
 snapshot's model file. `SB3Policy` gives a model our ``act(obs, deterministic)``
 signature, so the evaluator and `trader.backtest` run it like one of our agents.
 

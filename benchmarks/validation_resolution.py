@@ -1,0 +1,213 @@
+"""Would a finer validation score order the tournament's pods better? A pilot on kept runs (issue 42).
+
+The leaderboard scores a pod by the Sharpe ratio of its daily returns over the validation period
+(`trader.training.market_evaluator`): on the costly minute market that is 63 daily returns, and the
+best pod it picks is not reliably the best on test (Spearman of validation and test over a run's pods
+near zero on most seeds, RESULTS "Today's rule, every arm, both markets"). Its daily Sharpe ratio's
+error has two parts: the mean's, and, at these Sharpe ratios (about 1.5 a day), the standard
+deviation's, as large again. The per-bar returns of the same period estimate the standard deviation
+from thousands of bars instead of 63 days; the mean is the same. This script measures whether that
+orders the pods better, before any change to the evaluator:
+
+for every kept tournament run (``pbt-S`` and ``random-S`` of ``tournament_value.py --keep-runs``, found
+in the folders given, `kept_tournaments`), every kept pod is backtested on
+the validation period as ``tournament_pods_test.py`` backtests them on test (the run's recorded rules,
+`arms_backtest_config`), and scored twice: the daily Sharpe ratio (the leaderboard's score until
+2026-11-29) and the Sharpe ratio of its bar returns (`trader.metrics.bar_sharpe_ratio`, the evaluator's
+score since; the backtest's first bar, before any position, left out as the evaluator leaves it out; the
+scores kept in benchmarks/rows/ were computed with it in, one zero return among 16,380 bars, which scales
+every pod's figure alike). Their test Sharpe ratios
+come from ``tournament_pods_test.py``'s records (``--records``, benchmarks/rows/), which also give the
+single run's, so nothing is backtested on test again.
+
+Printed per arm: per seed, the Spearman correlation of each validation score with test over the kept
+pods, and the pod each score ranks first with its test Sharpe; then the medians and paired Wilcoxon
+tests (the per-bar choice against the daily one and against the single run). Nothing in the run folders
+is written. ``--out`` keeps the per-pod scores as JSON; ``--scores`` reports again from such a file.
+
+    OMP_NUM_THREADS=1 python benchmarks/validation_resolution.py runs/fresh-50 runs/random-50 \\
+        --records pbt:benchmarks/rows/tournament_pods_test_minute_rule_seeds50-55.json \\
+        --records random:benchmarks/rows/tournament_pods_test_minute_rule_random_seeds50-54.json --out scores.json
+    python benchmarks/validation_resolution.py --scores scores.json --records ...   # report again
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from scipy import stats as scipy_stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from trader import metrics
+from trader.backtesting.engine import run_backtest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
+from ensemble_lineages import best_checkpoint, run_backtest_rules
+from tournament_pods_test import kept_pods
+from tournament_value import kept_run, wilcoxon_words
+
+ARMS = ("pbt", "random")
+
+
+def kept_tournaments(folders: list[Path], arms: list[str]) -> dict[str, dict[int, Path]]:
+    """Arm -> seed -> run folder: the ``pbt-S`` and ``random-S`` folders of ``--keep-runs`` found in ``folders``
+    (a run's other arms need not be there). Raises ValueError for a folder that is not one, a run found twice,
+    and where none is found."""
+    found: dict[str, dict[int, Path]] = {arm: {} for arm in arms}
+    for folder in folders:
+        if not folder.is_dir():
+            raise ValueError(f"{folder}: not a folder")
+        for run_dir in sorted(folder.iterdir()):
+            kept = kept_run(run_dir)
+            if kept is None or kept[0] not in arms:
+                continue
+            arm, seed = kept
+            if seed in found[arm]:
+                raise ValueError(f"seed {seed}'s {arm} run is in two folders: {found[arm][seed]} and {run_dir}")
+            found[arm][seed] = run_dir
+    if not any(found.values()):
+        raise ValueError(f"no {' or '.join(f'{a}-S' for a in arms)} folder in {', '.join(map(str, folders))}")
+    return found
+
+
+def validation_scores(folder: Path, device: str) -> dict[str, dict[str, float]]:
+    """Pod id -> {"daily", "bar"}: every kept pod of a tournament run backtested on its validation period."""
+    strategies = {p: str(best_checkpoint(folder, p)) for p in kept_pods(folder)["pod_id"]}
+    dataset, rules = run_backtest_rules(folder)
+    result = run_backtest(dataset, strategies, baselines=[], period="validation", config=rules, device=device)
+    return {
+        p: {
+            "daily": float(result.metrics.loc[p, "sharpe_ratio"]),
+            "bar": metrics.bar_sharpe_ratio(result.series[p]["return"].iloc[1:], result.series[p].index[1:]),
+        }
+        for p in strategies
+    }
+
+
+def read_records(given: list[str]) -> dict[str, dict[int, dict]]:
+    """Arm -> seed -> ``tournament_pods_test.py`` record (its pods' test Sharpe, the single run's), from
+    ``ARM:PATH`` arguments. Raises ValueError for another form, an unknown arm or a seed given twice."""
+    found: dict[str, dict[int, dict]] = {arm: {} for arm in ARMS}
+    for item in given:
+        arm, _, path = item.partition(":")
+        if arm not in ARMS or not path:
+            raise ValueError(f"--records takes ARM:PATH with ARM one of {', '.join(ARMS)}, got {item!r}")
+        for record in json.loads(Path(path).read_text()):
+            if record["seed"] in found[arm]:
+                raise ValueError(f"--records: {arm}'s seed {record['seed']} is given twice")
+            found[arm][record["seed"]] = record
+    return found
+
+
+def choice(scores: dict[str, dict[str, float]], tests: dict[str, float], by: str) -> tuple[str, float]:
+    """The pod ``by`` ranks first, and its test Sharpe."""
+    pod = max(scores, key=lambda p: scores[p][by])
+    return pod, tests[pod]
+
+
+def spearman(scores: dict[str, dict[str, float]], tests: dict[str, float], by: str) -> float:
+    pods = sorted(scores)
+    return float(scipy_stats.spearmanr([scores[p][by] for p in pods], [tests[p] for p in pods])[0])
+
+
+def arm_report(arm: str, scores: dict[int, dict], records: dict[int, dict]) -> list[str]:
+    lines = [
+        f"## {arm}",
+        "",
+        (
+            "| seed | pods | Spearman (daily, test) | Spearman (bar, test) | daily's choice: test | bar's choice: test "
+            "| single: test | recorded validation vs backtest's daily, max abs difference |"
+        ),
+        "|---:|---:|---:|---:|---|---|---:|---:|",
+    ]
+    rows = []
+    for seed in sorted(scores):
+        pods, record = scores[seed], records[seed]
+        tests = {p["pod_id"]: p["test"] for p in record["pods"]}
+        recorded = {p["pod_id"]: p["validation"] for p in record["pods"]}
+        daily, bar = choice(pods, tests, "daily"), choice(pods, tests, "bar")
+        gap = max(abs(pods[p]["daily"] - recorded[p]) for p in pods)
+        rows.append((daily[1], bar[1], record["single_best"]))
+        lines.append(
+            f"| {seed} | {len(pods)} | {spearman(pods, tests, 'daily'):+.2f} | {spearman(pods, tests, 'bar'):+.2f} "
+            f"| {daily[0]} {daily[1]:.2f} | {bar[0]} {bar[1]:.2f} | {record['single_best']:.2f} | {gap:.3f} |"
+        )
+    daily, bar, single = (list(column) for column in zip(*rows, strict=True))
+    rho = {
+        by: statistics.median(spearman(scores[s], _tests(records[s]), by) for s in scores) for by in ("daily", "bar")
+    }
+    lines += [
+        "",
+        (
+            f"Median Spearman with test: daily {rho['daily']:+.2f}, bar {rho['bar']:+.2f}. Medians of the chosen pod's "
+            f"test Sharpe: daily {statistics.median(daily):.2f}, bar {statistics.median(bar):.2f}; single "
+            f"{statistics.median(single):.2f}."
+        ),
+        f"Bar's choice against daily's, test: {wilcoxon_words(bar, daily)}.",
+        f"Bar's choice against the single run, test: {wilcoxon_words(bar, single)}.",
+        f"Daily's choice against the single run, test: {wilcoxon_words(daily, single)}.",
+    ]
+    return lines
+
+
+def _tests(record: dict) -> dict[str, float]:
+    return {p["pod_id"]: p["test"] for p in record["pods"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("folders", nargs="*", type=Path, help="folders of tournament_value.py --keep-runs")
+    parser.add_argument(
+        "--records", action="append", default=[], help="ARM:PATH, tournament_pods_test.py --out of that arm (repeat)"
+    )
+    parser.add_argument("--scores", type=Path, default=None, help="report again from an earlier --out")
+    parser.add_argument("--arms", default="pbt,random", help="tournament arms to score (default pbt,random)")
+    parser.add_argument("--out", type=Path, default=None, help="write the per-pod validation scores as JSON here")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    arms = args.arms.split(",")
+    if set(arms) - set(ARMS):
+        parser.error(f"--arms takes {', '.join(ARMS)}, got {args.arms!r}")
+    try:
+        records = read_records(args.records)
+    except (ValueError, OSError) as error:
+        parser.error(str(error))
+    if any(not records[arm] for arm in arms):
+        parser.error("give each arm's test records of tournament_pods_test.py --out (--records ARM:PATH)")
+    if args.out is not None and args.out.exists():
+        parser.error(f"--out {args.out} exists: give a new path")
+    if bool(args.folders) == (args.scores is not None):
+        parser.error("give the folders of tournament_value.py --keep-runs, or --scores, not both")
+    if args.scores is not None:
+        scores = {
+            arm: {int(s): v for s, v in by_seed.items()} for arm, by_seed in json.loads(args.scores.read_text()).items()
+        }
+    else:
+        try:
+            found = kept_tournaments(args.folders, arms)
+        except ValueError as error:
+            parser.error(str(error))
+        scores = {arm: {} for arm in arms}
+        for arm in arms:
+            for seed, folder in sorted(found[arm].items()):
+                scores[arm][seed] = validation_scores(folder, args.device)
+                print(f"seed {seed} {arm}: {len(scores[arm][seed])} pods scored on validation", flush=True)
+        if args.out is not None:
+            args.out.write_text(json.dumps(scores, indent=1))
+    for arm in (a for a in arms if scores.get(a)):
+        lacking = sorted(
+            s for s in scores[arm] if s not in records[arm] or set(scores[arm][s]) - set(_tests(records[arm][s]))
+        )
+        if lacking:
+            parser.error(f"--records: no {arm} record with every kept pod for seed(s) {lacking}")
+        print("\n".join(arm_report(arm, scores[arm], records[arm])) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
