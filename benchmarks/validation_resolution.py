@@ -37,19 +37,25 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from scipy import stats as scipy_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trader import metrics
+from tournament import TournamentConfig
+from tournament.leaderboard import Leaderboard
+from tournament.orchestrator import validate_ensemble
+from tournament.selection import select
+from trader import metrics, rundir
+from trader.agents.ensemble import load_ensemble
 from trader.backtesting.engine import run_backtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
 from ensemble_lineages import best_checkpoint, run_backtest_rules
 from tournament_pods_test import kept_pods
-from tournament_value import kept_run, wilcoxon_words
+from tournament_value import kept_run, not_worse, wilcoxon_words
 
 ARMS = ("pbt", "random")
 
@@ -87,6 +93,120 @@ def validation_scores(folder: Path, device: str) -> dict[str, dict[str, float]]:
         }
         for p in strategies
     }
+
+
+def bar_rule(folder: Path, bars: dict[str, dict[str, float]], device: str) -> dict:
+    """Today's result rule (`tournament.selection.select`) replayed on a kept run with its leaderboard ranked
+    by the bars' Sharpe ratio (``bars``: `validation_scores`), as a run trained today ranks it: the members
+    (PSR(0) of their daily records, unchanged), the ensemble validated again by today's evaluator, the choice.
+    Then the best pod and the ensemble backtested on test: their Sharpe ratio and max drawdown."""
+    config = TournamentConfig.from_dict(rundir.read_toml(folder / rundir.TOURNAMENT))
+    entries = [replace(e, score=bars[e.pod_id]["bar"]) for e in Leaderboard.load(folder / rundir.LEADERBOARD).ranked()]
+    entries.sort(key=lambda e: -e.score)
+
+    def validate(members: list, weights: list[float]) -> tuple[float, object]:
+        return validate_ensemble(config, config.env, folder, members, weights)
+
+    rule, _ = select(folder, entries, config.ensemble_k, config.ensemble_weighting, validate)
+    best = rule.candidates[0]
+    strategies: dict = {"best": str(best_checkpoint(folder, best.pod_id))}
+    if rule.has_ensemble:
+        strategies["ensemble"] = load_ensemble([folder / m.checkpoint for m in rule.members], device, rule.weights)
+    dataset, rules = run_backtest_rules(folder)
+    result = run_backtest(dataset, strategies, baselines=[], period="test", config=rules, device=device)
+    test = {n: [float(result.metrics.loc[n, c]) for c in ("sharpe_ratio", "max_drawdown")] for n in strategies}
+    choice = rule.choice.to_dict()
+    return {
+        "best": {
+            "pod_id": best.pod_id,
+            "validation": best.score,
+            "test": test["best"][0],
+            "max_drawdown": test["best"][1],
+        },
+        "ensemble": None
+        if not rule.has_ensemble
+        else {
+            "members": [m.pod_id for m in rule.members],
+            "validation": rule.ensemble_score,
+            "test": test["ensemble"][0],
+            "max_drawdown": test["ensemble"][1],
+        },
+        "result": rule.result,
+        "z": choice["z"],
+        "critical": choice["critical"],
+    }
+
+
+def rule_test(replayed: dict) -> float:
+    """The test Sharpe of the result a replay chose."""
+    return replayed["best" if replayed["result"] == "best" else "ensemble"]["test"]
+
+
+def rule_report(rules: dict[str, dict[int, dict]], records: dict[str, dict[int, dict]]) -> list[str]:
+    """The replays per seed, then issue 42's tests on them: PBT's result against the single run and against
+    random search's result (paired Wilcoxon, and "not worse" by `tournament_value.NOT_WORSE_MARGIN`), and the
+    ensemble's drawdown against the best pod's."""
+    lines = [
+        "## Today's result rule, the leaderboard ranked by the bars' Sharpe ratio",
+        "",
+        (
+            "| arm | seed | best pod: validation (bar) / test / max DD | ensemble: members, validation (bar) / test / max DD "
+            "| z (needs) | result: test | today's rule on the daily ranking: test | single: test |"
+        ),
+        "|---|---:|---|---|---|---|---:|---:|",
+    ]
+    for arm, by_seed in rules.items():
+        for seed, r in sorted(by_seed.items()):
+            b, e = r["best"], r["ensemble"]
+            ens = (
+                "none"
+                if e is None
+                else f"{len(e['members'])}, {e['validation']:.2f} / {e['test']:.2f} / {e['max_drawdown']:.2%}"
+            )
+            z = "n/a" if r["z"] is None else f"{r['z']:.2f} ({r['critical']:.2f})"
+            record = records[arm][seed]
+            lines.append(
+                f"| {arm} | {seed} | {b['pod_id']} {b['validation']:.2f} / {b['test']:.2f} / {b['max_drawdown']:.2%} "
+                f"| {ens} | {z} | {r['result']} {rule_test(r):.2f} | {record['rule']['test']:.2f} "
+                f"| {record['single_best']:.2f} |"
+            )
+    lines.append("")
+    for arm, by_seed in rules.items():
+        seeds = sorted(by_seed)
+        ours = [rule_test(by_seed[s]) for s in seeds]
+        single = [records[arm][s]["single_best"] for s in seeds]
+        daily = [records[arm][s]["rule"]["test"] for s in seeds]
+        with_ensemble = [by_seed[s]["ensemble"] for s in seeds if by_seed[s]["ensemble"] is not None]
+        shallower = sum(
+            by_seed[s]["ensemble"]["max_drawdown"] >= by_seed[s]["best"]["max_drawdown"]
+            for s in seeds
+            if by_seed[s]["ensemble"] is not None
+        )
+        lines += [
+            (
+                f"{arm}: result medians, test: {statistics.median(ours):.2f} (single {statistics.median(single):.2f}, "
+                f"the daily ranking's result {statistics.median(daily):.2f}); chose the ensemble on "
+                f"{sum(by_seed[s]['result'] == 'ensemble' for s in seeds)} of {len(seeds)}."
+            ),
+            (
+                f"{arm}: result against the single run: {wilcoxon_words(ours, single)}; not worse by 1%: one-sided "
+                f"p = {not_worse(ours, single):.3f}."
+            ),
+            f"{arm}: result against the daily ranking's result: {wilcoxon_words(ours, daily)}.",
+            (
+                f"{arm}: the ensemble's max drawdown no larger than the best pod's on {shallower} of the "
+                f"{len(with_ensemble)} seeds with an ensemble."
+            ),
+        ]
+    if set(rules) == set(ARMS):
+        seeds = sorted(set(rules["pbt"]) & set(rules["random"]))
+        pbt = [rule_test(rules["pbt"][s]) for s in seeds]
+        random = [rule_test(rules["random"][s]) for s in seeds]
+        lines.append(
+            f"PBT's result against random search's (both ranked by the bars), test: {wilcoxon_words(pbt, random)}; "
+            f"not worse by 1%: one-sided p = {not_worse(pbt, random):.3f}."
+        )
+    return lines
 
 
 def read_records(given: list[str]) -> dict[str, dict[int, dict]]:
@@ -168,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scores", type=Path, default=None, help="report again from an earlier --out")
     parser.add_argument("--arms", default="pbt,random", help="tournament arms to score (default pbt,random)")
     parser.add_argument("--out", type=Path, default=None, help="write the per-pod validation scores as JSON here")
+    parser.add_argument(
+        "--rule",
+        action="store_true",
+        help="also replay today's result rule on each run with the leaderboard ranked by the bars (folders needed; "
+        "the scores of --scores are reused where given)",
+    )
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     arms = args.arms.split(",")
@@ -181,24 +307,30 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give each arm's test records of tournament_pods_test.py --out (--records ARM:PATH)")
     if args.out is not None and args.out.exists():
         parser.error(f"--out {args.out} exists: give a new path")
-    if bool(args.folders) == (args.scores is not None):
-        parser.error("give the folders of tournament_value.py --keep-runs, or --scores, not both")
-    if args.scores is not None:
-        scores = {
-            arm: {int(s): v for s, v in by_seed.items()} for arm, by_seed in json.loads(args.scores.read_text()).items()
-        }
-    else:
+    if not args.folders and args.scores is None:
+        parser.error("give the folders of tournament_value.py --keep-runs, or --scores")
+    if args.folders and args.scores is not None and not args.rule:
+        parser.error("folders with --scores: only to replay the rule on the saved scores (--rule)")
+    if args.rule and not args.folders:
+        parser.error("--rule replays the rule on the runs: give their folders")
+    saved = {} if args.scores is None else json.loads(args.scores.read_text())
+    scores = {arm: {int(s): v for s, v in by_seed.items()} for arm, by_seed in saved.get("scores", {}).items()}
+    rules = {arm: {int(s): v for s, v in by_seed.items()} for arm, by_seed in saved.get("rule", {}).items()}
+    if args.folders:
         try:
             found = kept_tournaments(args.folders, arms)
         except ValueError as error:
             parser.error(str(error))
-        scores = {arm: {} for arm in arms}
         for arm in arms:
             for seed, folder in sorted(found[arm].items()):
-                scores[arm][seed] = validation_scores(folder, args.device)
-                print(f"seed {seed} {arm}: {len(scores[arm][seed])} pods scored on validation", flush=True)
+                if seed not in scores.setdefault(arm, {}):
+                    scores[arm][seed] = validation_scores(folder, args.device)
+                    print(f"seed {seed} {arm}: {len(scores[arm][seed])} pods scored on validation", flush=True)
+                if args.rule:
+                    rules.setdefault(arm, {})[seed] = bar_rule(folder, scores[arm][seed], args.device)
+                    print(f"seed {seed} {arm}: the rule replayed ({rules[arm][seed]['result']})", flush=True)
         if args.out is not None:
-            args.out.write_text(json.dumps(scores, indent=1))
+            args.out.write_text(json.dumps({"scores": scores, "rule": rules}, indent=1))
     for arm in (a for a in arms if scores.get(a)):
         lacking = sorted(
             s for s in scores[arm] if s not in records[arm] or set(scores[arm][s]) - set(_tests(records[arm][s]))
@@ -206,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         if lacking:
             parser.error(f"--records: no {arm} record with every kept pod for seed(s) {lacking}")
         print("\n".join(arm_report(arm, scores[arm], records[arm])) + "\n")
+    if rules:
+        print("\n".join(rule_report({a: rules[a] for a in arms if rules.get(a)}, records)))
     return 0
 
 
