@@ -248,7 +248,7 @@ def arm_report(arm: str, scores: dict[int, dict], records: dict[int, dict]) -> l
     rows = []
     for seed in sorted(scores):
         pods, record = scores[seed], records[seed]
-        tests = {p["pod_id"]: p["test"] for p in record["pods"]}
+        tests = pod_tests(record)
         recorded = {p["pod_id"]: p["validation"] for p in record["pods"]}
         daily, bar = choice(pods, tests, "daily"), choice(pods, tests, "bar")
         gap = max(abs(pods[p]["daily"] - recorded[p]) for p in pods)
@@ -259,7 +259,7 @@ def arm_report(arm: str, scores: dict[int, dict], records: dict[int, dict]) -> l
         )
     daily, bar, single = (list(column) for column in zip(*rows, strict=True))
     rho = {
-        by: statistics.median(spearman(scores[s], _tests(records[s]), by) for s in scores) for by in ("daily", "bar")
+        by: statistics.median(spearman(scores[s], pod_tests(records[s]), by) for s in scores) for by in ("daily", "bar")
     }
     lines += [
         "",
@@ -275,7 +275,8 @@ def arm_report(arm: str, scores: dict[int, dict], records: dict[int, dict]) -> l
     return lines
 
 
-def _tests(record: dict) -> dict[str, float]:
+def pod_tests(record: dict) -> dict[str, float]:
+    """Pod id -> test Sharpe, from a ``tournament_pods_test.py`` record."""
     return {p["pod_id"]: p["test"] for p in record["pods"]}
 
 
@@ -333,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out.write_text(json.dumps({"scores": scores, "rule": rules}, indent=1))
     for arm in (a for a in arms if scores.get(a)):
         lacking = sorted(
-            s for s in scores[arm] if s not in records[arm] or set(scores[arm][s]) - set(_tests(records[arm][s]))
+            s for s in scores[arm] if s not in records[arm] or set(scores[arm][s]) - set(pod_tests(records[arm][s]))
         )
         if lacking:
             parser.error(f"--records: no {arm} record with every kept pod for seed(s) {lacking}")
