@@ -13,7 +13,8 @@ empyrical-reloaded, edge cases and NaN handling included:
 
 Annualisation uses `TRADING_DAYS_PER_YEAR` (252) for daily returns. Intraday
 returns are compounded to daily returns by exchange date (`daily_returns`)
-before anything is annualised; `summary` does that for you and is the one place
+before anything is annualised (one exception, `bar_sharpe_ratio`: how validation
+ranks candidates, never a reported figure); `summary` does that for you and is the one place
 where the metrics table of the backtest, the tournament, the CLI and the
 dashboard is computed.
 
@@ -523,8 +524,7 @@ def daily_returns(returns: Any, timestamps: Any, tz: str | None = None) -> pd.Se
         midnight, named "date"); DataFrame columns keep the input's columns.
     """
     frame, one_d = _as_frame(returns, "returns")
-    index = _timestamp_index(timestamps, len(frame), tz)
-    dates = pd.DatetimeIndex(index.tz_localize(None) if index.tz is not None else index).normalize()
+    dates = _exchange_dates(timestamps, len(frame), tz)
     daily = (frame + 1.0).groupby(dates).prod(min_count=1) - 1.0
     daily.index.name = "date"
     if not one_d:
@@ -556,8 +556,7 @@ def bar_sharpe_ratio(returns: Any, timestamps: Any, tz: str | None = None) -> An
     :return: a float (1-D input), else one value per column (as `sharpe_ratio`).
     """
     frame, one_d = _as_frame(returns, "returns")
-    index = _timestamp_index(timestamps, len(frame), tz)
-    dates = pd.DatetimeIndex(index.tz_localize(None) if index.tz is not None else index).normalize()
+    dates = _exchange_dates(timestamps, len(frame), tz)
     defined = frame.notna()
     days = defined.groupby(dates).any().sum().to_numpy(dtype=float)
     bars = defined.sum().to_numpy(dtype=float)
@@ -567,6 +566,12 @@ def bar_sharpe_ratio(returns: Any, timestamps: Any, tz: str | None = None) -> An
     if one_d:
         return float(ratio[0])
     return pd.Series(ratio, index=returns.columns) if isinstance(returns, pd.DataFrame) else ratio
+
+
+def _exchange_dates(timestamps: Any, length: int, tz: str | None) -> pd.DatetimeIndex:
+    """Each bar's calendar date in ``tz`` (default: the timestamps' own zone), tz-naive midnight."""
+    index = _timestamp_index(timestamps, length, tz)
+    return pd.DatetimeIndex(index.tz_localize(None) if index.tz is not None else index).normalize()
 
 
 def _daily_sum(values: Any, dates: pd.DatetimeIndex, name: str) -> pd.DataFrame:
@@ -635,8 +640,7 @@ def summary(
 
 def _daily_turnover(traded_value: Any, portfolio_value: Any, timestamps: Any) -> pd.DataFrame:
     """Per day: the day's summed traded value over the day's last portfolio value."""
-    index = pd.DatetimeIndex(timestamps)
-    dates = pd.DatetimeIndex(index.tz_localize(None) if index.tz is not None else index).normalize()
+    dates = _exchange_dates(timestamps, len(pd.DatetimeIndex(timestamps)), None)
     traded = _daily_sum(traded_value, dates, "traded_value")
     value = _daily_last(portfolio_value, dates, "portfolio_value")
     if value.shape[1] == 1 and traded.shape[1] > 1:
