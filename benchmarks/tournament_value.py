@@ -271,25 +271,34 @@ def kept_run(path: Path) -> tuple[str, int] | None:
     return (arm, int(seed)) if arm in TRAINED and seed.isdigit() and path.is_dir() else None
 
 
-def kept_arms(dirs: list[Path]) -> dict[int, dict[str, Path]]:
-    """Seed -> {"single", "random", "pbt": folder}: the arms ``--keep-runs`` folders hold (``single-S``,
-    ``random-S``, ``pbt-S``), found in any of ``dirs``. Raises ValueError for a seed whose arm is in two of
-    them or that lacks an arm, and where nothing is found."""
+def kept_runs(dirs: list[Path], arms: tuple[str, ...] = TRAINED) -> dict[int, dict[str, Path]]:
+    """Seed -> {arm: folder}: the runs of ``arms`` that ``--keep-runs`` folders hold (``single-S``,
+    ``random-S``, ``pbt-S``), found in any of ``dirs``, seeds sorted; a seed need not have every arm. Raises
+    ValueError for a folder that is not one, a seed whose arm is in two of them, and where nothing is found."""
     found: dict[int, dict[str, Path]] = {}
     for folder in dirs:
         if not folder.is_dir():
             raise ValueError(f"{folder}: not a folder")
         for run_dir in sorted(folder.iterdir()):
             kept = kept_run(run_dir)
-            if kept is None:
+            if kept is None or kept[0] not in arms:
                 continue
             arm, seed = kept
-            arms = found.setdefault(seed, {})
-            if arm in arms:
-                raise ValueError(f"seed {seed}'s {arm} arm is in two folders: {arms[arm]} and {run_dir}")
-            arms[arm] = run_dir
+            held = found.setdefault(seed, {})
+            if arm in held:
+                raise ValueError(f"seed {seed}'s {arm} arm is in two folders: {held[arm]} and {run_dir}")
+            held[arm] = run_dir
     if not found:
-        raise ValueError(f"no single-S, random-S or pbt-S folder in {', '.join(map(str, dirs))}")
+        names = [f"{arm}-S" for arm in arms]
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise ValueError(f"no {listed} folder in {', '.join(map(str, dirs))}")
+    return dict(sorted(found.items()))
+
+
+def kept_arms(dirs: list[Path]) -> dict[int, dict[str, Path]]:
+    """Seed -> {"single", "random", "pbt": folder}: `kept_runs` where every seed has every arm (ValueError
+    naming the seeds that lack one)."""
+    found = kept_runs(dirs)
     partial = {seed: sorted(set(TRAINED) - set(arms)) for seed, arms in found.items() if set(arms) != set(TRAINED)}
     if partial:
         raise ValueError(

@@ -10,7 +10,7 @@ from thousands of bars instead of 63 days; the mean is the same. This script mea
 orders the pods better, before any change to the evaluator:
 
 for every kept tournament run (``pbt-S`` and ``random-S`` of ``tournament_value.py --keep-runs``, found
-in the folders given, `kept_tournaments`), every kept pod is backtested on
+in the folders given, `tournament_value.kept_runs`), every kept pod is backtested on
 the validation period as ``tournament_pods_test.py`` backtests them on test (the run's recorded rules,
 `arms_backtest_config`), and scored twice: the daily Sharpe ratio (the leaderboard's score until
 2026-11-29) and the Sharpe ratio of its bar returns (`trader.metrics.bar_sharpe_ratio`, the evaluator's
@@ -55,30 +55,9 @@ from trader.backtesting.engine import run_backtest
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
 from ensemble_lineages import best_checkpoint, run_backtest_rules
 from tournament_pods_test import kept_pods
-from tournament_value import kept_run, not_worse, wilcoxon_words
+from tournament_value import kept_runs, not_worse, wilcoxon_words
 
 ARMS = ("pbt", "random")
-
-
-def kept_tournaments(folders: list[Path], arms: list[str]) -> dict[str, dict[int, Path]]:
-    """Arm -> seed -> run folder: the ``pbt-S`` and ``random-S`` folders of ``--keep-runs`` found in ``folders``
-    (a run's other arms need not be there). Raises ValueError for a folder that is not one, a run found twice,
-    and where none is found."""
-    found: dict[str, dict[int, Path]] = {arm: {} for arm in arms}
-    for folder in folders:
-        if not folder.is_dir():
-            raise ValueError(f"{folder}: not a folder")
-        for run_dir in sorted(folder.iterdir()):
-            kept = kept_run(run_dir)
-            if kept is None or kept[0] not in arms:
-                continue
-            arm, seed = kept
-            if seed in found[arm]:
-                raise ValueError(f"seed {seed}'s {arm} run is in two folders: {found[arm][seed]} and {run_dir}")
-            found[arm][seed] = run_dir
-    if not any(found.values()):
-        raise ValueError(f"no {' or '.join(f'{a}-S' for a in arms)} folder in {', '.join(map(str, folders))}")
-    return found
 
 
 def validation_scores(folder: Path, device: str) -> dict[str, dict[str, float]]:
@@ -319,11 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     rules = {arm: {int(s): v for s, v in by_seed.items()} for arm, by_seed in saved.get("rule", {}).items()}
     if args.folders:
         try:
-            found = kept_tournaments(args.folders, arms)
+            found = kept_runs(args.folders, tuple(arms))
         except ValueError as error:
             parser.error(str(error))
         for arm in arms:
-            for seed, folder in sorted(found[arm].items()):
+            for seed, folder in ((s, held[arm]) for s, held in found.items() if arm in held):
                 if seed not in scores.setdefault(arm, {}):
                     scores[arm][seed] = validation_scores(folder, args.device)
                     print(f"seed {seed} {arm}: {len(scores[arm][seed])} pods scored on validation", flush=True)

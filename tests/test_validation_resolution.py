@@ -29,17 +29,18 @@ def _write(path: Path, value: object) -> Path:
     return path
 
 
-def test_kept_tournaments_finds_the_arms_asked_for_and_refuses_a_run_found_twice(tmp_path: Path) -> None:
+def test_kept_runs_finds_the_arms_asked_for_and_refuses_a_run_found_twice(tmp_path: Path) -> None:
+    """The finder validation_resolution.py calls (`tournament_value.kept_runs`): a seed need not hold every arm."""
     for name in ("a/pbt-3", "a/single-3", "a/random-3", "b/pbt-4", "b/notes"):
         (tmp_path / name).mkdir(parents=True)
-    found = vr.kept_tournaments([tmp_path / "a", tmp_path / "b"], ["pbt"])
-    assert found == {"pbt": {3: tmp_path / "a" / "pbt-3", 4: tmp_path / "b" / "pbt-4"}}
-    assert vr.kept_tournaments([tmp_path / "a"], ["pbt", "random"])["random"] == {3: tmp_path / "a" / "random-3"}
+    found = vr.kept_runs([tmp_path / "a", tmp_path / "b"], ("pbt",))
+    assert found == {3: {"pbt": tmp_path / "a" / "pbt-3"}, 4: {"pbt": tmp_path / "b" / "pbt-4"}}
+    assert vr.kept_runs([tmp_path / "a"], ("pbt", "random"))[3]["random"] == tmp_path / "a" / "random-3"
     (tmp_path / "c" / "pbt-3").mkdir(parents=True)
-    with pytest.raises(ValueError, match="seed 3's pbt run is in two folders"):
-        vr.kept_tournaments([tmp_path / "a", tmp_path / "c"], ["pbt"])
+    with pytest.raises(ValueError, match="seed 3's pbt arm is in two folders"):
+        vr.kept_runs([tmp_path / "a", tmp_path / "c"], ("pbt",))
     with pytest.raises(ValueError, match="no random-S folder"):
-        vr.kept_tournaments([tmp_path / "b"], ["random"])
+        vr.kept_runs([tmp_path / "b"], ("random",))
 
 
 def test_each_score_chooses_its_own_best_pod_and_the_report_counts_it(tmp_path: Path) -> None:
