@@ -362,6 +362,8 @@ def test_baselines_walk_forward_on_the_same_folds_and_carry_their_own_books(tmp_
             sidecar = rundir.read_json(folder / rundir.BASELINES_DIR / name / rundir.BASELINE_SIDECAR)
             assert sidecar["status"] == "finished" and sidecar["steps"] <= 256 + 64
             assert sidecar["periods"] == {k: windows[k] for k in ("train", "validation")}
+            kept = sidecar["selection"]["score"]  # the kept snapshot's score; FinRL's ensemble keeps none
+            assert record["baselines"][name]["validation_sharpe"] == (None if kept is None else pytest.approx(kept))
             series, _ = read_series(folder / rundir.BACKTESTS_DIR / f"{name}.parquet")
             assert str(series.index[0]) == windows["test"][0] and str(series.index[-1]) == windows["test"][1]
             if previous is not None:

@@ -341,7 +341,10 @@ def _run_fold(
         "test_sharpe": _float(sharpe.get(SELECTED)),
         **{f"{y}_test_sharpe": _float(sharpe.get(y)) for y in yardsticks},
         "baselines": {
-            name: {"test_sharpe": _float(sharpe.get(name)), "validation_sharpe": _best(trials.get(name))}
+            name: {
+                "test_sharpe": _float(sharpe.get(name)),
+                "validation_sharpe": _kept_score(folder / rundir.BASELINES_DIR / name),
+            }
             for name in names[1:]
         },
         "trial_sharpes": {
@@ -427,11 +430,10 @@ def _train_baselines(config: WalkForwardConfig, spec: MarketSpec, folder: Path, 
     return [o.name for o in result.outcomes if o.status == "finished"]
 
 
-def _best(trials: Any) -> float | None:
-    """The best validation score among a baseline's trials (the one it kept)."""
-    if trials is None or not np.isfinite(trials.sharpes).any():
-        return None
-    return _float(np.nanmax(trials.sharpes))
+def _kept_score(baseline: Path) -> float | None:
+    """The validation score of the snapshot a baseline kept (its sidecar's selection; None for FinRL's
+    ensemble, which keeps one learner a window): the statistic the fold's winner reports as its own."""
+    return _float((rundir.read_baseline(baseline).get("selection") or {}).get("score"))
 
 
 def _tournament_config(
