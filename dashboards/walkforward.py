@@ -134,7 +134,7 @@ def winners_frame(folds: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             "winner": row.get("algo"),
             "pod": row.get("pod_id"),
             "hyperparameters": json.dumps(row.get("hyperparameters") or {}, sort_keys=True, default=str),
-            "validation Sharpe": row.get("validation_sharpe"),
+            "validation score": row.get("validation_sharpe"),
             "test Sharpe": row.get("test_sharpe"),
         }
         for yardstick in ("benchmark", "equal_weight"):

@@ -829,7 +829,7 @@ def test_the_walk_forward_views_draw_walkforward_json_and_stitched_parquet(walke
     assert list(winners.index) == [0, 1, 2, 3] and "pod" not in winners.columns
     for row in summary["folds"]:
         assert winners.loc[row["fold"], "test Sharpe"] == row["test_sharpe"]
-        assert winners.loc[row["fold"], "validation Sharpe"] == row["validation_sharpe"]
+        assert winners.loc[row["fold"], "validation score"] == row["validation_sharpe"]
         assert winners.loc[row["fold"], "equal_weight test Sharpe"] == row["equal_weight_test_sharpe"]
         assert json.loads(winners.loc[row["fold"], "hyperparameters"]) == row["hyperparameters"]
     table = views.stitched_metrics(summary["stitched"])

@@ -115,7 +115,7 @@ class TournamentConfig:
     clears the membership bar (`tournament.selection`), at most this many."""
     ensemble_weighting: str = "equal"
     """How the ensemble weights its members: "equal", or "score" (in proportion to their
-    validation Sharpe ratios)."""
+    validation scores)."""
     search: str = "pbt"
     """How new pods are made: "pbt" (exploit and explore: children of the leaderboard's
     best, perturbed, plus ``fresh_probability`` fresh pods) or "random" (random search:

@@ -58,7 +58,7 @@ RESULT_ALPHA = 0.05
 this level, shared among the N validation passes it was the best of."""
 
 WEIGHTINGS = ("equal", "score")
-"""How the ensemble weights its members: equally, or in proportion to their validation Sharpe."""
+"""How the ensemble weights its members: equally, or in proportion to their validation scores."""
 
 
 @dataclass(frozen=True)

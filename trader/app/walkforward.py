@@ -355,7 +355,7 @@ def _run_fold(
     }
     rundir.write_json(folder / rundir.WF_FOLD, record)  # the marker: last
     say(
-        f"fold {fold.index + 1}/{total}: done; winner {record['algo']}, validation Sharpe "
+        f"fold {fold.index + 1}/{total}: done; winner {record['algo']}, validation score "
         f"{_text(record['validation_sharpe'])}, test Sharpe {_text(record['test_sharpe'])}"
     )
     return rundir.read_json(folder / rundir.WF_FOLD)  # as a resumed run reads it: the same floats
@@ -366,7 +366,8 @@ def _train_fold(
 ) -> dict[str, Any]:
     """The fold's run directory, trained and selected on its windows (a single learner on
     ``spec`` itself; a tournament's pods on the fold's bar windows, which tournament.toml
-    records beside ``periods``); the winner's algorithm, hyperparameters and validation Sharpe."""
+    records beside ``periods``); the winner's algorithm, hyperparameters and validation score
+    (`trader.agents.evaluator.market_evaluator`: the bars' Sharpe ratio; on daily bars the daily one)."""
     k = fold.index
     if config.learner == "tournament":
         from tournament import run as run_tournament
@@ -596,7 +597,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
         f"Folds: train {spec['train']}, validation {spec['validation']}, test {spec['test']}, step {spec['step']}, "
         f"{'expanding' if spec['expanding'] else 'rolling'}, embargo {spec['embargo']} bars; seed {cfg['seed']}.",
         "",
-        f"| fold | train | validation | test | winner | validation Sharpe | test Sharpe | {reference} test Sharpe |"
+        f"| fold | train | validation | test | winner | validation score | test Sharpe | {reference} test Sharpe |"
         + "".join(f" {name} test Sharpe |" for name in baselines),
         "|---|---|---|---|---|---|---|---|" + "---|" * len(baselines),
     ]

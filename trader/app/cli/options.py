@@ -205,8 +205,7 @@ EnsembleWeightingOption = Annotated[
     str | None,
     typer.Option(
         "--ensemble-weighting",
-        help="Weights of a tournament ensemble's members: equal (the default) or score "
-        "(their validation Sharpe ratios).",
+        help="Weights of a tournament ensemble's members: equal (the default) or score (their validation scores).",
     ),
 ]
 TargetScoreOption = Annotated[
