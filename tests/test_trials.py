@@ -107,12 +107,12 @@ def test_the_trials_sharpe_ratios_are_of_their_daily_returns_not_the_ranking_sco
 
 def test_a_baselines_trial_sharpes_are_its_daily_sharpe_ratios_not_its_ranking_score(tmp_path: Path) -> None:
     """A baseline's sidecar keeps each validation's daily Sharpe ratio (``sharpe``) beside its ranking score (the
-    bars' Sharpe ratio); the DSR's trial spread is of the former. A sidecar from before the bars' ranking has only
-    ``score``, then the daily Sharpe ratio: it is read as that."""
+    bars' Sharpe ratio); the DSR's trial spread is of the former. A pass without one is counted, as NaN: the score
+    never stands in for it."""
     from trader.backtesting.evidence import run_trials
 
     rows = [{"step": 10, "score": 30.0, "sharpe": 2.0}, {"step": 20, "score": 31.0, "sharpe": None}]
-    old = [{"step": 10, "score": 1.5}, {"step": 20, "score": -0.5}]
+    old = [{"step": 10, "score": 1.5}, {"step": 20, "score": -0.5, "sharpe": -0.4}]
     for name, validation in (("sb3-ppo-s0", rows), ("sb3-sac-s0", old)):
         folder = tmp_path / name
         folder.mkdir()
@@ -122,7 +122,7 @@ def test_a_baselines_trial_sharpes_are_its_daily_sharpe_ratios_not_its_ranking_s
     found = run_trials(tmp_path, "train", None, [tmp_path / "sb3-ppo-s0", tmp_path / "sb3-sac-s0"])
     assert set(found) == {"sb3-ppo-s0", "sb3-sac-s0"}
     np.testing.assert_array_equal(found["sb3-ppo-s0"].sharpes, [2.0, np.nan])
-    np.testing.assert_array_equal(found["sb3-sac-s0"].sharpes, [1.5, -0.5])
+    np.testing.assert_array_equal(found["sb3-sac-s0"].sharpes, [np.nan, -0.4])
 
 
 def test_the_report_deflates_the_selected_snapshot_by_its_trials_and_judges_the_selection(tmp_path: Path) -> None:

@@ -640,7 +640,7 @@ def summary(
 
 def _daily_turnover(traded_value: Any, portfolio_value: Any, timestamps: Any) -> pd.DataFrame:
     """Per day: the day's summed traded value over the day's last portfolio value."""
-    dates = _exchange_dates(timestamps, len(pd.DatetimeIndex(timestamps)), None)
+    dates = _exchange_dates(timestamps, len(traded_value), None)
     traded = _daily_sum(traded_value, dates, "traded_value")
     value = _daily_last(portfolio_value, dates, "portfolio_value")
     if value.shape[1] == 1 and traded.shape[1] > 1:

@@ -314,7 +314,8 @@ def _run_fold(
         f"{periods['train'][1][:10]}, test {test[0][:10]} .. {test[1][:10]}"
     )
     winner = _train_fold(config, fold, spec, periods, folder, client)
-    names = [SELECTED, *_train_baselines(config, spec, folder, say)]
+    kept_scores = _train_baselines(config, spec, folder, say)
+    names = [SELECTED, *kept_scores]
     contents = read_run(folder, spec)  # the strategies the fold made; its data set, rules and windows: the spec's
     yardsticks = [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None]
     books = {name: Book.from_dict(b) for name, b in (start_books or {}).items() if name in names}
@@ -343,7 +344,7 @@ def _run_fold(
         "baselines": {
             name: {
                 "test_sharpe": _float(sharpe.get(name)),
-                "validation_sharpe": _kept_score(folder / rundir.BASELINES_DIR / name),
+                "validation_sharpe": _float(kept_scores[name]),
             }
             for name in names[1:]
         },
@@ -409,12 +410,15 @@ def _train_fold(
     }
 
 
-def _train_baselines(config: WalkForwardConfig, spec: MarketSpec, folder: Path, say: Progress) -> list[str]:
+def _train_baselines(
+    config: WalkForwardConfig, spec: MarketSpec, folder: Path, say: Progress
+) -> dict[str, float | None]:
     """The baselines of one fold, trained into ``folder/baselines/`` on the fold's spec
-    (its windows and rules, `trader.baselines`); the names of those that finished. Their
-    seed is the walk-forward's in every fold, so each keeps one name across the folds."""
+    (its windows and rules, `trader.baselines`): name -> the validation score of the snapshot it
+    kept (None for FinRL's ensemble, which keeps one learner a window), for those that finished.
+    Their seed is the walk-forward's in every fold, so each keeps one name across the folds."""
     if not config.baselines:
-        return []
+        return {}
     from trader.libraries import baselines
 
     result = baselines(
@@ -428,13 +432,7 @@ def _train_baselines(config: WalkForwardConfig, spec: MarketSpec, folder: Path, 
         backtest=False,
         progress=lambda line: say(f"  {line}"),
     )
-    return [o.name for o in result.outcomes if o.status == "finished"]
-
-
-def _kept_score(baseline: Path) -> float | None:
-    """The validation score of the snapshot a baseline kept (its sidecar's selection; None for FinRL's
-    ensemble, which keeps one learner a window): the statistic the fold's winner reports as its own."""
-    return _float((rundir.read_baseline(baseline).get("selection") or {}).get("score"))
+    return {o.name: o.validation_score for o in result.outcomes if o.status == "finished"}
 
 
 def _tournament_config(

@@ -86,7 +86,8 @@ def run_trials(run_dir: str | Path, kind: str, best_pod: str | None, baselines: 
             found["ensemble"] = Trials(sharpes, returns, int(rows[0]) if len(rows) else None)
     for folder in baselines:
         sidecar = rundir.read_baseline(folder)
-        sharpes = [_daily_sharpe(row) for row in sidecar.get("validation") or []]
+        # each pass's daily Sharpe ratio, recorded beside its score (the sidecar keeps no daily returns)
+        sharpes = [row.get("sharpe") for row in sidecar.get("validation") or []]
         if sharpes:
             found[folder.name] = Trials(np.array([np.nan if s is None else s for s in sharpes], dtype=float))
     return found
@@ -98,13 +99,6 @@ def trial_sharpes(returns: pd.DataFrame) -> np.ndarray:
     of the bar returns (`trader.agents.evaluator.market_evaluator`), while every DSR is of daily returns,
     and the spread of the trials' Sharpe ratios it deflates by must be of the same returns."""
     return np.asarray(metrics.sharpe_ratio(returns.to_numpy(dtype=float).T), dtype=float).reshape(len(returns))
-
-
-def _daily_sharpe(validation: Mapping[str, Any]) -> float | None:
-    """A baseline's validation pass's daily Sharpe ratio (its sidecar keeps no daily returns): ``sharpe``, recorded
-    beside the ranking score; ``score`` in sidecars written before validation ranked by the bars, when the score
-    was the daily Sharpe ratio (`trader.agents.evaluator.return_and_sharpe_score`)."""
-    return validation.get("sharpe", validation.get("score"))
 
 
 def _winner(root: Path, kind: str, keys: pd.DataFrame, best_pod: str | None) -> int | None:
