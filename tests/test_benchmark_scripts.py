@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from benchmarks.run_all import HELPERS, ORDER, SEPARATE
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPTS = sorted(BENCHMARKS.glob("*.py"))
 MAINTAINED = [*ORDER, *(Path(name).stem for name in SEPARATE if name.endswith(".py"))]
+RESULTS = BENCHMARKS / "RESULTS.md"
+NOTEBOOK = BENCHMARKS.parent / "docs" / "notebook"
 
 
 def test_there_are_scripts_to_check() -> None:
@@ -161,3 +164,39 @@ def test_tournament_values_not_worse_test_is_calibrated_at_its_margin(monkeypatc
         a = b * (1 - NOT_WORSE_MARGIN) + 0.05 * rng.standard_normal(10)
         rejected += not_worse(list(a), list(b)) < 0.05
     assert rejected / 2_000 < 0.065
+
+
+def test_results_is_short_and_every_maintained_script_feeds_it() -> None:
+    """RESULTS.md holds the current tables only (the history is docs/notebook/), and names every script of the
+    suite and every one run apart."""
+    text = RESULTS.read_text(encoding="utf-8")
+    assert len(text.splitlines()) < 800
+    assert [name for name in [*(f"{n}.py" for n in ORDER), *SEPARATE] if name not in text] == []
+
+
+def test_every_claim_names_its_command_and_the_commit_that_recorded_it() -> None:
+    text = RESULTS.read_text(encoding="utf-8")
+    overviews = {"What is met and what is not", "Sections cited elsewhere, now in the notebook"}
+    claims = [
+        section
+        for section in re.split(r"^## ", text, flags=re.MULTILINE)[1:]
+        if section.splitlines()[0] not in overviews
+    ]
+    assert len(claims) > 20
+    for section in claims:
+        title = section.splitlines()[0]
+        assert re.search(r"recorded at\s+[0-9a-f]{7}", section, flags=re.IGNORECASE), f"{title}: no recording commit"
+        assert re.search(r"(python|trader|bash) ", section), f"{title}: no command"
+
+
+def test_every_section_moved_to_the_notebook_is_there_under_its_title() -> None:
+    """The titles the README, the docs and the code cite still lead somewhere: RESULTS.md's table of moved
+    sections names the notebook page, and the page holds the title; every page the notebook's index lists exists."""
+    text = RESULTS.read_text(encoding="utf-8")
+    moved = re.findall(r"^\| (.+?) \| \[[^\]]+\]\(\.\./docs/notebook/([^)]+)\) \|$", text, flags=re.MULTILINE)
+    assert len(moved) > 10
+    for title, page in moved:
+        assert title.split(" (a paragraph of")[0] in (NOTEBOOK / page).read_text(encoding="utf-8"), (title, page)
+    index = (NOTEBOOK / "index.md").read_text(encoding="utf-8")
+    pages = re.findall(r"\]\((2026-[^)]+\.md)\)", index)
+    assert len(pages) > 20 and all((NOTEBOOK / page).is_file() for page in pages)
