@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
 
 import pandas as pd  # noqa: E402
 
@@ -81,14 +81,14 @@ TOURNAMENT_POD_STEPS = 65_536
 def rules(cost: float, window: int) -> Any:
     """learning_check's rules: weights with shorts, market-neutral, rewards in basis
     points; the agents observe the return t-statistic over `window` bars."""
-    from learning_check import env_rules
+    from benchmarks.learning_check import env_rules
 
     return env_rules(cost, episode_length=390, return_windows=(window,), market_neutral=True)
 
 
 def return_window(dataset: str) -> int:
     """The planted rule's horizon (what the learning check observes), 30 on edge-free data."""
-    from learning_check import edge_spec
+    from benchmarks.learning_check import edge_spec
     from market_envs.data import load
 
     spec = edge_spec(load(dataset))
@@ -99,7 +99,7 @@ def train_ours(run_dir: Path, dataset: str, seed: int, seconds: float, cost: flo
     import torch
 
     import trader
-    from learning_check import FULL, algo_overrides
+    from benchmarks.learning_check import FULL, algo_overrides
 
     torch.set_num_threads(1)
     trader.train(
@@ -151,10 +151,9 @@ def train_tournament(run_dir: Path, dataset: str, seed: int, seconds: float, cos
     """A PPO-only tournament on one worker (one core, as every other learner has) for
     `seconds`, per-stock PPO pods with learning_check's config; it backtests its best
     pod and top-3 ensemble on the test period itself (its own report.json)."""
-    from learning_check import FULL, algo_overrides
-
-    from trader.rundir import config_to_dict
+    from benchmarks.learning_check import FULL, algo_overrides
     from tournament import TournamentConfig, run
+    from trader.rundir import config_to_dict
 
     config = TournamentConfig(
         run_dir=str(run_dir),

@@ -36,10 +36,13 @@ import argparse
 import math
 import sys
 import time
+from pathlib import Path
 
 import torch
 
-from learning_check import edge_spec, env_rules, linear_probe, validation_oracle
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
+
+from benchmarks.learning_check import edge_spec, env_rules, linear_probe, validation_oracle
 from market_envs.data import load
 from market_envs.data.edge import edge_layout
 from market_envs.data.recipes import find_recipe

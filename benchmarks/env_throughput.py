@@ -87,15 +87,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from finrl_style_env import (  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
+from benchmarks.finrl_style_env import (  # noqa: E402
     FINRL_INDICATORS,
     NumpyFinRLEnv,
     PandasFinRLEnv,
     benchmark_panel,
     finrl_frame,
 )
-
 from market_envs import EnvConfig, StockTradingVecEnv, fill  # noqa: E402
 from market_envs.costs import CostModel  # noqa: E402
 

@@ -225,7 +225,7 @@ def train_agent(
 
     `extra`: config keys set on top of `algo_overrides` (``--set algo.key=value``);
     `on_iteration(agent, metrics, steps so far)`: called after every runner iteration
-    (benchmarks/sign_trace.py measures the agent there)."""
+    (the one-off benchmarks/sign_trace.py, last at 9487227, measured the agent there)."""
     torch.manual_seed(seed)  # the env's start generator is drawn from the global RNG
     env = StockTradingVecEnv(data, budget.num_envs[algo], device, rules)
     config = make_config(algo, {**algo_overrides(algo, budget, network, replay_ratio), **(extra or {})})

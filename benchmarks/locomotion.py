@@ -56,8 +56,8 @@ from market_envs.gym_vec import GymVecEnv
 from trader.agents import get_spec, make_agent, make_config
 from trader.agents.evaluator import Evaluator, mean_return_score
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sac_time_to_score import machine  # noqa: E402  (the CPU model line every benchmark prints)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
+from benchmarks.sac_time_to_score import machine  # noqa: E402  (the CPU model line every benchmark prints)
 
 ROOT = Path(__file__).resolve().parent.parent
 LEARNERS = ("ours-sac", "sb3-sac", "ours-ppo", "sb3-ppo")

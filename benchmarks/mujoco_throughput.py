@@ -27,8 +27,8 @@ import torch
 
 from market_envs.gym_vec import GymVecEnv
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sac_time_to_score import machine  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
+from benchmarks.sac_time_to_score import machine  # noqa: E402
 
 
 def timed(step, seconds: float, repeats: int) -> tuple[float, float]:

@@ -55,8 +55,8 @@ from market_envs.gym_vec import GymVecEnv
 from trader.agents import get_spec, make_agent, make_config
 from trader.errors import ConfigError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pendulum_learning import ENV_ID, SB3Driver, evaluate, write_json  # noqa: E402  (same scoring as that benchmark)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
+from benchmarks.pendulum_learning import ENV_ID, SB3Driver, evaluate, write_json  # noqa: E402  (same scoring as that benchmark)
 
 THRESHOLD = -200.0
 Policy = Callable[[torch.Tensor], torch.Tensor]

@@ -1,7 +1,7 @@
 """Does validation tell the tournament's pods apart? The test period of every kept pod (issue 42).
 
-`tournament_lineage.py` reads the validation record of the runs ``tournament_value.py --keep-runs DIR``
-kept; this script backtests what validation chose among. For each seed's PBT run (``pbt-S``) and single
+The runs ``tournament_value.py --keep-runs DIR`` kept hold each pod's validation record; this script
+backtests what validation chose among. For each seed's PBT run (``pbt-S``) and single
 run (``single-S``) in the folders given:
 
 1. every pod whose best checkpoint was kept (the leaderboard's entries and their ancestors; the
@@ -51,19 +51,40 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats as scipy_stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
 
+from benchmarks.tournament_value import NOT_WORSE_MARGIN, arms_backtest_config, not_worse, today_rule, wilcoxon_words
 from tournament import TournamentConfig
 from tournament.leaderboard import Leaderboard
 from tournament.orchestrator import validate_ensemble
+from tournament.pod import pod_dir
 from tournament.selection import Candidate, Selection
 from trader import rundir
 from trader.agents.ensemble import load_ensemble
-from trader.backtesting.engine import run_backtest
+from trader.backtesting.engine import BacktestConfig, run_backtest
+from trader.backtesting.runs import read_run
+from trader.rundir import config_to_dict
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks beside it
-from ensemble_lineages import best_checkpoint, read_rows, run_backtest_rules
-from tournament_value import NOT_WORSE_MARGIN, not_worse, today_rule, wilcoxon_words
+
+def best_checkpoint(folder: Path, pod: str) -> Path:
+    """A pod's best checkpoint (path without suffix) in a tournament's run folder."""
+    return pod_dir(folder, pod) / rundir.CHECKPOINTS / "best"
+
+
+def run_backtest_rules(folder: Path) -> tuple[str, BacktestConfig]:
+    """The data set and the test backtest's rules as tournament_value.py builds them, from the run's env rules."""
+    contents = read_run(folder)
+    return contents.dataset, arms_backtest_config(config_to_dict(contents.env_config))
+
+
+def read_rows(paths: list[Path]) -> dict[int, dict]:
+    """tournament_value.py's rows (``--out`` / ``--with-rows`` files) by seed."""
+    rows = {}
+    for path in paths:
+        values = json.loads(path.read_text())
+        for row in values if isinstance(values, list) else values["rows"]:
+            rows[int(row["seed"])] = row
+    return rows
 
 
 def kept_pods(folder: Path) -> pd.DataFrame:

@@ -524,7 +524,7 @@ def main() -> None:
         type=lambda text: tuple(text.split(",")),
         default=TRAINED,
         help="which arms to train, of single,random,pbt (default: all, then the test backtest and the rows). "
-        "Fewer only train into --keep-runs, to compare on validation with benchmarks/tournament_lineage.py "
+        "Fewer only train into --keep-runs, to compare on validation from the kept runs "
         "(e.g. a PBT setting against the single runs of another folder: --single-from); the test period is not read",
     )
     parser.add_argument("--out", default=None, help="also write the per-seed rows as JSON here")
@@ -598,7 +598,7 @@ def main() -> None:
                     Path(args.out).write_text(json.dumps(trained, indent=1))
         rows += trained
     if only_some:
-        print(f"compare on validation: python benchmarks/tournament_lineage.py {args.keep_runs}")
+        print(f"kept for a comparison on validation: {args.keep_runs}")
         return
     rows.sort(key=lambda row: row["seed"])
     print()

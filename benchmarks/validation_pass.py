@@ -42,10 +42,9 @@ from typing import Any
 import tomli_w
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
 
-from learning_check import Budget, algo_overrides, env_rules  # noqa: E402
-
+from benchmarks.learning_check import Budget, algo_overrides, env_rules  # noqa: E402
 from market_envs.data import load  # noqa: E402
 from market_envs.data.recipes import find_recipe  # noqa: E402
 from trader.agents import make_agent, make_config  # noqa: E402

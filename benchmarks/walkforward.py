@@ -37,10 +37,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from significance import recipes  # the same recipe override and twin
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
+
+from benchmarks.significance import recipes  # the same recipe override and twin
+from trader.app.walkforward import walk_forward
 from trader.folds import FoldSpec
 from trader.presets import apply_preset
-from trader.app.walkforward import walk_forward
 
 ALGOS = ("ppo", "sac", "td3")
 

@@ -760,7 +760,7 @@ C_FLAGS = (
 -fno-math-errno (sqrt need not set errno) and -fno-trapping-math (floating-point exceptions need
 not be raised where the source raises them) change no result; without them gcc leaves the loops
 with square roots, floors and selects scalar or half-vectorised, 2x to 3.5x slower
-(benchmarks/fill_layouts.py --native)."""
+(benchmarks/fill_layouts.py --native, a one-off last at 582a8d6; docs/notebook/)."""
 OUTPUTS = ("cash", "traded", "commission", "spread", "impact", "ordered", "unfilled_value", "unfilled_shares")
 """The rows of the kernel's [8, E] result, in `Fill`'s order after the holdings."""
 BUILD_SECONDS = 120

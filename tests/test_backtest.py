@@ -235,7 +235,7 @@ def test_period_selection_by_name_and_dates() -> None:
 def test_golden_report() -> None:
     """Fixed seed, fixed synthetic data, fixed policies: the report equals the pinned one.
 
-    Regenerate with `benchmarks/regen_golden_report.py` after a deliberate change.
+    Regenerate with `tools/regen_golden_report.py` after a deliberate change.
     """
     data, policies = golden_inputs()
     result = run_backtest(data, policies, period="test", config=QUIET)

@@ -4,14 +4,26 @@ both runs of a round alike leaves the figure unchanged."""
 
 from __future__ import annotations
 
-import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from env_throughput import interleaved_times, paired_ratio  # noqa: E402
+from benchmarks.env_throughput import (
+    EPISODE,
+    EVERY_COST,
+    interleaved_times,
+    kernel_builds,
+    kernel_switching,
+    paired_ratio,
+    parse_args,
+    step_runner,
+    with_kernel,
+)
+from benchmarks.finrl_style_env import benchmark_panel
+from market_envs import EnvConfig, fill
 
 
 def test_paired_ratio_known_answer() -> None:
@@ -70,14 +82,6 @@ class _Counting:
 def test_each_kernel_source_steps_its_own_env_and_only_while_it_runs(native_kernel) -> None:
     """`--kernel-sources`: the env of a version calls that version's build while it steps, and the
     env's own kernel is back outside; the states match the env's own kernel step for step."""
-    from dataclasses import replace
-
-    import torch
-    from env_throughput import EPISODE, EVERY_COST, kernel_switching, step_runner, with_kernel
-    from finrl_style_env import benchmark_panel
-
-    from market_envs import EnvConfig, fill
-
     own = fill.native_library()
     other = _Counting(own)
     rules = replace(EnvConfig(episode_length=EPISODE, short_selling=True), costs=EVERY_COST)
@@ -96,8 +100,6 @@ def test_kernel_sources_refuses_what_it_cannot_pair(tmp_path: Path, monkeypatch,
     """One line that names the fault and exit status 2, before any timing: the option without
     --compare-costs, too few versions, a missing file, two files of one name (their rows would share a
     label), a source that does not build, and one that builds but is not the kernel."""
-    from env_throughput import kernel_builds, parse_args
-
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the builds stay in the test's folder
     empty, broken = tmp_path / "a.c", tmp_path / "b.c"
     empty.write_text("int unrelated(void) { return 0; }\n")

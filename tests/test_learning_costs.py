@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks import learning_costs
+
 RECIPE = """name = "{name}"
 source = "synthetic"
 start = "2023-01-03"
@@ -26,13 +25,6 @@ half_spread_bps = 1.5
 EDGE = '[synthetic.edge]\nkind = "mean_reversion"\nstrength_sharpe = 30.0\nhorizon = 60\nfraction = 1.0\n'
 
 
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("learning_costs", ROOT / "benchmarks" / "learning_costs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_learning_costs_script_on_small_recipes(tmp_path, monkeypatch):
     """Every agent of every seed and both oracles are backtested under the institutional model on
@@ -42,11 +34,11 @@ def test_learning_costs_script_on_small_recipes(tmp_path, monkeypatch):
     (tmp_path / "synthetic-minute-costs.toml").write_text(RECIPE.format(name="synthetic-minute-costs"))
     monkeypatch.setenv("PODRACER_RECIPES_PATH", str(tmp_path))
     out, again, runs = tmp_path / "costs.json", tmp_path / "again.json", tmp_path / "runs"
-    assert _benchmark().main(["--quick", "--runs", str(runs), "--out", str(out)]) == 0
+    assert learning_costs.main(["--quick", "--runs", str(runs), "--out", str(out)]) == 0
     assert sorted(p.name for p in runs.iterdir()) == [
         f"{v}-{s}" for v in ("ppo-costs", "ppo-null", "ppo-zero", "sac-costs") for s in (0, 1)
     ]
-    assert _benchmark().main(["--quick", "--runs", str(runs), "--out", str(again)]) == 0
+    assert learning_costs.main(["--quick", "--runs", str(runs), "--out", str(again)]) == 0
     payload, reused = json.loads(out.read_text()), json.loads(again.read_text())
     assert reused["results"] == payload["results"] and set(reused["train_seconds"].values()) == {0.0}
     assert set(payload["results"]) == {"0", "1"}
@@ -71,7 +63,7 @@ def test_untrained_turnover_falls_with_the_noise_under_the_linear_aim(tmp_path, 
     """--untrained: the linear aim trades less with less noise, and less than the normalized book."""
     (tmp_path / "synthetic-edge-minute-costs.toml").write_text(RECIPE.format(name="synthetic-edge-minute-costs") + EDGE)
     monkeypatch.setenv("PODRACER_RECIPES_PATH", str(tmp_path))
-    module = _benchmark()
+    module = learning_costs
     data = module.load("synthetic-edge-minute-costs")
     loud = module.untrained_turnover(data, {}, {"ppo": {"init_log_std": -0.5}}, [0], steps=60)
     quiet = module.untrained_turnover(data, {}, {"ppo": {"init_log_std": -2.5}}, [0], steps=60)
@@ -84,7 +76,7 @@ def test_the_null_agents_dsr_is_the_psr_above_the_best_of_the_trials():
     """`deflated`: one trial is the PSR against 0; more trials raise the bar, so the DSR falls."""
     from trader import stats
 
-    module = _benchmark()
+    module = learning_costs
     rng = np.random.default_rng(0)
     daily = (rng.standard_normal(63) * 0.01 + 0.002).tolist()
     moments = stats.sharpe_moments(np.asarray(daily))

@@ -11,40 +11,20 @@ on small recipes.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
+from benchmarks import learning_check
 from market_envs.data.edge import EdgeSpec
 from market_envs.data.synthetic import synthetic
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from trader.agents import get_spec, make_agent, make_config
 from trader.backtesting import BacktestConfig, run_backtest
 
-ROOT = Path(__file__).resolve().parents[1]
 SPEC = EdgeSpec(kind="momentum", strength_sharpe=150.0, count=4, horizon=2, seed=0)
 RULES = EnvConfig(
     action_mode="weights", short_selling=True, buy_cost=0.0, sell_cost=0.0, episode_length=64, features=("close",)
 )
-
-
-def _learning_check():
-    """The benchmark module (benchmarks/ is not a package), loaded once.
-
-    Loaded once because its worker processes find `_dataset_job` by name in
-    ``sys.modules``: a second copy of the module would not pickle.
-    """
-    if "learning_check" in sys.modules:
-        return sys.modules["learning_check"]
-    path = ROOT / "benchmarks" / "learning_check.py"
-    spec = importlib.util.spec_from_file_location("learning_check", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["learning_check"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +60,7 @@ def _train_ppo(train, seed: int):
 
 @pytest.mark.slow
 def test_ppo_beats_random_and_equal_weight_on_a_strong_edge(market):
-    check = _learning_check()
+    check = learning_check
     full = market
     train, validation = full.period("train"), full.period("validation")
     agent = _train_ppo(train, seed=0)
@@ -100,7 +80,7 @@ def test_ppo_beats_random_and_equal_weight_on_a_strong_edge(market):
 
 def test_oracle_schedule_holds_the_bars_of_the_period(market):
     """The oracle's schedule: row k is its weights at bar k of the validation period."""
-    check = _learning_check()
+    check = learning_check
     validation = market.period("validation")
     schedule = check.validation_oracle(market, validation, SPEC)
     from market_envs.data.edge import oracle_weights
@@ -123,7 +103,7 @@ def test_learning_check_script_on_small_recipes(tmp_path, monkeypatch):
         (tmp_path / f"{name}.toml").write_text(text)
     monkeypatch.setenv("PODRACER_RECIPES_PATH", str(tmp_path))
     out = tmp_path / "check.json"
-    code = _learning_check().main(["--quick", "--seeds", "1", "--out", str(out)])
+    code = learning_check.main(["--quick", "--seeds", "1", "--out", str(out)])
     assert code in (0, 1)
     import json
 

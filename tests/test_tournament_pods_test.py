@@ -4,16 +4,13 @@ and its refusals of bad input before any work (exit 2, one line naming what is w
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from benchmarks import tournament_pods_test
 from trader import rundir
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import tournament_pods_test
 
 
 def _pods(folder: Path) -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import tournament_value
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-import tournament_value
 
 
 def _arms(folder: Path, *names: str) -> None:

@@ -196,7 +196,7 @@ compares autotuning with the fixed value on the default edge."""
 TD3_MARKET = {"exploration_noise": 0.3, "critic_init_scale": 0.01}
 """TD3 on the market: exploration noise of std 0.3 on each stock's action instead of
 0.1, and twin critics whose output layer starts 100x smaller (nearly flat in the
-actions). benchmarks/sign_trace.py showed why a seed could end on the rule's mirror
+actions). benchmarks/sign_trace.py (a one-off, last at 9487227; docs/notebook/) showed why a seed could end on the rule's mirror
 image: its freshly initialised critic sloped the wrong way in the actions, the actor
 followed that slope, and the critic, fitting a per-bar edge far smaller than the
 reward's noise, had not unlearned it by the end of the budget. With a nearly flat

@@ -353,7 +353,7 @@ def synthetic(
 def generate_frame(n, start, end, seed, interval, spec, model):
     """The raw market before validation: the long OHLCV frame, the benchmark series and
     the edge layout (None without an edge). `synthetic` passes the frame through
-    `from_frame`; `benchmarks/synthetic_build.py` times the two steps apart."""
+    `from_frame`; `git show 6bc7c2a:benchmarks/synthetic_build.py` timed the two steps apart."""
     step = bar_minutes(interval)
     stamps, session, time_of_day = session_bars(start, end, interval)
     t = len(stamps)

@@ -1,5 +1,5 @@
 """The fixed backtest case behind the golden report, shared by the tests and
-`benchmarks/regen_golden_report.py`.
+`tools/regen_golden_report.py`.
 
 A seeded multi-session minute panel (built through `from_frame`, with a benchmark)
 and a fixed linear policy; everything is deterministic, so the report's numbers

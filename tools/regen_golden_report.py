@@ -3,7 +3,7 @@
 Run after a deliberate change to the env's trading rules, the baselines or the
 metrics, and say why in the commit:
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/regen_golden_report.py
+    OMP_NUM_THREADS=1 .venv/bin/python tools/regen_golden_report.py
 
 The case (seeded panel, fixed linear policies) lives in tests/golden/case.py, so
 the test and this script build exactly the same backtest.
