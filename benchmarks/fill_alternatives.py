@@ -7,7 +7,7 @@ by bar, milliseconds per call (median of repeats x calls), and how long it takes
 
 - ``torch.compile``: `fill_layouts.fill` under inductor (what the env runs with
   ``MARKET_ENVS_NATIVE=0 compile=True``);
-- ``C (ctypes)``: `fill_native.c` built by `market_envs.fill.build_native` with the env's flags, called
+- ``C (ctypes)``: `fill_native.c` built by `market_envs.native_fill.build_native` with the env's flags, called
   as the env calls its kernel;
 - ``numba``: `costly_fill` written again in Python for ``numba.njit`` (the same arithmetic in the
   same order), with ``fastmath={"reassoc", "nsz", "arcp"}`` (no ``contract``: no fused
@@ -36,7 +36,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))
 from fill_layouts import NATIVE_SOURCE, as_step, fill, inputs, milliseconds, native_kernels  # noqa: E402
 
-from market_envs.fill import C_FLAGS  # noqa: E402
+from market_envs.native_fill import C_FLAGS  # noqa: E402
 
 
 def numba_kernel():

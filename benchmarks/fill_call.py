@@ -13,7 +13,7 @@ sub-environments, N stocks, `--mode`):
   in the caches: the kernel's arithmetic, its memory as little as it can be (median over the 32);
 - the call's fixed cost, on 4 sub-environments (a kernel call of next to no work):
   ``operator`` (`torch.ops.market_envs.fill_with_costs`, as inductor's code calls it), ``Python
-  kernel`` (`market_envs.fill.fill_with_costs_c`, which the operator dispatches to: the
+  kernel`` (`market_envs.native_fill.fill_with_costs_c`, which the operator dispatches to: the
   arguments made contiguous, the outputs allocated, the ctypes call) and ``ctypes call`` (the
   library's function on ready pointers).
 
@@ -45,7 +45,7 @@ from env_throughput import EPISODE, EVERY_COST, FEATURE_SETS, cpu_name, step_run
 from finrl_style_env import benchmark_panel
 
 from market_envs import EnvConfig
-from market_envs import fill as fill_module
+from market_envs import native_fill
 
 CAPTURED = 32
 """Steps whose kernel inputs are copied out for the kernel alone."""
@@ -71,7 +71,7 @@ class KernelTimer:
         self.times: list[float] = []
         self.captured: list[tuple] = []
         self.capturing = False
-        names = [name for _, name in fill_module.c_parameters()]
+        names = [name for _, name in native_fill.c_parameters()]
         self.rows, self.columns = names.index("num_envs"), names.index("n")
         self.arrays = {names.index(name): name for name in ("orders", "holdings", "cash", "bars")}
         self.outputs = [names.index("holdings_out"), names.index("out")]
@@ -100,7 +100,7 @@ class KernelTimer:
             copy = torch.frombuffer((c_type * count).from_address(arguments[index]), dtype=dtype).clone()
             keep.append(copy)
             arguments[index] = copy.data_ptr()
-        for index, count in zip(self.outputs, (e * n, len(fill_module.OUTPUTS) * e), strict=True):
+        for index, count in zip(self.outputs, (e * n, len(native_fill.OUTPUTS) * e), strict=True):
             out = torch.empty(count, dtype=torch.float64)
             keep.append(out)
             arguments[index] = out.data_ptr()
@@ -146,10 +146,10 @@ def fixed_costs(rounds: int) -> dict[str, float]:
     holdings_out, out = torch.empty((e, n), dtype=torch.float64), torch.empty((8, e), dtype=torch.float64)
     pointers = [e, n, *(t.data_ptr() for t in positional[:5]), 0, None, 0, None, 0, None, 0, *positional[8:]]
     pointers += [holdings_out.data_ptr(), out.data_ptr()]
-    kernel = fill_module.native_library().fill_with_costs
+    kernel = native_fill.native_library().fill_with_costs
     ways = {
-        "operator": lambda: fill_module.fill_with_costs_op(*positional),
-        "Python kernel": lambda: fill_module.fill_with_costs_c(*positional),
+        "operator": lambda: native_fill.fill_with_costs_op(*positional),
+        "Python kernel": lambda: native_fill.fill_with_costs_c(*positional),
         "ctypes call": lambda: kernel(*pointers),
     }
     times: dict[str, list[float]] = {name: [] for name in ways}
@@ -161,7 +161,7 @@ def fixed_costs(rounds: int) -> dict[str, float]:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    native = fill_module.native_library()
+    native = native_fill.native_library()
     if native is None:
         raise SystemExit("the C kernel is not available here (MARKET_ENVS_NATIVE=0, or no C compiler)")
     data = benchmark_panel(args.tickers, args.bars)

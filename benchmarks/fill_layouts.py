@@ -38,7 +38,7 @@ by lane (ATen's generic `vec_reduce_all`: lanes extracted, stored to the stack a
 one at a time, as its SIMD versions exist for float only).
 
 ``--native`` times the rows layout's stand-ins written by hand in C (`fill_native.c`, built
-by `market_envs.fill.build_native` with the env's flags) beside torch eager and compiled: the
+by `market_envs.native_fill.build_native` with the env's flags) beside torch eager and compiled: the
 measurement that led to the env's own C kernel (`market_envs/fill_costs.c`).
 
     OMP_NUM_THREADS=1 python benchmarks/fill_layouts.py --native --envs 1024,4096 --tickers 30,100
@@ -63,7 +63,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from market_envs.fill import build_native  # noqa: E402
+from market_envs.native_fill import build_native  # noqa: E402
 
 BARS = 2000
 LANES = 8  # the blocked layout's sub-environments per block: 8 float64 lanes, inductor's vector width here

@@ -76,18 +76,18 @@ def test_each_kernel_source_steps_its_own_env_and_only_while_it_runs(native_kern
     from env_throughput import EPISODE, EVERY_COST, kernel_switching, step_runner, with_kernel
     from finrl_style_env import benchmark_panel
 
-    from market_envs import EnvConfig, fill
+    from market_envs import EnvConfig, native_fill
 
-    own = fill.native_library()
+    own = native_fill.native_library()
     other = _Counting(own)
     rules = replace(EnvConfig(episode_length=EPISODE, short_selling=True), costs=EVERY_COST)
     data = benchmark_panel(5, 300)
     with with_kernel(other):
         run = kernel_switching(other, step_runner(data, 4, torch.device("cpu"), rules, compiled=False))
     warmed = other.calls
-    assert warmed > 0 and fill.native_library() is own
+    assert warmed > 0 and native_fill.native_library() is own
     run(3)
-    assert other.calls == warmed + 3 and fill.native_library() is own
+    assert other.calls == warmed + 3 and native_fill.native_library() is own
     step_runner(data, 4, torch.device("cpu"), rules, compiled=False)(2)
     assert other.calls == warmed + 3
 

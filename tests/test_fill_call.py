@@ -12,13 +12,13 @@ import torch
 from market_fixtures import random_panel
 from test_env import EVERY_COST, random_actions
 
-from market_envs import EnvConfig, StockTradingVecEnv, fill
+from market_envs import EnvConfig, StockTradingVecEnv, native_fill
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def test_the_captured_calls_replay_the_steps_fill(monkeypatch):
-    if not fill.native_available():
+    if not native_fill.native_available():
         pytest.skip("the C kernel is off or cannot be built (tests/test_native_fill.py says which)")
     panel = random_panel(n_tickers=6, n_bars=80, seed=3, gap_prob=0.05)
     config = EnvConfig(
@@ -27,7 +27,7 @@ def test_the_captured_calls_replay_the_steps_fill(monkeypatch):
     env = StockTradingVecEnv(panel, 5, "cpu", config)
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # the script imports its neighbours by module name
     fill_call = importlib.import_module("fill_call")
-    native = fill.native_library()
+    native = native_fill.native_library()
     timer = fill_call.KernelTimer(native.fill_with_costs)
     monkeypatch.setattr(native, "fill_with_costs", timer)
     env.reset(seed=0)
