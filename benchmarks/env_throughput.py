@@ -95,7 +95,7 @@ from benchmarks.finrl_style_env import (  # noqa: E402
     benchmark_panel,
     finrl_frame,
 )
-from market_envs import EnvConfig, StockTradingVecEnv, fill  # noqa: E402
+from market_envs import EnvConfig, StockTradingVecEnv, native_fill  # noqa: E402
 from market_envs.costs import CostModel  # noqa: E402
 
 EPISODE = 256
@@ -422,17 +422,17 @@ def ratio_table(
 
 @contextlib.contextmanager
 def with_kernel(library: ctypes.CDLL | None) -> Iterator[None]:
-    """The env's C kernel is `library` inside (None: the env's own): `market_envs.fill.native_library`
+    """The env's C kernel is `library` inside (None: the env's own): `market_envs.native_fill.native_library`
     is what every call of the kernel asks for it."""
     if library is None:
         yield
         return
-    own = fill.native_library
-    fill.native_library = lambda: library
+    own = native_fill.native_library
+    native_fill.native_library = lambda: library
     try:
         yield
     finally:
-        fill.native_library = own
+        native_fill.native_library = own
 
 
 def kernel_switching(library: ctypes.CDLL, run: Callable[[int], None]) -> Callable[[int], None]:
@@ -452,7 +452,7 @@ def refuse(message: str) -> NoReturn:
 
 
 def kernel_builds(sources: str) -> dict[str, ctypes.CDLL]:
-    """Each source of ``--kernel-sources`` built as the env builds its own (`market_envs.fill.build_native`)
+    """Each source of ``--kernel-sources`` built as the env builds its own (`market_envs.native_fill.build_native`)
     and bound, by the label its step gets in the table."""
     paths = [Path(part.strip()) for part in sources.split(",") if part.strip()]
     if len(paths) == 1:
@@ -466,12 +466,12 @@ def kernel_builds(sources: str) -> dict[str, ctypes.CDLL]:
     builds = {}
     for path in paths:
         try:
-            library = ctypes.CDLL(str(fill.build_native(source=path)))
+            library = ctypes.CDLL(str(native_fill.build_native(source=path)))
         except (OSError, subprocess.SubprocessError) as error:
             said = (getattr(error, "stderr", b"") or b"").decode(errors="replace").strip().splitlines()
             refuse(f"--kernel-sources: {path} did not build: {said[0] if said else error}")
         try:
-            builds[f"every term ({path.name})"] = fill.bind_native(library)
+            builds[f"every term ({path.name})"] = native_fill.bind_native(library)
         except AttributeError as error:  # built, but not a version of the kernel
             refuse(f"--kernel-sources: {path} is not a version of fill_costs.c ({error})")
     return builds

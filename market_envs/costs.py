@@ -182,8 +182,8 @@ class CostModel:
 
     def terms(self) -> Terms:
         """Which terms are on: the one place that decides it, for the fill's tables, rules and
-        kernels and for the C kernel's version (`market_envs.fill`: `market_tables`,
-        `fill_rules`, `term_flags`)."""
+        kernels and for the C kernel's version (`market_envs.fill_inputs`: `market_tables`,
+        `fill_rules`; `market_envs.native_fill.term_flags`)."""
         return Terms(
             per_order_commission=(
                 self.commission_per_share > 0 or self.commission_min > 0 or self.commission_max_rate is not None

@@ -136,18 +136,9 @@ from market_envs.data.indicators import trailing_tstat
 from market_envs.devices import resolve_device
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError, UserError
-from market_envs.fill import (
-    FillRules,
-    Market,
-    dot,
-    fill_costs,
-    fill_orders,
-    fill_rules,
-    market_tables,
-    read_actions_c,
-    reads_actions_natively,
-    within_cash,
-)
+from market_envs.fill import dot, fill_costs, fill_orders, within_cash
+from market_envs.fill_inputs import FillRules, Market, fill_rules, market_tables
+from market_envs.native_fill import read_actions_c, reads_actions_natively
 
 PRICE_LIKE_FEATURES = frozenset({"open", "high", "low", "close", "boll_ub", "boll_lb", "close_30_sma", "close_60_sma"})
 ACTION_MODES = ("shares", "weights")
@@ -420,7 +411,7 @@ class _Tables(NamedTuple):
     tradable: Tensor  # bool [T, N]
     obs: Tensor  # float32 [T, obs_dim]; columns [0, 1+N) are zero, filled per step
     guard: Tensor  # bool [T], turbulence guard on (all False when disabled)
-    market: Market  # the cost terms' tables, [T, N] (None: term off; `market_envs.fill.market_tables`)
+    market: Market  # the cost terms' tables, [T, N] (None: term off; `market_envs.fill_inputs.market_tables`)
     # the trade rate and the no-trade band of each sub-environment, float64 [E, 1] (None: off)
     trade_rate: Tensor | None = None
     band: Tensor | None = None
@@ -643,9 +634,9 @@ def _read_actions(actions: Tensor, rules: _Rules, dtype: torch.dtype) -> tuple[T
     (Cleaning and converting both blocks at once, the aims a view, measured no faster on the
     quiet grid of 2026-11-27 and slower compiled with every cost term: benchmarks/RESULTS.md.)
 
-    Eager on the CPU, float32 actions read into float64 (`market_envs.fill.reads_actions_natively`)
+    Eager on the CPU, float32 actions read into float64 (`market_envs.native_fill.reads_actions_natively`)
     are read by fill_costs.c instead, both blocks in one pass with the same bits
-    (`market_envs.fill.read_actions_c`): torch's five eager ops had a fixed cost each, most of
+    (`market_envs.native_fill.read_actions_c`): torch's five eager ops had a fixed cost each, most of
     what the policy's rate added to the step at 1,024 sub-environments."""
     if reads_actions_natively(actions, dtype):  # eager on the CPU: one pass of fill_costs.c, the same bits
         return read_actions_c(actions, rules.rate_action)

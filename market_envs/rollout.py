@@ -243,7 +243,7 @@ def gross_value(holdings: Tensor, close: Tensor) -> Tensor:
 
 def _cut(tables: Any, bars: Tensor, num_bars: int) -> Any:
     """The rows `bars` of every per-bar table, in nested tables too (the cost terms' tables,
-    `market_envs.fill.Market`); a [1, N] table, the same every bar, stays; the
+    `market_envs.fill_inputs.Market`); a [1, N] table, the same every bar, stays; the
     per-sub-environment tables, `PER_ENV_TABLES`, stay whole even when E equals T."""
     cut = {}
     for name, table in tables._asdict().items():

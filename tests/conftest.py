@@ -43,11 +43,11 @@ def _isolated_data_dir(tmp_path_factory, monkeypatch):
 def native_kernel():
     """The test runs the C kernel: skipped where MARKET_ENVS_NATIVE=0 turns it off, failed where it
     is on and cannot be built (a machine without a compiler must say so, not pass in silence)."""
-    from market_envs import fill
+    from market_envs import native_fill
 
-    if not fill.native_enabled():
+    if not native_fill.native_enabled():
         pytest.skip("MARKET_ENVS_NATIVE=0: the native kernel is turned off")
-    if not fill.native_available():
+    if not native_fill.native_available():
         pytest.fail(
             "the native kernel could not be built: install a C compiler ($CC, default cc), or set "
             "MARKET_ENVS_NATIVE=0 to run on the torch kernels and skip the tests of the C kernel"

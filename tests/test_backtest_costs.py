@@ -55,7 +55,7 @@ def test_every_strategy_trades_under_the_backtests_cost_model() -> None:
     retail = replace(QUIET, policy_env=SHARES).with_costs(cost_model("retail"))
     charged = run_backtest(data, {"s": schedule}, baselines=["equal_weight", "benchmark"], config=retail)
     for name in ("s", "equal_weight"):
-        # retail: a 2 bp half-spread, kept in float32 as the prices are (1.99999995 bp; `fill.market_tables`)
+        # retail: a 2 bp half-spread, kept in float32 as the prices are (1.99999995 bp; `fill_inputs.market_tables`)
         assert charged.costs[name]["spread_bps"] == pytest.approx(float(np.float32(2e-4)) * 1e4, rel=1e-9)
     assert charged.costs["s"]["cost_impact"] > 0  # (equal-weight buys at bar 1, before any volatility is known)
     # the benchmark, a close-only series, pays the spread but no impact

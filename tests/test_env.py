@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from market_fixtures import random_panel, with_leavers
 from reference_env import ReferenceEnv
 
-from market_envs import EnvConfig, StockTradingVecEnv, fill
+from market_envs import EnvConfig, StockTradingVecEnv, native_fill
 from market_envs.costs import CostModel
 from market_envs.env import clean_actions, return_tstat_table, turbulence_index
 from trader.errors import ConfigError, UserError
@@ -719,7 +719,7 @@ def test_compiled_costly_step_equals_eager_to_accounting_precision_where_cash_bi
     """torch.compile runs its own arrangement of the torch kernel's costly fill (fewer row sums),
     which CUDA runs; it must keep every float64 entry of the eager step, which equals the reference
     env, to accounting precision. (On the CPU both would take the native kernel: turned off here.)"""
-    monkeypatch.setattr(fill, "native_available", lambda: False)
+    monkeypatch.setattr(native_fill, "native_available", lambda: False)
     config = EnvConfig(
         action_mode=mode, episode_length=8, initial_cash=4_000.0, costs=costs, buy_cost=0.001, sell_cost=0.002
     )

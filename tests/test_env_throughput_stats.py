@@ -23,7 +23,7 @@ from benchmarks.env_throughput import (
     with_kernel,
 )
 from benchmarks.finrl_style_env import benchmark_panel
-from market_envs import EnvConfig, fill
+from market_envs import EnvConfig, native_fill
 
 
 def test_paired_ratio_known_answer() -> None:
@@ -82,16 +82,16 @@ class _Counting:
 def test_each_kernel_source_steps_its_own_env_and_only_while_it_runs(native_kernel) -> None:
     """`--kernel-sources`: the env of a version calls that version's build while it steps, and the
     env's own kernel is back outside; the states match the env's own kernel step for step."""
-    own = fill.native_library()
+    own = native_fill.native_library()
     other = _Counting(own)
     rules = replace(EnvConfig(episode_length=EPISODE, short_selling=True), costs=EVERY_COST)
     data = benchmark_panel(5, 300)
     with with_kernel(other):
         run = kernel_switching(other, step_runner(data, 4, torch.device("cpu"), rules, compiled=False))
     warmed = other.calls
-    assert warmed > 0 and fill.native_library() is own
+    assert warmed > 0 and native_fill.native_library() is own
     run(3)
-    assert other.calls == warmed + 3 and fill.native_library() is own
+    assert other.calls == warmed + 3 and native_fill.native_library() is own
     step_runner(data, 4, torch.device("cpu"), rules, compiled=False)(2)
     assert other.calls == warmed + 3
 

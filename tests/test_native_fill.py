@@ -25,7 +25,7 @@ import torch
 from market_fixtures import random_panel
 from test_env import COST_KEYS, EVERY_COST, ODD_ACTIONS, PANEL, random_actions, run_against_reference
 
-from market_envs import EnvConfig, StockTradingVecEnv, fill
+from market_envs import EnvConfig, StockTradingVecEnv, fill, fill_inputs, native_fill
 from market_envs.costs import CostModel, Terms
 
 VOLUME_PANEL = random_panel(n_tickers=6, n_bars=80, seed=3, gap_prob=0.05)
@@ -54,14 +54,14 @@ TERMS = {
 @pytest.fixture
 def torch_kernel(monkeypatch):
     """Envs made in the test take the torch kernels on the CPU, as CUDA does."""
-    monkeypatch.setattr(fill, "native_available", lambda: False)
+    monkeypatch.setattr(native_fill, "native_available", lambda: False)
 
 
 def _steps(config: EnvConfig, use_native: bool, monkeypatch, compile: bool = False, num_envs: int = 5):
     """The info entries of 30 steps of random orders (fixed starts), native kernel or torch."""
     with monkeypatch.context() as patch:
         if not use_native:
-            patch.setattr(fill, "native_available", lambda: False)
+            patch.setattr(native_fill, "native_available", lambda: False)
         env = StockTradingVecEnv(VOLUME_PANEL, num_envs, "cpu", replace(config, random_start=False), compile=compile)
     assert env._rules.fill.native == use_native
     env.reset(seed=0)
@@ -141,9 +141,9 @@ def test_only_the_cpu_with_costs_takes_the_native_fill(native_kernel):
 
 @pytest.mark.slow
 def test_the_library_is_built_once_per_source_and_reused(tmp_path, native_kernel):
-    first = fill.build_native(tmp_path)
+    first = native_fill.build_native(tmp_path)
     stamp = first.stat().st_mtime_ns
-    assert fill.build_native(tmp_path) == first and first.stat().st_mtime_ns == stamp
+    assert native_fill.build_native(tmp_path) == first and first.stat().st_mtime_ns == stamp
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no scratch left behind
 
 
@@ -162,7 +162,7 @@ def test_builds_at_once_into_one_folder_run_the_compiler_once(tmp_path, monkeypa
 
     def build(_: int):
         together.wait()
-        return fill.build_native(tmp_path / "lib", source)
+        return native_fill.build_native(tmp_path / "lib", source)
 
     with ThreadPoolExecutor(2) as pool:
         first, second = pool.map(build, range(2))
@@ -174,7 +174,7 @@ def test_builds_at_once_into_one_folder_run_the_compiler_once(tmp_path, monkeypa
 def test_a_machine_that_cannot_build_it_warns_once_and_keeps_the_torch_fill(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "false")  # a compiler that always fails
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    fill.native_library.cache_clear()
+    native_fill.native_library.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match="could not be built"):
             env = StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))
@@ -185,23 +185,23 @@ def test_a_machine_that_cannot_build_it_warns_once_and_keeps_the_torch_fill(tmp_
         env.reset(seed=0)
         env.step(random_actions(1, 2, PANEL.num_tickers, seed=0)[0])
     finally:
-        fill.native_library.cache_clear()
+        native_fill.native_library.cache_clear()
 
 
 def test_market_envs_native_0_turns_it_off(monkeypatch):
     monkeypatch.setenv("MARKET_ENVS_NATIVE", "0")
-    fill.native_library.cache_clear()
+    native_fill.native_library.cache_clear()
     try:
-        assert not fill.native_available()
+        assert not native_fill.native_available()
         assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))._rules.fill.native
     finally:
         monkeypatch.delenv("MARKET_ENVS_NATIVE")
-        fill.native_library.cache_clear()
+        native_fill.native_library.cache_clear()
 
 
 # --------------------------------------------------------------------- the interface, declared once
 
-SOURCE_TEXT = fill.C_SOURCE.read_text()
+SOURCE_TEXT = native_fill.C_SOURCE.read_text()
 
 
 def c_signatures(text: str) -> dict[str, list[tuple[str, str]]]:
@@ -220,9 +220,9 @@ def c_signatures(text: str) -> dict[str, list[tuple[str, str]]]:
 
 
 def test_the_c_signature_equals_the_declared_interface():
-    """Names, types and order of fill_costs.c's exported functions = `fill.INTERFACE` and `fill.READ_INTERFACES`."""
-    readers = {name: fill.c_parameters(interface) for name, interface in fill.READ_INTERFACES.items()}
-    assert c_signatures(SOURCE_TEXT) == {"fill_with_costs": fill.c_parameters(), **readers}
+    """Names, types and order of fill_costs.c's exported functions = `native_fill.INTERFACE` and `native_fill.READ_INTERFACES`."""
+    readers = {name: native_fill.c_parameters(interface) for name, interface in native_fill.READ_INTERFACES.items()}
+    assert c_signatures(SOURCE_TEXT) == {"fill_with_costs": native_fill.c_parameters(), **readers}
     assert readers["read_rate_actions"] == [
         ("int64_t", "num_envs"),
         ("int64_t", "n"),
@@ -230,7 +230,10 @@ def test_the_c_signature_equals_the_declared_interface():
         ("double *", "aims"),
         ("double *", "rates"),
     ]
-    assert fill.argtypes(fill.READ_INTERFACES["read_actions"]) == [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2
+    assert (
+        native_fill.argtypes(native_fill.READ_INTERFACES["read_actions"])
+        == [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2
+    )
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -250,23 +253,23 @@ def test_the_native_read_of_the_actions_is_torchs_bit_for_bit(native_kernel, con
     if not contiguous:  # a view with a row stride of 3N: read as a copy
         actions = torch.cat([actions, actions[:, :13]], dim=1)[:, : 2 * 13]
         assert not actions.is_contiguous()
-    assert fill.reads_actions_natively(actions, torch.float64)
-    aims, rates = fill.read_actions_c(actions, rate_action=True)
+    assert native_fill.reads_actions_natively(actions, torch.float64)
+    aims, rates = native_fill.read_actions_c(actions, rate_action=True)
     torch_aims, torch_rates = clean_actions(actions, actions.dtype).chunk(2, dim=-1)
     assert torch.equal(_bits(aims), _bits(torch_aims.to(torch.float64)))
     assert torch.equal(_bits(rates), _bits(policy_rates(torch_rates, torch.float64)))
     one_block = actions[:, :13]
-    only, none = fill.read_actions_c(one_block, rate_action=False)
+    only, none = native_fill.read_actions_c(one_block, rate_action=False)
     assert none is None and torch.equal(_bits(only), _bits(clean_actions(one_block, torch.float64)))
     assert aims[0, 0] == 0.0 and aims[0, 1] == 1.0 and aims[0, 2] == -1.0 and math.copysign(1.0, aims[0, 6]) == -1.0
 
 
 def test_the_native_read_takes_only_float32_actions_read_into_float64_on_the_cpu(native_kernel):
     actions = torch.zeros(4, 6)
-    assert fill.reads_actions_natively(actions, torch.float64)
-    assert not fill.reads_actions_natively(actions.double(), torch.float64)  # the torch forms read any dtype
-    assert not fill.reads_actions_natively(actions, torch.float32)
-    assert not fill.reads_actions_natively(actions[0], torch.float64)  # one row: the torch forms
+    assert native_fill.reads_actions_natively(actions, torch.float64)
+    assert not native_fill.reads_actions_natively(actions.double(), torch.float64)  # the torch forms read any dtype
+    assert not native_fill.reads_actions_natively(actions, torch.float32)
+    assert not native_fill.reads_actions_natively(actions[0], torch.float64)  # one row: the torch forms
 
 
 def test_a_c_signature_that_differs_from_the_declaration_is_seen():
@@ -275,37 +278,37 @@ def test_a_c_signature_that_differs_from_the_declaration_is_seen():
     widened = SOURCE_TEXT.replace("const float *open_prices", "const double *open_prices")
     assert swapped != SOURCE_TEXT and retyped != SOURCE_TEXT and widened != SOURCE_TEXT
     for text in (swapped, retyped, widened):
-        assert c_signatures(text)["fill_with_costs"] != fill.c_parameters()
+        assert c_signatures(text)["fill_with_costs"] != native_fill.c_parameters()
 
 
 def test_the_generated_ctypes_and_schema_follow_the_declaration():
-    parameters = fill.c_parameters()
-    assert len(fill.argtypes()) == len(parameters) == 22
-    assert [t for t, (c, _) in zip(fill.argtypes(), parameters, strict=True) if c.endswith("*")] == [
-        fill.ctypes.c_void_p
+    parameters = native_fill.c_parameters()
+    assert len(native_fill.argtypes()) == len(parameters) == 22
+    assert [t for t, (c, _) in zip(native_fill.argtypes(), parameters, strict=True) if c.endswith("*")] == [
+        native_fill.ctypes.c_void_p
     ] * 10
     registered = torch.ops.market_envs.fill_with_costs.default._schema
-    assert [a.name for a in registered.arguments] == [a.name for a in fill.OPERATOR_ARGS]
+    assert [a.name for a in registered.arguments] == [a.name for a in native_fill.OPERATOR_ARGS]
     assert [a.name for a in registered.arguments[:5]] == ["orders", "holdings", "cash", "bars", "open_prices"]
     assert str(registered.arguments[4].type) == "Tensor"  # the open prices: always read
     assert str(registered.arguments[5].type) == "Optional[Tensor]" and str(registered.arguments[-1].type) == "int"
-    assert ("const float *", "open_prices") in parameters and fill.PRICES_DTYPE == torch.float32
-    for table in ("half_spread", "impact"):  # half the bytes of float64 (`fill.market_tables`)
+    assert ("const float *", "open_prices") in parameters and native_fill.PRICES_DTYPE == torch.float32
+    for table in ("half_spread", "impact"):  # half the bytes of float64 (`fill_inputs.market_tables`)
         assert ("const float *", table) in parameters
 
 
 def test_the_term_bits_are_the_c_files():
     bits = dict(re.findall(r"\bTERM_(\w+)\s*=\s*(\d+)", SOURCE_TEXT))
     assert {name: int(bit) for name, bit in bits.items()} == {
-        name.upper(): 1 << k for k, name in enumerate(fill.TERM_FLAGS)
+        name.upper(): 1 << k for k, name in enumerate(native_fill.TERM_FLAGS)
     }
 
 
 def test_the_kernels_version_is_read_from_costmodel_terms():
-    every = fill.term_flags(EVERY_COST.terms(), weights_mode=False)
+    every = native_fill.term_flags(EVERY_COST.terms(), weights_mode=False)
     assert every == 0b1111  # spread, impact, participation, commission per order (borrow is charged at the close)
-    assert fill.term_flags(CostModel().terms(), weights_mode=True) == 0b10000
-    assert fill.term_flags(CostModel(spread_bps=1.0).terms(), weights_mode=False) == 0b1
+    assert native_fill.term_flags(CostModel().terms(), weights_mode=True) == 0b10000
+    assert native_fill.term_flags(CostModel(spread_bps=1.0).terms(), weights_mode=False) == 0b1
     assert not CostModel(borrow_rate=0.01).terms().in_fill and CostModel(borrow_rate=0.01).terms().borrow
     env = StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))
     assert env._rules.fill.native_terms == every and env._rules.fill.has_costs
@@ -329,16 +332,18 @@ def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
         minimum=0.0,
         max_rate=0.0,
     )
-    holdings, sums = fill.fill_with_costs_c(**arguments, terms=0)
+    holdings, sums = native_fill.fill_with_costs_c(**arguments, terms=0)
     assert torch.equal(holdings, orders) and torch.equal(sums[0], torch.ones(e, dtype=torch.float64))
     with pytest.raises(ValueError, match="do not match the tables"):
-        fill.fill_with_costs_c(**arguments, terms=0b1)  # a half-spread without its table
+        native_fill.fill_with_costs_c(**arguments, terms=0b1)  # a half-spread without its table
     with pytest.raises(TypeError, match="unexpected keyword argument .per_order."):
-        fill.fill_with_costs_c(**arguments, terms=0, per_order=True)
+        native_fill.fill_with_costs_c(**arguments, terms=0, per_order=True)
     with pytest.raises(TypeError, match="open_prices float32"):  # float64 prices would be read as floats
-        fill.fill_with_costs_c(**{**arguments, "open_prices": torch.ones((1, n), dtype=torch.float64)}, terms=0)
+        native_fill.fill_with_costs_c(**{**arguments, "open_prices": torch.ones((1, n), dtype=torch.float64)}, terms=0)
     with pytest.raises(TypeError, match="half_spread float32"):  # and a float64 table of a term
-        fill.fill_with_costs_c(**{**arguments, "half_spread": torch.ones((1, n), dtype=torch.float64)}, terms=0b1)
+        native_fill.fill_with_costs_c(
+            **{**arguments, "half_spread": torch.ones((1, n), dtype=torch.float64)}, terms=0b1
+        )
 
 
 def test_every_term_in_the_fill_has_its_bit_in_the_c_kernels_version():
@@ -347,9 +352,9 @@ def test_every_term_in_the_fill_has_its_bit_in_the_c_kernels_version():
     close) has none."""
     for name in Terms._fields:
         alone = Terms(**{field: field == name for field in Terms._fields})
-        assert (name in fill.TERM_FLAGS) == alone.in_fill, name
+        assert (name in native_fill.TERM_FLAGS) == alone.in_fill, name
         if alone.in_fill:
-            assert fill.term_flags(alone, weights_mode=False) == 1 << fill.TERM_FLAGS.index(name)
+            assert native_fill.term_flags(alone, weights_mode=False) == 1 << native_fill.TERM_FLAGS.index(name)
 
 
 # --------------------------------------------------------------------- signed orders, prices in place
@@ -359,7 +364,7 @@ GOLDEN_E, GOLDEN_N, GOLDEN_T = 9, 7, 12  # E and N not multiples of 4: the last 
 
 
 def golden_inputs(terms: int) -> dict:
-    """The kernel's inputs for version `terms` (bits of `fill.TERM_FLAGS`), from a fixed seed: the
+    """The kernel's inputs for version `terms` (bits of `native_fill.TERM_FLAGS`), from a fixed seed: the
     sides of the orders, their prices as rows and the open table they come from, and every other
     argument (the golden file's hashes were computed on exactly these, the half-spread and impact
     tables widened to float64; do not change them)."""
@@ -414,17 +419,17 @@ def test_signed_orders_and_prices_in_place_give_the_old_kernels_results_bit_for_
     from the half-spread and impact tables in float64 (tests/golden: 6e399b9's hashes on the float32
     tables widened, 6e399b9 having given e526f67's bits on the tables of float64 draws)."""
     differ = []
-    for terms in range(1 << len(fill.TERM_FLAGS)):
-        holdings, sums = fill.fill_with_costs_c(**_signed(golden_inputs(terms)))
+    for terms in range(1 << len(native_fill.TERM_FLAGS)):
+        holdings, sums = native_fill.fill_with_costs_c(**_signed(golden_inputs(terms)))
         digest = hashlib.sha256(holdings.numpy().tobytes() + sums.numpy().tobytes()).hexdigest()
         if digest != GOLDEN["sha256"][str(terms)]:
             differ.append(terms)
     assert differ == []
-    holdings, sums = fill.fill_with_costs_c(**_signed(golden_inputs(0b11111)))
+    holdings, sums = native_fill.fill_with_costs_c(**_signed(golden_inputs(0b11111)))
     assert sums[0, 0] >= 0 and float(sums[1].sum()) > 0  # the cash bound a row and orders filled
 
 
-def _rules(terms: int, kernel: str) -> fill.FillRules:
+def _rules(terms: int, kernel: str) -> fill_inputs.FillRules:
     """The `FillRules` of `golden_inputs(terms)` for `kernel` ("native", "eager", "fused")."""
     costs = CostModel(
         commission_per_share=0.005 if terms & 8 else 0.0,
@@ -434,14 +439,14 @@ def _rules(terms: int, kernel: str) -> fill.FillRules:
         impact_eta=1.0 if terms & 2 else 0.0,
         participation=0.05 if terms & 4 else None,
     )
-    rules = fill.fill_rules(costs, 0.001, 0.002, bool(terms & 16), torch.device("cpu"), fused=kernel == "fused")
+    rules = fill_inputs.fill_rules(costs, 0.001, 0.002, bool(terms & 16), torch.device("cpu"), fused=kernel == "fused")
     return replace(rules, native=kernel == "native")
 
 
-def _fill_of(inputs: dict, kernel: str) -> fill.Fill:
+def _fill_of(inputs: dict, kernel: str) -> fill_inputs.Fill:
     """`fill.fill_orders` of `golden_inputs` (the sides; the C kernel takes them signed), on `kernel`."""
     terms = inputs["terms"]
-    tables = fill.Market(inputs["half_spread"], inputs["impact"], inputs["fill_cap"])
+    tables = fill_inputs.Market(inputs["half_spread"], inputs["impact"], inputs["fill_cap"])
     return fill.fill_orders(
         inputs["cash"],
         inputs["holdings"],
@@ -463,7 +468,7 @@ def test_the_torch_kernels_take_the_sides_through_fill_orders_bit_for_bit(terms,
     inputs = golden_inputs(terms)
     sides = inputs["sells"].clone(), inputs["buys"].clone()
     rules = _rules(terms, kernel)
-    market = fill.Market(
+    market = fill_inputs.Market(
         *(
             None if inputs[name] is None else inputs[name].index_select(0, inputs["bars"]).double()
             for name in ("half_spread", "impact", "fill_cap")
@@ -480,7 +485,7 @@ def test_the_torch_kernels_take_the_sides_through_fill_orders_bit_for_bit(terms,
         rules,
     )
     got = _fill_of(inputs, kernel)
-    for name, want, have in zip(fill.Fill._fields, expected, got, strict=True):
+    for name, want, have in zip(fill_inputs.Fill._fields, expected, got, strict=True):
         assert torch.equal(have.view(torch.int64), want.view(torch.int64)), name
     for before, after in zip(sides, (inputs["sells"], inputs["buys"]), strict=True):
         assert torch.equal(before.view(torch.int64), after.view(torch.int64))
@@ -508,7 +513,7 @@ def test_a_nan_order_is_no_order_in_every_kernel(kernel, request):
     }
     given = with_nan["sells"].clone(), with_nan["buys"].clone()
     if kernel == "flat":
-        rules = fill.fill_rules(CostModel(), 0.001, 0.002, True, torch.device("cpu"), fused=False)
+        rules = fill_inputs.fill_rules(CostModel(), 0.001, 0.002, True, torch.device("cpu"), fused=False)
         expected, got = (
             fill.fill_orders(
                 x["cash"],
@@ -517,7 +522,7 @@ def test_a_nan_order_is_no_order_in_every_kernel(kernel, request):
                 x["buys"],
                 x["price"],
                 x["open_prices"],
-                fill.Market(None, None, None),
+                fill_inputs.Market(None, None, None),
                 x["bars"],
                 rules,
             )
@@ -525,7 +530,7 @@ def test_a_nan_order_is_no_order_in_every_kernel(kernel, request):
         )
     else:
         expected, got = _fill_of(zeroed, kernel), _fill_of(with_nan, kernel)
-    for name, want, have in zip(fill.Fill._fields, expected, got, strict=True):
+    for name, want, have in zip(fill_inputs.Fill._fields, expected, got, strict=True):
         assert not have.isnan().any(), name
         assert torch.equal(have, want), name
     assert float(expected.traded.sum()) > 0  # the other orders filled
@@ -534,7 +539,7 @@ def test_a_nan_order_is_no_order_in_every_kernel(kernel, request):
 
 
 def test_a_panel_whose_opens_are_not_float32_takes_the_torch_kernels(native_kernel):
-    """The C kernel reads the open table as float32 (`fill.PRICES_DTYPE`); a float64 panel's env
+    """The C kernel reads the open table as float32 (`native_fill.PRICES_DTYPE`); a float64 panel's env
     takes the torch kernels, and fills as the float32 panel's env does where its prices are the same."""
     wide = replace(VOLUME_PANEL, features=VOLUME_PANEL.features.double())
     config = EnvConfig(costs=EVERY_COST, short_selling=True, initial_cash=3_000.0, random_start=False)
