@@ -10,6 +10,7 @@ within 4 of zero.
 
 from __future__ import annotations
 
+import datetime
 import functools
 
 import numpy as np
@@ -19,6 +20,8 @@ import torch
 from market_envs.data import EdgeSpec, from_frame, oracle_weights, synthetic
 from market_envs.data.edge import (
     EdgePlanter,
+    EdgeShift,
+    Regime,
     cross_section_factor,
     edge_layout,
     portfolio_returns,
@@ -225,3 +228,111 @@ def test_the_costly_recipe_oracle_survives_five_basis_points():
         sharpe[cost] = float(result.metrics.loc["oracle", "sharpe_ratio"])
     assert sharpe[5e-4] > 2.0, sharpe
     assert sharpe[0.0] - 3.0 < sharpe[5e-4] < sharpe[0.0], sharpe
+
+
+# ------------------------------------------------- a shift of the rule within the panel
+SHIFTS = [
+    {"start": "2023-06-01", "horizon": 12},
+    {"start": "2023-06-01", "kind": "momentum"},
+    {"start": "2023-06-01", "kind": "momentum", "horizon": 3, "strength_sharpe": 4.0},
+]
+
+
+@pytest.mark.parametrize("shift", SHIFTS)
+def test_a_shifted_edge_is_planted_as_the_oracle_trades_it(shift):
+    """Planter and oracle agree on both sides of the shift: the drift of every bar is the oracle's
+    weight of the bar before, under the rule in force at that bar."""
+    spec = EdgeSpec(kind="mean_reversion", count=6, horizon=5, strength_sharpe=8.0, shift=shift)
+    data = synthetic(12, "2023-01-03", "2023-09-01", seed=2, interval="1D", edge=spec)  # tradable from bar 60
+    first = spec.shift.first_bar(data.timestamps)
+    assert 60 < first < data.num_bars
+    weights = oracle_weights(data, spec)
+    before = oracle_weights(data, spec.regime(False))
+    after = oracle_weights(data, spec.regime(True))
+    assert torch.equal(weights[: first - 1], before[: first - 1])
+    assert torch.equal(weights[first - 1 :], after[first - 1 :])
+    assert not torch.equal(before[first - 1 :], after[first - 1 :])
+
+
+@pytest.mark.parametrize("shift", SHIFTS)
+def test_the_planter_follows_the_new_rule_from_the_shifts_bar_on(shift):
+    spec = EdgeSpec(kind="mean_reversion", count=6, horizon=5, shift=shift)
+    later = spec.regime(True)
+    layout, t, switch = edge_layout(spec, 12), 300, 140
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 1e-3, (t, 12))
+    gap = np.zeros((t, 12))
+    scale = np.full((t, layout.size), 1e-3)
+    intra = noise.copy()
+    after = Regime(switch, later.horizon, edge_layout(later, 12).sign, 0.3)
+    EdgePlanter(layout, spec.horizon, 0.2, after).plant(intra, gap, scale)
+    planted = (intra - noise)[:, layout.edge]
+    log_returns = torch.from_numpy(intra + gap)
+    old = signal_scores(log_returns, layout, spec.horizon).numpy()
+    new = signal_scores(log_returns, edge_layout(later, 12), later.horizon).numpy()
+    np.testing.assert_allclose(planted[spec.horizon + 1 : switch] / 2e-4, old[spec.horizon : switch - 1], atol=1e-9)
+    np.testing.assert_allclose(planted[switch:] / 3e-4, new[switch - 1 : -1], atol=1e-9)
+
+
+def test_an_oracle_blind_to_a_flip_of_the_kind_loses_the_edge_after_it():
+    """After mean reversion turns into momentum, the old rule earns the edge with the wrong sign."""
+    spec = EdgeSpec(
+        kind="mean_reversion", fraction=0.5, strength_sharpe=10.0, shift={"start": "2023-02-01", "kind": "momentum"}
+    )
+    late = []
+    for seed in SEEDS:
+        data = synthetic(16, *WINDOW, seed=seed, edge=spec)
+        first = spec.shift.first_bar(data.timestamps)
+        for rule in (spec, spec.regime(False)):
+            bars = portfolio_returns(oracle_weights(data, rule), data.close)[first:]
+            late.append(float(sharpe_ratio(daily_returns(bars.numpy(), data.timestamps[first + 1 :]))))
+    aware, blind = np.array(late[0::2]), np.array(late[1::2])
+    assert np.all(aware > 2.0) and np.all(blind < -2.0)
+
+
+def test_a_shift_round_trips_through_a_recipe_table_and_the_panels_meta():
+    spec = EdgeSpec(kind="momentum", horizon=10, shift={"start": datetime.date(2023, 2, 1), "horizon": 40})
+    assert spec.shift == EdgeShift(start="2023-02-01", horizon=40)
+    assert EdgeSpec.from_dict(spec.to_dict()) == spec
+    assert "shift" not in EdgeSpec().to_dict()  # an edge without one writes what it wrote before
+    data = synthetic(8, "2023-01-03", "2023-02-15", seed=0, interval="1D", edge=spec)
+    assert EdgeSpec.from_dict(dict(data.meta["edge"])) == spec
+    assert spec.regime(True).horizon == 40 and spec.regime(False).shift is None
+
+
+@pytest.mark.parametrize(
+    "shift, match",
+    [
+        ({"horizon": 10}, "start"),
+        ({"start": "2023-02-01"}, "changes nothing"),
+        ({"start": "2023-02-01", "horizon": 1}, "horizon"),
+        ({"start": "2023-02-01", "strength_sharpe": -1.0}, "strength_sharpe"),
+        ({"start": "2023-02-01", "kind": "lead_lag"}, "kind"),
+        ({"start": "2023-02-01", "when": 3}, "unknown key"),
+        ({"start": "not a date", "horizon": 10}, "ISO date"),
+    ],
+)
+def test_bad_shifts_are_refused(shift, match):
+    with pytest.raises(ConfigError, match=match):
+        EdgeSpec(shift=shift)
+
+
+def test_only_an_edge_of_one_flippable_kind_may_change_kind():
+    with pytest.raises(ConfigError, match="only an edge of one kind"):
+        EdgeSpec(kind=("mean_reversion", "momentum"), shift={"start": "2023-02-01", "kind": "momentum"})
+
+
+def test_a_recipe_plants_a_shift_from_its_edge_table(tmp_path):
+    from market_envs.data import load
+
+    recipe = tmp_path / "drifting.toml"
+    recipe.write_text(
+        'source = "synthetic"\ninterval = "1D"\nstart = 2021-01-04\nend = 2022-01-03\n'
+        "train_end = 2021-09-01\nval_end = 2021-11-01\n\n[synthetic]\nn_tickers = 10\nseed = 1\n\n"
+        '[synthetic.edge]\nkind = "mean_reversion"\nhorizon = 5\nstrength_sharpe = 6.0\nfraction = 0.6\n\n'
+        '[synthetic.edge.shift]\nstart = 2021-05-03\nkind = "momentum"\nhorizon = 20\n'
+    )
+    data = load(recipe, data_dir=tmp_path / "cache")
+    spec = EdgeSpec.from_dict(dict(data.meta["edge"]))
+    assert spec.shift == EdgeShift(start="2021-05-03", kind="momentum", horizon=20)
+    assert data.timestamps[spec.shift.first_bar(data.timestamps)].date() == datetime.date(2021, 5, 3)

@@ -54,6 +54,15 @@ Sharpe fixes a = SR / (sqrt(252) * c * tau). This is the **frictionless** Sharpe
 the oracle, rebalancing every bar, daily returns compounded from bar returns and
 annualised with 252 days; the tests check it empirically across seeds.
 
+A shift of the rule
+-------------------
+An edge may change within the panel (`EdgeShift`, a recipe's ``[synthetic.edge.shift]``): from a
+session date on, the same tickers follow a new horizon, a new strength, or the opposite kind
+(mean reversion becomes momentum, or back). The drift of bar t+1 follows the rule in force at bar
+t+1, so the oracle's weight at bar t (held over t+1) reads the new rule from the bar before the
+shift on; each regime's strength is calibrated as above. Good hyperparameters then drift within
+the training window, as population-based training assumes they may.
+
 Costs
 -----
 The oracle rebalances every bar and its scores change by about sqrt(2/H) of their
@@ -66,9 +75,11 @@ several cost levels for both.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 import torch
 
 from market_envs.data.indicators import trailing_tstat
@@ -78,6 +89,46 @@ KINDS = ("mean_reversion", "momentum", "lead_lag")
 """The kinds of planted edge."""
 
 _SIGN = {"mean_reversion": -1.0, "momentum": 1.0, "lead_lag": 1.0}
+_FLIPPABLE = ("mean_reversion", "momentum")
+"""The kinds a shift may turn an edge into: each the other's sign, on the same tickers."""
+
+
+@dataclass(frozen=True)
+class EdgeShift:
+    """A change of the planted rule from a session date on (the same tickers keep the edge).
+
+    :param start: the first session date (ISO, exchange time) of the new rule.
+    :param kind: the new kind: "mean_reversion" or "momentum", for an edge of one of those two
+        kinds (the other one of the two); None keeps the kind.
+    :param horizon: the new look-back in bars (>= 2); None keeps it.
+    :param strength_sharpe: the new frictionless annual Sharpe ratio of the oracle (>= 0); None
+        keeps it.
+    """
+
+    start: str
+    kind: str | None = None
+    horizon: int | None = None
+    strength_sharpe: float | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            pd.Timestamp(self.start)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"edge shift start must be an ISO date, got {self.start!r}") from err
+        if self.kind is not None and self.kind not in _FLIPPABLE:
+            raise ConfigError(f"edge shift kind must be one of {list(_FLIPPABLE)}, got {self.kind!r}")
+        if self.horizon is not None and (not isinstance(self.horizon, int) or self.horizon < 2):
+            raise ConfigError(f"edge shift horizon must be an integer number of bars >= 2, got {self.horizon!r}")
+        if self.strength_sharpe is not None and not (math.isfinite(self.strength_sharpe) and self.strength_sharpe >= 0):
+            raise ConfigError(f"edge shift strength_sharpe must be a finite number >= 0, got {self.strength_sharpe}")
+        if (self.kind, self.horizon, self.strength_sharpe) == (None, None, None):
+            raise ConfigError("edge shift changes nothing: give kind, horizon or strength_sharpe")
+
+    def first_bar(self, timestamps: pd.DatetimeIndex) -> int:
+        """The index of the first bar of `timestamps` (exchange time) on or after `start`'s
+        session (0 when every bar is; len(timestamps) when none is)."""
+        days = timestamps.tz_localize(None) if timestamps.tz is not None else timestamps
+        return int(np.searchsorted(days.normalize().asi8, pd.Timestamp(self.start).normalize().value, side="left"))
 
 
 @dataclass(frozen=True)
@@ -97,6 +148,8 @@ class EdgeSpec:
     :param followers_per_leader: lead_lag only: followers sharing one leader.
     :param seed: chooses which tickers carry the edge (and lead), independently of
         the market's own seed, so the oracle can rebuild the layout.
+    :param shift: a change of the rule from a date on (`EdgeShift`); None: the rule holds
+        throughout.
     """
 
     kind: str | tuple[str, ...] = "mean_reversion"
@@ -106,6 +159,7 @@ class EdgeSpec:
     horizon: int = 30
     followers_per_leader: int = 4
     seed: int = 0
+    shift: EdgeShift | None = None
 
     def __post_init__(self) -> None:
         kinds = (self.kind,) if isinstance(self.kind, str) else tuple(self.kind)
@@ -125,6 +179,12 @@ class EdgeSpec:
             raise ConfigError(f"edge horizon must be an integer number of bars >= 2, got {self.horizon!r}")
         if not isinstance(self.followers_per_leader, int) or self.followers_per_leader < 1:
             raise ConfigError(f"edge followers_per_leader must be an integer >= 1, got {self.followers_per_leader!r}")
+        if isinstance(self.shift, dict):
+            object.__setattr__(self, "shift", shift_from_dict(self.shift))
+        if self.shift is not None and not isinstance(self.shift, EdgeShift):
+            raise ConfigError(f"edge shift must be a table of EdgeShift's fields, got {type(self.shift).__name__}")
+        if self.shift is not None and self.shift.kind is not None and self.kinds not in ((k,) for k in _FLIPPABLE):
+            raise ConfigError(f"edge shift kind: only an edge of one kind of {list(_FLIPPABLE)} can change kind")
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -144,11 +204,46 @@ class EdgeSpec:
         return cls(**values)
 
     def to_dict(self) -> dict:
-        """Plain values (kind as a list when combined), for meta data and recipes."""
+        """Plain values (kind as a list when combined, the shift as a table or left out), for meta
+        data and recipes."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         if isinstance(out["kind"], tuple):
             out["kind"] = list(out["kind"])
+        if self.shift is None:
+            del out["shift"]
+        else:
+            out["shift"] = {
+                f.name: getattr(self.shift, f.name)
+                for f in fields(EdgeShift)
+                if getattr(self.shift, f.name) is not None
+            }
         return out
+
+    def regime(self, shifted: bool) -> EdgeSpec:
+        """The rule in force before the shift (`shifted` False: this spec without it) or after."""
+        if not shifted or self.shift is None:
+            return replace(self, shift=None)
+        shift = self.shift
+        return replace(
+            self,
+            shift=None,
+            kind=shift.kind or self.kind,
+            horizon=shift.horizon or self.horizon,
+            strength_sharpe=self.strength_sharpe if shift.strength_sharpe is None else shift.strength_sharpe,
+        )
+
+
+def shift_from_dict(options: dict) -> EdgeShift:
+    """An `EdgeShift` from a recipe's ``[synthetic.edge.shift]`` table; unknown keys refused."""
+    known = {f.name for f in fields(EdgeShift)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(f"edge shift: unknown key(s) {unknown}; expected some of {sorted(known)}")
+    if "start" not in options:
+        raise ConfigError("edge shift needs a start date")
+    values = dict(options)
+    values["start"] = str(values["start"])  # a TOML date is a datetime.date
+    return EdgeShift(**values)
 
 
 def as_edge_spec(edge: EdgeSpec | dict | None) -> EdgeSpec | None:
@@ -229,17 +324,28 @@ def cross_section_factor(layout: EdgeLayout, corr: np.ndarray, vols: np.ndarray)
     return float(np.diag(s) @ d * math.sqrt(k) / math.sqrt(np.trace(s) * np.trace(s @ drd)))
 
 
+class Regime(NamedTuple):
+    """The rule of the edge from bar `first_bar` on: its horizon, the sign of each edge ticker's
+    statistic (`EdgeLayout.sign` of the regime's kind) and its per-bar signal-to-noise ratio."""
+
+    first_bar: int
+    horizon: int
+    sign: np.ndarray
+    snr: float
+
+
 class EdgePlanter:
     """Plants the edge bar by bar while the generator runs (a recursion over time).
 
     The score at bar t needs returns up to t, which include the drift planted at t,
     so this loops over bars; every step is a few numpy operations on K-vectors.
+    With a second `Regime` (`after`), the drift of every bar from its ``first_bar`` on
+    follows that regime's horizon, signs and strength.
     """
 
-    def __init__(self, layout: EdgeLayout, horizon: int, snr: float) -> None:
+    def __init__(self, layout: EdgeLayout, horizon: int, snr: float, after: Regime | None = None) -> None:
         self.layout = layout
-        self.horizon = horizon
-        self.snr = snr
+        self.regimes = [Regime(0, horizon, layout.sign, snr)] + ([after] if after is not None else [])
         self.grid = score_grid(layout.size)
         # columns whose returns are tracked: the edge tickers first, then the leaders
         self.columns = np.concatenate([layout.edge, layout.leaders])
@@ -254,28 +360,37 @@ class EdgePlanter:
         :param gap: [T, N] overnight log gaps (part of the bar return, no drift).
         :param scale: [T, K] each edge ticker's bar volatility as known before the bar.
         """
-        k, h, grid, sign = self.layout.size, self.horizon, self.grid, self.layout.sign
-        drift = self.snr * scale
+        k, grid = self.layout.size, self.grid
+        before, after = self.regimes[0], self.regimes[-1]
+        switch = after.first_bar if len(self.regimes) > 1 else len(intra)
+        drift = before.snr * scale
+        drift[switch:] = after.snr * scale[switch:]
         returns = intra[:, self.columns] + gap[:, self.columns]  # [T, S], the drift added below
         planted = np.zeros_like(scale)
-        sum1 = np.zeros(len(self.columns))
-        sum2 = np.zeros(len(self.columns))
+        sums = {
+            h: (np.zeros(len(self.columns)), np.zeros(len(self.columns))) for h in {r.horizon for r in self.regimes}
+        }
         score = np.zeros(k)
         for t in range(len(returns)):  # a recursion: the score at t needs the drift at t
             r = returns[t]
             planted[t] = d = drift[t] * score
             r[:k] += d
-            sum1 += r
-            sum2 += r * r
-            if t >= h:
-                old = returns[t - h]
-                sum1 -= old
-                sum2 -= old * old
-            if t >= h - 1:
+            for h, (sum1, sum2) in sums.items():
+                sum1 += r
+                sum2 += r * r
+                if t >= h:
+                    old = returns[t - h]
+                    sum1 -= old
+                    sum2 -= old * old
+            rule = after if t + 1 >= switch else before  # the rule of bar t+1, whose drift this score sets
+            if t >= rule.horizon - 1:
+                sum1, sum2 = sums[rule.horizon]
                 stat = sum1 / np.sqrt(np.maximum(sum2, 1e-300))
-                stat = sign * (stat[:k] if self.own_only else stat[self.position])
+                stat = rule.sign * (stat[:k] if self.own_only else stat[self.position])
                 score = np.empty(k)
                 score[stat.argsort(kind="stable")] = grid
+            else:
+                score = np.zeros(k)
         intra[:, self.layout.edge] += planted
 
 
@@ -330,7 +445,13 @@ def oracle_weights(data, spec: EdgeSpec, rebalance_every: int = 1, long_only: bo
     close = data.close.double()
     log_returns = torch.zeros_like(close)
     log_returns[1:] = torch.log(close[1:] / close[:-1])
-    scores = signal_scores(log_returns, layout, spec.horizon) / layout.size
+    scores = signal_scores(log_returns, layout, spec.horizon)
+    if spec.shift is not None:  # row t holds over bar t+1: the new rule from the bar before the shift on
+        later = spec.regime(True)
+        shifted = signal_scores(log_returns, edge_layout(later, data.num_tickers), later.horizon)
+        rows = torch.arange(len(scores), device=scores.device) >= spec.shift.first_bar(data.timestamps) - 1
+        scores = torch.where(rows[:, None], shifted, scores)
+    scores = scores / layout.size
     if long_only:
         positive = scores.clamp_min(0.0)
         scores = positive / positive.sum(dim=1, keepdim=True).clamp_min(1e-12)

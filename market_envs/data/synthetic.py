@@ -47,7 +47,7 @@ import pandas as pd
 from scipy.signal import lfilter
 
 from market_envs.data.calendar import bar_minutes, session_bars
-from market_envs.data.edge import EdgePlanter, EdgeSpec, as_edge_spec, cross_section_factor, edge_layout
+from market_envs.data.edge import EdgePlanter, EdgeSpec, Regime, as_edge_spec, cross_section_factor, edge_layout
 from market_envs.data.frame import from_frame
 from market_envs.data.panel import MarketData
 from market_envs.errors import ConfigError
@@ -380,11 +380,16 @@ def generate_frame(n, start, end, seed, interval, spec, model):
     layout = None
     if spec is not None:
         layout = edge_layout(spec, n)
-        snr = edge_snr(spec, tick, q_session, model)
-        if snr > 0:
+        snr = edge_snr(spec.regime(False), tick, q_session, model)
+        after = None
+        if spec.shift is not None:
+            later = spec.regime(True)
+            snr_after = edge_snr(later, tick, q_session, model)
+            after = Regime(spec.shift.first_bar(stamps), later.horizon, edge_layout(later, n).sign, snr_after)
+        if snr > 0 or (after is not None and after.snr > 0):
             v_known = np.vstack([np.ones((1, n)), v[:-1]])  # the volatility known before each bar
             scale = (bar_sd * regime * v_known)[:, layout.edge]
-            EdgePlanter(layout, spec.horizon, snr).plant(intra, gap, scale)
+            EdgePlanter(layout, spec.horizon, snr, after).plant(intra, gap, scale)
 
     log_close = np.log(tick.price) + np.cumsum(intra + gap, axis=0)
     share = _volume_share(profile, regular, model, step)
