@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -53,6 +52,7 @@ import numpy as np
 import torch
 
 from market_envs.gym_vec import GymVecEnv
+from trader import aggregate
 from trader.agents import get_spec, make_agent, make_config
 from trader.agents.evaluator import Evaluator, mean_return_score
 
@@ -201,22 +201,6 @@ def run_one(
     }
 
 
-def iqm_interval(values: list[float], resamples: int = 2000) -> tuple[float, float, float]:
-    """Interquartile mean and its 95% percentile bootstrap interval (over runs)."""
-    data = np.asarray(values, dtype=np.float64)
-    rng = np.random.default_rng(0)
-    samples = rng.choice(data, size=(resamples, data.size), replace=True)
-    boot = np.array([_iqm(row) for row in samples])
-    return _iqm(data), float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
-
-
-def _iqm(values: np.ndarray) -> float:
-    """Mean of the middle half (rliable's IQM: a 25% trimmed mean)."""
-    ordered = np.sort(values)
-    cut = int(math.floor(0.25 * ordered.size))
-    return float(ordered[cut : ordered.size - cut].mean())
-
-
 def table(runs: list[dict[str, Any]], learners: list[str]) -> str:
     """Markdown: per learner the final return per seed, IQM [95% CI], steps and CPU."""
     lines = [
@@ -230,7 +214,8 @@ def table(runs: list[dict[str, Any]], learners: list[str]) -> str:
             continue
         finals = [r["curve"][-1] for r in mine]
         returns = [row[3] for row in finals]
-        iqm, low, high = iqm_interval(returns)
+        estimate = aggregate.stratified_interval(aggregate.iqm, returns)
+        iqm, low, high = estimate.value, estimate.low, estimate.high
         per_seed = ", ".join(f"{value:,.0f}" for value in returns)
         lines.append(
             f"| {learner} | {per_seed} | {iqm:,.0f} [{low:,.0f}, {high:,.0f}] | "
@@ -242,7 +227,7 @@ def table(runs: list[dict[str, Any]], learners: list[str]) -> str:
 
 def _last_three(runs: list[dict[str, Any]]) -> str:
     means = [float(np.mean([row[3] for row in run["curve"][-3:]])) for run in runs]
-    return ", ".join(f"{value:,.0f}" for value in means) + f"; {_iqm(np.asarray(means)):,.0f}"
+    return ", ".join(f"{value:,.0f}" for value in means) + f"; {aggregate.iqm(means):,.0f}"
 
 
 def write_csv(runs: list[dict[str, Any]], path: Path) -> None:
@@ -294,7 +279,7 @@ def _iqm_curve(runs: list[dict[str, Any]], column: int) -> tuple[np.ndarray, lis
     values = []
     for point in grid:
         latest = [_latest(run["curve"], column, point) for run in runs]
-        values.append(_iqm(np.asarray(latest)))
+        values.append(aggregate.iqm(latest))
     return grid, values
 
 
