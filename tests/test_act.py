@@ -21,6 +21,7 @@ from market_envs.env import EnvConfig
 from trader.backtesting.engine import Book
 from trader.backtesting.runs import backtest_config, backtest_run, read_run
 from trader.app.cli import main as cli
+from trader.errors import UserError
 
 from market_fixtures import write_tiny_recipe
 
@@ -130,6 +131,25 @@ def test_a_bad_book_or_a_missing_run_exits_2_with_one_line(backtested, tmp_path:
         assert cli(["act", str(run_dir), "--book", str(path)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--book" in err
+
+
+def test_a_book_worth_nothing_or_less_is_refused_by_the_api_and_the_cli(backtested, tmp_path: Path, capsys) -> None:
+    """Target weights are fractions of the book's value: on a book worth <= 0 they would turn
+    into orders of the opposite sign, so the book is refused (exit 2, one line), at a past bar
+    and at the latest one."""
+    run_dir, series, positions = backtested
+    ticker = positions.columns[0]
+    price = float(trader.act(run_dir, at=series.index[-2]).price[ticker])  # the fill price: about the close
+    for cash, holdings in ((0.0, {}), (-5_000.0, {}), (-30.0 * price, {ticker: 10.0})):
+        book = {"cash": cash, "holdings": holdings}
+        for at in (series.index[-2], None):
+            with pytest.raises(UserError, match="--book is worth .* must be worth more than 0"):
+                trader.act(run_dir, at=at, book=book)
+        path = tmp_path / "book.json"
+        path.write_text(json.dumps(book))
+        assert cli(["act", str(run_dir), "--book", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("--book is worth -" in err or "--book is worth 0.00" in err), err
 
 
 def test_the_env_resets_at_a_chosen_bar_and_refuses_one_outside_the_data() -> None:

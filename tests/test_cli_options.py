@@ -627,6 +627,31 @@ def test_a_resumed_tournament_takes_its_pods_and_refuses_its_settings(
     )
 
 
+def test_a_resume_keeps_the_saved_stops_and_cluster_unless_told_otherwise(
+    tmp_path: Path, settings_of_tournament, capsys
+) -> None:
+    """`trader tournament RUN --resume` alone runs on the saved cluster (one worker stays one) to
+    the saved stops (a time budget alone too); a stop or a cluster given replaces that group whole;
+    every key of the one resume list acts, pods_per_gpu (a --config key) included."""
+    run = tmp_path / "t"
+    run.mkdir()
+    saved = {"run_dir": str(run), "env": "Pendulum-v1", "workers": 1, "pods_per_gpu": 1, "time_budget": 60.0}
+    rundir.write_toml(run / "tournament.toml", saved)  # pods = None: TOML holds no null, the key is absent
+    rundir.append_json_line(run / "events.jsonl", {"kind": "started", "time": 0.0})
+
+    def resumed(*more: str):
+        assert main(["tournament", str(run), "--resume", *more]) == 2
+        assert capsys.readouterr().err.strip() == "error: stopped before the cluster"
+        found = settings_of_tournament[-1]
+        return found.workers, found.pods, found.time_budget, found.pods_per_gpu
+
+    assert resumed() == (1, None, 60.0, 1)
+    assert resumed("--workers", "3", "--pods", "5") == (3, 5, None, 1)
+    config = tmp_path / "more.toml"
+    config.write_text("pods_per_gpu = 2\n")
+    assert resumed("--config", str(config)) == (2, None, 60.0, 2)  # a cluster key given: the cluster's defaults
+
+
 @pytest.fixture
 def walk_forward_arguments(monkeypatch):
     """`trader walkforward` up to `walk_forward`: the keyword arguments it was called with, then a stop."""

@@ -174,6 +174,30 @@ def test_demo_refuses_a_folder_that_holds_a_run(run: Path, capsys) -> None:
     refused(["demo", str(run)], run, capsys, str(run), "holds a run already", "another run directory")
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["backtest"],
+        ["backtest", "--dataset", "RECIPE"],  # the remedy the old message gave: a baselines-only report written there
+        ["act"],
+        ["paper", "--broker", "replay", "--max-bars", "1"],
+        ["baselines", "--steps", "64", "--dataset", "RECIPE"],
+    ],
+    ids=["backtest", "backtest-dataset", "act", "paper", "baselines"],
+)
+def test_a_command_that_reads_one_run_refuses_a_walk_forward_folder(
+    command: list[str], finished: Path, recipe: Path, tmp_path: Path, capsys
+) -> None:
+    """A walk-forward's folder holds runs (its folds), not one: the commands that read one run
+    name a fold and the walk-forward's report, and write nothing into it."""
+    walk = tmp_path / "wf"
+    shutil.copytree(finished, rundir.fold_dir(walk, 0))
+    rundir.write_toml(walk / rundir.WF_CONFIG, {"dataset": str(recipe), "learner": "ppo"})
+    rundir.write_text(walk / rundir.WF_REPORT_MD, "# walk-forward\n")
+    argv = [command[0], str(walk), *(str(recipe) if a == "RECIPE" else a for a in command[1:])]
+    refused(argv, walk, capsys, f"{walk} is a walk-forward", str(rundir.fold_dir(walk, 0)), rundir.WF_REPORT_MD)
+
+
 def test_a_tournament_resume_refuses_a_setting_it_would_ignore(tmp_path: Path, capsys) -> None:
     run = tmp_path / "t"
     run.mkdir()

@@ -248,6 +248,25 @@ def test_a_runs_kind_is_decided_once_for_the_backtest_and_the_dashboard(tmp_path
     assert rundir.baseline_folders(made["baselines"]) == [made["baselines"] / "baselines" / "sb3-ppo-s0"]
 
 
+def test_a_folder_of_several_runs_is_refused_where_one_run_is_read(tmp_path: Path) -> None:
+    """A walk-forward or an experiment names a run inside it (and its report); a run passes."""
+    from trader.backtesting.runs import read_run
+
+    experiment = tmp_path / "exp"
+    rundir.write_toml(experiment / rundir.EXPERIMENT, {"seed": 0})
+    rundir.write_toml(experiment / "tournament" / rundir.TOURNAMENT, {"env": "Pendulum-v1"})
+    with pytest.raises(UserError, match=f"an experiment .*{experiment / 'tournament'}.*{rundir.EXPERIMENT_TABLE}"):
+        read_run(experiment)
+    walk = tmp_path / "wf"
+    rundir.write_toml(walk / rundir.WF_CONFIG, {"learner": "ppo"})
+    for k in (0, 1):
+        rundir.write_toml(rundir.fold_dir(walk, k) / rundir.CONFIG, {"algo": "ppo"})
+    with pytest.raises(UserError, match=f"a walk-forward .*{rundir.fold_dir(walk, 1)}.*{rundir.WF_REPORT_MD}"):
+        rundir.check_one_run(walk)
+    rundir.check_one_run(rundir.fold_dir(walk, 1))  # a fold is a run of its own
+    assert sorted(p.name for p in walk.iterdir()) == ["folds", rundir.WF_CONFIG]  # nothing written
+
+
 def test_a_folds_record_and_a_best_snapshots_step_are_read_in_one_place(tmp_path: Path) -> None:
     for k in (2, 0, 10):
         rundir.fold_dir(tmp_path, k).mkdir(parents=True)

@@ -378,3 +378,74 @@ def test_the_market_preset_fills_rules_and_configs_under_the_keys_given(tmp_path
     assert values["algo_configs"]["td3"]["updates_per_step"] == pytest.approx(1 / 16)
     assert values["algo_configs"]["sac"] == {"tau": 0.01}  # an algorithm outside the pool is left as given
     TournamentConfig.from_dict({**values, "run_dir": str(tmp_path / "t"), "pods": 1})  # a valid config
+
+
+# --------------------------------------------------------------------------- interrupts and resumes
+
+
+def test_the_pods_per_hour_of_a_resumed_run_are_this_sessions() -> None:
+    """A resumed run's rate: the pods it finished, over its own clock (the earlier sessions' 30 pods
+    over this session's 36 s read 3,000 pods/h); the line says so."""
+    from dataclasses import replace
+
+    from tournament.orchestrator import Progress
+    from trader.app.cli.tournament import progress_line
+
+    resumed = Progress(30, 0, 1, 1, 1.0, "ppo", elapsed=36.0, done_here=1, resumed=True)
+    assert resumed.pods_per_hour == pytest.approx(100.0)
+    assert progress_line(resumed).endswith("best 1 (ppo), 100 pods/h this session")
+    assert progress_line(replace(resumed, done=1, resumed=False)).endswith("best 1 (ppo), 100 pods/h")
+
+
+@pytest.mark.parametrize(
+    "stage, target", [("pods", "_session"), ("ensemble", "select_result"), ("backtest", "_final_backtest")]
+)
+def test_an_interrupt_at_any_stage_ends_the_run_saying_where(tmp_path: Path, monkeypatch, stage, target) -> None:
+    from market_fixtures import write_tiny_recipe
+
+    from tournament import orchestrator
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(orchestrator, "_session", lambda *args: ("pods", 1.0))  # no cluster: no pod ran
+    monkeypatch.setattr(orchestrator, target, interrupt)
+    config = TournamentConfig(run_dir=str(tmp_path / "run"), env=str(write_tiny_recipe(tmp_path)), pods=2)
+    with pytest.raises(orchestrator.Interrupted) as caught:
+        orchestrator.run(config)
+    assert isinstance(caught.value, KeyboardInterrupt) and caught.value.stage == stage
+    words = "while training pods (0 pods finished, 0 failed, 0 in flight" if stage == "pods" else "during the "
+    assert caught.value.where().startswith(words) and str(tmp_path / "run") in str(caught.value)
+
+
+@pytest.mark.parametrize("stage", ["pods", "backtest", "report"])
+def test_the_cli_says_in_one_line_where_an_interrupt_stopped_and_what_resumes(
+    tmp_path: Path, monkeypatch, capsys, stage
+) -> None:
+    import tournament
+    from tournament import cluster
+    from tournament.orchestrator import Interrupted
+    from trader.app.cli import main
+    from trader.app.cli import tournament as command
+
+    run_dir = tmp_path / "run"
+
+    def interrupt(*args, **kwargs):
+        if stage == "report":
+            raise KeyboardInterrupt
+        raise Interrupted(run_dir, stage, 2, 1, 1)
+
+    monkeypatch.setattr(cluster, "connect_for", lambda config: None)
+    monkeypatch.setattr(cluster, "close", lambda client: None)
+    monkeypatch.setattr(tournament, "run", (lambda *args, **kwargs: None) if stage == "report" else interrupt)
+    monkeypatch.setattr(command, "_print_result", interrupt)
+    assert main(["tournament", str(run_dir), "--env", "Pendulum-v1", "--pods", "4"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    where = {
+        "pods": "while training pods (2 pods finished, 1 failed, 1 in flight, run again on resume); resume with: ",
+        "backtest": "during the final backtest (2 pods finished, 1 failed; none left to train); resume with: ",
+        "report": "while printing the results; the tournament finished: see ",
+    }[stage]
+    tail = f"{run_dir / 'report.md'}" if stage == "report" else f"trader tournament {run_dir} --resume"
+    assert err[-1] == f"interrupted (SIGINT) {where}{tail}", err
+    assert sum("interrupted" in line for line in err) == 1 and "Traceback" not in "\n".join(err)

@@ -15,6 +15,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -72,6 +73,105 @@ def tiny_config(run_dir: Path, recipe: Path, **changes) -> TournamentConfig:
         backtest=False,
     )
     return TournamentConfig(**{**values, **changes})
+
+
+def tournament_process(
+    run_dir: Path, recipe: Path, tmp_path: Path, pods: int, backtest: bool = False, stdout: Any = subprocess.PIPE
+) -> subprocess.Popen:
+    """`trader tournament` of tiny PPO pods on one local worker, in a session of its own (the group a
+    terminal's Ctrl-C reaches: the command and its workers); stderr piped, as text."""
+    config_file = tmp_path / "tiny.toml"
+    config_file.write_text(
+        f"backtest = {str(backtest).lower()}\n[algo_configs.ppo]\nnum_steps = 32\nupdate_epochs = 2\n"
+        "num_minibatches = 2\nhidden_sizes = [16]\n"
+    )
+    args = [
+        *("tournament", str(run_dir), "--dataset", str(recipe), "--pods", str(pods), "--pod-steps", "1024"),
+        *("--num-envs", "8", "--population", "3", "--workers", "1", "--algos", "ppo", "--config", str(config_file)),
+    ]
+    code = "import sys; from trader.app.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        start_new_session=True,
+        stdout=stdout,
+        stderr=subprocess.PIPE if stdout is subprocess.PIPE else subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def wait_for(process: subprocess.Popen, ready: Any, seconds: float = 180) -> None:
+    """Until ``ready()`` holds; the process must still run then."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None and not ready():
+        time.sleep(0.05)
+    assert process.poll() is None, "the tournament ended before the signal"
+
+
+def events_of(run_dir: Path) -> list[dict]:
+    """The complete lines of the run's log so far ([] before it exists)."""
+    from trader import rundir
+
+    return rundir.read_json_lines(run_dir / "events.jsonl")
+
+
+def ended(run_dir: Path) -> int:
+    return sum(e["kind"] in ("finished", "failed") for e in events_of(run_dir))
+
+
+def interrupted(process: subprocess.Popen, sig: signal.Signals, group: bool) -> list[str]:
+    """Send ``sig`` (to the process group: a terminal's Ctrl-C); the command's stderr lines, after it
+    exited with 128 + the signal's number, without a traceback from any of its processes."""
+    (os.killpg if group else os.kill)(process.pid, sig)
+    _, err = process.communicate(timeout=180)
+    assert process.returncode == 128 + sig, err[-3000:]
+    assert "Traceback" not in err and "Error" not in err, err[-3000:]
+    lines = err.strip().splitlines()
+    assert sum("interrupted" in line for line in lines) == 1, err[-3000:]
+    return lines
+
+
+def test_sigint_during_the_pods_says_in_one_line_where_it_stopped_and_how_to_resume(shared, tmp_path: Path) -> None:
+    run_dir = tmp_path / "t"
+    process = tournament_process(run_dir, shared[1], tmp_path, pods=3)
+    wait_for(process, lambda: ended(run_dir) >= 1)
+    lines = interrupted(process, signal.SIGINT, group=True)
+    assert lines[-1].startswith("interrupted (SIGINT) while training pods (")
+    assert lines[-1].endswith(f"; resume with: trader tournament {run_dir} --resume")
+    assert events_of(run_dir)[-1] | {"time": 0} == {"kind": "stopped", "reason": "interrupted", "time": 0}
+
+
+@pytest.mark.slow
+def test_a_tournament_stopped_by_sigterm_resumes_on_its_saved_worker_count(shared, tmp_path: Path) -> None:
+    """SIGTERM (a service manager's stop: the command alone) is one line too; the resume runs on the
+    run's one worker, and its rate counts this session's pods over this session's clock."""
+    from tournament.orchestrator import resume_config
+
+    run_dir = tmp_path / "t"
+    process = tournament_process(run_dir, shared[1], tmp_path, pods=3)
+    wait_for(process, lambda: ended(run_dir) >= 1)
+    lines = interrupted(process, signal.SIGTERM, group=False)
+    assert lines[-1].startswith("interrupted (SIGTERM) while training pods (")
+    before = len(finished_events(run_dir))
+    seen = []
+    run(resume_config(run_dir), resume=True, on_progress=seen.append)
+    check_consistent(run_dir, 3)
+    last = seen[-1]
+    assert (last.workers, last.resumed, last.done, last.done_here) == (1, True, 3, 3 - before)
+    assert last.pods_per_hour == pytest.approx(3600 * last.done_here / last.elapsed)
+
+
+@pytest.mark.slow
+def test_sigint_during_the_final_backtest_is_one_line_and_a_resume_writes_the_report(shared, tmp_path: Path) -> None:
+    from trader.app.cli import main
+
+    run_dir = tmp_path / "t"
+    process = tournament_process(run_dir, shared[1], tmp_path, pods=1, backtest=True)
+    wait_for(process, lambda: any(e["kind"] == "selected" for e in events_of(run_dir)))
+    lines = interrupted(process, signal.SIGINT, group=True)
+    assert lines[-1].startswith("interrupted (SIGINT) during the final backtest (1 pod finished, 0 failed")
+    assert not (run_dir / "report.json").exists()
+    assert main(["tournament", str(run_dir), "--resume"]) == 0
+    assert (run_dir / "report.json").is_file() and len(finished_events(run_dir)) == 1  # no pod trained again
 
 
 def finished_events(run_dir: Path) -> Counter:
@@ -132,36 +232,7 @@ def _pods_or_none(run_dir: Path) -> pd.DataFrame | None:
 def test_a_killed_orchestrator_resumes_without_rerunning_finished_pods(local_cluster, shared, tmp_path: Path) -> None:
     _, client = local_cluster
     run_dir = tmp_path / "resumed"
-    args = [
-        "tournament",
-        str(run_dir),
-        "--dataset",
-        str(shared[1]),
-        "--pods",
-        "5",
-        "--pod-steps",
-        "1024",
-        "--num-envs",
-        "8",
-        "--population",
-        "3",
-        "--workers",
-        "1",
-        "--algos",
-        "ppo",
-    ]
-    config_file = tmp_path / "tiny.toml"
-    config_file.write_text(
-        "backtest = false\n[algo_configs.ppo]\nnum_steps = 32\nupdate_epochs = 2\n"
-        "num_minibatches = 2\nhidden_sizes = [16]\n"
-    )
-    code = "import sys; from trader.app.cli import main; sys.exit(main(sys.argv[1:]))"
-    process = subprocess.Popen(
-        [sys.executable, "-c", code, *args, "--config", str(config_file)],
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = tournament_process(run_dir, shared[1], tmp_path, pods=5, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and process.poll() is None:
         if (run_dir / "events.jsonl").is_file() and len(finished_events(run_dir)) >= 2:

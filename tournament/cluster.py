@@ -18,6 +18,9 @@
   ``gpu`` extra (``pip install 'podracer-trader[gpu]'``); nothing else needs it.
 
 The local clusters' workers start with glibc's own allocator settings (`WORKER_ENV_UNSET`).
+The local cluster's workers ignore SIGINT (`dask_setup`): Ctrl-C reaches every process of
+the terminal's group, and it is the orchestrator's to stop the run (`tournament.orchestrator.Interrupted`);
+closing the cluster ends its workers.
 
 Before the `Client` is made, `probe_scheduler` asks the address for its identity
 under a hard deadline: something else listening there (a web server, a server that
@@ -34,6 +37,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -66,6 +71,18 @@ transitions (the market preset) took 123 to 127 s in a worker against 55 s witho
 in the kernel (benchmarks/RESULTS.md, "Pods in dask workers: the allocator"). A worker started by hand
 with ``dask worker`` gets it from its nanny: start it with ``--no-nanny`` (`trader cluster certs`
 prints the command)."""
+
+
+WORKER_PRELOAD = __name__
+"""The module each local worker process runs as it starts (dask's ``preload``): `dask_setup`."""
+
+
+def dask_setup(worker: Any) -> None:
+    """Dask calls this in each local worker process as it starts (`WORKER_PRELOAD`): the worker
+    ignores SIGINT. Without it Ctrl-C, which the terminal sends to every process of its group,
+    ended each worker with a traceback of dask's, whatever the orchestrator then did."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class InsecureClusterWarning(UserWarning):
@@ -235,6 +252,7 @@ def connect(
             host=LOOPBACK_HOST,
             dashboard_address=None,
             silence_logs=logging.ERROR,
+            preload=[WORKER_PRELOAD],
         )
     return Client(cluster)
 

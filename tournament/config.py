@@ -16,6 +16,14 @@ from trader.errors import ConfigError
 SEARCHES = ("pbt", "random")
 """The generator's modes (`TournamentConfig.search`)."""
 
+STOP_KEYS = ("pods", "time_budget", "target_score")
+"""A tournament's stops: whichever comes first ends it."""
+CLUSTER_KEYS = ("workers", "scheduler", "gpus", "pods_per_gpu", "tls_ca", "tls_cert", "tls_key", "insecure")
+"""The cluster a tournament's pods run on (`tournament.cluster.connect_for`)."""
+RESUME_KEYS = STOP_KEYS + CLUSTER_KEYS
+"""What a resumed tournament may take anew (`tournament.orchestrator.resume_config`): its stops and
+its cluster. Every other key is the tournament's, kept from its tournament.toml."""
+
 DEFAULT_ALGO_CONFIGS: dict[str, dict[str, Any]] = {
     "sac": {"learning_starts": 4096, "updates_per_step": 1 / 64},
     "td3": {"learning_starts": 4096, "updates_per_step": 1 / 64},

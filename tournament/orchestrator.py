@@ -19,7 +19,14 @@ State and files (all in the run directory, see docs/contracts.md):
   after every change.
 - ``--resume`` replays the log: pods with a result are not run again, pods that were
   in flight are submitted again with their logged spec. A kill between two writes
-  can therefore neither lose a finished pod nor enter one twice.
+  can therefore neither lose a finished pod nor enter one twice. A resume keeps the
+  tournament's settings and takes anew only its stops and its cluster
+  (`tournament.config.RESUME_KEYS`, `resume_config`).
+
+An interrupt (``KeyboardInterrupt``: Ctrl-C's SIGINT, or SIGTERM where the caller turns it
+into one, as `trader tournament` does) at any stage, the pods, the selection of the result
+or the final backtest, ends `run` with `Interrupted`, which says where it stopped; the log
+records it (``stopped``, reason ``interrupted``) and a resume continues from there.
 
 A pod whose worker dies is run again by dask; its result is recorded once, when its
 future resolves. After dask's ``allowed-failures`` the pod is recorded as failed.
@@ -42,14 +49,14 @@ from typing import Any
 import pandas as pd
 
 from tournament import cluster
-from tournament.config import TournamentConfig
+from tournament.config import CLUSTER_KEYS, RESUME_KEYS, STOP_KEYS, TournamentConfig
 from tournament.events import EventLog
 from tournament.generator import PodGenerator
 from tournament.leaderboard import Entry, Leaderboard, lineage
 from tournament.pod import PodResult, PodSpec, pod_dir, spec_json, train_pod
 from trader import rundir
 from trader.environments import resolve_env
-from trader.errors import UserError
+from trader.errors import ConfigError, UserError
 
 CONFIG_FILE = rundir.TOURNAMENT
 LEADERBOARD_FILE = rundir.LEADERBOARD
@@ -70,10 +77,39 @@ class Progress:
     best_score: float | None
     best_algo: str | None
     elapsed: float
+    """Seconds since this session started (a resumed run's clock starts again at its resume)."""
+    done_here: int
+    """Pods finished in this session; ``done`` also counts those a resumed run had finished before."""
+    resumed: bool
+    """This session resumed a tournament."""
 
     @property
     def pods_per_hour(self) -> float:
-        return 3600.0 * self.done / self.elapsed if self.elapsed > 0 else 0.0
+        """Pods finished in this session per hour of this session (a resumed run's earlier pods
+        are not divided by its new clock)."""
+        return 3600.0 * self.done_here / self.elapsed if self.elapsed > 0 else 0.0
+
+
+STAGES = {"pods": "training pods", "ensemble": "the selection of the result", "backtest": "the final backtest"}
+"""A tournament's stages, in order, as `Interrupted` names them."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A tournament stopped by an interrupt, and where: its stage (a key of `STAGES`) and its pods.
+
+    Nothing it finished is lost: the log holds every pod that ended, a pod in flight runs again
+    on resume (`run` with ``resume=True``), and a stage after the pods is run again whole."""
+
+    def __init__(self, run_dir: Path, stage: str, done: int, failed: int, in_flight: int) -> None:
+        self.run_dir, self.stage, self.done, self.failed, self.in_flight = run_dir, stage, done, failed, in_flight
+        super().__init__(f"tournament in {run_dir} interrupted {self.where()}")
+
+    def where(self) -> str:
+        """Where it stopped, in words: the stage and the pods."""
+        pods = f"{self.done} pod{'s' if self.done != 1 else ''} finished, {self.failed} failed"
+        if self.stage == "pods":
+            return f"while training pods ({pods}, {self.in_flight} in flight, run again on resume)"
+        return f"during {STAGES[self.stage]} ({pods}; none left to train)"
 
 
 @dataclass
@@ -281,28 +317,26 @@ def run(
     :param client: a dask `Client` to use (and not close); None starts one from
         ``config`` (`tournament.cluster.connect`) and closes it at the end.
     :param on_progress: called with a `Progress` after every change.
+    :raises Interrupted: on ``KeyboardInterrupt``, at any stage (see the module docstring).
     """
     config = resolve_config(config, resume)
-    env = _prepare_env(config.env)
-    own_client = client is None
-    client = cluster.connect_for(config) if own_client else client
-    start = time.monotonic()
+    state = TournamentState.replay(config) if resume else TournamentState(config)
+    stage = "pods"
     try:
-        state = TournamentState.replay(config) if resume else TournamentState(config)
-        _write_config(config)
-        state.log.append("started", resume=resume)
-        state.write_snapshots()
-        reason = _loop(config, state, PodGenerator(config, env), client, start, on_progress)
-        seconds = time.monotonic() - start
-        state.log.append("stopped", reason=reason)
-    finally:
-        if own_client:
-            cluster.close(client)
-    rundir.remove_staged(state.root / rundir.PODS_DIR)
-    gather_trials(state)
-    market = not resolve_env(env).is_gym
-    chosen = select_result(config, state, env) if market else None
-    backtest = _final_backtest(config, state) if config.backtest and market else None
+        env = _prepare_env(config.env)
+        reason, seconds = _session(config, state, env, client, resume, on_progress)
+        rundir.remove_staged(state.root / rundir.PODS_DIR)
+        gather_trials(state)
+        market = not resolve_env(env).is_gym
+        stage = "ensemble"
+        chosen = select_result(config, state, env) if market else None
+        stage = "backtest"
+        backtest = _final_backtest(config, state) if config.backtest and market else None
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        done, failed = state.counts()
+        raise Interrupted(state.root, stage, done, failed, len(state.in_flight())) from None
     return TournamentResult(
         Path(config.run_dir),
         state.board,
@@ -314,6 +348,36 @@ def run(
     )
 
 
+def _session(
+    config: TournamentConfig,
+    state: TournamentState,
+    env: str,
+    client: Any,
+    resume: bool,
+    on_progress: Callable[[Progress], None] | None,
+) -> tuple[str, float]:
+    """The pods of this session on ``client`` (None: a cluster of ``config``'s own, closed at
+    the end); (why it stopped, its seconds). An interrupt is logged, then raised."""
+    own_client = client is None
+    client = cluster.connect_for(config) if own_client else client
+    start = time.monotonic()
+    try:
+        _write_config(config)
+        state.log.append("started", resume=resume)
+        state.write_snapshots()
+        try:
+            reason = _loop(config, state, PodGenerator(config, env), client, start, on_progress, resume)
+        except KeyboardInterrupt:
+            state.log.append("stopped", reason="interrupted")
+            raise
+        seconds = time.monotonic() - start
+        state.log.append("stopped", reason=reason)
+    finally:
+        if own_client:
+            cluster.close(client)
+    return reason, seconds
+
+
 def _loop(
     config: TournamentConfig,
     state: TournamentState,
@@ -321,10 +385,12 @@ def _loop(
     client: Any,
     start: float,
     on_progress: Callable[[Progress], None] | None,
+    resume: bool = False,
 ) -> str:
     from distributed import wait
 
     pending: dict[Any, PodSpec] = {}
+    done_before = state.counts()[0]
 
     def submit(spec: PodSpec) -> None:
         spec = _with_deadline(spec, config, start)
@@ -343,7 +409,7 @@ def _loop(
             wanted = max(threads, 1) * config.in_flight_per_thread
             while len(pending) < wanted and _may_submit(config, state):
                 submit(generator.next_spec(state.next_index, state.board))
-        _report(on_progress, state, len(pending), threads, start)
+        _report(on_progress, state, len(pending), threads, start, done_before, resume)
         if reason == "target_score" or not pending:  # at the other stops the pods in flight end by themselves
             for future, spec in pending.items():
                 future.cancel()
@@ -416,7 +482,13 @@ def _result_of(future: Any, spec: PodSpec) -> PodResult:
 
 
 def _report(
-    on_progress: Callable[[Progress], None] | None, state: TournamentState, in_flight: int, workers: int, start: float
+    on_progress: Callable[[Progress], None] | None,
+    state: TournamentState,
+    in_flight: int,
+    workers: int,
+    start: float,
+    done_before: int,
+    resumed: bool,
 ) -> None:
     if on_progress is None:
         return
@@ -431,6 +503,8 @@ def _report(
             best.score if best else None,
             best.algo if best else None,
             time.monotonic() - start,
+            done - done_before,
+            resumed,
         )
     )
 
@@ -455,27 +529,36 @@ def _check_fresh(config: TournamentConfig) -> TournamentConfig:
 
 
 def _resume_config(config: TournamentConfig) -> TournamentConfig:
-    """The run directory's own config, with this call's stops and cluster (merged before
-    the config is checked: a saved cluster that today's rules refuse, such as plain TCP
-    off loopback, is replaced, not checked)."""
-    root = Path(config.run_dir)
+    """The run directory's own config, with all of ``config``'s stops and cluster
+    (`tournament.config.RESUME_KEYS`)."""
+    return resume_config(config.run_dir, {k: getattr(config, k) for k in RESUME_KEYS})
+
+
+def resume_config(run_dir: str | Path, given: dict[str, Any] | None = None) -> TournamentConfig:
+    """The config that resumes the tournament in ``run_dir``: its saved tournament.toml, with
+    the stops and the cluster (`tournament.config.RESUME_KEYS`) that ``given`` names.
+
+    Each of the two comes whole from ``given`` when it names any of its keys (a stop given
+    alone is the only stop; a cluster given replaces the saved one, its other keys at their
+    defaults), else as saved: a resume runs to the stops and on the cluster the run had
+    (``trader tournament RUN_DIR --resume`` with no option: its worker count too). The keys are
+    merged before the config is checked, so a saved cluster that today's rules refuse, such
+    as plain TCP off loopback, is replaced, not checked."""
+    given = dict(given or {})
+    unknown = sorted(set(given) - set(RESUME_KEYS))
+    if unknown:
+        raise ConfigError(f"a resume keeps {', '.join(unknown)}: it takes only {', '.join(RESUME_KEYS)}")
+    root = Path(run_dir)
     if not (root / CONFIG_FILE).is_file() or not (root / EVENTS_FILE).is_file():
         raise UserError(f"--resume: {root} holds no tournament (no {CONFIG_FILE} and {EVENTS_FILE})")
-    keys = (
-        "pods",
-        "time_budget",
-        "target_score",
-        "workers",
-        "scheduler",
-        "gpus",
-        "pods_per_gpu",
-        "tls_ca",
-        "tls_cert",
-        "tls_key",
-        "insecure",
-    )
     saved = rundir.read_toml(root / CONFIG_FILE)
-    return TournamentConfig.from_dict({**saved, "run_dir": str(root), **{k: getattr(config, k) for k in keys}})
+    values = {**saved, "run_dir": str(root), **{k: saved.get(k) for k in STOP_KEYS}}  # TOML drops a stop of None
+    defaults = TournamentConfig()
+    if any(k in given for k in STOP_KEYS):
+        values.update({k: given.get(k) for k in STOP_KEYS})
+    if any(k in given for k in CLUSTER_KEYS):
+        values.update({k: given.get(k, getattr(defaults, k)) for k in CLUSTER_KEYS})
+    return TournamentConfig.from_dict(values)
 
 
 def _write_config(config: TournamentConfig) -> None:
@@ -581,11 +664,13 @@ def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
 
 
 __all__ = [
+    "Interrupted",
     "Progress",
     "TournamentResult",
     "TournamentState",
     "pods_frame",
     "resolve_config",
+    "resume_config",
     "run",
     "validate_ensemble",
 ]

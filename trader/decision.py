@@ -21,8 +21,10 @@ rules, the run's capital and cost model. Nothing is typed by hand.
 
 The observation is built as a backtest over the same period builds it (features
 from the period's bars up to ``at``), with the book's cash and positions in its
-account columns. Checkpoint strategies only (``best``, ``final``, a tournament's
-``best``); an ensemble or a baseline library's model is refused with one line.
+account columns. A book worth zero or less at the bar's close is refused with one line
+(`check_book_value`): target weights are fractions of the book's value. Checkpoint
+strategies only (``best``, ``final``, a tournament's ``best``); an ensemble or a
+baseline library's model is refused with one line.
 """
 
 from __future__ import annotations
@@ -143,7 +145,22 @@ def act(
     config = backtest_config(contents, tear_sheet=False)
     policy, rules, _, _ = load_checkpoint_strategy(strategy, checkpoint, panel, config, device)
     cash, held = _book(book, panel.tickers, config.initial_cash)
+    check_book_value(cash, held, panel.close[bar], panel.timestamps[bar])
     return _decide(panel, rules, policy, strategy, bar, cash, held, device)
+
+
+def check_book_value(cash: float, held: pd.Series, close: torch.Tensor, bar: pd.Timestamp) -> float:
+    """The book's value at ``bar``'s close (cash + shares x close); one `UserError` line when it
+    is not above zero. Target weights are fractions of that value: on a book worth zero or less
+    there is no portfolio to aim at (each target would have the opposite sign of its weight)."""
+    holdings = float((held.to_numpy() * close.double().cpu().numpy()).sum())
+    value = cash + holdings
+    if not value > 0:
+        raise UserError(
+            f"--book is worth {value:,.2f} at the close of {bar} (cash {cash:,.2f}, holdings {holdings:,.2f}): "
+            "target weights are fractions of a book's value, so it must be worth more than 0"
+        )
+    return value
 
 
 def _decide(

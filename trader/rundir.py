@@ -25,7 +25,7 @@ fields and points here.
   and never a file that no stage writes (`foreign_files`).
 - **Reading a run.** `run_kind` decides what a folder records (a training run, a
   tournament, baselines only, a walk-forward, an experiment), once for the backtest and
-  the dashboard; `checkpoints`, `best_step`, `baseline_folders`, `read_baseline`,
+  the dashboard; `check_one_run` refuses a folder of several runs where one is read; `checkpoints`, `best_step`, `baseline_folders`, `read_baseline`,
   `recorded_env`, `recorded_rules`, `fold_dir`, `fold_folders` and `read_fold` read its
   parts (`trader.backtesting.runs.read_run` gathers what a backtest needs from them).
 - **Reports.** A run's own backtest report lies at its top; any other in
@@ -497,6 +497,30 @@ def run_kind(root: str | os.PathLike[str]) -> str | None:
     if (root / CONFIG).is_file() or checkpoints(root):
         return "train"
     return "baselines" if baseline_folders(root) else None
+
+
+def check_one_run(root: str | os.PathLike[str]) -> None:
+    """One `UserError` line when ``root`` holds several runs, not one: a walk-forward (its
+    folds are the runs) or an experiment (each learner's folder is). The commands that read
+    one run (`trader backtest`, `baselines`, `act`, `paper`) would otherwise take such a
+    folder for one that records no run, and write into it; the line names a run inside it
+    and the report to read instead. Other folders pass."""
+    root = Path(root)
+    kind = run_kind(root)
+    if kind == "walkforward":
+        folds = fold_folders(root)
+        fold = folds[-1] if folds else fold_dir(root, 0)
+        raise UserError(
+            f"{root} is a walk-forward ({WF_CONFIG}), not one run: point at one of its folds' run "
+            f"directories (e.g. {fold}), or read its report ({root / WF_REPORT_MD})"
+        )
+    if kind == "experiment":
+        runs = sorted(p for p in root.iterdir() if p.is_dir() and not is_temporary(p) and run_kind(p) is not None)
+        named = ", ".join(str(p) for p in runs[:3]) or f"{root}/tournament"
+        raise UserError(
+            f"{root} is an experiment ({EXPERIMENT}), not one run: point at one of its runs ({named}), "
+            f"or read its table ({root / EXPERIMENT_TABLE})"
+        )
 
 
 def recorded_env(root: str | os.PathLike[str]) -> dict[str, Any]:

@@ -97,7 +97,8 @@ class RunContents:
 def read_run(run_dir: str | os.PathLike[str], spec: Any = None) -> RunContents:
     """Everything `trader backtest` and `trader baselines` need from `run_dir` (its kind
     as `trader.rundir.run_kind` decides it: a folder that records neither a training run nor
-    a tournament is read as one of baselines).
+    a tournament is read as one of baselines; a folder of several runs, a walk-forward or an
+    experiment, is one `UserError` line naming a run inside it: `trader.rundir.check_one_run`).
 
     :param spec: the run's `trader.spec.MarketSpec`, when the caller holds it (a walk-forward
         fold): its data set, rules and windows are taken as they are, and only the run's
@@ -108,6 +109,7 @@ def read_run(run_dir: str | os.PathLike[str], spec: Any = None) -> RunContents:
         raise UserError(f"RUN_DIR {root} is not a directory")
     if spec is not None:
         return _with_spec(root, spec)
+    rundir.check_one_run(root)  # a walk-forward or an experiment: one line, before anything is written
     kind = rundir.run_kind(root)
     if kind == "tournament":
         contents = _tournament(root, rundir.read_toml(root / rundir.TOURNAMENT))

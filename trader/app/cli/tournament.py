@@ -4,10 +4,20 @@ A thin layer over `tournament.run`: flags override the keys of ``--config`` (a T
 file of `TournamentConfig` keys, e.g. a run's tournament.toml), a live line shows
 pods done / in flight, workers, the best score and pods per hour; at the end the
 leaderboard's top 10 and the test-period backtest of the best pod and the ensemble.
+
+SIGINT (Ctrl-C) or SIGTERM, at any stage, ends it with one line saying where it stopped and
+the command that resumes it, and exit code 128 + the signal's number (130, 143); another
+signal while it stops is ignored.
 """
 
 from __future__ import annotations
 
+import shlex
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -154,22 +164,38 @@ def tournament_command(
     if initial_cash is not None:
         values["env_config"] = with_initial_cash(values.get("env_config"), initial_cash)
     values["run_dir"] = str(run_dir)
-    if resume:
-        if not (run_dir / "tournament.toml").is_file():
-            raise UserError(f"--resume: {run_dir} holds no tournament (no tournament.toml and events.jsonl)")
-        check_resume_options(run_dir, values)
-        if "pods" not in values:
-            values["pods"] = None if "time_budget" in values or "target_score" in values else _saved_pods(run_dir)
-    from tournament import cluster
-    from tournament.orchestrator import resolve_config
+    from tournament.config import RESUME_KEYS
+    from tournament.orchestrator import resolve_config, resume_config
 
-    settings = resolve_config(TournamentConfig.from_dict(values), resume)
+    if resume:
+        settings = resume_config(run_dir, {key: values[key] for key in RESUME_KEYS if key in values})
+        check_resume_options(run_dir, values)
+    else:
+        settings = resolve_config(TournamentConfig.from_dict(values), resume)
+    stage = "cluster"
+    with signals_as_interrupts() as caught:
+        try:
+            result = _run_on_cluster(settings, resume)
+            stage = "report"
+            _print_result(result, run_dir)
+        except KeyboardInterrupt as interrupt:
+            print(interrupted_line(run_dir, interrupt, stage, caught), file=sys.stderr, flush=True)
+            raise typer.Exit(128 + (caught[0] if caught else signal.SIGINT)) from None
+
+
+def _run_on_cluster(settings: Any, resume: bool) -> Any:
+    """`tournament.run` on the cluster of ``settings``, closed at the end."""
+    from tournament import cluster
 
     client = cluster.connect_for(settings)
     try:
-        result = _run_with_progress(settings, resume, client)
+        return _run_with_progress(settings, resume, client)
     finally:
         cluster.close(client)
+
+
+def _print_result(result: Any, run_dir: Path) -> None:
+    """How it stopped, the leaderboard's top 10, the result and the final backtest's table."""
     Console(stderr=True).print(f"stopped ({result.stop_reason}) after {result.seconds:,.0f} s")
     _print_leaderboard(result.leaderboard)
     if result.selection is not None:
@@ -181,20 +207,59 @@ def tournament_command(
         print(f"\nwrote {run_dir / 'report.md'}, {run_dir / 'report.json'}, leaderboard.json and pods.parquet")
 
 
-RESUME_KEYS = {
-    "pods": "--pods",
-    "time_budget": "--time-budget",
-    "target_score": "--target-score",
-    "workers": "--workers",
-    "scheduler": "--scheduler",
-    "gpus": "--gpus",
-    "tls_ca": "--tls-ca",
-    "tls_cert": "--tls-cert",
-    "tls_key": "--tls-key",
-    "insecure": "--insecure",
-}
-"""What a resumed tournament takes from the command line (`tournament.orchestrator`'s resume
-keeps everything else from its tournament.toml): its stops and its cluster."""
+@contextmanager
+def signals_as_interrupts() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread, once: the signal's number is
+    appended to the list yielded, and a later signal is ignored while the run stops (its cluster
+    closes; SIGKILL still ends it). The previous handlers come back at the end."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def interrupt(number: int, frame: Any) -> None:
+        if caught:
+            return
+        caught.append(number)
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield caught
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def interrupted_line(run_dir: Path, interrupt: BaseException, stage: str, caught: list[int]) -> str:
+    """The one line of a tournament stopped by a signal: the signal, where it stopped, what resumes it.
+
+    :param stage: the CLI's stage when ``interrupt`` is not a `tournament.orchestrator.Interrupted`
+        (which knows its own): "cluster" (starting it) or "report" (printing the results)."""
+    from tournament.orchestrator import Interrupted
+    from trader import rundir
+
+    name = signal.Signals(caught[0]).name if caught else "SIGINT"
+    command = f"trader tournament {shlex.quote(str(run_dir))} --resume"
+    if isinstance(interrupt, Interrupted):
+        return f"interrupted ({name}) {interrupt.where()}; resume with: {command}"
+    if stage == "report":
+        return f"interrupted ({name}) while printing the results; the tournament finished: see {run_dir / rundir.REPORT_MD}"
+    if (run_dir / rundir.TOURNAMENT).is_file() and (run_dir / rundir.EVENTS).is_file():
+        return f"interrupted ({name}) while starting the cluster; resume with: {command}"
+    return f"interrupted ({name}) while starting the cluster, before the tournament began; run the same command again"
+
+
+FLAGLESS = {"pods_per_gpu": "--config's pods_per_gpu"}
+"""Keys of `tournament.config.RESUME_KEYS` without an option of their own."""
+
+
+def resume_options() -> list[str]:
+    """The options a resumed tournament takes (`tournament.config.RESUME_KEYS`: its stops and cluster)."""
+    from tournament.config import RESUME_KEYS
+
+    return [FLAGLESS.get(key, "--" + key.replace("_", "-")) for key in RESUME_KEYS]
+
 
 SETTING_OPTIONS = {
     "env": "--dataset/--env",
@@ -217,8 +282,9 @@ def check_resume_options(run_dir: Path, values: dict[str, Any]) -> None:
     """With ``--resume``, an option that would change the saved tournament (its data set,
     algorithms, pods' length, rules, ...) is refused with one line naming it, unless it gives
     the value saved (the first command line repeated with --resume appended); the stops and
-    the cluster (`RESUME_KEYS`) act."""
+    the cluster (`tournament.config.RESUME_KEYS`) act."""
     from tournament import TournamentConfig
+    from tournament.config import RESUME_KEYS
     from trader.environments import resolve_env
     from trader.rundir import json_ready, read_toml, toml_ready
 
@@ -236,7 +302,7 @@ def check_resume_options(run_dir: Path, values: dict[str, Any]) -> None:
             raise UserError(
                 f"--resume: {option} gives {shown!r} where the tournament in {run_dir} has "
                 f"{saved.get(key)!r} (tournament.toml); a resumed tournament keeps its settings "
-                f"and takes only {', '.join(sorted(set(RESUME_KEYS.values())))}"
+                f"and takes only {', '.join(resume_options())}"
             )
 
 
@@ -259,11 +325,12 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
 
 
 def progress_line(state: Any) -> str:
-    """The live line of a tournament's `Progress`: pods in flight, failed, workers, best, pods/h."""
+    """The live line of a tournament's `Progress`: pods in flight, failed, workers, best, pods/h
+    (a resumed run's: of this session's pods over this session's time, and it says so)."""
     best = "-" if state.best_score is None else f"{state.best_score:.4g} ({state.best_algo})"
     return (
         f"{state.in_flight} in flight, {state.failed} failed, {state.workers} workers, "
-        f"best {best}, {state.pods_per_hour:,.0f} pods/h"
+        f"best {best}, {state.pods_per_hour:,.0f} pods/h{' this session' if state.resumed else ''}"
     )
 
 
@@ -289,12 +356,6 @@ def _apply_costs(values: dict[str, Any], cost: float | None, named: Any) -> None
 
 def parse_algos(text: str) -> tuple[str, ...]:
     return name_list(text, "--algos", choices=ALGOS, required=True, what="algorithm")
-
-
-def _saved_pods(run_dir: Path) -> int | None:
-    from trader.rundir import TOURNAMENT, read_toml
-
-    return read_toml(run_dir / TOURNAMENT).get("pods")
 
 
 def pods_progress(console: Console) -> Progress:
