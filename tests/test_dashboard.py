@@ -156,7 +156,7 @@ os.environ["PODRACER_RUNS_DIR"] = {str(built)!r}
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({str(APP)!r}, default_timeout=60).run()
 for page in ("tournament", "walkforward", "experiment", "training", "data"):
-    at.switch_page(f"pages/{{page}}.py").run()
+    at.switch_page(f"app_pages/{{page}}.py").run()
     assert not at.exception, at.exception
 print("torch" in sys.modules)
 """
@@ -268,7 +268,7 @@ def test_tournament_tables_come_from_its_files(built: Path) -> None:
 def test_the_tournament_page_states_the_result_and_each_candidates_evidence(built: Path) -> None:
     selection = runs.load_selection(built / "tour")
     at = app_test(built).run()
-    at.switch_page("pages/tournament.py").run()
+    at.switch_page("app_pages/tournament.py").run()
     assert not at.exception
     assert selection["sentence"] in [i.value for i in at.info]
     table = next(d.value for d in at.dataframe if "qualified" in d.value.columns)
@@ -376,10 +376,50 @@ def test_every_page_renders_without_exceptions(built: Path) -> None:
     assert not at.exception
     assert at.dataframe and len(at.get("plotly_chart")) == 9
     for page in ("significance", "tournament", "training", "data"):
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"app_pages/{page}.py").run()
         assert not at.exception, page
         assert not at.warning, (page, [w.value for w in at.warning])
         assert at.get("plotly_chart"), page
+
+
+def test_a_page_opened_by_its_link_on_a_fresh_server_runs_through_the_app(tmp_path: Path, monkeypatch) -> None:
+    """A fresh session whose first request is a page's link (AppTest: a page switched to before the
+    first run) runs dashboards/app.py: the wide layout and the titled sidebar of `PAGES`, then the
+    page, the same as a page reached from "/". (With the page scripts in a folder named ``pages/``
+    Streamlit ran the page alone: a narrow page and a sidebar of file names.)"""
+    import streamlit as st
+
+    from dashboards.app_pages import PAGES
+
+    layouts, sidebars = [], []
+    set_page_config, navigation = st.set_page_config, st.navigation
+
+    def recorded_config(*args, **kwargs):
+        layouts.append(kwargs.get("layout"))
+        return set_page_config(*args, **kwargs)
+
+    def recorded_navigation(pages, **kwargs):
+        sidebars.append([page.title for page in pages])
+        return navigation(pages, **kwargs)
+
+    monkeypatch.setattr(st, "set_page_config", recorded_config)
+    monkeypatch.setattr(st, "navigation", recorded_navigation)
+    for page in PAGES[1:]:
+        layouts.clear(), sidebars.clear()
+        at = app_test(tmp_path)
+        at.switch_page(f"app_pages/{page.script}").run()
+        assert not at.exception, page
+        assert layouts == ["wide"] and sidebars == [[p.title for p in PAGES]], page
+        assert [t.value for t in at.title] == [page.title]  # the page itself was drawn
+
+
+def test_the_dashboards_help_names_every_page(capsys) -> None:
+    from dashboards.app_pages import PAGES
+
+    assert cli(["dashboard", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    missing = [page.title for page in PAGES if page.title not in text]
+    assert not missing, missing
 
 
 def test_the_table_shows_report_json_numbers_and_follows_the_selection(built: Path) -> None:
@@ -412,7 +452,7 @@ def test_a_runs_other_reports_are_listed_beside_its_own_and_show_their_numbers(r
     assert {name: table.loc[name, label] for name in report["order"]} == {
         name: report["metrics"][name]["sharpe_ratio"] for name in report["order"]
     }
-    at.switch_page("pages/significance.py").run()
+    at.switch_page("app_pages/significance.py").run()
     assert "ppo/reports/validation" in at.sidebar.selectbox(key="significance_run").options
 
 
@@ -431,7 +471,7 @@ def test_the_strategies_page_shows_and_offers_each_trade_list(built: Path) -> No
 
 def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_trials(built: Path) -> None:
     at = app_test(built).run()
-    at.switch_page("pages/significance.py").run()
+    at.switch_page("app_pages/significance.py").run()
     at.selectbox(key="significance_run").set_value("tour").run()
     assert not at.exception
     report = report_of(built / "tour")
@@ -594,7 +634,7 @@ def test_an_empty_runs_folder_says_so_on_every_page(tmp_path: Path) -> None:
         ("training", "No training run in"),
         ("data", "No dataset.json"),
     ):
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"app_pages/{page}.py").run()
         assert not at.exception and any(text in m for m in messages(at)), page
 
 
@@ -621,7 +661,7 @@ def test_a_half_written_tournament_names_the_missing_file(runs_copy: Path) -> No
     (runs_copy / "tour" / "leaderboard.json").write_text('{"format_version": 1')
     at = app_test(runs_copy)
     at.run()
-    at.switch_page("pages/tournament.py").run()
+    at.switch_page("app_pages/tournament.py").run()
     assert not at.exception
     texts = [w.value for w in at.warning]
     assert any("leaderboard.json: not valid JSON" in t for t in texts)
@@ -635,15 +675,15 @@ def test_a_run_without_a_backtest_shows_on_the_training_page_only(tmp_path: Path
         shutil.copy(built / "ppo" / name, target / name)
     at = app_test(tmp_path / "runs").run()
     assert not at.exception and any("No backtest in" in m for m in messages(at))
-    at.switch_page("pages/training.py").run()
+    at.switch_page("app_pages/training.py").run()
     assert not at.exception and at.get("plotly_chart")
-    at.switch_page("pages/data.py").run()
+    at.switch_page("app_pages/data.py").run()
     assert not at.exception and not at.warning
 
 
 def test_the_training_pages_best_validation_is_the_score_that_chose_best_json(built: Path) -> None:
     at = app_test(built).run()
-    at.switch_page("pages/training.py").run()
+    at.switch_page("app_pages/training.py").run()
     assert not at.exception
     table = next(d.value for d in at.dataframe if "best validation score" in d.value.columns)
     best = json.loads((built / "ppo" / "checkpoints" / "best.json").read_text())["info"]["validation"]
@@ -653,7 +693,7 @@ def test_the_training_pages_best_validation_is_the_score_that_chose_best_json(bu
 
 def test_tournament_pods_join_the_training_page(built: Path) -> None:
     at = app_test(built).run()
-    at.switch_page("pages/training.py").run()
+    at.switch_page("app_pages/training.py").run()
     at.checkbox(key="include_pods").check().run()
     options = at.multiselect(key="training_runs").options
     assert any(option.startswith("tour/p0") for option in options)
@@ -677,14 +717,39 @@ def test_cli_dashboard_runs_the_app_with_streamlit(tmp_path: Path) -> None:
 
 
 def suggested_commands() -> list[tuple[str, str]]:
-    """Every ``trader ...`` command the pages show in backticks: (page, command)."""
+    """Every ``trader ...`` command the pages show: in backticks, and each page's ``HINT`` (page, command)."""
     import re
 
-    found = []
-    for page in sorted((APP.parent / "pages").glob("*.py")) + [APP]:
-        for command in re.findall(r"`(trader [^`]+)`", page.read_text()):
+    from dashboards.app_pages import hints
+
+    found = list(hints().items())
+    for page in sorted((APP.parent / "app_pages").glob("*.py")) + [APP]:
+        for command in re.findall(r"`(trader [^`{]+)`", page.read_text()):
             found.append((page.name, command))
     return found
+
+
+LEARNING_HINTS = ("training.py", "tournament.py", "walkforward.py")
+"""The pages whose empty-page command trains something."""
+
+
+def test_each_empty_page_shows_its_hint_and_each_learning_hint_has_the_preset_and_a_budget(tmp_path: Path) -> None:
+    """A hint that trains uses the market preset (the env's own defaults learn nothing on a laptop's
+    budget) and states its budget: steps, or a time budget with pods of a stated size."""
+    from dashboards.app_pages import PAGES, hints
+
+    found = hints()
+    assert set(LEARNING_HINTS) <= set(found)
+    for script in LEARNING_HINTS:
+        words = found[script].split()
+        assert words[words.index("--preset") + 1] == "market", script
+        assert "--steps" in words or {"--time-budget", "--pod-steps"} <= set(words), script
+        assert "--learner" not in words or words[words.index("--learner") + 1] != "tournament", script
+    at = app_test(tmp_path).run()
+    for page in PAGES:
+        if page.script in found:
+            at.switch_page(f"app_pages/{page.script}").run()
+            assert any(f"`{found[page.script]}`" in m for m in messages(at)), page
 
 
 def test_every_command_a_page_suggests_parses(tmp_path: Path) -> None:
@@ -849,7 +914,7 @@ def plotted(values) -> list:
 
 def test_the_walk_forward_page_shows_the_librarys_numbers(walked: Path) -> None:
     at = app_test(walked).run()
-    at.switch_page("pages/walkforward.py").run()
+    at.switch_page("app_pages/walkforward.py").run()
     assert not at.exception and not at.warning
     summary = json.loads((walked / "wf" / "walkforward.json").read_text())
     charts = at.get("plotly_chart")
@@ -876,12 +941,12 @@ def test_the_walk_forward_page_shows_the_librarys_numbers(walked: Path) -> None:
         (partial / "wf" / name).unlink()
     shutil.rmtree(partial / "wf" / "folds" / "3")
     at = app_test(partial).run()
-    at.switch_page("pages/walkforward.py").run()
+    at.switch_page("app_pages/walkforward.py").run()
     assert not at.exception and any("3 fold(s) done" in m for m in messages(at))
     assert len(at.get("plotly_chart")) == 1 and at.dataframe[0].value.index.tolist() == [0, 1, 2]
 
 
 def test_an_empty_runs_folder_says_so_on_the_walk_forward_page(tmp_path: Path) -> None:
     at = app_test(tmp_path).run()
-    at.switch_page("pages/walkforward.py").run()
+    at.switch_page("app_pages/walkforward.py").run()
     assert not at.exception and any("No walk-forward in" in m for m in messages(at))

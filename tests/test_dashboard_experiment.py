@@ -26,7 +26,7 @@ from market_fixtures import TINY_DAILY_RECIPE
 from trader import rundir
 
 APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
-PAGE = "pages/experiment.py"
+PAGE = "app_pages/experiment.py"
 
 
 FIGURE = pd.DataFrame(
@@ -284,13 +284,11 @@ def test_the_hints_command_runs_up_to_the_training(tmp_path: Path, monkeypatch) 
     """The empty page's command, run through the CLI with the training stubbed out: its
     options make an experiment config, and its data set's window takes the experiment's
     split (`experiment_recipe`: what `run_experiment` checks before it trains)."""
-    import re
-
     import trader.app.experiment as experiment
+    from dashboards.app_pages import hints
     from trader.app.cli import main as cli
 
-    page = (APP.parent / PAGE).read_text()
-    hint = next(text for text in re.findall(r"`(trader experiment podracer RUN_DIR [^`]+)`", page))
+    hint = hints()[Path(PAGE).name]
     seen = []
 
     class Stop(Exception):

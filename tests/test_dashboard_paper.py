@@ -81,7 +81,7 @@ def test_the_paper_trading_page_renders_a_replayed_run(replayed: Path) -> None:
 
     os.environ["PODRACER_RUNS_DIR"] = str(replayed)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at.switch_page("pages/paper.py").run()
+    at.switch_page("app_pages/paper.py").run()
     assert not at.exception, at.exception
     journal = journal_of(replayed)
     assert at.title[0].value == "Paper trading"
@@ -97,7 +97,7 @@ def test_the_page_says_when_no_run_was_paper_traded(tmp_path: Path) -> None:
 
     os.environ["PODRACER_RUNS_DIR"] = str(tmp_path)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at.switch_page("pages/paper.py").run()
+    at.switch_page("app_pages/paper.py").run()
     assert not at.exception and any("No paper trading in" in i.value for i in at.info)
 
 

@@ -10,10 +10,13 @@ import streamlit as st
 from dashboards import costs, figures, state
 from dashboards import runs as runs_module
 
+HINT = "trader backtest RUN_DIR"
+"""The empty page's command; RUN_DIR is a trained run (the Training page's hint makes one)."""
+
 st.title("Strategies")
 runs = state.all_reports()  # each run's own report, then its other reports (reports/<name>)
 if not runs:
-    st.info(f"No backtest in {state.runs_dir()}: run `trader backtest RUN_DIR` (or `trader tournament`) to write one.")
+    st.info(f"No backtest in {state.runs_dir()}: run `{HINT}` on a trained run (a tournament writes one itself).")
     st.stop()
 
 names = [run.name for run in runs]

@@ -10,10 +10,13 @@ import streamlit as st
 from dashboards import significance, state
 from trader import rundir
 
+HINT = "trader backtest RUN_DIR"
+"""The empty page's command; RUN_DIR is a trained run (the Training page's hint makes one)."""
+
 st.title("Is the edge real?")
 runs = state.all_reports()  # each run's own report, then its other reports (reports/<name>)
 if not runs:
-    st.info(f"No report.json in {state.runs_dir()}: `trader backtest RUN_DIR` writes one.")
+    st.info(f"No report.json in {state.runs_dir()}: `{HINT}` on a trained run writes one.")
     st.stop()
 
 run = {r.name: r for r in runs}[st.sidebar.selectbox("Run", [r.name for r in runs], key="significance_run")]
