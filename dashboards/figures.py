@@ -226,10 +226,15 @@ def monthly_returns(returns: pd.Series) -> pd.DataFrame:
     return table.reindex(columns=range(1, 13))
 
 
+MONTHLY_FORMAT = ".1%"
+"""The monthly heatmap's one number format (d3's, as Plotly takes it): its cells, colour bar and hover."""
+
+
 def monthly_heatmap(returns: pd.Series, name: str) -> go.Figure:
-    """Heatmap of one strategy's monthly returns (green up, red down, 0 white)."""
+    """Heatmap of one strategy's monthly returns (green up, red down, 0 white): cells, colour bar and
+    hover in the one unit, percent (`MONTHLY_FORMAT`)."""
     table = monthly_returns(returns)
-    text = table.map(lambda v: "" if pd.isna(v) else f"{v:.1%}")
+    text = table.map(lambda v: "" if pd.isna(v) else format(v, MONTHLY_FORMAT))
     months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
     bound = float(np.nanmax(np.abs(table.to_numpy()))) if table.notna().any().any() else 1.0
     figure = go.Figure(
@@ -243,7 +248,8 @@ def monthly_heatmap(returns: pd.Series, name: str) -> go.Figure:
             zmid=0.0,
             zmin=-bound,
             zmax=bound,
-            hovertemplate="%{y} %{x}: %{z:.2%}<extra></extra>",
+            colorbar={"tickformat": MONTHLY_FORMAT, "title": {"text": "return"}},
+            hovertemplate="%{y} %{x}: %{z:" + MONTHLY_FORMAT + "}<extra></extra>",
         )
     )
     figure.update_layout(title=f"Monthly returns: {name}", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})

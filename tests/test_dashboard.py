@@ -220,6 +220,16 @@ def test_drawdowns_and_monthly_returns_known_answers() -> None:
     assert table.loc[2023, 3] != table.loc[2023, 3]  # NaN: no sessions in March
 
 
+def test_the_monthly_heatmaps_colour_bar_is_in_the_cells_unit() -> None:
+    """The cells say 21.0%; the colour bar's ticks are percent too (they read 0.2 before), and so is the hover."""
+    returns = pd.Series([0.1, 0.1, -0.5], index=pd.to_datetime(["2023-01-03", "2023-01-31", "2023-02-01"]))
+    heat = figures.monthly_heatmap(returns, "a").data[0]
+    assert heat.text[0][0] == "21.0%" and heat.text[0][1] == "-50.0%"
+    assert heat.colorbar.tickformat.endswith("%")
+    assert heat.text[0][0] == format(heat.z[0][0], heat.colorbar.tickformat)  # d3's and Python's ".1%" agree
+    assert "%{z:" + heat.colorbar.tickformat + "}" in heat.hovertemplate
+
+
 def test_rolling_sharpe_is_the_metric_over_each_window() -> None:
     rng = np.random.default_rng(0)
     returns = pd.DataFrame({"a": rng.normal(0.001, 0.01, 40), "b": rng.normal(0.0, 0.02, 40)})
