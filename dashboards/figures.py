@@ -416,10 +416,13 @@ def hyperparameter_frame(pods: pd.DataFrame) -> pd.DataFrame:
 
 
 def hyperparameter_names(frame: pd.DataFrame) -> list[str]:
-    """The numeric hyperparameter columns of `hyperparameter_frame`."""
-    return [
+    """The numeric hyperparameter columns of `hyperparameter_frame`: first those that vary among the
+    pods (more than one value), then those with the same value for every pod, each in the frame's
+    order; the page's picker starts on the first."""
+    numeric = [
         c for c in frame.columns if c not in ("pod_id", "algo", "score") and pd.api.types.is_numeric_dtype(frame[c])
     ]
+    return sorted(numeric, key=lambda c: frame[c].nunique(dropna=True) < 2)
 
 
 def hyperparameter_figure(frame: pd.DataFrame, name: str) -> go.Figure:

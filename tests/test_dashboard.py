@@ -258,6 +258,26 @@ def test_best_score_curve_is_the_running_best_per_algorithm() -> None:
     assert curve[curve.algo == "sac"]["best"].tolist() == [0.5]
 
 
+def test_the_hyperparameter_picker_starts_on_one_that_varies(built: Path) -> None:
+    frame = pd.DataFrame(
+        {
+            "pod_id": ["p0", "p1", "p2"],
+            "algo": ["ppo"] * 3,
+            "score": [1.0, 2.0, 0.5],
+            "gamma": [0.99] * 3,
+            "clip": [0.2, 0.2, np.nan],
+            "learning_rate": [1e-3, 3e-4, 1e-4],
+            "note": ["a", "b", "c"],
+        }
+    )
+    assert figures.hyperparameter_names(frame) == ["learning_rate", "gamma", "clip"]
+    at = app_test(built).run()
+    at.switch_page("app_pages/tournament.py").run()
+    picker = at.selectbox(key="hyperparameter")
+    params = figures.hyperparameter_frame(runs.load_pods(built / "tour"))
+    assert params[picker.value].nunique() > 1
+
+
 def test_tournament_tables_come_from_its_files(built: Path) -> None:
     board = runs.load_leaderboard(built / "tour")
     table = figures.leaderboard_table(board)
