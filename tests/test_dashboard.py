@@ -452,17 +452,55 @@ def test_the_dashboards_help_names_every_page(capsys) -> None:
     assert not missing, missing
 
 
+def test_a_strategys_display_name_is_its_reports_label_and_no_two_read_the_same() -> None:
+    report = {
+        "strategies": [
+            {"name": "best", "label": "PPO best"},
+            {"name": "final", "label": "PPO final"},
+            {"name": "a", "label": "Oracle"},
+            {"name": "b", "label": "Oracle"},
+            {"name": "custom"},
+        ]
+    }
+    assert runs.strategy_labels(report) == {
+        "best": "PPO best",
+        "final": "PPO final",
+        "a": "Oracle (a)",
+        "b": "Oracle (b)",
+        "custom": "custom",
+    }
+
+
+def test_every_page_shows_a_strategy_by_the_one_display_name(built: Path) -> None:
+    """The Strategies page (its metrics, costs, charts and picker) and "Is the edge real?" name each
+    strategy alike: `runs.strategy_labels`, report.json's labels ("PPO best", not ``best``)."""
+    report = report_of(built / "ppo")
+    shown = [runs.strategy_labels(report)[name] for name in report["order"]]
+    assert "best" not in shown and len(set(shown)) == len(shown)
+    at = app_test(built).run()
+    assert not at.exception
+    assert list(at.dataframe[0].value.index) == shown  # the metrics
+    assert list(next(d.value for d in at.dataframe if "unfilled share" in d.value.columns).index) == shown
+    assert [trace.name for trace in chart(at, "equity").data] == shown
+    assert strategies(at).options == shown  # the picker offers the labels (its values stay the names)
+    assert at.selectbox(key="heatmap_strategy").value == shown[0]
+    at.switch_page("app_pages/significance.py").run()
+    at.selectbox(key="significance_run").set_value("ppo").run()
+    assert list(at.dataframe[0].value.index) == shown
+
+
 def test_the_table_shows_report_json_numbers_and_follows_the_selection(built: Path) -> None:
     at = app_test(built).run()
     report = report_of(built / "ppo")
     table = at.dataframe[0].value
-    assert list(table.index) == report["order"]
+    shown = runs.strategy_labels(report)
+    assert list(table.index) == [shown[name] for name in report["order"]]
     labels = {key: label for key, label in metrics.METRIC_LABELS.items()}
     for name in report["order"]:
-        assert table.loc[name, labels["sharpe_ratio"]] == report["metrics"][name]["sharpe_ratio"]
-        assert table.loc[name, labels["max_drawdown"]] == report["metrics"][name]["max_drawdown"]
+        assert table.loc[shown[name], labels["sharpe_ratio"]] == report["metrics"][name]["sharpe_ratio"]
+        assert table.loc[shown[name], labels["max_drawdown"]] == report["metrics"][name]["max_drawdown"]
     strategies(at).set_value(["best", "equal_weight"]).run()
-    assert sorted(at.dataframe[0].value.index) == ["best", "equal_weight"]
+    assert sorted(at.dataframe[0].value.index) == sorted([shown["best"], shown["equal_weight"]])
 
 
 def test_a_runs_other_reports_are_listed_beside_its_own_and_show_their_numbers(runs_copy: Path) -> None:
@@ -478,8 +516,8 @@ def test_a_runs_other_reports_are_listed_beside_its_own_and_show_their_numbers(r
     runs_widget.set_value(["ppo/reports/validation"]).run()
     assert not at.exception
     table = at.dataframe[0].value
-    label = metrics.METRIC_LABELS["sharpe_ratio"]
-    assert {name: table.loc[name, label] for name in report["order"]} == {
+    label, shown = metrics.METRIC_LABELS["sharpe_ratio"], runs.strategy_labels(report)
+    assert {name: table.loc[shown[name], label] for name in report["order"]} == {
         name: report["metrics"][name]["sharpe_ratio"] for name in report["order"]
     }
     at.switch_page("app_pages/significance.py").run()
@@ -493,7 +531,8 @@ def test_the_strategies_page_shows_and_offers_each_trade_list(built: Path) -> No
     options = next(w for w in at.selectbox if w.label == "Strategy").options  # keyed on the runs picked
     assert len(options) == len([k for k in report["files"] if k.startswith("trades:")])
     shown = next(d.value for d in at.dataframe if "ticker" in d.value.columns)
-    name = report["files"][f"trades:{options[0]}"]
+    strategy = {label: name for name, label in runs.strategy_labels(report).items()}[options[0]]
+    name = report["files"][f"trades:{strategy}"]
     written = pd.read_parquet(built / "ppo" / name)
     assert len(shown) == min(len(written), 1000) and list(shown.columns) == list(written.columns)
     assert any(b.label.startswith("Download the trade list") for b in at.get("download_button"))
@@ -551,30 +590,32 @@ def test_the_costs_section_shows_report_json_costs_and_breakeven(built: Path) ->
     at = app_test(built).run()
     assert not at.exception
     report = report_of(built / "ppo")
-    shown = [name for name in report["order"]]
+    order, label = report["order"], runs.strategy_labels(report)
+    shown = [label[name] for name in order]
     bars = chart(at, "costs").data
     assert [trace.name for trace in bars] == ["commission", "spread", "impact", "borrow"]
     for trace in bars:
         assert list(trace.x) == shown
-        assert list(trace.y) == [report["costs"][name][f"{trace.name}_bps"] for name in shown]
+        assert list(trace.y) == [report["costs"][name][f"{trace.name}_bps"] for name in order]
     lines = [t for t in chart(at, "breakeven").data if t.mode == "lines+markers"]
-    assert [t.name for t in lines] == [f"{name}: {report['breakeven'][name]['text']}" for name in shown]
-    for trace, name in zip(lines, shown):
+    assert [t.name for t in lines] == [f"{label[name]}: {report['breakeven'][name]['text']}" for name in order]
+    for trace, name in zip(lines, order):
         assert list(trace.x) == report["breakeven"][name]["multiples"]
         assert list(trace.y) == report["breakeven"][name]["sharpe"]
     table = next(d.value for d in at.dataframe if "unfilled share" in d.value.columns)
     assert list(table.index) == shown
-    for name in shown:
-        assert table.loc[name, "unfilled share"] == report["costs"][name]["unfilled_share"]
-        assert table.loc[name, "total (bp)"] == report["costs"][name]["costs_bps"]
-        assert table.loc[name, "breakeven cost"] == report["breakeven"][name]["text"]
+    for name in order:
+        assert table.loc[label[name], "unfilled share"] == report["costs"][name]["unfilled_share"]
+        assert table.loc[label[name], "total (bp)"] == report["costs"][name]["costs_bps"]
+        assert table.loc[label[name], "breakeven cost"] == report["breakeven"][name]["text"]
     # the tournament's own final backtest reports every strategy's breakeven, as `trader backtest` does
     tour = report_of(built / "tour")
     assert set(tour["breakeven"]) == set(tour["costs"]) == set(tour["order"])
     at.multiselect(key="runs").set_value(["tour"]).run()
     assert not at.exception and chart(at, "costs").data
     lines = [t for t in chart(at, "breakeven").data if t.mode == "lines+markers"]
-    assert [t.name for t in lines] == [f"{name}: {tour['breakeven'][name]['text']}" for name in tour["order"]]
+    label = runs.strategy_labels(tour)
+    assert [t.name for t in lines] == [f"{label[name]}: {tour['breakeven'][name]['text']}" for name in tour["order"]]
 
 
 def test_a_backtest_without_cost_multiples_shows_its_costs_and_says_why_no_breakeven(runs_copy: Path) -> None:
@@ -606,7 +647,7 @@ def test_an_older_run_says_it_has_no_costs_and_draws_net_exposure_only(runs_copy
     ]
     assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith(("-costs", "-breakeven"))]
     names = [trace.name for trace in chart(at, "exposure").data]
-    assert names == [f"{name}: net" for name in report["order"]]
+    assert names == [f"{runs.strategy_labels(report)[name]}: net" for name in report["order"]]
     assert any("Net exposure only" in c.value for c in at.caption)
 
 
@@ -649,9 +690,11 @@ def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> N
     index = list(at.dataframe[0].value.index)
     assert any(i.startswith("ppo: ") for i in index) and any(i.startswith("tour: ") for i in index)
     formed = bool(json.loads((built / "tour" / "selection.json").read_text())["members"])
-    assert "tour: best" in index and ("tour: ensemble" in index) == formed  # no ensemble row unless one was formed
+    ppo, tour = (runs.strategy_labels(report_of(built / run)) for run in ("ppo", "tour"))
+    assert f"tour: {tour['best']}" in index
+    assert (f"tour: {tour.get('ensemble')}" in index) == formed  # no ensemble row unless one was formed
     strategies(at).set_value(["best"]).run()
-    assert list(at.dataframe[0].value.index) == ["ppo: best", "tour: best"]
+    assert list(at.dataframe[0].value.index) == [f"ppo: {ppo['best']}", f"tour: {tour['best']}"]
 
 
 def test_an_empty_runs_folder_says_so_on_every_page(tmp_path: Path) -> None:
@@ -674,7 +717,8 @@ def test_a_corrupt_report_is_named_and_the_other_runs_still_show(runs_copy: Path
     at.multiselect(key="runs").set_value(["ppo", "tour"]).run()
     assert not at.exception
     assert any("ppo/report.json: not valid JSON" in w.value for w in at.warning)
-    assert "best" in at.dataframe[0].value.index  # the tournament's strategies, alone: no run prefix
+    best = runs.strategy_labels(report_of(runs_copy / "tour"))["best"]
+    assert best in at.dataframe[0].value.index  # the tournament's strategies, alone: no run prefix
 
 
 def test_a_corrupt_series_file_is_named_and_the_rest_is_drawn(runs_copy: Path) -> None:
@@ -683,7 +727,8 @@ def test_a_corrupt_series_file_is_named_and_the_rest_is_drawn(runs_copy: Path) -
     at = app_test(runs_copy).run()
     assert not at.exception
     assert any("final.parquet: not a readable Parquet file" in w.value for w in at.warning)
-    assert "final" not in at.dataframe[0].value.index and "best" in at.dataframe[0].value.index
+    label = runs.strategy_labels(report_of(runs_copy / "ppo"))
+    assert label["final"] not in at.dataframe[0].value.index and label["best"] in at.dataframe[0].value.index
 
 
 def test_a_half_written_tournament_names_the_missing_file(runs_copy: Path) -> None:

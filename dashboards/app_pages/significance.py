@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboards import significance, state
+from dashboards.runs import strategy_labels
 from trader import rundir
 
 HINT = "trader backtest RUN_DIR"
@@ -32,7 +33,7 @@ if not evidence:
         "This report has no statistics (it was written by an older version): run `trader backtest RUN_DIR --overwrite` on it again."
     )
     st.stop()
-labels = {s["name"]: s["label"] for s in report["strategies"]}
+labels = strategy_labels(report)
 named = {labels.get(name, name): evidence[name] for name in report["order"] if name in evidence}
 st.caption(
     f"{report['period']['name']} period, {report['period']['start']} .. {report['period']['end']}. "
