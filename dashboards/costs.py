@@ -36,6 +36,19 @@ COLUMNS = {
 }
 """report.json's ``costs`` keys the table shows, with their column names."""
 
+FORMATS = {
+    **{f"{label} (bp)": "%.2f" for label in PARTS.values()},
+    "total (bp)": "%.2f",
+    "unfilled share": "percent",
+    "costs": "accounting",
+    "value traded": "accounting",
+    "value unfilled": "accounting",
+    "breakeven multiple": "%.2f",
+}
+"""Display format per readable column (as ``st.column_config.NumberColumn`` takes it): bp and
+multiples to two decimals, shares as percentages, amounts of the data's currency with thousands
+separators and cents (1,234.00)."""
+
 
 def _number(value: object) -> float:
     """A JSON number, or NaN for None (no trades, no orders, no Sharpe ratio)."""
@@ -54,8 +67,13 @@ def cost_frame(costs: Mapping[str, Mapping[str, object]]) -> pd.DataFrame:
 
 
 def display_costs(frame: pd.DataFrame) -> pd.DataFrame:
-    """`cost_frame` with readable column names (values unchanged)."""
+    """`cost_frame` with readable column names (values unchanged; `cost_formats` says how each reads)."""
     return frame.rename(columns=COLUMNS)
+
+
+def cost_formats(frame: pd.DataFrame) -> dict[str, str]:
+    """`FORMATS` of the readable columns in `frame` (`display_costs`, with `breakeven_frame`'s joined or not)."""
+    return {label: FORMATS[label] for label in frame.columns if label in FORMATS}
 
 
 def cost_figure(frame: pd.DataFrame) -> go.Figure:

@@ -59,6 +59,29 @@ def interval_frame(evidence: Mapping[str, Mapping[str, object]]) -> pd.DataFrame
     return frame
 
 
+COLUMNS = {
+    "sharpe": "Sharpe ratio",
+    **{f"{key}_{end}": f"{label}: {end}" for key, label in INTERVALS.items() for end in ("low", "high")},
+    "psr": "PSR: P[Sharpe > 0]",
+    "dsr_null": "DSR: against zero-Sharpe trials",
+    "dsr": "DSR: against the trials' spread",
+    "sentence": "verdict",
+}
+"""`interval_frame`'s columns and their readable names, in the table's order."""
+
+FORMATS = {
+    **{COLUMNS[key]: "%.2f" for key in COLUMNS if key == "sharpe" or key.startswith("interval_")},
+    **{COLUMNS[key]: "percent" for key in ("psr", "dsr_null", "dsr")},
+}
+"""Display format per numeric readable column (as ``st.column_config.NumberColumn`` takes it):
+annualised Sharpe ratios to two decimals, the probabilities as percentages."""
+
+
+def display_intervals(frame: pd.DataFrame) -> pd.DataFrame:
+    """`interval_frame` with readable column names (values unchanged; `FORMATS` says how each reads)."""
+    return frame[[key for key in COLUMNS if key in frame.columns]].rename(columns=COLUMNS)
+
+
 def interval_figure(evidence: Mapping[str, Mapping[str, object]]) -> go.Figure:
     """Each strategy's annualised Sharpe ratio with both intervals as horizontal error bars.
 

@@ -548,7 +548,7 @@ def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_tr
     table = at.dataframe[0].value
     assert list(table.index) == [labels[name] for name in report["order"]]
     for name in report["order"]:
-        assert table.loc[labels[name], "sentence"] == report["evidence"][name]["sentence"]
+        assert table.loc[labels[name], "verdict"] == report["evidence"][name]["sentence"]
     assert report["selection"]["n_trials"] == len(pd.read_parquet(built / "tour" / "trials.parquet"))
     assert any(f"({report['selection']['n_trials']} trials)" in h.value for h in at.subheader)
     charts = at.get("plotly_chart")
@@ -616,6 +616,41 @@ def test_the_costs_section_shows_report_json_costs_and_breakeven(built: Path) ->
     lines = [t for t in chart(at, "breakeven").data if t.mode == "lines+markers"]
     label = runs.strategy_labels(tour)
     assert [t.name for t in lines] == [f"{label[name]}: {tour['breakeven'][name]['text']}" for name in tour["order"]]
+
+
+def formats_shown(table) -> dict[str, str]:
+    """Column -> the number format a page's st.dataframe gives it (its column config)."""
+    config = json.loads(table.proto.columns or "{}")
+    return {
+        str(column.get("label", key)): column.get("type_config", {}).get("format")
+        for key, column in config.items()
+        if column.get("type_config", {}).get("format")
+    }
+
+
+def test_the_costs_and_significance_tables_read_as_money_percentages_and_ratios(built: Path) -> None:
+    """No internal column names (``interval_analytic_low``) and no raw floats (82423.2171): every
+    number column of both tables has a readable name and a format, money with separators and cents."""
+    from dashboards import costs, significance
+
+    at = app_test(built).run()
+    table = next(d for d in at.dataframe if "unfilled share" in d.value.columns)
+    numeric = [c for c in table.value.columns if pd.api.types.is_numeric_dtype(table.value[c])]
+    shown = formats_shown(table)
+    assert set(numeric) <= set(shown), set(numeric) - set(shown)
+    assert shown["costs"] == shown["value traded"] == "accounting" and shown["unfilled share"] == "percent"
+    assert shown["total (bp)"] == "%.2f"
+    at.switch_page("app_pages/significance.py").run()
+    table = at.dataframe[0]
+    assert list(table.value.columns) == list(significance.COLUMNS.values())
+    assert not [c for c in table.value.columns if "_" in c]
+    shown = formats_shown(table)
+    assert shown["Sharpe ratio"] == "%.2f" and shown["PSR: P[Sharpe > 0]"] == "percent"
+    numeric = [c for c in table.value.columns if pd.api.types.is_numeric_dtype(table.value[c])]
+    assert set(numeric) <= set(shown), set(numeric) - set(shown)
+    report = report_of(built / "ppo")
+    frame = costs.display_costs(costs.cost_frame(report["costs"]))
+    assert set(costs.cost_formats(frame)) == set(frame.columns)
 
 
 def test_a_backtest_without_cost_multiples_shows_its_costs_and_says_why_no_breakeven(runs_copy: Path) -> None:

@@ -40,7 +40,12 @@ st.caption(
     "On the test period the DSR of a selected strategy is conservative; the PSR is the honest figure."
 )
 st.plotly_chart(significance.interval_figure(named), key="intervals")
-st.dataframe(significance.interval_frame(named), key="evidence", width="stretch")
+st.dataframe(
+    significance.display_intervals(significance.interval_frame(named)),
+    key="evidence",
+    width="stretch",
+    column_config={label: st.column_config.NumberColumn(label, format=f) for label, f in significance.FORMATS.items()},
+)
 
 selection = report.get("selection")
 if selection:

@@ -203,5 +203,7 @@ if cost_rows:
         shown,
         key="costs_table",
         width="stretch",
-        column_config={"unfilled share": st.column_config.NumberColumn("unfilled share", format="percent")},
+        column_config={
+            label: st.column_config.NumberColumn(label, format=f) for label, f in costs.cost_formats(shown).items()
+        },
     )
