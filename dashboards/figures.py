@@ -473,9 +473,14 @@ VALIDATION_SCORE = "val_score"
 on a gymnasium env)."""
 
 
+NO_REASON = "not recorded (selection.json was written before the reasons were)"
+"""`selection_table`'s reason for a candidate whose ``selection.json`` records none."""
+
+
 def selection_table(selection: Mapping[str, object]) -> pd.DataFrame:
     """A tournament's candidates (``selection.json``): validation score, PSR, whether the
-    pod cleared the membership bar, and its weight in the ensemble (0: not a member)."""
+    pod cleared the membership bar, its weight in the ensemble (0: not a member) and the
+    reason for that weight, as `tournament.selection` recorded it (`NO_REASON` where it did not)."""
     weights = dict(zip(selection["members"], selection["weights"]))
     rows = [
         {
@@ -484,6 +489,7 @@ def selection_table(selection: Mapping[str, object]) -> pd.DataFrame:
             "PSR": c["psr"],
             "qualified": c["qualified"],
             "ensemble weight": weights.get(c["pod_id"], 0.0),
+            "reason": c.get("reason") or NO_REASON,
         }
         for c in selection["candidates"]
     ]

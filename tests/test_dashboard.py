@@ -305,6 +305,21 @@ def test_the_tournament_page_states_the_result_and_each_candidates_evidence(buil
     assert table.index.tolist() == [c["pod_id"] for c in selection["candidates"]]
     assert table["qualified"].tolist() == [c["qualified"] for c in selection["candidates"]]
     assert table["ensemble weight"].sum() == pytest.approx(1.0 if selection["members"] else 0.0)
+    assert table["reason"].tolist() == [c["reason"] for c in selection["candidates"]]  # the tournament's own words
+
+
+def test_a_candidates_reason_is_the_selections_own_and_an_older_file_says_it_has_none() -> None:
+    selection = {
+        "members": [],
+        "weights": [],
+        "candidates": [
+            {"pod_id": "p0", "score": 2.0, "psr": 0.99, "qualified": True, "reason": "qualified, but no other pod did"},
+            {"pod_id": "p1", "score": 1.0, "psr": 0.5, "qualified": False},  # an older selection.json
+        ],
+    }
+    table = figures.selection_table(selection)
+    assert table.loc["p0", "reason"] == "qualified, but no other pod did"
+    assert table.loc["p1", "reason"] == figures.NO_REASON
 
 
 def test_the_split_draws_across_a_daylight_saving_change() -> None:
