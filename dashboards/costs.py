@@ -20,7 +20,9 @@ from collections.abc import Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
-LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
+from dashboards.figures import MARGIN, heading
+
+LAYOUT = {"margin": MARGIN, "legend": {"orientation": "h", "y": -0.2}}
 
 PARTS = {"commission": "commission", "spread": "spread", "impact": "impact", "borrow": "borrow"}
 """The parts of a strategy's costs (`trader.backtesting.engine.COST_PARTS`) and their legend names;
@@ -89,7 +91,9 @@ def cost_figure(frame: pd.DataFrame) -> go.Figure:
             for part, label in PARTS.items()
         ]
     )
-    figure.update_layout(title="Costs by part (bp of the value traded)", barmode="relative", yaxis_title="bp", **LAYOUT)
+    figure.update_layout(
+        title=heading("Costs by part (bp of the value traded)"), barmode="relative", yaxis_title="bp", **LAYOUT
+    )
     return figure
 
 
@@ -147,7 +151,7 @@ def breakeven_figure(breakeven: Mapping[str, Mapping[str, object]]) -> go.Figure
             )
     figure.add_hline(y=0.0, line_dash="dot", line_color="grey")
     figure.update_layout(
-        title="Sharpe ratio against the cost multiple",
+        title=heading("Sharpe ratio against the cost multiple"),
         xaxis_title="multiple of the cost model",
         yaxis_title="Sharpe (annualised)",
         hovermode="closest",

@@ -427,6 +427,27 @@ def test_every_page_renders_without_exceptions(built: Path) -> None:
         assert at.get("plotly_chart"), page
 
 
+def assert_titles_clear_of_the_toolbar(at, page: str) -> None:
+    """Every chart the page drew has a title on its plot's top edge, below the band at the top that
+    Plotly's toolbar covers (`figures.TOOLBAR_PX`); before, titles sat in that band, under it."""
+    charts = at.get("plotly_chart")
+    assert charts, page
+    for drawn in charts:
+        layout = json.loads(drawn.proto.spec)["layout"]
+        title, where = layout.get("title") or {}, (page, drawn.proto.id)
+        assert title.get("text") and title.get("yref") == "paper" and title.get("yanchor") == "bottom", where
+        assert title.get("y") == 1 and title.get("xanchor") == "left", where
+        assert layout["margin"]["t"] - title["pad"]["b"] - title["font"]["size"] >= figures.TOOLBAR_PX, where
+
+
+def test_every_charts_title_sits_below_the_toolbar(built: Path) -> None:
+    at = app_test(built).run()
+    assert_titles_clear_of_the_toolbar(at, "strategies")
+    for page in ("significance", "tournament", "training", "data"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        assert_titles_clear_of_the_toolbar(at, page)
+
+
 def test_a_page_opened_by_its_link_on_a_fresh_server_runs_through_the_app(tmp_path: Path, monkeypatch) -> None:
     """A fresh session whose first request is a page's link (AppTest: a page switched to before the
     first run) runs dashboards/app.py: the wide layout and the titled sidebar of `PAGES`, then the
@@ -1044,6 +1065,7 @@ def test_the_walk_forward_page_shows_the_librarys_numbers(walked: Path) -> None:
     summary = json.loads((walked / "wf" / "walkforward.json").read_text())
     charts = at.get("plotly_chart")
     assert len(charts) == 3  # the timeline, the stitched equity, the intervals
+    assert_titles_clear_of_the_toolbar(at, "walkforward")
     equity = json.loads(charts[1].proto.spec)["data"]
     stitched = pd.read_parquet(walked / "wf" / "stitched.parquet")
     for trace in equity:

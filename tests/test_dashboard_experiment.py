@@ -23,6 +23,7 @@ import pytest
 from dashboards import experiment as views
 from dashboards import runs
 from market_fixtures import TINY_DAILY_RECIPE
+from test_dashboard import assert_titles_clear_of_the_toolbar
 from trader import rundir
 
 APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
@@ -238,6 +239,7 @@ def test_the_page_shows_the_settings_table_2_and_figure_7(experiment_runs: Path)
     assert settings.loc["Commission per side", "Value"] == "0.20%"
     figure = pd.read_parquet(experiment_runs / "paper" / rundir.EXPERIMENT_FIGURE)
     assert chart_lines(at) == sorted(figure["learner"].unique())
+    assert_titles_clear_of_the_toolbar(at, "experiment")
 
 
 def test_an_experiment_still_running_shows_its_settings_and_says_so(experiment_runs: Path) -> None:
