@@ -4,28 +4,19 @@ A Streamlit multipage app over run directories (docs/contracts.md): strategies,
 significance (is the edge real?), tournament, walk-forward, paper trading, the seed
 paper's experiment, training and data. It reads only the runs folder's files
 (`dashboards.runs`); the figures are plain functions (`dashboards.figures`), the
-pages in ``pages/`` arrange them.
+pages in ``app_pages/`` arrange them. Every page, the first opened by a link too, runs
+through this script: the same wide layout and the same titled sidebar
+(`dashboards.app_pages`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import streamlit as st
 
-HERE = Path(__file__).parent
+from dashboards.app_pages import PAGES, path
 
 st.set_page_config(page_title="podracer-trader", layout="wide")
 
-PAGES = [
-    st.Page(str(HERE / "pages" / "strategies.py"), title="Strategies", default=True),
-    st.Page(str(HERE / "pages" / "significance.py"), title="Is the edge real?"),
-    st.Page(str(HERE / "pages" / "tournament.py"), title="Tournament"),
-    st.Page(str(HERE / "pages" / "walkforward.py"), title="Walk-forward"),
-    st.Page(str(HERE / "pages" / "paper.py"), title="Paper trading"),
-    st.Page(str(HERE / "pages" / "experiment.py"), title="The paper's experiment"),
-    st.Page(str(HERE / "pages" / "training.py"), title="Training"),
-    st.Page(str(HERE / "pages" / "data.py"), title="Data"),
-]
+NAVIGATION = [st.Page(str(path(page)), title=page.title, default=number == 0) for number, page in enumerate(PAGES)]
 
-st.navigation(PAGES).run()
+st.navigation(NAVIGATION).run()

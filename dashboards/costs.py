@@ -20,7 +20,9 @@ from collections.abc import Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
-LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
+from dashboards.figures import MARGIN, heading
+
+LAYOUT = {"margin": MARGIN, "legend": {"orientation": "h", "y": -0.2}}
 
 PARTS = {"commission": "commission", "spread": "spread", "impact": "impact", "borrow": "borrow"}
 """The parts of a strategy's costs (`trader.backtesting.engine.COST_PARTS`) and their legend names;
@@ -35,6 +37,19 @@ COLUMNS = {
     "unfilled_value": "value unfilled",
 }
 """report.json's ``costs`` keys the table shows, with their column names."""
+
+FORMATS = {
+    **{f"{label} (bp)": "%.2f" for label in PARTS.values()},
+    "total (bp)": "%.2f",
+    "unfilled share": "percent",
+    "costs": "accounting",
+    "value traded": "accounting",
+    "value unfilled": "accounting",
+    "breakeven multiple": "%.2f",
+}
+"""Display format per readable column (as ``st.column_config.NumberColumn`` takes it): bp and
+multiples to two decimals, shares as percentages, amounts of the data's currency with thousands
+separators and cents (1,234.00)."""
 
 
 def _number(value: object) -> float:
@@ -54,8 +69,13 @@ def cost_frame(costs: Mapping[str, Mapping[str, object]]) -> pd.DataFrame:
 
 
 def display_costs(frame: pd.DataFrame) -> pd.DataFrame:
-    """`cost_frame` with readable column names (values unchanged)."""
+    """`cost_frame` with readable column names (values unchanged; `cost_formats` says how each reads)."""
     return frame.rename(columns=COLUMNS)
+
+
+def cost_formats(frame: pd.DataFrame) -> dict[str, str]:
+    """`FORMATS` of the readable columns in `frame` (`display_costs`, with `breakeven_frame`'s joined or not)."""
+    return {label: FORMATS[label] for label in frame.columns if label in FORMATS}
 
 
 def cost_figure(frame: pd.DataFrame) -> go.Figure:
@@ -71,7 +91,9 @@ def cost_figure(frame: pd.DataFrame) -> go.Figure:
             for part, label in PARTS.items()
         ]
     )
-    figure.update_layout(title="Costs by part (bp of the value traded)", barmode="relative", yaxis_title="bp", **LAYOUT)
+    figure.update_layout(
+        title=heading("Costs by part (bp of the value traded)"), barmode="relative", yaxis_title="bp", **LAYOUT
+    )
     return figure
 
 
@@ -129,7 +151,7 @@ def breakeven_figure(breakeven: Mapping[str, Mapping[str, object]]) -> go.Figure
             )
     figure.add_hline(y=0.0, line_dash="dot", line_color="grey")
     figure.update_layout(
-        title="Sharpe ratio against the cost multiple",
+        title=heading("Sharpe ratio against the cost multiple"),
         xaxis_title="multiple of the cost model",
         yaxis_title="Sharpe (annualised)",
         hovermode="closest",

@@ -23,10 +23,11 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboards.figures import MARGIN, heading
 from trader.app.experiment import COLUMNS
 from trader.metrics import METRIC_LABELS, PERCENT_METRICS
 
-LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}}
+LAYOUT = {"margin": MARGIN, "legend": {"orientation": "h", "y": -0.15}}
 
 EVIDENCE = {
     "sharpe_low": "Sharpe 95% interval, low",
@@ -152,7 +153,7 @@ def figure7(points: pd.DataFrame) -> go.Figure:
             )
         )
     figure.update_layout(
-        title="Test-period return of training snapshots (the paper's Figure 7)",
+        title=heading("Test-period return of training snapshots (the paper's Figure 7)"),
         xaxis_title="training wall-clock (s)",
         yaxis_title="test-period cumulative return",
         **LAYOUT,

@@ -31,11 +31,32 @@ METRIC_COLUMNS = metrics.METRIC_LABELS
 ALGO_COLORS = {"ppo": "#1f77b4", "sac": "#ff7f0e", "td3": "#2ca02c"}
 """One colour per algorithm on every tournament chart."""
 
-LAYOUT = {
-    "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
-    "legend": {"orientation": "h", "y": -0.15},
-    "hovermode": "x unified",
+TOOLBAR_PX = 32
+"""The band at a chart's top that Plotly's toolbar (its mode bar, top right, about 26 px) and
+Streamlit's own element toolbar are drawn over; no title may sit in it."""
+
+TITLE = {
+    "x": 0.0,
+    "xref": "paper",
+    "xanchor": "left",
+    "y": 1.0,
+    "yref": "paper",
+    "yanchor": "bottom",
+    "pad": {"b": 12},
+    "font": {"size": 16},
 }
+"""Where every chart's title sits (`heading`): at the left, on the plot's top edge, so that the
+top margin above it (`MARGIN`) is left to the toolbar."""
+
+MARGIN = {"l": 10, "r": 10, "t": TOOLBAR_PX + TITLE["font"]["size"] + TITLE["pad"]["b"] + 16, "b": 10}
+"""Every chart's margins: the top one holds the toolbar's band and, below it, the title."""
+
+LAYOUT = {"margin": MARGIN, "legend": {"orientation": "h", "y": -0.15}, "hovermode": "x unified"}
+
+
+def heading(text: str) -> dict[str, object]:
+    """A chart's title, clear of the toolbar (`TITLE`): pass it as ``update_layout(title=...)``."""
+    return {**TITLE, "text": text}
 
 
 # --------------------------------------------------------------------- bar series -> daily
@@ -169,7 +190,7 @@ def column_formats() -> dict[str, str]:
 
 
 def _styled(figure: go.Figure, title: str, y_title: str, percent: bool = False) -> go.Figure:
-    figure.update_layout(title=title, yaxis_title=y_title, xaxis_title=None, **LAYOUT)
+    figure.update_layout(title=heading(title), yaxis_title=y_title, xaxis_title=None, **LAYOUT)
     if percent:
         figure.update_yaxes(tickformat=".1%")
     return figure
@@ -226,10 +247,15 @@ def monthly_returns(returns: pd.Series) -> pd.DataFrame:
     return table.reindex(columns=range(1, 13))
 
 
+MONTHLY_FORMAT = ".1%"
+"""The monthly heatmap's one number format (d3's, as Plotly takes it): its cells, colour bar and hover."""
+
+
 def monthly_heatmap(returns: pd.Series, name: str) -> go.Figure:
-    """Heatmap of one strategy's monthly returns (green up, red down, 0 white)."""
+    """Heatmap of one strategy's monthly returns (green up, red down, 0 white): cells, colour bar and
+    hover in the one unit, percent (`MONTHLY_FORMAT`)."""
     table = monthly_returns(returns)
-    text = table.map(lambda v: "" if pd.isna(v) else f"{v:.1%}")
+    text = table.map(lambda v: "" if pd.isna(v) else format(v, MONTHLY_FORMAT))
     months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
     bound = float(np.nanmax(np.abs(table.to_numpy()))) if table.notna().any().any() else 1.0
     figure = go.Figure(
@@ -243,10 +269,13 @@ def monthly_heatmap(returns: pd.Series, name: str) -> go.Figure:
             zmid=0.0,
             zmin=-bound,
             zmax=bound,
-            hovertemplate="%{y} %{x}: %{z:.2%}<extra></extra>",
+            colorbar={"tickformat": MONTHLY_FORMAT, "title": {"text": "return"}},
+            hovertemplate="%{y} %{x}: %{z:" + MONTHLY_FORMAT + "}<extra></extra>",
         )
     )
-    figure.update_layout(title=f"Monthly returns: {name}", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
+    figure.update_layout(
+        title=heading(f"Monthly returns: {name}"), **{k: v for k, v in LAYOUT.items() if k != "hovermode"}
+    )
     figure.update_yaxes(type="category", autorange="reversed")
     return figure
 
@@ -392,7 +421,7 @@ def pod_timeline_figure(pods: pd.DataFrame) -> go.Figure:
         color_discrete_map=ALGO_COLORS,
         hover_data={"pod_id": True, "status": True, "score": ":.2f"},
     )
-    figure.update_layout(title="Pods per worker", **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
+    figure.update_layout(title=heading("Pods per worker"), **{k: v for k, v in LAYOUT.items() if k != "hovermode"})
     return figure
 
 
@@ -410,10 +439,13 @@ def hyperparameter_frame(pods: pd.DataFrame) -> pd.DataFrame:
 
 
 def hyperparameter_names(frame: pd.DataFrame) -> list[str]:
-    """The numeric hyperparameter columns of `hyperparameter_frame`."""
-    return [
+    """The numeric hyperparameter columns of `hyperparameter_frame`: first those that vary among the
+    pods (more than one value), then those with the same value for every pod, each in the frame's
+    order; the page's picker starts on the first."""
+    numeric = [
         c for c in frame.columns if c not in ("pod_id", "algo", "score") and pd.api.types.is_numeric_dtype(frame[c])
     ]
+    return sorted(numeric, key=lambda c: frame[c].nunique(dropna=True) < 2)
 
 
 def hyperparameter_figure(frame: pd.DataFrame, name: str) -> go.Figure:
@@ -424,7 +456,7 @@ def hyperparameter_figure(frame: pd.DataFrame, name: str) -> go.Figure:
         frame, x=name, y="score", color="algo", color_discrete_map=ALGO_COLORS, hover_data=["pod_id"], log_x=log_x
     )
     figure.update_layout(
-        title=f"Validation score against {name}", **{k: v for k, v in LAYOUT.items() if k != "hovermode"}
+        title=heading(f"Validation score against {name}"), **{k: v for k, v in LAYOUT.items() if k != "hovermode"}
     )
     return figure
 
@@ -464,9 +496,14 @@ VALIDATION_SCORE = "val_score"
 on a gymnasium env)."""
 
 
+NO_REASON = "not recorded (selection.json was written before the reasons were)"
+"""`selection_table`'s reason for a candidate whose ``selection.json`` records none."""
+
+
 def selection_table(selection: Mapping[str, object]) -> pd.DataFrame:
     """A tournament's candidates (``selection.json``): validation score, PSR, whether the
-    pod cleared the membership bar, and its weight in the ensemble (0: not a member)."""
+    pod cleared the membership bar, its weight in the ensemble (0: not a member) and the
+    reason for that weight, as `tournament.selection` recorded it (`NO_REASON` where it did not)."""
     weights = dict(zip(selection["members"], selection["weights"]))
     rows = [
         {
@@ -475,6 +512,7 @@ def selection_table(selection: Mapping[str, object]) -> pd.DataFrame:
             "PSR": c["psr"],
             "qualified": c["qualified"],
             "ensemble weight": weights.get(c["pod_id"], 0.0),
+            "reason": c.get("reason") or NO_REASON,
         }
         for c in selection["candidates"]
     ]
@@ -524,5 +562,5 @@ def periods_figure(card: Mapping[str, object]) -> go.Figure:
     figure = (
         px.timeline(frame, x_start="Start", x_end="Finish", y="period", color="period") if len(frame) else go.Figure()
     )
-    figure.update_layout(title="Train / validation / test", showlegend=False, height=220, margin=LAYOUT["margin"])
+    figure.update_layout(title=heading("Train / validation / test"), showlegend=False, height=260, margin=MARGIN)
     return figure

@@ -24,7 +24,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}}
+from dashboards.figures import MARGIN, heading
+
+LAYOUT = {"margin": MARGIN, "legend": {"orientation": "h", "y": -0.15}}
 
 LIMITS = (
     ("max_order_value", "largest_order_value", "largest order value"),
@@ -65,7 +67,7 @@ def equity_figure(frame: pd.DataFrame) -> go.Figure:
     """The columns of `equity_frame` as lines."""
     figure = go.Figure([go.Scatter(x=frame.index, y=frame[c], name=c, mode="lines") for c in frame.columns])
     figure.update_layout(
-        title="Equity: paper account, the backtest's expectation, the benchmark",
+        title=heading("Equity: paper account, the backtest's expectation, the benchmark"),
         yaxis_title="value",
         hovermode="x unified",
         **LAYOUT,
@@ -127,7 +129,7 @@ def slippage_figure(orders: pd.DataFrame) -> go.Figure:
     figure = go.Figure([go.Histogram(x=values, nbinsx=40, name="fills")])
     median = float(values.median()) if len(values) else float("nan")
     title = f"Slippage against the backtest's price: {len(values)} fills, median {median:.2f} bp"
-    figure.update_layout(title=title, xaxis_title="bp (positive: worse)", yaxis_title="fills", **LAYOUT)
+    figure.update_layout(title=heading(title), xaxis_title="bp (positive: worse)", yaxis_title="fills", **LAYOUT)
     return figure
 
 
@@ -153,7 +155,7 @@ def risk_figure(records: Sequence[Mapping[str, Any]], limits: Mapping[str, Any])
         if limits.get(key):
             figure.add_hline(y=limits[key], line_dash="dash", annotation_text=f"{label} limit")
     figure.update_layout(
-        title="How close the book came to the loss limits",
+        title=heading("How close the book came to the loss limits"),
         yaxis_title="fraction of value",
         yaxis_tickformat=".2%",
         **LAYOUT,

@@ -192,6 +192,15 @@ def trade_files(report: dict[str, Any]) -> dict[str, str]:
     return {key.removeprefix("trades:"): path for key, path in files.items() if key.startswith("trades:")}
 
 
+def strategy_labels(report: dict[str, Any]) -> dict[str, str]:
+    """Strategy -> the name every page shows for it: report.json's ``label`` (the backtest's own,
+    "PPO best", "Equal-weight buy-and-hold"), its name where the report has none; a label two
+    strategies share gets its name after it, "(best)", so no two rows read the same."""
+    labels = {s["name"]: str(s.get("label") or s["name"]) for s in report.get("strategies", [])}
+    shared = {label for label in labels.values() if list(labels.values()).count(label) > 1}
+    return {name: f"{label} ({name})" if label in shared else label for name, label in labels.items()}
+
+
 # --------------------------------------------------------------------- training and tournaments
 
 

@@ -22,8 +22,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboards.figures import MARGIN, heading
 
-LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}}
+LAYOUT = {"margin": MARGIN, "legend": {"orientation": "h", "y": -0.15}}
 
 INTERVALS = {"interval_analytic": "analytic (Lo/Mertens)", "interval_bootstrap": "stationary bootstrap"}
 """The interval keys of a `strategy_evidence` dict and the legend name of each."""
@@ -59,6 +60,29 @@ def interval_frame(evidence: Mapping[str, Mapping[str, object]]) -> pd.DataFrame
     return frame
 
 
+COLUMNS = {
+    "sharpe": "Sharpe ratio",
+    **{f"{key}_{end}": f"{label}: {end}" for key, label in INTERVALS.items() for end in ("low", "high")},
+    "psr": "PSR: P[Sharpe > 0]",
+    "dsr_null": "DSR: against zero-Sharpe trials",
+    "dsr": "DSR: against the trials' spread",
+    "sentence": "verdict",
+}
+"""`interval_frame`'s columns and their readable names, in the table's order."""
+
+FORMATS = {
+    **{COLUMNS[key]: "%.2f" for key in COLUMNS if key == "sharpe" or key.startswith("interval_")},
+    **{COLUMNS[key]: "percent" for key in ("psr", "dsr_null", "dsr")},
+}
+"""Display format per numeric readable column (as ``st.column_config.NumberColumn`` takes it):
+annualised Sharpe ratios to two decimals, the probabilities as percentages."""
+
+
+def display_intervals(frame: pd.DataFrame) -> pd.DataFrame:
+    """`interval_frame` with readable column names (values unchanged; `FORMATS` says how each reads)."""
+    return frame[[key for key in COLUMNS if key in frame.columns]].rename(columns=COLUMNS)
+
+
 def interval_figure(evidence: Mapping[str, Mapping[str, object]]) -> go.Figure:
     """Each strategy's annualised Sharpe ratio with both intervals as horizontal error bars.
 
@@ -89,7 +113,7 @@ def interval_figure(evidence: Mapping[str, Mapping[str, object]]) -> go.Figure:
     figure = go.Figure(traces)
     figure.add_vline(x=0.0, line_dash="dot", line_color="grey")
     confidence = next((entry.get("confidence") for entry in evidence.values() if entry.get("confidence")), 0.95)
-    figure.update_layout(title=f"Sharpe ratio with its {100 * float(confidence):g}% intervals", **LAYOUT)
+    figure.update_layout(title=heading(f"Sharpe ratio with its {100 * float(confidence):g}% intervals"), **LAYOUT)
     figure.update_xaxes(title="Sharpe ratio (annualised)")
     figure.update_yaxes(tickvals=list(range(len(names))), ticktext=names, autorange="reversed")
     return figure
@@ -131,7 +155,7 @@ def trial_sharpe_figure(
         figure.add_hline(
             y=value, line_dash="dot", annotation_text=f"{name}: {value:.2f}", annotation_position="bottom right"
         )
-    figure.update_layout(title="Trial Sharpe ratios against luck", **LAYOUT)
+    figure.update_layout(title=heading("Trial Sharpe ratios against luck"), **LAYOUT)
     figure.update_xaxes(title="trial, by rank")
     figure.update_yaxes(title="Sharpe ratio (annualised)")
     return figure
@@ -148,7 +172,7 @@ def pbo_figure(logits: Sequence[float], pbo: float | None = None) -> go.Figure:
     figure = go.Figure(go.Histogram(x=values, nbinsx=40, name="logits"))
     figure.add_vline(x=0.0, line_dash="dash", line_color="firebrick")
     title = "Probability of backtest overfitting" + ("" if share is None else f": PBO = {share:.2f}")
-    figure.update_layout(title=title, showlegend=False, **LAYOUT)
+    figure.update_layout(title=heading(title), showlegend=False, **LAYOUT)
     figure.update_xaxes(title="logit of the in-sample winner's out-of-sample rank (left of 0: below the median)")
     figure.update_yaxes(title="splits")
     return figure

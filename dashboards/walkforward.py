@@ -32,7 +32,7 @@ from dashboards import figures
 WINDOW_COLORS = {"train": "#1f77b4", "validation": "#ff7f0e", "test": "#2ca02c"}
 """One colour per window, in the order the windows come (`trader.folds.WINDOWS`)."""
 
-LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.15}}
+LAYOUT = {"margin": figures.MARGIN, "legend": {"orientation": "h", "y": -0.15}}
 
 
 def window_frame(folds: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -82,7 +82,9 @@ def timeline_figure(windows: pd.DataFrame) -> go.Figure:
             )
         )
     figure = go.Figure(traces)
-    figure.update_layout(title="Folds: train, validation and test windows", barmode="overlay", **LAYOUT)
+    figure.update_layout(
+        title=figures.heading("Folds: train, validation and test windows"), barmode="overlay", **LAYOUT
+    )
     figure.update_xaxes(type="date")
     figure.update_yaxes(autorange="reversed")
     return figure
@@ -111,7 +113,7 @@ def stitched_equity_figure(values: pd.DataFrame, starts: Sequence[pd.Timestamp] 
         figure.add_vline(x=start, line_dash="dot", line_color="grey")
         figure.add_annotation(x=start, y=1.0, yref="paper", text=f"fold {k}", showarrow=False, xanchor="left")
     figure.update_layout(
-        title="Stitched out-of-sample equity",
+        title=figures.heading("Stitched out-of-sample equity"),
         yaxis_title="portfolio value",
         xaxis_title=None,
         hovermode="x unified",

@@ -156,7 +156,7 @@ os.environ["PODRACER_RUNS_DIR"] = {str(built)!r}
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file({str(APP)!r}, default_timeout=60).run()
 for page in ("tournament", "walkforward", "experiment", "training", "data"):
-    at.switch_page(f"pages/{{page}}.py").run()
+    at.switch_page(f"app_pages/{{page}}.py").run()
     assert not at.exception, at.exception
 print("torch" in sys.modules)
 """
@@ -220,6 +220,16 @@ def test_drawdowns_and_monthly_returns_known_answers() -> None:
     assert table.loc[2023, 3] != table.loc[2023, 3]  # NaN: no sessions in March
 
 
+def test_the_monthly_heatmaps_colour_bar_is_in_the_cells_unit() -> None:
+    """The cells say 21.0%; the colour bar's ticks are percent too (they read 0.2 before), and so is the hover."""
+    returns = pd.Series([0.1, 0.1, -0.5], index=pd.to_datetime(["2023-01-03", "2023-01-31", "2023-02-01"]))
+    heat = figures.monthly_heatmap(returns, "a").data[0]
+    assert heat.text[0][0] == "21.0%" and heat.text[0][1] == "-50.0%"
+    assert heat.colorbar.tickformat.endswith("%")
+    assert heat.text[0][0] == format(heat.z[0][0], heat.colorbar.tickformat)  # d3's and Python's ".1%" agree
+    assert "%{z:" + heat.colorbar.tickformat + "}" in heat.hovertemplate
+
+
 def test_rolling_sharpe_is_the_metric_over_each_window() -> None:
     rng = np.random.default_rng(0)
     returns = pd.DataFrame({"a": rng.normal(0.001, 0.01, 40), "b": rng.normal(0.0, 0.02, 40)})
@@ -248,6 +258,26 @@ def test_best_score_curve_is_the_running_best_per_algorithm() -> None:
     assert curve[curve.algo == "sac"]["best"].tolist() == [0.5]
 
 
+def test_the_hyperparameter_picker_starts_on_one_that_varies(built: Path) -> None:
+    frame = pd.DataFrame(
+        {
+            "pod_id": ["p0", "p1", "p2"],
+            "algo": ["ppo"] * 3,
+            "score": [1.0, 2.0, 0.5],
+            "gamma": [0.99] * 3,
+            "clip": [0.2, 0.2, np.nan],
+            "learning_rate": [1e-3, 3e-4, 1e-4],
+            "note": ["a", "b", "c"],
+        }
+    )
+    assert figures.hyperparameter_names(frame) == ["learning_rate", "gamma", "clip"]
+    at = app_test(built).run()
+    at.switch_page("app_pages/tournament.py").run()
+    picker = at.selectbox(key="hyperparameter")
+    params = figures.hyperparameter_frame(runs.load_pods(built / "tour"))
+    assert params[picker.value].nunique() > 1
+
+
 def test_tournament_tables_come_from_its_files(built: Path) -> None:
     board = runs.load_leaderboard(built / "tour")
     table = figures.leaderboard_table(board)
@@ -268,13 +298,28 @@ def test_tournament_tables_come_from_its_files(built: Path) -> None:
 def test_the_tournament_page_states_the_result_and_each_candidates_evidence(built: Path) -> None:
     selection = runs.load_selection(built / "tour")
     at = app_test(built).run()
-    at.switch_page("pages/tournament.py").run()
+    at.switch_page("app_pages/tournament.py").run()
     assert not at.exception
     assert selection["sentence"] in [i.value for i in at.info]
     table = next(d.value for d in at.dataframe if "qualified" in d.value.columns)
     assert table.index.tolist() == [c["pod_id"] for c in selection["candidates"]]
     assert table["qualified"].tolist() == [c["qualified"] for c in selection["candidates"]]
     assert table["ensemble weight"].sum() == pytest.approx(1.0 if selection["members"] else 0.0)
+    assert table["reason"].tolist() == [c["reason"] for c in selection["candidates"]]  # the tournament's own words
+
+
+def test_a_candidates_reason_is_the_selections_own_and_an_older_file_says_it_has_none() -> None:
+    selection = {
+        "members": [],
+        "weights": [],
+        "candidates": [
+            {"pod_id": "p0", "score": 2.0, "psr": 0.99, "qualified": True, "reason": "qualified, but no other pod did"},
+            {"pod_id": "p1", "score": 1.0, "psr": 0.5, "qualified": False},  # an older selection.json
+        ],
+    }
+    table = figures.selection_table(selection)
+    assert table.loc["p0", "reason"] == "qualified, but no other pod did"
+    assert table.loc["p1", "reason"] == figures.NO_REASON
 
 
 def test_the_split_draws_across_a_daylight_saving_change() -> None:
@@ -376,23 +421,122 @@ def test_every_page_renders_without_exceptions(built: Path) -> None:
     assert not at.exception
     assert at.dataframe and len(at.get("plotly_chart")) == 9
     for page in ("significance", "tournament", "training", "data"):
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"app_pages/{page}.py").run()
         assert not at.exception, page
         assert not at.warning, (page, [w.value for w in at.warning])
         assert at.get("plotly_chart"), page
+
+
+def assert_titles_clear_of_the_toolbar(at, page: str) -> None:
+    """Every chart the page drew has a title on its plot's top edge, below the band at the top that
+    Plotly's toolbar covers (`figures.TOOLBAR_PX`); before, titles sat in that band, under it."""
+    charts = at.get("plotly_chart")
+    assert charts, page
+    for drawn in charts:
+        layout = json.loads(drawn.proto.spec)["layout"]
+        title, where = layout.get("title") or {}, (page, drawn.proto.id)
+        assert title.get("text") and title.get("yref") == "paper" and title.get("yanchor") == "bottom", where
+        assert title.get("y") == 1 and title.get("xanchor") == "left", where
+        assert layout["margin"]["t"] - title["pad"]["b"] - title["font"]["size"] >= figures.TOOLBAR_PX, where
+
+
+def test_every_charts_title_sits_below_the_toolbar(built: Path) -> None:
+    at = app_test(built).run()
+    assert_titles_clear_of_the_toolbar(at, "strategies")
+    for page in ("significance", "tournament", "training", "data"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        assert_titles_clear_of_the_toolbar(at, page)
+
+
+def test_a_page_opened_by_its_link_on_a_fresh_server_runs_through_the_app(tmp_path: Path, monkeypatch) -> None:
+    """A fresh session whose first request is a page's link (AppTest: a page switched to before the
+    first run) runs dashboards/app.py: the wide layout and the titled sidebar of `PAGES`, then the
+    page, the same as a page reached from "/". (With the page scripts in a folder named ``pages/``
+    Streamlit ran the page alone: a narrow page and a sidebar of file names.)"""
+    import streamlit as st
+
+    from dashboards.app_pages import PAGES
+
+    layouts, sidebars = [], []
+    set_page_config, navigation = st.set_page_config, st.navigation
+
+    def recorded_config(*args, **kwargs):
+        layouts.append(kwargs.get("layout"))
+        return set_page_config(*args, **kwargs)
+
+    def recorded_navigation(pages, **kwargs):
+        sidebars.append([page.title for page in pages])
+        return navigation(pages, **kwargs)
+
+    monkeypatch.setattr(st, "set_page_config", recorded_config)
+    monkeypatch.setattr(st, "navigation", recorded_navigation)
+    for page in PAGES[1:]:
+        layouts.clear(), sidebars.clear()
+        at = app_test(tmp_path)
+        at.switch_page(f"app_pages/{page.script}").run()
+        assert not at.exception, page
+        assert layouts == ["wide"] and sidebars == [[p.title for p in PAGES]], page
+        assert [t.value for t in at.title] == [page.title]  # the page itself was drawn
+
+
+def test_the_dashboards_help_names_every_page(capsys) -> None:
+    from dashboards.app_pages import PAGES
+
+    assert cli(["dashboard", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    missing = [page.title for page in PAGES if page.title not in text]
+    assert not missing, missing
+
+
+def test_a_strategys_display_name_is_its_reports_label_and_no_two_read_the_same() -> None:
+    report = {
+        "strategies": [
+            {"name": "best", "label": "PPO best"},
+            {"name": "final", "label": "PPO final"},
+            {"name": "a", "label": "Oracle"},
+            {"name": "b", "label": "Oracle"},
+            {"name": "custom"},
+        ]
+    }
+    assert runs.strategy_labels(report) == {
+        "best": "PPO best",
+        "final": "PPO final",
+        "a": "Oracle (a)",
+        "b": "Oracle (b)",
+        "custom": "custom",
+    }
+
+
+def test_every_page_shows_a_strategy_by_the_one_display_name(built: Path) -> None:
+    """The Strategies page (its metrics, costs, charts and picker) and "Is the edge real?" name each
+    strategy alike: `runs.strategy_labels`, report.json's labels ("PPO best", not ``best``)."""
+    report = report_of(built / "ppo")
+    shown = [runs.strategy_labels(report)[name] for name in report["order"]]
+    assert "best" not in shown and len(set(shown)) == len(shown)
+    at = app_test(built).run()
+    assert not at.exception
+    assert list(at.dataframe[0].value.index) == shown  # the metrics
+    assert list(next(d.value for d in at.dataframe if "unfilled share" in d.value.columns).index) == shown
+    assert [trace.name for trace in chart(at, "equity").data] == shown
+    assert strategies(at).options == shown  # the picker offers the labels (its values stay the names)
+    assert at.selectbox(key="heatmap_strategy").value == shown[0]
+    at.switch_page("app_pages/significance.py").run()
+    at.selectbox(key="significance_run").set_value("ppo").run()
+    assert list(at.dataframe[0].value.index) == shown
 
 
 def test_the_table_shows_report_json_numbers_and_follows_the_selection(built: Path) -> None:
     at = app_test(built).run()
     report = report_of(built / "ppo")
     table = at.dataframe[0].value
-    assert list(table.index) == report["order"]
+    shown = runs.strategy_labels(report)
+    assert list(table.index) == [shown[name] for name in report["order"]]
     labels = {key: label for key, label in metrics.METRIC_LABELS.items()}
     for name in report["order"]:
-        assert table.loc[name, labels["sharpe_ratio"]] == report["metrics"][name]["sharpe_ratio"]
-        assert table.loc[name, labels["max_drawdown"]] == report["metrics"][name]["max_drawdown"]
+        assert table.loc[shown[name], labels["sharpe_ratio"]] == report["metrics"][name]["sharpe_ratio"]
+        assert table.loc[shown[name], labels["max_drawdown"]] == report["metrics"][name]["max_drawdown"]
     strategies(at).set_value(["best", "equal_weight"]).run()
-    assert sorted(at.dataframe[0].value.index) == ["best", "equal_weight"]
+    assert sorted(at.dataframe[0].value.index) == sorted([shown["best"], shown["equal_weight"]])
 
 
 def test_a_runs_other_reports_are_listed_beside_its_own_and_show_their_numbers(runs_copy: Path) -> None:
@@ -408,11 +552,11 @@ def test_a_runs_other_reports_are_listed_beside_its_own_and_show_their_numbers(r
     runs_widget.set_value(["ppo/reports/validation"]).run()
     assert not at.exception
     table = at.dataframe[0].value
-    label = metrics.METRIC_LABELS["sharpe_ratio"]
-    assert {name: table.loc[name, label] for name in report["order"]} == {
+    label, shown = metrics.METRIC_LABELS["sharpe_ratio"], runs.strategy_labels(report)
+    assert {name: table.loc[shown[name], label] for name in report["order"]} == {
         name: report["metrics"][name]["sharpe_ratio"] for name in report["order"]
     }
-    at.switch_page("pages/significance.py").run()
+    at.switch_page("app_pages/significance.py").run()
     assert "ppo/reports/validation" in at.sidebar.selectbox(key="significance_run").options
 
 
@@ -423,7 +567,8 @@ def test_the_strategies_page_shows_and_offers_each_trade_list(built: Path) -> No
     options = next(w for w in at.selectbox if w.label == "Strategy").options  # keyed on the runs picked
     assert len(options) == len([k for k in report["files"] if k.startswith("trades:")])
     shown = next(d.value for d in at.dataframe if "ticker" in d.value.columns)
-    name = report["files"][f"trades:{options[0]}"]
+    strategy = {label: name for name, label in runs.strategy_labels(report).items()}[options[0]]
+    name = report["files"][f"trades:{strategy}"]
     written = pd.read_parquet(built / "ppo" / name)
     assert len(shown) == min(len(written), 1000) and list(shown.columns) == list(written.columns)
     assert any(b.label.startswith("Download the trade list") for b in at.get("download_button"))
@@ -431,7 +576,7 @@ def test_the_strategies_page_shows_and_offers_each_trade_list(built: Path) -> No
 
 def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_trials(built: Path) -> None:
     at = app_test(built).run()
-    at.switch_page("pages/significance.py").run()
+    at.switch_page("app_pages/significance.py").run()
     at.selectbox(key="significance_run").set_value("tour").run()
     assert not at.exception
     report = report_of(built / "tour")
@@ -439,7 +584,7 @@ def test_the_significance_page_shows_report_json_evidence_and_the_tournaments_tr
     table = at.dataframe[0].value
     assert list(table.index) == [labels[name] for name in report["order"]]
     for name in report["order"]:
-        assert table.loc[labels[name], "sentence"] == report["evidence"][name]["sentence"]
+        assert table.loc[labels[name], "verdict"] == report["evidence"][name]["sentence"]
     assert report["selection"]["n_trials"] == len(pd.read_parquet(built / "tour" / "trials.parquet"))
     assert any(f"({report['selection']['n_trials']} trials)" in h.value for h in at.subheader)
     charts = at.get("plotly_chart")
@@ -481,30 +626,67 @@ def test_the_costs_section_shows_report_json_costs_and_breakeven(built: Path) ->
     at = app_test(built).run()
     assert not at.exception
     report = report_of(built / "ppo")
-    shown = [name for name in report["order"]]
+    order, label = report["order"], runs.strategy_labels(report)
+    shown = [label[name] for name in order]
     bars = chart(at, "costs").data
     assert [trace.name for trace in bars] == ["commission", "spread", "impact", "borrow"]
     for trace in bars:
         assert list(trace.x) == shown
-        assert list(trace.y) == [report["costs"][name][f"{trace.name}_bps"] for name in shown]
+        assert list(trace.y) == [report["costs"][name][f"{trace.name}_bps"] for name in order]
     lines = [t for t in chart(at, "breakeven").data if t.mode == "lines+markers"]
-    assert [t.name for t in lines] == [f"{name}: {report['breakeven'][name]['text']}" for name in shown]
-    for trace, name in zip(lines, shown):
+    assert [t.name for t in lines] == [f"{label[name]}: {report['breakeven'][name]['text']}" for name in order]
+    for trace, name in zip(lines, order):
         assert list(trace.x) == report["breakeven"][name]["multiples"]
         assert list(trace.y) == report["breakeven"][name]["sharpe"]
     table = next(d.value for d in at.dataframe if "unfilled share" in d.value.columns)
     assert list(table.index) == shown
-    for name in shown:
-        assert table.loc[name, "unfilled share"] == report["costs"][name]["unfilled_share"]
-        assert table.loc[name, "total (bp)"] == report["costs"][name]["costs_bps"]
-        assert table.loc[name, "breakeven cost"] == report["breakeven"][name]["text"]
+    for name in order:
+        assert table.loc[label[name], "unfilled share"] == report["costs"][name]["unfilled_share"]
+        assert table.loc[label[name], "total (bp)"] == report["costs"][name]["costs_bps"]
+        assert table.loc[label[name], "breakeven cost"] == report["breakeven"][name]["text"]
     # the tournament's own final backtest reports every strategy's breakeven, as `trader backtest` does
     tour = report_of(built / "tour")
     assert set(tour["breakeven"]) == set(tour["costs"]) == set(tour["order"])
     at.multiselect(key="runs").set_value(["tour"]).run()
     assert not at.exception and chart(at, "costs").data
     lines = [t for t in chart(at, "breakeven").data if t.mode == "lines+markers"]
-    assert [t.name for t in lines] == [f"{name}: {tour['breakeven'][name]['text']}" for name in tour["order"]]
+    label = runs.strategy_labels(tour)
+    assert [t.name for t in lines] == [f"{label[name]}: {tour['breakeven'][name]['text']}" for name in tour["order"]]
+
+
+def formats_shown(table) -> dict[str, str]:
+    """Column -> the number format a page's st.dataframe gives it (its column config)."""
+    config = json.loads(table.proto.columns or "{}")
+    return {
+        str(column.get("label", key)): column.get("type_config", {}).get("format")
+        for key, column in config.items()
+        if column.get("type_config", {}).get("format")
+    }
+
+
+def test_the_costs_and_significance_tables_read_as_money_percentages_and_ratios(built: Path) -> None:
+    """No internal column names (``interval_analytic_low``) and no raw floats (82423.2171): every
+    number column of both tables has a readable name and a format, money with separators and cents."""
+    from dashboards import costs, significance
+
+    at = app_test(built).run()
+    table = next(d for d in at.dataframe if "unfilled share" in d.value.columns)
+    numeric = [c for c in table.value.columns if pd.api.types.is_numeric_dtype(table.value[c])]
+    shown = formats_shown(table)
+    assert set(numeric) <= set(shown), set(numeric) - set(shown)
+    assert shown["costs"] == shown["value traded"] == "accounting" and shown["unfilled share"] == "percent"
+    assert shown["total (bp)"] == "%.2f"
+    at.switch_page("app_pages/significance.py").run()
+    table = at.dataframe[0]
+    assert list(table.value.columns) == list(significance.COLUMNS.values())
+    assert not [c for c in table.value.columns if "_" in c]
+    shown = formats_shown(table)
+    assert shown["Sharpe ratio"] == "%.2f" and shown["PSR: P[Sharpe > 0]"] == "percent"
+    numeric = [c for c in table.value.columns if pd.api.types.is_numeric_dtype(table.value[c])]
+    assert set(numeric) <= set(shown), set(numeric) - set(shown)
+    report = report_of(built / "ppo")
+    frame = costs.display_costs(costs.cost_frame(report["costs"]))
+    assert set(costs.cost_formats(frame)) == set(frame.columns)
 
 
 def test_a_backtest_without_cost_multiples_shows_its_costs_and_says_why_no_breakeven(runs_copy: Path) -> None:
@@ -536,7 +718,7 @@ def test_an_older_run_says_it_has_no_costs_and_draws_net_exposure_only(runs_copy
     ]
     assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith(("-costs", "-breakeven"))]
     names = [trace.name for trace in chart(at, "exposure").data]
-    assert names == [f"{name}: net" for name in report["order"]]
+    assert names == [f"{runs.strategy_labels(report)[name]}: net" for name in report["order"]]
     assert any("Net exposure only" in c.value for c in at.caption)
 
 
@@ -579,9 +761,11 @@ def test_a_date_range_recomputes_and_several_runs_are_labelled(built: Path) -> N
     index = list(at.dataframe[0].value.index)
     assert any(i.startswith("ppo: ") for i in index) and any(i.startswith("tour: ") for i in index)
     formed = bool(json.loads((built / "tour" / "selection.json").read_text())["members"])
-    assert "tour: best" in index and ("tour: ensemble" in index) == formed  # no ensemble row unless one was formed
+    ppo, tour = (runs.strategy_labels(report_of(built / run)) for run in ("ppo", "tour"))
+    assert f"tour: {tour['best']}" in index
+    assert (f"tour: {tour.get('ensemble')}" in index) == formed  # no ensemble row unless one was formed
     strategies(at).set_value(["best"]).run()
-    assert list(at.dataframe[0].value.index) == ["ppo: best", "tour: best"]
+    assert list(at.dataframe[0].value.index) == [f"ppo: {ppo['best']}", f"tour: {tour['best']}"]
 
 
 def test_an_empty_runs_folder_says_so_on_every_page(tmp_path: Path) -> None:
@@ -594,7 +778,7 @@ def test_an_empty_runs_folder_says_so_on_every_page(tmp_path: Path) -> None:
         ("training", "No training run in"),
         ("data", "No dataset.json"),
     ):
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"app_pages/{page}.py").run()
         assert not at.exception and any(text in m for m in messages(at)), page
 
 
@@ -604,7 +788,8 @@ def test_a_corrupt_report_is_named_and_the_other_runs_still_show(runs_copy: Path
     at.multiselect(key="runs").set_value(["ppo", "tour"]).run()
     assert not at.exception
     assert any("ppo/report.json: not valid JSON" in w.value for w in at.warning)
-    assert "best" in at.dataframe[0].value.index  # the tournament's strategies, alone: no run prefix
+    best = runs.strategy_labels(report_of(runs_copy / "tour"))["best"]
+    assert best in at.dataframe[0].value.index  # the tournament's strategies, alone: no run prefix
 
 
 def test_a_corrupt_series_file_is_named_and_the_rest_is_drawn(runs_copy: Path) -> None:
@@ -613,7 +798,8 @@ def test_a_corrupt_series_file_is_named_and_the_rest_is_drawn(runs_copy: Path) -
     at = app_test(runs_copy).run()
     assert not at.exception
     assert any("final.parquet: not a readable Parquet file" in w.value for w in at.warning)
-    assert "final" not in at.dataframe[0].value.index and "best" in at.dataframe[0].value.index
+    label = runs.strategy_labels(report_of(runs_copy / "ppo"))
+    assert label["final"] not in at.dataframe[0].value.index and label["best"] in at.dataframe[0].value.index
 
 
 def test_a_half_written_tournament_names_the_missing_file(runs_copy: Path) -> None:
@@ -621,7 +807,7 @@ def test_a_half_written_tournament_names_the_missing_file(runs_copy: Path) -> No
     (runs_copy / "tour" / "leaderboard.json").write_text('{"format_version": 1')
     at = app_test(runs_copy)
     at.run()
-    at.switch_page("pages/tournament.py").run()
+    at.switch_page("app_pages/tournament.py").run()
     assert not at.exception
     texts = [w.value for w in at.warning]
     assert any("leaderboard.json: not valid JSON" in t for t in texts)
@@ -635,15 +821,15 @@ def test_a_run_without_a_backtest_shows_on_the_training_page_only(tmp_path: Path
         shutil.copy(built / "ppo" / name, target / name)
     at = app_test(tmp_path / "runs").run()
     assert not at.exception and any("No backtest in" in m for m in messages(at))
-    at.switch_page("pages/training.py").run()
+    at.switch_page("app_pages/training.py").run()
     assert not at.exception and at.get("plotly_chart")
-    at.switch_page("pages/data.py").run()
+    at.switch_page("app_pages/data.py").run()
     assert not at.exception and not at.warning
 
 
 def test_the_training_pages_best_validation_is_the_score_that_chose_best_json(built: Path) -> None:
     at = app_test(built).run()
-    at.switch_page("pages/training.py").run()
+    at.switch_page("app_pages/training.py").run()
     assert not at.exception
     table = next(d.value for d in at.dataframe if "best validation score" in d.value.columns)
     best = json.loads((built / "ppo" / "checkpoints" / "best.json").read_text())["info"]["validation"]
@@ -653,7 +839,7 @@ def test_the_training_pages_best_validation_is_the_score_that_chose_best_json(bu
 
 def test_tournament_pods_join_the_training_page(built: Path) -> None:
     at = app_test(built).run()
-    at.switch_page("pages/training.py").run()
+    at.switch_page("app_pages/training.py").run()
     at.checkbox(key="include_pods").check().run()
     options = at.multiselect(key="training_runs").options
     assert any(option.startswith("tour/p0") for option in options)
@@ -677,14 +863,39 @@ def test_cli_dashboard_runs_the_app_with_streamlit(tmp_path: Path) -> None:
 
 
 def suggested_commands() -> list[tuple[str, str]]:
-    """Every ``trader ...`` command the pages show in backticks: (page, command)."""
+    """Every ``trader ...`` command the pages show: in backticks, and each page's ``HINT`` (page, command)."""
     import re
 
-    found = []
-    for page in sorted((APP.parent / "pages").glob("*.py")) + [APP]:
-        for command in re.findall(r"`(trader [^`]+)`", page.read_text()):
+    from dashboards.app_pages import hints
+
+    found = list(hints().items())
+    for page in sorted((APP.parent / "app_pages").glob("*.py")) + [APP]:
+        for command in re.findall(r"`(trader [^`{]+)`", page.read_text()):
             found.append((page.name, command))
     return found
+
+
+LEARNING_HINTS = ("training.py", "tournament.py", "walkforward.py")
+"""The pages whose empty-page command trains something."""
+
+
+def test_each_empty_page_shows_its_hint_and_each_learning_hint_has_the_preset_and_a_budget(tmp_path: Path) -> None:
+    """A hint that trains uses the market preset (the env's own defaults learn nothing on a laptop's
+    budget) and states its budget: steps, or a time budget with pods of a stated size."""
+    from dashboards.app_pages import PAGES, hints
+
+    found = hints()
+    assert set(LEARNING_HINTS) <= set(found)
+    for script in LEARNING_HINTS:
+        words = found[script].split()
+        assert words[words.index("--preset") + 1] == "market", script
+        assert "--steps" in words or {"--time-budget", "--pod-steps"} <= set(words), script
+        assert "--learner" not in words or words[words.index("--learner") + 1] != "tournament", script
+    at = app_test(tmp_path).run()
+    for page in PAGES:
+        if page.script in found:
+            at.switch_page(f"app_pages/{page.script}").run()
+            assert any(f"`{found[page.script]}`" in m for m in messages(at)), page
 
 
 def test_every_command_a_page_suggests_parses(tmp_path: Path) -> None:
@@ -849,11 +1060,12 @@ def plotted(values) -> list:
 
 def test_the_walk_forward_page_shows_the_librarys_numbers(walked: Path) -> None:
     at = app_test(walked).run()
-    at.switch_page("pages/walkforward.py").run()
+    at.switch_page("app_pages/walkforward.py").run()
     assert not at.exception and not at.warning
     summary = json.loads((walked / "wf" / "walkforward.json").read_text())
     charts = at.get("plotly_chart")
     assert len(charts) == 3  # the timeline, the stitched equity, the intervals
+    assert_titles_clear_of_the_toolbar(at, "walkforward")
     equity = json.loads(charts[1].proto.spec)["data"]
     stitched = pd.read_parquet(walked / "wf" / "stitched.parquet")
     for trace in equity:
@@ -876,12 +1088,12 @@ def test_the_walk_forward_page_shows_the_librarys_numbers(walked: Path) -> None:
         (partial / "wf" / name).unlink()
     shutil.rmtree(partial / "wf" / "folds" / "3")
     at = app_test(partial).run()
-    at.switch_page("pages/walkforward.py").run()
+    at.switch_page("app_pages/walkforward.py").run()
     assert not at.exception and any("3 fold(s) done" in m for m in messages(at))
     assert len(at.get("plotly_chart")) == 1 and at.dataframe[0].value.index.tolist() == [0, 1, 2]
 
 
 def test_an_empty_runs_folder_says_so_on_the_walk_forward_page(tmp_path: Path) -> None:
     at = app_test(tmp_path).run()
-    at.switch_page("pages/walkforward.py").run()
+    at.switch_page("app_pages/walkforward.py").run()
     assert not at.exception and any("No walk-forward in" in m for m in messages(at))

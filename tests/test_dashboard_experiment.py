@@ -23,10 +23,11 @@ import pytest
 from dashboards import experiment as views
 from dashboards import runs
 from market_fixtures import TINY_DAILY_RECIPE
+from test_dashboard import assert_titles_clear_of_the_toolbar
 from trader import rundir
 
 APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
-PAGE = "pages/experiment.py"
+PAGE = "app_pages/experiment.py"
 
 
 FIGURE = pd.DataFrame(
@@ -238,6 +239,7 @@ def test_the_page_shows_the_settings_table_2_and_figure_7(experiment_runs: Path)
     assert settings.loc["Commission per side", "Value"] == "0.20%"
     figure = pd.read_parquet(experiment_runs / "paper" / rundir.EXPERIMENT_FIGURE)
     assert chart_lines(at) == sorted(figure["learner"].unique())
+    assert_titles_clear_of_the_toolbar(at, "experiment")
 
 
 def test_an_experiment_still_running_shows_its_settings_and_says_so(experiment_runs: Path) -> None:
@@ -284,13 +286,11 @@ def test_the_hints_command_runs_up_to_the_training(tmp_path: Path, monkeypatch) 
     """The empty page's command, run through the CLI with the training stubbed out: its
     options make an experiment config, and its data set's window takes the experiment's
     split (`experiment_recipe`: what `run_experiment` checks before it trains)."""
-    import re
-
     import trader.app.experiment as experiment
+    from dashboards.app_pages import hints
     from trader.app.cli import main as cli
 
-    page = (APP.parent / PAGE).read_text()
-    hint = next(text for text in re.findall(r"`(trader experiment podracer RUN_DIR [^`]+)`", page))
+    hint = hints()[Path(PAGE).name]
     seen = []
 
     class Stop(Exception):

@@ -22,6 +22,7 @@ from trader.app.paper import PaperConfig, RiskLimits, paper
 from trader.app.paper.loop import PaperStop
 
 from market_fixtures import write_tiny_recipe
+from test_dashboard import assert_titles_clear_of_the_toolbar
 
 APP = Path(__file__).resolve().parents[1] / "dashboards" / "app.py"
 TINY_PPO = {"num_steps": 32, "update_epochs": 1, "num_minibatches": 2, "hidden_sizes": [16]}
@@ -81,11 +82,12 @@ def test_the_paper_trading_page_renders_a_replayed_run(replayed: Path) -> None:
 
     os.environ["PODRACER_RUNS_DIR"] = str(replayed)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at.switch_page("pages/paper.py").run()
+    at.switch_page("app_pages/paper.py").run()
     assert not at.exception, at.exception
     journal = journal_of(replayed)
     assert at.title[0].value == "Paper trading"
     assert len(at.get("plotly_chart")) == 3
+    assert_titles_clear_of_the_toolbar(at, "paper")
     orders = next(d.value for d in at.dataframe if "client order id" in d.value.columns)
     assert len(orders) == sum(len(r["orders"]) for r in journal["records"])
     assert any("The loop stopped" in w.value and "kill switch" in w.value for w in at.warning)
@@ -97,7 +99,7 @@ def test_the_page_says_when_no_run_was_paper_traded(tmp_path: Path) -> None:
 
     os.environ["PODRACER_RUNS_DIR"] = str(tmp_path)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at.switch_page("pages/paper.py").run()
+    at.switch_page("app_pages/paper.py").run()
     assert not at.exception and any("No paper trading in" in i.value for i in at.info)
 
 

@@ -29,6 +29,7 @@ from tournament.selection import (
     ensemble_record,
     member_weights,
     members,
+    select,
 )
 from trader import rundir
 from trader.agents import get_spec, make_agent
@@ -94,6 +95,34 @@ def test_the_record_is_the_best_snapshots_pass_and_a_pod_without_one_never_quali
     pd.testing.assert_series_equal(found.daily, record(6.0, 1), check_names=False, check_freq=False)
     (missing,) = candidates(tmp_path, [entry("p0009", 1.0, 9)])
     assert missing.daily is None and math.isnan(missing.psr) and not missing.qualified
+
+
+def test_selection_json_gives_each_candidate_the_reason_for_its_weight(tmp_path: Path) -> None:
+    """A qualified pod with weight 0 is no longer a riddle: the record says why (the ensemble's k,
+    no second qualified pod, a score at or below 0 under score weighting), as it does for members
+    and for the pods below the bar."""
+    strengths = {"p0000": -1.0, "p0001": 6.0, "p0002": 5.0, "p0003": 5.0}
+    for k, (pod, sharpe) in enumerate(strengths.items()):
+        write_pod(tmp_path, pod, record(sharpe, k))
+    ranked = [entry(p, 9.0 - k, k) for k, p in enumerate([*strengths, "p0009"])]  # p0009: no record
+
+    def validate(chosen, weights):
+        return 4.5, record(4.5, 9)
+
+    chosen, _ = select(tmp_path, ranked, 2, "equal", validate)
+    reasons = {c["pod_id"]: c["reason"] for c in chosen.to_dict()["candidates"]}
+    assert reasons["p0000"].startswith("not qualified: PSR(0) 0.") and "below the bar of 0.95" in reasons["p0000"]
+    assert reasons["p0001"] == reasons["p0002"] == "member of the ensemble, weight 0.50 (equal weighting)"
+    assert reasons["p0003"].startswith("qualified, but the ensemble takes the 2 best-scoring qualified pods")
+    assert reasons["p0009"].startswith("not qualified: no PSR(0)")
+
+    alone, _ = select(tmp_path, ranked[:2], 2, "equal", validate)  # one qualified pod: no ensemble
+    assert alone.to_dict()["candidates"][1]["reason"].startswith("qualified, but no other pod did")
+
+    scored = [entry("p0001", 1.0, 0), entry("p0002", -0.5, 1)]  # qualified on its record, scored below 0
+    weighted, _ = select(tmp_path, scored, 2, "score", validate)
+    assert weighted.weights == [1.0, 0.0]
+    assert weighted.to_dict()["candidates"][1]["reason"].startswith("member with weight 0: the weights follow")
 
 
 def test_member_weights_are_equal_or_follow_the_scores_and_sum_to_one() -> None:

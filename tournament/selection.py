@@ -32,8 +32,8 @@ candidate).
    N validation passes it was the best of: the tournament's trial count, as every DSR counts it; the
    leaderboard's candidates where there is no ``trials.parquet``). Where the test cannot be made (a record missing, or the two
    the same series) the scores decide as they stand, a tie to the best pod, the simpler strategy.
-   ``selection.json`` records the candidates, the bar, the members, both scores, the test and the
-   result.
+   ``selection.json`` records the candidates (each with the ``reason`` for its ensemble weight:
+   `Selection.reason`), the bar, the members, both scores, the test and the result.
 """
 
 from __future__ import annotations
@@ -146,7 +146,13 @@ class Selection:
             "bar": {"statistic": "psr", "threshold": MEMBERSHIP_PSR},
             "weighting": self.weighting,
             "candidates": [
-                {"pod_id": c.pod_id, "score": _number(c.score), "psr": _number(c.psr), "qualified": c.qualified}
+                {
+                    "pod_id": c.pod_id,
+                    "score": _number(c.score),
+                    "psr": _number(c.psr),
+                    "qualified": c.qualified,
+                    "reason": self.reason(c),
+                }
                 for c in self.candidates
             ],
             "members": [c.pod_id for c in self.members],
@@ -158,6 +164,29 @@ class Selection:
             "comparison": self.choice.to_dict() if self.has_ensemble else None,
             "sentence": self.sentence(),
         }
+
+    def reason(self, candidate: Candidate) -> str:
+        """Why `candidate` has its weight in the ensemble, in words: a member's weight, or what
+        kept it out (the bar; no second pod to make an ensemble with; the ensemble's ``k``)."""
+        weights = dict(zip((c.pod_id for c in self.members), self.weights))
+        if candidate.pod_id in weights:
+            weight = weights[candidate.pod_id]
+            if weight > 0:
+                return f"member of the ensemble, weight {weight:.2f} ({self.weighting} weighting)"
+            return (
+                f"member with weight 0: the weights follow the validation scores and its score "
+                f"{candidate.score:.2f} is not above 0"
+            )
+        if not candidate.qualified:
+            if math.isnan(candidate.psr):
+                return "not qualified: no PSR(0), its validation record is missing or too short to give one"
+            return f"not qualified: PSR(0) {candidate.psr:.2f} on validation, below the bar of {MEMBERSHIP_PSR:g}"
+        if not self.members:
+            return "qualified, but no other pod did: an ensemble needs two members, so there is none"
+        return (
+            f"qualified, but the ensemble takes the {len(self.members)} best-scoring qualified pods "
+            "(ensemble_k) and this one scored below them"
+        )
 
     def sentence(self) -> str:
         """One line for the CLI, the demo and the report."""

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from dashboards.app_pages import titles
 from trader.app.cli.root import app
 from trader.errors import UserError
 
@@ -115,7 +116,14 @@ def run_streamlit(command: list[str], env: dict[str, str]) -> int:
     return 0 if stopping else code
 
 
-@app.command("dashboard")
+HELP = (
+    f"Open the dashboard on RUNS_DIR; its pages: {titles()}. Ctrl+C or SIGTERM stops it and its "
+    "Streamlit server; a busy --port is refused before anything starts."
+)
+"""The command's help: the pages named from `dashboards.app_pages.PAGES`, the list the app's navigation is made of."""
+
+
+@app.command("dashboard", help=HELP)
 def dashboard(
     runs_dir: Annotated[
         Path, typer.Argument(help="Folder of run directories (training runs, backtests, tournaments).")
@@ -125,9 +133,7 @@ def dashboard(
         str, typer.Option("--host", help="Address to bind (0.0.0.0 to reach it from other machines).")
     ] = "127.0.0.1",
 ) -> None:
-    """Open the dashboard on RUNS_DIR: strategies, is the edge real?, tournament, walk-forward,
-    training and data pages. Ctrl+C or SIGTERM stops it and its Streamlit server; a busy
-    --port is refused before anything starts."""
+    """Open the dashboard on RUNS_DIR (its help: `HELP`)."""
     if not runs_dir.is_dir():
         raise UserError(f"RUNS_DIR {runs_dir} is not a directory (train or backtest into it first)")
     if not 0 < port < 65536:

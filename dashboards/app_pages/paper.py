@@ -10,12 +10,14 @@ import streamlit as st
 from dashboards import paper as views
 from dashboards import state
 
+HINT = "trader paper RUN_DIR --broker replay"
+"""The empty page's command; RUN_DIR is a trained run (the Training page's hint makes one)."""
+
 st.title("Paper trading")
 runs = [run for run in state.all_runs() if run.has_paper]
 if not runs:
     st.info(
-        f"No paper trading in {state.runs_dir()}: start one with `trader paper RUN_DIR --broker replay` "
-        "(or `--broker alpaca` on a paper account)."
+        f"No paper trading in {state.runs_dir()}: start one with `{HINT}` (or `--broker alpaca` on a paper account)."
     )
     st.stop()
 

@@ -10,10 +10,13 @@ import streamlit as st
 from dashboards import costs, figures, state
 from dashboards import runs as runs_module
 
+HINT = "trader backtest RUN_DIR"
+"""The empty page's command; RUN_DIR is a trained run (the Training page's hint makes one)."""
+
 st.title("Strategies")
 runs = state.all_reports()  # each run's own report, then its other reports (reports/<name>)
 if not runs:
-    st.info(f"No backtest in {state.runs_dir()}: run `trader backtest RUN_DIR` (or `trader tournament`) to write one.")
+    st.info(f"No backtest in {state.runs_dir()}: run `{HINT}` on a trained run (a tournament writes one itself).")
     st.stop()
 
 names = [run.name for run in runs]
@@ -31,12 +34,23 @@ if not reports:
 
 several = len(reports) > 1
 files = {}  # (run name, strategy) -> series file, in each report's order (best first)
+labels = {}  # (run name, strategy) -> the name shown (runs.strategy_labels): "run: label" with several runs
+offered = {}  # strategy -> its labels in the chosen runs, for the picker (one, unless the runs differ)
 for run_name, (run, report) in reports.items():
     paths = {s["name"]: s.get("series", f"backtests/{s['name']}.parquet") for s in report["strategies"]}
     files.update({(run_name, name): paths[name] for name in report["order"] if name in paths})
+    for name, label in runs_module.strategy_labels(report).items():
+        labels[run_name, name] = f"{run_name}: {label}" if several else label
+        offered.setdefault(name, {})[label] = None
 names = list(dict.fromkeys(name for _, name in files))
 # One widget per run selection, so a new selection starts with all its strategies.
-picked = st.sidebar.multiselect("Strategies", names, default=names, key="strategies:" + "|".join(reports))
+picked = st.sidebar.multiselect(
+    "Strategies",
+    names,
+    default=names,
+    format_func=lambda name: " / ".join(offered.get(name) or [name]),
+    key="strategies:" + "|".join(reports),
+)
 
 first = min(figures.period_dates(report)[0] for _, report in reports.values())
 last = max(figures.period_dates(report)[1] for _, report in reports.values())
@@ -60,7 +74,7 @@ for run_name, (run, report) in reports.items():
     for name in picked:
         if (run_name, name) not in files:
             continue
-        label = f"{run_name}: {name}" if several else name
+        label = labels[run_name, name]
         try:
             frame = state.daily(run, files[run_name, name])
             bars[name] = state.series(run, files[run_name, name])
@@ -70,7 +84,7 @@ for run_name, (run, report) in reports.items():
         daily[label] = frame[(frame.index >= pd.Timestamp(start)) & (frame.index <= pd.Timestamp(end))]
     if bars:
         table = figures.range_metrics(report, bars, start, end)
-        table.index = [f"{run_name}: {n}" if several else n for n in table.index]
+        table.index = [labels[run_name, n] for n in table.index]
         tables.append(table)
 
 if not daily:
@@ -99,7 +113,7 @@ if trade_lists:
         chosen_list = st.selectbox(
             "Strategy",
             list(trade_lists),
-            format_func=lambda key: f"{key[0]}: {key[1]}" if several else key[1],
+            format_func=lambda key: labels.get(key, key[1]),
             key="trade_list:" + "|".join(reports),
         )
         try:
@@ -166,7 +180,7 @@ for run_name, (run, report) in reports.items():
         st.json(model.get("costs") or {})
     shown = [name for name in report["order"] if name in picked]
     table = costs.cost_frame({name: report["costs"][name] for name in shown if name in report["costs"]})
-    table.index = [prefix + name for name in table.index]
+    table.index = [labels.get((run_name, name), prefix + name) for name in table.index]
     cost_rows.append(table)
     breakeven = report.get("breakeven") or {}
     if not breakeven:
@@ -174,7 +188,7 @@ for run_name, (run, report) in reports.items():
             f"{prefix}no breakeven cost: no multiples of the cost model were run (`--no-breakeven`, or a "
             "model that charges nothing)."
         )
-    curves.update({prefix + name: breakeven[name] for name in shown if name in breakeven})
+    curves.update({labels.get((run_name, name), prefix + name): breakeven[name] for name in shown if name in breakeven})
 if cost_rows:
     table = pd.concat(cost_rows)
     table.index.name = "strategy"
@@ -189,5 +203,7 @@ if cost_rows:
         shown,
         key="costs_table",
         width="stretch",
-        column_config={"unfilled share": st.column_config.NumberColumn("unfilled share", format="percent")},
+        column_config={
+            label: st.column_config.NumberColumn(label, format=f) for label, f in costs.cost_formats(shown).items()
+        },
     )

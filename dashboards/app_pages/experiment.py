@@ -12,13 +12,15 @@ from dashboards import experiment as views
 from dashboards import state
 from trader import rundir
 
+HINT = "trader experiment podracer RUN_DIR --dataset synthetic-edge-daily --pods 6 --pod-steps 20000"
+"""The empty page's command: the seed paper's experiment at a laptop's size."""
+
 st.title("The paper's experiment")
 runs = [run for run in state.all_runs() if run.has_experiment]
 if not runs:
     st.info(
         f"No experiment in {state.runs_dir()}: run the seed paper's (Table 2 and Figure 7) with "
-        "`trader experiment podracer RUN_DIR --dataset synthetic-edge-daily --pods 6 --pod-steps 20000` "
-        "(a laptop-sized run; without `--dataset` it is the paper's NASDAQ-100 with Alpaca keys, else the "
+        f"`{HINT}` (a laptop-sized run; without `--dataset` it is the paper's NASDAQ-100 with Alpaca keys, else the "
         "synthetic minute stand-in)."
     )
     st.stop()

@@ -8,12 +8,16 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboards import significance, state
+from dashboards.runs import strategy_labels
 from trader import rundir
+
+HINT = "trader backtest RUN_DIR"
+"""The empty page's command; RUN_DIR is a trained run (the Training page's hint makes one)."""
 
 st.title("Is the edge real?")
 runs = state.all_reports()  # each run's own report, then its other reports (reports/<name>)
 if not runs:
-    st.info(f"No report.json in {state.runs_dir()}: `trader backtest RUN_DIR` writes one.")
+    st.info(f"No report.json in {state.runs_dir()}: `{HINT}` on a trained run writes one.")
     st.stop()
 
 run = {r.name: r for r in runs}[st.sidebar.selectbox("Run", [r.name for r in runs], key="significance_run")]
@@ -29,14 +33,19 @@ if not evidence:
         "This report has no statistics (it was written by an older version): run `trader backtest RUN_DIR --overwrite` on it again."
     )
     st.stop()
-labels = {s["name"]: s["label"] for s in report["strategies"]}
+labels = strategy_labels(report)
 named = {labels.get(name, name): evidence[name] for name in report["order"] if name in evidence}
 st.caption(
     f"{report['period']['name']} period, {report['period']['start']} .. {report['period']['end']}. "
     "On the test period the DSR of a selected strategy is conservative; the PSR is the honest figure."
 )
 st.plotly_chart(significance.interval_figure(named), key="intervals")
-st.dataframe(significance.interval_frame(named), key="evidence", width="stretch")
+st.dataframe(
+    significance.display_intervals(significance.interval_frame(named)),
+    key="evidence",
+    width="stretch",
+    column_config={label: st.column_config.NumberColumn(label, format=f) for label, f in significance.FORMATS.items()},
+)
 
 selection = report.get("selection")
 if selection:

@@ -1,1 +1,0 @@
-"""The dashboard's pages: scripts that st.navigation runs by path (dashboards/app.py)."""
