@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 import trader
 from trader import rundir
@@ -71,7 +71,8 @@ def save_checkpoint(
         "data_window": dict(data_window) if data_window is not None else None,
         "info": dict(info) if info is not None else {},
     }
-    rundir.write_atomic(tensor_path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "podracer-trader"}))
+    data = save(tensors, metadata={"format": "podracer-trader"})  # bytes: a full disk is an OSError of the write
+    rundir.write_atomic(tensor_path, lambda tmp: tmp.write_bytes(data))
     rundir.write_json(json_path, sidecar, sort_keys=True)
     return tensor_path, json_path
 
