@@ -467,3 +467,38 @@ def test_env_reset_from_a_book_marks_it_and_shows_it_in_the_observation() -> Non
         env.reset(options={"cash": cash, "holdings": -holdings})
     with pytest.raises(UserError, match="shape"):
         env.reset(options={"cash": cash, "holdings": holdings[:, :2]})
+
+
+def test_a_sigint_in_fold_2_keeps_fold_1_and_names_the_command_that_resumes(tmp_path, recipe, monkeypatch, capsys):
+    """A real SIGINT while fold 2 trains: the training stops at its iteration's end, exit 130,
+    one line: the fold, what is kept, and the same command (which parses back to the options)."""
+    import os
+    import shlex
+    import signal
+
+    from trader.agents.ppo import PPORunner
+    from trader.app.cli import main
+
+    original, calls = PPORunner.iteration, []
+
+    def iteration(self):
+        metrics = original(self)
+        calls.append(1)
+        if len(calls) == 3:  # fold 1 is two iterations: this is fold 2's first
+            os.kill(os.getpid(), signal.SIGINT)
+        return metrics
+
+    monkeypatch.setattr(PPORunner, "iteration", iteration)
+    config = tmp_path / "ppo.toml"
+    config.write_text("num_steps = 64\nnum_minibatches = 2\nupdate_epochs = 1\n")
+    run = tmp_path / "run"
+    given = {"--dataset": str(recipe), "--train": "6m", "--validation": "2m", "--test": "2m", "--learner": "ppo"}
+    given |= {"--seed": "3", "--steps": "256", "--num-envs": "2", "--eval-every": "128", "--config": str(config)}
+    assert main(["walkforward", str(run), *[w for pair in given.items() for w in pair]]) == 130
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    head = "interrupted (SIGINT) in fold 2; fold 1 is finished and kept, fold 2 trains again from its start: "
+    assert line.startswith(head + "resume with the same command: trader walkforward ")
+    command = shlex.split(line.removeprefix(head + "resume with the same command: "))
+    assert command[:3] == ["trader", "walkforward", str(run)]
+    assert dict(zip(command[3::2], command[4::2], strict=True)) == given
+    assert read_fold(run, 0) is not None and read_fold(run, 1) is None

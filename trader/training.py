@@ -554,7 +554,7 @@ class _Loop:
                 next_snapshot = mark + snapshot_every
             if on_iteration is not None:
                 on_iteration(row)
-            if self.stop is not None and self.stop.requested and done_steps < steps:
+            if self.stop is not None and self.stop.requested and not last:  # a last iteration ends the run anyway
                 if not (due or last):
                     self.save(False)
                 raise Interrupted(self.stop.signal or signal.SIGINT, done_steps, self.root)
