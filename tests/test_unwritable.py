@@ -138,3 +138,29 @@ def test_a_data_cache_that_cannot_be_written_is_one_line(tmp_path: Path, monkeyp
         cache.save_panel("k", panel)
     assert cache.load_panel("k").num_bars == panel.num_bars
     assert [p.name for p in (tmp_path / "panels").iterdir()] == ["k"]  # no temporary left
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _unshare_works(), reason="needs unshare -rm (a user namespace) to mount a small tmpfs")
+def test_a_really_full_disk_is_one_line_and_keeps_the_old_file(tmp_path: Path) -> None:
+    """A 64 KiB tmpfs, filled by a Parquet file: one line naming it; the file written before is whole."""
+    script = READ_ONLY.format(
+        call="import numpy as np, pandas as pd; rundir.write_text(sys.argv[1] + '/old.txt', 'old'); "
+        "rundir.write_parquet(sys.argv[1] + '/m.parquet', pd.DataFrame({'a': np.random.rand(100_000)}))"
+    )
+    check = f"{sys.executable} -c \"import sys; sys.exit(open('{tmp_path}/old.txt').read() != 'old')\""
+    mount = (
+        f'mount -t tmpfs -o size=64k tmpfs {tmp_path} && {sys.executable} -c "$0" {tmp_path}; '
+        f"code=$?; {check} && exit $code"
+    )
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", mount, script],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stdout.strip() == f"cannot write {tmp_path / 'm.parquet'}: No space left on device"
