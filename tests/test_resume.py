@@ -21,7 +21,7 @@ from trader.agents.checkpoint import read_metadata
 from trader.agents.ppo import PPORunner
 from trader.app.cli import main
 from trader.errors import UserError
-from trader.training import Interrupted, StopRequest, stop_on_signals, train
+from trader.training import Interrupted, StopRequest, resume, stop_on_signals, train
 
 from market_fixtures import write_tiny_recipe
 
@@ -73,7 +73,7 @@ def test_an_interrupted_run_keeps_its_records_and_resumes_to_the_uninterrupted_w
     assert pd.read_parquet(part / "metrics.parquet")["step"].tolist() == [64.0, 128.0, 192.0]
     assert not (part / "checkpoints" / "final.json").exists()
 
-    result = _train(recipe, part, resume=True)
+    result = resume(part)  # config.toml's arguments: the same config
     assert result.steps == 256
     for name in ("checkpoints/final", "checkpoints/best"):
         _assert_same_tensors(tmp_path / "whole" / f"{name}.safetensors", part / f"{name}.safetensors")

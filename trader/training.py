@@ -21,7 +21,7 @@ Interruption and resumption. Inside `stop_on_signals` (the CLI's train, walk-for
 experiment commands), a first SIGINT or SIGTERM asks the loop to stop at the end of the
 iteration it is in: the run saves ``resume/last`` there and raises `Interrupted` with
 the step (a second signal ends at once: the run keeps what its last evaluation saved).
-``train(..., resume=True)`` (``trader train RUN --resume``) continues such a run: it
+``train(..., resume=True)`` (`resume`, ``trader train RUN --resume``) continues such a run: it
 builds the run from the same arguments (the CLI reads them from config.toml; any that
 differ from the recorded ones are refused), takes the last point through the mechanism
 of ``init_from`` below (weights, optimiser moments, normaliser, counters and the random
@@ -715,6 +715,18 @@ def check_dataset_periods(found: Any, recorded: Any, description: dict[str, Any]
             f"data set {description.get('dataset')!r} has other periods than the run recorded "
             f"(now {found}, recorded {recorded}): it changed since the run"
         )
+
+
+def resume(run_dir: str | os.PathLike[str], **options: Any) -> TrainResult:
+    """Continue the interrupted run in ``run_dir`` under the config its config.toml records
+    (`rerun_arguments`; see the module docstring for what is and is not restored): the Python
+    side of ``trader train RUN_DIR --resume``. ``options``: `train`'s callbacks and the like
+    (``on_iteration``, ``on_start``, ``stop``); a key that changes the config is refused."""
+    root = Path(run_dir)
+    ResumePoint.read(root)  # one line when there is nothing to resume
+    arguments = rerun_arguments(rundir.read_toml(root / rundir.CONFIG))
+    arguments.update(options)
+    return train(arguments.pop("algo"), arguments.pop("env"), run_dir=root, resume=True, **arguments)
 
 
 def rerun_arguments(values: dict[str, Any]) -> dict[str, Any]:
