@@ -502,3 +502,26 @@ def test_a_sigint_in_fold_2_keeps_fold_1_and_names_the_command_that_resumes(tmp_
     assert command[:3] == ["trader", "walkforward", str(run)]
     assert dict(zip(command[3::2], command[4::2], strict=True)) == given
     assert read_fold(run, 0) is not None and read_fold(run, 1) is None
+
+
+def test_a_full_disk_in_a_walk_forward_is_one_line_naming_the_file_and_the_command(
+    tmp_path, recipe, monkeypatch, capsys
+):
+    import trader.app.walkforward as walkforward
+    from trader.app.cli import main
+    from trader.errors import UnwritableError
+
+    run = tmp_path / "run"
+
+    def full(*args, on_progress, **kwargs):
+        on_progress("fold 1/4: ppo on train 2020-01-02 .. 2020-07-01, test 2020-09-01 .. 2020-11-01")
+        raise UnwritableError(f"cannot write {run / 'folds' / '0' / 'metrics.parquet'}: No space left on device")
+
+    monkeypatch.setattr(walkforward, "walk_forward", full)
+    args = ["walkforward", str(run), "--dataset", str(recipe), "--train", "6m", "--validation", "2m", "--test", "2m"]
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: cannot write {run / 'folds' / '0' / 'metrics.parquet'}: No space left on device in fold 1; "
+        "no fold had finished, fold 1 trains again from its start: resume with the same command: "
+        f"trader walkforward {run} --train 6m --validation 2m --test 2m --dataset {recipe}"
+    )
