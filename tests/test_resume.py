@@ -69,6 +69,7 @@ def test_an_interrupted_run_keeps_its_records_and_resumes_to_the_uninterrupted_w
         "step": 192,
         "last_eval": 128,
         "wall_time": pytest.approx(pd.read_parquet(part / "metrics.parquet")["wall_time"].iloc[-1]),
+        "runner": False,  # PPO's runner keeps nothing between iterations
     }
     assert pd.read_parquet(part / "metrics.parquet")["step"].tolist() == [64.0, 128.0, 192.0]
     assert not (part / "checkpoints" / "final.json").exists()
@@ -103,21 +104,26 @@ def test_resume_refuses_another_config_and_a_run_without_a_point(tmp_path: Path)
 
 
 @pytest.mark.parametrize("algo", ["sac"])
-def test_an_off_policy_run_resumes_to_its_steps(algo: str, tmp_path: Path) -> None:
-    """SAC (TD3 shares its runner): the replay buffer is not restored (it refills from the restored policy), but
-    the weights, the update counter and the records carry on to the run's steps."""
+def test_an_off_policy_run_stopped_by_a_signal_resumes_with_its_replay_buffer(algo: str, tmp_path: Path) -> None:
+    """SAC (TD3 shares its runner): a signal's stop saves the replay buffer beside the point, and
+    the resumed run learns on from it (the buffer's size carries on; no new wait for
+    learning_starts); a point without it (an evaluation's, after a kill) starts empty."""
     recipe = write_tiny_recipe(tmp_path)
-    config = {"hidden_sizes": [8], "learning_starts": 32, "batch_size": 16, "iteration_steps": 32}
+    config = {"hidden_sizes": [8], "learning_starts": 32, "batch_size": 16, "iteration_steps": 32, "buffer_size": 256}
     common = {"steps": 192, "num_envs": 4, "eval_every": 64, "env_config": RULES}
+    run = tmp_path / "run"
     stop, hook = _stop_at(96)
     with pytest.raises(Interrupted):
-        train(
-            algo, str(recipe), {**config, "buffer_size": 256}, tmp_path / "run", stop=stop, on_iteration=hook, **common
-        )
-    saved = load_file(tmp_path / "run" / f"{rundir.RESUME_POINT}.safetensors")
-    result = train(algo, str(recipe), {**config, "buffer_size": 256}, tmp_path / "run", resume=True, **common)
+        train(algo, str(recipe), config, run, stop=stop, on_iteration=hook, **common)
+    assert read_metadata(run / rundir.RESUME_POINT)["info"]["runner"] is True
+    saved = load_file(run / f"{rundir.RESUME_POINT}.safetensors")
+    assert load_file(run / rundir.RESUME_RUNNER)["buffer.obs"].shape[:2] == (24, 4)  # 96 transitions, 4 a slot
+    result = train(algo, str(recipe), config, run, resume=True, **common)
     assert result.steps == 192 and result.agent.num_updates > int(saved["extra.num_updates"])
-    assert pd.read_parquet(tmp_path / "run" / "metrics.parquet")["step"].tolist() == [32.0 * k for k in range(1, 7)]
+    metrics = pd.read_parquet(run / "metrics.parquet")
+    assert metrics["step"].tolist() == [32.0 * k for k in range(1, 7)]
+    assert metrics["buffer_size"].tolist() == [32.0 * k for k in range(1, 7)]  # the buffer came back
+    assert not (run / rundir.RESUME_DIR).exists()
 
 
 def test_a_signal_outside_the_training_loop_ends_at_once() -> None:

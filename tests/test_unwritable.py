@@ -164,3 +164,20 @@ def test_a_really_full_disk_is_one_line_and_keeps_the_old_file(tmp_path: Path) -
     )
     assert done.returncode == 2, done.stderr
     assert done.stdout.strip() == f"cannot write {tmp_path / 'm.parquet'}: No space left on device"
+
+
+def test_safetensors_own_error_of_a_full_disk_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """safetensors reports a full disk as its own error ('... (os error 28)'): still one line."""
+    import torch
+    from safetensors import SafetensorError
+
+    import trader.agents.checkpoint as checkpoint
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(checkpoint, "save_file", full)
+    path = tmp_path / "runner.safetensors"
+    with pytest.raises(UnwritableError, match=rf"^cannot write {path}: No space left on device$"):
+        checkpoint.write_tensors(path, {"a": torch.zeros(3)})
+    assert not list(tmp_path.iterdir())

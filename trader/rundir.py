@@ -67,6 +67,9 @@ RESUME_POINT = f"{RESUME_DIR}/last"
 """The checkpoint (without suffix) a training run keeps of where it is while it runs (written
 at each evaluation and when a signal stops it; removed once ``final`` is written): what
 ``trader train RUN --resume`` continues from."""
+RESUME_RUNNER = f"{RESUME_DIR}/runner.safetensors"
+"""Beside `RESUME_POINT` when a signal stopped the run: its runner's state (an off-policy
+replay buffer), too big to write at every evaluation."""
 DATASET = "dataset.json"
 TOURNAMENT = "tournament.toml"
 EVENTS = "events.jsonl"

@@ -29,9 +29,11 @@ stream: the same seed), the best snapshot, the trials and the metrics rows up to
 step, the evaluation schedule and the wall clock, and trains on to ``steps``. What is not
 restored: the training env's state (it is reset, as after ``init_from``: a PPO run resumed
 where its episodes restart equals the uninterrupted run bit for bit on one worker, else
-its episodes restart early) and an off-policy agent's replay buffer (it starts empty and
-is refilled by the restored policy before updates resume, ``learning_starts``
-transitions later).
+its episodes restart early). An off-policy agent's replay buffer is saved where a signal
+stops the run (``resume/runner.safetensors``; not at evaluations: a full buffer is large)
+and restored with it; a run resumed from an evaluation's point (one killed outright) starts
+with an empty buffer, refilled by the restored policy before updates resume,
+``learning_starts`` transitions later.
 
 What ``env`` may be:
 
@@ -83,7 +85,15 @@ from market_envs.devices import resolve_device
 from trader.agents import Agent, get_spec
 from trader import rundir
 from trader.agents.base import seeded
-from trader.agents.checkpoint import RNG_KEY, load_checkpoint, read_metadata, restore_agent, save_checkpoint
+from trader.agents.checkpoint import (
+    RNG_KEY,
+    load_checkpoint,
+    read_metadata,
+    read_tensors,
+    restore_agent,
+    save_checkpoint,
+    write_tensors,
+)
 from trader.agents.evaluator import Evaluator, market_evaluator, mean_return_score
 from trader.environments import load_market, resolve_env
 from trader.errors import CheckpointError, ConfigError, UserError
@@ -231,6 +241,9 @@ class ResumePoint:
     """The step of the last evaluation (the schedule of the next ones continues from it)."""
     wall_time: float
     """Seconds of training so far (``time_budget`` and ``snapshot_every`` count on from it)."""
+    runner: bool = False
+    """The runner's state (an off-policy replay buffer) was saved beside it (``resume/runner``:
+    only where a signal stopped the run)."""
 
     @classmethod
     def read(cls, root: Path) -> ResumePoint:
@@ -244,7 +257,9 @@ class ResumePoint:
             raise UserError(f"--resume: {root} has no point to resume from ({sidecar} is missing: {why})")
         info = read_metadata(sidecar).get("info", {})
         try:
-            return cls(int(info["step"]), int(info["last_eval"]), float(info["wall_time"]))
+            return cls(
+                int(info["step"]), int(info["last_eval"]), float(info["wall_time"]), bool(info.get("runner", False))
+            )
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(f"{sidecar}: info lacks step, last_eval or wall_time") from None
 
@@ -331,8 +346,8 @@ def train(
         seconds of training have passed, into ``snapshots/ms<milliseconds>`` (a learning
         curve against wall-clock: `trader.app.experiment`'s Figure 7). None: no snapshots.
     :param resume: continue the interrupted run in ``run_dir`` from its ``resume/last``
-        (see the module docstring: the training env is reset and an off-policy replay
-        buffer starts empty; everything else continues). The other arguments must resolve
+        (see the module docstring: the training env is reset, and an off-policy replay
+        buffer is restored only where a signal stopped the run; everything else continues). The other arguments must resolve
         to the config.toml the run recorded (`rerun_arguments` reads them from it); a key
         that differs is refused. ``init_from`` is not loaded again (the point holds it).
     :param stop: stop at the end of the iteration in which this is requested, save where
@@ -379,6 +394,8 @@ def train(
     if compile == "all":
         agent.compile()
     runner = spec.runner_cls(agent, envs.train)
+    if point is not None and point.runner:
+        runner.load_state_dict(read_tensors(root / rundir.RESUME_RUNNER, device))
     if dataset_periods is not None:
         check_dataset_periods(envs.description.get("dataset_periods"), dataset_periods, envs.description)
     resolved = {
@@ -555,21 +572,27 @@ class _Loop:
             if on_iteration is not None:
                 on_iteration(row)
             if self.stop is not None and self.stop.requested and not last:  # a last iteration ends the run anyway
-                if not (due or last):
-                    self.save(False)
+                self.save(False, with_runner=True)
                 raise Interrupted(self.stop.signal or signal.SIGINT, done_steps, self.root)
         return rows
 
-    def save(self, improved: bool) -> None:
-        """The records, the best snapshot (when ``improved``) and the resume point, in this
-        order: the point's sidecar, written last, marks everything before it as written."""
+    def save(self, improved: bool, with_runner: bool = False) -> None:
+        """The records, the best snapshot (when ``improved``), the runner's state (``with_runner``:
+        where a signal stops the run) and the resume point, in this order: the point's sidecar,
+        written last, marks everything before it as written."""
         envs, root = self.envs, self.root
         rundir.write_parquet(root / rundir.METRICS, pd.DataFrame(self.rows))
         _write_trials(root, envs.evaluator)
         if improved:
             envs.evaluator.save_best(root / rundir.CHECKPOINTS / "best", data_window=envs.data_window)
+        state = self.runner.state_dict() if with_runner else {}
+        if state:
+            write_tensors(root / rundir.RESUME_RUNNER, state)
         info = {"step": self.done_steps, "last_eval": self.last_eval, "wall_time": self.rows[-1]["wall_time"]}
+        info["runner"] = bool(state)
         save_checkpoint(self.runner.agent, root / rundir.RESUME_POINT, data_window=envs.data_window, info=info)
+        if not state:  # a runner state of an older point is stale now
+            (root / rundir.RESUME_RUNNER).unlink(missing_ok=True)
 
 
 def snapshot_name(seconds: float) -> str:

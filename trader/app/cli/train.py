@@ -101,8 +101,9 @@ def train_command(
             "--resume",
             help="Continue the run in RUN_DIR that a signal or a full disk stopped, from its last snapshot "
             "(weights, optimiser, normaliser, random streams, best snapshot, records) under its config.toml; "
-            "the training env restarts its episodes and a SAC/TD3 replay buffer starts empty (refilled by the "
-            "restored policy). Flags that contradict the run's config are refused.",
+            "the training env restarts its episodes, and a SAC/TD3 replay buffer comes back only where a signal "
+            "stopped the run (after a kill it starts empty, refilled by the restored policy). Flags that contradict "
+            "the run's config are refused.",
         ),
     ] = False,
 ) -> None:
