@@ -130,8 +130,8 @@ class DataCache:
     def save_panel(self, key: str, data: MarketData, extra: dict | None = None) -> Path:
         """Write `data` as entry `key`, whole or not at all; return its folder."""
         target = self.panel_dir(key)
-        self._remove_stale_temporaries(target.parent)
         with writing(target, UNWRITABLE_HINT), _temporary_beside(target, is_dir=True) as tmp:
+            self._remove_stale_temporaries(target.parent)
             _write_panel(tmp, data, key, extra or {})
             if target.exists():  # an older entry of the same key (refresh)
                 shutil.rmtree(target)
