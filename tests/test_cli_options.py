@@ -42,6 +42,8 @@ OPTIONS: dict[str, dict[str, str]] = {
             for o in ("--trade-rate", "--no-trade-band", "--weights-map")
         },
         "--initial-cash": "market only: refused with --env",
+        "--resume": "refused beside --config, --overwrite and the rules' flags, and beside a flag that contradicts "
+        "the run's config.toml",
     },
     "backtest": {
         "run_dir": ACTS,
@@ -294,6 +296,7 @@ DIFFERS = {
     "--minutes": "demo: the tournament's budget; experiment: each learner's",
     "--output": "baselines: refused with --no-backtest, so its default is None",
     "--overwrite": "what is replaced: a run, a report, a baseline",
+    "--resume": "what is continued: a training run (its help says what is not restored), a tournament",
     "--period": "backtest: traded; act: observed; paper: replayed",
     "--tear-sheet": "baselines: refused with --no-backtest, so its default is None",
     "--tickers": "data validate: tickers that must be present; experiment: a synthetic data set's size",

@@ -295,3 +295,41 @@ def test_the_experiment_runs_on_a_local_server_speaking_alpacas_api(tmp_path: Pa
     dates = experiment_dates("2020-06-01", "2021-03-01", None)
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["period"]["name"] == "test" and report["period"]["start"] >= dates["val_end"]
+
+
+@pytest.mark.parametrize("stop", ["signal", "disk"])
+def test_a_stopped_experiment_names_its_stage_and_the_command_that_resumes_it(
+    stop, tmp_path: Path, capsys, monkeypatch
+):
+    """A signal (exit 143 for SIGTERM) or a full disk (exit 2) in a stage: one line naming the
+    stage, what is kept, and the same command, which parses back to the same options."""
+    import signal
+    import shlex
+
+    import trader.app.experiment as experiment
+    from trader.errors import UnwritableError
+    from trader.training import Interrupted
+
+    recipe = tmp_path / "tiny.toml"
+    recipe.write_text(TINY_DAILY_RECIPE)
+    run = tmp_path / "run"
+
+    def stopped(config, on_progress):
+        on_progress(f"vanilla PPO: training in {run / 'ppo'} ...")
+        if stop == "signal":
+            raise Interrupted(signal.SIGTERM, 4096, run / "ppo")
+        raise UnwritableError(f"cannot write {run / 'ppo' / 'metrics.parquet'}: No space left on device")
+
+    monkeypatch.setattr(experiment, "run_experiment", stopped)
+    args = ["experiment", "podracer", str(run), "--dataset", str(recipe), "--pods", "2", "--seed", "4"]
+    assert main(args) == (143 if stop == "signal" else 2)
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    what = "interrupted (SIGTERM)" if stop == "signal" else "error: cannot write"
+    assert (
+        line.startswith(what)
+        and f"during 'vanilla PPO: training in {run / 'ppo'}'; every finished stage is kept" in line
+    )
+    command = shlex.split(line.split("resume with the same command: ", 1)[1])
+    assert command[:4] == ["trader", "experiment", "podracer", str(run)]
+    pairs = dict(zip(command[4::2], command[5::2], strict=True))
+    assert pairs == {"--dataset": str(recipe), "--pods": "2", "--seed": "4"}

@@ -467,3 +467,61 @@ def test_env_reset_from_a_book_marks_it_and_shows_it_in_the_observation() -> Non
         env.reset(options={"cash": cash, "holdings": -holdings})
     with pytest.raises(UserError, match="shape"):
         env.reset(options={"cash": cash, "holdings": holdings[:, :2]})
+
+
+def test_a_sigint_in_fold_2_keeps_fold_1_and_names_the_command_that_resumes(tmp_path, recipe, monkeypatch, capsys):
+    """A real SIGINT while fold 2 trains: the training stops at its iteration's end, exit 130,
+    one line: the fold, what is kept, and the same command (which parses back to the options)."""
+    import os
+    import shlex
+    import signal
+
+    from trader.agents.ppo import PPORunner
+    from trader.app.cli import main
+
+    original, calls = PPORunner.iteration, []
+
+    def iteration(self):
+        metrics = original(self)
+        calls.append(1)
+        if len(calls) == 3:  # fold 1 is two iterations: this is fold 2's first
+            os.kill(os.getpid(), signal.SIGINT)
+        return metrics
+
+    monkeypatch.setattr(PPORunner, "iteration", iteration)
+    config = tmp_path / "ppo.toml"
+    config.write_text("num_steps = 64\nnum_minibatches = 2\nupdate_epochs = 1\n")
+    run = tmp_path / "run"
+    given = {"--dataset": str(recipe), "--train": "6m", "--validation": "2m", "--test": "2m", "--learner": "ppo"}
+    given |= {"--seed": "3", "--steps": "256", "--num-envs": "2", "--eval-every": "128", "--config": str(config)}
+    assert main(["walkforward", str(run), *[w for pair in given.items() for w in pair]]) == 130
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    head = "interrupted (SIGINT) in fold 2; fold 1 is finished and kept, fold 2 trains again from its start: "
+    assert line.startswith(head + "resume with the same command: trader walkforward ")
+    command = shlex.split(line.removeprefix(head + "resume with the same command: "))
+    assert command[:3] == ["trader", "walkforward", str(run)]
+    assert dict(zip(command[3::2], command[4::2], strict=True)) == given
+    assert read_fold(run, 0) is not None and read_fold(run, 1) is None
+
+
+def test_a_full_disk_in_a_walk_forward_is_one_line_naming_the_file_and_the_command(
+    tmp_path, recipe, monkeypatch, capsys
+):
+    import trader.app.walkforward as walkforward
+    from trader.app.cli import main
+    from trader.errors import UnwritableError
+
+    run = tmp_path / "run"
+
+    def full(*args, on_progress, **kwargs):
+        on_progress("fold 1/4: ppo on train 2020-01-02 .. 2020-07-01, test 2020-09-01 .. 2020-11-01")
+        raise UnwritableError(f"cannot write {run / 'folds' / '0' / 'metrics.parquet'}: No space left on device")
+
+    monkeypatch.setattr(walkforward, "walk_forward", full)
+    args = ["walkforward", str(run), "--dataset", str(recipe), "--train", "6m", "--validation", "2m", "--test", "2m"]
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: cannot write {run / 'folds' / '0' / 'metrics.parquet'}: No space left on device in fold 1; "
+        "no fold had finished, fold 1 trains again from its start: resume with the same command: "
+        f"trader walkforward {run} --train 6m --validation 2m --test 2m --dataset {recipe}"
+    )

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trader.errors import CheckpointError, ConfigError, UserError
+from trader.errors import CheckpointError, ConfigError, UserError, writing
 
 # ------------------------------------------------------------------------ file names
 
@@ -62,6 +62,14 @@ CONFIG = "config.toml"
 METRICS = "metrics.parquet"
 CHECKPOINTS = "checkpoints"
 SNAPSHOTS = "snapshots"
+RESUME_DIR = "resume"
+RESUME_POINT = f"{RESUME_DIR}/last"
+"""The checkpoint (without suffix) a training run keeps of where it is while it runs (written
+at each evaluation and when a signal stops it; removed once ``final`` is written): what
+``trader train RUN --resume`` continues from."""
+RESUME_RUNNER = f"{RESUME_DIR}/runner.safetensors"
+"""Beside `RESUME_POINT` when a signal stopped the run: its runner's state (an off-policy
+replay buffer), too big to write at every evaluation."""
 DATASET = "dataset.json"
 TOURNAMENT = "tournament.toml"
 EVENTS = "events.jsonl"
@@ -161,6 +169,20 @@ FILES: tuple[RunFile, ...] = (
         "json",
         "trader.agents.checkpoint (trader.train's snapshot_every)",
         "trader.app.experiment",
+        CHECKPOINT_VERSION,
+    ),
+    RunFile(
+        f"{RESUME_DIR}/*.safetensors",
+        "safetensors",
+        "trader.agents.checkpoint (trader.train, while it runs)",
+        "trader train --resume",
+        CHECKPOINT_VERSION,
+    ),
+    RunFile(
+        f"{RESUME_DIR}/*.json",
+        "json",
+        "trader.agents.checkpoint (trader.train, while it runs)",
+        "trader train --resume",
         CHECKPOINT_VERSION,
     ),
     RunFile(DATASET, "json", "trader.train, trader.backtesting.report", "the dashboard (data set panel)"),
@@ -608,24 +630,52 @@ def read_fold(root: str | os.PathLike[str], k: int) -> dict[str, Any] | None:
 # ------------------------------------------------------------------------ writes
 
 
+def make_folder(path: str | os.PathLike[str]) -> Path:
+    """``mkdir -p path``; a place that cannot be written is an `UnwritableError` naming it."""
+    path = Path(path)
+    with writing(path):
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def file_mode() -> int:
+    """The mode an ordinary ``open(path, "w")`` gives a new file now: 0o666 less the
+    process's umask (0o644 under umask 022). Read from /proc where Linux has it, which
+    leaves the umask untouched; elsewhere set and restored at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_atomic(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
     """Have ``write(tmp)`` write the whole file at ``tmp``, then move it to ``path``.
 
-    ``tmp`` is a fresh name in the same folder (so the rename is atomic), flushed to
-    disk before the rename; on any error it is removed and ``path`` is untouched.
-    Parent folders are created."""
+    ``tmp`` is a fresh name in the same folder (so the rename is atomic), given the mode
+    an ordinary ``open()`` would give the file under the current umask (`file_mode`, not
+    mkstemp's 0600: a shared run folder stays readable by a dashboard of another account),
+    flushed to disk before the rename; on any error it is removed and ``path`` is
+    untouched. Parent folders are created. A place that cannot be written (a full disk, a
+    read-only folder: `trader.errors.writing`) is one `UnwritableError` naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    make_folder(path.parent)
+    with writing(path):
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
+        try:
+            write(tmp)
+            os.chmod(tmp, file_mode())
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
     return path
 
 

@@ -10,7 +10,8 @@ Layout under the data directory (`data_dir()`):
 
 Every entry is written under a temporary name (`.tmp-...`) beside its final place and
 renamed when complete, so a crash or an error never leaves half an entry: an entry
-either exists whole or does not exist. Keys are hashes of the request or recipe
+either exists whole or does not exist; a cache that cannot be written (read-only, full)
+is one `market_envs.errors.UnwritableError` line naming the entry. Keys are hashes of the request or recipe
 (`cache_key`), so a changed request never reads a stale entry.
 """
 
@@ -34,12 +35,15 @@ import pyarrow.parquet as pq
 import torch
 
 from market_envs.data.panel import EXCHANGE_TZ, DataError, MarketData
+from market_envs.errors import writing
 
 ENV_VAR = "PODRACER_DATA_DIR"
 APP_NAME = "podracer-trader"
 FORMAT_VERSION = 1
 TMP_PREFIX = ".tmp-"
 STALE_TMP_SECONDS = 24 * 3600
+UNWRITABLE_HINT = f" (the data cache: set ${ENV_VAR} or --data-dir to a writable folder, or free space)"
+"""What a cache that cannot be written says to do (`market_envs.errors.writing`)."""
 
 
 def data_dir(override: str | Path | None = None) -> Path:
@@ -126,8 +130,8 @@ class DataCache:
     def save_panel(self, key: str, data: MarketData, extra: dict | None = None) -> Path:
         """Write `data` as entry `key`, whole or not at all; return its folder."""
         target = self.panel_dir(key)
-        self._remove_stale_temporaries(target.parent)
-        with _temporary_beside(target, is_dir=True) as tmp:
+        with writing(target, UNWRITABLE_HINT), _temporary_beside(target, is_dir=True) as tmp:
+            self._remove_stale_temporaries(target.parent)
             _write_panel(tmp, data, key, extra or {})
             if target.exists():  # an older entry of the same key (refresh)
                 shutil.rmtree(target)
@@ -163,7 +167,7 @@ class DataCache:
     def save_frame(self, provider: str, key: str, frame: pd.DataFrame) -> Path:
         """Write a download as one Parquet file, whole or not at all."""
         target = self.download_path(provider, key)
-        with _temporary_beside(target, is_dir=False) as tmp:
+        with writing(target, UNWRITABLE_HINT), _temporary_beside(target, is_dir=False) as tmp:
             frame.to_parquet(tmp, index=False)
             _publish(tmp, target)
         return target

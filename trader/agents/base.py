@@ -279,6 +279,16 @@ class Runner(ABC):
     def iteration(self) -> dict[str, float]:
         """Collect, update, return metrics (see class docstring)."""
 
+    def state_dict(self) -> dict[str, Tensor]:
+        """What the runner holds between iterations that a resumed run should get back (an
+        off-policy replay buffer; the agent's own state is the agent's): {} where nothing is."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
+        """Take back a `state_dict` of a runner of the same algorithm and layout."""
+        if state:
+            raise ConfigError(f"{type(self).__name__} keeps no state between iterations, got {sorted(state)}")
+
 
 @dataclass(frozen=True)
 class Bound:

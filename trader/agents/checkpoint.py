@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,36 @@ def checkpoint_paths(path: str | os.PathLike[str]) -> tuple[Path, Path]:
     if base.suffix in (".safetensors", ".json"):
         base = base.with_suffix("")
     return base.with_name(base.name + ".safetensors"), base.with_name(base.name + ".json")
+
+
+def write_tensors(path: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor]) -> Path:
+    """A safetensors file of ``tensors`` (CPU, contiguous), whole or not at all
+    (`trader.rundir.write_atomic`), streamed to disk; a full disk or a read-only folder is
+    the `OSError` it is (so one `trader.errors.UnwritableError` line), not safetensors' own error."""
+
+    def write(tmp: Path) -> None:
+        try:
+            save_file(dict(tensors), str(tmp), metadata={"format": "podracer-trader"})
+        except SafetensorError as err:
+            found = re.search(r"os error (\d+)", str(err))
+            if found is None:
+                raise
+            code = int(found.group(1))
+            raise OSError(code, os.strerror(code)) from err
+
+    return rundir.write_atomic(path, write)
+
+
+def read_tensors(path: str | os.PathLike[str], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """A safetensors file's tensors on ``device``; a missing or unreadable one is one
+    `CheckpointError` naming it. Nothing is unpickled."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint weights not found: {path}")
+    try:
+        return load_file(str(path), device=str(torch.device(device)))
+    except (SafetensorError, OSError) as err:
+        raise CheckpointError(f"cannot read checkpoint weights {path}: {err}") from err
 
 
 def save_checkpoint(
@@ -71,7 +102,7 @@ def save_checkpoint(
         "data_window": dict(data_window) if data_window is not None else None,
         "info": dict(info) if info is not None else {},
     }
-    rundir.write_atomic(tensor_path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "podracer-trader"}))
+    write_tensors(tensor_path, tensors)
     rundir.write_json(json_path, sidecar, sort_keys=True)
     return tensor_path, json_path
 
@@ -104,13 +135,7 @@ def load_checkpoint(
     """
     meta = read_metadata(path)
     tensor_path, _ = checkpoint_paths(path)
-    if not tensor_path.is_file():
-        raise CheckpointError(f"checkpoint weights not found: {tensor_path}")
-    try:
-        state = load_file(str(tensor_path), device=str(torch.device(device)))
-    except (SafetensorError, OSError) as err:
-        raise CheckpointError(f"cannot read checkpoint weights {tensor_path}: {err}") from err
-    return state, meta
+    return read_tensors(tensor_path, device), meta
 
 
 def load_agent(path: str | os.PathLike[str], device: torch.device | str = "cpu") -> Agent:

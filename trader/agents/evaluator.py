@@ -44,7 +44,7 @@ from market_envs.env import StockTradingVecEnv
 from market_envs.rollout import Rollout
 from trader import metrics as trade_metrics
 from trader.agents.base import Agent
-from trader.agents.checkpoint import save_checkpoint
+from trader.agents.checkpoint import RNG_KEY, save_checkpoint
 from trader.agents.parallel import clone_agent
 from trader.errors import ConfigError, UserError
 
@@ -373,6 +373,26 @@ class Evaluator:
             self._best_rng = agent.generator.get_state()
             self._best_agent = agent
         return metrics, improved
+
+    def restore(
+        self,
+        agent: Agent,
+        best: tuple[int, Mapping[str, float], Mapping[str, Tensor]] | None,
+        trials: Sequence[tuple[int, float, pd.Series]] = (),
+    ) -> None:
+        """Take up where an interrupted run's evaluator stopped (`trader.train`'s ``resume``):
+        its best snapshot ``(step, metrics, flat checkpoint state)`` (None: none yet) and its
+        trials; ``agent`` is the resumed agent (the template a best snapshot is cloned from)."""
+        self.trials = list(trials)
+        if best is None:
+            return
+        step, metrics, state = best
+        state = dict(state)
+        rng = state.pop(RNG_KEY, None)
+        self.best = BestSnapshot(int(step), dict(metrics))
+        self.best_state = state
+        self._best_rng = None if rng is None else rng.cpu()
+        self._best_agent = agent
 
     def best_agent(self) -> Agent:
         """A new agent holding the best snapshot's state."""

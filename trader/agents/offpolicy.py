@@ -358,6 +358,20 @@ class OffPolicyRunner(Runner):
         """The K learners (replica 0 is the agent)."""
         self.learners.sync_replicas()
 
+    def state_dict(self) -> dict[str, Tensor]:
+        """The replay buffer (keys ``buffer.*``), the transitions collected (``learning_starts``
+        counts them) and the fraction of an update owed."""
+        state = {f"buffer.{key}": value for key, value in self.buffer.state_dict().items()}
+        state["env_steps"] = torch.tensor(self.env_steps, dtype=torch.int64)
+        state["update_credit"] = torch.tensor(self._update_credit, dtype=torch.float64)
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
+        """Take back a `state_dict`: the buffer refilled, learning where it was."""
+        self.buffer.load_state_dict({k.removeprefix("buffer."): v for k, v in state.items() if k.startswith("buffer.")})
+        self.env_steps = int(state["env_steps"])
+        self._update_credit = float(state["update_credit"])
+
     def _behaviour_actions(self) -> Tensor:
         """Uniform random actions until ``learning_starts``, then the agent's exploration.
 

@@ -196,6 +196,47 @@ class ReplayBuffer:
             terminated=self._terminated.view(-1)[idx],
         )
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The stored transitions (the filled slots, as stored) and the write position: what a
+        resumed run keeps of its buffer (`load_state_dict` takes it back)."""
+        n = self._filled_slots
+        return {
+            "obs": self._obs[:n],
+            "actions": self._actions[:n],
+            "rewards": self._rewards[:n],
+            "next_obs": self._next_obs[:n],
+            "terminated": self._terminated[:n],
+            "pos": torch.tensor(self._pos, dtype=torch.int64),
+        }
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Take back a `state_dict` of a buffer of the same layout (``num_envs``, dims and at
+        most this capacity); anything else is a `ConfigError` naming what differs."""
+        n = int(state["obs"].shape[0])
+        expected = {
+            "obs": (n, self.num_envs, self.obs_dim),
+            "actions": (n, self.num_envs, self.act_dim),
+            "rewards": (n, self.num_envs),
+            "next_obs": (n, self.num_envs, self.obs_dim),
+            "terminated": (n, self.num_envs),
+        }
+        for name, shape in expected.items():
+            if tuple(state[name].shape) != shape or n > self.slots:
+                raise ConfigError(
+                    f"ReplayBuffer: saved {name} has shape {tuple(state[name].shape)}, this buffer takes "
+                    f"{shape} with at most {self.slots} slots"
+                )
+        for name, table in (
+            ("obs", self._obs),
+            ("actions", self._actions),
+            ("rewards", self._rewards),
+            ("next_obs", self._next_obs),
+            ("terminated", self._terminated),
+        ):
+            table[:n].copy_(state[name])
+        self._filled_slots = n
+        self._pos = int(state["pos"]) % self.slots
+
     def transitions(self) -> ReplayBatch:
         """All stored transitions, oldest first (for inspection and tests; copies)."""
         order = torch.arange(self._filled_slots, device=self.device)

@@ -339,11 +339,13 @@ def _vanilla_ppo(
     config: ExperimentConfig, root: Path, recipe: str, rules: dict[str, Any], algo_config: dict[str, Any], say: Progress
 ) -> Path:
     """One PPO run with the preset, in ``RUN_DIR/ppo``, snapshotted for Figure 7; an unfinished
-    one (no best checkpoint) is replaced whole (`trader.train`'s ``overwrite``)."""
+    one (no final checkpoint: the best one is written as it is found) is replaced whole
+    (`trader.train`'s ``overwrite``), so that a resumed experiment ends with the table of an
+    uninterrupted one."""
     from trader.training import train
 
     folder = root / "ppo"
-    if (folder / rundir.CHECKPOINTS / "best.json").is_file():
+    if (folder / rundir.CHECKPOINTS / "final.json").is_file():
         return folder
     say(f"vanilla PPO: training in {folder} ...")
     train(

@@ -2,7 +2,8 @@
 
 A thin layer over `trader.app.experiment.run_experiment`: one line per stage, then Table 2
 (ours and the paper's rows) and where Figure 7 went. The same command on the same
-RUN_DIR resumes it.
+RUN_DIR resumes it; a signal (SIGINT, SIGTERM) or a place that cannot be written stops it
+with one line naming the stage and that command (`stopped_line`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from trader.app.cli.options import (
     SeedOption,
     WorkersOption,
 )
-from trader.names import name_list
+from trader.app.cli.interrupts import same_command, signal_name
 from trader.app.cli.root import app
+from trader.errors import UnwritableError, UserError
+from trader.names import name_list
 
 experiment_app = typer.Typer(help="Published experiments, run end to end on any data set.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
@@ -35,6 +38,7 @@ large caps, 2023, a planted edge of a session's horizon; datasets/synthetic-edge
 
 @experiment_app.command("podracer")
 def podracer(
+    context: typer.Context,
     run_dir: Annotated[Path, typer.Argument(help="Run directory (created; the same one with the same flags resumes).")],
     dataset: DatasetOption = None,
     minutes: Annotated[
@@ -79,6 +83,7 @@ def podracer(
     stand-in (synthetic-edge-minute-costs), at the paper's 0.2% commission per side."""
     from market_envs.costs import cost_model
     from trader.app.experiment import ExperimentConfig, run_experiment, table_markdown
+    from trader.training import Interrupted, stop_on_signals
 
     models = name_list(extra_costs, "--extra-costs")
     for name in models:
@@ -101,9 +106,37 @@ def podracer(
         device=device or "cpu",
     )
     console = Console(stderr=True)
-    result = run_experiment(config, on_progress=console.print)
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        console.print(line)
+        said.append(line)
+
+    try:
+        with stop_on_signals():
+            result = run_experiment(config, on_progress=say)
+    except Interrupted as stop:
+        console.print(
+            stopped_line(context, f"interrupted ({signal_name(stop.signal)})", said),
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(stop.exit_code) from None
+    except UnwritableError as err:
+        raise UserError(stopped_line(context, str(err), said)) from None
     print(table_markdown(result.table))
     print(f"wrote {run_dir / 'table2.md'}, experiment.json, report.md and figure7.png/.parquet into {run_dir}")
+
+
+def stopped_line(context: typer.Context, what: str, said: list[str]) -> str:
+    """One line for an experiment that ``what`` stopped (a signal, a full disk): the stage it was
+    in (its last progress line), what it keeps, and the command that resumes it (the same one)."""
+    where = f" during {said[-1].rstrip(' .')!r}" if said else ""
+    return (
+        f"{what}{where}; every finished stage is kept (a tournament resumes from its log, an unfinished "
+        f"vanilla PPO run trains again from its start): resume with the same command: {same_command(context)}"
+    )
 
 
 def default_dataset() -> str:

@@ -5,10 +5,17 @@ claimed, before anything is printed; once `train` has set the run up it prints t
 resolved config, then a progress bar (steps, samples/s, last validation score) and the
 run directory at the end. ``--config RUN/config.toml`` trains a run again from its
 folder (`trader.training.rerun_arguments`), the flags given on top.
+
+``trader train RUN --resume`` continues a run that a signal (or a full disk) stopped, from
+its ``resume/last`` snapshot and its config.toml (`trader.train`'s ``resume``); a flag that
+contradicts that config is refused. A first SIGINT or SIGTERM stops at the end of the
+iteration in progress and prints one line: the step and the command that continues.
 """
 
 from __future__ import annotations
 
+import shlex
+import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,7 +43,7 @@ from trader.app.cli.options import (
     with_initial_cash,
 )
 from trader.environments import resolve_env
-from trader.errors import UserError
+from trader.errors import UnwritableError, UserError
 from trader.names import ALGOS, PRESET_COST
 
 
@@ -88,11 +95,49 @@ def train_command(
     no_trade_band: NoTradeBandOption = None,
     weights_map: WeightsMapOption = None,
     initial_cash: InitialCashOption = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue the run in RUN_DIR that a signal or a full disk stopped, from its last snapshot "
+            "(weights, optimiser, normaliser, random streams, best snapshot, records) under its config.toml; "
+            "the training env restarts its episodes, and a SAC/TD3 replay buffer comes back only where a signal "
+            "stopped the run (after a kill it starts empty, refilled by the restored policy). Flags that contradict "
+            "the run's config are refused.",
+        ),
+    ] = False,
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader import rundir
-    from trader.training import rerun_arguments, train
+    from trader.training import Interrupted, ResumePoint, rerun_arguments, stop_on_signals, train
 
+    if resume:
+        refused = [
+            option
+            for option, given in (
+                ("--config", config is not None),
+                ("--overwrite", overwrite),
+                ("--commission", commission is not None),
+                ("--costs", costs is not None),
+                ("--cost-set", bool(cost_set)),
+                ("--trade-rate", trade_rate is not None),
+                ("--no-trade-band", no_trade_band is not None),
+                ("--weights-map", weights_map is not None),
+                ("--initial-cash", initial_cash is not None),
+            )
+            if given
+        ]
+        if refused:
+            raise UserError(f"--resume: {refused[0]} cannot change a resumed run (its config.toml holds it)")
+        ResumePoint.read(run_dir)  # one line now when there is nothing to resume
+        config = run_dir / rundir.CONFIG
+        _check_resume_flags(
+            read_run_config(config),
+            {"algo": algo, "steps": steps, "seed": seed, "device": device, "num_envs": num_envs}
+            | {"eval_every": eval_every, "eval_episodes": eval_episodes, "compile": compile, "preset": preset},
+            env or dataset,
+        )
+        algo = env = dataset = preset = None  # the run's own, read from its config.toml below
     cost, named = cost_flags(commission, costs, cost_set)
     for option, value, low in (
         ("--steps", steps, 1),
@@ -152,9 +197,12 @@ def train_command(
         raise UserError(
             "--eval-episodes applies to gymnasium envs; a market validates once on its whole validation period"
         )
-    rundir.check_new_run(
-        run_dir, remedy="pass --overwrite to replace it, or another run directory", overwrite=overwrite
-    )
+    if not resume:
+        rundir.check_new_run(
+            run_dir,
+            remedy="pass --resume to continue it, --overwrite to replace it, or another run directory",
+            overwrite=overwrite,
+        )
     _apply_rules(arguments, preset, cost)
     arguments["env_config"] = with_aim_rules(arguments.get("env_config"), weights_map, trade_rate, no_trade_band)
     arguments["env_config"] = with_initial_cash(arguments.get("env_config"), initial_cash)
@@ -185,9 +233,29 @@ def train_command(
     algo_name = arguments.pop("algo")
     env_name = arguments.pop("env")
     try:
-        result = train(
-            algo_name, env_name, run_dir=run_dir, overwrite=overwrite, on_start=start, on_iteration=report, **arguments
-        )
+        with stop_on_signals():
+            result = train(
+                algo_name,
+                env_name,
+                run_dir=run_dir,
+                overwrite=overwrite,
+                resume=resume,
+                on_start=start,
+                on_iteration=report,
+                **arguments,
+            )
+    except Interrupted as stop:
+        if progress.live.is_started:
+            progress.stop()
+        console.print(interrupted_line(run_dir, stop, total), soft_wrap=True, highlight=False, markup=False)
+        raise typer.Exit(stop.exit_code) from None
+    except UnwritableError as err:
+        saved = _saved_step(run_dir)
+        if saved is None:
+            raise
+        raise UserError(
+            f"{err}; the run keeps what it saved up to step {saved:,}: make room, then: {_resume_command(run_dir)}"
+        ) from None
     finally:
         if progress.live.is_started:
             progress.stop()
@@ -196,6 +264,55 @@ def train_command(
         f"done: {result.steps:,} steps in {result.wall_time:,.1f} s, best validation score {best}; "
         f"run directory {result.run_dir}"
     )
+
+
+def _check_resume_flags(recorded: dict[str, Any], flags: dict[str, Any], env: str | None) -> None:
+    """``--resume`` takes the run's config.toml whole: a flag given beside it must say what the
+    config says (one `UserError` naming the first that contradicts it)."""
+    from trader.training import compile_choice
+
+    if not recorded:
+        raise UserError("--resume: the run's config.toml is not one trader train wrote")
+    if flags["compile"] is not None:
+        flags["compile"] = compile_choice(flags["compile"])
+    for key, value in flags.items():
+        if value is not None and recorded.get(key) != value:
+            option = "--" + key.replace("_", "-")
+            raise UserError(f"--resume: {option} {value} contradicts the run's config.toml ({recorded.get(key)})")
+    table = recorded.get("env") or {}
+    if env is not None:
+        saved = table.get("dataset") or table.get("id")
+        if resolve_env(env).value != resolve_env(str(saved)).value:
+            raise UserError(f"--resume: --env/--dataset {env} contradicts the run's config.toml ({saved})")
+
+
+def _resume_command(run_dir: Path) -> str:
+    return f"trader train {shlex.quote(str(run_dir))} --resume"
+
+
+def _saved_step(run_dir: Path) -> int | None:
+    """The step of the run's resume point, None when it has none (or it cannot be read)."""
+    from trader.training import ResumePoint
+
+    try:
+        return ResumePoint.read(run_dir).step
+    except UserError:
+        return None
+
+
+def interrupted_line(run_dir: Path, stop: Any, total: int) -> str:
+    """One line for a run a signal stopped (`trader.training.Interrupted`): where, what it kept,
+    and the command that continues it."""
+    from trader import rundir
+
+    name = signal.Signals(stop.signal).name
+    saved = stop.step if stop.step is not None else _saved_step(run_dir)
+    if saved is None:
+        return f"interrupted ({name}) before a first evaluation: nothing to resume; start it again with --overwrite"
+    best = rundir.best_step(run_dir)
+    kept = "its records" + ("" if best is None else f" and its best snapshot (step {best:,})")
+    where = f"at step {saved:,}" if stop.step is not None else f"at once; its last saved point is step {saved:,}"
+    return f"interrupted ({name}) {where} of {total:,}; the run keeps {kept}: continue with: {_resume_command(run_dir)}"
 
 
 def _market_spec(arguments: dict[str, Any], cost: float | None, named: Any) -> Any:

@@ -3,7 +3,9 @@
 A thin layer over `trader.app.walkforward.walk_forward`: the fold lengths, the learner and
 its budget per fold (the flags of `trader train` for a single learner, those of
 `trader tournament` for the tournament); one line per fold as it starts and ends; the
-report at the end. Run it again on the same RUN_DIR with the same flags to resume.
+report at the end. Run it again on the same RUN_DIR with the same flags to resume. A signal
+(SIGINT, SIGTERM) or a place that cannot be written stops it with one line: the fold it was
+in, the folds it keeps, and that command (`stopped_line`).
 """
 
 from __future__ import annotations
@@ -48,12 +50,14 @@ from trader.app.cli.options import (
     with_initial_cash,
 )
 from trader.names import name_list
-from trader.errors import UserError
+from trader.app.cli.interrupts import same_command, signal_name
+from trader.errors import UnwritableError, UserError
 from trader.names import PRESET_COST
 
 
 @app.command("walkforward")
 def walkforward_command(
+    context: typer.Context,
     run_dir: Annotated[Path, typer.Argument(help="Run directory (created; the same one with the same flags resumes).")],
     train: Annotated[str, typer.Option("--train", help="Training window per fold: 5y, 18m (months), 2w, 10d.")],
     validation: Annotated[str, typer.Option("--validation", help="Validation window per fold (the fold's selection).")],
@@ -139,6 +143,7 @@ def walkforward_command(
     from trader.folds import FoldSpec
     from trader.spec import market_spec
     from trader.app.walkforward import LEARNERS, walk_forward
+    from trader.training import Interrupted, stop_on_signals
 
     if dataset is None:
         raise UserError("give --dataset RECIPE: a walk-forward's folds are windows of a market data set")
@@ -215,35 +220,68 @@ def walkforward_command(
         f"test {test}{', expanding' if expanding else ''}, embargo {embargo}; run directory {run_dir}"
     ]
 
+    said: list[str] = []
+
     def say(line: str) -> None:  # the header with the first news: the folds fit and the folder is claimed
         while header:
             console.print(header.pop())
         console.print(line, markup=False, highlight=False)
+        said.append(line)
 
-    result = walk_forward(
-        run_dir,
-        dataset,
-        folds,
-        learner,
-        seed=seed,
-        device=device,
-        steps=steps,
-        num_envs=num_envs or 8,
-        eval_every=eval_every,
-        algo_config=algo_config,
-        env_config=rules,
-        tournament=tournament,
-        baselines=name_list(baselines, "--baselines"),
-        baseline_algos=name_list(baseline_algos or "ppo", "--baseline-algos"),
-        baseline_steps=baseline_steps,
-        warm_start=warm_start,
-        compile=bool(compile) and single,
-        on_progress=say,
-    )
+    try:
+        with stop_on_signals():
+            result = walk_forward(
+                run_dir,
+                dataset,
+                folds,
+                learner,
+                seed=seed,
+                device=device,
+                steps=steps,
+                num_envs=num_envs or 8,
+                eval_every=eval_every,
+                algo_config=algo_config,
+                env_config=rules,
+                tournament=tournament,
+                baselines=name_list(baselines, "--baselines"),
+                baseline_algos=name_list(baseline_algos or "ppo", "--baseline-algos"),
+                baseline_steps=baseline_steps,
+                warm_start=warm_start,
+                compile=bool(compile) and single,
+                on_progress=say,
+            )
+    except Interrupted as stop:
+        console.print(
+            stopped_line(context, run_dir, f"interrupted ({signal_name(stop.signal)})", said),
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(stop.exit_code) from None
+    except UnwritableError as err:
+        raise UserError(stopped_line(context, run_dir, str(err), said)) from None
     from trader import rundir
 
     print((result.run_dir / rundir.WF_REPORT_MD).read_text(encoding="utf-8"))
     print(f"wrote {result.run_dir / rundir.WF_REPORT_MD}, {rundir.WF_REPORT_JSON}, {rundir.WF_STITCHED} and folds/")
+
+
+def stopped_line(context: typer.Context, run_dir: Path, what: str, said: list[str]) -> str:
+    """One line for a walk-forward that ``what`` stopped (a signal, a full disk): the fold it
+    was in, the folds it keeps (each finished one: its ``fold.json``), and the command that
+    resumes it (the same one: a fold that did not finish trains again from its start, so the
+    resumed record is the uninterrupted one)."""
+    from trader import rundir
+
+    finished = sum(rundir.read_fold(run_dir, int(f.name)) is not None for f in rundir.fold_folders(run_dir))
+    if said and said[-1].startswith("stitching"):
+        where, kept = "while stitching", "every fold is finished and kept"
+    else:
+        where = f"in fold {finished + 1}"
+        kept = {0: "no fold had finished", 1: "fold 1 is finished and kept"}.get(
+            finished, f"folds 1-{finished} are finished and kept"
+        ) + f", fold {finished + 1} trains again from its start"
+    return f"{what} {where}; {kept}: resume with the same command: {same_command(context)}"
 
 
 def _tournament_keys(
