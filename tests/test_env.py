@@ -210,6 +210,20 @@ def test_equals_reference_with_every_cost_term(mode, short_selling):
     assert scaled  # the cash limit bound
 
 
+@pytest.mark.parametrize("mode", ["shares", "weights"])
+def test_equals_reference_on_a_period_with_earlier_bars(mode):
+    """A period cut from PANEL at bar 30 (its earlier bars its `MarketData.lookback`), every cost term,
+    the turbulence guard and two return windows on: the reference, which reads the same earlier bars
+    in its plain loops, agrees on every observation (its first bars' t-statistics included), fill,
+    cost and reward."""
+    period = PANEL.with_normalization(*PANEL.fit_normalization()).take(slice(30, None))
+    config = every_cost_rules(action_mode=mode, short_selling=True, return_windows=(5, 20))
+    first = StockTradingVecEnv(period, 1, "cpu", replace(config, random_start=False)).reset()[0]
+    n = period.num_tickers
+    assert (first[0, 1 + n :].view(n, -1)[:, -2:] != 0).all()  # warmed up at the period's first bar
+    run_against_reference(period, 4, config, steps=40, seed=14)
+
+
 @pytest.mark.parametrize(
     "spread", [CostModel(spread_bps=7.5), CostModel(spread_model="per_ticker", spread_bps_per_ticker=(1, 20, 0, 3.5))]
 )
