@@ -91,10 +91,11 @@ Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
   t-statistics, see there; none by default). Every trailing window (the previous close, the
   t-statistics, the turbulence index, like the cost tables) reads the bars before the panel's
   first when it was cut from a longer one (`MarketData.lookback`), so a validation or test
-  period, or a walk-forward fold, is observed from its first bar as a live trader sees it. The whole feature part is precomputed at
-  construction as a [T, obs_dim] float32 table (T x obs_dim x 4 bytes on the device,
-  so it grows with the bars, the stocks and the features observed; observe fewer
-  ``features`` to shrink it), so a step gathers one row per sub-environment.
+  period, or a walk-forward fold, is observed from its first bar as a live trader sees it.
+  The whole feature part is precomputed at construction as a [T, obs_dim] float32 table
+  (T x obs_dim x 4 bytes on the device, so it grows with the bars, the stocks and the
+  features observed; observe fewer ``features`` to shrink it), so a step gathers one row
+  per sub-environment.
 
 Speed: on the CPU, observations are written into buffers the env recycles once the
 caller no longer references them (see `_RecyclingBuffers`); ``compile=True`` fuses
