@@ -78,7 +78,8 @@ Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
 - ``[1 + N :]``: the normalised features at bar t, stock-major (stock 0's F
   features, then stock 1's, ...). Price-like features (open, high, low, close,
   boll_ub, boll_lb, close_30_sma, close_60_sma) are ``100 x log(x_t / close_{t-1})``
-  (the close of the first bar stands in for the bar before it), which needs no
+  (at a period's first bar, the close of the bar before it in the data, `MarketData.lookback`;
+  at the data's very first bar its own close stands in), which needs no
   fitted statistics; volume is ``log1p(volume) - log1p(mean volume)``; the other
   indicators (macd, rsi_30, cci_30, dx_30) are standardised,
   ``(x - mean) / std``. Mean and std are ``data.feature_mean``/``feature_std`` (fitted
@@ -87,10 +88,14 @@ Observation layout, float32 [E, obs_dim] with obs_dim = 1 + N + N x F
   test panels the training statistics). Every feature is clipped to
   ``[-feature_clip, feature_clip]``. After the panel's features come the derived
   ``ret_tstat_{w}`` features of ``EnvConfig.return_windows`` (trailing-return
-  t-statistics, see there; none by default). The whole feature part is precomputed at
-  construction as a [T, obs_dim] float32 table (T x obs_dim x 4 bytes on the device,
-  so it grows with the bars, the stocks and the features observed; observe fewer
-  ``features`` to shrink it), so a step gathers one row per sub-environment.
+  t-statistics, see there; none by default). Every trailing window (the previous close, the
+  t-statistics, the turbulence index, like the cost tables) reads the bars before the panel's
+  first when it was cut from a longer one (`MarketData.lookback`), so a validation or test
+  period, or a walk-forward fold, is observed from its first bar as a live trader sees it.
+  The whole feature part is precomputed at construction as a [T, obs_dim] float32 table
+  (T x obs_dim x 4 bytes on the device, so it grows with the bars, the stocks and the
+  features observed; observe fewer ``features`` to shrink it), so a step gathers one row
+  per sub-environment.
 
 Speed: on the CPU, observations are written into buffers the env recycles once the
 caller no longer references them (see `_RecyclingBuffers`); ``compile=True`` fuses
@@ -253,7 +258,8 @@ class EnvConfig:
         replaced by "sell every long position, buy nothing". None disables it.
     :param turbulence_window: bars of past returns behind the turbulence index: the
         Mahalanobis distance of bar t's returns from the mean and covariance of bars
-        t-window .. t-1 (0 for the first ``window`` bars).
+        t-window .. t-1, the bars before a period's first among them (`MarketData.lookback`);
+        0 for the data's first ``window`` bars.
     :param features: panel features to observe, in this order; None observes all of
         ``data.feature_names`` but those the data cannot supply (close-only data:
         `MarketData.unavailable_features`). Fewer features give a smaller, faster
@@ -262,7 +268,8 @@ class EnvConfig:
     :param return_windows: derived features observed after the panel's, one per
         window w, named ``ret_tstat_{w}``: the t-statistic of each stock's last w
         close-to-close log returns, ``sum(r) / sqrt(sum(r^2))`` over bars t-w+1 .. t
-        (closes up to bar t only; 0 until w returns exist). A scale-free trailing
+        (closes up to bar t only, the bars before a period's first among them:
+        `MarketData.lookback`; 0 until the data holds w returns). A scale-free trailing
         return, the usual input of momentum and reversal signals, which the panel's
         single-bar indicators do not carry. ``()`` observes none.
     """
@@ -504,10 +511,11 @@ def normalized_feature_table(
     mean, std = mean.double(), std.double()
     indices = [data.feature_names.index(name) for name in names]
     rows = feature_block_rows(data.num_tickers)
+    before = data.lookback_bars(1, ("close",))[:, :, 0]  # the bar before the first, when the panel knows it
     for lo in range(0, data.num_bars, rows):  # a loop over blocks of bars, once, at construction
         hi = min(data.num_bars, lo + rows)
         close = data.close[max(lo - 1, 0) : hi].double()  # from the bar before the block's first
-        prev_close = close[: hi - lo] if lo else torch.cat([close[:1], close[:-1]], dim=0)
+        prev_close = close[: hi - lo] if lo else torch.cat([before.double() if len(before) else close[:1], close[:-1]])
         for k, (name, index) in enumerate(zip(names, indices)):  # the few feature names
             x = data.features[lo:hi, :, index].double()
             if name in PRICE_LIKE_FEATURES:
@@ -549,6 +557,11 @@ def observed_feature_table(data: MarketData, config: EnvConfig, out: Tensor | No
     The panel features (`normalized_feature_table` of ``config.features``) followed by
     the ``ret_tstat_{w}`` features of ``config.return_windows``, written into `out`
     when given (float32 [T, N, F]; the env passes a view of its observation table).
+
+    Trailing windows read the bars before the panel's first (`MarketData.lookback`: a period's
+    or a fold's earlier bars), as the cost tables do: a period's row 0 equals the longer panel's
+    row at the same bar (the previous close of the price-like features, and every window w the
+    lookback covers); only bars the data has no past for (the very start of the data) see less.
     """
     names = config.features if config.features is not None else default_features(data)
     if out is None:
@@ -557,8 +570,23 @@ def observed_feature_table(data: MarketData, config: EnvConfig, out: Tensor | No
     if names:
         normalized_feature_table(data, names, config.feature_clip, out=out[:, :, : len(names)])
     if config.return_windows:
-        out[:, :, len(names) :] = return_tstat_table(data.close, config.return_windows, config.feature_clip)
+        close, earlier = close_with_lookback(data, max(config.return_windows))
+        out[:, :, len(names) :] = return_tstat_table(close, config.return_windows, config.feature_clip)[earlier:]
     return out
+
+
+def close_with_lookback(data: MarketData, bars: int) -> tuple[Tensor, int]:
+    """The closes [h + T, N] of `data` with the h <= `bars` bars of its lookback before them, and h
+    (`MarketData.features_with_lookback`)."""
+    close, earlier = data.features_with_lookback(bars, ("close",))
+    return close[:, :, 0], earlier
+
+
+def turbulence_table(data: MarketData, window: int) -> Tensor:
+    """`turbulence_index` of `data`'s bars, float64 [T], its windows reading the bars before the
+    first (`close_with_lookback`: window + 1 closes give the first bar a full window of returns)."""
+    close, earlier = close_with_lookback(data, window + 1)
+    return turbulence_index(close, window)[earlier:]
 
 
 def turbulence_index(close: Tensor, window: int, chunk: int = 256) -> Tensor:
@@ -1210,8 +1238,7 @@ class StockTradingVecEnv:
         if self.config.turbulence_threshold is None:
             guard = torch.zeros(self.num_bars, dtype=torch.bool, device=self.device)
         else:
-            turbulence = turbulence_index(data.close, self.config.turbulence_window)
-            guard = turbulence > self.config.turbulence_threshold
+            guard = turbulence_table(data, self.config.turbulence_window) > self.config.turbulence_threshold
         return _Tables(
             open=data.open.contiguous(),
             close=data.close.contiguous(),

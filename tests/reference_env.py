@@ -21,12 +21,19 @@ class ReferenceEnv:
 
     def __init__(self, data: MarketData, config: EnvConfig) -> None:
         self.config = config
-        self.open = data.open.double().cpu().numpy()
-        self.close = data.close.double().cpu().numpy()
-        self.tradable = data.tradable.cpu().numpy()
-        self.reducible = None if data.reducible is None else data.reducible.cpu().numpy()
-        self.features = data.features.double().cpu().numpy()
+        # The bars before the panel's first (`MarketData.lookback`) come first, so that every
+        # trailing window (features, turbulence, cost estimates) reads them; bars are counted from
+        # the first of them, and episodes start `offset` bars in.
+        earlier = data.lookback.double().cpu().numpy() if data.lookback is not None else None
+        self.offset = 0 if earlier is None else len(earlier)
+        features = data.features.double().cpu().numpy()
+        self.features = features if earlier is None else np.concatenate([earlier, features])
         self.feature_names = list(data.feature_names)
+        self.open = self.features[:, :, self.feature_names.index("open")]
+        self.close = self.features[:, :, self.feature_names.index("close")]
+        before = np.zeros((self.offset, data.num_tickers), dtype=bool)  # never a fill bar
+        self.tradable = np.concatenate([before, data.tradable.cpu().numpy()])
+        self.reducible = None if data.reducible is None else np.concatenate([before, data.reducible.cpu().numpy()])
         self.observed = list(config.features or data.feature_names)
         if data.feature_mean is not None:
             self.mean = data.feature_mean.double().cpu().numpy()
@@ -36,9 +43,9 @@ class ReferenceEnv:
             self.mean, self.std = mean.double().cpu().numpy(), std.double().cpu().numpy()
         self.n = self.close.shape[1]
         self.turbulent = self._turbulence_flags()
-        self.volume = data.volume.double().cpu().numpy()
-        self.high = data.feature("high").double().cpu().numpy()
-        self.low = data.feature("low").double().cpu().numpy()
+        self.volume = self.features[:, :, self.feature_names.index("volume")]
+        self.high = self.features[:, :, self.feature_names.index("high")]
+        self.low = self.features[:, :, self.feature_names.index("low")]
         per_date: dict = {}
         for stamp in data.timestamps:
             per_date[stamp.date()] = per_date.get(stamp.date(), 0) + 1
@@ -46,8 +53,9 @@ class ReferenceEnv:
 
     # ---------------------------------------------------------------- episode
     def reset(self, start: int, end: int) -> list[float]:
-        self.t = start
-        self.end = end
+        """Start at the panel's bar `start`, truncate at its bar `end`."""
+        self.t = start + self.offset
+        self.end = end + self.offset
         self.cash = float(self.config.initial_cash)
         self.holdings = [0.0] * self.n
         self.value = self.cash
@@ -286,7 +294,21 @@ class ReferenceEnv:
         for i in range(self.n):
             for name in self.observed:
                 obs.append(self.feature(self.t, i, name))
+            for window in self.config.return_windows:
+                obs.append(self.return_tstat(self.t, i, window))
         return obs
+
+    def return_tstat(self, bar: int, stock: int, window: int) -> float:
+        """``ret_tstat_{window}``: sum(r) / sqrt(sum(r^2)) of the log returns of bars
+        bar-window+1 .. bar (0 before the data holds that many returns, or without movement)."""
+        if bar < window:
+            return 0.0
+        returns = [math.log(self.close[j, stock] / self.close[j - 1, stock]) for j in range(bar - window + 1, bar + 1)]
+        squares = sum(r * r for r in returns)
+        if squares == 0.0:
+            return 0.0
+        clip = self.config.feature_clip
+        return min(clip, max(-clip, sum(returns) / math.sqrt(squares)))
 
     def feature(self, bar: int, stock: int, name: str) -> float:
         index = self.feature_names.index(name)

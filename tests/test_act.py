@@ -44,7 +44,8 @@ def backtested(request, tmp_path_factory) -> tuple[Path, pd.DataFrame, pd.DataFr
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
     recipe = write_tiny_recipe(root, interval="5min")  # the backtest is bar by bar: 156 test bars
     costs = COSTLY if request.param == "costly" else CostModel()
-    rules = EnvConfig(action_mode="weights", buy_cost=0.0005, sell_cost=0.0005, costs=costs)
+    # ret_tstat windows: the test period's first bars read the bars before it (`MarketData.lookback`)
+    rules = EnvConfig(action_mode="weights", buy_cost=0.0005, sell_cost=0.0005, costs=costs, return_windows=(5, 20))
     run_dir = root / "run"
     trader.training.train("ppo", str(recipe), TINY_PPO, run_dir, env_config=rules, steps=512, num_envs=8, eval_every=0)
     config = backtest_config(read_run(run_dir), tear_sheet=False)
@@ -63,7 +64,7 @@ def test_a_past_bar_decides_what_the_backtest_traded_to_the_cent(backtested) -> 
     last = len(series) - 2  # the backtest's last decision: it fills at the last bar's open
     traded = np.flatnonzero((positions.diff().abs().sum(axis=1) > 0).to_numpy()) - 1
     paid = 0.0
-    for t in sorted({last, *traded[traded > 0][-3:]}):
+    for t in sorted({0, last, *traded[traded > 0][-3:]}):  # the period's first bar: its warmed-up features
         decision = trader.act(run_dir, at=series.index[t], book=book_at(series, positions, t))
         paid += decision.costs["spread"] + decision.costs["impact"]
         assert decision.bar == series.index[t] and decision.fills_at == series.index[t + 1] and not decision.estimated

@@ -17,6 +17,7 @@ from trader import metrics
 from trader.backtesting import ActionSchedule, BacktestConfig, read_series, run_backtest
 from trader.backtesting.report import report_dict
 from trader.app.cli import main
+from market_envs import EnvConfig
 from trader.errors import CheckpointError, UserError
 
 from test_rundir import assert_every_file_is_documented
@@ -93,14 +94,17 @@ class SpyPolicy:
         return torch.tanh(obs[:, 1 + 3 : 1 + 3 + 3] * 0.0 + 0.5 * torch.sin(torch.arange(3.0) + len(self.seen)))
 
 
-def _perturbed_after(data, bar: int, seed: int):
-    """The same panel with every price and benchmark value after `bar` scaled at random."""
+def _perturbed_after(data, bar: int, seed: int, upto: int | None = None):
+    """The same panel with every price and benchmark value after `bar` (up to bar `upto`,
+    excluded, when given) scaled at random."""
     rng = np.random.default_rng(seed)
     features = data.features.clone()
-    scale = torch.from_numpy(rng.uniform(0.5, 1.5, size=features[bar + 1 :, :, :4].shape).astype(np.float32))
-    features[bar + 1 :, :, :4] *= scale
+    scale = torch.from_numpy(rng.uniform(0.5, 1.5, size=features[bar + 1 : upto, :, :4].shape).astype(np.float32))
+    features[bar + 1 : upto, :, :4] *= scale
     bench = data.benchmark.clone()
-    bench[bar + 1 :] *= torch.from_numpy(rng.uniform(0.5, 1.5, size=bench[bar + 1 :].shape).astype(np.float32))
+    bench[bar + 1 : upto] *= torch.from_numpy(
+        rng.uniform(0.5, 1.5, size=bench[bar + 1 : upto].shape).astype(np.float32)
+    )
     return replace(data, features=features, benchmark=bench)
 
 
@@ -139,6 +143,68 @@ def test_decision_at_bar_t_never_uses_a_price_after_t(bar: int, monkeypatch) -> 
         a, b = runs["original"], runs["perturbed"]
         pd.testing.assert_frame_equal(a.series[name].iloc[: bar + 1], b.series[name].iloc[: bar + 1])
         pd.testing.assert_frame_equal(a.positions[name].iloc[: bar + 1], b.positions[name].iloc[: bar + 1])
+
+
+WARM = BacktestConfig(
+    tear_sheet=False, cost_multiples=(), policy_env=EnvConfig(return_windows=(5,), short_selling=True)
+)
+"""A backtest whose policies observe ret_tstat_5 and may sell short (so any sign is an order)."""
+
+
+class SignOfTstat(SpyPolicy):
+    """Records what it is shown; orders +1 (buy) or -1 (sell) per stock by the sign of its
+    ret_tstat_5 (the last observed feature), nothing where it is 0."""
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        self.seen.append(obs.clone())
+        n = 3
+        return torch.sign(obs[:, 1 + n :].reshape(obs.shape[0], n, -1)[:, :, -1])
+
+
+def _whole_panel_features(data, period: str) -> tuple[torch.Tensor, int]:
+    """The whole panel's observed features under `period`'s statistics [T, N x F], and the bar where
+    `period` starts."""
+    from market_envs.env import StockTradingVecEnv
+
+    part = data.period(period)
+    whole = data.with_normalization(part.feature_mean, part.feature_std)
+    table = StockTradingVecEnv(whole, 1, "cpu", WARM.env_config(WARM.policy_env))._tables.obs
+    return table[:, 1 + data.num_tickers :], int(data.timestamps.get_loc(part.start))
+
+
+def test_the_test_period_observes_its_first_bar_and_trades_on_it() -> None:
+    """Known answer: the backtest of the test period shows the policy at its first bar the whole
+    panel's features at that bar (ret_tstat_5 read across the boundary), so a policy that trades on
+    the sign of the t-statistic trades at once: its first order is decided at the period's first
+    bar and filled at the second (before the warm-up, it sat idle for 5 bars)."""
+    data = session_panel(n_tickers=3, n_days=8, bars_per_day=10, seed=12)
+    policy = SignOfTstat()
+    result = run_backtest(data, {"signs": policy}, baselines=[], period="test", config=WARM)
+    features, k = _whole_panel_features(data, "test")
+    assert k == 60
+    for t in range(3):
+        assert torch.equal(policy.seen[t][0, 1 + 3 :], features[k + t]), f"bar {t}"
+    assert (policy.seen[0][0, 1 + 3 :].reshape(3, -1)[:, -1] != 0).all()
+    traded = result.series["signs"]["traded_value"].to_numpy()
+    assert int(np.flatnonzero(traded > 0)[0]) == 1
+
+
+def test_the_test_period_reads_bars_before_it_but_none_after_t() -> None:
+    """Across the boundary: scaling the prices of a bar just before the test period changes its
+    first observation; scaling every price after bar t of the period changes nothing up to t."""
+    data = session_panel(n_tickers=3, n_days=8, bars_per_day=10, seed=13)
+    k, t = 60, 4
+    runs = {}
+    for key, panel in (
+        ("original", data),
+        ("before", _perturbed_after(data, k - 3, seed=1, upto=k - 1)),  # bar k - 2 alone
+        ("after", _perturbed_after(data, k + t, seed=2)),
+    ):
+        runs[key] = SignOfTstat()
+        run_backtest(panel, {"signs": runs[key]}, baselines=[], period="test", config=WARM)
+    seen = {key: torch.cat(policy.seen[: t + 1]) for key, policy in runs.items()}
+    assert torch.equal(seen["original"], seen["after"])
+    assert not torch.equal(seen["original"][0, 1 + 3 :], seen["before"][0, 1 + 3 :])
 
 
 def test_metrics_table_is_trader_metrics_summary_sorted_by_sharpe() -> None:

@@ -210,6 +210,20 @@ def test_equals_reference_with_every_cost_term(mode, short_selling):
     assert scaled  # the cash limit bound
 
 
+@pytest.mark.parametrize("mode", ["shares", "weights"])
+def test_equals_reference_on_a_period_with_earlier_bars(mode):
+    """A period cut from PANEL at bar 30 (its earlier bars its `MarketData.lookback`), every cost term,
+    the turbulence guard and two return windows on: the reference, which reads the same earlier bars
+    in its plain loops, agrees on every observation (its first bars' t-statistics included), fill,
+    cost and reward."""
+    period = PANEL.with_normalization(*PANEL.fit_normalization()).take(slice(30, None))
+    config = every_cost_rules(action_mode=mode, short_selling=True, return_windows=(5, 20))
+    first = StockTradingVecEnv(period, 1, "cpu", replace(config, random_start=False)).reset()[0]
+    n = period.num_tickers
+    assert (first[0, 1 + n :].view(n, -1)[:, -2:] != 0).all()  # warmed up at the period's first bar
+    run_against_reference(period, 4, config, steps=40, seed=14)
+
+
 @pytest.mark.parametrize(
     "spread", [CostModel(spread_bps=7.5), CostModel(spread_model="per_ticker", spread_bps_per_ticker=(1, 20, 0, 3.5))]
 )
@@ -486,11 +500,14 @@ def test_accounting_invariants_with_every_cost_term(
 # ------------------------------------------------------------------ no look-ahead
 
 
+@pytest.mark.parametrize("first", [0, 30], ids=["whole-panel", "a-period-with-earlier-bars"])
 @pytest.mark.parametrize("costs", [CostModel(), EVERY_COST], ids=["flat", "every-cost"])
-def test_no_look_ahead(costs):
-    """Perturbing every bar after k changes no observation, fill, cost or reward up to bar k."""
-    base = PANEL.with_normalization(*PANEL.fit_normalization())
-    k = 50
+def test_no_look_ahead(costs, first):
+    """Perturbing every bar after k changes no observation, fill, cost or reward up to bar k, on
+    the whole panel and on a period cut from it (whose trailing windows read the bars before it)."""
+    whole = PANEL.with_normalization(*PANEL.fit_normalization())
+    base = whole.take(slice(first, None))
+    k = 50 - first
     g = torch.Generator().manual_seed(0)
     noise = torch.exp(torch.randn(base.features.shape, generator=g) * 0.2)
     noise[: k + 1] = 1.0
@@ -501,6 +518,7 @@ def test_no_look_ahead(costs):
         random_start=False,
         turbulence_threshold=5.0,
         turbulence_window=10,
+        return_windows=(5, 20),
         costs=costs,
         short_selling=True,
         initial_cash=50_000.0,
@@ -825,6 +843,59 @@ def test_return_tstat_table_is_causal():
     right = return_tstat_table(changed, (10,), clip=10.0)
     assert torch.equal(left[: k + 1], right[: k + 1])
     assert not torch.equal(left[k + 1 :], right[k + 1 :])
+
+
+def test_return_tstat_table_ignores_a_later_return_in_a_quiet_window():
+    """Whether a window has moved at all is judged by the sums up to its own bar: a large return
+    later (here 20 bars on) leaves the statistic of a quiet but moving window as it was."""
+    t, window = 40, 10
+    log_close = torch.zeros(80, 1, dtype=torch.float64)
+    log_close[1:, 0] = torch.cumsum(torch.full((79,), 1e-7, dtype=torch.float64), 0)  # a tiny, steady drift
+    quiet = torch.exp(log_close).float() * 100.0
+    shocked = quiet.clone()
+    shocked[t + 20 :] *= 1e4
+    left = return_tstat_table(quiet.double(), (window,), clip=10.0)
+    right = return_tstat_table(shocked.double(), (window,), clip=10.0)
+    assert left[t, 0, 0] != 0  # the drift moves the window: sqrt(10) when all returns agree
+    assert torch.equal(left[: t + 20], right[: t + 20])
+
+
+@pytest.mark.parametrize("k", [3, 10, 30, 50])
+def test_a_cut_panel_observes_its_first_bars_as_the_whole_panel_does(k):
+    """Known answer: a panel cut at bar k (its bars before k become `MarketData.lookback`) observes
+    at its row 0 what the whole panel observes at row k: the price features' previous close, every
+    return window w <= k, the turbulence guard; a window longer than k is 0 in both (the data holds
+    no earlier bar)."""
+    data = PANEL.with_normalization(*PANEL.fit_normalization())
+    config = EnvConfig(return_windows=(2, 10, 30), turbulence_threshold=5.0, turbulence_window=10)
+    whole = StockTradingVecEnv(data, 1, "cpu", config)._tables
+    cut = StockTradingVecEnv(data.take(slice(k, None)), 1, "cpu", config)._tables
+    assert torch.equal(cut.obs, whole.obs[k:]) and torch.equal(cut.guard, whole.guard[k:])
+    n = data.num_tickers
+    tstat = cut.obs[0, 1 + n :].view(n, -1)[:, -3:]
+    for j, window in enumerate((2, 10, 30)):
+        assert (tstat[:, j] != 0).any() if window <= k else (tstat[:, j] == 0).all(), window
+    blind = StockTradingVecEnv(replace(data.take(slice(k, None)), lookback=None), 1, "cpu", config)._tables
+    assert (blind.obs[0, 1 + n :].view(n, -1)[:, -3:] == 0).all()  # what a period saw before: nothing
+
+
+def test_a_bar_before_a_period_changes_its_first_observations_and_nothing_after_the_window():
+    """The warm-up reads the bars before the period: scaling the close of bar k - 3 (the period
+    starts at k) changes ret_tstat_10 in the period's rows 0 .. 7 (whose windows hold the two
+    returns it enters) and nothing else: not the price features (their previous close is bar
+    k - 1's), not a row from 8 on."""
+    data = PANEL.with_normalization(*PANEL.fit_normalization())
+    k, config = 40, EnvConfig(features=("close", "rsi_30"), return_windows=(10,))
+    features = data.features.clone()
+    features[k - 3, :, data.feature_names.index("close")] *= 1.05
+    table = StockTradingVecEnv(data.take(slice(k, None)), 1, "cpu", config)._tables.obs
+    moved = StockTradingVecEnv(replace(data, features=features).take(slice(k, None)), 1, "cpu", config)._tables.obs
+    n = data.num_tickers
+    tstat, moved_tstat = table[:, 1 + n :].view(-1, n, 3)[..., 2], moved[:, 1 + n :].view(-1, n, 3)[..., 2]
+    assert (tstat[:8] != moved_tstat[:8]).all()
+    assert torch.equal(tstat[8:], moved_tstat[8:]) and torch.equal(
+        table[:, 1 + n :].view(-1, n, 3)[..., :2], moved[:, 1 + n :].view(-1, n, 3)[..., :2]
+    )
 
 
 def test_env_observes_return_windows_after_the_panel_features():

@@ -87,6 +87,23 @@ def test_cache_hit_reads_no_source(tmp_path, monkeypatch):
     assert torch.equal(again.feature_mean, first.feature_mean) and again.meta == first.meta
 
 
+def test_a_built_panel_and_its_cached_copy_observe_their_first_bars_alike(tmp_path):
+    """Files holding bars before the recipe's start: the data set is the recipe's bars (no
+    `lookback` of the source's earlier ones, which the cache does not keep), so the panel built
+    on the first load and the one read back from the cache give the same env tables."""
+    from market_envs import EnvConfig, StockTradingVecEnv
+
+    frame = random_walk_frame(3, 960, seed=8, start="2024-01-01 23:00")  # an hour before the start
+    recipe = write_files_recipe(tmp_path, frame)
+    built = load(recipe, data_dir=tmp_path / "cache")
+    cached = load(recipe, data_dir=tmp_path / "cache")
+    assert built.start == pd.Timestamp("2024-01-02", tz="America/New_York")
+    assert built.lookback is None and cached.lookback is None
+    rules = EnvConfig(return_windows=(30,), turbulence_threshold=5.0, turbulence_window=10)
+    tables = [StockTradingVecEnv(d.period("train"), 1, "cpu", rules)._tables for d in (built, cached)]
+    assert torch.equal(tables[0].obs, tables[1].obs) and torch.equal(tables[0].guard, tables[1].guard)
+
+
 def test_changed_files_are_rebuilt(tmp_path):
     recipe = write_files_recipe(tmp_path)
     first = load(recipe, data_dir=tmp_path / "cache")

@@ -116,9 +116,10 @@ def trailing_tstat(log_returns: torch.Tensor, window: int) -> torch.Tensor:
     """``sum(r) / sqrt(sum(r^2))`` of rows t-window+1 .. t of `log_returns` [T, N], float64.
 
     Row 0 of `log_returns` is the unknown return of the first bar, so rows t < window
-    are 0; so is a window without movement (e.g. gap-filled bars). Cumulative sums
-    over time. The statistic the planted rule ranks, and the env's ``ret_tstat``
-    feature.
+    are 0; so is a window without movement (e.g. gap-filled bars), measured against the
+    cumulative sums' rounding up to row t (never a later row's: a return after t changes
+    nothing at t). Cumulative sums over time. The statistic the planted rule ranks, and the
+    env's ``ret_tstat`` feature.
     """
     r = log_returns.double()
     out = torch.zeros_like(r)
@@ -129,6 +130,6 @@ def trailing_tstat(log_returns: torch.Tensor, window: int) -> torch.Tensor:
     sum2 = torch.cat([zero, torch.cumsum(r * r, 0)])
     window_sum = sum1[window + 1 :] - sum1[1:-window]  # row t >= window: rows t-window+1 .. t
     window_sq = sum2[window + 1 :] - sum2[1:-window]
-    flat = window_sq <= 1e-10 * sum2[-1:]  # no movement, up to the cumulative sums' rounding
+    flat = window_sq <= 1e-10 * sum2[window + 1 :]  # no movement, up to the rounding of the sums to row t
     out[window:] = torch.where(flat, 0.0, window_sum / window_sq.clamp_min(1e-300).sqrt())
     return out

@@ -80,9 +80,10 @@ class MarketData:
     :param lookback: float32 [H, N, F]: the features of the H bars before the first, when
         this panel was cut from a longer one (`take`, `slice`, `period`: a view of the longer
         panel's features; a cut of a cut joins its parent's lookback to the bars before it, a
-        copy); None: no earlier bar is known. Only estimates that need a past read it
-        (the env's cost tables: `features_with_lookback`); no agent observes it. `to` leaves
-        it on its device.
+        copy); None: no earlier bar is known. Only estimates over a trailing window read it
+        (`features_with_lookback`: the env's cost tables, and its observed features, so that
+        the first bars of a period are observed as a live trader sees them); no agent
+        observes its bars as rows of its own. `to` leaves it on its device.
     :param reducible: bool [T, N], or None (the default: a panel without a point-in-time
         universe): True where a ticker has a price of its own but is not a member of the
         index (`market_envs.data.membership.apply_membership`; never where `tradable`).
@@ -219,12 +220,32 @@ class MarketData:
             lookback=lookback if len(lookback) else None,
         )
 
-    def features_with_lookback(self, bars: int) -> tuple[torch.Tensor, int]:
-        """The features [h + T, N, F] with up to `bars` bars of `lookback` before them, and h."""
+    def lookback_bars(self, bars: int, names: tuple[str, ...] | None = None) -> torch.Tensor:
+        """The last h <= `bars` bars of `lookback` (h = 0 without one), [h, N, F], or of the
+        features `names` only, [h, N, len(names)], on the features' device."""
+        index = None if names is None else self._indices(names)
         if self.lookback is None or bars <= 0:
-            return self.features, 0
-        earlier = self.lookback[-bars:].to(self.features.device)
-        return torch.cat([earlier, self.features]), len(earlier)
+            width = len(self.feature_names) if index is None else len(index)
+            return self.features.new_empty((0, self.num_tickers, width))
+        earlier = self.lookback[-bars:] if index is None else self.lookback[-bars:, :, index]
+        return earlier.to(self.features.device)
+
+    def _indices(self, names: tuple[str, ...]) -> list[int]:
+        """The positions of features `names` in `feature_names`; an unknown name raises `feature`'s error."""
+        for name in names:
+            self.feature(name)
+        return [self.feature_names.index(name) for name in names]
+
+    def features_with_lookback(self, bars: int, names: tuple[str, ...] | None = None) -> tuple[torch.Tensor, int]:
+        """The features [h + T, N, F] (or only `names`, in that order) with the h <= `bars` bars
+        of `lookback` before them (`lookback_bars`), and h: what an estimate over a trailing
+        window reads at the first bars, the costs' (`market_envs.fill.market_tables`) and the
+        observed features' (`market_envs.env.observed_feature_table`)."""
+        earlier = self.lookback_bars(bars, names)
+        features = self.features if names is None else self.features[:, :, self._indices(names)]
+        if not len(earlier):
+            return features, 0
+        return torch.cat([earlier, features]), len(earlier)
 
     def slice(self, start=None, end=None) -> MarketData:
         """Bars with `start <= timestamp < end`; either bound may be None.

@@ -499,7 +499,9 @@ def build(
     if progress:
         progress(f"building {recipe.name!r} from {recipe.source} ({recipe.start} .. {recipe.end}, {recipe.interval})")
     data = _BUILDERS[recipe.source](recipe, store=store, download=download, progress=progress, bar=bar, **extra)
-    data = data.slice(recipe.start, recipe.end)
+    # The data set is its recipe's bars: a source's earlier bars are no `lookback` of it, which the
+    # cache does not keep, so a built panel and a cached one observe and charge their first bars alike.
+    data = replace(data.slice(recipe.start, recipe.end), lookback=None)
     if members is not None:
         from market_envs.data.membership import apply_membership
 
