@@ -410,11 +410,11 @@ def test_walk_forward_and_its_resumption(cwd: Path, data_dir: Path, capsys) -> N
 @pytest.mark.slow
 @runs(
     "trader walkforward runs/wf --dataset synthetic-edge-daily --preset market --train 3y --validation 1y --test 1y "
-    "--learner ppo --steps 100000"
+    "--learner ppo --steps 20000"
 )
 def test_the_tours_walk_forward(cwd: Path, data_dir: Path) -> None:
     """The README's tour: one PPO run per fold under the market preset; `TRAIN_BUDGET` appended
-    (512 transitions per fold instead of 100,000)."""
+    (512 transitions per fold instead of 20,000)."""
     (line,) = [line for line, test in RUNS.items() if test == "test_the_tours_walk_forward"]
     assert trader(line, *TRAIN_BUDGET) == 0
     run = cwd / "runs" / "wf"
