@@ -208,6 +208,9 @@ BASELINE_BUDGET = ("--time-budget", "3s", "--seeds", "1", "--windows", "2", "--n
 """Appended to `trader baselines`: 3 s per learner instead of 5 minutes, one seed instead of
 three, two FinRL windows instead of four, no tear sheets (as `NO_TEAR_SHEET`)."""
 
+SB3_BUDGET = ("--time-budget", "3s", "--seeds", "1", "--no-tear-sheet")
+"""`BASELINE_BUDGET` without FinRL's windows, which a command without finrl refuses."""
+
 REPLAY_BUDGET = ("--max-bars", "5")
 """Appended to `trader paper --broker replay`: 5 bars instead of the whole test period."""
 
@@ -263,7 +266,7 @@ def test_one_agent_from_training_to_paper_trading(cwd: Path, data_dir: Path, cap
     assert len(journal(cwd / "other")) == 5
 
     line = "trader baselines runs/ppo --baselines sb3 --baseline-algos ppo --time-budget 2m"
-    assert trader(line, *BASELINE_BUDGET) == 0
+    assert trader(line, *SB3_BUDGET) == 0
     learners = {p.name for p in (run / rundir.BASELINES_DIR).iterdir() if p.is_dir()}
     assert len(learners) == 1, learners  # sb3 PPO
     line = "trader baselines runs/ppo --baselines sb3,finrl --baseline-algos ppo,sac,td3 --time-budget 5m --seeds 3"
