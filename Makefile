@@ -17,7 +17,9 @@ export MKL_NUM_THREADS ?= 1
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n < 2 ? n : 2 )))
 PARALLEL = -n $(TEST_WORKERS) --dist loadfile
 
-# docs/configuration.md is generated from the config dataclasses.
+# `make docs`: docs/configuration.md is generated from the config dataclasses, then the docs site
+# (mkdocs.yml: the guides, the API reference from the docstrings) is built into site/, strictly:
+# a broken link, a page missing from the nav or a docstring mkdocstrings cannot read fails it.
 .PHONY: docs demo test test-all test-browser screenshots chromium iproute2 dashboard bench rllib clean-venv
 
 $(PY):
@@ -35,6 +37,7 @@ demo: $(VENV)/.installed-dev
 
 docs: $(VENV)/.installed-dev
 	$(PY) -m trader.config_reference
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 test: $(VENV)/.installed-dev iproute2
 	$(PY) -m pytest -q --durations=15 $(PARALLEL)

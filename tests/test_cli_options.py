@@ -388,19 +388,26 @@ def parses(text: str, fill: dict[str, str]) -> None:
 
 
 def readme_commands() -> list[str]:
-    """The ``trader ...`` lines of the README's bash blocks (continuations joined, comments cut),
-    and the commands of its tables' cells (the Python API beside the CLI)."""
+    """The ``trader ...`` lines of the bash blocks (continuations joined, comments cut) of the
+    README and of the docs site's guides (``docs/*.md``; the README's former sections live there),
+    and the commands of their tables' cells (the Python API beside the CLI). The reference pages
+    are left out: their tables name a command as the writer of a file, not as a line to paste."""
     import re
 
-    text = (Path(__file__).parents[1] / "README.md").read_text()
+    root = Path(__file__).parents[1]
     found = []
-    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            line = line.split(" #")[0].strip()
-            if line.startswith("trader "):
-                found.append(line)
-    for row in re.findall(r"^\|.*\|$", text, re.M):
-        found += re.findall(r"`(trader [^`]+)`", row)
+    guides = [
+        page for page in sorted((root / "docs").glob("*.md")) if page.name not in ("contracts.md", "configuration.md")
+    ]
+    for page in [root / "README.md", *guides]:
+        text = page.read_text()
+        for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.split(" #")[0].strip()
+                if line.startswith("trader "):
+                    found.append(line)
+        for row in re.findall(r"^\|.*\|$", text, re.MULTILINE):
+            found += re.findall(r"`(trader [^`]+)`", row)
     return found
 
 

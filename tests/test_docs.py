@@ -44,8 +44,10 @@ def _readme_commands(prefix: str, path: Path = ROOT / "README.md") -> list[str]:
     """Lines of a page's shell blocks, and its inline `code`, that start with `prefix`."""
     text = path.read_text(encoding="utf-8")
     lines = []
-    for block in re.findall(r"```(?:bash|sh)?\n(.*?)```", text, re.S):
-        lines += [line.split("#")[0].strip() for line in block.splitlines()]
+    # every fence pairs with the next (a ```python block's close is no shell block's opening)
+    for language, block in re.findall(r"^```(\w*)\n(.*?)^```", text, re.DOTALL | re.MULTILINE):
+        if language in ("", "bash", "sh"):
+            lines += [line.split("#")[0].strip() for line in block.replace("\\\n", " ").splitlines()]
     lines += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
     return sorted({line for line in lines if line.startswith(prefix + " ")})
 
@@ -63,7 +65,7 @@ def _subcommand(line: str) -> list[str]:
     return names
 
 
-GROUPS = ("data", "cluster")
+GROUPS = ("data", "cluster", "experiment")
 """`trader` subcommands that are groups of their own subcommands."""
 
 

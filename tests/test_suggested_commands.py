@@ -208,6 +208,9 @@ BASELINE_BUDGET = ("--time-budget", "3s", "--seeds", "1", "--windows", "2", "--n
 """Appended to `trader baselines`: 3 s per learner instead of 5 minutes, one seed instead of
 three, two FinRL windows instead of four, no tear sheets (as `NO_TEAR_SHEET`)."""
 
+SB3_BUDGET = ("--time-budget", "3s", "--seeds", "1", "--no-tear-sheet")
+"""`BASELINE_BUDGET` without FinRL's windows, which a command without finrl refuses."""
+
 REPLAY_BUDGET = ("--max-bars", "5")
 """Appended to `trader paper --broker replay`: 5 bars instead of the whole test period."""
 
@@ -228,7 +231,7 @@ def journal(run: Path) -> list[dict]:
     "trader act runs/ppo --book book.json",
     "trader paper runs/ppo --broker replay",
     "trader paper RUN_DIR --broker replay",
-    "trader baselines runs/ppo --baselines sb3,finrl --baseline-algos ppo,sac --time-budget 5m",
+    "trader baselines runs/ppo --baselines sb3 --baseline-algos ppo --time-budget 2m",
     "trader baselines runs/ppo --baselines sb3,finrl --baseline-algos ppo,sac,td3 --time-budget 5m --seeds 3",
 )
 def test_one_agent_from_training_to_paper_trading(cwd: Path, data_dir: Path, capsys) -> None:
@@ -262,14 +265,16 @@ def test_one_agent_from_training_to_paper_trading(cwd: Path, data_dir: Path, cap
     assert trader("trader paper RUN_DIR --broker replay", *REPLAY_BUDGET, fill={"RUN_DIR": "other"}) == 0
     assert len(journal(cwd / "other")) == 5
 
-    line = "trader baselines runs/ppo --baselines sb3,finrl --baseline-algos ppo,sac --time-budget 5m"
-    assert trader(line, *BASELINE_BUDGET) == 0
+    line = "trader baselines runs/ppo --baselines sb3 --baseline-algos ppo --time-budget 2m"
+    assert trader(line, *SB3_BUDGET) == 0
     learners = {p.name for p in (run / rundir.BASELINES_DIR).iterdir() if p.is_dir()}
-    assert len(learners) >= 3, learners  # sb3 PPO, sb3 SAC, FinRL
+    assert len(learners) == 1, learners  # sb3 PPO
     line = "trader baselines runs/ppo --baselines sb3,finrl --baseline-algos ppo,sac,td3 --time-budget 5m --seeds 3"
     # --overwrite appended: runs/ppo holds the first command's finished baselines (refused, naming them, without it)
     assert trader(line, *BASELINE_BUDGET, "--overwrite") == 0
-    assert len({p.name for p in (run / rundir.BASELINES_DIR).iterdir() if p.is_dir()}) > len(learners)  # TD3 too
+    assert len({p.name for p in (run / rundir.BASELINES_DIR).iterdir() if p.is_dir()}) > len(
+        learners
+    )  # SAC, TD3, FinRL
 
 
 @pytest.mark.slow
@@ -315,9 +320,9 @@ def test_a_tournament_resumed_and_paper_traded(cwd: Path, data_dir: Path) -> Non
 
 @pytest.mark.slow
 @runs(
-    "trader tournament runs/t1 --dataset synthetic-edge-daily --algos ppo,sac,td3 --population 8 --pod-steps 50000 "
-    "--time-budget 30m --workers 2",
-    "trader tournament runs/t1 --dataset synthetic-edge-daily --time-budget 30m --workers 2",
+    "trader tournament runs/t1 --dataset synthetic-edge-daily --preset market --algos ppo,sac,td3 --population 8 "
+    "--pod-steps 50000 --time-budget 30m --workers 2",
+    "trader tournament runs/t1 --dataset synthetic-edge-daily --preset market --time-budget 3m --workers 2",
     "trader tournament RUN_DIR --dataset synthetic-edge-daily",
 )
 def test_the_other_tournaments(cwd: Path, data_dir: Path, monkeypatch) -> None:
@@ -388,13 +393,12 @@ instead of the tournament's 12 of 50,000, 4 sub-environments per pod."""
 
 @pytest.mark.slow
 @runs(
-    "trader walkforward runs/wf --dataset synthetic-edge-daily --train 3y --validation 1y --test 1y",
     "trader walkforward RUN_DIR --dataset synthetic-edge-daily --train 3y --validation 1y --test 1y",
     "trader walkforward",  # the walk-forward page: "run the same `trader walkforward` command again to resume it"
 )
 def test_walk_forward_and_its_resumption(cwd: Path, data_dir: Path, capsys) -> None:
-    """The README's command and the dashboard's are one argv once RUN_DIR is runs/wf; run once,
-    then again: the second run resumes and trains nothing."""
+    """The dashboard's command with RUN_DIR runs/wf, run once, then again: the second run resumes
+    and trains nothing."""
     line = "trader walkforward RUN_DIR --dataset synthetic-edge-daily --train 3y --validation 1y --test 1y"
     assert trader(line, *WALK_BUDGET, fill={"RUN_DIR": "runs/wf"}) == 0
     run = cwd / "runs" / "wf"
@@ -402,14 +406,22 @@ def test_walk_forward_and_its_resumption(cwd: Path, data_dir: Path, capsys) -> N
     assert (run / rundir.WF_STITCHED).is_file() and report
     stamps = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file() and "checkpoints" in p.parts}
     assert stamps
-    assert (
-        trader(
-            "trader walkforward runs/wf --dataset synthetic-edge-daily --train 3y --validation 1y --test 1y",
-            *WALK_BUDGET,
-        )
-        == 0
-    )
+    assert trader(line, *WALK_BUDGET, fill={"RUN_DIR": "runs/wf"}) == 0
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no fold trained again
+
+
+@pytest.mark.slow
+@runs(
+    "trader walkforward runs/wf --dataset synthetic-edge-daily --preset market --train 3y --validation 1y --test 1y "
+    "--learner ppo --steps 20000"
+)
+def test_the_tours_walk_forward(cwd: Path, data_dir: Path) -> None:
+    """The README's tour: one PPO run per fold under the market preset; `TRAIN_BUDGET` appended
+    (512 transitions per fold instead of 20,000)."""
+    (line,) = [line for line, test in RUNS.items() if test == "test_the_tours_walk_forward"]
+    assert trader(line, *TRAIN_BUDGET) == 0
+    run = cwd / "runs" / "wf"
+    assert (run / rundir.WF_STITCHED).is_file() and (run / rundir.WF_REPORT_JSON).is_file()
 
 
 @pytest.mark.slow

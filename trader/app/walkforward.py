@@ -205,7 +205,10 @@ def walk_forward(
 
     :param folds: the fold lengths, rolling or expanding, with an embargo.
     :param learner: "tournament", "ppo", "sac" or "td3".
-    :param steps, num_envs, eval_every, algo_config: a single learner's budget and config per fold.
+    :param steps: a single learner's env steps per fold.
+    :param num_envs: a single learner's sub-environments.
+    :param eval_every: a single learner's steps between validation passes.
+    :param algo_config: a single learner's algorithm config per fold.
     :param tournament: `TournamentConfig` keys per fold (the tournament learner's budget).
     :param env_config: `EnvConfig` overrides for every fold, or an `EnvConfig`.
     :param baselines: baseline libraries ("sb3", "sb3-dummy", "finrl") trained and

@@ -86,7 +86,7 @@ CostsOption = Annotated[
     typer.Option(
         "--costs",
         metavar="MODEL",
-        help=f"Named cost model ({', '.join(COST_MODELS)}; README, 'The environment's rules'): commission, "
+        help=f"Named cost model ({', '.join(COST_MODELS)}; docs/environment.md): commission, "
         "half-spread, impact, participation cap and borrow fee, in training and in the backtest.",
     ),
 ]
@@ -326,7 +326,7 @@ TradeRateOption = Annotated[
         metavar="KAPPA|policy",
         help="Weights mode: the share of the way from the book to the policy's aim traded each bar, in [0, 1] "
         "(EnvConfig.trade_rate), or 'policy': the policy chooses each stock's rate, a second action per stock "
-        "(EnvConfig.rate_action; README, 'The environment's rules').",
+        "(EnvConfig.rate_action; docs/environment.md).",
     ),
 ]
 NoTradeBandOption = Annotated[
