@@ -168,8 +168,8 @@ def tournament_command(
     from tournament.orchestrator import resolve_config, resume_config
 
     if resume:
+        check_resume_options(run_dir, values)  # a refused setting is named before a missing stop
         settings = resume_config(run_dir, {key: values[key] for key in RESUME_KEYS if key in values})
-        check_resume_options(run_dir, values)
     else:
         settings = resolve_config(TournamentConfig.from_dict(values), resume)
     stage = "cluster"
