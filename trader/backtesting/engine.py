@@ -62,6 +62,7 @@ from trader.backtesting.strategies import (
     PolicyDecider,
     PolicyPopulation,
 )
+from trader.backtesting.yardsticks import FactorParams
 from trader.errors import CheckpointError, ConfigError, UserError
 from trader.names import BASELINES
 
@@ -141,7 +142,7 @@ class BacktestConfig:
     cost_multiples: tuple[float, ...] = ()
     recorded_rules: bool = True
     workers: int = 1
-    factors: yardsticks.FactorParams | None = None
+    factors: FactorParams | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.costs, Mapping):
@@ -160,7 +161,7 @@ class BacktestConfig:
             raise ConfigError("BacktestConfig.workers > 1 cuts the groups of a compiled backtest; set compile=True")
         if self.record_positions not in ("bar", "day"):
             raise ConfigError(f"BacktestConfig.record_positions must be 'bar' or 'day', got {self.record_positions!r}")
-        if self.factors is not None and not isinstance(self.factors, yardsticks.FactorParams):
+        if self.factors is not None and not isinstance(self.factors, FactorParams):
             raise ConfigError(f"BacktestConfig.factors must be a FactorParams, got {type(self.factors).__name__}")
         if not isinstance(self.policy_env, EnvConfig):
             raise ConfigError(f"BacktestConfig.policy_env must be an EnvConfig, got {type(self.policy_env).__name__}")
