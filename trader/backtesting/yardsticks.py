@@ -3,8 +3,8 @@
 Each is a rule on past closes only, decided for every bar of a period at once (a tensor of
 target weights [T, N], row t from closes up to bar t), then traded like the oracle: an
 `ActionSchedule` through the same env, fills, costs and cash rules as every strategy,
-rebalanced to its weights at every bar (weights mode; the long-short ones with short selling,
-gross exposure 1). Trailing windows read the bars before the period (`MarketData.lookback`),
+rebalanced to its weights at every bar (weights mode with short selling, gross exposure 1,
+the oracle's rules: `rules`; the long-only ones never sell short). Trailing windows read the bars before the period (`MarketData.lookback`),
 so a yardstick is not idle at a period's start when the data set has bars before it.
 
 - ``momentum``: cross-sectional momentum (Jegadeesh and Titman 1993): rank the stocks on
@@ -137,8 +137,13 @@ def description(name: str, params: FactorParams) -> str:
 
 
 def rules(name: str) -> EnvConfig:
-    """The env rules a yardstick trades under: weights mode, short selling for the long-short ones."""
-    return EnvConfig(action_mode="weights", short_selling=name in DOLLAR_NEUTRAL, features=("close",))
+    """The env rules every yardstick trades under: weights mode with short selling, gross exposure
+    at most 1, the oracle's (`trader.backtesting.engine.oracle_rules`). A long-only yardstick's
+    weights are >= 0 and sum to 1, which the rule maps to themselves (as the long-only rule would):
+    it never sells short, and all four share one env with the oracle (one group per cost multiple)."""
+    if name not in YARDSTICKS:
+        raise ConfigError(f"unknown yardstick {name!r}; choose from {list(YARDSTICKS)}")
+    return EnvConfig(action_mode="weights", short_selling=True, features=("close",))
 
 
 def yardstick_weights(name: str, panel: MarketData, params: FactorParams) -> Tensor:
