@@ -314,8 +314,10 @@ def run_backtest(
         weights with short selling, every bar: the ceiling at zero cost), "oracle_costs"
         (the same rule through the trade rate or no-trade band best on the training
         period under this backtest's costs, `oracle_under_costs`: the ceiling under
-        costs). None: all that apply ("benchmark" when the data has one, both oracles
-        when it has a planted edge).
+        costs); "momentum", "momentum_long", "reversal", "inverse_vol" (the classical factor
+        portfolios, `trader.backtesting.yardsticks`, with `BacktestConfig.factors`). None: all
+        that apply ("benchmark" when the data has one, both oracles when it has a planted edge,
+        each factor portfolio whose window fits: `yardsticks.applies`).
     :param period: "test", "validation", "train", "START:END", or "all". None:
         "test" when `data` is a recipe, the whole panel when it is a `MarketData`.
     :param config: capital, costs and recording (`BacktestConfig`).
