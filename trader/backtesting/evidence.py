@@ -489,7 +489,7 @@ def yardstick_verdicts(
         row["book"] = "dollar-neutral" if neutral else "long-only"
         matched = [y for y, kind in yardsticks.items() if kind == neutral and y in daily_returns.columns]
         row["matched"] = matched
-        where = f"{row['book']} book (net exposure {100 * exposure:.0f}% of its value on average)"
+        where = f"{row['book']} book (net exposure {round(100 * exposure)}% of its value on average)"
         if not matched:
             out[name] = {
                 **row,
