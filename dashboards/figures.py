@@ -186,6 +186,52 @@ def column_formats() -> dict[str, str]:
     }
 
 
+MARKET_COLUMNS = {
+    "beta": "Beta",
+    "alpha": "Alpha (a year)",
+    "alpha_low": "Alpha, 95% low",
+    "alpha_high": "Alpha, 95% high",
+    "tracking_error": "Tracking error",
+    "information_ratio": "Information ratio",
+    "correlation": "Correlation",
+}
+"""report.json's ``versus_benchmark`` figures, by readable column name (`market_table`)."""
+
+
+def market_table(report: Mapping[str, object], names: list[str] | None = None) -> pd.DataFrame:
+    """Each strategy against the benchmark (report.json's ``versus_benchmark``), in the report's
+    order, with readable columns (`MARKET_COLUMNS`); NaN where a figure is missing. Empty for a
+    report without a benchmark or written before these figures."""
+    versus = report.get("versus_benchmark") or {}
+    rows = {}
+    for name in report["order"]:
+        row = versus.get(name)
+        if row is None or (names is not None and name not in names):
+            continue
+        low, high = row.get("alpha_interval") or (None, None)
+        values = {**row, "alpha_low": low, "alpha_high": high}
+        rows[name] = {label: values.get(key) for key, label in MARKET_COLUMNS.items()}
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=list(MARKET_COLUMNS.values())).astype("float64")
+    table.index.name = "strategy"
+    return table
+
+
+def market_formats() -> dict[str, str]:
+    """Display format per column of `market_table` (percentages for the alpha and tracking error)."""
+    return {
+        label: "percent" if key.startswith("alpha") or key == "tracking_error" else "%.2f"
+        for key, label in MARKET_COLUMNS.items()
+    }
+
+
+def yardstick_sentences(report: Mapping[str, object]) -> list[str]:
+    """Each agent's verdict against the yardstick of its kind (report.json's ``versus_yardsticks``)."""
+    labels = {s["name"]: s["label"] for s in report.get("strategies", [])}
+    return [
+        f"{labels.get(name, name)}: {row['sentence']}" for name, row in (report.get("versus_yardsticks") or {}).items()
+    ]
+
+
 # --------------------------------------------------------------------- strategy figures
 
 

@@ -279,7 +279,7 @@ def test_bad_requests_raise_user_errors() -> None:
     with pytest.raises(UserError, match="no benchmark"):
         run_backtest(data, baselines=["benchmark"], config=QUIET)
     with pytest.raises(UserError, match="unknown baseline"):
-        run_backtest(data, baselines=["momentum"], config=QUIET)
+        run_backtest(data, baselines=["carry"], config=QUIET)
     with pytest.raises(UserError, match="taken by a baseline"):
         run_backtest(data, {"equal_weight": SpyPolicy()}, config=QUIET)
     with pytest.raises(UserError, match="outside the data"):
@@ -344,11 +344,13 @@ def test_cli_writes_report_and_prints_table(tmp_path: Path, cli_data, capsys) ->
         "benchmark.parquet",
         "equal_weight.parquet",
         "equal_weight_daily.parquet",
+        "reversal.parquet",  # the one yardstick whose window (30 bars) fits the toy's bars
     ]
     assert sorted(p.name for p in (run_dir / "backtests" / "trades").iterdir()) == [  # each one's fills
         "benchmark.parquet",
         "equal_weight.parquet",
         "equal_weight_daily.parquet",
+        "reversal.parquet",
     ]
 
 
@@ -500,7 +502,10 @@ def test_the_oracle_baseline_trades_the_planted_rule_and_needs_an_edge() -> None
     part = "2023-01-10:2023-01-19"
     free = replace(QUIET, buy_cost=0.0, sell_cost=0.0)  # the rule's edge is stated before costs
     result = run_backtest(data, period=part, config=free)
-    assert set(result.series) == {"benchmark", "equal_weight", "equal_weight_daily", "oracle", "oracle_costs"}
+    yardsticks = {"momentum", "momentum_long", "reversal"}  # inverse volatility's 1950 bars do not fit
+    assert (
+        set(result.series) == {"benchmark", "equal_weight", "equal_weight_daily", "oracle", "oracle_costs"} | yardsticks
+    )
     panel = result.series["oracle"].index
     offset = int(data.timestamps.get_loc(panel[0]))
     rules = EnvConfig(action_mode="weights", short_selling=True, features=("close",))

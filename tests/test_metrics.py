@@ -375,3 +375,85 @@ def test_annualisation_constant_stated_once() -> None:
     assert metrics.annualization_factor("daily", None) == 252
     assert metrics.annualization_factor("minute", None) == 252 * metrics.MINUTES_PER_SESSION
     assert metrics.annualization_factor("daily", 12) == 12
+
+
+# ----------------------------------------------------------------------------
+# Against the benchmark: alpha, beta, tracking error, information ratio
+# ----------------------------------------------------------------------------
+
+
+def _yahoo_returns(symbol: str) -> np.ndarray:
+    from pathlib import Path
+
+    frame = pd.read_csv(Path(__file__).parent / "fixtures" / "yahoo" / f"{symbol}_1d.csv")
+    return frame["Close"].pct_change().to_numpy()[1:]
+
+
+def test_alpha_beta_agree_with_empyrical_and_a_plain_least_squares_fit() -> None:
+    from trader import stats
+
+    market, stock = _yahoo_returns("QQQ"), _yahoo_returns("AAPL")
+    ours = metrics.alpha_beta(stock, market)
+    theirs = empyrical.alpha_beta(stock, market)
+    assert ours == pytest.approx(tuple(theirs), rel=1e-12)
+    (intercept, slope), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(market), market]), stock, rcond=None)
+    assert ours[1] == pytest.approx(slope, abs=1e-10)
+    assert ours[0] == pytest.approx((1 + intercept) ** 252 - 1, abs=1e-10)
+    fit = stats.benchmark_fit(stock, market)
+    assert fit.intercept == pytest.approx(intercept, abs=1e-10) and fit.beta == pytest.approx(slope, abs=1e-10)
+    assert fit.correlation == pytest.approx(np.corrcoef(stock, market)[0, 1], abs=1e-12)
+    active = stock - market
+    assert fit.tracking_error == pytest.approx(active.std(ddof=1) * np.sqrt(252), rel=1e-12)
+    assert fit.information_ratio == pytest.approx(active.mean() / active.std(ddof=1) * np.sqrt(252), rel=1e-12)
+
+
+def test_the_alpha_interval_is_the_ordinary_least_squares_one() -> None:
+    import statsmodels.api as sm
+
+    from trader import stats
+
+    market, stock = _yahoo_returns("QQQ"), _yahoo_returns("MSFT")
+    ols = sm.OLS(stock, sm.add_constant(market)).fit()
+    fit = stats.benchmark_fit(stock, market)
+    assert fit.intercept == pytest.approx(ols.params[0], abs=1e-10)
+    assert fit.beta == pytest.approx(ols.params[1], abs=1e-10)
+    assert fit.intercept_se == pytest.approx(ols.bse[0], rel=1e-9)
+    low, high = ols.conf_int(0.05)[0]
+    assert (fit.alpha_low, fit.alpha_high) == pytest.approx(((1 + low) ** 252 - 1, (1 + high) ** 252 - 1), rel=1e-9)
+    assert fit.alpha_low < fit.alpha < fit.alpha_high
+
+
+def test_the_benchmark_levered_twice_has_beta_2_and_alpha_0_and_a_dollar_neutral_book_beta_0() -> None:
+    from trader import stats
+
+    rng = np.random.default_rng(3)
+    market = rng.normal(0.0004, 0.01, 500)
+    levered = stats.benchmark_fit(2.0 * market, market)
+    assert levered.beta == pytest.approx(2.0, abs=1e-12) and levered.alpha == pytest.approx(0.0, abs=1e-12)
+    assert levered.correlation == pytest.approx(1.0)
+    assert levered.tracking_error == pytest.approx(market.std(ddof=1) * np.sqrt(252), rel=1e-12)
+    # Long the benchmark with half the book, short it with the other half, plus an idiosyncratic leg.
+    # The leg is made uncorrelated with the benchmark in sample, so its beta is 0 exactly.
+    noise = rng.normal(0.0, 0.005, 500)
+    centred = market - market.mean()
+    idiosyncratic = 0.0002 + noise - centred * (centred @ noise) / (centred @ centred)
+    fit = stats.benchmark_fit(0.5 * market - 0.5 * market + idiosyncratic, market)
+    assert fit.beta == pytest.approx(0.0, abs=1e-12) and fit.correlation == pytest.approx(0.0, abs=1e-12)
+    assert fit.alpha == pytest.approx((1 + idiosyncratic.mean()) ** 252 - 1, rel=1e-9)
+    exact = stats.benchmark_fit(0.5 * market - 0.5 * market + 0.001, market)
+    assert exact.reason is not None and "constant" in exact.reason
+
+
+def test_benchmark_metrics_per_column_and_nan_pairs_dropped() -> None:
+    rng = np.random.default_rng(4)
+    market = rng.normal(0, 0.01, 60)
+    frame = pd.DataFrame({"a": 1.5 * market + 0.001, "b": rng.normal(0, 0.01, 60)})
+    frame.iloc[5, 1] = np.nan
+    alpha, beta = metrics.alpha_beta(frame, market)
+    assert list(beta.index) == ["a", "b"] and beta["a"] == pytest.approx(1.5)
+    for column in frame:
+        expected = empyrical.alpha_beta(frame[column].to_numpy(), market)
+        assert (alpha[column], beta[column]) == pytest.approx(tuple(expected), rel=1e-12)
+    assert np.isnan(metrics.beta(np.array([0.01]), np.array([0.02])))
+    with pytest.raises(UserError, match="factor_returns has 3 periods"):
+        metrics.alpha_beta(market, market[:3])

@@ -25,9 +25,20 @@ from trader.errors import UserError
 ALGOS = ("ppo", "sac", "td3")
 """The algorithms, in the order the CLI lists them; one registry entry each."""
 
-BASELINES = ("benchmark", "equal_weight", "equal_weight_daily", "oracle", "oracle_costs")
+BASELINES = (
+    "benchmark",
+    "equal_weight",
+    "equal_weight_daily",
+    "oracle",
+    "oracle_costs",
+    "momentum",
+    "momentum_long",
+    "reversal",
+    "inverse_vol",
+)
 """Names of the built-in baseline strategies ("oracle" and "oracle_costs", the planted rule traded
-through the trade rate or no-trade band that suits the cost model: data sets with a planted edge only)."""
+through the trade rate or no-trade band that suits the cost model: data sets with a planted edge only;
+the last four, the classical factor portfolios: `trader.backtesting.yardsticks`)."""
 
 DEMO_RECIPE = "synthetic-edge-daily"
 """The demo's data set: a market with a planted edge that survives the demo's costs."""

@@ -9,7 +9,7 @@ module); what a report says of them, in JSON and in sentences, is
   every Sharpe ratio in them is **per period** (per day: not annualised), ``n_obs``
   counts periods, ``kurtosis`` is the **raw** fourth standardised moment (3 for a
   normal). Bad parameters raise `ConfigError`; NaN in gives NaN out.
-- **Statistics of return series** (`sharpe_moments`, `sharpe_difference`, `sharpe_interval_analytic`,
+- **Statistics of return series** (`sharpe_moments`, `sharpe_difference`, `benchmark_fit`, `sharpe_interval_analytic`,
   `sharpe_interval_bootstrap`, `pbo_cscv`, `spa_test`): simple
   returns go in; when ``timestamps`` are intraday they are first compounded to one
   return per exchange date by `trader.metrics.daily_returns`, as every metric of the
@@ -93,6 +93,36 @@ class Interval:
     method: str
     reason: str | None = None
     block_length: float = float("nan")
+
+
+@dataclass(frozen=True)
+class BenchmarkFit:
+    """A strategy's daily returns regressed on the benchmark's: ``r = a + beta x f + e``.
+
+    :param alpha: annualised alpha, ``(1 + a) ** 252 - 1`` (`trader.metrics.alpha_beta`'s).
+    :param alpha_low: the annualised low end of the intercept's interval (ordinary least
+        squares, i.i.d. errors, Student's t with days - 2 degrees of freedom).
+    :param alpha_high: its high end.
+    :param beta: the least-squares slope.
+    :param tracking_error: annualised standard deviation of ``r - f``.
+    :param information_ratio: annualised mean over standard deviation of ``r - f``.
+    :param correlation: of the daily returns with the benchmark's.
+    :param days: the days both series have.
+    :param intercept: the daily intercept ``a`` and `intercept_se` its standard error.
+    """
+
+    alpha: float
+    alpha_low: float
+    alpha_high: float
+    beta: float
+    tracking_error: float
+    information_ratio: float
+    correlation: float
+    days: int
+    confidence: float
+    intercept: float = math.nan
+    intercept_se: float = math.nan
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -402,6 +432,50 @@ def sharpe_difference(first: Any, second: Any, timestamps: Any = None) -> Sharpe
         return SharpeDifference(math.nan, math.nan, rho, days, reason)
     z = (sharpe[0] - sharpe[1]) * math.sqrt(days / variance)
     return SharpeDifference(float((sharpe[0] - sharpe[1]) * math.sqrt(TRADING_DAYS)), float(z), rho, days)
+
+
+def benchmark_fit(returns: Any, benchmark: Any, timestamps: Any = None, confidence: float = 0.95) -> BenchmarkFit:
+    """Beta, alpha with its interval, tracking error, information ratio and correlation of one
+    strategy's returns against the benchmark's (both simple returns over the same bars or days;
+    intraday bars compounded per exchange date first). A day NaN in either is dropped from both.
+
+    The interval is the ordinary least-squares one of the intercept (i.i.d. errors): the
+    figures equal a plain least-squares fit's (``numpy.linalg.lstsq``, statsmodels' OLS). NaN
+    with a reason for fewer than `MIN_DAYS` days, or when the benchmark or the strategy does not move.
+    """
+    _check_confidence(confidence)
+    values, reason = _clean_days(np.vstack([daily_matrix(returns, timestamps), daily_matrix(benchmark, timestamps)]))
+    if values.shape[0] != 2:
+        raise ConfigError(f"expected one return series and the benchmark's; got {values.shape[0]} series")
+    y, x = values
+    days = values.shape[1]
+    if reason is None and x.max() == x.min():
+        reason = "the benchmark's returns are constant: no beta to fit"
+    if reason is None and y.max() == y.min():
+        reason = f"returns are constant ({y[0]:g} every day): nothing to fit"
+    if reason is not None:
+        return BenchmarkFit(*([math.nan] * 7), days=days, confidence=confidence, reason=reason)
+    alpha, beta = metrics.alpha_beta(y, x)
+    intercept = float(np.mean(y - beta * x))
+    residuals = y - intercept - beta * x
+    centred = x - x.mean()
+    scale = float(np.sum(residuals**2)) / (days - 2)
+    se = math.sqrt(scale * (1.0 / days + x.mean() ** 2 / float(np.sum(centred**2))))
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2.0, days - 2)) * se
+    yearly = metrics.TRADING_DAYS_PER_YEAR
+    return BenchmarkFit(
+        alpha=float(alpha),
+        alpha_low=(1.0 + intercept - half) ** yearly - 1.0,
+        alpha_high=(1.0 + intercept + half) ** yearly - 1.0,
+        beta=float(beta),
+        tracking_error=float(metrics.tracking_error(y, x)),
+        information_ratio=float(metrics.information_ratio(y, x)),
+        correlation=float(metrics.benchmark_correlation(y, x)),
+        days=days,
+        confidence=confidence,
+        intercept=intercept,
+        intercept_se=se,
+    )
 
 
 def sharpe_interval_analytic(returns: Any, timestamps: Any = None, confidence: float = 0.95) -> Interval:

@@ -1,6 +1,7 @@
 """Strategies: equity, drawdown, rolling Sharpe, monthly returns, distribution,
 exposure (net and gross) and turnover, the metrics table of the selected runs'
-backtests, and their costs: the breakdown and the breakeven cost, as report.json holds them."""
+backtests, each strategy against the benchmark (beta, alpha) and each agent against its
+yardstick, and their costs: the breakdown and the breakeven cost, as report.json holds them."""
 
 from __future__ import annotations
 
@@ -101,6 +102,26 @@ st.caption(
 formats = {label: st.column_config.NumberColumn(label, format=fmt) for label, fmt in figures.column_formats().items()}
 st.dataframe(figures.display_table(table), key="metrics", width="stretch", column_config=formats)
 st.download_button("Download CSV", table.to_csv().encode("utf-8"), file_name="metrics.csv", mime="text/csv")
+
+market = {run_name: figures.market_table(report, picked) for run_name, (run, report) in reports.items()}
+if any(not frame.empty for frame in market.values()):
+    st.subheader("Against the benchmark and the yardsticks")
+    st.caption(
+        "report.json's own numbers, over the report's whole period: daily returns regressed on the benchmark "
+        "index's (beta, alpha a year with its 95% interval), tracking error and information ratio of the "
+        "returns less the benchmark's, and their correlation; then each agent against the best classical "
+        "factor portfolio of its own kind, dollar-neutral or long-only (docs/yardsticks.md)."
+    )
+    shown = pd.concat(
+        [frame.set_axis([f"{name}: {n}" if several else n for n in frame.index]) for name, frame in market.items()]
+    )
+    market_formats = {
+        label: st.column_config.NumberColumn(label, format=fmt) for label, fmt in figures.market_formats().items()
+    }
+    st.dataframe(shown, key="market", width="stretch", column_config=market_formats)
+    for run_name, (run, report) in reports.items():
+        for line in figures.yardstick_sentences(report):
+            st.markdown(f"- {run_name + ': ' if several else ''}{line}")
 
 trade_lists = {
     (run_name, name): path

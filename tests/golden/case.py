@@ -87,5 +87,16 @@ def golden_inputs() -> tuple[MarketData, dict[str, LinearPolicy]]:
 def golden_report(report: dict) -> dict:
     """The parts of report.json the golden file pins (no paths)."""
     return {
-        key: report[key] for key in ("dataset", "benchmark", "tickers", "period", "config", "order", "best", "metrics")
+        key: report[key]
+        for key in (
+            "dataset",
+            "benchmark",
+            "tickers",
+            "period",
+            "config",
+            "order",
+            "best",
+            "metrics",
+            "versus_benchmark",
+        )
     }

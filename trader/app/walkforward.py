@@ -13,7 +13,8 @@
    step reads them back from the fold's files. (The tournament learner's pods run in
    other processes and get the windows as the bounds tournament.toml records.)
 2. **tests** the selected policy on the fold's test window through the backtest engine
-   (`trader.backtesting.runs.backtest_run`, beside the benchmark and equal-weight; report
+   (`trader.backtesting.runs.backtest_run`, beside the benchmark, equal-weight and the
+   classical factor portfolios, `walked_yardsticks`; report
    in the fold's folder). The policy takes over the previous fold's book (cash and
    shares, `trader.backtesting.Book`) as live trading would, and pays the costs of the
    trades of the switch; fold 0 starts from cash. The book is held without a decision
@@ -28,7 +29,8 @@ uninterrupted one wherever the learner is deterministic (one worker, CPU).
 
 Then **the stitched record**: the test windows are consecutive, so the selected
 policies' test series, concatenated, are one out-of-sample record over the whole span;
-the benchmark and equal-weight are backtested once over the same span. Its metrics and
+the yardsticks (benchmark, equal-weight, the factor portfolios) are backtested once over the same
+span: rules decided from past bars only, they trade it as they would have fold by fold. Its metrics and
 evidence (`trader.backtesting.evidence`: interval, PSR and the deflated Sharpe counting
 every trial of every fold) go into ``walkforward.json`` and ``walkforward.md``; each
 strategy's per-bar series into ``stitched.parquet``. docs/contracts.md lists the files.
@@ -57,6 +59,8 @@ LEARNERS = ("tournament", "ppo", "sac", "td3")
 SELECTED = "best"
 """The strategy of each fold's run directory that walks forward (its validation winner)."""
 YARDSTICKS = ("benchmark", "equal_weight")
+"""The buy-and-hold yardsticks every fold and the stitched record carry; beside them the classical
+factor portfolios whose windows fit (`walked_yardsticks`)."""
 BASELINE_LIBRARIES = ("sb3", "sb3-dummy", "finrl")
 """The baseline libraries a walk-forward trains per fold (`trader.libraries.LIBRARIES`
 but RLlib, which runs in an environment of its own)."""
@@ -320,7 +324,7 @@ def _run_fold(
     kept_scores = _train_baselines(config, spec, folder, say)
     names = [SELECTED, *kept_scores]
     contents = read_run(folder, spec)  # the strategies the fold made; its data set, rules and windows: the spec's
-    yardsticks = [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None]
+    yardsticks = walked_yardsticks(data, data.take(slice(*fold.test)))
     books = {name: Book.from_dict(b) for name, b in (start_books or {}).items() if name in names}
     result = backtest_run(
         folder,
@@ -507,7 +511,7 @@ def _stitch(
     walked = [n for n in records[0]["books"] if all(n in r["books"] for r in records)]
     frames = {(config.learner if n == SELECTED else n): _walked_series(config, plan, n, span) for n in walked}
     fold_of = np.concatenate([np.full(f.test[1] - f.test[0], f.index) for f in plan])
-    yardsticks = [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None]
+    yardsticks = walked_yardsticks(data, span)
     rules = backtest_config(read_run(fold_dir(config.run_dir, 0), spec), tear_sheet=False)
     whole = run_backtest(span, {}, baselines=yardsticks, config=rules, device=config.device)
     frames.update({y: whole.series[y] for y in yardsticks})
@@ -534,6 +538,16 @@ def _stitch(
     evidence = strategy_evidence(daily, trials, seed=config.seed)
     summary = _summary(config, records, table, evidence, span, {name: t.count for name, t in trials.items()})
     return long, summary
+
+
+def walked_yardsticks(data: Any, panel: Any) -> list[str]:
+    """The yardsticks a fold's test (or the stitched span, `panel`) is set against: the benchmark
+    (when the data has one), equal-weight, and each classical factor portfolio whose window fits
+    the bars known (`trader.backtesting.yardsticks.applies`: its lookback and half the panel)."""
+    from trader.backtesting import yardsticks
+
+    factors = [y for y in yardsticks.YARDSTICKS if yardsticks.applies(y, panel)]
+    return [y for y in YARDSTICKS if y != "benchmark" or data.benchmark is not None] + factors
 
 
 def _walked_series(config: WalkForwardConfig, plan: list[Fold], name: str, span: Any) -> pd.DataFrame:

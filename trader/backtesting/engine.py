@@ -46,7 +46,8 @@ from market_envs.devices import resolve_device
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from market_envs.rollout import gross_value
 from trader import metrics, rundir
-from trader.backtesting.evidence import strategy_evidence
+from trader.backtesting import yardsticks
+from trader.backtesting.evidence import benchmark_evidence, strategy_evidence, yardstick_verdicts
 from trader.backtesting.periods import load_dataset, require_bars, select_period
 from trader.backtesting.result import BacktestResult, PeriodInfo, StrategyInfo
 from trader.backtesting.shards import check_workers, map_forked, run_forked, shared_zeros, split_rows
@@ -61,6 +62,7 @@ from trader.backtesting.strategies import (
     PolicyDecider,
     PolicyPopulation,
 )
+from trader.backtesting.yardsticks import FactorParams
 from trader.errors import CheckpointError, ConfigError, UserError
 from trader.names import BASELINES
 
@@ -123,6 +125,8 @@ class BacktestConfig:
         a run's), for the report; None: named by what it charges (`market_envs.costs.described`).
     :param cost_multiples: multiples of the cost model to run beside the backtest, in the same pass,
         for each strategy's breakeven cost (`BREAKEVEN_MULTIPLES`); () runs none. 1 is the backtest itself.
+    :param factors: the yardsticks' parameters (`trader.backtesting.yardsticks.FactorParams`, in bars);
+        None: the defaults for the panel's bars (`FactorParams.for_interval`).
     """
 
     initial_cash: float = 1_000_000.0
@@ -138,6 +142,7 @@ class BacktestConfig:
     cost_multiples: tuple[float, ...] = ()
     recorded_rules: bool = True
     workers: int = 1
+    factors: FactorParams | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.costs, Mapping):
@@ -156,6 +161,8 @@ class BacktestConfig:
             raise ConfigError("BacktestConfig.workers > 1 cuts the groups of a compiled backtest; set compile=True")
         if self.record_positions not in ("bar", "day"):
             raise ConfigError(f"BacktestConfig.record_positions must be 'bar' or 'day', got {self.record_positions!r}")
+        if self.factors is not None and not isinstance(self.factors, FactorParams):
+            raise ConfigError(f"BacktestConfig.factors must be a FactorParams, got {type(self.factors).__name__}")
         if not isinstance(self.policy_env, EnvConfig):
             raise ConfigError(f"BacktestConfig.policy_env must be an EnvConfig, got {type(self.policy_env).__name__}")
         # EnvConfig validates cash and cost rates; build one to fail early with its message.
@@ -307,8 +314,10 @@ def run_backtest(
         weights with short selling, every bar: the ceiling at zero cost), "oracle_costs"
         (the same rule through the trade rate or no-trade band best on the training
         period under this backtest's costs, `oracle_under_costs`: the ceiling under
-        costs). None: all that apply ("benchmark" when the data has one, both oracles
-        when it has a planted edge).
+        costs); "momentum", "momentum_long", "reversal", "inverse_vol" (the classical factor
+        portfolios, `trader.backtesting.yardsticks`, with `BacktestConfig.factors`). None: all
+        that apply ("benchmark" when the data has one, both oracles when it has a planted edge,
+        each factor portfolio whose window fits: `yardsticks.applies`).
     :param period: "test", "validation", "train", "START:END", or "all". None:
         "test" when `data` is a recipe, the whole panel when it is a `MarketData`.
     :param config: capital, costs and recording (`BacktestConfig`).
@@ -331,7 +340,7 @@ def run_backtest(
         period = "test" if period is None else period
     panel, period_name = select_period(data, period)
     require_bars(panel)
-    chosen = _resolve_baselines(panel, baselines)
+    chosen = _resolve_baselines(panel, baselines, config.factors)
     oracle = oracle_schedule(data, panel) if {"oracle", "oracle_costs"} & set(chosen) else None
     slow = oracle_under_costs(data, config, device) if "oracle_costs" in chosen else None
     loaded: dict[str, Any] = {}
@@ -362,6 +371,7 @@ def run_backtest(
             offset += len(more)
         result = replace(result, breakeven=breakeven_table(curves, list(result.strategies)))
     result = replace(result, evidence=_evidence(result.daily_returns, trials, config.workers), selection=selection)
+    result = _against_the_market(result, panel)
     if run_dir is not None:
         from trader.backtesting.report import write_report
 
@@ -383,6 +393,27 @@ def _evidence(daily: pd.DataFrame, trials: Mapping[str, Any] | None, workers: in
     names = list(daily.columns)
     found = map_forked(lambda name: strategy_evidence(daily[[name]], trials)[str(name)], names, workers)
     return dict(zip(map(str, names), found, strict=True))
+
+
+def benchmark_daily_returns(panel: MarketData) -> pd.Series | None:
+    """The benchmark index's own daily returns over `panel`'s bars, on the dates of every
+    strategy's (`metrics.daily_returns`; the first bar's return 0, as a strategy's); None without one."""
+    if panel.benchmark is None:
+        return None
+    close = panel.benchmark.double().cpu().numpy()
+    bars = np.concatenate([[0.0], close[1:] / close[:-1] - 1.0])
+    return metrics.daily_returns(pd.Series(bars), panel.timestamps)
+
+
+def _against_the_market(result: BacktestResult, panel: MarketData) -> BacktestResult:
+    """Each strategy against the benchmark (`benchmark_evidence`) and each agent against the
+    yardstick of its kind (`yardstick_verdicts`)."""
+    benchmark = benchmark_daily_returns(panel)
+    versus = {} if benchmark is None else benchmark_evidence(result.daily_returns, benchmark)
+    agents = [n for n, s in result.strategies.items() if s.kind in ("policy", "library")]
+    kinds = {y: y in yardsticks.DOLLAR_NEUTRAL for y in yardsticks.YARDSTICKS if y in result.strategies}
+    verdicts = yardstick_verdicts(result.daily_returns, result.series, agents, kinds, result.labels()) if agents else {}
+    return replace(result, versus_benchmark=versus, versus_yardsticks=verdicts)
 
 
 def _has_edge(data: MarketData) -> bool:
@@ -480,13 +511,16 @@ def oracle_under_costs(data: MarketData, config: BacktestConfig, device: torch.d
     return _ORACLE_FITS[key]
 
 
-def _resolve_baselines(data: MarketData, baselines: Sequence[str] | None) -> tuple[str, ...]:
+def _resolve_baselines(
+    data: MarketData, baselines: Sequence[str] | None, factors: yardsticks.FactorParams | None = None
+) -> tuple[str, ...]:
     if baselines is None:
         return tuple(
             b
             for b in BASELINES
             if (b != "benchmark" or data.benchmark is not None)
             and (b not in ("oracle", "oracle_costs") or _has_edge(data))
+            and (b not in yardsticks.YARDSTICKS or yardsticks.applies(b, data, factors))
         )
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
@@ -574,8 +608,15 @@ def _build_groups(
     )
     benchmark_rules = replace(baseline_rules, costs=config.costs.without_volume())
     equal = torch.full((data.num_tickers,), 1.0 / data.num_tickers, dtype=torch.float64)
+    factors = config.factors or yardsticks.FactorParams.for_interval(data.interval)
     for name in baselines:
-        if name == "benchmark":
+        if name in yardsticks.YARDSTICKS:
+            target = group("stocks", data, config.env_config(yardsticks.rules(name)))
+            decide = yardsticks.yardstick_schedule(name, data, factors)
+            info = StrategyInfo(
+                name, yardsticks.label(name, factors), "baseline", yardsticks.description(name, factors)
+            )
+        elif name == "benchmark":
             target = group("benchmark", benchmark_panel(data), benchmark_rules)
             decide = BuyAndHold(torch.ones(1, dtype=torch.float64), config.buy_cost)
             dropped = (

@@ -411,9 +411,117 @@ def spa_json(result: SPAResult, benchmark: str, alpha: float = 0.05, label: str 
     }
 
 
+# --------------------------------------------------------------------------- against the market
+
+
+def benchmark_evidence(
+    daily_returns: pd.DataFrame, benchmark: pd.Series, confidence: float = 0.95
+) -> dict[str, dict[str, Any]]:
+    """Strategy -> its daily returns against the benchmark's (`trader.stats.benchmark_fit`), JSON-ready:
+    ``beta``, ``alpha`` (annualised) and ``alpha_interval`` ([low, high] at `confidence`),
+    ``tracking_error``, ``information_ratio``, ``correlation``, ``days``, ``confidence`` and
+    ``reason`` (None, or why there are no figures). `benchmark`: the benchmark's daily returns on
+    the same dates (the index's own: `trader.backtesting.engine.benchmark_daily_returns`)."""
+    market = benchmark.reindex(daily_returns.index).to_numpy(dtype=float)
+    out = {}
+    for name in daily_returns.columns:
+        fit = stats.benchmark_fit(daily_returns[name].to_numpy(dtype=float), market, confidence=confidence)
+        out[str(name)] = {
+            "beta": _finite(fit.beta),
+            "alpha": _finite(fit.alpha),
+            "alpha_interval": None if fit.reason else [_finite(fit.alpha_low), _finite(fit.alpha_high)],
+            "tracking_error": _finite(fit.tracking_error),
+            "information_ratio": _finite(fit.information_ratio),
+            "correlation": _finite(fit.correlation),
+            "days": fit.days,
+            "confidence": confidence,
+            "reason": fit.reason,
+        }
+    return out
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+NEUTRAL_EXPOSURE = 0.5
+"""A book whose net exposure averages less than this share of its value (in absolute value) is
+dollar-neutral; one above it, long (`book_exposure`)."""
+
+
+def book_exposure(series: pd.DataFrame) -> float | None:
+    """A strategy's mean net exposure, ``(value - cash) / value``, over the bars it holds a
+    position (gross value above 0); None when it never holds one."""
+    held = series["gross_value"] > 0
+    if not held.any():
+        return None
+    invested = (series["value"] - series["cash"]) / series["value"]
+    return float(invested[held].mean())
+
+
+def yardstick_verdicts(
+    daily_returns: pd.DataFrame,
+    series: Mapping[str, pd.DataFrame],
+    agents: list[str],
+    yardsticks: Mapping[str, bool],
+    labels: Mapping[str, str],
+    alpha: float = 0.05,
+) -> dict[str, dict[str, Any]]:
+    """Agent -> its verdict against the yardstick of its own kind, JSON-ready.
+
+    An agent whose book is dollar-neutral (`book_exposure` below `NEUTRAL_EXPOSURE` in absolute
+    value) is set against the dollar-neutral yardsticks of this backtest, a long one against the
+    long-only ones (`yardsticks`: name -> True for dollar-neutral); of those, the one with the best
+    Sharpe ratio here. The difference of the two Sharpe ratios is tested on the same days
+    (`trader.stats.sharpe_difference`, one-sided p). Keys: ``book``, ``net_exposure``,
+    ``matched`` (the yardsticks of its kind), ``yardstick`` (the best of them), ``yardstick_sharpe``,
+    ``difference``, ``p_value``, ``reason`` and ``sentence``.
+    """
+    sharpes = metrics.sharpe_ratio(daily_returns)
+    out: dict[str, dict[str, Any]] = {}
+    for name in agents:
+        exposure = book_exposure(series[name])
+        row: dict[str, Any] = {"net_exposure": exposure, "book": None, "matched": [], "yardstick": None}
+        if exposure is None:
+            out[name] = {**row, "reason": "it never holds a position", "sentence": "no yardstick: it never trades"}
+            continue
+        neutral = abs(exposure) < NEUTRAL_EXPOSURE
+        row["book"] = "dollar-neutral" if neutral else "long-only"
+        matched = [y for y, kind in yardsticks.items() if kind == neutral and y in daily_returns.columns]
+        row["matched"] = matched
+        where = f"{row['book']} book (net exposure {round(100 * exposure)}% of its value on average)"
+        if not matched:
+            out[name] = {
+                **row,
+                "reason": f"no {row['book']} yardstick was run",
+                "sentence": f"{where}: no {row['book']} yardstick was run",
+            }
+            continue
+        best = max(matched, key=lambda y: -math.inf if not math.isfinite(sharpes[y]) else sharpes[y])
+        test = stats.sharpe_difference(daily_returns[name].to_numpy(float), daily_returns[best].to_numpy(float))
+        row.update(yardstick=best, yardstick_sharpe=_finite(float(sharpes[best])))
+        row.update(
+            difference=_finite(test.difference), p_value=None if test.reason else test.p_value, reason=test.reason
+        )
+        against = f"{where}, set against the {row['book']} yardsticks; the best of them here is {labels.get(best, best)} (Sharpe {sharpes[best]:.2f})"
+        if test.reason is not None:
+            judged = f"no test: {test.reason}"
+        elif test.p_value < alpha:
+            judged = f"beats it at {100 * (1 - alpha):g}% (Sharpe {test.difference:+.2f}, p = {test.p_value:.3f})"
+        elif test.p_value > 1 - alpha:
+            judged = f"below it at {100 * (1 - alpha):g}% (Sharpe {test.difference:+.2f}, p = {test.p_value:.3f})"
+        else:
+            judged = f"not distinguishable from it (Sharpe {test.difference:+.2f}, p = {test.p_value:.3f})"
+        out[name] = {**row, "sentence": f"{against}: {judged}"}
+    return out
+
+
 __all__ = [
+    "NEUTRAL_EXPOSURE",
     "SELECTED",
     "Trials",
+    "benchmark_evidence",
+    "book_exposure",
     "pbo_json",
     "run_trials",
     "selection_evidence",
@@ -422,4 +530,5 @@ __all__ = [
     "spa_json",
     "strategy_evidence",
     "verdict",
+    "yardstick_verdicts",
 ]

@@ -8,7 +8,9 @@ Layout written under the run directory:
   report.json; null on bars where positions were not recorded);
 - `report.json`: period, costs, data set, strategies, the metrics table; the cost
   model in force (``cost_model``), each strategy's costs broken down (``costs``) and
-  its breakeven cost (``breakeven``, when multiples of the cost model were run);
+  its breakeven cost (``breakeven``, when multiples of the cost model were run); each
+  strategy against the benchmark (``versus_benchmark``) and each agent against the
+  yardstick of its kind (``versus_yardsticks``);
 - `report.md`: the same as Markdown tables, one row per strategy by Sharpe;
 - `tearsheet_<strategy>.png`: pyfolio-reloaded's returns tear sheet of each agent
   (policies and library baselines, the best `MAX_TEAR_SHEETS` by Sharpe), against the
@@ -121,6 +123,44 @@ def evidence_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
     return list(EVIDENCE_HEADER), rows
 
 
+MARKET_HEADER = ["Strategy", "Beta", "Alpha", "95% interval", "Tracking error", "Information ratio", "Correlation"]
+
+
+def market_rows(result: BacktestResult) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the table against the benchmark (in the metrics table's order): beta,
+    annualised alpha with its 95% interval, tracking error, information ratio and the correlation
+    of daily returns with the benchmark's (`BacktestResult.versus_benchmark`)."""
+    labels = result.labels()
+    rows = []
+    for name in result.metrics.index:
+        row = result.versus_benchmark.get(str(name))
+        if row is None:
+            continue
+        interval = row["alpha_interval"]
+        rows.append(
+            [
+                labels.get(name, name),
+                _ratio(row["beta"]),
+                _percent(row["alpha"]),
+                "n/a" if interval is None else f"[{_percent(interval[0])}, {_percent(interval[1])}]",
+                _percent(row["tracking_error"]),
+                _ratio(row["information_ratio"]),
+                _ratio(row["correlation"]),
+            ]
+        )
+    return list(MARKET_HEADER), rows
+
+
+def _percent(value: Any) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def yardstick_lines(result: BacktestResult) -> list[str]:
+    """Each agent's verdict against the yardstick of its kind, one sentence each (`BacktestResult.versus_yardsticks`)."""
+    labels = result.labels()
+    return [f"{labels.get(name, name)}: {row['sentence']}" for name, row in result.versus_yardsticks.items()]
+
+
 def selection_lines(result: BacktestResult) -> list[str]:
     """The selection's sentences: the validation winner after all trials, PBO, SPA."""
     from trader.backtesting.evidence import sentences
@@ -212,7 +252,11 @@ def plain_table(result: BacktestResult) -> str:
     header, rows = evidence_rows(result)
     if rows:
         text += "\n\n" + aligned(header, rows, left=(0, len(header) - 1))
-    lines = selection_lines(result)
+    header, rows = market_rows(result)
+    if rows:
+        text += f"\n\nAgainst the benchmark ({result.benchmark_name or 'benchmark'}), from daily returns:\n"
+        text += aligned(header, rows)
+    lines = yardstick_lines(result) + selection_lines(result)
     return text + ("\n\n" + "\n".join(lines) if lines else "")
 
 
@@ -266,6 +310,7 @@ def markdown_report(result: BacktestResult) -> str:
     selection = selection_lines(result)
     if selection:
         lines.extend(["The selection, on the validation period:", "", *(f"- {text}" for text in selection), ""])
+    lines.extend(market_section(result))
     header, rows = cost_rows(result)
     if rows:
         lines.extend(
@@ -290,6 +335,41 @@ def markdown_report(result: BacktestResult) -> str:
         lines.extend(f"- {s.label}: {training_line(s.training)}" for s in trained)
         lines.append("")
     return "\n".join(lines)
+
+
+def market_section(result: BacktestResult) -> list[str]:
+    """report.md's section against the benchmark and the yardsticks (nothing when it has neither)."""
+    header, rows = market_rows(result)
+    verdicts = yardstick_lines(result)
+    if not rows and not verdicts:
+        return []
+    lines = ["## Against the market and the yardsticks", ""]
+    if rows:
+        lines.extend(
+            [
+                f"Each strategy's daily returns regressed on the benchmark's ({result.benchmark_name or 'benchmark'}, "
+                "the index itself): beta, alpha a year with its 95% interval (least squares), tracking error and "
+                "information ratio (of the returns less the benchmark's, a year) and the correlation. A "
+                "dollar-neutral book has a beta near 0; its alpha is most of its return.",
+                "",
+                "| " + " | ".join(header) + " |",
+                "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+                *("| " + " | ".join(r) + " |" for r in rows),
+                "",
+            ]
+        )
+    if verdicts:
+        lines.extend(
+            [
+                "Each agent against the classical factor portfolios of its own kind (docs/yardsticks.md): a "
+                "dollar-neutral book against the long-short yardsticks, a long one against the long-only ones; "
+                "the Sharpe ratios' difference tested on the same days (Jobson-Korkie with Memmel's correction).",
+                "",
+                *(f"- {text}" for text in verdicts),
+                "",
+            ]
+        )
+    return lines
 
 
 def membership_lines(membership: dict[str, Any] | None) -> list[str]:
@@ -393,6 +473,8 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
             for name, row in result.breakeven.items()
         },
         "membership": result.membership,
+        "versus_benchmark": result.versus_benchmark,
+        "versus_yardsticks": result.versus_yardsticks,
     }
 
 

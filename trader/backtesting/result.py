@@ -95,6 +95,11 @@ class BacktestResult:
     :param trades: strategy name -> its trade list (`trader.backtesting.trades.trade_list`: one
         row per fill of one ticker, with its price and costs by term); empty when positions
         were recorded per session only (``record_positions="day"``).
+    :param versus_benchmark: strategy name -> its daily returns against the benchmark index's
+        (`trader.backtesting.evidence.benchmark_evidence`: beta, alpha with its interval, tracking
+        error, information ratio, correlation); empty when the data has no benchmark.
+    :param versus_yardsticks: agent name -> its verdict against the best yardstick of its kind
+        (`trader.backtesting.evidence.yardstick_verdicts`: dollar-neutral or long-only).
     """
 
     metrics: pd.DataFrame
@@ -116,6 +121,8 @@ class BacktestResult:
     breakeven: dict[str, dict[str, Any]] = field(default_factory=dict)
     membership: dict[str, Any] | None = None
     trades: dict[str, pd.DataFrame] = field(default_factory=dict)
+    versus_benchmark: dict[str, dict[str, Any]] = field(default_factory=dict)
+    versus_yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def best(self) -> str:

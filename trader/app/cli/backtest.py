@@ -41,10 +41,12 @@ def print_result_table(result, output: str) -> None:
         context_lines,
         cost_rows,
         evidence_rows,
+        market_rows,
         plain_table,
         report_dict,
         selection_lines,
         table_rows,
+        yardstick_lines,
     )
 
     if output == "json":
@@ -67,7 +69,12 @@ def print_result_table(result, output: str) -> None:
             console.print(
                 _rich_table("Is the edge real? (docs/reading-results.md)", header, rows, left=(0, len(header) - 1))
             )
-        for line in selection_lines(result):
+        header, rows = market_rows(result)
+        if rows:
+            console.print(
+                _rich_table(f"Against the benchmark ({result.benchmark_name}), from daily returns", header, rows)
+            )
+        for line in yardstick_lines(result) + selection_lines(result):
             console.print(line)
         return
     print("\n".join(context_lines(result)))
