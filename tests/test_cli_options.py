@@ -384,12 +384,13 @@ def parses(text: str, fill: dict[str, str]) -> None:
     command.make_context(words[0], words[1:])
 
 
-def readme_commands() -> list[str]:
+def readme_commands(text: str | None = None) -> list[str]:
     """The ``trader ...`` lines of the README's bash blocks (continuations joined, comments cut),
-    and the commands of its tables' cells (the Python API beside the CLI)."""
+    and the commands of its tables' cells (the Python API beside the CLI); of ``text`` if given
+    (a part of the README)."""
     import re
 
-    text = (Path(__file__).parents[1] / "README.md").read_text()
+    text = (Path(__file__).parents[1] / "README.md").read_text() if text is None else text
     found = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():

@@ -2,7 +2,8 @@
 
 Each command group lives in its own module and registers itself on `app`.
 Errors derived from `trader.errors.UserError` (data errors included) end the
-command with exit code 2 and a one-line message, never a traceback.
+command with exit code 2 and a one-line message, never a traceback. ``TRADER_TINY_BUDGETS=1``
+caps every command's budget for a smoke test (`trader.app.cli.budget`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 
 import typer
 
+from trader.app.cli import budget
 from trader.app.cli.root import app
 from trader.errors import UserError
 
@@ -38,7 +40,11 @@ _register_commands()
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 2 bad input, 1 unexpected failure)."""
     try:
-        code = app(args=argv, prog_name="trader", standalone_mode=False)
+        command = typer.main.get_command(app)
+        if budget.active():  # read once, here: every command below runs at smoke-test budgets
+            print(budget.notice(), file=sys.stderr)
+            budget.shrink(command)
+        code = command.main(args=argv, prog_name="trader", standalone_mode=False)
         if isinstance(code, int) and not isinstance(code, bool):  # click returns a command's typer.Exit code
             return code
     except UserError as err:
