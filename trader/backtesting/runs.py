@@ -273,6 +273,14 @@ def backtest_config(
     return config.with_costs(named)
 
 
+def report_has_breakeven(folder: str | os.PathLike[str]) -> bool:
+    """Whether the report in ``folder`` holds breakeven costs (no report: False), so that a
+    command that writes it again (`trader baselines`) computes them again instead of dropping them."""
+    path = Path(folder) / rundir.REPORT_JSON
+    values = rundir.read_json(path) if path.is_file() else None
+    return isinstance(values, dict) and bool(values.get("breakeven"))
+
+
 def select_strategies(
     contents: RunContents, requested: Sequence[str] | None, device: str = "cpu", baselines: Sequence[str] | None = None
 ) -> tuple[dict[str, Any], list[str] | None]:
