@@ -180,7 +180,7 @@ def test_a_walk_forward_killed_in_fold_2_resumes_to_the_same_record(
     lines: list[str] = []
     resumed = run_ppo(root, recipe, on_progress=lines.append)
     assert (fold_dir(root, 0) / rundir.WF_FOLD).stat().st_mtime_ns == kept  # never rerun
-    assert "fold 1/4: finished before, kept" in lines
+    assert "fold 0 (1 of 4): finished before, kept" in lines  # named as its folder, folds/0 (it said "fold 1/4")
     pd.testing.assert_frame_equal(resumed.stitched, uninterrupted.stitched)
 
 

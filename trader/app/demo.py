@@ -29,7 +29,7 @@ from typing import Any
 
 from market_envs.data import load
 from trader import rundir
-from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE
+from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE, counted
 from trader.presets import apply_preset
 
 POD_ENVS = 64
@@ -121,7 +121,7 @@ def run_demo(
         backtest=False,
     )
     log(
-        f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {workers} local workers "
+        f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {counted(workers, 'local worker')} "
         f"for {tournament_seconds:.0f} s ..."
     )
     outcome = run(config, client=client, on_progress=on_progress)
