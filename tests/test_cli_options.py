@@ -798,3 +798,19 @@ def test_a_usage_error_is_one_line_naming_what_is_wrong(argv: list[str], says: s
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"error: {says}"), err
     assert not (tmp_path / "run").exists()
+
+
+def test_errors_name_the_flag_on_the_cli_and_the_field_in_python(tmp_path: Path, capsys) -> None:
+    """Issue 75, finding 11: the CLI said "population must be >= 1". A config error names the field
+    it blames (`ConfigError.key`); the CLI names the flag of the command run that sets it."""
+    from tournament import TournamentConfig
+    from trader.errors import ConfigError
+
+    run = str(tmp_path / "t")
+    exits_2(
+        ["tournament", run, "--env", "Pendulum-v1", "--population", "0"], capsys, "--population must be >= 1, got 0"
+    )
+    exits_2(["tournament", run, "--env", "Pendulum-v1", "--pod-steps", "0"], capsys, "--pod-steps must be >= 1, got 0")
+    assert not (tmp_path / "t").exists()
+    with pytest.raises(ConfigError, match=r"^population must be >= 1, got 0$"):
+        TournamentConfig(population=0)

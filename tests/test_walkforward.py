@@ -95,6 +95,19 @@ def test_each_fold_is_a_run_directory_on_its_own_windows(uninterrupted) -> None:
     assert "| fold | train | validation | test |" in (root / rundir.WF_REPORT_MD).read_text()
 
 
+def test_walkforward_md_formats_the_metrics_as_report_md_does(uninterrupted) -> None:
+    """Issue 75, finding 11: walkforward.md showed raw fractions (0.0831) where report.md shows
+    percentages (8.31%); both are written by the report's formatter (`format_value`)."""
+    from trader.backtesting.report import format_value
+
+    root = uninterrupted.run_dir
+    row = json.loads((root / rundir.WF_REPORT_JSON).read_text())["stitched"]["metrics"]["ppo"]
+    columns = ("cum_returns_final", "annual_return", "sharpe_ratio", "sortino_ratio", "max_drawdown")
+    cells = [format_value(c, row[c]) for c in columns]
+    assert cells[0].endswith("%") and cells[1].endswith("%") and cells[4].endswith("%")
+    assert "| ppo | " + " | ".join(cells) + " |" in (root / rundir.WF_REPORT_MD).read_text()
+
+
 def test_the_stitched_record_carries_the_book_across_folds(uninterrupted, recipe) -> None:
     root = uninterrupted.run_dir
     stitched = uninterrupted.stitched

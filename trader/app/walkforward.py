@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from trader import rundir
+from trader.backtesting.report import format_value
 from trader.errors import ConfigError, UserError
 from trader.folds import WINDOWS, Fold, FoldSpec, consecutive, make_folds
 from trader.names import counted
@@ -364,7 +365,7 @@ def _run_fold(
     rundir.write_json(folder / rundir.WF_FOLD, record)  # the marker: last
     say(
         f"{fold_label(fold.index, total)}: done; winner {record['algo']}, validation score "
-        f"{_text(record['validation_sharpe'])}, test Sharpe {_text(record['test_sharpe'])}"
+        f"{format_value('sharpe_ratio', record['validation_sharpe'])}, test Sharpe {format_value('sharpe_ratio', record['test_sharpe'])}"
     )
     return rundir.read_json(folder / rundir.WF_FOLD)  # as a resumed run reads it: the same floats
 
@@ -612,10 +613,10 @@ def markdown(summary: Mapping[str, Any]) -> str:
             str(row["fold"]),
             *(f"{w[n][0][:10]} .. {w[n][1][:10]}" for n in WINDOWS),
             row["algo"],
-            _text(row["validation_sharpe"]),
-            _text(row["test_sharpe"]),
-            _text(row[f"{reference}_test_sharpe"]),
-            *(_text(row["baselines"].get(name, {}).get("test_sharpe")) for name in baselines),
+            format_value("sharpe_ratio", row["validation_sharpe"]),
+            format_value("sharpe_ratio", row["test_sharpe"]),
+            format_value("sharpe_ratio", row[f"{reference}_test_sharpe"]),
+            *(format_value("sharpe_ratio", row["baselines"].get(name, {}).get("test_sharpe")) for name in baselines),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
@@ -627,10 +628,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, row in stitched["metrics"].items():
-        lines.append(
-            f"| {name} | {_text(row.get('cum_returns_final'))} | {_text(row.get('annual_return'))} | "
-            f"{_text(row.get('sharpe_ratio'))} | {_text(row.get('sortino_ratio'))} | {_text(row.get('max_drawdown'))} |"
-        )
+        columns = ("cum_returns_final", "annual_return", "sharpe_ratio", "sortino_ratio", "max_drawdown")
+        lines.append(f"| {name} | " + " | ".join(format_value(c, row.get(c)) for c in columns) + " |")
     share = stitched["share_of_folds_beating_reference"]
     lines += [
         "",
@@ -650,10 +649,6 @@ def _float(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
-
-
-def _text(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.3g}"
 
 
 __all__ = ["LEARNERS", "WalkForwardConfig", "WalkForwardResult", "markdown", "run", "walk_forward"]
