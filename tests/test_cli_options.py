@@ -42,6 +42,7 @@ OPTIONS: dict[str, dict[str, str]] = {
             for o in ("--trade-rate", "--no-trade-band", "--weights-map")
         },
         "--initial-cash": "market only: refused with --env",
+        "--verbose": ACTS,
     },
     "backtest": {
         "run_dir": ACTS,
