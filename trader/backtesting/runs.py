@@ -33,7 +33,7 @@ import os
 import re
 import shutil
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -333,6 +333,7 @@ def backtest_run(
     own: bool = False,
     overwrite: bool = False,
     spec: Any = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> Any:
     """Backtest a run directory's strategies (`select_strategies`) beside the built-in
     baselines and write the report into it (see the module docstring); returns the
@@ -351,6 +352,8 @@ def backtest_run(
     :param overwrite: replace the report already there (whole); without it, refused.
     :param spec: the run's `trader.spec.MarketSpec`, held by the caller (a walk-forward fold's):
         its data set, rules and windows, instead of the run files' (`read_run`).
+    :param on_start: called once the request is checked (a refusal comes first), before the
+        work, with the number of the run's strategies to backtest: a command's start line.
     """
     from trader.backtesting.engine import run_backtest
     from trader.backtesting.periods import select_period
@@ -393,6 +396,8 @@ def backtest_run(
         )
     check_report_target(root, name, overwrite)
     policies, chosen = select_strategies(contents, strategies, device, baselines)
+    if on_start is not None:
+        on_start(len(policies))
     data = contents.data(recipe)
     policies = trading_in(policies, select_period(data, period)[0].timestamps[0])
     trials = contents_trials(contents)
