@@ -200,6 +200,7 @@ OPTIONS: dict[str, dict[str, str]] = {
                 "run_dir",
                 "--broker",
                 "--max-bars",
+                "--quiet",
                 "--max-order-value",
                 "--max-gross-exposure",
                 "--daily-loss-limit",
