@@ -297,6 +297,32 @@ def test_the_cli_resumes_a_finished_walk_forward_and_prints_the_report(tmp_path,
     assert "| fold | train | validation | test |" in captured.out
 
 
+def test_the_clis_tournament_per_fold_defaults_to_a_budget_a_first_run_can_pay(tmp_path, recipe, monkeypatch) -> None:
+    """Issue 75, finding 3: `trader walkforward` without budget flags ran the tournament's 12 pods of
+    50,000 transitions on each fold. The CLI's default is `WALK_PODS` of `WALK_POD_STEPS` per fold;
+    a stop or --pod-steps given replaces it."""
+    import trader.app.walkforward as module
+    from trader.app.cli import main
+    from trader.app.cli.walkforward import WALK_POD_STEPS, WALK_PODS
+
+    seen = []
+
+    def capture(*args, tournament, **kwargs):
+        seen.append(tournament)
+        raise UserError("captured")
+
+    monkeypatch.setattr(module, "walk_forward", capture)
+    base = ["walkforward", str(tmp_path / "run"), "--dataset", str(recipe), "--train", "6m", "--validation", "2m"]
+    for flags in ([], ["--time-budget", "90s"], ["--pods", "9", "--pod-steps", "1000"]):
+        assert main([*base, "--test", "2m", *flags]) == 2
+    assert [(t.get("pods"), t.get("pod_steps")) for t in seen] == [
+        (WALK_PODS, WALK_POD_STEPS),
+        (None, WALK_POD_STEPS),
+        (9, 1000),
+    ]
+    assert WALK_PODS * WALK_POD_STEPS < 12 * 50_000 / 5
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
