@@ -720,6 +720,7 @@ def test_walkforward_passes_its_learners_options_down(tmp_path: Path, walk_forwa
         "search": "random",
         "ensemble_weighting": "score",
         "num_envs": 16,
+        "pod_steps": 16_384,  # the CLI's default per fold (trader.app.cli.walkforward.WALK_POD_STEPS)
     }
     assert "stopped before the folds" in capsys.readouterr().err
 
@@ -787,7 +788,7 @@ def test_one_list_parser_names_the_option_and_its_choices() -> None:
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["train", "RUN", "--bogus"], "trader train: No such option: --bogus (see 'trader train --help')"),
+        (["train", "RUN", "--qqq"], "trader train: No such option: --qqq (see 'trader train --help')"),
         (["backtest"], "trader backtest: Missing argument 'run_dir' (see 'trader backtest --help')"),
         (["train", "RUN", "--steps", "many"], "trader train: Invalid value for '--steps'"),
         (["nosuch"], "trader: No such command 'nosuch' (see 'trader --help')"),
