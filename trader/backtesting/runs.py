@@ -352,8 +352,9 @@ def backtest_run(
     :param overwrite: replace the report already there (whole); without it, refused.
     :param spec: the run's `trader.spec.MarketSpec`, held by the caller (a walk-forward fold's):
         its data set, rules and windows, instead of the run files' (`read_run`).
-    :param on_start: called once the request is checked (a refusal comes first), before the
-        work, with the number of the run's strategies to backtest: a command's start line.
+    :param on_start: called once the request is checked, its data loaded and its period found
+        (each refusal comes first, alone), before the backtest, with the number of the run's
+        strategies to backtest: a command's start line.
     """
     from trader.backtesting.engine import run_backtest
     from trader.backtesting.periods import select_period
@@ -396,10 +397,10 @@ def backtest_run(
         )
     check_report_target(root, name, overwrite)
     policies, chosen = select_strategies(contents, strategies, device, baselines)
-    if on_start is not None:
-        on_start(len(policies))
     data = contents.data(recipe)
     policies = trading_in(policies, select_period(data, period)[0].timestamps[0])
+    if on_start is not None:
+        on_start(len(policies))
     trials = contents_trials(contents)
     selection = run_selection(data, trials, config, device, contents.result) if period != "validation" else None
     if selection is not None and contents.result is not None:
