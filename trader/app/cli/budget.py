@@ -7,8 +7,8 @@ prints one line saying so, and caps the budget options of each command at the si
 (transitions, pods, wall-clock budgets, seeds, bars). An option given above its cap is lowered to
 it; an option left out takes the cap where `FILLED` says that the command's own default is a
 budget (where leaving it out means something else, e.g. ``--pods`` beside ``--time-budget``, it is
-left out). Nothing else changes: the data set, the learners, the rules and the run directory are
-the command's. The runs it makes learn nothing worth reading; it is for checking that a command
+left out). Nothing else changes: the data set, the learners, the rules, a walk-forward's folds
+(each trains its capped budget) and the run directory are the command's. The runs it makes learn nothing worth reading; it is for checking that a command
 runs and writes what it should.
 
 Light to import (no torch), like the rest of the CLI's start.
