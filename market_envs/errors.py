@@ -24,7 +24,16 @@ class UserError(ValueError):
 
 
 class ConfigError(UserError):
-    """A configuration value or combination that cannot work."""
+    """A configuration value or combination that cannot work.
+
+    :param key: the config field to blame, when the message starts with its name ("population
+        must be >= 1"): the CLI names the flag that sets it instead ("--population must be >= 1";
+        `trader.app.cli.main`), the Python API keeps the field's name.
+    """
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class UnwritableError(UserError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -300,6 +301,21 @@ def test_a_tiny_sb3_baseline_writes_folder_sidecar_and_report_row(built: Path) -
     from test_rundir import assert_every_file_is_documented
 
     assert_every_file_is_documented(built)
+
+
+def test_baselines_again_keep_the_reports_breakeven_column(built: Path, tmp_path: Path) -> None:
+    """Issue 75, finding 4: `trader baselines` rewrote a report of `trader backtest` without its
+    breakeven costs (4.74x became "-"). Each strategy's breakeven is computed again, the new
+    baseline's too."""
+    run = shutil.copytree(built, tmp_path / "run")
+    assert cli(["backtest", str(run), "--no-tear-sheet", "--overwrite", "--output", "json"]) == 0
+    before = report_of(run)["breakeven"]
+    assert before and all(row["text"] not in ("", "-") for row in before.values())
+    args = ["baselines", str(run), "--baselines", "sb3", "--baseline-algos", "a2c", "--steps", "300"]
+    assert cli([*args, "--eval-every", "0", "--no-tear-sheet", "--output", "json"]) == 0
+    after = report_of(run)["breakeven"]
+    assert set(after) == set(before) | {"sb3-a2c-s0"}
+    assert {name: after[name]["text"] for name in before} == {name: row["text"] for name, row in before.items()}
 
 
 def test_the_baselines_saw_the_runs_test_period_costs_and_rules(built: Path, recipe: Path) -> None:

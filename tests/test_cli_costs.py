@@ -108,6 +108,25 @@ def test_backtest_costs_every_strategy_under_the_model_and_prints_the_breakdown(
     assert "## Costs" in (run_dir / "report.md").read_text()
 
 
+def test_backtest_says_what_it_runs_before_it_runs(tmp_path: Path, toy_data, capsys) -> None:
+    """Issue 75, finding 11: `trader backtest` was silent for 19 s. Its first line names the run,
+    the period and the breakeven runs, before any work."""
+    import trader.backtesting.engine as engine
+
+    def stop(*args, **kwargs):
+        raise UserError("stopped here")
+
+    run_dir = tmp_path / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "run_backtest", stop)
+        assert main(["backtest", str(run_dir), "--dataset", "toy"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    start = f"backtesting 0 strategies of {run_dir} beside the built-in baselines on the test period"
+    assert err == [f"{start}, and at 0 to 8 x the costs (breakeven) ...", "error: stopped here"]
+    assert main(["backtest", str(tmp_path / "none")]) == 2  # a refusal: its one line, no start line
+    assert len(capsys.readouterr().err.splitlines()) == 1
+
+
 def test_backtest_without_costs_keeps_the_runs_model_names_it_and_no_breakeven_on_request(
     tmp_path: Path, toy_data, capsys
 ) -> None:

@@ -44,6 +44,7 @@ OPTIONS: dict[str, dict[str, str]] = {
         "--initial-cash": "market only: refused with --env",
         "--resume": "refused beside --config, --overwrite and the rules' flags, and beside a flag that contradicts "
         "the run's config.toml",
+        "--verbose": ACTS,
     },
     "backtest": {
         "run_dir": ACTS,
@@ -201,6 +202,7 @@ OPTIONS: dict[str, dict[str, str]] = {
                 "run_dir",
                 "--broker",
                 "--max-bars",
+                "--quiet",
                 "--max-order-value",
                 "--max-gross-exposure",
                 "--daily-loss-limit",
@@ -387,20 +389,22 @@ def parses(text: str, fill: dict[str, str]) -> None:
     command.make_context(words[0], words[1:])
 
 
-def readme_commands() -> list[str]:
+def readme_commands(text: str | None = None) -> list[str]:
     """The ``trader ...`` lines of the bash blocks (continuations joined, comments cut) of the
     README and of the docs site's guides (``docs/*.md``; the README's former sections live there),
-    and the commands of their tables' cells (the Python API beside the CLI). The reference pages
-    are left out: their tables name a command as the writer of a file, not as a line to paste."""
+    and the commands of their tables' cells (the Python API beside the CLI); of ``text`` alone if
+    given (a part of one page). The reference pages are left out: their tables name a command as
+    the writer of a file, not as a line to paste."""
     import re
 
     root = Path(__file__).parents[1]
+    if text is None:
+        guides = [p for p in sorted((root / "docs").glob("*.md")) if p.name not in ("contracts.md", "configuration.md")]
+        texts = [page.read_text() for page in [root / "README.md", *guides]]
+    else:
+        texts = [text]
     found = []
-    guides = [
-        page for page in sorted((root / "docs").glob("*.md")) if page.name not in ("contracts.md", "configuration.md")
-    ]
-    for page in [root / "README.md", *guides]:
-        text = page.read_text()
+    for text in texts:
         for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
             for line in block.replace("\\\n", " ").splitlines():
                 line = line.split(" #")[0].strip()
@@ -752,6 +756,7 @@ def test_walkforward_passes_its_learners_options_down(tmp_path: Path, walk_forwa
         "search": "random",
         "ensemble_weighting": "score",
         "num_envs": 16,
+        "pod_steps": 16_384,  # the CLI's default per fold (trader.app.cli.walkforward.WALK_POD_STEPS)
     }
     assert "stopped before the folds" in capsys.readouterr().err
 
@@ -819,7 +824,7 @@ def test_one_list_parser_names_the_option_and_its_choices() -> None:
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["train", "RUN", "--bogus"], "trader train: No such option: --bogus (see 'trader train --help')"),
+        (["train", "RUN", "--qqq"], "trader train: No such option: --qqq (see 'trader train --help')"),
         (["backtest"], "trader backtest: Missing argument 'run_dir' (see 'trader backtest --help')"),
         (["train", "RUN", "--steps", "many"], "trader train: Invalid value for '--steps'"),
         (["nosuch"], "trader: No such command 'nosuch' (see 'trader --help')"),
@@ -832,3 +837,19 @@ def test_a_usage_error_is_one_line_naming_what_is_wrong(argv: list[str], says: s
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"error: {says}"), err
     assert not (tmp_path / "run").exists()
+
+
+def test_errors_name_the_flag_on_the_cli_and_the_field_in_python(tmp_path: Path, capsys) -> None:
+    """Issue 75, finding 11: the CLI said "population must be >= 1". A config error names the field
+    it blames (`ConfigError.key`); the CLI names the flag of the command run that sets it."""
+    from tournament import TournamentConfig
+    from trader.errors import ConfigError
+
+    run = str(tmp_path / "t")
+    exits_2(
+        ["tournament", run, "--env", "Pendulum-v1", "--population", "0"], capsys, "--population must be >= 1, got 0"
+    )
+    exits_2(["tournament", run, "--env", "Pendulum-v1", "--pod-steps", "0"], capsys, "--pod-steps must be >= 1, got 0")
+    assert not (tmp_path / "t").exists()
+    with pytest.raises(ConfigError, match=r"^population must be >= 1, got 0$"):
+        TournamentConfig(population=0)

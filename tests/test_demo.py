@@ -78,6 +78,8 @@ def test_the_demo_runs_tournament_baseline_and_backtest_into_one_run_dir(tmp_pat
         and selection["sentence"] in report["selection"]["tournament"]["sentence"]
     )
     assert f"trader dashboard {run_dir.parent}" in out
+    # the SB3 baseline: a start line and an end line, no line per validation pass (issue 75, finding 11)
+    assert [line.split(":")[0] for line in err.splitlines() if "sb3" in line.lower()] == ["baseline", "baseline"], err
     board = json.loads((run_dir / "leaderboard.json").read_text())
     assert len(board["entries"]) == 2  # the pod budget stopped it, not the 5 minutes
     trained = json.loads((run_dir / "baselines" / "sb3-ppo-s0" / "baseline.json").read_text())

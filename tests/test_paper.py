@@ -320,3 +320,15 @@ def test_a_tournaments_ensemble_is_the_selected_strategy_when_it_won(replayed) -
     contents.result, contents.ensemble, contents.checkpoints = None, [], {}
     with pytest.raises(trader.errors.UserError, match="has no selected strategy"):
         selected_strategy(contents, data, config)
+
+
+def test_a_replay_prints_every_50th_bar_and_nothing_per_bar_when_quiet(replayed, tmp_path: Path, capsys) -> None:
+    """Issue 75, finding 11: a replay printed one line per bar, with no --quiet."""
+    run_dir, _, _, _ = replayed
+    flat_only(run_dir)
+    for name, more, lines in (("loud", [], 4), ("quiet", ["--quiet"], 1)):
+        shutil.copytree(run_dir, tmp_path / name, ignore=shutil.ignore_patterns("paper"))
+        assert cli(["paper", str(tmp_path / name), "--max-bars", "120", *more]) == 0
+        out = capsys.readouterr().out.strip().splitlines()
+        assert len(out) == lines, out  # loud: bars 1, 50 and 100, then the last line
+        assert out[-1].startswith("120 bars journaled in ")

@@ -73,3 +73,23 @@ def test_the_pbo_figure_is_the_logit_histogram_of_cscv() -> None:
     assert figure.layout.shapes[0].x0 == 0.0
     assert figure.layout.title.text.endswith(f"PBO = {result.pbo:.2f}")
     assert significance.pbo_figure([], None).layout.title.text == "Probability of backtest overfitting"
+
+
+def test_counts_agree_with_their_nouns() -> None:
+    """Issue 75, finding 11: "1 trials". A count of one takes the singular, in every sentence that prints one."""
+    from trader.backtesting.evidence import sentences, spa_verdict, verdict
+    from trader.names import counted
+
+    assert (counted(1, "trial"), counted(0, "trial"), counted(1250, "trial")) == ("1 trial", "0 trials", "1,250 trials")
+    assert (
+        counted(1, "strategy", "strategies") == "1 strategy" and counted(2, "strategy", "strategies") == "2 strategies"
+    )
+    spa = stats.SPAResult(0.5, 0.4, 0.6, n_trials=1, days=100, block_length=5, reps=10)
+    assert spa_verdict(spa, "equal weight").endswith("(SPA, 1 trial)")
+    one = {"confidence": 0.95, "psr": 0.99, "dsr": 0.99, "dsr_null": 0.99, "n_trials": 1}
+    assert (
+        verdict(one)
+        == "above zero at 95% after 1 trial (DSR 0.99 against 1 zero-Sharpe trial; 0.99 from the trials' own spread)"
+    )
+    selection = {"n_trials": 1, "winner": {"sharpe": 1.0, "sentence": "above zero"}}
+    assert sentences({}, selection, {})[0].startswith("Selection on validation (1 trial):")

@@ -163,6 +163,32 @@ def test_cli_trains_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 0
 
 
+def test_cli_prints_a_summary_and_the_config_under_verbose(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 75, finding 11: every `trader train` printed a 78-line config dump. It prints one line
+    (algo, env, seed, steps, device, run directory); --verbose prints the resolved config too."""
+    args = [
+        "train",
+        "--algo",
+        "ppo",
+        "--env",
+        "Pendulum-v1",
+        "--steps",
+        "64",
+        "--num-envs",
+        "2",
+        "--eval-episodes",
+        "1",
+    ]
+    assert main([*args, str(tmp_path / "quiet")]) == 0
+    err = capsys.readouterr().err
+    assert "algo_config" not in err and len(err.strip().splitlines()) < 10, err  # summary, progress, done (wrapped)
+    summary = " ".join(err.split("train ")[0].split())  # the summary line, unwrapped
+    assert all(part in summary for part in ("ppo on Pendulum-v1", "64 steps", "cpu", str(tmp_path / "quiet"))), summary
+    assert "algo_config" in (tmp_path / "quiet" / "config.toml").read_text()  # the run keeps it all
+    assert main([*args, str(tmp_path / "loud"), "--verbose"]) == 0
+    assert "'algo_config'" in capsys.readouterr().err
+
+
 def test_cli_accepts_the_ppo_schedules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "ppo.toml"
     config.write_text(

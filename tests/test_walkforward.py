@@ -101,6 +101,19 @@ def test_each_fold_is_a_run_directory_on_its_own_windows(uninterrupted) -> None:
     assert "| fold | train | validation | test |" in (root / rundir.WF_REPORT_MD).read_text()
 
 
+def test_walkforward_md_formats_the_metrics_as_report_md_does(uninterrupted) -> None:
+    """Issue 75, finding 11: walkforward.md showed raw fractions (0.0831) where report.md shows
+    percentages (8.31%); both are written by the report's formatter (`format_value`)."""
+    from trader.backtesting.report import format_value
+
+    root = uninterrupted.run_dir
+    row = json.loads((root / rundir.WF_REPORT_JSON).read_text())["stitched"]["metrics"]["ppo"]
+    columns = ("cum_returns_final", "annual_return", "sharpe_ratio", "sortino_ratio", "max_drawdown")
+    cells = [format_value(c, row[c]) for c in columns]
+    assert cells[0].endswith("%") and cells[1].endswith("%") and cells[4].endswith("%")
+    assert "| ppo | " + " | ".join(cells) + " |" in (root / rundir.WF_REPORT_MD).read_text()
+
+
 def test_the_stitched_record_carries_the_book_across_folds(uninterrupted, recipe) -> None:
     root = uninterrupted.run_dir
     stitched = uninterrupted.stitched
@@ -186,7 +199,7 @@ def test_a_walk_forward_killed_in_fold_2_resumes_to_the_same_record(
     lines: list[str] = []
     resumed = run_ppo(root, recipe, on_progress=lines.append)
     assert (fold_dir(root, 0) / rundir.WF_FOLD).stat().st_mtime_ns == kept  # never rerun
-    assert "fold 1/4: finished before, kept" in lines
+    assert "fold 0 (1 of 4): finished before, kept" in lines  # named as its folder, folds/0 (it said "fold 1/4")
     pd.testing.assert_frame_equal(resumed.stitched, uninterrupted.stitched)
 
 
@@ -288,6 +301,32 @@ def test_the_cli_resumes_a_finished_walk_forward_and_prints_the_report(tmp_path,
     assert code == 0, captured.err
     assert captured.err.count("finished before, kept") == 4
     assert "| fold | train | validation | test |" in captured.out
+
+
+def test_the_clis_tournament_per_fold_defaults_to_a_budget_a_first_run_can_pay(tmp_path, recipe, monkeypatch) -> None:
+    """Issue 75, finding 3: `trader walkforward` without budget flags ran the tournament's 12 pods of
+    50,000 transitions on each fold. The CLI's default is `WALK_PODS` of `WALK_POD_STEPS` per fold;
+    a stop or --pod-steps given replaces it."""
+    import trader.app.walkforward as module
+    from trader.app.cli import main
+    from trader.app.cli.walkforward import WALK_POD_STEPS, WALK_PODS
+
+    seen = []
+
+    def capture(*args, tournament, **kwargs):
+        seen.append(tournament)
+        raise UserError("captured")
+
+    monkeypatch.setattr(module, "walk_forward", capture)
+    base = ["walkforward", str(tmp_path / "run"), "--dataset", str(recipe), "--train", "6m", "--validation", "2m"]
+    for flags in ([], ["--time-budget", "90s"], ["--pods", "9", "--pod-steps", "1000"]):
+        assert main([*base, "--test", "2m", *flags]) == 2
+    assert [(t.get("pods"), t.get("pod_steps")) for t in seen] == [
+        (WALK_PODS, WALK_POD_STEPS),
+        (None, WALK_POD_STEPS),
+        (9, 1000),
+    ]
+    assert WALK_PODS * WALK_POD_STEPS < 12 * 50_000 / 5
 
 
 @pytest.mark.parametrize(

@@ -195,3 +195,26 @@ def test_download_exception_becomes_data_error():
 
     with pytest.raises(DataError, match="no route to host"):
         yahoo(["AAPL"], "2024-03-08", "2024-03-12", "1m", download=broken, cache=False)
+
+
+class OfflineTicker(RecordedTicker):
+    """What every symbol gets on a machine without a network: the host name does not resolve."""
+
+    def history(self, *args, **kwargs):
+        raise ConnectionError(
+            "Failed to resolve 'query2.finance.yahoo.com' ([Errno -3] Temporary failure in name resolution)"
+        )
+
+
+def test_an_offline_build_says_each_kind_of_failure_once_and_ends_with_its_line(monkeypatch, capfd) -> None:
+    """Issue 75, finding 11: offline, `trader data build nasdaq100-minute` printed 1,265 lines
+    (yfinance's per ticker) before its last. yfinance's own lines are held back; each kind of
+    failure is one warning with no ticker in it; the last line is the provider's, as before."""
+    monkeypatch.setattr(yfinance.multi, "Ticker", OfflineTicker)
+    tickers = [f"T{i:02d}" for i in range(30)]
+    with pytest.warns(UserWarning) as said, pytest.raises(DataError, match="none means Yahoo is unreachable"):
+        yahoo(tickers, "2024-03-04", "2024-03-22", "1m", download=quiet_download, cache=False)
+    assert capfd.readouterr().err == ""  # nothing of yfinance's own
+    kinds = {str(w.message) for w in said if "yfinance" in str(w.message)}
+    assert 1 <= len(kinds) <= 3, kinds
+    assert not any(t in kind for kind in kinds for t in tickers), kinds

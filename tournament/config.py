@@ -175,25 +175,27 @@ class TournamentConfig:
             "ensemble_k",
         ):
             if int(getattr(self, key)) < 1:
-                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
+                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}", key)
         if self.pods is not None and self.pods < 1:
-            raise ConfigError(f"pods must be >= 1 or None, got {self.pods}")
+            raise ConfigError(f"pods must be >= 1 or None, got {self.pods}", "pods")
         if self.time_budget is not None and not self.time_budget > 0:
-            raise ConfigError(f"time_budget must be > 0 seconds, got {self.time_budget}")
+            raise ConfigError(f"time_budget must be > 0 seconds, got {self.time_budget}", "time_budget")
         if self.pods is None and self.time_budget is None and self.target_score is None:
             raise ConfigError("give a stop: pods, time_budget or target_score")
         if self.eval_every < 0:
-            raise ConfigError(f"eval_every must be >= 0, got {self.eval_every}")
+            raise ConfigError(f"eval_every must be >= 0, got {self.eval_every}", "eval_every")
         if not 0.0 < self.top_fraction <= 1.0:
-            raise ConfigError(f"top_fraction must be in (0, 1], got {self.top_fraction}")
+            raise ConfigError(f"top_fraction must be in (0, 1], got {self.top_fraction}", "top_fraction")
         if not 0.0 <= self.fresh_probability <= 1.0:
-            raise ConfigError(f"fresh_probability must be in [0, 1], got {self.fresh_probability}")
+            raise ConfigError(f"fresh_probability must be in [0, 1], got {self.fresh_probability}", "fresh_probability")
         if self.ensemble_weighting not in ("equal", "score"):
-            raise ConfigError(f"ensemble_weighting must be 'equal' or 'score', got {self.ensemble_weighting!r}")
+            raise ConfigError(
+                f"ensemble_weighting must be 'equal' or 'score', got {self.ensemble_weighting!r}", "ensemble_weighting"
+            )
         if self.search not in SEARCHES:
-            raise ConfigError(f"search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
+            raise ConfigError(f"search must be one of {', '.join(SEARCHES)}, got {self.search!r}", "search")
         if not self.mutation_scale > 0:
-            raise ConfigError(f"mutation_scale must be > 0, got {self.mutation_scale}")
+            raise ConfigError(f"mutation_scale must be > 0, got {self.mutation_scale}", "mutation_scale")
         if self.scheduler and self.gpus:
             raise ConfigError("give either scheduler or gpus, not both")
         if self.scheduler:

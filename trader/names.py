@@ -11,7 +11,8 @@ home:
 - `DEMO_RECIPE`, `DEMO_COST`, `DEMO_POD_STEPS`: what `trader demo` runs by default
   (`trader.app.demo`); `PRESET_COST`: the rate of ``--preset market`` without ``--commission``;
 - `name_list`: the one parser of a comma-separated list (``--algos ppo,sac``), and `gpu_numbers`
-  on it (``--gpus 0,1``).
+  on it (``--gpus 0,1``);
+- `counted`: a count with its noun in agreement ("1 trial", "25 trials"), for every line that prints one.
 
 `tests/test_cli_startup.py` checks that the lists equal what the registries know.
 """
@@ -21,6 +22,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trader.errors import UserError
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun``, the noun plural unless the count is one: "1 trial", "1,250 trials";
+    ``plural`` where adding an s is wrong ("strategies")."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
 
 ALGOS = ("ppo", "sac", "td3")
 """The algorithms, in the order the CLI lists them; one registry entry each."""

@@ -29,7 +29,7 @@ from typing import Any
 
 from market_envs.data import load
 from trader import rundir
-from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE
+from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE, counted
 from trader.presets import apply_preset
 
 POD_ENVS = 64
@@ -121,7 +121,7 @@ def run_demo(
         backtest=False,
     )
     log(
-        f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {workers} local workers "
+        f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {counted(workers, 'local worker')} "
         f"for {tournament_seconds:.0f} s ..."
     )
     outcome = run(config, client=client, on_progress=on_progress)
@@ -142,8 +142,10 @@ def run_demo(
             eval_every=10_000,
             device=device,
             backtest=False,
-            progress=log,
-        )
+        )  # no line per validation pass (45 of them in 3 minutes): the one below says how it went
+        done = trained.outcomes[0]
+        what = f"{done.steps:,} steps in {done.seconds:.0f} s" if done.error is None else done.error
+        log(f"baseline: SB3 PPO {done.status}: {what}")
     log("backtesting every strategy on the test period ...")
     contents = read_run(run_dir)
     config = backtest_config(contents, tear_sheet=tear_sheet, breakeven=True)  # the cost breakdown and breakeven

@@ -50,8 +50,10 @@ import numpy as np
 import pandas as pd
 
 from trader import rundir
+from trader.backtesting.report import format_value
 from trader.errors import ConfigError, UserError
 from trader.folds import WINDOWS, Fold, FoldSpec, consecutive, make_folds
+from trader.names import counted
 from trader.rundir import config_from_dict, config_to_dict, fold_dir, read_fold
 from trader.spec import MarketSpec
 
@@ -183,6 +185,12 @@ class WalkForwardResult:
     """``walkforward.json``."""
 
 
+def fold_label(index: int, total: int) -> str:
+    """How a progress line names fold ``index``: by its folder's number (``folds/0/`` is fold 0),
+    then its place among ``total``: "fold 0 (1 of 6)"."""
+    return f"fold {index} ({index + 1} of {total})"
+
+
 def walk_forward(
     run_dir: str | os.PathLike[str],
     dataset: str,
@@ -278,7 +286,7 @@ def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkF
                     config, spec.with_windows(fold.windows), data, fold, books, clients.get(), say, len(plan)
                 )
             else:
-                say(f"fold {fold.index + 1}/{len(plan)}: finished before, kept")
+                say(f"{fold_label(fold.index, len(plan))}: finished before, kept")
             records.append(record)
     say("stitching the test windows")
     stitched, summary = _stitch(config, spec, data, plan, records)
@@ -317,7 +325,7 @@ def _run_fold(
     periods = fold.periods(data.timestamps)
     test = periods["test"]
     say(
-        f"fold {fold.index + 1}/{total}: {config.learner} on train {periods['train'][0][:10]} .. "
+        f"{fold_label(fold.index, total)}: {config.learner} on train {periods['train'][0][:10]} .. "
         f"{periods['train'][1][:10]}, test {test[0][:10]} .. {test[1][:10]}"
     )
     winner = _train_fold(config, fold, spec, periods, folder, client)
@@ -363,8 +371,8 @@ def _run_fold(
     }
     rundir.write_json(folder / rundir.WF_FOLD, record)  # the marker: last
     say(
-        f"fold {fold.index + 1}/{total}: done; winner {record['algo']}, validation score "
-        f"{_text(record['validation_sharpe'])}, test Sharpe {_text(record['test_sharpe'])}"
+        f"{fold_label(fold.index, total)}: done; winner {record['algo']}, validation score "
+        f"{format_value('sharpe_ratio', record['validation_sharpe'])}, test Sharpe {format_value('sharpe_ratio', record['test_sharpe'])}"
     )
     return rundir.read_json(folder / rundir.WF_FOLD)  # as a resumed run reads it: the same floats
 
@@ -610,7 +618,7 @@ def markdown(summary: Mapping[str, Any]) -> str:
         f"# Walk-forward: {cfg['learner']} on {Path(cfg['dataset']).stem}",
         "",
         f"Folds: train {spec['train']}, validation {spec['validation']}, test {spec['test']}, step {spec['step']}, "
-        f"{'expanding' if spec['expanding'] else 'rolling'}, embargo {spec['embargo']} bars; seed {cfg['seed']}.",
+        f"{'expanding' if spec['expanding'] else 'rolling'}, embargo {counted(spec['embargo'], 'bar')}; seed {cfg['seed']}.",
         "",
         f"| fold | train | validation | test | winner | validation score | test Sharpe | {reference} test Sharpe |"
         + "".join(f" {name} test Sharpe |" for name in baselines),
@@ -622,25 +630,23 @@ def markdown(summary: Mapping[str, Any]) -> str:
             str(row["fold"]),
             *(f"{w[n][0][:10]} .. {w[n][1][:10]}" for n in WINDOWS),
             row["algo"],
-            _text(row["validation_sharpe"]),
-            _text(row["test_sharpe"]),
-            _text(row[f"{reference}_test_sharpe"]),
-            *(_text(row["baselines"].get(name, {}).get("test_sharpe")) for name in baselines),
+            format_value("sharpe_ratio", row["validation_sharpe"]),
+            format_value("sharpe_ratio", row["test_sharpe"]),
+            format_value("sharpe_ratio", row[f"{reference}_test_sharpe"]),
+            *(format_value("sharpe_ratio", row["baselines"].get(name, {}).get("test_sharpe")) for name in baselines),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
         f"## The stitched out-of-sample record ({stitched['start'][:10]} .. {stitched['end'][:10]}, "
-        f"{stitched['days']} days)",
+        f"{counted(stitched['days'], 'day')})",
         "",
         "| strategy | cumulative return | annual return | Sharpe | Sortino | max drawdown |",
         "|---|---|---|---|---|---|",
     ]
     for name, row in stitched["metrics"].items():
-        lines.append(
-            f"| {name} | {_text(row.get('cum_returns_final'))} | {_text(row.get('annual_return'))} | "
-            f"{_text(row.get('sharpe_ratio'))} | {_text(row.get('sortino_ratio'))} | {_text(row.get('max_drawdown'))} |"
-        )
+        columns = ("cum_returns_final", "annual_return", "sharpe_ratio", "sortino_ratio", "max_drawdown")
+        lines.append(f"| {name} | " + " | ".join(format_value(c, row.get(c)) for c in columns) + " |")
     share = stitched["share_of_folds_beating_reference"]
     lines += [
         "",
@@ -660,10 +666,6 @@ def _float(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
-
-
-def _text(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.3g}"
 
 
 __all__ = ["LEARNERS", "WalkForwardConfig", "WalkForwardResult", "markdown", "run", "walk_forward"]

@@ -31,6 +31,7 @@ import pandas as pd
 
 from trader import metrics, rundir, stats
 from trader.errors import ConfigError
+from trader.names import counted
 from trader.stats import (
     TRADING_DAYS,
     Moments,
@@ -169,7 +170,7 @@ def sentences(
         winner = selection.get("winner")
         if winner is not None:
             lines.append(
-                f"Selection on validation ({selection['n_trials']} trials): the winner's validation "
+                f"Selection on validation ({counted(selection['n_trials'], 'trial')}): the winner's validation "
                 f"Sharpe {_number(winner['sharpe'])}: {winner['sentence']}"
             )
         if "pbo" in selection:
@@ -345,13 +346,13 @@ def verdict(evidence: dict[str, Any]) -> str:
         null = evidence.get("dsr_null")
         deflated = null if _is_number(null) else dsr
         detail = (
-            f"DSR {null:.2f} against {trials} zero-Sharpe trials; {dsr:.2f} from the trials' own spread"
+            f"DSR {null:.2f} against {counted(trials, 'zero-Sharpe trial')}; {dsr:.2f} from the trials' own spread"
             if _is_number(null)
             else f"DSR {dsr:.2f}"
         )
         if deflated >= evidence["confidence"]:
-            return f"above zero at {level} after {trials} trials ({detail})"
-        return f"above zero at {level}, but not after {trials} trials ({detail})"
+            return f"above zero at {level} after {counted(trials, 'trial')} ({detail})"
+        return f"above zero at {level}, but not after {counted(trials, 'trial')} ({detail})"
     if psr <= 1.0 - evidence["confidence"]:
         return f"below zero at {level}"
     return "not distinguishable from zero"
@@ -366,7 +367,7 @@ def spa_verdict(result: SPAResult, benchmark: str, alpha: float = 0.05) -> str:
     if result.reason is not None:
         return f"SPA against {benchmark} not computed: {result.reason}"
     beats = "beats" if result.consistent < alpha else "does not beat"
-    return f"{beats} {benchmark}: p = {result.consistent:.2f} (SPA, {result.n_trials} trials)"
+    return f"{beats} {benchmark}: p = {result.consistent:.2f} (SPA, {counted(result.n_trials, 'trial')})"
 
 
 def pbo_verdict(result: PBOResult) -> str:
@@ -374,8 +375,8 @@ def pbo_verdict(result: PBOResult) -> str:
     if result.reason is not None:
         return f"PBO not computed: {result.reason}"
     return (
-        f"PBO {result.pbo:.2f}: the in-sample winner of {result.n_trials} trials is at or below the "
-        f"out-of-sample median in {100 * result.pbo:.0f}% of {len(result.logits)} splits"
+        f"PBO {result.pbo:.2f}: the in-sample winner of {counted(result.n_trials, 'trial')} is at or below the "
+        f"out-of-sample median in {100 * result.pbo:.0f}% of {counted(len(result.logits), 'split')}"
     )
 
 

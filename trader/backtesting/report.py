@@ -40,6 +40,7 @@ from trader import rundir
 from trader.backtesting.result import BacktestResult
 from trader.rundir import SERIES_COLUMNS
 from trader.metrics import METRIC_LABELS, PERCENT_METRICS
+from trader.names import counted
 
 TABLE_COLUMNS = (
     "cum_returns_final",
@@ -266,8 +267,9 @@ def context_lines(result: BacktestResult) -> list[str]:
     benchmark = f", benchmark {result.benchmark_name}" if result.benchmark_name else ""
     period = result.period
     return [
-        f"Data set: {result.dataset} ({len(result.tickers)} tickers{benchmark})",
-        f"Period: {period.name}, {period.start} .. {period.end} ({period.days} trading days, {period.bars} bars)",
+        f"Data set: {result.dataset} ({counted(len(result.tickers), 'ticker')}{benchmark})",
+        f"Period: {period.name}, {period.start} .. {period.end} "
+        f"({counted(period.days, 'trading day')}, {counted(period.bars, 'bar')})",
         f"Start capital: ${config['initial_cash']:,.0f}; {cost_model_line(result.cost_model)}",
         f"Orders decided at a bar fill at the next bar's {fill_price(result.missing_columns)}; "
         "metrics from daily returns, 252 days a year.",

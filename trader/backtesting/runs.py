@@ -33,7 +33,7 @@ import os
 import re
 import shutil
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -275,6 +275,14 @@ def backtest_config(
     return config.with_costs(named)
 
 
+def report_has_breakeven(folder: str | os.PathLike[str]) -> bool:
+    """Whether the report in ``folder`` holds breakeven costs (no report: False), so that a
+    command that writes it again (`trader baselines`) computes them again instead of dropping them."""
+    path = Path(folder) / rundir.REPORT_JSON
+    values = rundir.read_json(path) if path.is_file() else None
+    return isinstance(values, dict) and bool(values.get("breakeven"))
+
+
 def select_strategies(
     contents: RunContents, requested: Sequence[str] | None, device: str = "cpu", baselines: Sequence[str] | None = None
 ) -> tuple[dict[str, Any], list[str] | None]:
@@ -327,6 +335,7 @@ def backtest_run(
     own: bool = False,
     overwrite: bool = False,
     spec: Any = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> Any:
     """Backtest a run directory's strategies (`select_strategies`) beside the built-in
     baselines and write the report into it (see the module docstring); returns the
@@ -345,6 +354,9 @@ def backtest_run(
     :param overwrite: replace the report already there (whole); without it, refused.
     :param spec: the run's `trader.spec.MarketSpec`, held by the caller (a walk-forward fold's):
         its data set, rules and windows, instead of the run files' (`read_run`).
+    :param on_start: called once the request is checked, its data loaded and its period found
+        (each refusal comes first, alone), before the backtest, with the number of the run's
+        strategies to backtest: a command's start line.
     """
     from trader.backtesting.engine import run_backtest
     from trader.backtesting.periods import select_period
@@ -389,6 +401,8 @@ def backtest_run(
     policies, chosen = select_strategies(contents, strategies, device, baselines)
     data = contents.data(recipe)
     policies = trading_in(policies, select_period(data, period)[0].timestamps[0])
+    if on_start is not None:
+        on_start(len(policies))
     trials = contents_trials(contents)
     selection = run_selection(data, trials, config, device, contents.result) if period != "validation" else None
     if selection is not None and contents.result is not None:

@@ -6,7 +6,8 @@ learn from, its validation period to choose the snapshot (with the evaluator our
 use), its env rules (`EnvConfig`: fills, costs, action mode, reward scale). Then one
 backtest of the test period (`trader.backtesting.runs.backtest_run`) writes the
 report with every strategy of the run directory: its checkpoints or tournament
-pods, every baseline folder, and the built-in baselines.
+pods, every baseline folder, and the built-in baselines; a report that held each strategy's
+breakeven cost (`trader backtest`, a tournament's) holds them again, for the new rows too.
 """
 
 from __future__ import annotations
@@ -167,14 +168,15 @@ def baselines(
         outcomes.append(outcome)
     report = None
     if backtest:
-        from trader.backtesting.runs import backtest_config, backtest_run
+        from trader.backtesting.runs import backtest_config, backtest_run, report_has_breakeven
 
         say("backtesting every strategy of the run directory on the test period")
         from market_envs.costs import NamedCosts
 
         # the baselines' model: the one they trained under, which is the run's unless `costs` replaced it
         named = costs if costs is not None else NamedCosts.from_config(rules)
-        config = backtest_config(contents, tear_sheet=tear_sheet, costs=named)
+        # the report rewritten keeps its breakeven column: computed again, for the new rows too
+        config = backtest_config(contents, tear_sheet=tear_sheet, costs=named, breakeven=report_has_breakeven(root))
         report = backtest_run(
             root, dataset=recipe, config=config, device=device, spec=spec, overwrite=True
         )  # the run's strategies grew: its report (or the one under `costs`) with them

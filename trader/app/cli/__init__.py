@@ -2,7 +2,8 @@
 
 Each command group lives in its own module and registers itself on `app`.
 Errors derived from `trader.errors.UserError` (data errors included) end the
-command with exit code 2 and a one-line message, never a traceback.
+command with exit code 2 and a one-line message, never a traceback. ``TRADER_TINY_BUDGETS=1``
+caps every command's budget for a smoke test (`trader.app.cli.budget`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 
 import typer
 
+from trader.app.cli import budget
 from trader.app.cli.root import app
 from trader.errors import UserError
 
@@ -37,12 +39,16 @@ _register_commands()
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 2 bad input, 1 unexpected failure)."""
+    command = typer.main.get_command(app)
     try:
-        code = app(args=argv, prog_name="trader", standalone_mode=False)
+        if budget.active():  # read once, here: every command below runs at smoke-test budgets
+            print(budget.notice(), file=sys.stderr)
+            budget.shrink(command)
+        code = command.main(args=argv, prog_name="trader", standalone_mode=False)
         if isinstance(code, int) and not isinstance(code, bool):  # click returns a command's typer.Exit code
             return code
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {flag_named(err, command, sys.argv[1:] if argv is None else argv)}", file=sys.stderr)
         return 2
     except typer.Exit as stop:
         return stop.exit_code
@@ -55,6 +61,24 @@ def main(argv: list[str] | None = None) -> int:
         print(usage_error_line(err), file=sys.stderr)
         return err.exit_code
     return 0
+
+
+def flag_named(err: UserError, command: typer.core.TyperGroup, argv: list[str]) -> str:
+    """The message of ``err``, the config key it blames (`ConfigError.key`) named as the flag of the
+    command run that sets it (``population`` as ``--population``): the Python API's errors name
+    fields, the CLI's name flags. The command's own options are the one mapping (a field and
+    the option that sets it share their name); a key no option of the command sets stays."""
+    key, message = getattr(err, "key", None), str(err)
+    if key is None or not message.startswith(key):
+        return message
+    run = command
+    for word in argv:
+        found = getattr(run, "commands", {}).get(word)
+        if found is None:
+            break
+        run = found
+    flags = {param.name: param.opts[0] for param in run.params if param.param_type_name == "option"}
+    return message if key not in flags else flags[key] + message[len(key) :]
 
 
 def usage_error_line(err: Exception) -> str:

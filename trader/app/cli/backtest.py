@@ -30,7 +30,7 @@ from trader.app.cli.options import (
     checked_initial_cash,
     cost_flags,
 )
-from trader.names import name_list
+from trader.names import counted, name_list
 from trader.errors import UserError
 from trader.names import BASELINES
 
@@ -156,6 +156,12 @@ def backtest(
         read_run(run_dir), initial_cash=initial_cash, cost=cost, tear_sheet=tear_sheet, costs=named, breakeven=breakeven
     )
     requested = None if strategies is None else list(name_list(strategies, "--strategies"))
+    runs = ", and at 0 to 8 x the costs (breakeven)" if breakeven else ""
+
+    def start(count: int) -> None:  # the work takes seconds to minutes: say what it is first
+        what = f"{counted(count, 'strategy', 'strategies')} of {run_dir} beside the built-in baselines"
+        print(f"backtesting {what} on the {period} period{runs} ...", file=sys.stderr, flush=True)
+
     result = backtest_run(
         run_dir,
         dataset=dataset,
@@ -165,6 +171,7 @@ def backtest(
         device=device or "cpu",
         report=report,
         overwrite=overwrite,
+        on_start=start,
     )
     print_result_table(result, output)
     if output == "table":

@@ -2,7 +2,9 @@
 
 A thin layer over `trader.app.paper.paper`: the options become a `PaperConfig` (bad values:
 one line, exit 2, before anything is written), SIGINT and SIGTERM end the loop after the
-bar in hand, each journaled bar prints one line. A reconciliation mismatch or a risk
+bar in hand. Each journaled bar prints one line on a broker (a bar a minute); a replay, which
+journals the whole period at once, prints every `REPLAY_EVERY`-th (``--quiet``: none, only the
+last line). A reconciliation mismatch or a risk
 limit that flattened the book ends it with one line and exit code 1.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +21,10 @@ import typer
 
 from trader.app.cli.options import DatasetOption, DeviceOption
 from trader.app.cli.root import app
+from trader.names import counted
+
+REPLAY_EVERY = 50
+"""A replay prints the line of its first bar and of every 50th: it journals a test period in seconds."""
 
 
 @app.command("paper")
@@ -52,6 +59,12 @@ def paper_command(
         typer.Option("--period", help="replay: the period replayed (test, validation, START:END); default test."),
     ] = None,
     max_bars: Annotated[int | None, typer.Option("--max-bars", help="Stop after N bars journaled by this run.")] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", help=f"No line per bar (default: one per bar on a broker, every {REPLAY_EVERY}th in a replay)."
+        ),
+    ] = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -123,7 +136,6 @@ def paper_command(
 ) -> None:
     """Forward-test the run's selected strategy: decide every bar, trade at the next open, journal, reconcile."""
     from trader.app.paper.config import PaperConfig, RiskLimits
-
     from trader.errors import UserError
 
     if period is not None and broker != "replay":
@@ -169,11 +181,25 @@ def paper_command(
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, lambda number, frame: stop.set())
     try:
-        result = paper(run_dir, config, dataset=dataset, stop=stop, progress=lambda line: print(line, flush=True))
+        shown = bar_lines(0 if quiet else REPLAY_EVERY if broker == "replay" else 1)
+        result = paper(run_dir, config, dataset=dataset, stop=stop, progress=shown)
     except PaperStop as err:
         print(f"stopped: {err}", file=sys.stderr)
         raise typer.Exit(1) from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    print(f"{result.bars} bar(s) journaled in {Path(run_dir) / 'paper'}; {result.reason}")
+    print(f"{counted(result.bars, 'bar')} journaled in {Path(run_dir) / 'paper'}; {result.reason}")
+
+
+def bar_lines(every: int) -> Callable[[str], None]:
+    """The paper loop's progress: its first line and every ``every``-th printed (0: none)."""
+    count = 0
+
+    def show(line: str) -> None:
+        nonlocal count
+        count += 1
+        if every and (count == 1 or count % every == 0):
+            print(line, flush=True)
+
+    return show

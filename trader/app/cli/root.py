@@ -7,12 +7,15 @@ from typing import Annotated
 
 import typer
 
+from trader.app.cli.budget import HELP
+
 app = typer.Typer(
     name="trader",
     help="podracer-trader: market data, training, tournaments, backtests and the dashboard.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    epilog=HELP,
 )
 
 

@@ -58,7 +58,7 @@ from trader.app.cli.options import (
     with_costs,
     with_initial_cash,
 )
-from trader.names import name_list
+from trader.names import counted, name_list
 from trader.errors import UserError
 from trader.names import ALGOS, PRESET_COST
 
@@ -329,7 +329,7 @@ def progress_line(state: Any) -> str:
     (a resumed run's: of this session's pods over this session's time, and it says so)."""
     best = "-" if state.best_score is None else f"{state.best_score:.4g} ({state.best_algo})"
     return (
-        f"{state.in_flight} in flight, {state.failed} failed, {state.workers} workers, "
+        f"{state.in_flight} in flight, {state.failed} failed, {counted(state.workers, 'worker')}, "
         f"best {best}, {state.pods_per_hour:,.0f} pods/h{' this session' if state.resumed else ''}"
     )
 

@@ -106,6 +106,10 @@ def train_command(
             "the run's config are refused.",
         ),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", help="Also print the resolved config at start (config.toml holds it either way)."),
+    ] = False,
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader import rundir
@@ -217,9 +221,13 @@ def train_command(
         where = resolved["env"].get("dataset") or resolved["env"].get("id")
         console.print(
             f"[bold]{resolved['algo']}[/bold] on {where}, seed {resolved['seed']}, "
-            f"{resolved['steps']:,} steps, {resolved['device']}"
+            f"{resolved['steps']:,} steps, {resolved['device']}; run directory {run_dir} "
+            f"(its {rundir.CONFIG} holds the resolved config{'' if verbose else ': --verbose prints it'})",
+            markup=True,
+            highlight=False,
         )
-        console.print({"algo_config": resolved["algo_config"], "env": resolved["env"]})
+        if verbose:
+            console.print({"algo_config": resolved["algo_config"], "env": resolved["env"]})
         progress.start()
         progress.start_task(task)
 

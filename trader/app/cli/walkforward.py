@@ -54,6 +54,15 @@ from trader.app.cli.interrupts import same_command, signal_name
 from trader.errors import UnwritableError, UserError
 from trader.names import PRESET_COST
 
+WALK_PODS = 4
+"""The tournament learner's pods per fold when no stop is given: a walk-forward trains one
+tournament per fold (6 on synthetic-edge-daily at 3y/1y/1y), so the tournament's own 12 pods
+of 50,000 transitions, 6 times over, were more than a first run should cost."""
+
+WALK_POD_STEPS = 16_384
+"""The tournament learner's transitions per pod when ``--pod-steps`` is not given (the
+tournament's own 50,000 otherwise; ``--preset market`` scales its algo configs to it)."""
+
 
 @app.command("walkforward")
 def walkforward_command(
@@ -95,8 +104,13 @@ def walkforward_command(
     compile: CompileOption = None,
     algos: AlgosOption = None,
     population: Annotated[int | None, typer.Option("--population", help="tournament: leaderboard size.")] = None,
-    pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="tournament: transitions per pod.")] = None,
-    pods: Annotated[int | None, typer.Option("--pods", help="tournament: pod budget per fold.")] = None,
+    pod_steps: Annotated[
+        int | None, typer.Option("--pod-steps", help="tournament: transitions per pod (default 16,384).")
+    ] = None,
+    pods: Annotated[
+        int | None,
+        typer.Option("--pods", help="tournament: pod budget per fold (default 4 unless another stop is given)."),
+    ] = None,
     time_budget: Annotated[
         str | None, typer.Option("--time-budget", help="tournament: wall-clock budget per fold: 90s, 30m, 2h.")
     ] = None,
@@ -317,6 +331,8 @@ def _tournament_keys(
     keys = {k: v for k, v in keys.items() if v is not None}
     if ("time_budget" in keys or "target_score" in keys) and pods is None:
         keys["pods"] = None  # a time or score stop given alone replaces the default pod budget
+    keys.setdefault("pods", WALK_PODS)
+    keys.setdefault("pod_steps", WALK_POD_STEPS)
     return keys
 
 
