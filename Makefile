@@ -36,7 +36,7 @@ demo: $(VENV)/.installed-dev
 	$(VENV)/bin/trader demo $(if $(DATASET),--dataset $(DATASET))
 
 docs: $(VENV)/.installed-dev
-	$(PY) -m trader.config_reference
+	$(PY) -m tools.config_reference
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 test: $(VENV)/.installed-dev iproute2

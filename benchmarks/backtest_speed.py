@@ -104,7 +104,7 @@ def mlp_policy(obs_dim: int, act_dim: int, seed: int) -> torch.nn.Module:
 def per_stock_agents(obs_dim: int, act_dim: int, count: int) -> dict:
     """`count` untrained PPO agents with the market preset's per-stock network."""
     from trader.agents import make_agent, make_config
-    from trader.presets import market_algo_config
+    from podracer.presets import market_algo_config
 
     config = make_config("ppo", market_algo_config("ppo", steps=1, num_envs=1))
     return {f"p{k:02d}": make_agent("ppo", obs_dim, act_dim, config, seed=k) for k in range(count)}
@@ -198,7 +198,7 @@ def setup(args: argparse.Namespace) -> tuple[MarketData, dict, BacktestConfig]:
     data = minute_panel(args.days, args.tickers)
     rules, obs_dim = None, 1 + args.tickers * (1 + len(FEATURE_NAMES))
     if args.network == "per_stock":
-        from trader.presets import market_rules
+        from podracer.presets import market_rules
 
         rules = market_rules()
         obs_dim = 1 + 2 * args.tickers

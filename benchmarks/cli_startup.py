@@ -43,7 +43,7 @@ def trader_command() -> list[str]:
     if script.is_file():
         return [str(script)]
     found = shutil.which("trader")
-    return [found] if found else [sys.executable, "-P", "-c", "from trader.app.cli import entry_point; entry_point()"]
+    return [found] if found else [sys.executable, "-P", "-c", "from podracer.cli import entry_point; entry_point()"]
 
 
 def time_run(command: list[str], runs: int) -> list[float]:

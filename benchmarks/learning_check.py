@@ -74,7 +74,7 @@ from trader.agents import Agent, get_spec, make_agent, make_config
 from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
 from trader.backtesting.engine import oracle_schedule
 from trader.errors import ConfigError
-from trader.presets import REWARD_SCALE, market_algo_config, market_rules
+from podracer.presets import REWARD_SCALE, market_algo_config, market_rules
 
 ALGOS = ("ppo", "sac", "td3")
 EDGE_DATASET = "synthetic-edge-minute"
@@ -111,7 +111,7 @@ QUICK = Budget(
 
 
 def algo_overrides(algo: str, budget: Budget, network: str = "per_stock", replay_ratio: float = 1.0) -> dict[str, Any]:
-    """Hyperparameters for the market env: `trader.presets.market_algo_config` (its
+    """Hyperparameters for the market env: `podracer.presets.market_algo_config` (its
     docstring gives the reasons) at this budget."""
     return market_algo_config(
         algo, steps=budget.steps[algo], num_envs=budget.num_envs[algo], network=network, replay_ratio=replay_ratio
@@ -130,7 +130,7 @@ def env_rules(
     market_neutral: bool = False,
 ) -> EnvConfig:
     """Trading rules shared by training, agents, oracle and random policy:
-    `trader.presets.market_rules`.
+    `podracer.presets.market_rules`.
 
     The check asks whether an agent learns *which* tickers carry an edge, with which
     sign and how to size it, not whether it can rebuild a 30-bar statistic from

@@ -6,7 +6,7 @@ keeps a net Sharpe ratio of about 8 to 10: its recipe says where the figures com
 for each seed:
 
 - **ppo-costs**: PPO trained under `institutional` costs (`market_envs.costs.cost_model`),
-  with the ``market-costs`` preset (`trader.presets`: the action that can hold and its reward);
+  with the ``market-costs`` preset (`podracer.presets`: the action that can hold and its reward);
 - **ppo-zero**: the same agent (same seed, same rules) trained at zero cost;
 - **sac-costs** / **td3-costs** (``--algos``): SAC or TD3 trained under the model;
 - **ppo-null**: PPO trained under the model on the edge-free twin ``synthetic-minute-costs``.
@@ -66,7 +66,7 @@ from trader import stats
 from trader.agents import Agent, make_agent, make_config
 from trader.agents.checkpoint import load_agent
 from trader.backtesting import BacktestConfig, run_backtest
-from trader.presets import PRESET_HOLDING, capital_rules, edge_rules, market_algo_config
+from podracer.presets import PRESET_HOLDING, capital_rules, edge_rules, market_algo_config
 from trader.training import train
 
 DATASET = "synthetic-edge-minute-costs"

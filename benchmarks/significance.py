@@ -36,7 +36,7 @@ import tomli_w
 from market_envs.data.recipes import find_recipe
 from tournament import TournamentConfig, run
 from trader.backtesting.runs import backtest_run
-from trader.presets import apply_preset
+from podracer.presets import apply_preset
 
 ALGOS = ("ppo", "sac", "td3")
 

@@ -1,7 +1,7 @@
 """Time to learn: PPO's wall-clock to reach the oracle on `synthetic-edge-daily`, this code
 against an older checkout of it, side by side (issue 43).
 
-Each side trains per-stock PPO with the market preset (`trader.presets.apply_preset`: target
+Each side trains per-stock PPO with the market preset (`podracer.presets.apply_preset`: target
 weights, market-neutral, 5 bp per side, rewards in basis points, the edge's 5-day return
 t-statistic observed) through ``trader.train``, from the same seeds, validating every
 ``--eval-every`` transitions on the validation period, for at most ``--steps`` transitions.
@@ -58,7 +58,7 @@ def oracle_scores(dataset: str, cost: float) -> dict[str, float]:
     from market_envs.env import EnvConfig
     from trader.backtesting import BacktestConfig, run_backtest
     from trader.backtesting.engine import oracle_schedule
-    from trader.presets import apply_preset
+    from podracer.presets import apply_preset
     from trader.rundir import config_from_dict
 
     full = load(dataset)
@@ -83,7 +83,7 @@ def train_one(args: argparse.Namespace) -> dict[str, Any]:
     # an older checkout (--old) has trader/train.py; this one trader/training.py
     home = Path(trader.__file__).parent
     training = importlib.import_module("trader.training" if (home / "training.py").is_file() else "trader.train")
-    from trader.presets import apply_preset
+    from podracer.presets import apply_preset
 
     torch.set_num_threads(1)
     start_wall = time.perf_counter()

@@ -1,7 +1,7 @@
 """Tournament value: does the tournament beat one run, and random search, at equal wall-clock? (issue 42)
 
 Per seed, four arms, each trained for ``--minutes`` of wall-clock on the same data,
-rules (a `trader.presets` preset at ``--cost``, or under a named ``--costs`` model)
+rules (a `podracer.presets` preset at ``--cost``, or under a named ``--costs`` model)
 and algorithm configs:
 
 - **(a) single**: one `trader.train` run of ``--single`` (PPO by default), one process;
@@ -70,7 +70,7 @@ from tournament.selection import Candidate, Selection, ensemble_record, select
 from trader import rundir
 from trader.backtesting.engine import BacktestConfig, run_backtest
 from trader.backtesting.runs import contents_trials, read_run, run_strategies
-from trader.presets import apply_preset, rules_at_capital
+from podracer.presets import apply_preset, rules_at_capital
 from trader.rundir import config_from_dict, config_to_dict
 from trader.training import train
 
@@ -487,7 +487,7 @@ def main() -> None:
         "--capital",
         type=float,
         default=None,
-        help="starting cash, rewards kept in bp of it (trader.presets.rules_at_capital); default: the preset's 1e6. "
+        help="starting cash, rewards kept in bp of it (podracer.presets.rules_at_capital); default: the preset's 1e6. "
         "The costly minute market of benchmarks/learning_costs.py is at 1e7",
     )
     parser.add_argument("--seeds", type=int, default=10)

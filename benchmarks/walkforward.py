@@ -1,6 +1,6 @@
 """Walk-forward on a planted edge and on its edge-free twin (issue 32).
 
-Per market, two walk-forwards over the same folds (`trader.app.walkforward.walk_forward`,
+Per market, two walk-forwards over the same folds (`podracer.walkforward.walk_forward`,
 the market preset's rules and configs, as `trader walkforward --preset market` runs them):
 
 - the **tournament** (``--pods`` pods of ``--pod-steps`` transitions per fold, pod
@@ -40,9 +40,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
 
 from benchmarks.significance import recipes  # the same recipe override and twin
-from trader.app.walkforward import walk_forward
+from podracer.walkforward import walk_forward
 from trader.folds import FoldSpec
-from trader.presets import apply_preset
+from podracer.presets import apply_preset
 
 ALGOS = ("ppo", "sac", "td3")
 

@@ -1,7 +1,7 @@
 """The seed paper's experiment view: an experiment's files in, a DataFrame or a Plotly figure out.
 
 Like `dashboards.figures`, plain functions with no Streamlit and no file reading (the page
-arranges them), showing what `trader.app.experiment` wrote (docs/contracts.md, "Experiment run
+arranges them), showing what `podracer.experiment` wrote (docs/contracts.md, "Experiment run
 directory"), never a number recomputed another way:
 
 - `settings_frame`: the experiment's settings (``experiment.toml``) and its split (the
@@ -24,7 +24,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboards.figures import MARGIN, heading
-from trader.app.experiment import COLUMNS
+from trader.rundir import EXPERIMENT_COLUMNS as COLUMNS
 from trader.metrics import METRIC_LABELS, PERCENT_METRICS
 
 LAYOUT = {"margin": MARGIN, "legend": {"orientation": "h", "y": -0.15}}
@@ -36,7 +36,7 @@ EVIDENCE = {
     "dsr": "DSR",
     "trials": "Trials",
 }
-"""``experiment.json``'s evidence keys -> the table's labels (as `trader.app.experiment.table2` names them)."""
+"""``experiment.json``'s evidence keys -> the table's labels (as `podracer.experiment.table2` names them)."""
 
 SPLIT = (
     ("Training", "start", "train_end"),
@@ -97,7 +97,7 @@ def paper_rows(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def settings_frame(config: Mapping[str, Any], dataset: Mapping[str, Any]) -> pd.DataFrame:
     """The experiment's settings, one row each (``Setting`` -> ``Value``, as text).
 
-    :param config: ``experiment.toml`` (`trader.app.experiment.ExperimentConfig`'s fields).
+    :param config: ``experiment.toml`` (`podracer.experiment.ExperimentConfig`'s fields).
     :param dataset: the data set recipe the experiment wrote (``dataset.toml``): its window
         and split; {} before the experiment wrote it.
     """

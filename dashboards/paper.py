@@ -2,7 +2,7 @@
 DataFrame out.
 
 Plain functions with no Streamlit and no file reading (the page arranges them), drawing
-what `trader.app.paper` journaled (docs/contracts.md, "Paper trading journal"), never a
+what `podracer.paper` journaled (docs/contracts.md, "Paper trading journal"), never a
 number recomputed another way:
 
 - `equity_frame` and `equity_figure`: the book's value at each fill bar's close, the

@@ -12,10 +12,10 @@ A run directory is recognised by any of its files:
   ``pods/<pod_id>/`` (each pod a training run);
 - paper trading: ``paper/session.json`` and ``paper/journal.jsonl`` (`trader paper`) in
   a training run or a tournament;
-- a walk-forward: ``walkforward.toml`` (`trader.app.walkforward`); each of its folds
+- a walk-forward: ``walkforward.toml`` (`podracer.walkforward`); each of its folds
   (``folds/<k>/``, a training or tournament run with its test backtest) is listed
   too, as ``<walk-forward>/folds/<k>``, at any depth the walk-forward is found;
-- the seed paper's experiment: ``experiment.toml`` (`trader.app.experiment`), then its Table 2
+- the seed paper's experiment: ``experiment.toml`` (`podracer.experiment`), then its Table 2
   (``experiment.json``) and Figure 7 (``figure7.parquet``); its learners' folders
   (``tournament/``, ``ppo/``) are runs of their own;
 - ``dataset.json``: the data set's card (`MarketData.describe`).
@@ -38,7 +38,6 @@ from typing import Any
 import pandas as pd
 
 from trader import rundir
-from trader.app.experiment import COLUMNS as EXPERIMENT_COLUMNS
 from trader.rundir import MARKERS, RunFileError, read_json, read_parquet
 from trader.rundir import require_keys as require
 
@@ -247,7 +246,7 @@ def load_pods(run: Path) -> pd.DataFrame:
 
 
 def load_walkforward(run: Path) -> dict[str, Any]:
-    """``walkforward.json`` (`trader.app.walkforward`), checked for the keys the page uses."""
+    """``walkforward.json`` (`podracer.walkforward`), checked for the keys the page uses."""
     path = run / rundir.WF_REPORT_JSON
     summary = read_json(path, version=rundir.WF_REPORT_VERSION)
     require(summary, ("config", "folds", "stitched"), path)
@@ -276,15 +275,15 @@ def load_stitched(run: Path) -> pd.DataFrame:
 
 # --------------------------------------------------------------------- the seed paper's experiment
 
-EXPERIMENT_ROW_KEYS = ("strategy", "source", *EXPERIMENT_COLUMNS)
+EXPERIMENT_ROW_KEYS = ("strategy", "source", *rundir.EXPERIMENT_COLUMNS)
 """The keys of a Table 2 row of ``experiment.json`` the page needs (the evidence columns
 are read where a row has them: the paper's rows have none)."""
 FIGURE_COLUMNS = ("learner", "seconds", "cum_return")
-"""The columns of ``figure7.parquet`` (`trader.app.experiment`)."""
+"""The columns of ``figure7.parquet`` (`podracer.experiment`)."""
 
 
 def load_experiment(run: Path) -> dict[str, Any]:
-    """``experiment.json`` (`trader.app.experiment.write_outputs`): the config and Table 2's rows,
+    """``experiment.json`` (`podracer.experiment.write_outputs`): the config and Table 2's rows,
     checked for the keys the page uses."""
     path = run / rundir.EXPERIMENT_JSON
     values = read_json(path, version=rundir.EXPERIMENT_VERSION)
@@ -297,7 +296,7 @@ def load_experiment(run: Path) -> dict[str, Any]:
 
 
 def load_experiment_config(run: Path) -> dict[str, Any]:
-    """``experiment.toml``: the experiment's settings (`trader.app.experiment.ExperimentConfig`)."""
+    """``experiment.toml``: the experiment's settings (`podracer.experiment.ExperimentConfig`)."""
     path = run / rundir.EXPERIMENT
     config = rundir.read_toml(path)
     require(config, ("dataset", "cost", "preset"), path)
@@ -322,7 +321,7 @@ PAPER_RECORD_KEYS = ("kind", "bar", "fills_at", "orders", "before", "after", "ex
 
 
 def load_paper(run: Path) -> dict[str, Any]:
-    """``paper/session.json`` and every complete line of ``paper/journal.jsonl`` (`trader.app.paper`):
+    """``paper/session.json`` and every complete line of ``paper/journal.jsonl`` (`podracer.paper`):
     ``{"session": ..., "records": [...]}``, checked for the keys the page uses."""
     path = run / rundir.PAPER_SESSION
     session = read_json(path, version=rundir.PAPER_VERSION)

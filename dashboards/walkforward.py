@@ -3,7 +3,7 @@ or a DataFrame out.
 
 Like `dashboards.figures`, plain functions with no Streamlit and no file reading, so
 each is tested on its own and the page only arranges them. They draw what
-`trader.app.walkforward` wrote (docs/contracts.md, "Walk-forward run directory"), never a
+`podracer.walkforward` wrote (docs/contracts.md, "Walk-forward run directory"), never a
 figure recomputed another way:
 
 - `window_frame` and `timeline_figure`: each fold's train, validation and test

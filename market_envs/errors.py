@@ -28,7 +28,7 @@ class ConfigError(UserError):
 
     :param key: the config field to blame, when the message starts with its name ("population
         must be >= 1"): the CLI names the flag that sets it instead ("--population must be >= 1";
-        `trader.app.cli.main`), the Python API keeps the field's name.
+        `podracer.cli.main`), the Python API keeps the field's name.
     """
 
     def __init__(self, message: str, key: str | None = None) -> None:

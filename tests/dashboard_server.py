@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # a developer's tool, outside the package
 from dashboard_screenshots import answering, free_port
 
-ENTRY_POINT = [sys.executable, "-c", "from trader.app.cli import entry_point; entry_point()"]
+ENTRY_POINT = [sys.executable, "-c", "from podracer.cli import entry_point; entry_point()"]
 
 
 def serve_dashboard(

@@ -20,7 +20,7 @@ from market_envs.costs import CostModel
 from market_envs.env import EnvConfig
 from trader.backtesting.engine import Book
 from trader.backtesting.runs import backtest_config, backtest_run, read_run
-from trader.app.cli import main as cli
+from podracer.cli import main as cli
 from trader.errors import UserError
 
 from market_fixtures import write_tiny_recipe

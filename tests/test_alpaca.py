@@ -27,7 +27,7 @@ import pytest
 from market_envs.data import DataError, load
 from market_envs.data.cache import DataCache
 from market_envs.data.indicators import WARMUP_BARS
-from trader.app.cli import main
+from podracer.cli import main
 from vendor_server import (
     DAYS,
     END,
@@ -324,7 +324,7 @@ def test_a_killed_build_resumes_without_refetching_finished_chunks(server, keys,
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
     }
-    code = "import sys; from trader.app.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from podracer.cli import main; sys.exit(main(sys.argv[1:]))"
     child = subprocess.Popen(
         [sys.executable, "-c", code, "data", "build", str(recipe), "--data-dir", str(tmp_path / "data")],
         env=env,

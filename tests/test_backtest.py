@@ -16,7 +16,7 @@ import trader.backtesting.periods as periods
 from trader import metrics
 from trader.backtesting import ActionSchedule, BacktestConfig, read_series, run_backtest
 from trader.backtesting.report import report_dict
-from trader.app.cli import main
+from podracer.cli import main
 from market_envs import EnvConfig
 from trader.errors import CheckpointError, UserError
 

@@ -28,9 +28,10 @@ from trader.rundir import config_from_dict  # noqa: E402
 from trader.backtesting import BacktestConfig, run_backtest  # noqa: E402
 from trader.libraries import finrl  # noqa: E402
 from trader.libraries.budget import Budget  # noqa: E402
-from trader.libraries.sb3 import ALGOS, PRESETS, SB3Policy, make_model  # noqa: E402
+from trader.adapters.sb3 import ALGOS, SB3Policy  # noqa: E402
+from trader.libraries.sb3 import PRESETS, make_model  # noqa: E402
 from trader.libraries.sb3_env import SB3VecEnv  # noqa: E402
-from trader.app.cli import main as cli  # noqa: E402
+from podracer.cli import main as cli  # noqa: E402
 from trader.errors import UserError  # noqa: E402
 from trader.agents.evaluator import market_evaluator  # noqa: E402
 
@@ -455,7 +456,7 @@ def test_an_exported_rllib_actor_acts_as_its_mlps_mean_squashed(tmp_path: Path, 
     ``act_dim`` outputs (the mean; the rest are log-stds), clipped (PPO) or tanh (SAC)."""
     from safetensors.torch import save_file
 
-    from trader.libraries.rllib import MLPPolicy
+    from trader.adapters.mlp import MLPPolicy
 
     torch.manual_seed(0)
     reference = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 6))

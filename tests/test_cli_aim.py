@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trader.app.cli import main
+from podracer.cli import main
 
 
 @pytest.mark.parametrize("command", [["train", "--algo", "ppo"], ["tournament"]])
@@ -40,7 +40,7 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
 
     from market_envs.env import EnvConfig
     from trader.rundir import recorded_rules
-    from trader.presets import COSTS_LINEAR_SCALE
+    from podracer.presets import COSTS_LINEAR_SCALE
 
     recipe = tmp_path / "edge.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
@@ -86,7 +86,7 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
 def test_capital_rules_keep_a_bars_reward_in_basis_points_of_the_capital():
     """The same return of the book is the same reward at any capital: the change of value (which grows
     with the capital) times the reward scale (which shrinks with it) is the return in basis points."""
-    from trader.presets import REWARD_SCALE, capital_rules
+    from podracer.presets import REWARD_SCALE, capital_rules
 
     assert capital_rules(1e6) == {"initial_cash": 1e6, "reward_scale": REWARD_SCALE}
     for capital in (2.5e5, 1e7, 3e9):
@@ -118,7 +118,7 @@ def test_rules_at_capital_keep_each_reward_the_same_share_of_the_capital():
     """From the preset's rules (bp of USD 1 million), from the env's defaults (FinRL's 1e-4 of USD 1
     million), and from rules already moved: the same return of the book is the same reward."""
     from market_envs.env import EnvConfig
-    from trader.presets import REWARD_SCALE, capital_rules, rules_at_capital
+    from podracer.presets import REWARD_SCALE, capital_rules, rules_at_capital
 
     preset = {"reward_scale": REWARD_SCALE, "action_mode": "weights"}
     assert rules_at_capital(preset, 1e7) == {**preset, **capital_rules(1e7)}
@@ -139,7 +139,7 @@ def test_initial_cash_trains_at_that_capital_and_a_rerun_moves_it_again(tmp_path
 
     from test_train_cli import TINY_EDGE_RECIPE
 
-    from trader.presets import REWARD_SCALE
+    from podracer.presets import REWARD_SCALE
 
     recipe = tmp_path / "edge.toml"
     recipe.write_text(TINY_EDGE_RECIPE)

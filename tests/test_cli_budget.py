@@ -1,4 +1,4 @@
-"""``TRADER_TINY_BUDGETS=1`` (`trader.app.cli.budget`): a command's budget options capped, the rest as given."""
+"""``TRADER_TINY_BUDGETS=1`` (`podracer.cli.budget`): a command's budget options capped, the rest as given."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated
 import pytest
 import typer
 
-from trader.app.cli import budget, main
+from podracer.cli import budget, main
 from trader.errors import UserError
 
 
@@ -79,6 +79,6 @@ def test_the_variable_is_one_or_nothing(monkeypatch, capsys) -> None:
 
 
 def test_the_help_names_the_variable() -> None:
-    from trader.app.cli.root import app
+    from podracer.cli.root import app
 
     assert budget.ENV in (app.info.epilog or "")

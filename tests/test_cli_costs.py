@@ -17,7 +17,7 @@ import trader.environments as environments
 import trader.training as train_module
 from market_envs.costs import cost_model
 from market_envs.data import from_frame
-from trader.app.cli import main
+from podracer.cli import main
 from trader.backtesting.yardsticks import YARDSTICKS
 from trader.errors import UserError
 
@@ -329,7 +329,7 @@ def test_a_tournament_and_its_backtest_trade_under_one_named_model(tmp_path: Pat
 def test_a_backtest_of_a_tournament_names_the_model_its_rules_record(tmp_path: Path, toy_data, capsys) -> None:
     """The fast check of the test above: a tournament's tournament.toml holding a named model's
     rules (as `trader tournament --costs` writes them) is backtested and reported under that name."""
-    from trader.app.cli.options import with_costs
+    from podracer.cli.options import with_costs
     from trader.rundir import write_toml
 
     model = cost_model("institutional").with_overrides({"participation": 0.05})

@@ -1,4 +1,4 @@
-"""`trader data ...` run in-process through `trader.app.cli.main`."""
+"""`trader data ...` run in-process through `podracer.cli.main`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from market_envs.data.cache import DataCache
 from test_data_frame import BAD_CASES, good_frame
 from test_recipes import write_files_recipe
-from trader.app.cli import main
+from podracer.cli import main
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import typer
 
 from market_envs.env import EnvConfig
 from trader import rundir
-from trader.app.cli import app, main
+from podracer.cli import app, main
 from trader.errors import UserError
 
 ACTS = "acts"
@@ -212,7 +212,7 @@ OPTIONS: dict[str, dict[str, str]] = {
                 "--device",
             )
         },
-        "--flatten-before-close": "intraday bars only: refused for daily bars (trader.app.paper)",
+        "--flatten-before-close": "intraday bars only: refused for daily bars (podracer.paper)",
         "--period": "--broker replay only: refused with alpaca",
         **{
             o: "--broker alpaca only: refused with replay"
@@ -309,8 +309,8 @@ that several commands take is one option: the same help and default everywhere."
 
 
 def shared_declarations() -> dict[str, object]:
-    """`trader.app.cli.options.SHARED` by flag: each one's typer `OptionInfo`."""
-    from trader.app.cli.options import SHARED
+    """`podracer.cli.options.SHARED` by flag: each one's typer `OptionInfo`."""
+    from podracer.cli.options import SHARED
 
     declared = {}
     for alias in SHARED:
@@ -669,7 +669,7 @@ def test_a_resume_keeps_the_saved_stops_and_cluster_unless_told_otherwise(
 @pytest.fixture
 def walk_forward_arguments(monkeypatch):
     """`trader walkforward` up to `walk_forward`: the keyword arguments it was called with, then a stop."""
-    import trader.app.walkforward as walkforward
+    import podracer.walkforward as walkforward
 
     seen = {}
 
@@ -756,7 +756,7 @@ def test_walkforward_passes_its_learners_options_down(tmp_path: Path, walk_forwa
         "search": "random",
         "ensemble_weighting": "score",
         "num_envs": 16,
-        "pod_steps": 16_384,  # the CLI's default per fold (trader.app.cli.walkforward.WALK_POD_STEPS)
+        "pod_steps": 16_384,  # the CLI's default per fold (podracer.cli.walkforward.WALK_POD_STEPS)
     }
     assert "stopped before the folds" in capsys.readouterr().err
 

@@ -33,12 +33,12 @@ def _loaded_after(code: str) -> dict:
 
 
 def test_importing_the_cli_loads_no_torch_nor_scipy() -> None:
-    assert _loaded_after("import trader.app.cli")["heavy"] == []
+    assert _loaded_after("import podracer.cli")["heavy"] == []
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["data", "--help"], ["train", "--help"]])
 def test_help_loads_no_torch_nor_scipy(argv: list[str]) -> None:
-    loaded = _loaded_after(f"from trader.app.cli import main\ncode = main({argv!r})\nassert code == 0, code")
+    loaded = _loaded_after(f"from podracer.cli import main\ncode = main({argv!r})\nassert code == 0, code")
     assert loaded["heavy"] == []
     assert "Usage: trader" in loaded["out"]
 

@@ -38,7 +38,7 @@ distributed = pytest.importorskip("distributed")
 ROOT = Path(__file__).resolve().parents[1]
 DASK = str(Path(sys.executable).with_name("dask"))
 PORT = 8786
-CLI = "import sys; from trader.app.cli import main; sys.exit(main(sys.argv[1:]))"
+CLI = "import sys; from podracer.cli import main; sys.exit(main(sys.argv[1:]))"
 
 pytestmark = pytest.mark.skipif(lab_available() is not None, reason=lab_available() or "")
 

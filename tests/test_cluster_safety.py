@@ -29,7 +29,7 @@ from tournament.config import TournamentConfig
 from trader.errors import ConfigError, UserError
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = "import sys; from trader.app.cli import main; sys.exit(main(sys.argv[1:]))"
+CLI = "import sys; from podracer.cli import main; sys.exit(main(sys.argv[1:]))"
 REMOTE = "tcp://10.0.0.5:8786"
 """A non-loopback address; used only inside `unshare -n`, where no route exists."""
 
@@ -262,9 +262,9 @@ def test_the_local_cluster_listens_on_loopback_only() -> None:
 def test_the_dashboard_says_it_has_no_login_when_it_listens_beyond_loopback(
     host: str, warned: bool, tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    from trader.app.cli import main
+    from podracer.cli import main
 
-    from trader.app.cli import dashboard
+    from podracer.cli import dashboard
 
     started = []
     monkeypatch.setattr(dashboard, "run_streamlit", lambda command, env: started.append(command) or 0)  # no streamlit

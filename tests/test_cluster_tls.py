@@ -15,7 +15,7 @@ import pytest
 from tournament import cluster
 from tournament.certs import certificate_files, make_certificates
 from tournament.cluster import TlsFiles
-from trader.app.cli import main
+from podracer.cli import main
 from trader.errors import UserError
 
 distributed = pytest.importorskip("distributed")

@@ -21,7 +21,7 @@ import pytest
 
 from dashboards import figures, runs
 from trader import metrics
-from trader.app.cli import main as cli
+from podracer.cli import main as cli
 
 from dashboard_server import serve_dashboard
 from market_fixtures import write_tiny_recipe
@@ -856,7 +856,7 @@ def test_cli_dashboard_bad_input_exits_2_with_one_line(tmp_path: Path, capsys) -
 
 
 def test_cli_dashboard_runs_the_app_with_streamlit(tmp_path: Path) -> None:
-    from trader.app.cli.dashboard import APP as CLI_APP, streamlit_command
+    from podracer.cli.dashboard import APP as CLI_APP, streamlit_command
 
     command = streamlit_command(tmp_path, 8765, "127.0.0.1")
     assert CLI_APP == APP and str(APP) in command and "8765" in command
@@ -905,7 +905,7 @@ def test_every_command_a_page_suggests_parses(tmp_path: Path) -> None:
     import click
     import typer
 
-    from trader.app.cli import app
+    from podracer.cli import app
 
     group = typer.main.get_command(app)
     commands = suggested_commands()
@@ -996,7 +996,7 @@ def walked(tmp_path_factory) -> Path:
     walk-forward tests' daily recipe and budget."""
     from test_walkforward import BUDGET, FOLDS, SMALL_PPO, daily_frame, write_daily_recipe
 
-    from trader.app.walkforward import walk_forward
+    from podracer.walkforward import walk_forward
 
     root = tmp_path_factory.mktemp("walked")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")

@@ -1,6 +1,6 @@
 """The dashboard's page of the seed paper's experiment and its view functions.
 
-The experiment's run directory is written by `trader.app.experiment`'s own functions without
+The experiment's run directory is written by `podracer.experiment`'s own functions without
 training: its config (`claim`), its data set recipe (`experiment_recipe`), the test
 period's backtest of the benchmark and equal weight (`run_backtest`, one of them with
 trials so that its DSR is filled), Table 2 from that backtest (`table2`, with an extra cost
@@ -47,7 +47,7 @@ def experiment_runs(tmp_path_factory) -> Path:
     from market_envs.data.recipes import write_recipe
     from trader.backtesting.engine import BacktestConfig, run_backtest
     from trader.backtesting.evidence import Trials
-    from trader.app.experiment import ExperimentConfig, claim, experiment_recipe, table2, write_outputs
+    from podracer.experiment import ExperimentConfig, claim, experiment_recipe, table2, write_outputs
 
     root = tmp_path_factory.mktemp("dashboard-experiment")
     os.environ["PODRACER_DATA_DIR"] = str(root / "data")
@@ -286,9 +286,9 @@ def test_the_hints_command_runs_up_to_the_training(tmp_path: Path, monkeypatch) 
     """The empty page's command, run through the CLI with the training stubbed out: its
     options make an experiment config, and its data set's window takes the experiment's
     split (`experiment_recipe`: what `run_experiment` checks before it trains)."""
-    import trader.app.experiment as experiment
+    import podracer.experiment as experiment
     from dashboards.app_pages import hints
-    from trader.app.cli import main as cli
+    from podracer.cli import main as cli
 
     hint = hints()[Path(PAGE).name]
     seen = []

@@ -18,8 +18,8 @@ from dashboards import paper as views
 from dashboards import runs
 from market_envs.env import EnvConfig
 from trader import rundir
-from trader.app.paper import PaperConfig, RiskLimits, paper
-from trader.app.paper.loop import PaperStop
+from podracer.paper import PaperConfig, RiskLimits, paper
+from podracer.paper.loop import PaperStop
 
 from market_fixtures import write_tiny_recipe
 from test_dashboard import assert_titles_clear_of_the_toolbar

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trader.app.cli import main
-from trader.app.cli.demo import free_run_dir
+from podracer.cli import main
+from podracer.cli.demo import free_run_dir
 
 TINY_EDGE_RECIPE = """
 name = "tiny-edge-daily"

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from trader.config_reference import SECTIONS, resolve_section, field_docs, render
+from tools.config_reference import SECTIONS, resolve_section, field_docs, render
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ GROUPS = ("data", "cluster", "experiment")
 
 
 def test_every_trader_command_in_the_readme_exists() -> None:
-    from trader.app.cli import main
+    from podracer.cli import main
 
     commands = {tuple(_subcommand(line)) for line in _readme_commands("trader")}
     assert len(commands) >= 8, commands
@@ -90,7 +90,7 @@ def _options(command: list[str]) -> set[str]:
     """Every option name (``--x``, ``-x``) that `trader COMMAND` accepts."""
     import typer
 
-    from trader.app.cli import app
+    from podracer.cli import app
 
     node = typer.main.get_command(app)
     for name in command:

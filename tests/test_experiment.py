@@ -14,9 +14,9 @@ import pytest
 
 from market_fixtures import TINY_DAILY_RECIPE
 from trader import rundir
-from trader.app.cli import main
+from podracer.cli import main
 from trader.errors import UserError
-from trader.app.experiment import ExperimentConfig, best_pods_over_time, experiment_dates, table_markdown
+from podracer.experiment import ExperimentConfig, best_pods_over_time, experiment_dates, table_markdown
 
 
 def test_the_papers_dates_where_the_data_covers_them():
@@ -121,7 +121,7 @@ def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path: Path, capsys, m
 def test_without_vendor_keys_the_stand_in_is_the_minute_market_where_costs_decide(monkeypatch):
     """No Alpaca keys: the calibrated minute stand-in, traded under the action that can hold."""
     from market_envs.data.recipes import find_recipe
-    from trader.app.cli.experiment import STAND_IN, default_dataset
+    from podracer.cli.experiment import STAND_IN, default_dataset
 
     for key in ("APCA_API_KEY_ID", "APCA_API_SECRET_KEY"):
         monkeypatch.delenv(key, raising=False)
@@ -152,7 +152,7 @@ def test_a_data_set_without_a_benchmark_is_refused(tmp_path: Path, capsys, monke
 
 
 def test_a_run_directory_with_other_settings_or_other_files_is_refused(tmp_path: Path, capsys):
-    from trader.app.experiment import claim
+    from podracer.experiment import claim
 
     root = tmp_path / "run"
     config = ExperimentConfig(run_dir=str(root), dataset="synthetic-minute", pods=2)
@@ -201,7 +201,7 @@ def _table(root: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_the_experiment_runs_end_to_end_and_a_killed_one_resumes_to_the_same_table(tmp_path: Path, monkeypatch, capsys):
-    import trader.app.experiment as experiment
+    import podracer.experiment as experiment
 
     monkeypatch.setenv("PODRACER_DATA_DIR", str(tmp_path / "data"))
     recipe = tmp_path / "tiny.toml"
@@ -306,7 +306,7 @@ def test_a_stopped_experiment_names_its_stage_and_the_command_that_resumes_it(
     import signal
     import shlex
 
-    import trader.app.experiment as experiment
+    import podracer.experiment as experiment
     from trader.errors import UnwritableError
     from trader.training import Interrupted
 

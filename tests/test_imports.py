@@ -34,12 +34,10 @@ def test_no_private_name_is_imported_across_packages() -> None:
 
 
 def test_the_check_finds_a_private_import_but_not_one_within_the_package(tmp_path: Path) -> None:
-    probe = tmp_path / "trader" / "app" / "cli" / "probe.py"
+    probe = tmp_path / "podracer" / "cli" / "probe.py"
     probe.parent.mkdir(parents=True)
-    probe.write_text("from trader.training import _resolve_config\nfrom trader.app.cli.train import _progress\n")
-    assert private_imports(probe, tmp_path) == [
-        "trader/app/cli/probe.py:1: from trader.training import _resolve_config"
-    ]
+    probe.write_text("from trader.training import _resolve_config\nfrom podracer.cli.train import _progress\n")
+    assert private_imports(probe, tmp_path) == ["podracer/cli/probe.py:1: from trader.training import _resolve_config"]
 
 
 def test_the_python_apis_calls_are_plain_functions_with_their_signatures_and_docstrings() -> None:
@@ -73,22 +71,16 @@ def test_the_python_apis_calls_are_plain_functions_with_their_signatures_and_doc
 
 # --------------------------------------------------------------------------- floors
 
-PACKAGES = ("market_envs", "trader", "tournament", "dashboards")
-APPLICATION = "trader.app"
-"""The application's folder: the CLI, the experiment protocols (which drive tournaments) and paper
-trading. A module's folder is its floor: nothing decides a floor by listing modules."""
+FLOORS = {"market_envs": 0, "trader": 1, "tournament": 2, "podracer": 3, "dashboards": 3}
+"""Each floor is a top-level package: the environments, the trader core (agents, training,
+backtesting, metrics, stats, rundir), the tournament, and the application (the CLI, the demo,
+walk-forward, the experiment, paper trading, presets) beside the dashboards."""
+PACKAGES = tuple(FLOORS)
 
 
 def floor(module: str) -> int:
-    """0 market_envs, 1 the trader core (agents, training, backtesting, metrics, stats, rundir,
-    ...), 2 tournament, 3 the application (`APPLICATION`) and dashboards."""
-    if module.startswith("market_envs"):
-        return 0
-    if module.startswith("tournament"):
-        return 2
-    if module.startswith("dashboards") or module == APPLICATION or module.startswith(APPLICATION + "."):
-        return 3
-    return 1
+    """The floor of `module`: its top-level package's."""
+    return FLOORS[module.split(".")[0]]
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
@@ -174,6 +166,30 @@ def test_no_two_modules_import_each_other_round_a_circle() -> None:
     assert circles(graph()) == []
 
 
+def folder_of(module: str, root: Path = ROOT) -> str:
+    """The folder a module lives in, dotted: a package is its own folder."""
+    path = modules(root)[module]
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def folder_graph(edges: dict[str, set[str]], root: Path = ROOT) -> dict[str, set[str]]:
+    """Imports between folders that do not hold one another: a folder may lean on its parent's
+    modules (trader.errors) and its parent on it, but two side folders lean one way only."""
+
+    def apart(a: str, b: str) -> bool:
+        return not (a == b or a.startswith(b + ".") or b.startswith(a + "."))
+
+    found: dict[str, set[str]] = {}
+    for module, targets in edges.items():
+        home = folder_of(module, root)
+        found.setdefault(home, set()).update(t for t in map(lambda m: folder_of(m, root), targets) if apart(home, t))
+    return found
+
+
+def test_no_two_folders_import_each_other_round_a_circle() -> None:
+    assert circles(folder_graph(graph())) == []
+
+
 def test_the_floor_check_finds_an_import_inside_a_function_and_a_circle(tmp_path: Path) -> None:
     for name, text in {
         "market_envs/__init__.py": "",
@@ -181,7 +197,7 @@ def test_the_floor_check_finds_an_import_inside_a_function_and_a_circle(tmp_path
         "trader/__init__.py": "",
         "trader/rundir.py": "from trader import stats\n",
         "trader/stats.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import trader.rundir\n",
-        "trader/app/walkforward.py": "from tournament import run\n",
+        "podracer/walkforward.py": "from tournament import run\n",
         "tournament/__init__.py": "from market_envs import env\n",
     }.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -190,3 +206,35 @@ def test_the_floor_check_finds_an_import_inside_a_function_and_a_circle(tmp_path
     edges = graph(tmp_path)
     assert upward(edges) == ["market_envs.env -> trader.rundir"]  # the application may drive a tournament
     assert circles(edges) == [["trader.rundir", "trader.stats"]]
+
+
+def test_the_folder_check_finds_two_side_folders_round_a_circle(tmp_path: Path) -> None:
+    for name, text in {
+        "trader/__init__.py": "from trader.backtesting import engine\n",
+        "trader/errors.py": "",
+        "trader/backtesting/__init__.py": "",
+        "trader/backtesting/engine.py": "from trader.errors import x\ndef f():\n    from trader.libraries.folder import y\n",
+        "trader/libraries/__init__.py": "",
+        "trader/libraries/folder.py": "",
+        "trader/libraries/run.py": "from trader.backtesting.engine import z\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    for package in ("market_envs", "tournament", "podracer", "dashboards"):
+        (tmp_path / package).mkdir()
+    edges = graph(tmp_path)
+    assert circles(edges) == []  # no two modules import each other
+    assert circles(folder_graph(edges, tmp_path)) == [["trader.backtesting", "trader.libraries"]]
+
+
+def test_the_dashboard_reads_run_files_through_the_run_directory_module_not_the_application() -> None:
+    """File schemas the dashboard reads live in `trader.rundir`; it imports nothing of `podracer`."""
+    edges = graph()
+    offenders = sorted(
+        f"{a} -> {b}"
+        for a, targets in edges.items()
+        if a.startswith("dashboards")
+        for b in targets
+        if b.startswith("podracer")
+    )
+    assert not offenders, "\n".join(offenders)

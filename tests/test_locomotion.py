@@ -18,7 +18,7 @@ import torch
 
 from trader.agents import make_agent
 from trader.agents.checkpoint import load_policy
-from trader.app.cli import main
+from podracer.cli import main
 from trader.training import train
 
 TINY = {

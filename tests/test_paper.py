@@ -28,9 +28,9 @@ from market_envs.costs import CostModel
 from market_envs.env import EnvConfig
 from trader import rundir
 from trader.backtesting.runs import backtest_config, backtest_run, read_run
-from trader.app.cli import main as cli
-from trader.app.paper import PaperConfig, RiskLimits, paper
-from trader.app.paper.loop import PaperStop
+from podracer.cli import main as cli
+from podracer.paper import PaperConfig, RiskLimits, paper
+from podracer.paper.loop import PaperStop
 
 from market_fixtures import write_tiny_recipe
 
@@ -122,11 +122,11 @@ def test_a_replay_decision_never_reads_a_bar_after_it(replayed, tmp_path: Path) 
     import torch
 
     from trader.backtesting.periods import select_period
-    from trader.app.paper.feed import ReplayFeed
-    from trader.app.paper.hours import MarketHours
-    from trader.app.paper.journal import Journal
-    from trader.app.paper.loop import PaperLoop, load_strategy
-    from trader.app.paper.simulated import SimulatedBroker
+    from podracer.paper.feed import ReplayFeed
+    from podracer.paper.hours import MarketHours
+    from podracer.paper.journal import Journal
+    from podracer.paper.loop import PaperLoop, load_strategy
+    from podracer.paper.simulated import SimulatedBroker
 
     run_dir, _, _, journal = replayed
     flat_only(run_dir)
@@ -267,7 +267,7 @@ def test_sigterm_stops_after_the_bar_in_hand_and_a_restart_finishes_the_period(r
     command = [
         sys.executable,
         "-c",
-        "from trader.app.cli import entry_point; entry_point()",
+        "from podracer.cli import entry_point; entry_point()",
         "paper",
         str(copy),
         "--period",

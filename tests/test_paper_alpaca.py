@@ -25,8 +25,8 @@ import pytest
 import trader
 from market_envs.env import EnvConfig
 from trader import rundir
-from trader.app.cli import main as cli
-from trader.app.paper import PaperConfig, RiskLimits, paper
+from podracer.cli import main as cli
+from podracer.paper import PaperConfig, RiskLimits, paper
 
 from broker_server import BENCHMARK, HISTORY, TICKERS, TRAIN_END, VAL_END, BrokerServer, served_market, sessions_by_hand
 from vendor_server import KEY_ID, NY, SECRET, one_error_line
@@ -210,7 +210,7 @@ def test_a_loop_killed_in_the_middle_of_a_bar_sends_no_order_twice_when_restarte
     command = [
         sys.executable,
         "-c",
-        "from trader.app.cli import entry_point; entry_point()",
+        "from podracer.cli import entry_point; entry_point()",
         "paper",
         str(run),
         *options(server, "--max-bars", "20"),

@@ -14,7 +14,7 @@ import pytest
 
 from market_envs.data import load
 from market_envs.data.recipes import find_recipe
-from trader.app.cli import main
+from podracer.cli import main
 from vendor_server import END, KEY_ID, SECRET, START, VendorServer, served_bars
 
 RECIPES = {

@@ -18,7 +18,7 @@ import pytest
 
 from market_envs.data import load
 from market_envs.data.indicators import WARMUP_BARS
-from trader.app.cli import main
+from podracer.cli import main
 from vendor_server import (
     END,
     NY,

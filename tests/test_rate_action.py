@@ -357,7 +357,7 @@ def test_an_ensemble_averages_the_members_aims_and_rates():
     ],
 )
 def test_bad_policy_rate_flags_exit_2_with_one_line(flags, fragment, tmp_path, capsys):
-    from trader.app.cli import main
+    from podracer.cli import main
 
     args = ["train", "--algo", "ppo", str(tmp_path / "run"), "--dataset", "synthetic-edge-daily", "--steps", "64"]
     assert main([*args, *flags]) == 2
@@ -374,7 +374,7 @@ def test_trade_rate_policy_trains_with_two_actions_per_stock(tmp_path):
     from test_train_cli import TINY_EDGE_RECIPE
 
     from trader.agents.checkpoint import load_agent
-    from trader.app.cli import main
+    from podracer.cli import main
     from trader.rundir import recorded_rules
 
     recipe = tmp_path / "edge.toml"

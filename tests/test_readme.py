@@ -91,7 +91,7 @@ def test_every_path_the_layout_names_exists() -> None:
 
 def top_level_folders() -> set[str]:
     """The tree's top-level folders (git's tracked files, else the checkout's folders) and the
-    packages one floor down (``trader/app``: a floor of its own inside ``trader``)."""
+    packages one floor down (``podracer``: a floor of its own inside ``trader``)."""
     try:
         tracked = subprocess.run(
             ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30
@@ -100,7 +100,7 @@ def top_level_folders() -> set[str]:
         tracked = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file()]
     folders = {name.split("/")[0] for name in tracked if "/" in name}
     folders = {f for f in folders if not f.startswith(".") and f not in UNTRACKED_FOLDERS}
-    floors = {"trader/app"} if (ROOT / "trader" / "app" / "__init__.py").is_file() else set()
+    floors = {"podracer"} if (ROOT / "trader" / "app" / "__init__.py").is_file() else set()
     return folders | floors
 
 

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 import trader
 from trader import rundir
-from trader.app.cli import main
+from podracer.cli import main
 
 EDGE_RECIPE = """
 name = "tour-edge"
@@ -121,7 +121,7 @@ def test_the_readme_python_tour_prints_the_numbers_of_its_cli_column(tour_edge: 
     of its table train the same weights and backtest the same test period under the same
     rules: equal metrics for the agent and the baselines."""
     from market_envs.data import load
-    from trader.presets import edge_rules, market_algo_config
+    from podracer.presets import edge_rules, market_algo_config
 
     python_run, cli_run = tmp_path / "py", tmp_path / "cli"
     # the README's snippet, with its budget cut to this test's

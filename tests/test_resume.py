@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from trader import rundir
 from trader.agents.checkpoint import read_metadata
 from trader.agents.ppo import PPORunner
-from trader.app.cli import main
+from podracer.cli import main
 from trader.errors import UserError
 from trader.training import Interrupted, StopRequest, resume, stop_on_signals, train
 
@@ -241,7 +241,7 @@ def test_a_real_sigterm_to_trader_train_keeps_the_best_snapshot(tmp_path: Path) 
     args = _cli_args(recipe, run)
     args[args.index("--steps") + 1] = str(10**9)
     process = subprocess.Popen(
-        [sys.executable, "-c", "from trader.app.cli import entry_point; entry_point()", *args],
+        [sys.executable, "-c", "from podracer.cli import entry_point; entry_point()", *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stderr=subprocess.PIPE,

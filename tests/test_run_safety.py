@@ -18,7 +18,7 @@ import pytest
 
 from market_fixtures import write_tiny_recipe
 from trader import rundir
-from trader.app.cli import main
+from podracer.cli import main
 
 TINY_PPO = "num_steps = 32\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n"
 

@@ -15,11 +15,11 @@ from market_envs.data import MarketData
 from market_envs.env import EnvConfig, StockTradingVecEnv
 from market_fixtures import random_panel, write_tiny_recipe
 from trader import rundir
-from trader.app.cli import main
+from podracer.cli import main
 from trader.errors import ConfigError
 from trader.folds import FoldSpec, Windows, make_folds
 from trader.spec import MarketSpec, market_spec
-from trader.app.walkforward import fold_dir, walk_forward
+from podracer.walkforward import fold_dir, walk_forward
 
 TINY_PPO = {"num_steps": 16, "update_epochs": 1, "num_minibatches": 2, "hidden_sizes": (8,)}
 
@@ -67,7 +67,7 @@ def no_round_trips(monkeypatch) -> list[Path]:
 
 
 def test_costs_reach_the_env_as_the_same_cost_model_object(tmp_path: Path, envs_built, monkeypatch) -> None:
-    import trader.app.cli.train as cli_train
+    import podracer.cli.train as cli_train
 
     named: list[NamedCosts] = []
     flags = cli_train.cost_flags

@@ -8,12 +8,12 @@ a cluster, a broker, a gymnasium env) and run by that kind's runner, which check
 and what the command leaves behind. A command of a kind no runner knows fails its test; so a
 README of two commands or of forty is run whole.
 
-Each command runs through the real CLI (`trader.app.cli.main`, in process, or the console entry
+Each command runs through the real CLI (`podracer.cli.main`, in process, or the console entry
 point in a subprocess for the dashboard's server) in a temporary working directory, so
 ``runs/...`` lands there; the placeholders ``RUN_DIR`` and ``PATH`` are filled with paths there.
 
 Budgets. A command as written trains for minutes; every run here is under
-``TRADER_TINY_BUDGETS=1`` (`trader.app.cli.budget`), which caps the budget options (transitions,
+``TRADER_TINY_BUDGETS=1`` (`podracer.cli.budget`), which caps the budget options (transitions,
 pods, time budgets, seeds, bars) at smoke-test sizes without a word of the command changed. What a
 command says it learns is checked at its real budget by `test_the_tours_tournament_learns`
 (slow): the tour's tournament beats equal weight on the test period.
@@ -44,7 +44,7 @@ from dashboard_server import serve_dashboard
 from test_cli_options import readme_commands
 
 from trader import rundir
-from trader.app.cli import budget, main
+from podracer.cli import budget, main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -289,7 +289,7 @@ def test_ensemble_acts_as_the_mean_of_its_members() -> None:
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(args: list[str], message: str, tmp_path: Path, capsys) -> None:
-    from trader.app.cli import main
+    from podracer.cli import main
 
     if "--gpus" in args and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -301,7 +301,7 @@ def test_cli_bad_input_exits_2_with_one_line(args: list[str], message: str, tmp_
 
 
 def test_cli_rejects_a_config_key_that_does_not_exist(tmp_path: Path, capsys) -> None:
-    from trader.app.cli import main
+    from podracer.cli import main
 
     config = tmp_path / "t.toml"
     config.write_text("populaton = 4\n")
@@ -310,7 +310,7 @@ def test_cli_rejects_a_config_key_that_does_not_exist(tmp_path: Path, capsys) ->
 
 
 def test_cli_resume_needs_a_tournament(tmp_path: Path, capsys) -> None:
-    from trader.app.cli import main
+    from podracer.cli import main
 
     (tmp_path / "plain").mkdir()
     assert main(["tournament", str(tmp_path / "plain"), "--resume"]) == 2
@@ -319,7 +319,7 @@ def test_cli_resume_needs_a_tournament(tmp_path: Path, capsys) -> None:
 
 def test_cli_unreachable_scheduler_exits_2(tmp_path: Path, capsys, monkeypatch) -> None:
     from tournament import cluster
-    from trader.app.cli import main
+    from podracer.cli import main
 
     monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", 1.0)  # seconds
     args = ["tournament", str(tmp_path / "run"), "--env", "Pendulum-v1", "--scheduler", "tcp://127.0.0.1:9"]
@@ -334,7 +334,7 @@ def test_cli_unreachable_scheduler_exits_2(tmp_path: Path, capsys, monkeypatch) 
 
 
 def test_cli_refuses_to_start_over_a_tournament(tmp_path: Path, capsys) -> None:
-    from trader.app.cli import main
+    from podracer.cli import main
 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "events.jsonl").write_text("")
@@ -346,7 +346,7 @@ def test_cli_refuses_to_start_over_a_tournament(tmp_path: Path, capsys) -> None:
 def test_the_market_preset_fills_rules_and_configs_under_the_keys_given(tmp_path: Path) -> None:
     from test_train_cli import TINY_EDGE_RECIPE
 
-    from trader.presets import apply_preset
+    from podracer.presets import apply_preset
 
     recipe = tmp_path / "edge.toml"
     recipe.write_text(TINY_EDGE_RECIPE)
@@ -389,7 +389,7 @@ def test_the_pods_per_hour_of_a_resumed_run_are_this_sessions() -> None:
     from dataclasses import replace
 
     from tournament.orchestrator import Progress
-    from trader.app.cli.tournament import progress_line
+    from podracer.cli.tournament import progress_line
 
     resumed = Progress(30, 0, 1, 1, 1.0, "ppo", elapsed=36.0, done_here=1, resumed=True)
     assert resumed.pods_per_hour == pytest.approx(100.0)
@@ -425,8 +425,8 @@ def test_the_cli_says_in_one_line_where_an_interrupt_stopped_and_what_resumes(
     import tournament
     from tournament import cluster
     from tournament.orchestrator import Interrupted
-    from trader.app.cli import main
-    from trader.app.cli import tournament as command
+    from podracer.cli import main
+    from podracer.cli import tournament as command
 
     run_dir = tmp_path / "run"
 

@@ -89,7 +89,7 @@ def tournament_process(
         *("tournament", str(run_dir), "--dataset", str(recipe), "--pods", str(pods), "--pod-steps", "1024"),
         *("--num-envs", "8", "--population", "3", "--workers", "1", "--algos", "ppo", "--config", str(config_file)),
     ]
-    code = "import sys; from trader.app.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from podracer.cli import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.Popen(
         [sys.executable, "-c", code, *args],
         start_new_session=True,
@@ -162,7 +162,7 @@ def test_a_tournament_stopped_by_sigterm_resumes_on_its_saved_worker_count(share
 
 @pytest.mark.slow
 def test_sigint_during_the_final_backtest_is_one_line_and_a_resume_writes_the_report(shared, tmp_path: Path) -> None:
-    from trader.app.cli import main
+    from podracer.cli import main
 
     run_dir = tmp_path / "t"
     process = tournament_process(run_dir, shared[1], tmp_path, pods=1, backtest=True)

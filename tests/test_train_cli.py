@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from trader.agents.checkpoint import load_policy, read_metadata
 from trader.agents.ppo import PPOConfig
-from trader.app.cli import main
+from podracer.cli import main
 from trader.errors import ConfigError, UserError
 from trader.training import train
 

@@ -1,4 +1,4 @@
-"""Walk-forward (trader.app.walkforward): folds that never see their future, a stitched
+"""Walk-forward (podracer.walkforward): folds that never see their future, a stitched
 record that carries the book across fold boundaries, and a resume that changes nothing."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from trader.errors import UserError
 from trader.environments import load_market
 from trader.folds import FoldSpec, make_folds
 from trader.rundir import fold_dir, read_fold
-from trader.app.walkforward import walk_forward
+from podracer.walkforward import walk_forward
 
 FOLDS = FoldSpec("6m", "2m", "2m")
 """Four folds on `write_daily_recipe`'s 17 months: tests Sep-Nov 2020, ..., Mar-May 2021."""
@@ -267,7 +267,7 @@ def test_a_book_of_the_wrong_width_is_refused() -> None:
 
 
 def test_the_cli_resumes_a_finished_walk_forward_and_prints_the_report(tmp_path, recipe, uninterrupted, capsys) -> None:
-    from trader.app.cli import main
+    from podracer.cli import main
 
     config = tmp_path / "ppo.toml"
     config.write_text("num_steps = 64\nnum_minibatches = 2\nupdate_epochs = 1\n")
@@ -307,9 +307,9 @@ def test_the_clis_tournament_per_fold_defaults_to_a_budget_a_first_run_can_pay(t
     """Issue 75, finding 3: `trader walkforward` without budget flags ran the tournament's 12 pods of
     50,000 transitions on each fold. The CLI's default is `WALK_PODS` of `WALK_POD_STEPS` per fold;
     a stop or --pod-steps given replaces it."""
-    import trader.app.walkforward as module
-    from trader.app.cli import main
-    from trader.app.cli.walkforward import WALK_POD_STEPS, WALK_PODS
+    import podracer.walkforward as module
+    from podracer.cli import main
+    from podracer.cli.walkforward import WALK_POD_STEPS, WALK_PODS
 
     seen = []
 
@@ -341,7 +341,7 @@ def test_the_clis_tournament_per_fold_defaults_to_a_budget_a_first_run_can_pay(t
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, recipe, flags, message, capsys) -> None:
-    from trader.app.cli import main
+    from podracer.cli import main
 
     code = main(
         ["walkforward", str(tmp_path / "run"), "--dataset", str(recipe), "--train", "6m", "--validation", "2m", *flags]
@@ -522,7 +522,7 @@ def test_a_sigint_in_fold_2_keeps_fold_1_and_names_the_command_that_resumes(tmp_
     import signal
 
     from trader.agents.ppo import PPORunner
-    from trader.app.cli import main
+    from podracer.cli import main
 
     original, calls = PPORunner.iteration, []
 
@@ -552,8 +552,8 @@ def test_a_sigint_in_fold_2_keeps_fold_1_and_names_the_command_that_resumes(tmp_
 def test_a_full_disk_in_a_walk_forward_is_one_line_naming_the_file_and_the_command(
     tmp_path, recipe, monkeypatch, capsys
 ):
-    import trader.app.walkforward as walkforward
-    from trader.app.cli import main
+    import podracer.walkforward as walkforward
+    from podracer.cli import main
     from trader.errors import UnwritableError
 
     run = tmp_path / "run"

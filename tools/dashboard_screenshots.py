@@ -74,7 +74,7 @@ def serve(runs_dir: Path, port: int | None = None, timeout: float = 60.0, tries:
     server that exits before it answers is started again on another port, `tries` times in all. A port
     the caller named is tried once. An answer counts only once our own server listens on the port
     (another server there would answer the health check too, for another runs folder)."""
-    from trader.app.cli.dashboard import streamlit_command
+    from podracer.cli.dashboard import streamlit_command
 
     env = {**os.environ, "PODRACER_RUNS_DIR": str(Path(runs_dir).resolve())}
     errors = []

@@ -142,7 +142,7 @@ class TournamentConfig:
     periods: dict[str, list[str]] = field(default_factory=dict)
     """Explicit train / validation / test bounds (``[first, last]`` bar timestamps each)
     replacing the data set's split dates, for every pod and the final backtest: a
-    walk-forward fold's windows (`trader.app.walkforward`). Empty: the split dates."""
+    walk-forward fold's windows (`podracer.walkforward`). Empty: the split dates."""
     windows: dict[str, list[int]] = field(default_factory=dict)
     """The same windows as bar positions ``[start, stop)`` of the data set's index, as the fold
     cut them: what the pods' envs and the ensemble's validation are cut to (`MarketData.with_windows`),

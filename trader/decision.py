@@ -212,7 +212,7 @@ def reset_at(env: Any, bar: int, cash: float, held: Any) -> torch.Tensor:
 
     The state equals that of an env which reached ``bar`` with this book (the book is
     marked at the bar's close), so its next `step` fills as a backtest's step there does
-    (tests/test_act.py). `trader.app.paper` decides and simulates fills through it too."""
+    (tests/test_act.py). `podracer.paper` decides and simulates fills through it too."""
     holdings = torch.as_tensor(held, dtype=torch.float64, device=env.device).reshape(1, -1)
     cash_row = torch.tensor([float(cash)], dtype=torch.float64, device=env.device)
     obs, _ = env.reset(options={"start": int(bar), "cash": cash_row, "holdings": holdings})

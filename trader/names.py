@@ -9,7 +9,7 @@ home:
 - `ALGOS`: the algorithms the registry builds (`trader.agents.SPEC_MODULES`);
 - `BASELINES`: the backtest's built-in strategies (`trader.backtesting.engine`);
 - `DEMO_RECIPE`, `DEMO_COST`, `DEMO_POD_STEPS`: what `trader demo` runs by default
-  (`trader.app.demo`); `PRESET_COST`: the rate of ``--preset market`` without ``--commission``;
+  (`podracer.demo`); `PRESET_COST`: the rate of ``--preset market`` without ``--commission``;
 - `name_list`: the one parser of a comma-separated list (``--algos ppo,sac``), and `gpu_numbers`
   on it (``--gpus 0,1``);
 - `counted`: a count with its noun in agreement ("1 trial", "25 trials"), for every line that prints one.

@@ -105,6 +105,8 @@ EXPERIMENT_JSON = "experiment.json"
 EXPERIMENT_TABLE = "table2.md"
 EXPERIMENT_FIGURE = "figure7.parquet"
 EXPERIMENT_PLOT = "figure7.png"
+EXPERIMENT_COLUMNS = ("cum_returns_final", "annual_return", "annual_volatility", "max_drawdown", "sharpe_ratio")
+"""The experiment's Table 2 columns (``experiment.json`` rows), as `trader.metrics.summary` names them."""
 
 LEADERBOARD_VERSION = 1
 CHECKPOINT_VERSION = 1
@@ -161,14 +163,14 @@ FILES: tuple[RunFile, ...] = (
         f"{SNAPSHOTS}/*.safetensors",
         "safetensors",
         "trader.agents.checkpoint (trader.train's snapshot_every)",
-        "trader.app.experiment (Figure 7: test return against training wall-clock)",
+        "podracer.experiment (Figure 7: test return against training wall-clock)",
         CHECKPOINT_VERSION,
     ),
     RunFile(
         f"{SNAPSHOTS}/*.json",
         "json",
         "trader.agents.checkpoint (trader.train's snapshot_every)",
-        "trader.app.experiment",
+        "podracer.experiment",
         CHECKPOINT_VERSION,
     ),
     RunFile(
@@ -225,7 +227,7 @@ FILES: tuple[RunFile, ...] = (
     RunFile(
         f"{BASELINES_DIR}/*/{BASELINE_SIDECAR}",
         "json",
-        "trader.libraries.folder",
+        "trader.backtesting.baseline_folder",
         "trader backtest, the dashboard",
         BASELINE_VERSION,
     ),
@@ -264,52 +266,50 @@ FILES: tuple[RunFile, ...] = (
     ),
     RunFile(f"{REPORTS_DIR}/*/tearsheet_*.png", "png", "trader.backtesting.report", "the dashboard"),
     RunFile(f"{REPORTS_DIR}/*/{DATASET}", "json", "trader.backtesting.report", "the dashboard (data set panel)"),
-    RunFile(WF_CONFIG, "toml", "trader.app.walkforward", "trader walkforward (a resume must match it)"),
+    RunFile(WF_CONFIG, "toml", "podracer.walkforward", "trader walkforward (a resume must match it)"),
     RunFile(
         f"{WF_FOLDS_DIR}/*/{WF_FOLD}",
         "json",
-        "trader.app.walkforward",
-        "trader.app.walkforward (the marker of a finished fold; the next fold's starting book)",
+        "podracer.walkforward",
+        "podracer.walkforward (the marker of a finished fold; the next fold's starting book)",
         WF_FOLD_VERSION,
     ),
-    RunFile(WF_STITCHED, "parquet", "trader.app.walkforward", "the dashboard (stitched equity)"),
-    RunFile(WF_REPORT_JSON, "json", "trader.app.walkforward", "the dashboard, benchmarks/", WF_REPORT_VERSION),
-    RunFile(WF_REPORT_MD, "markdown", "trader.app.walkforward", "a person"),
+    RunFile(WF_STITCHED, "parquet", "podracer.walkforward", "the dashboard (stitched equity)"),
+    RunFile(WF_REPORT_JSON, "json", "podracer.walkforward", "the dashboard, benchmarks/", WF_REPORT_VERSION),
+    RunFile(WF_REPORT_MD, "markdown", "podracer.walkforward", "a person"),
     RunFile(
         PAPER_SESSION,
         "json",
-        "trader.app.paper.journal",
+        "podracer.paper.journal",
         "trader paper (a restart must match it), the dashboard",
         PAPER_VERSION,
     ),
     RunFile(
-        PAPER_JOURNAL, "jsonl", "trader.app.paper.journal", "trader paper (a restart resumes from it), the dashboard"
+        PAPER_JOURNAL, "jsonl", "podracer.paper.journal", "trader paper (a restart resumes from it), the dashboard"
     ),
     RunFile(
         PAPER_PENDING,
         "json",
-        "trader.app.paper.journal",
+        "podracer.paper.journal",
         "trader paper (a restart finishes the bar it names)",
         PAPER_VERSION,
     ),
     RunFile(
         EXPERIMENT,
         "toml",
-        "trader.app.experiment",
+        "podracer.experiment",
         "trader experiment podracer (a resume must match it), the dashboard",
     ),
     RunFile(
         EXPERIMENT_DATASET,
         "toml",
-        "trader.app.experiment",
+        "podracer.experiment",
         "every learner of the experiment (its data set recipe), the dashboard (its split)",
     ),
-    RunFile(
-        EXPERIMENT_JSON, "json", "trader.app.experiment", "a person, benchmarks/, the dashboard", EXPERIMENT_VERSION
-    ),
-    RunFile(EXPERIMENT_TABLE, "markdown", "trader.app.experiment", "a person"),
-    RunFile(EXPERIMENT_FIGURE, "parquet", "trader.app.experiment", "a person (Figure 7's points), the dashboard"),
-    RunFile(EXPERIMENT_PLOT, "png", "trader.app.experiment", "a person"),
+    RunFile(EXPERIMENT_JSON, "json", "podracer.experiment", "a person, benchmarks/, the dashboard", EXPERIMENT_VERSION),
+    RunFile(EXPERIMENT_TABLE, "markdown", "podracer.experiment", "a person"),
+    RunFile(EXPERIMENT_FIGURE, "parquet", "podracer.experiment", "a person (Figure 7's points), the dashboard"),
+    RunFile(EXPERIMENT_PLOT, "png", "podracer.experiment", "a person"),
 )
 """Every file a stage writes into a run directory. A training run's files also stand
 under ``pods/<id>/`` of a tournament (each pod is a training run), and a training run's
@@ -600,7 +600,7 @@ def baseline_folders(root: str | os.PathLike[str]) -> list[Path]:
 
 
 def read_baseline(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """A baseline folder's ``baseline.json`` (`trader.libraries.folder` writes it), checked
+    """A baseline folder's ``baseline.json`` (`trader.backtesting.baseline_folder` writes it), checked
     for its format version (`RunFileError` naming it)."""
     return read_json(Path(folder) / BASELINE_SIDECAR, version=BASELINE_VERSION)
 

@@ -331,7 +331,7 @@ def train(
     :param periods: market envs: explicit train / validation / test bounds that replace
         the data set's split dates (`MarketData.with_periods`; a walk-forward fold's
         windows); recorded in config.toml, so the backtest finds them again.
-    :param preset: the preset (`trader.presets.PRESETS`) the caller built ``config`` and
+    :param preset: the preset (`podracer.presets.PRESETS`) the caller built ``config`` and
         ``env_config`` with, recorded in config.toml (the rules and config themselves are
         recorded whole, so a rerun needs no preset).
     :param dataset_periods: market envs: the data set's train / validation / test
@@ -344,7 +344,7 @@ def train(
         before the first iteration, with config.toml's values (the CLI prints them).
     :param snapshot_every: also checkpoint the agent as it is whenever another this many
         seconds of training have passed, into ``snapshots/ms<milliseconds>`` (a learning
-        curve against wall-clock: `trader.app.experiment`'s Figure 7). None: no snapshots.
+        curve against wall-clock: `podracer.experiment`'s Figure 7). None: no snapshots.
     :param resume: continue the interrupted run in ``run_dir`` from its ``resume/last``
         (see the module docstring: the training env is reset, and an off-policy replay
         buffer is restored only where a signal stopped the run; everything else continues). The other arguments must resolve

@@ -1,7 +1,7 @@
 """The paper's experiment: an experiment of `trader experiment podracer`: its settings, its
 Table 2 (our rows beside the paper's published ones, with our evidence columns) and its
 Figure 7 (the test-period return of training snapshots against wall-clock, one line per
-learner): the numbers of experiment.json and figure7.parquet as `trader.app.experiment` wrote
+learner): the numbers of experiment.json and figure7.parquet as `podracer.experiment` wrote
 them. An experiment still running shows its settings."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Walk-forward: the folds' windows, the stitched out-of-sample equity against the
 benchmark and equal-weight, each fold's winner with its validation and test Sharpe,
 and the stitched metrics and evidence: the numbers of walkforward.json and
-stitched.parquet as `trader.app.walkforward` wrote them. A walk-forward still running
+stitched.parquet as `podracer.walkforward` wrote them. A walk-forward still running
 shows its finished folds (their fold.json)."""
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ class OffPolicyConfig:
     updates follow what the critics learn from the data instead of their random initial
     slope (DDPG initialises its output layers in +-3e-3 for this reason). 1.0: the plain
     `nn.Linear` initialisation. The market preset sets TD3's to 0.01
-    (`trader.presets.TD3_MARKET`)."""
+    (`podracer.presets.TD3_MARKET`)."""
     max_grad_norm: float | None = None
     """Clip the gradient norm of each network to this value; None disables clipping."""
     iteration_steps: int = 1_000

@@ -41,6 +41,7 @@ from typing import Any
 from market_envs.costs import CostModel
 from market_envs.env import EnvConfig
 from trader import rundir
+from trader.backtesting.baseline_folder import load_strategy
 from trader.environments import run_periods
 from trader.errors import CheckpointError, UserError
 from trader.names import BASELINES
@@ -229,8 +230,6 @@ def run_strategies(contents: RunContents, device: str = "cpu", names: Sequence[s
 
         strategies["ensemble"] = load_ensemble(contents.ensemble, device, contents.ensemble_weights or None)
     if contents.baselines:
-        from trader.libraries.folder import load_strategy
-
         for folder in contents.baselines:
             if names is not None and folder.name not in names:
                 continue

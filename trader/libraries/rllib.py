@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
 
 from trader import rundir
 from trader.libraries.budget import Budget
@@ -94,26 +93,3 @@ def train_rllib(
         "selection": result["selection"],
         "validation": result["validation"],
     }
-
-
-class MLPPolicy:
-    """An exported RLlib actor: the MLP's Gaussian mean (the first ``act_dim`` outputs),
-    clipped (PPO) or through tanh (SAC) as ``policy.json`` says."""
-
-    def __init__(self, path: Path, device: str = "cpu") -> None:
-        from safetensors.torch import load_file
-
-        from trader.libraries.rllib_worker import build_mlp
-
-        meta = rundir.read_json(path.with_suffix(".json"))
-        tensors = load_file(str(path))
-        self.act_dim = int(meta["act_dim"])
-        self.how = str(meta.get("squash", "clip"))  # the first exports (PPO only) did not say
-        self.net = build_mlp(list(meta["sizes"]), [tensors[f"t{k}"] for k in range(len(tensors))], meta["activation"])
-        self.net.to(device)
-
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        from trader.libraries.rllib_worker import squash
-
-        return squash(self.net(obs.float())[..., : self.act_dim], self.how)

@@ -24,8 +24,7 @@ from typing import Any
 import torch
 
 from trader import rundir
-
-ACTIVATIONS = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}
+from trader.adapters.mlp import build_mlp, squash
 
 
 def _env_creator(env_config: dict[str, Any]) -> Any:
@@ -66,10 +65,6 @@ through tanh, as SAC's objective (and SB3's SAC) has it. RLlib 2.60's own
 copy that."""
 
 
-def squash(mean: torch.Tensor, how: str) -> torch.Tensor:
-    return torch.tanh(mean) if how == "tanh" else mean.clamp(-1.0, 1.0)
-
-
 class _Deterministic:
     """The RLlib module's deterministic action (the Gaussian's mean, squashed) as ``act``."""
 
@@ -93,20 +88,6 @@ def _actor_mlp(module: Any) -> tuple[list[int], list[torch.Tensor]]:
 
 def _is_actor(name: str) -> bool:
     return ("actor" in name or name.startswith("pi")) and "critic" not in name and "vf" not in name and "qf" not in name
-
-
-def build_mlp(sizes: list[int], tensors: list[torch.Tensor], activation: str = "tanh") -> torch.nn.Sequential:
-    """Linear layers of `sizes` with the given weights and biases (alternating in
-    `tensors`), `activation` between them: the exported actor, rebuilt on either side."""
-    layers: list[torch.nn.Module] = []
-    for k in range(len(sizes) - 1):
-        linear = torch.nn.Linear(sizes[k], sizes[k + 1])
-        linear.weight.data.copy_(tensors[2 * k])
-        linear.bias.data.copy_(tensors[2 * k + 1])
-        layers.append(linear)
-        if k < len(sizes) - 2:
-            layers.append(ACTIVATIONS[activation]())
-    return torch.nn.Sequential(*layers)
 
 
 def export_policy(module: Any, act_dim: int, obs_dim: int, how: str, folder: Path) -> None:

@@ -26,7 +26,7 @@ from market_envs.env import EnvConfig
 from trader.rundir import config_to_dict
 from trader.libraries import finrl
 from trader.libraries.budget import Budget
-from trader.libraries.folder import commit, folder_name, staging, write_sidecar
+from trader.backtesting.baseline_folder import commit, folder_name, staging, write_sidecar
 from trader.errors import UserError
 
 LIBRARIES = ("sb3", "sb3-dummy", "finrl", "rllib")
@@ -185,7 +185,7 @@ def baselines(
 
 def _jobs(libraries: Sequence[str], algos: Sequence[str], seeds: int | Sequence[int]) -> list[tuple[str, str, int]]:
     """(library, algo, seed) for every baseline asked for; bad names fail before any work."""
-    from trader.libraries.sb3 import ALGOS, sb3_version
+    from trader.adapters.sb3 import ALGOS, sb3_version
 
     unknown = [lib for lib in libraries if lib not in LIBRARIES]
     if unknown or not libraries:
@@ -362,7 +362,8 @@ def _train_sb3(
     **_: Any,
 ) -> dict[str, Any]:
     """One SB3 model on the train period, its best validation snapshot in ``model.zip``."""
-    from trader.libraries.sb3 import fit, hyperparameters, make_model, sb3_version
+    from trader.adapters.sb3 import sb3_version
+    from trader.libraries.sb3 import fit, hyperparameters, make_model
     from trader.agents.evaluator import market_evaluator
 
     params = hyperparameters(algo, preset)
@@ -449,7 +450,8 @@ def _train_finrl(
     **_: Any,
 ) -> dict[str, Any]:
     """FinRL's ensemble over the test period: per window, the chosen learner's model file."""
-    from trader.libraries.sb3 import SB3Policy, fit, hyperparameters, load_model, make_model, sb3_version
+    from trader.adapters.sb3 import SB3Policy, load_model, sb3_version
+    from trader.libraries.sb3 import fit, hyperparameters, make_model
     from trader.agents.evaluator import market_evaluator
 
     train, test = data.period("train"), data.period("test")

@@ -1,0 +1,388 @@
+"""`trader tournament RUN_DIR`: a population of PPO, SAC and TD3 pods on dask.
+
+A thin layer over `tournament.run`: flags override the keys of ``--config`` (a TOML
+file of `TournamentConfig` keys, e.g. a run's tournament.toml), a live line shows
+pods done / in flight, workers, the best score and pods per hour; at the end the
+leaderboard's top 10 and the test-period backtest of the best pod and the ensemble.
+
+SIGINT (Ctrl-C) or SIGTERM, at any stage, ends it with one line saying where it stopped and
+the command that resumes it, and exit code 128 + the signal's number (130, 143); another
+signal while it stops is ignored.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from podracer.cli.root import app
+from podracer.cli.options import (
+    AlgosOption,
+    PresetOption,
+    CommissionOption,
+    CompileOption,
+    CostSetOption,
+    CostsOption,
+    DatasetOption,
+    DeviceOption,
+    EnsembleWeightingOption,
+    GpusOption,
+    InitialCashOption,
+    InsecureOption,
+    NoTradeBandOption,
+    NumEnvsOption,
+    SchedulerOption,
+    SearchOption,
+    SeedOption,
+    TargetScoreOption,
+    TlsCaOption,
+    TlsCertOption,
+    TlsKeyOption,
+    TradeRateOption,
+    WeightsMapOption,
+    WorkersOption,
+    cluster_flags,
+    cost_flags,
+    with_aim_rules,
+    with_costs,
+    with_initial_cash,
+)
+from trader.names import counted, name_list
+from trader.errors import UserError
+from trader.names import ALGOS, PRESET_COST
+
+
+@app.command("tournament")
+def tournament_command(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (created; with --resume, the one to continue).")],
+    dataset: DatasetOption = None,
+    env: Annotated[
+        str | None, typer.Option("--env", help="Gymnasium env id instead of a data set, e.g. Ant-v5.")
+    ] = None,
+    algos: AlgosOption = None,
+    population: Annotated[int | None, typer.Option("--population", help="Leaderboard size (default 8).")] = None,
+    pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="Transitions per pod (default 50000).")] = None,
+    pods: Annotated[
+        int | None, typer.Option("--pods", help="Pod budget (default 12 unless another stop is given).")
+    ] = None,
+    time_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--time-budget", help="Wall-clock budget: 90s, 30m, 2h. Pods running then stop, are validated and ranked."
+        ),
+    ] = None,
+    target_score: TargetScoreOption = None,
+    workers: WorkersOption = None,
+    scheduler: SchedulerOption = None,
+    tls_ca: TlsCaOption = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    insecure: InsecureOption = False,
+    search: SearchOption = None,
+    ensemble_weighting: EnsembleWeightingOption = None,
+    gpus: GpusOption = None,
+    num_envs: NumEnvsOption = None,
+    seed: SeedOption = None,
+    device: DeviceOption = None,
+    compile: CompileOption = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML file of tournament keys; flags override it.")
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the tournament in RUN_DIR.")] = False,
+    preset: PresetOption = None,
+    commission: CommissionOption = None,
+    costs: CostsOption = None,
+    cost_set: CostSetOption = [],
+    trade_rate: TradeRateOption = None,
+    no_trade_band: NoTradeBandOption = None,
+    weights_map: WeightsMapOption = None,
+    initial_cash: InitialCashOption = None,
+) -> None:
+    """Train a population of pods on dask, rank them, breed new ones; backtest the best.
+
+    Without --dataset or --env: synthetic-edge-minute (TournamentConfig.env)."""
+    from tournament import TournamentConfig
+    from trader.durations import parse_duration
+    from trader.rundir import read_toml
+
+    cost, named = cost_flags(commission, costs, cost_set)
+    values: dict[str, Any] = read_toml(config) if config is not None else {}
+    if dataset is not None and env is not None:
+        raise UserError("give --dataset or --env, not both")
+    cluster_keys = cluster_flags(workers, scheduler, gpus, device, (tls_ca, tls_cert, tls_key), insecure)
+    for option, given in (("--preset", preset is not None), ("--initial-cash", initial_cash is not None)):
+        if env is not None and given:
+            raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
+    flags = {
+        "env": dataset or env,
+        "population": population,
+        "pod_steps": pod_steps,
+        "pods": pods,
+        "target_score": target_score,
+        **cluster_keys,
+        "num_envs": num_envs,
+        "seed": seed,
+        "device": device,
+        "compile": compile,
+        "search": search,
+        "ensemble_weighting": ensemble_weighting,
+        "algos": parse_algos(algos) if algos is not None else None,
+        "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
+    }
+    values.update({key: value for key, value in flags.items() if value is not None})
+    if (time_budget is not None or target_score is not None) and pods is None and "pods" not in values:
+        values["pods"] = None  # a time or score stop given alone replaces the default pod budget
+    if preset is not None:
+        from podracer.presets import apply_preset
+
+        defaults = TournamentConfig()
+        values["env_config"], values["algo_configs"] = apply_preset(
+            preset,
+            values.get("env", defaults.env),
+            PRESET_COST if cost is None else cost,
+            values.get("algos", defaults.algos),
+            steps=values.get("pod_steps", defaults.pod_steps),
+            num_envs=values.get("num_envs", defaults.num_envs),
+            env_config=values.get("env_config"),
+            algo_configs=values.get("algo_configs"),
+        )
+    if cost is not None or named is not None:
+        _apply_costs(values, cost, named)
+    if (trade_rate, no_trade_band, weights_map) != (None, None, None):
+        values["env_config"] = with_aim_rules(values.get("env_config"), weights_map, trade_rate, no_trade_band)
+    if initial_cash is not None:
+        values["env_config"] = with_initial_cash(values.get("env_config"), initial_cash)
+    values["run_dir"] = str(run_dir)
+    from tournament.config import RESUME_KEYS
+    from tournament.orchestrator import resolve_config, resume_config
+
+    if resume:
+        check_resume_options(run_dir, values)  # a refused setting is named before a missing stop
+        settings = resume_config(run_dir, {key: values[key] for key in RESUME_KEYS if key in values})
+    else:
+        settings = resolve_config(TournamentConfig.from_dict(values), resume)
+    stage = "cluster"
+    with signals_as_interrupts() as caught:
+        try:
+            result = _run_on_cluster(settings, resume)
+            stage = "report"
+            _print_result(result, run_dir)
+        except KeyboardInterrupt as interrupt:
+            print(interrupted_line(run_dir, interrupt, stage, caught), file=sys.stderr, flush=True)
+            raise typer.Exit(128 + (caught[0] if caught else signal.SIGINT)) from None
+
+
+def _run_on_cluster(settings: Any, resume: bool) -> Any:
+    """`tournament.run` on the cluster of ``settings``, closed at the end."""
+    from tournament import cluster
+
+    client = cluster.connect_for(settings)
+    try:
+        return _run_with_progress(settings, resume, client)
+    finally:
+        cluster.close(client)
+
+
+def _print_result(result: Any, run_dir: Path) -> None:
+    """How it stopped, the leaderboard's top 10, the result and the final backtest's table."""
+    Console(stderr=True).print(f"stopped ({result.stop_reason}) after {result.seconds:,.0f} s")
+    _print_leaderboard(result.leaderboard)
+    if result.selection is not None:
+        print(result.selection.sentence())
+    if result.backtest is not None:
+        from podracer.cli.backtest import print_result_table
+
+        print_result_table(result.backtest, "table")
+        print(f"\nwrote {run_dir / 'report.md'}, {run_dir / 'report.json'}, leaderboard.json and pods.parquet")
+
+
+@contextmanager
+def signals_as_interrupts() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread, once: the signal's number is
+    appended to the list yielded, and a later signal is ignored while the run stops (its cluster
+    closes; SIGKILL still ends it). The previous handlers come back at the end."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def interrupt(number: int, frame: Any) -> None:
+        if caught:
+            return
+        caught.append(number)
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield caught
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def interrupted_line(run_dir: Path, interrupt: BaseException, stage: str, caught: list[int]) -> str:
+    """The one line of a tournament stopped by a signal: the signal, where it stopped, what resumes it.
+
+    :param stage: the CLI's stage when ``interrupt`` is not a `tournament.orchestrator.Interrupted`
+        (which knows its own): "cluster" (starting it) or "report" (printing the results)."""
+    from tournament.orchestrator import Interrupted
+    from trader import rundir
+
+    name = signal.Signals(caught[0]).name if caught else "SIGINT"
+    command = f"trader tournament {shlex.quote(str(run_dir))} --resume"
+    if isinstance(interrupt, Interrupted):
+        return f"interrupted ({name}) {interrupt.where()}; resume with: {command}"
+    if stage == "report":
+        return f"interrupted ({name}) while printing the results; the tournament finished: see {run_dir / rundir.REPORT_MD}"
+    if (run_dir / rundir.TOURNAMENT).is_file() and (run_dir / rundir.EVENTS).is_file():
+        return f"interrupted ({name}) while starting the cluster; resume with: {command}"
+    return f"interrupted ({name}) while starting the cluster, before the tournament began; run the same command again"
+
+
+FLAGLESS = {"pods_per_gpu": "--config's pods_per_gpu"}
+"""Keys of `tournament.config.RESUME_KEYS` without an option of their own."""
+
+
+def resume_options() -> list[str]:
+    """The options a resumed tournament takes (`tournament.config.RESUME_KEYS`: its stops and cluster)."""
+    from tournament.config import RESUME_KEYS
+
+    return [FLAGLESS.get(key, "--" + key.replace("_", "-")) for key in RESUME_KEYS]
+
+
+SETTING_OPTIONS = {
+    "env": "--dataset/--env",
+    "algos": "--algos",
+    "population": "--population",
+    "pod_steps": "--pod-steps",
+    "num_envs": "--num-envs",
+    "seed": "--seed",
+    "device": "--device",
+    "compile": "--compile",
+    "search": "--search",
+    "ensemble_weighting": "--ensemble-weighting",
+    "env_config": "--preset/--commission/--costs",
+    "algo_configs": "--preset",
+}
+"""The options that set a tournament's settings (tournament.toml), by the key they set."""
+
+
+def check_resume_options(run_dir: Path, values: dict[str, Any]) -> None:
+    """With ``--resume``, an option that would change the saved tournament (its data set,
+    algorithms, pods' length, rules, ...) is refused with one line naming it, unless it gives
+    the value saved (the first command line repeated with --resume appended); the stops and
+    the cluster (`tournament.config.RESUME_KEYS`) act."""
+    from tournament import TournamentConfig
+    from tournament.config import RESUME_KEYS
+    from trader.environments import resolve_env
+    from trader.rundir import json_ready, read_toml, toml_ready
+
+    def plain(config: Any) -> dict[str, Any]:  # as tournament.toml holds it: lists, no None
+        return json_ready(toml_ready(config.to_dict()))
+
+    saved = plain(TournamentConfig.from_dict({**read_toml(run_dir / "tournament.toml"), "run_dir": str(run_dir)}))
+    wanted = plain(TournamentConfig.from_dict(values))
+    if "env" in values:
+        wanted["env"] = resolve_env(wanted["env"]).value
+    for key in sorted(set(values) - set(RESUME_KEYS) - {"run_dir"}):
+        if wanted.get(key) != saved.get(key):
+            option = SETTING_OPTIONS.get(key, f"--config's {key}")
+            shown = wanted.get(key) if key not in ("env_config", "algo_configs") else "other rules"
+            raise UserError(
+                f"--resume: {option} gives {shown!r} where the tournament in {run_dir} has "
+                f"{saved.get(key)!r} (tournament.toml); a resumed tournament keeps its settings "
+                f"and takes only {', '.join(resume_options())}"
+            )
+
+
+def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
+    """`tournament.run` on ``client`` with a live line: pods, workers, best score, pods/h."""
+    from tournament import run
+
+    console = Console(stderr=True)
+    console.print(
+        f"[bold]tournament[/bold] {settings.env}: {', '.join(settings.algos)}, population "
+        f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {settings.run_dir}"
+    )
+    with pods_progress(console) as bar:
+        task = bar.add_task("pods", total=settings.pods, line="preparing the data ...")
+
+        def show(state) -> None:
+            bar.update(task, completed=state.done + state.failed, line=progress_line(state))
+
+        return run(settings, resume=resume, client=client, on_progress=show)
+
+
+def progress_line(state: Any) -> str:
+    """The live line of a tournament's `Progress`: pods in flight, failed, workers, best, pods/h
+    (a resumed run's: of this session's pods over this session's time, and it says so)."""
+    best = "-" if state.best_score is None else f"{state.best_score:.4g} ({state.best_algo})"
+    return (
+        f"{state.in_flight} in flight, {state.failed} failed, {counted(state.workers, 'worker')}, "
+        f"best {best}, {state.pods_per_hour:,.0f} pods/h{' this session' if state.resumed else ''}"
+    )
+
+
+def _apply_costs(values: dict[str, Any], cost: float | None, named: Any) -> None:
+    """Put ``--commission`` or ``--costs`` into the tournament's env rules; refuse, before any pod runs,
+    a gymnasium env, or a model the data cannot feed (a participation cap or impact on close-only data)."""
+    from market_envs.costs import check_costs_for_data
+    from tournament import TournamentConfig
+    from trader.environments import resolve_env
+
+    env = resolve_env(values.get("env", TournamentConfig().env))
+    if env.is_gym:
+        raise UserError(
+            f"{'--costs' if named is not None else '--commission'} applies to market data sets (--dataset), "
+            "not to gymnasium envs"
+        )
+    values["env_config"] = with_costs(values.get("env_config"), cost, named)
+    if named is not None:
+        from market_envs.data import load
+
+        check_costs_for_data(named.costs, load(env.value))
+
+
+def parse_algos(text: str) -> tuple[str, ...]:
+    return name_list(text, "--algos", choices=ALGOS, required=True, what="algorithm")
+
+
+def pods_progress(console: Console) -> Progress:
+    """The live bar of a tournament (`trader tournament`, `trader demo`): pods done, `progress_line`."""
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed} pods"),
+        TextColumn("{task.fields[line]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def _print_leaderboard(board) -> None:
+    table = Table(title="Leaderboard (validation score)")
+    for column in ("rank", "pod", "algo", "score", "generation", "parent", "steps", "seconds"):
+        table.add_column(column, justify="left" if column in ("pod", "algo", "parent") else "right")
+    for rank, entry in enumerate(board.top(10), start=1):
+        table.add_row(
+            str(rank),
+            entry.pod_id,
+            entry.algo,
+            f"{entry.score:.4g}",
+            str(entry.generation),
+            entry.parent_id or "-",
+            f"{entry.steps:,}",
+            f"{entry.seconds:.1f}",
+        )
+    Console().print(table)
