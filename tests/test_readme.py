@@ -203,3 +203,33 @@ def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
     assert (site / "index.html").is_file() and (site / "environment" / "index.html").is_file()
     api = (site / "api" / "metrics" / "index.html").read_text(encoding="utf-8")
     assert "sharpe_ratio" in api, "the API reference lacks trader.metrics.sharpe_ratio"
+
+
+PATH_PATTERN = r"`((?:benchmarks|tests|tools|market_envs|trader|tournament|podracer|dashboards|datasets)/[\w./-]+\.(?:py|md|toml|csv|sh|c)\b)"
+
+
+def named_paths(text: str) -> list[str]:
+    """The repository files a page names in backquotes (``benchmarks/x.py``, ``trader/y.py``)."""
+    import re
+
+    return [path for path in re.findall(PATH_PATTERN, text) if "*" not in path]
+
+
+def test_every_file_the_readme_and_the_guides_name_exists() -> None:
+    """A page that names a script or module the tree no longer has (a removed one-off benchmark,
+    a moved module) says something stale; the lab notebook, which cites commits, is left out."""
+    pages = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").rglob("*.md")) if "notebook" not in p.parts)]
+    stale = [
+        f"{page.relative_to(ROOT)}: {path}"
+        for page in pages
+        for path in named_paths(page.read_text())
+        if not (ROOT / path).exists()
+    ]
+    assert not stale, "\n".join(stale)
+
+
+def test_the_path_check_sees_a_stale_citation() -> None:
+    assert named_paths("run `benchmarks/gone.py --x` or `trader/rundir.py`; not `benchmarks/*.py`") == [
+        "benchmarks/gone.py",
+        "trader/rundir.py",
+    ]
