@@ -331,11 +331,11 @@ def parts_of(data: MarketData, policies: dict, config: BacktestConfig, device: t
         (torch.arange(DEFAULT_BLOCK, device=device) + first).clamp_max(data.num_bars - 1)
         for first in range(0, data.num_bars - 1, DEFAULT_BLOCK)
     ]
-    ready = [program.prepare(params, env._tables.obs.index_select(0, bars)) for bars in blocks]
+    ready = [program.prepare(params, env.tables.obs.index_select(0, bars)) for bars in blocks]
 
     def prepare_all() -> None:
         for bars in blocks:
-            program.prepare(params, env._tables.obs.index_select(0, bars))
+            program.prepare(params, env.tables.obs.index_select(0, bars))
 
     def decide_all() -> None:
         account = torch.zeros(e, n + 1, device=device)

@@ -203,7 +203,7 @@ def env_child(data_dir: str, recipe: str) -> None:
     seconds = time.perf_counter() - start
     env.reset(seed=0)
     env.step(torch.zeros((64, env.act_dim)))
-    table = env._tables.obs
+    table = env.tables.obs
     panel = (data.features.numel() * data.features.element_size() + data.tradable.numel()) / 2**20
     print(
         json.dumps(

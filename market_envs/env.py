@@ -904,7 +904,7 @@ def _account_columns(cash: Tensor, holdings: Tensor, value: Tensor, close: Tenso
     return shares.clamp(rules.account_low, rules.account_high).float()
 
 
-def _step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
+def step_kernel(state: _State, actions: Tensor, new_start: Tensor, new_end: Tensor, tables: _Tables, rules: _Rules):
     """The accounting of one step of every sub-environment; pure function of tensors.
 
     Returns the next state, reward, terminated, truncated, the info entries, and the
@@ -1020,7 +1020,7 @@ def _observe(tables: _Tables, t: Tensor, account: Tensor, out: Tensor) -> Tensor
     return out
 
 
-def _compile_options(device: torch.device) -> dict[str, Any] | None:
+def compile_options(device: torch.device) -> dict[str, Any] | None:
     """Inductor's options for the step kernel: on a CPU with AVX-512, 256-bit vectors (AVX2).
 
     With AVX-512 inductor vectorises float64 in pairs of 512-bit registers, 16 lanes, and the
@@ -1067,15 +1067,15 @@ def _shapes(tables: tuple) -> tuple:
 
 
 def compiled_step_kernel(rules: _Rules, device: torch.device, key: tuple = ()) -> Callable:
-    """`_step_kernel` with `rules` bound, through torch.compile, shared by equal (`rules`, `device`,
+    """`step_kernel` with `rules` bound, through torch.compile, shared by equal (`rules`, `device`,
     `key`): ``key`` names the shapes of the inputs (see `_KERNELS`)."""
     full_key = (rules, device, *key)
     if full_key not in _KERNELS:
 
         def kernel(state, actions, new_start, new_end, tables):
-            return _step_kernel(state, actions, new_start, new_end, tables, rules)
+            return step_kernel(state, actions, new_start, new_end, tables, rules)
 
-        _KERNELS[full_key] = torch.compile(own_code(kernel), dynamic=False, options=_compile_options(device))
+        _KERNELS[full_key] = torch.compile(own_code(kernel), dynamic=False, options=compile_options(device))
     return _KERNELS[full_key]
 
 
@@ -1171,11 +1171,13 @@ class StockTradingVecEnv:
 
         self.bars_per_day = bars_per_day(self.data.timestamps)
         """Bars in a typical session of the data (1 for daily bars): a bar is 1 / (252 x this) of a year."""
-        self._tables = _shared_tables(data, (self.device, config), self._build_tables)
-        leavers = self._tables.reducible is not None
+        self.tables = _shared_tables(data, (self.device, config), self._build_tables)
+        """The per-bar tables the step reads (observations, prices, masks, cost terms), shared by
+        envs of the same data, device and rules; `market_envs.rollout` steps them too."""
+        leavers = self.tables.reducible is not None
         costs = config.costs
         terms = costs.terms()
-        self._rules = _Rules(
+        self.rules = _Rules(
             **_mapping_rules(config, self.num_stocks),
             reward_scale=float(config.reward_scale),
             initial_cash=float(config.initial_cash),
@@ -1191,18 +1193,19 @@ class StockTradingVecEnv:
                 weights_mode=config.action_mode == "weights",
                 device=self.device,
                 fused=compile,
-                prices=self._tables.open.dtype,
+                prices=self.tables.open.dtype,
             ),
         )
-        pace = _pace_of(config, self._rules, self.num_envs, self.device)
+        """The step's constants (mapping, costs, fill rules, rewards): static under torch.compile."""
+        pace = _pace_of(config, self.rules, self.num_envs, self.device)
         if pace is not None:
-            self._tables = self._tables._replace(trade_rate=pace.rate, band=pace.band)
+            self.tables = self.tables._replace(trade_rate=pace.rate, band=pace.band)
         self.compiled = bool(compile)
-        shapes = (self.num_envs, *_shapes(self._tables))
+        shapes = (self.num_envs, *_shapes(self.tables))
         self._kernel = (
-            compiled_step_kernel(self._rules, self.device, shapes)
+            compiled_step_kernel(self.rules, self.device, shapes)
             if compile
-            else functools.partial(_step_kernel, rules=self._rules)
+            else functools.partial(step_kernel, rules=self.rules)
         )
 
         last_bar = self.num_bars - 1
@@ -1215,8 +1218,8 @@ class StockTradingVecEnv:
 
         low = np.full(self.obs_dim, -config.feature_clip, dtype=np.float32)
         high = -low
-        low[: 1 + self.num_stocks] = self._rules.account_low
-        high[: 1 + self.num_stocks] = self._rules.account_high
+        low[: 1 + self.num_stocks] = self.rules.account_low
+        high[: 1 + self.num_stocks] = self.rules.account_high
         self.single_observation_space = spaces.Box(low, high, dtype=np.float32)
         self.single_action_space = spaces.Box(-1.0, 1.0, shape=(self.act_dim,), dtype=np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -1255,7 +1258,8 @@ class StockTradingVecEnv:
         )
 
     # ------------------------------------------------------------------ state views
-    def _require_reset(self) -> _State:
+    def require_reset(self) -> _State:
+        """The state after `reset`; a clear error before it (every reader of the state calls this)."""
         if self._state is None:
             raise UserError("StockTradingVecEnv: call reset() before step() or reading the state")
         return self._state
@@ -1263,32 +1267,32 @@ class StockTradingVecEnv:
     @property
     def t(self) -> Tensor:
         """Bar index of each sub-environment's current observation, int64 [E]."""
-        return self._require_reset().t
+        return self.require_reset().t
 
     @property
     def cash(self) -> Tensor:
         """Cash of each sub-environment, float64 [E]."""
-        return self._require_reset().cash
+        return self.require_reset().cash
 
     @property
     def holdings(self) -> Tensor:
         """Shares held, float64 [E, N] (whole shares in shares mode)."""
-        return self._require_reset().holdings
+        return self.require_reset().holdings
 
     @property
     def value(self) -> Tensor:
         """Portfolio value at the close of bar `t`, float64 [E]."""
-        return self._require_reset().value
+        return self.require_reset().value
 
     @property
     def episode_end(self) -> Tensor:
         """Bar at which each sub-environment's episode is truncated, int64 [E]."""
-        return self._require_reset().end
+        return self.require_reset().end
 
     @property
     def turbulence_guard(self) -> Tensor:
         """Bool [T]: bars whose orders the turbulence guard replaces by a sell-off."""
-        return self._tables.guard
+        return self.tables.guard
 
     # ------------------------------------------------------------------ API
     def _draw_starts(self) -> tuple[Tensor, Tensor]:
@@ -1324,8 +1328,8 @@ class StockTradingVecEnv:
         cash = torch.full((self.num_envs,), float(self.config.initial_cash), dtype=torch.float64, device=self.device)
         holdings = torch.zeros((self.num_envs, self.num_stocks), dtype=torch.float64, device=self.device)
         self._state = _State(t=start, end=end, cash=cash, holdings=holdings, value=cash.clone())
-        account = _fresh_account(self._tables.obs[:1, : 1 + self.num_stocks]).expand(self.num_envs, -1)
-        return _observe(self._tables, start, account, self._obs_buffers.take()), {"t": start}
+        account = _fresh_account(self.tables.obs[:1, : 1 + self.num_stocks]).expand(self.num_envs, -1)
+        return _observe(self.tables, start, account, self._obs_buffers.take()), {"t": start}
 
     def _fixed_start(self, bar: Any) -> tuple[Tensor, Tensor]:
         """Start and end bars [E] of episodes that all start at ``bar`` (`reset`'s ``"start"``)."""
@@ -1354,11 +1358,11 @@ class StockTradingVecEnv:
         cash, holdings = values["cash"], values["holdings"]
         if not self.config.short_selling and bool((holdings < 0).any()):
             raise UserError("StockTradingVecEnv.reset: a starting book holds negative shares but short selling is off")
-        close = self._tables.close.index_select(0, start).double()
+        close = self.tables.close.index_select(0, start).double()
         value = cash + (holdings * close).sum(dim=-1)
         self._state = _State(t=start, end=end, cash=cash, holdings=holdings, value=value)
-        account = _account_columns(cash, holdings, value, close, self._rules)
-        return _observe(self._tables, start, account, self._obs_buffers.take()), {"t": start}
+        account = _account_columns(cash, holdings, value, close, self.rules)
+        return _observe(self.tables, start, account, self._obs_buffers.take()), {"t": start}
 
     def buys_within_cash(self, buys: Tensor, cash: Tensor, price: Tensor, t: int) -> Tensor:
         """The part of the purchases `buys` that a step at bar `t` would fill within the cash.
@@ -1376,7 +1380,7 @@ class StockTradingVecEnv:
         A strategy that sizes its purchases with it sends none that the cash cannot pay
         at its estimated price (`trader.backtesting.strategies.BuyAndHold`).
         """
-        return within_cash(buys, cash, price, t + 1, self._tables.market, self._rules.fill)
+        return within_cash(buys, cash, price, t + 1, self.tables.market, self.rules.fill)
 
     def set_pace(self, trade_rate: Tensor | None = None, no_trade_band: Tensor | None = None) -> None:
         """Give each sub-environment its own trade rate and/or no-trade band (float [E] each),
@@ -1386,8 +1390,8 @@ class StockTradingVecEnv:
         kernel is built without the others); values are checked as `EnvConfig` checks its own.
         """
         for name, given, field, on in (
-            ("trade_rate", trade_rate, "trade_rate", self._rules.has_rate),
-            ("no_trade_band", no_trade_band, "band", self._rules.has_band),
+            ("trade_rate", trade_rate, "trade_rate", self.rules.has_rate),
+            ("no_trade_band", no_trade_band, "band", self.rules.has_band),
         ):
             if given is None:
                 continue
@@ -1404,7 +1408,7 @@ class StockTradingVecEnv:
             high = 1.0 if name == "trade_rate" else math.inf
             if not bool(((values >= 0) & (values <= high)).all()):
                 raise UserError(f"StockTradingVecEnv.set_pace: {name} must lie in [0, {high:g}]")
-            self._tables = self._tables._replace(**{field: values.contiguous()})
+            self.tables = self.tables._replace(**{field: values.contiguous()})
 
     def requested_orders(self, actions: Tensor, price: Tensor) -> tuple[Tensor, Tensor]:
         """The orders a step would send for `actions` from the current book, priced at `price`.
@@ -1418,23 +1422,19 @@ class StockTradingVecEnv:
         (`MarketData.reducible`; the fill's bar may not be known yet) is only ordered toward
         zero (`toward_zero`), as the fill would: a live trader never buys a leaver.
         """
-        state = self._require_reset()
-        actions, rates = _read_actions(actions.to(self.device), self._rules, torch.float64)
+        state = self.require_reset()
+        actions, rates = _read_actions(actions.to(self.device), self.rules, torch.float64)
         price = price.to(self.device, torch.float64).expand_as(state.holdings)
-        pace = (
-            _Pace(self._tables.trade_rate, self._tables.band)
-            if (self._rules.has_rate or self._rules.has_band)
-            else None
-        )
-        sells, buys = _orders(actions, state.holdings, price, state.cash, self._rules, pace, rates)
-        if self._rules.leavers:
-            sells, buys = toward_zero(sells, buys, state.holdings, self._tables.reducible.index_select(0, state.t))
+        pace = _Pace(self.tables.trade_rate, self.tables.band) if (self.rules.has_rate or self.rules.has_band) else None
+        sells, buys = _orders(actions, state.holdings, price, state.cash, self.rules, pace, rates)
+        if self.rules.leavers:
+            sells, buys = toward_zero(sells, buys, state.holdings, self.tables.reducible.index_select(0, state.t))
         return sells, buys
 
     def fill_costs(self, before: Tensor, after: Tensor, bars: Tensor) -> dict[str, Tensor]:
         """Each stock's value traded and costs by term of the fills that took holdings from
         `before` to `after` at the open of `bars` (`fill_costs`; a trade list's rows)."""
-        tables, rules = self._tables, self._rules
+        tables, rules = self.tables, self.rules
         before, after, bars = before.to(self.device), after.to(self.device), bars.to(self.device)
         return fill_costs(before, after, bars, tables.open, tables.market, rules.fill)
 
@@ -1453,7 +1453,7 @@ class StockTradingVecEnv:
             ``unfilled_value``, ``unfilled_shares`` (the module docstring defines
             them) and ``final_obs`` [E, obs_dim].
         """
-        state = self._require_reset()
+        state = self.require_reset()
         if actions.shape != (self.num_envs, self.act_dim):
             raise UserError(
                 f"StockTradingVecEnv.step: actions must have shape ({self.num_envs}, {self.act_dim}), "
@@ -1463,10 +1463,10 @@ class StockTradingVecEnv:
             raise UserError(f"StockTradingVecEnv.step: actions are on {actions.device}, the env on {self.device}")
         new_start, new_end = self._draw_starts()
         self._state, reward, terminated, truncated, info, final_account, account = self._kernel(
-            state, actions, new_start, new_end, self._tables
+            state, actions, new_start, new_end, self.tables
         )
-        info["final_obs"] = _observe(self._tables, info["t"], final_account, self._final_obs_buffers.take())
-        obs = _observe(self._tables, self._state.t, account, self._obs_buffers.take())
+        info["final_obs"] = _observe(self.tables, info["t"], final_account, self._final_obs_buffers.take())
+        obs = _observe(self.tables, self._state.t, account, self._obs_buffers.take())
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:

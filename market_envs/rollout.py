@@ -5,7 +5,7 @@ decides at every bar from what it observes. Bar by bar, with few sub-environment
 the time is a fixed cost per bar (a call through torch.compile's wrapper, the
 policy's small kernels, the observation gather), not arithmetic
 (benchmarks/RESULTS.md, "Validation pass"). `Rollout` runs ``chunk`` bars per call
-instead: one function holds ``chunk`` copies of (decide, the env's `_step_kernel`,
+instead: one function holds ``chunk`` copies of (decide, the env's `step_kernel`,
 observe), compiled once, so the fixed cost is paid once per chunk of bars.
 
 The decision is a `Program`, a pure function of tensors:
@@ -22,7 +22,7 @@ The decision is a `Program`, a pure function of tensors:
 ``params`` are the program's tensors (weights), inputs of the compiled function, so a
 new snapshot of the same network runs without recompiling.
 
-The accounting is the env's `_step_kernel`, the same function `StockTradingVecEnv.step`
+The accounting is the env's `step_kernel`, the same function `StockTradingVecEnv.step`
 calls, and observations are built as ``step`` builds them; only the deterministic
 full-period mode (``random_start=False``, ``episode_length=None``: every
 sub-environment at the same bar, one episode from the first bar to the last) is
@@ -45,7 +45,7 @@ import torch
 from torch import Tensor
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
-from market_envs.env import PER_ENV_TABLES, StockTradingVecEnv, _compile_options, _step_kernel, own_code
+from market_envs.env import PER_ENV_TABLES, StockTradingVecEnv, compile_options, step_kernel, own_code
 from market_envs.fill import within_cash
 from market_envs.errors import UserError
 
@@ -60,7 +60,7 @@ N=30, one sub-environment: about 63 us a bar at 1, 24 at 8, 19 at 32)."""
 
 CHUNK_OPTIONS = {"cpp_wrapper": True}
 """Inductor's options for a chunk of a pass with few sub-environments on a CPU (`Rollout`'s
-``cpp_wrapper``), beside the env step's (`market_envs.env._compile_options`). A chunk's code is a
+``cpp_wrapper``), beside the env step's (`market_envs.env.compile_options`). A chunk's code is a
 few fused kernels a bar, called by a wrapper that also allocates and views their buffers; in
 Python (inductor's default) that bookkeeping was most of a validation pass's time, in C++ it is
 a small part (benchmarks/RESULTS.md, "Validation pass"). It costs compile time (the wrapper goes
@@ -102,7 +102,7 @@ keeps inductor's defaults (not measured there)."""
 def chunk_options(device: torch.device, cpp_wrapper: bool) -> dict[str, Any] | None:
     """Inductor's options for a chunk on `device`: on a CPU `STORE_OPTIONS`, and `CHUNK_OPTIONS` with
     `cpp_wrapper`."""
-    options = _compile_options(device)
+    options = compile_options(device)
     if device.type != "cpu":
         return options
     return {**(options or {}), **STORE_OPTIONS, **(CHUNK_OPTIONS if cpp_wrapper else {})}
@@ -200,7 +200,7 @@ def _chunk(
     record: tuple[str, ...],
     width: int,
 ):
-    """``steps`` bars of (decide, `_step_kernel`, observe); returns the state, the last
+    """``steps`` bars of (decide, `step_kernel`, observe); returns the state, the last
     observation and the recorded ``info`` entries, each stacked [steps, ...]. `prepared`:
     the program's `prepare` of these bars.
 
@@ -222,7 +222,7 @@ def _chunk(
         bar = Bar(k, t + first, obs, account, state.cash, state.holdings, state.value, close, cash_limit)
         actions = program.decide(params, _at(prepared, k), bar)
         before = state
-        state, reward, terminated, truncated, info, _, account = _step_kernel(
+        state, reward, terminated, truncated, info, _, account = step_kernel(
             state, actions, new_start, new_end, tables, rules
         )
         info["reward"], info["terminated"], info["truncated"] = reward, terminated, truncated
@@ -366,11 +366,11 @@ class Rollout:
         block = DEFAULT_BLOCK if block is None else block
         self.block = max(self.chunk, int(block) // self.chunk * self.chunk)
         compile = env.compiled if compile is None else compile
-        key = (program, env._rules, self.chunk, self.block, self.record, 1 + env.num_stocks, env.num_envs, env.device)
+        key = (program, env.rules, self.chunk, self.block, self.record, 1 + env.num_stocks, env.num_envs, env.device)
         cpp_wrapper = env.num_envs <= CPP_WRAPPER_MAX_ENVS if cpp_wrapper is None else bool(cpp_wrapper)
         key = (*key, compile, cpp_wrapper and compile)
         if key not in _CHUNKS:
-            step = _chunk_function(program, env._rules, self.chunk, self.record, 1 + env.num_stocks)
+            step = _chunk_function(program, env.rules, self.chunk, self.record, 1 + env.num_stocks)
             options = chunk_options(env.device, cpp_wrapper)
             _CHUNKS[key] = torch.compile(step, dynamic=False, options=options) if compile else step
         self._key = key
@@ -425,7 +425,7 @@ class Rollout:
         env = self.env
         if obs is None:
             obs, _ = env.reset()
-        state = env._require_reset()
+        state = env.require_reset()
         new_start = torch.zeros_like(state.t)  # the autoreset episode after the last bar is dropped
         steps, last = env.num_bars - 1, env.num_bars - 1
         collected: dict[str, list[Tensor]] = {key: [] for key in self.record}
@@ -438,8 +438,8 @@ class Rollout:
                 # last bar repeated past the end: the tables' rows, cut once per block; bar indices in a
                 # chunk are relative to the block's first bar
                 bars = (block_bars + first).clamp_max(last)
-                tables = _cut(env._tables, bars, env.num_bars)
-                ready = self.program.prepare(params, env._tables.obs.index_select(0, bars[: self.block]))
+                tables = _cut(env.tables, bars, env.num_bars)
+                ready = self.program.prepare(params, env.tables.obs.index_select(0, bars[: self.block]))
                 has_ready = bool(tree_leaves(ready))  # else (no tensor) nothing to cut per chunk
                 origin, start = first, torch.full((1,), first, dtype=torch.int64, device=env.device)
                 state = state._replace(t=state.t - origin, end=state.end - origin)

@@ -168,7 +168,7 @@ def _whole_panel_features(data, period: str) -> tuple[torch.Tensor, int]:
 
     part = data.period(period)
     whole = data.with_normalization(part.feature_mean, part.feature_std)
-    table = StockTradingVecEnv(whole, 1, "cpu", WARM.env_config(WARM.policy_env))._tables.obs
+    table = StockTradingVecEnv(whole, 1, "cpu", WARM.env_config(WARM.policy_env)).tables.obs
     return table[:, 1 + data.num_tickers :], int(data.timestamps.get_loc(part.start))
 
 

@@ -221,10 +221,10 @@ def test_a_periods_cost_tables_read_the_bars_before_it():
     spread and impact that the bars before it say, not nothing."""
     data = from_frame(random_walk_frame(3, 400, seed=6, freq="1D"), name="daily")  # 1 bar a day
     rules = cost_model("institutional").apply(EnvConfig())  # 390-bar spread window, 20-day impact window
-    whole = StockTradingVecEnv(data, num_envs=1, config=rules)._tables.market
+    whole = StockTradingVecEnv(data, num_envs=1, config=rules).tables.market
     late = data.slice(data.timestamps[300], None)
     assert late.lookback.shape == (300, 3, len(data.feature_names)) and data.lookback is None
-    part = StockTradingVecEnv(late, num_envs=1, config=rules)._tables.market
+    part = StockTradingVecEnv(late, num_envs=1, config=rules).tables.market
     assert torch.equal(part.half_spread, whole.half_spread[300:]) and torch.equal(part.impact, whole.impact[300:])
     assert (part.half_spread[0] > 0).any() and (
         part.impact[0] > 0
@@ -232,11 +232,11 @@ def test_a_periods_cost_tables_read_the_bars_before_it():
     # a slice of a slice reads back to the start too; a panel without earlier bars starts blind
     later = late.slice(late.timestamps[50], None)
     assert torch.equal(later.lookback, data.features[:350])
-    assert torch.equal(StockTradingVecEnv(later, num_envs=1, config=rules)._tables.market.impact, whole.impact[350:])
+    assert torch.equal(StockTradingVecEnv(later, num_envs=1, config=rules).tables.market.impact, whole.impact[350:])
     first = data.slice(None, data.timestamps[100])
     assert (
         first.lookback is None
-        and (StockTradingVecEnv(first, num_envs=1, config=rules)._tables.market.impact[0] == 0).all()
+        and (StockTradingVecEnv(first, num_envs=1, config=rules).tables.market.impact[0] == 0).all()
     )
 
 

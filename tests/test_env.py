@@ -574,7 +574,7 @@ def test_same_step_autoreset():
     assert (obs[:, 0] == 1.0).all() and (obs[:, 1 : 1 + PANEL.num_tickers] == 0).all()  # a fresh start
     assert (env.cash == 1_000_000.0).all() and (env.holdings == 0).all()
     assert (env.episode_end == env.t + 5).all()
-    expected_features = env._tables.obs[env.t, 1 + PANEL.num_tickers :]
+    expected_features = env.tables.obs[env.t, 1 + PANEL.num_tickers :]
     assert torch.equal(obs[:, 1 + PANEL.num_tickers :], expected_features)
 
 
@@ -698,7 +698,7 @@ def test_every_compiled_env_keeps_a_compiled_step(monkeypatch):
     """However many compiled envs a process builds (a tournament worker's pods, a backtest's groups
     and cost multiples), each steps through a compiled graph: torch.compile keeps at most
     ``recompile_limit`` graphs per code object and runs the function eagerly past that, and every
-    env used to compile a partial of the one `_step_kernel`. Envs of equal rules and sizes share one
+    env used to compile a partial of the one `step_kernel`. Envs of equal rules and sizes share one
     compiled kernel. (dynamo's eager backend, a limit of 2 and a fresh kernel cache keep it quick.)"""
     import torch._dynamo
 
@@ -743,7 +743,7 @@ def test_compiled_costly_step_equals_eager_to_accounting_precision_where_cash_bi
     )
     actions = random_actions(14, 6, PANEL.num_tickers, seed=21)
     envs = [StockTradingVecEnv(PANEL, 6, "cpu", config, compile=compiled) for compiled in (False, True)]
-    assert not any(env._rules.fill.native for env in envs)
+    assert not any(env.rules.fill.native for env in envs)
     for env in envs:
         env.reset(seed=21)
     scaled = False
@@ -868,14 +868,14 @@ def test_a_cut_panel_observes_its_first_bars_as_the_whole_panel_does(k):
     no earlier bar)."""
     data = PANEL.with_normalization(*PANEL.fit_normalization())
     config = EnvConfig(return_windows=(2, 10, 30), turbulence_threshold=5.0, turbulence_window=10)
-    whole = StockTradingVecEnv(data, 1, "cpu", config)._tables
-    cut = StockTradingVecEnv(data.take(slice(k, None)), 1, "cpu", config)._tables
+    whole = StockTradingVecEnv(data, 1, "cpu", config).tables
+    cut = StockTradingVecEnv(data.take(slice(k, None)), 1, "cpu", config).tables
     assert torch.equal(cut.obs, whole.obs[k:]) and torch.equal(cut.guard, whole.guard[k:])
     n = data.num_tickers
     tstat = cut.obs[0, 1 + n :].view(n, -1)[:, -3:]
     for j, window in enumerate((2, 10, 30)):
         assert (tstat[:, j] != 0).any() if window <= k else (tstat[:, j] == 0).all(), window
-    blind = StockTradingVecEnv(replace(data.take(slice(k, None)), lookback=None), 1, "cpu", config)._tables
+    blind = StockTradingVecEnv(replace(data.take(slice(k, None)), lookback=None), 1, "cpu", config).tables
     assert (blind.obs[0, 1 + n :].view(n, -1)[:, -3:] == 0).all()  # what a period saw before: nothing
 
 
@@ -888,8 +888,8 @@ def test_a_bar_before_a_period_changes_its_first_observations_and_nothing_after_
     k, config = 40, EnvConfig(features=("close", "rsi_30"), return_windows=(10,))
     features = data.features.clone()
     features[k - 3, :, data.feature_names.index("close")] *= 1.05
-    table = StockTradingVecEnv(data.take(slice(k, None)), 1, "cpu", config)._tables.obs
-    moved = StockTradingVecEnv(replace(data, features=features).take(slice(k, None)), 1, "cpu", config)._tables.obs
+    table = StockTradingVecEnv(data.take(slice(k, None)), 1, "cpu", config).tables.obs
+    moved = StockTradingVecEnv(replace(data, features=features).take(slice(k, None)), 1, "cpu", config).tables.obs
     n = data.num_tickers
     tstat, moved_tstat = table[:, 1 + n :].view(-1, n, 3)[..., 2], moved[:, 1 + n :].view(-1, n, 3)[..., 2]
     assert (tstat[:8] != moved_tstat[:8]).all()

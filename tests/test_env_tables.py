@@ -63,9 +63,9 @@ def test_the_env_table_equals_the_plain_table_bit_for_bit(panel, features, windo
     if windows:
         want = torch.cat([want, return_tstat_table(panel.close, windows, 7.0)], dim=-1)
     n = panel.num_tickers
-    got = env._tables.obs[:, 1 + n :].reshape(panel.num_bars, n, -1)
+    got = env.tables.obs[:, 1 + n :].reshape(panel.num_bars, n, -1)
     assert got.shape == want.shape and torch.equal(got, want)
-    assert (env._tables.obs[:, : 1 + n] == 0).all()  # the account columns are filled per step
+    assert (env.tables.obs[:, : 1 + n] == 0).all()  # the account columns are filled per step
     assert torch.equal(observed_feature_table(panel, config), want)  # the same table without an env
     macd = names.index("macd") if "macd" in names else None
     if macd is not None:
@@ -86,10 +86,10 @@ def test_envs_on_one_panel_and_rules_share_their_tables_built_once():
     assert panel.period("train") is panel.period("train")
     train = panel.period("train")
     first, second = (StockTradingVecEnv(train, n, "cpu", EnvConfig(return_windows=(5,))) for n in (2, 4))
-    assert first._tables is second._tables
+    assert first.tables is second.tables
     other = StockTradingVecEnv(train, 2, "cpu", EnvConfig(return_windows=(6,)))
-    assert other._tables is not first._tables
-    assert not torch.equal(other._tables.obs, first._tables.obs)
+    assert other.tables is not first.tables
+    assert not torch.equal(other.tables.obs, first.tables.obs)
     for window in range(7, 7 + TABLES_PER_PANEL):
         StockTradingVecEnv(train, 1, "cpu", EnvConfig(return_windows=(window,)))
     assert tables_held(train) == TABLES_PER_PANEL  # the oldest went first
@@ -113,7 +113,7 @@ def split_panel() -> MarketData:
 
 
 def tables_of(data: MarketData):
-    return StockTradingVecEnv(data, 1, "cpu", WARM_RULES)._tables
+    return StockTradingVecEnv(data, 1, "cpu", WARM_RULES).tables
 
 
 def assert_rows_are_the_whole_panels(part: MarketData, whole: MarketData) -> int:
@@ -136,7 +136,7 @@ def test_each_period_observes_its_first_bar_as_the_whole_panel_does():
     data = split_panel()
     assert [assert_rows_are_the_whole_panels(data.period(p), data) for p in PERIODS] == [0, 70, 110]
     validation = market_evaluator(data.period("validation"), WARM_RULES).env
-    assert torch.equal(validation._tables.obs, tables_of(data.period("validation")).obs)
+    assert torch.equal(validation.tables.obs, tables_of(data.period("validation")).obs)
     n = data.num_tickers
     first = tables_of(data.period("validation")).obs[0, 1 + n :].view(n, -1)[:, -2:]
     assert (first != 0).all()  # both t-statistics warmed up at the validation period's first bar

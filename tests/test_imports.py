@@ -238,3 +238,101 @@ def test_the_dashboard_reads_run_files_through_the_run_directory_module_not_the_
         if b.startswith("podracer")
     )
     assert not offenders, "\n".join(offenders)
+
+
+# --------------------------------------------------------------------------- private names
+
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
+"""A NamedTuple's public methods and fields start with an underscore to stay out of its fields' way."""
+
+OTHER_LIBRARIES = {
+    "_C": "torch's C extension (torch._C._storage_Use_Count: the shared tables' reference count)",
+    "_storage_Use_Count": "torch._C's storage reference count",
+    "_cdata": "a torch storage's handle, for its reference count",
+    "_foreach_lerp_": "torch's fused multi-tensor lerp, the target networks' Polyak update",
+    "_exit": "os._exit, a forked shard worker's exit",
+    "_session": "alpaca-py's HTTP session, given a timeout it does not set",
+    "_retry": "alpaca-py's fixed retries, replaced by our bounded back-off",
+    "_seeds": "Stable-Baselines3's VecEnv seeds, which its subclass sets",
+    "_reset_seeds": "Stable-Baselines3's VecEnv hook",
+    "_reset_options": "Stable-Baselines3's VecEnv hook",
+    "_get_indices": "Stable-Baselines3's VecEnv helper",
+}
+"""Private names of other libraries that the product uses, each with why: they are theirs, not ours."""
+
+
+def defined_names(tree: ast.AST) -> set[str]:
+    """The names a module defines: its functions, classes, assigned names and attributes."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            found.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, ast.arg):
+            found.add(node.arg)
+    return found
+
+
+def private_attributes(path: Path, root: Path = ROOT) -> list[str]:
+    """``module._name`` and ``object._attr`` of one file where the module does not define the
+    name itself: a private name of another module (or of another library, `OTHER_LIBRARIES`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    own = defined_names(tree)
+    return [
+        f"{path.relative_to(root)}:{node.lineno}: .{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and node.attr not in own | NAMEDTUPLE_API | set(OTHER_LIBRARIES)
+    ]
+
+
+def private_imports_across_modules(path: Path, root: Path = ROOT) -> list[str]:
+    """``from other.module import _name`` lines of one file, within its package too."""
+    module = ".".join(path.relative_to(root).with_suffix("").parts)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level and node.module != module:
+            found += [
+                f"{path.relative_to(root)}:{node.lineno}: from {node.module} import {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+    return found
+
+
+def test_no_product_module_uses_a_private_name_of_another() -> None:
+    """Not by import, not as ``module._name``, not as ``object._attr``: if another module needs it,
+    it is public; if it is private, no other module should need it."""
+    offenders = [
+        line
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line in private_attributes(path) + private_imports_across_modules(path)
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_private_name_check_sees_each_form(tmp_path: Path) -> None:
+    probe = tmp_path / "market_envs" / "rollout.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(
+        "from market_envs.env import _step_kernel, step\n"
+        "import market_envs.env as env_module\n"
+        "class Runner:\n"
+        "    def __init__(self, env):\n"
+        "        self._own = env._rules\n"
+        "        self._own.fill._replace(native=False)\n"
+        "        env_module._compile_options('cpu')\n"
+    )
+    assert private_imports_across_modules(probe, tmp_path) == [
+        "market_envs/rollout.py:1: from market_envs.env import _step_kernel"
+    ]
+    assert sorted(private_attributes(probe, tmp_path)) == [
+        "market_envs/rollout.py:5: ._rules",
+        "market_envs/rollout.py:7: ._compile_options",
+    ]

@@ -132,9 +132,9 @@ def test_a_panel_without_leavers_keeps_the_step_as_it_was():
     """No reducible mask (or one without a True bar): no table, and the kernel is built without the rule."""
     for data in (PANEL, replace(PANEL, reducible=torch.zeros_like(PANEL.tradable))):
         env = StockTradingVecEnv(data, 2, "cpu", SHARES)
-        assert not env._rules.leavers and env._tables.reducible is None
+        assert not env.rules.leavers and env.tables.reducible is None
     env = StockTradingVecEnv(leaver_panel(), 2, "cpu", SHARES)
-    assert env._rules.leavers and env._tables.reducible is not None
+    assert env.rules.leavers and env.tables.reducible is not None
 
 
 def test_the_panel_carries_the_mask_through_its_cuts():

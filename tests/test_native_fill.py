@@ -63,7 +63,7 @@ def _steps(config: EnvConfig, use_native: bool, monkeypatch, compile: bool = Fal
         if not use_native:
             patch.setattr(native_fill, "native_available", lambda: False)
         env = StockTradingVecEnv(VOLUME_PANEL, num_envs, "cpu", replace(config, random_start=False), compile=compile)
-    assert env._rules.fill.native == use_native
+    assert env.rules.fill.native == use_native
     env.reset(seed=0)
     infos = []
     for actions in random_actions(30, num_envs, VOLUME_PANEL.num_tickers, seed=2):
@@ -130,13 +130,13 @@ def test_the_torch_fill_still_equals_the_reference_env(mode, short_selling, torc
         episode_length=25,
         features=("close", "volume"),
     )
-    assert not StockTradingVecEnv(PANEL, 1, "cpu", config)._rules.fill.native
+    assert not StockTradingVecEnv(PANEL, 1, "cpu", config).rules.fill.native
     run_against_reference(PANEL, 4, config, steps=40, seed=12)
 
 
 def test_only_the_cpu_with_costs_takes_the_native_fill(native_kernel):
-    assert StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))._rules.fill.native
-    assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig())._rules.fill.native  # the flat rate keeps its kernel
+    assert StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST)).rules.fill.native
+    assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig()).rules.fill.native  # the flat rate keeps its kernel
 
 
 @pytest.mark.slow
@@ -181,7 +181,7 @@ def test_a_machine_that_cannot_build_it_warns_once_and_keeps_the_torch_fill(tmp_
         with warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)  # once
             StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))
-        assert not env._rules.fill.native
+        assert not env.rules.fill.native
         env.reset(seed=0)
         env.step(random_actions(1, 2, PANEL.num_tickers, seed=0)[0])
     finally:
@@ -193,7 +193,7 @@ def test_market_envs_native_0_turns_it_off(monkeypatch):
     native_fill.native_library.cache_clear()
     try:
         assert not native_fill.native_available()
-        assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))._rules.fill.native
+        assert not StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST)).rules.fill.native
     finally:
         monkeypatch.delenv("MARKET_ENVS_NATIVE")
         native_fill.native_library.cache_clear()
@@ -311,7 +311,7 @@ def test_the_kernels_version_is_read_from_costmodel_terms():
     assert native_fill.term_flags(CostModel(spread_bps=1.0).terms(), weights_mode=False) == 0b1
     assert not CostModel(borrow_rate=0.01).terms().in_fill and CostModel(borrow_rate=0.01).terms().borrow
     env = StockTradingVecEnv(PANEL, 2, "cpu", EnvConfig(costs=EVERY_COST))
-    assert env._rules.fill.native_terms == every and env._rules.fill.has_costs
+    assert env.rules.fill.native_terms == every and env.rules.fill.has_costs
 
 
 def test_terms_that_disagree_with_the_tables_are_refused(native_kernel):
@@ -545,7 +545,7 @@ def test_a_panel_whose_opens_are_not_float32_takes_the_torch_kernels(native_kern
     config = EnvConfig(costs=EVERY_COST, short_selling=True, initial_cash=3_000.0, random_start=False)
     env64 = StockTradingVecEnv(wide, 3, "cpu", config)
     env32 = StockTradingVecEnv(VOLUME_PANEL, 3, "cpu", config)
-    assert env32._rules.fill.native and not env64._rules.fill.native
+    assert env32.rules.fill.native and not env64.rules.fill.native
     env64.reset(seed=0), env32.reset(seed=0)
     for actions in random_actions(8, 3, VOLUME_PANEL.num_tickers, seed=4):
         info64, info32 = env64.step(actions)[4], env32.step(actions)[4]

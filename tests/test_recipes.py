@@ -100,7 +100,7 @@ def test_a_built_panel_and_its_cached_copy_observe_their_first_bars_alike(tmp_pa
     assert built.start == pd.Timestamp("2024-01-02", tz="America/New_York")
     assert built.lookback is None and cached.lookback is None
     rules = EnvConfig(return_windows=(30,), turbulence_threshold=5.0, turbulence_window=10)
-    tables = [StockTradingVecEnv(d.period("train"), 1, "cpu", rules)._tables for d in (built, cached)]
+    tables = [StockTradingVecEnv(d.period("train"), 1, "cpu", rules).tables for d in (built, cached)]
     assert torch.equal(tables[0].obs, tables[1].obs) and torch.equal(tables[0].guard, tables[1].guard)
 
 

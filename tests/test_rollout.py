@@ -188,7 +188,7 @@ def test_compile_here_runs_one_chunk_once_and_leaves_the_env_as_it_was(traced, m
     monkeypatch.setattr(rollout, "_CALLED", set())  # as in a process where no pass has run
     env = StockTradingVecEnv(PANEL, 1, "cpu", RULES)
     obs, _ = env.reset()
-    before = [t.clone() for t in env._require_reset()]
+    before = [t.clone() for t in env.require_reset()]
     chunks = []
     probe = Rollout(env, program, record=("value", "holdings"))
     call = probe._run_chunk
@@ -199,7 +199,7 @@ def test_compile_here_runs_one_chunk_once_and_leaves_the_env_as_it_was(traced, m
     assert len(chunks) == 1 and probe.has_run_here
     assert Rollout(env, program, record=("value", "holdings")).has_run_here  # the same chunk, another pass
     assert not Rollout(env, program, record=("value",)).has_run_here  # another record: another chunk
-    assert all(torch.equal(a, b) for a, b in zip(env._require_reset(), before, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(env.require_reset(), before, strict=True))
     got = Rollout(env, program, record=("value", "holdings")).run(params, obs)
     assert all(torch.equal(got[key], want[key]) for key in want)
 
