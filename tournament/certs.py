@@ -138,8 +138,4 @@ def _write_pem(path: Path, item, private: bool) -> None:
     else:
         data = item.public_bytes(serialization.Encoding.PEM)
 
-    def write(tmp: Path) -> None:
-        tmp.write_bytes(data)
-        os.chmod(tmp, 0o600 if private else 0o644)
-
-    rundir.write_atomic(path, write)
+    rundir.write_atomic(path, lambda tmp: tmp.write_bytes(data), mode=0o600 if private else 0o644)

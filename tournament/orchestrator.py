@@ -534,6 +534,15 @@ def _resume_config(config: TournamentConfig) -> TournamentConfig:
     return resume_config(config.run_dir, {k: getattr(config, k) for k in RESUME_KEYS})
 
 
+def saved_settings(run_dir: str | Path) -> dict[str, Any]:
+    """The tournament.toml of the tournament in ``run_dir``, as saved; one line when the folder
+    holds no tournament (no tournament.toml and events.jsonl)."""
+    root = Path(run_dir)
+    if not (root / CONFIG_FILE).is_file() or not (root / EVENTS_FILE).is_file():
+        raise UserError(f"--resume: {root} holds no tournament (no {CONFIG_FILE} and {EVENTS_FILE})")
+    return rundir.read_toml(root / CONFIG_FILE)
+
+
 def resume_config(run_dir: str | Path, given: dict[str, Any] | None = None) -> TournamentConfig:
     """The config that resumes the tournament in ``run_dir``: its saved tournament.toml, with
     the stops and the cluster (`tournament.config.RESUME_KEYS`) that ``given`` names.
@@ -549,9 +558,7 @@ def resume_config(run_dir: str | Path, given: dict[str, Any] | None = None) -> T
     if unknown:
         raise ConfigError(f"a resume keeps {', '.join(unknown)}: it takes only {', '.join(RESUME_KEYS)}")
     root = Path(run_dir)
-    if not (root / CONFIG_FILE).is_file() or not (root / EVENTS_FILE).is_file():
-        raise UserError(f"--resume: {root} holds no tournament (no {CONFIG_FILE} and {EVENTS_FILE})")
-    saved = rundir.read_toml(root / CONFIG_FILE)
+    saved = saved_settings(root)
     values = {**saved, "run_dir": str(root), **{k: saved.get(k) for k in STOP_KEYS}}  # TOML drops a stop of None
     defaults = TournamentConfig()
     if any(k in given for k in STOP_KEYS):

@@ -653,13 +653,13 @@ def file_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_atomic(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
+def write_atomic(path: str | os.PathLike[str], write: Callable[[Path], object], mode: int | None = None) -> Path:
     """Have ``write(tmp)`` write the whole file at ``tmp``, then move it to ``path``.
 
     ``tmp`` is a fresh name in the same folder (so the rename is atomic), given the mode
     an ordinary ``open()`` would give the file under the current umask (`file_mode`, not
     mkstemp's 0600: a shared run folder stays readable by a dashboard of another account),
-    flushed to disk before the rename; on any error it is removed and ``path`` is
+    or ``mode`` when given (a private key's 0600), flushed to disk before the rename; on any error it is removed and ``path`` is
     untouched. Parent folders are created. A place that cannot be written (a full disk, a
     read-only folder: `trader.errors.writing`) is one `UnwritableError` naming ``path``."""
     path = Path(path)
@@ -670,7 +670,7 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[Path], object]) 
         tmp = Path(name)
         try:
             write(tmp)
-            os.chmod(tmp, file_mode())
+            os.chmod(tmp, file_mode() if mode is None else mode)
             with open(tmp, "rb") as handle:
                 os.fsync(handle.fileno())
             os.replace(tmp, path)

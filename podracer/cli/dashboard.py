@@ -17,7 +17,7 @@ from dashboards.app_pages import titles
 from podracer.cli.root import app
 from trader.errors import UserError
 
-APP = Path(__file__).resolve().parents[3] / "dashboards" / "app.py"
+APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
 """The app's script; `dashboards` is installed beside `trader` (pyproject's packages)."""
 
 

@@ -285,13 +285,14 @@ def check_resume_options(run_dir: Path, values: dict[str, Any]) -> None:
     the cluster (`tournament.config.RESUME_KEYS`) act."""
     from tournament import TournamentConfig
     from tournament.config import RESUME_KEYS
+    from tournament.orchestrator import saved_settings
     from trader.environments import resolve_env
-    from trader.rundir import json_ready, read_toml, toml_ready
+    from trader.rundir import json_ready, toml_ready
 
     def plain(config: Any) -> dict[str, Any]:  # as tournament.toml holds it: lists, no None
         return json_ready(toml_ready(config.to_dict()))
 
-    saved = plain(TournamentConfig.from_dict({**read_toml(run_dir / "tournament.toml"), "run_dir": str(run_dir)}))
+    saved = plain(TournamentConfig.from_dict({**saved_settings(run_dir), "run_dir": str(run_dir)}))
     wanted = plain(TournamentConfig.from_dict(values))
     if "env" in values:
         wanted["env"] = resolve_env(wanted["env"]).value
