@@ -36,6 +36,7 @@ ORDER = (
     "learning_check",
     "learning_costs",
     "network_speed",
+    "pod_group_step",
     "tournament_scaling",
     "tournament_value",
     "baselines",

@@ -1,0 +1,197 @@
+"""P networks of one shape as one module, and an Adam with a rate and a step count per row.
+
+The building blocks of a pod group (issue 77): P pods of one algorithm and network shape
+trained side by side as one program. Their weights are stacked ``[P, ...]`` and each layer
+is one batched matrix product (`StackedLinear`, ``torch.baddbmm``), the way fastpbrl
+(Flajolet et al., ICML 2022) and PureJaxRL run populations: one kernel a layer for all the
+pods instead of one per pod, which is what a small network needs, since a lone pod's
+gradient step is mostly the cost of launching its kernels (benchmarks/pod_group_step.py).
+
+A row is a pod, in the layout a lone pod holds. `stack_sequentials` builds the stacked
+module from P ordinary ``nn.Sequential`` MLPs (each built and initialised as a lone pod
+builds its own, from its own seed), and `row_state` gives row p's parameters under the
+names and shapes of that ``nn.Sequential`` again: what a pod's checkpoint holds today, so
+`trader backtest`, `trader act` and `trader paper` load a pod of a group alone.
+
+`RowAdam` is Adam (Kingma and Ba) with each row's own learning rate and step count: the
+rate is a hyperparameter a tournament perturbs per pod, and a child that takes a parent's
+row takes its moments and step too (`copy_row`). `clip_row_grad_norms` clips each row's
+gradient to its own global norm, as ``nn.utils.clip_grad_norm_`` does for one network.
+Rows never mix: every operation here is elementwise or reduces within a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+_ACTIVATIONS = (nn.Tanh, nn.ReLU)
+
+
+class StackedLinear(nn.Module):
+    """P linear layers of one shape: ``weight`` [P, out, in] and ``bias`` [P, out], as P
+    ``nn.Linear`` hold theirs; ``x`` [P, B, in] -> [P, B, out], row p through layer p."""
+
+    def __init__(self, weight: Tensor, bias: Tensor) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(weight.detach().clone().contiguous())
+        self.bias = nn.Parameter(bias.detach().clone().contiguous())
+
+    @classmethod
+    def from_linears(cls, layers: Sequence[nn.Linear]) -> StackedLinear:
+        return cls(torch.stack([m.weight.detach() for m in layers]), torch.stack([m.bias.detach() for m in layers]))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
+
+
+def stack_sequentials(networks: Sequence[nn.Sequential]) -> nn.Sequential:
+    """P flat MLPs of one shape (``nn.Linear`` and ``nn.Tanh`` / ``nn.ReLU`` layers) as one
+    ``nn.Sequential`` of `StackedLinear` and the same activations, at the same indices (so
+    its parameter names are theirs: ``0.weight``, ``2.bias``, ...)."""
+    first = networks[0]
+    layers: list[nn.Module] = []
+    for index, layer in enumerate(first):
+        if isinstance(layer, nn.Linear):
+            same = [net[index] for net in networks]
+            if any(not isinstance(m, nn.Linear) or m.weight.shape != layer.weight.shape for m in same):
+                raise ValueError(f"stack_sequentials: layer {index} differs between the networks")
+            layers.append(StackedLinear.from_linears(same))
+        elif isinstance(layer, _ACTIVATIONS):
+            if any(type(net[index]) is not type(layer) for net in networks):
+                raise ValueError(f"stack_sequentials: activation {index} differs between the networks")
+            layers.append(type(layer)())
+        else:
+            raise ValueError(
+                f"stack_sequentials: layer {index} is a {type(layer).__name__}, not Linear or an activation"
+            )
+    if any(len(net) != len(first) for net in networks):
+        raise ValueError("stack_sequentials: the networks have different depths")
+    return nn.Sequential(*layers)
+
+
+def row_state(module: nn.Module, row: int) -> dict[str, Tensor]:
+    """Row ``row`` of a stacked module's parameters, under their names, without the P axis
+    (a lone network's ``state_dict``); contiguous copies."""
+    return {name: value.detach()[row].clone().contiguous() for name, value in module.state_dict().items()}
+
+
+def load_row_state(module: nn.Module, row: int, state: dict[str, Tensor]) -> None:
+    """Write a lone network's ``state_dict`` (`row_state`'s form) into row ``row``."""
+    own = module.state_dict()
+    if set(state) != set(own):
+        raise KeyError(f"load_row_state: names differ: {sorted(set(state) ^ set(own))}")
+    with torch.no_grad():
+        for name, value in state.items():
+            own[name][row].copy_(value)
+
+
+class RowAdam:
+    """Adam over stacked parameters [P, ...] with a learning rate and a step count per row.
+
+    The update of row p is torch's Adam (``torch.optim.Adam``, no weight decay, no amsgrad)
+    with learning rate ``lr[p]`` at step ``step[p]``; rows where ``active`` is False are left
+    as they are, moments and step included (a pod that stopped early, PPO's ``target_kl``).
+
+    :param params: the stacked parameters, each with the rows on axis 0.
+    :param lr: float [P], each row's learning rate (a tensor: a row's rate changes in place).
+    :param betas: Adam's decay rates, shared by the rows.
+    :param eps: Adam's epsilon, shared.
+    """
+
+    def __init__(
+        self, params: Sequence[Tensor], lr: Tensor, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+    ) -> None:
+        self.params = list(params)
+        rows = self.params[0].shape[0]
+        if any(p.shape[0] != rows for p in self.params) or lr.shape != (rows,):
+            raise ValueError(f"RowAdam: every parameter and lr need {rows} rows on axis 0")
+        self.lr = lr.to(device=self.params[0].device, dtype=torch.float64).clone()
+        self.betas, self.eps = betas, float(eps)
+        self.step = torch.zeros(rows, dtype=torch.float64, device=self.params[0].device)
+        """Each row's step count (float64, as the bias corrections are computed in double, like torch's
+        Adam computes them in Python floats)."""
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def apply(self, active: Tensor | None = None) -> None:
+        """One Adam step of every (active) row from the parameters' ``.grad``."""
+        beta1, beta2 = self.betas
+        step = self.step + 1.0 if active is None else torch.where(active, self.step + 1.0, self.step)
+        step_size = self.lr / (1.0 - beta1**step)
+        bias_correction2_sqrt = torch.sqrt(1.0 - beta2**step)
+        for param, m, v in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
+            if param.grad is None:
+                continue
+            shape = (-1,) + (1,) * (param.ndim - 1)
+            grad, dtype = param.grad, param.dtype
+            new_m = m.mul(beta1).add_(grad, alpha=1.0 - beta1)
+            new_v = v.mul(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+            denom = (new_v.sqrt() / bias_correction2_sqrt.to(dtype).view(shape)).add_(self.eps)
+            update = new_m / denom * step_size.to(dtype).view(shape)
+            if active is not None:
+                keep = active.view(shape)
+                new_m, new_v = torch.where(keep, new_m, m), torch.where(keep, new_v, v)
+                update = torch.where(keep, update, torch.zeros_like(update))
+            m.copy_(new_m)
+            v.copy_(new_v)
+            param.sub_(update)
+        self.step = step
+
+    def row_state(self, row: int) -> dict[int, dict[str, Tensor]]:
+        """Row ``row``'s moments and step, as ``torch.optim.Adam.state_dict()["state"]`` holds a lone
+        network's (parameter index -> ``step``, ``exp_avg``, ``exp_avg_sq``)."""
+        return {
+            index: {"step": self.step[row].to(torch.float32), "exp_avg": m[row].clone(), "exp_avg_sq": v[row].clone()}
+            for index, (m, v) in enumerate(zip(self.exp_avg, self.exp_avg_sq, strict=True))
+        }
+
+    @torch.no_grad()
+    def load_row_state(self, row: int, state: dict[int, dict[str, Tensor]], lr: float | None = None) -> None:
+        """Write a lone network's Adam state (`row_state`'s form) into row ``row``; ``lr``, its rate."""
+        for index, values in state.items():
+            self.exp_avg[index][row].copy_(values["exp_avg"])
+            self.exp_avg_sq[index][row].copy_(values["exp_avg_sq"])
+        steps = {float(values["step"]) for values in state.values()}
+        if len(steps) > 1:
+            raise ValueError(f"RowAdam.load_row_state: the parameters are at different steps {sorted(steps)}")
+        if steps:
+            self.step[row] = steps.pop()
+        if lr is not None:
+            self.lr[row] = lr
+
+    @torch.no_grad()
+    def copy_row(self, source: int, target: int) -> None:
+        """Row ``target`` takes row ``source``'s moments and step (its rate stays its own)."""
+        for m, v in zip(self.exp_avg, self.exp_avg_sq, strict=True):
+            m[target].copy_(m[source])
+            v[target].copy_(v[source])
+        self.step[target] = self.step[source]
+
+
+@torch.no_grad()
+def clip_row_grad_norms(params: Sequence[Tensor], max_norm: Tensor) -> Tensor:
+    """Scale each row's gradient so that its global norm (over every parameter) is at most
+    ``max_norm[p]``, as ``nn.utils.clip_grad_norm_`` does for one network; returns the norms [P]."""
+    grads = [p.grad for p in params if p.grad is not None]
+    squares = torch.stack([g.pow(2).reshape(g.shape[0], -1).sum(dim=1) for g in grads]).sum(dim=0)
+    norms = squares.sqrt()
+    scale = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(scale.view((-1,) + (1,) * (g.ndim - 1)))
+    return norms
+
+
+@torch.no_grad()
+def copy_rows(module: nn.Module, source: int, target: int) -> None:
+    """Row ``target`` of every parameter and buffer of a stacked module takes row ``source``'s
+    (PBT's exploit inside a group: a child takes its parent's weights)."""
+    for value in module.state_dict().values():
+        value[target].copy_(value[source])
