@@ -19,6 +19,10 @@ Adam). Three ways of running them:
 A second table times the env's side: one step of the market env with E sub-environments
 (one lone pod's env) against one step with P x E (a group's env, P pods' rows in one batch).
 
+A third line times the first layer's product alone (a minibatch through ``obs_dim`` x the first
+width) in float32 and in bfloat16: what an update with less arithmetic might buy where the update is
+compute-bound.
+
 Printed: milliseconds for the P updates (median of ``--repeats``), per pod, and the speed-up of
 each stacked form over the lone pods. The issue asks which form is faster; a pod group's CPU
 target (2x pods/h) needs its update to cost much less than P lone ones.
@@ -218,6 +222,16 @@ def main(argv: list[str] | None = None) -> int:
             f"| {pods} | {lone:.2f} | {stacked:.2f} | {vmapped:.2f} | {lone / pods:.3f} | {stacked / pods:.3f} | "
             f"{lone / stacked:.1f}x | {lone / vmapped:.1f}x |"
         )
+    x = torch.randn(args.minibatch, obs_dim, device=args.device)
+    w = torch.randn(hidden[0], obs_dim, device=args.device)
+    xb, wb = x.bfloat16(), w.bfloat16()
+    single = median_ms(lambda: x @ w.t(), args.repeats, args.device)
+    half = median_ms(lambda: xb @ wb.t(), args.repeats, args.device)
+    print()
+    print(
+        f"first layer {args.minibatch}x{obs_dim} @ {obs_dim}x{hidden[0]}: float32 {single:.3f} ms, "
+        f"bfloat16 {half:.3f} ms ({single / half:.1f}x)"
+    )
     if args.dims is None:
         print()
         print(f"| pods P | env rows | ms per step | ms per step of {args.envs} rows alone | speed-up per pod |")
