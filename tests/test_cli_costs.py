@@ -14,7 +14,7 @@ from market_fixtures import random_walk_frame, write_tiny_recipe
 
 import trader.backtesting.periods as periods
 import trader.environments as environments
-import trader.training as train_module
+import trader.training_envs as training_envs
 from market_envs.costs import cost_model
 from market_envs.data import from_frame
 from podracer.cli import main
@@ -41,7 +41,7 @@ def toy_data(monkeypatch):
         return panels[recipe]
 
     monkeypatch.setattr(periods, "load_dataset", load)
-    monkeypatch.setattr(train_module, "load_market", lambda recipe, periods=None: load(recipe).with_periods(periods))
+    monkeypatch.setattr(training_envs, "load_market", lambda recipe, periods=None: load(recipe).with_periods(periods))
     monkeypatch.setattr(environments, "load_market", lambda recipe, periods=None: load(recipe).with_periods(periods))
     return panels
 

@@ -308,7 +308,7 @@ def test_a_stopped_experiment_names_its_stage_and_the_command_that_resumes_it(
 
     import podracer.experiment as experiment
     from trader.errors import UnwritableError
-    from trader.training import Interrupted
+    from trader.stopping import Interrupted
 
     recipe = tmp_path / "tiny.toml"
     recipe.write_text(TINY_DAILY_RECIPE)

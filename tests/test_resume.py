@@ -21,7 +21,8 @@ from trader.agents.checkpoint import read_metadata
 from trader.agents.ppo import PPORunner
 from podracer.cli import main
 from trader.errors import UserError
-from trader.training import Interrupted, StopRequest, resume, stop_on_signals, train
+from trader.stopping import Interrupted, StopRequest, stop_on_signals
+from trader.training import resume, train
 
 from market_fixtures import write_tiny_recipe
 

@@ -447,7 +447,7 @@ def test_compile_validation_compiles_the_validation_pass_only() -> None:
     run's), the validation env is compiled; True and False mean "all" and "off"."""
     from market_fixtures import random_panel
 
-    from trader.training import build_envs, compile_choice
+    from trader.training_envs import build_envs, compile_choice
 
     panel = random_panel(n_tickers=3, n_bars=400, seed=2)
     stamps = panel.timestamps

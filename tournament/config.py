@@ -149,7 +149,7 @@ class TournamentConfig:
     so no stage finds them again from `periods`' timestamps. Empty: `periods` (or the split dates)."""
 
     def __post_init__(self) -> None:
-        from trader.training import compile_choice
+        from trader.training_envs import compile_choice
 
         compile_choice(self.compile)  # refuses an unknown value here, not in every pod
         object.__setattr__(self, "algos", tuple(self.algos))

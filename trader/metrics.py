@@ -22,42 +22,49 @@ Metrics are computed in float64 on the CPU; they run once per evaluation, not
 per step, so the one device-to-host copy of a torch input is not a hot path.
 The module does not import torch itself (the dashboard uses it without torch): a
 tensor can only reach it when the caller has imported torch already.
+
+The metrics of one series, turnover, `bar_sharpe_ratio` and `summary` are defined here; the
+rest is re-exported from its own module, so that ``trader.metrics`` names every figure:
+`trader.metric_inputs` (the periods of a year and the input conversion every metric uses),
+`trader.relative_metrics` (against a benchmark: alpha, beta, tracking error, information
+ratio, correlation) and `trader.intraday` (bars to exchange dates, `daily_returns`).
 """
 
 from __future__ import annotations
 
-import sys
-import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from trader.errors import ConfigError, UserError
-
-TRADING_DAYS_PER_YEAR = 252
-"""Trading days in a year: the one annualisation constant of the project."""
-
-MINUTES_PER_SESSION = 390
-"""Minute bars in a regular US equity session (09:30-16:00 exchange time)."""
-
-DAILY = "daily"
-WEEKLY = "weekly"
-MONTHLY = "monthly"
-QUARTERLY = "quarterly"
-YEARLY = "yearly"
-MINUTE = "minute"
-
-ANNUALIZATION_FACTORS: dict[str, float] = {
-    DAILY: TRADING_DAYS_PER_YEAR,
-    WEEKLY: 52,
-    MONTHLY: 12,
-    QUARTERLY: 4,
-    YEARLY: 1,
-    MINUTE: TRADING_DAYS_PER_YEAR * MINUTES_PER_SESSION,
-}
-"""Periods per year for each `period` name (empyrical's table plus `minute`)."""
+from trader.intraday import as_frame, daily_last, daily_returns, daily_sum, exchange_dates, is_intraday, timestamp_index
+from trader.metric_inputs import (
+    ANNUALIZATION_FACTORS,
+    DAILY,
+    MINUTE,
+    MINUTES_PER_SESSION,
+    MONTHLY,
+    QUARTERLY,
+    TRADING_DAYS_PER_YEAR,
+    WEEKLY,
+    YEARLY,
+    Returns,
+    annualization_factor,
+    like,
+    plain,
+    quiet,
+    rate_per_period,
+    to_float_array,
+)
+from trader.relative_metrics import (
+    alpha,
+    alpha_beta,
+    benchmark_correlation,
+    beta,
+    information_ratio,
+    tracking_error,
+)
 
 SUMMARY_METRICS: tuple[str, ...] = (
     "cum_returns_final",
@@ -95,114 +102,13 @@ PERCENT_METRICS = frozenset(
 """Summary columns shown as percentages in tables."""
 
 
-# ----------------------------------------------------------------------------
-# Input conversion: any supported input -> float64 (T, K) array, and back.
-# ----------------------------------------------------------------------------
-
-
-def _is_tensor(value: Any) -> bool:
-    """True for a torch tensor, without importing torch (loaded only if the caller did)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(value, torch.Tensor)
-
-
-class _Returns:
-    """Returns as a float64 (T, K) array plus what is needed to shape the answer."""
-
-    def __init__(self, returns: Any, name: str = "returns") -> None:
-        self.columns: pd.Index | None = None
-        self.device: Any = None  # a torch.device for tensor input
-        if _is_tensor(returns):
-            self.device = returns.device
-            values = returns.detach().cpu().double().numpy()
-        elif isinstance(returns, pd.DataFrame):
-            self.columns = returns.columns
-            values = _to_float_array(returns.to_numpy(), name)
-        else:
-            values = _to_float_array(returns, name)
-        if values.ndim not in (1, 2):
-            raise UserError(f"{name} must be 1-D (T,) or 2-D (T, K); got shape {values.shape}")
-        self.is_1d = values.ndim == 1
-        self.values = values.reshape(values.shape[0], 1) if self.is_1d else values
-
-    @property
-    def length(self) -> int:
-        """Number of periods T (NaN rows included, as empyrical counts them)."""
-        return self.values.shape[0]
-
-    def wrap(self, per_column: np.ndarray) -> Any:
-        """Shape a (K,) result like the input: float, ndarray, Series or tensor."""
-        per_column = np.asarray(per_column, dtype=np.float64).reshape(-1)
-        if self.is_1d:
-            return float(per_column[0])
-        if self.columns is not None:
-            return pd.Series(per_column, index=self.columns)
-        if self.device is not None:
-            return sys.modules["torch"].from_numpy(per_column.copy()).to(self.device)
-        return per_column
-
-    def nan_result(self) -> Any:
-        """NaN for every column, shaped like the input."""
-        return self.wrap(np.full(self.values.shape[1], np.nan))
-
-
-def _to_float_array(values: Any, name: str) -> np.ndarray:
-    """Convert array-like input to a float64 ndarray, naming the argument on failure."""
-    if _is_tensor(values):
-        return values.detach().cpu().double().numpy()
-    try:
-        return np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise UserError(f"{name} must be numeric; could not convert it to float64: {err}") from err
-
-
-def _adjustment(value: Any, data: _Returns, name: str) -> np.ndarray | float:
-    """A risk-free rate or required return: a scalar, or one value per period (T,) or (T, K)."""
-    if isinstance(value, (int, float, np.floating, np.integer)):
-        return float(value)
-    array = _to_float_array(value, name)
-    if array.ndim == 0:
-        return float(array)
-    if array.shape[0] != data.length:
-        raise UserError(f"{name} has {array.shape[0]} periods but returns have {data.length}")
-    return array.reshape(data.length, -1) if array.ndim == 1 else array
-
-
-def annualization_factor(period: str, annualization: float | None) -> float:
-    """Periods per year: `annualization` if given, else the factor of `period`.
-
-    :param period: one of `ANNUALIZATION_FACTORS` (daily, weekly, monthly,
-        quarterly, yearly, minute); ignored when `annualization` is given.
-    :param annualization: periods per year, overriding `period`.
-    """
-    if annualization is not None:
-        return annualization
-    try:
-        return ANNUALIZATION_FACTORS[period]
-    except KeyError:
-        known = "', '".join(ANNUALIZATION_FACTORS)
-        raise ConfigError(f"period cannot be {period!r}; can be '{known}'") from None
-
-
-def _quiet(function: Callable[[], np.ndarray]) -> np.ndarray:
-    """Run numpy code whose all-NaN columns and divisions by zero are expected."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return function()
-
-
-# ----------------------------------------------------------------------------
-# Metrics
-# ----------------------------------------------------------------------------
-
-
 def cum_returns_final(returns: Any, starting_value: float = 0) -> Any:
     """Total compounded return (NaN returns count as 0); NaN when there are no returns.
 
     :param starting_value: 0 gives the return; any other value gives the final
         value of an account that started with it.
     """
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length == 0:
         return data.nan_result()
     return data.wrap(_cum_final(data.values, starting_value))
@@ -219,7 +125,7 @@ def annual_return(returns: Any, period: str = DAILY, annualization: float | None
     The number of years is the number of periods (NaN rows included) over the
     annualisation factor, as in empyrical. A final value below zero gives NaN.
     """
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length == 0:
         return data.nan_result()
     return data.wrap(_annual_return(data.values, annualization_factor(period, annualization)))
@@ -228,7 +134,7 @@ def annual_return(returns: Any, period: str = DAILY, annualization: float | None
 def _annual_return(values: np.ndarray, factor: float) -> np.ndarray:
     num_years = values.shape[0] / factor
     ending_value = _cum_final(values, starting_value=1)
-    return _quiet(lambda: np.power(ending_value, 1.0 / num_years) - 1.0)
+    return quiet(lambda: np.power(ending_value, 1.0 / num_years) - 1.0)
 
 
 def annual_volatility(
@@ -243,17 +149,17 @@ def annual_volatility(
 
     :param alpha: scaling exponent (Levy stability); 2 is the usual square-root-of-time rule.
     """
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length < 2:
         return data.nan_result()
     factor = annualization_factor(period, annualization)
-    std = _quiet(lambda: np.nanstd(data.values, axis=0, ddof=1))
+    std = quiet(lambda: np.nanstd(data.values, axis=0, ddof=1))
     return data.wrap(std * factor ** (1.0 / alpha))
 
 
 def _zero_dispersion_std(values: np.ndarray, std: np.ndarray) -> np.ndarray:
     """Exactly 0 where every present value of a column is equal (no rounding residue)."""
-    constant = _quiet(lambda: np.nanmax(values, axis=0) == np.nanmin(values, axis=0))
+    constant = quiet(lambda: np.nanmax(values, axis=0) == np.nanmin(values, axis=0))
     return np.where(constant & np.isfinite(std), 0.0, std)
 
 
@@ -271,17 +177,17 @@ def sharpe_ratio(
     :param risk_free: risk-free return per period (same periodicity as the
         returns): a scalar or one value per period.
     """
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length < 2:
         return data.nan_result()
-    excess = data.values - _adjustment(risk_free, data, "risk_free")
+    excess = data.values - rate_per_period(risk_free, data, "risk_free")
     factor = annualization_factor(period, annualization)
 
     def ratio() -> np.ndarray:
         std = _zero_dispersion_std(excess, np.nanstd(excess, axis=0, ddof=1))
         return np.nanmean(excess, axis=0) / std * np.sqrt(factor)
 
-    return data.wrap(_quiet(ratio))
+    return data.wrap(quiet(ratio))
 
 
 def downside_risk(
@@ -294,16 +200,16 @@ def downside_risk(
 
     NaN when there are no returns.
     """
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length == 0:
         return data.nan_result()
-    adjusted = data.values - _adjustment(required_return, data, "required_return")
+    adjusted = data.values - rate_per_period(required_return, data, "required_return")
     return data.wrap(_downside(adjusted, annualization_factor(period, annualization)))
 
 
 def _downside(adjusted: np.ndarray, factor: float) -> np.ndarray:
     below = np.clip(adjusted, -np.inf, 0.0)
-    return _quiet(lambda: np.sqrt(np.nanmean(below**2, axis=0)) * np.sqrt(factor))
+    return quiet(lambda: np.sqrt(np.nanmean(below**2, axis=0)) * np.sqrt(factor))
 
 
 def sortino_ratio(
@@ -320,14 +226,14 @@ def sortino_ratio(
     :param required_return: minimum acceptable return per period, a scalar or
         one value per period.
     """
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length < 2:
         return data.nan_result()
-    adjusted = data.values - _adjustment(required_return, data, "required_return")
+    adjusted = data.values - rate_per_period(required_return, data, "required_return")
     factor = annualization_factor(period, annualization)
-    mean_annual = _quiet(lambda: np.nanmean(adjusted, axis=0) * factor)
+    mean_annual = quiet(lambda: np.nanmean(adjusted, axis=0) * factor)
     risk = _downside(adjusted, factor)
-    return data.wrap(_quiet(lambda: mean_annual / risk))
+    return data.wrap(quiet(lambda: mean_annual / risk))
 
 
 def max_drawdown(returns: Any) -> Any:
@@ -335,7 +241,7 @@ def max_drawdown(returns: Any) -> Any:
 
     The starting value counts as a peak. NaN when there are no returns.
     """
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length == 0:
         return data.nan_result()
     return data.wrap(_max_drawdown(data.values))
@@ -345,18 +251,18 @@ def _max_drawdown(values: np.ndarray) -> np.ndarray:
     growth = np.cumprod(1.0 + np.nan_to_num(values, nan=0.0), axis=0)
     anchored = np.vstack([np.ones((1, values.shape[1])), growth]) * 100.0
     peaks = np.fmax.accumulate(anchored, axis=0)
-    drawdowns = _quiet(lambda: (anchored - peaks) / peaks)
-    return _quiet(lambda: np.nanmin(drawdowns[1:], axis=0))
+    drawdowns = quiet(lambda: (anchored - peaks) / peaks)
+    return quiet(lambda: np.nanmin(drawdowns[1:], axis=0))
 
 
 def calmar_ratio(returns: Any, period: str = DAILY, annualization: float | None = None) -> Any:
     """Annual return over the absolute max drawdown; NaN without a drawdown or when infinite."""
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length == 0:
         return data.nan_result()
     drawdown = _max_drawdown(data.values)
     annual = _annual_return(data.values, annualization_factor(period, annualization))
-    ratio = _quiet(lambda: annual / np.abs(drawdown))
+    ratio = quiet(lambda: annual / np.abs(drawdown))
     valid = (drawdown < 0) & ~np.isinf(ratio)
     return data.wrap(np.where(valid, ratio, np.nan))
 
@@ -371,7 +277,7 @@ def value_at_risk(returns: Any, cutoff: float = 0.05) -> Any:
     """
     if not 0.0 <= cutoff <= 1.0:
         raise ConfigError(f"cutoff must be in [0, 1]; got {cutoff}")
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length == 0:
         return data.nan_result()
     return data.wrap(np.percentile(data.values, 100.0 * cutoff, axis=0))
@@ -382,7 +288,7 @@ def tail_ratio(returns: Any) -> Any:
 
     NaN when there are no (non-NaN) returns; +inf when the 5th percentile is 0.
     """
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length == 0:
         return data.nan_result()
 
@@ -391,7 +297,7 @@ def tail_ratio(returns: Any) -> Any:
         left = np.nanpercentile(data.values, 5, axis=0)
         return np.abs(right) / np.abs(left)
 
-    return data.wrap(_quiet(ratio))
+    return data.wrap(quiet(ratio))
 
 
 def stability_of_timeseries(returns: Any) -> Any:
@@ -400,10 +306,10 @@ def stability_of_timeseries(returns: Any) -> Any:
     NaN for fewer than two returns, and when the cumulative log return is flat
     (all returns zero) or fewer than two returns are present.
     """
-    data = _Returns(returns)
+    data = Returns(returns)
     if data.length < 2:
         return data.nan_result()
-    return data.wrap(_quiet(lambda: _stability(data.values)))
+    return data.wrap(quiet(lambda: _stability(data.values)))
 
 
 def _stability(values: np.ndarray) -> np.ndarray:
@@ -427,109 +333,6 @@ stability = stability_of_timeseries
 """Short name of `stability_of_timeseries`."""
 
 
-# ----------------------------------------------------------------------------
-# Against a benchmark (a factor): beta, alpha, tracking error, information ratio
-# ----------------------------------------------------------------------------
-
-
-def _paired(returns: Any, factor_returns: Any, risk_free: Any = 0) -> tuple[_Returns, np.ndarray, np.ndarray]:
-    """Returns (T, K) and the factor's (T,) less `risk_free`, as (T, K) arrays NaN where either is."""
-    data = _Returns(returns)
-    factor = _to_float_array(_plain(factor_returns), "factor_returns").reshape(-1)
-    if factor.shape[0] != data.length:
-        raise UserError(f"factor_returns has {factor.shape[0]} periods but returns have {data.length}")
-    adjustment = _adjustment(risk_free, data, "risk_free")
-    y = data.values - adjustment
-    x = np.broadcast_to(factor[:, None] - adjustment, y.shape).copy()
-    missing = np.isnan(y) | np.isnan(x)
-    y[missing], x[missing] = np.nan, np.nan
-    return data, y, x
-
-
-def _beta(y: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """The least-squares slope per column over the present pairs (NaN for fewer than 2)."""
-    centred = x - np.nanmean(x, axis=0)
-    slope = np.nanmean(centred * y, axis=0) / np.nanmean(centred**2, axis=0)
-    return np.where(np.sum(~np.isnan(y), axis=0) >= 2, slope, np.nan)
-
-
-def alpha_beta(
-    returns: Any,
-    factor_returns: Any,
-    risk_free: Any = 0,
-    period: str = DAILY,
-    annualization: float | None = None,
-) -> tuple[Any, Any]:
-    """Annualised alpha and beta of returns against a factor (the benchmark), as empyrical.
-
-    Beta is the least-squares slope of the excess returns on the factor's excess returns
-    (pairs where either is NaN dropped); alpha the mean of ``r - beta x f`` (the
-    least-squares intercept, per period) compounded to a year: ``(1 + a) ** factor - 1``.
-    NaN for fewer than two pairs, and beta NaN when the factor does not move.
-
-    :param returns: (T,) or (T, K) simple returns.
-    :param factor_returns: (T,) the benchmark's returns over the same periods.
-    :param risk_free: risk-free return per period, taken from both.
-    :return: (alpha, beta), each shaped like the other metrics' answers.
-    """
-    data, y, x = _paired(returns, factor_returns, risk_free)
-    if data.length < 2:
-        return data.nan_result(), data.nan_result()
-    factor = annualization_factor(period, annualization)
-    beta = _quiet(lambda: _beta(y, x))
-    alpha = _quiet(lambda: (np.nanmean(y - beta * x, axis=0) + 1.0) ** factor - 1.0)
-    return data.wrap(alpha), data.wrap(beta)
-
-
-def beta(returns: Any, factor_returns: Any, risk_free: Any = 0) -> Any:
-    """The beta of `alpha_beta` alone."""
-    return alpha_beta(returns, factor_returns, risk_free)[1]
-
-
-def alpha(
-    returns: Any, factor_returns: Any, risk_free: Any = 0, period: str = DAILY, annualization: float | None = None
-) -> Any:
-    """The annualised alpha of `alpha_beta` alone."""
-    return alpha_beta(returns, factor_returns, risk_free, period, annualization)[0]
-
-
-def tracking_error(returns: Any, factor_returns: Any, period: str = DAILY, annualization: float | None = None) -> Any:
-    """Annualised standard deviation (ddof=1) of the active returns ``r - f``; NaN for fewer than 2."""
-    data, y, x = _paired(returns, factor_returns)
-    if data.length < 2:
-        return data.nan_result()
-    factor = annualization_factor(period, annualization)
-    return data.wrap(_quiet(lambda: np.nanstd(y - x, axis=0, ddof=1) * np.sqrt(factor)))
-
-
-def information_ratio(
-    returns: Any, factor_returns: Any, period: str = DAILY, annualization: float | None = None
-) -> Any:
-    """Annualised information ratio: mean / std (ddof=1) of the active returns ``r - f``
-    times sqrt(factor) (empyrical's ``excess_sharpe``, annualised); NaN for fewer than 2."""
-    data, y, x = _paired(returns, factor_returns)
-    if data.length < 2:
-        return data.nan_result()
-    factor = annualization_factor(period, annualization)
-    active = y - x
-    return data.wrap(_quiet(lambda: np.nanmean(active, axis=0) / np.nanstd(active, axis=0, ddof=1) * np.sqrt(factor)))
-
-
-def benchmark_correlation(returns: Any, factor_returns: Any) -> Any:
-    """Pearson correlation of the returns with the factor's over their present pairs; NaN
-    for fewer than 2 or when either does not move."""
-    data, y, x = _paired(returns, factor_returns)
-    if data.length < 2:
-        return data.nan_result()
-
-    def correlation() -> np.ndarray:
-        dy, dx = y - np.nanmean(y, axis=0), x - np.nanmean(x, axis=0)
-        value = np.nanmean(dy * dx, axis=0) / np.sqrt(np.nanmean(dy**2, axis=0) * np.nanmean(dx**2, axis=0))
-        return np.where(np.sum(~np.isnan(y), axis=0) >= 2, np.clip(value, -1.0, 1.0), np.nan)
-
-    return data.wrap(_quiet(correlation))
-
-
 def turnover(traded_value: Any, portfolio_value: Any) -> Any:
     """Traded value over portfolio value, period by period (shape of the inputs).
 
@@ -539,101 +342,15 @@ def turnover(traded_value: Any, portfolio_value: Any) -> Any:
     undefined). Output type follows `traded_value` (float for a single period
     given as a scalar).
     """
-    traded = _to_float_array(_plain(traded_value), "traded_value")
-    value = _to_float_array(_plain(portfolio_value), "portfolio_value")
+    traded = to_float_array(plain(traded_value), "traded_value")
+    value = to_float_array(plain(portfolio_value), "portfolio_value")
     if value.shape != traded.shape and value.size != 1:
         if traded.ndim == 2 and value.shape == traded.shape[:1]:
             value = value[:, None]
         else:
             raise UserError(f"portfolio_value shape {value.shape} does not match traded_value shape {traded.shape}")
-    ratio = _quiet(lambda: np.where(value > 0, traded / value, np.nan))
-    return _like(ratio, traded_value)
-
-
-def _plain(values: Any) -> Any:
-    """Unwrap pandas objects to their values (torch and numpy pass through)."""
-    return values.to_numpy() if isinstance(values, (pd.Series, pd.DataFrame)) else values
-
-
-def _like(result: np.ndarray, template: Any) -> Any:
-    """Return an elementwise result in the container type of `template`."""
-    if isinstance(template, pd.DataFrame):
-        return pd.DataFrame(result, index=template.index, columns=template.columns)
-    if isinstance(template, pd.Series):
-        return pd.Series(result, index=template.index, name=template.name)
-    if _is_tensor(template):
-        return sys.modules["torch"].from_numpy(np.ascontiguousarray(result)).to(template.device)
-    if np.ndim(result) == 0:
-        return float(result)
-    return result
-
-
-# ----------------------------------------------------------------------------
-# Intraday -> daily, and the summary table
-# ----------------------------------------------------------------------------
-
-
-def _timestamp_index(timestamps: Any, length: int, tz: str | None) -> pd.DatetimeIndex:
-    """Validate timestamps (one per period, increasing) and convert to `tz` if given."""
-    index = pd.DatetimeIndex(timestamps)
-    if len(index) != length:
-        raise UserError(f"timestamps has {len(index)} entries but returns have {length} periods")
-    if index.hasnans:
-        raise UserError(f"timestamps contain NaT at position {int(np.flatnonzero(index.isna())[0])}")
-    if length > 1:
-        backwards = np.flatnonzero(np.diff(index.asi8) <= 0)
-        if backwards.size:
-            where = index[backwards[0] + 1]
-            raise UserError(f"timestamps must be strictly increasing; {where} does not follow {index[backwards[0]]}")
-    if tz is not None:
-        if index.tz is None:
-            raise UserError(f"cannot convert tz-naive timestamps to {tz!r}; localise them first")
-        index = index.tz_convert(tz)
-    return index
-
-
-def is_intraday(timestamps: Any) -> bool:
-    """True when some date holds more than one timestamp (the bars are intraday)."""
-    index = pd.DatetimeIndex(timestamps)
-    dates = index.normalize()
-    return bool(len(dates) != len(dates.unique()))
-
-
-def _as_frame(values: Any, name: str) -> tuple[pd.DataFrame, bool]:
-    """Any (T,) or (T, K) input as a positional DataFrame; and whether it was 1-D."""
-    if isinstance(values, pd.DataFrame):
-        return values.reset_index(drop=True), False
-    if isinstance(values, pd.Series):
-        return values.reset_index(drop=True).to_frame(values.name if values.name is not None else 0), True
-    array = _to_float_array(values, name)
-    if array.ndim not in (1, 2):
-        raise UserError(f"{name} must be 1-D (T,) or 2-D (T, K); got shape {array.shape}")
-    return pd.DataFrame(array.reshape(array.shape[0], -1) if array.ndim == 2 else array[:, None]), array.ndim == 1
-
-
-def daily_returns(returns: Any, timestamps: Any, tz: str | None = None) -> pd.Series | pd.DataFrame:
-    """Compound intraday (e.g. minute) returns into one return per exchange date.
-
-    A day's return is prod(1 + r) - 1 over its bars, NaN bars counting as 0; a
-    day whose bars are all NaN gives NaN. The first bar of a day carries the
-    overnight move, so the daily returns chain close to close.
-
-    :param returns: simple returns (T,) or (T, K), one per timestamp.
-    :param timestamps: the T bar timestamps, strictly increasing.
-    :param tz: time zone whose calendar dates group the bars; default: the
-        timestamps' own zone (exchange time, America/New_York, in our data).
-    :return: a Series (1-D input) or DataFrame indexed by date (tz-naive
-        midnight, named "date"); DataFrame columns keep the input's columns.
-    """
-    frame, one_d = _as_frame(returns, "returns")
-    dates = _exchange_dates(timestamps, len(frame), tz)
-    daily = (frame + 1.0).groupby(dates).prod(min_count=1) - 1.0
-    daily.index.name = "date"
-    if not one_d:
-        return daily
-    series = daily.iloc[:, 0]
-    series.name = returns.name if isinstance(returns, pd.Series) else None
-    return series
+    ratio = quiet(lambda: np.where(value > 0, traded / value, np.nan))
+    return like(ratio, traded_value)
 
 
 def bar_sharpe_ratio(returns: Any, timestamps: Any, tz: str | None = None) -> Any:
@@ -657,8 +374,8 @@ def bar_sharpe_ratio(returns: Any, timestamps: Any, tz: str | None = None) -> An
     :param tz: time zone whose calendar dates count the days; default: the timestamps' own.
     :return: a float (1-D input), else one value per column (as `sharpe_ratio`).
     """
-    frame, one_d = _as_frame(returns, "returns")
-    dates = _exchange_dates(timestamps, len(frame), tz)
+    frame, one_d = as_frame(returns, "returns")
+    dates = exchange_dates(timestamps, len(frame), tz)
     defined = frame.notna()
     days = defined.groupby(dates).any().sum().to_numpy(dtype=float)
     bars = defined.sum().to_numpy(dtype=float)
@@ -668,22 +385,6 @@ def bar_sharpe_ratio(returns: Any, timestamps: Any, tz: str | None = None) -> An
     if one_d:
         return float(ratio[0])
     return pd.Series(ratio, index=returns.columns) if isinstance(returns, pd.DataFrame) else ratio
-
-
-def _exchange_dates(timestamps: Any, length: int, tz: str | None) -> pd.DatetimeIndex:
-    """Each bar's calendar date in ``tz`` (default: the timestamps' own zone), tz-naive midnight."""
-    index = _timestamp_index(timestamps, length, tz)
-    return pd.DatetimeIndex(index.tz_localize(None) if index.tz is not None else index).normalize()
-
-
-def _daily_sum(values: Any, dates: pd.DatetimeIndex, name: str) -> pd.DataFrame:
-    frame, _ = _as_frame(values, name)
-    return frame.groupby(dates).sum(min_count=1)
-
-
-def _daily_last(values: Any, dates: pd.DatetimeIndex, name: str) -> pd.DataFrame:
-    frame, _ = _as_frame(values, name)
-    return frame.groupby(dates).last()
 
 
 def summary(
@@ -720,18 +421,18 @@ def summary(
     """
     if (traded_value is None) != (portfolio_value is None):
         raise UserError("summary needs both traded_value and portfolio_value for turnover, or neither")
-    frame, one_d = _as_frame(returns, "returns")
+    frame, one_d = as_frame(returns, "returns")
     columns = frame.columns
     turnover_frame = None
-    if timestamps is not None and is_intraday(_timestamp_index(timestamps, len(frame), None)):
+    if timestamps is not None and is_intraday(timestamp_index(timestamps, len(frame), None)):
         frame = daily_returns(frame, timestamps)
         if traded_value is not None:
             turnover_frame = _daily_turnover(traded_value, portfolio_value, timestamps)
     elif traded_value is not None:
-        turnover_frame = _as_frame(turnover(_plain(traded_value), _plain(portfolio_value)), "turnover")[0]
+        turnover_frame = as_frame(turnover(plain(traded_value), plain(portfolio_value)), "turnover")[0]
     table = _metric_table(frame.to_numpy(dtype=np.float64), risk_free, period, annualization)
     if turnover_frame is not None:
-        table["turnover"] = _quiet(lambda: np.nanmean(turnover_frame.to_numpy(dtype=np.float64), axis=0))
+        table["turnover"] = quiet(lambda: np.nanmean(turnover_frame.to_numpy(dtype=np.float64), axis=0))
     table["days"] = np.full(frame.shape[1], float(len(frame)))
     result = pd.DataFrame(table, index=columns)
     result.index.name = "strategy"
@@ -742,9 +443,9 @@ def summary(
 
 def _daily_turnover(traded_value: Any, portfolio_value: Any, timestamps: Any) -> pd.DataFrame:
     """Per day: the day's summed traded value over the day's last portfolio value."""
-    dates = _exchange_dates(timestamps, len(traded_value), None)
-    traded = _daily_sum(traded_value, dates, "traded_value")
-    value = _daily_last(portfolio_value, dates, "portfolio_value")
+    dates = exchange_dates(timestamps, len(traded_value), None)
+    traded = daily_sum(traded_value, dates, "traded_value")
+    value = daily_last(portfolio_value, dates, "portfolio_value")
     if value.shape[1] == 1 and traded.shape[1] > 1:
         value = pd.concat([value.iloc[:, 0]] * traded.shape[1], axis=1)
     return pd.DataFrame(turnover(traded.to_numpy(), value.to_numpy()))
@@ -767,3 +468,43 @@ def _metric_table(
         "tail_ratio": tail_ratio(values),
         "stability": stability_of_timeseries(values),
     }
+
+
+__all__ = [
+    "ANNUALIZATION_FACTORS",
+    "DAILY",
+    "METRIC_LABELS",
+    "MINUTE",
+    "MINUTES_PER_SESSION",
+    "MONTHLY",
+    "PERCENT_METRICS",
+    "QUARTERLY",
+    "SUMMARY_METRICS",
+    "TRADING_DAYS_PER_YEAR",
+    "WEEKLY",
+    "YEARLY",
+    "alpha",
+    "alpha_beta",
+    "annual_return",
+    "annual_volatility",
+    "annualization_factor",
+    "bar_sharpe_ratio",
+    "benchmark_correlation",
+    "beta",
+    "calmar_ratio",
+    "cum_returns_final",
+    "daily_returns",
+    "downside_risk",
+    "information_ratio",
+    "is_intraday",
+    "max_drawdown",
+    "sharpe_ratio",
+    "sortino_ratio",
+    "stability",
+    "stability_of_timeseries",
+    "summary",
+    "tail_ratio",
+    "tracking_error",
+    "turnover",
+    "value_at_risk",
+]

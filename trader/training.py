@@ -17,32 +17,13 @@ the run directory::
 The records (metrics.parquet, trials.parquet) are written at each evaluation too, so a run
 that stops early keeps its best snapshot and its curves.
 
-Interruption and resumption. Inside `stop_on_signals` (the CLI's train, walk-forward and
-experiment commands), a first SIGINT or SIGTERM asks the loop to stop at the end of the
-iteration it is in: the run saves ``resume/last`` there and raises `Interrupted` with
-the step (a second signal ends at once: the run keeps what its last evaluation saved).
-``train(..., resume=True)`` (`resume`, ``trader train RUN --resume``) continues such a run: it
-builds the run from the same arguments (the CLI reads them from config.toml; any that
-differ from the recorded ones are refused), takes the last point through the mechanism
-of ``init_from`` below (weights, optimiser moments, normaliser, counters and the random
-stream: the same seed), the best snapshot, the trials and the metrics rows up to that
-step, the evaluation schedule and the wall clock, and trains on to ``steps``. What is not
-restored: the training env's state (it is reset, as after ``init_from``: a PPO run resumed
-where its episodes restart equals the uninterrupted run bit for bit on one worker, else
-its episodes restart early). An off-policy agent's replay buffer is saved where a signal
-stops the run (``resume/runner.safetensors``; not at evaluations: a full buffer is large)
-and restored with it; a run resumed from an evaluation's point (one killed outright) starts
-with an empty buffer, refilled by the restored policy before updates resume,
-``learning_starts`` transitions later.
+Interruption and resumption: inside `trader.stopping.stop_on_signals` a signal stops the loop
+at the end of its iteration, saves ``resume/last`` and raises `Interrupted`;
+``train(..., resume=True)`` (`resume`, ``trader train RUN --resume``) continues such a run
+(`trader.resuming` says what is and is not restored).
 
-What ``env`` may be:
-
-- a gymnasium id ("Pendulum-v1", "Ant-v5"): trains on `GymVecEnv` with ``num_envs``
-  sub-environments; validation plays ``eval_episodes`` episodes (mean return);
-- a data set recipe name or path, or a `MarketData` panel: trains on the panel's
-  ``train`` period with `StockTradingVecEnv` and validates on its ``validation``
-  period (compounded return and Sharpe of the portfolio value; score = Sharpe);
-- an already built batched env (then pass ``eval_env`` for validation, or none).
+What ``env`` may be: a market spec, a gymnasium id, a data set recipe, a `MarketData` panel or
+an already built batched env (`trader.training_envs.build_envs`).
 
 A run is a pure function of (algo config, env, seed): the agent, its sampling and the
 env starts are all seeded from ``seed``.
@@ -70,8 +51,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,57 +60,27 @@ import pandas as pd
 import torch
 
 import trader
-from market_envs.costs import NamedCosts
 from market_envs.devices import resolve_device
-from trader.agents import Agent, get_spec
 from trader import rundir
+from trader.agents import Agent, get_spec
 from trader.agents.base import seeded
 from trader.agents.checkpoint import (
     RNG_KEY,
     load_checkpoint,
-    read_metadata,
     read_tensors,
     restore_agent,
     save_checkpoint,
     write_tensors,
 )
-from trader.agents.evaluator import Evaluator, market_evaluator, mean_return_score
-from trader.environments import load_market, resolve_env
+from trader.agents.evaluator import Evaluator
 from trader.errors import CheckpointError, ConfigError, UserError
+from trader.resuming import ResumePoint, check_same_run, rerun_arguments, restore_records
 from trader.rundir import config_from_dict, config_to_dict
-from trader.spec import MarketSpec
+from trader.stopping import Interrupted, StopRequest, active_stop
+from trader.training_envs import BuiltEnvs, build_envs, check_dataset_periods, compile_choice
 
 ProgressFn = Callable[[dict[str, float]], None]
 """Called after each iteration with that iteration's metrics row."""
-
-COMPILE_CHOICES = ("off", "validation", "all")
-"""What `train`'s ``compile`` may say: nothing compiled; the market validation pass only; the
-agent's forward passes and the market steps of training and validation."""
-
-
-def compile_choice(compile: bool | str) -> str:
-    """``compile`` as one of `COMPILE_CHOICES` (False is "off", True is "all")."""
-    if isinstance(compile, bool):
-        return "all" if compile else "off"
-    if compile not in COMPILE_CHOICES:
-        raise ConfigError(f"compile must be True, False or one of {', '.join(COMPILE_CHOICES)}; got {compile!r}")
-    return compile
-
-
-@dataclass
-class BuiltEnvs:
-    """The training env, the validation env (or None) and what describes them."""
-
-    train: Any
-    """Batched training env."""
-    evaluator: Evaluator | None
-    """Evaluator on the validation env; None when there is none."""
-    description: dict[str, Any]
-    """JSON/TOML-able description of the env (for config.toml)."""
-    data_window: dict[str, Any]
-    """Data periods, for checkpoint sidecars."""
-    dataset_card: dict[str, Any] | None = None
-    """Market envs: `MarketData.describe()`, written as dataset.json."""
 
 
 @dataclass
@@ -149,119 +99,6 @@ class TrainResult:
     """Best validation score (None without an evaluator)."""
     metrics: pd.DataFrame = field(repr=False)
     """The rows written to metrics.parquet."""
-
-
-class Interrupted(KeyboardInterrupt):
-    """A run stopped by a signal (`stop_on_signals`). A `KeyboardInterrupt`, so that no
-    ``except Exception`` on the way swallows it.
-
-    :param signal: the signal's number (SIGINT, SIGTERM); the CLI exits with 128 + it.
-    :param step: the step a training run stopped at, its state saved there (``resume/last``);
-        None when the signal ended the program at once (a second signal, or outside a
-        training loop): then only what was saved before is kept.
-    :param run_dir: the training run it stopped (None when unknown).
-    """
-
-    def __init__(self, signal: int, step: int | None = None, run_dir: Path | None = None) -> None:
-        super().__init__(signal, step, run_dir)
-        self.signal = int(signal)
-        self.step = step
-        self.run_dir = run_dir
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal's number (130 for SIGINT, 143 for SIGTERM), as a shell reports it."""
-        return 128 + self.signal
-
-
-class StopRequest:
-    """A request to stop training at the end of the iteration in progress.
-
-    `stop_on_signals` makes one from SIGINT and SIGTERM; a caller (a test) may also `request`
-    it itself. While no training loop is `listening`, a signal ends the program at once
-    (`Interrupted` without a step), since nothing would look at the request."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-        """The signal that asked (None: not asked)."""
-        self.listening = 0
-        """How many training loops are running and look at the request after each iteration."""
-
-    @property
-    def requested(self) -> bool:
-        return self.signal is not None
-
-    def request(self, signum: int = signal.SIGINT) -> None:
-        """Ask the running loop to stop, as signal ``signum`` would."""
-        self.signal = int(signum)
-
-    def handle(self, signum: int, frame: Any) -> None:
-        """The signal handler: the first signal during a loop is a request; else stop now."""
-        if self.requested or not self.listening:
-            raise Interrupted(signum)
-        self.request(signum)
-
-
-_ACTIVE: list[StopRequest] = []
-"""The requests of the `stop_on_signals` blocks now open (the innermost last)."""
-
-
-@contextmanager
-def stop_on_signals(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[StopRequest]:
-    """Catch ``signals`` for the block as one `StopRequest`: every `train` inside stops at its
-    next iteration's end, saves where it is and raises `Interrupted` with the step; a second
-    signal, or one outside a training loop, raises `Interrupted` at once. The previous
-    handlers come back at the end. Outside the main thread (where Python cannot catch
-    signals) nothing is installed, and the request is only set by `StopRequest.request`."""
-    request = StopRequest()
-    installed: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        installed = {sig: signal.signal(sig, request.handle) for sig in signals}
-    _ACTIVE.append(request)
-    try:
-        yield request
-    finally:
-        _ACTIVE.remove(request)
-        for sig, handler in installed.items():
-            signal.signal(sig, handler)
-
-
-def active_stop() -> StopRequest | None:
-    """The request of the innermost `stop_on_signals` block open now (None outside any)."""
-    return _ACTIVE[-1] if _ACTIVE else None
-
-
-@dataclass(frozen=True)
-class ResumePoint:
-    """Where a run stopped, as ``resume/last.json``'s ``info`` records it."""
-
-    step: int
-    """Transitions collected."""
-    last_eval: int
-    """The step of the last evaluation (the schedule of the next ones continues from it)."""
-    wall_time: float
-    """Seconds of training so far (``time_budget`` and ``snapshot_every`` count on from it)."""
-    runner: bool = False
-    """The runner's state (an off-policy replay buffer) was saved beside it (``resume/runner``:
-    only where a signal stopped the run)."""
-
-    @classmethod
-    def read(cls, root: Path) -> ResumePoint:
-        """The resume point of the run in ``root``; one `UserError` when it has none."""
-        if not (root / rundir.CONFIG).is_file():
-            raise UserError(f"--resume: {root} holds no training run (no {rundir.CONFIG})")
-        sidecar = root / f"{rundir.RESUME_POINT}.json"
-        if not sidecar.is_file():
-            done = (root / rundir.CHECKPOINTS / "final.json").is_file()
-            why = "it finished" if done else "it stopped before its first evaluation saved one"
-            raise UserError(f"--resume: {root} has no point to resume from ({sidecar} is missing: {why})")
-        info = read_metadata(sidecar).get("info", {})
-        try:
-            return cls(
-                int(info["step"]), int(info["last_eval"]), float(info["wall_time"]), bool(info.get("runner", False))
-            )
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{sidecar}: info lacks step, last_eval or wall_time") from None
 
 
 def with_env_layout(config: Any, env: Any) -> Any:
@@ -346,13 +183,13 @@ def train(
         seconds of training have passed, into ``snapshots/ms<milliseconds>`` (a learning
         curve against wall-clock: `podracer.experiment`'s Figure 7). None: no snapshots.
     :param resume: continue the interrupted run in ``run_dir`` from its ``resume/last``
-        (see the module docstring: the training env is reset, and an off-policy replay
+        (`trader.resuming`: the training env is reset, and an off-policy replay
         buffer is restored only where a signal stopped the run; everything else continues). The other arguments must resolve
         to the config.toml the run recorded (`rerun_arguments` reads them from it); a key
         that differs is refused. ``init_from`` is not loaded again (the point holds it).
     :param stop: stop at the end of the iteration in which this is requested, save where
         the run is, raise `Interrupted`; None: in the main thread, the request of the
-        `stop_on_signals` block open now, if any (a run in another thread is stopped by
+        `trader.stopping.stop_on_signals` block open now, if any (a run in another thread is stopped by
         whoever runs it).
     """
     for name, value, low in (
@@ -416,7 +253,7 @@ def train(
     written = rundir.toml_ready(resolved)  # config.toml's values, as a reader of the file gets them
     if point is not None:
         check_same_run(root, written)
-        rows = _restore(root, point, agent, envs.evaluator)
+        rows = restore_records(root, point, agent, envs.evaluator)
     else:
         if overwrite:
             rundir.clear_run(root)
@@ -445,46 +282,6 @@ def train(
     if envs.evaluator is not None and envs.evaluator.best_state is not None:
         best = envs.evaluator.best_score  # its snapshot was saved when it was found
     return TrainResult(root, agent, int(frame["step"].iloc[-1]), float(frame["wall_time"].iloc[-1]), best, frame)
-
-
-def check_same_run(root: Path, written: dict[str, Any]) -> None:
-    """A resume's resolved config must be the one the run recorded in config.toml (the
-    library version aside): one `UserError` naming the keys that differ."""
-    saved = rundir.read_toml(root / rundir.CONFIG)
-    keys = sorted(k for k in set(saved) | set(written) if k != "library_version" and saved.get(k) != written.get(k))
-    if keys:
-        listing = ", ".join(f"{k} (recorded {saved.get(k)!r}, now {written.get(k)!r})" for k in keys[:2])
-        raise UserError(
-            f"--resume: the run in {root} was started with another config: {listing}"
-            f"{', ...' if len(keys) > 2 else ''}; give no option that changes it"
-        )
-
-
-def _restore(root: Path, point: ResumePoint, agent: Agent, evaluator: Evaluator | None) -> list[dict[str, float]]:
-    """The metrics rows of the run in ``root`` up to ``point`` (the rows past it are trained
-    again), and its evaluator's best snapshot and trials up to there."""
-    frame = rundir.read_parquet(root / rundir.METRICS) if (root / rundir.METRICS).is_file() else pd.DataFrame()
-    rows = [
-        {key: float(value) for key, value in row.items() if not pd.isna(value)}
-        for row in frame.to_dict("records")
-        if row["step"] <= point.step
-    ]
-    if evaluator is None:
-        return rows
-    trials = []
-    if (root / rundir.TRIALS).is_file():
-        keys, returns = rundir.read_trials(root / rundir.TRIALS)
-        for i, (step, score) in enumerate(zip(keys["step"], keys["score"], strict=True)):
-            if step <= point.step:
-                trials.append((int(step), float(score), returns.iloc[i].dropna().rename(None)))
-    best = None
-    if (root / rundir.CHECKPOINTS / "best.json").is_file():
-        state, meta = load_checkpoint(root / rundir.CHECKPOINTS / "best", agent.device)
-        info = meta.get("info", {})
-        metrics = {k: math.nan if v is None else float(v) for k, v in (info.get("validation") or {}).items()}
-        best = (int(info["step"]), metrics, state)
-    evaluator.restore(agent, best, trials)
-    return rows
 
 
 class _Loop:
@@ -626,123 +423,9 @@ def continue_from(agent: Agent, path: str | os.PathLike[str], seed: int) -> None
     agent.adopt_parent(meta["config"])
 
 
-# --------------------------------------------------------------------------- envs
-
-
-def build_envs(
-    env: Any,
-    num_envs: int,
-    device: torch.device,
-    seed: int,
-    eval_env: Any = None,
-    eval_episodes: int = 5,
-    env_config: Any = None,
-    compile: bool | str = False,
-    periods: dict[str, Any] | None = None,
-) -> BuiltEnvs:
-    """Training env + evaluator for a market spec, a gymnasium id, a recipe, a panel or a built env."""
-    if isinstance(env, MarketSpec):
-        if env_config is not None or periods:
-            raise ConfigError(
-                "a MarketSpec carries the env rules and the windows; give no env_config or periods beside it"
-            )
-        name = resolve_env(env.dataset)
-        return _market_envs(
-            env.data(), num_envs, device, env.rules, compile, recipe=name.value if name.kind == "recipe_file" else None
-        )
-    if isinstance(env, str):
-        name = resolve_env(env)
-        if name.is_gym:
-            if env_config is not None or periods:
-                raise ConfigError("env_config and periods apply to market envs only, not to gymnasium ids")
-            return _gym_envs(name.value, num_envs, device, seed, eval_episodes)
-        return _market_envs(
-            load_market(name.value, periods),
-            num_envs,
-            device,
-            env_config,
-            compile,
-            recipe=name.value if name.kind == "recipe_file" else None,
-        )
-    if _is_market_data(env):
-        return _market_envs(env.with_periods(periods), num_envs, device, env_config, compile)
-    if periods:
-        raise ConfigError("periods apply to market envs only (a recipe or a MarketData)")
-    for attribute in ("num_envs", "obs_dim", "act_dim", "reset", "step"):
-        if not hasattr(env, attribute):
-            raise ConfigError(
-                f"env must be a gymnasium id, a data set recipe, a MarketData or a batched env; "
-                f"{type(env).__name__} has no '{attribute}'"
-            )
-    evaluator = None if eval_env is None else Evaluator(eval_env, seed=seed + 10_000)
-    return BuiltEnvs(env, evaluator, {"kind": "custom", "repr": repr(env)}, {"env": repr(env)})
-
-
-def _is_market_data(value: Any) -> bool:
-    from market_envs.data import MarketData
-
-    return isinstance(value, MarketData)
-
-
-def _gym_envs(env_id: str, num_envs: int, device: torch.device, seed: int, eval_episodes: int) -> BuiltEnvs:
-    from market_envs.gym_vec import GymVecEnv
-
-    train_env = GymVecEnv(env_id, num_envs, device, seed)
-    validation = GymVecEnv(env_id, eval_episodes, device, seed + 10_000)
-    evaluator = Evaluator(validation, mean_return_score, seed=seed + 10_000)
-    description = {"kind": "gymnasium", "id": env_id, "eval_episodes": eval_episodes}
-    return BuiltEnvs(train_env, evaluator, description, {"env": env_id})
-
-
-def _market_envs(
-    data: Any, num_envs: int, device: torch.device, env_config: Any, compile: bool | str, recipe: str | None = None
-) -> BuiltEnvs:
-    """Train on the panel's train period, validate deterministically on its validation period.
-
-    config.toml names the data set so that the run directory finds it again: a recipe
-    file by its absolute path (``recipe``), a recipe of datasets/ (or a panel) by its name."""
-    from market_envs.env import EnvConfig, StockTradingVecEnv
-
-    train_data, val_data = data.period("train"), data.period("validation")
-    cfg = env_config if isinstance(env_config, EnvConfig) else config_from_dict(EnvConfig, env_config or {})
-    compile = compile_choice(compile)
-    train_env = StockTradingVecEnv(train_data, num_envs, device, cfg, compile=compile == "all")
-    evaluator = market_evaluator(val_data, cfg, device, compile=compile != "off")
-    window = {
-        "dataset": data.name,
-        "interval": data.interval,
-        "train": [str(train_data.start), str(train_data.end)],
-        "validation": [str(val_data.start), str(val_data.end)],
-        "tickers": list(data.tickers),
-        "env_config": config_to_dict(cfg),
-    }
-    card = data.describe()
-    description = {
-        "kind": "market",
-        "dataset": recipe or data.name,
-        "env_config": config_to_dict(cfg),
-        "cost_model": NamedCosts.from_config(cfg).name,
-        "dataset_periods": {name: [part["start"], part["end"]] for name, part in card.get("periods", {}).items()},
-    }
-    if "periods" in data.meta:
-        description["periods"] = data.meta["periods"]
-        window["periods"] = data.meta["periods"]
-    return BuiltEnvs(train_env, evaluator, description, window, card)
-
-
-def check_dataset_periods(found: Any, recorded: Any, description: dict[str, Any]) -> None:
-    """A rerun's data set must have the periods its run recorded (``[env.dataset_periods]``
-    of config.toml): otherwise the data set changed since, and the rerun would not reproduce."""
-    if found != recorded:
-        raise UserError(
-            f"data set {description.get('dataset')!r} has other periods than the run recorded "
-            f"(now {found}, recorded {recorded}): it changed since the run"
-        )
-
-
 def resume(run_dir: str | os.PathLike[str], **options: Any) -> TrainResult:
     """Continue the interrupted run in ``run_dir`` under the config its config.toml records
-    (`rerun_arguments`; see the module docstring for what is and is not restored): the Python
+    (`trader.resuming.rerun_arguments`; `trader.resuming` says what is and is not restored): the Python
     side of ``trader train RUN_DIR --resume``. ``options``: `train`'s callbacks and the like
     (``on_iteration``, ``on_start``, ``stop``); a key that changes the config is refused."""
     root = Path(run_dir)
@@ -750,32 +433,6 @@ def resume(run_dir: str | os.PathLike[str], **options: Any) -> TrainResult:
     arguments = rerun_arguments(rundir.read_toml(root / rundir.CONFIG))
     arguments.update(options)
     return train(arguments.pop("algo"), arguments.pop("env"), run_dir=root, resume=True, **arguments)
-
-
-def rerun_arguments(values: dict[str, Any]) -> dict[str, Any]:
-    """`train`'s arguments from a run's config.toml (as `train` writes it): the same call
-    trains the same run again, bit for bit on one worker (same library version, device
-    and data). Keys of older config.toml files that are missing take `train`'s defaults."""
-    env = values.get("env")
-    if not isinstance(env, dict) or env.get("kind") not in ("market", "gymnasium"):
-        raise ConfigError(f"config.toml: [env] must describe a market data set or a gymnasium env, got {env!r}")
-    arguments: dict[str, Any] = {"algo": values.get("algo"), "config": values.get("algo_config") or {}}
-    if env["kind"] == "market":
-        arguments.update(
-            env=env["dataset"],
-            env_config=env.get("env_config"),
-            periods=env.get("periods"),
-            dataset_periods=env.get("dataset_periods"),
-        )
-    else:
-        arguments.update(env=env["id"], eval_episodes=env.get("eval_episodes", 5))
-    for key in ("steps", "seed", "device", "num_envs", "eval_every", "compile", "time_budget", "init_from", "preset"):
-        if values.get(key) is not None:
-            arguments[key] = values[key]
-    return arguments
-
-
-# --------------------------------------------------------------------------- configs
 
 
 def _write_trials(root: Path, evaluator: Evaluator | None) -> None:

@@ -83,7 +83,7 @@ def podracer(
     stand-in (synthetic-edge-minute-costs), at the paper's 0.2% commission per side."""
     from market_envs.costs import cost_model
     from podracer.experiment import ExperimentConfig, run_experiment, table_markdown
-    from trader.training import Interrupted, stop_on_signals
+    from trader.stopping import Interrupted, stop_on_signals
 
     models = name_list(extra_costs, "--extra-costs")
     for name in models:

@@ -4,7 +4,7 @@ place that cannot be written stops it: one line naming where it stopped and what
 rebuilt from the options it was given (`same_command`).
 
 Torch-free, for the CLI's fast start; the signals themselves are caught by
-`trader.training.stop_on_signals` (a training run inside stops at its iteration's end).
+`trader.stopping.stop_on_signals` (a training run inside stops at its iteration's end).
 """
 
 from __future__ import annotations

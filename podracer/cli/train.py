@@ -4,7 +4,7 @@ A thin layer over `trader.training.train`: every flag is checked, and the run di
 claimed, before anything is printed; once `train` has set the run up it prints the
 resolved config, then a progress bar (steps, samples/s, last validation score) and the
 run directory at the end. ``--config RUN/config.toml`` trains a run again from its
-folder (`trader.training.rerun_arguments`), the flags given on top.
+folder (`trader.resuming.rerun_arguments`), the flags given on top.
 
 ``trader train RUN --resume`` continues a run that a signal (or a full disk) stopped, from
 its ``resume/last`` snapshot and its config.toml (`trader.train`'s ``resume``); a flag that
@@ -113,7 +113,9 @@ def train_command(
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader import rundir
-    from trader.training import Interrupted, ResumePoint, rerun_arguments, stop_on_signals, train
+    from trader.resuming import ResumePoint, rerun_arguments
+    from trader.stopping import Interrupted, stop_on_signals
+    from trader.training import train
 
     if resume:
         refused = [
@@ -277,7 +279,7 @@ def train_command(
 def _check_resume_flags(recorded: dict[str, Any], flags: dict[str, Any], env: str | None) -> None:
     """``--resume`` takes the run's config.toml whole: a flag given beside it must say what the
     config says (one `UserError` naming the first that contradicts it)."""
-    from trader.training import compile_choice
+    from trader.training_envs import compile_choice
 
     if not recorded:
         raise UserError("--resume: the run's config.toml is not one trader train wrote")
@@ -300,7 +302,7 @@ def _resume_command(run_dir: Path) -> str:
 
 def _saved_step(run_dir: Path) -> int | None:
     """The step of the run's resume point, None when it has none (or it cannot be read)."""
-    from trader.training import ResumePoint
+    from trader.resuming import ResumePoint
 
     try:
         return ResumePoint.read(run_dir).step
@@ -309,7 +311,7 @@ def _saved_step(run_dir: Path) -> int | None:
 
 
 def interrupted_line(run_dir: Path, stop: Any, total: int) -> str:
-    """One line for a run a signal stopped (`trader.training.Interrupted`): where, what it kept,
+    """One line for a run a signal stopped (`trader.stopping.Interrupted`): where, what it kept,
     and the command that continues it."""
     from trader import rundir
 

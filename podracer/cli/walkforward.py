@@ -157,7 +157,7 @@ def walkforward_command(
     from trader.folds import FoldSpec
     from trader.spec import market_spec
     from podracer.walkforward import LEARNERS, walk_forward
-    from trader.training import Interrupted, stop_on_signals
+    from trader.stopping import Interrupted, stop_on_signals
 
     if dataset is None:
         raise UserError("give --dataset RECIPE: a walk-forward's folds are windows of a market data set")
