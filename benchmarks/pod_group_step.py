@@ -19,7 +19,11 @@ Adam). Three ways of running them:
 A second table times the env's side: one step of the market env with E sub-environments
 (one lone pod's env) against one step with P x E (a group's env, P pods' rows in one batch).
 
-A third line times the first layer's product alone (a minibatch through ``obs_dim`` x the first
+A third table times one validation pass (the deterministic pass over the validation period that
+scores a pod, `trader.agents.evaluator`'s chunked `Rollout` of a `PolicyProgram`): P pods' policies
+decided as one program over an env of P rows, against one pod's pass alone.
+
+A last line times the first layer's product alone (a minibatch through ``obs_dim`` x the first
 width) in float32 and in bfloat16: what an update with less arithmetic might buy where the update is
 compute-bound.
 
@@ -171,6 +175,28 @@ def env_step_ms(dataset: str, rows: int, repeats: int, device: str) -> float:
     return median_ms(lambda: env.step(actions), repeats, device)
 
 
+def validation_ms(dataset: str, pods: int, hidden: tuple[int, ...], repeats: int, device: str) -> float:
+    """Milliseconds of one validation pass of ``pods`` untrained PPO policies as one program (median)."""
+    from market_envs import EnvConfig, StockTradingVecEnv
+    from market_envs.rollout import Rollout
+    from trader.agents.program import agents_program
+    from trader.environments import load_market
+
+    data = load_market(dataset, None, None).period("validation")
+    env = StockTradingVecEnv(data, pods, device, EnvConfig(random_start=False, episode_length=None))
+    built = agents_program(agents(pods, env.obs_dim, env.act_dim, hidden, device))
+    assert built is not None
+    program, params = built
+    rollout = Rollout(env, program, record=("reward", "value"))
+
+    def run() -> None:
+        with torch.inference_mode():
+            obs, _ = env.reset(seed=0)
+            rollout.run(params, obs)
+
+    return median_ms(run, repeats, device)
+
+
 def median_ms(run: Callable[[], None], repeats: int, device: str) -> float:
     run()  # warm-up
     times = []
@@ -222,6 +248,15 @@ def main(argv: list[str] | None = None) -> int:
             f"| {pods} | {lone:.2f} | {stacked:.2f} | {vmapped:.2f} | {lone / pods:.3f} | {stacked / pods:.3f} | "
             f"{lone / stacked:.1f}x | {lone / vmapped:.1f}x |"
         )
+    if args.dims is None:
+        print()
+        print("| pods P | validation pass ms | one pod's pass ms | P pods / one pod |")
+        print("|---|---|---|---|")
+        repeats = max(3, args.repeats // 10)
+        one = validation_ms(args.dataset, 1, hidden, repeats, args.device)
+        for pods in (int(p) for p in args.pods.split(",")):
+            group = validation_ms(args.dataset, pods, hidden, repeats, args.device)
+            print(f"| {pods} | {group:.1f} | {one:.1f} | {group / one:.2f}x |")
     x = torch.randn(args.minibatch, obs_dim, device=args.device)
     w = torch.randn(hidden[0], obs_dim, device=args.device)
     xb, wb = x.bfloat16(), w.bfloat16()
