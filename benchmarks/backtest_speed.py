@@ -50,7 +50,7 @@ import pandas as pd
 import torch
 
 from market_envs.data import FEATURE_NAMES, MarketData
-from market_envs.env import own_code
+from market_envs.kernel import own_code
 from market_envs.rollout import DEFAULT_BLOCK, DEFAULT_CHUNK, Bar, Rollout, chunk_options
 from trader.backtesting import BacktestConfig, PolicyPopulation, run_backtest
 

@@ -101,7 +101,7 @@ def rules_and_configs(args: argparse.Namespace) -> tuple[dict, dict]:
 
 
 def config_from_dict_env(values: dict):
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
     return config_from_dict(EnvConfig, values)
 

@@ -464,7 +464,7 @@ def _backtest(
 
 
 def _env_config(rules: dict[str, Any]) -> Any:
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
     return config_from_dict(EnvConfig, rules)
 

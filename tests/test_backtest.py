@@ -463,7 +463,7 @@ def test_action_schedule_row_t_is_the_decision_at_bar_t() -> None:
 def test_gross_value_is_the_positions_at_the_close_longs_and_shorts_alike() -> None:
     """``gross_value`` = sum |shares| x close at every bar: value - cash for a long-only book,
     and about the whole value for a dollar-neutral book of weights +-0.25, whose net (value - cash) is about 0."""
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
     data = session_panel(n_tickers=4, n_days=2, bars_per_day=10, seed=8, benchmark=False)
     actions = torch.tensor([[0.25, 0.25, -0.25, -0.25]]).expand(data.num_bars, 4)
@@ -493,7 +493,7 @@ def test_the_oracle_baseline_trades_the_planted_rule_and_needs_an_edge() -> None
     """The "oracle" row is the rule's weights as an action schedule in weights mode with
     short selling, computed on the whole panel and cut to the period."""
     from market_envs.data import EdgeSpec, oracle_weights, synthetic
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
     spec = EdgeSpec(kind="mean_reversion", strength_sharpe=50.0, fraction=1.0)
     data = synthetic(

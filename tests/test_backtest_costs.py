@@ -14,7 +14,7 @@ import torch
 from golden.case import session_panel
 
 from market_envs.costs import CostModel, NamedCosts, cost_model
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader import metrics
 from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
 from trader.backtesting.engine import BREAKEVEN_MULTIPLES, breakeven

@@ -27,7 +27,8 @@ import torch
 from market_fixtures import random_panel
 
 from market_envs.costs import CostModel
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from trader.agents import make_agent, make_config
 from trader.agents.program import agents_program, stack_params, take_rows
 from trader.backtesting import BacktestConfig, PolicyPopulation, agents_population, run_backtest

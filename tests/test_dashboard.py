@@ -728,7 +728,7 @@ def test_a_dollar_neutral_book_shows_gross_exposure_while_net_is_zero(tmp_path: 
     import torch
     from golden.case import session_panel
 
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
     from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
 
     data = session_panel(n_tickers=4, n_days=3, bars_per_day=10, seed=8, benchmark=False)

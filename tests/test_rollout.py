@@ -32,7 +32,8 @@ from market_fixtures import random_panel
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from market_envs.costs import CostModel
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from market_envs.rollout import DEFAULT_BLOCK, Rollout, chunk_options
 from trader.agents import make_agent, make_config
 from trader.agents.evaluator import market_evaluator

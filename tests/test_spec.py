@@ -12,7 +12,8 @@ import torch
 
 from market_envs.costs import NamedCosts, cost_model
 from market_envs.data import MarketData
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from market_fixtures import random_panel, write_tiny_recipe
 from trader import rundir
 from podracer.cli import main

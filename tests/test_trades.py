@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from market_envs.costs import CostModel
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from market_fixtures import random_panel
 from trader.backtesting import BacktestConfig, run_backtest
 from trader.backtesting.engine import Book

@@ -558,11 +558,11 @@ def env_table(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def recorded_rules(values: Any, source: str) -> Any:
-    """The `market_envs.env.EnvConfig` of rules recorded in a run file (a full config, or
+    """The `market_envs.config.EnvConfig` of rules recorded in a run file (a full config, or
     overrides of the defaults). Keys this version does not know (a file from a newer
     version) are ignored; values it cannot use are one `CheckpointError` naming ``source``.
     (The env module, and torch, load on the first call: importing this module stays light.)"""
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
     if not isinstance(values, Mapping):
         raise CheckpointError(f"{source}: recorded env_config must be a table, got {type(values).__name__}")

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from trader.decision import reset_at
 from podracer.paper.hours import MarketHours
 from podracer.paper.orders import Book, Clock, Intent, OrderReport

@@ -43,7 +43,8 @@ from market_envs.costs import CostModel, NamedCosts, described
 from market_envs.data import DataError, MarketData
 from market_envs.data.membership import period_membership
 from market_envs.devices import resolve_device
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from market_envs.rollout import gross_value
 from trader import metrics, rundir
 from trader.backtesting import yardsticks

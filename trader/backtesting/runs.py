@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from market_envs.costs import CostModel
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader import rundir
 from trader.backtesting.baseline_folder import load_strategy
 from trader.environments import run_periods

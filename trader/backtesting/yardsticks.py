@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 
 from market_envs.data import MarketData
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader.backtesting.strategies import ActionSchedule
 from trader.errors import ConfigError
 
