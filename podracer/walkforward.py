@@ -316,7 +316,7 @@ def _run_fold(
 ) -> dict[str, Any]:
     """Train, select and test one fold (``spec``: its data set, rules and windows) into a
     fresh ``folds/<k>/``; write its marker last."""
-    from trader.backtesting.engine import Book
+    from trader.backtesting.config import Book
     from trader.backtesting.runs import backtest_config, backtest_run, contents_trials, read_run
 
     folder = fold_dir(config.run_dir, fold.index)

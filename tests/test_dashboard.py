@@ -393,7 +393,7 @@ def test_cost_table_and_bars_are_report_json_numbers(built: Path) -> None:
 
 def test_the_breakeven_figure_draws_each_curve_and_marks_the_crossing() -> None:
     from dashboards import costs
-    from trader.backtesting.engine import breakeven
+    from trader.backtesting.assembly import breakeven
 
     curves = {
         "edge": breakeven([0.0, 1.0, 2.0, 4.0], [1.0, 0.5, -0.5, -1.0]),

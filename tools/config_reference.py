@@ -47,7 +47,7 @@ SECTIONS = (
     ),
     (
         "Backtest",
-        "trader.backtesting.engine:BacktestConfig",
+        "trader.backtesting.config:BacktestConfig",
         "`trader backtest RUN_DIR` flags; `trader.backtesting.run_backtest(..., config=BacktestConfig(...))`.",
     ),
     (
