@@ -50,7 +50,7 @@ import pandas as pd
 import torch
 
 from market_envs.data import FEATURE_NAMES, MarketData
-from market_envs.env import own_code
+from market_envs.kernel import own_code
 from market_envs.rollout import DEFAULT_BLOCK, DEFAULT_CHUNK, Bar, Rollout, chunk_options
 from trader.backtesting import BacktestConfig, PolicyPopulation, run_backtest
 
@@ -111,21 +111,23 @@ def per_stock_agents(obs_dim: int, act_dim: int, count: int) -> dict:
 
 
 STAGES = {
-    "_build_groups": "build the groups (envs, their tables)",
-    "_run_chunked": "a chunked pass in this process: a group kept whole, or a shard",
-    "_assemble": "assemble the series and metrics",
-    "_evidence": "the strategies' evidence (over the processes)",
+    "engine.build_groups": "build the groups (envs, their tables)",
+    "simulation._run_chunked": "a chunked pass in this process: a group kept whole, or a shard",
+    "engine.assemble": "assemble the series and metrics",
+    "engine.backtest_evidence": "the strategies' evidence (over the processes)",
 }
-"""`trader.backtesting.engine`'s functions timed by ``--stages``, and what each is."""
+"""The backtest's functions timed by ``--stages`` (``module.name`` in `trader.backtesting`, the module
+that calls it), and what each is."""
 
 
 @contextlib.contextmanager
 def timed_stages(into: list[tuple[str, float]]) -> Iterator[None]:
     """Append ``(stage, wall seconds)`` to `into` for each call of a `STAGES` function meanwhile; a chunked
     pass's stage names its rows and stocks."""
-    from trader.backtesting import engine
+    import importlib
 
-    originals = {name: getattr(engine, name) for name in STAGES}
+    modules = {name: importlib.import_module("trader.backtesting." + name.split(".")[0]) for name in STAGES}
+    originals = {name: getattr(modules[name], name.split(".")[1]) for name in STAGES}
 
     def timer(name: str, function: Callable) -> Callable:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -133,18 +135,20 @@ def timed_stages(into: list[tuple[str, float]]) -> Iterator[None]:
             try:
                 return function(*args, **kwargs)
             finally:
-                size = f" ({args[0].env.num_envs} x {args[0].env.num_stocks})" if name == "_run_chunked" else ""
+                size = (
+                    f" ({args[0].env.num_envs} x {args[0].env.num_stocks})" if name == "simulation._run_chunked" else ""
+                )
                 into.append((STAGES[name] + size, time.perf_counter() - start))
 
         return call
 
     for name, function in originals.items():
-        setattr(engine, name, timer(name, function))
+        setattr(modules[name], name.split(".")[1], timer(name, function))
     try:
         yield
     finally:
         for name, function in originals.items():
-            setattr(engine, name, function)
+            setattr(modules[name], name.split(".")[1], function)
 
 
 def run_path(
@@ -155,7 +159,7 @@ def run_path(
     timed backtest's `timed_stages`."""
     import resource
 
-    import trader.backtesting.engine as engine
+    import trader.backtesting.simulation as engine
 
     original = engine._group_program
     if path == "old":  # every group falls back to the bar-by-bar loop
@@ -286,10 +290,11 @@ def _timed(function) -> tuple[float, float]:
 
 def parts_of(data: MarketData, policies: dict, config: BacktestConfig, device: torch.device) -> list[tuple]:
     """The backtest's parts on `data`, each timed alone: rows (part, wall s, CPU s)."""
-    from trader.backtesting import engine
+    from trader.backtesting import groups as lineup
+    from trader.backtesting import simulation as engine
 
-    groups = engine._build_groups(data, policies, engine._resolve_baselines(data, None), config, device)
-    new_day_next, session_ends = engine._session_flags(data.timestamps)
+    groups = lineup.build_groups(data, policies, lineup.resolve_baselines(data, None), config, device)
+    new_day_next, session_ends = engine.session_flags(data.timestamps)
     slot_of = {int(t): k for k, t in enumerate(session_ends)}
     calendar = torch.tensor(new_day_next, dtype=torch.bool, device=device)
 

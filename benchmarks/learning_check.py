@@ -69,10 +69,12 @@ from torch import Tensor
 from market_envs.data import MarketData, load
 from market_envs.data.recipes import find_recipe
 from market_envs.data.edge import EdgeSpec
-from market_envs.env import EnvConfig, StockTradingVecEnv, observed_feature_table
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
+from market_envs.tables import observed_feature_table
 from trader.agents import Agent, get_spec, make_agent, make_config
 from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
-from trader.backtesting.engine import oracle_schedule
+from trader.backtesting.groups import oracle_schedule
 from trader.errors import ConfigError
 from podracer.presets import REWARD_SCALE, market_algo_config, market_rules
 

@@ -61,7 +61,9 @@ from scipy import stats as scipy_stats
 
 from market_envs.costs import CostModel, cost_model
 from market_envs.data import MarketData, load
-from market_envs.env import LINEAR_WEIGHT_SCALE, EnvConfig, StockTradingVecEnv, policy_rates
+from market_envs.config import LINEAR_WEIGHT_SCALE, EnvConfig
+from market_envs.env import StockTradingVecEnv
+from market_envs.kernel import policy_rates
 from trader import stats
 from trader.agents import Agent, make_agent, make_config
 from trader.agents.checkpoint import load_agent

@@ -2,7 +2,7 @@
 traded through the rate or band that suits the model (the oracle under costs, `oracle_costs`).
 
 For a recipe with a planted edge and each cost model, fits the oracle under costs on the
-training period (`trader.backtesting.engine.oracle_under_costs`: every candidate trade rate and
+training period (`trader.backtesting.groups.oracle_under_costs`: every candidate trade rate and
 no-trade band, with its net Sharpe there) and backtests both oracles on the validation and test
 periods through the env (`trader.backtesting.run_backtest`), printing net Sharpe, turnover (value
 traded per day over the capital) and the costs by term in basis points of the value traded: the
@@ -22,7 +22,7 @@ import torch
 from market_envs.costs import COST_MODELS, cost_model
 from market_envs.data import load
 from trader.backtesting import BacktestConfig, run_backtest
-from trader.backtesting.engine import oracle_under_costs
+from trader.backtesting.groups import oracle_under_costs
 
 
 def main(argv: list[str]) -> int:

@@ -55,9 +55,9 @@ def oracle_scores(dataset: str, cost: float) -> dict[str, float]:
     the preset's rules (the figures `trader.train`'s validation computes for a policy)."""
     from market_envs.data import load
     from market_envs.data.edge import EdgeSpec
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
     from trader.backtesting import BacktestConfig, run_backtest
-    from trader.backtesting.engine import oracle_schedule
+    from trader.backtesting.groups import oracle_schedule
     from podracer.presets import apply_preset
     from trader.rundir import config_from_dict
 

@@ -61,7 +61,8 @@ from tournament.pod import pod_dir
 from tournament.selection import Candidate, Selection
 from trader import rundir
 from trader.agents.ensemble import load_ensemble
-from trader.backtesting.engine import BacktestConfig, run_backtest
+from trader.backtesting.config import BacktestConfig
+from trader.backtesting.engine import run_backtest
 from trader.backtesting.runs import read_run
 from trader.rundir import config_to_dict
 

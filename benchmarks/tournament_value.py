@@ -68,7 +68,8 @@ from tournament.events import EventLog
 from tournament.leaderboard import Leaderboard
 from tournament.selection import Candidate, Selection, ensemble_record, select
 from trader import rundir
-from trader.backtesting.engine import BacktestConfig, run_backtest
+from trader.backtesting.config import BacktestConfig
+from trader.backtesting.engine import run_backtest
 from trader.backtesting.runs import contents_trials, read_run, run_strategies
 from podracer.presets import apply_preset, rules_at_capital
 from trader.rundir import config_from_dict, config_to_dict
@@ -101,7 +102,7 @@ def rules_and_configs(args: argparse.Namespace) -> tuple[dict, dict]:
 
 
 def config_from_dict_env(values: dict):
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
     return config_from_dict(EnvConfig, values)
 

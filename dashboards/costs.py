@@ -1,8 +1,8 @@
 """The costs section's tables and figures: report.json's ``costs`` and ``breakeven`` drawn as they are.
 
 Like `dashboards.figures`, plain functions with no Streamlit and no file reading. The
-numbers are the backtest's own (`trader.backtesting.engine.cost_breakdown` and
-`trader.backtesting.engine.breakeven`, written into report.json); nothing here
+numbers are the backtest's own (`trader.backtesting.assembly.cost_breakdown` and
+`trader.backtesting.assembly.breakeven`, written into report.json); nothing here
 recomputes them:
 
 - `cost_frame`: per strategy, each part of its costs in bp of the value traded, the
@@ -25,7 +25,7 @@ from dashboards.figures import MARGIN, heading
 LAYOUT = {"margin": MARGIN, "legend": {"orientation": "h", "y": -0.2}}
 
 PARTS = {"commission": "commission", "spread": "spread", "impact": "impact", "borrow": "borrow"}
-"""The parts of a strategy's costs (`trader.backtesting.engine.COST_PARTS`) and their legend names;
+"""The parts of a strategy's costs (`trader.backtesting.assembly.COST_PARTS`) and their legend names;
 report.json holds ``<part>_bps`` for each."""
 
 COLUMNS = {

@@ -1,7 +1,7 @@
 """market_envs: batched market environments on torch tensors.
 
 - `StockTradingVecEnv` and its `EnvConfig`: E trading sub-environments over N stocks,
-  all state on one device (see `market_envs.env`).
+  all state on one device (see `market_envs.env`; the rules in words: `market_envs.config`).
 - `CostModel` and `cost_model`: the env's cost and fill terms and the named cost
   models (see `market_envs.costs`).
 - `GymStockTradingEnv`: one sub-environment behind gymnasium's single-env API (numpy
@@ -21,9 +21,9 @@ import importlib
 _LAZY = {
     "CostModel": "market_envs.costs",
     "cost_model": "market_envs.costs",
-    "EnvConfig": "market_envs.env",
+    "EnvConfig": "market_envs.config",
     "StockTradingVecEnv": "market_envs.env",
-    "target_holdings": "market_envs.env",
+    "target_holdings": "market_envs.kernel",
     "GymStockTradingEnv": "market_envs.gym_adapter",
     "GymVecEnv": "market_envs.gym_vec",
     "data": "market_envs.data",

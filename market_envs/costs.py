@@ -3,7 +3,7 @@
 `CostModel` is the nested part of `EnvConfig` (``EnvConfig.costs``) that holds every
 cost term beyond the commission rate per side (``EnvConfig.buy_cost``/``sell_cost``,
 which stay where they were). Every term defaults to "off", so ``CostModel()`` is the
-flat-rate env of before. The rules, as `market_envs.env`'s step kernel applies them
+flat-rate env of before. The rules, as `market_envs.kernel`'s step kernel applies them
 to one order of q shares of one stock filled at the open p of bar k:
 
 - **Commission** per order: ``rate x q x p + commission_per_share x q``, at least
@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # torch is imported where the tables are built, not for the c
 
 
 class ChargedRules(Protocol):
-    """What `NamedCosts` reads and sets in an env config (`market_envs.env.EnvConfig`, which
+    """What `NamedCosts` reads and sets in an env config (`market_envs.config.EnvConfig`, which
     imports this module: the config is named by its shape, not imported back)."""
 
     buy_cost: float

@@ -2,7 +2,7 @@
 
 A step's orders (sells and buys in shares, after the env's masks) settle here at the fill
 price: the participation cap, then the sales, then the buys within the cash, charging every term of
-`market_envs.costs.CostModel` (`market_envs.env`'s module docstring states the rules in words;
+`market_envs.costs.CostModel` (`market_envs.config`'s module docstring states the rules in words;
 `tests/reference_env.py` is the plain scalar version that the tests hold this one to). The
 step calls one function, `fill_orders`, which picks the implementation:
 
@@ -95,7 +95,7 @@ def fill_orders(
     [E] and `holdings` [E, N] at the open of the fill bars `bars` [E]: `price` [E, N] float64,
     the rows `bars` of the open table `open_prices` [T, N] (which the C kernel reads in place
     instead); sells then buys, charging every cost term of `rules` with the market `tables`
-    (`market_tables`); see `market_envs.env`'s module docstring for the rules. The one entry of
+    (`market_tables`); see `market_envs.config`'s module docstring for the rules. The one entry of
     the step into the fill: it takes the flat rate, the C kernel or a torch kernel (see the module
     docstring). `sells` and `buys` are read, never written to."""
     if rules.has_costs and rules.native:

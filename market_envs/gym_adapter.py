@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from market_envs.data.panel import MarketData
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from market_envs.errors import UserError
 
 

@@ -306,7 +306,7 @@ def reads_actions_natively(actions: Tensor, dtype: torch.dtype) -> bool:
 def read_actions_c(actions: Tensor, rate_action: bool) -> tuple[Tensor, Tensor | None]:
     """The actions [E, N] (with `rate_action`, [E, 2N]: the aims, then the rate actions) read as the
     orders read them, by fill_costs.c in one pass: the aims [E, N] clipped to [-1, 1] with NaN as 0,
-    float64, and with `rate_action` each stock's trade rate [E, N] (`market_envs.env.policy_rates`
+    float64, and with `rate_action` each stock's trade rate [E, N] (`market_envs.kernel.policy_rates`
     of its cleaned rate action); the same bits as the torch forms (tests/test_native_fill.py).
     Only where `reads_actions_natively`."""
     native = native_library()

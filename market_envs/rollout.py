@@ -45,7 +45,9 @@ import torch
 from torch import Tensor
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
-from market_envs.env import PER_ENV_TABLES, StockTradingVecEnv, compile_options, step_kernel, own_code
+from market_envs.env import StockTradingVecEnv
+from market_envs.kernel import compile_options, own_code, step_kernel
+from market_envs.tables import PER_ENV_TABLES
 from market_envs.fill import within_cash
 from market_envs.errors import UserError
 
@@ -60,7 +62,7 @@ N=30, one sub-environment: about 63 us a bar at 1, 24 at 8, 19 at 32)."""
 
 CHUNK_OPTIONS = {"cpp_wrapper": True}
 """Inductor's options for a chunk of a pass with few sub-environments on a CPU (`Rollout`'s
-``cpp_wrapper``), beside the env step's (`market_envs.env.compile_options`). A chunk's code is a
+``cpp_wrapper``), beside the env step's (`market_envs.kernel.compile_options`). A chunk's code is a
 few fused kernels a bar, called by a wrapper that also allocates and views their buffers; in
 Python (inductor's default) that bookkeeping was most of a validation pass's time, in C++ it is
 a small part (benchmarks/RESULTS.md, "Validation pass"). It costs compile time (the wrapper goes
@@ -265,7 +267,7 @@ ends with it (`Rollout.compile_here`)."""
 
 _CHUNKS: dict[tuple, Callable] = {}
 """The chunk functions built so far, by (program, rules, chunk, block, record, width, sub-environments,
-device, compile, C++ wrapper), each with one graph (`market_envs.env.own_code`):
+device, compile, C++ wrapper), each with one graph (`market_envs.kernel.own_code`):
 a pass with the same program and rules (the next snapshot, the next pod in a worker
 process) reuses the compiled function instead of compiling again. Programs and rules
 are frozen dataclasses, equal by value."""

@@ -411,7 +411,8 @@ def _backtest(
     under the experiment's costs (report in the run directory) and under each extra cost
     model (their Sharpe ratios, by strategy)."""
     from market_envs.costs import cost_model
-    from trader.backtesting.engine import BacktestConfig, run_backtest
+    from trader.backtesting.config import BacktestConfig
+    from trader.backtesting.engine import run_backtest
     from trader.backtesting.runs import contents_trials, read_run, run_strategies
 
     policies, trials = {}, {}
@@ -464,7 +465,7 @@ def _backtest(
 
 
 def _env_config(rules: dict[str, Any]) -> Any:
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
     return config_from_dict(EnvConfig, rules)
 
@@ -520,7 +521,8 @@ def _figure(
 ) -> pd.DataFrame:
     """Test-period cumulative return of each snapshot: vanilla PPO's (``ppo/snapshots``) and
     the tournament's best pod at the same marks (`best_pods_over_time`), one backtest."""
-    from trader.backtesting.engine import BacktestConfig, run_backtest
+    from trader.backtesting.config import BacktestConfig
+    from trader.backtesting.engine import run_backtest
     from trader.training import snapshot_name, snapshot_seconds
 
     points: dict[str, tuple[str, float]] = {}

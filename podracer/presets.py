@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader.rundir import config_to_dict
 
 REWARD_SCALE = 1e-2

@@ -234,7 +234,7 @@ def walk_forward(
     name = resolve_env(dataset)
     if name.is_gym:
         raise UserError(f"walk-forward needs a market data set, not the gymnasium env {dataset!r}")
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
     # the rules in full, however given (keys, an EnvConfig or None), so that walkforward.toml
     # records the same rules for the same run whether the CLI or the Python API started it
@@ -316,7 +316,7 @@ def _run_fold(
 ) -> dict[str, Any]:
     """Train, select and test one fold (``spec``: its data set, rules and windows) into a
     fresh ``folds/<k>/``; write its marker last."""
-    from trader.backtesting.engine import Book
+    from trader.backtesting.config import Book
     from trader.backtesting.runs import backtest_config, backtest_run, contents_trials, read_run
 
     folder = fold_dir(config.run_dir, fold.index)

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from market_envs.data import MarketData
-from market_envs.env import PRICE_LIKE_FEATURES, EnvConfig
+from market_envs.config import PRICE_LIKE_FEATURES, EnvConfig
 
 
 class ReferenceEnv:

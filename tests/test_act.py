@@ -17,8 +17,8 @@ import pytest
 
 import trader
 from market_envs.costs import CostModel
-from market_envs.env import EnvConfig
-from trader.backtesting.engine import Book
+from market_envs.config import EnvConfig
+from trader.backtesting.config import Book
 from trader.backtesting.runs import backtest_config, backtest_run, read_run
 from podracer.cli import main as cli
 from trader.errors import UserError

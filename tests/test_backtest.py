@@ -463,7 +463,7 @@ def test_action_schedule_row_t_is_the_decision_at_bar_t() -> None:
 def test_gross_value_is_the_positions_at_the_close_longs_and_shorts_alike() -> None:
     """``gross_value`` = sum |shares| x close at every bar: value - cash for a long-only book,
     and about the whole value for a dollar-neutral book of weights +-0.25, whose net (value - cash) is about 0."""
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
     data = session_panel(n_tickers=4, n_days=2, bars_per_day=10, seed=8, benchmark=False)
     actions = torch.tensor([[0.25, 0.25, -0.25, -0.25]]).expand(data.num_bars, 4)
@@ -493,7 +493,7 @@ def test_the_oracle_baseline_trades_the_planted_rule_and_needs_an_edge() -> None
     """The "oracle" row is the rule's weights as an action schedule in weights mode with
     short selling, computed on the whole panel and cut to the period."""
     from market_envs.data import EdgeSpec, oracle_weights, synthetic
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
     spec = EdgeSpec(kind="mean_reversion", strength_sharpe=50.0, fraction=1.0)
     data = synthetic(
@@ -523,7 +523,7 @@ def test_the_oracle_under_costs_trades_the_rule_through_the_rate_or_band_best_on
     """ "oracle_costs": the rule's weights as the aim, through the candidate rate or band whose net Sharpe
     on the training period is the highest; every candidate is the rule traded alone through it."""
     from market_envs.data import EdgeSpec, synthetic
-    from trader.backtesting.engine import ORACLE_BANDS, ORACLE_RATES, oracle_rules, oracle_schedule, oracle_under_costs
+    from trader.backtesting.groups import ORACLE_BANDS, ORACLE_RATES, oracle_rules, oracle_schedule, oracle_under_costs
 
     spec = EdgeSpec(kind="mean_reversion", strength_sharpe=40.0, fraction=1.0, horizon=60)
     data = synthetic(6, "2023-01-03", "2023-02-10", seed=4, edge=spec)
@@ -551,14 +551,14 @@ def test_a_groups_series_are_each_strategys_columns_bit_for_bit(rows):
     """The assembly's block of series (records read once, transposed) holds what each strategy's own
     columns give: the records, `metrics.turnover`, the simple returns from its start and numpy's sums,
     bit for bit, for members in any row order and through a book worth nothing or NaN."""
-    from trader.backtesting import engine
+    from trader.backtesting import assembly, simulation
 
     rng = np.random.default_rng(7)
-    host = {key: rng.normal(size=(50, 5)) for key in engine.RECORDED}
+    host = {key: rng.normal(size=(50, 5)) for key in simulation.RECORDED}
     host["value"] = rng.uniform(0.5, 2.0, size=(50, 5)) * 1e6
     host["value"][10, 0], host["value"][20, 4], host["value"][30, 3] = 0.0, np.nan, -5.0
     starts = [1e6, 2e6, 0.0][: len(rows)] + [1e6] * (len(rows) - 3)
-    block, totals = engine._group_series(host, starts, rows)
+    block, totals = assembly._group_series(host, starts, rows)
     for k, (r, start) in enumerate(zip(rows, starts, strict=True)):
         value, traded = host["value"][:, r], host["traded"][:, r]
         previous = np.concatenate([[start], value[:-1]])
@@ -571,8 +571,8 @@ def test_a_groups_series_are_each_strategys_columns_bit_for_bit(rows):
             "traded_value": traded,
             "costs": host["costs"][:, r],
         }
-        got = dict(zip(engine.SERIES_COLUMNS, block[k].numpy(), strict=True))
+        got = dict(zip(assembly.SERIES_COLUMNS, block[k].numpy(), strict=True))
         for name, column in expected.items():
             np.testing.assert_array_equal(got[name], column, err_msg=name, strict=True)
-        for key in engine.TOTALLED:
+        for key in simulation.TOTALLED:
             assert totals[key][k] == host[key][:, r].sum(), key

@@ -14,10 +14,11 @@ import torch
 from golden.case import session_panel
 
 from market_envs.costs import CostModel, NamedCosts, cost_model
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader import metrics
 from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
-from trader.backtesting.engine import BREAKEVEN_MULTIPLES, breakeven
+from trader.backtesting.assembly import breakeven
+from trader.backtesting.config import BREAKEVEN_MULTIPLES
 from trader.backtesting.report import markdown_report, report_dict
 
 QUIET = BacktestConfig(tear_sheet=False)

@@ -27,11 +27,12 @@ import torch
 from market_fixtures import random_panel
 
 from market_envs.costs import CostModel
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from trader.agents import make_agent, make_config
 from trader.agents.program import agents_program, stack_params, take_rows
 from trader.backtesting import BacktestConfig, PolicyPopulation, agents_population, run_backtest
-from trader.backtesting.engine import Book
+from trader.backtesting.config import Book
 from trader.backtesting.shards import map_forked, run_forked, split_rows
 from trader.errors import ConfigError
 
@@ -162,16 +163,16 @@ def test_the_groups_kept_whole_are_dealt_to_the_workers_first_and_compiled_here(
     passes were compiled here first (`Rollout.compile_here`: one chunk each, before the fork). With 1
     worker, everything here."""
     import market_envs.rollout as rollout
-    from trader.backtesting import engine
+    from trader.backtesting import simulation
 
-    parent, run, log = os.getpid(), engine._run_chunked, tmp_path / "passes"
+    parent, run, log = os.getpid(), simulation._run_chunked, tmp_path / "passes"
 
     def logged(group, *args, **kwargs):
         with log.open("a") as out:  # one short line a pass, appended: each process its own lines
             out.write(f"{'worker' if os.getpid() != parent else 'here'} {group.env.num_envs}x{group.env.num_stocks}\n")
         return run(group, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "_run_chunked", logged)
+    monkeypatch.setattr(simulation, "_run_chunked", logged)
     compiled = []
     monkeypatch.setattr(rollout.Rollout, "compile_here", lambda self, *a: compiled.append(self.env.num_envs))
     config = BacktestConfig(tear_sheet=False, compile=True, policy_env=RULES, workers=2)
@@ -186,16 +187,16 @@ def test_the_groups_kept_whole_are_dealt_to_the_workers_first_and_compiled_here(
 
 
 def test_a_failure_in_a_worker_is_raised_with_its_traceback(traced, monkeypatch) -> None:
-    from trader.backtesting import engine
+    from trader.backtesting import simulation
 
-    parent, run = os.getpid(), engine._run_chunked
+    parent, run = os.getpid(), simulation._run_chunked
 
     def failing(*args, **kwargs):
         if os.getpid() != parent:
             raise ValueError("broken in the worker")
         return run(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "_run_chunked", failing)
+    monkeypatch.setattr(simulation, "_run_chunked", failing)
     config = BacktestConfig(tear_sheet=False, compile=True, policy_env=RULES, workers=2)
     with pytest.raises(RuntimeError, match="(?s)worker process failed.*ValueError: broken in the worker"):
         run_backtest(PANEL.take(slice(0, 40)), {"mlp": _mlps(6)}, baselines=[], config=config)

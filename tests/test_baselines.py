@@ -22,7 +22,8 @@ import torch
 pytest.importorskip("stable_baselines3")
 
 from market_envs.data import load  # noqa: E402
-from market_envs.env import EnvConfig, StockTradingVecEnv  # noqa: E402
+from market_envs.config import EnvConfig  # noqa: E402
+from market_envs.env import StockTradingVecEnv  # noqa: E402
 from market_envs.gym_adapter import GymStockTradingEnv  # noqa: E402
 from trader.rundir import config_from_dict  # noqa: E402
 from trader.backtesting import BacktestConfig, run_backtest  # noqa: E402

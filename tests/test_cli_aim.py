@@ -38,7 +38,7 @@ def test_the_market_costs_preset_trains_with_the_action_that_can_hold(tmp_path):
 
     from test_train_cli import TINY_EDGE_RECIPE
 
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
     from trader.rundir import recorded_rules
     from podracer.presets import COSTS_LINEAR_SCALE
 
@@ -117,7 +117,7 @@ def test_tournament_value_refuses_a_capital_that_is_not_positive(tmp_path):
 def test_rules_at_capital_keep_each_reward_the_same_share_of_the_capital():
     """From the preset's rules (bp of USD 1 million), from the env's defaults (FinRL's 1e-4 of USD 1
     million), and from rules already moved: the same return of the book is the same reward."""
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
     from podracer.presets import REWARD_SCALE, capital_rules, rules_at_capital
 
     preset = {"reward_scale": REWARD_SCALE, "action_mode": "weights"}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader import rundir
 from podracer.cli import app, main
 from trader.errors import UserError

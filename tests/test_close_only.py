@@ -9,7 +9,8 @@ import torch
 
 from market_envs.data import from_frame
 from market_envs.data.files import read_files
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from market_envs.errors import ConfigError
 from market_fixtures import random_walk_frame
 

@@ -27,7 +27,8 @@ from market_envs.costs import (
     impact_coefficient,
 )
 from market_envs.data import from_frame
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from market_envs.errors import ConfigError
 from trader.rundir import recorded_rules
 from trader.rundir import config_from_dict, config_to_dict, toml_ready

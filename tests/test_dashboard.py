@@ -393,7 +393,7 @@ def test_cost_table_and_bars_are_report_json_numbers(built: Path) -> None:
 
 def test_the_breakeven_figure_draws_each_curve_and_marks_the_crossing() -> None:
     from dashboards import costs
-    from trader.backtesting.engine import breakeven
+    from trader.backtesting.assembly import breakeven
 
     curves = {
         "edge": breakeven([0.0, 1.0, 2.0, 4.0], [1.0, 0.5, -0.5, -1.0]),
@@ -728,7 +728,7 @@ def test_a_dollar_neutral_book_shows_gross_exposure_while_net_is_zero(tmp_path: 
     import torch
     from golden.case import session_panel
 
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
     from trader.backtesting import ActionSchedule, BacktestConfig, run_backtest
 
     data = session_panel(n_tickers=4, n_days=3, bars_per_day=10, seed=8, benchmark=False)

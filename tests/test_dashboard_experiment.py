@@ -45,7 +45,8 @@ def experiment_runs(tmp_path_factory) -> Path:
     """A runs folder with ``paper`` (a finished experiment) and ``running`` (its config only)."""
     from market_envs.data import load
     from market_envs.data.recipes import write_recipe
-    from trader.backtesting.engine import BacktestConfig, run_backtest
+    from trader.backtesting.config import BacktestConfig
+    from trader.backtesting.engine import run_backtest
     from trader.backtesting.evidence import Trials
     from podracer.experiment import ExperimentConfig, claim, experiment_recipe, table2, write_outputs
 

@@ -16,7 +16,7 @@ import pytest
 import trader
 from dashboards import paper as views
 from dashboards import runs
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader import rundir
 from podracer.paper import PaperConfig, RiskLimits, paper
 from podracer.paper.loop import PaperStop

@@ -15,7 +15,8 @@ from reference_env import ReferenceEnv
 
 from market_envs import EnvConfig, StockTradingVecEnv, native_fill
 from market_envs.costs import CostModel
-from market_envs.env import clean_actions, return_tstat_table, turbulence_index
+from market_envs.kernel import clean_actions
+from market_envs.tables import return_tstat_table, turbulence_index
 from trader.errors import ConfigError, UserError
 
 PANEL = random_panel(n_tickers=4, n_bars=90, seed=7, gap_prob=0.05)
@@ -702,11 +703,11 @@ def test_every_compiled_env_keeps_a_compiled_step(monkeypatch):
     compiled kernel. (dynamo's eager backend, a limit of 2 and a fresh kernel cache keep it quick.)"""
     import torch._dynamo
 
-    import market_envs.env as env_module
+    import market_envs.kernel as kernel_module
 
     compile_ = torch.compile
     monkeypatch.setattr(torch, "compile", lambda function, **_: compile_(function, backend="eager", dynamic=False))
-    monkeypatch.setattr(env_module, "_KERNELS", {}, raising=False)
+    monkeypatch.setattr(kernel_module, "_KERNELS", {}, raising=False)
     envs = [
         StockTradingVecEnv(PANEL, num_envs, "cpu", EnvConfig(buy_cost=cost), compile=True)
         for num_envs, cost in ((2, 0.001), (3, 0.001), (2, 0.002), (3, 0.003), (2, 0.001))

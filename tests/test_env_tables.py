@@ -12,7 +12,8 @@ from market_fixtures import random_panel, random_walk_frame
 from market_envs import EnvConfig, StockTradingVecEnv
 from market_envs.data import MarketData, from_frame
 from market_envs.data.panel import PERIODS
-from market_envs.env import PRICE_LIKE_FEATURES, feature_block_rows, observed_feature_table, return_tstat_table
+from market_envs.config import PRICE_LIKE_FEATURES
+from market_envs.tables import feature_block_rows, observed_feature_table, return_tstat_table
 
 
 def plain_table(data, names, clip):
@@ -54,7 +55,7 @@ def test_the_env_table_equals_the_plain_table_bit_for_bit(panel, features, windo
     the NaN, infinities and clip inside the first block, a block's first bar reading the previous
     block's last close): the same table, bit for bit."""
     if block is not None:
-        monkeypatch.setattr("market_envs.env.FEATURE_BLOCK_ELEMENTS", block)
+        monkeypatch.setattr("market_envs.tables.FEATURE_BLOCK_ELEMENTS", block)
         assert feature_block_rows(panel.num_tickers) == 64 < panel.num_bars
     config = EnvConfig(features=features, return_windows=windows, feature_clip=7.0)
     env = StockTradingVecEnv(panel, 3, "cpu", config)
@@ -79,7 +80,7 @@ def test_envs_on_one_panel_and_rules_share_their_tables_built_once():
     import gc
     import weakref
 
-    from market_envs.env import TABLES_PER_PANEL, tables_held
+    from market_envs.tables import TABLES_PER_PANEL, tables_held
 
     panel = random_panel(n_tickers=3, n_bars=80, seed=5)
     panel = replace(panel, meta={**panel.meta, "train_end": panel.timestamps[50], "val_end": panel.timestamps[65]})

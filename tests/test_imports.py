@@ -336,3 +336,15 @@ def test_the_private_name_check_sees_each_form(tmp_path: Path) -> None:
         "market_envs/rollout.py:5: ._rules",
         "market_envs/rollout.py:7: ._compile_options",
     ]
+
+
+def test_the_env_config_and_the_run_files_load_without_torch() -> None:
+    """`market_envs.config` (the env's rules and `EnvConfig`) and `trader.rundir` (every file of a
+    run) import no torch: the dashboard and a run's readers load them light."""
+    import subprocess
+    import sys
+
+    for module in ("market_envs.config", "trader.rundir"):
+        probe = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])"
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        assert done.stdout.strip() == "[]", f"{module} loads torch: {done.stdout}"

@@ -17,7 +17,8 @@ import torch
 from benchmarks import learning_check
 from market_envs.data.edge import EdgeSpec
 from market_envs.data.synthetic import synthetic
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from trader.agents import get_spec, make_agent, make_config
 from trader.backtesting import BacktestConfig, run_backtest
 

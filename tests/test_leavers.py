@@ -1,7 +1,7 @@
 """A stock that leaves the index can be sold: known answers for the rule of `MarketData.reducible`.
 
 On a bar where a stock has a price but is not a member, the env trades it only toward zero
-(`market_envs.env.toward_zero`): a long is sold and a short covered, down to zero at most;
+(`market_envs.kernel.toward_zero`): a long is sold and a short covered, down to zero at most;
 it is never bought, sold short, or turned through zero; a stock not held is not traded.
 The orders a live trader sends (`StockTradingVecEnv.requested_orders`) follow the same rule.
 Equivalence with the scalar reference under random masks is in tests/test_env.py.
@@ -17,7 +17,7 @@ from market_fixtures import random_panel, with_leavers
 
 from market_envs import EnvConfig, StockTradingVecEnv
 from market_envs.costs import CostModel
-from market_envs.env import toward_zero, tradable_orders
+from market_envs.kernel import toward_zero, tradable_orders
 
 PANEL = random_panel(n_tickers=3, n_bars=40, seed=3)
 LEFT = 10

@@ -244,7 +244,7 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 def test_the_native_read_of_the_actions_is_torchs_bit_for_bit(native_kernel, contiguous):
     """`read_actions_c` against the torch forms it replaces eagerly (`clean_actions`, `policy_rates`): the
     aims and the rates float64, the same float bits, NaN as 0 and the special values included."""
-    from market_envs.env import clean_actions, policy_rates
+    from market_envs.kernel import clean_actions, policy_rates
 
     generator = torch.Generator().manual_seed(5)
     actions = torch.randn(37, 2 * 13, generator=generator) * 2.0

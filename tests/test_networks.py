@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from tests.market_fixtures import random_panel
 from trader.agents import ALGOS, make_agent, make_config
 from trader.agents.networks import PerStockNet, split_stocks, stock_groups, stock_layout, tanh

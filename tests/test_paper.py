@@ -25,7 +25,7 @@ import pytest
 
 import trader
 from market_envs.costs import CostModel
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader import rundir
 from trader.backtesting.runs import backtest_config, backtest_run, read_run
 from podracer.cli import main as cli
@@ -296,7 +296,7 @@ def test_a_tournaments_ensemble_is_the_selected_strategy_when_it_won(replayed) -
     best checkpoint (equal weights) aims at the checkpoint's book, under the run's rules."""
     import torch
 
-    from market_envs.env import aim_weights
+    from market_envs.kernel import aim_weights
     from trader.decision import selected_strategy
 
     run_dir, _, _, _ = replayed

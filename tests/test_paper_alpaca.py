@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 import trader
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader import rundir
 from podracer.cli import main as cli
 from podracer.paper import PaperConfig, RiskLimits, paper

@@ -18,7 +18,7 @@ from test_env import EVERY_COST, assert_compiled_steps_equal_eager, every_cost_r
 
 from market_envs import EnvConfig, StockTradingVecEnv, target_holdings
 from market_envs.costs import CostModel
-from market_envs.env import aim_weights, policy_rates
+from market_envs.kernel import aim_weights, policy_rates
 from trader.errors import ConfigError
 
 PANEL = random_panel(n_tickers=4, n_bars=90, seed=7, gap_prob=0.0)

@@ -32,7 +32,8 @@ from market_fixtures import random_panel
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from market_envs.costs import CostModel
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from market_envs.rollout import DEFAULT_BLOCK, Rollout, chunk_options
 from trader.agents import make_agent, make_config
 from trader.agents.evaluator import market_evaluator
@@ -237,12 +238,12 @@ def test_agents_given_one_by_one_are_stacked_into_one_program(network: str, norm
 def test_a_backtest_decides_agents_of_one_architecture_in_one_program(traced, monkeypatch) -> None:
     """Agents given as separate strategies (checkpoints of one run, say) are one program in the
     chunked backtest, and each one's series is its own backtest's."""
-    import trader.backtesting.engine as engine
+    import trader.backtesting.simulation as simulation
 
     merged = []
-    stacked = engine._stacked
+    stacked = simulation._stacked
     monkeypatch.setattr(
-        engine, "_stacked", lambda parts, params: merged.append(stacked(parts, params)[0]) or stacked(parts, params)
+        simulation, "_stacked", lambda parts, params: merged.append(stacked(parts, params)[0]) or stacked(parts, params)
     )
     agents = {f"a{s}": _agent("ppo", "mlp", seed=s) for s in range(3)}
     config = BacktestConfig(tear_sheet=False, compile=True, policy_env=RULES)

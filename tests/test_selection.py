@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 import torch
 
-from market_envs.env import EnvConfig, aim_weights
+from market_envs.config import EnvConfig
+from market_envs.kernel import aim_weights
 from tournament import TournamentConfig
 from tournament.generator import PodGenerator, perturb, sample
 from tournament.leaderboard import Entry, Leaderboard

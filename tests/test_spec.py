@@ -12,7 +12,8 @@ import torch
 
 from market_envs.costs import NamedCosts, cost_model
 from market_envs.data import MarketData
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from market_fixtures import random_panel, write_tiny_recipe
 from trader import rundir
 from podracer.cli import main
@@ -177,12 +178,12 @@ def test_a_folds_windows_reach_every_env_as_the_same_bar_positions_and_no_step_r
 ) -> None:
     from test_walkforward import daily_frame, write_daily_recipe
 
-    import trader.backtesting.engine as engine
+    import trader.backtesting.groups as groups
 
     def refuse_recorded_rules(meta, path, default):
         raise AssertionError(f"a fold's checkpoint rules were read back from its files ({path})")
 
-    monkeypatch.setattr(engine, "_checkpoint_env_rules", refuse_recorded_rules)  # the fold holds them
+    monkeypatch.setattr(groups, "_checkpoint_env_rules", refuse_recorded_rules)  # the fold holds them
     recipe = write_daily_recipe(tmp_path / "recipe", daily_frame())
     folds = FoldSpec("10m", "2m", "2m")
     rules = cost_model("retail").apply(EnvConfig())

@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from market_envs.costs import CostModel
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from market_fixtures import random_panel
 from trader.backtesting import BacktestConfig, run_backtest
-from trader.backtesting.engine import Book
+from trader.backtesting.config import Book
 
 EVERY_COST = CostModel(
     commission_per_share=0.005,

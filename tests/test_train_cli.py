@@ -432,7 +432,7 @@ def test_cli_rejects_a_bad_preset(args: list[str], message: str, tmp_path: Path,
 def test_compile_reaches_the_validation_env(tmp_path: Path) -> None:
     """``compile=True`` compiles the validation pass too, not just the training env
     (the validation pass is the larger cost of a short market run)."""
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
     from market_fixtures import random_panel
 
     from trader.agents.evaluator import market_evaluator
@@ -464,7 +464,7 @@ def test_compile_validation_compiles_the_validation_pass_only() -> None:
 @pytest.mark.slow
 def test_compiled_validation_scores_as_the_eager_one() -> None:
     """The compiled validation pass records the eager one's values (slow: compiles)."""
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
     from market_fixtures import random_panel
 
     from trader.agents import make_agent, make_config

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from market_envs.data import from_frame
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from market_fixtures import random_walk_frame
 from trader import metrics, rundir
 from trader.training import train

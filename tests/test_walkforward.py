@@ -493,7 +493,8 @@ def test_explicit_periods_are_views_with_statistics_of_their_own_training_window
 
 
 def test_env_reset_from_a_book_marks_it_and_shows_it_in_the_observation() -> None:
-    from market_envs.env import EnvConfig, StockTradingVecEnv
+    from market_envs.config import EnvConfig
+    from market_envs.env import StockTradingVecEnv
     from market_fixtures import random_panel
 
     data = random_panel(n_tickers=3, n_bars=20, seed=6)

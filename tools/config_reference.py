@@ -22,7 +22,7 @@ from typing import Any
 SECTIONS = (
     (
         "Env rules",
-        "market_envs.env:EnvConfig",
+        "market_envs.config:EnvConfig",
         "How the market env trades, pays and rewards. Python: `EnvConfig(...)`, `trader.train(..., env_config=...)`; "
         "TOML: the `[env_config]` table of `config.toml` and `tournament.toml`.",
     ),
@@ -47,7 +47,7 @@ SECTIONS = (
     ),
     (
         "Backtest",
-        "trader.backtesting.engine:BacktestConfig",
+        "trader.backtesting.config:BacktestConfig",
         "`trader backtest RUN_DIR` flags; `trader.backtesting.run_backtest(..., config=BacktestConfig(...))`.",
     ),
     (

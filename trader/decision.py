@@ -117,7 +117,7 @@ def act(
     :param run_dir: a training run or a tournament (its folder).
     :param at: the bar to decide at: a timestamp (the last bar at or before it) or None
         for the period's latest bar.
-    :param book: what is held: a `trader.backtesting.engine.Book`, a mapping ``{"cash": x,
+    :param book: what is held: a `trader.backtesting.config.Book`, a mapping ``{"cash": x,
         "holdings": {ticker: shares}}`` (tickers left out hold 0), a path to a JSON file
         of that mapping, or None for all cash (the run's capital).
     :param strategy: the run's checkpoint strategy (``best``, ``final``).
@@ -126,7 +126,7 @@ def act(
     :param dataset: the data set, when the run records none.
     :param device: where the env and the policy run.
     """
-    from trader.backtesting.engine import load_checkpoint_strategy
+    from trader.backtesting.groups import load_checkpoint_strategy
     from trader.backtesting.periods import select_period
     from trader.backtesting.runs import backtest_config, read_run
 
@@ -223,12 +223,12 @@ def selected_strategy(contents: Any, panel: Any, config: Any, device: str = "cpu
     """A run's selected strategy as ``(name, policy, rules)``: a tournament's result
     (``selection.json``: its ``ensemble`` when that was chosen, else ``best``),
     a training run's ``checkpoints/best``. The rules are those a backtest of it trades
-    under (`trader.backtesting.engine`: a checkpoint's own, the run's for an ensemble, with
+    under (`trader.backtesting.groups`: a checkpoint's own, the run's for an ensemble, with
     the backtest's cash and costs).
 
     :raises UserError: the run has no selected strategy (no ``best`` checkpoint, no ensemble).
     """
-    from trader.backtesting.engine import load_checkpoint_strategy
+    from trader.backtesting.groups import load_checkpoint_strategy
 
     if contents.result == "ensemble" and contents.ensemble:
         from trader.agents.ensemble import load_ensemble
@@ -262,7 +262,7 @@ def _bar_at(timestamps: pd.DatetimeIndex, at: str | pd.Timestamp | None) -> int:
 
 def _book(book: Any, tickers: list[str], initial_cash: float) -> tuple[float, pd.Series]:
     """(cash, shares per ticker in the panel's order) of a `Book`, mapping, JSON file or None."""
-    from trader.backtesting.engine import Book
+    from trader.backtesting.config import Book
 
     if book is None:
         return float(initial_cash), pd.Series(0.0, index=list(tickers))

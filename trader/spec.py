@@ -30,7 +30,7 @@ from trader.folds import Windows
 if TYPE_CHECKING:
     from market_envs.costs import NamedCosts
     from market_envs.data import MarketData
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class MarketSpec:
     recipe's split dates."""
 
     def __post_init__(self) -> None:
-        from market_envs.env import EnvConfig
+        from market_envs.config import EnvConfig
 
         if not isinstance(self.rules, EnvConfig):
             raise ConfigError(f"MarketSpec.rules must be an EnvConfig, got {type(self.rules).__name__}")
@@ -88,7 +88,7 @@ def market_spec(
     :param periods: ``[first, last]`` bounds a run file records (config.toml's
         ``[env.periods]``), found once in the data as bar windows; None: the split dates.
     """
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
     from trader.environments import load_market, resolve_env
     from trader.rundir import config_from_dict
 

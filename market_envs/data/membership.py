@@ -18,7 +18,7 @@ and after it left (`apply_membership`). Its prices stay in the panel, so the
 observation never changes shape. On a bar where a ticker has a price but is not a
 member (`MarketData.reducible`) a position in it may only shrink: the env sells a long
 and covers a short, down to zero at most, and never buys it, sells it short or turns
-a position through zero (`market_envs.env.toward_zero`). So a stock held when it
+a position through zero (`market_envs.kernel.toward_zero`). So a stock held when it
 leaves the index can be sold (it is not sold by force: the policy decides when), and
 a stock never held while it was out is never traded then.
 

@@ -89,7 +89,7 @@ class MarketData:
         index (`market_envs.data.membership.apply_membership`; never where `tradable`).
         On those bars a position in it may only shrink: the env sells a long and covers a
         short down to zero at most, and never buys it or sells it short
-        (`market_envs.env.toward_zero`), so a stock held when it leaves the index can be
+        (`market_envs.kernel.toward_zero`), so a stock held when it leaves the index can be
         sold.
     """
 
@@ -240,7 +240,7 @@ class MarketData:
         """The features [h + T, N, F] (or only `names`, in that order) with the h <= `bars` bars
         of `lookback` before them (`lookback_bars`), and h: what an estimate over a trailing
         window reads at the first bars, the costs' (`market_envs.fill.market_tables`) and the
-        observed features' (`market_envs.env.observed_feature_table`)."""
+        observed features' (`market_envs.tables.observed_feature_table`)."""
         earlier = self.lookback_bars(bars, names)
         features = self.features if names is None else self.features[:, :, self._indices(names)]
         if not len(earlier):
@@ -362,7 +362,7 @@ class MarketData:
     def _split_periods(self) -> dict[str, MarketData]:
         """The periods at the split dates of `meta`, split once per panel (fitting the statistics
         reads every bar of the training period): each `period` call returns the same panel, so the
-        env tables built on it are built once (`market_envs.env`)."""
+        env tables built on it are built once (`market_envs.tables.shared_tables`)."""
         return dict(zip(PERIODS, self.split(self.meta["train_end"], self.meta["val_end"])))
 
     def _bounded(self, which: str) -> MarketData:

@@ -413,7 +413,7 @@ def with_aim_rules(
         given.update(trade_rate_rules(trade_rate))
     if no_trade_band is not None and not no_trade_band >= 0.0:
         raise UserError(f"--no-trade-band must be a weight >= 0, got {no_trade_band}")
-    from market_envs.env import WEIGHTS_MAPS
+    from market_envs.config import WEIGHTS_MAPS
 
     if weights_map is not None and weights_map not in WEIGHTS_MAPS:
         raise UserError(f"--weights-map must be one of {', '.join(WEIGHTS_MAPS)}, got {weights_map!r}")

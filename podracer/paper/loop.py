@@ -16,7 +16,7 @@ Each bar, after it closes (by the broker's clock):
 3. at the next bar's open, the orders: the env's own mapping of the action to shares
    (`StockTradingVecEnv.requested_orders`, at the prices of that open: whole shares or
    fractions, the cash, leverage and any band or rate of the action mode; a stock out of
-   a point-in-time index at the bar only toward zero, `market_envs.env.toward_zero`) and
+   a point-in-time index at the bar only toward zero, `market_envs.kernel.toward_zero`) and
    its turbulence guard, less the book; then the risk limits (`podracer.paper.risk`);
 4. the orders go to the broker, sells first, each with a ``client_order_id`` from the
    journal's session, the bar and the ticker; the broker waits for the fills within a
@@ -57,7 +57,8 @@ import pandas as pd
 import torch
 
 from market_envs.data.panel import MarketData
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from trader.decision import reset_at
 from trader.errors import UserError
 from podracer.paper.config import PaperConfig

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from market_envs.env import EnvConfig, StockTradingVecEnv
+from market_envs.config import EnvConfig
+from market_envs.env import StockTradingVecEnv
 from trader.decision import reset_at
 from podracer.paper.hours import MarketHours
 from podracer.paper.orders import Book, Clock, Intent, OrderReport
@@ -50,7 +51,7 @@ class EnvFiller:
 
     :param panel: the bars (a replayed period, or the data fetched through the fill bar).
     :param rules: the env rules a backtest of the strategy trades under (cash and costs
-        included: `trader.backtesting.engine.BacktestConfig.env_config`).
+        included: `trader.backtesting.config.BacktestConfig.env_config`).
     """
 
     def __init__(self, panel: Any, rules: EnvConfig, device: str = "cpu") -> None:

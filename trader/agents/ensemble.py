@@ -29,7 +29,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from market_envs.env import EnvConfig, aim_actions, aim_weights, policy_rates, rate_actions
+from market_envs.config import EnvConfig
+from market_envs.kernel import aim_actions, aim_weights, policy_rates, rate_actions
 from trader.agents.base import Agent
 from trader.rundir import config_from_dict
 from trader.agents.checkpoint import load_policy, read_metadata

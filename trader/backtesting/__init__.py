@@ -5,7 +5,10 @@ run directory's rules; `trader backtest` is the CLI. Metrics come from
 `trader.metrics.summary`, so every table in the project agrees.
 """
 
-from trader.backtesting.engine import BASELINES, BacktestConfig, Book, benchmark_panel, run_backtest
+from trader.backtesting.config import BacktestConfig, Book
+from trader.backtesting.engine import run_backtest
+from trader.backtesting.groups import benchmark_panel
+from trader.names import BASELINES
 from trader.backtesting.report import read_series, write_report
 from trader.backtesting.result import BacktestResult, PeriodInfo, StrategyInfo
 from trader.backtesting.runs import backtest

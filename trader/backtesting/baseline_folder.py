@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader import rundir
 from trader.adapters.mlp import MLPPolicy
 from trader.adapters.sb3 import SB3Policy, load_model

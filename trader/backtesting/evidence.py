@@ -422,7 +422,7 @@ def benchmark_evidence(
     ``beta``, ``alpha`` (annualised) and ``alpha_interval`` ([low, high] at `confidence`),
     ``tracking_error``, ``information_ratio``, ``correlation``, ``days``, ``confidence`` and
     ``reason`` (None, or why there are no figures). `benchmark`: the benchmark's daily returns on
-    the same dates (the index's own: `trader.backtesting.engine.benchmark_daily_returns`)."""
+    the same dates (the index's own: `trader.backtesting.assembly.benchmark_daily_returns`)."""
     market = benchmark.reindex(daily_returns.index).to_numpy(dtype=float)
     out = {}
     for name in daily_returns.columns:

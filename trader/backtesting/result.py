@@ -81,12 +81,12 @@ class BacktestResult:
         returns (interval, PSR, and the DSR of a strategy selected among trials).
     :param selection: the run's selection on its validation period
         (`trader.backtesting.evidence.selection_evidence`), or None.
-    :param costs: strategy name -> its costs over the period (`trader.backtesting.engine.cost_breakdown`):
+    :param costs: strategy name -> its costs over the period (`trader.backtesting.assembly.cost_breakdown`):
         totals of commission, spread, impact and borrow, each in bp of the value traded, and the
         unfilled share of its orders.
     :param cost_model: the cost model every strategy traded under (`NamedCosts.as_dict`: name,
         rates, `CostModel` terms, sources).
-    :param breakeven: strategy name -> its breakeven cost (`trader.backtesting.engine.breakeven`: the
+    :param breakeven: strategy name -> its breakeven cost (`trader.backtesting.assembly.breakeven`: the
         Sharpe ratio at each multiple of the cost model and the multiple where it reaches 0);
         empty when no multiples were run (`BacktestConfig.cost_multiples`).
     :param membership: the point-in-time universe of a panel built from a membership

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from market_envs.costs import CostModel
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader import rundir
 from trader.backtesting.baseline_folder import load_strategy
 from trader.environments import run_periods
@@ -256,7 +256,7 @@ def backtest_config(
         strategy's breakeven cost.
     """
     from market_envs.costs import NamedCosts, described
-    from trader.backtesting.engine import BREAKEVEN_MULTIPLES, BacktestConfig
+    from trader.backtesting.config import BREAKEVEN_MULTIPLES, BacktestConfig
 
     rules = contents.env_config or EnvConfig()
     named = NamedCosts.from_config(rules)  # named by what it charges: "institutional", "flat 0.05% per side"
@@ -344,7 +344,7 @@ def backtest_run(
     :param strategies: only these strategies (`select_strategies`; None: all of the run's).
     :param baselines: built-in baselines (None: every one that applies).
     :param config: a `BacktestConfig`; default `backtest_config(contents)`, the run's.
-    :param initial_books: strategy name -> the `trader.backtesting.engine.Book` it starts
+    :param initial_books: strategy name -> the `trader.backtesting.config.Book` it starts
         from (`run_backtest`); default: all cash.
     :param report: write ``reports/<report>/`` whatever the backtest is; default: the run's
         own report when the run is backtested as configured, else ``reports/<report_name>/``.

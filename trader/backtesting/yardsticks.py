@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 
 from market_envs.data import MarketData
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader.backtesting.strategies import ActionSchedule
 from trader.errors import ConfigError
 
@@ -138,7 +138,7 @@ def description(name: str, params: FactorParams) -> str:
 
 def rules(name: str) -> EnvConfig:
     """The env rules every yardstick trades under: weights mode with short selling, gross exposure
-    at most 1, the oracle's (`trader.backtesting.engine.oracle_rules`). A long-only yardstick's
+    at most 1, the oracle's (`trader.backtesting.groups.oracle_rules`). A long-only yardstick's
     weights are >= 0 and sum to 1, which the rule maps to themselves (as the long-only rule would):
     it never sells short, and all four share one env with the oracle (one group per cost multiple)."""
     if name not in YARDSTICKS:

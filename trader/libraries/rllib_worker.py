@@ -29,7 +29,7 @@ from trader.adapters.mlp import build_mlp, squash
 
 def _env_creator(env_config: dict[str, Any]) -> Any:
     from market_envs.data import load
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
     from market_envs.gym_adapter import GymStockTradingEnv
     from trader.rundir import config_from_dict
 
@@ -114,7 +114,7 @@ def main(spec_path: str) -> int:
     import ray
     from ray.tune.registry import register_env
 
-    from market_envs.env import EnvConfig
+    from market_envs.config import EnvConfig
     from trader.rundir import config_from_dict
     from trader.backtesting.periods import load_dataset
     from trader.libraries.budget import Budget

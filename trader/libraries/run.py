@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from market_envs.costs import check_costs_for_data
-from market_envs.env import EnvConfig
+from market_envs.config import EnvConfig
 from trader.rundir import config_to_dict
 from trader.libraries import finrl
 from trader.libraries.budget import Budget
