@@ -57,6 +57,7 @@ from market_envs.kernel import (
     table_shapes,
     toward_zero,
 )
+from market_envs.streams import RowStreams
 from market_envs.tables import Tables, default_features, observed_feature_table, shared_tables, turbulence_table
 
 
@@ -178,6 +179,7 @@ class StockTradingVecEnv:
 
         self._generator = torch.Generator(device=self.device)
         self._generator.manual_seed(int(torch.randint(0, 2**62, (1,)).item()))  # from the global RNG, once
+        self._row_streams: RowStreams | None = None
         self._state: State | None = None
         shape = (self.num_envs, self.obs_dim)
         self._obs_buffers = RecyclingBuffers(shape, torch.float32, self.device)
@@ -246,8 +248,25 @@ class StockTradingVecEnv:
         return self.tables.guard
 
     # ------------------------------------------------------------------ API
+    def use_row_streams(self, streams: RowStreams) -> None:
+        """Draw the random starts of each block of rows from its own stream: rows
+        ``[p * E, (p + 1) * E)`` from stream p, E = ``num_envs / streams.rows``. A pod group's env
+        holds P pods' E rows each this way, and pod p's rows start where a lone env of E rows with
+        stream p alone would start them, whatever the other pods are (`market_envs.streams`).
+        ``reset`` then takes no ``seed``: the streams are seeded."""
+        if streams.rows < 1 or self.num_envs % streams.rows:
+            raise ConfigError(
+                f"StockTradingVecEnv.use_row_streams: {streams.rows} streams do not divide {self.num_envs} rows"
+            )
+        if streams.device != self.device:
+            raise ConfigError(f"StockTradingVecEnv.use_row_streams: streams on {streams.device}, env on {self.device}")
+        self._row_streams = streams
+
     def _draw_starts(self) -> tuple[Tensor, Tensor]:
-        if self.config.random_start and self._last_start > 0:
+        streams = self._row_streams
+        if streams is not None and self.config.random_start and self._last_start > 0:
+            start = streams.integers(self._last_start + 1, (self.num_envs // streams.rows,)).reshape(-1)
+        elif self.config.random_start and self._last_start > 0:
             start = torch.randint(
                 0, self._last_start + 1, (self.num_envs,), generator=self._generator, device=self.device
             )
@@ -258,7 +277,8 @@ class StockTradingVecEnv:
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
         """Start a new episode in every sub-environment.
 
-        :param seed: reseeds the env's own ``torch.Generator`` (random starts); the
+        :param seed: reseeds the env's own ``torch.Generator`` (random starts; refused after
+            `use_row_streams`, whose streams are seeded instead); the
             same seed gives the same starts and, with the same actions, the same run.
         :param options: None, or a starting book instead of all cash: ``{"cash": [E],
             "holdings": [E, N]}`` (float tensors; shares per stock), marked at each start
@@ -268,6 +288,8 @@ class StockTradingVecEnv:
             (`trader act` decides at a chosen bar this way).
         :returns: obs float32 [E, obs_dim] and info with ``t`` [E] (the start bars).
         """
+        if seed is not None and self._row_streams is not None:
+            raise UserError("StockTradingVecEnv.reset: this env draws its starts from row streams; seed those instead")
         if seed is not None:
             self._generator.manual_seed(int(seed))
         options = dict(options or {})

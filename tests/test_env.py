@@ -981,3 +981,32 @@ def test_market_neutral_weights_demean_the_actions():
     assert (net.abs() < 1e-6 * info1["value"].double()).all()
     with pytest.raises(Exception, match="market_neutral needs"):
         EnvConfig(action_mode="weights", market_neutral=True)
+
+
+def test_a_block_of_rows_with_its_own_stream_runs_as_a_lone_env():
+    """A pod group's env (issue 77): P pods' E rows each in one env, each block's random starts from its own
+    stream. Block 1 of three is, bit for bit, a lone env of E rows with stream 1 alone, given the same actions,
+    across many episode resets; the other blocks' actions and seeds do not reach it."""
+    from market_envs.streams import RowStreams
+
+    config, rows, steps = EnvConfig(episode_length=7), 4, 60
+    group = StockTradingVecEnv(PANEL, 3 * rows, "cpu", config)
+    group.use_row_streams(RowStreams([11, 12, 13]))
+    alone = StockTradingVecEnv(PANEL, rows, "cpu", config)
+    alone.use_row_streams(RowStreams([12]))
+    group_obs, group_info = group.reset()
+    alone_obs, alone_info = alone.reset()
+    block = slice(rows, 2 * rows)
+    assert torch.equal(group_obs[block], alone_obs) and torch.equal(group_info["t"][block], alone_info["t"])
+    actions = random_actions(steps, 3 * rows, PANEL.num_tickers, seed=3)
+    for step in range(steps):
+        group_out = group.step(actions[step])
+        alone_out = alone.step(actions[step][block])
+        for together, apart in zip(group_out[:4], alone_out[:4], strict=True):
+            assert torch.equal(together[block], apart)
+        assert torch.equal(group_out[4]["t"][block], alone_out[4]["t"])
+    assert len(set(group.episode_end.tolist())) > 3  # the blocks' episodes restarted at random bars
+    with pytest.raises(UserError, match="row streams"):
+        group.reset(seed=0)
+    with pytest.raises(ConfigError, match="do not divide"):
+        StockTradingVecEnv(PANEL, 5, "cpu", config).use_row_streams(RowStreams([1, 2]))
