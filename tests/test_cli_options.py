@@ -618,8 +618,8 @@ def test_tournament_commission_without_a_preset_acts(tmp_path: Path, settings_of
 
     recipe = write_tiny_recipe(tmp_path)
     assert main(["tournament", str(tmp_path / "t"), "--dataset", str(recipe), "--commission", "0.01"]) == 2
-    rules = settings_of_tournament[-1].env_config
-    assert rules["buy_cost"] == rules["sell_cost"] == 0.01
+    rules = settings_of_tournament[-1].env.rules  # resolved once at the CLI, carried typed
+    assert rules.buy_cost == rules.sell_cost == 0.01
 
 
 def test_a_resumed_tournament_takes_its_pods_and_refuses_its_settings(
