@@ -293,7 +293,6 @@ DIFFERS = {
     "--steps": "train: the run's; walkforward: per fold; baselines: per learner",
     "--pods": "tournament: its budget; walkforward: per fold; demo: an extra stop; experiment: equal work",
     "--pod-steps": "the demo and the experiment have their own defaults (a 3-minute run; the paper's)",
-    "--population": "walkforward: per fold",
     "--time-budget": "tournament: its own; walkforward: per fold; baselines: per learner",
     "--minutes": "demo: the tournament's budget; experiment: each learner's",
     "--output": "baselines: refused with --no-backtest, so its default is None",

@@ -52,14 +52,16 @@ from podracer.cli.options import (
     TradeRateOption,
     WeightsMapOption,
     WorkersOption,
+    PopulationOption,
     cluster_flags,
     cost_flags,
-    with_aim_rules,
-    with_initial_cash,
+    market_only,
+    tournament_keys,
+    with_rule_flags,
 )
-from trader.names import counted, name_list
+from trader.names import counted
 from trader.errors import UserError
-from trader.names import ALGOS, PRESET_COST
+from trader.names import PRESET_COST
 
 
 @app.command("tournament")
@@ -70,7 +72,7 @@ def tournament_command(
         str | None, typer.Option("--env", help="Gymnasium env id instead of a data set, e.g. Ant-v5.")
     ] = None,
     algos: AlgosOption = None,
-    population: Annotated[int | None, typer.Option("--population", help="Leaderboard size (default 8).")] = None,
+    population: PopulationOption = None,
     pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="Transitions per pod (default 50000).")] = None,
     pods: Annotated[
         int | None, typer.Option("--pods", help="Pod budget (default 12 unless another stop is given).")
@@ -113,7 +115,6 @@ def tournament_command(
     Without --dataset or --env: synthetic-edge-minute (TournamentConfig.env)."""
     from tournament import TournamentConfig
     from tournament.config import DEFAULT_ENV, market_parts
-    from trader.durations import parse_duration
     from trader.rundir import read_toml
 
     cost, named = cost_flags(commission, costs, cost_set)
@@ -121,30 +122,27 @@ def tournament_command(
     if dataset is not None and env is not None:
         raise UserError("give --dataset or --env, not both")
     cluster_keys = cluster_flags(workers, scheduler, gpus, device, (tls_ca, tls_cert, tls_key), insecure)
-    for option, given in (("--preset", preset is not None), ("--initial-cash", initial_cash is not None)):
-        if env is not None and given:
-            raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
+    market_only(env is not None, preset=preset, initial_cash=initial_cash)
     market = market_parts(values)  # the market of --config: its name, rules and windows, out of values
     if dataset is not None or env is not None:
         market["env"] = dataset or env
-    flags = {
-        "population": population,
-        "pod_steps": pod_steps,
-        "pods": pods,
-        "target_score": target_score,
-        **cluster_keys,
-        "num_envs": num_envs,
-        "seed": seed,
-        "device": device,
-        "compile": compile,
-        "search": search,
-        "ensemble_weighting": ensemble_weighting,
-        "algos": parse_algos(algos) if algos is not None else None,
-        "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
-    }
-    values.update({key: value for key, value in flags.items() if value is not None})
-    if (time_budget is not None or target_score is not None) and pods is None and "pods" not in values:
-        values["pods"] = None  # a time or score stop given alone replaces the default pod budget
+    flags = tournament_keys(
+        algos=algos,
+        population=population,
+        pod_steps=pod_steps,
+        pods=pods,
+        time_budget=time_budget,
+        target_score=target_score,
+        num_envs=num_envs,
+        search=search,
+        ensemble_weighting=ensemble_weighting,
+        compile=compile,
+        cluster=cluster_keys,
+    )
+    if "pods" in values and flags.get("pods", 0) is None:
+        del flags["pods"]  # a time or score stop given alone replaces the default pod budget, not --config's
+    values.update(flags)
+    values.update({key: value for key, value in (("seed", seed), ("device", device)) if value is not None})
     name = market.get("env") or DEFAULT_ENV
     rules = market.get("rules")
     if preset is not None:
@@ -161,8 +159,9 @@ def tournament_command(
             env_config=rules,
             algo_configs=values.get("algo_configs"),
         )
-    rules = with_aim_rules(rules, weights_map, trade_rate, no_trade_band)
-    rules = with_initial_cash(rules, initial_cash)
+    rules = with_rule_flags(
+        rules, trade_rate=trade_rate, no_trade_band=no_trade_band, weights_map=weights_map, initial_cash=initial_cash
+    )
     market["rules"] = rules
     given = market_given(market, preset, cost, named, trade_rate, no_trade_band, weights_map, initial_cash)
     if given:  # the market, resolved once here: a MarketSpec (the costs set on its rules as objects) or a gym id
@@ -384,21 +383,13 @@ def _resolve_market(
     from trader.environments import resolve_env
     from trader.spec import resolve_market
 
-    if resolve_env(name).is_gym and (cost is not None or named is not None):
-        raise UserError(
-            f"{'--costs' if named is not None else '--commission'} applies to market data sets (--dataset), "
-            "not to gymnasium envs"
-        )
+    market_only(resolve_env(name).is_gym, costs=named, commission=cost)
     market = resolve_market(name, rules or None, cost=cost, costs=named, periods=periods, windows=windows)
     if named is not None:
         from market_envs.data import load
 
         check_costs_for_data(named.costs, load(market.dataset))
     return market
-
-
-def parse_algos(text: str) -> tuple[str, ...]:
-    return name_list(text, "--algos", choices=ALGOS, required=True, what="algorithm")
 
 
 def pods_progress(console: Console) -> Progress:
