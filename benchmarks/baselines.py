@@ -153,14 +153,13 @@ def train_tournament(run_dir: Path, dataset: str, seed: int, seconds: float, cos
     pod and top-3 ensemble on the test period itself (its own report.json)."""
     from benchmarks.learning_check import FULL, algo_overrides
     from tournament import TournamentConfig, run
-    from trader.rundir import config_to_dict
+    from trader.spec import market_spec
 
     config = TournamentConfig(
         run_dir=str(run_dir),
-        env=dataset,
+        env=market_spec(dataset, rules(cost, window)),
         algos=("ppo",),
         algo_configs={"ppo": dict(algo_overrides("ppo", FULL))},
-        env_config=config_to_dict(rules(cost, window)),
         population=4,
         pod_steps=TOURNAMENT_POD_STEPS,
         num_envs=FULL.num_envs["ppo"],

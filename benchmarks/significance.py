@@ -35,6 +35,7 @@ import tomli_w
 
 from market_envs.data.recipes import find_recipe
 from tournament import TournamentConfig, run
+from trader.spec import market_spec
 from trader.backtesting.runs import backtest_run
 from podracer.presets import apply_preset
 
@@ -63,10 +64,9 @@ def one_tournament(recipe: Path, seed: int, args: argparse.Namespace, run_dir: P
     )
     config = TournamentConfig(
         run_dir=str(run_dir),
-        env=str(recipe),
+        env=market_spec(str(recipe), env_config),
         algos=ALGOS,
         algo_configs=algo_configs,
-        env_config=env_config,
         pod_steps=args.pod_steps,
         num_envs=args.num_envs,
         population=4,

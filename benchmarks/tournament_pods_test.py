@@ -111,7 +111,7 @@ def one_seed(seed: int, root: Path, ks: list[int], device: str, replay: tuple[Se
         members = [Candidate(e.pod_id, e.checkpoint, e.score, math.nan) for e in ranked[:k]]
         paths = [folder / e.checkpoint for e in ranked[:k]]
         strategies[f"top{k}"] = load_ensemble(paths, device)
-        ensembles[k], _ = validate_ensemble(config, config.env, folder, members, [1.0 / k] * k)
+        ensembles[k], _ = validate_ensemble(config, folder, members, [1.0 / k] * k)
     rule, recorded = replay
     same = top_k_of(rule, ranked, ensembles)
     if rule.has_ensemble and same is None:  # else the top-k ensemble already backtested is the rule's

@@ -160,7 +160,7 @@ def plain_pod(index: int, dataset: str, pod_steps: int, num_envs: int, run_dir: 
     config = TournamentConfig(
         run_dir=run_dir, env=dataset, algos=("ppo",), pod_steps=pod_steps, num_envs=num_envs, fresh_probability=1.0
     )
-    spec = PodGenerator(config, dataset).next_spec(index, Leaderboard(1))
+    spec = PodGenerator(config).next_spec(index, Leaderboard(1))
     start = time.perf_counter()
     train_pod(spec, run_dir)
     return time.perf_counter() - start

@@ -73,6 +73,7 @@ from trader.backtesting.engine import run_backtest
 from trader.backtesting.runs import contents_trials, read_run, run_strategies
 from podracer.presets import apply_preset, rules_at_capital
 from trader.rundir import config_from_dict, config_to_dict
+from trader.spec import market_spec
 from trader.training import train
 
 ARMS = ("single", "random", "best_pod", "result")
@@ -116,10 +117,9 @@ def train_arms(seed: int, args: argparse.Namespace, rules: dict, configs: dict, 
         run(
             TournamentConfig(
                 run_dir=str(folder),
-                env=args.dataset,
+                env=market_spec(args.dataset, rules),
                 algos=tuple(args.algos),
                 algo_configs=configs,
-                env_config=rules,
                 population=args.population,
                 pod_steps=args.pod_steps,
                 eval_every=args.eval_every,

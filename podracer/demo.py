@@ -94,6 +94,7 @@ def run_demo(
         (alpaca, polygon) downloads the data set.
     """
     from tournament import TournamentConfig, run
+    from trader.spec import market_spec
     from trader.backtesting.runs import backtest_config, backtest_run, read_run
     from trader.libraries import baselines
 
@@ -105,10 +106,9 @@ def run_demo(
     rules, algo_configs = apply_preset("market", recipe, cost, algos, steps=pod_steps, num_envs=num_envs)
     config = TournamentConfig(
         run_dir=str(run_dir),
-        env=recipe,
+        env=market_spec(recipe, rules),
         algos=tuple(algos),
         algo_configs=algo_configs,
-        env_config=rules,
         population=4,
         pod_steps=pod_steps,
         num_envs=num_envs,

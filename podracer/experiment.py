@@ -308,16 +308,16 @@ def _tournament(
 ) -> Path:
     """The tournament, PPO:SAC:TD3 = 1:1:1, in ``RUN_DIR/tournament`` (resumed from its log)."""
     from tournament import TournamentConfig, run
+    from trader.spec import market_spec
 
     folder = root / "tournament"
     if (folder / rundir.SELECTION).is_file():
         return folder
     settings = TournamentConfig(
         run_dir=str(folder),
-        env=recipe,
+        env=market_spec(recipe, rules),
         algos=("ppo", "sac", "td3"),
         algo_configs=algo_configs,
-        env_config=rules,
         pod_steps=config.pod_steps,
         num_envs=POD_ENVS,
         pods=config.pods,

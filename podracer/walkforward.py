@@ -10,8 +10,9 @@
    rules built once for every fold, the fold's windows as bar positions) goes to the
    training run, to the baselines and to the test step as it is: training, validation,
    normalisation statistics and every baseline see the fold's own windows only, and no
-   step reads them back from the fold's files. (The tournament learner's pods run in
-   other processes and get the windows as the bounds tournament.toml records.)
+   step reads them back from the fold's files. (The tournament learner carries the same
+   `MarketSpec` in its `TournamentConfig` to every pod, which runs in another process: the
+   spec travels as `MarketSpec.to_dict`, the windows as bar positions.)
 2. **tests** the selected policy on the fold's test window through the backtest engine
    (`trader.backtesting.runs.backtest_run`, beside the benchmark, equal-weight and the
    classical factor portfolios, `walked_yardsticks`; report
@@ -55,7 +56,7 @@ from trader.errors import ConfigError, UserError
 from trader.folds import WINDOWS, Fold, FoldSpec, consecutive, make_folds
 from trader.names import counted
 from trader.rundir import config_from_dict, config_to_dict, fold_dir, read_fold
-from trader.spec import MarketSpec
+from trader.spec import MarketSpec, market_spec
 
 LEARNERS = ("tournament", "ppo", "sac", "td3")
 SELECTED = "best"
@@ -264,7 +265,6 @@ def walk_forward(
 def run(config: WalkForwardConfig, on_progress: Progress | None = None) -> WalkForwardResult:
     """`walk_forward` on a resolved config."""
     from trader.environments import load_market
-    from trader.spec import market_spec
 
     say = on_progress or (lambda line: None)
     root = Path(config.run_dir)
@@ -328,7 +328,7 @@ def _run_fold(
         f"{fold_label(fold.index, total)}: {config.learner} on train {periods['train'][0][:10]} .. "
         f"{periods['train'][1][:10]}, test {test[0][:10]} .. {test[1][:10]}"
     )
-    winner = _train_fold(config, fold, spec, periods, folder, client)
+    winner = _train_fold(config, fold, spec, folder, client)
     kept_scores = _train_baselines(config, spec, folder, say)
     names = [SELECTED, *kept_scores]
     contents = read_run(folder, spec)  # the strategies the fold made; its data set, rules and windows: the spec's
@@ -377,19 +377,16 @@ def _run_fold(
     return rundir.read_json(folder / rundir.WF_FOLD)  # as a resumed run reads it: the same floats
 
 
-def _train_fold(
-    config: WalkForwardConfig, fold: Fold, spec: MarketSpec, periods: dict[str, list[str]], folder: Path, client: Any
-) -> dict[str, Any]:
+def _train_fold(config: WalkForwardConfig, fold: Fold, spec: MarketSpec, folder: Path, client: Any) -> dict[str, Any]:
     """The fold's run directory, trained and selected on its windows (a single learner on
-    ``spec`` itself; a tournament's pods on the fold's bar windows, which tournament.toml
-    records beside ``periods``); the winner's algorithm, hyperparameters and validation score
+    ``spec`` itself; a tournament's pods on ``spec`` too, which tournament.toml records
+    whole); the winner's algorithm, hyperparameters and validation score
     (`trader.agents.evaluator.market_evaluator`: the bars' Sharpe ratio; on daily bars the daily one)."""
     k = fold.index
     if config.learner == "tournament":
         from tournament import run as run_tournament
 
-        windows = {name: list(bounds) for name, bounds in fold.windows.as_dict().items()}
-        settings = _tournament_config(config, k, periods, folder, windows)
+        settings = _tournament_config(config, k, spec, folder)
         if config.warm_start and k > 0:
             settings = replace(settings, warm_start=str(fold_dir(config.run_dir, k - 1)))
         result = run_tournament(settings, client=client)
@@ -450,25 +447,16 @@ def _train_baselines(
     return {o.name: o.validation_score for o in result.outcomes if o.status == "finished"}
 
 
-def _tournament_config(
-    config: WalkForwardConfig,
-    k: int,
-    periods: dict[str, list[str]],
-    folder: Path,
-    windows: dict[str, list[int]] | None = None,
-) -> Any:
+def _tournament_config(config: WalkForwardConfig, k: int, spec: MarketSpec, folder: Path) -> Any:
+    """Fold ``k``'s tournament on the fold's market ``spec`` (its rules and bar windows)."""
     from tournament import TournamentConfig
 
-    rules = config.env_config if isinstance(config.env_config, Mapping) else config_to_dict(config.env_config)
     return TournamentConfig.from_dict(
         {
             **config.tournament,
             "run_dir": str(folder),
-            "env": config.dataset,
-            "env_config": dict(rules),
+            "env": spec,
             "seed": config.seed + k,
-            "periods": periods,
-            "windows": windows or {},
             "backtest": False,
             "device": config.device,
         }
@@ -490,7 +478,8 @@ class _Cluster:
         if self.client is None and self.config.learner == "tournament":
             from tournament import cluster
 
-            probe = _tournament_config(self.config, 0, {}, fold_dir(self.config.run_dir, 0))
+            market = market_spec(self.config.dataset, self.config.env_config)
+            probe = _tournament_config(self.config, 0, market, fold_dir(self.config.run_dir, 0))
             self.client = cluster.connect_for(probe)
         return self.client
 

@@ -326,15 +326,26 @@ def test_a_tournament_and_its_backtest_trade_under_one_named_model(tmp_path: Pat
         _charged_under(report, model, run_dir)
 
 
-def test_a_backtest_of_a_tournament_names_the_model_its_rules_record(tmp_path: Path, toy_data, capsys) -> None:
+@pytest.mark.parametrize("form", ["market", "older"])
+def test_a_backtest_of_a_tournament_names_the_model_its_rules_record(
+    form: str, tmp_path: Path, toy_data, capsys
+) -> None:
     """The fast check of the test above: a tournament's tournament.toml holding a named model's
-    rules (as `trader tournament --costs` writes them) is backtested and reported under that name."""
-    from podracer.cli.options import with_costs
-    from trader.rundir import write_toml
+    rules (as `trader tournament --costs` writes them: the market as one [env] table; or, in a file
+    of the older form, a loose env_config) is backtested and reported under that name."""
+    from market_envs.env import EnvConfig
+    from trader.rundir import config_to_dict, write_toml
+    from trader.spec import MarketSpec
 
     model = cost_model("institutional").with_overrides({"participation": 0.05})
     run_dir = tmp_path / "run"
-    write_toml(run_dir / "tournament.toml", {"env": "toy", "env_config": with_costs(None, None, model)})
+    rules = model.apply(EnvConfig())
+    market = (
+        {"env": MarketSpec("toy", rules).to_dict()}
+        if form == "market"
+        else {"env": "toy", "env_config": config_to_dict(rules)}
+    )
+    write_toml(run_dir / "tournament.toml", market)
     assert main(["backtest", str(run_dir), "--no-tear-sheet", "--no-breakeven"]) == 0
     assert "cost model institutional (participation=0.05):" in capsys.readouterr().out
     report = json.loads((run_dir / "report.json").read_text())

@@ -293,7 +293,6 @@ DIFFERS = {
     "--steps": "train: the run's; walkforward: per fold; baselines: per learner",
     "--pods": "tournament: its budget; walkforward: per fold; demo: an extra stop; experiment: equal work",
     "--pod-steps": "the demo and the experiment have their own defaults (a 3-minute run; the paper's)",
-    "--population": "walkforward: per fold",
     "--time-budget": "tournament: its own; walkforward: per fold; baselines: per learner",
     "--minutes": "demo: the tournament's budget; experiment: each learner's",
     "--output": "baselines: refused with --no-backtest, so its default is None",
@@ -618,8 +617,8 @@ def test_tournament_commission_without_a_preset_acts(tmp_path: Path, settings_of
 
     recipe = write_tiny_recipe(tmp_path)
     assert main(["tournament", str(tmp_path / "t"), "--dataset", str(recipe), "--commission", "0.01"]) == 2
-    rules = settings_of_tournament[-1].env_config
-    assert rules["buy_cost"] == rules["sell_cost"] == 0.01
+    rules = settings_of_tournament[-1].env.rules  # resolved once at the CLI, carried typed
+    assert rules.buy_cost == rules.sell_cost == 0.01
 
 
 def test_a_resumed_tournament_takes_its_pods_and_refuses_its_settings(
@@ -639,6 +638,37 @@ def test_a_resumed_tournament_takes_its_pods_and_refuses_its_settings(
         capsys,
         "--resume: --pod-steps gives 8000 where the tournament",
     )
+
+
+@pytest.mark.parametrize("form", ["market", "older"])
+def test_a_resumed_market_tournament_keeps_its_market_and_names_the_part_a_flag_would_change(
+    form: str, tmp_path: Path, settings_of_tournament, capsys
+) -> None:
+    """A market tournament's tournament.toml, written as one [env] table or in the older form (a loose
+    env_config beside a name), resumes on its own `MarketSpec`; its data set repeated is taken, and a
+    flag that would change its rules or its data set is refused naming that part."""
+    from market_fixtures import write_tiny_recipe
+
+    from trader.spec import MarketSpec, market_spec
+
+    recipe = str(write_tiny_recipe(tmp_path))
+    market = market_spec(recipe, {"buy_cost": 2e-4, "sell_cost": 2e-4})
+    run = tmp_path / "t"
+    run.mkdir()
+    env = (
+        {"env": market.to_dict()}
+        if form == "market"
+        else {"env": recipe, "env_config": {"buy_cost": 2e-4, "sell_cost": 2e-4}, "periods": {}, "windows": {}}
+    )
+    rundir.write_toml(run / "tournament.toml", {"run_dir": str(run), "pods": 4, **env})
+    rundir.append_json_line(run / "events.jsonl", {"kind": "started", "time": 0.0})
+    for more in ([], ["--dataset", recipe]):
+        assert main(["tournament", str(run), "--resume", "--pods", "6", *more]) == 2
+        assert capsys.readouterr().err.strip() == "error: stopped before the cluster"
+        found = settings_of_tournament[-1]
+        assert isinstance(found.env, MarketSpec) and found.env == market and found.pods == 6
+    exits_2(["tournament", str(run), "--resume", "--commission", "0.01"], capsys, "--preset/--commission/--costs")
+    exits_2(["tournament", str(run), "--resume", "--dataset", "synthetic-edge-daily"], capsys, "--dataset/--env")
 
 
 def test_a_resume_keeps_the_saved_stops_and_cluster_unless_told_otherwise(

@@ -23,6 +23,7 @@ from trader import rundir
 from test_rundir import assert_every_file_is_documented
 from market_fixtures import write_tiny_recipe
 from test_tournament_cluster import TINY_ALGOS, tiny_config
+from trader.spec import market_spec
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +37,7 @@ def spec_for(recipe: Path, pod_id: str = "p0000") -> PodSpec:
         index=0,
         algo="ppo",
         algo_config=TINY_ALGOS["ppo"],
-        env=str(recipe),
-        env_config={},
+        env=market_spec(str(recipe)),
         steps=512,
         seed=3,
         num_envs=8,

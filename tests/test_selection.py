@@ -330,7 +330,7 @@ def test_qualified_pods_form_an_ensemble_whose_pass_is_one_more_trial(tiny_tourn
     from tournament.orchestrator import gather_trials
 
     pod_trials = gather_trials(state)
-    chosen = select_result(config, state, config.env)
+    chosen = select_result(config, state)
     assert [m.pod_id for m in chosen.members] == [e.pod_id for e in ranked[:2]]
     assert chosen.has_ensemble and chosen.weights == [0.5, 0.5]
     keys, returns = rundir.read_trials(root / rundir.TRIALS)
@@ -349,7 +349,7 @@ def test_qualified_pods_form_an_ensemble_whose_pass_is_one_more_trial(tiny_tourn
     assert report.evidence["ensemble"]["n_trials"] == pod_trials + 1 == report.evidence["best"]["n_trials"]
     # a second selection (a resumed tournament) replaces the ensemble's row, never adds a second
     gather_trials(state)
-    select_result(config, state, config.env)
+    select_result(config, state)
     assert (rundir.read_trials(root / rundir.TRIALS)[0]["pod_id"] == "ensemble").sum() == 1
 
 
@@ -360,7 +360,7 @@ def test_random_search_makes_only_fresh_pods_with_hyperparameters_drawn_in_their
     config = TournamentConfig(run_dir=str(tmp_path), env="Pendulum-v1", algos=("ppo", "td3"), search="random", seed=3)
     board = Leaderboard(4)
     board.consider(Entry("p0000", 0, "ppo", 9.0, 0, None, {"learning_rate": 1e-3}, "pods/p0000/checkpoints/best"))
-    generator = PodGenerator(config, "Pendulum-v1")
+    generator = PodGenerator(config)
     specs = [generator.next_spec(i, board) for i in range(12)]
     assert all(s.parent_id is None and s.parent_checkpoint is None and s.generation == 0 for s in specs)
     for spec in specs:
@@ -369,7 +369,7 @@ def test_random_search_makes_only_fresh_pods_with_hyperparameters_drawn_in_their
                 assert bound.low <= spec.algo_config[key] <= bound.high, key
     rates = {s.algo_config["learning_rate"] for s in specs if s.algo == "ppo"}
     assert len(rates) == sum(s.algo == "ppo" for s in specs) > 1  # drawn afresh for every pod
-    again = PodGenerator(config, "Pendulum-v1")
+    again = PodGenerator(config)
     assert [again.next_spec(i, board) for i in range(12)] == specs  # a pod is a function of the seed and its index
 
 

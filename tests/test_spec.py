@@ -5,6 +5,7 @@ step reading back from the fold's config.toml what its caller holds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -219,25 +220,28 @@ def test_a_folds_windows_reach_every_env_as_the_same_bar_positions_and_no_step_r
 
 
 def test_a_tournament_folds_pods_are_cut_to_its_bar_windows_not_its_timestamps(tmp_path: Path, no_round_trips) -> None:
-    """A tournament learner's fold: the windows travel as bar positions from `TournamentConfig` to
-    each `PodSpec` and into the pod's data (`load_market`), never back from `periods`' timestamps."""
+    """A tournament learner's fold: the fold's `MarketSpec` travels as it is from `TournamentConfig`
+    to each `PodSpec` (and through the pod's JSON, as a worker gets it) and into the pod's data,
+    never back from timestamps."""
     from test_walkforward import daily_frame, write_daily_recipe
 
     from tournament import TournamentConfig
     from tournament.generator import PodGenerator
     from tournament.leaderboard import Leaderboard
+    from tournament.pod import PodSpec
     from trader.environments import load_market
 
     recipe = str(write_daily_recipe(tmp_path / "recipe", daily_frame()))
     data = load_market(recipe)
     fold = make_folds(data.timestamps, FoldSpec("10m", "2m", "2m"))[1]
-    windows = {name: list(bounds) for name, bounds in fold.windows.as_dict().items()}
-    config = TournamentConfig(
-        run_dir=str(tmp_path / "t"), env=recipe, periods=fold.periods(data.timestamps), windows=windows
-    )
-    spec = PodGenerator(config, recipe).next_spec(0, Leaderboard(config.population))
-    assert spec.windows == windows
-    cut = load_market(recipe, spec.periods, spec.windows)  # with_periods would fail here (no_round_trips)
+    market = market_spec(recipe, costs=cost_model("retail")).with_windows(fold.windows)
+    config = TournamentConfig(run_dir=str(tmp_path / "t"), env=market)
+    spec = PodGenerator(config).next_spec(0, Leaderboard(config.population))
+    assert spec.env is market
+    sent = PodSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
+    assert sent == spec and sent.env.rules.costs == market.rules.costs
+    assert TournamentConfig.from_dict(rundir.toml_ready(config.to_dict())).env == market  # tournament.toml's round trip
+    cut = sent.env.data()  # with_periods would fail here (no_round_trips)
     for name in ("train", "validation", "test"):
         lo, hi = fold.window(name)
         part = cut.period(name)
@@ -293,3 +297,46 @@ def test_a_run_on_bar_windows_trains_again_bit_for_bit_from_its_config_toml(tmp_
     assert main(["train", str(tmp_path / "again"), "--config", str(tmp_path / "first" / rundir.CONFIG)]) == 0
     assert_same_weights(tmp_path / "first", tmp_path / "again")
     assert rundir.read_toml(tmp_path / "again" / rundir.CONFIG) == recorded
+
+
+# --------------------------------------------------------------------------- the codec and older files
+
+
+def test_a_market_spec_round_trips_through_json_and_toml() -> None:
+    """`MarketSpec.to_dict` / `from_dict`: the rules (a cost model's objects included) and the bar
+    windows come back equal, through strict JSON and through TOML."""
+    spec = market_spec("tiny-recipe-by-name", {"action_mode": "weights"}, costs=cost_model("retail"))
+    for windowed in (spec, spec.with_windows(Windows((0, 10), (10, 20), (20, 30)))):
+        assert MarketSpec.from_dict(json.loads(json.dumps(windowed.to_dict()))) == windowed
+        text = rundir.toml_ready({"env": windowed.to_dict()})
+        assert MarketSpec.from_dict(text["env"]) == windowed
+    assert "windows" not in spec.to_dict()
+    with pytest.raises(ConfigError, match="dataset, rules and windows"):
+        MarketSpec.from_dict({"dataset": "x", "env_config": {}})
+    with pytest.raises(ConfigError, match="windows needs"):
+        MarketSpec.from_dict({"dataset": "x", "windows": {"train": [0, 1]}})
+
+
+def test_a_tournament_toml_and_a_pod_spec_of_the_older_form_still_load(tmp_path: Path) -> None:
+    """tournament.toml and a pod's spec (pods.parquet, events.jsonl) of runs written before the market
+    was one value: ``env`` a name beside ``env_config``, ``periods`` and ``windows``; read into the
+    same `MarketSpec`, written back in the new form. A gymnasium id stays a name."""
+    from tournament import TournamentConfig
+    from tournament.pod import PodSpec
+
+    windows = {"train": [0, 10], "validation": [10, 20], "test": [20, 30]}
+    old = {"env": "tiny-recipe-by-name", "env_config": {"buy_cost": 2e-4}}
+    config = TournamentConfig.from_dict({**old, "run_dir": str(tmp_path), "periods": {}, "windows": windows})
+    assert config.env == MarketSpec(
+        "tiny-recipe-by-name", EnvConfig(buy_cost=2e-4), Windows((0, 10), (10, 20), (20, 30))
+    )
+    written = config.to_dict()
+    assert "env_config" not in written and "windows" not in written and written["env"]["windows"] == windows
+    assert TournamentConfig.from_dict(written) == config
+    gym = TournamentConfig.from_dict({"env": "Pendulum-v1", "env_config": {}, "periods": {}, "windows": {}})
+    assert gym.env == "Pendulum-v1" and gym.to_dict()["env"] == "Pendulum-v1" and gym.market is None
+    assert TournamentConfig(env="tiny-recipe-by-name").env == market_spec("tiny-recipe-by-name")
+    pod = {"pod_id": "p0000", "index": 0, "algo": "ppo", "algo_config": {}, "steps": 64, "seed": 1}
+    spec = PodSpec.from_dict({**pod, **old, "periods": None, "windows": windows})
+    assert spec.env == config.env and PodSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert PodSpec.from_dict({**pod, "env": "Pendulum-v1", "env_config": {}}).env == "Pendulum-v1"

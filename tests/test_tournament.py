@@ -177,7 +177,7 @@ def _config(**changes) -> TournamentConfig:
 def test_generator_is_a_function_of_seed_and_index() -> None:
     board = Leaderboard(4)
     board.consider(entry(0, 1.0, **{"learning_rate": 3e-4}))
-    generator = PodGenerator(_config(fresh_probability=0.0, algos=("ppo",)), "Pendulum-v1")
+    generator = PodGenerator(_config(fresh_probability=0.0, algos=("ppo",)))
     first, again = generator.next_spec(7, board), generator.next_spec(7, board)
     assert first == again and first.pod_id == "p0007" and first.index == 7
     assert first.parent_id == "p0000" and first.generation == 1
@@ -190,7 +190,7 @@ def test_generator_is_a_function_of_seed_and_index() -> None:
 def test_every_pod_spec_carries_the_tournaments_compile_flag() -> None:
     board = Leaderboard(4)
     board.consider(entry(0, 1.0, **{"learning_rate": 3e-4}))
-    generator = PodGenerator(_config(algos=("ppo",), compile=True), "Pendulum-v1")
+    generator = PodGenerator(_config(algos=("ppo",), compile=True))
     specs = [generator.next_spec(index, board) for index in range(12)]
     assert {spec.parent_id is None for spec in specs} == {True, False}  # fresh pods and children
     assert all(spec.compile for spec in specs)
@@ -200,7 +200,7 @@ def test_every_pod_spec_carries_the_tournaments_compile_flag() -> None:
 
 
 def test_pods_carry_compile_validation_and_a_bad_choice_is_refused() -> None:
-    generator = PodGenerator(_config(algos=("ppo",), compile="validation"), "Pendulum-v1")
+    generator = PodGenerator(_config(algos=("ppo",), compile="validation"))
     spec = generator.next_spec(0, Leaderboard(4))
     assert spec.compile == "validation"
     assert PodSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
@@ -211,19 +211,19 @@ def test_pods_carry_compile_validation_and_a_bad_choice_is_refused() -> None:
 def test_generator_follows_the_algorithm_mix_and_fresh_probability() -> None:
     board = Leaderboard(4)
     board.consider(entry(0, 1.0, **{"learning_rate": 3e-4}))
-    mixed = PodGenerator(_config(algo_mix=(2.0, 1.0, 1.0)), "Pendulum-v1")
+    mixed = PodGenerator(_config(algo_mix=(2.0, 1.0, 1.0)))
     algos = [mixed.next_spec(i, Leaderboard(4)).algo for i in range(60)]
     assert algos[:8] == ["ppo", "sac", "td3", "ppo", "ppo", "sac", "td3", "ppo"]
     for first in range(1, 61):  # every prefix holds each algorithm's share within one pod
         counts = [algos[:first].count(a) for a in ("ppo", "sac", "td3")]
         assert all(abs(c - share * first) < 1 for c, share in zip(counts, (0.5, 0.25, 0.25), strict=True))
-    even = PodGenerator(_config(), "Pendulum-v1")
+    even = PodGenerator(_config())
     assert [even.next_spec(i, Leaderboard(4)).algo for i in range(6)] == ["ppo", "sac", "td3"] * 2
-    none_of_sac = PodGenerator(_config(algo_mix=(1.0, 0.0, 1.0)), "Pendulum-v1")
+    none_of_sac = PodGenerator(_config(algo_mix=(1.0, 0.0, 1.0)))
     assert [none_of_sac.next_spec(i, Leaderboard(4)).algo for i in range(6)] == ["ppo", "td3"] * 3
-    always_fresh = PodGenerator(_config(algos=("ppo",), fresh_probability=1.0), "Pendulum-v1")
+    always_fresh = PodGenerator(_config(algos=("ppo",), fresh_probability=1.0))
     assert all(always_fresh.next_spec(i, board).parent_id is None for i in range(20))
-    never_fresh = PodGenerator(_config(algos=("ppo",), fresh_probability=0.0), "Pendulum-v1")
+    never_fresh = PodGenerator(_config(algos=("ppo",), fresh_probability=0.0))
     assert all(never_fresh.next_spec(i, board).parent_id == "p0000" for i in range(20))
 
 
@@ -247,7 +247,7 @@ def test_config_rejects_bad_values() -> None:
 def test_state_replays_its_log_without_doubling_a_pod(tmp_path: Path) -> None:
     config = TournamentConfig(run_dir=str(tmp_path), env="Pendulum-v1", pods=3, population=2)
     state = TournamentState(config)
-    specs = [PodSpec(f"p{i:04d}", i, "ppo", {"learning_rate": 3e-4}, "Pendulum-v1", {}, 64, seed=i) for i in range(3)]
+    specs = [PodSpec(f"p{i:04d}", i, "ppo", {"learning_rate": 3e-4}, "Pendulum-v1", 64, seed=i) for i in range(3)]
     for spec in specs:
         state.submitted(spec)
     state.ended(PodResult("p0000", "finished", score=1.0, checkpoint="c0", steps=64))

@@ -376,9 +376,8 @@ def test_a_tournament_walk_forward_killed_in_fold_2_resumes_to_the_same_record(t
     whole = run(tmp_path / "whole")
     for record in whole.folds:  # every pod trained and validated on its fold's windows
         folder = fold_dir(whole.run_dir, record["fold"])
-        assert rundir.read_toml(folder / rundir.TOURNAMENT)["periods"] == record["windows"]
-        plan = make_folds(load_market(str(recipe)).timestamps, FOLDS)[record["fold"]]  # and its bar positions
-        assert rundir.read_toml(folder / rundir.TOURNAMENT)["windows"] == {
+        plan = make_folds(load_market(str(recipe)).timestamps, FOLDS)[record["fold"]]  # its market's bar positions
+        assert rundir.read_toml(folder / rundir.TOURNAMENT)["env"]["windows"] == {
             name: list(bounds) for name, bounds in plan.windows.as_dict().items()
         }
         for pod in (folder / rundir.PODS_DIR).iterdir():

@@ -24,7 +24,7 @@ SECTIONS = (
         "Env rules",
         "market_envs.config:EnvConfig",
         "How the market env trades, pays and rewards. Python: `EnvConfig(...)`, `trader.train(..., env_config=...)`; "
-        "TOML: the `[env_config]` table of `config.toml` and `tournament.toml`.",
+        "TOML: the `env_config` table of `config.toml`'s `[env]`, the `[env.rules]` table of `tournament.toml`.",
     ),
     (
         "Cost model",

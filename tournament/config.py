@@ -1,5 +1,11 @@
 """`TournamentConfig`: everything a tournament run needs, resolved once and written
 into ``RUN_DIR/tournament.toml``; `trader tournament --config FILE` reads the same keys.
+
+The market is one value, `TournamentConfig.env`: a `trader.spec.MarketSpec` (data set, env
+rules, bar windows) or a gymnasium id. tournament.toml writes it as an ``[env]`` table
+(`MarketSpec.to_dict`), or the id as a string; a file of the older form (``env`` a recipe
+name beside ``env_config``, ``periods`` and ``windows``) is read into the same value
+(`market_keys`).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from tournament.cluster import TlsFiles, check_scheduler
 from trader.agents import ALGOS, make_config
 from trader.rundir import LEADERBOARD, config_from_dict, config_to_dict
 from trader.errors import ConfigError
+from trader.spec import MarketSpec, resolve_market
 
 SEARCHES = ("pbt", "random")
 """The generator's modes (`TournamentConfig.search`)."""
@@ -23,6 +30,11 @@ CLUSTER_KEYS = ("workers", "scheduler", "gpus", "pods_per_gpu", "tls_ca", "tls_c
 RESUME_KEYS = STOP_KEYS + CLUSTER_KEYS
 """What a resumed tournament may take anew (`tournament.orchestrator.resume_config`): its stops and
 its cluster. Every other key is the tournament's, kept from its tournament.toml."""
+DEFAULT_ENV = "synthetic-edge-minute"
+"""The data set of a tournament that names none."""
+LOOSE_MARKET_KEYS = ("env_config", "periods", "windows")
+"""The keys beside ``env`` that held the market before it was one `MarketSpec` (tournament.toml
+of older runs, a ``--config`` file): read into ``env`` on load (`market_keys`), never written."""
 
 DEFAULT_ALGO_CONFIGS: dict[str, dict[str, Any]] = {
     "sac": {"learning_starts": 4096, "updates_per_step": 1 / 64},
@@ -45,8 +57,11 @@ class TournamentConfig:
 
     run_dir: str = "runs/tournament"
     """Where everything goes (see docs/contracts.md)."""
-    env: str = "synthetic-edge-minute"
-    """A data set recipe (name or path) or a gymnasium id ("Pendulum-v1", "Ant-v5")."""
+    env: MarketSpec | str = DEFAULT_ENV
+    """The market every pod trains on and the final backtest trades: a `trader.spec.MarketSpec`
+    (data set, env rules with their cost model, bar windows: a walk-forward fold's), or a
+    gymnasium id ("Pendulum-v1", "Ant-v5"). A data set recipe (name or path) given as a string
+    is resolved into a `MarketSpec` of the default rules and the recipe's split dates."""
     algos: tuple[str, ...] = ("ppo", "sac", "td3")
     """Algorithms in the pool."""
     algo_mix: tuple[float, ...] = ()
@@ -55,8 +70,6 @@ class TournamentConfig:
     algo_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Base config overrides per algorithm, e.g. ``{"ppo": {"num_steps": 64}}``, on top
     of `DEFAULT_ALGO_CONFIGS`."""
-    env_config: dict[str, Any] = field(default_factory=dict)
-    """`EnvConfig` overrides for market envs (costs, action mode, features, ...)."""
     population: int = 8
     """Leaderboard size: the pods kept and bred from."""
     pod_steps: int = 50_000
@@ -139,17 +152,11 @@ class TournamentConfig:
     """A finished tournament's run directory (a walk-forward's previous fold): pods
     that would breed but find no parent of their algorithm on this leaderboard continue
     one of that tournament's leaderboard entries instead (`tournament.generator`)."""
-    periods: dict[str, list[str]] = field(default_factory=dict)
-    """Explicit train / validation / test bounds (``[first, last]`` bar timestamps each)
-    replacing the data set's split dates, for every pod and the final backtest: a
-    walk-forward fold's windows (`podracer.walkforward`). Empty: the split dates."""
-    windows: dict[str, list[int]] = field(default_factory=dict)
-    """The same windows as bar positions ``[start, stop)`` of the data set's index, as the fold
-    cut them: what the pods' envs and the ensemble's validation are cut to (`MarketData.with_windows`),
-    so no stage finds them again from `periods`' timestamps. Empty: `periods` (or the split dates)."""
 
     def __post_init__(self) -> None:
         from trader.training_envs import compile_choice
+
+        object.__setattr__(self, "env", resolve_market(self.env))  # a recipe's name: its MarketSpec
 
         compile_choice(self.compile)  # refuses an unknown value here, not in every pod
         object.__setattr__(self, "algos", tuple(self.algos))
@@ -204,10 +211,6 @@ class TournamentConfig:
             raise ConfigError("tls_ca, tls_cert and tls_key need a tls:// scheduler")
         if self.warm_start is not None and not (Path(self.warm_start) / LEADERBOARD).is_file():
             raise ConfigError(f"warm_start {self.warm_start}: no finished tournament there (no leaderboard.json)")
-        if self.periods and sorted(self.periods) != ["test", "train", "validation"]:
-            raise ConfigError(f"periods needs train, validation and test, got {sorted(self.periods)}")
-        if self.windows and sorted(self.windows) != ["test", "train", "validation"]:
-            raise ConfigError(f"windows needs train, validation and test, got {sorted(self.windows)}")
         extra = sorted(set(self.algo_configs) - set(ALGOS))
         if extra:
             raise ConfigError(f"algo_configs names unknown algorithm(s) {extra}")
@@ -225,13 +228,67 @@ class TournamentConfig:
     def pod_device(self) -> str:
         return "cuda" if self.gpus else self.device
 
+    @property
+    def market(self) -> MarketSpec | None:
+        """The market (`env`), None for a gymnasium env."""
+        return self.env if isinstance(self.env, MarketSpec) else None
+
     def base_config(self, algo: str) -> dict[str, Any]:
         """The config dict of a fresh pod of ``algo``."""
         return {**DEFAULT_ALGO_CONFIGS.get(algo, {}), **self.algo_configs.get(algo, {})}
 
     def to_dict(self) -> dict[str, Any]:
-        return config_to_dict(self)
+        """The keys of tournament.toml: the market as an ``[env]`` table (`MarketSpec.to_dict`)
+        or a gymnasium id."""
+        values = config_to_dict(self)
+        values["env"] = self.env.to_dict() if isinstance(self.env, MarketSpec) else self.env
+        return values
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TournamentConfig:
-        return config_from_dict(cls, values)
+        """The config of tournament.toml's keys (`to_dict`'s, or a file of the older form:
+        `market_keys`)."""
+        return config_from_dict(cls, market_keys(values))
+
+
+def market_parts(values: dict[str, Any]) -> dict[str, Any]:
+    """Take the market out of tournament keys (``values`` loses ``env`` and `LOOSE_MARKET_KEYS`):
+    its parts as given, those present only: ``env`` (a data set recipe or a gymnasium id),
+    ``rules`` (`EnvConfig` keys), ``windows`` (bar positions) or ``periods`` (``[first, last]``
+    bounds), from an ``[env]`` table (`MarketSpec.to_dict`) or from the loose keys of older files.
+    A `MarketSpec` given as ``env`` is returned as ``spec``."""
+    loose = {key: values.pop(key) for key in LOOSE_MARKET_KEYS if key in values}
+    env = values.pop("env", None)
+    if isinstance(env, MarketSpec):
+        if loose:
+            raise ConfigError(f"a MarketSpec holds the market whole; drop {', '.join(loose)} beside it")
+        return {"spec": env}
+    if isinstance(env, dict):
+        if loose:
+            raise ConfigError(f"an [env] table holds the market whole; drop {', '.join(loose)} beside it")
+        unknown = sorted(set(env) - {"dataset", "rules", "windows"})
+        if unknown or "dataset" not in env:
+            raise ConfigError(f"the [env] table takes dataset, rules and windows; got {', '.join(map(str, env))}")
+        parts = {"env": env["dataset"], "rules": env.get("rules"), "windows": env.get("windows")}
+    else:
+        parts = {"env": env, "rules": loose.get("env_config"), "periods": loose.get("periods")}
+        parts["windows"] = loose.get("windows")
+    return {key: value for key, value in parts.items() if value is not None and value != {}}
+
+
+def market_keys(values: dict[str, Any]) -> dict[str, Any]:
+    """Tournament keys with the market as one value: ``env`` a `MarketSpec` (from an ``[env]``
+    table, or from a recipe name and the loose keys of older files, `market_parts`) or a
+    gymnasium id. Other keys are left as they are."""
+    values = dict(values)
+    parts = market_parts(values)
+    if "spec" in parts:
+        values["env"] = parts["spec"]
+    elif parts:
+        values["env"] = resolve_market(
+            parts.get("env", DEFAULT_ENV),
+            parts.get("rules"),
+            periods=parts.get("periods"),
+            windows=parts.get("windows"),
+        )
+    return values

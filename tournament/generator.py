@@ -131,10 +131,8 @@ def _step(value: float, bound: Bound, scale: float, rng: np.random.Generator) ->
 class PodGenerator:
     """Builds `PodSpec` number ``index`` from the leaderboard (see the module docstring)."""
 
-    def __init__(self, config: TournamentConfig, env: str) -> None:
+    def __init__(self, config: TournamentConfig) -> None:
         self.config = config
-        self.env = env
-        """The env as pods see it (a recipe resolved to an absolute path, or a gym id)."""
         self.warm = (
             None if config.warm_start is None else Leaderboard.load(Path(config.warm_start) / rundir.LEADERBOARD)
         )
@@ -150,16 +148,13 @@ class PodGenerator:
             pod_id=pod_id(index),
             index=index,
             algo=algo,
-            env=self.env,
-            env_config=dict(cfg.env_config),
+            env=cfg.env,
             steps=cfg.pod_steps,
             seed=seed,
             num_envs=cfg.num_envs,
             eval_every=cfg.eval_every,
             device=cfg.pod_device,
             compile=cfg.compile,
-            periods=dict(cfg.periods) or None,
-            windows=dict(cfg.windows) or None,
         )
         if cfg.search == "random":
             base = config_to_dict(make_config(algo, cfg.base_config(algo)))

@@ -55,7 +55,6 @@ from tournament.generator import PodGenerator
 from tournament.leaderboard import Entry, Leaderboard, lineage
 from tournament.pod import PodResult, PodSpec, pod_dir, spec_json, train_pod
 from trader import rundir
-from trader.environments import resolve_env
 from trader.errors import ConfigError, UserError
 
 CONFIG_FILE = rundir.TOURNAMENT
@@ -323,13 +322,13 @@ def run(
     state = TournamentState.replay(config) if resume else TournamentState(config)
     stage = "pods"
     try:
-        env = _prepare_env(config.env)
-        reason, seconds = _session(config, state, env, client, resume, on_progress)
+        _prepare_data(config)
+        reason, seconds = _session(config, state, client, resume, on_progress)
         rundir.remove_staged(state.root / rundir.PODS_DIR)
         gather_trials(state)
-        market = not resolve_env(env).is_gym
+        market = config.market is not None
         stage = "ensemble"
-        chosen = select_result(config, state, env) if market else None
+        chosen = select_result(config, state) if market else None
         stage = "backtest"
         backtest = _final_backtest(config, state) if config.backtest and market else None
     except Interrupted:
@@ -351,7 +350,6 @@ def run(
 def _session(
     config: TournamentConfig,
     state: TournamentState,
-    env: str,
     client: Any,
     resume: bool,
     on_progress: Callable[[Progress], None] | None,
@@ -366,7 +364,7 @@ def _session(
         state.log.append("started", resume=resume)
         state.write_snapshots()
         try:
-            reason = _loop(config, state, PodGenerator(config, env), client, start, on_progress, resume)
+            reason = _loop(config, state, PodGenerator(config), client, start, on_progress, resume)
         except KeyboardInterrupt:
             state.log.append("stopped", reason="interrupted")
             raise
@@ -572,15 +570,13 @@ def _write_config(config: TournamentConfig) -> None:
     rundir.write_toml(Path(config.run_dir) / CONFIG_FILE, config.to_dict())
 
 
-def _prepare_env(env: str) -> str:
-    """Build (or find) a data set once before any pod needs it; pods get the resolved
-    name (a recipe file by its absolute path)."""
-    name = resolve_env(env)
-    if not name.is_gym:
+def _prepare_data(config: TournamentConfig) -> None:
+    """Build (or find) the market's data set once before any pod needs it (the pods get it by
+    the name its `MarketSpec` holds: a recipe file by its absolute path)."""
+    if config.market is not None:
         from market_envs.data import load
 
-        load(name.value)  # builds and caches the panel, so two workers never build it at once
-    return name.value
+        load(config.market.dataset)  # builds and caches the panel, so two workers never build it at once
 
 
 def gather_trials(state: TournamentState) -> int:
@@ -602,7 +598,7 @@ def gather_trials(state: TournamentState) -> int:
     return len(daily)
 
 
-def select_result(config: TournamentConfig, state: TournamentState, env: str) -> Any:
+def select_result(config: TournamentConfig, state: TournamentState) -> Any:
     """The tournament's result (`tournament.selection`): the ensemble of the pods that
     clear the bar, validated as one more trial (appended to ``trials.parquet``), and the
     best pod unless it beats the ensemble on validation by more than luck explains;
@@ -610,7 +606,7 @@ def select_result(config: TournamentConfig, state: TournamentState, env: str) ->
     from tournament import selection
 
     def validate(members: list[Any], weights: list[float]) -> tuple[float, Any]:
-        return validate_ensemble(config, env, state.root, members, weights)
+        return validate_ensemble(config, state.root, members, weights)
 
     found = selection.select(state.root, state.board.ranked(), config.ensemble_k, config.ensemble_weighting, validate)
     if found is None:
@@ -629,16 +625,18 @@ def select_result(config: TournamentConfig, state: TournamentState, env: str) ->
 
 
 def validate_ensemble(
-    config: TournamentConfig, env: str, root: Path, members: list[Any], weights: list[float]
+    config: TournamentConfig, root: Path, members: list[Any], weights: list[float]
 ) -> tuple[float, Any]:
-    """(score, daily returns) of the ensemble's pass over the validation period, by the
-    evaluator every pod was scored by, under the members' own env rules."""
+    """(score, daily returns) of the ensemble's pass over the validation period of the
+    tournament's market (its windows), by the evaluator every pod was scored by, under the
+    members' own env rules."""
     from trader.agents.ensemble import ensemble_rules, load_ensemble
-    from trader.environments import load_market
     from trader.agents.evaluator import market_evaluator
 
+    if config.market is None:
+        raise ConfigError(f"an ensemble is validated on a market; {config.env!r} is a gymnasium env")
     paths = [root / member.checkpoint for member in members]
-    data = load_market(env, config.periods or None, config.windows or None).period("validation")
+    data = config.market.data().period("validation")
     evaluator = market_evaluator(data, ensemble_rules(paths), config.pod_device)
     metrics = evaluator.evaluate(load_ensemble(paths, config.pod_device, weights))
     return float(metrics["score"]), evaluator.score_fn.daily
@@ -666,7 +664,7 @@ def _final_backtest(config: TournamentConfig, state: TournamentState) -> Any:
         return None
     rules = backtest_config(read_run(config.run_dir), breakeven=True)
     return backtest_run(
-        config.run_dir, dataset=_prepare_env(config.env), config=rules, device=config.pod_device, overwrite=True
+        config.run_dir, dataset=config.market.dataset, config=rules, device=config.pod_device, overwrite=True
     )  # a resumed tournament's leaderboard has changed: its report with it
 
 

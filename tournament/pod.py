@@ -21,12 +21,12 @@ import shutil
 import socket
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from trader import rundir
-from trader.environments import load_market, resolve_env
+from trader.spec import MarketSpec, resolve_market
 
 POD_DIR = rundir.PODS_DIR
 """Pods live in ``RUN_DIR/pods/<pod_id>/``, each a `trader.train` run directory."""
@@ -47,10 +47,9 @@ class PodSpec:
     """"ppo", "sac" or "td3"."""
     algo_config: dict[str, Any]
     """The algorithm's config as a dict (what `trader.agents.make_config` takes)."""
-    env: str
-    """A data set recipe (name or path) or a gymnasium id."""
-    env_config: dict[str, Any]
-    """`EnvConfig` overrides for market envs (empty for gymnasium ids)."""
+    env: MarketSpec | str
+    """The market (`trader.spec.MarketSpec`: data set, env rules, bar windows;
+    `TournamentConfig.env` as it is) or a gymnasium id."""
     steps: int
     """Environment transitions to collect."""
     seed: int
@@ -69,12 +68,6 @@ class PodSpec:
     """The pod whose checkpoint this one continues from, or None."""
     parent_checkpoint: str | None = None
     """The parent's checkpoint, relative to the run directory (e.g. pods/p0003/checkpoints/best)."""
-    periods: dict[str, list[str]] | None = None
-    """Explicit train / validation / test bounds replacing the data set's split dates
-    (`TournamentConfig.periods`, a walk-forward fold's windows); None: the split dates."""
-    windows: dict[str, list[int]] | None = None
-    """The same windows as bar positions (`TournamentConfig.windows`); when given, the env is
-    cut to them and `periods` is not read."""
     deadline: float | None = None
     """Unix time of the tournament's time budget (None: no budget). The pod stops training
     after the first iteration that ends past it, is validated and returns a finished result
@@ -83,10 +76,27 @@ class PodSpec:
     the new run's deadline; the hosts' clocks are taken to agree (NTP)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The spec as a JSON-able dict, the market as `MarketSpec.to_dict` writes it."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["env"] = self.env.to_dict() if isinstance(self.env, MarketSpec) else self.env
+        return values
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> PodSpec:
+        """The spec `to_dict` wrote, or one of the older form (``env`` a recipe name beside
+        ``env_config``, ``periods`` and ``windows``: pods.parquet and events.jsonl of older runs)."""
+        values = dict(values)
+        loose = {key: values.pop(key) for key in ("env_config", "periods", "windows") if key in values}
+        env = values["env"]
+        if isinstance(env, dict):
+            values["env"] = MarketSpec.from_dict(env)
+        elif loose:
+            values["env"] = resolve_market(
+                env,
+                loose.get("env_config") or None,
+                periods=loose.get("periods") or None,
+                windows=loose.get("windows") or None,
+            )
         return cls(**values)
 
 
@@ -199,7 +209,7 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
     try:
         result = train(
             spec.algo,
-            _environment(spec.env, spec.periods, spec.windows),
+            spec.env,
             spec.algo_config,
             out,
             steps=spec.steps,
@@ -207,7 +217,6 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
             device=spec.device,
             num_envs=spec.num_envs,
             eval_every=spec.eval_every,
-            env_config=spec.env_config or None,
             init_from=init_from,
             compile=spec.compile,
             time_budget=None if spec.deadline is None else max(spec.deadline - time.time(), MIN_BUDGET_SECONDS),
@@ -254,15 +263,6 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
         device=spec.device,
         checkpoint=str(checkpoint.relative_to(run_dir)),
     )
-
-
-def _environment(
-    env: str, periods: dict[str, list[str]] | None = None, windows: dict[str, list[int]] | None = None
-) -> Any:
-    """A gymnasium id as is; a recipe as its `MarketData`, loaded once per process and
-    cut to the pod's windows or periods (a view)."""
-    name = resolve_env(env)
-    return name.value if name.is_gym else load_market(name.value, periods, windows)
 
 
 def _score_history(metrics: Any) -> list[tuple[float, float]]:

@@ -11,9 +11,16 @@ rules (`EnvConfig`, the cost model in them as a `CostModel`), all as objects.
 - `trader walkforward` builds one per fold (its rules once, each fold's windows as
   `trader.folds` cut them) and hands it to training, to the baselines and to the test
   step, none of which reads it back from the fold's files;
+- `trader tournament` builds it once (`resolve_market`: a gymnasium id stays a name) and
+  `TournamentConfig` carries it, as it is, into every `PodSpec` and so to `trader.train`;
 - `trader.train` builds the envs from it (`MarketData.with_windows` takes the windows
   as bar positions) and writes it once into config.toml (``[env]``: the data set, the
   rules, the cost model's name and each window's first and last bar).
+
+`MarketSpec.to_dict` / `MarketSpec.from_dict` are its codec to and from a JSON/TOML-able
+dict (tournament.toml's ``[env]`` table, a pod's spec in pods.parquet and events.jsonl):
+``dataset``, ``rules`` (every `EnvConfig` key) and, when set, ``windows`` (each window's
+``[start, stop)`` bar positions).
 
 Light to import (no torch): `EnvConfig` and the data are imported when used.
 """
@@ -25,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from trader.errors import ConfigError
-from trader.folds import Windows
+from trader.folds import WINDOWS, Windows
 
 if TYPE_CHECKING:
     from market_envs.costs import NamedCosts
@@ -68,6 +75,45 @@ class MarketSpec:
         """This spec on other windows (a walk-forward's next fold)."""
         return replace(self, windows=windows)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as a JSON/TOML-able dict: ``dataset``, ``rules`` (every `EnvConfig` key)
+        and ``windows`` (name -> ``[start, stop)``; left out when None)."""
+        from trader.rundir import config_to_dict
+
+        values: dict[str, Any] = {"dataset": self.dataset, "rules": config_to_dict(self.rules)}
+        if self.windows is not None:
+            values["windows"] = {name: list(bounds) for name, bounds in self.windows.as_dict().items()}
+        return values
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> MarketSpec:
+        """The spec `to_dict` wrote; a missing or unknown key is one `ConfigError` naming it."""
+        from market_envs.env import EnvConfig
+        from trader.rundir import config_from_dict
+
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"a market must be a table of dataset, rules and windows, got {type(values).__name__}")
+        unknown = sorted(set(values) - {"dataset", "rules", "windows"})
+        if unknown or "dataset" not in values:
+            raise ConfigError(
+                f"a market takes dataset, rules and windows; got {', '.join(map(str, values)) or 'nothing'}"
+            )
+        windows = values.get("windows")
+        return cls(
+            str(values["dataset"]),
+            config_from_dict(EnvConfig, dict(values.get("rules") or {})),
+            None if not windows else windows_from_dict(windows),
+        )
+
+
+def windows_from_dict(values: Mapping[str, Any]) -> Windows:
+    """`Windows` from name -> ``[start, stop)`` bar positions (`MarketSpec.to_dict`'s ``windows``)."""
+    missing = [name for name in WINDOWS if name not in values]
+    extra = sorted(set(values) - set(WINDOWS))
+    if missing or extra:
+        raise ConfigError(f"windows needs train, validation and test, got {sorted(values)}")
+    return Windows(**{name: (int(values[name][0]), int(values[name][1])) for name in WINDOWS})
+
 
 def market_spec(
     dataset: str,
@@ -106,4 +152,42 @@ def market_spec(
     return MarketSpec(name.value, env, windows)
 
 
-__all__ = ["MarketSpec", "market_spec"]
+def resolve_market(
+    env: str | MarketSpec,
+    rules: EnvConfig | Mapping[str, Any] | None = None,
+    *,
+    cost: float | None = None,
+    costs: NamedCosts | None = None,
+    periods: Mapping[str, Any] | None = None,
+    windows: Windows | Mapping[str, Any] | None = None,
+) -> MarketSpec | str:
+    """What a run trains on, resolved once at its entry point: a `MarketSpec` for a data set
+    recipe (`market_spec`; bar ``windows`` win over ``periods``, which are then not looked up
+    in the data), a gymnasium id as its name (no market: rules, costs or windows beside it are
+    one `ConfigError`), a `MarketSpec` as it is (nothing may be given beside it)."""
+    given = rules is not None or cost is not None or costs is not None or bool(periods) or bool(windows)
+    if isinstance(env, MarketSpec):
+        if given:
+            raise ConfigError("a MarketSpec carries its rules and windows; give nothing beside it")
+        return env
+    from trader.environments import resolve_env
+
+    name = resolve_env(env)
+    if name.is_gym:
+        if given:
+            raise ConfigError(
+                f"env rules, costs and windows apply to market data sets, not to the gymnasium env {env!r}"
+            )
+        return name.value
+    if windows:
+        spec = market_spec(name.value, rules, cost=cost, costs=costs)
+        return spec.with_windows(windows if isinstance(windows, Windows) else windows_from_dict(windows))
+    return market_spec(name.value, rules, cost=cost, costs=costs, periods=periods)
+
+
+def market_name(env: str | MarketSpec) -> str:
+    """The data set of a market, or a gymnasium id as it is: what a run's line names."""
+    return env.dataset if isinstance(env, MarketSpec) else env
+
+
+__all__ = ["MarketSpec", "market_name", "market_spec", "resolve_market", "windows_from_dict"]

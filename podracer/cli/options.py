@@ -3,9 +3,16 @@
 seed, the sub-environments, torch.compile, the cost model (``--costs``, ``--cost-set``), the
 commission rate (``--commission``), the action that can hold (``--trade-rate``,
 ``--no-trade-band``, ``--weights-map``), the tournament's cluster (``--workers``, ``--gpus``,
-``--scheduler`` and its TLS files), the market rules (``--preset``), a tournament's algorithms (``--algos``), the baselines
+``--scheduler`` and its TLS files), the market rules (``--preset``), a tournament's algorithms (``--algos``)
+and leaderboard (``--population``), the baselines
 (``--baselines``, ``--baseline-algos``), and
 comma-separated lists (`names`, the one list parser).
+
+The blocks of options that several commands take are turned into values here, once each:
+`cost_flags` (``--commission``, ``--costs``, ``--cost-set``), `with_rule_flags` (the aim's options
+and ``--initial-cash`` on the env rules), `market_only` (the market's options refused for a
+gymnasium env), `cluster_flags` (the cluster) and `tournament_keys` (a tournament's budget, search
+and cluster as `TournamentConfig` keys).
 
 Every shared option defaults to "not given" (None, or False for a switch): the value it then
 takes is the rules' own (a run's, a preset's, a learner's), which its help names, and a
@@ -13,7 +20,8 @@ command can tell a flag typed from one left out (``--config`` keys yield only to
 
 Light to import (`market_envs.costs` needs no torch), so `trader --help` stays fast.
 `resolve_costs` is the one place a command turns the options into a `NamedCosts`;
-`cost_flags` checks ``--commission`` beside them, and `with_costs` puts either into env rules.
+`cost_flags` checks ``--commission`` beside them; `trader.spec.market_spec` sets either on the
+env rules, as objects.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import typer
 
 from market_envs.costs import COST_MODELS, NamedCosts, cost_model
 from trader.errors import ConfigError, UserError
-from trader.names import gpu_numbers
+from trader.names import ALGOS, gpu_numbers, name_list
 
 DatasetOption = Annotated[
     str | None,
@@ -215,6 +223,77 @@ TargetScoreOption = Annotated[
         help="Stop a tournament at this validation score.",
     ),
 ]
+PopulationOption = Annotated[
+    int | None,
+    typer.Option(
+        "--population",
+        help="A tournament's leaderboard size: the pods kept and bred from (default 8).",
+    ),
+]
+
+
+def tournament_keys(
+    *,
+    algos: str | None,
+    population: int | None,
+    pod_steps: int | None,
+    pods: int | None,
+    time_budget: str | None,
+    target_score: float | None,
+    num_envs: int | None,
+    search: str | None,
+    ensemble_weighting: str | None,
+    compile: bool | None,
+    cluster: dict[str, Any],
+) -> dict[str, Any]:
+    """The tournament's options (`trader tournament`, `trader walkforward --learner tournament`) as
+    `TournamentConfig` keys, those given only: ``--algos`` checked into a tuple, ``--time-budget`` in
+    seconds, the cluster's keys (`cluster_flags`) as they are; ``pods`` None when a time or score
+    stop is given without ``--pods`` (it replaces the default pod budget)."""
+    from trader.durations import parse_duration
+
+    keys = {
+        "algos": name_list(algos, "--algos", choices=ALGOS, required=True, what="algorithm")
+        if algos is not None
+        else None,
+        "population": population,
+        "pod_steps": pod_steps,
+        "pods": pods,
+        "num_envs": num_envs,
+        "target_score": target_score,
+        "search": search,
+        "ensemble_weighting": ensemble_weighting,
+        "compile": compile,
+        **cluster,
+        "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
+    }
+    keys = {key: value for key, value in keys.items() if value is not None}
+    if (time_budget is not None or target_score is not None) and pods is None:
+        keys["pods"] = None
+    return keys
+
+
+def market_only(gym: bool, **given: Any) -> None:
+    """Refuse, for a gymnasium env (``gym``), the market options given (keyword: the option's
+    name with ``_`` for ``-``; None, False or [] is not given): one `UserError` line naming the first."""
+    for key, value in given.items():
+        if gym and value is not None and value is not False and value != []:
+            raise UserError(f"--{key.replace('_', '-')} applies to market data sets (--dataset), not to gymnasium envs")
+
+
+def with_rule_flags(
+    env_config: dict[str, Any] | None,
+    *,
+    trade_rate: str | float | None,
+    no_trade_band: float | None,
+    weights_map: str | None,
+    initial_cash: float | None,
+) -> dict[str, Any] | None:
+    """Env rules (a dict of `EnvConfig` keys, or None) under the rule options every market command
+    takes beside ``--preset`` and the costs: the aim's (`with_aim_rules`), then ``--initial-cash``
+    (`with_initial_cash`); the rules as they are when none is given."""
+    aimed = with_aim_rules(env_config, weights_map, trade_rate, no_trade_band)
+    return with_initial_cash(aimed, initial_cash)
 
 
 def cluster_flags(
@@ -303,20 +382,6 @@ def cost_flags(
             "give --commission RATE or --costs MODEL, not both (--cost-set buy_cost=... sets a model's rate)"
         )
     return cost_rate(cost), named
-
-
-def with_costs(
-    env_config: dict[str, Any] | None, cost: float | None, named: NamedCosts | None
-) -> dict[str, Any] | None:
-    """Env rules (a dict of `EnvConfig` keys, or None for the defaults) under ``--commission RATE``
-    (the commission rate on both sides, the other cost terms kept) or ``--costs MODEL`` (its
-    rates and `CostModel` replace the rules' own); the rules as they are when neither is given."""
-    if named is not None:
-        terms = named.as_dict()
-        return {**(env_config or {}), "buy_cost": named.buy_cost, "sell_cost": named.sell_cost, "costs": terms["costs"]}
-    if cost is not None:
-        return {**(env_config or {}), "buy_cost": cost, "sell_cost": cost}
-    return env_config
 
 
 TradeRateOption = Annotated[
@@ -452,6 +517,7 @@ SHARED = (
     SearchOption,
     EnsembleWeightingOption,
     TargetScoreOption,
+    PopulationOption,
     PresetOption,
     AlgosOption,
     BaselinesOption,

@@ -52,15 +52,16 @@ from podracer.cli.options import (
     TradeRateOption,
     WeightsMapOption,
     WorkersOption,
+    PopulationOption,
     cluster_flags,
     cost_flags,
-    with_aim_rules,
-    with_costs,
-    with_initial_cash,
+    market_only,
+    tournament_keys,
+    with_rule_flags,
 )
-from trader.names import counted, name_list
+from trader.names import counted
 from trader.errors import UserError
-from trader.names import ALGOS, PRESET_COST
+from trader.names import PRESET_COST
 
 
 @app.command("tournament")
@@ -71,7 +72,7 @@ def tournament_command(
         str | None, typer.Option("--env", help="Gymnasium env id instead of a data set, e.g. Ant-v5.")
     ] = None,
     algos: AlgosOption = None,
-    population: Annotated[int | None, typer.Option("--population", help="Leaderboard size (default 8).")] = None,
+    population: PopulationOption = None,
     pod_steps: Annotated[int | None, typer.Option("--pod-steps", help="Transitions per pod (default 50000).")] = None,
     pods: Annotated[
         int | None, typer.Option("--pods", help="Pod budget (default 12 unless another stop is given).")
@@ -113,7 +114,7 @@ def tournament_command(
 
     Without --dataset or --env: synthetic-edge-minute (TournamentConfig.env)."""
     from tournament import TournamentConfig
-    from trader.durations import parse_duration
+    from tournament.config import DEFAULT_ENV, market_parts
     from trader.rundir import read_toml
 
     cost, named = cost_flags(commission, costs, cost_set)
@@ -121,54 +122,56 @@ def tournament_command(
     if dataset is not None and env is not None:
         raise UserError("give --dataset or --env, not both")
     cluster_keys = cluster_flags(workers, scheduler, gpus, device, (tls_ca, tls_cert, tls_key), insecure)
-    for option, given in (("--preset", preset is not None), ("--initial-cash", initial_cash is not None)):
-        if env is not None and given:
-            raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
-    flags = {
-        "env": dataset or env,
-        "population": population,
-        "pod_steps": pod_steps,
-        "pods": pods,
-        "target_score": target_score,
-        **cluster_keys,
-        "num_envs": num_envs,
-        "seed": seed,
-        "device": device,
-        "compile": compile,
-        "search": search,
-        "ensemble_weighting": ensemble_weighting,
-        "algos": parse_algos(algos) if algos is not None else None,
-        "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
-    }
-    values.update({key: value for key, value in flags.items() if value is not None})
-    if (time_budget is not None or target_score is not None) and pods is None and "pods" not in values:
-        values["pods"] = None  # a time or score stop given alone replaces the default pod budget
+    market_only(env is not None, preset=preset, initial_cash=initial_cash)
+    market = market_parts(values)  # the market of --config: its name, rules and windows, out of values
+    if dataset is not None or env is not None:
+        market["env"] = dataset or env
+    flags = tournament_keys(
+        algos=algos,
+        population=population,
+        pod_steps=pod_steps,
+        pods=pods,
+        time_budget=time_budget,
+        target_score=target_score,
+        num_envs=num_envs,
+        search=search,
+        ensemble_weighting=ensemble_weighting,
+        compile=compile,
+        cluster=cluster_keys,
+    )
+    if "pods" in values and flags.get("pods", 0) is None:
+        del flags["pods"]  # a time or score stop given alone replaces the default pod budget, not --config's
+    values.update(flags)
+    values.update({key: value for key, value in (("seed", seed), ("device", device)) if value is not None})
+    name = market.get("env") or DEFAULT_ENV
+    rules = market.get("rules")
     if preset is not None:
         from podracer.presets import apply_preset
 
         defaults = TournamentConfig()
-        values["env_config"], values["algo_configs"] = apply_preset(
+        rules, values["algo_configs"] = apply_preset(
             preset,
-            values.get("env", defaults.env),
+            name,
             PRESET_COST if cost is None else cost,
             values.get("algos", defaults.algos),
             steps=values.get("pod_steps", defaults.pod_steps),
             num_envs=values.get("num_envs", defaults.num_envs),
-            env_config=values.get("env_config"),
+            env_config=rules,
             algo_configs=values.get("algo_configs"),
         )
-    if cost is not None or named is not None:
-        _apply_costs(values, cost, named)
-    if (trade_rate, no_trade_band, weights_map) != (None, None, None):
-        values["env_config"] = with_aim_rules(values.get("env_config"), weights_map, trade_rate, no_trade_band)
-    if initial_cash is not None:
-        values["env_config"] = with_initial_cash(values.get("env_config"), initial_cash)
+    rules = with_rule_flags(
+        rules, trade_rate=trade_rate, no_trade_band=no_trade_band, weights_map=weights_map, initial_cash=initial_cash
+    )
+    market["rules"] = rules
+    given = market_given(market, preset, cost, named, trade_rate, no_trade_band, weights_map, initial_cash)
+    if given:  # the market, resolved once here: a MarketSpec (the costs set on its rules as objects) or a gym id
+        values["env"] = _resolve_market(name, rules, cost, named, market.get("periods"), market.get("windows"))
     values["run_dir"] = str(run_dir)
     from tournament.config import RESUME_KEYS
     from tournament.orchestrator import resolve_config, resume_config
 
     if resume:
-        check_resume_options(run_dir, values)  # a refused setting is named before a missing stop
+        check_resume_options(run_dir, values, given)  # a refused setting is named before a missing stop
         settings = resume_config(run_dir, {key: values[key] for key in RESUME_KEYS if key in values})
     else:
         settings = resolve_config(TournamentConfig.from_dict(values), resume)
@@ -263,6 +266,8 @@ def resume_options() -> list[str]:
 
 SETTING_OPTIONS = {
     "env": "--dataset/--env",
+    "rules": "--preset/--commission/--costs",
+    "windows": "--config's windows or periods",
     "algos": "--algos",
     "population": "--population",
     "pod_steps": "--pod-steps",
@@ -272,34 +277,60 @@ SETTING_OPTIONS = {
     "compile": "--compile",
     "search": "--search",
     "ensemble_weighting": "--ensemble-weighting",
-    "env_config": "--preset/--commission/--costs",
     "algo_configs": "--preset",
 }
-"""The options that set a tournament's settings (tournament.toml), by the key they set."""
+"""The options that set a tournament's settings (tournament.toml), by the key they set (the market's
+three parts, ``env``, ``rules`` and ``windows``, each by its own)."""
 
 
-def check_resume_options(run_dir: Path, values: dict[str, Any]) -> None:
+def market_given(
+    market: dict[str, Any],
+    preset: str | None,
+    cost: float | None,
+    named: Any,
+    trade_rate: str | None,
+    no_trade_band: float | None,
+    weights_map: str | None,
+    initial_cash: float | None,
+) -> list[str]:
+    """The parts of the market (``env``, ``rules``, ``windows``) that the command line or --config
+    sets (`tournament.config.market_parts`' ``market``, after the flags); [] when none is."""
+    rules_flags = (preset, cost, named, trade_rate, no_trade_band, weights_map, initial_cash)
+    parts = {
+        "env": market.get("env") is not None,
+        "rules": market.get("rules") is not None or any(flag is not None for flag in rules_flags),
+        "windows": bool(market.get("periods") or market.get("windows")),
+    }
+    return [part for part, set_ in parts.items() if set_]
+
+
+def check_resume_options(run_dir: Path, values: dict[str, Any], market: list[str] | None = None) -> None:
     """With ``--resume``, an option that would change the saved tournament (its data set,
     algorithms, pods' length, rules, ...) is refused with one line naming it, unless it gives
     the value saved (the first command line repeated with --resume appended); the stops and
-    the cluster (`tournament.config.RESUME_KEYS`) act."""
+    the cluster (`tournament.config.RESUME_KEYS`) act. ``market``: the parts of ``values["env"]``
+    given (`market_given`), each compared alone."""
     from tournament import TournamentConfig
     from tournament.config import RESUME_KEYS
     from tournament.orchestrator import saved_settings
-    from trader.environments import resolve_env
     from trader.rundir import json_ready, toml_ready
 
     def plain(config: Any) -> dict[str, Any]:  # as tournament.toml holds it: lists, no None
-        return json_ready(toml_ready(config.to_dict()))
+        values = json_ready(toml_ready(config.to_dict()))
+        env = values.pop("env")
+        if isinstance(env, dict):  # the market's parts, each its own setting
+            values.update(env=env["dataset"], rules=env["rules"], windows=env.get("windows"))
+        else:
+            values.update(env=env)
+        return values
 
     saved = plain(TournamentConfig.from_dict({**saved_settings(run_dir), "run_dir": str(run_dir)}))
     wanted = plain(TournamentConfig.from_dict(values))
-    if "env" in values:
-        wanted["env"] = resolve_env(wanted["env"]).value
-    for key in sorted(set(values) - set(RESUME_KEYS) - {"run_dir"}):
+    keys = set(values) - set(RESUME_KEYS) - {"run_dir", "env"} | set(market or [])
+    for key in sorted(keys):
         if wanted.get(key) != saved.get(key):
             option = SETTING_OPTIONS.get(key, f"--config's {key}")
-            shown = wanted.get(key) if key not in ("env_config", "algo_configs") else "other rules"
+            shown = wanted.get(key) if key not in ("rules", "algo_configs") else "other rules"
             raise UserError(
                 f"--resume: {option} gives {shown!r} where the tournament in {run_dir} has "
                 f"{saved.get(key)!r} (tournament.toml); a resumed tournament keeps its settings "
@@ -310,10 +341,11 @@ def check_resume_options(run_dir: Path, values: dict[str, Any]) -> None:
 def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
     """`tournament.run` on ``client`` with a live line: pods, workers, best score, pods/h."""
     from tournament import run
+    from trader.spec import market_name
 
     console = Console(stderr=True)
     console.print(
-        f"[bold]tournament[/bold] {settings.env}: {', '.join(settings.algos)}, population "
+        f"[bold]tournament[/bold] {market_name(settings.env)}: {', '.join(settings.algos)}, population "
         f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {settings.run_dir}"
     )
     with pods_progress(console) as bar:
@@ -335,28 +367,29 @@ def progress_line(state: Any) -> str:
     )
 
 
-def _apply_costs(values: dict[str, Any], cost: float | None, named: Any) -> None:
-    """Put ``--commission`` or ``--costs`` into the tournament's env rules; refuse, before any pod runs,
-    a gymnasium env, or a model the data cannot feed (a participation cap or impact on close-only data)."""
+def _resolve_market(
+    name: str,
+    rules: dict[str, Any] | None,
+    cost: float | None,
+    named: Any,
+    periods: dict[str, Any] | None,
+    windows: dict[str, Any] | None,
+) -> Any:
+    """The tournament's market, resolved once (`trader.spec.resolve_market`): a `MarketSpec` whose
+    rules hold ``--commission`` or ``--costs`` as objects, or a gymnasium id. Refused, before any pod
+    runs: those flags for a gymnasium env, a model the data cannot feed (a participation cap or impact
+    on close-only data)."""
     from market_envs.costs import check_costs_for_data
-    from tournament import TournamentConfig
     from trader.environments import resolve_env
+    from trader.spec import resolve_market
 
-    env = resolve_env(values.get("env", TournamentConfig().env))
-    if env.is_gym:
-        raise UserError(
-            f"{'--costs' if named is not None else '--commission'} applies to market data sets (--dataset), "
-            "not to gymnasium envs"
-        )
-    values["env_config"] = with_costs(values.get("env_config"), cost, named)
+    market_only(resolve_env(name).is_gym, costs=named, commission=cost)
+    market = resolve_market(name, rules or None, cost=cost, costs=named, periods=periods, windows=windows)
     if named is not None:
         from market_envs.data import load
 
-        check_costs_for_data(named.costs, load(env.value))
-
-
-def parse_algos(text: str) -> tuple[str, ...]:
-    return name_list(text, "--algos", choices=ALGOS, required=True, what="algorithm")
+        check_costs_for_data(named.costs, load(market.dataset))
+    return market
 
 
 def pods_progress(console: Console) -> Progress:

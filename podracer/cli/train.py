@@ -39,8 +39,8 @@ from podracer.cli.options import (
     TradeRateOption,
     WeightsMapOption,
     cost_flags,
-    with_aim_rules,
-    with_initial_cash,
+    market_only,
+    with_rule_flags,
 )
 from trader.environments import resolve_env
 from trader.errors import UnwritableError, UserError
@@ -187,19 +187,17 @@ def train_command(
         if preset not in PRESETS:
             raise UserError(f"--preset: unknown preset {preset!r}; choose {', '.join(PRESETS)}")
     market = not resolve_env(arguments["env"]).is_gym
-    if not market:
-        for option, given in (
-            ("--commission", cost is not None),
-            ("--costs", named is not None),
-            ("--preset", preset is not None),
-            ("--trade-rate", trade_rate is not None),
-            ("--no-trade-band", no_trade_band is not None),
-            ("--weights-map", weights_map is not None),
-            ("--initial-cash", initial_cash is not None),
-        ):
-            if given:
-                raise UserError(f"{option} applies to market data sets (--dataset), not to gymnasium envs")
-    elif eval_episodes is not None:
+    market_only(
+        not market,
+        commission=cost,
+        costs=named,
+        preset=preset,
+        trade_rate=trade_rate,
+        no_trade_band=no_trade_band,
+        weights_map=weights_map,
+        initial_cash=initial_cash,
+    )
+    if market and eval_episodes is not None:
         raise UserError(
             "--eval-episodes applies to gymnasium envs; a market validates once on its whole validation period"
         )
@@ -210,8 +208,13 @@ def train_command(
             overwrite=overwrite,
         )
     _apply_rules(arguments, preset, cost)
-    arguments["env_config"] = with_aim_rules(arguments.get("env_config"), weights_map, trade_rate, no_trade_band)
-    arguments["env_config"] = with_initial_cash(arguments.get("env_config"), initial_cash)
+    arguments["env_config"] = with_rule_flags(
+        arguments.get("env_config"),
+        trade_rate=trade_rate,
+        no_trade_band=no_trade_band,
+        weights_map=weights_map,
+        initial_cash=initial_cash,
+    )
     if market:
         arguments["env"] = _market_spec(arguments, cost, named)
     console = Console(stderr=True)

@@ -44,10 +44,11 @@ from podracer.cli.options import (
     TradeRateOption,
     WeightsMapOption,
     WorkersOption,
+    PopulationOption,
     cluster_flags,
     cost_flags,
-    with_aim_rules,
-    with_initial_cash,
+    tournament_keys,
+    with_rule_flags,
 )
 from trader.names import name_list
 from podracer.cli.interrupts import same_command, signal_name
@@ -103,7 +104,7 @@ def walkforward_command(
     ] = None,
     compile: CompileOption = None,
     algos: AlgosOption = None,
-    population: Annotated[int | None, typer.Option("--population", help="tournament: leaderboard size.")] = None,
+    population: PopulationOption = None,
     pod_steps: Annotated[
         int | None, typer.Option("--pod-steps", help="tournament: transitions per pod (default 16,384).")
     ] = None,
@@ -222,8 +223,16 @@ def walkforward_command(
         env_config, algo_config, tournament = _preset(
             preset, dataset, PRESET_COST if cost is None else cost, learner, algo_config, tournament, steps, num_envs
         )
-    aimed = with_aim_rules(env_config or None, weights_map, trade_rate, no_trade_band)
-    env_config = with_initial_cash(aimed, initial_cash) or {}
+    env_config = (
+        with_rule_flags(
+            env_config or None,
+            trade_rate=trade_rate,
+            no_trade_band=no_trade_band,
+            weights_map=weights_map,
+            initial_cash=initial_cash,
+        )
+        or {}
+    )
     rules = market_spec(dataset, env_config, cost=cost, costs=named).rules  # --costs set on the rules as objects
     if learner == "ppo" and algo_config.get("anneal_lr") and algo_config.get("total_steps") is None:
         algo_config["total_steps"] = steps  # the schedule runs over one fold's --steps
@@ -311,26 +320,21 @@ def _tournament_keys(
     compile: bool | None,
     cluster: dict[str, Any],
 ) -> dict[str, Any]:
-    """Each fold's `TournamentConfig` keys from the tournament's options (those given only)."""
-    from podracer.cli.tournament import parse_algos
-    from trader.durations import parse_duration
-
-    keys = {
-        "algos": parse_algos(algos) if algos is not None else None,
-        "population": population,
-        "pod_steps": pod_steps,
-        "pods": pods,
-        "num_envs": num_envs,
-        "target_score": target_score,
-        "search": search,
-        "ensemble_weighting": ensemble_weighting,
-        "compile": compile,
-        **cluster,
-        "time_budget": parse_duration(time_budget, "--time-budget") if time_budget is not None else None,
-    }
-    keys = {k: v for k, v in keys.items() if v is not None}
-    if ("time_budget" in keys or "target_score" in keys) and pods is None:
-        keys["pods"] = None  # a time or score stop given alone replaces the default pod budget
+    """Each fold's `TournamentConfig` keys from the tournament's options (those given only,
+    `tournament_keys`), with the walk-forward's own pod budget and length where none is given."""
+    keys = tournament_keys(
+        algos=algos,
+        population=population,
+        pod_steps=pod_steps,
+        pods=pods,
+        time_budget=time_budget,
+        target_score=target_score,
+        num_envs=num_envs,
+        search=search,
+        ensemble_weighting=ensemble_weighting,
+        compile=compile,
+        cluster=cluster,
+    )
     keys.setdefault("pods", WALK_PODS)
     keys.setdefault("pod_steps", WALK_POD_STEPS)
     return keys

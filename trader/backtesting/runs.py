@@ -43,6 +43,8 @@ from market_envs.config import EnvConfig
 from trader import rundir
 from trader.backtesting.baseline_folder import load_strategy
 from trader.environments import run_periods
+from trader.folds import Windows
+from trader.spec import windows_from_dict
 from trader.errors import CheckpointError, UserError
 from trader.names import BASELINES
 
@@ -72,6 +74,9 @@ class RunContents:
     periods: dict[str, list[str]] | None = None
     """Explicit train / validation / test bounds the run trained under (a walk-forward
     fold's windows), replacing the data set's split dates; None: the split dates."""
+    windows: Windows | None = None
+    """The same windows as bar positions, where the run records them so (a tournament's
+    market, `trader.spec.MarketSpec.to_dict`): they win over ``periods``."""
     spec: Any = None
     """The `trader.spec.MarketSpec` the caller handed `read_run` (a walk-forward fold's):
     then the data set, rules and windows are its own, not read from the files."""
@@ -90,8 +95,9 @@ class RunContents:
         (`trader.backtesting.periods.load_dataset`), cut to the run's own periods (a view)."""
         from trader.backtesting import periods
 
-        if self.spec is not None and self.spec.windows is not None:  # bar windows, as the caller holds them
-            return periods.load_dataset(recipe).with_windows(self.spec.windows.as_dict())
+        windows = self.spec.windows if self.spec is not None else self.windows
+        if windows is not None:  # bar windows, as the caller holds them or the run records them
+            return periods.load_dataset(recipe).with_windows(windows.as_dict())
         return periods.load_dataset(recipe).with_periods(self.periods)
 
 
@@ -162,9 +168,18 @@ def _with_spec(root: Path, spec: Any) -> RunContents:
 
 
 def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
-    """A tournament's best pod (leaderboard.json) and its ensemble and result (selection.json)."""
-    rules = rundir.recorded_rules(config.get("env_config") or {}, str(root / rundir.TOURNAMENT))
+    """A tournament's best pod (leaderboard.json) and its ensemble and result (selection.json).
+    Its market: tournament.toml's ``[env]`` table (`trader.spec.MarketSpec.to_dict`), or in a file
+    of the older form ``env`` (a name) with ``env_config`` and ``periods`` beside it."""
+    source = str(root / rundir.TOURNAMENT)
     env = config.get("env")
+    windows = None
+    if isinstance(env, Mapping):
+        rules = rundir.recorded_rules(env.get("rules") or {}, source)
+        windows = windows_from_dict(env["windows"]) if env.get("windows") else None
+        env = env.get("dataset")
+    else:
+        rules = rundir.recorded_rules(config.get("env_config") or {}, source)
     board = root / rundir.LEADERBOARD
     entries: list[dict[str, Any]] = []
     if board.is_file():
@@ -179,6 +194,7 @@ def _tournament(root: Path, config: dict[str, Any]) -> RunContents:
         rules,
         checkpoints=checkpoints,
         periods=run_periods(config),
+        windows=windows,
     )
     selected = root / rundir.SELECTION
     if selected.is_file():
