@@ -883,3 +883,18 @@ def test_errors_name_the_flag_on_the_cli_and_the_field_in_python(tmp_path: Path,
     assert not (tmp_path / "t").exists()
     with pytest.raises(ConfigError, match=r"^population must be >= 1, got 0$"):
         TournamentConfig(population=0)
+
+
+def test_an_interrupted_command_without_a_stop_of_its_own_says_one_line_and_exits_130(monkeypatch, capsys):
+    """Ctrl+C in a command that has no stop of its own (trader data, backtest, ...): one line, exit 130, no
+    traceback."""
+    import podracer.cli as cli
+
+    class Interrupting:
+        def main(self, **_: object) -> int:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.typer.main, "get_command", lambda app: Interrupting())
+    assert cli.main(["data", "list"]) == 130
+    err = capsys.readouterr().err
+    assert err == "interrupted: the command stopped before its end\n"

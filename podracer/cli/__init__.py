@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         print("aborted", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # a command without a stop of its own (train, tournament, ... have theirs)
+        print("interrupted: the command stopped before its end", file=sys.stderr)
+        return 130
     except typer.TyperException as err:  # usage errors; typer ships its own click
         print(usage_error_line(err), file=sys.stderr)
         return err.exit_code
