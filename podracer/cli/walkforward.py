@@ -201,23 +201,23 @@ def walkforward_command(
     cluster = cluster_flags(workers, scheduler, gpus, device, (tls_ca, tls_cert, tls_key), insecure)
     steps, eval_every = 100_000 if steps is None else steps, 10_000 if eval_every is None else eval_every
     algo_config = _read_config(config) if config is not None else {}
-    tournament = (
-        {}
-        if single
-        else _tournament_keys(
-            algos,
-            population,
-            pod_steps,
-            pods,
-            time_budget,
-            num_envs,
-            target_score,
-            search,
-            ensemble_weighting,
-            compile,
-            cluster,
+    tournament: dict[str, Any] = {}
+    if not single:  # each fold's TournamentConfig keys, the walk-forward's own pod budget and length by default
+        tournament = tournament_keys(
+            algos=algos,
+            population=population,
+            pod_steps=pod_steps,
+            pods=pods,
+            time_budget=time_budget,
+            target_score=target_score,
+            num_envs=num_envs,
+            search=search,
+            ensemble_weighting=ensemble_weighting,
+            compile=compile,
+            cluster=cluster,
         )
-    )
+        tournament.setdefault("pods", WALK_PODS)
+        tournament.setdefault("pod_steps", WALK_POD_STEPS)
     env_config: dict[str, Any] = {}
     if preset is not None:
         env_config, algo_config, tournament = _preset(
@@ -305,39 +305,6 @@ def stopped_line(context: typer.Context, run_dir: Path, what: str, said: list[st
             finished, f"folds 1-{finished} are finished and kept"
         ) + f", fold {finished + 1} trains again from its start"
     return f"{what} {where}; {kept}: resume with the same command: {same_command(context)}"
-
-
-def _tournament_keys(
-    algos: str | None,
-    population: int | None,
-    pod_steps: int | None,
-    pods: int | None,
-    time_budget: str | None,
-    num_envs: int | None,
-    target_score: float | None,
-    search: str | None,
-    ensemble_weighting: str | None,
-    compile: bool | None,
-    cluster: dict[str, Any],
-) -> dict[str, Any]:
-    """Each fold's `TournamentConfig` keys from the tournament's options (those given only,
-    `tournament_keys`), with the walk-forward's own pod budget and length where none is given."""
-    keys = tournament_keys(
-        algos=algos,
-        population=population,
-        pod_steps=pod_steps,
-        pods=pods,
-        time_budget=time_budget,
-        target_score=target_score,
-        num_envs=num_envs,
-        search=search,
-        ensemble_weighting=ensemble_weighting,
-        compile=compile,
-        cluster=cluster,
-    )
-    keys.setdefault("pods", WALK_PODS)
-    keys.setdefault("pod_steps", WALK_POD_STEPS)
-    return keys
 
 
 def _preset(
