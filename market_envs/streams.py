@@ -82,7 +82,8 @@ class RowStreams:
         """Hashed int64 values [P, *shape], each row's from its own key; advances the counter."""
         count = math.prod(shape)
         index = torch.arange(count, dtype=torch.int64, device=self.device)
-        draw = mix64(torch.tensor(_wrapped(self.draws * _DRAW + 1), dtype=torch.int64, device=self.device))
+        # the draw's key is mixed on the host (a CPU scalar): no copy to the device per draw
+        draw = int(mix64(torch.tensor(_wrapped(self.draws * _DRAW + 1), dtype=torch.int64)))
         self.draws += 1
         values = mix64(mix64(self.keys.unsqueeze(1) ^ draw) + index * _GOLDEN)
         return values.reshape(self.rows, *shape)
@@ -100,9 +101,12 @@ class RowStreams:
     def integers(self, high: int | Tensor, shape: tuple[int, ...]) -> Tensor:
         """Integers int64 [P, *shape] in [0, high), ``high`` one bound for all rows or one per row
         [P]; by multiplication of 31 random bits (a bias below high / 2^31)."""
+        if isinstance(high, Tensor):  # checked on the host: a per-row bound is a set-up value, not a per-step one
+            if bool((high < 1).any()) or bool((high > 1 << 31).any()):
+                raise ValueError(f"RowStreams.integers: high must be in 1..2^31, got {high.tolist()}")
+        elif not 1 <= high <= 1 << 31:  # a Python bound (the env's, every step) needs no device sync
+            raise ValueError(f"RowStreams.integers: high must be in 1..2^31, got {high}")
         high = torch.as_tensor(high, dtype=torch.int64, device=self.device)
-        if bool((high < 1).any()) or bool((high > 1 << 31).any()):
-            raise ValueError(f"RowStreams.integers: high must be in 1..2^31, got {high.tolist()}")
         bound = high.reshape(-1, *([1] * len(shape))) if high.ndim else high
         return (_shift_right(self.bits(shape), 33) * bound) >> 31
 
