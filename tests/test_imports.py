@@ -36,8 +36,8 @@ def test_no_private_name_is_imported_across_packages() -> None:
 def test_the_check_finds_a_private_import_but_not_one_within_the_package(tmp_path: Path) -> None:
     probe = tmp_path / "podracer" / "cli" / "probe.py"
     probe.parent.mkdir(parents=True)
-    probe.write_text("from trader.training import _resolve_config\nfrom podracer.cli.train import _progress\n")
-    assert private_imports(probe, tmp_path) == ["podracer/cli/probe.py:1: from trader.training import _resolve_config"]
+    probe.write_text("from trader.training import _snapshot_probe\nfrom podracer.cli.train import _progress\n")
+    assert private_imports(probe, tmp_path) == ["podracer/cli/probe.py:1: from trader.training import _snapshot_probe"]
 
 
 def test_the_python_apis_calls_are_plain_functions_with_their_signatures_and_docstrings() -> None:
@@ -257,6 +257,8 @@ OTHER_LIBRARIES = {
     "_reset_seeds": "Stable-Baselines3's VecEnv hook",
     "_reset_options": "Stable-Baselines3's VecEnv hook",
     "_get_indices": "Stable-Baselines3's VecEnv helper",
+    "_fused_adam_": "torch's fused Adam kernel, which torch.optim.Adam(fused=True) calls: a pod group's per-row Adam",
+    "_foreach_norm": "torch's multi-tensor norm, which nn.utils.clip_grad_norm_ calls: per-row clipping",
 }
 """Private names of other libraries that the product uses, each with why: they are theirs, not ours."""
 

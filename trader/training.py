@@ -72,12 +72,12 @@ from trader.agents.checkpoint import (
     save_checkpoint,
     write_tensors,
 )
-from trader.agents.evaluator import Evaluator
+from trader.agents.evaluator import Evaluator, GroupValidation
 from trader.errors import CheckpointError, ConfigError, UserError
 from trader.resuming import ResumePoint, check_same_run, rerun_arguments, restore_records
 from trader.rundir import config_from_dict, config_to_dict
 from trader.stopping import Interrupted, StopRequest, active_stop
-from trader.training_envs import BuiltEnvs, build_envs, check_dataset_periods, compile_choice
+from trader.training_envs import build_envs, check_dataset_periods, compile_choice
 
 ProgressFn = Callable[[dict[str, float]], None]
 """Called after each iteration with that iteration's metrics row."""
@@ -215,7 +215,7 @@ def train(
             root, remedy="pass overwrite=True to replace it, or another run directory", overwrite=overwrite
         )
     spec = get_spec(algo)
-    algo_config = _resolve_config(spec.config_cls, config)
+    algo_config = resolve_config(spec.config_cls, config)
     compile = compile_choice(compile)
     device = resolve_device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -266,40 +266,65 @@ def train(
         on_start(written)
     if stop is None and threading.current_thread() is threading.main_thread():  # a worker thread's run is its pool's
         stop = active_stop()
-    loop = _Loop(runner, envs, root, rows, point, stop)
-    rows = loop.run(steps, eval_every, on_iteration, time_budget, snapshot_every)
-    frame = pd.DataFrame(rows)
-    rundir.write_parquet(root / rundir.METRICS, frame)
+    pod = LoopPod(root, agent, envs.evaluator, rows)
+    TrainingLoop(runner, [pod], envs.data_window, point, stop).run(
+        steps, eval_every, on_iteration, time_budget, snapshot_every
+    )
+    return finish_run(pod, envs.data_window)
+
+
+def finish_run(pod: LoopPod, data_window: dict[str, Any]) -> TrainResult:
+    """The end of a run directory: its metrics, final checkpoint and trials; no resume point."""
+    frame = pd.DataFrame(pod.rows)
+    rundir.write_parquet(pod.root / rundir.METRICS, frame)
     save_checkpoint(
-        agent,
-        root / rundir.CHECKPOINTS / "final",
-        data_window=envs.data_window,
+        pod.agent,
+        pod.root / rundir.CHECKPOINTS / "final",
+        data_window=data_window,
         info={"step": int(frame["step"].iloc[-1])},
     )
-    _write_trials(root, envs.evaluator)
-    shutil.rmtree(root / rundir.RESUME_DIR, ignore_errors=True)  # finished: nothing to resume
+    _write_trials(pod.root, pod.evaluator)
+    shutil.rmtree(pod.root / rundir.RESUME_DIR, ignore_errors=True)  # finished: nothing to resume
     best = None
-    if envs.evaluator is not None and envs.evaluator.best_state is not None:
-        best = envs.evaluator.best_score  # its snapshot was saved when it was found
-    return TrainResult(root, agent, int(frame["step"].iloc[-1]), float(frame["wall_time"].iloc[-1]), best, frame)
+    if pod.evaluator is not None and pod.evaluator.best_state is not None:
+        best = pod.evaluator.best_score  # its snapshot was saved when it was found
+    steps, wall_time = int(frame["step"].iloc[-1]), float(frame["wall_time"].iloc[-1])
+    return TrainResult(pod.root, pod.agent, steps, wall_time, best, frame)
 
 
-class _Loop:
-    """The training loop of one run: iterate the runner; evaluate every ``eval_every``
-    transitions and at the end; save the best snapshot when validation improves, and the
-    records and the resume point at each evaluation; snapshot every ``snapshot_every``
-    seconds; stop at an iteration's end when ``stop`` is requested."""
+@dataclass
+class LoopPod:
+    """One run directory a training loop writes: a lone run's, or one pod of a group's."""
+
+    root: Path
+    agent: Agent
+    evaluator: Evaluator | None
+    rows: list[dict[str, float]] = field(default_factory=list)
+    """Its metrics rows (written to metrics.parquet)."""
+
+
+class TrainingLoop:
+    """The training loop of one run or one pod group: iterate the runner; evaluate every
+    ``eval_every`` transitions and at the end; save each pod's best snapshot when its validation
+    improves, and its records and (a lone run) its resume point at each evaluation; snapshot
+    every ``snapshot_every`` seconds; stop at an iteration's end when ``stop`` is requested.
+
+    A lone run's runner returns one metrics row an iteration; a group's runner (``agents``,
+    ``write_agents``) one per pod, and its pods are validated by one pass (``validation``,
+    `trader.agents.evaluator.GroupValidation`) after their rows are written into their agents."""
 
     def __init__(
         self,
         runner: Any,
-        envs: BuiltEnvs,
-        root: Path,
-        rows: list[dict[str, float]],
+        pods: list[LoopPod],
+        data_window: dict[str, Any],
         point: ResumePoint | None,
         stop: StopRequest | None,
+        validation: GroupValidation | None = None,
     ) -> None:
-        self.runner, self.envs, self.root, self.rows, self.stop = runner, envs, root, rows, stop
+        self.runner, self.pods, self.data_window, self.stop = runner, pods, data_window, stop
+        self.validation = validation
+        self.group = hasattr(runner, "write_agents")
         self.done_steps = 0 if point is None else point.step
         self.last_eval = 0 if point is None else point.last_eval
         self.offset = 0.0 if point is None else point.wall_time
@@ -312,11 +337,11 @@ class _Loop:
         on_iteration: ProgressFn | None,
         time_budget: float | None,
         snapshot_every: float | None,
-    ) -> list[dict[str, float]]:
+    ) -> None:
         if self.stop is not None:
             self.stop.listening += 1
         try:
-            return self._iterate(steps, eval_every, on_iteration, time_budget, snapshot_every)
+            self._iterate(steps, eval_every, on_iteration, time_budget, snapshot_every)
         finally:
             if self.stop is not None:
                 self.stop.listening -= 1
@@ -328,66 +353,97 @@ class _Loop:
         on_iteration: ProgressFn | None,
         time_budget: float | None,
         snapshot_every: float | None,
-    ) -> list[dict[str, float]]:
-        runner, envs, rows = self.runner, self.envs, self.rows
+    ) -> None:
+        runner, pods = self.runner, self.pods
         start = time.perf_counter() - self.offset
         deadline = math.inf if time_budget is None else start + time_budget
         next_snapshot = math.inf
         if snapshot_every is not None:
-            next_snapshot = snapshot_every * (math.floor(self.offset / snapshot_every) + 1) if rows else snapshot_every
+            had_rows = bool(pods[0].rows)
+            next_snapshot = (
+                snapshot_every * (math.floor(self.offset / snapshot_every) + 1) if had_rows else snapshot_every
+            )
         while self.done_steps < steps and time.perf_counter() < deadline:
             tick = time.perf_counter()
-            metrics = runner.iteration()
+            results = runner.iteration()
             elapsed = time.perf_counter() - tick
-            self.done_steps += int(metrics["env_steps"])
+            results = results if isinstance(results, list) else [results]
+            self.done_steps += int(results[0]["env_steps"])
             done_steps = self.done_steps
-            row = {"step": float(done_steps), "wall_time": time.perf_counter() - start}
-            row["samples_per_s"] = metrics["env_steps"] / max(elapsed, 1e-9)
-            row.update(metrics)
+            now = time.perf_counter() - start
+            rows = []
+            for metrics in results:
+                row = {"step": float(done_steps), "wall_time": now}
+                row["samples_per_s"] = metrics["env_steps"] / max(elapsed, 1e-9)
+                row.update(metrics)
+                rows.append(row)
             due = eval_every > 0 and done_steps - self.last_eval >= eval_every
             last = done_steps >= steps or time.perf_counter() >= deadline
+            improved = [False] * len(pods)
             if due or last:
                 self.last_eval = done_steps
-                improved = False
-                if envs.evaluator is not None:
-                    scores, improved = envs.evaluator.consider(runner.agent, done_steps)
-                    row.update({f"val_{key}": value for key, value in scores.items()})
-                    row["wall_time"] = time.perf_counter() - start
-                rows.append(row)
+                improved = self._validate(done_steps, rows, start)
+            for pod, row in zip(pods, rows, strict=True):
+                pod.rows.append(row)
+            if due or last:
                 self.save(improved)
-            else:
-                rows.append(row)
-            if row["wall_time"] >= next_snapshot:  # one snapshot, named by the latest mark it passed
-                mark = snapshot_every * math.floor(row["wall_time"] / snapshot_every)
-                save_checkpoint(
-                    runner.agent,
-                    self.root / rundir.SNAPSHOTS / snapshot_name(mark),
-                    data_window=envs.data_window,
-                    info={"step": done_steps, "seconds": row["wall_time"]},
-                )
+            if rows[0]["wall_time"] >= next_snapshot:  # one snapshot, named by the latest mark it passed
+                mark = snapshot_every * math.floor(rows[0]["wall_time"] / snapshot_every)
+                self._write_agents()
+                for pod in pods:
+                    save_checkpoint(
+                        pod.agent,
+                        pod.root / rundir.SNAPSHOTS / snapshot_name(mark),
+                        data_window=self.data_window,
+                        info={"step": done_steps, "seconds": rows[0]["wall_time"]},
+                    )
                 next_snapshot = mark + snapshot_every
             if on_iteration is not None:
-                on_iteration(row)
+                on_iteration(rows[0])
             if self.stop is not None and self.stop.requested and not last:  # a last iteration ends the run anyway
-                self.save(False, with_runner=True)
-                raise Interrupted(self.stop.signal or signal.SIGINT, done_steps, self.root)
-        return rows
+                self.save([False] * len(pods), with_runner=True)
+                raise Interrupted(self.stop.signal or signal.SIGINT, done_steps, pods[0].root)
 
-    def save(self, improved: bool, with_runner: bool = False) -> None:
-        """The records, the best snapshot (when ``improved``), the runner's state (``with_runner``:
-        where a signal stops the run) and the resume point, in this order: the point's sidecar,
-        written last, marks everything before it as written."""
-        envs, root = self.envs, self.root
-        rundir.write_parquet(root / rundir.METRICS, pd.DataFrame(self.rows))
-        _write_trials(root, envs.evaluator)
-        if improved:
-            envs.evaluator.save_best(root / rundir.CHECKPOINTS / "best", data_window=envs.data_window)
+    def _write_agents(self) -> None:
+        if self.group:
+            self.runner.write_agents()
+
+    def _validate(self, done_steps: int, rows: list[dict[str, float]], start: float) -> list[bool]:
+        """Score every pod now (one pass for a group), record the scores in ``rows``; which improved."""
+        pods = self.pods
+        if pods[0].evaluator is None:
+            return [False] * len(pods)
+        self._write_agents()
+        records = [None] * len(pods) if self.validation is None else self.validation.records([p.agent for p in pods])
+        improved = []
+        for pod, row, record in zip(pods, rows, records, strict=True):
+            scores, better = pod.evaluator.consider(pod.agent, done_steps, record)
+            row.update({f"val_{key}": value for key, value in scores.items()})
+            improved.append(better)
+        wall_time = time.perf_counter() - start
+        for row in rows:
+            row["wall_time"] = wall_time
+        return improved
+
+    def save(self, improved: list[bool], with_runner: bool = False) -> None:
+        """Each pod's records and best snapshot (where ``improved``); a lone run's runner state
+        (``with_runner``: where a signal stops the run) and resume point, in this order: the point's
+        sidecar, written last, marks everything before it as written. A group's pods keep no
+        resume point (a group does not resume yet: its pods' best snapshots and records stay)."""
+        for pod, better in zip(self.pods, improved, strict=True):
+            rundir.write_parquet(pod.root / rundir.METRICS, pd.DataFrame(pod.rows))
+            _write_trials(pod.root, pod.evaluator)
+            if better:
+                pod.evaluator.save_best(pod.root / rundir.CHECKPOINTS / "best", data_window=self.data_window)
+        if self.group:
+            return
+        root, agent = self.pods[0].root, self.pods[0].agent
         state = self.runner.state_dict() if with_runner else {}
         if state:
             write_tensors(root / rundir.RESUME_RUNNER, state)
-        info = {"step": self.done_steps, "last_eval": self.last_eval, "wall_time": self.rows[-1]["wall_time"]}
+        info = {"step": self.done_steps, "last_eval": self.last_eval, "wall_time": self.pods[0].rows[-1]["wall_time"]}
         info["runner"] = bool(state)
-        save_checkpoint(self.runner.agent, root / rundir.RESUME_POINT, data_window=envs.data_window, info=info)
+        save_checkpoint(agent, root / rundir.RESUME_POINT, data_window=self.data_window, info=info)
         if not state:  # a runner state of an older point is stale now
             (root / rundir.RESUME_RUNNER).unlink(missing_ok=True)
 
@@ -445,7 +501,7 @@ def _write_trials(root: Path, evaluator: Evaluator | None) -> None:
     rundir.write_parquet(root / rundir.TRIALS, rundir.trials_frame(keys, list(daily)))
 
 
-def _resolve_config(config_cls: type, config: Any) -> Any:
+def resolve_config(config_cls: type, config: Any) -> Any:
     if config is None or isinstance(config, dict):
         return config_from_dict(config_cls, config or {})
     if not isinstance(config, config_cls):

@@ -31,7 +31,7 @@ import contextlib
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +283,14 @@ class Evaluator:
         self._best_agent: Agent | None = None
         self._best_rng: torch.Tensor | None = None
 
+    def copy(self) -> Evaluator:
+        """A fresh evaluator on the same env with the same rules (no best, no trials): a pod
+        group's pods each keep their own."""
+        score_fn = replace(self.score_fn) if is_dataclass(self.score_fn) else self.score_fn
+        return Evaluator(
+            self.env, score_fn, self.seed, self.max_steps, self.check_every, record_info_keys=self.record_info_keys
+        )
+
     @property
     def best_score(self) -> float:
         """The best snapshot's score (-inf while none, or when its score was NaN)."""
@@ -357,14 +365,19 @@ class Evaluator:
 
     def evaluate(self, agent: Agent) -> dict[str, float]:
         """Score ``agent`` now (does not change the best snapshot)."""
-        metrics = self.score_fn(self.run_episodes(agent))
+        return self.score(self.run_episodes(agent))
+
+    def score(self, record: EpisodeRecord) -> dict[str, float]:
+        """The metrics of one pass's record (``"score"`` among them)."""
+        metrics = self.score_fn(record)
         if "score" not in metrics:
             raise ConfigError("the evaluator's score function returned no 'score'")
         return metrics
 
-    def consider(self, agent: Agent, step: int) -> tuple[dict[str, float], bool]:
-        """Evaluate ``agent`` at training ``step``; keep its state if it is the best so far."""
-        metrics = self.evaluate(agent)
+    def consider(self, agent: Agent, step: int, record: EpisodeRecord | None = None) -> tuple[dict[str, float], bool]:
+        """Evaluate ``agent`` at training ``step`` (``record``: its pass, made elsewhere, a pod
+        group's one pass, `GroupValidation`); keep its state if it is the best so far."""
+        metrics = self.evaluate(agent) if record is None else self.score(record)
         if isinstance(self.score_fn, MarketScore) and self.score_fn.daily is not None:
             self.trials.append((step, float(metrics["score"]), self.score_fn.daily))
         improved = self.best.offer(step, metrics)
@@ -412,3 +425,53 @@ class Evaluator:
         """Checkpoint the best snapshot, its step and metrics in the sidecar's ``info``."""
         info = {"step": self.best_step, "validation": self.best_metrics}
         return save_checkpoint(self.best_agent(), path, data_window=data_window, info=info)
+
+
+class GroupValidation:
+    """One validation pass of P pods' deterministic policies as one program (a pod group's).
+
+    The pass runs `market_envs.rollout.Rollout` over a P-row copy of the evaluator's validation
+    env (the market's full-period pass, one row per pod, the same data), row p deciding by pod
+    p's policy (`trader.agents.program.agents_program`); `records` gives each pod its column as
+    the `EpisodeRecord` its own evaluator's pass would make (within float rounding), for
+    `Evaluator.consider`. Where the pods' policies cannot be one program (not a market env),
+    each pod's evaluator runs its own pass.
+
+    :param evaluator: the validation evaluator of one pod (its env and info keys).
+    :param pods: P.
+    """
+
+    def __init__(self, evaluator: Evaluator, pods: int) -> None:
+        self.evaluator, self.pods = evaluator, pods
+        env = evaluator.env
+        self.env = None
+        if isinstance(env, StockTradingVecEnv) and _full_period_steps(env) and env.num_envs == 1:
+            self.env = StockTradingVecEnv(env.data, pods, env.device, env.config, compile=env.compiled)
+
+    @torch.no_grad()
+    def records(self, agents: Sequence[Agent]) -> list[EpisodeRecord | None]:
+        """Each pod's record of one pass (None for each where the pass is each pod's own)."""
+        from trader.agents.program import agents_program
+
+        if len(agents) != self.pods:
+            raise ConfigError(f"GroupValidation: {len(agents)} agents for a pass of {self.pods} pods")
+        built = None if self.env is None else agents_program(agents)
+        if built is None:
+            return [None] * self.pods
+        program, params = built
+        keys = self.evaluator.record_info_keys
+        with torch.inference_mode() if not self.env.compiled else contextlib.nullcontext():
+            obs, _ = self.env.reset(seed=self.evaluator.seed)
+            rows = Rollout(self.env, program, record=("reward", *keys)).run(params, obs)
+        rewards = rows.pop("reward")
+        mask = torch.ones_like(rewards[:, :1], dtype=torch.bool)
+        return [
+            EpisodeRecord(
+                returns=rewards[:, p : p + 1].sum(dim=0),
+                lengths=mask.sum(dim=0),
+                rewards=rewards[:, p : p + 1],
+                mask=mask,
+                infos={key: value[:, p : p + 1] for key, value in rows.items()},
+            )
+            for p in range(self.pods)
+        ]

@@ -1,0 +1,164 @@
+"""Training a pod group: ``train_group(algo, env, configs, run_dirs, seeds=...)`` trains P pods
+of one algorithm side by side as one program (issue 77) and writes P run directories.
+
+Each run directory is what `trader.train` writes for one run (config.toml, metrics.parquet,
+checkpoints/best and final, trials.parquet, dataset.json), so `trader backtest`, `trader act`
+and `trader paper` load a pod of a group alone; config.toml also records the group
+(``[group]``: its size and the pod's row). The pods share one market env of P x E rows (each
+pod its own E rows and random streams), one rollout and update program
+(`trader.agents.ppo_group.PPOGroupRunner`) and one validation pass of their P policies
+(`trader.agents.evaluator.GroupValidation`); each keeps its own best snapshot, trials and
+records, chosen by its own scores. The loop is `trader.training.TrainingLoop`, the loop of a
+lone run.
+
+What a group is, by algorithm: PPO pods of one network shape, rollout length and minibatch
+count (`trader.agents.ppo_group.group_key`), on a market env. Their seeds, learning rates and
+the other perturbed hyperparameters (`trader.agents.ppo_group.GROUP_ROW_FIELDS`) are per pod.
+A pod trained in a group of P equals the pod trained in a group of one with the same seed and
+config (tests/test_group_training.py); a group of one is not today's lone `trader.train` run,
+whose random streams are the agent's generator (docs/missing.md).
+
+Not yet: SAC and TD3 groups, resuming an interrupted group (each pod keeps the best snapshot
+and records written at its last validation), ``compile``, gymnasium envs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import trader
+from market_envs.devices import resolve_device
+from trader import rundir
+from trader.agents import get_spec
+from trader.agents.base import seeded
+from trader.agents.evaluator import GroupValidation
+from trader.agents.ppo_group import PPOGroupRunner
+from trader.errors import ConfigError, UserError
+from trader.rundir import config_to_dict
+from trader.stopping import StopRequest, active_stop
+from trader.training import (
+    LoopPod,
+    ProgressFn,
+    TrainingLoop,
+    TrainResult,
+    continue_from,
+    finish_run,
+    resolve_config,
+    with_env_layout,
+)
+from trader.training_envs import build_envs
+
+GROUP_ALGOS = ("ppo",)
+"""The algorithms that train in groups."""
+
+
+def train_group(
+    algo: str,
+    env: Any,
+    configs: Sequence[Any],
+    run_dirs: Sequence[str | os.PathLike[str]],
+    *,
+    seeds: Sequence[int],
+    steps: int = 100_000,
+    device: torch.device | str = "cpu",
+    num_envs: int = 8,
+    eval_every: int = 10_000,
+    init_from: Sequence[str | os.PathLike[str] | None] | None = None,
+    time_budget: float | None = None,
+    on_iteration: ProgressFn | None = None,
+    preset: str | None = None,
+    overwrite: bool = False,
+    stop: StopRequest | None = None,
+) -> list[TrainResult]:
+    """Train P pods as one group; each pod's `TrainResult`, in order (see the module docstring).
+
+    :param algo: "ppo" (`GROUP_ALGOS`).
+    :param env: a market spec, recipe or panel (`trader.train`'s ``env``, a market).
+    :param configs: P algorithm configs (instances or dicts of overrides), one per pod.
+    :param run_dirs: P run directories, one per pod.
+    :param seeds: P seeds: each pod's networks, env rows and random streams.
+    :param steps: environment transitions each pod collects.
+    :param num_envs: sub-environments of each pod (E; the group's env has P x E rows).
+    :param init_from: P checkpoints (or None each) a pod continues from (`trader.train`'s).
+    :param on_iteration: called after each iteration with pod 0's metrics row.
+    The other parameters are `trader.train`'s, for every pod.
+    """
+    pods = len(configs)
+    if pods < 1 or len(run_dirs) != pods or len(seeds) != pods:
+        raise ConfigError(
+            f"train_group: configs, run_dirs and seeds need one entry per pod (>= 1), got "
+            f"{len(configs)}, {len(run_dirs)}, {len(seeds)}"
+        )
+    starts = [None] * pods if init_from is None else list(init_from)
+    if len(starts) != pods:
+        raise ConfigError(f"train_group: init_from needs one entry per pod, got {len(starts)} for {pods}")
+    if algo not in GROUP_ALGOS:
+        raise ConfigError(f"train_group: {algo} pods do not train in groups yet (only {', '.join(GROUP_ALGOS)})")
+    for name, value, low in (("steps", steps, 1), ("num_envs", num_envs, 1), ("eval_every", eval_every, 0)):
+        if value < low:
+            raise ConfigError(f"train_group: {name} must be >= {low}, got {value}")
+    if time_budget is not None and not time_budget > 0:
+        raise ConfigError(f"train_group: time_budget must be > 0 seconds, got {time_budget}")
+    roots = [Path(root) for root in run_dirs]
+    if len(set(roots)) != pods:
+        raise ConfigError("train_group: every pod needs its own run directory")
+    for root in roots:
+        rundir.check_new_run(
+            root, remedy="pass overwrite=True to replace it, or other run directories", overwrite=overwrite
+        )
+    spec = get_spec(algo)
+    device = resolve_device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"device {device} requested but CUDA is not available")
+    with seeded(int(seeds[0])):
+        envs = build_envs(env, pods * num_envs, device, int(seeds[0]))
+    if envs.description.get("kind") != "market":
+        raise ConfigError("train_group: pod groups train on market envs (gymnasium envs train one pod a run)")
+    agents = []
+    for config, seed, start in zip(configs, seeds, starts, strict=True):
+        algo_config = with_env_layout(resolve_config(spec.config_cls, config), envs.train)
+        agent = spec.agent_cls(envs.train.obs_dim, envs.train.act_dim, algo_config, device, int(seed))
+        if start is not None:
+            continue_from(agent, start, int(seed))
+        agents.append(agent)
+    runner = PPOGroupRunner(agents, envs.train)
+    loop_pods = []
+    for row, (root, agent, start) in enumerate(zip(roots, agents, starts, strict=True)):
+        written = rundir.toml_ready(
+            {
+                "library_version": trader.__version__,
+                "algo": algo,
+                "preset": preset,
+                "seed": agent.seed,
+                "steps": steps,
+                "device": str(device),
+                "num_envs": num_envs,
+                "eval_every": eval_every,
+                "compile": "off",
+                "time_budget": time_budget,
+                "init_from": None if start is None else str(start),
+                "env": envs.description,
+                "algo_config": config_to_dict(agent.config),
+                "group": {"size": pods, "row": row},
+            }
+        )
+        if overwrite:
+            rundir.clear_run(root)
+        rundir.make_folder(root / rundir.CHECKPOINTS)
+        rundir.write_toml(root / rundir.CONFIG, written)
+        if envs.dataset_card is not None:
+            rundir.write_json(root / rundir.DATASET, envs.dataset_card)
+        evaluator = None if envs.evaluator is None else envs.evaluator.copy()
+        loop_pods.append(LoopPod(root, agent, evaluator))
+    validation = None if envs.evaluator is None else GroupValidation(envs.evaluator, pods)
+    if stop is None:
+        stop = active_stop()
+    loop = TrainingLoop(runner, loop_pods, envs.data_window, None, stop, validation)
+    loop.run(steps, eval_every, on_iteration, time_budget, None)
+    runner.write_agents()
+    return [finish_run(pod, envs.data_window) for pod in loop_pods]
