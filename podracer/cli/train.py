@@ -14,6 +14,7 @@ iteration in progress and prints one line: the step and the command that continu
 
 from __future__ import annotations
 
+import math
 import shlex
 import signal
 from pathlib import Path
@@ -110,6 +111,15 @@ def train_command(
         bool,
         typer.Option("--verbose", help="Also print the resolved config at start (config.toml holds it either way)."),
     ] = False,
+    population: Annotated[
+        int | None,
+        typer.Option(
+            "--population",
+            help="Train P seeds (--seed, --seed + 1, ...) of one PPO config side by side as one program (a pod "
+            "group) on a market, into RUN_DIR/seed-<seed>/ each (a run directory of its own), and report each "
+            "seed's validation score and their interquartile mean.",
+        ),
+    ] = None,
 ) -> None:
     """Train one PPO, SAC or TD3 agent and write config.toml, metrics.parquet, checkpoints/."""
     from trader import rundir
@@ -117,6 +127,10 @@ def train_command(
     from trader.stopping import Interrupted, stop_on_signals
     from trader.training import train
 
+    if population is not None and population < 1:
+        raise UserError(f"--population must be >= 1, got {population}")
+    if population is not None and (resume or compile not in (None, "off", False)):
+        raise UserError(f"--population: {'--resume' if resume else '--compile'} does not apply to a pod group yet")
     if resume:
         refused = [
             option
@@ -217,6 +231,9 @@ def train_command(
     )
     if market:
         arguments["env"] = _market_spec(arguments, cost, named)
+    if population is not None:
+        _train_population(run_dir, population, arguments, overwrite)
+        return
     console = Console(stderr=True)
     progress = _progress(console)
     total = arguments.get("steps", 100_000)
@@ -277,6 +294,84 @@ def train_command(
         f"done: {result.steps:,} steps in {result.wall_time:,.1f} s, best validation score {best}; "
         f"run directory {result.run_dir}"
     )
+
+
+def _train_population(run_dir: Path, population: int, arguments: dict[str, Any], overwrite: bool) -> None:
+    """``--population P``: P seeds of one config as one pod group (`trader.group_training.train_group`),
+    each into ``RUN_DIR/seed-<seed>/``; prints each seed's best validation score and their IQM with its
+    95% bootstrap interval (`trader.aggregate`), and writes them to ``RUN_DIR/population.json``."""
+    from trader import aggregate, rundir
+    from trader.group_training import GROUP_ALGOS, train_group
+    from trader.spec import MarketSpec
+    from trader.stopping import Interrupted, stop_on_signals
+
+    algo = arguments.pop("algo")
+    if algo not in GROUP_ALGOS:
+        raise UserError(f"--population: {algo} pods do not train in groups yet (only {', '.join(GROUP_ALGOS)})")
+    if not isinstance(arguments.get("env"), MarketSpec):
+        raise UserError("--population: pod groups train on a market (--dataset); a gymnasium env trains one seed a run")
+    first = int(arguments.get("seed", 0))
+    seeds = [first + k for k in range(population)]
+    roots = [run_dir / f"seed-{seed}" for seed in seeds]
+    steps = int(arguments.get("steps", 100_000))
+    console = Console(stderr=True)
+    console.print(
+        f"[bold]{algo}[/bold], {population} seeds ({seeds[0]} to {seeds[-1]}) as one pod group, {steps:,} steps each; "
+        f"run directories {run_dir}/seed-*",
+        highlight=False,
+    )
+    progress = _progress(console)
+    task = progress.add_task("train", total=steps, rate="-", score="-")
+
+    def report(row: dict[str, float]) -> None:
+        score = row.get("val_score")
+        fields: dict[str, Any] = {"rate": f"{row['samples_per_s'] * population:,.0f}"}
+        if score is not None:
+            fields["score"] = f"{score:.3g} (seed {seeds[0]})"
+        progress.update(task, completed=min(int(row["step"]), steps), **fields)
+
+    rundir.make_folder(run_dir)
+    try:
+        with stop_on_signals(), progress:
+            results = train_group(
+                algo,
+                arguments.pop("env"),
+                [arguments.get("config") or {}] * population,
+                roots,
+                seeds=seeds,
+                steps=steps,
+                device=arguments.get("device", "cpu"),
+                num_envs=int(arguments.get("num_envs", 8)),
+                eval_every=int(arguments.get("eval_every", 10_000)),
+                preset=arguments.get("preset"),
+                on_iteration=report,
+                overwrite=overwrite,
+            )
+    except Interrupted as stop:
+        console.print(
+            f"interrupted ({signal.Signals(stop.signal).name}): each seed keeps its records and best snapshot so far "
+            f"in {run_dir}/seed-*; a pod group does not resume yet",
+            highlight=False,
+        )
+        raise typer.Exit(stop.exit_code) from None
+    scores = [result.best_score for result in results]
+    finite = [score for score in scores if score is not None and math.isfinite(score)]
+    summary: dict[str, Any] = {"algo": algo, "group_size": population, "steps": steps}
+    summary["pods"] = [
+        {"seed": seed, "run_dir": str(root), "best_score": score} for seed, root, score in zip(seeds, roots, scores)
+    ]
+    for seed, score in zip(seeds, scores, strict=True):
+        console.print(f"seed {seed}: best validation score {'-' if score is None else f'{score:.4g}'}", highlight=False)
+    if finite:
+        column = [[score] for score in finite]
+        estimate = aggregate.stratified_interval(aggregate.iqm, column)
+        summary["iqm"] = {"value": estimate.value, "low": estimate.low, "high": estimate.high}
+        console.print(
+            f"IQM of {len(finite)} seeds {estimate.value:.4g} (95% bootstrap interval {estimate.low:.4g} to "
+            f"{estimate.high:.4g}); run directories {run_dir}/seed-*",
+            highlight=False,
+        )
+    rundir.write_json(run_dir / "population.json", summary)
 
 
 def _check_resume_flags(recorded: dict[str, Any], flags: dict[str, Any], env: str | None) -> None:

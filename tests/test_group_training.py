@@ -1,0 +1,171 @@
+"""Pod groups (issue 77): P PPO pods trained as one program (`trader.group_training.train_group`).
+
+The contract: a pod trained in a group of P is bit for bit the pod trained alone in a group of
+one with the same seed and config, whatever the other pods are (their seeds, their
+hyperparameters); its run directory is an ordinary run directory that loads alone.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from market_fixtures import random_panel
+from podracer.cli import main
+from trader.agents import make_agent
+from trader.agents.checkpoint import load_agent, load_policy
+from trader.agents.evaluator import GroupValidation
+from trader.errors import ConfigError
+from trader.group_training import train_group
+from trader.training_envs import build_envs
+
+TINY = {"num_steps": 8, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16, 16]}
+TIMINGS = {"wall_time", "samples_per_s"}
+
+
+@pytest.fixture(scope="module")
+def panel():
+    data = random_panel(n_tickers=3, n_bars=90, seed=1)
+    stamps = data.timestamps
+    return replace(data, meta={"train_end": stamps[60], "val_end": stamps[75]})
+
+
+def _group(panel, root: Path, seeds: list[int], configs: list[dict] | None = None, **options) -> list:
+    configs = configs or [TINY] * len(seeds)
+    dirs = [root / f"seed-{seed}" for seed in seeds]
+    options = {"steps": 64, "num_envs": 2, "eval_every": 32, **options}
+    return train_group("ppo", panel, configs, dirs, seeds=seeds, **options)
+
+
+def _same_run(first: Path, second: Path) -> None:
+    """Two run directories hold the same run: checkpoints bit for bit, records but for timings."""
+    for name in ("best", "final"):
+        a, b = (
+            load_file(first / "checkpoints" / f"{name}.safetensors"),
+            load_file(second / "checkpoints" / f"{name}.safetensors"),
+        )
+        assert a.keys() == b.keys()
+        for key in a:
+            if key != "rng":  # the agent's generator: a group draws from its row streams instead
+                assert torch.equal(a[key], b[key]), (name, key)
+    metrics = [pd.read_parquet(folder / "metrics.parquet").drop(columns=list(TIMINGS)) for folder in (first, second)]
+    pd.testing.assert_frame_equal(*metrics)
+    trials = [pd.read_parquet(folder / "trials.parquet") for folder in (first, second)]
+    pd.testing.assert_frame_equal(*trials)
+
+
+@pytest.mark.parametrize("pods", [4, 16])
+def test_a_pod_of_a_group_is_bit_for_bit_that_pod_in_a_group_of_one(panel, tmp_path: Path, pods: int) -> None:
+    alone = _group(panel, tmp_path / "alone", [7])
+    others = [11 + 2 * k for k in range(pods - 1)]
+    rates = [1e-3, 3e-3, 1e-4]
+    configs = [TINY] + [{**TINY, "learning_rate": rates[k % 3], "clip_coef": 0.1 + 0.01 * k} for k in range(pods - 1)]
+    group = _group(panel, tmp_path / "group", [7, *others], configs)
+    _same_run(tmp_path / "alone" / "seed-7", tmp_path / "group" / "seed-7")
+    assert group[0].best_score == alone[0].best_score
+    assert len({result.best_score for result in group}) > 1  # the other pods are other pods
+
+
+def test_a_changed_pod_leaves_the_other_pods_as_they_were(panel, tmp_path: Path) -> None:
+    _group(panel, tmp_path / "plain", [1, 2, 3])
+    changed = {**TINY, "learning_rate": 3e-2, "ent_coef": 0.01, "gamma": 0.5, "reward_scale": 4.0}
+    _group(panel, tmp_path / "changed", [1, 2, 3], [TINY, changed, TINY])
+    for seed in (1, 3):
+        _same_run(tmp_path / "plain" / f"seed-{seed}", tmp_path / "changed" / f"seed-{seed}")
+    plain = load_file(tmp_path / "plain" / "seed-2" / "checkpoints" / "final.safetensors")
+    moved = load_file(tmp_path / "changed" / "seed-2" / "checkpoints" / "final.safetensors")
+    assert not torch.equal(plain["net.actor.mean.0.weight"], moved["net.actor.mean.0.weight"])
+
+
+def test_a_pod_is_an_ordinary_run_directory(panel, tmp_path: Path) -> None:
+    results = _group(panel, tmp_path, [4, 5])
+    for row, (seed, result) in enumerate(zip([4, 5], results, strict=True)):
+        root = tmp_path / f"seed-{seed}"
+        config = tomllib.loads((root / "config.toml").read_text())
+        assert config["seed"] == seed and config["num_envs"] == 2 and config["group"] == {"size": 2, "row": row}
+        assert (root / "dataset.json").is_file() and not (root / "resume").exists()
+        metrics = pd.read_parquet(root / "metrics.parquet")
+        assert metrics["step"].tolist() == [16.0, 32.0, 48.0, 64.0]
+        assert metrics["val_return"].notna().sum() == 2  # validated at steps 32 and 64
+        agent = load_agent(root / "checkpoints" / "final")
+        obs = torch.randn(3, agent.obs_dim)
+        assert torch.equal(load_policy(root / "checkpoints" / "final").act(obs, True), result.agent.act(obs, True))
+        assert (
+            agent.optimizer.state_dict()["state"][0]["step"] == metrics["epochs_run"].sum() * 2
+        )  # its Adam, its steps
+
+
+def test_the_group_pass_scores_each_pod_as_its_own_pass_does(panel) -> None:
+    envs = build_envs(panel, 2, torch.device("cpu"), 0)
+    agents = [make_agent("ppo", envs.train.obs_dim, envs.train.act_dim, TINY, seed=seed) for seed in range(3)]
+    for seed, agent in enumerate(agents):  # pods that learned apart: other normalisers, other weights
+        agent.normalizer.update(torch.randn(50, agent.obs_dim) * (1 + seed))
+        with torch.no_grad():  # an untrained actor's outputs are near 0: no trades
+            agent.actor.mean[-1].weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(seed))
+    records = GroupValidation(envs.evaluator, 3).records(agents)
+    for agent, record in zip(agents, records, strict=True):
+        own, grouped = envs.evaluator.evaluate(agent), envs.evaluator.score(record)
+        assert own.keys() == grouped.keys()
+        for key, value in own.items():
+            assert grouped[key] == pytest.approx(value, rel=1e-5, abs=1e-9, nan_ok=True), key
+        assert own["return"] != 0 and own["bar_sharpe"] == own["bar_sharpe"]  # a pass that traded, a defined score
+
+
+def test_a_child_in_a_group_continues_from_its_parent(panel, tmp_path: Path) -> None:
+    _group(panel, tmp_path / "parents", [1])
+    parent = tmp_path / "parents" / "seed-1" / "checkpoints" / "best"
+    fresh = _group(panel, tmp_path / "fresh", [8, 9], steps=16, eval_every=0)
+    child = _group(panel, tmp_path / "child", [8, 9], init_from=[parent, None], steps=16, eval_every=0)
+    _same_run(tmp_path / "fresh" / "seed-9", tmp_path / "child" / "seed-9")
+    inherited = load_file(parent.with_suffix(".safetensors"))["normalizer.count"]
+    grown = load_file(tmp_path / "child" / "seed-8" / "checkpoints" / "final.safetensors")["normalizer.count"]
+    assert float(grown) == float(inherited) + 16  # the parent's statistics, then its own rollout's
+    assert fresh[0].best_score != child[0].best_score
+
+
+@pytest.mark.parametrize(
+    ("algo", "configs", "message"),
+    [
+        ("sac", [{}, {}], "sac pods do not train in groups yet"),
+        ("ppo", [TINY, {**TINY, "num_minibatches": 4}], "differ in num_minibatches"),
+        ("ppo", [{**TINY, "network": "per_stock"}] * 2, "per_stock"),
+    ],
+)
+def test_pods_that_cannot_be_one_program_are_refused(panel, tmp_path: Path, algo, configs, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        train_group(algo, panel, configs, [tmp_path / "a", tmp_path / "b"], seeds=[0, 1], steps=16, num_envs=2)
+    with pytest.raises(ConfigError, match="one entry per pod"):
+        train_group("ppo", panel, [TINY], [tmp_path / "a", tmp_path / "b"], seeds=[0], steps=16)
+    with pytest.raises(ConfigError, match="market envs"):
+        train_group("ppo", "Pendulum-v1", [TINY], [tmp_path / "p"], seeds=[0], steps=16)
+
+
+def test_trader_train_population_trains_the_seeds_as_a_group(tmp_path: Path, capsys) -> None:
+    config = tmp_path / "ppo.toml"
+    config.write_text("num_steps = 8\nupdate_epochs = 1\nnum_minibatches = 2\nhidden_sizes = [8]\n")
+    arguments = ["train", str(tmp_path / "pop"), "--algo", "ppo", "--dataset", "synthetic-edge-daily"]
+    arguments += ["--steps", "32", "--num-envs", "2", "--eval-every", "16", "--config", str(config)]
+    assert main([*arguments, "--population", "3", "--seed", "5"]) == 0
+    err = capsys.readouterr().err
+    assert "3 seeds (5 to 7) as one pod group" in err and "IQM of 3 seeds" in err
+    summary = json.loads((tmp_path / "pop" / "population.json").read_text())
+    assert [pod["seed"] for pod in summary["pods"]] == [5, 6, 7] and summary["group_size"] == 3
+    assert summary["iqm"]["low"] <= summary["iqm"]["value"] <= summary["iqm"]["high"]
+    for seed in (5, 6, 7):
+        assert (tmp_path / "pop" / f"seed-{seed}" / "checkpoints" / "best.safetensors").is_file()
+    assert main([*arguments[:2], "--algo", "ppo", "--dataset", "synthetic-edge-daily", "--population", "0"]) == 2
+    assert "--population must be >= 1, got 0" in capsys.readouterr().err
+    assert (
+        main(
+            ["train", str(tmp_path / "sac"), "--algo", "sac", "--dataset", "synthetic-edge-daily", "--population", "2"]
+        )
+        == 2
+    )
+    assert "sac pods do not train in groups yet" in capsys.readouterr().err
