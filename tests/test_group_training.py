@@ -73,6 +73,16 @@ def test_a_pod_of_a_group_is_bit_for_bit_that_pod_in_a_group_of_one(panel, tmp_p
     assert len({result.best_score for result in group}) > 1  # the other pods are other pods
 
 
+def test_per_stock_pods_group_bit_for_bit_too(panel, tmp_path: Path) -> None:
+    per_stock = {**TINY, "network": "per_stock", "ent_coef": 0.01}
+    _group(panel, tmp_path / "alone", [3], [per_stock])
+    configs = [per_stock, {**per_stock, "learning_rate": 1e-3}, {**per_stock, "gae_lambda": 0.8}]
+    _group(panel, tmp_path / "group", [3, 4, 5], configs)
+    _same_run(tmp_path / "alone" / "seed-3", tmp_path / "group" / "seed-3")
+    agent = load_agent(tmp_path / "group" / "seed-4" / "checkpoints" / "final")
+    assert agent.config.network == "per_stock" and agent.actor.log_std.shape == (1,)
+
+
 def test_a_changed_pod_leaves_the_other_pods_as_they_were(panel, tmp_path: Path) -> None:
     _group(panel, tmp_path / "plain", [1, 2, 3])
     changed = {**TINY, "learning_rate": 3e-2, "ent_coef": 0.01, "gamma": 0.5, "reward_scale": 4.0}
@@ -135,7 +145,7 @@ def test_a_child_in_a_group_continues_from_its_parent(panel, tmp_path: Path) -> 
     [
         ("sac", [{}, {}], "sac pods do not train in groups yet"),
         ("ppo", [TINY, {**TINY, "num_minibatches": 4}], "differ in num_minibatches"),
-        ("ppo", [{**TINY, "network": "per_stock"}] * 2, "per_stock"),
+        ("ppo", [TINY, {**TINY, "network": "per_stock"}], "differ in network"),
     ],
 )
 def test_pods_that_cannot_be_one_program_are_refused(panel, tmp_path: Path, algo, configs, message) -> None:

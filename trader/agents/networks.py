@@ -29,6 +29,7 @@ the twin critics.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -167,21 +168,27 @@ class PerStockNet(nn.Module):
             self.biases.append(nn.Parameter(bias))
 
     def forward(self, obs: Tensor, actions: Tensor | None = None, params: Sequence[Tensor] | None = None) -> Tensor:
-        """Outputs ``[K, B, N, out]`` for normalised observations ``[B, obs_dim]``.
+        """Outputs ``[K, B, N, out]`` for normalised observations ``[B, obs_dim]`` (every net
+        reads them), or ``[K, B, obs_dim]``: net k reads its own (a pod group's K pods,
+        `trader.agents.ppo_group`), each net's result then the same whatever K is, bit for bit.
 
         :param actions: ``[B, k x N]`` (k blocks of N), required when built with ``action_inputs = k``.
         :param params: replacement parameters in `parameters()` order (weights then
             biases), e.g. detached copies, as `TwinQ.forward` takes them.
         """
         weights, biases = weights_and_biases(self.weights, self.biases, params)
-        cash, x = split_stocks(obs, self.num_stocks, self.num_features)
+        own = obs.ndim == 3  # each net its own observations
+        flat = obs.reshape(-1, obs.shape[-1])
+        cash, x = split_stocks(flat, self.num_stocks, self.num_features)
         if self.action_inputs:
             if actions is None:
                 raise ValueError("PerStockNet built with action_inputs needs actions")
+            actions = actions.reshape(-1, actions.shape[-1])
             per_stock = actions.reshape(actions.shape[0], self.action_inputs, self.num_stocks).transpose(1, 2)
             x = torch.cat([x, per_stock], dim=-1)
-        batch, stocks, k = x.shape[0], self.num_stocks, self.num_nets
-        rows = x.reshape(1, batch * stocks, -1).expand(k, -1, -1)
+        stocks, k = self.num_stocks, self.num_nets
+        batch = obs.shape[1] if own else obs.shape[0]
+        rows = x.reshape(k, batch * stocks, -1) if own else x.reshape(1, batch * stocks, -1).expand(k, -1, -1)
         h = self.activation(torch.baddbmm(biases[0], rows, weights[0]))  # [K, B*N, H]
         width = h.shape[-1]
         # The head's first layer on [h_i, context, cash], computed without building that
@@ -189,16 +196,45 @@ class PerStockNet(nn.Module):
         # they are computed once per sample and broadcast over the stocks.
         head = weights[1]  # [K, 2H+1, O]
         context = h.reshape(k, batch, stocks, width).mean(dim=2)  # [K, B, H]
-        shared = torch.bmm(context, head[:, width : 2 * width]) + cash.reshape(1, batch, 1) * head[:, 2 * width :]
+        cash = cash.reshape(k if own else 1, batch, 1)
+        shared = torch.bmm(context, head[:, width : 2 * width]) + cash * head[:, 2 * width :]
         z = torch.bmm(h, head[:, :width]).reshape(k, batch, stocks, -1) + (shared + biases[1]).unsqueeze(2)
         z = z.reshape(k, batch * stocks, -1)
         for weight, bias in zip(weights[2:], biases[2:], strict=True):
-            z = torch.baddbmm(bias, self.activation(z), weight)
+            z = self.activation(z)
+            if own and weight.shape[-1] == 1:  # the batched product's K = 1 path rounds otherwise
+                z = (z * weight.transpose(1, 2)).sum(dim=-1, keepdim=True) + bias
+            else:
+                z = torch.baddbmm(bias, z, weight)
         return z.reshape(k, batch, stocks, -1)
 
     def detached_params(self) -> list[Tensor]:
         """Parameters (weights then biases) detached from autograd, sharing storage."""
         return [p.detach() for p in self.parameters()]
+
+
+def stack_per_stock(nets: Sequence[PerStockNet]) -> PerStockNet:
+    """P single per-stock networks of one shape as one `PerStockNet` of ``num_nets = P`` (net p
+    holding network p's weights), to run with ``[P, B, obs_dim]`` observations (a pod group);
+    `per_stock_row` gives net p's state back in a single network's layout."""
+    first = nets[0]
+    if any(
+        net.num_nets != 1 or [p.shape for p in net.parameters()] != [p.shape for p in first.parameters()]
+        for net in nets
+    ):
+        raise ValueError("stack_per_stock: the networks must be single networks of one shape")
+    stacked = copy.deepcopy(first)
+    stacked.num_nets = len(nets)
+    with torch.no_grad():
+        for name in ("weights", "biases"):
+            for index, param in enumerate(getattr(stacked, name)):
+                param.data = torch.cat([getattr(net, name)[index].detach() for net in nets]).contiguous()
+    return stacked
+
+
+def per_stock_row(stacked: PerStockNet, row: int) -> dict[str, Tensor]:
+    """Net ``row`` of a `stack_per_stock` stack as a single network's ``state_dict`` (copies)."""
+    return {name: value.detach()[row : row + 1].clone() for name, value in stacked.state_dict().items()}
 
 
 def weights_and_biases(

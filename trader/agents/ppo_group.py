@@ -5,8 +5,9 @@ directory): its networks, optimiser state and normaliser are where a checkpoint,
 evaluator and the backtest read them. While the group trains, the pods' state lives
 stacked in the runner, row p being pod p:
 
-- the actor's mean and the critic as `trader.agents.population.stack_sequentials` of the
-  pods' own networks (one batched product a layer), the log-stds as one [P, A] tensor;
+- the actor's mean and the critic as one module each of the pods' own networks, one batched
+  product a layer (`trader.agents.population.stack_sequentials` for flat MLPs,
+  `trader.agents.networks.stack_per_stock` for the per-stock network), the log-stds as one tensor;
 - one `RowAdam` (fused Adam per row, each row its own learning rate and step);
 - the normaliser statistics, each pod's `ObsNormalizer` merging its own rollout, read as [P, 1, D];
 - one env of P x E rows (`StockTradingVecEnv.use_row_streams`: pod p owns rows
@@ -36,8 +37,9 @@ import torch
 from torch import Tensor, nn
 
 from market_envs.streams import RowStreams, mix64
+from trader.agents.networks import per_stock_row, stack_per_stock
 from trader.agents.population import RowAdam, clip_row_grad_norms, row_state, stack_sequentials
-from trader.agents.ppo import PPOAgent, clipped_surrogate, gaussian_log_prob
+from trader.agents.ppo import PASS_ROWS, PPOAgent, clipped_surrogate, gaussian_log_prob
 from trader.agents.rollout import RolloutStorage, compute_gae
 from trader.errors import ConfigError
 
@@ -84,8 +86,6 @@ def check_group(agents: Sequence[PPOAgent]) -> None:
         if not isinstance(agent, PPOAgent):
             raise ConfigError(f"a PPO group trains PPOAgents, got {type(agent).__name__}")
         cfg = agent.config
-        if cfg.network != "mlp":
-            raise ConfigError(f"a PPO group trains network='mlp' pods; network={cfg.network!r} is not stacked yet")
         if cfg.num_learners != 1:
             raise ConfigError(f"a PPO group trains num_learners=1 pods, got {cfg.num_learners}")
         if (agent.obs_dim, agent.act_dim, agent.device) != (first.obs_dim, first.act_dim, first.device):
@@ -113,6 +113,7 @@ class PPOGroupRunner:
         self.pods, self.rows_per_pod = pods, env.num_envs // pods
         self.device = agents[0].device
         self.config = agents[0].config
+        self.per_stock = self.config.network == "per_stock"
         seeds = [agent.seed for agent in self.agents]
         env.use_row_streams(RowStreams(seeds, env.device))
         self.streams = RowStreams(agent_stream_seeds(seeds), self.device)
@@ -152,8 +153,12 @@ class PPOGroupRunner:
     def read_agents(self) -> None:
         """Take every pod's networks, optimiser state and normaliser into the rows."""
         agents = self.agents
-        self.mean_net = stack_sequentials([a.actor.mean for a in agents])
-        self.critic = stack_sequentials([a.critic for a in agents])
+        if self.per_stock:
+            self.mean_net = stack_per_stock([a.actor.mean.net for a in agents])
+            self.critic = stack_per_stock([a.critic.net for a in agents])
+        else:
+            self.mean_net = stack_sequentials([a.actor.mean for a in agents])
+            self.critic = stack_sequentials([a.critic for a in agents])
         self.log_std = nn.Parameter(torch.stack([a.actor.log_std.detach() for a in agents]).clone())
         self.params = [self.log_std, *self.mean_net.parameters(), *self.critic.parameters()]
         lone = [name for name, _ in agents[0].actor.named_parameters()]
@@ -179,8 +184,12 @@ class PPOGroupRunner:
     def write_agents(self) -> None:
         """Copy the rows back into the pods' agents: networks and Adam state."""
         for row, agent in enumerate(self.agents):
-            agent.actor.mean.load_state_dict(row_state(self.mean_net, row))
-            agent.critic.load_state_dict(row_state(self.critic, row))
+            if self.per_stock:
+                agent.actor.mean.net.load_state_dict(per_stock_row(self.mean_net, row))
+                agent.critic.net.load_state_dict(per_stock_row(self.critic, row))
+            else:
+                agent.actor.mean.load_state_dict(row_state(self.mean_net, row))
+                agent.critic.load_state_dict(row_state(self.critic, row))
             agent.actor.log_std.copy_(self.log_std[row])
             optimizer_state = agent.optimizer.state_dict()
             optimizer_state["state"] = self.adam.row_state(row)
@@ -195,6 +204,23 @@ class PPOGroupRunner:
             return obs
         return ((obs - self.norm_mean) / self.norm_std).clamp(-normalizer.clip, normalizer.clip)
 
+    def _means(self, obs: Tensor) -> Tensor:
+        """Action means [P, B, A] of normalised observations [P, B, D] (`GaussianActor.forward`)."""
+        if not self.per_stock:
+            return self.mean_net(obs)
+        out = self.mean_net(obs)  # [P, B, N, k]: as `PerStockPolicyHead`, k blocks of N
+        return out.transpose(2, 3).reshape(out.shape[0], out.shape[1], -1)
+
+    def _values(self, obs: Tensor) -> Tensor:
+        """Values [P, B] of normalised observations [P, B, D] (the critic's forward)."""
+        if self.per_stock:  # as `PerStockValue`: the per-stock shares [P, B, N, 1] summed
+            return self.critic(obs).sum(dim=2).squeeze(-1)
+        return self.critic(obs).squeeze(-1)
+
+    def _action_log_std(self) -> Tensor:
+        """Each row's log-std of every action dimension, [P, A] (`GaussianActor.action_log_std`)."""
+        return self.log_std.expand(self.pods, self.agents[0].act_dim)
+
     def _by_pod(self, x: Tensor) -> Tensor:
         """[P E, ...] -> [P, E, ...]."""
         return x.reshape(self.pods, self.rows_per_pod, *x.shape[1:])
@@ -203,16 +229,16 @@ class PPOGroupRunner:
     def _explore(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         normed = self._normalized(self._by_pod(obs))
         self._normed_step = normed
-        mean = self.mean_net(normed)
-        log_std = self.log_std.unsqueeze(1)
+        mean = self._means(normed)
+        log_std = self._action_log_std().unsqueeze(1)
         actions = mean + self.streams.normal(tuple(mean.shape[1:])) * torch.exp(log_std)
         logprob = gaussian_log_prob(actions, mean, log_std)
-        value = self.critic(normed).squeeze(-1)
+        value = self._values(normed)
         return actions.reshape(-1, actions.shape[-1]), logprob.reshape(-1), value.reshape(-1)
 
     @torch.no_grad()
     def _value(self, obs: Tensor) -> Tensor:
-        return self.critic(self._normalized(self._by_pod(obs))).squeeze(-1).reshape(-1)
+        return self._values(self._normalized(self._by_pod(obs))).reshape(-1)
 
     def iteration(self) -> list[dict[str, float]]:
         """Collect ``num_steps`` x P x E transitions, GAE per row, update every pod, merge the
@@ -323,27 +349,41 @@ class PPOGroupRunner:
                 advantages.std(dim=1, keepdim=True) + 1e-8
             )
         self.adam.zero_grad()
-        obs = pick["obs"]  # normalised at collection
-        log_std = self.log_std.unsqueeze(1)
-        new_logprob = gaussian_log_prob(pick["actions"], self.mean_net(obs), log_std)
-        policy, clipped = clipped_surrogate(new_logprob, pick["logprobs"], advantages, self.clip_coef)
-        value = self._value_errors(obs, pick["values"], pick["returns"]).sum(dim=1)
         count = indices.shape[1]
-        entropy = (0.5 + 0.5 * math.log(2.0 * math.pi) + self.log_std).sum(dim=1)
-        loss = (policy.sum(dim=1) + self.vf_coef * value) / count - self.ent_coef * entropy
-        loss.sum().backward()  # rows never mix: each row's gradient is its own loss's
+        total = torch.zeros(self.pods, 4, device=self.device)
+        # in pieces of at most PASS_ROWS network rows per pod, as `PPOAgent.accumulate_gradients` (a
+        # row's pieces are its own minibatch's whatever P is, so a row's gradient does not depend on P)
+        rows = self.agents[0].act_dim if self.per_stock else 1
+        pieces = max(1, -(-count * rows // PASS_ROWS)) if self.device.type == "cpu" else 1
+        for part in torch.arange(count, device=self.device).tensor_split(pieces):
+            piece = {name: value[:, part] for name, value in pick.items()}
+            sums = self._loss_sums(piece, advantages[:, part])
+            ((sums[:, 0] + self.vf_coef * sums[:, 1]) / count).sum().backward()  # rows never mix
+            total += sums.detach()
+        entropy = gaussian_entropy_rows(self._action_log_std())
+        if bool((self.ent_coef != 0).any()):
+            (-self.ent_coef * entropy).sum().backward()
         clip_row_grad_norms(self.params, self.max_grad_norm)
         self.adam.apply(active)
+        means = total / count
+        return torch.stack([means[:, 0], means[:, 1], entropy.detach(), means[:, 2], means[:, 3]], dim=1)
+
+    def _loss_sums(self, pick: dict[str, Tensor], advantages: Tensor) -> Tensor:
+        """Each row's sums of the clipped surrogate, the value loss, the approximate KL and the
+        clipped indicator over its minibatch piece, [P, 4] (`PPOAgent._loss_sums` per row)."""
+        obs = pick["obs"]  # normalised at collection
+        log_std = self._action_log_std().unsqueeze(1)
+        new_logprob = gaussian_log_prob(pick["actions"], self._means(obs), log_std)
+        policy, clipped = clipped_surrogate(new_logprob, pick["logprobs"], advantages, self.clip_coef)
+        value = self._value_errors(obs, pick["values"], pick["returns"]).sum(dim=1)
         with torch.no_grad():
             log_ratio = new_logprob - pick["logprobs"]
             approx_kl = ((log_ratio.exp() - 1.0) - log_ratio).sum(dim=1)
-            sums = torch.stack([policy.sum(dim=1), value, approx_kl, clipped.sum(dim=1).to(value.dtype)], dim=1)
-            means = sums / count
-            return torch.stack([means[:, 0], means[:, 1], entropy.detach(), means[:, 2], means[:, 3]], dim=1)
+        return torch.stack([policy.sum(dim=1), value, approx_kl, clipped.sum(dim=1).to(value.dtype)], dim=1)
 
     def _value_errors(self, obs: Tensor, old_values: Tensor, returns: Tensor) -> Tensor:
         """`PPOAgent._value_errors` per row, [P, B]."""
-        values = self.critic(obs).squeeze(-1)
+        values = self._values(obs)
         unclipped = (values - returns).pow(2)
         if not self.config.clip_vloss:
             return 0.5 * unclipped
@@ -368,6 +408,11 @@ class PPOGroupRunner:
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         if state:
             raise ConfigError(f"PPOGroupRunner keeps no state between iterations, got {sorted(state)}")
+
+
+def gaussian_entropy_rows(log_std: Tensor) -> Tensor:
+    """`trader.agents.ppo.gaussian_entropy` of each row's log-stds [P, A], [P]."""
+    return (0.5 + 0.5 * math.log(2.0 * math.pi) + log_std).sum(dim=1)
 
 
 def _explained_variances(predicted: Tensor, target: Tensor) -> Tensor:
