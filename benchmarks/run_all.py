@@ -37,6 +37,7 @@ ORDER = (
     "learning_costs",
     "network_speed",
     "pod_group_step",
+    "pod_group_train",
     "tournament_scaling",
     "tournament_value",
     "baselines",

@@ -108,6 +108,7 @@ def test_dsr_calibration_prints_a_share_per_edge(capsys) -> None:
         ("cli_startup.py", ["--runs", "1"], "| command | median of 1 |"),
         ("network_speed.py", ["--stocks", "4", "--repeats", "1"], "| stocks | network | hidden |"),
         ("pod_group_step.py", ["--pods", "1,2", "--repeats", "1"], "| pods P | validation pass ms |"),
+        ("pod_group_train.py", ["--pods", "2", "--pod-steps", "256", "--num-envs", "2"], "| 2 |"),
         ("train_throughput.py", ["--quick", "--no-sb3"], "| learner | device | envs x steps |"),
     ],
 )

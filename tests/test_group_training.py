@@ -73,7 +73,11 @@ def test_a_pod_of_a_group_is_bit_for_bit_that_pod_in_a_group_of_one(panel, tmp_p
     assert len({result.best_score for result in group}) > 1  # the other pods are other pods
 
 
-def test_per_stock_pods_group_bit_for_bit_too(panel, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pass_rows", [32_768, 10])
+def test_per_stock_pods_group_bit_for_bit_too(panel, tmp_path: Path, monkeypatch, pass_rows: int) -> None:
+    """Also where a CPU pass holds fewer network rows than a pod's minibatch (``pass_rows`` 10: each
+    pod's minibatch in pieces, one pod a pass), as the demo's per-stock pods run."""
+    monkeypatch.setattr("trader.agents.ppo_group.PASS_ROWS", pass_rows)
     per_stock = {**TINY, "network": "per_stock", "ent_coef": 0.01}
     _group(panel, tmp_path / "alone", [3], [per_stock])
     configs = [per_stock, {**per_stock, "learning_rate": 1e-3}, {**per_stock, "gae_lambda": 0.8}]

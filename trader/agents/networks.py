@@ -186,7 +186,7 @@ class PerStockNet(nn.Module):
             actions = actions.reshape(-1, actions.shape[-1])
             per_stock = actions.reshape(actions.shape[0], self.action_inputs, self.num_stocks).transpose(1, 2)
             x = torch.cat([x, per_stock], dim=-1)
-        stocks, k = self.num_stocks, self.num_nets
+        stocks, k = self.num_stocks, weights[0].shape[0]  # K nets, or as many as ``params`` hold
         batch = obs.shape[1] if own else obs.shape[0]
         rows = x.reshape(k, batch * stocks, -1) if own else x.reshape(1, batch * stocks, -1).expand(k, -1, -1)
         h = self.activation(torch.baddbmm(biases[0], rows, weights[0]))  # [K, B*N, H]

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.func import functional_call
 
 from market_envs.streams import RowStreams, mix64
 from trader.agents.networks import per_stock_row, stack_per_stock
@@ -204,18 +205,21 @@ class PPOGroupRunner:
             return obs
         return ((obs - self.norm_mean) / self.norm_std).clamp(-normalizer.clip, normalizer.clip)
 
-    def _means(self, obs: Tensor) -> Tensor:
-        """Action means [P, B, A] of normalised observations [P, B, D] (`GaussianActor.forward`)."""
+    def _means(self, obs: Tensor, pods: slice = slice(None)) -> Tensor:
+        """Action means [p, B, A] of the normalised observations [p, B, D] of rows ``pods``
+        (`GaussianActor.forward`)."""
+        out = _rows_forward(self.mean_net, obs, pods)
         if not self.per_stock:
-            return self.mean_net(obs)
-        out = self.mean_net(obs)  # [P, B, N, k]: as `PerStockPolicyHead`, k blocks of N
+            return out
+        # [p, B, N, k]: as `PerStockPolicyHead`, k blocks of N
         return out.transpose(2, 3).reshape(out.shape[0], out.shape[1], -1)
 
-    def _values(self, obs: Tensor) -> Tensor:
-        """Values [P, B] of normalised observations [P, B, D] (the critic's forward)."""
-        if self.per_stock:  # as `PerStockValue`: the per-stock shares [P, B, N, 1] summed
-            return self.critic(obs).sum(dim=2).squeeze(-1)
-        return self.critic(obs).squeeze(-1)
+    def _values(self, obs: Tensor, pods: slice = slice(None)) -> Tensor:
+        """Values [p, B] of the normalised observations [p, B, D] of rows ``pods`` (the critic's)."""
+        out = _rows_forward(self.critic, obs, pods)
+        if self.per_stock:  # as `PerStockValue`: the per-stock shares [p, B, N, 1] summed
+            return out.sum(dim=2).squeeze(-1)
+        return out.squeeze(-1)
 
     def _action_log_std(self) -> Tensor:
         """Each row's log-std of every action dimension, [P, A] (`GaussianActor.action_log_std`)."""
@@ -350,16 +354,15 @@ class PPOGroupRunner:
             )
         self.adam.zero_grad()
         count = indices.shape[1]
+        sums = []
+        for pods, part in self._passes(count):
+            piece = {name: value[pods, part] for name, value in pick.items()}
+            piece_sums = self._loss_sums(piece, advantages[pods, part], pods)
+            ((piece_sums[:, 0] + self.vf_coef[pods] * piece_sums[:, 1]) / count).sum().backward()  # rows never mix
+            sums.append((pods, piece_sums.detach()))
         total = torch.zeros(self.pods, 4, device=self.device)
-        # in pieces of at most PASS_ROWS network rows per pod, as `PPOAgent.accumulate_gradients` (a
-        # row's pieces are its own minibatch's whatever P is, so a row's gradient does not depend on P)
-        rows = self.agents[0].act_dim if self.per_stock else 1
-        pieces = max(1, -(-count * rows // PASS_ROWS)) if self.device.type == "cpu" else 1
-        for part in torch.arange(count, device=self.device).tensor_split(pieces):
-            piece = {name: value[:, part] for name, value in pick.items()}
-            sums = self._loss_sums(piece, advantages[:, part])
-            ((sums[:, 0] + self.vf_coef * sums[:, 1]) / count).sum().backward()  # rows never mix
-            total += sums.detach()
+        for pods, piece_sums in sums:
+            total[pods] += piece_sums
         entropy = gaussian_entropy_rows(self._action_log_std())
         if bool((self.ent_coef != 0).any()):
             (-self.ent_coef * entropy).sum().backward()
@@ -368,26 +371,44 @@ class PPOGroupRunner:
         means = total / count
         return torch.stack([means[:, 0], means[:, 1], entropy.detach(), means[:, 2], means[:, 3]], dim=1)
 
-    def _loss_sums(self, pick: dict[str, Tensor], advantages: Tensor) -> Tensor:
+    def _passes(self, count: int) -> list[tuple[slice, slice]]:
+        """The forward and backward passes of a minibatch of ``count`` rows per pod: (pods, rows).
+
+        On the CPU, as `PPOAgent.accumulate_gradients`, at most `PASS_ROWS` network rows (rows, or
+        rows x stocks for the per-stock network) a pass, which stay in cache: a pod's minibatch in
+        the lone agent's pieces, and as many pods a pass as fit (a small market pod's minibatch is 64
+        network rows: every pod in one pass; a per-stock one 25,600: a pod a pass). A row's pieces
+        are the lone agent's whatever P is, so its gradient is too. On a GPU, one pass of every pod."""
+        if self.device.type != "cpu":
+            return [(slice(None), slice(None))]
+        per_row = self.agents[0].act_dim if self.per_stock else 1
+        pieces = max(1, -(-count * per_row // PASS_ROWS))
+        parts = [slice(int(p[0]), int(p[-1]) + 1) for p in torch.arange(count).tensor_split(pieces)]
+        piece_rows = -(-count // pieces) * per_row
+        together = max(1, PASS_ROWS // piece_rows)
+        groups = [slice(start, min(start + together, self.pods)) for start in range(0, self.pods, together)]
+        return [(pods, part) for part in parts for pods in groups]
+
+    def _loss_sums(self, pick: dict[str, Tensor], advantages: Tensor, pods: slice) -> Tensor:
         """Each row's sums of the clipped surrogate, the value loss, the approximate KL and the
-        clipped indicator over its minibatch piece, [P, 4] (`PPOAgent._loss_sums` per row)."""
+        clipped indicator over its minibatch piece, [p, 4] for rows ``pods`` (`PPOAgent._loss_sums`)."""
         obs = pick["obs"]  # normalised at collection
-        log_std = self._action_log_std().unsqueeze(1)
-        new_logprob = gaussian_log_prob(pick["actions"], self._means(obs), log_std)
-        policy, clipped = clipped_surrogate(new_logprob, pick["logprobs"], advantages, self.clip_coef)
-        value = self._value_errors(obs, pick["values"], pick["returns"]).sum(dim=1)
+        log_std = self._action_log_std()[pods].unsqueeze(1)
+        new_logprob = gaussian_log_prob(pick["actions"], self._means(obs, pods), log_std)
+        policy, clipped = clipped_surrogate(new_logprob, pick["logprobs"], advantages, self.clip_coef[pods])
+        value = self._value_errors(obs, pick["values"], pick["returns"], pods).sum(dim=1)
         with torch.no_grad():
             log_ratio = new_logprob - pick["logprobs"]
             approx_kl = ((log_ratio.exp() - 1.0) - log_ratio).sum(dim=1)
         return torch.stack([policy.sum(dim=1), value, approx_kl, clipped.sum(dim=1).to(value.dtype)], dim=1)
 
-    def _value_errors(self, obs: Tensor, old_values: Tensor, returns: Tensor) -> Tensor:
-        """`PPOAgent._value_errors` per row, [P, B]."""
-        values = self._values(obs)
+    def _value_errors(self, obs: Tensor, old_values: Tensor, returns: Tensor, pods: slice) -> Tensor:
+        """`PPOAgent._value_errors` per row of rows ``pods``, [p, B]."""
+        values = self._values(obs, pods)
         unclipped = (values - returns).pow(2)
         if not self.config.clip_vloss:
             return 0.5 * unclipped
-        eps = self.clip_coef
+        eps = self.clip_coef[pods]
         clipped_values = old_values + (values - old_values).clamp(-eps, eps)
         return 0.5 * torch.maximum(unclipped, (clipped_values - returns).pow(2))
 
@@ -408,6 +429,15 @@ class PPOGroupRunner:
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         if state:
             raise ConfigError(f"PPOGroupRunner keeps no state between iterations, got {sorted(state)}")
+
+
+def _rows_forward(module: nn.Module, x: Tensor, pods: slice) -> Tensor:
+    """A stacked module's forward for rows ``pods`` only (their parameters' slices, autograd
+    through to the whole stack), or for every row."""
+    if pods == slice(None):
+        return module(x)
+    params = {name: value[pods] for name, value in module.named_parameters()}
+    return functional_call(module, params, (x,))
 
 
 def gaussian_entropy_rows(log_std: Tensor) -> Tensor:
