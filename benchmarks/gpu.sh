@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
-ALL_STAGES="tests env action costs ppo valpass backtest year learning offpolicy tournament tournament4 mps"
+ALL_STAGES="groups tests env action costs ppo valpass backtest year learning offpolicy tournament tournament4 mps"
 STAGES=${STAGES:-$ALL_STAGES}
 for name in $STAGES; do  # every name checked before anything runs
     case " $ALL_STAGES " in
@@ -30,6 +30,8 @@ run() {
 }
 stage() {
     case $1 in
+    # Pod groups (issue 77): P pods one after another against one group, and pod 0's equality with its group of one.
+    groups) run 300 python benchmarks/pod_group_train.py --device cuda --pods 1,16,64 --pod-steps 8192 --num-envs 16 ;;
     tests) run 150 python -m pytest -q -p no:cacheprovider tests/test_env.py tests/test_devices.py -m "gpu or not gpu" -k "cuda or device" ;;
     env) run 240 python benchmarks/env_throughput.py --device cuda --envs 1,1024,16384,65536,262144 --repeats 3 --seconds 0.5 --out "$OUT/env.md" ;;
     # The action that can hold, and every cost term, against today's step (issues 40 and 41).

@@ -142,7 +142,8 @@ class PPOGroupRunner:
         self.clip_coef = rows("clip_coef").unsqueeze(1)
         self.vf_coef = rows("vf_coef")
         self.ent_coef = rows("ent_coef")
-        self.max_grad_norm = [float(c.max_grad_norm) for c in configs]
+        self.any_entropy = any(c.ent_coef != 0 for c in configs)
+        self.max_grad_norm = rows("max_grad_norm")  # on the device: no copy per minibatch
         self.epochs = [int(c.update_epochs) for c in configs]
         self.target_kl = [math.inf if c.target_kl is None else float(c.target_kl) for c in configs]
 
@@ -250,7 +251,7 @@ class PPOGroupRunner:
         cfg, storage, env = self.config, self.storage, self.env
         finished_return = torch.zeros(self.pods, device=env.device)
         finished_count = torch.zeros(self.pods, device=env.device)
-        with_final = bool((self.gamma > 0).any())
+        with_final = any(agent.config.gamma > 0 for agent in self.agents)
         for step in range(cfg.num_steps):
             obs = self.obs
             actions, logprob, value = self._explore(obs)
@@ -364,7 +365,7 @@ class PPOGroupRunner:
         for pods, piece_sums in sums:
             total[pods] += piece_sums
         entropy = gaussian_entropy_rows(self._action_log_std())
-        if bool((self.ent_coef != 0).any()):
+        if self.any_entropy:
             (-self.ent_coef * entropy).sum().backward()
         clip_row_grad_norms(self.params, self.max_grad_norm)
         self.adam.apply(active)
