@@ -8,6 +8,7 @@ hyperparameters); its run directory is an ordinary run directory that loads alon
 from __future__ import annotations
 
 import json
+import signal
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -20,10 +21,11 @@ from safetensors.torch import load_file
 from market_fixtures import random_panel
 from podracer.cli import main
 from trader.agents import make_agent
-from trader.agents.checkpoint import load_agent, load_policy
+from trader.agents.checkpoint import load_agent, load_policy, read_metadata
 from trader.agents.evaluator import GroupValidation
 from trader.errors import ConfigError
 from trader.group_training import train_group
+from trader.stopping import Interrupted, StopRequest
 from trader.training_envs import build_envs
 
 TINY = {"num_steps": 8, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16, 16]}
@@ -183,3 +185,31 @@ def test_trader_train_population_trains_the_seeds_as_a_group(tmp_path: Path, cap
         == 2
     )
     assert "sac pods do not train in groups yet" in capsys.readouterr().err
+
+
+def test_a_stopped_group_keeps_every_pods_records_and_best_snapshot(panel, tmp_path: Path) -> None:
+    stop = StopRequest()
+
+    def hook(row: dict[str, float]) -> None:
+        if row["step"] == 48:
+            stop.request(signal.SIGTERM)
+
+    with pytest.raises(Interrupted) as caught:
+        _group(panel, tmp_path, [1, 2], stop=stop, on_iteration=hook)
+    assert caught.value.step == 48
+    for seed in (1, 2):
+        root = tmp_path / f"seed-{seed}"
+        assert pd.read_parquet(root / "metrics.parquet")["step"].tolist() == [16.0, 32.0, 48.0]
+        assert read_metadata(root / "checkpoints" / "best")["info"]["step"] == 32
+        assert not (root / "resume").exists()  # a group does not resume yet
+
+
+@pytest.mark.slow
+def test_a_compiled_validation_pass_scores_a_group_as_the_eager_one(panel, tmp_path: Path) -> None:
+    eager = _group(panel, tmp_path / "eager", [1, 2])
+    compiled = _group(panel, tmp_path / "compiled", [1, 2], compile="validation")
+    for a, b in zip(eager, compiled, strict=True):
+        columns = [c for c in a.metrics.columns if c.startswith("val_")]
+        pd.testing.assert_frame_equal(a.metrics[columns], b.metrics[columns], rtol=1e-5)
+    with pytest.raises(ConfigError, match='compile="all"'):
+        _group(panel, tmp_path / "all", [1], compile="all")

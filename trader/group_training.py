@@ -19,7 +19,7 @@ config (tests/test_group_training.py); a group of one is not today's lone `trade
 whose random streams are the agent's generator (docs/missing.md).
 
 Not yet: SAC and TD3 groups, resuming an interrupted group (each pod keeps the best snapshot
-and records written at its last validation), ``compile``, gymnasium envs.
+and records written at its last validation), ``compile="all"``, gymnasium envs.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from trader.training import (
     resolve_config,
     with_env_layout,
 )
-from trader.training_envs import build_envs
+from trader.training_envs import build_envs, compile_choice
 
 GROUP_ALGOS = ("ppo",)
 """The algorithms that train in groups."""
@@ -74,6 +74,7 @@ def train_group(
     preset: str | None = None,
     overwrite: bool = False,
     stop: StopRequest | None = None,
+    compile: bool | str = False,
 ) -> list[TrainResult]:
     """Train P pods as one group; each pod's `TrainResult`, in order (see the module docstring).
 
@@ -86,6 +87,8 @@ def train_group(
     :param num_envs: sub-environments of each pod (E; the group's env has P x E rows).
     :param init_from: P checkpoints (or None each) a pod continues from (`trader.train`'s).
     :param on_iteration: called after each iteration with pod 0's metrics row.
+    :param compile: False ("off") or "validation": the group's validation pass compiled
+        (`trader.train`'s ``compile``); training stays eager.
     The other parameters are `trader.train`'s, for every pod.
     """
     pods = len(configs)
@@ -111,12 +114,15 @@ def train_group(
         rundir.check_new_run(
             root, remedy="pass overwrite=True to replace it, or other run directories", overwrite=overwrite
         )
+    compile = compile_choice(compile)
+    if compile == "all":
+        raise ConfigError('train_group: compile="all" does not apply to a pod group yet (off or "validation")')
     spec = get_spec(algo)
     device = resolve_device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"device {device} requested but CUDA is not available")
     with seeded(int(seeds[0])):
-        envs = build_envs(env, pods * num_envs, device, int(seeds[0]))
+        envs = build_envs(env, pods * num_envs, device, int(seeds[0]), compile=compile)
     if envs.description.get("kind") != "market":
         raise ConfigError("train_group: pod groups train on market envs (gymnasium envs train one pod a run)")
     agents = []
@@ -139,7 +145,7 @@ def train_group(
                 "device": str(device),
                 "num_envs": num_envs,
                 "eval_every": eval_every,
-                "compile": "off",
+                "compile": compile,
                 "time_budget": time_budget,
                 "init_from": None if start is None else str(start),
                 "env": envs.description,

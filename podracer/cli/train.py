@@ -129,8 +129,8 @@ def train_command(
 
     if population is not None and population < 1:
         raise UserError(f"--population must be >= 1, got {population}")
-    if population is not None and (resume or compile not in (None, "off", False)):
-        raise UserError(f"--population: {'--resume' if resume else '--compile'} does not apply to a pod group yet")
+    if population is not None and (resume or compile in ("all", True)):
+        raise UserError(f"--population: {'--resume' if resume else '--compile all'} does not apply to a pod group yet")
     if resume:
         refused = [
             option
@@ -346,6 +346,7 @@ def _train_population(run_dir: Path, population: int, arguments: dict[str, Any],
                 preset=arguments.get("preset"),
                 on_iteration=report,
                 overwrite=overwrite,
+                compile=arguments.get("compile", False),
             )
     except Interrupted as stop:
         console.print(
