@@ -78,14 +78,20 @@ class RowStreams:
     def rows(self) -> int:
         return int(self.keys.shape[0])
 
-    def bits(self, shape: tuple[int, ...]) -> Tensor:
-        """Hashed int64 values [P, *shape], each row's from its own key; advances the counter."""
+    def bits(self, shape: tuple[int, ...], draw: int | None = None) -> Tensor:
+        """Hashed int64 values [P, *shape], each row's from its own key; advances the counter.
+
+        :param draw: the draw's number instead of the counter's (which then does not move): a
+            draw is a function of its number alone, so a caller whose rows draw a varying number of
+            times (a pod group's rows, each its own epochs) numbers each draw by what it is."""
         count = math.prod(shape)
         index = torch.arange(count, dtype=torch.int64, device=self.device)
+        if draw is None:
+            draw = self.draws
+            self.draws += 1
         # the draw's key is mixed on the host (a CPU scalar): no copy to the device per draw
-        draw = int(mix64(torch.tensor(_wrapped(self.draws * _DRAW + 1), dtype=torch.int64)))
-        self.draws += 1
-        values = mix64(mix64(self.keys.unsqueeze(1) ^ draw) + index * _GOLDEN)
+        key = int(mix64(torch.tensor(_wrapped(draw * _DRAW + 1), dtype=torch.int64)))
+        values = mix64(mix64(self.keys.unsqueeze(1) ^ key) + index * _GOLDEN)
         return values.reshape(self.rows, *shape)
 
     def uniform(self, shape: tuple[int, ...]) -> Tensor:
@@ -110,9 +116,10 @@ class RowStreams:
         bound = high.reshape(-1, *([1] * len(shape))) if high.ndim else high
         return (_shift_right(self.bits(shape), 33) * bound) >> 31
 
-    def permutations(self, length: int) -> Tensor:
-        """One random permutation of ``range(length)`` per row, int64 [P, length] (a sort of random keys)."""
-        return torch.argsort(self.bits((length,)), dim=1)
+    def permutations(self, length: int, draw: int | None = None) -> Tensor:
+        """One random permutation of ``range(length)`` per row, int64 [P, length] (a sort of random
+        keys); ``draw`` as `bits` takes it."""
+        return torch.argsort(self.bits((length,), draw), dim=1)
 
     def state_dict(self) -> dict[str, Tensor]:
         return {"keys": self.keys.clone(), "draws": torch.tensor(self.draws, dtype=torch.int64)}

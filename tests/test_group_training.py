@@ -8,6 +8,7 @@ hyperparameters); its run directory is an ordinary run directory that loads alon
 from __future__ import annotations
 
 import json
+import math
 import signal
 import tomllib
 from dataclasses import replace
@@ -170,8 +171,9 @@ def test_trader_train_population_trains_the_seeds_as_a_group(tmp_path: Path, cap
     arguments += ["--steps", "32", "--num-envs", "2", "--eval-every", "16", "--config", str(config)]
     assert main([*arguments, "--population", "3", "--seed", "5"]) == 0
     err = capsys.readouterr().err
-    assert "3 seeds (5 to 7) as one pod group" in err and "IQM of 3 seeds" in err
     summary = json.loads((tmp_path / "pop" / "population.json").read_text())
+    defined = sum(pod["best_score"] is not None and math.isfinite(pod["best_score"]) for pod in summary["pods"])
+    assert "3 seeds (5 to 7) as one pod group" in err and f"IQM of {defined} seeds" in err
     assert [pod["seed"] for pod in summary["pods"]] == [5, 6, 7] and summary["group_size"] == 3
     assert summary["iqm"]["low"] <= summary["iqm"]["value"] <= summary["iqm"]["high"]
     for seed in (5, 6, 7):
@@ -213,3 +215,21 @@ def test_a_compiled_validation_pass_scores_a_group_as_the_eager_one(panel, tmp_p
         pd.testing.assert_frame_equal(a.metrics[columns], b.metrics[columns], rtol=1e-5)
     with pytest.raises(ConfigError, match='compile="all"'):
         _group(panel, tmp_path / "all", [1], compile="all")
+
+
+def test_rows_with_their_own_epochs_early_stop_and_schedule_are_each_their_group_of_one(panel, tmp_path) -> None:
+    """The per-row update rules: a row stops its epochs at its own ``update_epochs`` or at its own
+    ``target_kl`` (its Adam then leaves it as it is), and anneals its own learning rate."""
+    configs = [
+        {**TINY, "update_epochs": 4},
+        {**TINY, "update_epochs": 4, "target_kl": 1e-6},  # stops early
+        {**TINY, "anneal_lr": True, "total_steps": 64, "learning_rate": 1e-3},
+    ]
+    _group(panel, tmp_path / "group", [1, 2, 3], configs)
+    for seed, config in zip([1, 2, 3], configs, strict=True):
+        _group(panel, tmp_path / f"alone{seed}", [seed], [config])
+        _same_run(tmp_path / f"alone{seed}" / f"seed-{seed}", tmp_path / "group" / f"seed-{seed}")
+    epochs = [pd.read_parquet(tmp_path / "group" / f"seed-{s}" / "metrics.parquet")["epochs_run"] for s in (1, 2)]
+    assert epochs[0].tolist() == [4.0] * 4 and epochs[1].iloc[0] == 1.0 and (epochs[1] < 4).all()
+    rates = pd.read_parquet(tmp_path / "group" / "seed-3" / "metrics.parquet")["learning_rate"].tolist()
+    assert rates == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])

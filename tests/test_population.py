@@ -222,3 +222,21 @@ def test_stream_distributions_calibrate():
     assert torch.equal(permutations.sort(dim=1).values, torch.arange(50).expand(4, 50))
     with pytest.raises(ValueError):
         streams.integers(0, (3,))
+
+
+def test_a_row_off_the_alignment_computes_as_that_row_alone() -> None:
+    """The CPU's matrix kernels round differently for data that starts off a 64-byte boundary:
+    row 1 of a stack of 2 x 43 floats a row starts at 344 bytes. `aligned_rows` gives each row the
+    alignment a tensor of that row alone has, so a stacked layer's row is that row's layer."""
+    from trader.agents.population import StackedLinear, aligned_rows
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 2, 43, generator=generator)
+    layer = StackedLinear(torch.randn(3, 16, 43, generator=generator), torch.randn(3, 16, generator=generator))
+    for row in range(3):
+        alone = StackedLinear(layer.weight[row : row + 1].clone(), layer.bias[row : row + 1].clone())
+        assert torch.equal(layer(x)[row], alone(x[row : row + 1].clone())[0])
+    moved = aligned_rows(x)
+    assert torch.equal(moved, x) and all(moved[row].data_ptr() % 64 == 0 for row in range(3))
+    fits = torch.randn(3, 16, 4)  # 256 bytes a row: as it is
+    assert aligned_rows(fits) is fits

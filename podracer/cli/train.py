@@ -314,7 +314,7 @@ def _train_population(run_dir: Path, population: int, arguments: dict[str, Any],
     seeds = [first + k for k in range(population)]
     roots = [run_dir / f"seed-{seed}" for seed in seeds]
     steps = int(arguments.get("steps", 100_000))
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     console.print(
         f"[bold]{algo}[/bold], {population} seeds ({seeds[0]} to {seeds[-1]}) as one pod group, {steps:,} steps each; "
         f"run directories {run_dir}/seed-*",

@@ -37,6 +37,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from trader.agents.population import aligned_rows
 from trader.errors import ConfigError
 
 NETWORKS = ("mlp", "per_stock")
@@ -188,7 +189,11 @@ class PerStockNet(nn.Module):
             x = torch.cat([x, per_stock], dim=-1)
         stocks, k = self.num_stocks, weights[0].shape[0]  # K nets, or as many as ``params`` hold
         batch = obs.shape[1] if own else obs.shape[0]
-        rows = x.reshape(k, batch * stocks, -1) if own else x.reshape(1, batch * stocks, -1).expand(k, -1, -1)
+        rows = (
+            aligned_rows(x.reshape(k, batch * stocks, -1))
+            if own
+            else x.reshape(1, batch * stocks, -1).expand(k, -1, -1)
+        )
         h = self.activation(torch.baddbmm(biases[0], rows, weights[0]))  # [K, B*N, H]
         width = h.shape[-1]
         # The head's first layer on [h_i, context, cash], computed without building that
@@ -202,6 +207,8 @@ class PerStockNet(nn.Module):
         z = z.reshape(k, batch * stocks, -1)
         for weight, bias in zip(weights[2:], biases[2:], strict=True):
             z = self.activation(z)
+            if own:
+                z = aligned_rows(z)
             if own and weight.shape[-1] == 1:  # the batched product's K = 1 path rounds otherwise
                 z = (z * weight.transpose(1, 2)).sum(dim=-1, keepdim=True) + bias
             else:

@@ -44,9 +44,34 @@ class StackedLinear(nn.Module):
         return cls(torch.stack([m.weight.detach() for m in layers]), torch.stack([m.bias.detach() for m in layers]))
 
     def forward(self, x: Tensor) -> Tensor:
+        x = aligned_rows(x)
         if self.weight.shape[1] == 1:  # a value head: the batched product's P = 1 path rounds otherwise
             return (x * self.weight).sum(dim=-1, keepdim=True) + self.bias.unsqueeze(1)
         return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
+
+
+ROW_ALIGNMENT = 64
+"""Bytes: where each row of a batched product's input starts on the CPU (`aligned_rows`)."""
+
+
+def aligned_rows(x: Tensor) -> Tensor:
+    """``x`` [P, ...] with each row starting on a `ROW_ALIGNMENT`-byte boundary, as a freshly
+    allocated tensor of one row does (on the CPU; elsewhere ``x`` itself).
+
+    The CPU's matrix kernels round differently for data that starts off such a boundary (a row
+    p > 0 of a stack whose rows are, say, 2 x 43 floats: 344 bytes), so without it row p of a
+    stack would not be bit for bit the same row alone. A row of a size that is a multiple of the
+    boundary is already aligned (the usual case: 16 sub-environments, a minibatch of 64); other
+    sizes are copied once into a buffer with padded rows (a strided view, autograd through it)."""
+    if x.device.type != "cpu" or x.ndim < 2:
+        return x
+    row_bytes = x[0].numel() * x.element_size()
+    if x.is_contiguous() and row_bytes % ROW_ALIGNMENT == 0 and x.data_ptr() % ROW_ALIGNMENT == 0:
+        return x
+    per_row = x[0].numel()
+    stride = -(-row_bytes // ROW_ALIGNMENT) * ROW_ALIGNMENT // x.element_size()
+    padded = torch.nn.functional.pad(x.reshape(x.shape[0], per_row), (0, stride - per_row))  # a new, aligned tensor
+    return padded[:, :per_row].view(x.shape)
 
 
 def stack_sequentials(networks: Sequence[nn.Sequential]) -> nn.Sequential:

@@ -56,6 +56,7 @@ GROUP_ROW_FIELDS = (
     "init_log_std",
     "reward_scale",
     "target_kl",
+    "anneal_lr",
     "total_steps",
 )
 """PPO hyperparameters that may differ between the pods of one group (each row has its own)."""
@@ -63,6 +64,10 @@ GROUP_ROW_FIELDS = (
 _METRIC_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 _AGENT_STREAM = 0x5EED_A6E7
 """Mixed into a pod's seed for its agent's stream (the env's stream is keyed by the seed itself)."""
+_MINIBATCH_STREAM = 0x0B47_C4E5
+"""Mixed into a pod's seed (then as `_AGENT_STREAM`) for its minibatch orders."""
+_EPOCH_BITS = 20
+"""A minibatch order's draw number: update << 20 + epoch (an update has fewer than 2^20 epochs)."""
 
 
 def group_key(config: Any) -> tuple:
@@ -118,6 +123,14 @@ class PPOGroupRunner:
         seeds = [agent.seed for agent in self.agents]
         env.use_row_streams(RowStreams(seeds, env.device))
         self.streams = RowStreams(agent_stream_seeds(seeds), self.device)
+        """The action noise: every row draws at every step."""
+        self.minibatch_streams = RowStreams(
+            agent_stream_seeds([seed ^ _MINIBATCH_STREAM for seed in seeds]), self.device
+        )
+        """The minibatch orders, numbered by update and epoch (`_order`): a row's epochs (its
+        ``update_epochs``, its ``target_kl``) are its own, and its draws cannot depend on the others'."""
+        self.updates = 0
+        """Updates made by this runner (the number of the next one's orders)."""
         self._hyperparameters()
         self.read_agents()
         cfg = self.config
@@ -309,7 +322,7 @@ class PPOGroupRunner:
             active = [on and epoch < self.epochs[row] for row, on in enumerate(active)]
             if not any(active):
                 break
-            order = self.streams.permutations(size)
+            order = self.minibatch_streams.permutations(size, draw=(self.updates << _EPOCH_BITS) + epoch)
             epoch_metrics = []
             for indices in order.chunk(cfg.num_minibatches, dim=1):
                 epoch_metrics.append(self._minibatch_step(batch, indices, active))
@@ -321,6 +334,7 @@ class PPOGroupRunner:
             if any(math.isfinite(limit) for limit in self.target_kl):
                 kl = epoch_metrics[:, :, _METRIC_NAMES.index("approx_kl")].mean(dim=0).cpu().tolist()
                 active = [on and not kl[row] > self.target_kl[row] for row, on in enumerate(active)]
+        self.updates += 1
         minibatches = -(-size // -(-size // cfg.num_minibatches))  # the chunks `chunk` made
         totals = torch.stack(sums).sum(dim=0).cpu().tolist()  # [P, 5], one host copy
         log_std = self.log_std.detach().mean(dim=1).cpu().tolist()
