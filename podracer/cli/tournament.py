@@ -38,6 +38,7 @@ from podracer.cli.options import (
     DeviceOption,
     EnsembleWeightingOption,
     GpusOption,
+    GroupSizeOption,
     InitialCashOption,
     InsecureOption,
     NoTradeBandOption,
@@ -94,14 +95,7 @@ def tournament_command(
     ensemble_weighting: EnsembleWeightingOption = None,
     gpus: GpusOption = None,
     num_envs: NumEnvsOption = None,
-    group_size: Annotated[
-        int | None,
-        typer.Option(
-            "--group-size",
-            help="Pods per group: up to P PPO pods of one network shape trained as one program in one task, "
-            "each its own seed, hyperparameters and run directory (default 1: every pod alone).",
-        ),
-    ] = None,
+    group_size: GroupSizeOption = None,
     seed: SeedOption = None,
     device: DeviceOption = None,
     compile: CompileOption = None,
