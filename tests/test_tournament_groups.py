@@ -226,6 +226,19 @@ def test_group_size_is_checked_and_kept_by_tournament_toml(tmp_path: Path) -> No
     assert TournamentConfig.from_dict({k: v for k, v in config.to_dict().items() if k != "group_size"}).group_size == 1
 
 
+def test_the_tournament_says_once_what_groups_keep_and_refuses_a_group_size_of_0(tmp_path: Path, capsys) -> None:
+    from podracer.cli import main
+    from podracer.cli.tournament import groups_line
+
+    assert groups_line(TournamentConfig(env=DATASET)) == ""
+    assert groups_line(TournamentConfig(env=DATASET, group_size=8)) == (
+        "pod groups of up to 8 ppo pods; not mutated, as they define a group: num_minibatches; sac, td3 pods "
+        "train alone"
+    )
+    assert main(["tournament", str(tmp_path / "t"), "--dataset", DATASET, "--group-size", "0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: --group-size must be >= 1, got 0"
+
+
 # --------------------------------------------------------------------------- tournaments of groups
 
 

@@ -7,6 +7,11 @@ where the clock says). It runs on a dask worker or in-process alike and
 returns a small `PodResult` (scores, timings, where its checkpoint is): weights stay
 on disk, nothing large crosses the wire.
 
+`train_pod_group(specs, run_dir)` trains several PPO pods as one program
+(`trader.group_training.train_group`, issue 77), each into its own run directory as
+`train_pod` writes it, with the same at-least-once safety per pod; a dask task trains one
+group and returns one `PodResult` per pod.
+
 A child pod continues from its parent's ``best`` checkpoint (weights, optimiser
 moments, observation normaliser; see `trader.train`'s ``init_from``) with its own,
 possibly perturbed, config and its own seed.
@@ -283,9 +288,11 @@ def _train_group_into(specs: list[PodSpec], run_dir: str, outs: list[Path], dead
     start = time.time()
     first = specs[0]
     try:
-        shared = {(s.algo, s.steps, s.num_envs, s.eval_every, s.device, spec_env(s)) for s in specs}
-        if len(shared) != 1:
-            raise ConfigError("the pods of a group task need one algorithm, market, length, envs and device")
+        shared = {(s.algo, s.steps, s.num_envs, s.eval_every, s.device, s.compile, spec_env(s)) for s in specs}
+        if len(shared) != 1 or first.compile not in (False, "off"):
+            raise ConfigError(
+                "the pods of a group task need one algorithm, market, length, envs and device, and no compile"
+            )
         trained = train_group(
             first.algo,
             first.env,
