@@ -2,12 +2,12 @@
 
 Loop: keep ``in_flight_per_thread`` x ``group_size`` pods submitted per worker thread connected
 *now* (the cluster is re-read every pass, so workers that join get pods and workers that
-leave are not waited for), drawn once there is room for ``group_size`` of them, so that pods
-drawn together can group and every thread still has a task; wait with `distributed.wait` for the first pod to finish
-(or for a few seconds, to notice new workers); record it; breed the next pods from
-the leaderboard (`tournament.generator`), packed into tasks (`tournament.generator.groups`: with
-``group_size`` P > 1, PPO pods that can share a program train as groups of up to P, one task
-each; every other pod is a task alone). Stop at the pod budget, the time budget or
+leave are not waited for); wait with `distributed.wait` for the first task to finish
+(or for a few seconds, to notice new workers); record its pods; breed the next pods from
+the leaderboard (`tournament.generator`) once there is room for ``group_size`` of them, and pack
+them into tasks (`tournament.generator.groups`: with ``group_size`` P > 1, the PPO pods drawn
+together that can share a program train as groups of up to P, one task each, so every thread
+still has a task; every other pod is a task alone). Stop at the pod budget, the time budget or
 the target score, whichever comes first. At the pod budget the pods in flight finish;
 at the time budget they stop training too (each spec carries the budget as its
 `PodSpec.deadline`), are validated and ranked, so their work is not lost and the
