@@ -113,9 +113,10 @@ class TournamentConfig:
     group_size: int = 1
     """Pods trained as one program in one task (`trader.group_training.train_group`): up to this
     many PPO pods that share a network shape, rollout length and minibatch count, each with its
-    own seed, hyperparameters and run directory. 1: every pod alone. Above 1 the generator never
-    mutates the hyperparameters that define a group (PPO's ``num_minibatches``), and SAC and TD3
-    pods still train alone (`tournament.generator.groups`)."""
+    own seed, hyperparameters and run directory. 1: every pod alone. Above 1 the orchestrator
+    keeps ``group_size`` x ``in_flight_per_thread`` pods in flight per worker thread, the generator
+    never mutates the hyperparameters that define a group (PPO's ``num_minibatches``), and SAC and
+    TD3 pods still train alone (`tournament.generator.groups`)."""
     device: str = "cpu"
     """Device of the pods ("cuda" is implied by ``gpus``)."""
     compile: bool | str = False
