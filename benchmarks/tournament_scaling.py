@@ -25,6 +25,14 @@ on a GPU machine (``--gpus all --workers 1,2,4,8,16``: pods per GPU), >= 80% at 
     OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py --workers 1,2 --pods 6 --compile  # pods compiled
     OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py --workers 1,2 --pods 6 --compile validation
 
+``--group-size 1,16`` runs each worker count once per group size (`TournamentConfig.group_size`:
+PPO pods trained as one program, one dask task a group; issue 77), so the table compares pods per
+hour of lone pods with that of groups on the same workers and pods; efficiency is then read within
+one group size.
+
+    OMP_NUM_THREADS=1 python benchmarks/tournament_scaling.py --workers 2 --pods 32 --pod-steps 4096 \
+        --num-envs 16 --algos ppo --dataset synthetic-edge-daily --group-size 1,16
+
 With ``--compile`` each worker's first pod of each algorithm compiles that algorithm's validation
 pass ("first of its algo in its worker" in the per-pod table; inductor's on-disk cache makes a
 later process's compile shorter), then every validation pass runs many bars per call.
@@ -50,12 +58,14 @@ from tournament.events import EventLog
 from tournament.orchestrator import EVENTS_FILE, Progress
 
 
-def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
+def one_run(workers: int, args: argparse.Namespace, root: Path, group_size: int = 1) -> dict:
     """One tournament; ``workers`` is the number of worker processes, or with
-    ``--gpus`` the pods per GPU (concurrent pods = GPUs x workers)."""
+    ``--gpus`` the pods per GPU (concurrent pods = GPUs x workers); ``group_size`` its
+    `TournamentConfig.group_size`."""
     cluster = {"gpus": args.gpus, "pods_per_gpu": workers} if args.gpus else {"workers": workers}
     config = TournamentConfig(
-        run_dir=str(root / f"w{workers}"),
+        run_dir=str(root / f"w{workers}-g{group_size}"),
+        group_size=group_size,
         env=args.dataset,
         algos=tuple(args.algos.split(",")),
         pod_steps=args.pod_steps,
@@ -77,6 +87,7 @@ def one_run(workers: int, args: argparse.Namespace, root: Path) -> dict:
     per_algo = {algo: statistics.median(group["seconds"]) for algo, group in pods.groupby("algo")}
     return {
         "workers": workers,
+        "group_size": group_size,
         "pods": int((pods["status"] == "finished").sum()),
         "failed": int((pods["status"] == "failed").sum()),
         "wall_s": result.seconds,
@@ -192,6 +203,9 @@ def main() -> None:
     parser.add_argument("--pod-steps", type=int, default=16_384)
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--group-size", default="1", help="Comma-separated group sizes (TournamentConfig.group_size), each a run."
+    )
     parser.add_argument("--plain", action="store_true", help="Also time PPO pods in plain processes (the ceiling).")
     parser.add_argument(
         "--pin", action="store_true", help="With --plain: pin the two plain processes to cores 0 and 1."
@@ -213,25 +227,29 @@ def main() -> None:
     load(args.dataset)  # build the cache once, outside the timings
     rows = []
     with tempfile.TemporaryDirectory(prefix="tournament-scaling-") as tmp:
-        for workers in (int(w) for w in args.workers.split(",")):
-            rows.append(one_run(workers, args, Path(tmp)))
-            print(json.dumps({k: v for k, v in rows[-1].items() if k != "per_pod"}), flush=True)
-            print_per_pod(rows[-1])
+        for group_size in (int(g) for g in args.group_size.split(",")):
+            for workers in (int(w) for w in args.workers.split(",")):
+                rows.append(one_run(workers, args, Path(tmp), group_size))
+                print(json.dumps({k: v for k, v in rows[-1].items() if k != "per_pod"}), flush=True)
+                print_per_pod(rows[-1])
         plain = plain_ceiling(args, Path(tmp)) if args.plain else None
-    base = rows[0]["pods_per_hour"] / rows[0]["workers"]
+    first = {}  # each group size's first row: its efficiency's base
+    for row in rows:
+        first.setdefault(row["group_size"], row)
     print(
         f"\n{args.pods} pods of {args.pod_steps:,} steps ({args.algos}, {args.num_envs} envs) on {args.dataset}"
         f"{'' if args.compile == 'off' else f', compiled: {args.compile}'}; "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}\n"
     )
-    print("| workers | pods/h | efficiency | wall s | median pod s by algo | load before |")
-    print("|---:|---:|---:|---:|---|---:|")
+    print("| group size | workers | pods/h | efficiency | wall s | median pod s by algo | load before |")
+    print("|---:|---:|---:|---:|---:|---|---:|")
     for row in rows:
+        base = first[row["group_size"]]["pods_per_hour"] / first[row["group_size"]]["workers"]
         efficiency = row["pods_per_hour"] / (row["workers"] * base)
         algos = ", ".join(f"{a} {s:.0f}" for a, s in sorted(row["median_pod_s"].items()))
         print(
-            f"| {row['workers']} | {row['pods_per_hour']:.1f} | {efficiency:.0%} | {row['wall_s']:.0f} | {algos} | "
-            f"{row['load_before']:.2f} |"
+            f"| {row['group_size']} | {row['workers']} | {row['pods_per_hour']:.1f} | {efficiency:.0%} | "
+            f"{row['wall_s']:.0f} | {algos} | {row['load_before']:.2f} |"
         )
     if plain is not None:
         alone, pair = plain

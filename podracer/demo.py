@@ -61,6 +61,7 @@ def run_demo(
     algos: tuple[str, ...] = ("ppo", "sac", "td3"),
     pod_steps: int = DEMO_POD_STEPS,
     num_envs: int = POD_ENVS,
+    group_size: int = 1,
     cost: float = DEMO_COST,
     seed: int = 0,
     device: str = "cpu",
@@ -82,6 +83,7 @@ def run_demo(
     :param algos: the algorithms of the tournament's pool.
     :param pod_steps: transitions per pod.
     :param num_envs: sub-environments per pod.
+    :param group_size: PPO pods trained as one group (`TournamentConfig.group_size`).
     :param cost: costs per side, in training and in the backtest.
     :param seed: the tournament's and the baseline's seed.
     :param device: "cpu" or "cuda".
@@ -115,14 +117,15 @@ def run_demo(
         pods=pods,
         time_budget=tournament_seconds,
         workers=workers,
+        group_size=group_size,
         seed=seed,
         ensemble_k=3,
         device=device,
         backtest=False,
     )
     log(
-        f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {counted(workers, 'local worker')} "
-        f"for {tournament_seconds:.0f} s ..."
+        f"tournament: {', '.join(algos)} pods of {pod_steps:,} transitions on {counted(workers, 'local worker')}, "
+        f"group size {group_size}, for {tournament_seconds:.0f} s ..."
     )
     outcome = run(config, client=client, on_progress=on_progress)
     log(_tournament_line(outcome))

@@ -110,6 +110,13 @@ class TournamentConfig:
     that pod is bred a whole pod earlier, from an older leaderboard, and the first
     wave is all fresh pods, so lineages grow more slowly at the same wall-clock
     (benchmarks/RESULTS.md, "Tournament value")."""
+    group_size: int = 1
+    """Pods trained as one program in one task (`trader.group_training.train_group`): up to this
+    many PPO pods that share a network shape, rollout length and minibatch count, each with its
+    own seed, hyperparameters and run directory. 1: every pod alone. Above 1 the orchestrator
+    keeps ``group_size`` x ``in_flight_per_thread`` pods in flight per worker thread, the generator
+    never mutates the hyperparameters that define a group (PPO's ``num_minibatches``), and SAC and
+    TD3 pods still train alone (`tournament.generator.groups`)."""
     device: str = "cpu"
     """Device of the pods ("cuda" is implied by ``gpus``)."""
     compile: bool | str = False
@@ -179,6 +186,7 @@ class TournamentConfig:
             "workers",
             "pods_per_gpu",
             "in_flight_per_thread",
+            "group_size",
             "ensemble_k",
         ):
             if int(getattr(self, key)) < 1:

@@ -27,7 +27,12 @@ others finish in):
    for log-scaled ones; integers rounded), the others kept as they are, values set
    outside their bound included. No pod inherits weights: the same budget spent on
    exploration alone, the control arm that tells what exploitation adds.
-6. **Warm start** (``warm_start``: a finished tournament's run directory, e.g. the
+6. **Groups** (``group_size`` P > 1): `groups` packs the specs of one pass into tasks: PPO
+   pods that share a `pod_group_key` (network shape, rollout length, minibatch count, market,
+   length) train as one group of up to P pods, the others alone. So that pods keep finding
+   peers, the hyperparameters that define a group (`group_fields`, PPO's ``num_minibatches``)
+   are never mutated or drawn then: every PPO pod keeps its base config's value.
+7. **Warm start** (``warm_start``: a finished tournament's run directory, e.g. the
    previous walk-forward fold's): a pod that is not fresh but finds no entry of its
    algorithm on this leaderboard draws its parent, as in 2, from that tournament's
    leaderboard instead, and continues training it (continual learning). Its
@@ -37,9 +42,10 @@ others finish in):
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +53,13 @@ import numpy as np
 
 from tournament.config import TournamentConfig
 from tournament.leaderboard import Entry, Leaderboard
-from tournament.pod import PodSpec
+from tournament.pod import GROUP_COMPILE, PodSpec
 from trader.agents import get_spec, make_config
 from trader.agents.base import Bound
 from trader import rundir
+from trader.group_training import group_fields, group_key
 from trader.rundir import config_to_dict
+from trader.spec import MarketSpec
 
 
 def pod_seed_sequence(seed: int, index: int) -> np.random.SeedSequence:
@@ -128,6 +136,43 @@ def _step(value: float, bound: Bound, scale: float, rng: np.random.Generator) ->
     return int(round(moved)) if bound.integer else float(moved)
 
 
+def pod_group_key(spec: PodSpec) -> tuple | None:
+    """What pods must share to train as one group task: the algorithm's group key
+    (`trader.group_training.group_key`), the market, the length, the envs, the validation
+    cadence, the device and what it compiles; None for a pod that trains alone (SAC, TD3, a
+    gymnasium env, a pod that compiles its networks)."""
+    key = group_key(spec.algo, spec.algo_config)
+    if key is None or not isinstance(spec.env, MarketSpec) or spec.compile not in GROUP_COMPILE:
+        return None
+    market = json.dumps(spec.env.to_dict(), sort_keys=True)
+    return (*key, market, spec.steps, spec.num_envs, spec.eval_every, spec.device, spec.compile)
+
+
+def frozen_by_groups(algo: str, group_size: int) -> tuple[str, ...]:
+    """The hyperparameters of ``algo`` that pods keep at their base value because they define a
+    group (``group_size`` > 1; `trader.group_training.group_fields`), sorted; () otherwise."""
+    return group_fields(algo) if group_size > 1 else ()
+
+
+def groups(specs: Sequence[PodSpec], size: int) -> list[list[PodSpec]]:
+    """``specs`` packed into tasks, in order of their first pod: pods of one `pod_group_key` in
+    groups of at most ``size`` (the last one of a key may be smaller), every other pod alone.
+    ``size`` 1: each pod alone, as tasks were before groups."""
+    tasks: list[list[PodSpec]] = []
+    open_groups: dict[tuple, list[PodSpec]] = {}
+    for spec in specs:
+        key = pod_group_key(spec) if size > 1 else None
+        if key is None:
+            tasks.append([spec])
+            continue
+        group = open_groups.get(key)
+        if group is None or len(group) >= size:
+            group = open_groups[key] = []
+            tasks.append(group)
+        group.append(spec)
+    return tasks
+
+
 class PodGenerator:
     """Builds `PodSpec` number ``index`` from the leaderboard (see the module docstring)."""
 
@@ -156,9 +201,10 @@ class PodGenerator:
             device=cfg.pod_device,
             compile=cfg.compile,
         )
+        bounds = self.bounds(algo)
         if cfg.search == "random":
             base = config_to_dict(make_config(algo, cfg.base_config(algo)))
-            config = config_to_dict(make_config(algo, sample(base, get_spec(algo).mutation_bounds, rng)))
+            config = config_to_dict(make_config(algo, sample(base, bounds, rng)))
             return PodSpec(algo_config=config, **common)
         fresh = rng.random() < cfg.fresh_probability
         parent = None if fresh else select_parent(board, algo, cfg.top_fraction, rng)
@@ -168,7 +214,6 @@ class PodGenerator:
         if parent is None:
             config = config_to_dict(make_config(algo, cfg.base_config(algo)))
             return PodSpec(algo_config=config, **common)
-        bounds = get_spec(algo).mutation_bounds
         child = perturb(parent.hyperparameters, bounds, cfg.mutation_scale, rng)
         config = config_to_dict(make_config(algo, child))  # validated by the algo's config
         if warm:
@@ -186,6 +231,12 @@ class PodGenerator:
             parent_checkpoint=parent.checkpoint,
             **common,
         )
+
+    def bounds(self, algo: str) -> dict[str, Bound]:
+        """The hyperparameters of ``algo`` that pods mutate or draw: its ``mutation_bounds``, less
+        those that define a group when pods train in groups (`frozen_by_groups`)."""
+        frozen = frozen_by_groups(algo, self.config.group_size)
+        return {key: bound for key, bound in get_spec(algo).mutation_bounds.items() if key not in frozen}
 
     def _warm_path(self, parent: Entry) -> str:
         """A warm-start parent's checkpoint, relative to this run directory (as pods take it)."""

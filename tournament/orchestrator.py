@@ -1,10 +1,13 @@
 """The orchestrator: `run(config)` keeps the cluster busy with pods until a stop.
 
-Loop: keep ``in_flight_per_thread`` pods submitted per worker thread connected *now*
-(the cluster is re-read every pass, so workers that join get pods and workers that
-leave are not waited for); wait with `distributed.wait` for the first pod to finish
-(or for a few seconds, to notice new workers); record it; breed the next pods from
-the leaderboard (`tournament.generator`). Stop at the pod budget, the time budget or
+Loop: keep ``in_flight_per_thread`` x ``group_size`` pods submitted per worker thread connected
+*now* (the cluster is re-read every pass, so workers that join get pods and workers that
+leave are not waited for); wait with `distributed.wait` for the first task to finish
+(or for a few seconds, to notice new workers); record its pods; breed the next pods from
+the leaderboard (`tournament.generator`) once there is room for ``group_size`` of them, and pack
+them into tasks (`tournament.generator.groups`: with ``group_size`` P > 1, the PPO pods drawn
+together that can share a program train as groups of up to P, one task each, so every thread
+still has a task; every other pod is a task alone). Stop at the pod budget, the time budget or
 the target score, whichever comes first. At the pod budget the pods in flight finish;
 at the time budget they stop training too (each spec carries the budget as its
 `PodSpec.deadline`), are validated and ranked, so their work is not lost and the
@@ -51,9 +54,9 @@ import pandas as pd
 from tournament import cluster
 from tournament.config import CLUSTER_KEYS, RESUME_KEYS, STOP_KEYS, TournamentConfig
 from tournament.events import EventLog
-from tournament.generator import PodGenerator
+from tournament.generator import PodGenerator, groups
 from tournament.leaderboard import Entry, Leaderboard, lineage
-from tournament.pod import PodResult, PodSpec, pod_dir, spec_json, train_pod
+from tournament.pod import PodResult, PodSpec, pod_dir, spec_json, train_pod, train_pod_group
 from trader import rundir
 from trader.errors import ConfigError, UserError
 
@@ -387,31 +390,43 @@ def _loop(
 ) -> str:
     from distributed import wait
 
-    pending: dict[Any, PodSpec] = {}
+    pending: dict[Any, list[PodSpec]] = {}
     done_before = state.counts()[0]
+    root = str(Path(config.run_dir).resolve())
 
-    def submit(spec: PodSpec) -> None:
+    def logged(spec: PodSpec) -> PodSpec:
         spec = _with_deadline(spec, config, start)
         state.submitted(spec)
-        future = client.submit(
-            train_pod, spec, str(Path(config.run_dir).resolve()), key=f"pod-{spec.pod_id}-{id(state)}", pure=False
-        )
-        pending[future] = spec
+        return spec
 
-    for spec in state.in_flight():  # a resumed run's pods that were in flight or cancelled
-        submit(spec)
+    def submit(specs: list[PodSpec]) -> None:
+        """The specs (logged) as tasks: a pod alone is `train_pod`, a group `train_pod_group`."""
+        for task in groups(specs, config.group_size):
+            if len(task) == 1:
+                key, function, argument = f"pod-{task[0].pod_id}-{id(state)}", train_pod, task[0]
+            else:
+                key, function, argument = f"group-{task[0].pod_id}-{task[-1].pod_id}-{id(state)}", train_pod_group, task
+            pending[client.submit(function, argument, root, key=key, pure=False)] = task
+
+    def pods_in_flight() -> int:
+        return sum(len(task) for task in pending.values())
+
+    submit([logged(spec) for spec in state.in_flight()])  # a resumed run's pods that were in flight or cancelled
     while True:
         reason = _stop_reason(config, state, start)
         threads = cluster.worker_threads(client)
-        if reason is None:
-            wanted = max(threads, 1) * config.in_flight_per_thread
-            while len(pending) < wanted and _may_submit(config, state):
-                submit(generator.next_spec(state.next_index, state.board))
-        _report(on_progress, state, len(pending), threads, start, done_before, resume)
+        free = max(threads, 1) * config.in_flight_per_thread * config.group_size - pods_in_flight()
+        if reason is None and free >= config.group_size:  # a group's worth of room: pods drawn together group
+            drawn: list[PodSpec] = []
+            while len(drawn) < free and _may_submit(config, state):
+                drawn.append(logged(generator.next_spec(state.next_index, state.board)))
+            submit(drawn)
+        _report(on_progress, state, pods_in_flight(), threads, start, done_before, resume)
         if reason == "target_score" or not pending:  # at the other stops the pods in flight end by themselves
-            for future, spec in pending.items():
+            for future, task in pending.items():
                 future.cancel()
-                state.cancel(spec)
+                for spec in task:
+                    state.cancel(spec)
             if pending:
                 state.write_pods()
             return reason or "pods"
@@ -420,8 +435,9 @@ def _loop(
         except TimeoutError:  # nothing finished: count the workers again, check the clock
             continue
         for future in done:
-            spec = pending.pop(future)
-            record(state, spec, _result_of(future, spec))
+            task = pending.pop(future)
+            for spec, result in zip(task, _results_of(future, task), strict=True):
+                record(state, spec, result)
         if done and not config.keep_checkpoints:
             state.prune_checkpoints()
 
@@ -465,18 +481,20 @@ def _wait_seconds(config: TournamentConfig, start: float) -> float:
     return min(RECHECK_SECONDS, left) if left > 0 else RECHECK_SECONDS
 
 
-def _result_of(future: Any, spec: PodSpec) -> PodResult:
-    """The pod's result; a pod that dask gave up on (its workers died) is a failed one."""
+def _results_of(future: Any, task: list[PodSpec]) -> list[PodResult]:
+    """The results of a task's pods (one for `train_pod`, one per pod for `train_pod_group`); a
+    task that dask gave up on (its workers died) or that raised is a failed result for each pod."""
     from distributed import KilledWorker
 
     try:
-        return future.result()
+        outcome = future.result()
+        return outcome if isinstance(outcome, list) else [outcome]
     except KilledWorker as err:
         message = f"its worker died on every try ({err})"
     except Exception as err:  # noqa: BLE001 - any task error is a failed pod
         message = f"{type(err).__name__}: {err}".splitlines()[0]
     now = time.time()
-    return PodResult(spec.pod_id, "failed", start=now, end=now, device=spec.device, error=message)
+    return [PodResult(spec.pod_id, "failed", start=now, end=now, device=spec.device, error=message) for spec in task]
 
 
 def _report(

@@ -7,6 +7,11 @@ where the clock says). It runs on a dask worker or in-process alike and
 returns a small `PodResult` (scores, timings, where its checkpoint is): weights stay
 on disk, nothing large crosses the wire.
 
+`train_pod_group(specs, run_dir)` trains several PPO pods as one program
+(`trader.group_training.train_group`, issue 77), each into its own run directory as
+`train_pod` writes it, with the same at-least-once safety per pod; a dask task trains one
+group and returns one `PodResult` per pod.
+
 A child pod continues from its parent's ``best`` checkpoint (weights, optimiser
 moments, observation normaliser; see `trader.train`'s ``init_from``) with its own,
 possibly perturbed, config and its own seed.
@@ -26,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from trader import rundir
+from trader.errors import ConfigError
 from trader.spec import MarketSpec, resolve_market
 
 POD_DIR = rundir.PODS_DIR
@@ -168,21 +174,68 @@ def train_pod(spec: PodSpec, run_dir: str) -> PodResult:
     if done is not None:
         return done
     if spec.deadline is not None and time.time() >= spec.deadline:
-        now = time.time()
-        return PodResult(spec.pod_id, "cancelled", start=now, end=now, worker=_worker_name(), device=spec.device)
+        return _cancelled(spec)
     staged = rundir.stage_folder(final, unique=True)
     try:
-        result = _train_into(spec, run_dir, staged)
-        rundir.write_json(staged / rundir.POD_RESULT, {"format_version": rundir.POD_RESULT_VERSION, **result.to_dict()})
-        if rundir.commit_folder_once(staged, final):
-            return result
-        done = committed_result(final)
-        if done is not None:
-            return done
-        rundir.commit_folder(staged, final)  # a folder from before pod.json existed: not a finished copy
-        return result
+        return _commit(_train_into(spec, run_dir, staged), staged, final)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+
+
+def train_pod_group(specs: list[PodSpec], run_dir: str) -> list[PodResult]:
+    """Train pods as one group (`trader.group_training.train_group`) and describe each, in order.
+
+    ``specs`` share a `tournament.generator.pod_group_key` (the orchestrator packs them so:
+    `tournament.generator.groups`). One spec, or specs of an algorithm that does not train in
+    groups, go through `train_pod` each. Otherwise, with `train_pod`'s at-least-once safety per
+    pod: a pod already committed is returned from its ``pod.json`` and not trained again; the
+    others train as one group, each into a staged folder of its own, each committed with
+    `trader.rundir.commit_folder_once` (of two runs of a pod the first to commit is the pod). A
+    pod of a group equals the same pod in any other group (`train_group`), so a group run again
+    with some of its pods committed gives the others as the whole group gave them. An error is a
+    "failed" result for each pod trained (one line), never raised; a deadline already past gives
+    "cancelled" results; the time budget is the earliest deadline's, as `train_pod` takes it.
+    """
+    from trader.group_training import GROUP_ALGOS
+
+    if len(specs) == 1 or specs[0].algo not in GROUP_ALGOS:
+        return [train_pod(spec, run_dir) for spec in specs]
+    finals = {spec.pod_id: pod_dir(run_dir, spec.pod_id) for spec in specs}
+    results = {spec.pod_id: committed_result(finals[spec.pod_id]) for spec in specs}
+    todo = [spec for spec in specs if results[spec.pod_id] is None]
+    deadline = min((spec.deadline for spec in todo if spec.deadline is not None), default=None)
+    if todo and deadline is not None and time.time() >= deadline:
+        results.update({spec.pod_id: _cancelled(spec) for spec in todo})
+        todo = []
+    staged = {spec.pod_id: rundir.stage_folder(finals[spec.pod_id], unique=True) for spec in todo}
+    try:
+        if todo:
+            trained = _train_group_into(todo, run_dir, [staged[spec.pod_id] for spec in todo], deadline)
+            for spec, result in zip(todo, trained, strict=True):
+                results[spec.pod_id] = _commit(result, staged[spec.pod_id], finals[spec.pod_id])
+    finally:
+        for folder in staged.values():
+            shutil.rmtree(folder, ignore_errors=True)
+    return [results[spec.pod_id] for spec in specs]
+
+
+def _commit(result: PodResult, staged: Path, final: Path) -> PodResult:
+    """Write ``result`` as the staged folder's ``pod.json`` and commit the folder once; the
+    result of the copy that was committed first (this one, or another run's)."""
+    rundir.write_json(staged / rundir.POD_RESULT, {"format_version": rundir.POD_RESULT_VERSION, **result.to_dict()})
+    if rundir.commit_folder_once(staged, final):
+        return result
+    done = committed_result(final)
+    if done is not None:
+        return done
+    rundir.commit_folder(staged, final)  # a folder from before pod.json existed: not a finished copy
+    return result
+
+
+def _cancelled(spec: PodSpec) -> PodResult:
+    """The result of a pod that would start past its deadline: nothing trained, nothing written."""
+    now = time.time()
+    return PodResult(spec.pod_id, "cancelled", start=now, end=now, worker=_worker_name(), device=spec.device)
 
 
 def committed_result(folder: Path) -> PodResult | None:
@@ -204,8 +257,6 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
 
     torch.set_num_threads(1)  # one torch thread per worker process
     start = time.time()
-    final = pod_dir(run_dir, spec.pod_id)
-    init_from = None if spec.parent_checkpoint is None else Path(run_dir) / spec.parent_checkpoint
     try:
         result = train(
             spec.algo,
@@ -217,25 +268,89 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
             device=spec.device,
             num_envs=spec.num_envs,
             eval_every=spec.eval_every,
-            init_from=init_from,
+            init_from=_init_from(spec, run_dir),
             compile=spec.compile,
-            time_budget=None if spec.deadline is None else max(spec.deadline - time.time(), MIN_BUDGET_SECONDS),
+            time_budget=_time_budget(spec.deadline),
         )
     except Exception as err:  # noqa: BLE001 - a failed pod is a result, not a crash
-        line = f"{type(err).__name__}: {err}".splitlines()[0]
-        _write_failure(out, traceback.format_exc())
-        return PodResult(
-            spec.pod_id,
-            "failed",
-            start=start,
-            end=time.time(),
-            seconds=time.time() - start,
-            worker=_worker_name(),
-            device=spec.device,
-            error=line,
+        return _failed(spec, out, start, err)
+    return _outcome(spec, run_dir, out, result, start, time.time())
+
+
+def _train_group_into(specs: list[PodSpec], run_dir: str, outs: list[Path], deadline: float | None) -> list[PodResult]:
+    """Train ``specs`` as one group, pod i into ``outs[i]`` (staged folders); `_train_into`'s
+    results, one per pod."""
+    import torch
+
+    from trader.group_training import train_group
+
+    torch.set_num_threads(1)  # one torch thread per worker process
+    start = time.time()
+    first = specs[0]
+    try:
+        shared = {(s.algo, s.steps, s.num_envs, s.eval_every, s.device, s.compile, spec_env(s)) for s in specs}
+        if len(shared) != 1 or first.compile not in GROUP_COMPILE:
+            raise ConfigError(
+                "the pods of a group task need one algorithm, market, length, envs and device, and no compile "
+                "but the validation pass's"
+            )
+        trained = train_group(
+            first.algo,
+            first.env,
+            [spec.algo_config for spec in specs],
+            outs,
+            seeds=[spec.seed for spec in specs],
+            steps=first.steps,
+            device=first.device,
+            num_envs=first.num_envs,
+            eval_every=first.eval_every,
+            init_from=[_init_from(spec, run_dir) for spec in specs],
+            time_budget=_time_budget(deadline),
+            compile=first.compile,
         )
-    history = _score_history(result.metrics)
+    except Exception as err:  # noqa: BLE001 - a failed group is a failed result per pod, not a crash
+        return [_failed(spec, out, start, err) for spec, out in zip(specs, outs, strict=True)]
+    end = time.time()  # the group's: its pods ran as one program
+    return [
+        _outcome(spec, run_dir, out, result, start, end) for spec, out, result in zip(specs, outs, trained, strict=True)
+    ]
+
+
+GROUP_COMPILE = (False, "off", "validation")
+"""What a group task's pods may compile (`trader.group_training.train_group`'s ``compile``)."""
+
+
+def _init_from(spec: PodSpec, run_dir: str) -> Path | None:
+    """The checkpoint a child continues from (its parent's), None for a fresh pod."""
+    return None if spec.parent_checkpoint is None else Path(run_dir) / spec.parent_checkpoint
+
+
+def _time_budget(deadline: float | None) -> float | None:
+    """The training budget left before ``deadline`` (None: no budget)."""
+    return None if deadline is None else max(deadline - time.time(), MIN_BUDGET_SECONDS)
+
+
+def _failed(spec: PodSpec, out: Path, start: float, err: Exception) -> PodResult:
+    """A pod whose training raised ``err``: its traceback in ``out``, one line in its result."""
+    line = f"{type(err).__name__}: {err}".splitlines()[0]
+    _write_failure(out, traceback.format_exc())
     end = time.time()
+    return PodResult(
+        spec.pod_id,
+        "failed",
+        start=start,
+        end=end,
+        seconds=end - start,
+        worker=_worker_name(),
+        device=spec.device,
+        error=line,
+    )
+
+
+def _outcome(spec: PodSpec, run_dir: str, out: Path, result: Any, start: float, end: float) -> PodResult:
+    """The `PodResult` of a pod trained into ``out`` from ``start`` to ``end`` (``result``: its
+    `trader.training.TrainResult`)."""
+    history = _score_history(result.metrics)
     if result.best_score is None or not (out / "checkpoints" / "best.json").is_file():
         return PodResult(
             spec.pod_id,
@@ -249,7 +364,7 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
             error="the pod has no validation score (no evaluator ran)",
         )
     score = float(result.best_score)
-    checkpoint = final / "checkpoints" / "best"
+    checkpoint = pod_dir(run_dir, spec.pod_id) / "checkpoints" / "best"
     return PodResult(
         spec.pod_id,
         "finished",
@@ -263,6 +378,11 @@ def _train_into(spec: PodSpec, run_dir: str, out: Path) -> PodResult:
         device=spec.device,
         checkpoint=str(checkpoint.relative_to(run_dir)),
     )
+
+
+def spec_env(spec: PodSpec) -> str:
+    """The spec's market (or gymnasium id) as one JSON string, to compare specs by."""
+    return json.dumps(spec.to_dict()["env"], sort_keys=True)
 
 
 def _score_history(metrics: Any) -> list[tuple[float, float]]:

@@ -34,7 +34,7 @@ import torch
 import trader
 from market_envs.devices import resolve_device
 from trader import rundir
-from trader.agents import get_spec
+from trader.agents import get_spec, make_config, ppo_group
 from trader.agents.base import seeded
 from trader.agents.evaluator import GroupValidation
 from trader.agents.ppo_group import PPOGroupRunner
@@ -55,6 +55,29 @@ from trader.training_envs import build_envs, compile_choice
 
 GROUP_ALGOS = ("ppo",)
 """The algorithms that train in groups."""
+ROW_FIELDS = {"ppo": ppo_group.GROUP_ROW_FIELDS}
+"""The config fields that may differ between the pods of one group, by algorithm."""
+
+
+def group_key(algo: str, config: Any) -> tuple | None:
+    """What pods of ``algo`` must share to train in one group (``config``: a config or a dict of
+    overrides), the algorithm included; None for a pod that trains alone (an algorithm not in
+    `GROUP_ALGOS`, or a config a group cannot stack, such as PPO's ``num_learners > 1``)."""
+    if algo not in GROUP_ALGOS:
+        return None
+    if config is None or isinstance(config, dict):
+        config = make_config(algo, config)
+    if ppo_group.ungroupable(config) is not None:
+        return None
+    return (algo, ppo_group.group_key(config))
+
+
+def group_fields(algo: str) -> tuple[str, ...]:
+    """The hyperparameters a tournament perturbs (``mutation_bounds``) that define a group of
+    ``algo`` (not per row), sorted: () for an algorithm that does not train in groups."""
+    if algo not in GROUP_ALGOS:
+        return ()
+    return tuple(sorted(set(get_spec(algo).mutation_bounds) - set(ROW_FIELDS[algo])))
 
 
 def train_group(

@@ -9,7 +9,15 @@ import typer
 
 from podracer.cli.root import app
 from podracer.cli.backtest import print_result_table
-from podracer.cli.options import CommissionOption, DatasetOption, DeviceOption, SeedOption, WorkersOption, cost_rate
+from podracer.cli.options import (
+    CommissionOption,
+    DatasetOption,
+    DeviceOption,
+    GroupSizeOption,
+    SeedOption,
+    WorkersOption,
+    cost_rate,
+)
 from trader.errors import UserError
 from trader.names import DEMO_COST, DEMO_POD_STEPS, DEMO_RECIPE
 
@@ -30,6 +38,7 @@ def demo(
     workers: WorkersOption = None,
     pods: Annotated[int | None, typer.Option("--pods", help="Also stop the tournament after this many pods.")] = None,
     pod_steps: Annotated[int, typer.Option("--pod-steps", help="Transitions per tournament pod.")] = DEMO_POD_STEPS,
+    group_size: GroupSizeOption = None,
     commission: CommissionOption = None,
     seed: SeedOption = None,
     device: DeviceOption = None,
@@ -50,8 +59,12 @@ def demo(
     if not minutes > 0:
         raise UserError(f"--minutes must be > 0, got {minutes}")
     workers = 2 if workers is None else workers
-    if pod_steps < 1 or workers < 1 or (pods is not None and pods < 1):
-        raise UserError(f"--pod-steps, --workers and --pods must be >= 1, got {pod_steps}, {workers} and {pods}")
+    group_size = 1 if group_size is None else group_size
+    if pod_steps < 1 or workers < 1 or group_size < 1 or (pods is not None and pods < 1):
+        raise UserError(
+            f"--pod-steps, --workers, --group-size and --pods must be >= 1, got {pod_steps}, {workers}, "
+            f"{group_size} and {pods}"
+        )
     from trader import rundir
 
     run_dir = run_dir if run_dir is not None else free_run_dir(Path("runs/demo"))
@@ -73,6 +86,7 @@ def demo(
             pods=pods,
             workers=workers,
             pod_steps=pod_steps,
+            group_size=group_size,
             cost=DEMO_COST if cost is None else cost,
             seed=seed or 0,
             device=device or "cpu",

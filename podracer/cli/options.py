@@ -223,6 +223,15 @@ TargetScoreOption = Annotated[
         help="Stop a tournament at this validation score.",
     ),
 ]
+GroupSizeOption = Annotated[
+    int | None,
+    typer.Option(
+        "--group-size",
+        help="Pods per group: up to P PPO pods of one network shape trained as one program in one task, each "
+        "with its own seed, hyperparameters and run directory (default 1: every pod alone).",
+    ),
+]
+
 PopulationOption = Annotated[
     int | None,
     typer.Option(
@@ -518,6 +527,7 @@ SHARED = (
     EnsembleWeightingOption,
     TargetScoreOption,
     PopulationOption,
+    GroupSizeOption,
     PresetOption,
     AlgosOption,
     BaselinesOption,

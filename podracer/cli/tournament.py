@@ -38,6 +38,7 @@ from podracer.cli.options import (
     DeviceOption,
     EnsembleWeightingOption,
     GpusOption,
+    GroupSizeOption,
     InitialCashOption,
     InsecureOption,
     NoTradeBandOption,
@@ -94,6 +95,7 @@ def tournament_command(
     ensemble_weighting: EnsembleWeightingOption = None,
     gpus: GpusOption = None,
     num_envs: NumEnvsOption = None,
+    group_size: GroupSizeOption = None,
     seed: SeedOption = None,
     device: DeviceOption = None,
     compile: CompileOption = None,
@@ -142,7 +144,8 @@ def tournament_command(
     if "pods" in values and flags.get("pods", 0) is None:
         del flags["pods"]  # a time or score stop given alone replaces the default pod budget, not --config's
     values.update(flags)
-    values.update({key: value for key, value in (("seed", seed), ("device", device)) if value is not None})
+    given_settings = (("seed", seed), ("device", device), ("group_size", group_size))
+    values.update({key: value for key, value in given_settings if value is not None})
     name = market.get("env") or DEFAULT_ENV
     rules = market.get("rules")
     if preset is not None:
@@ -272,6 +275,7 @@ SETTING_OPTIONS = {
     "population": "--population",
     "pod_steps": "--pod-steps",
     "num_envs": "--num-envs",
+    "group_size": "--group-size",
     "seed": "--seed",
     "device": "--device",
     "compile": "--compile",
@@ -348,6 +352,9 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
         f"[bold]tournament[/bold] {market_name(settings.env)}: {', '.join(settings.algos)}, population "
         f"{settings.population}, {settings.pod_steps:,} steps per pod, run directory {settings.run_dir}"
     )
+    line = groups_line(settings)
+    if line:
+        console.print(line)
     with pods_progress(console) as bar:
         task = bar.add_task("pods", total=settings.pods, line="preparing the data ...")
 
@@ -355,6 +362,27 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
             bar.update(task, completed=state.done + state.failed, line=progress_line(state))
 
         return run(settings, resume=resume, client=client, on_progress=show)
+
+
+def groups_line(settings: Any) -> str:
+    """What a tournament of pod groups (``group_size`` > 1) trains together, and what it does not
+    mutate for it, in one line; "" for a tournament of lone pods."""
+    from tournament.generator import frozen_by_groups
+    from trader.group_training import GROUP_ALGOS
+
+    if settings.group_size <= 1:
+        return ""
+    grouped = [algo for algo in settings.algos if algo in GROUP_ALGOS]
+    alone = [algo for algo in settings.algos if algo not in GROUP_ALGOS]
+    if not grouped:
+        return f"group size {settings.group_size}: {', '.join(alone)} pods train alone (no groups for them yet)"
+    frozen = sorted({key for algo in grouped for key in frozen_by_groups(algo, settings.group_size)})
+    line = f"pod groups of up to {settings.group_size} {'/'.join(grouped)} pods"
+    if frozen:
+        line += f"; not mutated, as they define a group: {', '.join(frozen)}"
+    if alone:
+        line += f"; {', '.join(alone)} pods train alone"
+    return line
 
 
 def progress_line(state: Any) -> str:

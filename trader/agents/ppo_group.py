@@ -83,6 +83,13 @@ def agent_stream_seeds(seeds: Sequence[int]) -> list[int]:
     return [int(value) for value in mixed]
 
 
+def ungroupable(config: Any) -> str | None:
+    """Why a PPO config cannot train in a group, in one line; None when it can."""
+    if config.num_learners != 1:
+        return f"a PPO group trains num_learners=1 pods, got {config.num_learners}"
+    return None
+
+
 def check_group(agents: Sequence[PPOAgent]) -> None:
     """Refuse, in one line, pods that cannot train as one program."""
     if not agents:
@@ -92,8 +99,9 @@ def check_group(agents: Sequence[PPOAgent]) -> None:
         if not isinstance(agent, PPOAgent):
             raise ConfigError(f"a PPO group trains PPOAgents, got {type(agent).__name__}")
         cfg = agent.config
-        if cfg.num_learners != 1:
-            raise ConfigError(f"a PPO group trains num_learners=1 pods, got {cfg.num_learners}")
+        problem = ungroupable(cfg)
+        if problem is not None:
+            raise ConfigError(problem)
         if (agent.obs_dim, agent.act_dim, agent.device) != (first.obs_dim, first.act_dim, first.device):
             raise ConfigError("the pods of a group need one env shape and one device")
         if group_key(cfg) != group_key(first.config):
