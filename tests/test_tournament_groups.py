@@ -177,12 +177,13 @@ def test_a_failed_group_is_a_failed_result_per_pod_and_a_past_deadline_cancels(t
     assert not pod_dir(tmp_path, "q0").exists() and not list((tmp_path / "pods").glob(".tmp-*"))
 
 
-def test_one_spec_or_pods_that_do_not_group_train_alone(tmp_path: Path, monkeypatch) -> None:
+def test_a_lone_spec_is_a_group_of_one_and_pods_that_do_not_group_train_alone(tmp_path: Path, monkeypatch) -> None:
     calls = counting_train_group(monkeypatch)
     sac = PodSpec("s0000", 0, "sac", TINY_SAC, market_spec(DATASET), steps=512, seed=1, num_envs=4)
     results = train_pod_group([ppo_spec(0)], str(tmp_path)) + train_pod_group([sac], str(tmp_path))
-    assert [r.status for r in results] == ["finished", "finished"] and calls == []
-    assert "group" not in rundir.read_toml(pod_dir(tmp_path, "p0000") / rundir.CONFIG)  # `trader.train`'s pod
+    assert [r.status for r in results] == ["finished", "finished"] and calls == [1]
+    assert rundir.read_toml(pod_dir(tmp_path, "p0000") / rundir.CONFIG)["group"] == {"size": 1, "row": 0}
+    assert "group" not in rundir.read_toml(pod_dir(tmp_path, "s0000") / rundir.CONFIG)  # `trader.train`'s pod
 
 
 # --------------------------------------------------------------------------- packing and the generator

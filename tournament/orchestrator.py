@@ -54,7 +54,7 @@ import pandas as pd
 from tournament import cluster
 from tournament.config import CLUSTER_KEYS, RESUME_KEYS, STOP_KEYS, TournamentConfig
 from tournament.events import EventLog
-from tournament.generator import PodGenerator, groups
+from tournament.generator import PodGenerator, groups, pod_group_key
 from tournament.leaderboard import Entry, Leaderboard, lineage
 from tournament.pod import PodResult, PodSpec, pod_dir, spec_json, train_pod, train_pod_group
 from trader import rundir
@@ -400,9 +400,10 @@ def _loop(
         return spec
 
     def submit(specs: list[PodSpec]) -> None:
-        """The specs (logged) as tasks: a pod alone is `train_pod`, a group `train_pod_group`."""
+        """The specs (logged) as tasks: a pod alone is `train_pod`, a group `train_pod_group` (in a
+        grouped tournament a groupable pod left without peers too: a group of one)."""
         for task in groups(specs, config.group_size):
-            if len(task) == 1:
+            if len(task) == 1 and (config.group_size == 1 or pod_group_key(task[0]) is None):
                 key, function, argument = f"pod-{task[0].pod_id}-{id(state)}", train_pod, task[0]
             else:
                 key, function, argument = f"group-{task[0].pod_id}-{task[-1].pod_id}-{id(state)}", train_pod_group, task

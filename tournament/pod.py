@@ -186,8 +186,10 @@ def train_pod_group(specs: list[PodSpec], run_dir: str) -> list[PodResult]:
     """Train pods as one group (`trader.group_training.train_group`) and describe each, in order.
 
     ``specs`` share a `tournament.generator.pod_group_key` (the orchestrator packs them so:
-    `tournament.generator.groups`). One spec, or specs of an algorithm that does not train in
-    groups, go through `train_pod` each. Otherwise, with `train_pod`'s at-least-once safety per
+    `tournament.generator.groups`). Specs of an algorithm that does not train in groups go through
+    `train_pod` each; one spec of one that does is a group of one (a grouped tournament's pod left
+    without peers: so that what a pod gives depends on its spec alone, not on how it was packed).
+    Otherwise, with `train_pod`'s at-least-once safety per
     pod: a pod already committed is returned from its ``pod.json`` and not trained again; the
     others train as one group, each into a staged folder of its own, each committed with
     `trader.rundir.commit_folder_once` (of two runs of a pod the first to commit is the pod). A
@@ -198,7 +200,7 @@ def train_pod_group(specs: list[PodSpec], run_dir: str) -> list[PodResult]:
     """
     from trader.group_training import GROUP_ALGOS
 
-    if len(specs) == 1 or specs[0].algo not in GROUP_ALGOS:
+    if specs[0].algo not in GROUP_ALGOS:
         return [train_pod(spec, run_dir) for spec in specs]
     finals = {spec.pod_id: pod_dir(run_dir, spec.pod_id) for spec in specs}
     results = {spec.pod_id: committed_result(finals[spec.pod_id]) for spec in specs}
