@@ -222,7 +222,15 @@ def run_dashboard(s: Setting, line: str) -> None:
 def run_train(s: Setting, line: str) -> None:
     assert s.run(line) == 0
     run = run_dir(line, s.fill)
-    assert (run / "checkpoints" / "best.safetensors").is_file() and (run / rundir.DATASET).is_file()
+    rest = command_path(line)[1]
+    if "--population" in rest:  # P seeds, each a run directory of its own (seed-<k>)
+        population = int(rest[rest.index("--population") + 1])
+        runs = sorted(run.glob("seed-*"))
+        assert len(runs) == population and (run / "population.json").is_file()
+    else:
+        runs = [run]
+    for run in runs:
+        assert (run / "checkpoints" / "best.safetensors").is_file() and (run / rundir.DATASET).is_file()
 
 
 def run_backtest(s: Setting, line: str) -> None:

@@ -332,3 +332,29 @@ def test_local_workers_start_without_the_nannys_malloc_trim_threshold(monkeypatc
         cluster.close(client)
     assert trim == [None]
     assert threads == ["1"]
+
+
+def test_a_signal_whose_interrupt_python_swallowed_still_stops_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A SIGINT whose handler runs inside a gc callback or a ``__del__`` raises a KeyboardInterrupt
+    that Python prints as "Exception ignored" and drops (seen under load: distributed's gc
+    callback); the command still stops with the signal's line and exit code."""
+    import podracer.cli.tournament as cli
+    from podracer.cli import main
+
+    def swallowing(settings: Any, resume: bool, caught: list[int]) -> Any:
+        class Dies:
+            def __del__(self) -> None:
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(10_000):  # the handler runs here, inside __del__: its exception is ignored
+                    pass
+
+        Dies()
+        assert caught == [signal.SIGINT]  # caught, and swallowed: the run went on
+        return object()
+
+    monkeypatch.setattr(cli, "_run_on_cluster", swallowing)
+    code = main(["tournament", str(tmp_path / "t"), "--dataset", "synthetic-edge-daily", "--pods", "1"])
+    assert code == 128 + signal.SIGINT
+    assert "interrupted (SIGINT)" in capsys.readouterr().err

@@ -181,21 +181,24 @@ def tournament_command(
     stage = "cluster"
     with signals_as_interrupts() as caught:
         try:
-            result = _run_on_cluster(settings, resume)
+            result = _run_on_cluster(settings, resume, caught)
             stage = "report"
+            if caught:  # a signal whose KeyboardInterrupt Python swallowed (raised inside a gc callback)
+                raise KeyboardInterrupt
             _print_result(result, run_dir)
         except KeyboardInterrupt as interrupt:
             print(interrupted_line(run_dir, interrupt, stage, caught), file=sys.stderr, flush=True)
             raise typer.Exit(128 + (caught[0] if caught else signal.SIGINT)) from None
 
 
-def _run_on_cluster(settings: Any, resume: bool) -> Any:
-    """`tournament.run` on the cluster of ``settings``, closed at the end."""
+def _run_on_cluster(settings: Any, resume: bool, caught: list[int]) -> Any:
+    """`tournament.run` on the cluster of ``settings``, closed at the end (``caught``: the signals
+    `signals_as_interrupts` caught so far)."""
     from tournament import cluster
 
     client = cluster.connect_for(settings)
     try:
-        return _run_with_progress(settings, resume, client)
+        return _run_with_progress(settings, resume, client, caught)
     finally:
         cluster.close(client)
 
@@ -342,8 +345,10 @@ def check_resume_options(run_dir: Path, values: dict[str, Any], market: list[str
             )
 
 
-def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
-    """`tournament.run` on ``client`` with a live line: pods, workers, best score, pods/h."""
+def _run_with_progress(settings: Any, resume: bool, client: Any, caught: list[int]) -> Any:
+    """`tournament.run` on ``client`` with a live line: pods, workers, best score, pods/h. A signal
+    caught while the run goes on (its ``KeyboardInterrupt`` was raised where Python ignores
+    exceptions, a gc callback) is raised again at the loop's next pass."""
     from tournament import run
     from trader.spec import market_name
 
@@ -359,6 +364,8 @@ def _run_with_progress(settings: Any, resume: bool, client: Any) -> Any:
         task = bar.add_task("pods", total=settings.pods, line="preparing the data ...")
 
         def show(state) -> None:
+            if caught:
+                raise KeyboardInterrupt
             bar.update(task, completed=state.done + state.failed, line=progress_line(state))
 
         return run(settings, resume=resume, client=client, on_progress=show)
