@@ -135,7 +135,7 @@ class PPOGroupRunner:
         self.minibatch_streams = RowStreams(
             agent_stream_seeds([seed ^ _MINIBATCH_STREAM for seed in seeds]), self.device
         )
-        """The minibatch orders, numbered by update and epoch (`_order`): a row's epochs (its
+        """The minibatch orders, each draw numbered by its update and epoch (`_update`): a row's epochs (its
         ``update_epochs``, its ``target_kl``) are its own, and its draws cannot depend on the others'."""
         self.updates = 0
         """Updates made by this runner (the number of the next one's orders)."""
