@@ -116,6 +116,19 @@ def test_a_pod_loads_alone_and_waited_for_learning_starts(panel, tmp_path: Path,
         assert agent.act(obs).shape == (3, agent.act_dim)
 
 
+@pytest.mark.parametrize("algo", ALGOS)
+def test_a_child_in_a_group_continues_from_its_parent(panel, tmp_path: Path, algo) -> None:
+    _group(algo, panel, tmp_path / "parents", [1], steps=64, eval_every=0)
+    parent = tmp_path / "parents" / "seed-1" / "checkpoints" / "final"
+    fresh = _group(algo, panel, tmp_path / "fresh", [8, 9], steps=64, eval_every=0)
+    child = _group(algo, panel, tmp_path / "child", [8, 9], init_from=[parent, None], steps=64, eval_every=0)
+    _same_run(tmp_path / "fresh" / "seed-9", tmp_path / "child" / "seed-9")
+    inherited = load_file(parent.with_suffix(".safetensors"))
+    grown = load_file(tmp_path / "child" / "seed-8" / "checkpoints" / "final.safetensors")
+    assert int(grown["extra.num_updates"]) == int(inherited["extra.num_updates"]) + 17  # its own 17 since
+    assert fresh[0].best_score != child[0].best_score
+
+
 def _runner(algo: str, panel, seeds: list[int], config: dict):
     envs = build_envs(panel, 2 * len(seeds), torch.device("cpu"), seeds[0])
     agents = [make_agent(algo, envs.train.obs_dim, envs.train.act_dim, config, seed=seed) for seed in seeds]

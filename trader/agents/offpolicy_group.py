@@ -22,11 +22,12 @@ the runner, row p being pod p:
   others or on P. A draw that no row needs this step still takes its counter (`_skip_draw`), so
   that the rows' sequences of draws stay in step whatever the other rows do.
 
-Per row (`GROUP_ROW_FIELDS`): learning rates, discount, tau, reward scale, gradient clipping, SAC's
+Per row (`SAC_ROW_FIELDS`, `TD3_ROW_FIELDS`): learning rates, discount, tau, reward scale, gradient clipping, SAC's
 temperature (its initial value, whether it learns, its target entropy, the log-std bounds) and
 TD3's policy delay, noises and pre-activation penalty. Shared (`group_key`): the network shape,
 batch size, replay size, ``learning_starts``, ``updates_per_step`` and ``iteration_steps``
-(every row makes the same updates at the same steps, so the draws stay in step) and the switches.
+(every row makes the same updates at the same steps, so the draws stay in step) and the switches
+(``normalize_obs``, ``num_learners`` = 1).
 
 What it costs: a row whose TD3 actor waits for its delay while another row's updates still runs
 the actor's forward and backward, masked to zero (Adam skips the row); a row that does not learn
@@ -54,11 +55,15 @@ from trader.agents.td3 import TD3Agent
 from trader.errors import ConfigError
 
 _SHARED_ROW_FIELDS = ("actor_lr", "critic_lr", "gamma", "tau", "reward_scale", "max_grad_norm", "critic_init_scale")
-SAC_ROW_FIELDS = (*_SHARED_ROW_FIELDS, "alpha_lr", "init_alpha", "autotune_alpha", "target_entropy")
-SAC_ROW_FIELDS += ("log_std_min", "log_std_max")
+SAC_ROW_FIELDS = (
+    *_SHARED_ROW_FIELDS,
+    *("alpha_lr", "init_alpha", "autotune_alpha", "target_entropy", "log_std_min", "log_std_max"),
+)
 """SAC hyperparameters that may differ between the pods of one group."""
-TD3_ROW_FIELDS = (*_SHARED_ROW_FIELDS, "policy_delay", "policy_noise", "noise_clip", "exploration_noise")
-TD3_ROW_FIELDS += ("preactivation_penalty",)
+TD3_ROW_FIELDS = (
+    *_SHARED_ROW_FIELDS,
+    *("policy_delay", "policy_noise", "noise_clip", "exploration_noise", "preactivation_penalty"),
+)
 """TD3 hyperparameters that may differ between the pods of one group."""
 
 _LOG_2 = math.log(2.0)
