@@ -73,11 +73,12 @@ def _same_run(first: Path, second: Path) -> None:
     pd.testing.assert_frame_equal(*trials)
 
 
+@pytest.mark.parametrize("pods", [4, 16])
 @pytest.mark.parametrize("algo", ALGOS)
-def test_a_pod_of_a_group_of_four_is_bit_for_bit_that_pod_in_a_group_of_one(panel, tmp_path: Path, algo) -> None:
+def test_a_pod_of_a_group_is_bit_for_bit_that_pod_in_a_group_of_one(panel, tmp_path: Path, algo, pods) -> None:
     alone = _group(algo, panel, tmp_path / "alone", [7])
-    configs = [TINY] + [{**TINY, **other} for other in OTHERS[algo]]
-    group = _group(algo, panel, tmp_path / "group", [7, 11, 13, 15], configs)
+    configs = [TINY] + [{**TINY, **OTHERS[algo][k % 3]} for k in range(pods - 1)]
+    group = _group(algo, panel, tmp_path / "group", [7, *range(11, 10 + pods)], configs)
     _same_run(tmp_path / "alone" / "seed-7", tmp_path / "group" / "seed-7")
     assert group[0].best_score == alone[0].best_score
     assert len({result.best_score for result in group}) > 1  # the other pods are other pods
