@@ -15,11 +15,13 @@ import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
+from torch import Tensor
 
 from market_fixtures import random_panel
 from trader.agents import make_agent
 from trader.agents.checkpoint import load_agent, load_policy
 from trader.agents.offpolicy_group import GROUP_RUNNERS
+from trader.agents.population import aligned_bmm
 from trader.errors import ConfigError
 from trader.group_training import train_group
 from trader.training_envs import build_envs
@@ -84,6 +86,35 @@ def test_a_pod_of_a_group_is_bit_for_bit_that_pod_in_a_group_of_one(panel, tmp_p
     assert len({result.best_score for result in group}) > 1  # the other pods are other pods
     final = load_file(tmp_path / "group" / "seed-7" / "checkpoints" / "final.safetensors")
     assert int(final["extra.num_updates"]) == (128 - 32) // 2 + 1  # 1 update a step of 2 envs from 32 on
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_every_pod_of_a_group_of_unaligned_rows_is_its_group_of_one(panel, tmp_path: Path, algo) -> None:
+    """Every row, not only row 0, where a row's products are not a multiple of 64 bytes: a minibatch of
+    7 through 10 units (280 bytes), 7 x 46 inputs, 7 x 3 actions (`population.aligned_bmm`)."""
+    odd = {**TINY, "batch_size": 7, "hidden_sizes": [10, 10]}
+    configs = [odd] + [{**odd, **other} for other in OTHERS[algo]]
+    seeds = [7, 11, 13, 15]
+    _group(algo, panel, tmp_path / "group", seeds, configs, steps=96)
+    for seed, config in zip(seeds, configs, strict=True):
+        _group(algo, panel, tmp_path / f"alone{seed}", [seed], [config], steps=96)
+        _same_run(tmp_path / f"alone{seed}" / f"seed-{seed}", tmp_path / "group" / f"seed-{seed}")
+
+
+def test_a_row_of_an_aligned_batched_product_is_that_row_alone() -> None:
+    """Forward and both gradients: `torch.bmm`'s row 1 of [2, 7, 10] x [2, 10, 10] rounded otherwise
+    than the same row alone on this CPU (its result starts 280 bytes in); `aligned_bmm`'s does not."""
+    generator = torch.Generator().manual_seed(0)
+    a, b = torch.randn(2, 7, 10, generator=generator), torch.randn(2, 10, 10, generator=generator)
+    weights = torch.randn(2, 7, 10, generator=generator)
+
+    def product(rows: slice) -> tuple[Tensor, ...]:
+        x, y = a[rows].clone().requires_grad_(), b[rows].clone().requires_grad_()
+        out = aligned_bmm(x, y)
+        (out * weights[rows]).sum().backward()
+        return out.detach()[-1], x.grad[-1], y.grad[-1]
+
+    assert all(torch.equal(p, q) for p, q in zip(product(slice(0, 2)), product(slice(1, 2)), strict=True))
 
 
 @pytest.mark.parametrize("algo", ALGOS)

@@ -47,7 +47,14 @@ from torch import Tensor, nn
 from market_envs.streams import RowStreams
 from trader.agents.networks import weights_and_biases
 from trader.agents.offpolicy import OffPolicyAgent, TwinQ
-from trader.agents.population import RowAdam, clip_row_grad_norms, row_state, stack_sequentials
+from trader.agents.population import (
+    RowAdam,
+    aligned_bmm,
+    aligned_rows,
+    clip_row_grad_norms,
+    row_state,
+    stack_sequentials,
+)
 from trader.agents.ppo_group import agent_stream_seeds
 from trader.agents.replay import ReplayBatch, ReplayBuffer, next_observation
 from trader.agents.sac import SACAgent
@@ -90,7 +97,8 @@ class StackedTwinQ(nn.Module):
     """P pods' `TwinQ`s (K nets each) as one module: layer l holds ``weights.l`` [P, K, in, out] and
     ``biases.l`` [P, K, 1, out] (row p is pod p's `TwinQ` state under its own names); `forward`
     gives [P, K, B]. A layer of width 1 (the output) is a multiply-sum, not a batched product,
-    as in `trader.agents.population.StackedLinear`."""
+    and each net's input starts on an aligned boundary (`trader.agents.population.aligned_rows`), as
+    in `trader.agents.population.StackedLinear`: the products round otherwise."""
 
     def __init__(self, weights: Sequence[Tensor], biases: Sequence[Tensor]) -> None:
         super().__init__()
@@ -115,12 +123,11 @@ class StackedTwinQ(nn.Module):
         for layer, (weight, bias) in enumerate(zip(weights, biases, strict=True)):
             weight = weight.reshape(pods * nets, *weight.shape[2:])
             bias = bias.reshape(pods * nets, *bias.shape[2:])
-            if layer:
-                h = torch.relu(h)
+            h = aligned_rows(torch.relu(h) if layer else h)  # the multiply-sum's too
             if weight.shape[-1] == 1:
                 h = (h * weight.transpose(1, 2)).sum(dim=-1, keepdim=True) + bias
             else:
-                h = torch.bmm(h, weight).add_(bias)
+                h = aligned_bmm(h, weight) + bias
         return h.reshape(pods, nets, -1)
 
     def detached_params(self) -> list[Tensor]:
