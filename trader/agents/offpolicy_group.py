@@ -96,9 +96,9 @@ def group_key(config: Any, row_fields: Sequence[str]) -> tuple:
 class StackedTwinQ(nn.Module):
     """P pods' `TwinQ`s (K nets each) as one module: layer l holds ``weights.l`` [P, K, in, out] and
     ``biases.l`` [P, K, 1, out] (row p is pod p's `TwinQ` state under its own names); `forward`
-    gives [P, K, B]. A layer of width 1 (the output) is a multiply-sum, not a batched product,
-    and each net's input starts on an aligned boundary (`trader.agents.population.aligned_rows`), as
-    in `trader.agents.population.StackedLinear`: the products round otherwise."""
+    gives [P, K, B]. As in `trader.agents.population.StackedLinear`, a layer of width 1 (the output)
+    is a multiply-sum, not a batched product, and the products are `population.aligned_bmm` (each
+    net's rows on aligned boundaries, forward and backward): the CPU kernels round otherwise."""
 
     def __init__(self, weights: Sequence[Tensor], biases: Sequence[Tensor]) -> None:
         super().__init__()

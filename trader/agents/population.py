@@ -121,8 +121,10 @@ def aligned_bmm(a: Tensor, b: Tensor) -> Tensor:
     otherwise than alone, in the forward pass or in the gradients' products. Where any of the three
     shapes' rows (a's, b's, the result's) is off the boundary, every product, forward and backward,
     reads aligned copies and writes an aligned buffer; elsewhere this is ``torch.bmm``."""
+    if a.device.type != "cpu":
+        return torch.bmm(a, b)
     shapes = (a.shape, b.shape, (a.shape[0], a.shape[1], b.shape[2]))
-    if a.device.type != "cpu" or all(_aligned(shape, a.element_size()) for shape in shapes):
+    if all(_aligned(shape, a.element_size()) for shape in shapes):
         return torch.bmm(_operand(a), _operand(b))
     return _AlignedBmm.apply(a, b)
 
