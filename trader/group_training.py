@@ -62,13 +62,17 @@ GROUP_ALGOS = tuple(GROUP_RUNNERS)
 """The algorithms that train in groups."""
 ROW_FIELDS = {"ppo": ppo_group.GROUP_ROW_FIELDS}
 """The config fields that may differ between the pods of one group, by algorithm."""
+PACKED_ALGOS = tuple(ROW_FIELDS)
+"""The algorithms whose pods a tournament packs into groups (`group_key`): PPO's. SAC and TD3
+train in groups through `train_group` (``trader train --population``); a tournament still trains
+their pods alone."""
 
 
 def group_key(algo: str, config: Any) -> tuple | None:
     """What pods of ``algo`` must share to train in one group (``config``: a config or a dict of
     overrides), the algorithm included; None for a pod that trains alone (an algorithm not in
-    `GROUP_ALGOS`, or a config a group cannot stack, such as PPO's ``num_learners > 1``)."""
-    if algo not in GROUP_ALGOS:
+    `PACKED_ALGOS`, or a config a group cannot stack, such as PPO's ``num_learners > 1``)."""
+    if algo not in PACKED_ALGOS:
         return None
     if config is None or isinstance(config, dict):
         config = make_config(algo, config)
@@ -80,7 +84,7 @@ def group_key(algo: str, config: Any) -> tuple | None:
 def group_fields(algo: str) -> tuple[str, ...]:
     """The hyperparameters a tournament perturbs (``mutation_bounds``) that define a group of
     ``algo`` (not per row), sorted: () for an algorithm that does not train in groups."""
-    if algo not in GROUP_ALGOS:
+    if algo not in PACKED_ALGOS:
         return ()
     return tuple(sorted(set(get_spec(algo).mutation_bounds) - set(ROW_FIELDS[algo])))
 
