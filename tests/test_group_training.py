@@ -150,7 +150,7 @@ def test_a_child_in_a_group_continues_from_its_parent(panel, tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("algo", "configs", "message"),
     [
-        ("sac", [{}, {}], "sac pods do not train in groups yet"),
+        ("a2c", [{}, {}], "a2c pods do not train in groups yet"),
         ("ppo", [TINY, {**TINY, "num_minibatches": 4}], "differ in num_minibatches"),
         ("ppo", [TINY, {**TINY, "network": "per_stock"}], "differ in network"),
     ],
@@ -180,13 +180,11 @@ def test_trader_train_population_trains_the_seeds_as_a_group(tmp_path: Path, cap
         assert (tmp_path / "pop" / f"seed-{seed}" / "checkpoints" / "best.safetensors").is_file()
     assert main([*arguments[:2], "--algo", "ppo", "--dataset", "synthetic-edge-daily", "--population", "0"]) == 2
     assert "--population must be >= 1, got 0" in capsys.readouterr().err
-    assert (
-        main(
-            ["train", str(tmp_path / "sac"), "--algo", "sac", "--dataset", "synthetic-edge-daily", "--population", "2"]
-        )
-        == 2
-    )
-    assert "sac pods do not train in groups yet" in capsys.readouterr().err
+    per_stock = tmp_path / "sac.toml"
+    per_stock.write_text('network = "per_stock"\n')
+    sac = ["train", str(tmp_path / "sac"), "--algo", "sac", "--dataset", "synthetic-edge-daily", "--population", "2"]
+    assert main([*sac, "--config", str(per_stock)]) == 2
+    assert "a SAC group trains network='mlp' pods" in capsys.readouterr().err
 
 
 def test_a_stopped_group_keeps_every_pods_records_and_best_snapshot(panel, tmp_path: Path) -> None:

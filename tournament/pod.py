@@ -198,9 +198,9 @@ def train_pod_group(specs: list[PodSpec], run_dir: str) -> list[PodResult]:
     "failed" result for each pod trained (one line), never raised; a deadline already past gives
     "cancelled" results; the time budget is the earliest deadline's, as `train_pod` takes it.
     """
-    from trader.group_training import GROUP_ALGOS
+    from trader.group_training import PACKED_ALGOS
 
-    if specs[0].algo not in GROUP_ALGOS:
+    if specs[0].algo not in PACKED_ALGOS:
         return [train_pod(spec, run_dir) for spec in specs]
     finals = {spec.pod_id: pod_dir(run_dir, spec.pod_id) for spec in specs}
     results = {spec.pod_id: committed_result(finals[spec.pod_id]) for spec in specs}

@@ -5,20 +5,22 @@ Each run directory is what `trader.train` writes for one run (config.toml, metri
 checkpoints/best and final, trials.parquet, dataset.json), so `trader backtest`, `trader act`
 and `trader paper` load a pod of a group alone; config.toml also records the group
 (``[group]``: its size and the pod's row). The pods share one market env of P x E rows (each
-pod its own E rows and random streams), one rollout and update program
-(`trader.agents.ppo_group.PPOGroupRunner`) and one validation pass of their P policies
-(`trader.agents.evaluator.GroupValidation`); each keeps its own best snapshot, trials and
+pod its own E rows and random streams), one rollout and update program (`GROUP_RUNNERS`:
+`trader.agents.ppo_group`, `trader.agents.offpolicy_group`) and one validation pass of their P
+policies (`trader.agents.evaluator.GroupValidation`); each keeps its own best snapshot, trials and
 records, chosen by its own scores. The loop is `trader.training.TrainingLoop`, the loop of a
 lone run.
 
 What a group is, by algorithm: PPO pods of one network shape, rollout length and minibatch
 count (`trader.agents.ppo_group.group_key`), on a market env. Their seeds, learning rates and
 the other perturbed hyperparameters (`trader.agents.ppo_group.GROUP_ROW_FIELDS`) are per pod.
+SAC and TD3 pods of one network shape, batch size, replay size and update schedule
+(`trader.agents.offpolicy_group.group_key`), their rates, discount, tau and noises per pod.
 A pod trained in a group of P equals the pod trained in a group of one with the same seed and
 config (tests/test_group_training.py); a group of one is not today's lone `trader.train` run,
 whose random streams are the agent's generator (docs/missing.md).
 
-Not yet: SAC and TD3 groups, resuming an interrupted group (each pod keeps the best snapshot
+Not yet: resuming an interrupted group (each pod keeps the best snapshot
 and records written at its last validation), ``compile="all"``, gymnasium envs.
 """
 
@@ -37,6 +39,7 @@ from trader import rundir
 from trader.agents import get_spec, make_config, ppo_group
 from trader.agents.base import seeded
 from trader.agents.evaluator import GroupValidation
+from trader.agents.offpolicy_group import GROUP_RUNNERS as OFF_POLICY_GROUP_RUNNERS
 from trader.agents.ppo_group import PPOGroupRunner
 from trader.errors import ConfigError, UserError
 from trader.rundir import config_to_dict
@@ -53,17 +56,23 @@ from trader.training import (
 )
 from trader.training_envs import build_envs, compile_choice
 
-GROUP_ALGOS = ("ppo",)
+GROUP_RUNNERS = {"ppo": PPOGroupRunner, **OFF_POLICY_GROUP_RUNNERS}
+"""The group runner of each algorithm that trains in groups."""
+GROUP_ALGOS = tuple(GROUP_RUNNERS)
 """The algorithms that train in groups."""
 ROW_FIELDS = {"ppo": ppo_group.GROUP_ROW_FIELDS}
 """The config fields that may differ between the pods of one group, by algorithm."""
+PACKED_ALGOS = tuple(ROW_FIELDS)
+"""The algorithms whose pods a tournament packs into groups (`group_key`): PPO's. SAC and TD3
+train in groups through `train_group` (``trader train --population``); a tournament still trains
+their pods alone."""
 
 
 def group_key(algo: str, config: Any) -> tuple | None:
     """What pods of ``algo`` must share to train in one group (``config``: a config or a dict of
     overrides), the algorithm included; None for a pod that trains alone (an algorithm not in
-    `GROUP_ALGOS`, or a config a group cannot stack, such as PPO's ``num_learners > 1``)."""
-    if algo not in GROUP_ALGOS:
+    `PACKED_ALGOS`, or a config a group cannot stack, such as PPO's ``num_learners > 1``)."""
+    if algo not in PACKED_ALGOS:
         return None
     if config is None or isinstance(config, dict):
         config = make_config(algo, config)
@@ -75,7 +84,7 @@ def group_key(algo: str, config: Any) -> tuple | None:
 def group_fields(algo: str) -> tuple[str, ...]:
     """The hyperparameters a tournament perturbs (``mutation_bounds``) that define a group of
     ``algo`` (not per row), sorted: () for an algorithm that does not train in groups."""
-    if algo not in GROUP_ALGOS:
+    if algo not in PACKED_ALGOS:
         return ()
     return tuple(sorted(set(get_spec(algo).mutation_bounds) - set(ROW_FIELDS[algo])))
 
@@ -101,7 +110,7 @@ def train_group(
 ) -> list[TrainResult]:
     """Train P pods as one group; each pod's `TrainResult`, in order (see the module docstring).
 
-    :param algo: "ppo" (`GROUP_ALGOS`).
+    :param algo: "ppo", "sac" or "td3" (`GROUP_ALGOS`).
     :param env: a market spec, recipe or panel (`trader.train`'s ``env``, a market).
     :param configs: P algorithm configs (instances or dicts of overrides), one per pod.
     :param run_dirs: P run directories, one per pod.
@@ -155,7 +164,7 @@ def train_group(
         if start is not None:
             continue_from(agent, start, int(seed))
         agents.append(agent)
-    runner = PPOGroupRunner(agents, envs.train)
+    runner = GROUP_RUNNERS[algo](agents, envs.train)
     loop_pods = []
     for row, (root, agent, start) in enumerate(zip(roots, agents, starts, strict=True)):
         written = rundir.toml_ready(

@@ -22,7 +22,9 @@ Rows never mix: every operation here is elementwise or reduces within a row.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -47,7 +49,7 @@ class StackedLinear(nn.Module):
         x = aligned_rows(x)
         if self.weight.shape[1] == 1:  # a value head: the batched product's P = 1 path rounds otherwise
             return (x * self.weight).sum(dim=-1, keepdim=True) + self.bias.unsqueeze(1)
-        return torch.baddbmm(self.bias.unsqueeze(1), x, self.weight.transpose(1, 2))
+        return aligned_bmm(x, self.weight.transpose(1, 2)) + self.bias.unsqueeze(1)
 
 
 ROW_ALIGNMENT = 64
@@ -72,6 +74,59 @@ def aligned_rows(x: Tensor) -> Tensor:
     stride = -(-row_bytes // ROW_ALIGNMENT) * ROW_ALIGNMENT // x.element_size()
     padded = torch.nn.functional.pad(x.reshape(x.shape[0], per_row), (0, stride - per_row))  # a new, aligned tensor
     return padded[:, :per_row].view(x.shape)
+
+
+def _aligned(shape: Sequence[int], element_size: int) -> bool:
+    return math.prod(shape[1:]) * element_size % ROW_ALIGNMENT == 0
+
+
+def _operand(x: Tensor) -> Tensor:
+    """``x`` [P, m, k] itself where its rows start on aligned boundaries (a transposed weight's
+    view too), else `aligned_rows` of it."""
+    if x.data_ptr() % ROW_ALIGNMENT == 0 and x.stride(0) * x.element_size() % ROW_ALIGNMENT == 0:
+        return x
+    return aligned_rows(x.contiguous())
+
+
+def _row_bmm(a: Tensor, b: Tensor) -> Tensor:
+    """``torch.bmm(a, b)`` with the rows of both inputs and of the result on aligned boundaries."""
+    rows, m, n = a.shape[0], a.shape[1], b.shape[2]
+    stride = -(-(m * n * a.element_size()) // ROW_ALIGNMENT) * ROW_ALIGNMENT // a.element_size()
+    out = a.new_empty(rows, stride)[:, : m * n].view(rows, m, n)
+    return torch.bmm(_operand(a), _operand(b), out=out)
+
+
+class _AlignedBmm(torch.autograd.Function):
+    """`_row_bmm` forward and backward (both gradients are batched products too)."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, b)
+        return _row_bmm(a, b)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        a, b = ctx.saved_tensors
+        grad_a = _row_bmm(grad, b.transpose(1, 2)) if ctx.needs_input_grad[0] else None
+        grad_b = _row_bmm(a.transpose(1, 2), grad) if ctx.needs_input_grad[1] else None
+        return grad_a, grad_b
+
+
+def aligned_bmm(a: Tensor, b: Tensor) -> Tensor:
+    """``torch.bmm(a, b)`` [P, m, k] x [P, k, n] whose row p is bit for bit that row's product alone.
+
+    On the CPU the matrix kernels round by where their operands and their result start, not only
+    by their values: row p > 0 of a stack whose rows are not a multiple of `ROW_ALIGNMENT` bytes
+    (a minibatch of 7 through 10 units: 280 bytes) starts off the boundary, and its product rounds
+    otherwise than alone, in the forward pass or in the gradients' products. Where any of the three
+    shapes' rows (a's, b's, the result's) is off the boundary, every product, forward and backward,
+    reads aligned copies and writes an aligned buffer; elsewhere this is ``torch.bmm``."""
+    if a.device.type != "cpu":
+        return torch.bmm(a, b)
+    shapes = (a.shape, b.shape, (a.shape[0], a.shape[1], b.shape[2]))
+    if all(_aligned(shape, a.element_size()) for shape in shapes):
+        return torch.bmm(_operand(a), _operand(b))
+    return _AlignedBmm.apply(a, b)
 
 
 def stack_sequentials(networks: Sequence[nn.Sequential]) -> nn.Sequential:

@@ -196,6 +196,18 @@ class ReplayBuffer:
             terminated=self._terminated.view(-1)[idx],
         )
 
+    def rows(self, index: torch.Tensor) -> ReplayBatch:
+        """The transitions at flat positions ``index`` (int64 [B]) of the ``[slots * E]`` layout:
+        position ``s * E + e`` is slot ``s``'s transition of sub-environment ``e`` (a pod group draws
+        each pod's own positions, `trader.agents.offpolicy_group`)."""
+        return ReplayBatch(
+            obs=self._obs.view(-1, self.obs_dim)[index],
+            actions=self._actions.view(-1, self.act_dim)[index],
+            rewards=self._rewards.view(-1)[index],
+            next_obs=self._next_obs.view(-1, self.obs_dim)[index],
+            terminated=self._terminated.view(-1)[index],
+        )
+
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The stored transitions (the filled slots, as stored) and the write position: what a
         resumed run keeps of its buffer (`load_state_dict` takes it back)."""
