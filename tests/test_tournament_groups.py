@@ -42,6 +42,8 @@ distributed = pytest.importorskip("distributed")
 DATASET = "synthetic-edge-daily"
 TINY_PPO = {"num_steps": 32, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16]}
 TINY_SAC = {"hidden_sizes": [16], "learning_starts": 256, "iteration_steps": 256, "batch_size": 64}
+ALONE_SAC = {**TINY_SAC, "network": "per_stock"}
+"""A SAC pod no group takes (the off-policy groups stack the flat MLP only)."""
 SAME_BITS = ("checkpoints/best.safetensors", "checkpoints/final.safetensors", "trials.parquet", "dataset.json")
 """A pod's files that are the same bits in any group (the others record the group and the clock)."""
 
@@ -171,6 +173,10 @@ def test_a_failed_group_is_a_failed_result_per_pod_and_a_past_deadline_cancels(t
     assert [r.status for r in failed] == ["failed", "failed"]
     assert all(r.error and "\n" not in r.error and "hidden_sizes" in r.error for r in failed), failed
     assert all((pod_dir(tmp_path, r.pod_id) / rundir.ERROR).is_file() for r in failed)
+    mixed = [ppo_spec(4, steps=512), ppo_spec(5, steps=1024)]  # refused by the group task itself
+    failed = train_pod_group(mixed, str(tmp_path))
+    assert [r.status for r in failed] == ["failed", "failed"]
+    assert all("the pods of a group task need one algorithm" in r.error for r in failed), failed
     late = [ppo_spec(i, pod_id=f"q{i}", deadline=time.time() - 1) for i in range(2)]
     cancelled = train_pod_group(late, str(tmp_path))
     assert [r.status for r in cancelled] == ["cancelled", "cancelled"]
@@ -179,9 +185,10 @@ def test_a_failed_group_is_a_failed_result_per_pod_and_a_past_deadline_cancels(t
 
 def test_a_lone_spec_is_a_group_of_one_and_pods_that_do_not_group_train_alone(tmp_path: Path, monkeypatch) -> None:
     calls = counting_train_group(monkeypatch)
-    sac = PodSpec("s0000", 0, "sac", TINY_SAC, market_spec(DATASET), steps=512, seed=1, num_envs=4)
+    sac = PodSpec("s0000", 0, "sac", ALONE_SAC, market_spec(DATASET), steps=512, seed=1, num_envs=4)
     results = train_pod_group([ppo_spec(0)], str(tmp_path)) + train_pod_group([sac], str(tmp_path))
-    assert [r.status for r in results] == ["finished", "finished"] and calls == [1]
+    assert [r.status for r in results] == ["finished", "finished"], [r.error for r in results]
+    assert calls == [1]
     assert rundir.read_toml(pod_dir(tmp_path, "p0000") / rundir.CONFIG)["group"] == {"size": 1, "row": 0}
     assert "group" not in rundir.read_toml(pod_dir(tmp_path, "s0000") / rundir.CONFIG)  # `trader.train`'s pod
 
@@ -190,13 +197,15 @@ def test_a_lone_spec_is_a_group_of_one_and_pods_that_do_not_group_train_alone(tm
 
 
 def test_groups_pack_pods_that_share_a_key_and_leave_the_others_alone() -> None:
-    sac = PodSpec("p0001", 1, "sac", TINY_SAC, market_spec(DATASET), steps=1024, seed=1, num_envs=4)
+    sac = PodSpec("p0001", 1, "sac", ALONE_SAC, market_spec(DATASET), steps=1024, seed=1, num_envs=4)
     other = ppo_spec(5, algo_config={**TINY_PPO, "num_minibatches": 4})  # another program
     specs = [ppo_spec(0), sac, ppo_spec(2), ppo_spec(3), other, ppo_spec(6), ppo_spec(7)]
     ids = [[s.pod_id for s in task] for task in groups(specs, 3)]
     assert ids == [["p0000", "p0002", "p0003"], ["p0001"], ["p0005"], ["p0006", "p0007"]]
     assert [[s.pod_id for s in task] for task in groups(specs, 1)] == [[s.pod_id] for s in specs]
     assert pod_group_key(sac) is None and pod_group_key(ppo_spec(0, compile=True)) is None
+    flat_sac = PodSpec("p0009", 9, "sac", TINY_SAC, market_spec(DATASET), steps=1024, seed=9, num_envs=4)
+    assert pod_group_key(flat_sac) not in (None, pod_group_key(ppo_spec(0)))  # SAC pods group among themselves
     assert pod_group_key(ppo_spec(0)) == pod_group_key(ppo_spec(1)) != pod_group_key(other)
     assert pod_group_key(ppo_spec(0, compile="validation")) not in (None, pod_group_key(ppo_spec(0)))
     per_stock = ppo_spec(0, algo_config={**TINY_PPO, "network": "per_stock"})
@@ -236,8 +245,7 @@ def test_the_tournament_says_once_what_groups_keep_and_refuses_a_group_size_of_0
 
     assert groups_line(TournamentConfig(env=DATASET)) == ""
     assert groups_line(TournamentConfig(env=DATASET, group_size=8)) == (
-        "pod groups of up to 8 ppo pods; not mutated, as they define a group: num_minibatches; sac, td3 pods "
-        "train alone"
+        "pod groups of up to 8 ppo/sac/td3 pods; not mutated, as they define a group: batch_size, num_minibatches"
     )
     assert main(["tournament", str(tmp_path / "t"), "--dataset", DATASET, "--group-size", "0"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "error: --group-size must be >= 1, got 0"
@@ -280,7 +288,7 @@ def test_a_tournament_of_groups_of_4_keeps_a_row_and_a_checkpoint_per_pod(one_wo
     check_events(run_dir, 10)
     assert (frame["status"] == "finished").all(), frame[["pod_id", "status", "error"]]
     ppo, sac = frame[frame["algo"] == "ppo"], frame[frame["algo"] == "sac"]
-    assert ppo.groupby("start").size().max() >= 2 > 1 == sac.groupby("start").size().max()  # PPO grouped
+    assert ppo.groupby("start").size().max() >= 2 and sac.groupby("start").size().max() >= 2  # both grouped
     for pod_id in frame["pod_id"]:
         load_agent(run_dir / "pods" / pod_id / "checkpoints" / "best")  # each pod's checkpoint, alone
     children = frame[frame["generation"] > 0]

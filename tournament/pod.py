@@ -186,8 +186,8 @@ def train_pod_group(specs: list[PodSpec], run_dir: str) -> list[PodResult]:
     """Train pods as one group (`trader.group_training.train_group`) and describe each, in order.
 
     ``specs`` share a `tournament.generator.pod_group_key` (the orchestrator packs them so:
-    `tournament.generator.groups`). Specs of an algorithm that does not train in groups go through
-    `train_pod` each; one spec of one that does is a group of one (a grouped tournament's pod left
+    `tournament.generator.groups`). Specs that do not train in groups (`trader.group_training.group_key`
+    None: an algorithm or a network no group stacks) go through `train_pod` each; one spec of one that does is a group of one (a grouped tournament's pod left
     without peers: so that what a pod gives depends on its spec alone, not on how it was packed).
     Otherwise, with `train_pod`'s at-least-once safety per
     pod: a pod already committed is returned from its ``pod.json`` and not trained again; the
@@ -198,9 +198,7 @@ def train_pod_group(specs: list[PodSpec], run_dir: str) -> list[PodResult]:
     "failed" result for each pod trained (one line), never raised; a deadline already past gives
     "cancelled" results; the time budget is the earliest deadline's, as `train_pod` takes it.
     """
-    from trader.group_training import PACKED_ALGOS
-
-    if specs[0].algo not in PACKED_ALGOS:
+    if _group_key(specs[0]) is None:
         return [train_pod(spec, run_dir) for spec in specs]
     finals = {spec.pod_id: pod_dir(run_dir, spec.pod_id) for spec in specs}
     results = {spec.pod_id: committed_result(finals[spec.pod_id]) for spec in specs}
@@ -219,6 +217,17 @@ def train_pod_group(specs: list[PodSpec], run_dir: str) -> list[PodResult]:
         for folder in staged.values():
             shutil.rmtree(folder, ignore_errors=True)
     return [results[spec.pod_id] for spec in specs]
+
+
+def _group_key(spec: PodSpec) -> tuple | None:
+    """`trader.group_training.group_key` of a spec; None for a config that does not build (the
+    pod then fails alone, its error recorded as any pod's)."""
+    from trader.group_training import group_key
+
+    try:
+        return group_key(spec.algo, spec.algo_config)
+    except ConfigError:
+        return None
 
 
 def _commit(result: PodResult, staged: Path, final: Path) -> PodResult:

@@ -11,10 +11,10 @@ policies (`trader.agents.evaluator.GroupValidation`); each keeps its own best sn
 records, chosen by its own scores. The loop is `trader.training.TrainingLoop`, the loop of a
 lone run.
 
-What a group is, by algorithm: PPO pods of one network shape, rollout length and minibatch
+What a group is, by algorithm: PPO pods (either network) of one network shape, rollout length and minibatch
 count (`trader.agents.ppo_group.group_key`), on a market env. Their seeds, learning rates and
 the other perturbed hyperparameters (`trader.agents.ppo_group.GROUP_ROW_FIELDS`) are per pod.
-SAC and TD3 pods of one network shape, batch size, replay size and update schedule
+SAC and TD3 pods (the flat MLP) of one network shape, batch size, replay size and update schedule
 (`trader.agents.offpolicy_group.group_key`), their rates, discount, tau and noises per pod.
 A pod trained in a group of P equals the pod trained in a group of one with the same seed and
 config (tests/test_group_training.py); a group of one is not today's lone `trader.train` run,
@@ -26,6 +26,7 @@ and records written at its last validation), ``compile="all"``, gymnasium envs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,7 +37,7 @@ import torch
 import trader
 from market_envs.devices import resolve_device
 from trader import rundir
-from trader.agents import get_spec, make_config, ppo_group
+from trader.agents import get_spec, make_config, offpolicy_group, ppo_group
 from trader.agents.base import seeded
 from trader.agents.evaluator import GroupValidation
 from trader.agents.offpolicy_group import GROUP_RUNNERS as OFF_POLICY_GROUP_RUNNERS
@@ -60,31 +61,35 @@ GROUP_RUNNERS = {"ppo": PPOGroupRunner, **OFF_POLICY_GROUP_RUNNERS}
 """The group runner of each algorithm that trains in groups."""
 GROUP_ALGOS = tuple(GROUP_RUNNERS)
 """The algorithms that train in groups."""
-ROW_FIELDS = {"ppo": ppo_group.GROUP_ROW_FIELDS}
+ROW_FIELDS = {
+    "ppo": ppo_group.GROUP_ROW_FIELDS,
+    "sac": offpolicy_group.SAC_ROW_FIELDS,
+    "td3": offpolicy_group.TD3_ROW_FIELDS,
+}
 """The config fields that may differ between the pods of one group, by algorithm."""
-PACKED_ALGOS = tuple(ROW_FIELDS)
-"""The algorithms whose pods a tournament packs into groups (`group_key`): PPO's. SAC and TD3
-train in groups through `train_group` (``trader train --population``); a tournament still trains
-their pods alone."""
+UNGROUPABLE = {"ppo": ppo_group.ungroupable, "sac": offpolicy_group.ungroupable, "td3": offpolicy_group.ungroupable}
+"""Why a config of each algorithm cannot train in a group (one line), or None."""
 
 
 def group_key(algo: str, config: Any) -> tuple | None:
     """What pods of ``algo`` must share to train in one group (``config``: a config or a dict of
-    overrides), the algorithm included; None for a pod that trains alone (an algorithm not in
-    `PACKED_ALGOS`, or a config a group cannot stack, such as PPO's ``num_learners > 1``)."""
-    if algo not in PACKED_ALGOS:
+    overrides), the algorithm included: every config field but `ROW_FIELDS`'; None for a pod that
+    trains alone (an algorithm not in `GROUP_ALGOS`, or a config a group cannot stack, such as a
+    per-stock SAC pod or several learners: `UNGROUPABLE`)."""
+    if algo not in GROUP_ALGOS:
         return None
     if config is None or isinstance(config, dict):
         config = make_config(algo, config)
-    if ppo_group.ungroupable(config) is not None:
+    if UNGROUPABLE[algo](config) is not None:
         return None
-    return (algo, ppo_group.group_key(config))
+    fields = dataclasses.fields(config)
+    return (algo, tuple((f.name, getattr(config, f.name)) for f in fields if f.name not in ROW_FIELDS[algo]))
 
 
 def group_fields(algo: str) -> tuple[str, ...]:
     """The hyperparameters a tournament perturbs (``mutation_bounds``) that define a group of
     ``algo`` (not per row), sorted: () for an algorithm that does not train in groups."""
-    if algo not in PACKED_ALGOS:
+    if algo not in GROUP_ALGOS:
         return ()
     return tuple(sorted(set(get_spec(algo).mutation_bounds) - set(ROW_FIELDS[algo])))
 

@@ -115,7 +115,7 @@ def train_command(
         int | None,
         typer.Option(
             "--population",
-            help="Train P seeds (--seed, --seed + 1, ...) of one PPO config side by side as one program (a pod "
+            help="Train P seeds (--seed, --seed + 1, ...) of one PPO, SAC or TD3 config side by side as one program (a pod "
             "group) on a market, into RUN_DIR/seed-<seed>/ each (a run directory of its own), and report each "
             "seed's validation score and their interquartile mean.",
         ),

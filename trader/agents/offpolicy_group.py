@@ -60,7 +60,7 @@ from trader.agents.population import (
 )
 from trader.agents.ppo_group import agent_stream_seeds
 from trader.agents.replay import ReplayBatch, ReplayBuffer, next_observation
-from trader.agents.sac import SACAgent
+from trader.agents.sac import SACAgent, SACConfig
 from trader.agents.td3 import TD3Agent
 from trader.errors import ConfigError
 
@@ -92,6 +92,16 @@ def softplus(x: Tensor) -> Tensor:
     5 of 24 values differed from pod 0 of a group of four). exp, log1p, abs and relu agree on both paths.
     """
     return torch.relu(x) + torch.log1p(torch.exp(-x.abs()))
+
+
+def ungroupable(config: Any) -> str | None:
+    """Why a SAC or TD3 config cannot train in a group, in one line; None when it can."""
+    name = "SAC" if isinstance(config, SACConfig) else "TD3"
+    if config.network != "mlp":
+        return f"a {name} group trains network='mlp' pods; network={config.network!r} is not stacked yet"
+    if config.num_learners != 1:
+        return f"a {name} group trains num_learners=1 pods, got {config.num_learners}"
+    return None
 
 
 def group_key(config: Any, row_fields: Sequence[str]) -> tuple:
@@ -244,12 +254,9 @@ class OffPolicyGroupRunner:
             if not isinstance(agent, cls.agent_cls):
                 raise ConfigError(f"a {name} group trains {cls.agent_cls.__name__}s, got {type(agent).__name__}")
             cfg = agent.config
-            if cfg.network != "mlp":
-                raise ConfigError(
-                    f"a {name} group trains network='mlp' pods; network={cfg.network!r} is not stacked yet"
-                )
-            if cfg.num_learners != 1:
-                raise ConfigError(f"a {name} group trains num_learners=1 pods, got {cfg.num_learners}")
+            problem = ungroupable(cfg)
+            if problem is not None:
+                raise ConfigError(problem)
             if (agent.obs_dim, agent.act_dim, agent.device) != (first.obs_dim, first.act_dim, first.device):
                 raise ConfigError("the pods of a group need one env shape and one device")
             own, firsts = group_key(cfg, cls.row_fields), group_key(first.config, cls.row_fields)
