@@ -1,14 +1,15 @@
-"""What a pod group buys whole pods: P PPO pods trained one after another (`trader.train`, as a
+"""What a pod group buys whole pods: P pods trained one after another (`trader.train`, as a
 tournament worker trains its pods today) against the same P pods as one group
 (`trader.group_training.train_group`), in one process (issue 77).
 
-Equal work: the same P pods (seeds 0..P-1, one config, ``--pod-steps`` transitions on
+``--algo`` picks PPO (default), SAC or TD3. Equal work: the same P pods (seeds 0..P-1, one config, ``--pod-steps`` transitions on
 ``--num-envs`` sub-environments each, validated at the end), each way; both write every pod's run
 directory. Two pod kinds:
 
-- **small**: the tournament's fresh PPO pod (`PPOConfig`'s defaults, flat MLPs 64x64);
-- **demo**: the demo's PPO pod (the market preset: the per-stock network), ``--pod-steps 16384``,
-  ``--num-envs 64`` as `trader demo` runs it.
+- **small**: the tournament's fresh pod (PPO: `PPOConfig`'s defaults, flat MLPs 64x64; SAC and TD3:
+  the tournament's base configs, `tournament.config.DEFAULT_ALGO_CONFIGS`, flat MLPs 256x256);
+- **demo**: the demo's pod (the market preset: the per-stock network), ``--pod-steps 16384``,
+  ``--num-envs 64`` as `trader demo` runs it (PPO only: a per-stock SAC or TD3 pod does not group).
 
 Printed per P: seconds per pod one after another and in the group, the speed-up (pods per hour
 of the group over the lone pods'), the median validation score both ways (a group's pod is not
@@ -19,6 +20,7 @@ the group of one (0: bit for bit; on a GPU, the contract is within float roundin
     OMP_NUM_THREADS=1 python benchmarks/pod_group_train.py                     # small pods, P = 1, 4, 16
     OMP_NUM_THREADS=1 python benchmarks/pod_group_train.py --kind demo --pods 4 --pod-steps 16384 --num-envs 64
     python benchmarks/pod_group_train.py --device cuda --pods 1,16,64                    # a GPU
+    OMP_NUM_THREADS=1 python benchmarks/pod_group_train.py --algo sac --pods 16           # SAC, TD3
     OMP_NUM_THREADS=1 python benchmarks/pod_group_train.py --memory --pods 16             # peak memory
 
 ``--memory`` measures the issue's memory rule instead (a group of P grows the process by at most P
@@ -43,28 +45,30 @@ from trader.spec import resolve_market
 from trader.training import train
 
 
-def pod_config(kind: str, dataset: str, pod_steps: int, num_envs: int) -> tuple[dict, object]:
-    """The PPO config and the market of a pod of ``kind``."""
+def pod_config(kind: str, dataset: str, pod_steps: int, num_envs: int, algo: str = "ppo") -> tuple[dict, object]:
+    """The config and the market of an ``algo`` pod of ``kind``."""
     if kind == "small":
-        return {}, resolve_market(dataset)
+        from tournament.config import DEFAULT_ALGO_CONFIGS
+
+        return dict(DEFAULT_ALGO_CONFIGS.get(algo, {})), resolve_market(dataset)
     from podracer.presets import apply_preset
     from trader.names import DEMO_COST
     from trader.spec import market_spec
 
-    rules, configs = apply_preset("market", dataset, DEMO_COST, ["ppo"], steps=pod_steps, num_envs=num_envs)
-    return configs["ppo"], market_spec(dataset, rules)
+    rules, configs = apply_preset("market", dataset, DEMO_COST, [algo], steps=pod_steps, num_envs=num_envs)
+    return configs[algo], market_spec(dataset, rules)
 
 
 def one_size(pods: int, args: argparse.Namespace, root: Path) -> tuple[float, float, list[float], list[float]]:
     """Seconds per pod lone and grouped, and the pods' scores each way."""
-    config, market = pod_config(args.kind, args.dataset, args.pod_steps, args.num_envs)
+    config, market = pod_config(args.kind, args.dataset, args.pod_steps, args.num_envs, args.algo)
     common = {"steps": args.pod_steps, "num_envs": args.num_envs, "eval_every": 0, "device": args.device}
     tick = time.perf_counter()
-    lone = [train("ppo", market, config, root / f"lone{pods}-{seed}", seed=seed, **common) for seed in range(pods)]
+    lone = [train(args.algo, market, config, root / f"lone{pods}-{seed}", seed=seed, **common) for seed in range(pods)]
     lone_s = (time.perf_counter() - tick) / pods
     tick = time.perf_counter()
     dirs = [root / f"group{pods}-{seed}" for seed in range(pods)]
-    group = train_group("ppo", market, [config] * pods, dirs, seeds=list(range(pods)), **common)
+    group = train_group(args.algo, market, [config] * pods, dirs, seeds=list(range(pods)), **common)
     group_s = (time.perf_counter() - tick) / pods
     _sync(args.device)
     return lone_s, group_s, [r.best_score for r in lone], [r.best_score for r in group]
@@ -131,6 +135,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", default="1,4,16", help="Group sizes P, a comma list.")
     parser.add_argument("--kind", choices=("small", "demo"), default="small")
+    parser.add_argument("--algo", choices=("ppo", "sac", "td3"), default="ppo")
     parser.add_argument("--dataset", default="synthetic-edge-daily")
     parser.add_argument("--pod-steps", type=int, default=4096)
     parser.add_argument("--num-envs", type=int, default=16)
@@ -148,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     where = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
     print(
         f"# {platform.node()}, {where}, torch {torch.__version__}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; "
-        f"{args.kind} PPO pods of {args.pod_steps:,} transitions on {args.num_envs} envs of {args.dataset}"
+        f"{args.kind} {args.algo.upper()} pods of {args.pod_steps:,} transitions on {args.num_envs} envs of {args.dataset}"
     )
     print(
         "| pods P | lone s/pod | group s/pod | group speed-up | lone scores (median) | group scores (median) "
