@@ -378,3 +378,14 @@ def test_a_killed_orchestrator_of_groups_resumes_without_rerunning_finished_pods
     assert all(submitted[pod] == 1 for pod in done)  # finished before the kill: never resubmitted
     assert checksums(run_dir, done, names=None) == before
     assert rundir.read_toml(run_dir / rundir.TOURNAMENT)["group_size"] == 2  # the resume kept its groups
+
+
+def test_the_groups_line_names_the_pods_whose_network_trains_alone() -> None:
+    from podracer.cli.tournament import groups_line
+
+    per_stock = {"network": "per_stock"}
+    config = TournamentConfig(env=DATASET, group_size=4, algo_configs={"sac": per_stock, "td3": per_stock})
+    assert groups_line(config) == (
+        "pod groups of up to 4 ppo pods; not mutated, as they define a group: num_minibatches; sac, td3 pods "
+        "train alone"
+    )

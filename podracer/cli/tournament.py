@@ -375,12 +375,12 @@ def groups_line(settings: Any) -> str:
     """What a tournament of pod groups (``group_size`` > 1) trains together, and what it does not
     mutate for it, in one line; "" for a tournament of lone pods."""
     from tournament.generator import frozen_by_groups
-    from trader.group_training import GROUP_ALGOS
+    from trader.group_training import group_key
 
     if settings.group_size <= 1:
         return ""
-    grouped = [algo for algo in settings.algos if algo in GROUP_ALGOS]
-    alone = [algo for algo in settings.algos if algo not in GROUP_ALGOS]
+    grouped = [algo for algo in settings.algos if group_key(algo, settings.base_config(algo)) is not None]
+    alone = [algo for algo in settings.algos if algo not in grouped]  # an algorithm, or a network, no group takes
     if not grouped:
         return f"group size {settings.group_size}: {', '.join(alone)} pods train alone (no groups for them yet)"
     frozen = sorted({key for algo in grouped for key in frozen_by_groups(algo, settings.group_size)})
