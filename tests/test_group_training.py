@@ -11,7 +11,6 @@ import json
 import math
 import signal
 import tomllib
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from market_fixtures import random_panel
+from group_fixtures import assert_same_run, group_panel
 from podracer.cli import main
 from trader.agents import make_agent
 from trader.agents.checkpoint import load_agent, load_policy, read_metadata
@@ -30,14 +29,11 @@ from trader.stopping import Interrupted, StopRequest
 from trader.training_envs import build_envs
 
 TINY = {"num_steps": 8, "update_epochs": 2, "num_minibatches": 2, "hidden_sizes": [16, 16]}
-TIMINGS = {"wall_time", "samples_per_s"}
 
 
 @pytest.fixture(scope="module")
 def panel():
-    data = random_panel(n_tickers=3, n_bars=90, seed=1)
-    stamps = data.timestamps
-    return replace(data, meta={"train_end": stamps[60], "val_end": stamps[75]})
+    return group_panel()
 
 
 def _group(panel, root: Path, seeds: list[int], configs: list[dict] | None = None, **options) -> list:
@@ -47,21 +43,7 @@ def _group(panel, root: Path, seeds: list[int], configs: list[dict] | None = Non
     return train_group("ppo", panel, configs, dirs, seeds=seeds, **options)
 
 
-def _same_run(first: Path, second: Path) -> None:
-    """Two run directories hold the same run: checkpoints bit for bit, records but for timings."""
-    for name in ("best", "final"):
-        a, b = (
-            load_file(first / "checkpoints" / f"{name}.safetensors"),
-            load_file(second / "checkpoints" / f"{name}.safetensors"),
-        )
-        assert a.keys() == b.keys()
-        for key in a:
-            if key != "rng":  # the agent's generator: a group draws from its row streams instead
-                assert torch.equal(a[key], b[key]), (name, key)
-    metrics = [pd.read_parquet(folder / "metrics.parquet").drop(columns=list(TIMINGS)) for folder in (first, second)]
-    pd.testing.assert_frame_equal(*metrics)
-    trials = [pd.read_parquet(folder / "trials.parquet") for folder in (first, second)]
-    pd.testing.assert_frame_equal(*trials)
+_same_run = assert_same_run
 
 
 @pytest.mark.parametrize("pods", [4, 16])

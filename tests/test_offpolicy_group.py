@@ -8,7 +8,6 @@ run directory loads alone.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor
 
-from market_fixtures import random_panel
+from group_fixtures import assert_same_run, group_panel
 from trader.agents import make_agent
 from trader.agents.checkpoint import load_agent, load_policy
 from trader.agents.offpolicy_group import GROUP_RUNNERS
@@ -40,15 +39,12 @@ OTHERS = {
     "td3": [{"policy_delay": 1}, {"preactivation_penalty": 0.1}, {"exploration_noise": 0.0}],
 }
 """Other pods beside pod 0: rows whose temperature is fixed, whose actor updates every step, ..."""
-TIMINGS = {"wall_time", "samples_per_s"}
 ALGOS = ("sac", "td3")
 
 
 @pytest.fixture(scope="module")
 def panel():
-    data = random_panel(n_tickers=3, n_bars=90, seed=1)
-    stamps = data.timestamps
-    return replace(data, meta={"train_end": stamps[60], "val_end": stamps[75]})
+    return group_panel()
 
 
 def _group(algo, panel, root: Path, seeds: list[int], configs: list[dict] | None = None, **options) -> list:
@@ -58,21 +54,7 @@ def _group(algo, panel, root: Path, seeds: list[int], configs: list[dict] | None
     return train_group(algo, panel, configs, dirs, seeds=seeds, **options)
 
 
-def _same_run(first: Path, second: Path) -> None:
-    """Two run directories hold the same run: checkpoints bit for bit, records but for timings."""
-    for name in ("best", "final"):
-        a, b = (
-            load_file(first / "checkpoints" / f"{name}.safetensors"),
-            load_file(second / "checkpoints" / f"{name}.safetensors"),
-        )
-        assert a.keys() == b.keys()
-        for key in a:
-            if key != "rng":  # the agent's generator: a group draws from its row streams instead
-                assert torch.equal(a[key], b[key]), (name, key)
-    metrics = [pd.read_parquet(folder / "metrics.parquet").drop(columns=list(TIMINGS)) for folder in (first, second)]
-    pd.testing.assert_frame_equal(*metrics)
-    trials = [pd.read_parquet(folder / "trials.parquet") for folder in (first, second)]
-    pd.testing.assert_frame_equal(*trials)
+_same_run = assert_same_run
 
 
 @pytest.mark.parametrize("pods", [4, 16])

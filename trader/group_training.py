@@ -53,6 +53,7 @@ from trader.training import (
     continue_from,
     finish_run,
     resolve_config,
+    start_run,
     with_env_layout,
 )
 from trader.training_envs import build_envs, compile_choice
@@ -190,12 +191,7 @@ def train_group(
                 "group": {"size": pods, "row": row},
             }
         )
-        if overwrite:
-            rundir.clear_run(root)
-        rundir.make_folder(root / rundir.CHECKPOINTS)
-        rundir.write_toml(root / rundir.CONFIG, written)
-        if envs.dataset_card is not None:
-            rundir.write_json(root / rundir.DATASET, envs.dataset_card)
+        start_run(root, written, envs.dataset_card, overwrite)
         evaluator = None if envs.evaluator is None else envs.evaluator.copy()
         loop_pods.append(LoopPod(root, agent, evaluator))
     validation = None if envs.evaluator is None else GroupValidation(envs.evaluator, pods)

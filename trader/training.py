@@ -255,12 +255,7 @@ def train(
         check_same_run(root, written)
         rows = restore_records(root, point, agent, envs.evaluator)
     else:
-        if overwrite:
-            rundir.clear_run(root)
-        rundir.make_folder(root / rundir.CHECKPOINTS)
-        rundir.write_toml(root / rundir.CONFIG, written)
-        if envs.dataset_card is not None:
-            rundir.write_json(root / rundir.DATASET, envs.dataset_card)
+        start_run(root, written, envs.dataset_card, overwrite)
         rows = []
     if on_start is not None:
         on_start(written)
@@ -271,6 +266,17 @@ def train(
         steps, eval_every, on_iteration, time_budget, snapshot_every
     )
     return finish_run(pod, envs.data_window)
+
+
+def start_run(root: Path, written: dict[str, Any], dataset_card: dict[str, Any] | None, overwrite: bool) -> None:
+    """The start of a new run directory: cleared first (``overwrite``), its checkpoints folder,
+    config.toml (``written``) and, for a market, dataset.json."""
+    if overwrite:
+        rundir.clear_run(root)
+    rundir.make_folder(root / rundir.CHECKPOINTS)
+    rundir.write_toml(root / rundir.CONFIG, written)
+    if dataset_card is not None:
+        rundir.write_json(root / rundir.DATASET, dataset_card)
 
 
 def finish_run(pod: LoopPod, data_window: dict[str, Any]) -> TrainResult:
