@@ -26,7 +26,6 @@ and records written at its last validation), ``compile="all"``, gymnasium envs.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from trader.agents import get_spec, make_config, offpolicy_group, ppo_group
 from trader.agents.base import seeded
 from trader.agents.evaluator import GroupValidation
 from trader.agents.offpolicy_group import GROUP_RUNNERS as OFF_POLICY_GROUP_RUNNERS
+from trader.agents.population import config_key
 from trader.agents.ppo_group import PPOGroupRunner
 from trader.errors import ConfigError, UserError
 from trader.rundir import config_to_dict
@@ -83,8 +83,7 @@ def group_key(algo: str, config: Any) -> tuple | None:
         config = make_config(algo, config)
     if UNGROUPABLE[algo](config) is not None:
         return None
-    fields = dataclasses.fields(config)
-    return (algo, tuple((f.name, getattr(config, f.name)) for f in fields if f.name not in ROW_FIELDS[algo]))
+    return (algo, config_key(config, ROW_FIELDS[algo]))
 
 
 def group_fields(algo: str) -> tuple[str, ...]:

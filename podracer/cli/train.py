@@ -253,12 +253,7 @@ def train_command(
         progress.start()
         progress.start_task(task)
 
-    def report(row: dict[str, float]) -> None:
-        score = row.get("val_score")
-        fields: dict[str, Any] = {"rate": f"{row['samples_per_s']:,.0f}"}
-        if score is not None:
-            fields["score"] = f"{score:.3g}"
-        progress.update(task, completed=min(int(row["step"]), total), **fields)
+    report = _reporter(progress, task, total)
 
     algo_name = arguments.pop("algo")
     env_name = arguments.pop("env")
@@ -323,12 +318,7 @@ def _train_population(run_dir: Path, population: int, arguments: dict[str, Any],
     progress = _progress(console)
     task = progress.add_task("train", total=steps, rate="-", score="-")
 
-    def report(row: dict[str, float]) -> None:
-        score = row.get("val_score")
-        fields: dict[str, Any] = {"rate": f"{row['samples_per_s'] * population:,.0f}"}
-        if score is not None:
-            fields["score"] = f"{score:.3g} (seed {seeds[0]})"
-        progress.update(task, completed=min(int(row["step"]), steps), **fields)
+    report = _reporter(progress, task, steps, pods=population, seed=seeds[0])
 
     rundir.make_folder(run_dir)
     try:
@@ -462,6 +452,20 @@ def _apply_rules(arguments: dict[str, Any], preset: str | None, cost: float | No
     if algo == "ppo" and overrides.get("anneal_lr") and overrides.get("total_steps") is None:
         overrides["total_steps"] = arguments.get("steps", 100_000)  # the schedule runs over this run's --steps
     arguments["config"] = overrides
+
+
+def _reporter(progress: Progress, task: Any, total: int, pods: int = 1, seed: int | None = None) -> Any:
+    """The progress callback of a run's metrics rows: steps, samples/s (of ``pods`` pods: a group's
+    row is one pod's) and the last validation score (of pod ``seed``, a group's first)."""
+
+    def report(row: dict[str, float]) -> None:
+        score = row.get("val_score")
+        fields: dict[str, Any] = {"rate": f"{row['samples_per_s'] * pods:,.0f}"}
+        if score is not None:
+            fields["score"] = f"{score:.3g}" + ("" if seed is None else f" (seed {seed})")
+        progress.update(task, completed=min(int(row["step"]), total), **fields)
+
+    return report
 
 
 def _progress(console: Console) -> Progress:

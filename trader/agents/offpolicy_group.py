@@ -39,7 +39,6 @@ only (``network="mlp"``).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -54,6 +53,8 @@ from trader.agents.population import (
     RowAdam,
     aligned_bmm,
     aligned_rows,
+    check_pods,
+    config_key,
     clip_row_grad_norms,
     row_state,
     stack_sequentials,
@@ -106,7 +107,7 @@ def ungroupable(config: Any) -> str | None:
 
 def group_key(config: Any, row_fields: Sequence[str]) -> tuple:
     """What pods must share to train in one group: every config field but ``row_fields``."""
-    return tuple((f.name, getattr(config, f.name)) for f in dataclasses.fields(config) if f.name not in row_fields)
+    return config_key(config, row_fields)
 
 
 class StackedTwinQ(nn.Module):
@@ -245,24 +246,8 @@ class OffPolicyGroupRunner:
     # -- the group
     @classmethod
     def check_group(cls, agents: Sequence[OffPolicyAgent]) -> None:
-        """Refuse, in one line, pods that cannot train as one program."""
-        name = cls.agent_cls.algo.upper()
-        if not agents:
-            raise ConfigError(f"a {name} group needs at least one pod")
-        first = agents[0]
-        for agent in agents:
-            if not isinstance(agent, cls.agent_cls):
-                raise ConfigError(f"a {name} group trains {cls.agent_cls.__name__}s, got {type(agent).__name__}")
-            cfg = agent.config
-            problem = ungroupable(cfg)
-            if problem is not None:
-                raise ConfigError(problem)
-            if (agent.obs_dim, agent.act_dim, agent.device) != (first.obs_dim, first.act_dim, first.device):
-                raise ConfigError("the pods of a group need one env shape and one device")
-            own, firsts = group_key(cfg, cls.row_fields), group_key(first.config, cls.row_fields)
-            if own != firsts:
-                differ = [key for (key, a), (_, b) in zip(own, firsts, strict=True) if a != b]
-                raise ConfigError(f"the pods of a {name} group differ in {', '.join(differ)}: only per-row fields may")
+        """Refuse, in one line, pods that cannot train as one program (`population.check_pods`)."""
+        check_pods(agents, cls.agent_cls, cls.row_fields, ungroupable)
 
     def _rows(self, name: str, missing: float = math.inf) -> Tensor:
         """A config field of every pod as a float32 tensor [P] (None as ``missing``)."""

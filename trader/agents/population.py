@@ -23,11 +23,14 @@ Rows never mix: every operation here is elementwise or reduces within a row.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from trader.errors import ConfigError
 
 _ACTIVATIONS = (nn.Tanh, nn.ReLU)
 
@@ -311,3 +314,33 @@ def copy_rows(module: nn.Module, source: int, target: int) -> None:
     (PBT's exploit inside a group: a child takes its parent's weights)."""
     for value in module.state_dict().values():
         value[target].copy_(value[source])
+
+
+def config_key(config: Any, row_fields: Sequence[str]) -> tuple:
+    """What pods must share to train as one group: every field of their (dataclass) config but
+    ``row_fields``, the hyperparameters that may differ by row, as (name, value) pairs."""
+    return tuple((f.name, getattr(config, f.name)) for f in dataclasses.fields(config) if f.name not in row_fields)
+
+
+def check_pods(
+    agents: Sequence[Any], agent_cls: type, row_fields: Sequence[str], ungroupable: Callable[[Any], str | None]
+) -> None:
+    """Refuse, in one line (``ConfigError``), pods that cannot train as one group program: none, not
+    ``agent_cls``, a config ``ungroupable`` refuses, another env shape or device, or a config that
+    differs from the first pod's outside ``row_fields`` (the line names the fields)."""
+    name = agent_cls.algo.upper()
+    if not agents:
+        raise ConfigError(f"a {name} group needs at least one pod")
+    first = agents[0]
+    for agent in agents:
+        if not isinstance(agent, agent_cls):
+            raise ConfigError(f"a {name} group trains {agent_cls.__name__}s, got {type(agent).__name__}")
+        problem = ungroupable(agent.config)
+        if problem is not None:
+            raise ConfigError(problem)
+        if (agent.obs_dim, agent.act_dim, agent.device) != (first.obs_dim, first.act_dim, first.device):
+            raise ConfigError("the pods of a group need one env shape and one device")
+        own, firsts = config_key(agent.config, row_fields), config_key(first.config, row_fields)
+        if own != firsts:
+            differ = [key for (key, a), (_, b) in zip(own, firsts, strict=True) if a != b]
+            raise ConfigError(f"the pods of a {name} group differ in {', '.join(differ)}: only per-row fields may")

@@ -28,7 +28,6 @@ shape the program (rollout length, minibatches, network) and the switches.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -39,7 +38,14 @@ from torch.func import functional_call
 
 from market_envs.streams import RowStreams, mix64
 from trader.agents.networks import per_stock_row, stack_per_stock
-from trader.agents.population import RowAdam, clip_row_grad_norms, row_state, stack_sequentials
+from trader.agents.population import (
+    RowAdam,
+    check_pods,
+    clip_row_grad_norms,
+    config_key,
+    row_state,
+    stack_sequentials,
+)
 from trader.agents.ppo import PASS_ROWS, PPOAgent, clipped_surrogate, gaussian_log_prob
 from trader.agents.rollout import RolloutStorage, compute_gae
 from trader.errors import ConfigError
@@ -72,9 +78,7 @@ _EPOCH_BITS = 20
 
 def group_key(config: Any) -> tuple:
     """What pods must share to train in one group: every config field but `GROUP_ROW_FIELDS`."""
-    return tuple(
-        (f.name, getattr(config, f.name)) for f in dataclasses.fields(config) if f.name not in GROUP_ROW_FIELDS
-    )
+    return config_key(config, GROUP_ROW_FIELDS)
 
 
 def agent_stream_seeds(seeds: Sequence[int]) -> list[int]:
@@ -91,22 +95,8 @@ def ungroupable(config: Any) -> str | None:
 
 
 def check_group(agents: Sequence[PPOAgent]) -> None:
-    """Refuse, in one line, pods that cannot train as one program."""
-    if not agents:
-        raise ConfigError("a PPO group needs at least one pod")
-    first = agents[0]
-    for agent in agents:
-        if not isinstance(agent, PPOAgent):
-            raise ConfigError(f"a PPO group trains PPOAgents, got {type(agent).__name__}")
-        cfg = agent.config
-        problem = ungroupable(cfg)
-        if problem is not None:
-            raise ConfigError(problem)
-        if (agent.obs_dim, agent.act_dim, agent.device) != (first.obs_dim, first.act_dim, first.device):
-            raise ConfigError("the pods of a group need one env shape and one device")
-        if group_key(cfg) != group_key(first.config):
-            differ = [name for (name, a), (_, b) in zip(group_key(cfg), group_key(first.config)) if a != b]
-            raise ConfigError(f"the pods of a PPO group differ in {', '.join(differ)}: only per-row fields may")
+    """Refuse, in one line, pods that cannot train as one program (`population.check_pods`)."""
+    check_pods(agents, PPOAgent, GROUP_ROW_FIELDS, ungroupable)
 
 
 class PPOGroupRunner:
