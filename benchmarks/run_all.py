@@ -40,6 +40,7 @@ ORDER = (
     "pod_group_train",
     "tournament_scaling",
     "tournament_value",
+    "tournament_suite",
     "baselines",
     "walkforward",
     "significance",
