@@ -229,6 +229,18 @@ def test_the_walk_forward_the_description_names_has_eleven_yearly_folds():
     assert [stamps[f.test[0]].year for f in folds] == list(range(2011, 2022))
 
 
+def test_the_makefile_the_converter_and_the_recipe_name_one_folder():
+    """`make real-data` writes where the converter writes by default and the recipe reads."""
+    import re
+
+    makefile = (DATASETS.parent / "Makefile").read_text()
+    folder = re.search(r"^REAL_DATA := (\S+)$", makefile, re.MULTILINE).group(1)
+    assert "datasets/convert_skfolio_sp500.py --download --out $(REAL_DATA)" in makefile
+    recipe = find_recipe("sp500-20-daily")
+    assert (recipe.path.parent / recipe.options["path"]).resolve() == (DATASETS.parent / folder).resolve()
+    assert CONVERT.DEFAULT_OUT.resolve() == (DATASETS.parent / folder).resolve()
+
+
 def test_missing_files_are_one_error_naming_make_real_data(tmp_path, capsys):
     absent = tmp_path / "absent"
     with pytest.raises(DataError, match=r"is not there yet|are not there yet") as missing:
