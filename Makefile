@@ -20,7 +20,7 @@ PARALLEL = -n $(TEST_WORKERS) --dist loadfile
 # `make docs`: docs/configuration.md is generated from the config dataclasses, then the docs site
 # (mkdocs.yml: the guides, the API reference from the docstrings) is built into site/, strictly:
 # a broken link, a page missing from the nav or a docstring mkdocstrings cannot read fails it.
-.PHONY: docs demo test test-all test-browser screenshots chromium iproute2 dashboard bench rllib clean-venv
+.PHONY: docs demo test test-all test-browser screenshots chromium iproute2 dashboard bench rllib real-data clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,16 @@ $(RLLIB_VENV)/.installed: pyproject.toml
 	$(RLLIB_VENV)/bin/python -m pip install -q $(TORCH_PIN)
 	$(RLLIB_VENV)/bin/python -m pip install -q -e . "$(RAY_PIN)" $(TORCH_PIN)
 	touch $@
+
+# `make real-data`: real daily closes for recipe sp500-20-daily (datasets/README.md). The venv's pip
+# downloads the wheel of skfolio (BSD-3; fetched, not installed: only its two data files are read),
+# the converter checks it against the sha256 it pins and writes datasets/data/skfolio-sp500/,
+# whole or not at all. Needs PyPI once; a second `make real-data` finds the files and does nothing.
+REAL_DATA := datasets/data/skfolio-sp500
+real-data: $(REAL_DATA)/closes.parquet
+
+$(REAL_DATA)/closes.parquet: datasets/convert_skfolio_sp500.py | $(VENV)/.installed-dev
+	$(PY) datasets/convert_skfolio_sp500.py --download --out $(REAL_DATA)
 
 bench: $(VENV)/.installed-dev
 	$(PY) benchmarks/run_all.py

@@ -83,3 +83,19 @@ def test_close_only_files_are_read_and_the_report_says_how_orders_fill(tmp_path)
     result = run_backtest(data, {}, baselines=["equal_weight"], period=None)
     lines = " ".join(context_lines(result))
     assert "next bar's close" in lines and "no open, high, low, volume" in lines
+
+
+@pytest.mark.parametrize("layout", ["long", "per_ticker"])
+def test_a_close_only_panel_written_and_read_back_stays_close_only(tmp_path, layout) -> None:
+    """write_files writes the columns the source held: a close-only panel does not come back
+    as full bars with a volume of 0 (that would fill at the open and let volume-based costs in)."""
+    from market_envs.data.files import write_files
+
+    bench = close_only(n_tickers=1).assign(ticker="IDX")
+    data = from_frame(close_only(), bench, benchmark_name="IDX")
+    write_files(data, tmp_path, layout=layout)
+    for file in tmp_path.iterdir():
+        assert "volume" not in pd.read_parquet(file).columns
+    back = read_files(tmp_path, benchmark="IDX")
+    assert back.meta["missing_columns"] == data.meta["missing_columns"] and back.fill_price == "close"
+    assert torch.equal(back.features, data.features) and torch.equal(back.benchmark, data.benchmark)

@@ -146,20 +146,29 @@ def read_files(
     )
 
 
+def written_columns(data: MarketData) -> list[str]:
+    """The OHLCV columns the panel's source held (all five, but those of `meta["missing_columns"]`)."""
+    missing = set(data.meta.get("missing_columns", ()))
+    return [c for c in PRICE_COLUMNS if c not in missing]
+
+
 def observed_frame(data: MarketData) -> pd.DataFrame:
     """The panel's OHLCV bars as a long frame, without the bars filled over gaps.
 
     Filled bars are not data: a reader fills them again, identically, from the past.
     Warm-up rows are all written, since the mask cannot tell a filled warm-up bar from
     an observed one; their values are the same either way. A point-in-time universe's
-    bars outside membership are data (`MarketData.priced`) and are written.
+    bars outside membership are data (`MarketData.priced`) and are written. Columns the
+    source lacked (close-only data, `meta["missing_columns"]`) are not: the panel filled
+    them from the close, and a reader fills them again.
     """
-    ohlcv = data.features[:, :, : len(PRICE_COLUMNS)].detach().cpu().numpy()
+    columns = written_columns(data)
+    ohlcv = data.features[:, :, [PRICE_COLUMNS.index(c) for c in columns]].detach().cpu().numpy()
     t, n = data.num_bars, data.num_tickers
     keep = data.priced.detach().cpu().numpy().copy()
     keep[: min(WARMUP_BARS, t)] = True
     rows = keep.reshape(-1)
-    frame = pd.DataFrame(ohlcv.reshape(t * n, -1)[rows].astype(np.float64), columns=list(PRICE_COLUMNS))
+    frame = pd.DataFrame(ohlcv.reshape(t * n, -1)[rows].astype(np.float64), columns=columns)
     frame.insert(0, "ticker", np.tile(np.asarray(data.tickers, dtype=object), t)[rows])
     frame.insert(0, "timestamp", data.timestamps.repeat(n)[rows])
     return frame
@@ -174,7 +183,8 @@ def write_files(data: MarketData, path: str | Path, format: str = "parquet", lay
     :param layout: "long" (one file `panel.<format>`) or "per_ticker" (`<TICKER>.<format>`).
 
     Timestamps keep their UTC offset and prices are the panel's float32 values, so
-    `read_files(path)` returns the same timestamps, tickers, features and mask. The
+    `read_files(path)` returns the same timestamps, tickers, features and mask (and a
+    close-only panel stays close-only: the columns it lacked are not written). The
     benchmark, when present, is written as one more ticker named by `benchmark_name`
     (read it back with `read_files(path, benchmark=...)`).
     """
@@ -190,7 +200,7 @@ def write_files(data: MarketData, path: str | Path, format: str = "parquet", lay
         label = data.benchmark_name or "benchmark"
         if label in data.tickers:
             raise DataError(f"benchmark name {label!r} is also a ticker; cannot write both")
-        frame = pd.concat([frame, _benchmark_frame(bench, label)], ignore_index=True)
+        frame = pd.concat([frame, _benchmark_frame(bench, label)[list(frame.columns)]], ignore_index=True)
     if layout == "long":
         parts = {"panel": frame}
     else:

@@ -50,7 +50,7 @@ from pathlib import Path
 import pandas as pd
 
 from market_envs.data.cache import DataCache, cache_key
-from market_envs.data.panel import EXCHANGE_TZ, MarketData
+from market_envs.data.panel import EXCHANGE_TZ, DataError, MarketData
 from market_envs.errors import ConfigError
 
 SOURCES = ("synthetic", "files", "yahoo", "alpaca", "polygon")
@@ -214,6 +214,7 @@ class Recipe:
     def key(self) -> str:
         """The cache key of the resolved recipe: everything that changes the panel."""
         payload = {k: v for k, v in self.to_dict().items() if k not in ("description", "path", "universe")}
+        payload["options"] = {k: v for k, v in self.options.items() if k not in _UNKEYED_OPTIONS}
         if self.source == "files":
             payload["files"] = _files_fingerprint(self)
         if self.membership is not None:
@@ -231,12 +232,15 @@ def _source_option_names(source: str) -> tuple[str, ...]:
     """Options each source's table may hold (beyond those written in the recipe)."""
     return {
         "synthetic": ("n_tickers", "seed", "edge", "model"),
-        "files": ("path", "assume_tz"),
+        "files": ("path", "assume_tz", "made_by"),
         "yahoo": ("drop_missing",),
         "alpaca": ("feed", "outside_session", "drop_missing", "url", "retries", "backoff_s"),
         "polygon": ("outside_session", "drop_missing", "url", "retries", "backoff_s", "renames"),
     }[source]
 
+
+_UNKEYED_OPTIONS = ("made_by",)
+"""Source options that do not change the panel (left out of the cache key)."""
 
 _TOP_LEVEL = {
     "name",
@@ -357,11 +361,17 @@ def _files_fingerprint(recipe: Recipe) -> list:
 
 
 def _files_path(recipe: Recipe) -> Path:
+    """The recipe's files (relative paths read from the recipe's folder). Files that a command
+    writes (``[files] made_by``, e.g. "make real-data") and that are not there yet are one
+    `DataError` naming that command."""
     if "path" not in recipe.options:
         raise ConfigError(f"recipe {recipe.name!r}: source 'files' needs [files] path = ...")
     path = Path(recipe.options["path"]).expanduser()
     if not path.is_absolute() and recipe.path is not None:
         path = recipe.path.parent / path
+    made_by = recipe.options.get("made_by")
+    if made_by and not path.exists():
+        raise DataError(f"recipe {recipe.name!r}: its files {path} are not there yet; `{made_by}` writes them")
     return path
 
 
