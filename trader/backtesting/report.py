@@ -312,6 +312,7 @@ def markdown_report(result: BacktestResult) -> str:
     selection = selection_lines(result)
     if selection:
         lines.extend(["The selection, on the validation period:", "", *(f"- {text}" for text in selection), ""])
+    lines.extend(spread_section(result.spread))
     lines.extend(market_section(result))
     header, rows = cost_rows(result)
     if rows:
@@ -337,6 +338,56 @@ def markdown_report(result: BacktestResult) -> str:
         lines.extend(f"- {s.label}: {training_line(s.training)}" for s in trained)
         lines.append("")
     return "\n".join(lines)
+
+
+SPREAD_HEADER = ["Period", "Pods placed", "Result", "Rank", "At or above", "Median", "IQM", "Lowest 10% (CVaR)", "Best"]
+
+
+def spread_rows(record: dict[str, Any]) -> list[list[str]]:
+    """One row per period where the result has a standing among its pods (`trader.backtesting.spread`):
+    a period without one is a sentence, never a row of NaN."""
+    parts = [("validation", record["validation"])]
+    if record["backtest"] is not None:
+        parts.append((f"{record['backtest']['period']} (net Sharpe)", record["backtest"]))
+    rows = []
+    for name, part in parts:
+        found = part["standing"]
+        if found is None:
+            continue
+        rows.append(
+            [
+                name,
+                f"{found['n']} of {record['finished']}",
+                f"{found['value']:.2f}",
+                f"{found['rank']} of {found['n']}",
+                f"{found['percentile']:.0f}%",
+                *(f"{found[key]:.2f}" for key in ("median", "iqm", "cvar10", "best")),
+            ]
+        )
+    return rows
+
+
+def spread_section(record: dict[str, Any] | None) -> list[str]:
+    """report.md's section on a tournament's result against its own pods (nothing for other runs)."""
+    if record is None:
+        return []
+    lines = [
+        "## The result against its own pods",
+        "",
+        "Every finished pod is a draw of the tournament's search (its own seed and hyperparameters). "
+        "Where the tournament's result stands among them: its rank, the share of the pods it is "
+        "at or above, and the pods' median, interquartile mean, mean of the lowest 10% and best "
+        "(docs/tournament.md).",
+        "",
+    ]
+    rows = spread_rows(record)
+    if rows:
+        lines.append("| " + " | ".join(SPREAD_HEADER) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(SPREAD_HEADER) - 1)) + "|")
+        lines.extend("| " + " | ".join(r) + " |" for r in rows)
+        lines.append("")
+    lines.extend([*(f"- {text}" for text in record["sentences"]), ""])
+    return lines
 
 
 def market_section(result: BacktestResult) -> list[str]:
@@ -465,6 +516,7 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
         },
         "evidence": result.evidence,
         "selection": result.selection,
+        "spread": result.spread,
         "cost_model": result.cost_model,
         "costs": {
             name: {k: None if v is None else _json_number(v) for k, v in row.items()}
