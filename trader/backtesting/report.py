@@ -169,6 +169,11 @@ def selection_lines(result: BacktestResult) -> list[str]:
     return sentences({}, result.selection, result.labels()) if result.selection else []
 
 
+def spread_lines(result: BacktestResult) -> list[str]:
+    """A tournament's result against its own pods, in words (`trader.backtesting.spread`); none for other runs."""
+    return ["The result against its own pods: " + text for text in result.spread["sentences"]] if result.spread else []
+
+
 def _ratio(value: Any) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
@@ -243,8 +248,8 @@ def cost_model_line(model: dict[str, Any]) -> str:
 
 
 def plain_table(result: BacktestResult) -> str:
-    """The metrics table, then the cost table, the evidence table and the selection's sentences,
-    as aligned plain text."""
+    """The metrics table, then the cost table, the evidence table, the selection's sentences and a
+    tournament's result against its own pods, as aligned plain text."""
     text = aligned(*table_rows(result))
     header, rows = cost_rows(result)
     if rows:
@@ -257,7 +262,7 @@ def plain_table(result: BacktestResult) -> str:
     if rows:
         text += f"\n\nAgainst the benchmark ({result.benchmark_name or 'benchmark'}), from daily returns:\n"
         text += aligned(header, rows)
-    lines = yardstick_lines(result) + selection_lines(result)
+    lines = yardstick_lines(result) + selection_lines(result) + spread_lines(result)
     return text + ("\n\n" + "\n".join(lines) if lines else "")
 
 
