@@ -362,6 +362,15 @@ def test_a_tournament_without_a_backtest_draws_its_pods_validation_spread(runs_c
     assert [c.value for c in at.caption if c.value in record["sentences"]] == record["sentences"]
 
 
+def test_a_tournament_without_a_result_says_there_is_no_spread(runs_copy: Path) -> None:
+    for name in ("report.json", "report.md", "selection.json"):  # stopped without a finished pod, or still running
+        (runs_copy / "tour" / name).unlink()
+    at = app_test(runs_copy).run()
+    at.switch_page("app_pages/tournament.py").run()
+    assert not at.exception and not [c for c in at.get("plotly_chart") if c.proto.id.endswith("-spread")]
+    assert any(c.value.startswith("No result yet, and no spread of pods") for c in at.caption)
+
+
 def test_a_candidates_reason_is_the_selections_own_and_an_older_file_says_it_has_none() -> None:
     selection = {
         "members": [],

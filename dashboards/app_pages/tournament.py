@@ -60,7 +60,10 @@ if spread is not None:
     for line in spread["sentences"]:
         st.caption(line)
 elif chosen is None:
-    st.caption("No result yet, so no spread of pods to place it in: a tournament chooses its result when it stops.")
+    st.caption(
+        "No result yet, and no spread of pods to place it in: a tournament chooses its result when it stops "
+        "with a finished pod."
+    )
 
 try:
     pods = state.pods(run)

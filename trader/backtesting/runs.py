@@ -24,6 +24,11 @@ result is never replaced by another. A report already there is replaced only wit
 ``overwrite``, whole (no series of a strategy it no longer has is left beside it).
 A strategy whose files are gone is an error naming the missing file, never a row
 silently left out.
+
+A tournament backtested with all of its strategies also places its result among its own pods
+(`tournament_spread`, `trader.backtesting.spread`: every kept pod in one more pass over the same
+period, under the same capital, costs and rules), so that the tournament's final backtest,
+`trader backtest RUN_DIR` and `trader baselines RUN_DIR` write the same section.
 """
 
 from __future__ import annotations
