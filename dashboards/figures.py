@@ -553,7 +553,7 @@ def spread_figure(record: Mapping[str, object], period: str) -> go.Figure:
         x=found["value"],
         line_color="black",
         line_width=2,
-        annotation_text=f"result ({record['result']}): rank {found['rank']} of {found['n']}",
+        annotation_text=f"result ({record['result']}): rank {found['rank']}, at or above {found['percentile']:.0f}%",
         annotation_position="top",
     )
     figure.add_vline(x=found["median"], line_color="gray", line_dash="dot", annotation_text="pods' median")

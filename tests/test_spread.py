@@ -97,9 +97,9 @@ def test_the_best_pods_standing_on_validation_and_on_test_with_known_answers(tmp
     assert by_pod["p0001"] == {"pod_id": "p0001", "algo": "sac", "validation": 3.0, "backtest": None, "kept": False}
     assert by_pod["p0004"]["validation"] is None and by_pod["p0004"]["backtest"] is None
     said = record["sentences"]
-    assert said[0].startswith("On validation") and "ranks 1 of the 4 pods placed" in said[0]
+    assert said[0].startswith("On validation") and "ranks 1 (0 of the 4 pods placed above it)" in said[0]
     assert "1 without a finite figure" in said[0]
-    assert "On the test period" in said[1] and "ranks 2 of the 3 pods placed, at or above 67%" in said[1]
+    assert "On the test period" in said[1] and "ranks 2 (1 of the 3 pods placed above it), at or above 67%" in said[1]
     assert said[2].startswith("1 of the 5 finished pods were not backtested") and "keep_checkpoints" in said[2]
 
 
@@ -109,7 +109,10 @@ def test_an_ensemble_result_is_placed_among_the_pods_it_is_not_one_of(tmp_path: 
     assert record["validation"]["standing"]["rank"] == 3  # 3.0 and the best pod's 4.0 are above 2.5
     assert record["validation"]["standing"]["percentile"] == 50.0  # 1.0 and 2.0 at or below, of 4
     assert record["backtest"]["standing"]["rank"] == 1 and record["backtest"]["value"] == 3.0
-    assert "the ensemble (3.00) ranks 1 of the 3 pods placed" in record["sentences"][1]
+    assert "the ensemble (3.00) ranks 1 (0 of the 3 pods placed above it)" in record["sentences"][1]
+    below = spread.spread(root, {"p0000": 0.5, "p0003": 1.5, "p0005": 2.5, "ensemble": 0.1}, "test")
+    assert below["backtest"]["standing"]["rank"] == 4 and below["backtest"]["standing"]["percentile"] == 0.0
+    assert "ranks 4 (3 of the 3 pods placed above it), at or above 0% of them" in below["sentences"][1]
 
 
 def test_a_validation_only_record_has_no_backtest_part(tmp_path: Path) -> None:
@@ -117,7 +120,7 @@ def test_a_validation_only_record_has_no_backtest_part(tmp_path: Path) -> None:
     assert record["backtest"] is None and len(record["sentences"]) == 1
     assert all(p["backtest"] is None for p in record["pods"])
     rows = spread_rows(record)
-    assert [r[0] for r in rows] == ["validation"] and rows[0][1:5] == ["4 of 5", "4.00", "1 of 4", "100%"]
+    assert [r[0] for r in rows] == ["validation"] and rows[0][1:5] == ["4 of 5", "4.00", "1", "100%"]
 
 
 def test_one_pod_and_no_pod_are_said_plainly_and_report_md_holds_no_nan(tmp_path: Path) -> None:

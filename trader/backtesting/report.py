@@ -364,7 +364,7 @@ def spread_rows(record: dict[str, Any]) -> list[list[str]]:
                 name,
                 f"{found['n']} of {record['finished']}",
                 f"{found['value']:.2f}",
-                f"{found['rank']} of {found['n']}",
+                str(found["rank"]),
                 f"{found['percentile']:.0f}%",
                 *(f"{found[key]:.2f}" for key in ("median", "iqm", "cvar10", "best")),
             ]

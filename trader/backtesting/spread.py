@@ -193,9 +193,10 @@ def _line(where: str, name: str, part: dict[str, Any], finished: int) -> str:
     found = part["standing"]
     if found is None:
         return f"{where}: {part['reason']}{unplaced}."
+    above = found["rank"] - 1
     return (
-        f"{where}: {name} ({found['value']:.2f}) ranks {found['rank']} of the {found['n']} pods placed, "
-        f"at or above {found['percentile']:.0f}% of them; the pods' median {found['median']:.2f}, IQM "
+        f"{where}: {name} ({found['value']:.2f}) ranks {found['rank']} ({above} of the {found['n']} pods placed "
+        f"above it), at or above {found['percentile']:.0f}% of them; the pods' median {found['median']:.2f}, IQM "
         f"{found['iqm']:.2f}, lowest 10% (CVaR) {found['cvar10']:.2f}, best {found['best']:.2f}{unplaced}."
     )
 
