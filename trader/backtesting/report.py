@@ -379,10 +379,12 @@ def spread_section(record: dict[str, Any] | None) -> list[str]:
     lines = [
         "## The result against its own pods",
         "",
-        "Every finished pod is a draw of the tournament's search (its own seed and hyperparameters). "
-        "Where the tournament's result stands among them: its rank, the share of the pods it is "
-        "at or above, and the pods' median, interquartile mean, mean of the lowest 10% and best "
-        "(docs/tournament.md).",
+        (
+            "Every finished pod is a draw of the tournament's search (its own seed and hyperparameters). "
+            "Where the tournament's result stands among them: its rank, the share of the pods it is "
+            "at or above, and the pods' median, interquartile mean, mean of the lowest 10% and best "
+            "(docs/tournament.md)."
+        ),
         "",
     ]
     rows = spread_rows(record)
