@@ -507,6 +507,67 @@ def hyperparameter_figure(frame: pd.DataFrame, name: str) -> go.Figure:
     return figure
 
 
+SPREAD_PERIODS = {"backtest": "net Sharpe ratio", "validation": "validation score"}
+"""The spread's periods (`trader.backtesting.spread`), the one drawn first, with the figure each places."""
+
+
+def spread_record(report: Mapping[str, object] | None, selection: Mapping[str, object] | None) -> dict | None:
+    """A tournament's result against its own pods as its files record it: report.json's ``spread``
+    (validation and the backtest's period), else selection.json's (validation only: no backtest ran);
+    None where neither records one (a tournament from before the spread was recorded)."""
+    for source in (report, selection):
+        if source is not None and source.get("spread"):
+            return dict(source["spread"])
+    return None
+
+
+def spread_period(record: Mapping[str, object]) -> str | None:
+    """The period the spread figure draws: the backtest's where the result has a standing there,
+    else validation where it has one there; None where neither (no pod, one pod)."""
+    for period in SPREAD_PERIODS:
+        part = record.get(period)
+        if part and part.get("standing"):
+            return period
+    return None
+
+
+def spread_frame(record: Mapping[str, object], period: str) -> pd.DataFrame:
+    """The pods placed in one period of the spread: ``pod_id``, ``algo``, ``figure`` (those without a
+    finite figure, or not backtested, left out: the record counts them)."""
+    rows = [
+        {"pod_id": p["pod_id"], "algo": p["algo"], "figure": p[period]}
+        for p in record["pods"]
+        if p.get(period) is not None
+    ]
+    return pd.DataFrame(rows, columns=["pod_id", "algo", "figure"])
+
+
+def spread_figure(record: Mapping[str, object], period: str) -> go.Figure:
+    """The pods' figures in one period as a strip, one row per algorithm, with the result's figure
+    and the pods' median marked as the record holds them (nothing is recomputed here)."""
+    part = record[period]
+    found = part["standing"]
+    frame = spread_frame(record, period)
+    figure = px.strip(frame, x="figure", y="algo", color="algo", color_discrete_map=ALGO_COLORS, hover_data=["pod_id"])
+    figure.add_vline(
+        x=found["value"],
+        line_color="black",
+        line_width=2,
+        annotation_text=f"result ({record['result']}): rank {found['rank']}, at or above {found['percentile']:.0f}%",
+        annotation_position="top",
+    )
+    figure.add_vline(x=found["median"], line_color="gray", line_dash="dot", annotation_text="pods' median")
+    where = part.get("period") or "validation"
+    figure.update_layout(
+        title=heading(f"The result against its own pods: {SPREAD_PERIODS[period]}, {where}"),
+        xaxis_title=SPREAD_PERIODS[period],
+        yaxis_title=None,
+        showlegend=False,
+        **{k: v for k, v in LAYOUT.items() if k not in ("hovermode", "legend")},
+    )
+    return figure
+
+
 # --------------------------------------------------------------------- training
 
 

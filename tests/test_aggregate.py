@@ -112,3 +112,45 @@ def test_bad_scores_and_parameters_are_refused_in_one_line() -> None:
         aggregate.stratified_interval(aggregate.iqm, [1.0, 2.0], resamples=10)
     with pytest.raises(ConfigError, match="margin"):
         aggregate.non_inferior([1.0], [1.0], margin=-1.0)
+
+
+def test_a_standing_places_a_score_among_its_draws_with_known_answers() -> None:
+    draws = np.array([3.0, -1.0, 2.0, 5.0, 0.5, 2.0, 4.0, 1.0, -2.0, 6.0])
+    found = aggregate.standing(4.0, draws)  # the result is one of the draws: it counts among them
+    assert (found.n, found.rank, found.percentile) == (10, 3, 80.0)  # 5 and 6 above; 8 of 10 at or below
+    assert found.median == 2.0 and found.best == 6.0 and found.worst == -2.0
+    assert found.iqm == pytest.approx(np.mean([0.5, 1.0, 2.0, 2.0, 3.0, 4.0]))  # 2 cut from each end
+    assert found.cvar10 == -2.0  # ceil(0.1 x 10) = 1 draw: the worst
+    tie = aggregate.standing(2.0, draws)
+    assert (tie.rank, tie.percentile) == (5, 60.0)  # ties share the better rank, and count as at or below
+    assert aggregate.standing(7.0, draws).rank == 1 and aggregate.standing(7.0, draws).percentile == 100.0
+    assert aggregate.standing(-3.0, draws).rank == 11 and aggregate.standing(-3.0, draws).percentile == 0.0
+    assert aggregate.standing(1.0, [1.0]).as_dict() == {
+        "value": 1.0,
+        "n": 1,
+        "rank": 1,
+        "percentile": 100.0,
+        "median": 1.0,
+        "iqm": 1.0,
+        "cvar10": 1.0,
+        "best": 1.0,
+        "worst": 1.0,
+    }
+
+
+def test_a_standings_percentile_is_scipys_weak_percentile_of_score_and_its_tail_the_cvar() -> None:
+    generator = np.random.default_rng(11)
+    for n in (2, 7, 20, 64):
+        draws = generator.normal(size=n).round(1)  # rounded: ties happen
+        value = float(draws[generator.integers(n)]) if n % 2 else float(generator.normal())
+        found = aggregate.standing(value, draws)
+        assert found.percentile == pytest.approx(scipy_stats.percentileofscore(draws, value, kind="weak"))
+        assert found.rank == 1 + int(np.sum(draws > value))
+        assert found.iqm == pytest.approx(scipy_stats.trim_mean(draws, 0.25))
+        assert found.cvar10 == pytest.approx(np.sort(draws)[: int(np.ceil(0.1 * n))].mean())
+
+
+def test_a_standing_refuses_no_draws_and_scores_that_are_not_finite() -> None:
+    for value, draws, says in ((1.0, [], "at least one"), (1.0, [1.0, np.nan], "finite"), (np.nan, [1.0], "finite")):
+        with pytest.raises(ConfigError, match=says):
+            aggregate.standing(value, draws)

@@ -308,6 +308,69 @@ def test_the_tournament_page_states_the_result_and_each_candidates_evidence(buil
     assert table["reason"].tolist() == [c["reason"] for c in selection["candidates"]]  # the tournament's own words
 
 
+def test_a_tournaments_report_places_its_result_among_its_own_pods(built: Path) -> None:
+    """report.json's spread: every finished pod's validation score, every kept pod's net Sharpe ratio
+    from the pods' own pass, and the result's figures the report's own (its metrics row, selection.json)."""
+    root = built / "tour"
+    report, selection = report_of(root), runs.load_selection(root)
+    record = report["spread"]
+    pods = runs.load_pods(root)
+    finished = pods[pods["status"] == "finished"]
+    assert record["finished"] == len(finished) == 3 and record["result"] == selection["result"]
+    assert [p["pod_id"] for p in record["pods"]] == finished["pod_id"].tolist()
+    assert [p["validation"] for p in record["pods"]] == pytest.approx(finished["score"].tolist())
+    score = selection["ensemble_score"] if selection["result"] == "ensemble" else selection["best_score"]
+    assert record["validation"]["value"] == pytest.approx(score)
+    assert record["validation"] == selection["spread"]["validation"]  # the tournament's record, on validation
+    on_test = record["backtest"]
+    assert on_test["period"] == "test" and on_test["not_kept"] == 0  # population 3 of 3 pods: every pod kept
+    assert on_test["value"] == pytest.approx(report["metrics"][selection["result"]]["sharpe_ratio"], rel=1e-9)
+    best = next(p for p in record["pods"] if p["pod_id"] == record["best_pod"])
+    assert best["backtest"] == pytest.approx(report["metrics"]["best"]["sharpe_ratio"], rel=1e-9)
+    text = (root / "report.md").read_text()
+    section = text[text.index("## The result against its own pods") :].split("\n## ")[0]
+    assert "| validation | 3 of 3 |" in section and "| test (net Sharpe) |" in section
+    assert all(line in section for line in record["sentences"]) and "nan" not in section.lower()
+
+
+def test_the_tournament_page_draws_its_pods_spread_with_the_result_marked(built: Path) -> None:
+    record = report_of(built / "tour")["spread"]
+    at = app_test(built).run()
+    at.switch_page("app_pages/tournament.py").run()
+    assert not at.exception
+    drawn = chart(at, "spread")
+    points = sorted(x for trace in drawn.data for x in trace.x)
+    assert points == pytest.approx(sorted(p["backtest"] for p in record["pods"] if p["backtest"] is not None))
+    lines = [shape.x0 for shape in drawn.layout.shapes]
+    found = record["backtest"]["standing"]
+    assert lines == pytest.approx([found["value"], found["median"]])  # the report's numbers, as they are
+    assert "net Sharpe ratio, test" in drawn.layout.title.text
+    assert [c.value for c in at.caption if c.value in record["sentences"]] == record["sentences"]
+
+
+def test_a_tournament_without_a_backtest_draws_its_pods_validation_spread(runs_copy: Path) -> None:
+    for name in ("report.json", "report.md"):
+        (runs_copy / "tour" / name).unlink()
+    record = runs.load_selection(runs_copy / "tour")["spread"]
+    assert record["backtest"] is None
+    at = app_test(runs_copy).run()
+    at.switch_page("app_pages/tournament.py").run()
+    assert not at.exception
+    drawn = chart(at, "spread")
+    assert "validation score" in drawn.layout.title.text
+    assert drawn.layout.shapes[0].x0 == pytest.approx(record["validation"]["standing"]["value"])
+    assert [c.value for c in at.caption if c.value in record["sentences"]] == record["sentences"]
+
+
+def test_a_tournament_without_a_result_says_there_is_no_spread(runs_copy: Path) -> None:
+    for name in ("report.json", "report.md", "selection.json"):  # stopped without a finished pod, or still running
+        (runs_copy / "tour" / name).unlink()
+    at = app_test(runs_copy).run()
+    at.switch_page("app_pages/tournament.py").run()
+    assert not at.exception and not [c for c in at.get("plotly_chart") if c.proto.id.endswith("-spread")]
+    assert any(c.value.startswith("No result yet, and no spread of pods") for c in at.caption)
+
+
 def test_a_candidates_reason_is_the_selections_own_and_an_older_file_says_it_has_none() -> None:
     selection = {
         "members": [],

@@ -621,8 +621,10 @@ def select_result(config: TournamentConfig, state: TournamentState) -> Any:
     """The tournament's result (`tournament.selection`): the ensemble of the pods that
     clear the bar, validated as one more trial (appended to ``trials.parquet``), and the
     best pod unless it beats the ensemble on validation by more than luck explains;
-    written as ``selection.json``. None when no pod finished."""
+    written as ``selection.json``, with the result's standing among the finished pods on validation
+    (`trader.backtesting.spread`). None when no pod finished."""
     from tournament import selection
+    from trader.backtesting.spread import spread
 
     def validate(members: list[Any], weights: list[float]) -> tuple[float, Any]:
         return validate_ensemble(config, state.root, members, weights)
@@ -633,7 +635,9 @@ def select_result(config: TournamentConfig, state: TournamentState) -> Any:
     chosen, daily = found
     if chosen.has_ensemble:
         _append_trial(state.root, chosen.ensemble_score, daily)
-    rundir.write_json(state.root / rundir.SELECTION, chosen.to_dict())
+    score = chosen.ensemble_score if chosen.result == "ensemble" else chosen.best_score
+    result = (chosen.result, chosen.candidates[0].pod_id, score)
+    rundir.write_json(state.root / rundir.SELECTION, {**chosen.to_dict(), "spread": spread(state.root, result=result)})
     state.log.append(
         "selected",
         result=chosen.result,

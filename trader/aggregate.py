@@ -18,6 +18,9 @@ pooled. The estimates, from the papers' formulas:
 - `probability_of_improvement`: P(X > Y), the chance that a run of arm X beats a run of arm Y on
   the same task, averaged over tasks; each task's is the Mann-Whitney U statistic over all pairs,
   ties counted one half (Agarwal et al., section 4.3).
+- `standing`: where one score stands among the runs of one task: its rank, its percentile and the
+  runs' median, IQM, CVaR of the lowest 10% and best (a tournament's result among its own pods,
+  each pod a draw of its search: `trader.backtesting.spread`).
 
 Their uncertainty comes from the **stratified bootstrap** (`stratified_interval`): runs are drawn
 with replacement within each task, every task keeping its number of runs, and the percentile
@@ -108,6 +111,62 @@ def probability_of_improvement(first: object, second: object) -> float:
     wins = (x[:, None, :] > y[None, :, :]).mean(axis=(0, 1))
     ties = (x[:, None, :] == y[None, :, :]).mean(axis=(0, 1))
     return float((wins + 0.5 * ties).mean())
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where one score stands among ``n`` draws (`standing`)."""
+
+    value: float
+    """The score placed (a tournament's result)."""
+    n: int
+    """The draws it is placed among (the draw it is, when it is one of them, included)."""
+    rank: int
+    """1 + the draws strictly above ``value``: 1 is at the top, ties share the better rank."""
+    percentile: float
+    """100 x the share of draws at or below ``value`` (`scipy.stats.percentileofscore`'s "weak"):
+    100 at or above the best draw, 0 below the worst."""
+    median: float
+    iqm: float
+    """The draws' interquartile mean (`iqm`)."""
+    cvar10: float
+    """The mean of the draws' lowest 10%, at least one draw (`cvar` at 0.1)."""
+    best: float
+    worst: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        """The JSON form: every field, by its name."""
+        return {
+            "value": self.value,
+            "n": self.n,
+            "rank": self.rank,
+            "percentile": self.percentile,
+            "median": self.median,
+            "iqm": self.iqm,
+            "cvar10": self.cvar10,
+            "best": self.best,
+            "worst": self.worst,
+        }
+
+
+def standing(value: float, draws: object) -> Standing:
+    """Where ``value`` stands among ``draws`` (a 1-D array of finite scores, at least one; a
+    ``value`` that is one of the draws counts among them): its rank, its percentile and the draws'
+    median, IQM, CVaR of the lowest 10% and best."""
+    pooled = scores_matrix(draws).ravel()
+    if not math.isfinite(value):
+        raise ConfigError(f"the score to place must be finite; got {value}")
+    return Standing(
+        value=float(value),
+        n=int(pooled.size),
+        rank=1 + int((pooled > value).sum()),
+        percentile=float(100.0 * (pooled <= value).mean()),
+        median=float(np.median(pooled)),
+        iqm=iqm(pooled),
+        cvar10=cvar(pooled, 0.1),
+        best=float(pooled.max()),
+        worst=float(pooled.min()),
+    )
 
 
 def _resample(scores: np.ndarray, generator: np.random.Generator) -> np.ndarray:

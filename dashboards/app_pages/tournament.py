@@ -1,5 +1,6 @@
-"""Tournament: the leaderboard with lineage, best score against wall-clock per
-algorithm, pods per worker over time, and hyperparameters against score."""
+"""Tournament: the leaderboard with lineage, the result and where it stands against its own pods,
+best score against wall-clock per algorithm, pods per worker over time, and hyperparameters
+against score."""
 
 from __future__ import annotations
 
@@ -43,6 +44,26 @@ if chosen is not None:
     st.subheader("Result")
     st.info(chosen["sentence"])
     st.dataframe(figures.selection_table(chosen), key="selection", width="stretch")
+
+report = None
+if run.has_report:
+    try:
+        report = state.report(run)
+    except state.RunFileError as err:
+        state.problem(err)
+spread = figures.spread_record(report, chosen)
+if spread is not None:
+    st.subheader("The result against its own pods")
+    period = figures.spread_period(spread)
+    if period is not None:
+        st.plotly_chart(figures.spread_figure(spread, period), key="spread")
+    for line in spread["sentences"]:
+        st.caption(line)
+elif chosen is None:
+    st.caption(
+        "No result yet, and no spread of pods to place it in: a tournament chooses its result when it stops "
+        "with a finished pod."
+    )
 
 try:
     pods = state.pods(run)

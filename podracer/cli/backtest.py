@@ -45,6 +45,7 @@ def print_result_table(result, output: str) -> None:
         plain_table,
         report_dict,
         selection_lines,
+        spread_lines,
         table_rows,
         yardstick_lines,
     )
@@ -74,7 +75,7 @@ def print_result_table(result, output: str) -> None:
             console.print(
                 _rich_table(f"Against the benchmark ({result.benchmark_name}), from daily returns", header, rows)
             )
-        for line in yardstick_lines(result) + selection_lines(result):
+        for line in yardstick_lines(result) + selection_lines(result) + spread_lines(result):
             console.print(line)
         return
     print("\n".join(context_lines(result)))

@@ -69,6 +69,7 @@ def run_backtest(
     trials: Mapping[str, Any] | None = None,
     selection: dict[str, Any] | None = None,
     initial_books: Mapping[str, Book] | None = None,
+    spread: dict[str, Any] | None = None,
 ) -> BacktestResult:
     """Backtest policies and baselines over one period, all through the batched env.
 
@@ -101,6 +102,8 @@ def run_backtest(
         carried into the report as they are.
     :param initial_books: strategy name -> the `Book` it starts from instead of
         ``initial_cash`` in cash (a policy or a baseline on the stocks' panel).
+    :param spread: a tournament's result against its own pods (`trader.backtesting.spread.spread`),
+        carried into the report as it is.
     :return: the `BacktestResult` (``.metrics``, ``.series``, ``.evidence``, ...).
     """
     config = config or BacktestConfig()
@@ -142,7 +145,10 @@ def run_backtest(
             offset += len(more)
         result = replace(result, breakeven=breakeven_table(curves, list(result.strategies)))
     result = replace(
-        result, evidence=backtest_evidence(result.daily_returns, trials, config.workers), selection=selection
+        result,
+        evidence=backtest_evidence(result.daily_returns, trials, config.workers),
+        selection=selection,
+        spread=spread,
     )
     result = against_the_market(result, panel)
     if run_dir is not None:

@@ -169,6 +169,11 @@ def selection_lines(result: BacktestResult) -> list[str]:
     return sentences({}, result.selection, result.labels()) if result.selection else []
 
 
+def spread_lines(result: BacktestResult) -> list[str]:
+    """A tournament's result against its own pods, in words (`trader.backtesting.spread`); none for other runs."""
+    return ["The result against its own pods: " + text for text in result.spread["sentences"]] if result.spread else []
+
+
 def _ratio(value: Any) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
@@ -243,8 +248,8 @@ def cost_model_line(model: dict[str, Any]) -> str:
 
 
 def plain_table(result: BacktestResult) -> str:
-    """The metrics table, then the cost table, the evidence table and the selection's sentences,
-    as aligned plain text."""
+    """The metrics table, then the cost table, the evidence table, the selection's sentences and a
+    tournament's result against its own pods, as aligned plain text."""
     text = aligned(*table_rows(result))
     header, rows = cost_rows(result)
     if rows:
@@ -257,7 +262,7 @@ def plain_table(result: BacktestResult) -> str:
     if rows:
         text += f"\n\nAgainst the benchmark ({result.benchmark_name or 'benchmark'}), from daily returns:\n"
         text += aligned(header, rows)
-    lines = yardstick_lines(result) + selection_lines(result)
+    lines = yardstick_lines(result) + selection_lines(result) + spread_lines(result)
     return text + ("\n\n" + "\n".join(lines) if lines else "")
 
 
@@ -312,6 +317,7 @@ def markdown_report(result: BacktestResult) -> str:
     selection = selection_lines(result)
     if selection:
         lines.extend(["The selection, on the validation period:", "", *(f"- {text}" for text in selection), ""])
+    lines.extend(spread_section(result.spread))
     lines.extend(market_section(result))
     header, rows = cost_rows(result)
     if rows:
@@ -337,6 +343,58 @@ def markdown_report(result: BacktestResult) -> str:
         lines.extend(f"- {s.label}: {training_line(s.training)}" for s in trained)
         lines.append("")
     return "\n".join(lines)
+
+
+SPREAD_HEADER = ["Period", "Pods placed", "Result", "Rank", "At or above", "Median", "IQM", "Lowest 10% (CVaR)", "Best"]
+
+
+def spread_rows(record: dict[str, Any]) -> list[list[str]]:
+    """One row per period where the result has a standing among its pods (`trader.backtesting.spread`):
+    a period without one is a sentence, never a row of NaN."""
+    parts = [("validation", record["validation"])]
+    if record["backtest"] is not None:
+        parts.append((f"{record['backtest']['period']} (net Sharpe)", record["backtest"]))
+    rows = []
+    for name, part in parts:
+        found = part["standing"]
+        if found is None:
+            continue
+        rows.append(
+            [
+                name,
+                f"{found['n']} of {record['finished']}",
+                f"{found['value']:.2f}",
+                str(found["rank"]),
+                f"{found['percentile']:.0f}%",
+                *(f"{found[key]:.2f}" for key in ("median", "iqm", "cvar10", "best")),
+            ]
+        )
+    return rows
+
+
+def spread_section(record: dict[str, Any] | None) -> list[str]:
+    """report.md's section on a tournament's result against its own pods (nothing for other runs)."""
+    if record is None:
+        return []
+    lines = [
+        "## The result against its own pods",
+        "",
+        (
+            "Every finished pod is a draw of the tournament's search (its own seed and hyperparameters). "
+            "Where the tournament's result stands among them: its rank, the share of the pods it is "
+            "at or above, and the pods' median, interquartile mean, mean of the lowest 10% and best "
+            "(docs/tournament.md)."
+        ),
+        "",
+    ]
+    rows = spread_rows(record)
+    if rows:
+        lines.append("| " + " | ".join(SPREAD_HEADER) + " |")
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(SPREAD_HEADER) - 1)) + "|")
+        lines.extend("| " + " | ".join(r) + " |" for r in rows)
+        lines.append("")
+    lines.extend([*(f"- {text}" for text in record["sentences"]), ""])
+    return lines
 
 
 def market_section(result: BacktestResult) -> list[str]:
@@ -465,6 +523,7 @@ def report_dict(result: BacktestResult) -> dict[str, Any]:
         },
         "evidence": result.evidence,
         "selection": result.selection,
+        "spread": result.spread,
         "cost_model": result.cost_model,
         "costs": {
             name: {k: None if v is None else _json_number(v) for k, v in row.items()}

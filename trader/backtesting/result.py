@@ -100,6 +100,8 @@ class BacktestResult:
         error, information ratio, correlation); empty when the data has no benchmark.
     :param versus_yardsticks: agent name -> its verdict against the best yardstick of its kind
         (`trader.backtesting.evidence.yardstick_verdicts`: dollar-neutral or long-only).
+    :param spread: a tournament's result against the spread of its own pods, on validation and on
+        this period (`trader.backtesting.spread.spread`), or None (not a tournament's own strategies).
     """
 
     metrics: pd.DataFrame
@@ -123,6 +125,7 @@ class BacktestResult:
     trades: dict[str, pd.DataFrame] = field(default_factory=dict)
     versus_benchmark: dict[str, dict[str, Any]] = field(default_factory=dict)
     versus_yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    spread: dict[str, Any] | None = None
 
     @property
     def best(self) -> str:

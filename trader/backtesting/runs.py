@@ -24,6 +24,11 @@ result is never replaced by another. A report already there is replaced only wit
 ``overwrite``, whole (no series of a strategy it no longer has is left beside it).
 A strategy whose files are gone is an error naming the missing file, never a row
 silently left out.
+
+A tournament backtested with all of its strategies also places its result among its own pods
+(`tournament_spread`, `trader.backtesting.spread`: every kept pod in one more pass over the same
+period, under the same capital, costs and rules), so that the tournament's final backtest,
+`trader backtest RUN_DIR` and `trader baselines RUN_DIR` write the same section.
 """
 
 from __future__ import annotations
@@ -422,6 +427,7 @@ def backtest_run(
     selection = run_selection(data, trials, config, device, contents.result) if period != "validation" else None
     if selection is not None and contents.result is not None:
         selection["tournament"] = tournament_result(contents.run_dir)
+    pods = tournament_spread(contents, data, period, config, device, policies) if strategies is None else None
     return write_into(
         root,
         name,
@@ -436,6 +442,7 @@ def backtest_run(
             trials=trials,
             selection=selection,
             initial_books=initial_books,
+            spread=pods,
         ),
     )
 
@@ -667,6 +674,22 @@ def tournament_result(run_dir: Path) -> dict[str, Any]:
     """A tournament's result as ``selection.json`` states it: ``{"result", "sentence"}``."""
     values = rundir.read_json(run_dir / rundir.SELECTION, version=rundir.SELECTION_VERSION)
     return {"result": values["result"], "sentence": values["sentence"]}
+
+
+def tournament_spread(
+    contents: RunContents, data: Any, period: str, config: Any, device: str, policies: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """A tournament's result against its own pods (`trader.backtesting.spread`): every kept pod
+    backtested over ``period`` beside the result (the ensemble of ``policies``, when it is the result),
+    under ``config``; None for a run that is not a tournament."""
+    from trader.backtesting import spread
+
+    if contents.kind != "tournament":
+        return None
+    ensemble = policies.get("ensemble") if contents.result == "ensemble" else None
+    pods = spread.finished_pods(contents.run_dir)
+    figures = spread.pods_backtest(data, pods, ensemble, period, config, device)
+    return spread.spread(contents.run_dir, figures, period)
 
 
 def run_selection(
