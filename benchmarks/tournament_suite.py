@@ -69,11 +69,15 @@ import numpy as np
 from benchmarks.tournament_value import arms_backtest_config, pod_log
 from market_envs.costs import cost_model
 from market_envs.data import load
+from market_envs.data.recipes import find_recipe
+from podracer import walkforward
 from podracer.presets import PRESET_HOLDING, edge_rules, market_algo_config, rules_at_capital
+from podracer.walkforward import WalkForwardConfig
 from tournament import TournamentConfig, run
-from trader import aggregate
+from trader import aggregate, rundir
 from trader.backtesting.engine import run_backtest
 from trader.backtesting.runs import contents_trials, read_run, run_strategies
+from trader.folds import FoldSpec, make_folds
 from trader.rundir import config_to_dict
 from trader.spec import market_spec
 from trader.training import train
@@ -103,6 +107,9 @@ class Market:
     cost: float
     costs: str | None
     capital: float
+    walk_forward: dict[str, Any] | None = None
+    """`trader.folds.FoldSpec`'s lengths: the market is judged by a walk-forward over these folds
+    (`podracer.walkforward`; every arm's budget shared among them), not on its recipe's test period."""
 
 
 def read_suite(folder: Path) -> list[Market]:
@@ -111,29 +118,35 @@ def read_suite(folder: Path) -> list[Market]:
         raise ValueError(f"--suite {folder}: not a folder")
     sidecar = folder / SUITE_FILE
     table = tomllib.loads(sidecar.read_text()).get("markets", {}) if sidecar.exists() else {}
-    markets = []
-    for path in sorted(p for p in folder.glob("*.toml") if p.name != SUITE_FILE):
-        name = tomllib.loads(path.read_text()).get("name", path.stem)
-        extra = dict(table.pop(name, {}))
-        unknown = sorted(set(extra) - {"cost", "costs", "capital"})
-        if unknown:
-            raise ValueError(f"{sidecar}: market {name}: unknown key(s) {unknown}; expected cost, costs, capital")
-        if "costs" in extra:
-            cost_model(extra["costs"])  # an unknown name is refused here, before any run
-        markets.append(
-            Market(
-                name,
-                str(path),
-                float(extra.get("cost", FLAT_COST)),
-                extra.get("costs"),
-                float(extra.get("capital", CAPITAL)),
-            )
-        )
-    if table:
-        raise ValueError(f"{sidecar}: no recipe in {folder} is named {sorted(table)}")
+    recipes = {tomllib.loads(p.read_text()).get("name", p.stem): str(p) for p in folder.glob("*.toml")}
+    recipes.pop(SUITE_FILE.removesuffix(".toml"), None)
+    shipped = {name: extra["recipe"] for name, extra in table.items() if "recipe" in extra}
+    missing = sorted(set(table) - set(recipes) - set(shipped))
+    if missing:
+        raise ValueError(f"{sidecar}: no recipe in {folder} is named {missing} (a shipped one needs recipe = NAME)")
+    markets = [_market(name, recipe, table.get(name, {}), sidecar) for name, recipe in {**recipes, **shipped}.items()]
+    markets.sort(key=lambda m: m.name)
     if not markets:
         raise ValueError(f"--suite {folder}: no recipe (*.toml) in it")
     return markets
+
+
+def _market(name: str, recipe: str, extra: dict[str, Any], sidecar: Path) -> Market:
+    """One market from its recipe and its ``suite.toml`` table (checked: unknown keys, cost models, folds)."""
+    unknown = sorted(set(extra) - {"cost", "costs", "capital", "recipe", "walk_forward"})
+    if unknown:
+        raise ValueError(
+            f"{sidecar}: market {name}: unknown key(s) {unknown}; expected cost, costs, capital, recipe, walk_forward"
+        )
+    if "costs" in extra:
+        cost_model(extra["costs"])  # an unknown name is refused here, before any run
+    if "recipe" in extra:
+        find_recipe(extra["recipe"])  # a shipped recipe's name, refused here when unknown
+    folds = extra.get("walk_forward")
+    if folds is not None:
+        FoldSpec(**folds)  # lengths checked before any run
+    cost, capital = float(extra.get("cost", FLAT_COST)), float(extra.get("capital", CAPITAL))
+    return Market(name, recipe, cost, extra.get("costs"), capital, folds)
 
 
 def suite_rules(market: Market) -> dict[str, Any]:
@@ -178,8 +191,37 @@ def tournament_config(
     )
 
 
+def walk_arm(arm: str, market: Market, seed: int, folder: Path, args: argparse.Namespace) -> None:
+    """Walk one arm forward over `market`'s folds into `folder`, its budget shared evenly among them.
+    Fold k of seed s trains with seed ``1000 s + k`` (no two seeds share a fold's seed)."""
+    folds = FoldSpec(**market.walk_forward)
+    per_fold = 60.0 * args.minutes / len(make_folds(load(market.recipe).timestamps, folds))
+    shared = {"dataset": market.recipe, "folds": folds, "seed": 1000 * seed, "env_config": suite_rules(market)}
+    if arm == "defaults":
+        config = WalkForwardConfig(
+            str(folder),
+            learner=DEFAULT_ALGO,
+            steps=10**12,
+            num_envs=args.num_envs,
+            eval_every=args.pod_steps,
+            algo_config=suite_configs(args.algos, args.pod_steps, args.num_envs)[DEFAULT_ALGO],
+            time_budget=per_fold,
+            **shared,
+        )
+    else:
+        tournament = tournament_config(market, "random" if arm == "random" else "pbt", seed, folder, args)
+        keys = ("algos", "algo_configs", "pod_steps", "num_envs", "pods", "workers", "search", "population")
+        keys += ("group_size", "top_fraction", "mutation_scale", "fresh_probability")
+        values = {key: getattr(tournament, key) for key in keys} | {"time_budget": per_fold}
+        config = WalkForwardConfig(str(folder), learner="tournament", tournament=values, **shared)
+    walkforward.run(config)
+
+
 def train_arm(arm: str, market: Market, seed: int, folder: Path, args: argparse.Namespace) -> None:
     """Train one arm of one market-seed into `folder` (quietly: the benchmark prints one line per arm)."""
+    if market.walk_forward:
+        walk_arm(arm, market, seed, folder, args)
+        return
     if arm == "defaults":
         train(
             DEFAULT_ALGO,
@@ -197,8 +239,26 @@ def train_arm(arm: str, market: Market, seed: int, folder: Path, args: argparse.
     run(tournament_config(market, "random" if arm == "random" else "pbt", seed, folder, args))
 
 
+def walked_row(market: Market, seed: int, folders: dict[str, Path], seconds: dict[str, float]) -> dict[str, Any]:
+    """A walked market-seed's row: each arm's Sharpe ratio of its stitched test windows (nothing planted)."""
+    row: dict[str, Any] = {"market": market.name, "seed": seed, "planted": False, "oracle_sharpe": None}
+    for arm, folder in folders.items():
+        stitched = rundir.read_json(folder / rundir.WF_REPORT_JSON)["stitched"]
+        value = stitched["metrics"][stitched["learner"]]["sharpe_ratio"]
+        value = math.nan if value is None else float(value)
+        row[arm] = {"sharpe": value, "score": value, "result": "walk-forward", "seconds": seconds[arm]}
+        row["yardsticks"] = {  # the same stitched span in every arm's walk
+            name: metrics["sharpe_ratio"]
+            for name, metrics in stitched["metrics"].items()
+            if name != stitched["learner"]
+        }
+    return row
+
+
 def score_row(market: Market, seed: int, folders: dict[str, Path], seconds: dict[str, float]) -> dict[str, Any]:
     """One backtest of the test period holding every arm and the oracle under costs: the market-seed's row."""
+    if market.walk_forward:
+        return walked_row(market, seed, folders, seconds)
     rules = suite_rules(market)
     policies, trials, picked = {}, {}, {}
     for arm, folder in folders.items():
@@ -356,6 +416,18 @@ def summarise(rows: list[dict], markets: list[Market], chosen: dict[str, Any], w
                 "planted": name in planted,
                 "seeds": [r["seed"] for r in rows if r["market"] == name],
                 **{arm: [r[arm]["score"] for r in rows if r["market"] == name] for arm in ARMS},
+                "failure_rate": {
+                    arm: float(
+                        np.mean(
+                            [
+                                r[arm]["score"] < (FAILURE if name in planted else 0.0)
+                                for r in rows
+                                if r["market"] == name
+                            ]
+                        )
+                    )
+                    for arm in ARMS
+                },
             }
             for name in names
         ],

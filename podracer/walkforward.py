@@ -118,6 +118,10 @@ class WalkForwardConfig:
     compile: bool = False
     """Single learner: ``torch.compile`` its networks and env step (`trader.train`'s ``compile``;
     a tournament's is its ``tournament["compile"]``)."""
+    time_budget: float | None = None
+    """Single learner: seconds of training per fold, whichever of it and ``steps`` comes first
+    (`trader.train`'s ``time_budget``; a tournament's is its ``tournament["time_budget"]``); None:
+    ``steps`` alone."""
 
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
@@ -126,6 +130,8 @@ class WalkForwardConfig:
             object.__setattr__(self, "folds", config_from_dict(FoldSpec, self.folds))
         if self.steps < 1 or self.num_envs < 1 or self.eval_every < 0:
             raise ConfigError("steps and num_envs must be >= 1, eval_every >= 0")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise ConfigError(f"time_budget must be a positive number of seconds per fold, got {self.time_budget}")
         object.__setattr__(self, "baselines", tuple(self.baselines))
         object.__setattr__(self, "baseline_algos", tuple(self.baseline_algos))
         if "rllib" in self.baselines:
@@ -211,6 +217,7 @@ def walk_forward(
     baseline_steps: int | None = None,
     warm_start: bool = False,
     compile: bool = False,
+    time_budget: float | None = None,
     on_progress: Progress | None = None,
 ) -> WalkForwardResult:
     """Walk ``learner`` forward over ``dataset`` (see the module docstring); resumes a
@@ -229,6 +236,8 @@ def walk_forward(
         (``baseline_steps``, default the learner's), stitched like it.
     :param warm_start: fold k+1 continues from fold k's result (`WalkForwardConfig.warm_start`).
     :param compile: a single learner's ``torch.compile`` (a tournament's: ``tournament["compile"]``).
+    :param time_budget: a single learner's seconds of training per fold (a tournament's:
+        ``tournament["time_budget"]``); None: its ``steps`` alone.
     """
     from trader.environments import resolve_env
 
@@ -258,6 +267,7 @@ def walk_forward(
         baseline_steps,
         warm_start,
         compile,
+        time_budget,
     )
     return run(config, on_progress)
 
@@ -414,6 +424,7 @@ def _train_fold(config: WalkForwardConfig, fold: Fold, spec: MarketSpec, folder:
         eval_every=config.eval_every,
         init_from=previous,
         compile=config.compile,
+        time_budget=config.time_budget,
     )
     return {
         "algo": config.learner,

@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from benchmarks import tournament_suite as suite
@@ -19,7 +20,24 @@ DEV_SUITE = ROOT / "benchmarks" / "market_suite"
 
 
 def _recipes() -> list[dict]:
-    return [tomllib.loads(Path(m.recipe).read_text()) for m in suite.read_suite(DEV_SUITE)]
+    """The synthetic markets' recipes (the suite's files; the real closes are a shipped recipe by name)."""
+    return [
+        tomllib.loads(Path(m.recipe).read_text()) for m in suite.read_suite(DEV_SUITE) if m.recipe.endswith(".toml")
+    ]
+
+
+def test_the_suite_holds_real_closes_judged_by_a_walk_forward_of_several_folds() -> None:
+    from market_envs.data.recipes import find_recipe
+    from trader.folds import FoldSpec
+
+    real = {m.name: m for m in suite.read_suite(DEV_SUITE)}["sp500-20-daily"]
+    assert real.recipe == "sp500-20-daily" and real.costs is None and real.cost == 0.0005
+    recipe = find_recipe(real.recipe)
+    assert recipe.source == "files" and recipe.interval == "1D"
+    spec = FoldSpec(**real.walk_forward)
+    days = (pd.Timestamp(recipe.end) - pd.Timestamp(recipe.start)).days / 365.25
+    years = [int(getattr(spec, w).removesuffix("y")) for w in ("train", "validation", "test")]
+    assert int((days - sum(years[:2])) // years[2]) >= 3  # three test windows or more fit
 
 
 def test_the_development_suite_varies_what_hyperparameters_depend_on() -> None:
@@ -27,7 +45,7 @@ def test_the_development_suite_varies_what_hyperparameters_depend_on() -> None:
     horizons from an hour to a month, and an edge that changes within the training window."""
     markets = suite.read_suite(DEV_SUITE)
     recipes = _recipes()
-    assert len(markets) >= 6
+    assert len([m for m in markets if not m.walk_forward]) >= 6
     planted = [r for r in recipes if "edge" in r.get("synthetic", {})]
     edges = [r["synthetic"]["edge"] for r in planted]
     kinds = {k for e in edges for k in ([e["kind"]] if isinstance(e["kind"], str) else e["kind"])}
@@ -115,6 +133,7 @@ def _run(*args: str, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
         ('[markets.nowhere]\ncosts = "institutional"\n', "no recipe in"),
         ('[markets.tiny-daily]\ncosts = "cheap"\n', "unknown cost model 'cheap'"),
         ("[markets.tiny-daily]\nfee = 1\n", "unknown key(s) ['fee']"),
+        ('[markets.tiny-daily]\nwalk_forward = { train = "5q", validation = "1y", test = "1y" }\n', "5q"),
     ],
 )
 def test_a_bad_suite_is_refused_in_one_line_before_any_run(sidecar: str, says: str, tmp_path: Path, capsys) -> None:
@@ -213,3 +232,29 @@ def test_the_suite_runs_end_to_end_at_a_tiny_budget_and_resumes_without_training
     )
     assert code == 0, err
     assert json.loads((tmp_path / "m.json").read_text())["arms"] == found["arms"]
+
+
+@pytest.mark.slow
+def test_a_market_judged_by_walk_forward_scores_each_arms_stitched_test_windows(tmp_path: Path, capsys) -> None:
+    """A market with nothing planted, walked over two folds: every arm's score is the Sharpe ratio of
+    its stitched record, the yardsticks beside it, and no pooled reading (nothing planted to pool)."""
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    flat = TINY_DAILY.replace('name = "tiny-daily"', 'name = "tiny-flat"').replace(
+        "strength_sharpe = 8.0", "strength_sharpe = 0.0"
+    )
+    (folder / "tiny-flat.toml").write_text(flat)
+    (folder / suite.SUITE_FILE).write_text(
+        '[markets.tiny-flat]\nwalk_forward = { train = "3y", validation = "1y", test = "1y" }\n'
+    )
+    out = tmp_path / "suite.json"
+    flags = ["--suite", str(folder), "--seeds", "1", "--minutes", "0.1", "--pod-steps", "2048", "--num-envs", "16"]
+    code, _, err = _run(*flags, "--out", str(out), capsys=capsys)
+    assert code == 0, err[-2000:]
+    found = json.loads(out.read_text())
+    (row,) = found["rows"]
+    assert row["planted"] is False and row["oracle_sharpe"] is None and "equal_weight" in row["yardsticks"]
+    for arm in suite.ARMS:
+        assert row[arm]["result"] == "walk-forward" and row[arm]["score"] == row[arm]["sharpe"]
+        assert math.isfinite(row[arm]["score"])
+    assert "arms" not in found  # nothing planted: no pooled reading

@@ -17,7 +17,7 @@ from market_fixtures import random_walk_frame
 from trader import rundir
 from trader.backtesting import ActionSchedule, BacktestConfig, Book, read_series, run_backtest
 from trader.backtesting.yardsticks import YARDSTICKS
-from trader.errors import UserError
+from trader.errors import ConfigError, UserError
 from trader.environments import load_market
 from trader.folds import FoldSpec, make_folds
 from trader.rundir import fold_dir, read_fold
@@ -571,3 +571,19 @@ def test_a_full_disk_in_a_walk_forward_is_one_line_naming_the_file_and_the_comma
         "no fold had finished, fold 1 trains again from its start: resume with the same command: "
         f"trader walkforward {run} --train 6m --validation 2m --test 2m --dataset {recipe}"
     )
+
+
+def test_a_single_learners_time_budget_stops_each_fold_long_before_its_steps(tmp_path, recipe) -> None:
+    """``time_budget``: seconds per fold, whichever of it and ``steps`` comes first (the suite's equal
+    compute, benchmarks/tournament_suite.py); a fold's run records its budget and stops on it."""
+    two_folds = FoldSpec("10m", "2m", "2m")
+    budget = {**BUDGET, "steps": 10**9}
+    result = walk_forward(
+        tmp_path / "run", str(recipe), two_folds, "ppo", seed=3, algo_config=SMALL_PPO, time_budget=2.0, **budget
+    )
+    assert len(result.folds) == 2
+    for fold in range(2):
+        config = rundir.read_toml(fold_dir(result.run_dir, fold) / rundir.CONFIG)
+        assert config["time_budget"] == 2.0
+    with pytest.raises(ConfigError, match="time_budget must be a positive number"):
+        walk_forward(tmp_path / "bad", str(recipe), two_folds, "ppo", time_budget=0.0, **BUDGET)
