@@ -531,6 +531,10 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             p.error(f"--markets: not in the suite: {unknown}")
         markets = [m for m in markets if m.name in args.markets]
+    if args.oracles and (args.out or args.merge):
+        p.error("--oracles trains and writes nothing: it takes neither --out nor --merge")
+    if args.merge and args.out and args.out.exists():
+        p.error(f"--out {args.out} exists: --merge writes a new file (give a new path)")
     if args.oracles:
         oracles(markets)
         return 0

@@ -258,3 +258,13 @@ def test_a_market_judged_by_walk_forward_scores_each_arms_stitched_test_windows(
         assert row[arm]["result"] == "walk-forward" and row[arm]["score"] == row[arm]["sharpe"]
         assert math.isfinite(row[arm]["score"])
     assert "arms" not in found  # nothing planted: no pooled reading
+
+
+def test_options_that_would_do_nothing_or_overwrite_a_reading_are_refused(tmp_path: Path, capsys) -> None:
+    folder = _tiny_suite(tmp_path)
+    done = tmp_path / "done.json"
+    done.write_text("{}")
+    code, _, err = _run("--suite", str(folder), "--oracles", "--out", str(tmp_path / "o.json"), capsys=capsys)
+    assert code == 2 and "--oracles trains and writes nothing" in err
+    code, _, err = _run("--suite", str(folder), "--merge", str(done), "--out", str(done), capsys=capsys)
+    assert code == 2 and "exists" in err and done.read_text() == "{}"
