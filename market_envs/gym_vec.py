@@ -20,7 +20,8 @@ rewards, flags and final observations come up in one copy each.
 
 Seeding: sub-environment i is reset with ``seed + i`` at the first reset (or at any
 reset given a seed); later autoresets continue each env's own RNG, so a run is a
-pure function of the seed.
+pure function of the seed. A pod group's env (`use_row_streams`) holds P blocks of E
+sub-environments, block p seeded as a lone env of E with pod p's seed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from torch import Tensor
 
 from market_envs.devices import resolve_device
 from market_envs.errors import ConfigError, UserError
+from market_envs.streams import RowStreams
 
 
 class GymVecEnv:
@@ -72,6 +74,20 @@ class GymVecEnv:
             self.vector_env.close()
             raise
         self._has_reset = False
+        self._row_seeds: list[int] | None = None
+
+    def use_row_streams(self, streams: RowStreams) -> None:
+        """Seed each block of sub-environments from its own row: sub-environments ``[p E, (p + 1) E)``
+        (E = ``num_envs / streams.rows``) are first reset with ``streams.seeds[p] + i``, i < E, as a
+        lone `GymVecEnv` of E with seed ``streams.seeds[p]`` would be (the contract of
+        `StockTradingVecEnv.use_row_streams`, for a pod group's env). MuJoCo's own generators, not the
+        streams, draw the starts."""
+        if streams.rows < 1 or self.num_envs % streams.rows:
+            raise ConfigError(f"GymVecEnv.use_row_streams: {streams.rows} streams do not divide {self.num_envs} envs")
+        if self._has_reset:
+            raise ConfigError("GymVecEnv.use_row_streams: the env was reset already; seed its rows before")
+        per_row = self.num_envs // streams.rows
+        self._row_seeds = [seed + i for seed in streams.seeds for i in range(per_row)]
 
     def _read_spaces(self) -> None:
         """Observation and action spaces, their sizes and the action rescaling."""
@@ -89,8 +105,10 @@ class GymVecEnv:
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
         """Reset every sub-environment; obs float32 [E, obs_dim] on `device`."""
-        if seed is None and not self._has_reset:
+        if seed is None and not self._has_reset and self._row_seeds is None:
             seed = self.seed
+        if seed is None and not self._has_reset and self._row_seeds is not None:
+            seed = self._row_seeds
         obs, _ = self.vector_env.reset(seed=seed, options=options)
         self._has_reset = True
         return self._to_device(obs), {}

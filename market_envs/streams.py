@@ -70,6 +70,9 @@ class RowStreams:
 
     def __init__(self, seeds: Tensor | list[int], device: torch.device | str = "cpu") -> None:
         self.device = torch.device(device)
+        self.seeds = tuple(int(seed) for seed in torch.as_tensor(seeds, dtype=torch.int64).tolist())
+        """The rows' seeds (an env whose randomness is not these streams', a gymnasium env, seeds its
+        rows' own generators from them)."""
         self.keys = row_keys(seeds).to(self.device)
         self.draws = 0
         """Draws made so far (the counter of the next one)."""

@@ -1,4 +1,5 @@
-"""Pod groups (issue 77): P PPO pods trained as one program (`trader.group_training.train_group`).
+"""Pod groups (issue 77): P pods trained as one program (`trader.group_training.train_group`), on a
+market and on a gymnasium env.
 
 The contract: a pod trained in a group of P is bit for bit the pod trained alone in a group of
 one with the same seed and config, whatever the other pods are (their seeds, their
@@ -142,8 +143,9 @@ def test_pods_that_cannot_be_one_program_are_refused(panel, tmp_path: Path, algo
         train_group(algo, panel, configs, [tmp_path / "a", tmp_path / "b"], seeds=[0, 1], steps=16, num_envs=2)
     with pytest.raises(ConfigError, match="one entry per pod"):
         train_group("ppo", panel, [TINY], [tmp_path / "a", tmp_path / "b"], seeds=[0], steps=16)
-    with pytest.raises(ConfigError, match="market envs"):
-        train_group("ppo", "Pendulum-v1", [TINY], [tmp_path / "p"], seeds=[0], steps=16)
+    with pytest.raises(ConfigError, match="not a custom env"):
+        env = build_envs(panel, 2, torch.device("cpu"), 0).train
+        train_group("ppo", env, [TINY], [tmp_path / "p"], seeds=[0], steps=16)
 
 
 def test_trader_train_population_trains_the_seeds_as_a_group(tmp_path: Path, capsys) -> None:
@@ -167,6 +169,38 @@ def test_trader_train_population_trains_the_seeds_as_a_group(tmp_path: Path, cap
     sac = ["train", str(tmp_path / "sac"), "--algo", "sac", "--dataset", "synthetic-edge-daily", "--population", "2"]
     assert main([*sac, "--config", str(per_stock)]) == 2
     assert "a SAC group trains network='mlp' pods" in capsys.readouterr().err
+
+
+GYM_SAC = {"learning_starts": 64, "batch_size": 32, "hidden_sizes": [16, 16], "iteration_steps": 32}
+
+
+@pytest.mark.parametrize(("algo", "config"), [("sac", GYM_SAC), ("ppo", {**TINY, "num_steps": 16})])
+def test_on_a_gymnasium_env_a_pod_of_a_group_is_that_pod_in_a_group_of_one(tmp_path: Path, algo, config) -> None:
+    options = {"steps": 192, "num_envs": 2, "eval_every": 96, "eval_episodes": 2}
+    alone = train_group(algo, "Pendulum-v1", [config], [tmp_path / "alone"], seeds=[4], **options)
+    other = {**config, "gamma": 0.9}
+    dirs = [tmp_path / f"g{k}" for k in range(3)]
+    group = train_group(algo, "Pendulum-v1", [other, config, config], dirs, seeds=[3, 4, 5], **options)
+    _same_run(tmp_path / "alone", tmp_path / "g1")
+    assert group[1].best_score == alone[0].best_score
+    assert len({result.best_score for result in group}) == 3  # other seeds' episodes, other pods
+    written = tomllib.loads((tmp_path / "g1" / "config.toml").read_text())
+    assert written["env"] == {"kind": "gymnasium", "id": "Pendulum-v1", "eval_episodes": 2}
+    assert written["num_envs"] == 2 and written["group"] == {"size": 3, "row": 1}
+    policy = load_policy(tmp_path / "g1" / "checkpoints" / "best")
+    assert policy.act(torch.zeros(1, 3)).shape == (1, 1)  # the pod loads alone
+
+
+def test_trader_train_population_on_a_gymnasium_env(tmp_path: Path, capsys) -> None:
+    config = tmp_path / "sac.toml"
+    config.write_text("learning_starts = 32\nbatch_size = 16\nhidden_sizes = [8]\niteration_steps = 32\n")
+    arguments = ["train", str(tmp_path / "pop"), "--algo", "sac", "--env", "Pendulum-v1", "--steps", "64"]
+    arguments += ["--num-envs", "2", "--eval-every", "32", "--eval-episodes", "2", "--config", str(config)]
+    assert main([*arguments, "--population", "2"]) == 0
+    assert "2 seeds (0 to 1) as one pod group" in capsys.readouterr().err
+    summary = json.loads((tmp_path / "pop" / "population.json").read_text())
+    assert [pod["seed"] for pod in summary["pods"]] == [0, 1]
+    assert all(math.isfinite(pod["best_score"]) for pod in summary["pods"])
 
 
 def test_a_stopped_group_keeps_every_pods_records_and_best_snapshot(panel, tmp_path: Path) -> None:

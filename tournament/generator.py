@@ -56,6 +56,7 @@ from tournament.leaderboard import Entry, Leaderboard
 from tournament.pod import GROUP_COMPILE, PodSpec
 from trader.agents import get_spec, make_config
 from trader.agents.base import Bound
+from trader.environments import resolve_env
 from trader import rundir
 from trader.group_training import group_fields, group_key
 from trader.rundir import config_to_dict
@@ -139,13 +140,18 @@ def _step(value: float, bound: Bound, scale: float, rng: np.random.Generator) ->
 def pod_group_key(spec: PodSpec) -> tuple | None:
     """What pods must share to train as one group task: the algorithm's group key
     (`trader.group_training.group_key`), the market, the length, the envs, the validation
-    cadence, the device and what it compiles; None for a pod that trains alone (SAC, TD3, a
-    gymnasium env, a pod that compiles its networks)."""
+    cadence, the device and what it compiles; None for a pod that trains alone (an algorithm or
+    network that does not group, a custom env, a pod that compiles its networks)."""
     key = group_key(spec.algo, spec.algo_config)
-    if key is None or not isinstance(spec.env, MarketSpec) or spec.compile not in GROUP_COMPILE:
+    if key is None or spec.compile not in GROUP_COMPILE:
         return None
-    market = json.dumps(spec.env.to_dict(), sort_keys=True)
-    return (*key, market, spec.steps, spec.num_envs, spec.eval_every, spec.device, spec.compile)
+    if isinstance(spec.env, MarketSpec):
+        env = json.dumps(spec.env.to_dict(), sort_keys=True)
+    elif isinstance(spec.env, str) and resolve_env(spec.env).is_gym:
+        env = spec.env
+    else:
+        return None
+    return (*key, env, spec.steps, spec.num_envs, spec.eval_every, spec.device, spec.compile)
 
 
 def frozen_by_groups(algo: str, group_size: int) -> tuple[str, ...]:

@@ -20,8 +20,12 @@ A pod trained in a group of P equals the pod trained in a group of one with the 
 config (tests/test_group_training.py); a group of one is not today's lone `trader.train` run,
 whose random streams are the agent's generator (docs/missing.md).
 
+On a gymnasium id (SAC and TD3 pods: ``trader train --population P --env Ant-v5``) the group's env
+is one `market_envs.gym_vec.GymVecEnv` of P x E sub-environments, pod p's E seeded from its seed as a
+lone run's are, and each pod validates on its own seed's episodes, one pod after another.
+
 Not yet: resuming an interrupted group (each pod keeps the best snapshot
-and records written at its last validation), ``compile="all"``, gymnasium envs.
+and records written at its last validation), ``compile="all"``.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from trader.training import (
     start_run,
     with_env_layout,
 )
-from trader.training_envs import build_envs, compile_choice
+from trader.training_envs import build_envs, compile_choice, gym_evaluator
 
 GROUP_RUNNERS = {"ppo": PPOGroupRunner, **OFF_POLICY_GROUP_RUNNERS}
 """The group runner of each algorithm that trains in groups."""
@@ -105,6 +109,7 @@ def train_group(
     device: torch.device | str = "cpu",
     num_envs: int = 8,
     eval_every: int = 10_000,
+    eval_episodes: int = 5,
     init_from: Sequence[str | os.PathLike[str] | None] | None = None,
     time_budget: float | None = None,
     on_iteration: ProgressFn | None = None,
@@ -122,6 +127,8 @@ def train_group(
     :param seeds: P seeds: each pod's networks, env rows and random streams.
     :param steps: environment transitions each pod collects.
     :param num_envs: sub-environments of each pod (E; the group's env has P x E rows).
+    :param eval_episodes: a gymnasium env's validation episodes (each pod validates on its own
+        seed's, as a lone run of that seed does).
     :param init_from: P checkpoints (or None each) a pod continues from (`trader.train`'s).
     :param on_iteration: called after each iteration with pod 0's metrics row.
     :param compile: False ("off") or "validation": the group's validation pass compiled
@@ -159,9 +166,10 @@ def train_group(
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"device {device} requested but CUDA is not available")
     with seeded(int(seeds[0])):
-        envs = build_envs(env, pods * num_envs, device, int(seeds[0]), compile=compile)
-    if envs.description.get("kind") != "market":
-        raise ConfigError("train_group: pod groups train on market envs (gymnasium envs train one pod a run)")
+        envs = build_envs(env, pods * num_envs, device, int(seeds[0]), eval_episodes=eval_episodes, compile=compile)
+    kind = envs.description.get("kind")
+    if kind not in ("market", "gymnasium"):
+        raise ConfigError(f"train_group: pod groups train on a market or a gymnasium id, not a {kind} env")
     agents = []
     for config, seed, start in zip(configs, seeds, starts, strict=True):
         algo_config = with_env_layout(resolve_config(spec.config_cls, config), envs.train)
@@ -191,7 +199,7 @@ def train_group(
             }
         )
         start_run(root, written, envs.dataset_card, overwrite)
-        evaluator = None if envs.evaluator is None else envs.evaluator.copy()
+        evaluator = _pod_evaluator(envs, agent.seed, device)
         loop_pods.append(LoopPod(root, agent, evaluator))
     validation = None if envs.evaluator is None else GroupValidation(envs.evaluator, pods)
     if stop is None:
@@ -200,3 +208,13 @@ def train_group(
     loop.run(steps, eval_every, on_iteration, time_budget, None)
     runner.write_agents()
     return [finish_run(pod, envs.data_window) for pod in loop_pods]
+
+
+def _pod_evaluator(envs: Any, seed: int, device: torch.device) -> Any:
+    """A pod's validation: a copy of the market's evaluator (the same period, whatever the seed), or
+    on a gymnasium env the episodes of the pod's own seed (`gym_evaluator`, a lone run's)."""
+    if envs.evaluator is None:
+        return None
+    if envs.description.get("kind") == "gymnasium":
+        return gym_evaluator(envs.description["id"], envs.description["eval_episodes"], device, seed)
+    return envs.evaluator.copy()

@@ -114,10 +114,18 @@ def _gym_envs(env_id: str, num_envs: int, device: torch.device, seed: int, eval_
     from market_envs.gym_vec import GymVecEnv
 
     train_env = GymVecEnv(env_id, num_envs, device, seed)
-    validation = GymVecEnv(env_id, eval_episodes, device, seed + 10_000)
-    evaluator = Evaluator(validation, mean_return_score, seed=seed + 10_000)
+    evaluator = gym_evaluator(env_id, eval_episodes, device, seed)
     description = {"kind": "gymnasium", "id": env_id, "eval_episodes": eval_episodes}
     return BuiltEnvs(train_env, evaluator, description, {"env": env_id})
+
+
+def gym_evaluator(env_id: str, episodes: int, device: torch.device, seed: int) -> Evaluator:
+    """The validation of a run of seed ``seed`` on a gymnasium env: ``episodes`` episodes seeded from
+    ``seed + 10_000``, deterministic actions, score = their mean return."""
+    from market_envs.gym_vec import GymVecEnv
+
+    validation = GymVecEnv(env_id, episodes, device, seed + 10_000)
+    return Evaluator(validation, mean_return_score, seed=seed + 10_000)
 
 
 def _market_envs(

@@ -116,7 +116,7 @@ def train_command(
         typer.Option(
             "--population",
             help="Train P seeds (--seed, --seed + 1, ...) of one PPO, SAC or TD3 config side by side as one program (a pod "
-            "group) on a market, into RUN_DIR/seed-<seed>/ each (a run directory of its own), and report each "
+            "group) on a market or a gymnasium id, into RUN_DIR/seed-<seed>/ each (a run directory of its own), and report each "
             "seed's validation score and their interquartile mean.",
         ),
     ] = None,
@@ -303,8 +303,8 @@ def _train_population(run_dir: Path, population: int, arguments: dict[str, Any],
     algo = arguments.pop("algo")
     if algo not in GROUP_ALGOS:
         raise UserError(f"--population: {algo} pods do not train in groups yet (only {', '.join(GROUP_ALGOS)})")
-    if not isinstance(arguments.get("env"), MarketSpec):
-        raise UserError("--population: pod groups train on a market (--dataset); a gymnasium env trains one seed a run")
+    if not isinstance(arguments.get("env"), MarketSpec) and not resolve_env(arguments["env"]).is_gym:
+        raise UserError("--population: pod groups train on a market (--dataset) or a gymnasium id (--env)")
     first = int(arguments.get("seed", 0))
     seeds = [first + k for k in range(population)]
     roots = [run_dir / f"seed-{seed}" for seed in seeds]
@@ -333,6 +333,7 @@ def _train_population(run_dir: Path, population: int, arguments: dict[str, Any],
                 device=arguments.get("device", "cpu"),
                 num_envs=int(arguments.get("num_envs", 8)),
                 eval_every=int(arguments.get("eval_every", 10_000)),
+                eval_episodes=int(arguments.get("eval_episodes", 5)),
                 preset=arguments.get("preset"),
                 on_iteration=report,
                 overwrite=overwrite,
