@@ -33,6 +33,7 @@ ORDER = (
     "sac_time_to_score",
     "mujoco_throughput",
     "locomotion",
+    "locomotion_group",
     "learning_check",
     "learning_costs",
     "network_speed",
