@@ -32,6 +32,7 @@ ORDER = (
     "pendulum_learning",
     "sac_time_to_score",
     "mujoco_throughput",
+    "warp_throughput",
     "locomotion",
     "learning_check",
     "learning_costs",

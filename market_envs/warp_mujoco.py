@@ -7,9 +7,9 @@ rescaled to the actuators' ``ctrlrange``, ``terminated`` and ``truncated`` apart
 at 1,000 steps, as gymnasium's ``TimeLimit``), same-step autoreset with the last
 observation in ``info["final_obs"]``. State, observations, rewards and flags stay on the
 device: the tensors are views of warp's arrays (``wp.to_torch``), and no step copies to
-the host. On CUDA the frame-skip loop is captured once in a CUDA graph (where capture
-fails, it is launched kernel by kernel); on the CPU warp's CPU device runs it, slowly,
-for the tests.
+the host. On CUDA the frame-skip loop and the reset's ``forward`` are each captured once
+in a CUDA graph (where capture fails, they are launched kernel by kernel); on the CPU
+warp's CPU device runs them, slowly (a few hundred kernel launches a step), for the tests.
 
 The rules are gymnasium's ant_v5.py and humanoid_v5.py with their default arguments, on
 the xml files gymnasium ships:
@@ -46,6 +46,7 @@ What differs, and what it costs:
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -224,7 +225,7 @@ class WarpMujocoEnv:
         self.single_observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32)
         self._steps = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._xy = torch.zeros(self.num_envs, 2, device=self.device)
-        self._graph = self._capture() if self.device.type == "cuda" else None
+        self._graphs = self._capture() if self.device.type == "cuda" else {}
 
     def _tensor(self, values: np.ndarray) -> Tensor:
         return torch.as_tensor(np.asarray(values), dtype=torch.float32, device=self.device)
@@ -241,23 +242,35 @@ class WarpMujocoEnv:
 
     def _simulate(self) -> None:
         """``frame_skip`` MuJoCo steps, then ``cfrc_ext`` (gymnasium's ``do_simulation``)."""
-        if self._graph is not None:
-            wp.capture_launch(self._graph)
-            return
         for _ in range(self.spec.frame_skip):
             mjw.step(self._m, self._d)
         mjw.rne_postconstraint(self._m, self._d)
 
-    def _capture(self) -> Any:
-        """The frame-skip loop as one CUDA graph, or None where capture fails."""
+    def _forward(self) -> None:
+        mjw.forward(self._m, self._d)
+
+    def _capture(self) -> dict[str, Any]:
+        """`_simulate` and `_forward` as CUDA graphs (each left out where capture fails)."""
+        graphs = {}
         with self._on_device():
-            self._simulate()  # loads every kernel module before capture
-            try:
-                with wp.ScopedCapture() as capture:
-                    self._simulate()
-            except Exception:  # noqa: BLE001 - a graph is an optimisation; step kernel by kernel instead
-                return None
-        return capture.graph
+            for name, launch in (("simulate", self._simulate), ("forward", self._forward)):
+                launch()  # loads every kernel module before capture
+                try:
+                    with wp.ScopedCapture() as capture:
+                        launch()
+                except Exception as err:  # noqa: BLE001 - a graph is an optimisation; launch kernel by kernel
+                    warnings.warn(f"WarpMujocoEnv: no CUDA graph for {name} ({err}); launching its kernels one by one")
+                    continue
+                graphs[name] = capture.graph
+        return graphs
+
+    def _launch(self, name: str) -> None:
+        """Run `_simulate` or `_forward`: its CUDA graph where there is one."""
+        graph = self._graphs.get(name)
+        if graph is not None:
+            wp.capture_launch(graph)
+        else:
+            getattr(self, f"_{name}")()
 
     # -- the contract -------------------------------------------------------------------
 
@@ -288,7 +301,7 @@ class WarpMujocoEnv:
             )
             self._views["ctrl"].copy_(ctrl)
             xy_before = self._xy
-            self._simulate()
+            self._launch("simulate")
             self._xy = self._position()
             final_obs = self._observation()
             healthy = self._healthy()
@@ -315,8 +328,8 @@ class WarpMujocoEnv:
             return self._write_state(everyone, qpos.to(self.device, torch.float32), qvel.to(self.device, torch.float32))
 
     def close(self) -> None:
-        """Release the graph and the device arrays."""
-        self._graph = None
+        """Release the graphs and the device arrays."""
+        self._graphs = {}
         self._views = {}
         self._m = self._d = None
 
@@ -401,7 +414,7 @@ class WarpMujocoEnv:
             views[name].masked_fill_(mask, 0.0)
         views["time"].masked_fill_(rows, 0.0)
         views["cfrc_ext"].masked_fill_(rows[:, None, None], 0.0)
-        mjw.forward(self._m, self._d)
+        self._launch("forward")
         self._xy = torch.where(mask, self._position(), self._xy)
         return self._observation()
 
