@@ -35,6 +35,9 @@ What differs, and what it costs:
 - Humanoid's xml asks for the PGS solver, which MuJoCo Warp lacks: its model here uses
   Newton (same iterations); the test compares against MuJoCo C set to Newton too, and
   measures the gap to stock PGS;
+- Ant: for some capsule-floor contacts MuJoCo Warp 4.0.0 orients the contact frame (the
+  edges of the pyramidal friction cone) otherwise than MuJoCo C, and a step with such a
+  contact differs by more than rounding (tests/test_warp_mujoco.py measures it);
 - reset noise comes from one torch generator seeded with ``seed`` on the device: the same
   distributions as gymnasium, not the same draws; a run is a pure function of the seed;
 - a finished row is reset with masks: one ``forward`` over every world per step, which
