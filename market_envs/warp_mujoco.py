@@ -199,8 +199,6 @@ class WarpMujocoEnv:
         self._set_up(load_model(env_id), nconmax, njmax)
         self._has_reset = False
 
-    # -- set-up -------------------------------------------------------------------------
-
     def _set_up(self, model: mujoco.MjModel, nconmax: int, njmax: int) -> None:
         """Model and data on the device, torch views of the fields used, spaces, graph."""
         wp.config.log_level = wp.LOG_WARNING  # no line per kernel module compiled or loaded
@@ -275,8 +273,6 @@ class WarpMujocoEnv:
         else:
             getattr(self, f"_{name}")()
 
-    # -- the contract -------------------------------------------------------------------
-
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
         """Reset every robot; obs float32 [N, obs_dim] on `device`."""
         if seed is None and not self._has_reset:
@@ -344,8 +340,6 @@ class WarpMujocoEnv:
 
     def __repr__(self) -> str:
         return f"WarpMujocoEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device})"
-
-    # -- the rules ----------------------------------------------------------------------
 
     def _entered(self) -> contextlib.AbstractContextManager:
         """On CUDA: this env's stream waits for the caller's, and the caller's for it after."""
