@@ -20,7 +20,7 @@ PARALLEL = -n $(TEST_WORKERS) --dist loadfile
 # `make docs`: docs/configuration.md is generated from the config dataclasses, then the docs site
 # (mkdocs.yml: the guides, the API reference from the docstrings) is built into site/, strictly:
 # a broken link, a page missing from the nav or a docstring mkdocstrings cannot read fails it.
-.PHONY: docs demo test test-all test-browser screenshots chromium iproute2 dashboard bench rllib real-data clean-venv
+.PHONY: docs demo test test-all test-browser screenshots chromium iproute2 dashboard bench rllib real-data gpu clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -99,6 +99,14 @@ real-data: $(REAL_DATA)/closes.parquet
 
 $(REAL_DATA)/closes.parquet: datasets/convert_skfolio_sp500.py | $(VENV)/.installed-dev
 	$(PY) datasets/convert_skfolio_sp500.py --download --out $(REAL_DATA)
+
+# `make gpu`: MuJoCo Warp (market_envs/warp_mujoco.py: Ant and Humanoid stepped as one batch on the
+# device) into .venv, pinned to the installed mujoco 4.0.0. warp-lang runs on CUDA and on the CPU
+# alike, so the tests can run here too (slowly). Never part of `make test`: without it those tests skip.
+# It adds to the venv that `make test` or `make demo` made and reinstalls nothing of the project.
+WARP_PINS := mujoco-warp==4.0.0 warp-lang==1.19.0 mujoco==4.0.0
+gpu: $(PY)
+	$(PIP) install -q $(WARP_PINS) $(TORCH_PIN)
 
 bench: $(VENV)/.installed-dev
 	$(PY) benchmarks/run_all.py

@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
-ALL_STAGES="groups tests env action costs ppo valpass backtest year learning offpolicy tournament tournament4 mps"
+ALL_STAGES="groups tests env warp action costs ppo valpass backtest year learning offpolicy tournament tournament4 mps"
 STAGES=${STAGES:-$ALL_STAGES}
 for name in $STAGES; do  # every name checked before anything runs
     case " $ALL_STAGES " in
@@ -34,6 +34,12 @@ stage() {
     groups) run 300 python benchmarks/pod_group_train.py --device cuda --pods 1,16,64 --pod-steps 8192 --num-envs 16 ;;
     tests) run 150 python -m pytest -q -p no:cacheprovider tests/test_env.py tests/test_devices.py -m "gpu or not gpu" -k "cuda or device" ;;
     env) run 240 python benchmarks/env_throughput.py --device cuda --envs 1,1024,16384,65536,262144 --repeats 3 --seconds 0.5 --out "$OUT/env.md" ;;
+    # MuJoCo Warp (issue 79): its parity tests on CUDA, then Ant and Humanoid steps/s at 1,024 to 65,536 robots
+    # against GymVecEnv in the same run. Needs `make gpu` (mujoco-warp, warp-lang); kernels compile on the first call.
+    warp)
+        run 240 python -m pytest -q -p no:cacheprovider tests/test_warp_mujoco.py -m "gpu or not gpu" -k cuda
+        run 300 python benchmarks/warp_throughput.py --device cuda --envs Ant-v5,Humanoid-v5 --seconds 1 --repeats 3 --out "$OUT/warp.md"
+        ;;
     # The action that can hold, and every cost term, against today's step (issues 40 and 41).
     # Interleaved rounds (env_throughput.py's docstring): 21 of 0.1 s per run give the median ratio an interval.
     action) run 200 python benchmarks/env_throughput.py --device cuda --compare-action --envs 65536 --tickers 100 --repeats 21 --seconds 0.1 --out "$OUT/action.md" ;;

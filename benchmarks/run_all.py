@@ -32,6 +32,7 @@ ORDER = (
     "pendulum_learning",
     "sac_time_to_score",
     "mujoco_throughput",
+    "warp_throughput",
     "locomotion",
     "locomotion_group",
     "learning_check",

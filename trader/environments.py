@@ -1,8 +1,9 @@
 """What the environment string of a run means, decided once.
 
 A run names its environment by one string: a gymnasium id (``Pendulum-v1``), the
-name of a data set recipe in ``datasets/`` (``synthetic-edge-daily``), or the path
-of a recipe file (``my-universe.toml``). `resolve_env` reads that string once, at
+same id after ``warp:`` (``warp:Ant-v5``: the env stepped on the device by MuJoCo Warp,
+`market_envs.warp_mujoco`), the name of a data set recipe in ``datasets/``
+(``synthetic-edge-daily``), or the path of a recipe file (``my-universe.toml``). `resolve_env` reads that string once, at
 the edge, into an `EnvName`; `trader.train`, a tournament's pods and its
 orchestrator all act on the `EnvName`, never on the string.
 """
@@ -16,7 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from market_envs.errors import ConfigError
+
 EnvKind = Literal["gymnasium", "recipe", "recipe_file"]
+WARP_PREFIX = "warp:"
+"""``warp:Ant-v5``: gymnasium's Ant-v5 on `market_envs.warp_mujoco.WarpMujocoEnv`."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +29,7 @@ class EnvName:
     """A resolved environment name."""
 
     kind: EnvKind
-    """``gymnasium`` (an id of gymnasium's registry), ``recipe`` (a recipe of
+    """``gymnasium`` (an id of gymnasium's registry, or ``warp:`` and one), ``recipe`` (a recipe of
     ``datasets/`` by name) or ``recipe_file`` (a recipe file)."""
     value: str
     """The gymnasium id, the recipe's name, or the recipe file's absolute path: what
@@ -47,6 +52,12 @@ def resolve_env(name: str | EnvName) -> EnvName:
     import gymnasium
 
     if name in gymnasium.envs.registry:
+        return EnvName("gymnasium", name)
+    if name.startswith(WARP_PREFIX):
+        from market_envs.warp_mujoco import LOCOMOTION
+
+        if name[len(WARP_PREFIX) :] not in LOCOMOTION:
+            raise ConfigError(f"{name!r}: MuJoCo Warp runs {', '.join(WARP_PREFIX + i for i in LOCOMOTION)}")
         return EnvName("gymnasium", name)
     path = Path(name)
     if path.suffix == ".toml" and path.is_file():

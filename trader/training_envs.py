@@ -5,6 +5,9 @@
 - a `trader.spec.MarketSpec` (a market run's data set, windows and rules);
 - a gymnasium id ("Pendulum-v1", "Ant-v5"): trains on `GymVecEnv` with ``num_envs``
   sub-environments; validation plays ``eval_episodes`` episodes (mean return);
+- ``warp:`` and a locomotion id ("warp:Ant-v5"): trains on `WarpMujocoEnv` (``num_envs``
+  robots stepped on the device by MuJoCo Warp); validation plays its episodes on gymnasium's
+  own env (MuJoCo C), so the score is the id's as gymnasium measures it;
 - a data set recipe name or path, or a `MarketData` panel: trains on the panel's
   ``train`` period with `StockTradingVecEnv` and validates on its ``validation``
   period (compounded return and Sharpe of the portfolio value; score = Sharpe);
@@ -20,7 +23,7 @@ import torch
 
 from market_envs.costs import NamedCosts
 from trader.agents.evaluator import Evaluator, market_evaluator, mean_return_score
-from trader.environments import load_market, resolve_env
+from trader.environments import WARP_PREFIX, load_market, resolve_env
 from trader.errors import ConfigError, UserError
 from trader.rundir import config_from_dict, config_to_dict
 from trader.spec import MarketSpec
@@ -113,7 +116,13 @@ def _is_market_data(value: Any) -> bool:
 def _gym_envs(env_id: str, num_envs: int, device: torch.device, seed: int, eval_episodes: int) -> BuiltEnvs:
     from market_envs.gym_vec import GymVecEnv
 
-    train_env = GymVecEnv(env_id, num_envs, device, seed)
+    gym_id = env_id.removeprefix(WARP_PREFIX)
+    if gym_id != env_id:
+        from market_envs.warp_mujoco import WarpMujocoEnv
+
+        train_env = WarpMujocoEnv(gym_id, num_envs, device, seed)
+    else:
+        train_env = GymVecEnv(env_id, num_envs, device, seed)
     evaluator = gym_evaluator(env_id, eval_episodes, device, seed)
     description = {"kind": "gymnasium", "id": env_id, "eval_episodes": eval_episodes}
     return BuiltEnvs(train_env, evaluator, description, {"env": env_id})
@@ -121,10 +130,11 @@ def _gym_envs(env_id: str, num_envs: int, device: torch.device, seed: int, eval_
 
 def gym_evaluator(env_id: str, episodes: int, device: torch.device, seed: int) -> Evaluator:
     """The validation of a run of seed ``seed`` on a gymnasium env: ``episodes`` episodes seeded from
-    ``seed + 10_000``, deterministic actions, score = their mean return."""
+    ``seed + 10_000``, deterministic actions, score = their mean return (a ``warp:`` id's on
+    gymnasium's own env: the score is the id's as gymnasium measures it)."""
     from market_envs.gym_vec import GymVecEnv
 
-    validation = GymVecEnv(env_id, episodes, device, seed + 10_000)
+    validation = GymVecEnv(env_id.removeprefix(WARP_PREFIX), episodes, device, seed + 10_000)
     return Evaluator(validation, mean_return_score, seed=seed + 10_000)
 
 
