@@ -143,7 +143,7 @@ def test_pods_that_cannot_be_one_program_are_refused(panel, tmp_path: Path, algo
         train_group(algo, panel, configs, [tmp_path / "a", tmp_path / "b"], seeds=[0, 1], steps=16, num_envs=2)
     with pytest.raises(ConfigError, match="one entry per pod"):
         train_group("ppo", panel, [TINY], [tmp_path / "a", tmp_path / "b"], seeds=[0], steps=16)
-    with pytest.raises(ConfigError, match="not a custom env"):
+    with pytest.raises(ConfigError, match="not on a custom env"):
         env = build_envs(panel, 2, torch.device("cpu"), 0).train
         train_group("ppo", env, [TINY], [tmp_path / "p"], seeds=[0], steps=16)
 

@@ -212,6 +212,7 @@ def test_groups_pack_pods_that_share_a_key_and_leave_the_others_alone() -> None:
     assert pod_group_key(per_stock) not in (None, pod_group_key(ppo_spec(0)))  # the demo's pods group too
     ant = [PodSpec(f"a{k}", k, "sac", TINY_SAC, "Ant-v5", steps=1024, seed=k, num_envs=4) for k in range(2)]
     assert pod_group_key(ant[0]) == pod_group_key(ant[1]) not in (None, pod_group_key(flat_sac))  # gymnasium pods too
+    assert pod_group_key(PodSpec("w", 0, "sac", TINY_SAC, "warp:Ant-v5", steps=1024, seed=0, num_envs=4)) is None
 
 
 @pytest.mark.parametrize("search", ["pbt", "random"])

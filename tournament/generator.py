@@ -56,7 +56,7 @@ from tournament.leaderboard import Entry, Leaderboard
 from tournament.pod import GROUP_COMPILE, PodSpec
 from trader.agents import get_spec, make_config
 from trader.agents.base import Bound
-from trader.environments import resolve_env
+from trader.environments import WARP_PREFIX, resolve_env
 from trader import rundir
 from trader.group_training import group_fields, group_key
 from trader.rundir import config_to_dict
@@ -147,8 +147,8 @@ def pod_group_key(spec: PodSpec) -> tuple | None:
         return None
     if isinstance(spec.env, MarketSpec):
         env = json.dumps(spec.env.to_dict(), sort_keys=True)
-    elif isinstance(spec.env, str) and resolve_env(spec.env).is_gym:
-        env = spec.env
+    elif isinstance(spec.env, str) and resolve_env(spec.env).is_gym and not spec.env.startswith(WARP_PREFIX):
+        env = spec.env  # a gymnasium id (a MuJoCo Warp env has no row streams yet: its pods train alone)
     else:
         return None
     return (*key, env, spec.steps, spec.num_envs, spec.eval_every, spec.device, spec.compile)

@@ -168,8 +168,9 @@ def train_group(
     with seeded(int(seeds[0])):
         envs = build_envs(env, pods * num_envs, device, int(seeds[0]), eval_episodes=eval_episodes, compile=compile)
     kind = envs.description.get("kind")
-    if kind not in ("market", "gymnasium"):
-        raise ConfigError(f"train_group: pod groups train on a market or a gymnasium id, not a {kind} env")
+    if kind not in ("market", "gymnasium") or not hasattr(envs.train, "use_row_streams"):
+        what = envs.description.get("id") if kind == "gymnasium" else f"a {kind} env"
+        raise ConfigError(f"train_group: pod groups train on a market or a gymnasium id, not on {what}")
     agents = []
     for config, seed, start in zip(configs, seeds, starts, strict=True):
         algo_config = with_env_layout(resolve_config(spec.config_cls, config), envs.train)
