@@ -1,6 +1,7 @@
-"""Locomotion through the same paths as the market: Ant-v5 with PPO, SAC and TD3.
+"""Locomotion through the same paths as the market: Ant-v5 with PPO, SAC and TD3, Humanoid-v5.
 
-`trader.train` and `trader train --env Ant-v5` run a few updates of each algorithm
+`trader.train` and `trader train --env Ant-v5` (Humanoid-v5, and a group of seeds:
+``--population``) run a few updates of each algorithm
 (the weights move, the run directory is complete, the validation score is a mean
 episode return), and a tiny tournament on Ant-v5 completes on 2 local dask workers.
 benchmarks/locomotion.py measures learning; these only prove the plumbing.
@@ -46,29 +47,17 @@ def test_each_algorithm_trains_on_ant(algo: str, tmp_path: Path) -> None:
     assert moved, "no weight changed: no update ran"
 
 
-def test_cli_trains_on_ant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("env", "population"), [("Ant-v5", None), ("Humanoid-v5", None), ("Ant-v5", 2)])
+def test_cli_trains_on_ant_and_humanoid(env: str, population: int | None, tmp_path: Path, capsys) -> None:
     config = tmp_path / "sac.toml"
     config.write_text("hidden_sizes = [32]\nlearning_starts = 64\niteration_steps = 64\nbatch_size = 32\n")
-    code = main(
-        [
-            "train",
-            "--algo",
-            "sac",
-            "--env",
-            "Ant-v5",
-            "--steps",
-            "128",
-            "--num-envs",
-            "2",
-            "--eval-episodes",
-            "1",
-            "--config",
-            str(config),
-            str(tmp_path / "run"),
-        ]
-    )
+    arguments = ["train", "--algo", "sac", "--env", env, "--steps", "128", "--num-envs", "2", "--eval-episodes", "1"]
+    arguments += ["--config", str(config), str(tmp_path / "run")]
+    code = main(arguments + ([] if population is None else ["--population", str(population)]))
     assert code == 0, capsys.readouterr().err
-    assert (tmp_path / "run" / "checkpoints" / "best.safetensors").is_file()
+    runs = [tmp_path / "run"] if population is None else [tmp_path / "run" / f"seed-{k}" for k in range(population)]
+    for run in runs:  # a seed of a group is a run directory of its own
+        assert (run / "checkpoints" / "best.safetensors").is_file()
 
 
 @pytest.mark.slow
