@@ -11,7 +11,8 @@ beside it, and the table gives, per learner, the return reached at the end of th
 budget: per seed, and the interquartile mean over seeds with a 95% percentile
 bootstrap interval (as rliable reports; with 3 seeds the IQM trims nothing and is
 the mean); a last column smooths the evaluation noise with each seed's mean of its
-last three scores.
+last three scores. A last line scores the policy that stands still (zero action) on
+the same episodes: Ant keeps standing for the whole episode, Humanoid falls.
 
 Learners, each with its own configuration (equal wall-clock, not equal work):
 
@@ -339,7 +340,44 @@ def main(argv: list[str]) -> int:
         f"{args.eval_episodes} evaluation episodes; {machine()}"
     )
     print(table(runs, args.learners))
+    print(f"standing still (zero action) on the same episodes: {standing_score(args.env, args.eval_episodes):,.0f}")
+    if len(args.learners) == 2:
+        print(paired(runs, *args.learners))
     return 0
+
+
+def paired(runs: list[dict[str, Any]], first: str, second: str) -> str:
+    """``first`` against ``second`` seed by seed (each seed's mean of its last three scores): the
+    seeds where ``first`` is ahead and the one-sided exact Wilcoxon signed-rank p-value."""
+    from scipy.stats import wilcoxon
+
+    def smoothed(learner: str) -> dict[int, float]:
+        return {r["seed"]: float(np.mean([row[3] for row in r["curve"][-3:]])) for r in runs if r["learner"] == learner}
+
+    a, b = smoothed(first), smoothed(second)
+    seeds = sorted(set(a) & set(b))
+    differences = [a[seed] - b[seed] for seed in seeds]
+    ahead = sum(d > 0 for d in differences)
+    p = wilcoxon(differences, alternative="greater", method="exact").pvalue if seeds else float("nan")
+    return (
+        f"paired over {len(seeds)} seeds (last three scores): {first} ahead on {ahead}, one-sided Wilcoxon p = {p:.3f}"
+    )
+
+
+class Standing:
+    """The policy that sends zero torque: Ant stands for the whole episode, Humanoid falls."""
+
+    def __init__(self, act_dim: int) -> None:
+        self.act_dim = act_dim
+
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        return torch.zeros(obs.shape[0], self.act_dim)
+
+
+def standing_score(env_id: str, episodes: int) -> float:
+    """The zero-action policy's score on the learners' evaluation episodes: the bar a learner passes."""
+    scorer = evaluator(env_id, episodes)
+    return float(scorer.evaluate(Standing(scorer.env.act_dim))["score"])
 
 
 if __name__ == "__main__":
