@@ -43,6 +43,7 @@ ORDER = (
     "tournament_scaling",
     "tournament_value",
     "tournament_suite",
+    "locomotion_tournament",  # long: 5 seeds x 3 arms x 3 min on Ant-v5, about 50 min
     "baselines",
     "walkforward",
     "significance",
