@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU benchmarks of benchmarks/RESULTS.md ("On a GPU"), in one go, on a CUDA machine
-# with the package's dependencies (`pip install -e '.[gpu]'`). Tables go to OUT (default
+# with the package's dependencies (`pip install -e '.[gpu]'`; `make gpu` for the warp stage). Tables go to OUT (default
 # gpu-results/). All stages take about 20 minutes on one H100 or H200; STAGES picks some
 # (a space-separated list of the names below, in the order given), and each stage runs
 # under `timeout` so that one slow stage cannot eat a short lease:
