@@ -58,7 +58,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: the checkout's root, for benchmarks.
 from benchmarks.locomotion import CHOSEN_SAC, SAC_COMMON, SAC_CONFIGS, evaluator
 from benchmarks.sac_time_to_score import machine
-from benchmarks.tournament_suite import write_atomically
+from benchmarks.tournament_suite import tournament_overrides, write_atomically
 from benchmarks.tournament_value import pod_log
 from tournament import TournamentConfig, run
 from trader import aggregate
@@ -93,11 +93,6 @@ def sac_config() -> dict[str, Any]:
 
 def tournament_config(env_id: str, search: str, seed: int, folder: Path, args: argparse.Namespace) -> TournamentConfig:
     """The random search's or the tournament's config: one worker for ``--minutes``, no pod cap."""
-    overrides = {
-        key: getattr(args, key)
-        for key in ("group_size", "population", "top_fraction", "mutation_scale", "fresh_probability")
-        if getattr(args, key) is not None
-    }
     return TournamentConfig(
         run_dir=str(folder),
         env=env_id,
@@ -111,7 +106,7 @@ def tournament_config(env_id: str, search: str, seed: int, folder: Path, args: a
         seed=seed,
         backtest=False,
         search=search,
-        **overrides,
+        **tournament_overrides(args),
     )
 
 

@@ -169,11 +169,6 @@ def tournament_config(
     market: Market, search: str, seed: int, folder: Path, args: argparse.Namespace
 ) -> TournamentConfig:
     """The random search's or the tournament's config on `market`: one worker for ``--minutes``."""
-    overrides = {
-        key: getattr(args, key)
-        for key in ("group_size", "population", "top_fraction", "mutation_scale", "fresh_probability")
-        if getattr(args, key) is not None
-    }
     return TournamentConfig(
         run_dir=str(folder),
         env=market_spec(market.recipe, suite_rules(market)),
@@ -187,8 +182,17 @@ def tournament_config(
         seed=seed,
         backtest=False,
         search=search,
-        **overrides,
+        **tournament_overrides(args),
     )
+
+
+TOURNAMENT_FLAGS = ("group_size", "population", "top_fraction", "mutation_scale", "fresh_probability")
+"""The `TournamentConfig` fields a flag of the benchmark sets (its default where the flag is not given)."""
+
+
+def tournament_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The tournament settings the flags give (`TOURNAMENT_FLAGS` not None)."""
+    return {key: getattr(args, key) for key in TOURNAMENT_FLAGS if getattr(args, key) is not None}
 
 
 def walk_arm(arm: str, market: Market, seed: int, folder: Path, args: argparse.Namespace) -> None:

@@ -105,10 +105,8 @@ class GymVecEnv:
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
         """Reset every sub-environment; obs float32 [E, obs_dim] on `device`."""
-        if seed is None and not self._has_reset and self._row_seeds is None:
-            seed = self.seed
-        if seed is None and not self._has_reset and self._row_seeds is not None:
-            seed = self._row_seeds
+        if seed is None and not self._has_reset:
+            seed = self.seed if self._row_seeds is None else self._row_seeds
         obs, _ = self.vector_env.reset(seed=seed, options=options)
         self._has_reset = True
         return self._to_device(obs), {}

@@ -128,11 +128,12 @@ def test_an_off_policy_run_stopped_by_a_signal_resumes_with_its_replay_buffer(al
 
 
 def test_a_signal_outside_the_training_loop_ends_at_once() -> None:
+    previous = signal.getsignal(signal.SIGINT)  # Python's default, unless a test before left another
     with stop_on_signals() as stop, pytest.raises(Interrupted) as caught:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1)  # the handler raises in this thread before the sleep ends
     assert caught.value.step is None and caught.value.exit_code == 130 and not stop.listening
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the previous handler is back
+    assert signal.getsignal(signal.SIGINT) is previous  # the previous handler is back
 
 
 def _signal_at_iteration(monkeypatch: pytest.MonkeyPatch, count: int, signum: int) -> None:
