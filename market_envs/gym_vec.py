@@ -113,12 +113,7 @@ class GymVecEnv:
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Step every sub-environment with actions [E, act_dim] in [-1, 1] (clipped)."""
-        if not self._has_reset:
-            raise UserError("GymVecEnv.step called before reset()")
-        if tuple(actions.shape) != (self.num_envs, self.act_dim):
-            raise ConfigError(
-                f"GymVecEnv.step: actions must have shape ({self.num_envs}, {self.act_dim}), got {tuple(actions.shape)}"
-            )
+        check_step(self, actions)
         host_actions = actions.detach().to("cpu", torch.float64).numpy()
         scaled = self._act_low + (np.clip(host_actions, -1.0, 1.0) + 1.0) * self._act_half_range
         scaled = scaled.astype(self.single_action_space.dtype, copy=False)
@@ -155,6 +150,18 @@ class GymVecEnv:
         return (
             f"GymVecEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device}, "
             f"vectorization={self.vectorization!r})"
+        )
+
+
+def check_step(env: Any, actions: Tensor) -> None:
+    """Refuse, in one line, a step of a batched locomotion env (`GymVecEnv`, `WarpMujocoEnv`) before
+    its first reset or with actions that are not [num_envs, act_dim]."""
+    name = type(env).__name__
+    if not env._has_reset:
+        raise UserError(f"{name}.step called before reset()")
+    if tuple(actions.shape) != (env.num_envs, env.act_dim):
+        raise ConfigError(
+            f"{name}.step: actions must have shape ({env.num_envs}, {env.act_dim}), got {tuple(actions.shape)}"
         )
 
 

@@ -62,6 +62,7 @@ from torch import Tensor
 
 from market_envs.devices import resolve_device
 from market_envs.errors import ConfigError, UserError
+from market_envs.gym_vec import check_step
 
 try:
     import mujoco_warp as mjw
@@ -287,13 +288,7 @@ class WarpMujocoEnv:
 
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Step every robot with actions [N, act_dim] in [-1, 1] (clipped)."""
-        if not self._has_reset:
-            raise UserError("WarpMujocoEnv.step called before reset()")
-        if tuple(actions.shape) != (self.num_envs, self.act_dim):
-            raise ConfigError(
-                f"WarpMujocoEnv.step: actions must have shape ({self.num_envs}, {self.act_dim}), "
-                f"got {tuple(actions.shape)}"
-            )
+        check_step(self, actions)
         with self._entered():
             ctrl = (
                 self._act_low + (actions.to(self.device, torch.float32).clamp(-1.0, 1.0) + 1.0) * self._act_half_range

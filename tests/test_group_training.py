@@ -143,9 +143,11 @@ def test_pods_that_cannot_be_one_program_are_refused(panel, tmp_path: Path, algo
         train_group(algo, panel, configs, [tmp_path / "a", tmp_path / "b"], seeds=[0, 1], steps=16, num_envs=2)
     with pytest.raises(ConfigError, match="one entry per pod"):
         train_group("ppo", panel, [TINY], [tmp_path / "a", tmp_path / "b"], seeds=[0], steps=16)
-    with pytest.raises(ConfigError, match="not on a custom env"):
+    with pytest.raises(ConfigError, match="not on a StockTradingVecEnv"):
         env = build_envs(panel, 2, torch.device("cpu"), 0).train
         train_group("ppo", env, [TINY], [tmp_path / "p"], seeds=[0], steps=16)
+    with pytest.raises(ConfigError, match="not on 'warp:Ant-v5'"):  # refused before any env is built
+        train_group("sac", "warp:Ant-v5", [{}], [tmp_path / "w"], seeds=[0], steps=16)
 
 
 def test_trader_train_population_trains_the_seeds_as_a_group(tmp_path: Path, capsys) -> None:
@@ -169,6 +171,12 @@ def test_trader_train_population_trains_the_seeds_as_a_group(tmp_path: Path, cap
     sac = ["train", str(tmp_path / "sac"), "--algo", "sac", "--dataset", "synthetic-edge-daily", "--population", "2"]
     assert main([*sac, "--config", str(per_stock)]) == 2
     assert "a SAC group trains network='mlp' pods" in capsys.readouterr().err
+    warp = ["train", str(tmp_path / "warp"), "--algo", "sac", "--env", "warp:Ant-v5", "--population", "2"]
+    assert main(warp) == 2
+    assert (
+        "--population: pod groups train on a market or a gymnasium id, not on 'warp:Ant-v5'" in capsys.readouterr().err
+    )
+    assert not (tmp_path / "warp").exists()
 
 
 GYM_SAC = {"learning_starts": 64, "batch_size": 32, "hidden_sizes": [16, 16], "iteration_steps": 32}

@@ -56,9 +56,8 @@ from tournament.leaderboard import Entry, Leaderboard
 from tournament.pod import GROUP_COMPILE, PodSpec
 from trader.agents import get_spec, make_config
 from trader.agents.base import Bound
-from trader.environments import WARP_PREFIX, resolve_env
 from trader import rundir
-from trader.group_training import group_fields, group_key
+from trader.group_training import group_fields, group_key, trains_in_groups
 from trader.rundir import config_to_dict
 from trader.spec import MarketSpec
 
@@ -141,16 +140,12 @@ def pod_group_key(spec: PodSpec) -> tuple | None:
     """What pods must share to train as one group task: the algorithm's group key
     (`trader.group_training.group_key`), the market, the length, the envs, the validation
     cadence, the device and what it compiles; None for a pod that trains alone (an algorithm or
-    network that does not group, a custom env, a pod that compiles its networks)."""
+    network that does not group, an env that does not: `trains_in_groups`, a pod that compiles
+    its networks)."""
     key = group_key(spec.algo, spec.algo_config)
-    if key is None or spec.compile not in GROUP_COMPILE:
+    if key is None or spec.compile not in GROUP_COMPILE or not trains_in_groups(spec.env):
         return None
-    if isinstance(spec.env, MarketSpec):
-        env = json.dumps(spec.env.to_dict(), sort_keys=True)
-    elif isinstance(spec.env, str) and resolve_env(spec.env).is_gym and not spec.env.startswith(WARP_PREFIX):
-        env = spec.env  # a gymnasium id (a MuJoCo Warp env has no row streams yet: its pods train alone)
-    else:
-        return None
+    env = json.dumps(spec.env.to_dict(), sort_keys=True) if isinstance(spec.env, MarketSpec) else spec.env
     return (*key, env, spec.steps, spec.num_envs, spec.eval_every, spec.device, spec.compile)
 
 

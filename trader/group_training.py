@@ -46,8 +46,10 @@ from trader.agents.evaluator import GroupValidation
 from trader.agents.offpolicy_group import GROUP_RUNNERS as OFF_POLICY_GROUP_RUNNERS
 from trader.agents.population import config_key
 from trader.agents.ppo_group import PPOGroupRunner
+from trader.environments import WARP_PREFIX
 from trader.errors import ConfigError, UserError
 from trader.rundir import config_to_dict
+from trader.spec import MarketSpec
 from trader.stopping import StopRequest, active_stop
 from trader.training import (
     LoopPod,
@@ -60,7 +62,7 @@ from trader.training import (
     start_run,
     with_env_layout,
 )
-from trader.training_envs import build_envs, compile_choice, gym_evaluator
+from trader.training_envs import build_envs, compile_choice, gym_evaluator, is_market_data
 
 GROUP_RUNNERS = {"ppo": PPOGroupRunner, **OFF_POLICY_GROUP_RUNNERS}
 """The group runner of each algorithm that trains in groups."""
@@ -74,6 +76,15 @@ ROW_FIELDS = {
 """The config fields that may differ between the pods of one group, by algorithm."""
 UNGROUPABLE = {"ppo": ppo_group.ungroupable, "sac": offpolicy_group.ungroupable, "td3": offpolicy_group.ungroupable}
 """Why a config of each algorithm cannot train in a group (one line), or None."""
+
+
+def trains_in_groups(env: Any) -> bool:
+    """Whether pods on ``env`` can train as one group: a market (a `MarketSpec`, a recipe, a panel) or
+    a gymnasium id, whose envs seed each pod's rows (``use_row_streams``); not a MuJoCo Warp id
+    (``warp:Ant-v5``: one generator draws every robot's start) nor a built env."""
+    if isinstance(env, str):
+        return not env.startswith(WARP_PREFIX)
+    return isinstance(env, MarketSpec) or is_market_data(env)
 
 
 def group_key(algo: str, config: Any) -> tuple | None:
@@ -161,16 +172,15 @@ def train_group(
     compile = compile_choice(compile)
     if compile == "all":
         raise ConfigError('train_group: compile="all" does not apply to a pod group yet (off or "validation")')
+    if not trains_in_groups(env):
+        what = repr(env) if isinstance(env, str) else f"a {type(env).__name__}"
+        raise ConfigError(f"train_group: pod groups train on a market or a gymnasium id, not on {what}")
     spec = get_spec(algo)
     device = resolve_device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"device {device} requested but CUDA is not available")
     with seeded(int(seeds[0])):
         envs = build_envs(env, pods * num_envs, device, int(seeds[0]), eval_episodes=eval_episodes, compile=compile)
-    kind = envs.description.get("kind")
-    if kind not in ("market", "gymnasium") or not hasattr(envs.train, "use_row_streams"):
-        what = envs.description.get("id") if kind == "gymnasium" else f"a {kind} env"
-        raise ConfigError(f"train_group: pod groups train on a market or a gymnasium id, not on {what}")
     agents = []
     for config, seed, start in zip(configs, seeds, starts, strict=True):
         algo_config = with_env_layout(resolve_config(spec.config_cls, config), envs.train)

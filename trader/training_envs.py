@@ -93,7 +93,7 @@ def build_envs(
             compile,
             recipe=name.value if name.kind == "recipe_file" else None,
         )
-    if _is_market_data(env):
+    if is_market_data(env):
         return _market_envs(env.with_periods(periods), num_envs, device, env_config, compile)
     if periods:
         raise ConfigError("periods apply to market envs only (a recipe or a MarketData)")
@@ -107,7 +107,7 @@ def build_envs(
     return BuiltEnvs(env, evaluator, {"kind": "custom", "repr": repr(env)}, {"env": repr(env)})
 
 
-def _is_market_data(value: Any) -> bool:
+def is_market_data(value: Any) -> bool:
     from market_envs.data import MarketData
 
     return isinstance(value, MarketData)

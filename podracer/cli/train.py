@@ -296,15 +296,14 @@ def _train_population(run_dir: Path, population: int, arguments: dict[str, Any],
     each into ``RUN_DIR/seed-<seed>/``; prints each seed's best validation score and their IQM with its
     95% bootstrap interval (`trader.aggregate`), and writes them to ``RUN_DIR/population.json``."""
     from trader import aggregate, rundir
-    from trader.group_training import GROUP_ALGOS, train_group
-    from trader.spec import MarketSpec
+    from trader.group_training import GROUP_ALGOS, train_group, trains_in_groups
     from trader.stopping import Interrupted, stop_on_signals
 
     algo = arguments.pop("algo")
     if algo not in GROUP_ALGOS:
         raise UserError(f"--population: {algo} pods do not train in groups yet (only {', '.join(GROUP_ALGOS)})")
-    if not isinstance(arguments.get("env"), MarketSpec) and not resolve_env(arguments["env"]).is_gym:
-        raise UserError("--population: pod groups train on a market (--dataset) or a gymnasium id (--env)")
+    if not trains_in_groups(arguments["env"]):
+        raise UserError(f"--population: pod groups train on a market or a gymnasium id, not on {arguments['env']!r}")
     first = int(arguments.get("seed", 0))
     seeds = [first + k for k in range(population)]
     roots = [run_dir / f"seed-{seed}" for seed in seeds]
